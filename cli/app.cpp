@@ -1,0 +1,50 @@
+// Subcommand dispatch and the one place that turns exceptions into an error line and exit code.
+#include "cli/app.h"
+
+#include <cstdio>
+#include <exception>
+
+#include "cli/flags.h"
+#include "cli/run_command.h"
+#include "engine/device_factory.h"
+#include "engine/errors.h"
+#include "dpbench_version.h"
+
+namespace dpbench {
+namespace {
+
+void print_error(const std::string& message) { std::fprintf(stderr, "dpbench: error: %s\n", message.c_str()); }
+
+}  // namespace
+
+int dpbench_main(const std::vector<std::string>& args) {
+  try {
+    std::vector<std::string> run_args = args;
+    if (!run_args.empty() && run_args.front() == "report")
+      throw ConfigError("`dpbench report` is not implemented yet (it arrives with the reports issue); "
+                        "read the JSON result files directly for now");
+    if (!run_args.empty() && run_args.front() == "run") run_args.erase(run_args.begin());
+
+    DeviceInventory inventory;
+    inventory.cuda_gpus = cuda_device_count(&inventory.why_no_gpu);
+    const ParsedRunFlags parsed = parse_run_flags(run_args, inventory);
+    if (parsed.help) {
+      std::fputs(run_help_text().c_str(), stdout);
+      return 0;
+    }
+    if (parsed.version) {
+      std::printf("dpbench %s (git %s)\n", DPBENCH_VERSION, DPBENCH_GIT_SHA);
+      return 0;
+    }
+    run_benchmark(parsed);
+    return 0;
+  } catch (const ConfigError& error) {
+    print_error(error.what());
+    return 2;
+  } catch (const std::exception& error) {
+    print_error(error.what());
+    return 1;
+  }
+}
+
+}  // namespace dpbench

@@ -1,0 +1,79 @@
+// Console formatting for runs (see console.h).
+#include "cli/console.h"
+
+#include <fmt/format.h>
+
+#include "reports/statistics.h"
+#include "dpbench_version.h"
+
+namespace dpbench {
+namespace {
+
+std::string join_indices(const std::vector<int>& indices) {
+  std::string text;
+  for (size_t i = 0; i < indices.size(); ++i) text += (i ? "," : "") + std::to_string(indices[i]);
+  return text;
+}
+
+std::vector<double> per_step_rates(const std::vector<double>& step_ms, int64_t items_per_step) {
+  std::vector<double> rates;
+  rates.reserve(step_ms.size());
+  for (double ms : step_ms) rates.push_back(ms > 0 ? items_per_step / (ms / 1000.0) : 0.0);
+  return rates;
+}
+
+}  // namespace
+
+std::string format_run_header(const RunConfig& config, const std::string& unit,
+                              int64_t num_parameters, const std::vector<DeviceDescription>& devices) {
+  std::string text = fmt::format("dpbench {} (git {})\n", DPBENCH_VERSION, DPBENCH_GIT_SHA);
+  text += fmt::format("{:<14}{} ({} parameters)\n", "Model:", config.model, num_parameters);
+  const std::string device_name = devices.empty() ? "?" : devices.front().name;
+  text += fmt::format("{:<14}{}: {} x {} (indices {})\n", "Devices:", backend_name(config.backend),
+                      devices.size(), device_name, join_indices(config.gpu_indices));
+  text += fmt::format("{:<14}{} per device, {} global ({})\n", "Batch size:", config.batch_size,
+                      config.global_batch_size(),
+                      config.total_batch_size > 0 ? "strong scaling: fixed total" : "weak scaling: fixed per device");
+  text += fmt::format("{:<14}{}\n", "Strategy:", config.variable_update);
+  text += fmt::format("{:<14}{}, learning rate {}{}\n", "Optimizer:", config.optimizer, config.learning_rate,
+                      config.optimizer == "momentum" ? fmt::format(", momentum {}", config.momentum) : "");
+  text += fmt::format("{:<14}{} / {}\n", "Precision:", config.precision, config.data_format);
+  text += fmt::format("{:<14}{} warm-up + {} measured, progress every {}\n", "Steps:",
+                      config.num_warmup_batches, config.num_batches, config.display_every);
+  text += fmt::format("{:<14}{}/s, seed {}\n", "Unit:", unit, config.seed);
+  text += fmt::format("{:<14}{}\n", "Result file:", config.result_file.empty() ? "(none)" : config.result_file);
+  return text;
+}
+
+std::string format_progress_line(const ProgressSnapshot& snapshot, int64_t items_per_step,
+                                 const std::string& unit) {
+  const std::vector<double> rates = per_step_rates(snapshot.measured_step_ms, items_per_step);
+  double mean = 0;
+  for (double rate : rates) mean += rate;
+  mean /= rates.empty() ? 1.0 : static_cast<double>(rates.size());
+  const double uncertainty = speed_uncertainty(rates);
+  const double spread = rates.size() >= 2 ? jitter(rates) : 0.0;
+  return fmt::format("{:>6}  {}/s: {:.1f} +/- {:.1f} (jitter = {:.1f})  loss {:.4f}", snapshot.measured_step,
+                     unit, mean, uncertainty, spread, snapshot.loss);
+}
+
+std::string format_summary(const Result& result) {
+  const Summary& s = result.summary;
+  std::string text(64, '-');
+  text += "\n";
+  text += fmt::format("total {}: {:.1f}\n", s.unit, s.items_per_sec);
+  text += fmt::format("  {} measured steps in {:.3f} s ({} devices, {} items per step), {} warm-up steps skipped\n",
+                      s.measured_steps, s.total_time_s, s.num_devices, s.items_per_step, s.warmup_steps);
+  if (s.step_time_ms) {
+    const DistributionStats& t = *s.step_time_ms;
+    text += fmt::format("  step time ms: mean {:.3f}  median {:.3f}  stddev {:.3f}  min {:.3f}  max {:.3f}  p5 {:.3f}  p95 {:.3f}\n",
+                        t.mean, t.median, t.stddev, t.min, t.max, t.p5, t.p95);
+  }
+  if (s.jitter) text += fmt::format("  jitter: {:.1f} {}\n", *s.jitter, s.unit);
+  text += fmt::format("  final loss {:.6f}, param_norm {:.6f}, {} parameters\n", s.final_loss, s.param_norm,
+                      s.num_parameters);
+  text += std::string(64, '-') + "\n";
+  return text;
+}
+
+}  // namespace dpbench

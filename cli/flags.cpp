@@ -1,0 +1,303 @@
+// Reading the `run` command line with cxxopts: the one table of flags (names as tf_cnn_benchmarks
+// spelled them, groups, defaults, help), the grouped --help text, and the resolved config as JSON.
+// Checking the values lives in flags_validation.cpp.
+#include "cli/flags.h"
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <sstream>
+
+#include <cxxopts.hpp>
+
+#include "cli/flags_validation.h"
+#include "engine/errors.h"
+#include "models/model_registry.h"
+#include "strategies/strategy_registry.h"
+
+namespace dpbench {
+namespace {
+
+struct FlagSpec {
+  std::string name;
+  std::string group;
+  std::string value_hint;                   // shown after the flag in --help, e.g. auto|gpu|cpu
+  std::string description;                  // ends with the default when it is not a fixed text
+  std::optional<std::string> default_text;  // none: resolved from other flags (e.g. the model)
+  std::optional<std::string> implicit_text; // "--flag" alone means --flag=<this> (booleans)
+};
+
+const char* const kGroups[] = {"Model", "Devices", "Synchronisation", "Optimizer", "Measurement",
+                               "Output", "General"};
+
+std::string format_number(double value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
+template <typename Entry>
+std::string names_of(const std::vector<Entry>& registry, bool implemented) {
+  std::string names;
+  for (const auto& entry : registry) {
+    if (entry.implemented != implemented) continue;
+    names += (names.empty() ? "" : ", ") + entry.name;
+  }
+  return names.empty() ? "none" : names;
+}
+
+// Built from RunConfig's own initialisers and the registries, so --help cannot drift from them.
+std::vector<FlagSpec> run_flag_specs() {
+  const RunConfig defaults;
+  const ModelEntry* default_model = find_model(defaults.model);
+  const std::string model_default =
+      default_model ? " (default: the model's; for " + defaults.model + ": " : " (default: the model's";
+  auto per_model = [&](const std::string& value) {
+    return default_model ? model_default + value + ")" : model_default + ")";
+  };
+  const std::string batch = default_model ? std::to_string(default_model->defaults.batch_size) : "";
+  const std::string optimizer = default_model ? default_model->defaults.optimizer : "";
+  const std::string rate = default_model ? format_number(default_model->defaults.learning_rate) : "";
+
+  return {
+      {"model", "Model", "NAME",
+       "Model to train; accepted now: " + names_of(model_registry(), true) + " (planned: " +
+           names_of(model_registry(), false) + ")",
+       defaults.model, {}},
+      {"batch_size", "Model", "N", "Batch size per device" + per_model(batch), {}, {}},
+      {"total_batch_size", "Model", "N",
+       "Global batch over all devices, for strong scaling; must divide evenly by the device count "
+       "(default: not set; --batch_size per device)",
+       {}, {}},
+      {"data_format", "Model", "NCHW|NHWC", "Image tensor layout (NHWC arrives with the CNN models)",
+       defaults.data_format, {}},
+      {"precision", "Model", "fp32|tf32|fp16|bf16",
+       "Arithmetic precision (only fp32 until the CNN models arrive)", defaults.precision, {}},
+      {"use_fp16", "Model", "BOOL", "Alias for --precision=fp16 (not implemented yet)",
+       defaults.use_fp16 ? "true" : "false", "true"},
+
+      {"device", "Devices", "auto|gpu|cpu",
+       "Where to run: gpu = CUDA, cpu = the reference backend (host threads stand in for devices), "
+       "auto = gpu when one is present, else cpu",
+       defaults.device, {}},
+      {"num_gpus", "Devices", "N",
+       "Number of devices (GPUs, or host stand-ins with --device=cpu, up to " +
+           std::to_string(kMaxReferenceDevices) + ")",
+       std::to_string(defaults.num_gpus), {}},
+      {"gpu_indices", "Devices", "LIST",
+       "Comma-separated device indices, e.g. 0,2; alone it sets the device count (default: "
+       "0..num_gpus-1)",
+       {}, {}},
+
+      {"variable_update", "Synchronisation", "NAME",
+       "How replicas synchronise; accepted now: " + names_of(strategy_registry(), true) +
+           " (planned: " + names_of(strategy_registry(), false) + ")",
+       defaults.variable_update, {}},
+      {"independent_replica", "Synchronisation", "BOOL",
+       "With --variable_update=replicated: replicas do not exchange gradients (= independent)",
+       defaults.independent_replica ? "true" : "false", "true"},
+      {"all_reduce_spec", "Synchronisation", "SPEC",
+       "All-reduce algorithm for replicated, e.g. nccl, xring, pscpu, psgpu (not implemented yet; "
+       "default: empty)",
+       {}, {}},
+      {"local_parameter_device", "Synchronisation", "gpu|cpu",
+       "Where parameter_server keeps the master copy", defaults.local_parameter_device, {}},
+
+      {"optimizer", "Optimizer", "sgd|momentum|adam", "Optimizer" + per_model(optimizer), {}, {}},
+      {"learning_rate", "Optimizer", "X", "Learning rate, > 0" + per_model(rate), {}, {}},
+      {"momentum", "Optimizer", "X", "Momentum of the momentum optimizer, in [0, 1)",
+       format_number(defaults.momentum), {}},
+      {"seed", "Optimizer", "N", "Seed of the initial parameters and the synthetic data",
+       std::to_string(defaults.seed), {}},
+
+      {"num_batches", "Measurement", "N", "Measured steps", std::to_string(defaults.num_batches), {}},
+      {"num_warmup_batches", "Measurement", "N", "Steps run first and excluded from the measurement",
+       std::to_string(defaults.num_warmup_batches), {}},
+      {"display_every", "Measurement", "N", "Print a progress line every N steps",
+       std::to_string(defaults.display_every), {}},
+
+      {"result_file", "Output", "PATH", "JSON result file; --result_file= writes none",
+       defaults.result_file, {}},
+  };
+}
+
+cxxopts::Options build_options(const std::vector<FlagSpec>& specs) {
+  cxxopts::Options options(
+      "dpbench",
+      "dpbench: data-parallel training benchmark (successor of tf_cnn_benchmarks).\n"
+      "`dpbench report` (not built yet) will turn a folder of results into tables and plots.\n");
+  options.custom_help("[run] [flags]");
+  options.positional_help("");
+  options.set_width(110);
+  for (const auto& spec : specs) {
+    auto value = cxxopts::value<std::string>();
+    if (spec.default_text) value->default_value(*spec.default_text);
+    if (spec.implicit_text) value->implicit_value(*spec.implicit_text);
+    options.add_option(spec.group, "", spec.name, spec.description, value, spec.value_hint);
+  }
+  options.add_options("General")("h,help", "Print this help and exit")(
+      "version", "Print the version and exit");
+  return options;
+}
+
+// For "did you mean": the cost of turning one flag name into another, edit by edit.
+size_t edit_distance(const std::string& from, const std::string& to) {
+  std::vector<size_t> previous(to.size() + 1), current(to.size() + 1);
+  for (size_t j = 0; j <= to.size(); ++j) previous[j] = j;
+  for (size_t i = 1; i <= from.size(); ++i) {
+    current[0] = i;
+    for (size_t j = 1; j <= to.size(); ++j) {
+      size_t substitution = previous[j - 1] + (from[i - 1] == to[j - 1] ? 0 : 1);
+      current[j] = std::min({previous[j] + 1, current[j - 1] + 1, substitution});
+    }
+    std::swap(previous, current);
+  }
+  return previous[to.size()];
+}
+
+[[noreturn]] void reject_unknown_flag(const std::string& argument, const std::string& name,
+                                      const std::vector<std::string>& known) {
+  std::string closest;
+  size_t best = 3;  // further than this is a different word, not a typo
+  for (const auto& candidate : known) {
+    size_t distance = edit_distance(name, candidate);
+    if (distance <= best) best = distance, closest = candidate;
+  }
+  std::string hint = closest.empty() ? "" : "did you mean --" + closest + "? ";
+  throw ConfigError(argument + ": unknown flag; " + hint + "dpbench --help lists the accepted flags");
+}
+
+// absl/gflags, which tf_cnn_benchmarks used, also accept a single dash: -num_gpus=4.
+bool is_single_dash_flag(const std::string& arg) {
+  return arg.size() > 2 && arg[0] == '-' && std::isalpha(static_cast<unsigned char>(arg[1])) &&
+         arg[2] != '=';
+}
+
+// Our own pass over the arguments before cxxopts sees them, because cxxopts' messages would not
+// name the value and would let "--result_file --num_gpus=2" swallow the next flag as a value.
+// Returns the arguments with single-dash flags spelt with two dashes (values left untouched).
+std::vector<std::string> check_argument_shapes(const std::vector<std::string>& raw_args,
+                                               const std::vector<FlagSpec>& specs) {
+  std::vector<std::string> known;
+  for (const auto& spec : specs) known.push_back(spec.name);
+  known.push_back("help");
+  known.push_back("version");
+  auto find_spec = [&](const std::string& name) -> const FlagSpec* {
+    for (const auto& spec : specs) {
+      if (spec.name == name) return &spec;
+    }
+    return nullptr;
+  };
+
+  std::vector<std::string> args = raw_args;
+  const FlagSpec* previous_boolean = nullptr;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string& arg = args[i];
+    if (arg == "--") {
+      if (i + 1 < args.size()) throw ConfigError("unexpected argument '" + args[i + 1] + "'");
+      break;
+    }
+    if (is_single_dash_flag(arg)) arg.insert(0, "-");
+    if (arg.rfind("--", 0) != 0) {
+      if (arg == "-h") continue;
+      if (arg.size() > 1 && arg[0] == '-') reject_unknown_flag(arg, arg.substr(1), known);
+      std::string hint = previous_boolean
+                             ? " (write --" + previous_boolean->name + "=" + arg + ")"
+                             : "; flags take the form --name=value (see dpbench --help)";
+      throw ConfigError("unexpected argument '" + arg + "'" + hint);
+    }
+    const size_t equals = arg.find('=');
+    const std::string name = arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
+    previous_boolean = nullptr;
+    if (name == "help" || name == "version") {
+      if (equals != std::string::npos) throw ConfigError(arg + ": takes no value; write --" + name);
+      continue;
+    }
+    const FlagSpec* spec = find_spec(name);
+    if (spec == nullptr) reject_unknown_flag(arg, name, known);
+    if (equals != std::string::npos) continue;
+    if (spec->implicit_text) {
+      previous_boolean = spec;
+      continue;
+    }
+    if (i + 1 == args.size() || args[i + 1].rfind("--", 0) == 0) {
+      throw ConfigError("--" + name + ": missing a value; e.g. --" + name + "=" + spec->value_hint);
+    }
+    ++i;  // the value travels as the next argument, as it is
+  }
+  return args;
+}
+
+}  // namespace
+
+ParsedRunFlags parse_run_flags(const std::vector<std::string>& raw_args, const DeviceInventory& inventory) {
+  const std::vector<FlagSpec> specs = run_flag_specs();
+  const std::vector<std::string> args = check_argument_shapes(raw_args, specs);
+
+  cxxopts::Options options = build_options(specs);
+  std::vector<const char*> argv = {"dpbench"};
+  for (const auto& arg : args) argv.push_back(arg.c_str());
+
+  ParsedRunFlags parsed;
+  GivenFlags flags;
+  try {
+    cxxopts::ParseResult result = options.parse(static_cast<int>(argv.size()), argv.data());
+    if (!result.unmatched().empty()) {
+      throw ConfigError("unexpected argument '" + result.unmatched().front() + "'");
+    }
+    parsed.help = result.count("help") > 0 && result["help"].as<bool>();
+    parsed.version = result.count("version") > 0 && result["version"].as<bool>();
+    if (parsed.help || parsed.version) return parsed;
+    for (const auto& spec : specs) {
+      if (result.count(spec.name) > 0) flags.given.insert(spec.name);
+      if (result.count(spec.name) > 0 || spec.default_text) {
+        flags.texts[spec.name] = result[spec.name].as<std::string>();
+      }
+    }
+  } catch (const cxxopts::exceptions::exception& error) {
+    // Only what check_argument_shapes lets through, e.g. --help=maybe.
+    throw ConfigError(std::string("command line: ") + error.what() + "; see dpbench --help");
+  }
+  parsed.config = resolve_run_config(flags, inventory, &parsed.fell_back_to_reference);
+  return parsed;
+}
+
+std::string run_help_text() {
+  const std::vector<FlagSpec> specs = run_flag_specs();
+  cxxopts::Options options = build_options(specs);
+  std::vector<std::string> groups(std::begin(kGroups), std::end(kGroups));
+  return options.help(groups) +
+         "\nExample: dpbench --model=trivial --num_gpus=4 --variable_update=independent\n";
+}
+
+nlohmann::json config_to_json(const RunConfig& config) {
+  return {
+      {"model", config.model},
+      {"batch_size", config.batch_size},
+      {"total_batch_size", config.total_batch_size},
+      {"data_format", config.data_format},
+      {"precision", config.precision},
+      {"use_fp16", config.use_fp16},
+      {"device", config.device},
+      {"backend", backend_name(config.backend)},
+      {"num_gpus", config.num_gpus},
+      {"gpu_indices", config.gpu_indices},
+      {"variable_update", config.variable_update},
+      {"independent_replica", config.independent_replica},
+      {"all_reduce_spec", config.all_reduce_spec},
+      {"local_parameter_device", config.local_parameter_device},
+      {"optimizer", config.optimizer},
+      {"learning_rate", config.learning_rate},
+      {"momentum", config.momentum},
+      {"adam_beta1", config.adam_beta1},
+      {"adam_beta2", config.adam_beta2},
+      {"adam_epsilon", config.adam_epsilon},
+      {"seed", config.seed},
+      {"num_batches", config.num_batches},
+      {"num_warmup_batches", config.num_warmup_batches},
+      {"display_every", config.display_every},
+      {"result_file", config.result_file},
+  };
+}
+
+}  // namespace dpbench

@@ -1,0 +1,36 @@
+// The seam between reading the command line (flags.cpp, cxxopts) and checking it
+// (flags_validation.cpp): flag texts in, a resolved RunConfig out. Internal to cli/.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "cli/flags.h"
+#include "engine/run_config.h"
+
+namespace dpbench {
+
+// Texts rather than typed values, so every malformed value gets our own one-line message
+// instead of cxxopts' generic "failed to parse".
+struct GivenFlags {
+  std::map<std::string, std::string> texts;  // as given, or the flag's default where it has one
+  std::set<std::string> given;               // names that appeared on the command line
+
+  bool was_given(const std::string& name) const { return given.count(name) > 0; }
+  // Empty for a flag that was not given and has no fixed default (e.g. --batch_size).
+  std::string text(const std::string& name) const {
+    auto found = texts.find(name);
+    return found == texts.end() ? std::string() : found->second;
+  }
+};
+
+// The reference backend's host stand-in devices are threads; more than this only slows CI down.
+constexpr int kMaxReferenceDevices = 64;
+
+// Checks every flag and fills in the defaults that depend on others (model, device count).
+// Throws ConfigError with one line naming the flag, the value and what is accepted.
+RunConfig resolve_run_config(const GivenFlags& flags, const DeviceInventory& inventory,
+                             bool* fell_back_to_reference);
+
+}  // namespace dpbench

@@ -1,0 +1,139 @@
+// `dpbench run`: wiring of registries, devices, runner and result (see run_command.h).
+#include "cli/run_command.h"
+
+#include <cstdio>
+
+#include "cli/console.h"
+#include "engine/device_factory.h"
+#include "engine/environment.h"
+#include "engine/errors.h"
+#include "models/model_registry.h"
+#include "reports/result_json.h"
+#include "reports/statistics.h"
+#include "strategies/strategy_registry.h"
+#include "dpbench_version.h"
+
+namespace dpbench {
+namespace {
+
+void print(const std::string& text) {
+  std::fputs(text.c_str(), stdout);
+  std::fflush(stdout);
+}
+
+OptimizerConfig optimizer_config(const RunConfig& config) {
+  OptimizerConfig optimizer;
+  optimizer.kind = parse_optimizer_kind(config.optimizer);
+  optimizer.learning_rate = static_cast<float>(config.learning_rate);
+  optimizer.momentum = static_cast<float>(config.momentum);
+  optimizer.beta1 = static_cast<float>(config.adam_beta1);
+  optimizer.beta2 = static_cast<float>(config.adam_beta2);
+  optimizer.epsilon = static_cast<float>(config.adam_epsilon);
+  return optimizer;
+}
+
+EnvironmentRecord describe_environment(const RunConfig& config, const std::vector<DeviceDescription>& devices) {
+  EnvironmentRecord environment;
+  environment.hostname = host_name();
+  environment.date = utc_timestamp_iso8601();
+  environment.backend = backend_name(config.backend);
+  for (const DeviceDescription& device : devices)
+    environment.devices.push_back({device.index, device.name, device.memory_bytes, device.compute_capability});
+  const LibraryVersions versions = loaded_library_versions();
+  environment.cuda_runtime = versions.cuda_runtime;
+  environment.cuda_driver = versions.cuda_driver;
+  environment.driver = versions.driver;
+  environment.cudnn = versions.cudnn;
+  environment.nccl = versions.nccl;
+  environment.cublas = versions.cublas;
+  return environment;
+}
+
+}  // namespace
+
+Result assemble_result(const RunConfig& config, const RunMeasurements& measured, const std::string& unit,
+                       int64_t items_per_step, const std::vector<DeviceDescription>& devices) {
+  Result result;
+  result.tool_version = DPBENCH_VERSION;
+  result.git_sha = DPBENCH_GIT_SHA;
+  result.environment = describe_environment(config, devices);
+  result.config = config_to_json(config);
+
+  std::vector<double> measured_ms, measured_rates;
+  for (size_t step = 0; step < measured.step_time_ms.size(); ++step) {
+    const bool warmup = static_cast<int64_t>(step) < measured.warmup_steps;
+    result.steps.push_back({static_cast<int64_t>(step), measured.step_time_ms[step], measured.step_loss[step], warmup});
+    if (!warmup) {
+      measured_ms.push_back(measured.step_time_ms[step]);
+      measured_rates.push_back(items_per_step / (measured.step_time_ms[step] / 1000.0));
+    }
+  }
+
+  Summary& summary = result.summary;
+  summary.unit = unit + "/s";
+  summary.measured_steps = static_cast<int64_t>(measured_ms.size());
+  summary.warmup_steps = measured.warmup_steps;
+  summary.num_devices = config.num_devices();
+  summary.global_batch_size = config.global_batch_size();
+  summary.items_per_step = items_per_step;
+  summary.total_time_s = measured.total_time_s;
+  // Ratio of totals, as tf_cnn_benchmarks' "total images/sec", not a mean of per-step rates.
+  summary.items_per_sec = measured.total_time_s > 0
+                              ? static_cast<double>(items_per_step) * summary.measured_steps / measured.total_time_s
+                              : 0.0;
+  if (measured_ms.size() >= 2) {
+    summary.step_time_ms = summarize(measured_ms);
+    summary.items_per_sec_per_step = summarize(measured_rates);
+    summary.jitter = jitter(measured_rates);
+  }
+  summary.final_loss = measured.step_loss.empty() ? 0.0 : measured.step_loss.back();
+  summary.num_parameters = measured.num_parameters;
+  summary.param_norm = measured.param_norm;
+  summary.comm = measured.comm;
+  return result;
+}
+
+Result run_benchmark(const ParsedRunFlags& flags) {
+  const RunConfig& config = flags.config;
+  if (flags.fell_back_to_reference)
+    print("note: no CUDA GPU found; running on the reference backend (host C++; pass --device=cpu to silence this)\n");
+
+  const ModelEntry* model_entry = find_model(config.model);
+  const StrategyEntry* strategy_entry = find_strategy(config.variable_update);
+  if (!model_entry || !model_entry->create) throw ConfigError("--model=" + config.model + ": not available");
+  if (!strategy_entry || !strategy_entry->create)
+    throw ConfigError("--variable_update=" + config.variable_update + ": not available");
+
+  std::unique_ptr<Model> model = model_entry->create(config);
+  std::unique_ptr<Strategy> strategy = strategy_entry->create(config);
+  std::vector<std::unique_ptr<Device>> devices = create_devices(config.backend, config.gpu_indices);
+  std::vector<DeviceDescription> descriptions;
+  for (const auto& device : devices) descriptions.push_back(device->description());
+
+  const int64_t items_per_step = static_cast<int64_t>(config.global_batch_size()) * model->items_per_sample();
+  print(format_run_header(config, model->unit(), static_cast<int64_t>(model->layout().total_count()), descriptions));
+
+  RunnerSettings settings;
+  settings.batch_size = config.batch_size;
+  settings.num_warmup_batches = config.num_warmup_batches;
+  settings.num_batches = config.num_batches;
+  settings.display_every = config.display_every;
+  settings.seed = config.seed;
+  settings.optimizer = optimizer_config(config);
+  Runner runner(*model, *strategy, devices, settings);
+
+  const std::string unit = model->unit();
+  const RunMeasurements measured = runner.run(
+      [&](const ProgressSnapshot& snapshot) { print(format_progress_line(snapshot, items_per_step, unit) + "\n"); },
+      [&](const std::string& phase) { print(phase + "\n"); });
+
+  Result result = assemble_result(config, measured, unit, items_per_step, descriptions);
+  print(format_summary(result));
+  if (!config.result_file.empty()) {
+    write_result_atomically(result, config.result_file);
+    print("Result written to " + config.result_file + "\n");
+  }
+  return result;
+}
+
+}  // namespace dpbench

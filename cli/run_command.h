@@ -1,0 +1,19 @@
+// `dpbench run`: builds devices, model and strategy from the resolved flags, runs the benchmark,
+// prints header, progress and summary, and writes the result JSON atomically.
+#pragma once
+
+#include "cli/flags.h"
+#include "engine/runner.h"
+#include "reports/result.h"
+
+namespace dpbench {
+
+// Runs and returns the result (also written to config.result_file unless that is empty).
+Result run_benchmark(const ParsedRunFlags& flags);
+
+// Builds the result record from what the runner measured (separate so it can be tested).
+Result assemble_result(const RunConfig& config, const RunMeasurements& measured,
+                       const std::string& unit, int64_t items_per_step,
+                       const std::vector<DeviceDescription>& devices);
+
+}  // namespace dpbench

@@ -1,0 +1,80 @@
+// Backend: the narrow op interface every layer, optimizer and strategy calls.
+// Two implementations: `cuda` (cuBLAS + own kernels, asynchronous on one stream of a Device) and
+// `reference` (plain host C++, synchronous). The reference backend is the oracle for [gpu] tests.
+//
+// Conventions:
+// - Pointers are device pointers for cuda and host pointers for reference (Buffer::data()).
+// - Matrices are row-major. Shapes are written as comments `// (rows, cols)`.
+// - Every op is enqueued on the stream the Backend object is bound to (see Device::ops); nothing
+//   here synchronises with the host except the few calls documented as "blocking".
+// - Nothing allocates device memory per call; scratch space is passed in by the caller.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/run_config.h"
+
+namespace dpbench {
+
+enum class Transpose { no, yes };
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual BackendKind kind() const = 0;
+
+  // ---- dense linear algebra ----------------------------------------------------------------
+  // C (m, n) = alpha * op(A) (m, k) * op(B) (k, n) + beta * C, all row-major with leading dims.
+  virtual void gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha,
+                    const float* a, int lda, const float* b, int ldb, float beta, float* c,
+                    int ldc) = 0;
+
+  // y (rows, cols) += bias (cols) broadcast over rows.
+  virtual void add_bias(float* y, const float* bias, int rows, int cols) = 0;
+  // dbias (cols) = sum over rows of dy (rows, cols)  (overwrites).
+  virtual void bias_gradient(const float* dy, float* dbias, int rows, int cols) = 0;
+
+  // ---- element-wise ------------------------------------------------------------------------
+  virtual void relu_forward(const float* x, float* y, size_t n) = 0;
+  // dx = dy where y > 0, else 0 (y is the forward output). dx may alias dy.
+  virtual void relu_backward(const float* y, const float* dy, float* dx, size_t n) = 0;
+  virtual void fill(float* x, size_t n, float value) = 0;
+  virtual void scale(float* x, size_t n, float alpha) = 0;              // x *= alpha
+  virtual void axpy(float alpha, const float* x, float* y, size_t n) = 0;  // y += alpha * x
+
+  // ---- loss --------------------------------------------------------------------------------
+  // Softmax cross-entropy, forward and backward fused.
+  //   logits (rows, classes), labels (rows) in [0, classes)
+  //   row_losses (rows): scratch, receives each row's -log softmax[label]
+  //   loss_out (1): mean over rows; may point into host-visible memory (Device::allocate_host_visible)
+  //   dlogits (rows, classes) = (softmax - onehot(label)) / rows; may alias logits.
+  virtual void softmax_cross_entropy(const float* logits, const int32_t* labels, int rows,
+                                     int classes, float* row_losses, float* loss_out,
+                                     float* dlogits) = 0;
+
+  // ---- optimizers over a flat range (params, grads and state share one layout) -------------
+  virtual void sgd_update(float* params, const float* grads, size_t n, float learning_rate) = 0;
+  // v = momentum * v + g;  p -= lr * v   (tf.train.MomentumOptimizer semantics)
+  virtual void momentum_update(float* params, const float* grads, float* velocity, size_t n,
+                               float learning_rate, float momentum) = 0;
+  // Adam with bias correction; `step` counts from 1.
+  virtual void adam_update(float* params, const float* grads, float* m, float* v, size_t n,
+                           float learning_rate, float beta1, float beta2, float epsilon,
+                           int64_t step) = 0;
+
+  // ---- synthetic data, defined per global element index (engine/counter_random.h) ----------
+  // x[i] = lo + (hi - lo) * uniform(seed, stream, first_index + i)
+  virtual void fill_uniform_by_index(float* x, size_t n, uint64_t seed, uint64_t stream,
+                                     uint64_t first_index, float lo, float hi) = 0;
+  // labels[i] = uniform_int(seed, stream, first_index + i) mod classes
+  virtual void fill_labels_by_index(int32_t* labels, size_t n, uint64_t seed, uint64_t stream,
+                                    uint64_t first_index, int classes) = 0;
+
+  // ---- reductions (blocking: they wait for the stream and return to the host) --------------
+  // Sum of squares accumulated in double. `scratch` holds at least sum_squares_scratch_bytes().
+  virtual double sum_squares(const float* x, size_t n, void* scratch) = 0;
+  virtual size_t sum_squares_scratch_bytes() const = 0;
+};
+
+}  // namespace dpbench

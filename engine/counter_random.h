@@ -1,0 +1,45 @@
+// Counter-based random numbers, identical on host and device: a value is a pure function of
+// (seed, stream, index). Synthetic data and parameter initialisation use it so that every
+// backend, every sharding of the global batch and every strategy sees bit-identical inputs.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define DPB_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define DPB_HOST_DEVICE inline
+#endif
+
+namespace dpbench {
+
+// Streams keep unrelated draws apart (images vs labels vs each parameter tensor).
+enum : uint64_t {
+  kRandomStreamInputs = 1,
+  kRandomStreamLabels = 2,
+  kRandomStreamParameters = 1000,  // + tensor number
+};
+
+// splitmix64 finaliser: a bijective mix with good avalanche.
+DPB_HOST_DEVICE uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+DPB_HOST_DEVICE uint64_t counter_hash(uint64_t seed, uint64_t stream, uint64_t index) {
+  return mix64(mix64(seed ^ mix64(stream)) + index);
+}
+
+// Uniform in [0, 1) with 24 random bits: exactly representable in float, so host and device
+// produce the same value bit for bit.
+DPB_HOST_DEVICE float counter_uniform(uint64_t seed, uint64_t stream, uint64_t index) {
+  return static_cast<float>(counter_hash(seed, stream, index) >> 40) * (1.0f / 16777216.0f);
+}
+
+DPB_HOST_DEVICE uint32_t counter_uint(uint64_t seed, uint64_t stream, uint64_t index) {
+  return static_cast<uint32_t>(counter_hash(seed, stream, index) >> 32);
+}
+
+}  // namespace dpbench

@@ -1,0 +1,112 @@
+// CudaBackend: cuBLAS for GEMM, the launchers of cuda_kernels.h for everything else. Every op is
+// asynchronous on the bound stream except sum_squares, which returns its result to the host.
+#include "engine/cuda/cuda_backend.h"
+
+#include <cmath>
+
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cuda_kernels.h"
+
+namespace dpbench {
+
+CudaBackend::CudaBackend(cudaStream_t stream, cublasHandle_t cublas)
+    : stream_(stream), cublas_(cublas) {
+  DPB_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  // Explicitly pure fp32: TF32 tensor-core math would differ from the reference by ~1e-3.
+  DPB_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+}
+
+void CudaBackend::gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha,
+                       const float* a, int lda, const float* b, int ldb, float beta, float* c,
+                       int ldc) {
+  if (m <= 0 || n <= 0) return;
+  // cuBLAS is column-major, and a row-major matrix read column-major is its transpose. So the
+  // row-major C = op(A) op(B) is computed as the column-major C^T (n, m) = op(B)^T op(A)^T,
+  // which passes B first, A second, with the same transpose flags and dimensions n, m, k.
+  const cublasOperation_t op_b = trans_b == Transpose::yes ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = trans_a == Transpose::yes ? CUBLAS_OP_T : CUBLAS_OP_N;
+  DPB_CUBLAS_CHECK(
+      cublasSgemm(cublas_, op_b, op_a, n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc));
+}
+
+void CudaBackend::add_bias(float* y, const float* bias, int rows, int cols) {
+  cuda_kernels::launch_add_bias(stream_, y, bias, rows, cols);
+}
+
+void CudaBackend::bias_gradient(const float* dy, float* dbias, int rows, int cols) {
+  cuda_kernels::launch_bias_gradient(stream_, dy, dbias, rows, cols);
+}
+
+void CudaBackend::relu_forward(const float* x, float* y, size_t n) {
+  cuda_kernels::launch_relu_forward(stream_, x, y, n);
+}
+
+void CudaBackend::relu_backward(const float* y, const float* dy, float* dx, size_t n) {
+  cuda_kernels::launch_relu_backward(stream_, y, dy, dx, n);
+}
+
+void CudaBackend::fill(float* x, size_t n, float value) {
+  cuda_kernels::launch_fill(stream_, x, n, value);
+}
+
+void CudaBackend::scale(float* x, size_t n, float alpha) {
+  cuda_kernels::launch_scale(stream_, x, n, alpha);
+}
+
+void CudaBackend::axpy(float alpha, const float* x, float* y, size_t n) {
+  cuda_kernels::launch_axpy(stream_, alpha, x, y, n);
+}
+
+void CudaBackend::softmax_cross_entropy(const float* logits, const int32_t* labels, int rows,
+                                        int classes, float* row_losses, float* loss_out,
+                                        float* dlogits) {
+  cuda_kernels::launch_softmax_cross_entropy(stream_, logits, labels, rows, classes, row_losses,
+                                             loss_out, dlogits);
+}
+
+void CudaBackend::sgd_update(float* params, const float* grads, size_t n, float learning_rate) {
+  cuda_kernels::launch_sgd_update(stream_, params, grads, n, learning_rate);
+}
+
+void CudaBackend::momentum_update(float* params, const float* grads, float* velocity, size_t n,
+                                  float learning_rate, float momentum) {
+  cuda_kernels::launch_momentum_update(stream_, params, grads, velocity, n, learning_rate,
+                                       momentum);
+}
+
+void CudaBackend::adam_update(float* params, const float* grads, float* m, float* v, size_t n,
+                              float learning_rate, float beta1, float beta2, float epsilon,
+                              int64_t step) {
+  // In double on the host: beta2^t for large t loses digits in float before it reaches 1 - x.
+  const double t = static_cast<double>(step);
+  const float first_moment_correction = static_cast<float>(1.0 - std::pow(double{beta1}, t));
+  const float second_moment_correction = static_cast<float>(1.0 - std::pow(double{beta2}, t));
+  cuda_kernels::launch_adam_update(stream_, params, grads, m, v, n, learning_rate, beta1, beta2,
+                                   epsilon, first_moment_correction, second_moment_correction);
+}
+
+void CudaBackend::fill_uniform_by_index(float* x, size_t n, uint64_t seed, uint64_t stream,
+                                        uint64_t first_index, float lo, float hi) {
+  cuda_kernels::launch_fill_uniform_by_index(stream_, x, n, seed, stream, first_index, lo, hi);
+}
+
+void CudaBackend::fill_labels_by_index(int32_t* labels, size_t n, uint64_t seed, uint64_t stream,
+                                       uint64_t first_index, int classes) {
+  cuda_kernels::launch_fill_labels_by_index(stream_, labels, n, seed, stream, first_index, classes);
+}
+
+double CudaBackend::sum_squares(const float* x, size_t n, void* scratch) {
+  double* partials = static_cast<double*>(scratch);
+  cuda_kernels::launch_sum_squares(stream_, x, n, partials);
+  double result = 0.0;
+  DPB_CUDA_CHECK(
+      cudaMemcpyAsync(&result, partials, sizeof(double), cudaMemcpyDeviceToHost, stream_));
+  DPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return result;
+}
+
+size_t CudaBackend::sum_squares_scratch_bytes() const {
+  return cuda_kernels::kSumSquaresMaxPartials * sizeof(double);
+}
+
+}  // namespace dpbench

@@ -1,0 +1,56 @@
+// CudaBackend: the Backend ops on one CUDA stream. GEMM goes to cuBLAS in pure fp32 (no TF32, so
+// results compare with the reference backend); everything else is dpbench's own kernels.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "engine/backend.h"
+
+namespace dpbench {
+
+// Owns neither the stream nor the handle (the CudaDevice does). The device that owns them must be
+// current on the calling thread (Device::make_current).
+class CudaBackend final : public Backend {
+ public:
+  // Binds `cublas` to `stream` and sets its math mode; the handle must serve this backend only.
+  CudaBackend(cudaStream_t stream, cublasHandle_t cublas);
+
+  BackendKind kind() const override { return BackendKind::cuda; }
+  cudaStream_t stream() const { return stream_; }
+
+  void gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha, const float* a,
+            int lda, const float* b, int ldb, float beta, float* c, int ldc) override;
+  void add_bias(float* y, const float* bias, int rows, int cols) override;
+  void bias_gradient(const float* dy, float* dbias, int rows, int cols) override;
+
+  void relu_forward(const float* x, float* y, size_t n) override;
+  void relu_backward(const float* y, const float* dy, float* dx, size_t n) override;
+  void fill(float* x, size_t n, float value) override;
+  void scale(float* x, size_t n, float alpha) override;
+  void axpy(float alpha, const float* x, float* y, size_t n) override;
+
+  void softmax_cross_entropy(const float* logits, const int32_t* labels, int rows, int classes,
+                             float* row_losses, float* loss_out, float* dlogits) override;
+
+  void sgd_update(float* params, const float* grads, size_t n, float learning_rate) override;
+  void momentum_update(float* params, const float* grads, float* velocity, size_t n,
+                       float learning_rate, float momentum) override;
+  void adam_update(float* params, const float* grads, float* m, float* v, size_t n,
+                   float learning_rate, float beta1, float beta2, float epsilon,
+                   int64_t step) override;
+
+  void fill_uniform_by_index(float* x, size_t n, uint64_t seed, uint64_t stream,
+                             uint64_t first_index, float lo, float hi) override;
+  void fill_labels_by_index(int32_t* labels, size_t n, uint64_t seed, uint64_t stream,
+                            uint64_t first_index, int classes) override;
+
+  double sum_squares(const float* x, size_t n, void* scratch) override;
+  size_t sum_squares_scratch_bytes() const override;
+
+ private:
+  cudaStream_t stream_;
+  cublasHandle_t cublas_;
+};
+
+}  // namespace dpbench

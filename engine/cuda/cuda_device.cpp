@@ -1,0 +1,223 @@
+// CudaDevice (see the header), create_cuda_device and cuda_device_count.
+#include "engine/cuda/cuda_device.h"
+
+#include <cstdio>
+#include <string>
+
+#include "engine/cuda/cuda_check.h"
+#include "engine/device_factory.h"
+#include "engine/errors.h"
+
+namespace dpbench {
+namespace {
+
+// Makes `ordinal` current for a scope and restores the caller's device afterwards, so setup code
+// on the main thread can touch any device without disturbing the device it had selected.
+class ScopedCurrentDevice {
+ public:
+  explicit ScopedCurrentDevice(int ordinal) {
+    DPB_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != ordinal) {
+      DPB_CUDA_CHECK(cudaSetDevice(ordinal));
+      changed_ = true;
+    }
+  }
+  ~ScopedCurrentDevice() {
+    if (changed_) (void)cudaSetDevice(previous_);
+  }
+  ScopedCurrentDevice(const ScopedCurrentDevice&) = delete;
+  ScopedCurrentDevice& operator=(const ScopedCurrentDevice&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool changed_ = false;
+};
+
+// A zero-byte request still yields a distinct, valid pointer (cudaMalloc(0) gives nullptr).
+size_t at_least_one_byte(size_t bytes) { return bytes == 0 ? 1 : bytes; }
+
+double to_mib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+// Deleters ignore errors (they run in destructors). A failure would otherwise stay behind as the
+// "last error" and be blamed on the next kernel launch, so it is cleared here.
+void free_device_memory(void* pointer) {
+  if (cudaFree(pointer) != cudaSuccess) (void)cudaGetLastError();
+}
+
+void free_host_visible_memory(void* pointer) {
+  if (cudaFreeHost(pointer) != cudaSuccess) (void)cudaGetLastError();
+}
+
+class CudaDeviceEvent final : public Event {
+ public:
+  CudaDeviceEvent(const CudaDevice& device, bool timing) : device_(device), event_(timing) {}
+
+  void record(StreamKind stream) override {
+    DPB_CUDA_CHECK(cudaEventRecord(event_.get(), device_.stream(stream)));
+  }
+  void synchronize() override { DPB_CUDA_CHECK(cudaEventSynchronize(event_.get())); }
+  double elapsed_ms_since(const Event& start) const override {
+    const auto* start_event = dynamic_cast<const CudaDeviceEvent*>(&start);
+    if (start_event == nullptr) {
+      throw RuntimeError("elapsed_ms_since: the start event does not belong to a CUDA device");
+    }
+    float milliseconds = 0.0f;
+    DPB_CUDA_CHECK(cudaEventElapsedTime(&milliseconds, start_event->native(), event_.get()));
+    return milliseconds;
+  }
+
+  cudaEvent_t native() const { return event_.get(); }
+
+ private:
+  const CudaDevice& device_;
+  CudaEvent event_;
+};
+
+}  // namespace
+
+CudaDevice::CudaDevice(int ordinal) {
+  ScopedCurrentDevice current(ordinal);
+  cudaDeviceProp properties{};
+  DPB_CUDA_CHECK(cudaGetDeviceProperties(&properties, ordinal));
+  description_.index = ordinal;
+  description_.name = properties.name;
+  description_.memory_bytes = properties.totalGlobalMem;
+  description_.compute_capability =
+      std::to_string(properties.major) + "." + std::to_string(properties.minor);
+
+  streams_.reserve(kNumStreamKinds);
+  for (int i = 0; i < kNumStreamKinds; ++i) streams_.emplace_back();
+  ops(StreamKind::compute);
+}
+
+CudaDevice::~CudaDevice() {
+  // Handles and streams belong to this GPU: release them with it current, then restore.
+  int previous = -1;
+  const bool know_previous = cudaGetDevice(&previous) == cudaSuccess;
+  (void)cudaSetDevice(ordinal());
+  for (const CudaStream& stream : streams_) (void)cudaStreamSynchronize(stream.get());
+  for (auto& backend : backends_) backend.reset();
+  for (auto& handle : cublas_handles_) handle.reset();
+  streams_.clear();
+  if (know_previous) (void)cudaSetDevice(previous);
+  (void)cudaGetLastError();
+}
+
+void CudaDevice::make_current() { DPB_CUDA_CHECK(cudaSetDevice(ordinal())); }
+
+void CudaDevice::create_backend(StreamKind stream) {
+  ScopedCurrentDevice current(ordinal());  // a cuBLAS handle binds to the current device
+  const int slot = static_cast<int>(stream);
+  auto handle = std::make_unique<CublasHandle>();
+  backends_[slot] = std::make_unique<CudaBackend>(streams_[slot].get(), handle->get());
+  cublas_handles_[slot] = std::move(handle);
+}
+
+Backend& CudaDevice::ops(StreamKind stream) {
+  const int slot = static_cast<int>(stream);
+  // call_once: the runner thread and a communication thread may ask for the same stream at once.
+  std::call_once(backend_created_[slot], [this, stream] { create_backend(stream); });
+  return *backends_[slot];
+}
+
+Buffer CudaDevice::allocate(size_t bytes) {
+  ScopedCurrentDevice current(ordinal());
+  void* data = nullptr;
+  const cudaError_t status = cudaMalloc(&data, at_least_one_byte(bytes));
+  if (status == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();  // clear it, so the next launch check does not report it again
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) (void)cudaGetLastError();
+    char message[512];
+    std::snprintf(message, sizeof message,
+                  "out of GPU memory on device %d (%s): allocating %.1f MiB with %.1f MiB free; "
+                  "reduce --batch_size or use more GPUs",
+                  ordinal(), description_.name.c_str(), to_mib(bytes), to_mib(free_bytes));
+    throw RuntimeError(message);
+  }
+  DPB_CUDA_CHECK(status);
+  return Buffer(data, bytes, &free_device_memory);
+}
+
+Buffer CudaDevice::allocate_host_visible(size_t bytes) {
+  ScopedCurrentDevice current(ordinal());
+  void* data = nullptr;
+  DPB_CUDA_CHECK(
+      cudaHostAlloc(&data, at_least_one_byte(bytes), cudaHostAllocMapped | cudaHostAllocPortable));
+  Buffer buffer(data, bytes, &free_host_visible_memory);
+  // With unified addressing (every 64-bit platform CUDA supports) a mapped allocation has the same
+  // address on host and device; Buffer::data() promises exactly that, so check rather than assume.
+  void* device_pointer = nullptr;
+  DPB_CUDA_CHECK(cudaHostGetDevicePointer(&device_pointer, data, 0));
+  if (device_pointer != data) {
+    throw RuntimeError("host-mapped memory on device " + std::to_string(ordinal()) +
+                       " has a different device address; unified addressing is required");
+  }
+  return buffer;
+}
+
+void CudaDevice::copy_to_host(void* host_dst, const void* device_src, size_t bytes) {
+  if (bytes == 0) return;
+  ScopedCurrentDevice current(ordinal());
+  synchronize();
+  copy_and_wait(host_dst, device_src, bytes, cudaMemcpyDeviceToHost);
+}
+
+void CudaDevice::copy_from_host(void* device_dst, const void* host_src, size_t bytes) {
+  if (bytes == 0) return;
+  ScopedCurrentDevice current(ordinal());
+  synchronize();
+  copy_and_wait(device_dst, host_src, bytes, cudaMemcpyHostToDevice);
+}
+
+void CudaDevice::copy_and_wait(void* dst, const void* src, size_t bytes, cudaMemcpyKind direction) {
+  // Not plain cudaMemcpy: it runs on the legacy default stream, which our non-blocking streams do
+  // not wait for, and from pageable memory it may return before the data has reached the GPU.
+  // A copy on our own stream followed by a wait for that stream is complete when we return.
+  const cudaStream_t copy_stream = stream(StreamKind::copy);
+  DPB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, direction, copy_stream));
+  DPB_CUDA_CHECK(cudaStreamSynchronize(copy_stream));
+}
+
+std::unique_ptr<Event> CudaDevice::create_event(bool timing) {
+  ScopedCurrentDevice current(ordinal());  // an event belongs to the device current at creation
+  return std::make_unique<CudaDeviceEvent>(*this, timing);
+}
+
+void CudaDevice::wait(StreamKind waiter, const Event& event) {
+  const auto* cuda_event = dynamic_cast<const CudaDeviceEvent*>(&event);
+  if (cuda_event == nullptr) {
+    throw RuntimeError("CudaDevice::wait: the event does not belong to a CUDA device");
+  }
+  // Events of other GPUs are fine here: the wait is resolved by the driver, not the host.
+  DPB_CUDA_CHECK(cudaStreamWaitEvent(stream(waiter), cuda_event->native(), 0));
+}
+
+void CudaDevice::synchronize() {
+  for (const CudaStream& stream : streams_) DPB_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+}
+
+std::unique_ptr<Device> create_cuda_device(int ordinal) {
+  return std::make_unique<CudaDevice>(ordinal);
+}
+
+int cuda_device_count(std::string* why_none) {
+  try {
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess) {
+      (void)cudaGetLastError();
+      if (why_none != nullptr) *why_none = cudaGetErrorString(status);
+      return 0;
+    }
+    if (count <= 0) {
+      if (why_none != nullptr) *why_none = "the CUDA driver reports no devices";
+      return 0;
+    }
+    return count;
+  } catch (...) {
+    return 0;  // e.g. bad_alloc while writing why_none: "never throws" is the contract
+  }
+}
+
+}  // namespace dpbench

@@ -1,0 +1,54 @@
+// CudaDevice: one GPU with three non-blocking streams (compute, communication, copy), a CudaBackend
+// per stream (each with its own cuBLAS handle), device memory, pinned host-mapped memory and events.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/cuda_raii.h"
+#include "engine/device.h"
+
+namespace dpbench {
+
+class CudaDevice final : public Device {
+ public:
+  explicit CudaDevice(int ordinal);
+  ~CudaDevice() override;
+
+  BackendKind kind() const override { return BackendKind::cuda; }
+  const DeviceDescription& description() const override { return description_; }
+  int ordinal() const { return description_.index; }
+  // The raw stream, for libraries that take one (NCCL).
+  cudaStream_t stream(StreamKind kind) const { return streams_[static_cast<int>(kind)].get(); }
+
+  void make_current() override;
+  Backend& ops(StreamKind stream = StreamKind::compute) override;
+
+  Buffer allocate(size_t bytes) override;
+  Buffer allocate_host_visible(size_t bytes) override;
+
+  void copy_to_host(void* host_dst, const void* device_src, size_t bytes) override;
+  void copy_from_host(void* device_dst, const void* host_src, size_t bytes) override;
+
+  std::unique_ptr<Event> create_event(bool timing) override;
+  void wait(StreamKind waiter, const Event& event) override;
+  void synchronize() override;
+
+ private:
+  void create_backend(StreamKind stream);
+  void copy_and_wait(void* dst, const void* src, size_t bytes, cudaMemcpyKind direction);
+
+  DeviceDescription description_;
+  // Declaration order is destruction order reversed: backends go before the handles they use,
+  // handles before the streams they are bound to.
+  std::vector<CudaStream> streams_;  // indexed by StreamKind
+  std::array<std::unique_ptr<CublasHandle>, kNumStreamKinds> cublas_handles_;
+  std::array<std::unique_ptr<CudaBackend>, kNumStreamKinds> backends_;
+  // The compute backend is built eagerly; the others on first use (a cuBLAS handle costs memory).
+  std::array<std::once_flag, kNumStreamKinds> backend_created_;
+};
+
+}  // namespace dpbench

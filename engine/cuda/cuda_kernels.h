@@ -1,0 +1,49 @@
+// Launchers of dpbench's own CUDA kernels (the ops no library provides). Each takes the stream
+// to enqueue on, launches asynchronously and checks the launch. Pointers are device pointers
+// (or host-mapped pointers, where a comment says so). Used by CudaBackend only.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dpbench::cuda_kernels {
+
+// Partial sums written by the first stage of sum_squares: the size of its scratch, in doubles.
+constexpr int kSumSquaresMaxPartials = 1024;
+
+// ---- element-wise (cuda_kernels_elementwise.cu) ---------------------------------------------
+void launch_add_bias(cudaStream_t stream, float* y, const float* bias, int rows, int cols);
+void launch_relu_forward(cudaStream_t stream, const float* x, float* y, size_t n);
+void launch_relu_backward(cudaStream_t stream, const float* y, const float* dy, float* dx, size_t n);
+void launch_fill(cudaStream_t stream, float* x, size_t n, float value);
+void launch_scale(cudaStream_t stream, float* x, size_t n, float alpha);
+void launch_axpy(cudaStream_t stream, float alpha, const float* x, float* y, size_t n);
+void launch_fill_uniform_by_index(cudaStream_t stream, float* x, size_t n, uint64_t seed,
+                                  uint64_t random_stream, uint64_t first_index, float lo, float hi);
+void launch_fill_labels_by_index(cudaStream_t stream, int32_t* labels, size_t n, uint64_t seed,
+                                 uint64_t random_stream, uint64_t first_index, int classes);
+
+// ---- reductions (cuda_kernels_reduce.cu); deterministic: no atomics, fixed summation order --
+void launch_bias_gradient(cudaStream_t stream, const float* dy, float* dbias, int rows, int cols);
+// Leaves the sum of squares of x in scratch[0]; scratch holds kSumSquaresMaxPartials doubles.
+void launch_sum_squares(cudaStream_t stream, const float* x, size_t n, double* scratch);
+
+// ---- loss (cuda_kernels_loss.cu) -------------------------------------------------------------
+// loss_out may be host-mapped memory.
+void launch_softmax_cross_entropy(cudaStream_t stream, const float* logits, const int32_t* labels,
+                                  int rows, int classes, float* row_losses, float* loss_out,
+                                  float* dlogits);
+
+// ---- optimizers (cuda_kernels_optimizer.cu); one fused pass over the range --------------------
+void launch_sgd_update(cudaStream_t stream, float* params, const float* grads, size_t n,
+                       float learning_rate);
+void launch_momentum_update(cudaStream_t stream, float* params, const float* grads,
+                            float* velocity, size_t n, float learning_rate, float momentum);
+// The bias corrections 1 - beta^step are computed once on the host (in double) per call.
+void launch_adam_update(cudaStream_t stream, float* params, const float* grads, float* m, float* v,
+                        size_t n, float learning_rate, float beta1, float beta2, float epsilon,
+                        float first_moment_correction, float second_moment_correction);
+
+}  // namespace dpbench::cuda_kernels

@@ -1,0 +1,115 @@
+// Device: one GPU (cuda backend) or one host stand-in (reference backend): its streams, events,
+// memory and the ops bound to each stream. Streams, events and buffers are RAII and move-only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/backend.h"
+#include "engine/run_config.h"
+
+namespace dpbench {
+
+// Each device has three in-order streams. Work on different streams runs concurrently and is
+// ordered only by events (Event::record on one stream, Device::wait on another).
+enum class StreamKind { compute = 0, communication = 1, copy = 2 };
+constexpr int kNumStreamKinds = 3;
+
+struct DeviceDescription {
+  int index = 0;  // CUDA ordinal, or reference device number
+  std::string name;
+  uint64_t memory_bytes = 0;
+  std::string compute_capability;  // "9.0"; empty for reference devices
+};
+
+// A point in a stream. Created once (never per step), recorded every step.
+class Event {
+ public:
+  virtual ~Event() = default;
+  Event() = default;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  virtual void record(StreamKind stream) = 0;
+  // Host blocks until the work before the recorded point has finished.
+  virtual void synchronize() = 0;
+  // Milliseconds from `start` to this event; both recorded, both complete, both timing events.
+  virtual double elapsed_ms_since(const Event& start) const = 0;
+};
+
+// Owning handle to device (or host-visible) memory; the deleter knows how to free it.
+class Buffer {
+ public:
+  using Deleter = void (*)(void*);
+  Buffer() = default;
+  Buffer(void* data, size_t bytes, Deleter deleter) : data_(data), bytes_(bytes), deleter_(deleter) {}
+  ~Buffer() { reset(); }
+  Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+  Buffer& operator=(Buffer&& other) noexcept {
+    if (this != &other) {
+      reset();
+      data_ = other.data_;
+      bytes_ = other.bytes_;
+      deleter_ = other.deleter_;
+      other.data_ = nullptr;
+      other.bytes_ = 0;
+    }
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() const { return data_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(data_); }
+  size_t bytes() const { return bytes_; }
+  explicit operator bool() const { return data_ != nullptr; }
+
+ private:
+  void reset() {
+    if (data_ && deleter_) deleter_(data_);
+    data_ = nullptr;
+  }
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  Deleter deleter_ = nullptr;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  virtual BackendKind kind() const = 0;
+  virtual const DeviceDescription& description() const = 0;
+  int index() const { return description().index; }
+
+  // Make this device current for the calling host thread (cudaSetDevice). Each runner thread
+  // calls it once before touching the device.
+  virtual void make_current() = 0;
+
+  // The ops, enqueued on the given stream.
+  virtual Backend& ops(StreamKind stream = StreamKind::compute) = 0;
+
+  // Device memory, uninitialised. Throws RuntimeError naming the size when memory runs out.
+  virtual Buffer allocate(size_t bytes) = 0;
+  // Page-locked host memory that kernels can write directly (zero-copy); data() is valid on both
+  // host and device. Used for per-step loss values, so reading them needs no copy in the step.
+  virtual Buffer allocate_host_visible(size_t bytes) = 0;
+
+  // Blocking copies (they wait for all streams of the device to reach them first).
+  virtual void copy_to_host(void* host_dst, const void* device_src, size_t bytes) = 0;
+  virtual void copy_from_host(void* device_dst, const void* host_src, size_t bytes) = 0;
+
+  virtual std::unique_ptr<Event> create_event(bool timing) = 0;
+  // Work enqueued on `waiter` after this call starts only after `event`'s point is reached.
+  virtual void wait(StreamKind waiter, const Event& event) = 0;
+  // Host blocks until every stream of the device is idle.
+  virtual void synchronize() = 0;
+};
+
+}  // namespace dpbench

@@ -1,0 +1,57 @@
+// The model interface the runner drives. Models (models/) implement it; the engine never sees layers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/device.h"
+#include "engine/parameter_set.h"
+
+namespace dpbench {
+
+// Called by a model during backward each time a contiguous range of gradients is final.
+// The runner's implementation records an event on the compute stream and hands both to the strategy.
+class GradientAnnouncer {
+ public:
+  virtual ~GradientAnnouncer() = default;
+  virtual void announce(GradientRange range) = 0;
+};
+
+// Which slice of the global batch a replica trains on: samples [replica*batch_size, (replica+1)*batch_size).
+struct ReplicaShard {
+  int replica = 0;
+  int num_replicas = 1;
+  int batch_size = 1;
+  uint64_t seed = 0;
+  uint64_t first_global_sample() const { return static_cast<uint64_t>(replica) * batch_size; }
+};
+
+// Per-device state of a model: activations, workspaces and its shard of synthetic data.
+class ModelReplica {
+ public:
+  virtual ~ModelReplica() = default;
+  // Forward pass and loss on the compute stream; writes the mean loss over the replica's batch to
+  // *loss_out (host-visible memory, written by the device: no host sync needed).
+  virtual void forward(float* loss_out) = 0;
+  // Backward pass into the ParameterSet's gradient buffer (overwriting it), announcing finished ranges.
+  virtual void backward(GradientAnnouncer& announcer) = 0;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual std::string name() const = 0;
+  virtual const ParameterLayout& layout() const = 0;
+  // What one sample counts as, e.g. "images" (throughput unit is unit() + "/s").
+  virtual std::string unit() const = 0;
+  // Items counted per sample (1 image; source + target words per sentence pair for nmt).
+  virtual int64_t items_per_sample() const { return 1; }
+  // Deterministic initial values from the seed, identical for every replica and backend.
+  virtual std::vector<float> initial_parameters(uint64_t seed) const = 0;
+  virtual std::unique_ptr<ModelReplica> create_replica(Device& device, ParameterSet& parameters,
+                                                       const ReplicaShard& shard) const = 0;
+};
+
+}  // namespace dpbench

@@ -1,0 +1,64 @@
+// ParameterLayout lays tensors out in gradient-readiness order; ParameterSet owns a replica's
+// two flat buffers (parameters and gradients) on its device.
+#include "engine/parameter_set.h"
+
+#include <numeric>
+
+#include "engine/errors.h"
+
+namespace dpbench {
+
+int ParameterLayout::declare(const std::string& name, std::vector<int64_t> shape) {
+  if (finalized_) throw RuntimeError("ParameterLayout: cannot declare '" + name + "' after finalize()");
+  TensorView view;
+  view.name = name;
+  view.count = static_cast<size_t>(
+      std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<int64_t>()));
+  view.shape = std::move(shape);
+  tensors_.push_back(std::move(view));
+  return static_cast<int>(tensors_.size()) - 1;
+}
+
+void ParameterLayout::finalize() {
+  // Backward visits layers last to first, so the last-declared tensor's gradient is ready first:
+  // it goes to offset 0 and readiness order is ascending offset.
+  size_t offset = 0;
+  for (auto it = tensors_.rbegin(); it != tensors_.rend(); ++it) {
+    it->offset = offset;
+    offset += it->count;
+  }
+  total_count_ = offset;
+  finalized_ = true;
+}
+
+GradientRange ParameterLayout::range_of(int first_id, int last_id) const {
+  // Declared consecutively and laid out in reverse, [first_id, last_id] occupy
+  // [offset(last_id), offset(first_id) + count(first_id)).
+  const TensorView& first = tensors_.at(first_id);
+  const TensorView& last = tensors_.at(last_id);
+  return GradientRange{last.offset, first.offset + first.count - last.offset};
+}
+
+ParameterSet::ParameterSet(Device& device, const ParameterLayout& layout)
+    : device_(&device), layout_(&layout) {
+  if (!layout.finalized()) throw RuntimeError("ParameterSet: layout is not finalized");
+  const size_t bytes = layout.total_count() * sizeof(float);
+  parameters_ = device.allocate(bytes);
+  gradients_ = device.allocate(bytes);
+  device.ops().fill(gradients(), count(), 0.0f);
+}
+
+void ParameterSet::upload(const std::vector<float>& host_values) {
+  if (host_values.size() != count())
+    throw RuntimeError("ParameterSet::upload: expected " + std::to_string(count()) + " values, got " +
+                       std::to_string(host_values.size()));
+  device_->copy_from_host(parameters(), host_values.data(), count() * sizeof(float));
+}
+
+std::vector<float> ParameterSet::download() const {
+  std::vector<float> values(count());
+  device_->copy_to_host(values.data(), parameters(), count() * sizeof(float));
+  return values;
+}
+
+}  // namespace dpbench

@@ -1,0 +1,176 @@
+// ReferenceBackend: every op as the textbook loop, in double where a sum is formed, so that it is
+// obviously right. Speed matters only enough to keep tiny-shape end-to-end tests quick.
+#include "engine/reference/reference_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "engine/counter_random.h"
+#include "engine/errors.h"
+
+namespace dpbench {
+
+void ReferenceBackend::gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha,
+                            const float* a, int lda, const float* b, int ldb, float beta, float* c,
+                            int ldc) {
+  if (m <= 0 || n <= 0) return;
+  // thread_local: one scratch per runner thread, so the reference devices never share state.
+  thread_local std::vector<double> a_row;       // (k): row i of op(A)
+  thread_local std::vector<double> row_result;  // (n): row i of op(A) op(B)
+  a_row.assign(static_cast<size_t>(std::max(k, 0)), 0.0);
+  row_result.assign(static_cast<size_t>(n), 0.0);
+
+  for (int i = 0; i < m; ++i) {
+    for (int p = 0; p < k; ++p) {
+      a_row[p] = trans_a == Transpose::no ? a[static_cast<size_t>(i) * lda + p]
+                                          : a[static_cast<size_t>(p) * lda + i];
+    }
+    if (trans_b == Transpose::no) {
+      // Rank-1 updates along a contiguous row of B: the inner loop vectorises.
+      std::fill(row_result.begin(), row_result.end(), 0.0);
+      for (int p = 0; p < k; ++p) {
+        const double a_ip = a_row[p];
+        const float* b_row = b + static_cast<size_t>(p) * ldb;  // (n)
+        for (int j = 0; j < n; ++j) row_result[j] += a_ip * b_row[j];
+      }
+    } else {
+      // op(B) column j is row j of the stored B: a contiguous dot product.
+      for (int j = 0; j < n; ++j) {
+        const float* b_row = b + static_cast<size_t>(j) * ldb;  // (k)
+        double sum = 0.0;
+        for (int p = 0; p < k; ++p) sum += a_row[p] * b_row[p];
+        row_result[j] = sum;
+      }
+    }
+    float* c_row = c + static_cast<size_t>(i) * ldc;
+    for (int j = 0; j < n; ++j) {
+      // beta == 0 overwrites without reading, as BLAS does: C may hold garbage (even NaN).
+      const double scaled = static_cast<double>(alpha) * row_result[j];
+      c_row[j] = beta == 0.0f ? static_cast<float>(scaled)
+                              : static_cast<float>(scaled + static_cast<double>(beta) * c_row[j]);
+    }
+  }
+}
+
+void ReferenceBackend::add_bias(float* y, const float* bias, int rows, int cols) {
+  for (int r = 0; r < rows; ++r) {
+    float* y_row = y + static_cast<size_t>(r) * cols;
+    for (int j = 0; j < cols; ++j) y_row[j] += bias[j];
+  }
+}
+
+void ReferenceBackend::bias_gradient(const float* dy, float* dbias, int rows, int cols) {
+  std::vector<double> sums(static_cast<size_t>(std::max(cols, 0)), 0.0);
+  for (int r = 0; r < rows; ++r) {
+    const float* dy_row = dy + static_cast<size_t>(r) * cols;
+    for (int j = 0; j < cols; ++j) sums[j] += dy_row[j];
+  }
+  for (int j = 0; j < cols; ++j) dbias[j] = static_cast<float>(sums[j]);
+}
+
+void ReferenceBackend::relu_forward(const float* x, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void ReferenceBackend::relu_backward(const float* y, const float* dy, float* dx, size_t n) {
+  for (size_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+void ReferenceBackend::fill(float* x, size_t n, float value) { std::fill(x, x + n, value); }
+
+void ReferenceBackend::scale(float* x, size_t n, float alpha) {
+  for (size_t i = 0; i < n; ++i) x[i] *= alpha;
+}
+
+void ReferenceBackend::axpy(float alpha, const float* x, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+void ReferenceBackend::softmax_cross_entropy(const float* logits, const int32_t* labels, int rows,
+                                             int classes, float* row_losses, float* loss_out,
+                                             float* dlogits) {
+  double loss_sum = 0.0;
+  for (int r = 0; r < rows; ++r) {
+    const float* x = logits + static_cast<size_t>(r) * classes;  // (classes)
+    float* dx = dlogits + static_cast<size_t>(r) * classes;      // (classes), may alias x
+    const int label = labels[r];
+    if (label < 0 || label >= classes) {
+      throw RuntimeError("softmax_cross_entropy: label " + std::to_string(label) + " of row " +
+                         std::to_string(r) + " is outside [0, " + std::to_string(classes) + ")");
+    }
+    // Subtracting the row maximum keeps exp() from overflowing; the softmax is unchanged.
+    double row_max = x[0];
+    for (int j = 1; j < classes; ++j) row_max = std::max(row_max, static_cast<double>(x[j]));
+    double exp_sum = 0.0;
+    for (int j = 0; j < classes; ++j) exp_sum += std::exp(x[j] - row_max);
+    const double row_loss = std::log(exp_sum) - (x[label] - row_max);
+    row_losses[r] = static_cast<float>(row_loss);
+    loss_sum += row_loss;
+    // Every read of x is done above, so writing dx in place is safe when it aliases x.
+    for (int j = 0; j < classes; ++j) {
+      const double probability = std::exp(x[j] - row_max) / exp_sum;
+      dx[j] = static_cast<float>((probability - (j == label ? 1.0 : 0.0)) / rows);
+    }
+  }
+  *loss_out = rows > 0 ? static_cast<float>(loss_sum / rows) : 0.0f;
+}
+
+void ReferenceBackend::sgd_update(float* params, const float* grads, size_t n,
+                                  float learning_rate) {
+  for (size_t i = 0; i < n; ++i) params[i] -= learning_rate * grads[i];
+}
+
+void ReferenceBackend::momentum_update(float* params, const float* grads, float* velocity,
+                                       size_t n, float learning_rate, float momentum) {
+  for (size_t i = 0; i < n; ++i) {
+    const double v = static_cast<double>(momentum) * velocity[i] + grads[i];
+    velocity[i] = static_cast<float>(v);
+    params[i] = static_cast<float>(params[i] - static_cast<double>(learning_rate) * v);
+  }
+}
+
+void ReferenceBackend::adam_update(float* params, const float* grads, float* m, float* v,
+                                   size_t n, float learning_rate, float beta1, float beta2,
+                                   float epsilon, int64_t step) {
+  const double b1 = beta1, b2 = beta2;
+  const double first_moment_correction = 1.0 - std::pow(b1, static_cast<double>(step));
+  const double second_moment_correction = 1.0 - std::pow(b2, static_cast<double>(step));
+  for (size_t i = 0; i < n; ++i) {
+    const double g = grads[i];
+    const double m_new = b1 * m[i] + (1.0 - b1) * g;
+    const double v_new = b2 * v[i] + (1.0 - b2) * g * g;
+    m[i] = static_cast<float>(m_new);
+    v[i] = static_cast<float>(v_new);
+    const double m_hat = m_new / first_moment_correction;
+    const double v_hat = v_new / second_moment_correction;
+    params[i] = static_cast<float>(params[i] - learning_rate * m_hat / (std::sqrt(v_hat) + epsilon));
+  }
+}
+
+void ReferenceBackend::fill_uniform_by_index(float* x, size_t n, uint64_t seed, uint64_t stream,
+                                             uint64_t first_index, float lo, float hi) {
+  const float range = hi - lo;
+  for (size_t i = 0; i < n; ++i) {
+    // fma is rounded once on every platform and on the GPU, so both sides agree bit for bit
+    // (a separate multiply and add could be fused on one side and not the other).
+    x[i] = std::fma(range, counter_uniform(seed, stream, first_index + i), lo);
+  }
+}
+
+void ReferenceBackend::fill_labels_by_index(int32_t* labels, size_t n, uint64_t seed,
+                                            uint64_t stream, uint64_t first_index, int classes) {
+  const uint32_t num_classes = static_cast<uint32_t>(classes);
+  for (size_t i = 0; i < n; ++i) {
+    labels[i] = static_cast<int32_t>(counter_uint(seed, stream, first_index + i) % num_classes);
+  }
+}
+
+double ReferenceBackend::sum_squares(const float* x, size_t n, void* /*scratch*/) {
+  double sum = 0.0;
+  for (size_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  return sum;
+}
+
+}  // namespace dpbench

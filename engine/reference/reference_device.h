@@ -1,0 +1,37 @@
+// ReferenceDevice: a host stand-in for one GPU. Memory is ordinary aligned host memory, every
+// stream runs its work synchronously on the calling thread, and events are wall-clock stamps.
+#pragma once
+
+#include "engine/device.h"
+#include "engine/reference/reference_backend.h"
+
+namespace dpbench {
+
+class ReferenceDevice final : public Device {
+ public:
+  explicit ReferenceDevice(int index);
+
+  BackendKind kind() const override { return BackendKind::reference; }
+  const DeviceDescription& description() const override { return description_; }
+  void make_current() override {}
+
+  // Work is synchronous, so all three streams can share one stateless backend.
+  Backend& ops(StreamKind /*stream*/ = StreamKind::compute) override { return backend_; }
+
+  Buffer allocate(size_t bytes) override;
+  Buffer allocate_host_visible(size_t bytes) override;
+
+  void copy_to_host(void* host_dst, const void* device_src, size_t bytes) override;
+  void copy_from_host(void* device_dst, const void* host_src, size_t bytes) override;
+
+  std::unique_ptr<Event> create_event(bool timing) override;
+  // Everything before the event has already run, so there is nothing to wait for.
+  void wait(StreamKind /*waiter*/, const Event& /*event*/) override {}
+  void synchronize() override {}
+
+ private:
+  DeviceDescription description_;
+  ReferenceBackend backend_;
+};
+
+}  // namespace dpbench

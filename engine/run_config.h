@@ -1,0 +1,59 @@
+// RunConfig: every resolved run flag, as the engine, models and strategies read them.
+// The CLI fills it from the command line (cli/flags.cpp) and validates it before anything runs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dpbench {
+
+enum class BackendKind { cuda, reference };
+
+inline const char* backend_name(BackendKind kind) {
+  return kind == BackendKind::cuda ? "cuda" : "reference";
+}
+
+struct RunConfig {
+  // Model and data
+  std::string model = "trivial";
+  int batch_size = 0;        // per device; 0 until resolved (model default or total/num_devices)
+  int total_batch_size = 0;  // strong scaling: 0 = not given
+  std::string data_format = "NCHW";
+  std::string precision = "fp32";
+  bool use_fp16 = false;     // tf_cnn_benchmarks' alias for --precision=fp16
+
+  // Devices
+  std::string device = "auto";   // as given: auto | gpu | cpu
+  BackendKind backend = BackendKind::reference;  // resolved from `device`
+  int num_gpus = 1;              // number of devices (GPUs, or reference devices on cpu)
+  std::vector<int> gpu_indices;  // resolved: one index per device
+
+  // Synchronisation
+  std::string variable_update = "independent";
+  bool independent_replica = false;       // as given; replicated + this resolves to independent
+  std::string all_reduce_spec;            // owned by the strategies issue
+  std::string local_parameter_device = "gpu";
+
+  // Optimisation
+  std::string optimizer;       // sgd | momentum | adam; resolved from the model when not given
+  double learning_rate = 0.0;  // resolved from the model when not given
+  double momentum = 0.9;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_epsilon = 1e-8;
+  uint64_t seed = 1234;
+
+  // Measurement
+  int num_batches = 100;
+  int num_warmup_batches = 10;
+  int display_every = 10;
+
+  // Output
+  std::string result_file = "dpbench_result.json";  // empty: write none
+
+  int num_devices() const { return static_cast<int>(gpu_indices.size()); }
+  int global_batch_size() const { return batch_size * num_devices(); }
+};
+
+}  // namespace dpbench

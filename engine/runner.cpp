@@ -1,0 +1,210 @@
+// The step runner (see runner.h for the protocol).
+#include "engine/runner.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "engine/errors.h"
+#include "engine/thread_barrier.h"
+
+namespace dpbench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Records an event at each announced range and passes both to the strategy. Events come from a
+// pool made before the run, one per tensor at most, so announcing allocates nothing.
+class EventAnnouncer : public GradientAnnouncer {
+ public:
+  EventAnnouncer(Device& device, Strategy& strategy, int replica, size_t max_announcements)
+      : device_(device), strategy_(strategy), replica_(replica) {
+    for (size_t i = 0; i < max_announcements; ++i) events_.push_back(device.create_event(false));
+  }
+  void begin_step() { next_ = 0; }
+  void announce(GradientRange range) override {
+    if (next_ == events_.size())
+      throw RuntimeError("model announced more gradient ranges than it has tensors");
+    Event& ready = *events_[next_++];
+    ready.record(StreamKind::compute);
+    strategy_.on_gradients_ready(replica_, range, ready);
+  }
+
+ private:
+  Device& device_;
+  Strategy& strategy_;
+  int replica_;
+  std::vector<std::unique_ptr<Event>> events_;
+  size_t next_ = 0;
+};
+
+}  // namespace
+
+struct Runner::ReplicaState {
+  int index = 0;
+  Device* device = nullptr;
+  std::unique_ptr<ParameterSet> parameters;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<ModelReplica> model;
+  std::unique_ptr<EventAnnouncer> announcer;
+  std::vector<std::unique_ptr<Event>> step_start, step_stop;  // one pair per step
+  Buffer losses;                                               // host-visible, one float per step
+  std::atomic<int64_t> steps_enqueued{0};
+};
+
+Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_ptr<Device>>& devices,
+               RunnerSettings settings)
+    : model_(model), strategy_(strategy), devices_(devices), settings_(settings) {
+  const int num_replicas = static_cast<int>(devices.size());
+  const int64_t total_steps = settings.num_warmup_batches + settings.num_batches;
+  const std::vector<float> initial = model.initial_parameters(settings.seed);
+  std::vector<Replica> strategy_view;
+  for (int r = 0; r < num_replicas; ++r) {
+    auto state = std::make_unique<ReplicaState>();
+    Device& device = *devices[r];
+    device.make_current();
+    state->index = r;
+    state->device = &device;
+    state->parameters = std::make_unique<ParameterSet>(device, model.layout());
+    state->parameters->upload(initial);  // every replica starts from the same values
+    state->optimizer = std::make_unique<Optimizer>(device, settings.optimizer, model.layout().total_count());
+    ReplicaShard shard{r, num_replicas, settings.batch_size, settings.seed};
+    state->model = model.create_replica(device, *state->parameters, shard);
+    state->announcer = std::make_unique<EventAnnouncer>(device, strategy, r, model.layout().tensors().size());
+    for (int64_t s = 0; s < total_steps; ++s) {
+      state->step_start.push_back(device.create_event(true));
+      state->step_stop.push_back(device.create_event(true));
+    }
+    state->losses = device.allocate_host_visible(sizeof(float) * total_steps);
+    std::fill_n(state->losses.as<float>(), total_steps, std::nanf(""));
+    strategy_view.push_back(Replica{r, &device, state->parameters.get(), state->optimizer.get()});
+    replicas_.push_back(std::move(state));
+  }
+  strategy.setup(model.layout(), strategy_view);
+  for (auto& state : replicas_) state->device->synchronize();
+}
+
+Runner::~Runner() = default;
+
+double Runner::step_time_ms(int64_t step) const {
+  double slowest = 0;
+  for (const auto& state : replicas_)
+    slowest = std::max(slowest, state->step_stop[step]->elapsed_ms_since(*state->step_start[step]));
+  return slowest;
+}
+
+double Runner::step_loss(int64_t step) const {
+  double sum = 0;
+  for (const auto& state : replicas_) sum += static_cast<volatile float*>(state->losses.as<float>())[step];
+  return sum / static_cast<double>(replicas_.size());
+}
+
+RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCallback& on_phase) {
+  const int num_replicas = static_cast<int>(replicas_.size());
+  const int64_t warmup = settings_.num_warmup_batches;
+  const int64_t total_steps = warmup + settings_.num_batches;
+  ThreadBarrier barrier(num_replicas);
+  Clock::time_point wall_start, wall_end;
+  std::mutex failure_mutex;
+  std::exception_ptr failure;
+  std::atomic<bool> failed{false};
+
+  auto fail = [&](std::exception_ptr error) {
+    {
+      std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = error;
+    }
+    failed = true;
+    barrier.abort();
+  };
+
+  auto device_thread = [&](ReplicaState& state) {
+    try {
+      Device& device = *state.device;
+      device.make_current();
+      if (warmup == 0) {
+        barrier.arrive_and_wait([&] { wall_start = Clock::now(); });
+      }
+      for (int64_t step = 0; step < total_steps; ++step) {
+        state.step_start[step]->record(StreamKind::compute);
+        state.model->forward(state.losses.as<float>() + step);
+        state.announcer->begin_step();
+        state.model->backward(*state.announcer);
+        strategy_.finish_step(state.index, step + 1);
+        state.step_stop[step]->record(StreamKind::compute);
+        state.steps_enqueued.store(step + 1, std::memory_order_release);
+        if (step + 1 == warmup) {
+          // End of warm-up: every device drained, then the measured wall clock starts.
+          device.synchronize();
+          barrier.arrive_and_wait([&] { wall_start = Clock::now(); });
+        }
+        if (failed.load(std::memory_order_relaxed)) return;
+      }
+      device.synchronize();
+      barrier.arrive_and_wait([&] { wall_end = Clock::now(); });
+    } catch (...) {
+      fail(std::current_exception());
+    }
+  };
+
+  if (on_phase)
+    on_phase(warmup > 0 ? "Running warm up (" + std::to_string(warmup) + " steps)"
+                        : "No warm-up steps");
+  std::vector<std::thread> threads;
+  threads.reserve(num_replicas);
+  for (auto& state : replicas_) threads.emplace_back(device_thread, std::ref(*state));
+
+  // Progress: wait until every device has enqueued the step, then wait on its stop event. Only
+  // this thread blocks; device threads keep enqueuing.
+  std::vector<double> measured_ms;
+  int64_t timed_until = warmup;  // measured steps [warmup, timed_until) are in measured_ms
+  try {
+    for (int64_t step = 0; step < total_steps && !failed; ++step) {
+      const int64_t measured = step + 1 - warmup;
+      const bool display = measured > 0 && (measured % settings_.display_every == 0 ||
+                                            step + 1 == total_steps);
+      if (!display && !(step + 1 == warmup)) continue;
+      for (auto& state : replicas_) {
+        while (state->steps_enqueued.load(std::memory_order_acquire) <= step && !failed)
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      if (failed) break;
+      for (auto& state : replicas_) {
+        state->device->make_current();
+        state->step_stop[step]->synchronize();
+      }
+      if (step + 1 == warmup) {
+        if (on_phase) on_phase("Done warm up; measuring " + std::to_string(settings_.num_batches) + " steps");
+        continue;
+      }
+      for (; timed_until <= step; ++timed_until) measured_ms.push_back(step_time_ms(timed_until));
+      if (on_progress) on_progress(ProgressSnapshot{measured, measured_ms, step_loss(step)});
+    }
+  } catch (...) {
+    fail(std::current_exception());
+  }
+  for (std::thread& thread : threads) thread.join();
+  if (failure) std::rethrow_exception(failure);
+
+  RunMeasurements result;
+  result.warmup_steps = warmup;
+  for (int64_t step = 0; step < total_steps; ++step) {
+    result.step_time_ms.push_back(step_time_ms(step));
+    result.step_loss.push_back(step_loss(step));
+  }
+  result.total_time_s = std::chrono::duration<double>(wall_end - wall_start).count();
+  ReplicaState& first = *replicas_.front();
+  first.device->make_current();
+  Buffer scratch = first.device->allocate(std::max<size_t>(first.device->ops().sum_squares_scratch_bytes(), 8));
+  result.param_norm = std::sqrt(first.device->ops().sum_squares(first.parameters->parameters(),
+                                                               first.parameters->count(), scratch.data()));
+  result.num_parameters = static_cast<int64_t>(model_.layout().total_count());
+  result.comm = strategy_.communication_summary();
+  return result;
+}
+
+}  // namespace dpbench

@@ -1,0 +1,71 @@
+// Runner: one host thread per device drives forward -> backward -> finish_step; warm-up steps,
+// then measured steps. Every step is timed with events on every device (step time = max over
+// devices); total time is host wall clock from the synchronised end of warm-up to the end of the
+// last step. Progress is read by the calling thread from events and host-visible loss slots, so
+// the device threads never stop for it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/device.h"
+#include "engine/model.h"
+#include "engine/optimizer.h"
+#include "engine/strategy.h"
+
+namespace dpbench {
+
+struct RunnerSettings {
+  int batch_size = 1;           // per device
+  int num_warmup_batches = 10;
+  int num_batches = 100;
+  int display_every = 10;
+  uint64_t seed = 0;
+  OptimizerConfig optimizer;
+};
+
+// Handed to the progress callback every `display_every` measured steps and after the last one.
+struct ProgressSnapshot {
+  int64_t measured_step = 0;               // 1-based count of measured steps done
+  std::vector<double> measured_step_ms;    // every measured step so far (max over devices)
+  double loss = 0;                         // this step's loss, mean over replicas
+};
+
+struct RunMeasurements {
+  std::vector<double> step_time_ms;  // all steps, warm-up first (max over devices)
+  std::vector<double> step_loss;     // all steps (mean over replicas)
+  int64_t warmup_steps = 0;
+  double total_time_s = 0;           // measured steps, host wall clock
+  double param_norm = 0;             // replica 0, L2 in double
+  int64_t num_parameters = 0;
+  nlohmann::json comm = nlohmann::json::object();
+};
+
+class Runner {
+ public:
+  Runner(const Model& model, Strategy& strategy, std::vector<std::unique_ptr<Device>>& devices,
+         RunnerSettings settings);
+  ~Runner();
+
+  using ProgressCallback = std::function<void(const ProgressSnapshot&)>;
+  using PhaseCallback = std::function<void(const std::string&)>;
+  RunMeasurements run(const ProgressCallback& on_progress, const PhaseCallback& on_phase);
+
+ private:
+  struct ReplicaState;
+  double step_time_ms(int64_t step) const;
+  double step_loss(int64_t step) const;
+
+  const Model& model_;
+  Strategy& strategy_;
+  std::vector<std::unique_ptr<Device>>& devices_;
+  RunnerSettings settings_;
+  std::vector<std::unique_ptr<ReplicaState>> replicas_;
+};
+
+}  // namespace dpbench

@@ -1,0 +1,42 @@
+// The strategy interface: how replicas synchronise. Implementations live in strategies/, one file
+// each; the engine's runner calls the hooks from each device's host thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/device.h"
+#include "engine/optimizer.h"
+#include "engine/parameter_set.h"
+
+namespace dpbench {
+
+// What a strategy sees of one replica: flat buffers and ranges, never layers.
+struct Replica {
+  int index = 0;
+  Device* device = nullptr;
+  ParameterSet* parameters = nullptr;
+  Optimizer* optimizer = nullptr;
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual std::string name() const = 0;
+  // Called once, before any step, from the main thread.
+  virtual void setup(const ParameterLayout& layout, std::vector<Replica>& replicas) = 0;
+  // Called from replica `replica`'s thread during backward; `ready` marks the range's completion on
+  // the compute stream. May enqueue communication that waits on `ready`; must never block the host.
+  virtual void on_gradients_ready(int replica, GradientRange range, const Event& ready) = 0;
+  // Called from replica `replica`'s thread after backward: wait for communication and apply the
+  // update (or fetch updated parameters) so that the next forward sees the new values.
+  // `step` counts from 1 (Adam's bias correction uses it).
+  virtual void finish_step(int replica, int64_t step) = 0;
+  // Communication counters for the result's summary.comm (bytes, messages, ...).
+  virtual nlohmann::json communication_summary() const { return nlohmann::json::object(); }
+};
+
+}  // namespace dpbench

@@ -1,0 +1,39 @@
+// Dense (fully connected) layer: y (B, out) = x (B, in) · W (in, out) + b (out).
+#pragma once
+
+#include <string>
+
+#include "engine/backend.h"
+#include "engine/parameter_set.h"
+
+namespace dpbench {
+
+class DenseLayer {
+ public:
+  // Declares "<name>/weights" then "<name>/bias" in the layout.
+  DenseLayer(ParameterLayout& layout, const std::string& name, int inputs, int outputs);
+
+  int inputs() const { return inputs_; }
+  int outputs() const { return outputs_; }
+  int weights_id() const { return weights_id_; }
+  int bias_id() const { return bias_id_; }
+  GradientRange gradient_range(const ParameterLayout& layout) const {
+    return layout.range_of(weights_id_, bias_id_);
+  }
+
+  // x (batch, inputs) -> y (batch, outputs)
+  void forward(Backend& ops, const ParameterSet& params, const float* x, float* y, int batch) const;
+  // Writes dW and db into the gradient buffer; dx (batch, inputs) only when dx != nullptr.
+  void backward(Backend& ops, const ParameterSet& params, const float* x, const float* dy, float* dx,
+                int batch) const;
+
+ private:
+  int inputs_, outputs_;
+  int weights_id_, bias_id_;
+};
+
+// Glorot-uniform weights and zero biases from the counter-based generator (deterministic per seed).
+void initialize_dense(const DenseLayer& layer, const ParameterLayout& layout, uint64_t seed,
+                      std::vector<float>& host_params);
+
+}  // namespace dpbench

@@ -1,0 +1,73 @@
+// Result: one benchmark run as dpbench records it (DESIGN section 6, schema_version 1).
+// Plain data; reports/result_json.* reads and writes it, reports/statistics.* fills the summary.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dpbench {
+
+constexpr int kResultSchemaVersion = 1;
+
+// Distribution of a sample (step times, step rates). Only built from 2 or more samples.
+struct DistributionStats {
+  int64_t count = 0;
+  double mean = 0, median = 0, stddev = 0, min = 0, max = 0, p5 = 0, p95 = 0;
+};
+
+struct StepRecord {
+  int64_t step = 0;      // 0-based over the whole run, warm-up included
+  double time_ms = 0;    // max over devices of the step's CUDA-event (or host) time
+  double loss = 0;       // mean over replicas
+  bool warmup = false;
+};
+
+struct DeviceRecord {
+  int index = 0;
+  std::string name;
+  uint64_t memory_bytes = 0;
+  std::string compute_capability;
+};
+
+struct EnvironmentRecord {
+  std::string hostname;
+  std::string date;      // ISO 8601, UTC
+  std::string backend;   // "cuda" | "reference"
+  std::vector<DeviceRecord> devices;
+  // Versions actually loaded at run time ("" when not applicable, e.g. no driver).
+  std::string cuda_runtime, cuda_driver, driver, cudnn, nccl, cublas;
+};
+
+struct Summary {
+  double items_per_sec = 0;    // items / total_time_s (ratio of totals)
+  std::string unit;            // "images/s", "words/s", "tokens/s", "samples/s"
+  double total_time_s = 0;     // host wall clock over the measured steps
+  int64_t measured_steps = 0;
+  int64_t warmup_steps = 0;
+  int64_t num_devices = 0;
+  int64_t global_batch_size = 0;
+  int64_t items_per_step = 0;  // global
+  std::optional<DistributionStats> step_time_ms;    // measured steps only; none if < 2 steps
+  std::optional<DistributionStats> items_per_sec_per_step;
+  std::optional<double> jitter;  // 1.4826 * MAD of per-step rates (items/s); none if < 2 steps
+  double final_loss = 0;
+  int64_t num_parameters = 0;
+  double param_norm = 0;       // L2 norm (double) of replica 0's final parameters
+  nlohmann::json comm = nlohmann::json::object();  // communication counters (strategies)
+};
+
+struct Result {
+  int schema_version = kResultSchemaVersion;
+  std::string tool_version;
+  std::string git_sha;
+  EnvironmentRecord environment;
+  nlohmann::json config = nlohmann::json::object();  // every resolved flag, under its flag name
+  Summary summary;
+  std::vector<StepRecord> steps;
+};
+
+}  // namespace dpbench

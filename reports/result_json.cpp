@@ -1,0 +1,362 @@
+// Result <-> JSON (DESIGN section 6, schema_version 1) and crash-safe result files.
+#include "reports/result_json.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "engine/errors.h"
+
+namespace dpbench {
+namespace {
+
+using nlohmann::json;
+
+// ---- writing ----------------------------------------------------------------------------------
+
+json distribution_to_json(const std::optional<DistributionStats>& stats) {
+  if (!stats) return nullptr;
+  return {{"count", stats->count}, {"mean", stats->mean},     {"median", stats->median},
+          {"stddev", stats->stddev}, {"min", stats->min},     {"max", stats->max},
+          {"p5", stats->p5},         {"p95", stats->p95}};
+}
+
+json environment_to_json(const EnvironmentRecord& environment) {
+  json devices = json::array();
+  for (const DeviceRecord& device : environment.devices) {
+    devices.push_back({{"index", device.index},
+                       {"name", device.name},
+                       {"memory_bytes", device.memory_bytes},
+                       {"compute_capability", device.compute_capability}});
+  }
+  return {{"hostname", environment.hostname}, {"date", environment.date},
+          {"backend", environment.backend},   {"devices", std::move(devices)},
+          {"cuda", environment.cuda_runtime}, {"cuda_driver", environment.cuda_driver},
+          {"driver", environment.driver},     {"cudnn", environment.cudnn},
+          {"nccl", environment.nccl},         {"cublas", environment.cublas}};
+}
+
+json summary_to_json(const Summary& summary) {
+  return {{"items_per_sec", summary.items_per_sec},
+          {"unit", summary.unit},
+          {"total_time_s", summary.total_time_s},
+          {"measured_steps", summary.measured_steps},
+          {"warmup_steps", summary.warmup_steps},
+          {"num_devices", summary.num_devices},
+          {"global_batch_size", summary.global_batch_size},
+          {"items_per_step", summary.items_per_step},
+          {"step_time_ms", distribution_to_json(summary.step_time_ms)},
+          {"items_per_sec_per_step", distribution_to_json(summary.items_per_sec_per_step)},
+          {"jitter", summary.jitter ? json(*summary.jitter) : json(nullptr)},
+          {"final_loss", summary.final_loss},
+          {"num_parameters", summary.num_parameters},
+          {"param_norm", summary.param_norm},
+          {"comm", summary.comm}};
+}
+
+// ---- reading ----------------------------------------------------------------------------------
+// Each accessor takes the dotted path of the key so that an error names exactly what is wrong.
+
+[[noreturn]] void reject(const std::string& what) {
+  throw RuntimeError("not a dpbench result: " + what);
+}
+
+std::string join(const std::string& where, const std::string& key) {
+  return where.empty() ? key : where + "." + key;
+}
+
+const json& member(const json& object, const std::string& where, const char* key) {
+  auto found = object.find(key);
+  if (found == object.end()) reject("missing key '" + join(where, key) + "'");
+  return *found;
+}
+
+void expect(bool ok, const json& value, const std::string& path, const char* expected) {
+  if (!ok) {
+    reject("'" + path + "' is " + std::string(value.type_name()) + ", expected " + expected);
+  }
+}
+
+const json& object_member(const json& object, const std::string& where, const char* key) {
+  const json& value = member(object, where, key);
+  expect(value.is_object(), value, join(where, key), "an object");
+  return value;
+}
+
+std::string string_member(const json& object, const std::string& where, const char* key) {
+  const json& value = member(object, where, key);
+  expect(value.is_string(), value, join(where, key), "a string");
+  return value.get<std::string>();
+}
+
+int64_t integer_member(const json& object, const std::string& where, const char* key) {
+  const json& value = member(object, where, key);
+  expect(value.is_number_integer(), value, join(where, key), "an integer");
+  if (value.is_number_unsigned() &&
+      value.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    reject("'" + join(where, key) + "' is too large");
+  }
+  return value.get<int64_t>();
+}
+
+uint64_t unsigned_member(const json& object, const std::string& where, const char* key) {
+  const json& value = member(object, where, key);
+  expect(value.is_number_unsigned(), value, join(where, key), "a non-negative integer");
+  return value.get<uint64_t>();
+}
+
+// null is how a non-finite double was written (JSON has no NaN), so it reads back as NaN.
+double double_member(const json& object, const std::string& where, const char* key) {
+  const json& value = member(object, where, key);
+  if (value.is_null()) return std::numeric_limits<double>::quiet_NaN();
+  expect(value.is_number(), value, join(where, key), "a number or null");
+  return value.get<double>();
+}
+
+bool bool_member(const json& object, const std::string& where, const char* key) {
+  const json& value = member(object, where, key);
+  expect(value.is_boolean(), value, join(where, key), "a boolean");
+  return value.get<bool>();
+}
+
+std::optional<DistributionStats> distribution_member(const json& object, const std::string& where,
+                                                     const char* key) {
+  const json& value = member(object, where, key);
+  if (value.is_null()) return std::nullopt;
+  const std::string path = join(where, key);
+  expect(value.is_object(), value, path, "an object or null");
+  DistributionStats stats;
+  stats.count = integer_member(value, path, "count");
+  stats.mean = double_member(value, path, "mean");
+  stats.median = double_member(value, path, "median");
+  stats.stddev = double_member(value, path, "stddev");
+  stats.min = double_member(value, path, "min");
+  stats.max = double_member(value, path, "max");
+  stats.p5 = double_member(value, path, "p5");
+  stats.p95 = double_member(value, path, "p95");
+  return stats;
+}
+
+EnvironmentRecord environment_from_json(const json& document) {
+  const std::string where = "environment";
+  const json& object = object_member(document, "", "environment");
+  EnvironmentRecord environment;
+  environment.hostname = string_member(object, where, "hostname");
+  environment.date = string_member(object, where, "date");
+  environment.backend = string_member(object, where, "backend");
+  const json& devices = member(object, where, "devices");
+  expect(devices.is_array(), devices, "environment.devices", "an array");
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const std::string path = "environment.devices[" + std::to_string(i) + "]";
+    expect(devices[i].is_object(), devices[i], path, "an object");
+    DeviceRecord device;
+    const int64_t index = integer_member(devices[i], path, "index");
+    if (index < std::numeric_limits<int>::min() || index > std::numeric_limits<int>::max()) {
+      reject("'" + path + ".index' is out of range");
+    }
+    device.index = static_cast<int>(index);
+    device.name = string_member(devices[i], path, "name");
+    device.memory_bytes = unsigned_member(devices[i], path, "memory_bytes");
+    device.compute_capability = string_member(devices[i], path, "compute_capability");
+    environment.devices.push_back(std::move(device));
+  }
+  environment.cuda_runtime = string_member(object, where, "cuda");
+  environment.cuda_driver = string_member(object, where, "cuda_driver");
+  environment.driver = string_member(object, where, "driver");
+  environment.cudnn = string_member(object, where, "cudnn");
+  environment.nccl = string_member(object, where, "nccl");
+  environment.cublas = string_member(object, where, "cublas");
+  return environment;
+}
+
+Summary summary_from_json(const json& document) {
+  const std::string where = "summary";
+  const json& object = object_member(document, "", "summary");
+  Summary summary;
+  summary.items_per_sec = double_member(object, where, "items_per_sec");
+  summary.unit = string_member(object, where, "unit");
+  summary.total_time_s = double_member(object, where, "total_time_s");
+  summary.measured_steps = integer_member(object, where, "measured_steps");
+  summary.warmup_steps = integer_member(object, where, "warmup_steps");
+  summary.num_devices = integer_member(object, where, "num_devices");
+  summary.global_batch_size = integer_member(object, where, "global_batch_size");
+  summary.items_per_step = integer_member(object, where, "items_per_step");
+  summary.step_time_ms = distribution_member(object, where, "step_time_ms");
+  summary.items_per_sec_per_step = distribution_member(object, where, "items_per_sec_per_step");
+  const json& jitter = member(object, where, "jitter");
+  if (!jitter.is_null()) {
+    expect(jitter.is_number(), jitter, "summary.jitter", "a number or null");
+    summary.jitter = jitter.get<double>();
+  }
+  summary.final_loss = double_member(object, where, "final_loss");
+  summary.num_parameters = integer_member(object, where, "num_parameters");
+  summary.param_norm = double_member(object, where, "param_norm");
+  summary.comm = object_member(object, where, "comm");
+  return summary;
+}
+
+std::vector<StepRecord> steps_from_json(const json& document) {
+  const json& steps = member(document, "", "steps");
+  expect(steps.is_array(), steps, "steps", "an array");
+  std::vector<StepRecord> records;
+  records.reserve(steps.size());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const std::string path = "steps[" + std::to_string(i) + "]";
+    expect(steps[i].is_object(), steps[i], path, "an object");
+    StepRecord record;
+    record.step = integer_member(steps[i], path, "step");
+    record.time_ms = double_member(steps[i], path, "time_ms");
+    record.loss = double_member(steps[i], path, "loss");
+    record.warmup = bool_member(steps[i], path, "warmup");
+    records.push_back(record);
+  }
+  return records;
+}
+
+std::string system_error_text(int error_number) { return std::strerror(error_number); }
+
+// Writes all of `text`, retrying short writes and EINTR. Returns 0 or the errno of the failure.
+int write_fully(int fd, const std::string& text) {
+  size_t written = 0;
+  while (written < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    written += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+// Makes the rename itself durable across a power loss; best effort, as some file systems refuse
+// to open or fsync a directory and the result file is already complete either way.
+void sync_parent_directory(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string directory = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+json result_to_json(const Result& result) {
+  json steps = json::array();
+  for (const StepRecord& step : result.steps) {
+    steps.push_back({{"step", step.step},
+                     {"time_ms", step.time_ms},
+                     {"loss", step.loss},
+                     {"warmup", step.warmup}});
+  }
+  return {{"schema_version", result.schema_version},
+          {"tool", {{"version", result.tool_version}, {"git_sha", result.git_sha}}},
+          {"environment", environment_to_json(result.environment)},
+          {"config", result.config},
+          {"summary", summary_to_json(result.summary)},
+          {"steps", std::move(steps)}};
+}
+
+Result result_from_json(const json& document) {
+  if (!document.is_object()) {
+    reject("expected a JSON object, got " + std::string(document.type_name()));
+  }
+  // The identifying keys first, so a foreign document gets one plain message, not a type error.
+  for (const char* key : {"schema_version", "summary", "steps"}) member(document, "", key);
+  const json& version = document.at("schema_version");
+  expect(version.is_number_integer(), version, "schema_version", "an integer");
+  if (version.get<int64_t>() != kResultSchemaVersion) {
+    throw RuntimeError("result schema_version " + version.dump() +
+                       " is not supported (this dpbench reads " +
+                       std::to_string(kResultSchemaVersion) + ")");
+  }
+
+  Result result;
+  result.schema_version = kResultSchemaVersion;
+  const json& tool = object_member(document, "", "tool");
+  result.tool_version = string_member(tool, "tool", "version");
+  result.git_sha = string_member(tool, "tool", "git_sha");
+  result.environment = environment_from_json(document);
+  result.config = object_member(document, "", "config");
+  result.summary = summary_from_json(document);
+  result.steps = steps_from_json(document);
+  return result;
+}
+
+void write_result_atomically(const Result& result, const std::string& path) {
+  // error_handler_t::replace: a hostname or device name with invalid UTF-8 must not lose the run.
+  const std::string text =
+      result_to_json(result).dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  const std::string temporary_path = path + ".tmp." + std::to_string(::getpid());
+
+  auto fail = [&](const std::string& step, int error_number) {
+    ::unlink(temporary_path.c_str());
+    throw RuntimeError("cannot write result file '" + path + "' (" + step +
+                       "): " + system_error_text(error_number));
+  };
+
+  const int fd = ::open(temporary_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    // Nothing was created, but a stale file of this name is not ours to remove either.
+    const int error_number = errno;
+    throw RuntimeError("cannot write result file '" + path + "' (create " + temporary_path +
+                       "): " + system_error_text(error_number));
+  }
+  if (const int error_number = write_fully(fd, text); error_number != 0) {
+    ::close(fd);
+    fail("write", error_number);
+  }
+  if (::fsync(fd) != 0) {
+    const int error_number = errno;
+    ::close(fd);
+    fail("fsync", error_number);
+  }
+  // close can report a deferred write error (NFS), so its result matters.
+  if (::close(fd) != 0) fail("close", errno);
+  if (::rename(temporary_path.c_str(), path.c_str()) != 0) fail("rename", errno);
+  sync_parent_directory(path);
+}
+
+Result read_result_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int error_number = errno;
+    throw RuntimeError("cannot read result file '" + path + "': " +
+                       system_error_text(error_number));
+  }
+  std::string text;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int error_number = errno;
+      ::close(fd);
+      throw RuntimeError("cannot read result file '" + path + "': " +
+                         system_error_text(error_number));
+    }
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+
+  json document;
+  try {
+    document = json::parse(text);
+  } catch (const json::parse_error& error) {
+    throw RuntimeError("result file '" + path + "' is not valid JSON: " + error.what());
+  }
+  try {
+    return result_from_json(document);
+  } catch (const RuntimeError& error) {
+    throw RuntimeError("result file '" + path + "': " + error.what());
+  }
+}
+
+}  // namespace dpbench

@@ -1,0 +1,357 @@
+// The `run` command line: defaults and their resolution, and one test per validation error, each
+// checking that the one-line message names the flag and the value the user typed.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "cli/flags.h"
+#include "engine/errors.h"
+#include "models/model_registry.h"
+
+using namespace dpbench;
+using Catch::Contains;
+
+namespace {
+
+DeviceInventory gpus(int count) {
+  DeviceInventory inventory;
+  inventory.cuda_gpus = count;
+  if (count == 0) inventory.why_no_gpu = "no CUDA-capable device is detected";
+  return inventory;
+}
+
+// Result-file checks would otherwise look at (and be fooled by) the current directory.
+RunConfig parse(std::vector<std::string> args, const DeviceInventory& inventory = gpus(4)) {
+  args.push_back("--result_file=");
+  return parse_run_flags(args, inventory).config;
+}
+
+std::string error_of(std::vector<std::string> args, const DeviceInventory& inventory = gpus(4)) {
+  try {
+    parse(std::move(args), inventory);
+  } catch (const ConfigError& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+// A fresh directory per test, removed afterwards; result-file validation must never create files.
+struct TemporaryDirectory {
+  std::filesystem::path path;
+  TemporaryDirectory() {
+    path = std::filesystem::temp_directory_path() /
+           ("dpbench_flags_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
+    std::filesystem::create_directories(path);
+  }
+  ~TemporaryDirectory() {
+    std::error_code ignored;
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all, ignored);
+    std::filesystem::remove_all(path, ignored);
+  }
+  static int& counter() {
+    static int next = 0;
+    return next;
+  }
+};
+
+const ModelDefaults& trivial_defaults() { return find_model("trivial")->defaults; }
+
+}  // namespace
+
+TEST_CASE("defaults resolve from the model and the machine", "[flags]") {
+  ParsedRunFlags parsed = parse_run_flags({}, gpus(4));
+  const RunConfig& config = parsed.config;
+  CHECK_FALSE(parsed.help);
+  CHECK_FALSE(parsed.fell_back_to_reference);
+  CHECK(config.model == "trivial");
+  CHECK(config.backend == BackendKind::cuda);
+  CHECK(config.device == "auto");
+  CHECK(config.num_gpus == 1);
+  CHECK(config.gpu_indices == std::vector<int>{0});
+  CHECK(config.batch_size == trivial_defaults().batch_size);
+  CHECK(config.total_batch_size == 0);
+  CHECK(config.optimizer == trivial_defaults().optimizer);
+  CHECK(config.learning_rate == trivial_defaults().learning_rate);
+  CHECK(config.momentum == 0.9);
+  CHECK(config.seed == 1234);
+  CHECK(config.variable_update == "independent");
+  CHECK_FALSE(config.independent_replica);
+  CHECK(config.local_parameter_device == "gpu");
+  CHECK(config.data_format == "NCHW");
+  CHECK(config.precision == "fp32");
+  CHECK_FALSE(config.use_fp16);
+  CHECK(config.num_batches == 100);
+  CHECK(config.num_warmup_batches == 10);
+  CHECK(config.display_every == 10);
+  CHECK(config.result_file == "dpbench_result.json");
+}
+
+TEST_CASE("flag --device=auto falls back to the reference backend without a GPU", "[flags]") {
+  ParsedRunFlags parsed = parse_run_flags({"--num_gpus=4", "--result_file="}, gpus(0));
+  CHECK(parsed.fell_back_to_reference);
+  CHECK(parsed.config.backend == BackendKind::reference);
+  CHECK(parsed.config.gpu_indices == std::vector<int>{0, 1, 2, 3});
+
+  ParsedRunFlags on_cpu = parse_run_flags({"--device=cpu", "--num_gpus=64", "--result_file="}, gpus(4));
+  CHECK_FALSE(on_cpu.fell_back_to_reference);
+  CHECK(on_cpu.config.backend == BackendKind::reference);
+  CHECK(on_cpu.config.num_devices() == 64);
+  CHECK(parse({"--device=gpu", "--num_gpus=4"}).backend == BackendKind::cuda);
+}
+
+TEST_CASE("explicit values are taken as given", "[flags]") {
+  RunConfig config = parse({"--batch_size=8", "--optimizer=adam", "--learning_rate=0.5", "--momentum=0",
+                            "--seed=7", "--num_batches=5", "--num_warmup_batches=0", "--display_every=2",
+                            "--local_parameter_device=cpu", "--num_gpus", "2"});
+  CHECK(config.batch_size == 8);
+  CHECK(config.optimizer == "adam");
+  CHECK(config.learning_rate == 0.5);
+  CHECK(config.momentum == 0.0);
+  CHECK(config.seed == 7);
+  CHECK(config.num_batches == 5);
+  CHECK(config.num_warmup_batches == 0);
+  CHECK(config.display_every == 2);
+  CHECK(config.local_parameter_device == "cpu");
+  CHECK(config.num_gpus == 2);
+}
+
+TEST_CASE("single-dash flags are accepted as tf_cnn_benchmarks' absl flags were", "[flags]") {
+  CHECK(parse({"-num_gpus=3"}).num_gpus == 3);
+  CHECK_THAT(error_of({"--batch_size", "-3"}), Contains("--batch_size=-3: must be a positive integer"));
+}
+
+TEST_CASE("strong scaling: --total_batch_size splits over the devices", "[flags]") {
+  RunConfig config = parse({"--total_batch_size=64", "--num_gpus=4"});
+  CHECK(config.batch_size == 16);
+  CHECK(config.total_batch_size == 64);
+  CHECK(config.global_batch_size() == 64);
+  CHECK(parse({"--total_batch_size=64", "--batch_size=16", "--num_gpus=4"}).batch_size == 16);
+
+  CHECK(error_of({"--total_batch_size=10", "--num_gpus=4"}) ==
+        "--total_batch_size=10: does not divide evenly over 4 devices; use a multiple of 4");
+  std::string disagree = error_of({"--total_batch_size=64", "--batch_size=8", "--num_gpus=4"});
+  CHECK_THAT(disagree, Contains("--batch_size=8") && Contains("--total_batch_size=64") &&
+                           Contains("16 per device"));
+  CHECK_THAT(error_of({"--total_batch_size=0"}), Contains("--total_batch_size=0: must be a positive integer"));
+}
+
+TEST_CASE("flag --gpu_indices picks devices and may set their count", "[flags]") {
+  RunConfig config = parse({"--gpu_indices=0,2"});
+  CHECK(config.gpu_indices == std::vector<int>{0, 2});
+  CHECK(config.num_gpus == 2);
+  CHECK(parse({"--gpu_indices=3,1", "--num_gpus=2"}).gpu_indices == std::vector<int>{3, 1});
+
+  CHECK_THAT(error_of({"--gpu_indices=0,2", "--num_gpus=4"}),
+             Contains("--gpu_indices=0,2") && Contains("--num_gpus=4"));
+  CHECK_THAT(error_of({"--gpu_indices=0,0"}), Contains("--gpu_indices=0,0: index 0 appears twice"));
+  CHECK_THAT(error_of({"--gpu_indices=0,5"}),
+             Contains("--gpu_indices=0,5: index 5 is out of range; 4 CUDA GPUs are present"));
+  CHECK_THAT(error_of({"--gpu_indices=0,x"}), Contains("--gpu_indices=0,x: 'x' is not a device index"));
+  CHECK_THAT(error_of({"--gpu_indices=0,"}), Contains("--gpu_indices=0,: '' is not a device index"));
+  CHECK_THAT(error_of({"--gpu_indices=-1"}), Contains("--gpu_indices=-1: '-1' is not a device index"));
+  CHECK_THAT(error_of({"--gpu_indices="}), Contains("--gpu_indices=: names no device"));
+}
+
+TEST_CASE("the seeds' spelling of independent resolves to independent", "[flags]") {
+  RunConfig config = parse({"--variable_update=replicated", "--independent_replica=true"});
+  CHECK(config.variable_update == "independent");
+  CHECK(config.independent_replica);
+  CHECK(parse({"--variable_update=replicated", "--independent_replica"}).variable_update == "independent");
+  CHECK(parse({"--independent_replica=false"}).variable_update == "independent");
+  CHECK_THAT(error_of({"--independent_replica=maybe"}),
+             Contains("--independent_replica=maybe: not a boolean; accepted: true, false"));
+  CHECK_THAT(error_of({"--variable_update=parameter_server", "--independent_replica"}),
+             Contains("--independent_replica=true: only meaningful with --variable_update=replicated"));
+  CHECK_THAT(error_of({"--independent_replica", "true"}),
+             Contains("unexpected argument 'true' (write --independent_replica=true)"));
+}
+
+TEST_CASE("model errors name the model and what is accepted", "[flags]") {
+  std::string unknown = error_of({"--model=foo"});
+  CHECK_THAT(unknown, Contains("--model=foo: unknown model; accepted: trivial (planned: ") &&
+                          Contains("resnet50"));
+  CHECK(error_of({"--model=resnet50"}) == "--model=resnet50: not implemented yet; accepted now: trivial");
+}
+
+TEST_CASE("device count errors", "[flags]") {
+  CHECK(error_of({"--num_gpus=0"}) == "--num_gpus=0: must be at least 1");
+  CHECK(error_of({"--num_gpus=8"}) ==
+        "--num_gpus=8: only 4 CUDA GPUs are present; use --num_gpus<=4, or --device=cpu for the "
+        "reference backend");
+  CHECK_THAT(error_of({"--num_gpus=2"}, gpus(1)), Contains("only 1 CUDA GPU is present"));
+  CHECK(error_of({"--num_gpus=abc"}) == "--num_gpus=abc: not an integer; accepted: an integer >= 1");
+  CHECK_THAT(error_of({"--num_gpus=2.5"}), Contains("--num_gpus=2.5: not an integer"));
+  CHECK_THAT(error_of({"--num_gpus=99999999999"}), Contains("--num_gpus=99999999999: too large"));
+  CHECK_THAT(error_of({"--device=cpu", "--num_gpus=65"}),
+             Contains("--num_gpus=65: the reference backend runs at most 64 host devices"));
+  CHECK(error_of({"--device=gpu"}, gpus(0)) ==
+        "--device=gpu: no CUDA GPU is present (no CUDA-capable device is detected); use --device=cpu "
+        "for the reference backend");
+  CHECK(error_of({"--device=gpu"}, DeviceInventory{}) ==
+        "--device=gpu: no CUDA GPU is present; use --device=cpu for the reference backend");
+  CHECK_THAT(error_of({"--device=tpu"}), Contains("--device=tpu: unknown device; accepted: auto, gpu, cpu"));
+}
+
+TEST_CASE("batch and measurement counts must be in range", "[flags]") {
+  CHECK(error_of({"--batch_size=-3"}) == "--batch_size=-3: must be a positive integer");
+  CHECK(error_of({"--batch_size=0"}) == "--batch_size=0: must be a positive integer");
+  CHECK_THAT(error_of({"--batch_size=abc"}), Contains("--batch_size=abc: not an integer"));
+  CHECK_THAT(error_of({"--batch_size="}), Contains("--batch_size=: not an integer"));
+  CHECK_THAT(error_of({"--batch_size=2000000000", "--num_gpus=4"}), Contains("too large"));
+  CHECK(error_of({"--num_batches=0"}) == "--num_batches=0: must be at least 1");
+  CHECK(error_of({"--num_warmup_batches=-1"}) == "--num_warmup_batches=-1: must be at least 0");
+  CHECK(error_of({"--display_every=0"}) == "--display_every=0: must be at least 1");
+  CHECK_THAT(error_of({"--seed=-1"}), Contains("--seed=-1: not a non-negative integer"));
+}
+
+TEST_CASE("optimizer errors", "[flags]") {
+  CHECK_THAT(error_of({"--optimizer=rmsprop"}),
+             Contains("--optimizer=rmsprop: unknown optimizer; accepted: sgd, momentum, adam"));
+  CHECK(error_of({"--learning_rate=0"}) == "--learning_rate=0: must be greater than 0");
+  CHECK(error_of({"--learning_rate=-0.1"}) == "--learning_rate=-0.1: must be greater than 0");
+  CHECK_THAT(error_of({"--learning_rate=fast"}), Contains("--learning_rate=fast: not a number"));
+  CHECK_THAT(error_of({"--learning_rate=nan"}), Contains("--learning_rate=nan: not a number"));
+  CHECK_THAT(error_of({"--momentum=1"}), Contains("--momentum=1: must be in [0, 1)"));
+  CHECK_THAT(error_of({"--momentum=-0.5"}), Contains("--momentum=-0.5: must be in [0, 1)"));
+}
+
+TEST_CASE("flags of later issues reject what is not built yet", "[flags]") {
+  CHECK_THAT(error_of({"--variable_update=replicated"}),
+             Contains("--variable_update=replicated: not implemented yet; accepted now: independent"));
+  CHECK_THAT(error_of({"--variable_update=foo"}),
+             Contains("--variable_update=foo: unknown strategy; accepted: independent (planned: ") &&
+                 Contains("parameter_server"));
+  CHECK_THAT(error_of({"--all_reduce_spec=nccl"}), Contains("--all_reduce_spec=nccl: not implemented yet"));
+  CHECK(parse({"--all_reduce_spec="}).all_reduce_spec.empty());
+  CHECK_THAT(error_of({"--local_parameter_device=tpu"}),
+             Contains("--local_parameter_device=tpu: unknown device; accepted: gpu, cpu"));
+  CHECK_THAT(error_of({"--data_format=NHWC"}),
+             Contains("--data_format=NHWC: not implemented yet") && Contains("accepted now: NCHW"));
+  CHECK_THAT(error_of({"--data_format=CHWN"}), Contains("--data_format=CHWN: unknown data format"));
+  for (const char* precision : {"tf32", "fp16", "bf16"}) {
+    CHECK_THAT(error_of({std::string("--precision=") + precision}),
+               Contains(std::string("--precision=") + precision + ": not implemented yet") &&
+                   Contains("accepted now: fp32"));
+  }
+  CHECK_THAT(error_of({"--precision=fp8"}), Contains("--precision=fp8: unknown precision"));
+  CHECK_THAT(error_of({"--use_fp16"}), Contains("--use_fp16=true: not implemented yet"));
+  CHECK_FALSE(parse({"--use_fp16=false"}).use_fp16);
+}
+
+TEST_CASE("malformed command lines give one line each", "[flags]") {
+  CHECK_THAT(error_of({"--num_gpu=4"}),
+             Contains("--num_gpu=4: unknown flag; did you mean --num_gpus?"));
+  CHECK_THAT(error_of({"--frobnicate"}), Contains("--frobnicate: unknown flag"));
+  CHECK_THAT(error_of({"-x"}), Contains("-x: unknown flag"));
+  CHECK_THAT(error_of({"xyz"}), Contains("unexpected argument 'xyz'"));
+  CHECK_THAT(error_of({"--", "xyz"}), Contains("unexpected argument 'xyz'"));
+  CHECK_THAT(error_of({"--num_gpus"}), Contains("--num_gpus: missing a value"));
+  CHECK_THAT(error_of({"--model", "--num_gpus=2"}), Contains("--model: missing a value"));
+  CHECK(error_of({"--help=maybe"}) == "--help=maybe: takes no value; write --help");
+  for (const std::string& message : {error_of({"--num_gpu=4"}), error_of({"xyz"}), error_of({"--num_gpus"})}) {
+    CHECK(message.find('\n') == std::string::npos);
+  }
+}
+
+TEST_CASE("flag --help and --version skip validation", "[flags]") {
+  ParsedRunFlags help = parse_run_flags({"--model=foo", "--help"}, gpus(0));
+  CHECK(help.help);
+  CHECK(parse_run_flags({"-h"}, gpus(0)).help);
+  CHECK(parse_run_flags({"--num_gpus=0", "--version"}, gpus(0)).version);
+}
+
+TEST_CASE("flag --help groups the flags by concern and shows the defaults", "[flags]") {
+  const std::string help = run_help_text();
+  CHECK_THAT(help, Contains("dpbench [run] [flags]"));
+  CHECK_THAT(help, Contains("dpbench report"));
+  for (const char* group : {"Model", "Devices", "Synchronisation", "Optimizer", "Measurement", "Output"}) {
+    CHECK_THAT(help, Contains(std::string(" ") + group + " options:"));
+  }
+  for (const char* flag :
+       {"--model", "--batch_size", "--total_batch_size", "--num_gpus", "--gpu_indices", "--device",
+        "--variable_update", "--independent_replica", "--all_reduce_spec", "--local_parameter_device",
+        "--data_format", "--precision", "--use_fp16", "--optimizer", "--learning_rate", "--momentum",
+        "--seed", "--num_batches", "--num_warmup_batches", "--display_every", "--result_file",
+        "--help", "--version"}) {
+    CHECK_THAT(help, Contains(flag));
+  }
+  for (const char* shown_default :
+       {"(default: trivial)", "(default: auto)", "(default: 1)", "(default: independent)",
+        "(default: gpu)", "(default: NCHW)", "(default: fp32)", "(default: 0.9)", "(default: 1234)",
+        "(default: 100)", "(default: 10)", "(default: dpbench_result.json)", "(default: false)"}) {
+    CHECK_THAT(help, Contains(shown_default));
+  }
+  CHECK_THAT(help, Contains("for trivial: " + std::to_string(trivial_defaults().batch_size)));
+}
+
+TEST_CASE("config_to_json has every resolved flag", "[flags]") {
+  RunConfig config = parse({"--gpu_indices=0,2", "--variable_update=replicated", "--independent_replica"});
+  nlohmann::json json = config_to_json(config);
+  for (const char* key :
+       {"model", "batch_size", "total_batch_size", "num_gpus", "gpu_indices", "device", "backend",
+        "variable_update", "independent_replica", "all_reduce_spec", "local_parameter_device",
+        "data_format", "precision", "use_fp16", "optimizer", "learning_rate", "momentum", "seed",
+        "num_batches", "num_warmup_batches", "display_every", "result_file"}) {
+    CHECK(json.contains(key));
+  }
+  CHECK(json["gpu_indices"] == nlohmann::json::array({0, 2}));
+  CHECK(json["num_gpus"] == 2);
+  CHECK(json["backend"] == "cuda");
+  CHECK(json["device"] == "auto");
+  CHECK(json["variable_update"] == "independent");
+  CHECK(json["independent_replica"] == true);
+  CHECK(json["seed"] == 1234);
+}
+
+namespace {
+
+std::string result_file_error(const std::string& path) {
+  try {
+    parse_run_flags({"--result_file=" + path}, gpus(4));
+  } catch (const ConfigError& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("flag --result_file must land in an existing writable directory", "[flags]") {
+  TemporaryDirectory temporary;
+  const std::string inside = (temporary.path / "out.json").string();
+  CHECK(parse_run_flags({"--result_file=" + inside}, gpus(4)).config.result_file == inside);
+  CHECK_FALSE(std::filesystem::exists(inside));  // validation creates nothing
+  CHECK(parse_run_flags({"--result_file="}, gpus(4)).config.result_file.empty());
+
+  const std::string missing_directory = (temporary.path / "no" / "such").string();
+  const std::string missing = missing_directory + "/out.json";
+  CHECK(result_file_error(missing) ==
+        "--result_file=" + missing + ": directory " + missing_directory +
+            " does not exist; give a path in an existing writable directory, or --result_file= to "
+            "write none");
+  CHECK_FALSE(std::filesystem::exists(temporary.path / "no"));
+
+  CHECK_THAT(result_file_error(temporary.path.string()),
+             Contains("--result_file=" + temporary.path.string() + ": is a directory"));
+
+  const std::string plain_file = (temporary.path / "plain").string();
+  std::ofstream(plain_file) << "x";
+  CHECK_THAT(result_file_error(plain_file + "/out.json"),
+             Contains("--result_file=" + plain_file + "/out.json: " + plain_file + " is not a directory"));
+
+  const std::filesystem::path locked = temporary.path / "locked";
+  std::filesystem::create_directory(locked);
+  std::filesystem::permissions(locked, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  const std::string locked_file = (locked / "out.json").string();
+  if (::access(locked.c_str(), W_OK) == 0) {
+    WARN("running as root: a read-only directory is still writable, skipping that check");
+  } else {
+    CHECK_THAT(result_file_error(locked_file),
+               Contains("--result_file=" + locked_file + ": directory " + locked.string() + " is not writable"));
+  }
+}
