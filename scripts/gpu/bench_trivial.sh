@@ -11,11 +11,11 @@ counts=("$@")
 mkdir -p "$out"
 source scripts/gpu/env.sh build/dpbench
 batch=${BATCH:-64}
-batches=${NUM_BATCHES:-2000}
-warmup=${NUM_WARMUP:-100}
+batches=${NUM_BATCHES:-5000}
+warmup=${NUM_WARMUP:-200}
 for n in "${counts[@]}"; do
   ./build/dpbench --device=gpu --model=trivial --variable_update=independent --num_gpus="$n" \
-    --batch_size="$batch" --num_batches="$batches" --num_warmup_batches="$warmup" --display_every=500 \
+    --batch_size="$batch" --num_batches="$batches" --num_warmup_batches="$warmup" --display_every=1000 \
     --result_file="$out/dpbench_trivial_${n}gpu.json" | tee "$out/dpbench_trivial_${n}gpu.log" | tail -n 8
   python3 scripts/bench/pytorch_trivial.py --num_gpus="$n" --batch_size="$batch" --num_batches="$batches" \
     --num_warmup_batches="$warmup" | tee "$out/pytorch_trivial_${n}gpu.json"

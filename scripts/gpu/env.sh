@@ -7,6 +7,13 @@ export TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 export NVSHMEM_DISABLE_NVLS=1
 
 dpbench_binary=${1:-build/dpbench}
+# First the CUDA toolkit's own library folders (the machine's CUDA may keep cuDNN/NCCL there).
+if [ -x "$dpbench_binary" ] && ldd "$dpbench_binary" | grep -q "not found"; then
+  for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+    [ -d "$dir" ] && export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  done
+fi
+# Then the copies bundled with PyTorch's wheels.
 if [ -x "$dpbench_binary" ] && ldd "$dpbench_binary" | grep -q "not found"; then
   extra=$(python3 - <<'PY' 2>/dev/null
 import importlib, os
@@ -27,6 +34,9 @@ PY
     export LD_LIBRARY_PATH="$extra${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     echo "env: using PyTorch's bundled libraries from $extra"
   fi
+fi
+if [ -x "$dpbench_binary" ]; then
+  ldd "$dpbench_binary" | grep -E "cudnn|nccl|cublas|cudart"
   ldd "$dpbench_binary" | grep "not found" && echo "env: warning: libraries above still missing" >&2
 fi
 true

@@ -19,5 +19,7 @@ gpus=$(nvidia-smi -L | wc -l)
 counts=(1)
 ((gpus >= 2)) && counts+=(2)
 ((gpus >= 4)) && counts+=(4)
-bash scripts/gpu/bench_trivial.sh "$out/bench" "${counts[@]}" 2>&1 | tee "$out/bench.log" | tail -n 40 || status=1
+for batch in ${BATCHES:-64 256}; do
+  BATCH=$batch bash scripts/gpu/bench_trivial.sh "$out/bench_b$batch" "${counts[@]}" 2>&1 | tee "$out/bench_b$batch.log" | tail -n 40 || status=1
+done
 exit $status
