@@ -70,6 +70,8 @@ std::string format_summary(const Result& result) {
                         t.mean, t.median, t.stddev, t.min, t.max, t.p5, t.p95);
   }
   if (s.jitter) text += fmt::format("  jitter: {:.1f} {}\n", *s.jitter, s.unit);
+  text += fmt::format("  execution: {}\n", s.cuda_graph ? "each step replayed as one CUDA graph per device"
+                                                          : "kernels launched one by one from the host");
   text += fmt::format("  final loss {:.6f}, param_norm {:.6f}, {} parameters\n", s.final_loss, s.param_norm,
                       s.num_parameters);
   text += std::string(64, '-') + "\n";

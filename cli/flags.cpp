@@ -116,6 +116,11 @@ std::vector<FlagSpec> run_flag_specs() {
       {"display_every", "Measurement", "N", "Print a progress line every N steps",
        std::to_string(defaults.display_every), {}},
 
+      {"cuda_graph", "Measurement", "BOOL",
+       "Replay each step as one CUDA graph where the strategy and optimizer allow it (one launch "
+       "per step; false: launch every kernel from the host)",
+       defaults.cuda_graph ? "true" : "false", "true"},
+
       {"result_file", "Output", "PATH", "JSON result file; --result_file= writes none",
        defaults.result_file, {}},
   };
@@ -296,6 +301,7 @@ nlohmann::json config_to_json(const RunConfig& config) {
       {"num_batches", config.num_batches},
       {"num_warmup_batches", config.num_warmup_batches},
       {"display_every", config.display_every},
+      {"cuda_graph", config.cuda_graph},
       {"result_file", config.result_file},
   };
 }

@@ -239,6 +239,7 @@ void resolve_batch(const GivenFlags& flags, const ModelEntry& model, RunConfig* 
 
 void resolve_synchronisation(const GivenFlags& flags, RunConfig* config) {
   config->independent_replica = parse_bool("independent_replica", flags.text("independent_replica"));
+  config->cuda_graph = parse_bool("cuda_graph", flags.text("cuda_graph"));
   std::string strategy = flags.text("variable_update");
   const StrategyEntry* entry = find_strategy(strategy);
   if (entry == nullptr) {

@@ -90,6 +90,7 @@ Result assemble_result(const RunConfig& config, const RunMeasurements& measured,
   summary.num_parameters = measured.num_parameters;
   summary.param_norm = measured.param_norm;
   summary.comm = measured.comm;
+  summary.cuda_graph = measured.cuda_graph;
   return result;
 }
 
@@ -120,6 +121,7 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   settings.display_every = config.display_every;
   settings.seed = config.seed;
   settings.optimizer = optimizer_config(config);
+  settings.cuda_graph = config.cuda_graph;
   Runner runner(*model, *strategy, devices, settings);
 
   const std::string unit = model->unit();

@@ -71,6 +71,12 @@ class Backend {
   virtual void fill_labels_by_index(int32_t* labels, size_t n, uint64_t seed, uint64_t stream,
                                     uint64_t first_index, int classes) = 0;
 
+  // ---- bookkeeping -------------------------------------------------------------------------
+  // history[*cursor] = *value; ++*cursor  (cursor is device memory, history may be host-visible).
+  // A replayed CUDA graph cannot take a new pointer each step; the cursor files each step's loss
+  // under its own step instead.
+  virtual void append_scalar(const float* value, float* history, int32_t* cursor) = 0;
+
   // ---- reductions (blocking: they wait for the stream and return to the host) --------------
   // Sum of squares accumulated in double. `scratch` holds at least sum_squares_scratch_bytes().
   virtual double sum_squares(const float* x, size_t n, void* scratch) = 0;

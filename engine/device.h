@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -77,6 +78,14 @@ class Buffer {
   Deleter deleter_ = nullptr;
 };
 
+// Work recorded once and replayed as a unit (a CUDA graph): one launch instead of one per kernel.
+class CapturedWork {
+ public:
+  virtual ~CapturedWork() = default;
+  // Enqueues the recorded work on the stream it was captured from.
+  virtual void launch() = 0;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -110,6 +119,10 @@ class Device {
   virtual void wait(StreamKind waiter, const Event& event) = 0;
   // Host blocks until every stream of the device is idle.
   virtual void synchronize() = 0;
+
+  // Records (without running) what `enqueue` puts on the compute stream, for replay. Returns
+  // nullptr where there is nothing to gain: the reference backend runs work as it is enqueued.
+  virtual std::unique_ptr<CapturedWork> capture(const std::function<void()>& enqueue) { return nullptr; }
 };
 
 }  // namespace dpbench

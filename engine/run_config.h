@@ -48,6 +48,9 @@ struct RunConfig {
   int num_batches = 100;
   int num_warmup_batches = 10;
   int display_every = 10;
+  // Replay each replica's step as one CUDA graph where backend, strategy and optimizer allow it:
+  // one launch per step instead of one per kernel, so the host never limits the GPUs.
+  bool cuda_graph = true;
 
   // Output
   std::string result_file = "dpbench_result.json";  // empty: write none

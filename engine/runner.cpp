@@ -53,6 +53,9 @@ struct Runner::ReplicaState {
   std::unique_ptr<EventAnnouncer> announcer;
   std::vector<std::unique_ptr<Event>> step_start, step_stop;  // one pair per step
   Buffer losses;                                               // host-visible, one float per step
+  Buffer loss;                                                 // the step's loss, on the device
+  Buffer loss_cursor;                                          // int32: next step's slot in `losses`
+  std::unique_ptr<CapturedWork> replayable_step;               // the step as a CUDA graph
   std::atomic<int64_t> steps_enqueued{0};
 };
 
@@ -81,6 +84,10 @@ Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_p
     }
     state->losses = device.allocate_host_visible(sizeof(float) * total_steps);
     std::fill_n(state->losses.as<float>(), total_steps, std::nanf(""));
+    state->loss = device.allocate(sizeof(float));
+    state->loss_cursor = device.allocate(sizeof(int32_t));
+    const int32_t first_slot = 0;
+    device.copy_from_host(state->loss_cursor.data(), &first_slot, sizeof(first_slot));
     strategy_view.push_back(Replica{r, &device, state->parameters.get(), state->optimizer.get()});
     replicas_.push_back(std::move(state));
   }
@@ -122,19 +129,37 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
     barrier.abort();
   };
 
+  // A step can be replayed when nothing in it changes from step to step on the host side: the
+  // strategy says so for its hooks, and Adam is excluded because its bias correction is a kernel
+  // argument that changes every step.
+  const bool replay = settings_.cuda_graph && strategy_.step_is_replayable() &&
+                      settings_.optimizer.kind != OptimizerKind::adam;
+
   auto device_thread = [&](ReplicaState& state) {
     try {
       Device& device = *state.device;
       device.make_current();
+      auto enqueue_step = [&](int64_t step) {
+        state.model->forward(state.loss.as<float>());
+        state.announcer->begin_step();
+        state.model->backward(*state.announcer);
+        strategy_.finish_step(state.index, step + 1);
+        device.ops().append_scalar(state.loss.as<float>(), state.losses.as<float>(),
+                                   state.loss_cursor.as<int32_t>());
+      };
       if (warmup == 0) {
         barrier.arrive_and_wait([&] { wall_start = Clock::now(); });
       }
       for (int64_t step = 0; step < total_steps; ++step) {
+        // Step 0 runs eagerly so libraries finish their lazy set-up outside the capture; the
+        // capture itself runs nothing, the replay right after it is step 1.
+        if (replay && step == 1) state.replayable_step = device.capture([&] { enqueue_step(step); });
         state.step_start[step]->record(StreamKind::compute);
-        state.model->forward(state.losses.as<float>() + step);
-        state.announcer->begin_step();
-        state.model->backward(*state.announcer);
-        strategy_.finish_step(state.index, step + 1);
+        if (state.replayable_step) {
+          state.replayable_step->launch();
+        } else {
+          enqueue_step(step);
+        }
         state.step_stop[step]->record(StreamKind::compute);
         state.steps_enqueued.store(step + 1, std::memory_order_release);
         if (step + 1 == warmup) {
@@ -204,6 +229,7 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
                                                                first.parameters->count(), scratch.data()));
   result.num_parameters = static_cast<int64_t>(model_.layout().total_count());
   result.comm = strategy_.communication_summary();
+  result.cuda_graph = replicas_.front()->replayable_step != nullptr;
   return result;
 }
 

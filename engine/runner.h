@@ -27,6 +27,7 @@ struct RunnerSettings {
   int display_every = 10;
   uint64_t seed = 0;
   OptimizerConfig optimizer;
+  bool cuda_graph = false;  // replay steps as CUDA graphs where possible (see Runner::run)
 };
 
 // Handed to the progress callback every `display_every` measured steps and after the last one.
@@ -44,6 +45,7 @@ struct RunMeasurements {
   double param_norm = 0;             // replica 0, L2 in double
   int64_t num_parameters = 0;
   nlohmann::json comm = nlohmann::json::object();
+  bool cuda_graph = false;  // whether the measured steps were replayed CUDA graphs
 };
 
 class Runner {

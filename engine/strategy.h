@@ -35,6 +35,9 @@ class Strategy {
   // update (or fetch updated parameters) so that the next forward sees the new values.
   // `step` counts from 1 (Adam's bias correction uses it).
   virtual void finish_step(int replica, int64_t step) = 0;
+  // True when the hooks enqueue the same device work every step and make no host decisions, so
+  // a step can be captured once and replayed as a CUDA graph.
+  virtual bool step_is_replayable() const { return false; }
   // Communication counters for the result's summary.comm (bytes, messages, ...).
   virtual nlohmann::json communication_summary() const { return nlohmann::json::object(); }
 };

@@ -58,6 +58,7 @@ struct Summary {
   int64_t num_parameters = 0;
   double param_norm = 0;       // L2 norm (double) of replica 0's final parameters
   nlohmann::json comm = nlohmann::json::object();  // communication counters (strategies)
+  bool cuda_graph = false;     // measured steps replayed as CUDA graphs (one launch per step)
 };
 
 struct Result {

@@ -56,7 +56,8 @@ json summary_to_json(const Summary& summary) {
           {"final_loss", summary.final_loss},
           {"num_parameters", summary.num_parameters},
           {"param_norm", summary.param_norm},
-          {"comm", summary.comm}};
+          {"comm", summary.comm},
+          {"cuda_graph", summary.cuda_graph}};
 }
 
 // ---- reading ----------------------------------------------------------------------------------
@@ -197,6 +198,8 @@ Summary summary_from_json(const json& document) {
   summary.num_parameters = integer_member(object, where, "num_parameters");
   summary.param_norm = double_member(object, where, "param_norm");
   summary.comm = object_member(object, where, "comm");
+  // Added after the first results were written: absent means no graphs were used.
+  summary.cuda_graph = object.contains("cuda_graph") && bool_member(object, where, "cuda_graph");
   return summary;
 }
 

@@ -13,6 +13,7 @@ class IndependentStrategy : public Strategy {
   void on_gradients_ready(int replica, GradientRange range, const Event& ready) override {}
   void finish_step(int replica, int64_t step) override;
   nlohmann::json communication_summary() const override;
+  bool step_is_replayable() const override { return true; }
 
  private:
   std::vector<Replica> replicas_;

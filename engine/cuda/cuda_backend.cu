@@ -95,6 +95,10 @@ void CudaBackend::fill_labels_by_index(int32_t* labels, size_t n, uint64_t seed,
   cuda_kernels::launch_fill_labels_by_index(stream_, labels, n, seed, stream, first_index, classes);
 }
 
+void CudaBackend::append_scalar(const float* value, float* history, int32_t* cursor) {
+  cuda_kernels::launch_append_scalar(stream_, value, history, cursor);
+}
+
 double CudaBackend::sum_squares(const float* x, size_t n, void* scratch) {
   double* partials = static_cast<double*>(scratch);
   cuda_kernels::launch_sum_squares(stream_, x, n, partials);

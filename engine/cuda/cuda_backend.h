@@ -45,6 +45,7 @@ class CudaBackend final : public Backend {
   void fill_labels_by_index(int32_t* labels, size_t n, uint64_t seed, uint64_t stream,
                             uint64_t first_index, int classes) override;
 
+  void append_scalar(const float* value, float* history, int32_t* cursor) override;
   double sum_squares(const float* x, size_t n, void* scratch) override;
   size_t sum_squares_scratch_bytes() const override;
 

@@ -197,6 +197,51 @@ void CudaDevice::synchronize() {
   for (const CudaStream& stream : streams_) DPB_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
 }
 
+namespace {
+
+// An instantiated CUDA graph and the stream it replays on.
+class CudaGraphWork final : public CapturedWork {
+ public:
+  CudaGraphWork(cudaGraph_t graph, cudaGraphExec_t exec, cudaStream_t stream)
+      : graph_(graph), exec_(exec), stream_(stream) {}
+  ~CudaGraphWork() override {
+    (void)cudaGraphExecDestroy(exec_);
+    (void)cudaGraphDestroy(graph_);
+  }
+  void launch() override { DPB_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+
+ private:
+  cudaGraph_t graph_;
+  cudaGraphExec_t exec_;
+  cudaStream_t stream_;
+};
+
+}  // namespace
+
+std::unique_ptr<CapturedWork> CudaDevice::capture(const std::function<void()>& enqueue) {
+  ScopedCurrentDevice current(ordinal());
+  const cudaStream_t compute = stream(StreamKind::compute);
+  // Thread-local mode: other device threads keep launching normally while this one records.
+  DPB_CUDA_CHECK(cudaStreamBeginCapture(compute, cudaStreamCaptureModeThreadLocal));
+  try {
+    enqueue();
+  } catch (...) {
+    cudaGraph_t abandoned = nullptr;
+    if (cudaStreamEndCapture(compute, &abandoned) == cudaSuccess && abandoned) (void)cudaGraphDestroy(abandoned);
+    (void)cudaGetLastError();
+    throw;
+  }
+  cudaGraph_t graph = nullptr;
+  DPB_CUDA_CHECK(cudaStreamEndCapture(compute, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+  if (status != cudaSuccess) {
+    (void)cudaGraphDestroy(graph);
+    DPB_CUDA_CHECK(status);
+  }
+  return std::make_unique<CudaGraphWork>(graph, exec, compute);
+}
+
 std::unique_ptr<Device> create_cuda_device(int ordinal) {
   return std::make_unique<CudaDevice>(ordinal);
 }

@@ -36,6 +36,7 @@ class CudaDevice final : public Device {
   std::unique_ptr<Event> create_event(bool timing) override;
   void wait(StreamKind waiter, const Event& event) override;
   void synchronize() override;
+  std::unique_ptr<CapturedWork> capture(const std::function<void()>& enqueue) override;
 
  private:
   void create_backend(StreamKind stream);

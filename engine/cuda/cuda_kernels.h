@@ -25,6 +25,9 @@ void launch_fill_uniform_by_index(cudaStream_t stream, float* x, size_t n, uint6
 void launch_fill_labels_by_index(cudaStream_t stream, int32_t* labels, size_t n, uint64_t seed,
                                  uint64_t random_stream, uint64_t first_index, int classes);
 
+// history[*cursor] = *value; ++*cursor (one thread; history may be host-mapped).
+void launch_append_scalar(cudaStream_t stream, const float* value, float* history, int32_t* cursor);
+
 // ---- reductions (cuda_kernels_reduce.cu); deterministic: no atomics, fixed summation order --
 void launch_bias_gradient(cudaStream_t stream, const float* dy, float* dbias, int rows, int cols);
 // Leaves the sum of squares of x in scratch[0]; scratch holds kSumSquaresMaxPartials doubles.

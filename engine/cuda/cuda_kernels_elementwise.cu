@@ -110,4 +110,16 @@ void launch_fill_labels_by_index(cudaStream_t stream, int32_t* labels, size_t n,
   DPB_CUDA_CHECK_LAUNCH(fill_labels_by_index_kernel);
 }
 
+namespace {
+__global__ void append_scalar_kernel(const float* value, float* history, int32_t* cursor) {
+  history[*cursor] = *value;
+  ++*cursor;
+}
+}  // namespace
+
+void launch_append_scalar(cudaStream_t stream, const float* value, float* history, int32_t* cursor) {
+  append_scalar_kernel<<<1, 1, 0, stream>>>(value, history, cursor);
+  DPB_CUDA_CHECK_LAUNCH(append_scalar_kernel);
+}
+
 }  // namespace dpbench::cuda_kernels

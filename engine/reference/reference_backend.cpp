@@ -167,6 +167,11 @@ void ReferenceBackend::fill_labels_by_index(int32_t* labels, size_t n, uint64_t 
   }
 }
 
+void ReferenceBackend::append_scalar(const float* value, float* history, int32_t* cursor) {
+  history[*cursor] = *value;
+  ++*cursor;
+}
+
 double ReferenceBackend::sum_squares(const float* x, size_t n, void* /*scratch*/) {
   double sum = 0.0;
   for (size_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];

@@ -6,6 +6,7 @@
 // rounding. Each tolerance below says where it comes from; eps = 2^-23 (fp32 unit roundoff * 2).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -393,4 +394,30 @@ TEST_CASE("an absurd allocation reports out of GPU memory and leaves the device 
   GpuArray<float> small(*gpu, 1000);
   gpu->ops().fill(small.data(), 1000, 5.0f);
   CHECK(small.download()[999] == 5.0f);
+}
+
+TEST_CASE("a captured step replays its work, and append_scalar files each replay's value", "[gpu]") {
+  auto gpu = make_gpu();
+  GpuArray<float> value(*gpu, std::vector<float>{0.0f});
+  GpuArray<int32_t> cursor(*gpu, std::vector<int32_t>{0});
+  Buffer history = gpu->allocate_host_visible(4 * sizeof(float));
+  std::fill_n(history.as<float>(), 4, -1.0f);
+  // The captured work adds 1.5 to `value` and files it: replaying it three times must give
+  // 1.5, 3.0, 4.5 — capture alone runs nothing.
+  const std::vector<float> one_and_a_half{1.5f};
+  GpuArray<float> increment(*gpu, one_and_a_half);
+  std::unique_ptr<CapturedWork> step = gpu->capture([&] {
+    gpu->ops().axpy(1.0f, increment.data(), value.data(), 1);
+    gpu->ops().append_scalar(value.data(), history.as<float>(), cursor.data());
+  });
+  REQUIRE(step != nullptr);
+  gpu->synchronize();
+  CHECK(value.download()[0] == 0.0f);
+  for (int i = 0; i < 3; ++i) step->launch();
+  gpu->synchronize();
+  CHECK(cursor.download()[0] == 3);
+  CHECK(history.as<float>()[0] == 1.5f);
+  CHECK(history.as<float>()[1] == 3.0f);
+  CHECK(history.as<float>()[2] == 4.5f);
+  CHECK(history.as<float>()[3] == -1.0f);
 }

@@ -2,6 +2,7 @@
 // files, step records, warm-up marking, determinism, and bad input leaving no result behind.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 
 #include "tests/host/test_support.h"
@@ -117,4 +118,16 @@ TEST_CASE("bad input exits 2 and leaves no result file", "[end_to_end]") {
 TEST_CASE("flags --help and --version succeed without running", "[end_to_end]") {
   CHECK(run_cli({"--help"}) == 0);
   CHECK(run_cli({"--version"}) == 0);
+}
+
+TEST_CASE("the reference backend records that it launched steps op by op", "[end_to_end]") {
+  TempDir dir;
+  REQUIRE(run_cli({"--device=cpu", "--batch_size=2", "--num_batches=3", "--num_warmup_batches=2",
+                   "--cuda_graph=true", "--result_file=" + dir.file("r.json")}) == 0);
+  const nlohmann::json result = read_json(dir.file("r.json"));
+  CHECK(result["config"]["cuda_graph"] == true);
+  CHECK(result["summary"]["cuda_graph"] == false);
+  // Each step's loss is filed under its own step by the device-side cursor.
+  for (const auto& step : result["steps"]) CHECK(std::isfinite(step["loss"].get<double>()));
+  CHECK(run_cli({"--device=cpu", "--cuda_graph=maybe", "--result_file="}) == 2);
 }

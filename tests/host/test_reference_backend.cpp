@@ -254,3 +254,14 @@ TEST_CASE("reference device: memory, copies, streams and events", "[reference]")
   auto never_recorded = device.create_event(true);
   CHECK_THROWS_AS(never_recorded->elapsed_ms_since(*start), RuntimeError);
 }
+
+TEST_CASE("reference append_scalar files values under a moving cursor", "[reference]") {
+  ReferenceBackend ops;
+  std::vector<float> history(3, -1.0f);
+  int32_t cursor = 0;
+  const float first = 2.5f, second = -0.75f;
+  ops.append_scalar(&first, history.data(), &cursor);
+  ops.append_scalar(&second, history.data(), &cursor);
+  CHECK(cursor == 2);
+  CHECK(history == std::vector<float>{2.5f, -0.75f, -1.0f});
+}
