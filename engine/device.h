@@ -36,6 +36,8 @@ class Event {
   virtual void record(StreamKind stream) = 0;
   // Host blocks until the work before the recorded point has finished.
   virtual void synchronize() = 0;
+  // True when the work before the recorded point has finished; never blocks.
+  virtual bool query() = 0;
   // Milliseconds from `start` to this event; both recorded, both complete, both timing events.
   virtual double elapsed_ms_since(const Event& start) const = 0;
 };

@@ -198,9 +198,11 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
           std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
       if (failed) break;
+      // Polling rather than cudaEventSynchronize: a blocking wait spins inside the driver, and
+      // this thread must cost the launching threads nothing.
       for (auto& state : replicas_) {
-        state->device->make_current();
-        state->step_stop[step]->synchronize();
+        while (!state->step_stop[step]->query() && !failed)
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
       }
       if (step + 1 == warmup) {
         if (on_phase) on_phase("Done warm up; measuring " + std::to_string(settings_.num_batches) + " steps");

@@ -56,6 +56,15 @@ class CudaDeviceEvent final : public Event {
     DPB_CUDA_CHECK(cudaEventRecord(event_.get(), device_.stream(stream)));
   }
   void synchronize() override { DPB_CUDA_CHECK(cudaEventSynchronize(event_.get())); }
+  bool query() override {
+    const cudaError_t status = cudaEventQuery(event_.get());
+    if (status == cudaErrorNotReady) {
+      (void)cudaGetLastError();  // "not ready" is an answer, not an error: keep it off this thread's record
+      return false;
+    }
+    DPB_CUDA_CHECK(status);
+    return true;
+  }
   double elapsed_ms_since(const Event& start) const override {
     const auto* start_event = dynamic_cast<const CudaDeviceEvent*>(&start);
     if (start_event == nullptr) {

@@ -22,14 +22,17 @@ counts=(1)
 # The benchmark: long runs (20000 measured steps) so fixed costs do not blur the ratio.
 bash scripts/gpu/bench_trivial.sh "$out/graph_b64" "${counts[@]}" 2>&1 | tee "$out/graph_b64.log" || status=1
 DPBENCH_FLAGS=--cuda_graph=false PYTORCH=0 bash scripts/gpu/bench_trivial.sh "$out/eager_b64" "${counts[@]}" 2>&1 | tee "$out/eager_b64.log" || status=1
-BATCH=256 bash scripts/gpu/bench_trivial.sh "$out/graph_b256" "${counts[@]}" 2>&1 | tee "$out/graph_b256.log" || status=1
-# The command line exactly as written (defaults: 10 warm-up + 100 measured), three times each.
+BATCH=256 PYTORCH=${PYTORCH_B256:-0} bash scripts/gpu/bench_trivial.sh "$out/graph_b256" "${counts[@]}" 2>&1 | tee "$out/graph_b256.log" || status=1
+# The command line exactly as written (defaults: 10 warm-up + 100 measured, a progress line
+# every 10 steps), five times each, then with progress every 100 steps to see what printing costs.
+for display in 10 100; do
 for n in 1 "${counts[-1]}"; do
-  for repeat in 1 2 3; do
-    ./build/dpbench --model=trivial --num_gpus="$n" --variable_update=independent \
-      --result_file="$out/literal_${n}gpu_$repeat.json" > "$out/literal_${n}gpu_$repeat.log" 2>&1 || status=1
+  for repeat in 1 2 3 4 5; do
+    ./build/dpbench --model=trivial --num_gpus="$n" --variable_update=independent --display_every=$display \
+      --result_file="$out/literal_d${display}_${n}gpu_$repeat.json" > "$out/literal_d${display}_${n}gpu_$repeat.log" 2>&1 || status=1
     python3 -c "import json,sys; s=json.load(open(sys.argv[1]))['summary']; print(sys.argv[2], 'GPUs, run', sys.argv[3], ':', round(s['items_per_sec']), 'images/s, total', round(s['total_time_s']*1000, 3), 'ms')" \
-      "$out/literal_${n}gpu_$repeat.json" "$n" "$repeat"
+      "$out/literal_d${display}_${n}gpu_$repeat.json" "$n" "$repeat (display_every=$display)"
   done
+done
 done
 exit $status
