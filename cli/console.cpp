@@ -1,6 +1,8 @@
 // Console formatting for runs (see console.h).
 #include "cli/console.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "reports/statistics.h"
@@ -52,7 +54,11 @@ std::string format_progress_line(const ProgressSnapshot& snapshot, int64_t items
   for (double rate : rates) mean += rate;
   mean /= rates.empty() ? 1.0 : static_cast<double>(rates.size());
   const double uncertainty = speed_uncertainty(rates);
-  const double spread = rates.size() >= 2 ? jitter(rates) : 0.0;
+  // Jitter needs a median (a sort): over the most recent steps only, so that a long run with
+  // frequent progress lines does not make the printing thread fall behind.
+  constexpr size_t kJitterWindow = 1000;
+  const std::vector<double> recent(rates.end() - std::min(rates.size(), kJitterWindow), rates.end());
+  const double spread = recent.size() >= 2 ? jitter(recent) : 0.0;
   return fmt::format("{:>6}  {}/s: {:.1f} +/- {:.1f} (jitter = {:.1f})  loss {:.4f}", snapshot.measured_step,
                      unit, mean, uncertainty, spread, snapshot.loss);
 }

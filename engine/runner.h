@@ -33,7 +33,7 @@ struct RunnerSettings {
 // Handed to the progress callback every `display_every` measured steps and after the last one.
 struct ProgressSnapshot {
   int64_t measured_step = 0;               // 1-based count of measured steps done
-  std::vector<double> measured_step_ms;    // every measured step so far (max over devices)
+  const std::vector<double>& measured_step_ms;  // every measured step so far (max over devices)
   double loss = 0;                         // this step's loss, mean over replicas
 };
 

@@ -1,0 +1,47 @@
+// Console lines: the progress line's rates are per-step (items per step / step time) as in
+// tf_cnn_benchmarks, and the summary shows what the result holds.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "cli/console.h"
+
+using namespace dpbench;
+
+TEST_CASE("a progress line shows step, mean per-step rate, its standard error, jitter and loss", "[console]") {
+  // 100 items per step at 10, 20 and 40 ms: rates 10000, 5000, 2500 items/s.
+  const std::vector<double> step_ms = {10.0, 20.0, 40.0};
+  const std::string line = format_progress_line(ProgressSnapshot{3, step_ms, 1.25}, 100, "images");
+  // mean 5833.3; sample stddev 3818.813 / sqrt(3) = 2204.8; median 5000, |dev| {5000, 0, 2500} -> MAD 2500.
+  CHECK(line == "     3  images/s: 5833.3 +/- 2204.8 (jitter = 3706.5)  loss 1.2500");
+}
+
+TEST_CASE("a progress line from a single step has no spread", "[console]") {
+  const std::vector<double> step_ms = {50.0};
+  CHECK(format_progress_line(ProgressSnapshot{1, step_ms, 0.5}, 10, "words") ==
+        "     1  words/s: 200.0 +/- 0.0 (jitter = 0.0)  loss 0.5000");
+}
+
+TEST_CASE("the summary reports totals, distribution, execution mode and final state", "[console]") {
+  Result result;
+  result.summary.unit = "images/s";
+  result.summary.items_per_sec = 1234.5;
+  result.summary.measured_steps = 10;
+  result.summary.total_time_s = 0.5;
+  result.summary.num_devices = 2;
+  result.summary.items_per_step = 64;
+  result.summary.warmup_steps = 3;
+  result.summary.step_time_ms = DistributionStats{10, 50, 49, 1, 48, 53, 48.5, 52};
+  result.summary.jitter = 7.0;
+  result.summary.cuda_graph = true;
+  result.summary.final_loss = 0.25;
+  result.summary.param_norm = 3.5;
+  result.summary.num_parameters = 42;
+  const std::string text = format_summary(result);
+  CHECK_THAT(text, Catch::Contains("total images/s: 1234.5"));
+  CHECK_THAT(text, Catch::Contains("10 measured steps in 0.500 s (2 devices, 64 items per step), 3 warm-up steps skipped"));
+  CHECK_THAT(text, Catch::Contains("median 49.000"));
+  CHECK_THAT(text, Catch::Contains("p95 52.000"));
+  CHECK_THAT(text, Catch::Contains("replayed as one CUDA graph"));
+  CHECK_THAT(text, Catch::Contains("final loss 0.250000, param_norm 3.500000, 42 parameters"));
+}
