@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "cli/flags.h"
+#include "cli/log.h"
 #include "cli/run_command.h"
 #include "engine/device_factory.h"
 #include "engine/errors.h"
@@ -13,7 +14,7 @@
 namespace dpbench {
 namespace {
 
-void print_error(const std::string& message) { std::fprintf(stderr, "dpbench: error: %s\n", message.c_str()); }
+void print_error(const std::string& message) { error_log().error(message); }
 
 }  // namespace
 

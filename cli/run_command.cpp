@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cli/console.h"
+#include "cli/log.h"
 #include "engine/device_factory.h"
 #include "engine/environment.h"
 #include "engine/errors.h"
@@ -16,10 +17,7 @@
 namespace dpbench {
 namespace {
 
-void print(const std::string& text) {
-  std::fputs(text.c_str(), stdout);
-  std::fflush(stdout);
-}
+void print(const std::string& text) { log_lines(output_log(), text); }
 
 OptimizerConfig optimizer_config(const RunConfig& config) {
   OptimizerConfig optimizer;
