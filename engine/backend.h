@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/cnn_geometry.h"
 #include "engine/run_config.h"
 
 namespace dpbench {
@@ -70,6 +71,60 @@ class Backend {
   // labels[i] = uniform_int(seed, stream, first_index + i) mod classes
   virtual void fill_labels_by_index(int32_t* labels, size_t n, uint64_t seed, uint64_t stream,
                                     uint64_t first_index, int classes) = 0;
+
+  // ---- image ops (shapes in engine/cnn_geometry.h; fp32) -----------------------------------
+  // Convolution passes. Each overwrites its output. `workspace` holds at least
+  // conv2d_workspace_bytes(g) bytes.
+  //   forward:         y (g.output) = x (g.input) (*) w (g.filter)
+  //   backward_data:   dx (g.input) = d/dx of the forward, given dy (g.output)
+  //   backward_filter: dw (g.filter) = d/dw of the forward, given x and dy
+  virtual void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, float* y,
+                              void* workspace, size_t workspace_bytes) = 0;
+  virtual void conv2d_backward_data(const ConvGeometry& g, const float* dy, const float* w,
+                                    float* dx, void* workspace, size_t workspace_bytes) = 0;
+  virtual void conv2d_backward_filter(const ConvGeometry& g, const float* x, const float* dy,
+                                      float* dw, void* workspace, size_t workspace_bytes) = 0;
+  // Bytes of workspace the three passes need. The cuda backend picks (and caches, per geometry)
+  // its algorithms here, so layers call it once at set-up; the reference backend needs none.
+  virtual size_t conv2d_workspace_bytes(const ConvGeometry& g) = 0;
+
+  // y (shape) += bias (c) per channel;  dbias (c) = sum over n, h, w of dy (overwrites).
+  virtual void add_channel_bias(const Tensor4& shape, float* y, const float* bias) = 0;
+  virtual void channel_bias_gradient(const Tensor4& shape, const float* dy, float* dbias) = 0;
+
+  // Batch normalisation in training mode: statistics of this batch per channel (biased variance),
+  //   y = gamma * (x - mean) * inv_std + beta,  inv_std = 1 / sqrt(var + epsilon);
+  // saved_mean and saved_inv_std (c) are written for the backward pass.
+  virtual void batch_norm_forward_training(const Tensor4& shape, const float* x, const float* gamma,
+                                           const float* beta, float epsilon, float* y,
+                                           float* saved_mean, float* saved_inv_std) = 0;
+  // dx (shape), dgamma and dbeta (c), all overwritten, from dy and the forward's statistics.
+  virtual void batch_norm_backward(const Tensor4& shape, const float* x, const float* dy,
+                                   const float* gamma, const float* saved_mean,
+                                   const float* saved_inv_std, float* dx, float* dgamma,
+                                   float* dbeta) = 0;
+
+  virtual void pool_forward(const PoolGeometry& g, const float* x, float* y) = 0;
+  // dx (g.input, overwritten) from dy (g.output). Max pooling sends each window's gradient to
+  // the first (lowest h, then w) position holding the maximum.
+  virtual void pool_backward(const PoolGeometry& g, const float* x, const float* y, const float* dy,
+                             float* dx) = 0;
+
+  // Inverted dropout over n elements: keep_i = counter_uniform(seed, kRandomStreamDropout + *step, i)
+  // >= rate; y = keep ? x / (1 - rate) : 0. `step` points to device memory (the runner's step
+  // counter), so a replayed CUDA graph draws a fresh mask every step; backward regenerates it.
+  virtual void dropout_forward(const float* x, float* y, size_t n, float rate, uint64_t seed,
+                               const int32_t* step) = 0;
+  virtual void dropout_backward(const float* dy, float* dx, size_t n, float rate, uint64_t seed,
+                                const int32_t* step) = 0;
+
+  // Channel slices, for concatenating branches (same n, h, w and format on both sides):
+  //   copy_into_channels:  dst[:, offset : offset + src.c] = src
+  //   copy_from_channels:  dst = src[:, offset : offset + dst.c]
+  virtual void copy_into_channels(const Tensor4& src_shape, const float* src,
+                                  const Tensor4& dst_shape, float* dst, int channel_offset) = 0;
+  virtual void copy_from_channels(const Tensor4& src_shape, const float* src, int channel_offset,
+                                  const Tensor4& dst_shape, float* dst) = 0;
 
   // ---- bookkeeping -------------------------------------------------------------------------
   // history[*cursor] = *value; ++*cursor  (cursor is device memory, history may be host-visible).

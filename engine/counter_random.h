@@ -18,6 +18,7 @@ enum : uint64_t {
   kRandomStreamInputs = 1,
   kRandomStreamLabels = 2,
   kRandomStreamParameters = 1000,  // + tensor number
+  kRandomStreamDropout = 1ull << 32,  // + step number
 };
 
 // splitmix64 finaliser: a bijective mix with good avalanche.

@@ -28,13 +28,19 @@ struct ReplicaShard {
   uint64_t first_global_sample() const { return static_cast<uint64_t>(replica) * batch_size; }
 };
 
+// What a step's forward pass gets from the runner. Both pointers are device memory and stay the
+// same every step, so the step can be captured once and replayed as a CUDA graph.
+struct StepContext {
+  float* loss_out = nullptr;      // receives the mean loss over the replica's batch
+  const int32_t* step = nullptr;  // the step number (0-based, warm-up included), for dropout masks
+};
+
 // Per-device state of a model: activations, workspaces and its shard of synthetic data.
 class ModelReplica {
  public:
   virtual ~ModelReplica() = default;
-  // Forward pass and loss on the compute stream; writes the mean loss over the replica's batch to
-  // *loss_out (host-visible memory, written by the device: no host sync needed).
-  virtual void forward(float* loss_out) = 0;
+  // Forward pass and loss on the compute stream.
+  virtual void forward(const StepContext& context) = 0;
   // Backward pass into the ParameterSet's gradient buffer (overwriting it), announcing finished ranges.
   virtual void backward(GradientAnnouncer& announcer) = 0;
 };

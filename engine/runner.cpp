@@ -140,7 +140,8 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
       Device& device = *state.device;
       device.make_current();
       auto enqueue_step = [&](int64_t step) {
-        state.model->forward(state.loss.as<float>());
+        // loss_cursor is also the step number: append_scalar advances it at the end of the step.
+        state.model->forward(StepContext{state.loss.as<float>(), state.loss_cursor.as<int32_t>()});
         state.announcer->begin_step();
         state.model->backward(*state.announcer);
         strategy_.finish_step(state.index, step + 1);

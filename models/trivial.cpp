@@ -17,7 +17,7 @@ class TrivialReplica : public ModelReplica {
  public:
   TrivialReplica(const TrivialModel& model, Device& device, ParameterSet& params,
                  const ReplicaShard& shard);
-  void forward(float* loss_out) override;
+  void forward(const StepContext& context) override;
   void backward(GradientAnnouncer& announcer) override;
 
  private:
@@ -86,12 +86,12 @@ TrivialReplica::TrivialReplica(const TrivialModel& model, Device& device, Parame
                            first_sample, kClasses);
 }
 
-void TrivialReplica::forward(float* loss_out) {
+void TrivialReplica::forward(const StepContext& context) {
   Backend& ops = device_.ops();
   model_.hidden_layer().forward(ops, params_, images_.as<float>(), hidden_.as<float>(), batch_);
   ops.relu_forward(hidden_.as<float>(), hidden_.as<float>(), static_cast<size_t>(batch_) * kHidden);
   model_.output_layer().forward(ops, params_, hidden_.as<float>(), logits_.as<float>(), batch_);
-  loss_.forward_backward(ops, logits_.as<float>(), labels_.as<int32_t>(), loss_out);
+  loss_.forward_backward(ops, logits_.as<float>(), labels_.as<int32_t>(), context.loss_out);
 }
 
 void TrivialReplica::backward(GradientAnnouncer& announcer) {

@@ -38,6 +38,34 @@ class ReferenceBackend final : public Backend {
   void fill_labels_by_index(int32_t* labels, size_t n, uint64_t seed, uint64_t stream,
                             uint64_t first_index, int classes) override;
 
+  // Image ops: engine/{reference,cuda}/..._cnn_ops
+  void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, float* y,
+                      void* workspace, size_t workspace_bytes) override;
+  void conv2d_backward_data(const ConvGeometry& g, const float* dy, const float* w, float* dx,
+                            void* workspace, size_t workspace_bytes) override;
+  void conv2d_backward_filter(const ConvGeometry& g, const float* x, const float* dy, float* dw,
+                              void* workspace, size_t workspace_bytes) override;
+  size_t conv2d_workspace_bytes(const ConvGeometry& g) override;
+  void add_channel_bias(const Tensor4& shape, float* y, const float* bias) override;
+  void channel_bias_gradient(const Tensor4& shape, const float* dy, float* dbias) override;
+  void batch_norm_forward_training(const Tensor4& shape, const float* x, const float* gamma,
+                                   const float* beta, float epsilon, float* y, float* saved_mean,
+                                   float* saved_inv_std) override;
+  void batch_norm_backward(const Tensor4& shape, const float* x, const float* dy, const float* gamma,
+                           const float* saved_mean, const float* saved_inv_std, float* dx,
+                           float* dgamma, float* dbeta) override;
+  void pool_forward(const PoolGeometry& g, const float* x, float* y) override;
+  void pool_backward(const PoolGeometry& g, const float* x, const float* y, const float* dy,
+                     float* dx) override;
+  void dropout_forward(const float* x, float* y, size_t n, float rate, uint64_t seed,
+                       const int32_t* step) override;
+  void dropout_backward(const float* dy, float* dx, size_t n, float rate, uint64_t seed,
+                        const int32_t* step) override;
+  void copy_into_channels(const Tensor4& src_shape, const float* src, const Tensor4& dst_shape,
+                          float* dst, int channel_offset) override;
+  void copy_from_channels(const Tensor4& src_shape, const float* src, int channel_offset,
+                          const Tensor4& dst_shape, float* dst) override;
+
   void append_scalar(const float* value, float* history, int32_t* cursor) override;
   double sum_squares(const float* x, size_t n, void* scratch) override;
   size_t sum_squares_scratch_bytes() const override { return 0; }

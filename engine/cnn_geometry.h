@@ -1,0 +1,93 @@
+// Shapes of the image ops (convolution, batch norm, pooling, channel slices) in either memory
+// layout. A Tensor4 names the logical (n, c, h, w) and how it is stored; every backend op that
+// touches images takes these, so the layout is decided once per layer, never per element.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace dpbench {
+
+enum class DataFormat { nchw, nhwc };
+
+inline const char* data_format_name(DataFormat format) {
+  return format == DataFormat::nchw ? "NCHW" : "NHWC";
+}
+
+struct Tensor4 {
+  int n = 0, c = 0, h = 0, w = 0;
+  DataFormat format = DataFormat::nchw;
+
+  size_t count() const { return static_cast<size_t>(n) * c * h * w; }
+  // Flat offset of logical element (b, ch, y, x) in this layout.
+  size_t offset(int b, int ch, int y, int x) const {
+    return format == DataFormat::nchw
+               ? ((static_cast<size_t>(b) * c + ch) * h + y) * w + x
+               : ((static_cast<size_t>(b) * h + y) * w + x) * c + ch;
+  }
+  bool operator==(const Tensor4& o) const {
+    return n == o.n && c == o.c && h == o.h && w == o.w && format == o.format;
+  }
+};
+
+// Filters are stored KCRS for NCHW activations and KRSC for NHWC (what cuDNN runs fastest).
+struct FilterShape {
+  int k = 0, c = 0, r = 0, s = 0;  // output channels, input channels, kernel height, width
+  DataFormat format = DataFormat::nchw;
+
+  size_t count() const { return static_cast<size_t>(k) * c * r * s; }
+  size_t offset(int out, int in, int y, int x) const {
+    return format == DataFormat::nchw ? ((static_cast<size_t>(out) * c + in) * r + y) * s + x
+                                      : ((static_cast<size_t>(out) * r + y) * s + x) * c + in;
+  }
+};
+
+// 2-D cross-correlation (as every framework's "convolution"), no bias, dilation 1, one group.
+// Padding is symmetric (the same zeros before and after), as cuDNN and torchvision have it.
+struct ConvGeometry {
+  Tensor4 input;
+  FilterShape filter;
+  int stride_h = 1, stride_w = 1;
+  int pad_h = 0, pad_w = 0;  // zeros on each side
+  Tensor4 output;
+
+  bool operator==(const ConvGeometry& o) const {
+    return input == o.input && filter.k == o.filter.k && filter.c == o.filter.c &&
+           filter.r == o.filter.r && filter.s == o.filter.s && filter.format == o.filter.format &&
+           stride_h == o.stride_h && stride_w == o.stride_w && pad_h == o.pad_h &&
+           pad_w == o.pad_w && output == o.output;
+  }
+};
+
+// How a spatial extent is padded: `same` puts (window - 1) / 2 zeros on each side (odd windows:
+// the output keeps the input's size at stride 1, as Keras' and torchvision's 3x3 "same"), `valid`
+// none, `explicit_symmetric` the given pad on each side.
+enum class Padding { same, valid, explicit_symmetric };
+
+// Builds a geometry and its output shape: out = (in + 2 * pad - window) / stride + 1.
+// Throws RuntimeError when the window does not fit.
+ConvGeometry make_conv_geometry(const Tensor4& input, int out_channels, int kernel_h, int kernel_w,
+                                int stride_h, int stride_w, Padding padding, int pad_h = 0,
+                                int pad_w = 0);
+
+// Average pooling either divides by the whole window (padding counted, torchvision's default and
+// Inception-v3's branch pools) or by the elements inside the input only (TF's SAME average pool).
+enum class PoolMode { max, average_include_padding, average_exclude_padding };
+
+struct PoolGeometry {
+  Tensor4 input;
+  PoolMode mode = PoolMode::max;
+  int window_h = 1, window_w = 1;
+  int stride_h = 1, stride_w = 1;
+  int pad_h = 0, pad_w = 0;  // on each side
+  Tensor4 output;
+};
+
+PoolGeometry make_pool_geometry(const Tensor4& input, PoolMode mode, int window_h, int window_w,
+                                int stride_h, int stride_w, Padding padding, int pad_h = 0,
+                                int pad_w = 0);
+
+std::string describe(const Tensor4& shape);
+
+}  // namespace dpbench
