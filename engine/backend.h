@@ -101,7 +101,7 @@ class Backend {
   // dx (shape), dgamma and dbeta (c), all overwritten, from dy and the forward's statistics.
   virtual void batch_norm_backward(const Tensor4& shape, const float* x, const float* dy,
                                    const float* gamma, const float* saved_mean,
-                                   const float* saved_inv_std, float* dx, float* dgamma,
+                                   const float* saved_inv_std, float epsilon, float* dx, float* dgamma,
                                    float* dbeta) = 0;
 
   virtual void pool_forward(const PoolGeometry& g, const float* x, float* y) = 0;

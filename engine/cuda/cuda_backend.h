@@ -59,7 +59,7 @@ class CudaBackend final : public Backend {
                                    const float* beta, float epsilon, float* y, float* saved_mean,
                                    float* saved_inv_std) override;
   void batch_norm_backward(const Tensor4& shape, const float* x, const float* dy, const float* gamma,
-                           const float* saved_mean, const float* saved_inv_std, float* dx,
+                           const float* saved_mean, const float* saved_inv_std, float epsilon, float* dx,
                            float* dgamma, float* dbeta) override;
   void pool_forward(const PoolGeometry& g, const float* x, float* y) override;
   void pool_backward(const PoolGeometry& g, const float* x, const float* y, const float* dy,
