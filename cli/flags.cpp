@@ -69,10 +69,9 @@ std::vector<FlagSpec> run_flag_specs() {
        "Global batch over all devices, for strong scaling; must divide evenly by the device count "
        "(default: not set; --batch_size per device)",
        {}, {}},
-      {"data_format", "Model", "NCHW|NHWC", "Image tensor layout (NHWC arrives with the CNN models)",
-       defaults.data_format, {}},
+      {"data_format", "Model", "NCHW|NHWC", "Image tensor layout of the CNN models", defaults.data_format, {}},
       {"precision", "Model", "fp32|tf32|fp16|bf16",
-       "Arithmetic precision (only fp32 until the CNN models arrive)", defaults.precision, {}},
+       "Arithmetic precision (only fp32 until mixed precision arrives)", defaults.precision, {}},
       {"use_fp16", "Model", "BOOL", "Alias for --precision=fp16 (not implemented yet)",
        defaults.use_fp16 ? "true" : "false", "true"},
 
@@ -116,6 +115,10 @@ std::vector<FlagSpec> run_flag_specs() {
       {"display_every", "Measurement", "N", "Print a progress line every N steps",
        std::to_string(defaults.display_every), {}},
 
+      {"cudnn_benchmark", "Measurement", "BOOL",
+       "Pick each convolution's cuDNN algorithms by timing them once per shape (false: cuDNN's "
+       "heuristics); the choice is cached either way",
+       defaults.cudnn_benchmark ? "true" : "false", "true"},
       {"cuda_graph", "Measurement", "BOOL",
        "Replay each step as one CUDA graph where the strategy and optimizer allow it (one launch "
        "per step; false: launch every kernel from the host)",
@@ -302,6 +305,7 @@ nlohmann::json config_to_json(const RunConfig& config) {
       {"num_warmup_batches", config.num_warmup_batches},
       {"display_every", config.display_every},
       {"cuda_graph", config.cuda_graph},
+      {"cudnn_benchmark", config.cudnn_benchmark},
       {"result_file", config.result_file},
   };
 }

@@ -273,15 +273,15 @@ void resolve_synchronisation(const GivenFlags& flags, RunConfig* config) {
 
 void resolve_numerics(const GivenFlags& flags, RunConfig* config) {
   config->data_format = flags.text("data_format");
-  require_implemented("data_format", config->data_format, "data format", {"NCHW"}, {"NHWC"},
-                      "the CNN models");
+  require_one_of("data_format", config->data_format, {"NCHW", "NHWC"}, "data format");
+  config->cudnn_benchmark = parse_bool("cudnn_benchmark", flags.text("cudnn_benchmark"));
   config->precision = flags.text("precision");
   require_implemented("precision", config->precision, "precision", {"fp32"}, {"tf32", "fp16", "bf16"},
-                      "the CNN models");
+                      "mixed precision for the CNN models");
   config->use_fp16 = parse_bool("use_fp16", flags.text("use_fp16"));
   if (config->use_fp16) {
     reject("use_fp16", flags.text("use_fp16"),
-           "not implemented yet (fp16 arrives with the CNN models); accepted now: false");
+           "not implemented yet (fp16 arrives with mixed precision for the CNN models); accepted now: false");
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include "cli/console.h"
 #include "cli/log.h"
+#include "engine/cuda/cuda_controls.h"
 #include "engine/device_factory.h"
 #include "engine/environment.h"
 #include "engine/errors.h"
@@ -106,6 +107,8 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   std::unique_ptr<Model> model = model_entry->create(config);
   std::unique_ptr<Strategy> strategy = strategy_entry->create(config);
   std::vector<std::unique_ptr<Device>> devices = create_devices(config.backend, config.gpu_indices);
+  for (auto& device : devices)
+    if (device->kind() == BackendKind::cuda) set_cudnn_benchmark(*device, config.cudnn_benchmark);
   std::vector<DeviceDescription> descriptions;
   for (const auto& device : devices) descriptions.push_back(device->description());
 

@@ -51,6 +51,9 @@ struct RunConfig {
   // Replay each replica's step as one CUDA graph where backend, strategy and optimizer allow it:
   // one launch per step instead of one per kernel, so the host never limits the GPUs.
   bool cuda_graph = true;
+  // Time the cuDNN convolution algorithms once per shape and keep the fastest (tf_cnn_benchmarks'
+  // and PyTorch's cudnn.benchmark); false: take cuDNN's heuristic choice.
+  bool cudnn_benchmark = true;
 
   // Output
   std::string result_file = "dpbench_result.json";  // empty: write none

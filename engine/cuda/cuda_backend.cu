@@ -6,15 +6,20 @@
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
+#include "engine/cuda/cudnn_plans.h"
 
 namespace dpbench {
 
-CudaBackend::CudaBackend(cudaStream_t stream, cublasHandle_t cublas)
-    : stream_(stream), cublas_(cublas) {
+CudaBackend::CudaBackend(cudaStream_t stream, cublasHandle_t cublas, cudnnHandle_t cudnn)
+    : stream_(stream), cublas_(cublas), cudnn_(cudnn), plans_(std::make_unique<CudnnPlans>()) {
   DPB_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
   // Explicitly pure fp32: TF32 tensor-core math would differ from the reference by ~1e-3.
   DPB_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+  DPB_CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
 }
+
+// Out of line: CudnnPlans is complete only here.
+CudaBackend::~CudaBackend() = default;
 
 void CudaBackend::gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha,
                        const float* a, int lda, const float* b, int ldb, float beta, float* c,

@@ -1,23 +1,44 @@
-// CudaBackend: the Backend ops on one CUDA stream. GEMM goes to cuBLAS in pure fp32 (no TF32, so
-// results compare with the reference backend); everything else is dpbench's own kernels.
+// CudaBackend: the Backend ops on one CUDA stream. GEMM goes to cuBLAS and convolution, batch norm
+// and pooling to cuDNN, all in pure fp32 (no TF32, so results compare with the reference backend);
+// everything else is dpbench's own kernels.
 #pragma once
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <memory>
 
 #include "engine/backend.h"
 
 namespace dpbench {
 
-// Owns neither the stream nor the handle (the CudaDevice does). The device that owns them must be
-// current on the calling thread (Device::make_current).
+struct CudnnPlans;  // cuDNN descriptors and algorithm choices cached per shape (cudnn_plans.h)
+struct ConvPlan;
+struct BatchNormPlan;
+struct PoolPlan;
+
+// Owns neither the stream nor the handles (the CudaDevice does). The device that owns them must be
+// current on the calling thread (Device::make_current). One thread drives a backend at a time: the
+// per-shape caches are not locked.
 class CudaBackend final : public Backend {
  public:
-  // Binds `cublas` to `stream` and sets its math mode; the handle must serve this backend only.
-  CudaBackend(cudaStream_t stream, cublasHandle_t cublas);
+  // Binds `cublas` and `cudnn` to `stream` and sets cuBLAS's math mode; the handles must serve
+  // this backend only.
+  CudaBackend(cudaStream_t stream, cublasHandle_t cublas, cudnnHandle_t cudnn);
+  ~CudaBackend() override;
 
   BackendKind kind() const override { return BackendKind::cuda; }
   cudaStream_t stream() const { return stream_; }
+
+  // On (the default): conv2d_workspace_bytes times every candidate algorithm on scratch buffers
+  // and keeps the fastest; off: cuDNN's heuristics pick without running anything. Geometries
+  // already prepared keep their algorithms.
+  void set_cudnn_benchmark(bool benchmark) { cudnn_benchmark_ = benchmark; }
+  bool cudnn_benchmark() const { return cudnn_benchmark_; }
+  // How many geometries have had their convolution algorithms chosen (searched or looked up):
+  // the cache's witness that a geometry is prepared once, not per call.
+  size_t conv_algorithm_searches() const { return conv_algorithm_searches_; }
 
   void gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha, const float* a,
             int lda, const float* b, int ldb, float beta, float* c, int ldc) override;
@@ -45,7 +66,7 @@ class CudaBackend final : public Backend {
   void fill_labels_by_index(int32_t* labels, size_t n, uint64_t seed, uint64_t stream,
                             uint64_t first_index, int classes) override;
 
-  // Image ops: engine/{reference,cuda}/..._cnn_ops
+  // Image ops: cuda_conv_ops.cpp (convolutions), cuda_cnn_ops.cpp (the rest)
   void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, float* y,
                       void* workspace, size_t workspace_bytes) override;
   void conv2d_backward_data(const ConvGeometry& g, const float* dy, const float* w, float* dx,
@@ -78,8 +99,21 @@ class CudaBackend final : public Backend {
   size_t sum_squares_scratch_bytes() const override;
 
  private:
+  // Cached per shape; built on first use (conv2d_workspace_bytes for convolutions). `benchmark`
+  // only matters when the geometry is new.
+  ConvPlan& conv_plan(const ConvGeometry& g, bool benchmark);
+  void choose_conv_algorithms(const ConvGeometry& g, ConvPlan& plan, bool benchmark);
+  BatchNormPlan& batch_norm_plan(const Tensor4& shape);
+  PoolPlan& pool_plan(const PoolGeometry& g);
+
   cudaStream_t stream_;
   cublasHandle_t cublas_;
+  cudnnHandle_t cudnn_;
+  bool cudnn_benchmark_ = true;
+  // FMA_MATH: fp32 convolutions without TF32 tensor cores; a precision flag may relax it later.
+  cudnnMathType_t conv_math_type_ = CUDNN_FMA_MATH;
+  size_t conv_algorithm_searches_ = 0;
+  std::unique_ptr<CudnnPlans> plans_;
 };
 
 }  // namespace dpbench

@@ -106,6 +106,7 @@ CudaDevice::~CudaDevice() {
   (void)cudaSetDevice(ordinal());
   for (const CudaStream& stream : streams_) (void)cudaStreamSynchronize(stream.get());
   for (auto& backend : backends_) backend.reset();
+  for (auto& handle : cudnn_handles_) handle.reset();
   for (auto& handle : cublas_handles_) handle.reset();
   streams_.clear();
   if (know_previous) (void)cudaSetDevice(previous);
@@ -115,11 +116,22 @@ CudaDevice::~CudaDevice() {
 void CudaDevice::make_current() { DPB_CUDA_CHECK(cudaSetDevice(ordinal())); }
 
 void CudaDevice::create_backend(StreamKind stream) {
-  ScopedCurrentDevice current(ordinal());  // a cuBLAS handle binds to the current device
+  ScopedCurrentDevice current(ordinal());  // library handles bind to the current device
   const int slot = static_cast<int>(stream);
-  auto handle = std::make_unique<CublasHandle>();
-  backends_[slot] = std::make_unique<CudaBackend>(streams_[slot].get(), handle->get());
-  cublas_handles_[slot] = std::move(handle);
+  auto cublas = std::make_unique<CublasHandle>();
+  auto cudnn = std::make_unique<CudnnHandle>();
+  auto backend = std::make_unique<CudaBackend>(streams_[slot].get(), cublas->get(), cudnn->get());
+  backend->set_cudnn_benchmark(cudnn_benchmark_.load());
+  cublas_handles_[slot] = std::move(cublas);
+  cudnn_handles_[slot] = std::move(cudnn);
+  backends_[slot] = std::move(backend);
+}
+
+void CudaDevice::set_cudnn_benchmark(bool benchmark) {
+  cudnn_benchmark_.store(benchmark);
+  for (auto& backend : backends_) {
+    if (backend) backend->set_cudnn_benchmark(benchmark);
+  }
 }
 
 Backend& CudaDevice::ops(StreamKind stream) {

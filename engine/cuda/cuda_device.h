@@ -1,14 +1,17 @@
 // CudaDevice: one GPU with three non-blocking streams (compute, communication, copy), a CudaBackend
-// per stream (each with its own cuBLAS handle), device memory, pinned host-mapped memory and events.
+// per stream (each with its own cuBLAS and cuDNN handles), device memory, pinned host-mapped memory
+// and events.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_raii.h"
+#include "engine/cuda/cudnn_raii.h"
 #include "engine/device.h"
 
 namespace dpbench {
@@ -38,6 +41,11 @@ class CudaDevice final : public Device {
   void synchronize() override;
   std::unique_ptr<CapturedWork> capture(const std::function<void()>& enqueue) override;
 
+  // Convolution algorithms by timing (on, the default) or by cuDNN's heuristics (off), for every
+  // backend of this device, present and future. Call at set-up, before layers prepare their
+  // convolutions: geometries already prepared keep their algorithms.
+  void set_cudnn_benchmark(bool benchmark);
+
  private:
   void create_backend(StreamKind stream);
   void copy_and_wait(void* dst, const void* src, size_t bytes, cudaMemcpyKind direction);
@@ -47,9 +55,11 @@ class CudaDevice final : public Device {
   // handles before the streams they are bound to.
   std::vector<CudaStream> streams_;  // indexed by StreamKind
   std::array<std::unique_ptr<CublasHandle>, kNumStreamKinds> cublas_handles_;
+  std::array<std::unique_ptr<CudnnHandle>, kNumStreamKinds> cudnn_handles_;
   std::array<std::unique_ptr<CudaBackend>, kNumStreamKinds> backends_;
-  // The compute backend is built eagerly; the others on first use (a cuBLAS handle costs memory).
+  // The compute backend is built eagerly; the others on first use (library handles cost memory).
   std::array<std::once_flag, kNumStreamKinds> backend_created_;
+  std::atomic<bool> cudnn_benchmark_{true};
 };
 
 }  // namespace dpbench

@@ -49,4 +49,20 @@ void launch_adam_update(cudaStream_t stream, float* params, const float* grads, 
                         size_t n, float learning_rate, float beta1, float beta2, float epsilon,
                         float first_moment_correction, float second_moment_correction);
 
+// ---- image ops (cuda_kernels_cnn.cu); the rest of the image ops are cuDNN calls -------------
+// y (batch, channels, plane) += bias (channels), plane = h * w (NCHW; NHWC is launch_add_bias).
+void launch_add_channel_bias_nchw(cudaStream_t stream, float* y, const float* bias, int batch,
+                                  int channels, size_t plane);
+// dbias (channels) = sum over batch and plane of dy (batch, channels, plane); deterministic.
+void launch_channel_bias_gradient_nchw(cudaStream_t stream, const float* dy, float* dbias,
+                                       int batch, int channels, size_t plane);
+// Inverted dropout, forward (in = x) or backward (in = dy): see Backend::dropout_forward. `step`
+// is read on the device. out may alias in.
+void launch_dropout(cudaStream_t stream, const float* in, float* out, size_t n, float rate,
+                    uint64_t seed, const int32_t* step);
+// `rows` rows of `row_length` floats from src (rows `src_stride` apart) to dst (`dst_stride`
+// apart): a channel slice in either layout.
+void launch_copy_rows(cudaStream_t stream, const float* src, size_t src_stride, float* dst,
+                      size_t dst_stride, size_t row_length, size_t rows);
+
 }  // namespace dpbench::cuda_kernels

@@ -1,20 +1,311 @@
-// PLACEHOLDER while the image ops are written (issue 3, in progress): replaced by the real ops.
+// ReferenceBackend image ops other than convolution (reference_conv.cpp): channel bias, batch
+// norm, pooling, dropout and channel slices. Plain loops, every sum in double: the oracle for the
+// cuDNN versions.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine/counter_random.h"
 #include "engine/errors.h"
 #include "engine/reference/reference_backend.h"
 
 namespace dpbench {
-void ReferenceBackend::conv2d_forward(const ConvGeometry&, const float*, const float*, float*, void*, size_t) { throw RuntimeError("ReferenceBackend::conv2d_forward: being written (issue 3)"); }
-void ReferenceBackend::conv2d_backward_data(const ConvGeometry&, const float*, const float*, float*, void*, size_t) { throw RuntimeError("ReferenceBackend::conv2d_backward_data: being written (issue 3)"); }
-void ReferenceBackend::conv2d_backward_filter(const ConvGeometry&, const float*, const float*, float*, void*, size_t) { throw RuntimeError("ReferenceBackend::conv2d_backward_filter: being written (issue 3)"); }
-size_t ReferenceBackend::conv2d_workspace_bytes(const ConvGeometry&) { throw RuntimeError("ReferenceBackend::conv2d_workspace_bytes: being written (issue 3)"); }
-void ReferenceBackend::add_channel_bias(const Tensor4&, float*, const float*) { throw RuntimeError("ReferenceBackend::add_channel_bias: being written (issue 3)"); }
-void ReferenceBackend::channel_bias_gradient(const Tensor4&, const float*, float*) { throw RuntimeError("ReferenceBackend::channel_bias_gradient: being written (issue 3)"); }
-void ReferenceBackend::batch_norm_forward_training(const Tensor4&, const float*, const float*, const float*, float, float*, float*, float*) { throw RuntimeError("ReferenceBackend::batch_norm_forward_training: being written (issue 3)"); }
-void ReferenceBackend::batch_norm_backward(const Tensor4&, const float*, const float*, const float*, const float*, const float*, float, float*, float*, float*) { throw RuntimeError("ReferenceBackend::batch_norm_backward: being written (issue 3)"); }
-void ReferenceBackend::pool_forward(const PoolGeometry&, const float*, float*) { throw RuntimeError("ReferenceBackend::pool_forward: being written (issue 3)"); }
-void ReferenceBackend::pool_backward(const PoolGeometry&, const float*, const float*, const float*, float*) { throw RuntimeError("ReferenceBackend::pool_backward: being written (issue 3)"); }
-void ReferenceBackend::dropout_forward(const float*, float*, size_t, float, uint64_t, const int32_t*) { throw RuntimeError("ReferenceBackend::dropout_forward: being written (issue 3)"); }
-void ReferenceBackend::dropout_backward(const float*, float*, size_t, float, uint64_t, const int32_t*) { throw RuntimeError("ReferenceBackend::dropout_backward: being written (issue 3)"); }
-void ReferenceBackend::copy_into_channels(const Tensor4&, const float*, const Tensor4&, float*, int) { throw RuntimeError("ReferenceBackend::copy_into_channels: being written (issue 3)"); }
-void ReferenceBackend::copy_from_channels(const Tensor4&, const float*, int, const Tensor4&, float*) { throw RuntimeError("ReferenceBackend::copy_from_channels: being written (issue 3)"); }
+namespace {
+
+// Both layouts are (outer, c, inner) in memory: NCHW is (n, c, h*w), NHWC is (n*h*w, c, 1). The
+// per-channel ops walk that view in storage order, so NHWC is not read with a stride of c.
+struct ChannelView {
+  size_t outer = 0, inner = 0;
+  int channels = 0;
+  size_t at(size_t o, int c, size_t i) const { return (o * channels + c) * inner + i; }
+};
+
+ChannelView channel_view(const Tensor4& t) {
+  const size_t pixels = static_cast<size_t>(t.h) * t.w;
+  return t.format == DataFormat::nchw ? ChannelView{static_cast<size_t>(t.n), pixels, t.c}
+                                      : ChannelView{static_cast<size_t>(t.n) * pixels, 1, t.c};
+}
+
+// Grows a thread_local scratch: each runner thread (reference device) keeps its own.
+template <typename T>
+T* scratch(std::vector<T>& buffer, size_t count) {
+  if (buffer.size() < count) buffer.resize(count);
+  return buffer.data();
+}
+
+// ---- pooling helpers ------------------------------------------------------------------------
+
+void check_pool_geometry(const PoolGeometry& g, const char* op) {
+  const Tensor4& in = g.input;
+  const Tensor4& out = g.output;
+  const bool consistent =
+      in.format == out.format && in.n == out.n && in.c == out.c && g.stride_h > 0 &&
+      g.stride_w > 0 && g.pad_h >= 0 && g.pad_w >= 0 && in.h + 2 * g.pad_h >= g.window_h &&
+      in.w + 2 * g.pad_w >= g.window_w &&
+      out.h == (in.h + 2 * g.pad_h - g.window_h) / g.stride_h + 1 &&
+      out.w == (in.w + 2 * g.pad_w - g.window_w) / g.stride_w + 1;
+  if (!consistent) {
+    throw RuntimeError(std::string(op) + ": inconsistent geometry " + describe(in) + " -> " +
+                       describe(out) + " window " + std::to_string(g.window_h) + "x" +
+                       std::to_string(g.window_w));
+  }
+}
+
+// The part of output pixel (oh, ow)'s window that lies inside the input: rows [h0, h1), cols
+// [w0, w1). Padding is never read: max pooling ignores it and average pooling only counts it.
+struct Window {
+  int h0, h1, w0, w1;
+  int count() const { return std::max(0, h1 - h0) * std::max(0, w1 - w0); }
+};
+
+Window window_at(const PoolGeometry& g, int oh, int ow) {
+  const int h_start = oh * g.stride_h - g.pad_h;
+  const int w_start = ow * g.stride_w - g.pad_w;
+  return Window{std::max(h_start, 0), std::min(h_start + g.window_h, g.input.h),
+                std::max(w_start, 0), std::min(w_start + g.window_w, g.input.w)};
+}
+
+// Offset of the first (lowest h, then w) maximum in the window; forward and backward both use it,
+// so the gradient goes exactly where the forward took its value from.
+size_t first_max_offset(const PoolGeometry& g, const float* x, int b, int c, const Window& win) {
+  size_t best = g.input.offset(b, c, win.h0, win.w0);
+  for (int ih = win.h0; ih < win.h1; ++ih) {
+    for (int iw = win.w0; iw < win.w1; ++iw) {
+      const size_t at = g.input.offset(b, c, ih, iw);
+      if (x[at] > x[best]) best = at;  // strict: ties keep the earlier position
+    }
+  }
+  return best;
+}
+
+double average_divisor(const PoolGeometry& g, const Window& win) {
+  return g.mode == PoolMode::average_include_padding ? double(g.window_h) * g.window_w
+                                                      : double(win.count());
+}
+
+// ---- dropout and channel-slice helpers ----------------------------------------------------------
+
+bool dropout_keeps(uint64_t seed, const int32_t* step, size_t i, float rate) {
+  return counter_uniform(seed, kRandomStreamDropout + static_cast<uint64_t>(*step), i) >= rate;
+}
+
+void check_channel_slice(const Tensor4& part, const Tensor4& whole, int channel_offset,
+                         const char* op) {
+  const bool fits = part.n == whole.n && part.h == whole.h && part.w == whole.w &&
+                    part.format == whole.format && channel_offset >= 0 &&
+                    channel_offset + part.c <= whole.c;
+  if (!fits) {
+    throw RuntimeError(std::string(op) + ": " + describe(part) + " does not fit " +
+                       describe(whole) + " at channel " + std::to_string(channel_offset));
+  }
+}
+
+}  // namespace
+
+// ---- channel bias -------------------------------------------------------------------------------
+
+void ReferenceBackend::add_channel_bias(const Tensor4& shape, float* y, const float* bias) {
+  const ChannelView v = channel_view(shape);
+  for (size_t o = 0; o < v.outer; ++o) {
+    for (int c = 0; c < v.channels; ++c) {
+      float* row = y + v.at(o, c, 0);  // (inner)
+      for (size_t i = 0; i < v.inner; ++i) row[i] += bias[c];
+    }
+  }
+}
+
+void ReferenceBackend::channel_bias_gradient(const Tensor4& shape, const float* dy, float* dbias) {
+  const ChannelView v = channel_view(shape);
+  std::vector<double> sums(static_cast<size_t>(v.channels), 0.0);
+  for (size_t o = 0; o < v.outer; ++o) {
+    for (int c = 0; c < v.channels; ++c) {
+      const float* row = dy + v.at(o, c, 0);
+      for (size_t i = 0; i < v.inner; ++i) sums[c] += row[i];
+    }
+  }
+  for (int c = 0; c < v.channels; ++c) dbias[c] = static_cast<float>(sums[c]);
+}
+
+// ---- batch normalisation ------------------------------------------------------------------------
+
+void ReferenceBackend::batch_norm_forward_training(const Tensor4& shape, const float* x,
+                                                   const float* gamma, const float* beta,
+                                                   float epsilon, float* y, float* saved_mean,
+                                                   float* saved_inv_std) {
+  const ChannelView v = channel_view(shape);
+  const double count = static_cast<double>(v.outer * v.inner);  // M = n * h * w per channel
+  std::vector<double> mean(static_cast<size_t>(v.channels), 0.0);
+  std::vector<double> inv_std(static_cast<size_t>(v.channels), 0.0);
+  for (size_t o = 0; o < v.outer; ++o) {
+    for (int c = 0; c < v.channels; ++c) {
+      for (size_t i = 0; i < v.inner; ++i) mean[c] += x[v.at(o, c, i)];
+    }
+  }
+  for (double& m : mean) m /= count;
+  // Two passes (mean, then squared deviations) rather than E[x^2] - E[x]^2, which cancels badly.
+  std::vector<double> variance(static_cast<size_t>(v.channels), 0.0);
+  for (size_t o = 0; o < v.outer; ++o) {
+    for (int c = 0; c < v.channels; ++c) {
+      for (size_t i = 0; i < v.inner; ++i) {
+        const double d = x[v.at(o, c, i)] - mean[c];
+        variance[c] += d * d;
+      }
+    }
+  }
+  for (int c = 0; c < v.channels; ++c) {
+    inv_std[c] = 1.0 / std::sqrt(variance[c] / count + epsilon);  // biased variance
+    saved_mean[c] = static_cast<float>(mean[c]);
+    saved_inv_std[c] = static_cast<float>(inv_std[c]);
+  }
+  for (size_t o = 0; o < v.outer; ++o) {
+    for (int c = 0; c < v.channels; ++c) {
+      for (size_t i = 0; i < v.inner; ++i) {
+        const size_t at = v.at(o, c, i);
+        y[at] = static_cast<float>(double(gamma[c]) * (x[at] - mean[c]) * inv_std[c] + beta[c]);
+      }
+    }
+  }
+}
+
+void ReferenceBackend::batch_norm_backward(const Tensor4& shape, const float* x, const float* dy,
+                                           const float* gamma, const float* saved_mean,
+                                           const float* saved_inv_std, float /*epsilon*/,
+                                           float* dx, float* dgamma, float* dbeta) {
+  // epsilon is already inside saved_inv_std; it stays in the signature for cuDNN's sake.
+  const ChannelView v = channel_view(shape);
+  const double count = static_cast<double>(v.outer * v.inner);
+  std::vector<double> sum_dy(static_cast<size_t>(v.channels), 0.0);
+  std::vector<double> sum_dy_xhat(static_cast<size_t>(v.channels), 0.0);
+  for (size_t o = 0; o < v.outer; ++o) {
+    for (int c = 0; c < v.channels; ++c) {
+      for (size_t i = 0; i < v.inner; ++i) {
+        const size_t at = v.at(o, c, i);
+        const double xhat = (double(x[at]) - saved_mean[c]) * saved_inv_std[c];
+        sum_dy[c] += dy[at];
+        sum_dy_xhat[c] += dy[at] * xhat;
+      }
+    }
+  }
+  for (size_t o = 0; o < v.outer; ++o) {
+    for (int c = 0; c < v.channels; ++c) {
+      const double factor = double(gamma[c]) * saved_inv_std[c] / count;
+      for (size_t i = 0; i < v.inner; ++i) {
+        const size_t at = v.at(o, c, i);
+        const double xhat = (double(x[at]) - saved_mean[c]) * saved_inv_std[c];
+        dx[at] = static_cast<float>(factor *
+                                    (count * dy[at] - sum_dy[c] - xhat * sum_dy_xhat[c]));
+      }
+    }
+  }
+  for (int c = 0; c < v.channels; ++c) {
+    dgamma[c] = static_cast<float>(sum_dy_xhat[c]);
+    dbeta[c] = static_cast<float>(sum_dy[c]);
+  }
+}
+
+// ---- pooling ------------------------------------------------------------------------------------
+
+void ReferenceBackend::pool_forward(const PoolGeometry& g, const float* x, float* y) {
+  check_pool_geometry(g, "pool_forward");
+  const Tensor4& out = g.output;
+  for (int b = 0; b < out.n; ++b) {
+    for (int c = 0; c < out.c; ++c) {
+      for (int oh = 0; oh < out.h; ++oh) {
+        for (int ow = 0; ow < out.w; ++ow) {
+          const Window win = window_at(g, oh, ow);
+          float value = 0.0f;  // a window wholly in the padding (pad >= window) sees only zeros
+          if (win.count() > 0) {
+            if (g.mode == PoolMode::max) {
+              value = x[first_max_offset(g, x, b, c, win)];
+            } else {
+              double sum = 0.0;
+              for (int ih = win.h0; ih < win.h1; ++ih) {
+                for (int iw = win.w0; iw < win.w1; ++iw) sum += x[g.input.offset(b, c, ih, iw)];
+              }
+              value = static_cast<float>(sum / average_divisor(g, win));
+            }
+          }
+          y[out.offset(b, c, oh, ow)] = value;
+        }
+      }
+    }
+  }
+}
+
+void ReferenceBackend::pool_backward(const PoolGeometry& g, const float* x, const float* /*y*/,
+                                     const float* dy, float* dx) {
+  check_pool_geometry(g, "pool_backward");
+  const Tensor4& out = g.output;
+  // Overlapping windows (3x3 stride 2) send several gradients to one element: sum them in double.
+  thread_local std::vector<double> dx_sum_buffer;
+  double* dx_sum = scratch(dx_sum_buffer, g.input.count());
+  std::fill(dx_sum, dx_sum + g.input.count(), 0.0);
+  for (int b = 0; b < out.n; ++b) {
+    for (int c = 0; c < out.c; ++c) {
+      for (int oh = 0; oh < out.h; ++oh) {
+        for (int ow = 0; ow < out.w; ++ow) {
+          const Window win = window_at(g, oh, ow);
+          if (win.count() == 0) continue;
+          const double grad = dy[out.offset(b, c, oh, ow)];
+          if (g.mode == PoolMode::max) {
+            dx_sum[first_max_offset(g, x, b, c, win)] += grad;
+            continue;
+          }
+          const double share = grad / average_divisor(g, win);
+          for (int ih = win.h0; ih < win.h1; ++ih) {
+            for (int iw = win.w0; iw < win.w1; ++iw) dx_sum[g.input.offset(b, c, ih, iw)] += share;
+          }
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < g.input.count(); ++i) dx[i] = static_cast<float>(dx_sum[i]);
+}
+
+// ---- dropout ------------------------------------------------------------------------------------
+
+void ReferenceBackend::dropout_forward(const float* x, float* y, size_t n, float rate,
+                                       uint64_t seed, const int32_t* step) {
+  // Divide in float as written in backend.h, so the GPU kernel can match bit for bit.
+  for (size_t i = 0; i < n; ++i) {
+    y[i] = dropout_keeps(seed, step, i, rate) ? x[i] / (1.0f - rate) : 0.0f;
+  }
+}
+
+void ReferenceBackend::dropout_backward(const float* dy, float* dx, size_t n, float rate,
+                                        uint64_t seed, const int32_t* step) {
+  for (size_t i = 0; i < n; ++i) {
+    dx[i] = dropout_keeps(seed, step, i, rate) ? dy[i] / (1.0f - rate) : 0.0f;
+  }
+}
+
+// ---- channel slices -----------------------------------------------------------------------------
+
+void ReferenceBackend::copy_into_channels(const Tensor4& src_shape, const float* src,
+                                          const Tensor4& dst_shape, float* dst,
+                                          int channel_offset) {
+  check_channel_slice(src_shape, dst_shape, channel_offset, "copy_into_channels");
+  const ChannelView s = channel_view(src_shape);
+  const ChannelView d = channel_view(dst_shape);
+  // Per outer index the slice is one contiguous run of src.c * inner floats on both sides.
+  const size_t run = static_cast<size_t>(s.channels) * s.inner;
+  for (size_t o = 0; o < s.outer; ++o) {
+    std::memcpy(dst + d.at(o, channel_offset, 0), src + s.at(o, 0, 0), run * sizeof(float));
+  }
+}
+
+void ReferenceBackend::copy_from_channels(const Tensor4& src_shape, const float* src,
+                                          int channel_offset, const Tensor4& dst_shape,
+                                          float* dst) {
+  check_channel_slice(dst_shape, src_shape, channel_offset, "copy_from_channels");
+  const ChannelView s = channel_view(src_shape);
+  const ChannelView d = channel_view(dst_shape);
+  const size_t run = static_cast<size_t>(d.channels) * d.inner;
+  for (size_t o = 0; o < d.outer; ++o) {
+    std::memcpy(dst + d.at(o, 0, 0), src + s.at(o, channel_offset, 0), run * sizeof(float));
+  }
+}
+
 }  // namespace dpbench

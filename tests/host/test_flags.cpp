@@ -230,8 +230,9 @@ TEST_CASE("flags of later issues reject what is not built yet", "[flags]") {
   CHECK(parse({"--all_reduce_spec="}).all_reduce_spec.empty());
   CHECK_THAT(error_of({"--local_parameter_device=tpu"}),
              Contains("--local_parameter_device=tpu: unknown device; accepted: gpu, cpu"));
-  CHECK_THAT(error_of({"--data_format=NHWC"}),
-             Contains("--data_format=NHWC: not implemented yet") && Contains("accepted now: NCHW"));
+  CHECK(parse({"--data_format=NHWC"}).data_format == "NHWC");
+  CHECK_THAT(error_of({"--cudnn_benchmark=sometimes"}), Contains("--cudnn_benchmark=sometimes"));
+  CHECK_FALSE(parse({"--cudnn_benchmark=false"}).cudnn_benchmark);
   CHECK_THAT(error_of({"--data_format=CHWN"}), Contains("--data_format=CHWN: unknown data format"));
   for (const char* precision : {"tf32", "fp16", "bf16"}) {
     CHECK_THAT(error_of({std::string("--precision=") + precision}),
@@ -296,7 +297,8 @@ TEST_CASE("config_to_json has every resolved flag", "[flags]") {
        {"model", "batch_size", "total_batch_size", "num_gpus", "gpu_indices", "device", "backend",
         "variable_update", "independent_replica", "all_reduce_spec", "local_parameter_device",
         "data_format", "precision", "use_fp16", "optimizer", "learning_rate", "momentum", "seed",
-        "num_batches", "num_warmup_batches", "display_every", "result_file"}) {
+        "num_batches", "num_warmup_batches", "display_every", "result_file", "cuda_graph",
+        "cudnn_benchmark"}) {
     CHECK(json.contains(key));
   }
   CHECK(json["gpu_indices"] == nlohmann::json::array({0, 2}));

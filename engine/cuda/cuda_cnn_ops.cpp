@@ -1,0 +1,202 @@
+// CudaBackend's image ops other than convolution: batch norm and pooling through cuDNN (descriptors
+// cached per shape), per-channel bias, dropout and channel slices through cuda_kernels_cnn.cu.
+#include <cudnn.h>
+
+#include <climits>
+#include <string>
+
+#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cuda_kernels.h"
+#include "engine/cuda/cudnn_plans.h"
+#include "engine/errors.h"
+
+namespace dpbench {
+namespace {
+
+// The row-major bias kernels take int rows; a tensor too large for that is refused, not wrapped.
+int checked_int(size_t value, const char* what) {
+  if (value > static_cast<size_t>(INT_MAX)) {
+    throw RuntimeError(std::string(what) + ": " + std::to_string(value) + " exceeds INT_MAX");
+  }
+  return static_cast<int>(value);
+}
+
+cudnnPoolingMode_t cudnn_pooling_mode(PoolMode mode) {
+  switch (mode) {
+    // The deterministic variant routes each window's gradient to one position, reproducibly.
+    case PoolMode::max: return CUDNN_POOLING_MAX_DETERMINISTIC;
+    case PoolMode::average_include_padding: return CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
+    case PoolMode::average_exclude_padding: return CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+  }
+  throw RuntimeError("unknown pooling mode");
+}
+
+// cuDNN refuses epsilons below its minimum (0 in cuDNN 9, 1e-5 in older releases).
+double batch_norm_epsilon(float epsilon) {
+  return epsilon < CUDNN_BN_MIN_EPSILON ? CUDNN_BN_MIN_EPSILON : static_cast<double>(epsilon);
+}
+
+// A channel slice of `whole` (channels [offset, offset + slice.c)) seen as strided rows: NCHW
+// has one row of slice.c * h * w floats per image, NHWC one row of slice.c floats per pixel.
+struct ChannelSliceRows {
+  size_t rows = 0, row_length = 0;
+  size_t slice_stride = 0, whole_stride = 0;
+  size_t whole_offset = 0;  // of the slice's first float within `whole`
+};
+
+ChannelSliceRows channel_slice_rows(const Tensor4& whole, const Tensor4& slice, int offset,
+                                    const char* caller) {
+  if (whole.n != slice.n || whole.h != slice.h || whole.w != slice.w ||
+      whole.format != slice.format || offset < 0 || offset + slice.c > whole.c) {
+    throw RuntimeError(std::string("CudaBackend::") + caller + ": channels [" +
+                       std::to_string(offset) + ", " + std::to_string(offset + slice.c) +
+                       ") as " + describe(slice) + " do not fit " + describe(whole));
+  }
+  const size_t plane = static_cast<size_t>(whole.h) * whole.w;
+  ChannelSliceRows rows;
+  if (whole.format == DataFormat::nchw) {
+    rows.rows = static_cast<size_t>(whole.n);
+    rows.row_length = static_cast<size_t>(slice.c) * plane;
+    rows.whole_stride = static_cast<size_t>(whole.c) * plane;
+    rows.whole_offset = static_cast<size_t>(offset) * plane;
+  } else {
+    rows.rows = static_cast<size_t>(whole.n) * plane;
+    rows.row_length = static_cast<size_t>(slice.c);
+    rows.whole_stride = static_cast<size_t>(whole.c);
+    rows.whole_offset = static_cast<size_t>(offset);
+  }
+  rows.slice_stride = rows.row_length;
+  return rows;
+}
+
+}  // namespace
+
+BatchNormPlan& CudaBackend::batch_norm_plan(const Tensor4& shape) {
+  const Tensor4Key key = tensor4_key(shape);
+  const auto found = plans_->batch_norms.find(key);
+  if (found != plans_->batch_norms.end()) return found->second;
+  BatchNormPlan plan;
+  describe_tensor(plan.data, shape);
+  DPB_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(plan.per_channel.get(), plan.data.get(),
+                                                CUDNN_BATCHNORM_SPATIAL));
+  return plans_->batch_norms.emplace(key, std::move(plan)).first->second;
+}
+
+PoolPlan& CudaBackend::pool_plan(const PoolGeometry& g) {
+  const PoolKey key = pool_key(g);
+  const auto found = plans_->pools.find(key);
+  if (found != plans_->pools.end()) return found->second;
+  if (g.output.n != g.input.n || g.output.c != g.input.c || g.output.format != g.input.format) {
+    throw RuntimeError("pooling geometry is inconsistent: " + describe(g.input) + " -> " +
+                       describe(g.output));
+  }
+  PoolPlan plan;
+  describe_tensor(plan.input, g.input);
+  describe_tensor(plan.output, g.output);
+  DPB_CUDNN_CHECK(cudnnSetPooling2dDescriptor(plan.pooling.get(), cudnn_pooling_mode(g.mode),
+                                              CUDNN_NOT_PROPAGATE_NAN, g.window_h, g.window_w,
+                                              g.pad_h, g.pad_w, g.stride_h, g.stride_w));
+  int n = 0, c = 0, h = 0, w = 0;
+  DPB_CUDNN_CHECK(
+      cudnnGetPooling2dForwardOutputDim(plan.pooling.get(), plan.input.get(), &n, &c, &h, &w));
+  if (h != g.output.h || w != g.output.w) {
+    throw RuntimeError("pooling geometry " + describe(g.input) + " -> " + describe(g.output) +
+                       " disagrees with cuDNN's output size " + std::to_string(h) + "x" +
+                       std::to_string(w));
+  }
+  return plans_->pools.emplace(key, std::move(plan)).first->second;
+}
+
+void CudaBackend::add_channel_bias(const Tensor4& shape, float* y, const float* bias) {
+  const size_t plane = static_cast<size_t>(shape.h) * shape.w;
+  if (shape.format == DataFormat::nhwc) {
+    // NHWC is a row-major (pixels, channels) matrix: the dense layers' bias add as it stands.
+    cuda_kernels::launch_add_bias(stream_, y, bias,
+                                  checked_int(shape.n * plane, "add_channel_bias rows"), shape.c);
+  } else {
+    cuda_kernels::launch_add_channel_bias_nchw(stream_, y, bias, shape.n, shape.c, plane);
+  }
+}
+
+void CudaBackend::channel_bias_gradient(const Tensor4& shape, const float* dy, float* dbias) {
+  const size_t plane = static_cast<size_t>(shape.h) * shape.w;
+  if (shape.format == DataFormat::nhwc) {
+    cuda_kernels::launch_bias_gradient(
+        stream_, dy, dbias, checked_int(shape.n * plane, "channel_bias_gradient rows"), shape.c);
+  } else {
+    cuda_kernels::launch_channel_bias_gradient_nchw(stream_, dy, dbias, shape.n, shape.c, plane);
+  }
+}
+
+void CudaBackend::batch_norm_forward_training(const Tensor4& shape, const float* x,
+                                              const float* gamma, const float* beta,
+                                              float epsilon, float* y, float* saved_mean,
+                                              float* saved_inv_std) {
+  const BatchNormPlan& plan = batch_norm_plan(shape);
+  const float one = 1.0f, zero = 0.0f;  // y = 1 * bn(x) + 0 * y: overwrite
+  // No running statistics (NULL for both, which cuDNN allows): dpbench trains only, and the
+  // exponential average factor 0 would leave them untouched anyway.
+  DPB_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
+      cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, plan.data.get(), x, plan.data.get(), y,
+      plan.per_channel.get(), gamma, beta, /*exponentialAverageFactor=*/0.0,
+      /*resultRunningMean=*/nullptr, /*resultRunningVariance=*/nullptr,
+      batch_norm_epsilon(epsilon), saved_mean, saved_inv_std));
+}
+
+void CudaBackend::batch_norm_backward(const Tensor4& shape, const float* x, const float* dy,
+                                      const float* gamma, const float* saved_mean,
+                                      const float* saved_inv_std, float epsilon, float* dx,
+                                      float* dgamma, float* dbeta) {
+  const BatchNormPlan& plan = batch_norm_plan(shape);
+  const float one = 1.0f, zero = 0.0f;  // dx, dgamma and dbeta all overwritten
+  DPB_CUDNN_CHECK(cudnnBatchNormalizationBackward(
+      cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, plan.data.get(), x,
+      plan.data.get(), dy, plan.data.get(), dx, plan.per_channel.get(), gamma, dgamma, dbeta,
+      batch_norm_epsilon(epsilon), saved_mean, saved_inv_std));
+}
+
+void CudaBackend::pool_forward(const PoolGeometry& g, const float* x, float* y) {
+  const PoolPlan& plan = pool_plan(g);
+  const float one = 1.0f, zero = 0.0f;
+  DPB_CUDNN_CHECK(cudnnPoolingForward(cudnn_, plan.pooling.get(), &one, plan.input.get(), x, &zero,
+                                      plan.output.get(), y));
+}
+
+void CudaBackend::pool_backward(const PoolGeometry& g, const float* x, const float* y,
+                                const float* dy, float* dx) {
+  const PoolPlan& plan = pool_plan(g);
+  const float one = 1.0f, zero = 0.0f;
+  DPB_CUDNN_CHECK(cudnnPoolingBackward(cudnn_, plan.pooling.get(), &one, plan.output.get(), y,
+                                       plan.output.get(), dy, plan.input.get(), x, &zero,
+                                       plan.input.get(), dx));
+}
+
+void CudaBackend::dropout_forward(const float* x, float* y, size_t n, float rate, uint64_t seed,
+                                  const int32_t* step) {
+  cuda_kernels::launch_dropout(stream_, x, y, n, rate, seed, step);
+}
+
+void CudaBackend::dropout_backward(const float* dy, float* dx, size_t n, float rate, uint64_t seed,
+                                   const int32_t* step) {
+  // The mask is a pure function of (seed, step, index): regenerating it costs less than storing it.
+  cuda_kernels::launch_dropout(stream_, dy, dx, n, rate, seed, step);
+}
+
+void CudaBackend::copy_into_channels(const Tensor4& src_shape, const float* src,
+                                     const Tensor4& dst_shape, float* dst, int channel_offset) {
+  const ChannelSliceRows rows =
+      channel_slice_rows(dst_shape, src_shape, channel_offset, "copy_into_channels");
+  cuda_kernels::launch_copy_rows(stream_, src, rows.slice_stride, dst + rows.whole_offset,
+                                 rows.whole_stride, rows.row_length, rows.rows);
+}
+
+void CudaBackend::copy_from_channels(const Tensor4& src_shape, const float* src,
+                                     int channel_offset, const Tensor4& dst_shape, float* dst) {
+  const ChannelSliceRows rows =
+      channel_slice_rows(src_shape, dst_shape, channel_offset, "copy_from_channels");
+  cuda_kernels::launch_copy_rows(stream_, src + rows.whole_offset, rows.whole_stride, dst,
+                                 rows.slice_stride, rows.row_length, rows.rows);
+}
+
+}  // namespace dpbench

@@ -1,0 +1,22 @@
+// Forwarders of cuda_controls.h.
+#include "engine/cuda/cuda_controls.h"
+
+#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/cuda_device.h"
+#include "engine/errors.h"
+
+namespace dpbench {
+
+void set_cudnn_benchmark(Device& device, bool benchmark) {
+  auto* cuda_device = dynamic_cast<CudaDevice*>(&device);
+  if (cuda_device == nullptr) throw RuntimeError("set_cudnn_benchmark: not a CUDA device");
+  cuda_device->set_cudnn_benchmark(benchmark);
+}
+
+size_t conv_algorithm_searches(const Backend& backend) {
+  const auto* cuda_backend = dynamic_cast<const CudaBackend*>(&backend);
+  if (cuda_backend == nullptr) throw RuntimeError("conv_algorithm_searches: not a CUDA backend");
+  return cuda_backend->conv_algorithm_searches();
+}
+
+}  // namespace dpbench

@@ -1,0 +1,18 @@
+// Knobs and counters of the CUDA backend for code built without the CUDA headers (the CLI, the
+// tests): thin forwarders to CudaDevice and CudaBackend that check what they were given.
+#pragma once
+
+#include <cstddef>
+
+namespace dpbench {
+
+class Backend;
+class Device;
+
+// CudaDevice::set_cudnn_benchmark. Throws RuntimeError unless `device` is a CUDA device.
+void set_cudnn_benchmark(Device& device, bool benchmark);
+
+// CudaBackend::conv_algorithm_searches. Throws RuntimeError unless `backend` is a CUDA backend.
+size_t conv_algorithm_searches(const Backend& backend);
+
+}  // namespace dpbench

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""PyTorch twins of dpbench's CNN models, measured the way dpbench measures.
+
+The same networks (torchvision's resnet50/101/152, inception_v3 without the auxiliary head, vgg16,
+and the Keras CIFAR-10 CNN), the same batch, optimizer (SGD with momentum) and precision, synthetic
+data resident on the GPU, eager or torch.compile. Warm-up steps are skipped; then host wall clock
+over the measured steps after a device synchronisation; throughput = images / wall time.
+Prints one JSON line."""
+import argparse
+import json
+import time
+
+import torch
+import torch.nn as nn
+import torchvision
+
+IMAGE_SIZE = {"resnet50": 224, "resnet101": 224, "resnet152": 224, "vgg16": 224, "inception3": 299,
+              "cifar10_cnn": 32}
+
+
+def cifar10_cnn():
+    return nn.Sequential(
+        nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Dropout(0.25),
+        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Dropout(0.25), nn.Flatten(), nn.Linear(64 * 6 * 6, 512), nn.ReLU(), nn.Dropout(0.5),
+        nn.Linear(512, 10))
+
+
+def build(name):
+    if name == "cifar10_cnn":
+        return cifar10_cnn(), 10
+    if name == "inception3":
+        return torchvision.models.inception_v3(weights=None, aux_logits=False, init_weights=False), 1000
+    return getattr(torchvision.models, name)(weights=None), 1000
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", default="resnet50", choices=sorted(IMAGE_SIZE))
+    parser.add_argument("--batch_size", type=int, default=64)
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "fp16", "bf16"])
+    parser.add_argument("--data_format", default="NCHW", choices=["NCHW", "NHWC"])
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+    parser.add_argument("--num_batches", type=int, default=100)
+    parser.add_argument("--num_warmup_batches", type=int, default=10)
+    parser.add_argument("--learning_rate", type=float, default=0.01)
+    args = parser.parse_args()
+
+    torch.backends.cudnn.benchmark = True
+    tf32 = args.precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    device = torch.device("cuda")
+    model, classes = build(args.model)
+    memory_format = torch.channels_last if args.data_format == "NHWC" else torch.contiguous_format
+    model = model.to(device, memory_format=memory_format)
+    parameters = sum(p.numel() for p in model.parameters())
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.learning_rate, momentum=0.9)
+    size = IMAGE_SIZE[args.model]
+    images = (torch.rand(args.batch_size, 3, size, size, device=device) * 2 - 1).to(memory_format=memory_format)
+    labels = torch.randint(0, classes, (args.batch_size,), device=device)
+    loss_fn = nn.CrossEntropyLoss()
+    autocast_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
+    scaler = torch.amp.GradScaler("cuda", enabled=args.precision == "fp16")
+
+    def forward_backward():
+        with torch.autocast("cuda", dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
+            loss = loss_fn(model(images), labels)
+        scaler.scale(loss).backward()
+        return loss
+
+    step_fn = torch.compile(forward_backward) if args.compile else forward_backward
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        loss = step_fn()
+        scaler.step(optimizer)
+        scaler.update()
+        return loss
+
+    for _ in range(args.num_warmup_batches):
+        step()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(args.num_batches):
+        loss = step()
+    torch.cuda.synchronize()
+    elapsed = time.perf_counter() - start
+    print(json.dumps({"framework": "pytorch", "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
+                      "model": args.model, "batch_size": args.batch_size, "precision": args.precision,
+                      "data_format": args.data_format, "compiled": args.compile, "num_parameters": parameters,
+                      "images_per_sec": args.batch_size * args.num_batches / elapsed, "total_time_s": elapsed,
+                      "final_loss": float(loss.detach())}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+// [gpu] The CUDA backend's cuDNN convolutions against the reference backend in both data formats,
+// with algorithms timed and chosen by heuristics, plus the per-geometry cache of algorithm choices
+// and the workspace contract.
+//
+// Comparison: |gpu - ref| <= atol + rtol * |ref| per element. The reference accumulates in double,
+// so the tolerances only cover the GPU's fp32 rounding; each says where it comes from.
+// eps = 2^-23 (fp32 machine epsilon). Inputs are uniform in [-1, 1].
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/cuda/cuda_controls.h"
+#include "engine/errors.h"
+#include "engine/reference/reference_backend.h"
+#include "tests/gpu/image_op_test_helpers.h"
+
+using namespace dpbench;
+using namespace dpbench::gpu_test;
+
+namespace {
+
+// An fp32 sum of `terms` products whose magnitudes average `mean_term`: rounding errors behave
+// like a random walk (Higham & Mary), about sqrt(terms) * eps * sum|terms|. cuDNN's algorithms
+// are not all direct sums: Winograd and FFT round transformed values a few more times per term,
+// so the margin is 8 rather than the 2 the GEMM test uses.
+double sum_tolerance(double terms, double mean_term) {
+  return 8.0 * std::sqrt(terms) * kEps * terms * mean_term + 8 * kEps;
+}
+
+std::string describe(const ConvGeometry& g) {
+  std::ostringstream text;
+  text << dpbench::describe(g.input) << " k" << g.filter.k << " " << g.filter.r << "x"
+       << g.filter.s << " stride " << g.stride_h << "x" << g.stride_w << " pad " << g.pad_h << "x"
+       << g.pad_w;
+  return text.str();
+}
+
+struct ConvCase {
+  int n, c, h, w, k, r, s, stride_h, stride_w, pad_h, pad_w;
+};
+
+// 1x1, 3x3, 5x3, 7x7, 1x7 and 7x1; strides 1 to 3; batch 1 and more; odd channel counts.
+const ConvCase kConvCases[] = {
+    {1, 3, 7, 7, 5, 1, 1, 1, 1, 0, 0},      {2, 3, 17, 15, 13, 3, 3, 1, 1, 1, 1},
+    {3, 5, 19, 23, 7, 3, 3, 2, 2, 1, 1},    {2, 3, 29, 31, 10, 7, 7, 2, 2, 3, 3},
+    {1, 12, 9, 11, 6, 1, 7, 1, 1, 0, 3},    {2, 7, 11, 9, 9, 7, 1, 1, 1, 3, 0},
+    {4, 17, 8, 8, 33, 3, 3, 1, 2, 0, 1},    {1, 9, 6, 10, 4, 5, 3, 3, 1, 2, 0},
+    {2, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1},  {5, 24, 7, 7, 40, 1, 1, 2, 2, 0, 0},
+};
+
+ConvGeometry conv_geometry(const ConvCase& c, DataFormat format) {
+  return make_conv_geometry(Tensor4{c.n, c.c, c.h, c.w, format}, c.k, c.r, c.s, c.stride_h,
+                            c.stride_w, Padding::explicit_symmetric, c.pad_h, c.pad_w);
+}
+
+}  // namespace
+
+TEST_CASE("cuda convolutions match the reference in both formats, timed or heuristic algorithms",
+          "[gpu]") {
+  ReferenceBackend reference;
+  for (bool benchmark : {true, false}) {
+    auto gpu = make_gpu();
+    set_cudnn_benchmark(*gpu, benchmark);
+    Backend& ops = gpu->ops();
+    uint64_t stream = 100;
+    for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
+      for (const ConvCase& c : kConvCases) {
+        const ConvGeometry g = conv_geometry(c, format);
+        const std::string what =
+            describe(g) + (benchmark ? " (timed algorithms)" : " (heuristic algorithms)");
+        const std::vector<float> x = random_vector(g.input.count(), stream++);
+        const std::vector<float> w = random_vector(g.filter.count(), stream++);
+        const std::vector<float> dy = random_vector(g.output.count(), stream++);
+
+        const size_t workspace_bytes = ops.conv2d_workspace_bytes(g);
+        Buffer workspace = gpu->allocate(workspace_bytes);
+        std::vector<unsigned char> reference_workspace(reference.conv2d_workspace_bytes(g));
+        GpuArray<float> x_gpu(*gpu, x), w_gpu(*gpu, w), dy_gpu(*gpu, dy);
+        // Outputs start as garbage: every pass must overwrite, not accumulate.
+        GpuArray<float> y_gpu(*gpu, random_vector(g.output.count(), 1));
+        GpuArray<float> dx_gpu(*gpu, random_vector(g.input.count(), 2));
+        GpuArray<float> dw_gpu(*gpu, random_vector(g.filter.count(), 3));
+
+        ops.conv2d_forward(g, x_gpu.data(), w_gpu.data(), y_gpu.data(), workspace.data(),
+                           workspace_bytes);
+        ops.conv2d_backward_data(g, dy_gpu.data(), w_gpu.data(), dx_gpu.data(), workspace.data(),
+                                 workspace_bytes);
+        ops.conv2d_backward_filter(g, x_gpu.data(), dy_gpu.data(), dw_gpu.data(),
+                                   workspace.data(), workspace_bytes);
+
+        std::vector<float> y(g.output.count()), dx(g.input.count()), dw(g.filter.count());
+        reference.conv2d_forward(g, x.data(), w.data(), y.data(), reference_workspace.data(),
+                                 reference_workspace.size());
+        reference.conv2d_backward_data(g, dy.data(), w.data(), dx.data(),
+                                       reference_workspace.data(), reference_workspace.size());
+        reference.conv2d_backward_filter(g, x.data(), dy.data(), dw.data(),
+                                         reference_workspace.data(), reference_workspace.size());
+
+        // Products of two uniform [-1, 1] values average 1/4 in magnitude. An output sums at
+        // most C*R*S of them, an input gradient at most K*R*S, a filter gradient N*P*Q (the
+        // output's positions). Padding only removes terms, so these are upper bounds.
+        const double filter_terms = static_cast<double>(c.c) * c.r * c.s;
+        const double data_terms = static_cast<double>(c.k) * c.r * c.s;
+        const double weight_terms = static_cast<double>(g.output.n) * g.output.h * g.output.w;
+        check_close(y_gpu.download(), y, sum_tolerance(filter_terms, 0.25), 4 * kEps,
+                    "conv2d_forward " + what);
+        check_close(dx_gpu.download(), dx, sum_tolerance(data_terms, 0.25), 4 * kEps,
+                    "conv2d_backward_data " + what);
+        check_close(dw_gpu.download(), dw, sum_tolerance(weight_terms, 0.25), 4 * kEps,
+                    "conv2d_backward_filter " + what);
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda convolution algorithms are chosen once per geometry", "[gpu]") {
+  auto gpu = make_gpu();
+  Backend& ops = gpu->ops();
+  const ConvGeometry g = conv_geometry(kConvCases[2], DataFormat::nchw);
+  const size_t before = conv_algorithm_searches(ops);
+  const size_t first = ops.conv2d_workspace_bytes(g);
+  CHECK(conv_algorithm_searches(ops) == before + 1);
+  const size_t second = ops.conv2d_workspace_bytes(g);
+  CHECK(second == first);
+  CHECK(conv_algorithm_searches(ops) == before + 1);
+
+  // Running the passes looks the plan up; it never searches again.
+  GpuArray<float> x(*gpu, random_vector(g.input.count(), 5));
+  GpuArray<float> w(*gpu, random_vector(g.filter.count(), 6));
+  GpuArray<float> y(*gpu, g.output.count());
+  Buffer workspace = gpu->allocate(first);
+  for (int step = 0; step < 3; ++step) {
+    ops.conv2d_forward(g, x.data(), w.data(), y.data(), workspace.data(), first);
+    ops.conv2d_backward_data(g, y.data(), w.data(), x.data(), workspace.data(), first);
+    ops.conv2d_backward_filter(g, x.data(), y.data(), w.data(), workspace.data(), first);
+  }
+  gpu->synchronize();
+  CHECK(conv_algorithm_searches(ops) == before + 1);
+
+  // The same shape in the other layout is another geometry with its own plan.
+  ops.conv2d_workspace_bytes(conv_geometry(kConvCases[2], DataFormat::nhwc));
+  CHECK(conv_algorithm_searches(ops) == before + 2);
+  // Each stream's backend keeps its own cache.
+  CHECK(conv_algorithm_searches(gpu->ops(StreamKind::communication)) == 0);
+}
+
+TEST_CASE("a cuda convolution given less workspace than it asked for throws", "[gpu]") {
+  auto gpu = make_gpu();
+  Backend& ops = gpu->ops();
+  // Layers whose fastest algorithms (FFT, Winograd, split-K reductions) usually need workspace.
+  const ConvCase candidates[] = {{8, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1},
+                                 {8, 3, 224, 224, 64, 7, 7, 2, 2, 3, 3},
+                                 {8, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1},
+                                 {32, 128, 28, 28, 128, 5, 5, 1, 1, 2, 2}};
+  bool tested = false;
+  for (const ConvCase& c : candidates) {
+    const ConvGeometry g = conv_geometry(c, DataFormat::nchw);
+    const size_t needed = ops.conv2d_workspace_bytes(g);
+    if (needed == 0) continue;
+    GpuArray<float> x(*gpu, g.input.count()), w(*gpu, g.filter.count()), y(*gpu, g.output.count());
+    Buffer workspace = gpu->allocate(needed);
+    INFO(describe(g) << " needs " << needed << " bytes");
+    CHECK_THROWS_AS(ops.conv2d_forward(g, x.data(), w.data(), y.data(), workspace.data(),
+                                       needed - 1),
+                    RuntimeError);
+    CHECK_THROWS_AS(ops.conv2d_backward_data(g, y.data(), w.data(), x.data(), nullptr, 0),
+                    RuntimeError);
+    CHECK_THROWS_AS(ops.conv2d_backward_filter(g, x.data(), y.data(), w.data(), workspace.data(),
+                                               needed / 2),
+                    RuntimeError);
+    // Refusing touched nothing: the device goes on working with the right workspace.
+    ops.conv2d_forward(g, x.data(), w.data(), y.data(), workspace.data(), needed);
+    gpu->synchronize();
+    tested = true;
+    break;
+  }
+  if (!tested) WARN("no candidate geometry needed a workspace; the refusal went untested");
+}
+

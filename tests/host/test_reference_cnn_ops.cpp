@@ -1,0 +1,378 @@
+// The reference image ops besides convolution (channel bias, batch norm, pooling, dropout,
+// channel slices) against direct loops over logical (n, c, h, w) indices, hand-worked cases and
+// finite differences, in both layouts.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "engine/cnn_geometry.h"
+#include "engine/errors.h"
+#include "engine/reference/reference_backend.h"
+#include "tests/host/reference_cnn_test_support.h"
+
+using namespace dpbench;
+using dpbench::testing::check_close;
+using dpbench::testing::finite_difference;
+using dpbench::testing::random_values;
+using dpbench::testing::weighted_sum;
+
+namespace {
+
+const DataFormat kFormats[] = {DataFormat::nchw, DataFormat::nhwc};
+
+// Calls visit(b, c, h, w) for every logical element.
+template <typename Visit>
+void for_each_element(const Tensor4& t, Visit visit) {
+  for (int b = 0; b < t.n; ++b)
+    for (int c = 0; c < t.c; ++c)
+      for (int h = 0; h < t.h; ++h)
+        for (int w = 0; w < t.w; ++w) visit(b, c, h, w);
+}
+
+// Batch norm straight from its definition: per channel over (n, h, w), biased variance.
+struct BatchNormExpected {
+  std::vector<double> y, mean, inv_std;
+};
+BatchNormExpected direct_batch_norm(const Tensor4& t, const std::vector<float>& x,
+                                    const std::vector<float>& gamma,
+                                    const std::vector<float>& beta, double epsilon) {
+  BatchNormExpected e{std::vector<double>(t.count()), std::vector<double>(t.c, 0.0),
+                      std::vector<double>(t.c, 0.0)};
+  const double m = double(t.n) * t.h * t.w;
+  std::vector<double> variance(t.c, 0.0);
+  for_each_element(t, [&](int b, int c, int h, int w) {
+    e.mean[c] += x[t.offset(b, c, h, w)] / m;
+  });
+  for_each_element(t, [&](int b, int c, int h, int w) {
+    const double d = x[t.offset(b, c, h, w)] - e.mean[c];
+    variance[c] += d * d / m;
+  });
+  for (int c = 0; c < t.c; ++c) e.inv_std[c] = 1.0 / std::sqrt(variance[c] + epsilon);
+  for_each_element(t, [&](int b, int c, int h, int w) {
+    const size_t i = t.offset(b, c, h, w);
+    e.y[i] = gamma[c] * (x[i] - e.mean[c]) * e.inv_std[c] + beta[c];
+  });
+  return e;
+}
+
+// Pooling straight from its definition: every window position, padding included, in h then w
+// order; a position in the padding is skipped (max) or counted as a zero (average).
+void direct_pool(const PoolGeometry& g, const std::vector<float>& x, const std::vector<float>& dy,
+                 std::vector<double>& y, std::vector<double>& dx) {
+  y.assign(g.output.count(), 0.0);
+  dx.assign(g.input.count(), 0.0);
+  for_each_element(g.output, [&](int b, int c, int oh, int ow) {
+    const size_t yi = g.output.offset(b, c, oh, ow);
+    std::vector<size_t> inside;
+    for (int i = 0; i < g.window_h; ++i)
+      for (int j = 0; j < g.window_w; ++j) {
+        const int ih = oh * g.stride_h - g.pad_h + i, iw = ow * g.stride_w - g.pad_w + j;
+        if (ih >= 0 && ih < g.input.h && iw >= 0 && iw < g.input.w)
+          inside.push_back(g.input.offset(b, c, ih, iw));
+      }
+    if (g.mode == PoolMode::max) {
+      size_t best = inside[0];
+      for (size_t at : inside) best = x[at] > x[best] ? at : best;
+      y[yi] = x[best];
+      dx[best] += dy[yi];
+      return;
+    }
+    const double divisor = g.mode == PoolMode::average_include_padding
+                               ? double(g.window_h * g.window_w)
+                               : double(inside.size());
+    for (size_t at : inside) {
+      y[yi] += x[at] / divisor;
+      dx[at] += dy[yi] / divisor;
+    }
+  });
+}
+
+}  // namespace
+
+TEST_CASE("reference channel bias: add and gradient per channel", "[reference_cnn]") {
+  ReferenceBackend ops;
+  for (DataFormat format : kFormats) {
+    INFO(data_format_name(format));
+    const Tensor4 t{2, 3, 4, 5, format};
+    const std::vector<float> x = random_values(t.count(), 21);
+    const std::vector<float> bias = random_values(t.c, 22);
+    std::vector<float> y = x;
+    ops.add_channel_bias(t, y.data(), bias.data());
+    std::vector<double> expected_y(t.count()), expected_dbias(t.c, 0.0);
+    for_each_element(t, [&](int b, int c, int h, int w) {
+      const size_t i = t.offset(b, c, h, w);
+      expected_y[i] = double(x[i]) + bias[c];
+      expected_dbias[c] += x[i];
+    });
+    // y: one float add each, so within half an ulp; dbias: 40 terms of size <= 1 summed in double.
+    check_close(y, expected_y, 0.0, 1e-7, "add_channel_bias");
+    std::vector<float> dbias(t.c, std::numeric_limits<float>::quiet_NaN());
+    ops.channel_bias_gradient(t, x.data(), dbias.data());
+    check_close(dbias, expected_dbias, 1e-6, 1e-6, "channel_bias_gradient");
+  }
+}
+
+TEST_CASE("reference batch norm: forward statistics by hand", "[reference_cnn]") {
+  ReferenceBackend ops;
+  // One channel holding 1, 2, 3, 4 in two images: mean 2.5, biased variance 1.25.
+  const Tensor4 t{2, 1, 1, 2, DataFormat::nhwc};
+  const std::vector<float> x = {1, 2, 3, 4}, gamma = {2}, beta = {0.5f};
+  std::vector<float> y(4), mean(1), inv_std(1);
+  ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), 0.0f, y.data(),
+                                  mean.data(), inv_std.data());
+  const double s = 1.0 / std::sqrt(1.25);
+  CHECK(mean[0] == 2.5f);
+  CHECK(inv_std[0] == Approx(s).epsilon(1e-7));
+  check_close(y, std::vector<double>{0.5 - 3 * s, 0.5 - s, 0.5 + s, 0.5 + 3 * s}, 0, 1e-6, "y");
+}
+
+TEST_CASE("reference batch norm: forward and backward match the definition", "[reference_cnn]") {
+  ReferenceBackend ops;
+  const float epsilon = 1e-3f;
+  for (DataFormat format : kFormats) {
+    INFO(data_format_name(format));
+    const Tensor4 t{3, 4, 5, 3, format};
+    const std::vector<float> x = random_values(t.count(), 31, -2.0f, 3.0f);
+    const std::vector<float> gamma = random_values(t.c, 32, 0.5f, 1.5f);
+    const std::vector<float> beta = random_values(t.c, 33);
+    const std::vector<float> dy = random_values(t.count(), 34);
+    std::vector<float> y(t.count()), mean(t.c), inv_std(t.c);
+    ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, y.data(),
+                                    mean.data(), inv_std.data());
+    const BatchNormExpected e = direct_batch_norm(t, x, gamma, beta, epsilon);
+    // Statistics in double, rounded once to float: 1e-6 relative (|y| stays below ~4).
+    check_close(mean, e.mean, 1e-7, 1e-6, "saved_mean");
+    check_close(inv_std, e.inv_std, 0, 1e-6, "saved_inv_std");
+    check_close(y, e.y, 1e-6, 1e-6, "y");
+
+    std::vector<float> dx(t.count()), dgamma(t.c), dbeta(t.c);
+    ops.batch_norm_backward(t, x.data(), dy.data(), gamma.data(), mean.data(), inv_std.data(),
+                            epsilon, dx.data(), dgamma.data(), dbeta.data());
+    // The documented formula, from the saved float statistics, in double.
+    const double m = double(t.n) * t.h * t.w;
+    std::vector<double> sum_dy(t.c, 0.0), sum_dy_xhat(t.c, 0.0), expected_dx(t.count());
+    auto xhat = [&](size_t i, int c) { return (double(x[i]) - mean[c]) * inv_std[c]; };
+    for_each_element(t, [&](int b, int c, int h, int w) {
+      const size_t i = t.offset(b, c, h, w);
+      sum_dy[c] += dy[i];
+      sum_dy_xhat[c] += dy[i] * xhat(i, c);
+    });
+    for_each_element(t, [&](int b, int c, int h, int w) {
+      const size_t i = t.offset(b, c, h, w);
+      expected_dx[i] = gamma[c] * inv_std[c] / m *
+                       (m * dy[i] - sum_dy[c] - xhat(i, c) * sum_dy_xhat[c]);
+    });
+    check_close(dx, expected_dx, 1e-6, 1e-5, "dx");
+    check_close(dgamma, sum_dy_xhat, 1e-6, 1e-6, "dgamma");
+    check_close(dbeta, sum_dy, 1e-6, 1e-6, "dbeta");
+  }
+}
+
+TEST_CASE("reference batch norm: backward is the finite-difference gradient", "[reference_cnn]") {
+  ReferenceBackend ops;
+  const float epsilon = 1e-3f;
+  for (DataFormat format : kFormats) {
+    INFO(data_format_name(format));
+    const Tensor4 t{2, 3, 2, 2, format};  // 8 values per channel
+    std::vector<float> x = random_values(t.count(), 41);
+    std::vector<float> gamma = random_values(t.c, 42, 0.5f, 1.5f);
+    std::vector<float> beta = random_values(t.c, 43);
+    const std::vector<float> weights = random_values(t.count(), 44);  // d loss / dy
+    std::vector<float> y(t.count()), mean(t.c), inv_std(t.c);
+    auto loss = [&] {
+      ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, y.data(),
+                                      mean.data(), inv_std.data());
+      return weighted_sum(y, weights);
+    };
+    loss();
+    std::vector<float> dx(t.count()), dgamma(t.c), dbeta(t.c);
+    ops.batch_norm_backward(t, x.data(), weights.data(), gamma.data(), mean.data(), inv_std.data(),
+                            epsilon, dx.data(), dgamma.data(), dbeta.data());
+    // x in [-1, 1) gives inv_std ~ 2, so y's derivatives grow ~2x per order; after Richardson the
+    // error is O(h^4 * 2^5) ~ 1e-7 at h = 1/64. The float noise of y (24 values below ~5, each
+    // rounded by < 3e-7) over a step of 1/32 is ~1e-5. 1e-3 leaves room and still catches any
+    // missing term of the formula (each is of order 0.1 or more here).
+    std::vector<double> fd_x(x.size()), fd_gamma(t.c), fd_beta(t.c);
+    for (size_t i = 0; i < x.size(); ++i) fd_x[i] = finite_difference(x[i], 1.0 / 64, loss);
+    for (int c = 0; c < t.c; ++c) {
+      fd_gamma[c] = finite_difference(gamma[c], 1.0 / 64, loss);
+      fd_beta[c] = finite_difference(beta[c], 1.0 / 64, loss);
+    }
+    check_close(dx, fd_x, 1e-3, 1e-3, "dx");
+    check_close(dgamma, fd_gamma, 1e-3, 1e-3, "dgamma");
+    check_close(dbeta, fd_beta, 1e-3, 1e-3, "dbeta");
+  }
+}
+
+TEST_CASE("reference pooling: max and both averages match the direct loops", "[reference_cnn]") {
+  struct PoolCase {
+    PoolMode mode;
+    int window_h, window_w, stride_h, stride_w, pad_h, pad_w;
+  };
+  const PoolCase cases[] = {
+      {PoolMode::max, 3, 3, 2, 2, 1, 1},  // ResNet's stem pool: overlapping windows
+      {PoolMode::max, 2, 2, 2, 2, 0, 0},  // VGG
+      {PoolMode::max, 3, 2, 1, 2, 1, 0},
+      {PoolMode::average_include_padding, 3, 3, 1, 1, 1, 1},  // Inception's branch pools
+      {PoolMode::average_exclude_padding, 3, 3, 1, 1, 1, 1},
+      {PoolMode::average_exclude_padding, 3, 2, 2, 1, 1, 1},
+      {PoolMode::average_include_padding, 5, 5, 3, 3, 0, 0},  // Inception's aux head
+      {PoolMode::average_include_padding, 7, 7, 1, 1, 0, 0},  // ResNet's global average pool
+  };
+  ReferenceBackend ops;
+  for (const PoolCase& pc : cases) {
+    for (DataFormat format : kFormats) {
+      const PoolGeometry g = make_pool_geometry(Tensor4{2, 3, 7, 7, format}, pc.mode, pc.window_h,
+                                                pc.window_w, pc.stride_h, pc.stride_w,
+                                                Padding::explicit_symmetric, pc.pad_h, pc.pad_w);
+      INFO(describe(g.input) << " -> " << describe(g.output) << " mode " << int(pc.mode));
+      const std::vector<float> x = random_values(g.input.count(), 51);
+      const std::vector<float> dy = random_values(g.output.count(), 52);
+      std::vector<float> y(g.output.count()), dx(g.input.count());
+      ops.pool_forward(g, x.data(), y.data());
+      ops.pool_backward(g, x.data(), y.data(), dy.data(), dx.data());
+      std::vector<double> expected_y, expected_dx;
+      direct_pool(g, x, dy, expected_y, expected_dx);
+      // Sums of at most 49 terms below 1, rounded to float once.
+      check_close(y, expected_y, 1e-6, 1e-6, "forward");
+      check_close(dx, expected_dx, 1e-6, 1e-6, "backward");
+    }
+  }
+}
+
+TEST_CASE("reference pooling: padding and ties, by hand", "[reference_cnn]") {
+  ReferenceBackend ops;
+  // 3x3 windows with pad 1 over a 2x2 image: every window covers all four values (sum 10).
+  const Tensor4 small{1, 1, 2, 2, DataFormat::nchw};
+  const std::vector<float> x = {1, 2, 3, 4};
+  std::vector<float> y(4), dx(4);
+  const PoolGeometry include = make_pool_geometry(small, PoolMode::average_include_padding, 3, 3,
+                                                  1, 1, Padding::same);
+  ops.pool_forward(include, x.data(), y.data());
+  CHECK(y == std::vector<float>(4, 10.0f / 9.0f));
+  PoolGeometry exclude = include;
+  exclude.mode = PoolMode::average_exclude_padding;
+  ops.pool_forward(exclude, x.data(), y.data());
+  CHECK(y == std::vector<float>(4, 2.5f));
+  const std::vector<float> ones(4, 1.0f);
+  ops.pool_backward(exclude, x.data(), y.data(), ones.data(), dx.data());
+  CHECK(dx == std::vector<float>(4, 1.0f));  // four windows, a quarter from each
+
+  // Max pool ties: the gradient goes to the first maximum, lowest h then lowest w.
+  const Tensor4 image{1, 1, 3, 3, DataFormat::nhwc};
+  const std::vector<float> tied = {1, 3, 3,
+                                   3, 3, 1,
+                                   0, 0, 0};
+  const PoolGeometry max = make_pool_geometry(image, PoolMode::max, 2, 2, 1, 1, Padding::valid);
+  ops.pool_forward(max, tied.data(), y.data());
+  CHECK(y == std::vector<float>{3, 3, 3, 3});
+  const std::vector<float> dy = {1, 2, 3, 4};
+  std::vector<float> dx9(9);
+  ops.pool_backward(max, tied.data(), y.data(), dy.data(), dx9.data());
+  // windows at (0,0) and (0,1) both pick (0,1); (1,0) picks (1,0); (1,1) picks (1,1)
+  CHECK(dx9 == std::vector<float>{0, 3, 0,
+                                  3, 4, 0,
+                                  0, 0, 0});
+}
+
+TEST_CASE("reference pooling: average backward is the finite-difference gradient",
+          "[reference_cnn]") {
+  ReferenceBackend ops;
+  for (PoolMode mode : {PoolMode::average_include_padding, PoolMode::average_exclude_padding}) {
+    for (DataFormat format : kFormats) {
+      const PoolGeometry g = make_pool_geometry(Tensor4{1, 2, 5, 5, format}, mode, 3, 3, 2, 2,
+                                                Padding::same);
+      INFO(data_format_name(format) << " mode " << int(mode));
+      std::vector<float> x = random_values(g.input.count(), 61);
+      const std::vector<float> weights = random_values(g.output.count(), 62);
+      std::vector<float> y(g.output.count()), dx(g.input.count());
+      auto loss = [&] {
+        ops.pool_forward(g, x.data(), y.data());
+        return weighted_sum(y, weights);
+      };
+      ops.pool_backward(g, x.data(), y.data(), weights.data(), dx.data());
+      // Linear in x: no truncation error; float noise of 18 outputs below 1 over a step of 1/4
+      // is ~1e-6, so 1e-4 is generous yet far below one window's share (>= 1/9 of a weight).
+      std::vector<double> fd(x.size());
+      for (size_t i = 0; i < x.size(); ++i) fd[i] = finite_difference(x[i], 0.125, loss);
+      check_close(dx, fd, 1e-4, 1e-4, "dx");
+    }
+  }
+}
+
+TEST_CASE("reference dropout: mask statistics and reuse", "[reference_cnn]") {
+  ReferenceBackend ops;
+  const size_t n = 100000;
+  const float rate = 0.3f;
+  const uint64_t seed = 7;
+  const std::vector<float> x = random_values(n, 71, 0.5f, 1.5f);  // never 0: zeros mean dropped
+  auto forward = [&](int32_t step) {
+    std::vector<float> y(n);
+    ops.dropout_forward(x.data(), y.data(), n, rate, seed, &step);
+    return y;
+  };
+  const std::vector<float> y = forward(5);
+  size_t kept = 0;
+  bool values_ok = true;
+  for (size_t i = 0; i < n; ++i) {
+    if (y[i] != 0.0f) ++kept;
+    values_ok = values_ok && (y[i] == 0.0f || y[i] == x[i] / (1.0f - rate));
+  }
+  CHECK(values_ok);
+  // Binomial(1e5, 0.7) has a standard deviation of 0.0014 in the fraction: 0.01 is 7 sigma.
+  CHECK(double(kept) / n == Approx(1.0 - rate).margin(0.01));
+
+  // Backward regenerates the forward's mask: with dy = x, dx must equal y exactly.
+  std::vector<float> dx(n);
+  const int32_t step = 5;
+  ops.dropout_backward(x.data(), dx.data(), n, rate, seed, &step);
+  CHECK(dx == y);
+
+  CHECK(forward(5) == y);  // the same step draws the same mask
+  const std::vector<float> other = forward(6);
+  size_t differ = 0;
+  for (size_t i = 0; i < n; ++i) differ += (other[i] == 0.0f) != (y[i] == 0.0f);
+  CHECK(differ > n / 4);  // independent masks disagree on 2 * 0.7 * 0.3 = 42% of elements
+
+  // Rate 0 keeps everything unchanged.
+  std::vector<float> unchanged(n);
+  ops.dropout_forward(x.data(), unchanged.data(), n, 0.0f, seed, &step);
+  CHECK(unchanged == x);
+}
+
+TEST_CASE("reference channel slices: concatenate and split round trip", "[reference_cnn]") {
+  ReferenceBackend ops;
+  for (DataFormat format : kFormats) {
+    INFO(data_format_name(format));
+    const Tensor4 a_shape{2, 2, 3, 4, format}, b_shape{2, 3, 3, 4, format};
+    const Tensor4 whole_shape{2, 5, 3, 4, format};
+    const std::vector<float> a = random_values(a_shape.count(), 81);
+    const std::vector<float> b = random_values(b_shape.count(), 82);
+    std::vector<float> whole(whole_shape.count(), std::numeric_limits<float>::quiet_NaN());
+    ops.copy_into_channels(a_shape, a.data(), whole_shape, whole.data(), 0);
+    ops.copy_into_channels(b_shape, b.data(), whole_shape, whole.data(), 2);
+    bool placed = true;
+    for_each_element(whole_shape, [&](int n, int c, int h, int w) {
+      const float want = c < 2 ? a[a_shape.offset(n, c, h, w)] : b[b_shape.offset(n, c - 2, h, w)];
+      placed = placed && whole[whole_shape.offset(n, c, h, w)] == want;
+    });
+    CHECK(placed);
+
+    std::vector<float> a_back(a.size()), b_back(b.size());
+    ops.copy_from_channels(whole_shape, whole.data(), 0, a_shape, a_back.data());
+    ops.copy_from_channels(whole_shape, whole.data(), 2, b_shape, b_back.data());
+    CHECK(a_back == a);
+    CHECK(b_back == b);
+
+    CHECK_THROWS_AS(ops.copy_into_channels(b_shape, b.data(), whole_shape, whole.data(), 3),
+                    RuntimeError);
+    const Tensor4 other_format{2, 2, 3, 4,
+                               format == DataFormat::nchw ? DataFormat::nhwc : DataFormat::nchw};
+    CHECK_THROWS_AS(
+        ops.copy_from_channels(whole_shape, whole.data(), 0, other_format, a_back.data()),
+        RuntimeError);
+  }
+}
