@@ -173,9 +173,10 @@ TEST_CASE("the seeds' spelling of independent resolves to independent", "[flags]
 
 TEST_CASE("model errors name the model and what is accepted", "[flags]") {
   std::string unknown = error_of({"--model=foo"});
-  CHECK_THAT(unknown, Contains("--model=foo: unknown model; accepted: trivial (planned: ") &&
-                          Contains("resnet50"));
-  CHECK(error_of({"--model=resnet50"}) == "--model=resnet50: not implemented yet; accepted now: trivial");
+  CHECK_THAT(unknown, Contains("--model=foo: unknown model; accepted: trivial") &&
+                          Contains("(planned: ") && Contains("nmt"));
+  CHECK_THAT(error_of({"--model=nmt"}),
+             Contains("--model=nmt: not implemented yet; accepted now: trivial"));
 }
 
 TEST_CASE("device count errors", "[flags]") {
