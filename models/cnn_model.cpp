@@ -1,0 +1,114 @@
+// CnnModel and its replica: synthetic images and labels made once on the device, the network's
+// passes, and the fused softmax cross-entropy between them.
+#include "models/cnn_model.h"
+
+#include "engine/counter_random.h"
+#include "engine/errors.h"
+#include "models/layers/softmax_cross_entropy.h"
+
+namespace dpbench {
+
+DataFormat parse_data_format(const std::string& text) {
+  if (text == "NCHW") return DataFormat::nchw;
+  if (text == "NHWC") return DataFormat::nhwc;
+  throw ConfigError("--data_format=" + text + ": expected NCHW or NHWC");
+}
+
+namespace {
+
+class CnnReplica : public ModelReplica {
+ public:
+  CnnReplica(const CnnModel& model, Device& device, ParameterSet& params, const ReplicaShard& shard)
+      : model_(model),
+        device_(device),
+        network_(model.network(), device, params, shard),
+        labels_(device.allocate(sizeof(int32_t) * shard.batch_size)),
+        loss_(device, shard.batch_size, model.images().classes) {
+    fill_synthetic_images(shard);
+    device.ops().fill_labels_by_index(labels_.as<int32_t>(), shard.batch_size, shard.seed,
+                                      kRandomStreamLabels, shard.first_global_sample(),
+                                      model.images().classes);
+  }
+
+  void forward(const StepContext& context) override {
+    step_ = context.step;
+    network_.forward(step_);
+    // The logits' gradient buffer is the logits buffer: dlogits replace them here.
+    const TensorId logits = model_.network().logits();
+    loss_.forward_backward(device_.ops(), network_.gradients(logits), labels_.as<int32_t>(),
+                           context.loss_out);
+  }
+
+  void backward(GradientAnnouncer& announcer) override { network_.backward(step_, announcer); }
+
+ private:
+  // Image values are defined per global logical (sample, channel, y, x) index, as an NCHW tensor,
+  // so every sharding and both data formats train on the same images.
+  void fill_synthetic_images(const ReplicaShard& shard) {
+    Backend& ops = device_.ops();
+    const TensorId input = model_.network().input();
+    const Tensor4 shape = model_.network().shape(input);
+    float* images = network_.values(input);
+    const uint64_t first_index = shard.first_global_sample() * (shape.count() / shape.n);
+    if (shape.format == DataFormat::nchw) {
+      ops.fill_uniform_by_index(images, shape.count(), shard.seed, kRandomStreamInputs,
+                                first_index, -1.0f, 1.0f);
+      return;
+    }
+    // NHWC: draw NCHW, then move one channel at a time; a one-channel tensor has the same memory
+    // in both layouts, so it can be copied out of one and into the other.
+    const Tensor4 nchw{shape.n, shape.c, shape.h, shape.w, DataFormat::nchw};
+    const Tensor4 plane_nchw{shape.n, 1, shape.h, shape.w, DataFormat::nchw};
+    const Tensor4 plane_nhwc{shape.n, 1, shape.h, shape.w, DataFormat::nhwc};
+    Buffer drawn = device_.allocate(sizeof(float) * nchw.count());
+    Buffer plane = device_.allocate(sizeof(float) * plane_nchw.count());
+    ops.fill_uniform_by_index(drawn.as<float>(), nchw.count(), shard.seed, kRandomStreamInputs,
+                              first_index, -1.0f, 1.0f);
+    for (int c = 0; c < shape.c; ++c) {
+      ops.copy_from_channels(nchw, drawn.as<float>(), c, plane_nchw, plane.as<float>());
+      ops.copy_into_channels(plane_nhwc, plane.as<float>(), shape, images, c);
+    }
+    device_.synchronize();  // the temporaries must outlive the copies
+  }
+
+  const CnnModel& model_;
+  Device& device_;
+  NetworkReplica network_;
+  Buffer labels_;  // (n)
+  SoftmaxCrossEntropy loss_;
+  const int32_t* step_ = nullptr;  // the runner's step counter: the same pointer every step
+};
+
+}  // namespace
+
+CnnModel::CnnModel(std::string name, const RunConfig& config, const ImageSpec& images,
+                   const BuildGraph& build)
+    : name_(std::move(name)), images_(images), batch_size_(config.batch_size) {
+  if (batch_size_ <= 0) throw ConfigError(name_ + ": the batch size must be positive");
+  const Tensor4 input{batch_size_, images.channels, images.height, images.width,
+                      parse_data_format(config.data_format)};
+  network_ = std::make_unique<Network>(layout_, input);
+  const TensorId logits = build(*network_, network_->input());
+  const Tensor4& out = network_->shape(logits);
+  if (out.c != images.classes || out.h != 1 || out.w != 1)
+    throw RuntimeError(name_ + ": the network ends in " + describe(out) + ", not " +
+                       std::to_string(images.classes) + " logits per sample");
+  layout_.finalize();
+  network_->finalize(logits);
+}
+
+std::vector<float> CnnModel::initial_parameters(uint64_t seed) const {
+  std::vector<float> values(layout_.total_count());
+  network_->initialize(seed, values);
+  return values;
+}
+
+std::unique_ptr<ModelReplica> CnnModel::create_replica(Device& device, ParameterSet& parameters,
+                                                       const ReplicaShard& shard) const {
+  if (shard.batch_size != batch_size_)
+    throw RuntimeError(name_ + " was built for a batch of " + std::to_string(batch_size_) +
+                       " per device, not " + std::to_string(shard.batch_size));
+  return std::make_unique<CnnReplica>(*this, device, parameters, shard);
+}
+
+}  // namespace dpbench

@@ -1,0 +1,60 @@
+// CnnModel: an image classifier built as a Network (models/network.h) trained on synthetic
+// images with softmax cross-entropy. Every model of the CNN zoo is one of these plus a function
+// that builds its graph; the factories below are what the model registry calls.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "engine/model.h"
+#include "engine/run_config.h"
+#include "models/network.h"
+
+namespace dpbench {
+
+// "NCHW" | "NHWC" -> DataFormat; throws ConfigError otherwise.
+DataFormat parse_data_format(const std::string& text);
+
+struct ImageSpec {
+  int channels = 3, height = 224, width = 224;
+  int classes = 1000;
+};
+
+class CnnModel : public Model {
+ public:
+  // Builds the graph from `images` (n, c, h, w) and returns the logits (n, classes, 1, 1).
+  using BuildGraph = std::function<TensorId(Network& network, TensorId images)>;
+
+  // The per-device batch and the data format come from the config (they fix every shape).
+  CnnModel(std::string name, const RunConfig& config, const ImageSpec& images,
+           const BuildGraph& build);
+
+  std::string name() const override { return name_; }
+  const ParameterLayout& layout() const override { return layout_; }
+  std::string unit() const override { return "images"; }
+  std::vector<float> initial_parameters(uint64_t seed) const override;
+  std::unique_ptr<ModelReplica> create_replica(Device& device, ParameterSet& parameters,
+                                               const ReplicaShard& shard) const override;
+
+  const Network& network() const { return *network_; }
+  const ImageSpec& images() const { return images_; }
+  int batch_size() const { return batch_size_; }
+
+ private:
+  std::string name_;
+  ImageSpec images_;
+  int batch_size_;
+  ParameterLayout layout_;
+  std::unique_ptr<Network> network_;
+};
+
+// The zoo (models/resnet.cpp, inception3.cpp, vgg16.cpp, cifar10_cnn.cpp).
+std::unique_ptr<CnnModel> create_resnet50_model(const RunConfig& config);
+std::unique_ptr<CnnModel> create_resnet101_model(const RunConfig& config);
+std::unique_ptr<CnnModel> create_resnet152_model(const RunConfig& config);
+std::unique_ptr<CnnModel> create_inception3_model(const RunConfig& config);
+std::unique_ptr<CnnModel> create_vgg16_model(const RunConfig& config);
+std::unique_ptr<CnnModel> create_cifar10_cnn_model(const RunConfig& config);
+
+}  // namespace dpbench

@@ -1,0 +1,60 @@
+// Batch normalisation forward and backward; the replica keeps the batch statistics between them.
+#include "models/layers/batch_norm.h"
+
+#include <algorithm>
+
+#include "engine/errors.h"
+
+namespace dpbench {
+namespace {
+
+struct BatchNormState : LayerState {
+  Buffer saved_mean;     // (c)
+  Buffer saved_inv_std;  // (c)
+};
+
+}  // namespace
+
+BatchNormLayer::BatchNormLayer(ParameterLayout& layout, const std::string& name,
+                               const Tensor4& input, float epsilon)
+    : Layer(name, input), shape_(input), epsilon_(epsilon) {
+  gamma_id_ = declare_parameter(layout, "gamma", {input.c});
+  beta_id_ = declare_parameter(layout, "beta", {input.c});
+}
+
+void BatchNormLayer::initialize(const ParameterLayout& layout, uint64_t,
+                                std::vector<float>& host_params) const {
+  auto fill = [&](int id, float value) {
+    const TensorView& view = layout.tensor(id);
+    std::fill_n(host_params.begin() + static_cast<std::ptrdiff_t>(view.offset), view.count, value);
+  };
+  fill(gamma_id_, 1.0f);
+  fill(beta_id_, 0.0f);
+}
+
+std::unique_ptr<LayerState> BatchNormLayer::create_state(Device& device, const ReplicaShard&) const {
+  auto state = std::make_unique<BatchNormState>();
+  state->saved_mean = device.allocate(sizeof(float) * shape_.c);
+  state->saved_inv_std = device.allocate(sizeof(float) * shape_.c);
+  return state;
+}
+
+void BatchNormLayer::forward(const LayerPass& pass, const int32_t*) const {
+  auto& state = static_cast<BatchNormState&>(*pass.state);
+  pass.ops->batch_norm_forward_training(shape_, pass.x[0], pass.params->parameter(gamma_id_),
+                                        pass.params->parameter(beta_id_), epsilon_, pass.y,
+                                        state.saved_mean.as<float>(),
+                                        state.saved_inv_std.as<float>());
+}
+
+void BatchNormLayer::backward(const LayerPass& pass, const int32_t*) const {
+  // The backend always produces dx; a batch norm straight on the images would need a scratch.
+  if (pass.dx[0] == nullptr) throw RuntimeError(name() + ": batch norm of the network input");
+  auto& state = static_cast<BatchNormState&>(*pass.state);
+  pass.ops->batch_norm_backward(shape_, pass.x[0], pass.dy, pass.params->parameter(gamma_id_),
+                                state.saved_mean.as<float>(), state.saved_inv_std.as<float>(),
+                                epsilon_, pass.dx[0], pass.params->gradient(gamma_id_),
+                                pass.params->gradient(beta_id_));
+}
+
+}  // namespace dpbench

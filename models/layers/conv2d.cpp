@@ -1,0 +1,63 @@
+// Convolution forward and backward (data, filter, bias) on the backend.
+#include "models/layers/conv2d.h"
+
+#include <algorithm>
+
+namespace dpbench {
+namespace {
+
+ConvGeometry geometry_of(const Tensor4& input, const Conv2dOptions& o) {
+  return make_conv_geometry(input, o.out_channels, o.kernel_h, o.kernel_w, o.stride, o.stride,
+                            o.padding, o.pad_h, o.pad_w);
+}
+
+}  // namespace
+
+Conv2dLayer::Conv2dLayer(ParameterLayout& layout, const std::string& name, const Tensor4& input,
+                         const Conv2dOptions& options)
+    : Layer(name, geometry_of(input, options).output), geometry_(geometry_of(input, options)) {
+  const FilterShape& f = geometry_.filter;
+  weights_id_ = declare_parameter(layout, "weights", {f.k, f.c, f.r, f.s});
+  if (options.bias) bias_id_ = declare_parameter(layout, "bias", {f.k});
+}
+
+void Conv2dLayer::initialize(const ParameterLayout& layout, uint64_t seed,
+                             std::vector<float>& host_params) const {
+  const FilterShape& f = geometry_.filter;
+  const int64_t fan_in = static_cast<int64_t>(f.c) * f.r * f.s;
+  float* weights = host_params.data() + layout.tensor(weights_id_).offset;
+  uint64_t logical = 0;  // ((k * c + in) * r + y) * s + x
+  for (int k = 0; k < f.k; ++k)
+    for (int in = 0; in < f.c; ++in)
+      for (int y = 0; y < f.r; ++y)
+        for (int x = 0; x < f.s; ++x)
+          weights[f.offset(k, in, y, x)] = he_uniform(seed, weights_id_, logical++, fan_in);
+  if (bias_id_ >= 0) {
+    const TensorView& bias = layout.tensor(bias_id_);
+    std::fill_n(host_params.begin() + static_cast<std::ptrdiff_t>(bias.offset), bias.count, 0.0f);
+  }
+}
+
+size_t Conv2dLayer::workspace_bytes(Backend& ops) const {
+  return ops.conv2d_workspace_bytes(geometry_);
+}
+
+void Conv2dLayer::forward(const LayerPass& pass, const int32_t*) const {
+  Backend& ops = *pass.ops;
+  ops.conv2d_forward(geometry_, pass.x[0], pass.params->parameter(weights_id_), pass.y,
+                     pass.workspace, pass.workspace_bytes);
+  if (bias_id_ >= 0) ops.add_channel_bias(geometry_.output, pass.y, pass.params->parameter(bias_id_));
+}
+
+void Conv2dLayer::backward(const LayerPass& pass, const int32_t*) const {
+  Backend& ops = *pass.ops;
+  ops.conv2d_backward_filter(geometry_, pass.x[0], pass.dy, pass.params->gradient(weights_id_),
+                             pass.workspace, pass.workspace_bytes);
+  if (bias_id_ >= 0)
+    ops.channel_bias_gradient(geometry_.output, pass.dy, pass.params->gradient(bias_id_));
+  if (pass.dx[0] != nullptr)
+    ops.conv2d_backward_data(geometry_, pass.dy, pass.params->parameter(weights_id_), pass.dx[0],
+                             pass.workspace, pass.workspace_bytes);
+}
+
+}  // namespace dpbench

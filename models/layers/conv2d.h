@@ -1,0 +1,39 @@
+// 2-D convolution layer with an optional per-channel bias. The filter is stored as the data
+// format wants it (KCRS for NCHW, KRSC for NHWC) but initialised by logical (k, c, r, s) index,
+// so both formats start from the same network.
+#pragma once
+
+#include "models/layers/layer.h"
+
+namespace dpbench {
+
+struct Conv2dOptions {
+  int out_channels = 0;
+  int kernel_h = 1, kernel_w = 1;
+  int stride = 1;
+  Padding padding = Padding::explicit_symmetric;
+  int pad_h = 0, pad_w = 0;  // with Padding::explicit_symmetric
+  bool bias = false;
+};
+
+class Conv2dLayer : public Layer {
+ public:
+  // Declares "<name>/weights" (k, c, r, s) and, with a bias, "<name>/bias" (k).
+  Conv2dLayer(ParameterLayout& layout, const std::string& name, const Tensor4& input,
+              const Conv2dOptions& options);
+
+  const ConvGeometry& geometry() const { return geometry_; }
+
+  void initialize(const ParameterLayout& layout, uint64_t seed,
+                  std::vector<float>& host_params) const override;
+  size_t workspace_bytes(Backend& ops) const override;
+  void forward(const LayerPass& pass, const int32_t* step) const override;
+  void backward(const LayerPass& pass, const int32_t* step) const override;
+
+ private:
+  ConvGeometry geometry_;
+  int weights_id_ = -1;
+  int bias_id_ = -1;  // -1: no bias
+};
+
+}  // namespace dpbench

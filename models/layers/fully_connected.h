@@ -1,0 +1,29 @@
+// Fully connected layer on an image tensor: flattens its (n, c, h, w) input to (n, c*h*w) for
+// free (the memory already is that matrix) and applies the dense layer. Flattened features
+// follow memory order, (c, h, w) for NCHW and (h, w, c) for NHWC, so the weight rows are
+// initialised by logical (c, h, w) index and stored at their memory position: both formats
+// start from the same network.
+#pragma once
+
+#include "models/layers/dense.h"
+#include "models/layers/layer.h"
+
+namespace dpbench {
+
+class FullyConnectedLayer : public Layer {
+ public:
+  // Declares "<name>/weights" (c*h*w, outputs) then "<name>/bias" (outputs).
+  FullyConnectedLayer(ParameterLayout& layout, const std::string& name, const Tensor4& input,
+                      int outputs);
+
+  void initialize(const ParameterLayout& layout, uint64_t seed,
+                  std::vector<float>& host_params) const override;
+  void forward(const LayerPass& pass, const int32_t* step) const override;
+  void backward(const LayerPass& pass, const int32_t* step) const override;
+
+ private:
+  Tensor4 input_;
+  DenseLayer dense_;
+};
+
+}  // namespace dpbench

@@ -1,0 +1,98 @@
+// Layer: one node op of a CNN graph (models/network.h), shared by all replicas. A layer holds only
+// what every replica shares (shapes, parameter ids); anything per device lives in a LayerState
+// the replica owns, and the replica hands each pass its buffers through a LayerPass.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/cnn_geometry.h"
+#include "engine/device.h"
+#include "engine/model.h"
+#include "engine/parameter_set.h"
+
+namespace dpbench {
+
+// Per-device buffers of one layer (batch-norm statistics, a dropout seed, ...).
+class LayerState {
+ public:
+  virtual ~LayerState() = default;
+};
+
+// The buffers of one node on one replica, fixed when the replica is set up (nothing per step).
+struct LayerPass {
+  Backend* ops = nullptr;
+  const ParameterSet* params = nullptr;
+  std::vector<const float*> x;  // one per input, each of that input's shape
+  // Input gradients, overwritten by backward; nullptr where none is wanted (the images).
+  std::vector<float*> dx;
+  float* y = nullptr;   // output
+  float* dy = nullptr;  // output gradient
+  LayerState* state = nullptr;
+  void* workspace = nullptr;  // shared by all layers of the replica
+  size_t workspace_bytes = 0;
+};
+
+class Layer {
+ public:
+  Layer(std::string name, Tensor4 output_shape) : name_(std::move(name)), output_(output_shape) {}
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  const std::string& name() const { return name_; }
+  const Tensor4& output_shape() const { return output_; }
+
+  bool has_parameters() const { return first_parameter_id_ >= 0; }
+  // Tensors [first, last] were declared consecutively, so their gradients form one range.
+  GradientRange gradient_range(const ParameterLayout& layout) const {
+    return layout.range_of(first_parameter_id_, last_parameter_id_);
+  }
+  // Writes this layer's initial values into the flat host vector (the model's layout).
+  virtual void initialize(const ParameterLayout& layout, uint64_t seed,
+                          std::vector<float>& host_params) const {}
+
+  virtual std::unique_ptr<LayerState> create_state(Device& device, const ReplicaShard& shard) const {
+    return nullptr;
+  }
+  // Scratch the passes need; the replica allocates the maximum over its layers once.
+  virtual size_t workspace_bytes(Backend& ops) const { return 0; }
+
+  // In place: the output may share the input's buffer and dx may share dy's (ReLU).
+  virtual bool can_run_in_place() const { return false; }
+  // Backward reads the forward output (ReLU, pooling), so nothing may overwrite it in place.
+  virtual bool backward_reads_output() const { return false; }
+
+  // `step` is the device-side step number (the same pointer every step).
+  virtual void forward(const LayerPass& pass, const int32_t* step) const = 0;
+  virtual void backward(const LayerPass& pass, const int32_t* step) const = 0;
+
+ protected:
+  // Declares a parameter tensor; layers declare theirs in forward order from their constructor.
+  int declare_parameter(ParameterLayout& layout, const std::string& suffix,
+                        std::vector<int64_t> shape) {
+    const int id = layout.declare(name_ + "/" + suffix, std::move(shape));
+    if (first_parameter_id_ < 0) first_parameter_id_ = id;
+    last_parameter_id_ = id;
+    return id;
+  }
+  // For parameters a wrapped layer declared itself (consecutively, in forward order).
+  void claim_parameters(int first_id, int last_id) {
+    first_parameter_id_ = first_id;
+    last_parameter_id_ = last_id;
+  }
+
+ private:
+  std::string name_;
+  Tensor4 output_;
+  int first_parameter_id_ = -1, last_parameter_id_ = -1;
+};
+
+// He-uniform values (limit sqrt(6 / fan_in)) for logical index i of parameter tensor `id`,
+// so the draw never depends on how the tensor is stored.
+float he_uniform(uint64_t seed, int tensor_id, uint64_t logical_index, int64_t fan_in);
+
+}  // namespace dpbench

@@ -1,0 +1,226 @@
+// Network building, buffer and gradient planning, and the per-replica passes.
+#include "models/network.h"
+
+#include <algorithm>
+
+#include "engine/errors.h"
+#include "models/layers/batch_norm.h"
+#include "models/layers/concat.h"
+#include "models/layers/dropout.h"
+#include "models/layers/fully_connected.h"
+#include "models/layers/relu.h"
+#include "models/layers/residual_add.h"
+
+namespace dpbench {
+
+Network::Network(ParameterLayout& layout, const Tensor4& input_shape) : layout_(layout) {
+  make_tensor(input_shape, -1);
+}
+
+TensorId Network::make_tensor(const Tensor4& shape, int producer) {
+  TensorInfo info;
+  info.shape = shape;
+  info.producer = producer;
+  tensors_.push_back(info);
+  return static_cast<TensorId>(tensors_.size()) - 1;
+}
+
+TensorId Network::add_node(std::unique_ptr<Layer> layer, const std::vector<TensorId>& inputs) {
+  if (finalized_) throw RuntimeError("Network: cannot add '" + layer->name() + "' after finalize()");
+  if (!node_by_name_.emplace(layer->name(), static_cast<int>(nodes_.size())).second)
+    throw RuntimeError("Network: two nodes are called '" + layer->name() + "'");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i] < 0 || inputs[i] >= static_cast<TensorId>(tensors_.size()))
+      throw RuntimeError("Network: '" + layer->name() + "' reads an unknown tensor");
+    // One gradient slot per input keeps accumulation simple; no model reads a tensor twice.
+    if (std::count(inputs.begin(), inputs.end(), inputs[i]) > 1)
+      throw RuntimeError("Network: '" + layer->name() + "' reads the same tensor twice");
+  }
+  const int index = static_cast<int>(nodes_.size());
+  for (TensorId input : inputs) tensors_[input].consumers.push_back(index);
+  Node node;
+  node.inputs = inputs;
+  node.output = make_tensor(layer->output_shape(), index);
+  node.layer = std::move(layer);
+  nodes_.push_back(std::move(node));
+  return nodes_.back().output;
+}
+
+TensorId Network::conv(TensorId x, const std::string& name, const Conv2dOptions& options) {
+  return add_node(std::make_unique<Conv2dLayer>(layout_, name, shape(x), options), {x});
+}
+
+TensorId Network::batch_norm(TensorId x, const std::string& name, float epsilon) {
+  return add_node(std::make_unique<BatchNormLayer>(layout_, name, shape(x), epsilon), {x});
+}
+
+TensorId Network::relu(TensorId x, const std::string& name) {
+  return add_node(std::make_unique<ReluLayer>(name, shape(x)), {x});
+}
+
+TensorId Network::pool(TensorId x, const std::string& name, const PoolOptions& options) {
+  return add_node(std::make_unique<PoolingLayer>(name, shape(x), options), {x});
+}
+
+TensorId Network::global_average_pool(TensorId x, const std::string& name) {
+  const Tensor4& in = shape(x);
+  if (in.h != in.w) throw RuntimeError(name + ": global pooling of a non-square " + describe(in));
+  // No padding, so both average modes agree.
+  return pool(x, name, PoolOptions{PoolMode::average_include_padding, in.h, 1, Padding::valid, 0});
+}
+
+TensorId Network::dropout(TensorId x, const std::string& name, float rate) {
+  const uint64_t layer_key = nodes_.size();
+  return add_node(std::make_unique<DropoutLayer>(name, shape(x), rate, layer_key), {x});
+}
+
+TensorId Network::concat(const std::vector<TensorId>& branches, const std::string& name) {
+  std::vector<Tensor4> shapes;
+  for (TensorId branch : branches) shapes.push_back(shape(branch));
+  return add_node(std::make_unique<ConcatLayer>(name, shapes), branches);
+}
+
+TensorId Network::add(TensorId main_path, TensorId shortcut, const std::string& name) {
+  return add_node(std::make_unique<ResidualAddLayer>(name, shape(main_path), shape(shortcut)),
+                  {main_path, shortcut});
+}
+
+TensorId Network::fully_connected(TensorId x, const std::string& name, int outputs) {
+  return add_node(std::make_unique<FullyConnectedLayer>(layout_, name, shape(x), outputs), {x});
+}
+
+TensorId Network::find(const std::string& name) const {
+  const auto it = node_by_name_.find(name);
+  if (it == node_by_name_.end()) throw RuntimeError("Network: no node called '" + name + "'");
+  return nodes_[it->second].output;
+}
+
+void Network::finalize(TensorId logits) {
+  if (logits <= 0 || logits >= static_cast<TensorId>(tensors_.size()))
+    throw RuntimeError("Network: the logits must be a node's output");
+  logits_ = logits;
+  plan_buffers();
+  plan_gradient_accumulation();
+  finalized_ = true;
+}
+
+void Network::plan_buffers() {
+  auto new_buffer = [&](const Tensor4& shape) {
+    buffer_counts_.push_back(shape.count());
+    return static_cast<int>(buffer_counts_.size()) - 1;
+  };
+  tensors_[0].value_buffer = new_buffer(tensors_[0].shape);
+  for (Node& node : nodes_) {
+    TensorInfo& out = tensors_[node.output];
+    if (node.layer->can_run_in_place() && !node.inputs.empty()) {
+      const TensorInfo& in = tensors_[node.inputs[0]];
+      // Overwriting the input is safe when this node is its only reader, nothing needs the
+      // input's values in backward (its producer does not read its output; this node reads only
+      // its own output), and the input is not the data, which stays the same every step.
+      node.in_place = node.inputs[0] != input() && in.consumers.size() == 1 &&
+                      !nodes_[in.producer].layer->backward_reads_output();
+    }
+    if (node.in_place) {
+      out.value_buffer = tensors_[node.inputs[0]].value_buffer;
+      out.gradient_buffer = tensors_[node.inputs[0]].gradient_buffer;
+    } else {
+      out.value_buffer = new_buffer(out.shape);
+      // The fused loss turns the logits into their gradient, so they share a buffer.
+      out.gradient_buffer = node.output == logits_ ? out.value_buffer : new_buffer(out.shape);
+    }
+  }
+  const Node& logits_producer = nodes_[tensors_[logits_].producer];
+  if (logits_producer.in_place || logits_producer.layer->backward_reads_output())
+    throw RuntimeError("Network: the logits must come from a layer whose output the loss may overwrite");
+}
+
+void Network::plan_gradient_accumulation() {
+  scratch_count_ = 0;
+  for (size_t index = 0; index < nodes_.size(); ++index) {
+    Node& node = nodes_[index];
+    node.scratch_offset.assign(node.inputs.size(), -1);
+    size_t offset = 0;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const TensorInfo& in = tensors_[node.inputs[i]];
+      const bool last_reader = in.consumers.back() == static_cast<int>(index);
+      if (node.inputs[i] == input() || last_reader) continue;
+      node.scratch_offset[i] = static_cast<long long>(offset);
+      offset += in.shape.count();
+    }
+    scratch_count_ = std::max(scratch_count_, offset);
+  }
+}
+
+void Network::initialize(uint64_t seed, std::vector<float>& host_params) const {
+  for (const Node& node : nodes_) node.layer->initialize(layout_, seed, host_params);
+}
+
+// ---- NetworkReplica -------------------------------------------------------------------------
+
+NetworkReplica::NetworkReplica(const Network& network, Device& device, ParameterSet& params,
+                               const ReplicaShard& shard)
+    : network_(network), device_(device), params_(params) {
+  for (size_t count : network.buffer_counts()) buffers_.push_back(device.allocate(sizeof(float) * count));
+  Backend& ops = device.ops();
+  size_t workspace_bytes = 0;
+  for (const Network::Node& node : network.nodes()) {
+    states_.push_back(node.layer->create_state(device, shard));
+    workspace_bytes = std::max(workspace_bytes, node.layer->workspace_bytes(ops));
+  }
+  workspace_ = device.allocate(workspace_bytes);
+  scratch_ = device.allocate(sizeof(float) * network.scratch_count());
+
+  const std::vector<Network::Node>& nodes = network.nodes();
+  for (size_t index = 0; index < nodes.size(); ++index) {
+    const Network::Node& node = nodes[index];
+    LayerPass pass;
+    pass.ops = &ops;
+    pass.params = &params;
+    pass.y = values(node.output);
+    pass.dy = gradients(node.output);
+    pass.state = states_[index].get();
+    pass.workspace = workspace_.data();
+    pass.workspace_bytes = workspace_bytes;
+    std::vector<Accumulation> accumulations;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const TensorId in = node.inputs[i];
+      pass.x.push_back(values(in));
+      if (node.scratch_offset[i] < 0) {
+        pass.dx.push_back(gradients(in));
+      } else {
+        float* scratch = scratch_.as<float>() + node.scratch_offset[i];
+        pass.dx.push_back(scratch);
+        accumulations.push_back({scratch, gradients(in), network.shape(in).count()});
+      }
+    }
+    passes_.push_back(std::move(pass));
+    accumulations_.push_back(std::move(accumulations));
+  }
+}
+
+float* NetworkReplica::values(TensorId tensor) const {
+  return buffers_.at(network_.value_buffer(tensor)).as<float>();
+}
+
+float* NetworkReplica::gradients(TensorId tensor) const {
+  const int buffer = network_.gradient_buffer(tensor);
+  return buffer < 0 ? nullptr : buffers_.at(buffer).as<float>();
+}
+
+void NetworkReplica::forward(const int32_t* step) {
+  const std::vector<Network::Node>& nodes = network_.nodes();
+  for (size_t index = 0; index < nodes.size(); ++index) nodes[index].layer->forward(passes_[index], step);
+}
+
+void NetworkReplica::backward(const int32_t* step, GradientAnnouncer& announcer) {
+  const std::vector<Network::Node>& nodes = network_.nodes();
+  Backend& ops = device_.ops();
+  for (size_t index = nodes.size(); index-- > 0;) {
+    const Layer& layer = *nodes[index].layer;
+    layer.backward(passes_[index], step);
+    for (const Accumulation& a : accumulations_[index]) ops.axpy(1.0f, a.scratch, a.gradient, a.count);
+    if (layer.has_parameters()) announcer.announce(layer.gradient_range(params_.layout()));
+  }
+}
+
+}  // namespace dpbench

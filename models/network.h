@@ -1,0 +1,135 @@
+// Network: a CNN as a graph of layers, shared by all replicas, and NetworkReplica, its buffers
+// and passes on one device.
+//
+// A model builds the graph in forward order: each call adds one node (a Layer) that reads earlier
+// tensors and produces one new tensor, so skip connections (add) and branches (concat) are just
+// nodes with several inputs. finalize() then plans, once for all replicas:
+// - buffers: every tensor gets an activation buffer and a gradient buffer, except that in-place
+//   layers (ReLU, residual add) reuse their first input's buffers where nothing else reads that
+//   input, and the logits' gradient reuses the logits (the fused loss overwrites them);
+// - gradient accumulation: a tensor read by several nodes receives its gradient from each of them.
+//   Backward runs nodes in reverse, so the last reader in forward order writes the gradient
+//   directly and every earlier reader writes into a scratch buffer that is then added to it.
+// Parameters are declared in node order, so a node's tensors form one contiguous gradient range,
+// and ranges become ready in ascending offset order as backward walks the nodes in reverse.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model.h"
+#include "models/layers/conv2d.h"
+#include "models/layers/layer.h"
+#include "models/layers/pooling.h"
+
+namespace dpbench {
+
+using TensorId = int;
+
+class Network {
+ public:
+  // The network input is tensor 0; it needs no gradient.
+  Network(ParameterLayout& layout, const Tensor4& input_shape);
+
+  TensorId input() const { return 0; }
+  DataFormat format() const { return tensors_.front().shape.format; }
+  const Tensor4& shape(TensorId tensor) const { return tensors_.at(tensor).shape; }
+  ParameterLayout& layout() { return layout_; }
+
+  // ---- building, in forward order; `name` names the node (unique) and prefixes its parameters
+  TensorId conv(TensorId x, const std::string& name, const Conv2dOptions& options);
+  TensorId batch_norm(TensorId x, const std::string& name, float epsilon);
+  TensorId relu(TensorId x, const std::string& name);
+  TensorId pool(TensorId x, const std::string& name, const PoolOptions& options);
+  TensorId global_average_pool(TensorId x, const std::string& name);  // (n, c, h, w) -> (n, c, 1, 1)
+  TensorId dropout(TensorId x, const std::string& name, float rate);
+  TensorId concat(const std::vector<TensorId>& branches, const std::string& name);
+  // Puts the result over `main_path` where it can, so pass the single-use operand there.
+  TensorId add(TensorId main_path, TensorId shortcut, const std::string& name);
+  TensorId fully_connected(TensorId x, const std::string& name, int outputs);
+  // Any layer; it must already have declared its parameters (in forward order).
+  TensorId add_node(std::unique_ptr<Layer> layer, const std::vector<TensorId>& inputs);
+
+  // Ends building: `logits` (n, classes, 1, 1) is what the loss reads. Plans buffers and gradients.
+  void finalize(TensorId logits);
+
+  // ---- queries
+  struct Node {
+    std::unique_ptr<Layer> layer;
+    std::vector<TensorId> inputs;
+    TensorId output = -1;
+    bool in_place = false;  // output (and dx[0]) share input 0's buffers
+    // Per input: its gradient goes straight into the tensor's gradient buffer (the last reader)
+    // or through scratch at this offset (in elements) and is then added; -1 = straight.
+    std::vector<long long> scratch_offset;
+  };
+  const std::vector<Node>& nodes() const { return nodes_; }
+  // The output of the node called `name`; throws when there is none.
+  TensorId find(const std::string& name) const;
+  TensorId logits() const { return logits_; }
+  size_t num_tensors() const { return tensors_.size(); }
+  // Buffer ids (into buffer_counts()) of a tensor's values and gradient (-1: none).
+  int value_buffer(TensorId tensor) const { return tensors_.at(tensor).value_buffer; }
+  int gradient_buffer(TensorId tensor) const { return tensors_.at(tensor).gradient_buffer; }
+  const std::vector<size_t>& buffer_counts() const { return buffer_counts_; }  // elements
+  size_t scratch_count() const { return scratch_count_; }
+
+  void initialize(uint64_t seed, std::vector<float>& host_params) const;
+
+ private:
+  struct TensorInfo {
+    Tensor4 shape;
+    int producer = -1;            // node index; -1 for the input
+    std::vector<int> consumers;   // node indices, ascending
+    int value_buffer = -1, gradient_buffer = -1;
+  };
+  TensorId make_tensor(const Tensor4& shape, int producer);
+  void plan_buffers();
+  void plan_gradient_accumulation();
+
+  ParameterLayout& layout_;
+  std::vector<TensorInfo> tensors_;
+  std::vector<Node> nodes_;
+  std::map<std::string, int> node_by_name_;
+  TensorId logits_ = -1;
+  std::vector<size_t> buffer_counts_;
+  size_t scratch_count_ = 0;
+  bool finalized_ = false;
+};
+
+// One replica's activations, activation gradients, layer states and workspace, all allocated
+// here once; forward and backward only enqueue ops.
+class NetworkReplica {
+ public:
+  NetworkReplica(const Network& network, Device& device, ParameterSet& params,
+                 const ReplicaShard& shard);
+
+  float* values(TensorId tensor) const;
+  float* gradients(TensorId tensor) const;  // nullptr for the input
+
+  // Every node in order; the logits end up in values(logits()).
+  void forward(const int32_t* step);
+  // Expects d(loss)/d(logits) in gradients(logits()); fills the parameter gradients and announces
+  // each node's range as soon as it is final.
+  void backward(const int32_t* step, GradientAnnouncer& announcer);
+
+ private:
+  struct Accumulation {
+    const float* scratch;
+    float* gradient;
+    size_t count;
+  };
+  const Network& network_;
+  Device& device_;
+  const ParameterSet& params_;
+  std::vector<Buffer> buffers_;
+  Buffer workspace_;
+  Buffer scratch_;
+  std::vector<std::unique_ptr<LayerState>> states_;
+  std::vector<LayerPass> passes_;                       // per node
+  std::vector<std::vector<Accumulation>> accumulations_;  // per node, after its backward
+};
+
+}  // namespace dpbench

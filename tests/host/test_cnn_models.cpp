@@ -1,0 +1,334 @@
+// The CNN zoo: exact parameter counts and key shapes (building the graph only, cheap), the
+// network's planning (in-place buffers, gradient accumulation, readiness-ordered ranges), and
+// end-to-end training of every model on the reference backend in both data formats.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "engine/device_factory.h"
+#include "engine/run_config.h"
+#include "models/cnn_model.h"
+#include "models/model_registry.h"
+#include "tests/host/test_support.h"
+
+using dpbench::testing::read_json;
+using dpbench::testing::run_cli;
+using dpbench::testing::TempDir;
+
+namespace {
+
+struct ExpectedModel {
+  const char* name;
+  int64_t parameters;
+};
+
+// torchvision's counts (sum of p.numel() over parameters; BN running statistics are buffers).
+const ExpectedModel kZoo[] = {
+    {"resnet50", 25557032},   {"resnet101", 44549160}, {"resnet152", 60192808},
+    {"inception3", 23834568}, {"vgg16", 138357544},    {"cifar10_cnn", 1250858},
+};
+
+std::unique_ptr<dpbench::Model> build(const std::string& name, const std::string& format = "NCHW",
+                                      int batch = 1) {
+  dpbench::RunConfig config;
+  config.model = name;
+  config.batch_size = batch;
+  config.data_format = format;
+  const dpbench::ModelEntry* entry = dpbench::find_model(name);
+  REQUIRE(entry != nullptr);
+  REQUIRE(entry->implemented);
+  return entry->create(config);
+}
+
+const dpbench::Network& network_of(const dpbench::Model& model) {
+  return dynamic_cast<const dpbench::CnnModel&>(model).network();
+}
+
+dpbench::Tensor4 shape_after(const dpbench::Model& model, const std::string& node) {
+  const dpbench::Network& net = network_of(model);
+  return net.shape(net.find(node));
+}
+
+}  // namespace
+
+TEST_CASE("every CNN has exactly the parameter count of its torchvision/Keras twin", "[cnn_models]") {
+  for (const ExpectedModel& expected : kZoo) {
+    for (const char* format : {"NCHW", "NHWC"}) {
+      INFO(expected.name << " " << format);
+      const auto model = build(expected.name, format);
+      CHECK(static_cast<int64_t>(model->layout().total_count()) == expected.parameters);
+      CHECK(model->unit() == "images");
+    }
+  }
+}
+
+TEST_CASE("key feature maps have the torchvision shapes", "[cnn_models]") {
+  using dpbench::Tensor4;
+  using dpbench::DataFormat;
+  const auto resnet = build("resnet50", "NCHW", 2);
+  CHECK(shape_after(*resnet, "maxpool") == Tensor4{2, 64, 56, 56, DataFormat::nchw});
+  CHECK(shape_after(*resnet, "layer1.2.relu3") == Tensor4{2, 256, 56, 56, DataFormat::nchw});
+  CHECK(shape_after(*resnet, "layer2.0.relu3") == Tensor4{2, 512, 28, 28, DataFormat::nchw});
+  CHECK(shape_after(*resnet, "layer4.2.relu3") == Tensor4{2, 2048, 7, 7, DataFormat::nchw});
+  CHECK(shape_after(*resnet, "fc") == Tensor4{2, 1000, 1, 1, DataFormat::nchw});
+
+  const auto inception = build("inception3", "NHWC");
+  CHECK(shape_after(*inception, "maxpool2") == Tensor4{1, 192, 35, 35, DataFormat::nhwc});
+  CHECK(shape_after(*inception, "Mixed_5b") == Tensor4{1, 256, 35, 35, DataFormat::nhwc});
+  CHECK(shape_after(*inception, "Mixed_5d") == Tensor4{1, 288, 35, 35, DataFormat::nhwc});
+  CHECK(shape_after(*inception, "Mixed_6e") == Tensor4{1, 768, 17, 17, DataFormat::nhwc});
+  CHECK(shape_after(*inception, "Mixed_7a") == Tensor4{1, 1280, 8, 8, DataFormat::nhwc});
+  CHECK(shape_after(*inception, "Mixed_7c") == Tensor4{1, 2048, 8, 8, DataFormat::nhwc});
+
+  const auto vgg = build("vgg16");
+  CHECK(shape_after(*vgg, "features.pool5") == Tensor4{1, 512, 7, 7, DataFormat::nchw});
+  const auto cifar = build("cifar10_cnn");
+  CHECK(shape_after(*cifar, "pool2") == Tensor4{1, 64, 6, 6, DataFormat::nchw});
+}
+
+TEST_CASE("initial parameters do not depend on the data format", "[cnn_models]") {
+  // Filters are stored KCRS vs KRSC and the first dense rows (c,h,w) vs (h,w,c), so the flat
+  // vectors differ in order but hold the same multiset of values, and filter element (k,c,r,s)
+  // matches across formats.
+  const auto nchw = build("cifar10_cnn", "NCHW");
+  const auto nhwc = build("cifar10_cnn", "NHWC");
+  std::vector<float> a = nchw->initial_parameters(7), b = nhwc->initial_parameters(7);
+  REQUIRE(a.size() == b.size());
+  const dpbench::ParameterLayout& layout = nchw->layout();
+  const int conv2 = 2;  // conv1/weights, conv1/bias, conv2/weights
+  REQUIRE(layout.tensor(conv2).name == "conv2/weights");
+  const dpbench::FilterShape kcrs{32, 32, 3, 3, dpbench::DataFormat::nchw};
+  const dpbench::FilterShape krsc{32, 32, 3, 3, dpbench::DataFormat::nhwc};
+  const size_t base = layout.tensor(conv2).offset;
+  CHECK(a[base + kcrs.offset(5, 7, 1, 2)] == b[base + krsc.offset(5, 7, 1, 2)]);
+  CHECK(a[base + kcrs.offset(31, 0, 2, 0)] == b[base + krsc.offset(31, 0, 2, 0)]);
+  CHECK(a != b);
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  CHECK(a == b);
+  // He-uniform: every conv2 weight within sqrt(6 / (32 * 9)).
+  const float limit = std::sqrt(6.0f / (32 * 9));
+  const std::vector<float> values = nchw->initial_parameters(7);
+  for (size_t i = 0; i < layout.tensor(conv2).count; ++i) CHECK(std::abs(values[base + i]) <= limit);
+}
+
+TEST_CASE("the network plans in-place buffers and gradient accumulation", "[cnn_models]") {
+  const auto resnet = build("resnet50");
+  const dpbench::Network& net = network_of(*resnet);
+  // bn3 -> add -> relu3 share one buffer; the block input feeds conv1, the add (or downsample)
+  // and so needs scratch for all but its last reader.
+  const dpbench::TensorId bn3 = net.find("layer1.1.bn3"), add = net.find("layer1.1.add"),
+                          relu = net.find("layer1.1.relu3");
+  CHECK(net.value_buffer(add) == net.value_buffer(bn3));
+  CHECK(net.value_buffer(relu) == net.value_buffer(bn3));
+  CHECK(net.gradient_buffer(relu) == net.gradient_buffer(bn3));
+  // Pool backward reads its input: the ReLU before a pool must not be overwritten.
+  CHECK(net.value_buffer(net.find("relu")) == net.value_buffer(net.find("bn1")));
+  CHECK(net.value_buffer(net.find("maxpool")) != net.value_buffer(net.find("relu")));
+  CHECK(net.gradient_buffer(net.input()) == -1);
+  CHECK(net.gradient_buffer(net.logits()) == net.value_buffer(net.logits()));
+  CHECK(net.scratch_count() > 0);
+
+  // Ranges come out in readiness order: each node's range starts where the previous one ended.
+  size_t expected_offset = 0;
+  const auto& nodes = net.nodes();
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    if (!it->layer->has_parameters()) continue;
+    const dpbench::GradientRange range = it->layer->gradient_range(resnet->layout());
+    CHECK(range.offset == expected_offset);
+    expected_offset = range.end();
+  }
+  CHECK(expected_offset == resnet->layout().total_count());
+}
+
+namespace {
+
+// A small graph with every layer kind and every kind of edge: a tensor read by four nodes
+// (gradient accumulation), branches joined by concat, an in-place residual add and ReLUs.
+dpbench::TensorId build_tiny_graph(dpbench::Network& net, dpbench::TensorId images) {
+  using namespace dpbench;
+  auto conv = [&](TensorId x, const std::string& name, int out, int kernel, bool bias) {
+    Conv2dOptions o;
+    o.out_channels = out;
+    o.kernel_h = o.kernel_w = kernel;
+    o.padding = Padding::same;
+    o.bias = bias;
+    return net.conv(x, name, o);
+  };
+  TensorId r1 = net.relu(net.batch_norm(conv(images, "conv1", 6, 3, true), "bn1", 1e-5f), "relu1");
+  const TensorId a = conv(r1, "branch_a", 4, 1, false);
+  const TensorId pooled = net.pool(r1, "avg_pool", PoolOptions{PoolMode::average_include_padding, 3,
+                                                              1, Padding::explicit_symmetric, 1});
+  const TensorId b = conv(pooled, "branch_b", 4, 1, false);
+  const TensorId shortcut = conv(r1, "shortcut", 8, 1, false);
+  TensorId x = net.add(net.concat({a, b}, "concat"), shortcut, "add");
+  x = net.relu(x, "relu2");
+  x = net.pool(x, "max_pool", PoolOptions{PoolMode::max, 2, 2, Padding::valid, 0});  // (n, 8, 4, 4)
+  x = net.dropout(x, "dropout", 0.25f);
+  return net.fully_connected(x, "fc", 4);
+}
+
+class RecordingAnnouncer : public dpbench::GradientAnnouncer {
+ public:
+  void announce(dpbench::GradientRange range) override { ranges.push_back(range); }
+  std::vector<dpbench::GradientRange> ranges;
+};
+
+}  // namespace
+
+TEST_CASE("backward through the graph matches finite differences of the loss", "[cnn_models]") {
+  for (const char* format : {"NCHW", "NHWC"}) {
+    INFO(format);
+    dpbench::RunConfig config;
+    config.batch_size = 3;
+    config.data_format = format;
+    const dpbench::CnnModel model("tiny", config, dpbench::ImageSpec{3, 8, 8, 4}, build_tiny_graph);
+    // accumulation: relu1's output is read by branch_a, avg_pool and shortcut
+    CHECK(model.network().scratch_count() > 0);
+
+    std::unique_ptr<dpbench::Device> device = dpbench::create_reference_device(0);
+    dpbench::ParameterSet params(*device, model.layout());
+    std::vector<float> values = model.initial_parameters(11);
+    params.upload(values);
+    dpbench::Buffer loss = device->allocate(sizeof(float));
+    dpbench::Buffer step = device->allocate(sizeof(int32_t));
+    const int32_t step_number = 5;  // any fixed step: the same dropout mask in every pass
+    device->copy_from_host(step.data(), &step_number, sizeof(step_number));
+    dpbench::ReplicaShard shard{0, 1, 3, 42};
+    const auto replica = model.create_replica(*device, params, shard);
+    const dpbench::StepContext context{loss.as<float>(), step.as<int32_t>()};
+
+    auto loss_at = [&](const std::vector<float>& at) {
+      params.upload(at);
+      replica->forward(context);
+      float value = 0;
+      device->copy_to_host(&value, loss.data(), sizeof(value));
+      return static_cast<double>(value);
+    };
+    loss_at(values);
+    RecordingAnnouncer announcer;
+    replica->backward(announcer);
+    std::vector<float> gradients(params.count());
+    device->copy_to_host(gradients.data(), params.gradients(), sizeof(float) * gradients.size());
+
+    // Every parameter's gradient announced once, in ascending contiguous ranges.
+    size_t next = 0;
+    for (const dpbench::GradientRange& range : announcer.ranges) {
+      CHECK(range.offset == next);
+      next = range.end();
+    }
+    CHECK(next == params.count());
+
+    // Central differences in fp32. With h = 3e-4 and a loss near 1.4, rounding of the loss puts
+    // about 3e-4 of noise into each estimate (hence the absolute 2e-3: conv1's bias, followed by
+    // batch norm, has an exact gradient of 0). A larger h lets ReLU and max-pool switches into
+    // [-h, h] (h = 1e-3 already moves bn1/beta by 5%); this h keeps them out for this seed.
+    const double h = 3e-4;
+    for (const dpbench::TensorView& tensor : model.layout().tensors()) {
+      for (size_t k = 0; k < tensor.count; k += (tensor.count < 10 ? 1 : tensor.count / 3)) {
+        const size_t i = tensor.offset + k;
+        std::vector<float> plus = values, minus = values;
+        plus[i] += static_cast<float>(h);
+        minus[i] -= static_cast<float>(h);
+        const double numeric = (loss_at(plus) - loss_at(minus)) / (2 * h);
+        INFO(tensor.name << "[" << k << "]: numeric " << numeric << ", backward " << gradients[i]);
+        CHECK(std::abs(numeric - gradients[i]) <= 2e-3 + 3e-2 * std::abs(numeric));
+      }
+    }
+  }
+}
+
+TEST_CASE("a wrong data format or batch is refused", "[cnn_models]") {
+  dpbench::RunConfig config;
+  config.batch_size = 2;
+  config.data_format = "NWHC";
+  CHECK_THROWS_WITH(dpbench::create_cifar10_cnn_model(config), Catch::Contains("NCHW or NHWC"));
+  config.data_format = "NCHW";
+  config.batch_size = 0;
+  CHECK_THROWS(dpbench::create_cifar10_cnn_model(config));
+}
+
+namespace {
+
+nlohmann::json run_reference(const TempDir& dir, const std::string& name,
+                             const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"--device=cpu", "--num_gpus=1", "--display_every=1000",
+                                   "--result_file=" + dir.file(name + ".json")};
+  args.insert(args.end(), extra.begin(), extra.end());
+  REQUIRE(run_cli(args) == 0);
+  return read_json(dir.file(name + ".json"));
+}
+
+}  // namespace
+
+TEST_CASE("cifar10_cnn's loss falls on its fixed batch in both formats", "[cnn_models]") {
+  TempDir dir;
+  for (const std::string format : {"NCHW", "NHWC"}) {
+    // lr 0.01 diverges here: He-initialised, unnormalised layers on a batch of 2.
+    const nlohmann::json result =
+        run_reference(dir, format, {"--model=cifar10_cnn", "--data_format=" + format,
+                                    "--batch_size=2", "--num_batches=15", "--num_warmup_batches=0",
+                                    "--optimizer=momentum", "--learning_rate=0.001"});
+    const auto& steps = result["steps"];
+    REQUIRE(steps.size() == 15);
+    const double first = steps.front()["loss"];
+    INFO(format << ": first loss " << first << ", last loss " << steps.back()["loss"].get<double>());
+    for (const auto& step : steps) CHECK(std::isfinite(step["loss"].get<double>()));
+    CHECK(first == Approx(std::log(10.0)).margin(1.5));  // near chance at initialisation
+    // Two samples are soon memorised; dropout makes single steps noisy, so average the last five.
+    double last_five = 0;
+    for (size_t i = steps.size() - 5; i < steps.size(); ++i) last_five += steps[i]["loss"].get<double>();
+    CHECK(last_five / 5 < 0.5 * first);
+    CHECK(result["summary"]["num_parameters"] == 1250858);
+  }
+}
+
+namespace {
+
+// One test case per model, so CTest can run them side by side: each takes tens of seconds here.
+void check_trains_end_to_end_in_both_formats(const char* name) {
+  TempDir dir;
+  const auto expected = std::find_if(std::begin(kZoo), std::end(kZoo),
+                                     [&](const ExpectedModel& model) { return std::string(model.name) == name; });
+  REQUIRE(expected != std::end(kZoo));
+  std::vector<double> first_losses;
+  for (const std::string format : {"NCHW", "NHWC"}) {
+    INFO(name << " " << format);
+    const nlohmann::json result = run_reference(
+        dir, std::string(name) + format,
+        {"--model=" + std::string(name), "--data_format=" + format, "--batch_size=1",
+         "--num_batches=2", "--num_warmup_batches=0", "--learning_rate=0.0001"});
+    CHECK(result["summary"]["num_parameters"] == expected->parameters);
+    CHECK(result["summary"]["unit"] == "images/s");
+    REQUIRE(result["steps"].size() == 2);
+    for (const auto& step : result["steps"]) CHECK(std::isfinite(step["loss"].get<double>()));
+    CHECK(std::isfinite(result["summary"]["param_norm"].get<double>()));
+    first_losses.push_back(result["steps"][0]["loss"].get<double>());
+  }
+  // Same images, labels and initial network in both layouts; these models drop out only
+  // (n, c, 1, 1) tensors, whose memory order is the same in both, so the masks agree too. What
+  // differs is fp32 summation order (~1e-6 relative per op over ~100 layers).
+  INFO(name << ": first loss NCHW " << first_losses[0] << ", NHWC " << first_losses[1]);
+  CHECK(first_losses[0] == Approx(first_losses[1]).epsilon(1e-3));
+}
+
+}  // namespace
+
+TEST_CASE("resnet50 trains end to end on the reference backend in both formats", "[cnn_models][slow]") {
+  check_trains_end_to_end_in_both_formats("resnet50");
+}
+TEST_CASE("resnet101 trains end to end on the reference backend in both formats", "[cnn_models][slow]") {
+  check_trains_end_to_end_in_both_formats("resnet101");
+}
+TEST_CASE("resnet152 trains end to end on the reference backend in both formats", "[cnn_models][slow]") {
+  check_trains_end_to_end_in_both_formats("resnet152");
+}
+TEST_CASE("inception3 trains end to end on the reference backend in both formats", "[cnn_models][slow]") {
+  check_trains_end_to_end_in_both_formats("inception3");
+}
+TEST_CASE("vgg16 trains end to end on the reference backend in both formats", "[cnn_models][slow]") {
+  check_trains_end_to_end_in_both_formats("vgg16");
+}
