@@ -17,7 +17,7 @@
 #include "engine/cuda/cuda_controls.h"
 #include "engine/errors.h"
 #include "engine/reference/reference_backend.h"
-#include "tests/gpu/image_op_test_helpers.h"
+#include "tests/gpu/gpu_test_support.h"
 
 using namespace dpbench;
 using namespace dpbench::gpu_test;

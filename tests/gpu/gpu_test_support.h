@@ -1,5 +1,5 @@
-// Helpers of the [gpu] image-op tests (as in test_cuda_backend.cpp): reproducible host data,
-// device arrays that download themselves, and the |gpu - ref| <= atol + rtol * |ref| comparison.
+// Helpers shared by the [gpu] op tests: reproducible host data, device arrays that download
+// themselves, and the |gpu - ref| <= atol + rtol * |ref| comparison.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -16,8 +16,6 @@
 #include "engine/device_factory.h"
 
 namespace dpbench::gpu_test {
-
-// ---- helpers as in test_cuda_backend.cpp ------------------------------------------------------
 
 constexpr double kEps = 1.0 / (1 << 23);  // fp32 machine epsilon
 
