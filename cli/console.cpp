@@ -76,6 +76,7 @@ std::string format_summary(const Result& result) {
                         t.mean, t.median, t.stddev, t.min, t.max, t.p5, t.p95);
   }
   if (s.jitter) text += fmt::format("  jitter: {:.1f} {}\n", *s.jitter, s.unit);
+  text += fmt::format("  math: {}\n", s.math == "tf32" ? "tf32 (tensor cores, fp32 accumulation)" : "fp32");
   text += fmt::format("  execution: {}\n", s.cuda_graph ? "each step replayed as one CUDA graph per device"
                                                           : "kernels launched one by one from the host");
   text += fmt::format("  final loss {:.6f}, param_norm {:.6f}, {} parameters\n", s.final_loss, s.param_norm,

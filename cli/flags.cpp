@@ -71,7 +71,7 @@ std::vector<FlagSpec> run_flag_specs() {
        {}, {}},
       {"data_format", "Model", "NCHW|NHWC", "Image tensor layout of the CNN models", defaults.data_format, {}},
       {"precision", "Model", "fp32|tf32|fp16|bf16",
-       "Arithmetic precision (fp32 only for now)", defaults.precision, {}},
+       "Arithmetic precision (fp32 or tf32 for now)", defaults.precision, {}},
       {"use_fp16", "Model", "BOOL", "Alias for --precision=fp16 (not implemented yet)",
        defaults.use_fp16 ? "true" : "false", "true"},
 

@@ -276,7 +276,7 @@ void resolve_numerics(const GivenFlags& flags, RunConfig* config) {
   require_one_of("data_format", config->data_format, {"NCHW", "NHWC"}, "data format");
   config->cudnn_benchmark = parse_bool("cudnn_benchmark", flags.text("cudnn_benchmark"));
   config->precision = flags.text("precision");
-  require_implemented("precision", config->precision, "precision", {"fp32"}, {"tf32", "fp16", "bf16"},
+  require_implemented("precision", config->precision, "precision", {"fp32", "tf32"}, {"fp16", "bf16"},
                       "mixed precision for the CNN models");
   config->use_fp16 = parse_bool("use_fp16", flags.text("use_fp16"));
   if (config->use_fp16) {

@@ -90,6 +90,8 @@ Result assemble_result(const RunConfig& config, const RunMeasurements& measured,
   summary.param_norm = measured.param_norm;
   summary.comm = measured.comm;
   summary.cuda_graph = measured.cuda_graph;
+  // The reference backend has no TF32: there a tf32 run computes in plain fp32, and says so.
+  summary.math = config.precision == "tf32" && config.backend == BackendKind::cuda ? "tf32" : "fp32";
   return result;
 }
 
@@ -108,7 +110,10 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   std::unique_ptr<Strategy> strategy = strategy_entry->create(config);
   std::vector<std::unique_ptr<Device>> devices = create_devices(config.backend, config.gpu_indices);
   for (auto& device : devices)
-    if (device->kind() == BackendKind::cuda) set_cudnn_benchmark(*device, config.cudnn_benchmark);
+    if (device->kind() == BackendKind::cuda) {
+      set_cudnn_benchmark(*device, config.cudnn_benchmark);
+      set_tf32(*device, config.precision == "tf32");
+    }
   std::vector<DeviceDescription> descriptions;
   for (const auto& device : devices) descriptions.push_back(device->description());
 

@@ -59,6 +59,7 @@ struct Summary {
   double param_norm = 0;       // L2 norm (double) of replica 0's final parameters
   nlohmann::json comm = nlohmann::json::object();  // communication counters (strategies)
   bool cuda_graph = false;     // measured steps replayed as CUDA graphs (one launch per step)
+  std::string math = "fp32";   // the arithmetic actually used: "fp32" or "tf32"
 };
 
 struct Result {

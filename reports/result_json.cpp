@@ -57,7 +57,8 @@ json summary_to_json(const Summary& summary) {
           {"num_parameters", summary.num_parameters},
           {"param_norm", summary.param_norm},
           {"comm", summary.comm},
-          {"cuda_graph", summary.cuda_graph}};
+          {"cuda_graph", summary.cuda_graph},
+          {"math", summary.math}};
 }
 
 // ---- reading ----------------------------------------------------------------------------------
@@ -200,6 +201,7 @@ Summary summary_from_json(const json& document) {
   summary.comm = object_member(object, where, "comm");
   // Added after the first results were written: absent means no graphs were used.
   summary.cuda_graph = object.contains("cuda_graph") && bool_member(object, where, "cuda_graph");
+  if (object.contains("math")) summary.math = string_member(object, where, "math");
   return summary;
 }
 

@@ -18,6 +18,11 @@ CudaBackend::CudaBackend(cudaStream_t stream, cublasHandle_t cublas, cudnnHandle
   DPB_CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
 }
 
+void CudaBackend::set_tf32(bool enabled) {
+  conv_math_type_ = enabled ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  DPB_CUBLAS_CHECK(cublasSetMathMode(cublas_, enabled ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+}
+
 // Out of line: CudnnPlans is complete only here.
 CudaBackend::~CudaBackend() = default;
 

@@ -35,6 +35,11 @@ class CudaBackend final : public Backend {
   // and keeps the fastest; off: cuDNN's heuristics pick without running anything. Geometries
   // already prepared keep their algorithms.
   void set_cudnn_benchmark(bool benchmark) { cudnn_benchmark_ = benchmark; }
+  // TF32 tensor cores for fp32 GEMMs and convolutions (--precision=tf32): inputs rounded to a
+  // 10-bit mantissa, fp32 accumulation. Set before the first convolution is prepared: cached
+  // plans keep the math they were made with.
+  void set_tf32(bool enabled);
+  bool tf32() const { return conv_math_type_ != CUDNN_FMA_MATH; }
   bool cudnn_benchmark() const { return cudnn_benchmark_; }
   // How many geometries have had their convolution algorithms chosen (searched or looked up):
   // the cache's witness that a geometry is prepared once, not per call.
@@ -110,7 +115,7 @@ class CudaBackend final : public Backend {
   cublasHandle_t cublas_;
   cudnnHandle_t cudnn_;
   bool cudnn_benchmark_ = true;
-  // FMA_MATH: fp32 convolutions without TF32 tensor cores; a precision flag may relax it later.
+  // FMA_MATH: fp32 convolutions without TF32 tensor cores; DEFAULT_MATH lets cuDNN use TF32.
   cudnnMathType_t conv_math_type_ = CUDNN_FMA_MATH;
   size_t conv_algorithm_searches_ = 0;
   std::unique_ptr<CudnnPlans> plans_;

@@ -13,6 +13,12 @@ void set_cudnn_benchmark(Device& device, bool benchmark) {
   cuda_device->set_cudnn_benchmark(benchmark);
 }
 
+void set_tf32(Device& device, bool enabled) {
+  auto* cuda_device = dynamic_cast<CudaDevice*>(&device);
+  if (cuda_device == nullptr) throw RuntimeError("set_tf32: not a CUDA device");
+  cuda_device->set_tf32(enabled);
+}
+
 size_t conv_algorithm_searches(const Backend& backend) {
   const auto* cuda_backend = dynamic_cast<const CudaBackend*>(&backend);
   if (cuda_backend == nullptr) throw RuntimeError("conv_algorithm_searches: not a CUDA backend");

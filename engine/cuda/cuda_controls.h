@@ -12,6 +12,10 @@ class Device;
 // CudaDevice::set_cudnn_benchmark. Throws RuntimeError unless `device` is a CUDA device.
 void set_cudnn_benchmark(Device& device, bool benchmark);
 
+// CudaDevice::set_tf32: TF32 tensor cores for fp32 GEMMs and convolutions. Throws RuntimeError
+// unless `device` is a CUDA device.
+void set_tf32(Device& device, bool enabled);
+
 // CudaBackend::conv_algorithm_searches. Throws RuntimeError unless `backend` is a CUDA backend.
 size_t conv_algorithm_searches(const Backend& backend);
 

@@ -24,15 +24,17 @@ bool uses_tensor_cores(cudnnMathType_t math) {
   return math == CUDNN_TENSOR_OP_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
 }
 
-// cuDNN lists candidates best first (by measured time, or by its heuristics' ranking). Tensor-core
-// results are skipped: the descriptor asks for FMA math, and a TF32 algorithm would not compare
-// with the reference backend.
+// cuDNN lists candidates best first (by measured time, or by its heuristics' ranking). In pure
+// fp32 (FMA math) tensor-core results are skipped: a TF32 algorithm would not compare with the
+// reference backend. With TF32 allowed (--precision=tf32) they are what we want.
 template <typename Perf>
 auto first_usable_algorithm(const std::vector<Perf>& results, int returned, size_t workspace_limit,
-                            const char* pass, const ConvGeometry& g) {
+                            const char* pass, const ConvGeometry& g, cudnnMathType_t math) {
+  const bool allow_tensor_cores = math != CUDNN_FMA_MATH;
   for (int i = 0; i < returned; ++i) {
     const Perf& result = results[static_cast<size_t>(i)];
-    if (result.status == CUDNN_STATUS_SUCCESS && !uses_tensor_cores(result.mathType) &&
+    if (result.status == CUDNN_STATUS_SUCCESS &&
+        (allow_tensor_cores || !uses_tensor_cores(result.mathType)) &&
         result.memory <= workspace_limit) {
       return result.algo;
     }
@@ -81,7 +83,7 @@ class SearchScratch {
 // Times every algorithm of each pass on zeroed scratch tensors (cuDNN writes the outputs, which
 // here are scratch as well) and keeps the fastest that fits the workspace searched.
 void search_conv_algorithms(cudnnHandle_t cudnn, cudaStream_t stream, const ConvGeometry& g,
-                            ConvPlan& plan) {
+                            ConvPlan& plan, cudnnMathType_t math) {
   SearchScratch x, w, y, workspace;
   x.allocate(g.input.count() * sizeof(float));
   w.allocate(g.filter.count() * sizeof(float));
@@ -104,7 +106,7 @@ void search_conv_algorithms(cudnnHandle_t cudnn, cudaStream_t stream, const Conv
       plan.output.get(), y.data(), max_count, &returned, forward.data(), workspace.data(),
       workspace.bytes()));
   plan.forward_algorithm =
-      first_usable_algorithm(forward, returned, workspace.bytes(), "forward", g);
+      first_usable_algorithm(forward, returned, workspace.bytes(), "forward", g, math);
 
   DPB_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnn, &max_count));
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> backward_data(static_cast<size_t>(max_count));
@@ -113,7 +115,7 @@ void search_conv_algorithms(cudnnHandle_t cudnn, cudaStream_t stream, const Conv
       plan.input.get(), x.data(), max_count, &returned, backward_data.data(), workspace.data(),
       workspace.bytes()));
   plan.backward_data_algorithm =
-      first_usable_algorithm(backward_data, returned, workspace.bytes(), "backward-data", g);
+      first_usable_algorithm(backward_data, returned, workspace.bytes(), "backward-data", g, math);
 
   DPB_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnn, &max_count));
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> backward_filter(static_cast<size_t>(max_count));
@@ -122,7 +124,7 @@ void search_conv_algorithms(cudnnHandle_t cudnn, cudaStream_t stream, const Conv
       plan.filter.get(), w.data(), max_count, &returned, backward_filter.data(), workspace.data(),
       workspace.bytes()));
   plan.backward_filter_algorithm =
-      first_usable_algorithm(backward_filter, returned, workspace.bytes(), "backward-filter", g);
+      first_usable_algorithm(backward_filter, returned, workspace.bytes(), "backward-filter", g, math);
 
   // The scratch is freed on return; nothing queued may still be using it.
   DPB_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -130,7 +132,7 @@ void search_conv_algorithms(cudnnHandle_t cudnn, cudaStream_t stream, const Conv
 
 // cuDNN's heuristics: no allocation, no synchronisation, nothing run on the GPU.
 void choose_conv_algorithms_by_heuristics(cudnnHandle_t cudnn, const ConvGeometry& g,
-                                          ConvPlan& plan) {
+                                          ConvPlan& plan, cudnnMathType_t math) {
   int returned = 0;
   int max_count = 0;
   DPB_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(cudnn, &max_count));
@@ -139,7 +141,7 @@ void choose_conv_algorithms_by_heuristics(cudnnHandle_t cudnn, const ConvGeometr
       cudnn, plan.input.get(), plan.filter.get(), plan.convolution.get(), plan.output.get(),
       max_count, &returned, forward.data()));
   plan.forward_algorithm =
-      first_usable_algorithm(forward, returned, kMaxConvWorkspaceBytes, "forward", g);
+      first_usable_algorithm(forward, returned, kMaxConvWorkspaceBytes, "forward", g, math);
 
   DPB_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnn, &max_count));
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> backward_data(static_cast<size_t>(max_count));
@@ -147,7 +149,7 @@ void choose_conv_algorithms_by_heuristics(cudnnHandle_t cudnn, const ConvGeometr
       cudnn, plan.filter.get(), plan.output.get(), plan.convolution.get(), plan.input.get(),
       max_count, &returned, backward_data.data()));
   plan.backward_data_algorithm =
-      first_usable_algorithm(backward_data, returned, kMaxConvWorkspaceBytes, "backward-data", g);
+      first_usable_algorithm(backward_data, returned, kMaxConvWorkspaceBytes, "backward-data", g, math);
 
   DPB_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnn, &max_count));
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> backward_filter(static_cast<size_t>(max_count));
@@ -155,7 +157,7 @@ void choose_conv_algorithms_by_heuristics(cudnnHandle_t cudnn, const ConvGeometr
       cudnn, plan.input.get(), plan.output.get(), plan.convolution.get(), plan.filter.get(),
       max_count, &returned, backward_filter.data()));
   plan.backward_filter_algorithm = first_usable_algorithm(
-      backward_filter, returned, kMaxConvWorkspaceBytes, "backward-filter", g);
+      backward_filter, returned, kMaxConvWorkspaceBytes, "backward-filter", g, math);
 }
 
 // The Backend contract: every pass gets at least conv2d_workspace_bytes(g).
@@ -177,9 +179,9 @@ void CudaBackend::choose_conv_algorithms(const ConvGeometry& g, ConvPlan& plan, 
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   DPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
   if (benchmark && capture == cudaStreamCaptureStatusNone) {
-    search_conv_algorithms(cudnn_, stream_, g, plan);
+    search_conv_algorithms(cudnn_, stream_, g, plan, conv_math_type_);
   } else {
-    choose_conv_algorithms_by_heuristics(cudnn_, g, plan);
+    choose_conv_algorithms_by_heuristics(cudnn_, g, plan, conv_math_type_);
   }
   DPB_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
       cudnn_, plan.input.get(), plan.filter.get(), plan.convolution.get(), plan.output.get(),

@@ -122,6 +122,7 @@ void CudaDevice::create_backend(StreamKind stream) {
   auto cudnn = std::make_unique<CudnnHandle>();
   auto backend = std::make_unique<CudaBackend>(streams_[slot].get(), cublas->get(), cudnn->get());
   backend->set_cudnn_benchmark(cudnn_benchmark_.load());
+  backend->set_tf32(tf32_.load());
   cublas_handles_[slot] = std::move(cublas);
   cudnn_handles_[slot] = std::move(cudnn);
   backends_[slot] = std::move(backend);
@@ -131,6 +132,13 @@ void CudaDevice::set_cudnn_benchmark(bool benchmark) {
   cudnn_benchmark_.store(benchmark);
   for (auto& backend : backends_) {
     if (backend) backend->set_cudnn_benchmark(benchmark);
+  }
+}
+
+void CudaDevice::set_tf32(bool enabled) {
+  tf32_.store(enabled);
+  for (auto& backend : backends_) {
+    if (backend) backend->set_tf32(enabled);
   }
 }
 

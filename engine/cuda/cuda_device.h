@@ -45,6 +45,7 @@ class CudaDevice final : public Device {
   // backend of this device, present and future. Call at set-up, before layers prepare their
   // convolutions: geometries already prepared keep their algorithms.
   void set_cudnn_benchmark(bool benchmark);
+  void set_tf32(bool enabled);
 
  private:
   void create_backend(StreamKind stream);
@@ -60,6 +61,7 @@ class CudaDevice final : public Device {
   // The compute backend is built eagerly; the others on first use (library handles cost memory).
   std::array<std::once_flag, kNumStreamKinds> backend_created_;
   std::atomic<bool> cudnn_benchmark_{true};
+  std::atomic<bool> tf32_{false};
 };
 
 }  // namespace dpbench

@@ -131,3 +131,12 @@ TEST_CASE("the reference backend records that it launched steps op by op", "[end
   for (const auto& step : result["steps"]) CHECK(std::isfinite(step["loss"].get<double>()));
   CHECK(run_cli({"--device=cpu", "--cuda_graph=maybe", "--result_file="}) == 2);
 }
+
+TEST_CASE("a tf32 run on the reference backend computes, and reports, plain fp32", "[end_to_end]") {
+  TempDir dir;
+  REQUIRE(run_cli({"--device=cpu", "--batch_size=2", "--num_batches=2", "--num_warmup_batches=0",
+                   "--precision=tf32", "--result_file=" + dir.file("r.json")}) == 0);
+  const nlohmann::json result = read_json(dir.file("r.json"));
+  CHECK(result["config"]["precision"] == "tf32");
+  CHECK(result["summary"]["math"] == "fp32");
+}

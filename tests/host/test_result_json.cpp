@@ -66,6 +66,7 @@ Result make_full_result() {
   result.summary.param_norm = 123.456;
   result.summary.comm = {{"bytes_per_device_per_step", 102228128}, {"algbw_gbps", 80.5}};
   result.summary.cuda_graph = true;
+  result.summary.math = "tf32";
   result.steps = {{0, 120.5, 7.25, true}, {1, 55.0, 7.0, false}, {2, 54.5, 6.875, false}};
   return result;
 }
@@ -125,6 +126,7 @@ void check_results_equal(const Result& a, const Result& b) {
   CHECK(a.summary.param_norm == b.summary.param_norm);
   CHECK(a.summary.comm == b.summary.comm);
   CHECK(a.summary.cuda_graph == b.summary.cuda_graph);
+  CHECK(a.summary.math == b.summary.math);
   REQUIRE(a.steps.size() == b.steps.size());
   for (size_t i = 0; i < a.steps.size(); ++i) {
     CHECK(a.steps[i].step == b.steps[i].step);
@@ -177,7 +179,7 @@ TEST_CASE("result JSON has the DESIGN section 6 shape", "[result_json]") {
   for (const char* key : {"items_per_sec", "unit", "total_time_s", "measured_steps",
                           "warmup_steps", "num_devices", "global_batch_size", "items_per_step",
                           "step_time_ms", "items_per_sec_per_step", "jitter", "final_loss",
-                          "num_parameters", "param_norm", "comm", "cuda_graph"}) {
+                          "num_parameters", "param_norm", "comm", "cuda_graph", "math"}) {
     CHECK(summary.contains(key));
   }
   for (const char* key : {"count", "mean", "median", "stddev", "min", "max", "p5", "p95"}) {
