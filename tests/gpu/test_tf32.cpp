@@ -27,11 +27,14 @@ double relative_error(const std::vector<float>& a, const std::vector<float>& b) 
 
 }  // namespace
 
-TEST_CASE("tf32 convolutions and GEMMs: TF32's rounding, not fp32's, and no worse", "[gpu]") {
+TEST_CASE("tf32 convolutions and GEMMs: within TF32's rounding; GEMMs on tensor cores", "[gpu]") {
   // TF32 keeps 10 mantissa bits: each input is rounded by up to 2^-11 relative, so a product by
   // up to ~2^-10, and over k random-sign terms the result moves by ~2^-10 of its scale (the
-  // rounding errors are as random as the terms). Bounds: above 1e-5 (pure fp32 lands near 1e-7
-  // here, so a result that close means TF32 was not used) and below 4e-3 (4x the expected 1e-3).
+  // rounding errors are as random as the terms). Upper bound for both: 4e-3 (4x the expected 1e-3).
+  // cuBLAS in TF32 mode must use the tensor cores for a 256x256x1024 product, so its error must
+  // also exceed 1e-5 (pure fp32 lands near 1e-7). cuDNN in its default math may, but need not,
+  // pick a tensor-core algorithm (on an H200, 2026-11-21, the fastest for this NHWC 3x3 layer was
+  // an FMA one: error 4.3e-7), so the convolution gets only the upper bound.
   auto gpu = make_gpu();
   set_tf32(*gpu, true);
   ReferenceBackend reference;
@@ -46,7 +49,6 @@ TEST_CASE("tf32 convolutions and GEMMs: TF32's rounding, not fp32's, and no wors
   reference.conv2d_forward(g, x.data(), w.data(), y_ref.data(), nullptr, 0);
   const double conv_error = relative_error(y_gpu.download(), y_ref);
   INFO("conv relative error " << conv_error);
-  CHECK(conv_error > 1e-5);
   CHECK(conv_error < 4e-3);
 
   const int m = 256, n = 256, k = 1024;
