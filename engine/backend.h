@@ -110,13 +110,17 @@ class Backend {
   virtual void pool_backward(const PoolGeometry& g, const float* x, const float* y, const float* dy,
                              float* dx) = 0;
 
-  // Inverted dropout over n elements: keep_i = counter_uniform(seed, kRandomStreamDropout + *step, i)
-  // >= rate; y = keep ? x / (1 - rate) : 0. `step` points to device memory (the runner's step
-  // counter), so a replayed CUDA graph draws a fresh mask every step; backward regenerates it.
+  // Inverted dropout over n elements:
+  //   keep_i = counter_uniform(seed, kRandomStreamDropout + *step, first_index + i) >= rate,
+  //   y = keep ? x / (1 - rate) : 0.
+  // `first_index` places the buffer in the global batch (replica r's first sample times the
+  // elements per sample), so a sample's mask does not depend on which replica trains it. `step`
+  // points to device memory (the runner's step counter), so a replayed CUDA graph draws a fresh
+  // mask every step; backward regenerates the mask instead of storing it.
   virtual void dropout_forward(const float* x, float* y, size_t n, float rate, uint64_t seed,
-                               const int32_t* step) = 0;
+                               uint64_t first_index, const int32_t* step) = 0;
   virtual void dropout_backward(const float* dy, float* dx, size_t n, float rate, uint64_t seed,
-                                const int32_t* step) = 0;
+                                uint64_t first_index, const int32_t* step) = 0;
 
   // Channel slices, for concatenating branches (same n, h, w and format on both sides):
   //   copy_into_channels:  dst[:, offset : offset + src.c] = src

@@ -91,9 +91,9 @@ class CudaBackend final : public Backend {
   void pool_backward(const PoolGeometry& g, const float* x, const float* y, const float* dy,
                      float* dx) override;
   void dropout_forward(const float* x, float* y, size_t n, float rate, uint64_t seed,
-                       const int32_t* step) override;
+                       uint64_t first_index, const int32_t* step) override;
   void dropout_backward(const float* dy, float* dx, size_t n, float rate, uint64_t seed,
-                        const int32_t* step) override;
+                        uint64_t first_index, const int32_t* step) override;
   void copy_into_channels(const Tensor4& src_shape, const float* src, const Tensor4& dst_shape,
                           float* dst, int channel_offset) override;
   void copy_from_channels(const Tensor4& src_shape, const float* src, int channel_offset,

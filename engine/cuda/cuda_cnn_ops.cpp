@@ -173,14 +173,14 @@ void CudaBackend::pool_backward(const PoolGeometry& g, const float* x, const flo
 }
 
 void CudaBackend::dropout_forward(const float* x, float* y, size_t n, float rate, uint64_t seed,
-                                  const int32_t* step) {
-  cuda_kernels::launch_dropout(stream_, x, y, n, rate, seed, step);
+                                  uint64_t first_index, const int32_t* step) {
+  cuda_kernels::launch_dropout(stream_, x, y, n, rate, seed, first_index, step);
 }
 
 void CudaBackend::dropout_backward(const float* dy, float* dx, size_t n, float rate, uint64_t seed,
-                                   const int32_t* step) {
+                                   uint64_t first_index, const int32_t* step) {
   // The mask is a pure function of (seed, step, index): regenerating it costs less than storing it.
-  cuda_kernels::launch_dropout(stream_, dy, dx, n, rate, seed, step);
+  cuda_kernels::launch_dropout(stream_, dy, dx, n, rate, seed, first_index, step);
 }
 
 void CudaBackend::copy_into_channels(const Tensor4& src_shape, const float* src,

@@ -59,7 +59,7 @@ void launch_channel_bias_gradient_nchw(cudaStream_t stream, const float* dy, flo
 // Inverted dropout, forward (in = x) or backward (in = dy): see Backend::dropout_forward. `step`
 // is read on the device. out may alias in.
 void launch_dropout(cudaStream_t stream, const float* in, float* out, size_t n, float rate,
-                    uint64_t seed, const int32_t* step);
+                    uint64_t seed, uint64_t first_index, const int32_t* step);
 // `rows` rows of `row_length` floats from src (rows `src_stride` apart) to dst (`dst_stride`
 // apart): a channel slice in either layout.
 void launch_copy_rows(cudaStream_t stream, const float* src, size_t src_stride, float* dst,

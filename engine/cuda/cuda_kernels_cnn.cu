@@ -37,10 +37,11 @@ __global__ void channel_bias_gradient_nchw_kernel(const float* dy, float* dbias,
 // device so that a replayed graph draws a new mask each step. A true division (not a multiply by
 // the reciprocal) matches the reference's rounding bit for bit. out may alias in.
 __global__ void dropout_kernel(const float* in, float* out, size_t n, float rate,
-                               float keep_probability, uint64_t seed, const int32_t* step) {
+                               float keep_probability, uint64_t seed, uint64_t first_index,
+                               const int32_t* step) {
   const uint64_t random_stream = kRandomStreamDropout + static_cast<uint64_t>(*step);
   DPB_GRID_STRIDE_LOOP(i, n) {
-    const bool keep = counter_uniform(seed, random_stream, i) >= rate;
+    const bool keep = counter_uniform(seed, random_stream, first_index + i) >= rate;
     out[i] = keep ? in[i] / keep_probability : 0.0f;
   }
 }
@@ -75,11 +76,11 @@ void launch_channel_bias_gradient_nchw(cudaStream_t stream, const float* dy, flo
 }
 
 void launch_dropout(cudaStream_t stream, const float* in, float* out, size_t n, float rate,
-                    uint64_t seed, const int32_t* step) {
+                    uint64_t seed, uint64_t first_index, const int32_t* step) {
   if (n == 0) return;
   const float keep_probability = 1.0f - rate;  // rounded once, as the reference rounds it
   dropout_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(in, out, n, rate, keep_probability, seed,
-                                                         step);
+                                                         first_index, step);
   DPB_CUDA_CHECK_LAUNCH(dropout_kernel);
 }
 

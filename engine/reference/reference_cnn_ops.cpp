@@ -87,8 +87,8 @@ double average_divisor(const PoolGeometry& g, const Window& win) {
 
 // ---- dropout and channel-slice helpers ----------------------------------------------------------
 
-bool dropout_keeps(uint64_t seed, const int32_t* step, size_t i, float rate) {
-  return counter_uniform(seed, kRandomStreamDropout + static_cast<uint64_t>(*step), i) >= rate;
+bool dropout_keeps(uint64_t seed, const int32_t* step, uint64_t index, float rate) {
+  return counter_uniform(seed, kRandomStreamDropout + static_cast<uint64_t>(*step), index) >= rate;
 }
 
 void check_channel_slice(const Tensor4& part, const Tensor4& whole, int channel_offset,
@@ -267,17 +267,17 @@ void ReferenceBackend::pool_backward(const PoolGeometry& g, const float* x, cons
 // ---- dropout ------------------------------------------------------------------------------------
 
 void ReferenceBackend::dropout_forward(const float* x, float* y, size_t n, float rate,
-                                       uint64_t seed, const int32_t* step) {
+                                       uint64_t seed, uint64_t first_index, const int32_t* step) {
   // Divide in float as written in backend.h, so the GPU kernel can match bit for bit.
   for (size_t i = 0; i < n; ++i) {
-    y[i] = dropout_keeps(seed, step, i, rate) ? x[i] / (1.0f - rate) : 0.0f;
+    y[i] = dropout_keeps(seed, step, first_index + i, rate) ? x[i] / (1.0f - rate) : 0.0f;
   }
 }
 
 void ReferenceBackend::dropout_backward(const float* dy, float* dx, size_t n, float rate,
-                                        uint64_t seed, const int32_t* step) {
+                                        uint64_t seed, uint64_t first_index, const int32_t* step) {
   for (size_t i = 0; i < n; ++i) {
-    dx[i] = dropout_keeps(seed, step, i, rate) ? dy[i] / (1.0f - rate) : 0.0f;
+    dx[i] = dropout_keeps(seed, step, first_index + i, rate) ? dy[i] / (1.0f - rate) : 0.0f;
   }
 }
 

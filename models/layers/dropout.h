@@ -12,7 +12,8 @@ class DropoutLayer : public Layer {
   DropoutLayer(const std::string& name, const Tensor4& input, float rate, uint64_t layer_key);
 
   float rate() const { return rate_; }
-  // Replicas draw different masks (as separate workers would), each layer its own.
+  // Each layer draws its own masks; a sample's mask is the same whichever replica trains it, so
+  // N replicas of batch B drop exactly what one device with batch N*B would.
   std::unique_ptr<LayerState> create_state(Device& device, const ReplicaShard& shard) const override;
   void forward(const LayerPass& pass, const int32_t* step) const override;
   void backward(const LayerPass& pass, const int32_t* step) const override;

@@ -227,11 +227,11 @@ TEST_CASE("cuda dropout is bit-identical to the reference and draws a new mask e
       std::vector<float> previous_y;
       for (int32_t step : {5, 6}) {
         GpuArray<int32_t> step_gpu(*gpu, std::vector<int32_t>{step});
-        gpu->ops().dropout_forward(x_gpu.data(), y_gpu.data(), n, rate, 1234, step_gpu.data());
-        gpu->ops().dropout_backward(dy_gpu.data(), dx_gpu.data(), n, rate, 1234, step_gpu.data());
+        gpu->ops().dropout_forward(x_gpu.data(), y_gpu.data(), n, rate, 1234, 777, step_gpu.data());
+        gpu->ops().dropout_backward(dy_gpu.data(), dx_gpu.data(), n, rate, 1234, 777, step_gpu.data());
         std::vector<float> y(n), dx(n);
-        reference.dropout_forward(x.data(), y.data(), n, rate, 1234, &step);
-        reference.dropout_backward(dy.data(), dx.data(), n, rate, 1234, &step);
+        reference.dropout_forward(x.data(), y.data(), n, rate, 1234, 777, &step);
+        reference.dropout_backward(dy.data(), dx.data(), n, rate, 1234, 777, &step);
         const std::vector<float> y_from_gpu = y_gpu.download();
         check_identical(y_from_gpu, y, "dropout forward " + what);
         check_identical(dx_gpu.download(), dx, "dropout backward " + what);

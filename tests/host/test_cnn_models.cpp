@@ -267,21 +267,24 @@ nlohmann::json run_reference(const TempDir& dir, const std::string& name,
 TEST_CASE("cifar10_cnn's loss falls on its fixed batch in both formats", "[cnn_models]") {
   TempDir dir;
   for (const std::string format : {"NCHW", "NHWC"}) {
-    // lr 0.01 diverges here: He-initialised, unnormalised layers on a batch of 2.
+    // lr 0.01 diverges here: He-initialised, unnormalised layers on a small batch. Batch 8 and
+    // means over several steps: with dropout active, single steps of a tiny batch are noisy.
     const nlohmann::json result =
         run_reference(dir, format, {"--model=cifar10_cnn", "--data_format=" + format,
-                                    "--batch_size=2", "--num_batches=15", "--num_warmup_batches=0",
+                                    "--batch_size=8", "--num_batches=30", "--num_warmup_batches=0",
                                     "--optimizer=momentum", "--learning_rate=0.001"});
     const auto& steps = result["steps"];
-    REQUIRE(steps.size() == 15);
-    const double first = steps.front()["loss"];
-    INFO(format << ": first loss " << first << ", last loss " << steps.back()["loss"].get<double>());
+    REQUIRE(steps.size() == 30);
+    auto mean_loss = [&](size_t from, size_t count) {
+      double sum = 0;
+      for (size_t i = from; i < from + count; ++i) sum += steps[i]["loss"].get<double>();
+      return sum / static_cast<double>(count);
+    };
+    const double first_three = mean_loss(0, 3), last_five = mean_loss(25, 5);
+    INFO(format << ": mean of the first three losses " << first_three << ", of the last five " << last_five);
     for (const auto& step : steps) CHECK(std::isfinite(step["loss"].get<double>()));
-    CHECK(first == Approx(std::log(10.0)).margin(1.5));  // near chance at initialisation
-    // Two samples are soon memorised; dropout makes single steps noisy, so average the last five.
-    double last_five = 0;
-    for (size_t i = steps.size() - 5; i < steps.size(); ++i) last_five += steps[i]["loss"].get<double>();
-    CHECK(last_five / 5 < 0.5 * first);
+    CHECK(first_three == Approx(std::log(10.0)).margin(1.5));  // near chance at initialisation
+    CHECK(last_five < 0.5 * first_three);                      // eight samples are soon memorised
     CHECK(result["summary"]["num_parameters"] == 1250858);
   }
 }

@@ -311,7 +311,7 @@ TEST_CASE("reference dropout: mask statistics and reuse", "[reference_cnn]") {
   const std::vector<float> x = random_values(n, 71, 0.5f, 1.5f);  // never 0: zeros mean dropped
   auto forward = [&](int32_t step) {
     std::vector<float> y(n);
-    ops.dropout_forward(x.data(), y.data(), n, rate, seed, &step);
+    ops.dropout_forward(x.data(), y.data(), n, rate, seed, 0, &step);
     return y;
   };
   const std::vector<float> y = forward(5);
@@ -328,7 +328,7 @@ TEST_CASE("reference dropout: mask statistics and reuse", "[reference_cnn]") {
   // Backward regenerates the forward's mask: with dy = x, dx must equal y exactly.
   std::vector<float> dx(n);
   const int32_t step = 5;
-  ops.dropout_backward(x.data(), dx.data(), n, rate, seed, &step);
+  ops.dropout_backward(x.data(), dx.data(), n, rate, seed, 0, &step);
   CHECK(dx == y);
 
   CHECK(forward(5) == y);  // the same step draws the same mask
@@ -339,7 +339,7 @@ TEST_CASE("reference dropout: mask statistics and reuse", "[reference_cnn]") {
 
   // Rate 0 keeps everything unchanged.
   std::vector<float> unchanged(n);
-  ops.dropout_forward(x.data(), unchanged.data(), n, 0.0f, seed, &step);
+  ops.dropout_forward(x.data(), unchanged.data(), n, 0.0f, seed, 0, &step);
   CHECK(unchanged == x);
 }
 
@@ -375,4 +375,18 @@ TEST_CASE("reference channel slices: concatenate and split round trip", "[refere
         ops.copy_from_channels(whole_shape, whole.data(), 0, other_format, a_back.data()),
         RuntimeError);
   }
+}
+
+TEST_CASE("reference dropout: a mask is placed by global index, whichever buffer holds it",
+          "[reference_cnn]") {
+  // Replica r's buffer starts at element first_index of the global batch: dropping out a shard
+  // must give exactly the matching slice of dropping out the whole batch.
+  ReferenceBackend ops;
+  const size_t whole = 4000, offset = 1500, part = 1000;
+  const std::vector<float> x = random_values(whole, 72, 0.5f, 1.5f);
+  const int32_t step = 3;
+  std::vector<float> y_whole(whole), y_part(part);
+  ops.dropout_forward(x.data(), y_whole.data(), whole, 0.5f, 11, 0, &step);
+  ops.dropout_forward(x.data() + offset, y_part.data(), part, 0.5f, 11, offset, &step);
+  CHECK(std::vector<float>(y_whole.begin() + offset, y_whole.begin() + offset + part) == y_part);
 }
