@@ -74,4 +74,12 @@ std::string describe(const Tensor4& shape) {
          std::to_string(shape.c) + "," + std::to_string(shape.h) + "," + std::to_string(shape.w) + ")";
 }
 
+std::string describe(const ConvGeometry& g) {
+  return describe(g.input) + " * filter(" + std::to_string(g.filter.k) + "," +
+         std::to_string(g.filter.c) + "," + std::to_string(g.filter.r) + "," +
+         std::to_string(g.filter.s) + ") stride " + std::to_string(g.stride_h) + "x" +
+         std::to_string(g.stride_w) + " pad " + std::to_string(g.pad_h) + "x" +
+         std::to_string(g.pad_w) + " -> " + describe(g.output);
+}
+
 }  // namespace dpbench

@@ -89,5 +89,7 @@ PoolGeometry make_pool_geometry(const Tensor4& input, PoolMode mode, int window_
                                 int pad_w = 0);
 
 std::string describe(const Tensor4& shape);
+// "NCHW(n,c,h,w) * filter(k,c,r,s) stride AxB pad CxD -> NCHW(...)", for error messages.
+std::string describe(const ConvGeometry& g);
 
 }  // namespace dpbench

@@ -41,7 +41,7 @@ auto first_usable_algorithm(const std::vector<Perf>& results, int returned, size
   }
   throw RuntimeError(std::string("cuDNN offers no fp32 ") + pass + " algorithm within " +
                      std::to_string(workspace_limit >> 20) + " MiB of workspace for " +
-                     describe_convolution_geometry(g));
+                     describe(g));
 }
 
 // Device memory held for one algorithm search only. Allocation failures are answers here (the

@@ -14,14 +14,6 @@ cudnnTensorFormat_t cudnn_format(DataFormat format) {
 
 }  // namespace
 
-std::string describe_convolution_geometry(const ConvGeometry& g) {
-  return describe(g.input) + " * " + std::to_string(g.filter.k) + "x" +
-         std::to_string(g.filter.c) + "x" + std::to_string(g.filter.r) + "x" +
-         std::to_string(g.filter.s) + " stride " + std::to_string(g.stride_h) + "x" +
-         std::to_string(g.stride_w) + " pad " + std::to_string(g.pad_h) + "x" +
-         std::to_string(g.pad_w) + " -> " + describe(g.output);
-}
-
 ConvKey conv_key(const ConvGeometry& g) {
   return {g.input.n,  g.input.c,  g.input.h,  g.input.w,  static_cast<int>(g.input.format),
           g.filter.k, g.filter.c, g.filter.r, g.filter.s, static_cast<int>(g.filter.format),
@@ -49,7 +41,7 @@ void describe_convolution(ConvPlan& plan, const ConvGeometry& g, cudnnMathType_t
   // would be legal for cuDNN but not for the Backend contract, so refuse it here.
   if (g.filter.format != g.input.format || g.output.format != g.input.format ||
       g.filter.c != g.input.c || g.output.c != g.filter.k || g.output.n != g.input.n) {
-    throw RuntimeError("convolution geometry is inconsistent: " + describe_convolution_geometry(g));
+    throw RuntimeError("convolution geometry is inconsistent: " + describe(g));
   }
   describe_tensor(plan.input, g.input);
   describe_tensor(plan.output, g.output);
@@ -65,7 +57,7 @@ void describe_convolution(ConvPlan& plan, const ConvGeometry& g, cudnnMathType_t
   DPB_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan.convolution.get(), plan.input.get(),
                                                         plan.filter.get(), &n, &c, &h, &w));
   if (n != g.output.n || c != g.output.c || h != g.output.h || w != g.output.w) {
-    throw RuntimeError("convolution geometry " + describe_convolution_geometry(g) + " disagrees with cuDNN's output (" +
+    throw RuntimeError("convolution geometry " + describe(g) + " disagrees with cuDNN's output (" +
                        std::to_string(n) + "," + std::to_string(c) + "," + std::to_string(h) +
                        "," + std::to_string(w) + ")");
   }

@@ -60,8 +60,6 @@ struct CudnnPlans {
   std::map<PoolKey, PoolPlan> pools;
 };
 
-// "NCHW(8,3,224,224) * 64x3x7x7 stride 2x2 pad 3x3 -> NCHW(8,64,112,112)", for error messages.
-std::string describe_convolution_geometry(const ConvGeometry& g);
 // fp32 tensor descriptor of `shape` in its own layout.
 void describe_tensor(const CudnnTensorDescriptor& descriptor, const Tensor4& shape);
 // Describes the tensors, filter and convolution of `g` (validated against cuDNN's output shape);

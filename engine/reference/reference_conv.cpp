@@ -21,14 +21,6 @@ namespace {
 // long enough that the gemm dominates.
 constexpr size_t kMaxColumnFloats = size_t{1} << 22;
 
-std::string describe_geometry(const ConvGeometry& g) {
-  return describe(g.input) + " * filter(" + std::to_string(g.filter.k) + "," +
-         std::to_string(g.filter.c) + "," + std::to_string(g.filter.r) + "," +
-         std::to_string(g.filter.s) + ") stride " + std::to_string(g.stride_h) + "x" +
-         std::to_string(g.stride_w) + " pad " + std::to_string(g.pad_h) + "x" +
-         std::to_string(g.pad_w) + " -> " + describe(g.output);
-}
-
 // A hand-built geometry that disagrees with itself would silently read out of bounds.
 void check_geometry(const ConvGeometry& g, const char* op) {
   const Tensor4& in = g.input;
@@ -42,7 +34,7 @@ void check_geometry(const ConvGeometry& g, const char* op) {
       out.h == (in.h + 2 * g.pad_h - f.r) / g.stride_h + 1 &&
       out.w == (in.w + 2 * g.pad_w - f.s) / g.stride_w + 1;
   if (!consistent) {
-    throw RuntimeError(std::string(op) + ": inconsistent geometry " + describe_geometry(g));
+    throw RuntimeError(std::string(op) + ": inconsistent geometry " + describe(g));
   }
 }
 

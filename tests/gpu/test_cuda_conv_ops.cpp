@@ -32,14 +32,6 @@ double sum_tolerance(double terms, double mean_term) {
   return 8.0 * std::sqrt(terms) * kEps * terms * mean_term + 8 * kEps;
 }
 
-std::string describe(const ConvGeometry& g) {
-  std::ostringstream text;
-  text << dpbench::describe(g.input) << " k" << g.filter.k << " " << g.filter.r << "x"
-       << g.filter.s << " stride " << g.stride_h << "x" << g.stride_w << " pad " << g.pad_h << "x"
-       << g.pad_w;
-  return text.str();
-}
-
 struct ConvCase {
   int n, c, h, w, k, r, s, stride_h, stride_w, pad_h, pad_w;
 };
