@@ -123,6 +123,10 @@ std::vector<FlagSpec> run_flag_specs() {
        "Replay each step as one CUDA graph where the strategy and optimizer allow it (one launch "
        "per step; false: launch every kernel from the host)",
        defaults.cuda_graph ? "true" : "false", "true"},
+      {"profile_step", "Measurement", "N",
+       "Bracket measured step N with cudaProfilerStart/Stop, for `ncu --profile-from-start off` "
+       "(0: none); use with --cuda_graph=false to see each kernel",
+       std::to_string(defaults.profile_step), {}},
 
       {"result_file", "Output", "PATH", "JSON result file; --result_file= writes none",
        defaults.result_file, {}},
@@ -306,6 +310,7 @@ nlohmann::json config_to_json(const RunConfig& config) {
       {"display_every", config.display_every},
       {"cuda_graph", config.cuda_graph},
       {"cudnn_benchmark", config.cudnn_benchmark},
+      {"profile_step", config.profile_step},
       {"result_file", config.result_file},
   };
 }

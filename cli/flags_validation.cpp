@@ -312,6 +312,12 @@ void resolve_measurement(const GivenFlags& flags, RunConfig* config) {
       parse_int_at_least("num_warmup_batches", flags.text("num_warmup_batches"), 0, "must be at least 0");
   config->display_every =
       parse_int_at_least("display_every", flags.text("display_every"), 1, "must be at least 1");
+  config->profile_step = parse_int_at_least("profile_step", flags.text("profile_step"), 0,
+                                            "must be at least 0 (0: no profiled step)");
+  if (config->profile_step > config->num_batches) {
+    reject("profile_step", flags.text("profile_step"),
+           "is past the last measured step; give 1.." + std::to_string(config->num_batches) + " or 0");
+  }
 }
 
 // Checked before the run so that a long benchmark never ends in an unwritable path. Only the

@@ -128,6 +128,7 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   settings.seed = config.seed;
   settings.optimizer = optimizer_config(config);
   settings.cuda_graph = config.cuda_graph;
+  settings.profile_step = config.profile_step;
   Runner runner(*model, *strategy, devices, settings);
 
   const std::string unit = model->unit();

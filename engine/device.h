@@ -125,6 +125,10 @@ class Device {
   // Records (without running) what `enqueue` puts on the compute stream, for replay. Returns
   // nullptr where there is nothing to gain: the reference backend runs work as it is enqueued.
   virtual std::unique_ptr<CapturedWork> capture(const std::function<void()>& enqueue) { return nullptr; }
+
+  // Starts or stops a profiler's capture range (cudaProfilerStart/Stop), so `ncu
+  // --profile-from-start off` sees only the work in between. No-op where there is no profiler.
+  virtual void set_profiler_capture(bool on) {}
 };
 
 }  // namespace dpbench

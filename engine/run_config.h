@@ -54,6 +54,9 @@ struct RunConfig {
   // Time the cuDNN convolution algorithms once per shape and keep the fastest (tf_cnn_benchmarks'
   // and PyTorch's cudnn.benchmark); false: take cuDNN's heuristic choice.
   bool cudnn_benchmark = true;
+  // Measured step (from 1) bracketed with cudaProfilerStart/Stop, for `ncu --profile-from-start
+  // off`; 0: none. The devices drain before and after it, so that step's time is not comparable.
+  int profile_step = 0;
 
   // Output
   std::string result_file = "dpbench_result.json";  // empty: write none

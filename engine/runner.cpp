@@ -155,6 +155,11 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
         // Step 0 runs eagerly so libraries finish their lazy set-up outside the capture; the
         // capture itself runs nothing, the replay right after it is step 1.
         if (replay && step == 1) state.replayable_step = device.capture([&] { enqueue_step(step); });
+        const bool profiled = settings_.profile_step > 0 && step == warmup + settings_.profile_step - 1;
+        if (profiled) {
+          device.synchronize();  // the range then holds this step's work and nothing before it
+          device.set_profiler_capture(true);
+        }
         state.step_start[step]->record(StreamKind::compute);
         if (state.replayable_step) {
           state.replayable_step->launch();
@@ -162,6 +167,10 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
           enqueue_step(step);
         }
         state.step_stop[step]->record(StreamKind::compute);
+        if (profiled) {
+          device.synchronize();
+          device.set_profiler_capture(false);
+        }
         state.steps_enqueued.store(step + 1, std::memory_order_release);
         if (step + 1 == warmup) {
           // End of warm-up: every device drained, then the measured wall clock starts.

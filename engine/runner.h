@@ -28,6 +28,7 @@ struct RunnerSettings {
   uint64_t seed = 0;
   OptimizerConfig optimizer;
   bool cuda_graph = false;  // replay steps as CUDA graphs where possible (see Runner::run)
+  int profile_step = 0;     // measured step (from 1) bracketed for a profiler; 0: none
 };
 
 // Handed to the progress callback every `display_every` measured steps and after the last one.

@@ -1,6 +1,8 @@
 // CudaDevice (see the header), create_cuda_device and cuda_device_count.
 #include "engine/cuda/cuda_device.h"
 
+#include <cuda_profiler_api.h>
+
 #include <cstdio>
 #include <string>
 
@@ -292,6 +294,11 @@ int cuda_device_count(std::string* why_none) {
   } catch (...) {
     return 0;  // e.g. bad_alloc while writing why_none: "never throws" is the contract
   }
+}
+
+void CudaDevice::set_profiler_capture(bool on) {
+  make_current();
+  DPB_CUDA_CHECK(on ? cudaProfilerStart() : cudaProfilerStop());
 }
 
 }  // namespace dpbench

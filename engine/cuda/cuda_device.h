@@ -40,6 +40,7 @@ class CudaDevice final : public Device {
   void wait(StreamKind waiter, const Event& event) override;
   void synchronize() override;
   std::unique_ptr<CapturedWork> capture(const std::function<void()>& enqueue) override;
+  void set_profiler_capture(bool on) override;
 
   // Convolution algorithms by timing (on, the default) or by cuDNN's heuristics (off), for every
   // backend of this device, present and future. Call at set-up, before layers prepare their

@@ -45,6 +45,9 @@ def main():
     parser.add_argument("--num_batches", type=int, default=100)
     parser.add_argument("--num_warmup_batches", type=int, default=10)
     parser.add_argument("--learning_rate", type=float, default=0.01)
+    parser.add_argument("--profile_step", type=int, default=0,
+                        help="run one extra step bracketed by cudaProfilerStart/Stop (for ncu "
+                             "--profile-from-start off) after the measurement; 0: none")
     args = parser.parse_args()
 
     torch.backends.cudnn.benchmark = True
@@ -87,6 +90,11 @@ def main():
         loss = step()
     torch.cuda.synchronize()
     elapsed = time.perf_counter() - start
+    if args.profile_step:
+        torch.cuda.profiler.start()
+        step()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
     print(json.dumps({"framework": "pytorch", "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
                       "model": args.model, "batch_size": args.batch_size, "precision": args.precision,
                       "data_format": args.data_format, "compiled": args.compile, "num_parameters": parameters,
