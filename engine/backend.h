@@ -43,6 +43,12 @@ class Backend {
   virtual void fill(float* x, size_t n, float value) = 0;
   virtual void scale(float* x, size_t n, float alpha) = 0;              // x *= alpha
   virtual void axpy(float alpha, const float* x, float* y, size_t n) = 0;  // y += alpha * x
+  // y = a + b, then max(0, .) when `relu` (a residual join). y may alias a or b.
+  virtual void add_tensors(const float* a, const float* b, float* y, size_t n, bool relu) = 0;
+  // Backward of add_tensors: g = relu ? (y > 0 ? dy : 0) : dy, written to da and to db (nullptr:
+  // not wanted). Either output may alias dy; y is the forward output.
+  virtual void add_tensors_backward(const float* y, const float* dy, bool relu, float* da, float* db,
+                                    size_t n) = 0;
 
   // ---- loss --------------------------------------------------------------------------------
   // Softmax cross-entropy, forward and backward fused.
@@ -76,12 +82,14 @@ class Backend {
   // Convolution passes. Each overwrites its output. `workspace` holds at least
   // conv2d_workspace_bytes(g) bytes.
   //   forward:         y (g.output) = x (g.input) (*) w (g.filter)
-  //   backward_data:   dx (g.input) = d/dx of the forward, given dy (g.output)
+  //   backward_data:   dx (g.input) = d/dx of the forward, given dy (g.output); with
+  //                    `accumulate` added to dx instead (a tensor read by several layers)
   //   backward_filter: dw (g.filter) = d/dw of the forward, given x and dy
   virtual void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, float* y,
                               void* workspace, size_t workspace_bytes) = 0;
   virtual void conv2d_backward_data(const ConvGeometry& g, const float* dy, const float* w,
-                                    float* dx, void* workspace, size_t workspace_bytes) = 0;
+                                    float* dx, void* workspace, size_t workspace_bytes,
+                                    bool accumulate = false) = 0;
   virtual void conv2d_backward_filter(const ConvGeometry& g, const float* x, const float* dy,
                                       float* dw, void* workspace, size_t workspace_bytes) = 0;
   // Bytes of workspace the three passes need. The cuda backend picks (and caches, per geometry)

@@ -80,8 +80,8 @@ TensorId Network::concat(const std::vector<TensorId>& branches, const std::strin
   return add_node(std::make_unique<ConcatLayer>(name, shapes), branches);
 }
 
-TensorId Network::add(TensorId main_path, TensorId shortcut, const std::string& name) {
-  return add_node(std::make_unique<ResidualAddLayer>(name, shape(main_path), shape(shortcut)),
+TensorId Network::add(TensorId main_path, TensorId shortcut, const std::string& name, bool relu) {
+  return add_node(std::make_unique<ResidualAddLayer>(name, shape(main_path), shape(shortcut), relu),
                   {main_path, shortcut});
 }
 
@@ -139,11 +139,16 @@ void Network::plan_gradient_accumulation() {
   for (size_t index = 0; index < nodes_.size(); ++index) {
     Node& node = nodes_[index];
     node.scratch_offset.assign(node.inputs.size(), -1);
+    node.accumulate.assign(node.inputs.size(), false);
     size_t offset = 0;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const TensorInfo& in = tensors_[node.inputs[i]];
       const bool last_reader = in.consumers.back() == static_cast<int>(index);
       if (node.inputs[i] == input() || last_reader) continue;
+      if (node.layer->can_accumulate_input_gradient()) {
+        node.accumulate[i] = true;
+        continue;
+      }
       node.scratch_offset[i] = static_cast<long long>(offset);
       offset += in.shape.count();
     }
@@ -181,6 +186,7 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
     pass.state = states_[index].get();
     pass.workspace = workspace_.data();
     pass.workspace_bytes = workspace_bytes;
+    pass.accumulate_dx = node.accumulate;
     std::vector<Accumulation> accumulations;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const TensorId in = node.inputs[i];

@@ -9,7 +9,8 @@
 //   input, and the logits' gradient reuses the logits (the fused loss overwrites them);
 // - gradient accumulation: a tensor read by several nodes receives its gradient from each of them.
 //   Backward runs nodes in reverse, so the last reader in forward order writes the gradient
-//   directly and every earlier reader writes into a scratch buffer that is then added to it.
+//   directly and every earlier reader adds to it: itself where the layer can (a convolution's
+//   backward-data with beta = 1), else through a scratch buffer and an addition.
 // Parameters are declared in node order, so a node's tensors form one contiguous gradient range,
 // and ranges become ready in ascending offset order as backward walks the nodes in reverse.
 #pragma once
@@ -47,7 +48,8 @@ class Network {
   TensorId dropout(TensorId x, const std::string& name, float rate);
   TensorId concat(const std::vector<TensorId>& branches, const std::string& name);
   // Puts the result over `main_path` where it can, so pass the single-use operand there.
-  TensorId add(TensorId main_path, TensorId shortcut, const std::string& name);
+  // With `relu` the sum goes through a ReLU in the same pass.
+  TensorId add(TensorId main_path, TensorId shortcut, const std::string& name, bool relu = false);
   TensorId fully_connected(TensorId x, const std::string& name, int outputs);
   // Any layer; it must already have declared its parameters (in forward order).
   TensorId add_node(std::unique_ptr<Layer> layer, const std::vector<TensorId>& inputs);
@@ -61,9 +63,11 @@ class Network {
     std::vector<TensorId> inputs;
     TensorId output = -1;
     bool in_place = false;  // output (and dx[0]) share input 0's buffers
-    // Per input: its gradient goes straight into the tensor's gradient buffer (the last reader)
-    // or through scratch at this offset (in elements) and is then added; -1 = straight.
+    // Per input: its gradient goes straight into the tensor's gradient buffer (the last reader),
+    // is added there by the layer itself (accumulate), or goes through scratch at this offset (in
+    // elements) and is then added; -1 = no scratch.
     std::vector<long long> scratch_offset;
+    std::vector<bool> accumulate;
   };
   const std::vector<Node>& nodes() const { return nodes_; }
   // The output of the node called `name`; throws when there is none.

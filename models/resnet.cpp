@@ -42,8 +42,7 @@ TensorId bottleneck(Network& net, TensorId x, const std::string& name, int width
   y = conv_bn(net, y, name + ".conv2", name + ".bn2", width, 3, stride, 1);
   y = net.relu(y, name + ".relu2");
   y = conv_bn(net, y, name + ".conv3", name + ".bn3", out_channels, 1, 1, 0);
-  y = net.add(y, shortcut, name + ".add");
-  return net.relu(y, name + ".relu3");
+  return net.add(y, shortcut, name + ".add", /*relu=*/true);
 }
 
 TensorId build_resnet(Network& net, TensorId images, const std::vector<int>& blocks_per_stage) {

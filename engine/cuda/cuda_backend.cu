@@ -67,6 +67,15 @@ void CudaBackend::axpy(float alpha, const float* x, float* y, size_t n) {
   cuda_kernels::launch_axpy(stream_, alpha, x, y, n);
 }
 
+void CudaBackend::add_tensors(const float* a, const float* b, float* y, size_t n, bool relu) {
+  cuda_kernels::launch_add_tensors(stream_, a, b, y, n, relu);
+}
+
+void CudaBackend::add_tensors_backward(const float* y, const float* dy, bool relu, float* da,
+                                       float* db, size_t n) {
+  cuda_kernels::launch_add_tensors_backward(stream_, y, dy, relu, da, db, n);
+}
+
 void CudaBackend::softmax_cross_entropy(const float* logits, const int32_t* labels, int rows,
                                         int classes, float* row_losses, float* loss_out,
                                         float* dlogits) {

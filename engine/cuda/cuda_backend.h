@@ -55,6 +55,9 @@ class CudaBackend final : public Backend {
   void fill(float* x, size_t n, float value) override;
   void scale(float* x, size_t n, float alpha) override;
   void axpy(float alpha, const float* x, float* y, size_t n) override;
+  void add_tensors(const float* a, const float* b, float* y, size_t n, bool relu) override;
+  void add_tensors_backward(const float* y, const float* dy, bool relu, float* da, float* db,
+                            size_t n) override;
 
   void softmax_cross_entropy(const float* logits, const int32_t* labels, int rows, int classes,
                              float* row_losses, float* loss_out, float* dlogits) override;
@@ -75,7 +78,7 @@ class CudaBackend final : public Backend {
   void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, float* y,
                       void* workspace, size_t workspace_bytes) override;
   void conv2d_backward_data(const ConvGeometry& g, const float* dy, const float* w, float* dx,
-                            void* workspace, size_t workspace_bytes) override;
+                            void* workspace, size_t workspace_bytes, bool accumulate = false) override;
   void conv2d_backward_filter(const ConvGeometry& g, const float* x, const float* dy, float* dw,
                               void* workspace, size_t workspace_bytes) override;
   size_t conv2d_workspace_bytes(const ConvGeometry& g) override;

@@ -225,13 +225,15 @@ void CudaBackend::conv2d_forward(const ConvGeometry& g, const float* x, const fl
 }
 
 void CudaBackend::conv2d_backward_data(const ConvGeometry& g, const float* dy, const float* w,
-                                       float* dx, void* workspace, size_t workspace_bytes) {
+                                       float* dx, void* workspace, size_t workspace_bytes,
+                                       bool accumulate) {
   const ConvPlan& plan = conv_plan(g, /*benchmark=*/false);
   require_workspace(plan, workspace, workspace_bytes, "conv2d_backward_data");
-  const float one = 1.0f, zero = 0.0f;
+  // beta = 1 folds a second reader's gradient into the tensor's, with no scratch or extra pass.
+  const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   DPB_CUDNN_CHECK(cudnnConvolutionBackwardData(
       cudnn_, &one, plan.filter.get(), w, plan.output.get(), dy, plan.convolution.get(),
-      plan.backward_data_algorithm, workspace, workspace_bytes, &zero, plan.input.get(), dx));
+      plan.backward_data_algorithm, workspace, workspace_bytes, &beta, plan.input.get(), dx));
 }
 
 void CudaBackend::conv2d_backward_filter(const ConvGeometry& g, const float* x, const float* dy,

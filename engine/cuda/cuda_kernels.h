@@ -20,6 +20,10 @@ void launch_relu_backward(cudaStream_t stream, const float* y, const float* dy, 
 void launch_fill(cudaStream_t stream, float* x, size_t n, float value);
 void launch_scale(cudaStream_t stream, float* x, size_t n, float alpha);
 void launch_axpy(cudaStream_t stream, float alpha, const float* x, float* y, size_t n);
+void launch_add_tensors(cudaStream_t stream, const float* a, const float* b, float* y, size_t n,
+                        bool relu);
+void launch_add_tensors_backward(cudaStream_t stream, const float* y, const float* dy, bool relu,
+                                 float* da, float* db, size_t n);
 void launch_fill_uniform_by_index(cudaStream_t stream, float* x, size_t n, uint64_t seed,
                                   uint64_t random_stream, uint64_t first_index, float lo, float hi);
 void launch_fill_labels_by_index(cudaStream_t stream, int32_t* labels, size_t n, uint64_t seed,

@@ -1,5 +1,7 @@
 // Element-wise kernels: bias add, ReLU, fill/scale/axpy and the synthetic-data fills. All are
 // memory-bound grid-stride loops; kernels first, launchers after.
+#include <cstdint>
+
 #include "engine/counter_random.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
@@ -32,6 +34,41 @@ __global__ void scale_kernel(float* x, size_t n, float alpha) {
 
 __global__ void axpy_kernel(float alpha, const float* x, float* y, size_t n) {
   DPB_GRID_STRIDE_LOOP(i, n) { y[i] = fmaf(alpha, x[i], y[i]); }
+}
+
+// y = a + b (then ReLU). Four floats per thread where every pointer is 16-byte aligned (planned
+// buffers always are), which these bandwidth-bound joins need to approach the memory's speed;
+// `vectorised` false takes every element one by one.
+template <bool kRelu>
+__global__ void add_tensors_kernel(const float* a, const float* b, float* y, size_t n,
+                                   bool vectorised) {
+  auto join = [](float u, float v) {
+    const float sum = u + v;
+    return kRelu && !(sum > 0.0f) ? 0.0f : sum;
+  };
+  const size_t quads = vectorised ? n / 4 : 0;
+  const float4* a4 = reinterpret_cast<const float4*>(a);
+  const float4* b4 = reinterpret_cast<const float4*>(b);
+  float4* y4 = reinterpret_cast<float4*>(y);
+  DPB_GRID_STRIDE_LOOP(q, quads) {
+    const float4 u = a4[q], v = b4[q];
+    y4[q] = make_float4(join(u.x, v.x), join(u.y, v.y), join(u.z, v.z), join(u.w, v.w));
+  }
+  DPB_GRID_STRIDE_LOOP(t, n - quads * 4) {
+    const size_t i = quads * 4 + t;
+    y[i] = join(a[i], b[i]);
+  }
+}
+
+// g = relu ? (y > 0 ? dy : 0) : dy into da and db (either may be null or alias dy).
+template <bool kRelu>
+__global__ void add_tensors_backward_kernel(const float* y, const float* dy, float* da, float* db,
+                                            size_t n) {
+  DPB_GRID_STRIDE_LOOP(i, n) {
+    const float g = kRelu && !(y[i] > 0.0f) ? 0.0f : dy[i];
+    if (da != nullptr) da[i] = g;
+    if (db != nullptr) db[i] = g;
+  }
 }
 
 // Must match ReferenceBackend::fill_uniform_by_index bit for bit: the same counter function and
@@ -120,6 +157,31 @@ __global__ void append_scalar_kernel(const float* value, float* history, int32_t
 void launch_append_scalar(cudaStream_t stream, const float* value, float* history, int32_t* cursor) {
   append_scalar_kernel<<<1, 1, 0, stream>>>(value, history, cursor);
   DPB_CUDA_CHECK_LAUNCH(append_scalar_kernel);
+}
+
+void launch_add_tensors(cudaStream_t stream, const float* a, const float* b, float* y, size_t n,
+                        bool relu) {
+  if (n == 0) return;
+  const bool aligned = ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) |
+                         reinterpret_cast<uintptr_t>(y)) % 16) == 0;
+  const unsigned grid = grid_for(aligned ? (n + 3) / 4 : n);
+  if (relu) {
+    add_tensors_kernel<true><<<grid, kBlockSize, 0, stream>>>(a, b, y, n, aligned);
+  } else {
+    add_tensors_kernel<false><<<grid, kBlockSize, 0, stream>>>(a, b, y, n, aligned);
+  }
+  DPB_CUDA_CHECK_LAUNCH(add_tensors_kernel);
+}
+
+void launch_add_tensors_backward(cudaStream_t stream, const float* y, const float* dy, bool relu,
+                                 float* da, float* db, size_t n) {
+  if (n == 0 || (da == nullptr && db == nullptr)) return;
+  if (relu) {
+    add_tensors_backward_kernel<true><<<grid_for(n), kBlockSize, 0, stream>>>(y, dy, da, db, n);
+  } else {
+    add_tensors_backward_kernel<false><<<grid_for(n), kBlockSize, 0, stream>>>(y, dy, da, db, n);
+  }
+  DPB_CUDA_CHECK_LAUNCH(add_tensors_backward_kernel);
 }
 
 }  // namespace dpbench::cuda_kernels

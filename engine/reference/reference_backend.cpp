@@ -88,6 +88,22 @@ void ReferenceBackend::axpy(float alpha, const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
 
+void ReferenceBackend::add_tensors(const float* a, const float* b, float* y, size_t n, bool relu) {
+  for (size_t i = 0; i < n; ++i) {
+    const float sum = a[i] + b[i];
+    y[i] = relu && !(sum > 0.0f) ? 0.0f : sum;
+  }
+}
+
+void ReferenceBackend::add_tensors_backward(const float* y, const float* dy, bool relu, float* da,
+                                            float* db, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float g = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
+    if (da != nullptr) da[i] = g;
+    if (db != nullptr) db[i] = g;
+  }
+}
+
 void ReferenceBackend::softmax_cross_entropy(const float* logits, const int32_t* labels, int rows,
                                              int classes, float* row_losses, float* loss_out,
                                              float* dlogits) {

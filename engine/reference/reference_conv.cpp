@@ -180,7 +180,7 @@ void ReferenceBackend::conv2d_forward(const ConvGeometry& g, const float* x, con
 
 void ReferenceBackend::conv2d_backward_data(const ConvGeometry& g, const float* dy, const float* w,
                                             float* dx, void* /*workspace*/,
-                                            size_t /*workspace_bytes*/) {
+                                            size_t /*workspace_bytes*/, bool accumulate) {
   check_geometry(g, "conv2d_backward_data");
   const Chunks chunks = chunks_of(g);
   const int k = g.filter.k;
@@ -189,7 +189,11 @@ void ReferenceBackend::conv2d_backward_data(const ConvGeometry& g, const float* 
   float* dcol = scratch(col_buffer, chunks.rows * chunks.taps);  // (rows, taps)
   float* dy_rows = scratch(dy_rows_buffer, chunks.rows * k);     // (rows, k)
   double* dx_sum = scratch(dx_sum_buffer, g.input.count());      // laid out as dx
-  std::fill(dx_sum, dx_sum + g.input.count(), 0.0);
+  if (accumulate) {
+    std::copy(dx, dx + g.input.count(), dx_sum);
+  } else {
+    std::fill(dx_sum, dx_sum + g.input.count(), 0.0);
+  }
   for (size_t first = 0; first < chunks.pixels; first += chunks.rows) {
     const size_t rows = std::min(chunks.rows, chunks.pixels - first);
     gather_pixels(g.output, dy, first, rows, dy_rows);

@@ -57,7 +57,8 @@ void Conv2dLayer::backward(const LayerPass& pass, const int32_t*) const {
     ops.channel_bias_gradient(geometry_.output, pass.dy, pass.params->gradient(bias_id_));
   if (pass.dx[0] != nullptr)
     ops.conv2d_backward_data(geometry_, pass.dy, pass.params->parameter(weights_id_), pass.dx[0],
-                             pass.workspace, pass.workspace_bytes);
+                             pass.workspace, pass.workspace_bytes,
+                             !pass.accumulate_dx.empty() && pass.accumulate_dx[0]);
 }
 
 }  // namespace dpbench

@@ -27,6 +27,7 @@ class Conv2dLayer : public Layer {
   void initialize(const ParameterLayout& layout, uint64_t seed,
                   std::vector<float>& host_params) const override;
   size_t workspace_bytes(Backend& ops) const override;
+  bool can_accumulate_input_gradient() const override { return true; }
   void forward(const LayerPass& pass, const int32_t* step) const override;
   void backward(const LayerPass& pass, const int32_t* step) const override;
 

@@ -27,8 +27,10 @@ struct LayerPass {
   Backend* ops = nullptr;
   const ParameterSet* params = nullptr;
   std::vector<const float*> x;  // one per input, each of that input's shape
-  // Input gradients, overwritten by backward; nullptr where none is wanted (the images).
+  // Input gradients, overwritten by backward (added to where accumulate_dx says so); nullptr
+  // where none is wanted (the images).
   std::vector<float*> dx;
+  std::vector<bool> accumulate_dx;  // per input; only for layers that can_accumulate_input_gradient
   float* y = nullptr;   // output
   float* dy = nullptr;  // output gradient
   LayerState* state = nullptr;
@@ -65,6 +67,9 @@ class Layer {
   virtual bool can_run_in_place() const { return false; }
   // Backward reads the forward output (ReLU, pooling), so nothing may overwrite it in place.
   virtual bool backward_reads_output() const { return false; }
+  // Backward can add its input gradient to what dx holds (LayerPass::accumulate_dx), so a tensor
+  // read by several layers needs no scratch buffer and no separate addition for this reader.
+  virtual bool can_accumulate_input_gradient() const { return false; }
 
   // `step` is the device-side step number (the same pointer every step).
   virtual void forward(const LayerPass& pass, const int32_t* step) const = 0;

@@ -1,5 +1,6 @@
-// Residual connection: y = a + b (same shape). Backward hands dy to both inputs. Runs in place
-// over `a` (the main path) where the network allows, which saves a buffer and a copy.
+// Residual connection: y = a + b (same shape), optionally followed by ReLU in the same pass (the
+// ResNet block's join). Backward hands the (ReLU-masked) dy to both inputs. Runs in place over `a`
+// (the main path) where the network allows, which saves a buffer.
 #pragma once
 
 #include "models/layers/layer.h"
@@ -8,11 +9,16 @@ namespace dpbench {
 
 class ResidualAddLayer : public Layer {
  public:
-  ResidualAddLayer(const std::string& name, const Tensor4& a, const Tensor4& b);
+  ResidualAddLayer(const std::string& name, const Tensor4& a, const Tensor4& b, bool relu);
 
   bool can_run_in_place() const override { return true; }
+  // The ReLU's mask is read back from the output.
+  bool backward_reads_output() const override { return relu_; }
   void forward(const LayerPass& pass, const int32_t* step) const override;
   void backward(const LayerPass& pass, const int32_t* step) const override;
+
+ private:
+  bool relu_;
 };
 
 }  // namespace dpbench

@@ -140,6 +140,34 @@ TEST_CASE("cuda element-wise ops match the reference", "[gpu]") {
     gpu->ops().axpy(0.75f, x_gpu.data(), target_gpu.data(), n);
     reference.axpy(0.75f, x.data(), target.data(), n);
     check_close(target_gpu.download(), target, 4 * kEps, 2 * kEps, "axpy" + size);
+
+    // One addition (then a comparison): bit-identical, vectorised or not (offset by one float
+    // the pointers lose their 16-byte alignment and the kernel takes elements one by one).
+    for (const size_t offset : {size_t{0}, size_t{1}}) {
+      if (offset >= n) continue;
+      const size_t m = n - offset;
+      const std::string variant = size + (offset ? " unaligned" : " aligned");
+      for (const bool relu : {false, true}) {
+        const std::string name = relu ? "add_tensors+relu" : "add_tensors";
+        GpuArray<float> a_gpu(*gpu, x), b_gpu(*gpu, y), sum_gpu(*gpu, n), da_gpu(*gpu, n), db_gpu(*gpu, n);
+        std::vector<float> sum(n), da(n), db(n);
+        gpu->ops().add_tensors(a_gpu.data() + offset, b_gpu.data() + offset, sum_gpu.data() + offset, m, relu);
+        reference.add_tensors(x.data() + offset, y.data() + offset, sum.data() + offset, m, relu);
+        const std::vector<float> sum_host = sum_gpu.download();
+        check_close(std::vector<float>(sum_host.begin() + offset, sum_host.end()),
+                    std::vector<float>(sum.begin() + offset, sum.end()), 0.0, 0.0, name + variant);
+        // b's values serve as the incoming gradient.
+        gpu->ops().add_tensors_backward(sum_gpu.data() + offset, b_gpu.data() + offset, relu,
+                                        da_gpu.data() + offset, db_gpu.data() + offset, m);
+        reference.add_tensors_backward(sum.data() + offset, y.data() + offset, relu,
+                                       da.data() + offset, db.data() + offset, m);
+        const std::vector<float> da_host = da_gpu.download(), db_host = db_gpu.download();
+        check_close(std::vector<float>(da_host.begin() + offset, da_host.end()),
+                    std::vector<float>(da.begin() + offset, da.end()), 0.0, 0.0, name + " backward" + variant);
+        check_close(std::vector<float>(db_host.begin() + offset, db_host.end()),
+                    std::vector<float>(db.begin() + offset, db.end()), 0.0, 0.0, name + " backward" + variant);
+      }
+    }
   }
 }
 

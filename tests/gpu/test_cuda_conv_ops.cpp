@@ -105,6 +105,14 @@ TEST_CASE("cuda convolutions match the reference in both formats, timed or heuri
                     "conv2d_backward_data " + what);
         check_close(dw_gpu.download(), dw, sum_tolerance(weight_terms, 0.25), 4 * kEps,
                     "conv2d_backward_filter " + what);
+
+        // accumulate: dx += the same gradient again (beta = 1), so 2x, within twice the bound.
+        ops.conv2d_backward_data(g, dy_gpu.data(), w_gpu.data(), dx_gpu.data(), workspace.data(),
+                                 workspace_bytes, /*accumulate=*/true);
+        std::vector<float> twice = dx;
+        for (float& v : twice) v *= 2.0f;
+        check_close(dx_gpu.download(), twice, 2 * sum_tolerance(data_terms, 0.25), 4 * kEps,
+                    "conv2d_backward_data accumulating " + what);
       }
     }
   }

@@ -70,9 +70,9 @@ TEST_CASE("key feature maps have the torchvision shapes", "[cnn_models]") {
   using dpbench::DataFormat;
   const auto resnet = build("resnet50", "NCHW", 2);
   CHECK(shape_after(*resnet, "maxpool") == Tensor4{2, 64, 56, 56, DataFormat::nchw});
-  CHECK(shape_after(*resnet, "layer1.2.relu3") == Tensor4{2, 256, 56, 56, DataFormat::nchw});
-  CHECK(shape_after(*resnet, "layer2.0.relu3") == Tensor4{2, 512, 28, 28, DataFormat::nchw});
-  CHECK(shape_after(*resnet, "layer4.2.relu3") == Tensor4{2, 2048, 7, 7, DataFormat::nchw});
+  CHECK(shape_after(*resnet, "layer1.2.add") == Tensor4{2, 256, 56, 56, DataFormat::nchw});
+  CHECK(shape_after(*resnet, "layer2.0.add") == Tensor4{2, 512, 28, 28, DataFormat::nchw});
+  CHECK(shape_after(*resnet, "layer4.2.add") == Tensor4{2, 2048, 7, 7, DataFormat::nchw});
   CHECK(shape_after(*resnet, "fc") == Tensor4{2, 1000, 1, 1, DataFormat::nchw});
 
   const auto inception = build("inception3", "NHWC");
@@ -118,19 +118,23 @@ TEST_CASE("initial parameters do not depend on the data format", "[cnn_models]")
 TEST_CASE("the network plans in-place buffers and gradient accumulation", "[cnn_models]") {
   const auto resnet = build("resnet50");
   const dpbench::Network& net = network_of(*resnet);
-  // bn3 -> add -> relu3 share one buffer; the block input feeds conv1, the add (or downsample)
-  // and so needs scratch for all but its last reader.
-  const dpbench::TensorId bn3 = net.find("layer1.1.bn3"), add = net.find("layer1.1.add"),
-                          relu = net.find("layer1.1.relu3");
+  // bn3 -> add (with its ReLU) share one buffer. The block input feeds conv1 and the add (or the
+  // downsample conv and conv1): the last reader writes its gradient, the conv before it adds to
+  // it with beta = 1, so ResNet needs no scratch at all.
+  const dpbench::TensorId bn3 = net.find("layer1.1.bn3"), add = net.find("layer1.1.add");
   CHECK(net.value_buffer(add) == net.value_buffer(bn3));
-  CHECK(net.value_buffer(relu) == net.value_buffer(bn3));
-  CHECK(net.gradient_buffer(relu) == net.gradient_buffer(bn3));
+  CHECK(net.gradient_buffer(add) == net.gradient_buffer(bn3));
+  for (const dpbench::Network::Node& node : net.nodes()) {
+    if (node.layer->name() == "layer1.1.conv1" || node.layer->name() == "layer2.0.downsample.0")
+      CHECK(node.accumulate == std::vector<bool>{true});
+    if (node.layer->name() == "layer2.0.conv1") CHECK(node.accumulate == std::vector<bool>{false});
+  }
   // Pool backward reads its input: the ReLU before a pool must not be overwritten.
   CHECK(net.value_buffer(net.find("relu")) == net.value_buffer(net.find("bn1")));
   CHECK(net.value_buffer(net.find("maxpool")) != net.value_buffer(net.find("relu")));
   CHECK(net.gradient_buffer(net.input()) == -1);
   CHECK(net.gradient_buffer(net.logits()) == net.value_buffer(net.logits()));
-  CHECK(net.scratch_count() > 0);
+  CHECK(net.scratch_count() == 0);
 
   // Ranges come out in readiness order: each node's range starts where the previous one ended.
   size_t expected_offset = 0;
@@ -146,8 +150,9 @@ TEST_CASE("the network plans in-place buffers and gradient accumulation", "[cnn_
 
 namespace {
 
-// A small graph with every layer kind and every kind of edge: a tensor read by four nodes
-// (gradient accumulation), branches joined by concat, an in-place residual add and ReLUs.
+// A small graph with every layer kind and every kind of edge: a tensor read by three nodes
+// (gradient accumulation, by convolutions with beta = 1 and through scratch for the pooling),
+// branches joined by concat, an in-place residual add fused with its ReLU, and a ReLU.
 dpbench::TensorId build_tiny_graph(dpbench::Network& net, dpbench::TensorId images) {
   using namespace dpbench;
   auto conv = [&](TensorId x, const std::string& name, int out, int kernel, bool bias) {
@@ -164,8 +169,7 @@ dpbench::TensorId build_tiny_graph(dpbench::Network& net, dpbench::TensorId imag
                                                               1, Padding::explicit_symmetric, 1});
   const TensorId b = conv(pooled, "branch_b", 4, 1, false);
   const TensorId shortcut = conv(r1, "shortcut", 8, 1, false);
-  TensorId x = net.add(net.concat({a, b}, "concat"), shortcut, "add");
-  x = net.relu(x, "relu2");
+  TensorId x = net.add(net.concat({a, b}, "concat"), shortcut, "add", /*relu=*/true);
   x = net.pool(x, "max_pool", PoolOptions{PoolMode::max, 2, 2, Padding::valid, 0});  // (n, 8, 4, 4)
   x = net.dropout(x, "dropout", 0.25f);
   return net.fully_connected(x, "fc", 4);
@@ -186,8 +190,13 @@ TEST_CASE("backward through the graph matches finite differences of the loss", "
     config.batch_size = 3;
     config.data_format = format;
     const dpbench::CnnModel model("tiny", config, dpbench::ImageSpec{3, 8, 8, 4}, build_tiny_graph);
-    // accumulation: relu1's output is read by branch_a, avg_pool and shortcut
+    // accumulation: relu1's output is read by branch_a (adds in place), avg_pool (through
+    // scratch) and shortcut (the last reader, writes first)
     CHECK(model.network().scratch_count() > 0);
+    for (const dpbench::Network::Node& node : model.network().nodes()) {
+      if (node.layer->name() == "branch_a") CHECK(node.accumulate == std::vector<bool>{true});
+      if (node.layer->name() == "shortcut") CHECK(node.accumulate == std::vector<bool>{false});
+    }
 
     std::unique_ptr<dpbench::Device> device = dpbench::create_reference_device(0);
     dpbench::ParameterSet params(*device, model.layout());

@@ -84,6 +84,27 @@ TEST_CASE("reference relu forward and backward (in place too)", "[reference]") {
   CHECK(dy == std::vector<float>{0, 0, 7, 8});
 }
 
+TEST_CASE("reference add_tensors with and without ReLU, and its backward", "[reference]") {
+  ReferenceBackend ops;
+  const std::vector<float> a = {-3.0f, 1.0f, 2.0f, -0.5f};
+  std::vector<float> b = {1.0f, -1.0f, 0.5f, 2.0f};
+  std::vector<float> y(4);
+  ops.add_tensors(a.data(), b.data(), y.data(), 4, false);
+  CHECK(y == std::vector<float>{-2.0f, 0.0f, 2.5f, 1.5f});
+  ops.add_tensors(a.data(), b.data(), b.data(), 4, true);  // y aliases b
+  CHECK(b == std::vector<float>{0.0f, 0.0f, 2.5f, 1.5f});
+
+  // With ReLU the gradient passes only where the output is positive; da aliases dy.
+  std::vector<float> dy = {5, 6, 7, 8};
+  std::vector<float> db(4, -1.0f);
+  ops.add_tensors_backward(b.data(), dy.data(), true, dy.data(), db.data(), 4);
+  CHECK(dy == std::vector<float>{0, 0, 7, 8});
+  CHECK(db == std::vector<float>{0, 0, 7, 8});
+  std::vector<float> plain = {5, 6, 7, 8}, da(4);
+  ops.add_tensors_backward(b.data(), plain.data(), false, da.data(), nullptr, 4);
+  CHECK(da == plain);
+}
+
 TEST_CASE("reference fill, scale and axpy", "[reference]") {
   ReferenceBackend ops;
   std::vector<float> x(3);

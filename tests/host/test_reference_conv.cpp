@@ -112,6 +112,13 @@ TEST_CASE("reference conv: all three passes match the direct loops", "[reference
       check_close(y, direct_forward(g, x, w), 1e-5, 1e-5, "forward");
       check_close(dx, direct_backward_data(g, dy, w), 1e-5, 1e-5, "backward_data");
       check_close(dw, direct_backward_filter(g, x, dy), 1e-5, 1e-5, "backward_filter");
+
+      // accumulate adds to what dx holds (a tensor with several readers)
+      std::vector<float> sum = random_values(g.input.count(), 4);
+      std::vector<double> expected = direct_backward_data(g, dy, w);
+      for (size_t i = 0; i < sum.size(); ++i) expected[i] += sum[i];
+      ops.conv2d_backward_data(g, dy.data(), w.data(), sum.data(), nullptr, 0, /*accumulate=*/true);
+      check_close(sum, expected, 1e-5, 1e-5, "backward_data accumulating");
     }
   }
 }
