@@ -96,9 +96,14 @@ class Backend {
   // its algorithms here, so layers call it once at set-up; the reference backend needs none.
   virtual size_t conv2d_workspace_bytes(const ConvGeometry& g) = 0;
 
-  // y (shape) += bias (c) per channel;  dbias (c) = sum over n, h, w of dy (overwrites).
-  virtual void add_channel_bias(const Tensor4& shape, float* y, const float* bias) = 0;
-  virtual void channel_bias_gradient(const Tensor4& shape, const float* dy, float* dbias) = 0;
+  // y (shape) += bias (c) per channel, then max(0, .) when `relu` (a convolution's epilogue).
+  virtual void add_channel_bias(const Tensor4& shape, float* y, const float* bias, bool relu) = 0;
+  // dbias (c) = sum over n, h, w of dy (overwrites). With `relu`, dy is first masked in place by
+  // y > 0 (y: the forward output), which leaves it ready for the convolution's backward passes.
+  // `workspace` holds at least channel_bias_workspace_bytes(shape) bytes.
+  virtual void channel_bias_gradient(const Tensor4& shape, const float* y, float* dy, float* dbias,
+                                     bool relu, void* workspace) = 0;
+  virtual size_t channel_bias_workspace_bytes(const Tensor4& shape) = 0;
 
   // Batch normalisation in training mode: statistics of this batch per channel (biased variance),
   //   y = gamma * (x - mean) * inv_std + beta,  inv_std = 1 / sqrt(var + epsilon);

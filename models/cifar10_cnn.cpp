@@ -15,7 +15,8 @@ TensorId conv_relu(Network& net, TensorId x, const std::string& name, int out_ch
   o.kernel_h = o.kernel_w = 3;
   o.padding = padding;
   o.bias = true;
-  return net.relu(net.conv(x, name, o), name + ".relu");
+  o.relu = true;
+  return net.conv(x, name, o);
 }
 
 TensorId build_cifar10_cnn(Network& net, TensorId images) {

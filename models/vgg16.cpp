@@ -23,8 +23,8 @@ TensorId build_vgg16(Network& net, TensorId images) {
       o.padding = Padding::explicit_symmetric;
       o.pad_h = o.pad_w = 1;
       o.bias = true;
+      o.relu = true;
       x = net.conv(x, name, o);
-      x = net.relu(x, name + ".relu");
     }
     x = net.pool(x, "features.pool" + std::to_string(block + 1),
                  PoolOptions{PoolMode::max, 2, 2, Padding::valid, 0});

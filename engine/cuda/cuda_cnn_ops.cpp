@@ -70,6 +70,17 @@ ChannelSliceRows channel_slice_rows(const Tensor4& whole, const Tensor4& slice, 
   return rows;
 }
 
+// The kernels see a tensor as `outer` blocks of (channels x inner): NCHW has outer = n and inner =
+// h * w, NHWC outer = n * h * w and inner = 1.
+cuda_kernels::ChannelLayout channel_layout(const Tensor4& shape) {
+  const size_t plane = static_cast<size_t>(shape.h) * shape.w;
+  cuda_kernels::ChannelLayout layout;
+  layout.channels = shape.c;
+  layout.outer = shape.format == DataFormat::nchw ? static_cast<size_t>(shape.n) : shape.n * plane;
+  layout.inner = shape.format == DataFormat::nchw ? plane : 1;
+  return layout;
+}
+
 }  // namespace
 
 BatchNormPlan& CudaBackend::batch_norm_plan(const Tensor4& shape) {
@@ -108,25 +119,18 @@ PoolPlan& CudaBackend::pool_plan(const PoolGeometry& g) {
   return plans_->pools.emplace(key, std::move(plan)).first->second;
 }
 
-void CudaBackend::add_channel_bias(const Tensor4& shape, float* y, const float* bias) {
-  const size_t plane = static_cast<size_t>(shape.h) * shape.w;
-  if (shape.format == DataFormat::nhwc) {
-    // NHWC is a row-major (pixels, channels) matrix: the dense layers' bias add as it stands.
-    cuda_kernels::launch_add_bias(stream_, y, bias,
-                                  checked_int(shape.n * plane, "add_channel_bias rows"), shape.c);
-  } else {
-    cuda_kernels::launch_add_channel_bias_nchw(stream_, y, bias, shape.n, shape.c, plane);
-  }
+void CudaBackend::add_channel_bias(const Tensor4& shape, float* y, const float* bias, bool relu) {
+  cuda_kernels::launch_add_channel_bias(stream_, y, bias, channel_layout(shape), relu);
 }
 
-void CudaBackend::channel_bias_gradient(const Tensor4& shape, const float* dy, float* dbias) {
-  const size_t plane = static_cast<size_t>(shape.h) * shape.w;
-  if (shape.format == DataFormat::nhwc) {
-    cuda_kernels::launch_bias_gradient(
-        stream_, dy, dbias, checked_int(shape.n * plane, "channel_bias_gradient rows"), shape.c);
-  } else {
-    cuda_kernels::launch_channel_bias_gradient_nchw(stream_, dy, dbias, shape.n, shape.c, plane);
-  }
+size_t CudaBackend::channel_bias_workspace_bytes(const Tensor4& shape) {
+  return cuda_kernels::channel_sum_workspace_bytes(channel_layout(shape));
+}
+
+void CudaBackend::channel_bias_gradient(const Tensor4& shape, const float* y, float* dy,
+                                        float* dbias, bool relu, void* workspace) {
+  cuda_kernels::launch_channel_bias_gradient(stream_, y, dy, dbias, relu, channel_layout(shape),
+                                             static_cast<float*>(workspace));
 }
 
 void CudaBackend::batch_norm_forward_training(const Tensor4& shape, const float* x,

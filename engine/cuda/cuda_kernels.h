@@ -54,12 +54,21 @@ void launch_adam_update(cudaStream_t stream, float* params, const float* grads, 
                         float first_moment_correction, float second_moment_correction);
 
 // ---- image ops (cuda_kernels_cnn.cu); the rest of the image ops are cuDNN calls -------------
-// y (batch, channels, plane) += bias (channels), plane = h * w (NCHW; NHWC is launch_add_bias).
-void launch_add_channel_bias_nchw(cudaStream_t stream, float* y, const float* bias, int batch,
-                                  int channels, size_t plane);
-// dbias (channels) = sum over batch and plane of dy (batch, channels, plane); deterministic.
-void launch_channel_bias_gradient_nchw(cudaStream_t stream, const float* dy, float* dbias,
-                                       int batch, int channels, size_t plane);
+// A 4-D tensor seen as `outer` blocks of (channels x inner): NCHW is outer = n, inner = h * w;
+// NHWC is outer = n * h * w, inner = 1. Element (o, c, i) lies at (o * channels + c) * inner + i.
+struct ChannelLayout {
+  size_t outer = 0;
+  int channels = 0;
+  size_t inner = 0;
+};
+// y += bias (channels) per channel, then max(0, .) when relu.
+void launch_add_channel_bias(cudaStream_t stream, float* y, const float* bias,
+                             const ChannelLayout& layout, bool relu);
+// dbias (channels) = sum of dy over outer and inner, deterministic (fixed partials, fixed order).
+// With relu, dy is first set to 0 where y <= 0, in place. workspace: channel_sum_workspace_bytes.
+void launch_channel_bias_gradient(cudaStream_t stream, const float* y, float* dy, float* dbias,
+                                  bool relu, const ChannelLayout& layout, float* workspace);
+size_t channel_sum_workspace_bytes(const ChannelLayout& layout);
 // Inverted dropout, forward (in = x) or backward (in = dy): see Backend::dropout_forward. `step`
 // is read on the device. out may alias in.
 void launch_dropout(cudaStream_t stream, const float* in, float* out, size_t n, float rate,

@@ -1,6 +1,8 @@
-// Image-op kernels cuDNN has no call for: per-channel bias in NCHW (NHWC is the row-major bias of
-// cuda_kernels_elementwise/reduce), inverted dropout with a counter-based mask, and the strided
+// Image-op kernels cuDNN has no call for: per-channel bias (add, with an optional ReLU, and its
+// gradient, with the ReLU's mask), inverted dropout with a counter-based mask, and the strided
 // row copy behind channel slices. Kernels first, launchers after.
+#include <algorithm>
+
 #include "engine/counter_random.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
@@ -9,27 +11,116 @@
 namespace dpbench::cuda_kernels {
 namespace {
 
-// y (n, c, hw) += bias (c)
-__global__ void add_channel_bias_nchw_kernel(float* y, const float* bias, size_t total, int channels,
-                                             size_t plane) {
-  DPB_GRID_STRIDE_LOOP(i, total) { y[i] += bias[(i / plane) % channels]; }
+// ---- per-channel bias ------------------------------------------------------------------
+// NHWC (inner == 1): a (rows, channels) matrix. NCHW: one block per (image, channel) plane,
+// threads along the plane, so no per-element division finds the channel.
+template <bool kRelu>
+__device__ __forceinline__ float biased(float value, float bias) {
+  const float sum = value + bias;
+  return kRelu && !(sum > 0.0f) ? 0.0f : sum;
 }
 
-// dbias (c) = sum over n and hw of dy (n, c, hw). One block per channel walks the channel's n
-// planes as one flat range; each thread's share and the block reduction have a fixed order, so
-// the result is reproducible without atomics.
-__global__ void channel_bias_gradient_nchw_kernel(const float* dy, float* dbias, int batch,
-                                                  int channels, size_t plane) {
-  __shared__ float shared[32];
-  const int channel = blockIdx.x;
-  const size_t count = static_cast<size_t>(batch) * plane;
-  float sum = 0.0f;
-  for (size_t j = threadIdx.x; j < count; j += blockDim.x) {
-    const size_t image = j / plane;
-    sum += dy[(image * channels + channel) * plane + j % plane];
+template <bool kRelu>
+__global__ void add_bias_rows_kernel(float* y, const float* bias, size_t total, unsigned channels) {
+  DPB_GRID_STRIDE_LOOP(i, total) { y[i] = biased<kRelu>(y[i], bias[i % channels]); }
+}
+
+template <bool kRelu>
+__global__ void add_bias_planes_kernel(float* y, const float* bias, size_t planes, int channels,
+                                       size_t inner) {
+  for (size_t plane = blockIdx.x; plane < planes; plane += gridDim.x) {
+    const float b = bias[plane % channels];
+    float* row = y + plane * inner;
+    for (size_t i = threadIdx.x; i < inner; i += blockDim.x) row[i] = biased<kRelu>(row[i], b);
   }
-  sum = block_reduce(sum, SumOp{}, 0.0f, shared);
-  if (threadIdx.x == 0) dbias[channel] = sum;
+}
+
+// The per-channel sums run in two stages with a fixed shape, so they are reproducible: stage 1
+// writes partial sums (parts, channels) to the workspace, stage 2 adds each channel's parts in
+// order. Stage 1 also applies the ReLU mask to dy when asked, since it reads dy anyway.
+constexpr int kChannelTile = 32;  // NHWC: channels per block (one warp's coalesced row)
+constexpr int kRowLanes = 8;      // NHWC: rows in flight per block
+constexpr int kTargetBlocks = 2048;
+
+struct ChannelSumShape {
+  bool planes = false;  // NCHW: one part per image; NHWC: one part per chunk of rows
+  size_t parts = 0;
+  size_t rows_per_part = 0;  // NHWC
+  unsigned tiles = 0;        // NHWC: channel tiles
+};
+
+ChannelSumShape channel_sum_shape(const ChannelLayout& layout) {
+  ChannelSumShape shape;
+  if (layout.inner > 1) {
+    shape.planes = true;
+    shape.parts = layout.outer;
+    return shape;
+  }
+  shape.tiles = static_cast<unsigned>((layout.channels + kChannelTile - 1) / kChannelTile);
+  const size_t wanted = (kTargetBlocks + shape.tiles - 1) / shape.tiles;
+  const size_t most = (layout.outer + kRowLanes - 1) / kRowLanes;  // at least kRowLanes rows each
+  shape.parts = std::max<size_t>(1, std::min(wanted, most));
+  shape.rows_per_part = (layout.outer + shape.parts - 1) / shape.parts;
+  shape.parts = (layout.outer + shape.rows_per_part - 1) / shape.rows_per_part;
+  return shape;
+}
+
+template <bool kRelu>
+__device__ __forceinline__ float masked_gradient(const float* y, float* dy, size_t i) {
+  float g = dy[i];
+  if (kRelu && !(y[i] > 0.0f)) {
+    g = 0.0f;
+    dy[i] = 0.0f;
+  }
+  return g;
+}
+
+// NHWC stage 1: block (kChannelTile, kRowLanes) sums rows [part * rows_per_part, ...) of its
+// channel tile; partials (parts, channels).
+template <bool kRelu>
+__global__ void channel_sum_rows_kernel(const float* y, float* dy, size_t rows, int channels,
+                                        size_t rows_per_part, float* partials) {
+  __shared__ float lanes[kRowLanes][kChannelTile + 1];
+  const int channel = blockIdx.x * kChannelTile + threadIdx.x;
+  const size_t first = blockIdx.y * rows_per_part;
+  const size_t last = first + rows_per_part < rows ? first + rows_per_part : rows;
+  float sum = 0.0f;
+  if (channel < channels) {
+    for (size_t row = first + threadIdx.y; row < last; row += kRowLanes)
+      sum += masked_gradient<kRelu>(y, dy, row * channels + channel);
+  }
+  lanes[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && channel < channels) {
+    float total = 0.0f;
+    for (int lane = 0; lane < kRowLanes; ++lane) total += lanes[lane][threadIdx.x];
+    partials[static_cast<size_t>(blockIdx.y) * channels + channel] = total;
+  }
+}
+
+// NCHW stage 1: one warp per (image, channel) plane; partials (images, channels) = plane order.
+template <bool kRelu>
+__global__ void channel_sum_planes_kernel(const float* y, float* dy, size_t planes, size_t inner,
+                                          float* partials) {
+  const size_t warps_per_block = blockDim.x / 32;
+  const size_t lane = threadIdx.x % 32;
+  for (size_t plane = blockIdx.x * warps_per_block + threadIdx.x / 32; plane < planes;
+       plane += static_cast<size_t>(gridDim.x) * warps_per_block) {
+    float sum = 0.0f;
+    for (size_t i = lane; i < inner; i += 32) sum += masked_gradient<kRelu>(y, dy, plane * inner + i);
+    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
+    if (lane == 0) partials[plane] = sum;
+  }
+}
+
+// Stage 2: dbias[c] = sum over parts of partials[part][c], in double, in part order.
+__global__ void sum_channel_parts_kernel(const float* partials, size_t parts, int channels,
+                                         float* dbias) {
+  DPB_GRID_STRIDE_LOOP(c, static_cast<size_t>(channels)) {
+    double total = 0.0;
+    for (size_t part = 0; part < parts; ++part) total += partials[part * channels + c];
+    dbias[c] = static_cast<float>(total);
+  }
 }
 
 // out = keep ? in / keep_probability : 0, keep = uniform(seed, kRandomStreamDropout + *step, i)
@@ -58,21 +149,68 @@ __global__ void copy_rows_kernel(const float* src, size_t src_stride, float* dst
 
 }  // namespace
 
-void launch_add_channel_bias_nchw(cudaStream_t stream, float* y, const float* bias, int batch,
-                                  int channels, size_t plane) {
-  const size_t total = static_cast<size_t>(batch) * channels * plane;
+void launch_add_channel_bias(cudaStream_t stream, float* y, const float* bias,
+                             const ChannelLayout& layout, bool relu) {
+  const size_t total = layout.outer * layout.channels * layout.inner;
   if (total == 0) return;
-  add_channel_bias_nchw_kernel<<<grid_for(total), kBlockSize, 0, stream>>>(y, bias, total,
-                                                                          channels, plane);
-  DPB_CUDA_CHECK_LAUNCH(add_channel_bias_nchw_kernel);
+  if (layout.inner == 1) {
+    const unsigned channels = static_cast<unsigned>(layout.channels);
+    if (relu) {
+      add_bias_rows_kernel<true><<<grid_for(total), kBlockSize, 0, stream>>>(y, bias, total, channels);
+    } else {
+      add_bias_rows_kernel<false><<<grid_for(total), kBlockSize, 0, stream>>>(y, bias, total, channels);
+    }
+  } else {
+    const size_t planes = layout.outer * layout.channels;
+    const unsigned blocks = static_cast<unsigned>(std::min<size_t>(planes, 65536));
+    if (relu) {
+      add_bias_planes_kernel<true><<<blocks, kBlockSize, 0, stream>>>(y, bias, planes,
+                                                                     layout.channels, layout.inner);
+    } else {
+      add_bias_planes_kernel<false><<<blocks, kBlockSize, 0, stream>>>(y, bias, planes,
+                                                                      layout.channels, layout.inner);
+    }
+  }
+  DPB_CUDA_CHECK_LAUNCH(add_channel_bias);
 }
 
-void launch_channel_bias_gradient_nchw(cudaStream_t stream, const float* dy, float* dbias,
-                                       int batch, int channels, size_t plane) {
-  if (channels <= 0) return;
-  channel_bias_gradient_nchw_kernel<<<channels, kBlockSize, 0, stream>>>(dy, dbias, batch,
-                                                                         channels, plane);
-  DPB_CUDA_CHECK_LAUNCH(channel_bias_gradient_nchw_kernel);
+size_t channel_sum_workspace_bytes(const ChannelLayout& layout) {
+  return channel_sum_shape(layout).parts * static_cast<size_t>(layout.channels) * sizeof(float);
+}
+
+void launch_channel_bias_gradient(cudaStream_t stream, const float* y, float* dy, float* dbias,
+                                  bool relu, const ChannelLayout& layout, float* workspace) {
+  if (layout.channels <= 0) return;
+  const ChannelSumShape shape = channel_sum_shape(layout);
+  if (shape.parts == 0 || layout.inner == 0) {
+    DPB_CUDA_CHECK(cudaMemsetAsync(dbias, 0, sizeof(float) * layout.channels, stream));
+    return;
+  }
+  if (shape.planes) {
+    const size_t planes = layout.outer * layout.channels;
+    const size_t warps_per_block = kBlockSize / 32;
+    const unsigned blocks = static_cast<unsigned>(
+        std::min<size_t>((planes + warps_per_block - 1) / warps_per_block, 65536));
+    if (relu) {
+      channel_sum_planes_kernel<true><<<blocks, kBlockSize, 0, stream>>>(y, dy, planes, layout.inner, workspace);
+    } else {
+      channel_sum_planes_kernel<false><<<blocks, kBlockSize, 0, stream>>>(y, dy, planes, layout.inner, workspace);
+    }
+  } else {
+    const dim3 block(kChannelTile, kRowLanes);
+    const dim3 grid(shape.tiles, static_cast<unsigned>(shape.parts));
+    if (relu) {
+      channel_sum_rows_kernel<true><<<grid, block, 0, stream>>>(y, dy, layout.outer, layout.channels,
+                                                                shape.rows_per_part, workspace);
+    } else {
+      channel_sum_rows_kernel<false><<<grid, block, 0, stream>>>(y, dy, layout.outer, layout.channels,
+                                                                 shape.rows_per_part, workspace);
+    }
+  }
+  DPB_CUDA_CHECK_LAUNCH(channel_sum_stage1);
+  sum_channel_parts_kernel<<<grid_for(static_cast<size_t>(layout.channels)), kBlockSize, 0, stream>>>(
+      workspace, shape.parts, layout.channels, dbias);
+  DPB_CUDA_CHECK_LAUNCH(sum_channel_parts_kernel);
 }
 
 void launch_dropout(cudaStream_t stream, const float* in, float* out, size_t n, float rate,

@@ -49,8 +49,10 @@ class ReferenceBackend final : public Backend {
   void conv2d_backward_filter(const ConvGeometry& g, const float* x, const float* dy, float* dw,
                               void* workspace, size_t workspace_bytes) override;
   size_t conv2d_workspace_bytes(const ConvGeometry& g) override;
-  void add_channel_bias(const Tensor4& shape, float* y, const float* bias) override;
-  void channel_bias_gradient(const Tensor4& shape, const float* dy, float* dbias) override;
+  void add_channel_bias(const Tensor4& shape, float* y, const float* bias, bool relu) override;
+  void channel_bias_gradient(const Tensor4& shape, const float* y, float* dy, float* dbias,
+                             bool relu, void* workspace) override;
+  size_t channel_bias_workspace_bytes(const Tensor4& shape) override;
   void batch_norm_forward_training(const Tensor4& shape, const float* x, const float* gamma,
                                    const float* beta, float epsilon, float* y, float* saved_mean,
                                    float* saved_inv_std) override;

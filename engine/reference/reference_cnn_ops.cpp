@@ -106,23 +106,34 @@ void check_channel_slice(const Tensor4& part, const Tensor4& whole, int channel_
 
 // ---- channel bias -------------------------------------------------------------------------------
 
-void ReferenceBackend::add_channel_bias(const Tensor4& shape, float* y, const float* bias) {
+void ReferenceBackend::add_channel_bias(const Tensor4& shape, float* y, const float* bias,
+                                        bool relu) {
   const ChannelView v = channel_view(shape);
   for (size_t o = 0; o < v.outer; ++o) {
     for (int c = 0; c < v.channels; ++c) {
       float* row = y + v.at(o, c, 0);  // (inner)
-      for (size_t i = 0; i < v.inner; ++i) row[i] += bias[c];
+      for (size_t i = 0; i < v.inner; ++i) {
+        const float sum = row[i] + bias[c];
+        row[i] = relu && !(sum > 0.0f) ? 0.0f : sum;
+      }
     }
   }
 }
 
-void ReferenceBackend::channel_bias_gradient(const Tensor4& shape, const float* dy, float* dbias) {
+size_t ReferenceBackend::channel_bias_workspace_bytes(const Tensor4&) { return 0; }
+
+void ReferenceBackend::channel_bias_gradient(const Tensor4& shape, const float* y, float* dy,
+                                             float* dbias, bool relu, void*) {
   const ChannelView v = channel_view(shape);
   std::vector<double> sums(static_cast<size_t>(v.channels), 0.0);
   for (size_t o = 0; o < v.outer; ++o) {
     for (int c = 0; c < v.channels; ++c) {
-      const float* row = dy + v.at(o, c, 0);
-      for (size_t i = 0; i < v.inner; ++i) sums[c] += row[i];
+      float* row = dy + v.at(o, c, 0);
+      const float* out = y + v.at(o, c, 0);
+      for (size_t i = 0; i < v.inner; ++i) {
+        if (relu && !(out[i] > 0.0f)) row[i] = 0.0f;
+        sums[c] += row[i];
+      }
     }
   }
   for (int c = 0; c < v.channels; ++c) dbias[c] = static_cast<float>(sums[c]);

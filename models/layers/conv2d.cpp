@@ -1,4 +1,4 @@
-// Convolution forward and backward (data, filter, bias) on the backend.
+// Convolution forward and backward (data, filter, bias, fused ReLU) on the backend.
 #include "models/layers/conv2d.h"
 
 #include <algorithm>
@@ -15,7 +15,9 @@ ConvGeometry geometry_of(const Tensor4& input, const Conv2dOptions& o) {
 
 Conv2dLayer::Conv2dLayer(ParameterLayout& layout, const std::string& name, const Tensor4& input,
                          const Conv2dOptions& options)
-    : Layer(name, geometry_of(input, options).output), geometry_(geometry_of(input, options)) {
+    : Layer(name, geometry_of(input, options).output),
+      geometry_(geometry_of(input, options)),
+      relu_(options.relu) {
   const FilterShape& f = geometry_.filter;
   weights_id_ = declare_parameter(layout, "weights", {f.k, f.c, f.r, f.s});
   if (options.bias) bias_id_ = declare_parameter(layout, "bias", {f.k});
@@ -39,22 +41,34 @@ void Conv2dLayer::initialize(const ParameterLayout& layout, uint64_t seed,
 }
 
 size_t Conv2dLayer::workspace_bytes(Backend& ops) const {
-  return ops.conv2d_workspace_bytes(geometry_);
+  // The bias gradient's partial sums and the convolution passes use the workspace in turn.
+  const size_t bias = bias_id_ >= 0 ? ops.channel_bias_workspace_bytes(geometry_.output) : 0;
+  return std::max(ops.conv2d_workspace_bytes(geometry_), bias);
 }
 
 void Conv2dLayer::forward(const LayerPass& pass, const int32_t*) const {
   Backend& ops = *pass.ops;
   ops.conv2d_forward(geometry_, pass.x[0], pass.params->parameter(weights_id_), pass.y,
                      pass.workspace, pass.workspace_bytes);
-  if (bias_id_ >= 0) ops.add_channel_bias(geometry_.output, pass.y, pass.params->parameter(bias_id_));
+  if (bias_id_ >= 0) {
+    ops.add_channel_bias(geometry_.output, pass.y, pass.params->parameter(bias_id_), relu_);
+  } else if (relu_) {
+    ops.relu_forward(pass.y, pass.y, geometry_.output.count());
+  }
 }
 
 void Conv2dLayer::backward(const LayerPass& pass, const int32_t*) const {
   Backend& ops = *pass.ops;
+  // First the ReLU's mask goes into dy (in place; this layer owns its output gradient), then
+  // the convolution's passes read the masked dy.
+  if (bias_id_ >= 0) {
+    ops.channel_bias_gradient(geometry_.output, pass.y, pass.dy, pass.params->gradient(bias_id_),
+                              relu_, pass.workspace);
+  } else if (relu_) {
+    ops.relu_backward(pass.y, pass.dy, pass.dy, geometry_.output.count());
+  }
   ops.conv2d_backward_filter(geometry_, pass.x[0], pass.dy, pass.params->gradient(weights_id_),
                              pass.workspace, pass.workspace_bytes);
-  if (bias_id_ >= 0)
-    ops.channel_bias_gradient(geometry_.output, pass.dy, pass.params->gradient(bias_id_));
   if (pass.dx[0] != nullptr)
     ops.conv2d_backward_data(geometry_, pass.dy, pass.params->parameter(weights_id_), pass.dx[0],
                              pass.workspace, pass.workspace_bytes,

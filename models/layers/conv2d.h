@@ -1,4 +1,4 @@
-// 2-D convolution layer with an optional per-channel bias. The filter is stored as the data
+// 2-D convolution layer with an optional per-channel bias and an optional fused ReLU. The filter is stored as the data
 // format wants it (KCRS for NCHW, KRSC for NHWC) but initialised by logical (k, c, r, s) index,
 // so both formats start from the same network.
 #pragma once
@@ -14,6 +14,8 @@ struct Conv2dOptions {
   Padding padding = Padding::explicit_symmetric;
   int pad_h = 0, pad_w = 0;  // with Padding::explicit_symmetric
   bool bias = false;
+  // ReLU on the output, fused into the bias add (forward) and the bias gradient (backward).
+  bool relu = false;
 };
 
 class Conv2dLayer : public Layer {
@@ -28,6 +30,8 @@ class Conv2dLayer : public Layer {
                   std::vector<float>& host_params) const override;
   size_t workspace_bytes(Backend& ops) const override;
   bool can_accumulate_input_gradient() const override { return true; }
+  // The fused ReLU's mask is read back from the output.
+  bool backward_reads_output() const override { return relu_; }
   void forward(const LayerPass& pass, const int32_t* step) const override;
   void backward(const LayerPass& pass, const int32_t* step) const override;
 
@@ -35,6 +39,7 @@ class Conv2dLayer : public Layer {
   ConvGeometry geometry_;
   int weights_id_ = -1;
   int bias_id_ = -1;  // -1: no bias
+  bool relu_ = false;
 };
 
 }  // namespace dpbench

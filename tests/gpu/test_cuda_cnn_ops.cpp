@@ -188,28 +188,41 @@ TEST_CASE("cuda pooling matches the reference in both formats", "[gpu]") {
 TEST_CASE("cuda channel bias and its gradient match the reference in both formats", "[gpu]") {
   auto gpu = make_gpu();
   ReferenceBackend reference;
-  const Tensor4 shapes[] = {{1, 1, 1, 1}, {2, 3, 5, 7}, {4, 33, 9, 9}, {1, 1000, 1, 1},
-                            {32, 64, 14, 14}};
+  // Many partial sums per channel: (16, 64, 32, 32) and (32, 64, 14, 14); channels that fill no
+  // whole tile: 33 and 70.
+  const Tensor4 shapes[] = {{1, 1, 1, 1},    {2, 3, 5, 7},     {4, 33, 9, 9},   {1, 1000, 1, 1},
+                            {32, 64, 14, 14}, {16, 64, 32, 32}, {3, 70, 17, 19}};
   uint64_t stream = 400;
   for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
     for (Tensor4 shape : shapes) {
       shape.format = format;
       std::vector<float> y = random_vector(shape.count(), stream++);
       const std::vector<float> bias = random_vector(shape.c, stream++);
-      GpuArray<float> y_gpu(*gpu, y), bias_gpu(*gpu, bias);
-      gpu->ops().add_channel_bias(shape, y_gpu.data(), bias_gpu.data());
-      reference.add_channel_bias(shape, y.data(), bias.data());
-      // One fp32 addition per element: both round the same exact sum.
-      check_close(y_gpu.download(), y, 0.0, 0.0, "add_channel_bias " + describe(shape));
+      for (const bool relu : {false, true}) {
+        const std::string what = describe(shape) + (relu ? " +relu" : "");
+        std::vector<float> out = y;
+        GpuArray<float> out_gpu(*gpu, out), bias_gpu(*gpu, bias);
+        gpu->ops().add_channel_bias(shape, out_gpu.data(), bias_gpu.data(), relu);
+        reference.add_channel_bias(shape, out.data(), bias.data(), relu);
+        // One fp32 addition (and a comparison) per element: both round the same exact sum.
+        check_close(out_gpu.download(), out, 0.0, 0.0, "add_channel_bias " + what);
 
-      GpuArray<float> dbias_gpu(*gpu, random_vector(shape.c, 3));  // must be overwritten
-      gpu->ops().channel_bias_gradient(shape, y_gpu.data(), dbias_gpu.data());
-      std::vector<float> dbias(shape.c);
-      reference.channel_bias_gradient(shape, y.data(), dbias.data());
-      // m = n*h*w terms of size <= 2 per channel: random-walk error sqrt(m) * eps * 2m, margin 2.
-      const double m = static_cast<double>(shape.count()) / shape.c;
-      check_close(dbias_gpu.download(), dbias, 2.0 * std::sqrt(m) * kEps * 2.0 * m + kEps,
-                  4 * kEps, "channel_bias_gradient " + describe(shape));
+        std::vector<float> dy = random_vector(shape.count(), stream++);
+        GpuArray<float> dy_gpu(*gpu, dy);
+        GpuArray<float> dbias_gpu(*gpu, random_vector(shape.c, 3));  // must be overwritten
+        Buffer workspace = gpu->allocate(std::max<size_t>(gpu->ops().channel_bias_workspace_bytes(shape), 1));
+        gpu->ops().channel_bias_gradient(shape, out_gpu.data(), dy_gpu.data(), dbias_gpu.data(), relu,
+                                         workspace.data());
+        std::vector<float> dbias(shape.c);
+        reference.channel_bias_gradient(shape, out.data(), dy.data(), dbias.data(), relu, nullptr);
+        // The mask is a comparison: dy must match exactly.
+        check_close(dy_gpu.download(), dy, 0.0, 0.0, "channel_bias_gradient mask " + what);
+        // m = n*h*w terms of size <= 1 per channel, summed in float within a part and in double
+        // across parts: random-walk error sqrt(m) * eps * m at worst, margin 2.
+        const double m = static_cast<double>(shape.count()) / shape.c;
+        check_close(dbias_gpu.download(), dbias, 2.0 * std::sqrt(m) * kEps * m + kEps, 4 * kEps,
+                    "channel_bias_gradient " + what);
+      }
     }
   }
 }

@@ -100,7 +100,7 @@ TEST_CASE("reference channel bias: add and gradient per channel", "[reference_cn
     const std::vector<float> x = random_values(t.count(), 21);
     const std::vector<float> bias = random_values(t.c, 22);
     std::vector<float> y = x;
-    ops.add_channel_bias(t, y.data(), bias.data());
+    ops.add_channel_bias(t, y.data(), bias.data(), false);
     std::vector<double> expected_y(t.count()), expected_dbias(t.c, 0.0);
     for_each_element(t, [&](int b, int c, int h, int w) {
       const size_t i = t.offset(b, c, h, w);
@@ -110,8 +110,26 @@ TEST_CASE("reference channel bias: add and gradient per channel", "[reference_cn
     // y: one float add each, so within half an ulp; dbias: 40 terms of size <= 1 summed in double.
     check_close(y, expected_y, 0.0, 1e-7, "add_channel_bias");
     std::vector<float> dbias(t.c, std::numeric_limits<float>::quiet_NaN());
-    ops.channel_bias_gradient(t, x.data(), dbias.data());
+    std::vector<float> dy = x;
+    ops.channel_bias_gradient(t, y.data(), dy.data(), dbias.data(), false, nullptr);
     check_close(dbias, expected_dbias, 1e-6, 1e-6, "channel_bias_gradient");
+    CHECK(dy == x);  // without the ReLU dy is left alone
+
+    // Fused ReLU: y = max(0, x + bias); the gradient is masked where y <= 0, in dy and the sum.
+    std::vector<float> y_relu = x;
+    ops.add_channel_bias(t, y_relu.data(), bias.data(), true);
+    std::vector<float> dy_relu = random_values(t.count(), 23);
+    std::vector<double> expected_masked_dbias(t.c, 0.0);
+    std::vector<float> expected_dy = dy_relu;
+    for_each_element(t, [&](int b, int c, int h, int w) {
+      const size_t i = t.offset(b, c, h, w);
+      CHECK(y_relu[i] == std::max(0.0f, y[i]));
+      if (!(y_relu[i] > 0.0f)) expected_dy[i] = 0.0f;
+      expected_masked_dbias[c] += expected_dy[i];
+    });
+    ops.channel_bias_gradient(t, y_relu.data(), dy_relu.data(), dbias.data(), true, nullptr);
+    CHECK(dy_relu == expected_dy);
+    check_close(dbias, expected_masked_dbias, 1e-6, 1e-6, "channel_bias_gradient with relu");
   }
 }
 
