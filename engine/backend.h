@@ -106,16 +106,23 @@ class Backend {
   virtual size_t channel_bias_workspace_bytes(const Tensor4& shape) = 0;
 
   // Batch normalisation in training mode: statistics of this batch per channel (biased variance),
-  //   y = gamma * (x - mean) * inv_std + beta,  inv_std = 1 / sqrt(var + epsilon);
-  // saved_mean and saved_inv_std (c) are written for the backward pass.
+  //   y = gamma * (x - mean) * inv_std + beta,  inv_std = 1 / sqrt(var + epsilon),
+  // and with `relu` the ReLU of that, max(0, y), fused into the same pass. saved_mean and
+  // saved_inv_std (c) are written for the backward pass. y may not alias x (backward reads x).
+  // `workspace` holds batch_norm_workspace_bytes(shape) bytes; nothing in it outlives the call.
   virtual void batch_norm_forward_training(const Tensor4& shape, const float* x, const float* gamma,
-                                           const float* beta, float epsilon, float* y,
-                                           float* saved_mean, float* saved_inv_std) = 0;
-  // dx (shape), dgamma and dbeta (c), all overwritten, from dy and the forward's statistics.
-  virtual void batch_norm_backward(const Tensor4& shape, const float* x, const float* dy,
-                                   const float* gamma, const float* saved_mean,
-                                   const float* saved_inv_std, float epsilon, float* dx, float* dgamma,
-                                   float* dbeta) = 0;
+                                           const float* beta, float epsilon, bool relu, float* y,
+                                           float* saved_mean, float* saved_inv_std,
+                                           void* workspace) = 0;
+  // dx (shape), dgamma and dbeta (c), all overwritten, from dy and the forward's statistics. With
+  // `relu`, dy is first masked by y > 0 (y = the forward's output, read only then). dx may alias
+  // dy (every element of dx is written after its dy has been read), but not x or y.
+  virtual void batch_norm_backward(const Tensor4& shape, const float* x, const float* y,
+                                   const float* dy, const float* gamma, const float* saved_mean,
+                                   const float* saved_inv_std, float epsilon, bool relu, float* dx,
+                                   float* dgamma, float* dbeta, void* workspace) = 0;
+  // Scratch both batch-norm passes need for `shape` (per-channel partial sums); may be 0.
+  virtual size_t batch_norm_workspace_bytes(const Tensor4& shape) = 0;
 
   virtual void pool_forward(const PoolGeometry& g, const float* x, float* y) = 0;
   // dx (g.input, overwritten) from dy (g.output). Max pooling sends each window's gradient to

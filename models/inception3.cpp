@@ -12,7 +12,8 @@ namespace {
 
 constexpr float kBatchNormEpsilon = 1e-3f;
 
-// conv (kernel_h x kernel_w, stride, symmetric pads) -> BN -> ReLU, named like torchvision's module.
+// conv (kernel_h x kernel_w, stride, symmetric pads) -> BN -> ReLU, named like torchvision's module;
+// the ReLU is fused into the batch-norm node "<name>.bn" (it has no parameters to name).
 TensorId basic_conv(Network& net, TensorId x, const std::string& name, int out_channels,
                     int kernel_h, int kernel_w, int stride = 1, int pad_h = 0, int pad_w = 0) {
   Conv2dOptions o;
@@ -23,9 +24,8 @@ TensorId basic_conv(Network& net, TensorId x, const std::string& name, int out_c
   o.padding = Padding::explicit_symmetric;
   o.pad_h = pad_h;
   o.pad_w = pad_w;
-  TensorId y = net.conv(x, name + ".conv", o);
-  y = net.batch_norm(y, name + ".bn", kBatchNormEpsilon);
-  return net.relu(y, name + ".relu");
+  const TensorId y = net.conv(x, name + ".conv", o);
+  return net.batch_norm(y, name + ".bn", kBatchNormEpsilon, /*relu=*/true);
 }
 
 TensorId average_pool_3x3_same(Network& net, TensorId x, const std::string& name) {

@@ -50,8 +50,8 @@ TensorId Network::conv(TensorId x, const std::string& name, const Conv2dOptions&
   return add_node(std::make_unique<Conv2dLayer>(layout_, name, shape(x), options), {x});
 }
 
-TensorId Network::batch_norm(TensorId x, const std::string& name, float epsilon) {
-  return add_node(std::make_unique<BatchNormLayer>(layout_, name, shape(x), epsilon), {x});
+TensorId Network::batch_norm(TensorId x, const std::string& name, float epsilon, bool relu) {
+  return add_node(std::make_unique<BatchNormLayer>(layout_, name, shape(x), epsilon, relu), {x});
 }
 
 TensorId Network::relu(TensorId x, const std::string& name) {

@@ -41,7 +41,8 @@ class Network {
 
   // ---- building, in forward order; `name` names the node (unique) and prefixes its parameters
   TensorId conv(TensorId x, const std::string& name, const Conv2dOptions& options);
-  TensorId batch_norm(TensorId x, const std::string& name, float epsilon);
+  // With `relu`, the ReLU that follows is fused in: max(0, bn(x)) in one node.
+  TensorId batch_norm(TensorId x, const std::string& name, float epsilon, bool relu = false);
   TensorId relu(TensorId x, const std::string& name);
   TensorId pool(TensorId x, const std::string& name, const PoolOptions& options);
   TensorId global_average_pool(TensorId x, const std::string& name);  // (n, c, h, w) -> (n, c, 1, 1)

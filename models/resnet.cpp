@@ -1,6 +1,8 @@
 // ResNet-50/101/152 v1.5 as torchvision defines them: the stride of a downsampling bottleneck
 // sits in its 3x3 convolution; convolutions have no bias and are each followed by batch norm
-// (eps 1e-5); 224x224x3 in, 1000 classes out.
+// (eps 1e-5); 224x224x3 in, 1000 classes out. A ReLU straight after a batch norm is fused into it
+// (one node, named after the batch norm); torchvision's relu modules have no parameters, so the
+// parameter names and counts are unchanged.
 #include <string>
 #include <vector>
 
@@ -22,10 +24,12 @@ Conv2dOptions conv_options(int out_channels, int kernel, int stride, int pad) {
   return o;
 }
 
+// conv -> batch norm, with the ReLU after it fused in where `relu`.
 TensorId conv_bn(Network& net, TensorId x, const std::string& conv_name,
-                 const std::string& bn_name, int out_channels, int kernel, int stride, int pad) {
+                 const std::string& bn_name, int out_channels, int kernel, int stride, int pad,
+                 bool relu) {
   const TensorId y = net.conv(x, conv_name, conv_options(out_channels, kernel, stride, pad));
-  return net.batch_norm(y, bn_name, kBatchNormEpsilon);
+  return net.batch_norm(y, bn_name, kBatchNormEpsilon, relu);
 }
 
 // 1x1 (width) -> 3x3 (width, stride) -> 1x1 (4 * width), plus the shortcut, then ReLU.
@@ -36,19 +40,17 @@ TensorId bottleneck(Network& net, TensorId x, const std::string& name, int width
   TensorId shortcut = x;
   if (downsample)
     shortcut = conv_bn(net, x, name + ".downsample.0", name + ".downsample.1", out_channels, 1,
-                       stride, 0);
-  TensorId y = conv_bn(net, x, name + ".conv1", name + ".bn1", width, 1, 1, 0);
-  y = net.relu(y, name + ".relu1");
-  y = conv_bn(net, y, name + ".conv2", name + ".bn2", width, 3, stride, 1);
-  y = net.relu(y, name + ".relu2");
-  y = conv_bn(net, y, name + ".conv3", name + ".bn3", out_channels, 1, 1, 0);
+                       stride, 0, /*relu=*/false);
+  TensorId y = conv_bn(net, x, name + ".conv1", name + ".bn1", width, 1, 1, 0, /*relu=*/true);
+  y = conv_bn(net, y, name + ".conv2", name + ".bn2", width, 3, stride, 1, /*relu=*/true);
+  // The block's last ReLU comes after the shortcut is added, so it is fused into the add.
+  y = conv_bn(net, y, name + ".conv3", name + ".bn3", out_channels, 1, 1, 0, /*relu=*/false);
   return net.add(y, shortcut, name + ".add", /*relu=*/true);
 }
 
 TensorId build_resnet(Network& net, TensorId images, const std::vector<int>& blocks_per_stage) {
   // (n, 3, 224, 224) -> (n, 64, 112, 112) -> (n, 64, 56, 56)
-  TensorId x = conv_bn(net, images, "conv1", "bn1", 64, 7, 2, 3);
-  x = net.relu(x, "relu");
+  TensorId x = conv_bn(net, images, "conv1", "bn1", 64, 7, 2, 3, /*relu=*/true);
   x = net.pool(x, "maxpool", PoolOptions{PoolMode::max, 3, 2, Padding::explicit_symmetric, 1});
   // Stages: (n, 256, 56, 56), (n, 512, 28, 28), (n, 1024, 14, 14), (n, 2048, 7, 7)
   const int widths[] = {64, 128, 256, 512};

@@ -1,6 +1,6 @@
-// CudaBackend: the Backend ops on one CUDA stream. GEMM goes to cuBLAS and convolution, batch norm
-// and pooling to cuDNN, all in pure fp32 (no TF32, so results compare with the reference backend);
-// everything else is dpbench's own kernels.
+// CudaBackend: the Backend ops on one CUDA stream. GEMM goes to cuBLAS and convolution and pooling
+// to cuDNN, all in pure fp32 (no TF32, so results compare with the reference backend); everything
+// else, batch norm included, is dpbench's own kernels.
 #pragma once
 
 #include <cublas_v2.h>
@@ -15,7 +15,6 @@ namespace dpbench {
 
 struct CudnnPlans;  // cuDNN descriptors and algorithm choices cached per shape (cudnn_plans.h)
 struct ConvPlan;
-struct BatchNormPlan;
 struct PoolPlan;
 
 // Owns neither the stream nor the handles (the CudaDevice does). The device that owns them must be
@@ -87,11 +86,14 @@ class CudaBackend final : public Backend {
                              bool relu, void* workspace) override;
   size_t channel_bias_workspace_bytes(const Tensor4& shape) override;
   void batch_norm_forward_training(const Tensor4& shape, const float* x, const float* gamma,
-                                   const float* beta, float epsilon, float* y, float* saved_mean,
-                                   float* saved_inv_std) override;
-  void batch_norm_backward(const Tensor4& shape, const float* x, const float* dy, const float* gamma,
-                           const float* saved_mean, const float* saved_inv_std, float epsilon, float* dx,
-                           float* dgamma, float* dbeta) override;
+                                   const float* beta, float epsilon, bool relu, float* y,
+                                   float* saved_mean, float* saved_inv_std,
+                                   void* workspace) override;
+  void batch_norm_backward(const Tensor4& shape, const float* x, const float* y, const float* dy,
+                           const float* gamma, const float* saved_mean, const float* saved_inv_std,
+                           float epsilon, bool relu, float* dx, float* dgamma, float* dbeta,
+                           void* workspace) override;
+  size_t batch_norm_workspace_bytes(const Tensor4& shape) override;
   void pool_forward(const PoolGeometry& g, const float* x, float* y) override;
   void pool_backward(const PoolGeometry& g, const float* x, const float* y, const float* dy,
                      float* dx) override;
@@ -113,7 +115,6 @@ class CudaBackend final : public Backend {
   // only matters when the geometry is new.
   ConvPlan& conv_plan(const ConvGeometry& g, bool benchmark);
   void choose_conv_algorithms(const ConvGeometry& g, ConvPlan& plan, bool benchmark);
-  BatchNormPlan& batch_norm_plan(const Tensor4& shape);
   PoolPlan& pool_plan(const PoolGeometry& g);
 
   cudaStream_t stream_;

@@ -1,5 +1,6 @@
-// CudaBackend's image ops other than convolution: batch norm and pooling through cuDNN (descriptors
-// cached per shape), per-channel bias, dropout and channel slices through cuda_kernels_cnn.cu.
+// CudaBackend's image ops other than convolution: pooling through cuDNN (descriptors cached per
+// shape); batch norm through cuda_kernels_batch_norm.cu; per-channel bias, dropout and channel
+// slices through cuda_kernels_cnn.cu.
 #include <cudnn.h>
 
 #include <climits>
@@ -30,11 +31,6 @@ cudnnPoolingMode_t cudnn_pooling_mode(PoolMode mode) {
     case PoolMode::average_exclude_padding: return CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
   }
   throw RuntimeError("unknown pooling mode");
-}
-
-// cuDNN refuses epsilons below its minimum (0 in cuDNN 9, 1e-5 in older releases).
-double batch_norm_epsilon(float epsilon) {
-  return epsilon < CUDNN_BN_MIN_EPSILON ? CUDNN_BN_MIN_EPSILON : static_cast<double>(epsilon);
 }
 
 // A channel slice of `whole` (channels [offset, offset + slice.c)) seen as strided rows: NCHW
@@ -83,17 +79,6 @@ cuda_kernels::ChannelLayout channel_layout(const Tensor4& shape) {
 
 }  // namespace
 
-BatchNormPlan& CudaBackend::batch_norm_plan(const Tensor4& shape) {
-  const Tensor4Key key = tensor4_key(shape);
-  const auto found = plans_->batch_norms.find(key);
-  if (found != plans_->batch_norms.end()) return found->second;
-  BatchNormPlan plan;
-  describe_tensor(plan.data, shape);
-  DPB_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(plan.per_channel.get(), plan.data.get(),
-                                                CUDNN_BATCHNORM_SPATIAL));
-  return plans_->batch_norms.emplace(key, std::move(plan)).first->second;
-}
-
 PoolPlan& CudaBackend::pool_plan(const PoolGeometry& g) {
   const PoolKey key = pool_key(g);
   const auto found = plans_->pools.find(key);
@@ -135,29 +120,24 @@ void CudaBackend::channel_bias_gradient(const Tensor4& shape, const float* y, fl
 
 void CudaBackend::batch_norm_forward_training(const Tensor4& shape, const float* x,
                                               const float* gamma, const float* beta,
-                                              float epsilon, float* y, float* saved_mean,
-                                              float* saved_inv_std) {
-  const BatchNormPlan& plan = batch_norm_plan(shape);
-  const float one = 1.0f, zero = 0.0f;  // y = 1 * bn(x) + 0 * y: overwrite
-  // No running statistics (NULL for both, which cuDNN allows): dpbench trains only, and the
-  // exponential average factor 0 would leave them untouched anyway.
-  DPB_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
-      cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, plan.data.get(), x, plan.data.get(), y,
-      plan.per_channel.get(), gamma, beta, /*exponentialAverageFactor=*/0.0,
-      /*resultRunningMean=*/nullptr, /*resultRunningVariance=*/nullptr,
-      batch_norm_epsilon(epsilon), saved_mean, saved_inv_std));
+                                              float epsilon, bool relu, float* y,
+                                              float* saved_mean, float* saved_inv_std,
+                                              void* workspace) {
+  cuda_kernels::launch_batch_norm_forward(stream_, shape, x, gamma, beta, epsilon, relu, y,
+                                          saved_mean, saved_inv_std, workspace);
 }
 
-void CudaBackend::batch_norm_backward(const Tensor4& shape, const float* x, const float* dy,
-                                      const float* gamma, const float* saved_mean,
-                                      const float* saved_inv_std, float epsilon, float* dx,
-                                      float* dgamma, float* dbeta) {
-  const BatchNormPlan& plan = batch_norm_plan(shape);
-  const float one = 1.0f, zero = 0.0f;  // dx, dgamma and dbeta all overwritten
-  DPB_CUDNN_CHECK(cudnnBatchNormalizationBackward(
-      cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, plan.data.get(), x,
-      plan.data.get(), dy, plan.data.get(), dx, plan.per_channel.get(), gamma, dgamma, dbeta,
-      batch_norm_epsilon(epsilon), saved_mean, saved_inv_std));
+void CudaBackend::batch_norm_backward(const Tensor4& shape, const float* x, const float* y,
+                                      const float* dy, const float* gamma, const float* saved_mean,
+                                      const float* saved_inv_std, float /*epsilon*/, bool relu,
+                                      float* dx, float* dgamma, float* dbeta, void* workspace) {
+  // epsilon is already inside saved_inv_std.
+  cuda_kernels::launch_batch_norm_backward(stream_, shape, x, y, dy, gamma, saved_mean,
+                                           saved_inv_std, relu, dx, dgamma, dbeta, workspace);
+}
+
+size_t CudaBackend::batch_norm_workspace_bytes(const Tensor4& shape) {
+  return cuda_kernels::batch_norm_workspace_bytes(shape);
 }
 
 void CudaBackend::pool_forward(const PoolGeometry& g, const float* x, float* y) {

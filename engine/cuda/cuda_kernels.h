@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/cnn_geometry.h"
+
 namespace dpbench::cuda_kernels {
 
 // Partial sums written by the first stage of sum_squares: the size of its scratch, in doubles.
@@ -77,5 +79,17 @@ void launch_dropout(cudaStream_t stream, const float* in, float* out, size_t n, 
 // apart): a channel slice in either layout.
 void launch_copy_rows(cudaStream_t stream, const float* src, size_t src_stride, float* dst,
                       size_t dst_stride, size_t row_length, size_t rows);
+
+// ---- batch norm (cuda_kernels_batch_norm.cu); Backend::batch_norm_* semantics -----------------
+// Deterministic: the work is split by shape alone (not by the GPU), every reduction has a fixed
+// order. The workspace holds per-channel partial results between the passes of one call.
+size_t batch_norm_workspace_bytes(const Tensor4& shape);
+void launch_batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const float* x,
+                               const float* gamma, const float* beta, float epsilon, bool relu,
+                               float* y, float* saved_mean, float* saved_inv_std, void* workspace);
+void launch_batch_norm_backward(cudaStream_t stream, const Tensor4& shape, const float* x,
+                                const float* y, const float* dy, const float* gamma,
+                                const float* saved_mean, const float* saved_inv_std, bool relu,
+                                float* dx, float* dgamma, float* dbeta, void* workspace);
 
 }  // namespace dpbench::cuda_kernels

@@ -21,10 +21,6 @@ ConvKey conv_key(const ConvGeometry& g) {
           g.output.h, g.output.w, g.output.n};
 }
 
-Tensor4Key tensor4_key(const Tensor4& shape) {
-  return {shape.n, shape.c, shape.h, shape.w, static_cast<int>(shape.format)};
-}
-
 PoolKey pool_key(const PoolGeometry& g) {
   return {g.input.n,  g.input.c,  g.input.h,  g.input.w, static_cast<int>(g.input.format),
           static_cast<int>(g.mode), g.window_h, g.window_w, g.stride_h, g.stride_w,

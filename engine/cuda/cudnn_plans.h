@@ -34,11 +34,6 @@ struct ConvPlan {
   }
 };
 
-struct BatchNormPlan {
-  CudnnTensorDescriptor data;         // x, y, dx, dy
-  CudnnTensorDescriptor per_channel;  // gamma, beta, their gradients and the saved statistics
-};
-
 struct PoolPlan {
   CudnnTensorDescriptor input, output;
   CudnnPoolingDescriptor pooling;
@@ -47,16 +42,13 @@ struct PoolPlan {
 // Keys: every field that changes a descriptor, flattened (an ordered map needs no hash to be
 // written, and a network has a few dozen shapes at most).
 using ConvKey = std::array<int, 18>;
-using Tensor4Key = std::array<int, 5>;
 using PoolKey = std::array<int, 16>;
 
 ConvKey conv_key(const ConvGeometry& g);
-Tensor4Key tensor4_key(const Tensor4& shape);
 PoolKey pool_key(const PoolGeometry& g);
 
 struct CudnnPlans {
   std::map<ConvKey, ConvPlan> convolutions;
-  std::map<Tensor4Key, BatchNormPlan> batch_norms;
   std::map<PoolKey, PoolPlan> pools;
 };
 

@@ -54,11 +54,14 @@ class ReferenceBackend final : public Backend {
                              bool relu, void* workspace) override;
   size_t channel_bias_workspace_bytes(const Tensor4& shape) override;
   void batch_norm_forward_training(const Tensor4& shape, const float* x, const float* gamma,
-                                   const float* beta, float epsilon, float* y, float* saved_mean,
-                                   float* saved_inv_std) override;
-  void batch_norm_backward(const Tensor4& shape, const float* x, const float* dy, const float* gamma,
-                           const float* saved_mean, const float* saved_inv_std, float epsilon, float* dx,
-                           float* dgamma, float* dbeta) override;
+                                   const float* beta, float epsilon, bool relu, float* y,
+                                   float* saved_mean, float* saved_inv_std,
+                                   void* workspace) override;
+  void batch_norm_backward(const Tensor4& shape, const float* x, const float* y, const float* dy,
+                           const float* gamma, const float* saved_mean, const float* saved_inv_std,
+                           float epsilon, bool relu, float* dx, float* dgamma, float* dbeta,
+                           void* workspace) override;
+  size_t batch_norm_workspace_bytes(const Tensor4&) override { return 0; }
   void pool_forward(const PoolGeometry& g, const float* x, float* y) override;
   void pool_backward(const PoolGeometry& g, const float* x, const float* y, const float* dy,
                      float* dx) override;

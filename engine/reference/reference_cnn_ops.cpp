@@ -143,8 +143,9 @@ void ReferenceBackend::channel_bias_gradient(const Tensor4& shape, const float* 
 
 void ReferenceBackend::batch_norm_forward_training(const Tensor4& shape, const float* x,
                                                    const float* gamma, const float* beta,
-                                                   float epsilon, float* y, float* saved_mean,
-                                                   float* saved_inv_std) {
+                                                   float epsilon, bool relu, float* y,
+                                                   float* saved_mean, float* saved_inv_std,
+                                                   void* /*workspace*/) {
   const ChannelView v = channel_view(shape);
   const double count = static_cast<double>(v.outer * v.inner);  // M = n * h * w per channel
   std::vector<double> mean(static_cast<size_t>(v.channels), 0.0);
@@ -174,19 +175,25 @@ void ReferenceBackend::batch_norm_forward_training(const Tensor4& shape, const f
     for (int c = 0; c < v.channels; ++c) {
       for (size_t i = 0; i < v.inner; ++i) {
         const size_t at = v.at(o, c, i);
-        y[at] = static_cast<float>(double(gamma[c]) * (x[at] - mean[c]) * inv_std[c] + beta[c]);
+        const float normalised =
+            static_cast<float>(double(gamma[c]) * (x[at] - mean[c]) * inv_std[c] + beta[c]);
+        // The same comparison as relu_forward, so the fused op equals the two ops in sequence.
+        y[at] = relu ? (normalised > 0.0f ? normalised : 0.0f) : normalised;
       }
     }
   }
 }
 
-void ReferenceBackend::batch_norm_backward(const Tensor4& shape, const float* x, const float* dy,
-                                           const float* gamma, const float* saved_mean,
-                                           const float* saved_inv_std, float /*epsilon*/,
-                                           float* dx, float* dgamma, float* dbeta) {
-  // epsilon is already inside saved_inv_std; it stays in the signature for cuDNN's sake.
+void ReferenceBackend::batch_norm_backward(const Tensor4& shape, const float* x, const float* y,
+                                           const float* dy, const float* gamma,
+                                           const float* saved_mean, const float* saved_inv_std,
+                                           float /*epsilon*/, bool relu, float* dx, float* dgamma,
+                                           float* dbeta, void* /*workspace*/) {
+  // epsilon is already inside saved_inv_std; it stays in the signature for symmetry with forward.
   const ChannelView v = channel_view(shape);
   const double count = static_cast<double>(v.outer * v.inner);
+  // dy' = dy where the fused ReLU passed its input, as relu_backward would have left it.
+  auto masked_dy = [&](size_t at) -> double { return !relu || y[at] > 0.0f ? dy[at] : 0.0; };
   std::vector<double> sum_dy(static_cast<size_t>(v.channels), 0.0);
   std::vector<double> sum_dy_xhat(static_cast<size_t>(v.channels), 0.0);
   for (size_t o = 0; o < v.outer; ++o) {
@@ -194,11 +201,12 @@ void ReferenceBackend::batch_norm_backward(const Tensor4& shape, const float* x,
       for (size_t i = 0; i < v.inner; ++i) {
         const size_t at = v.at(o, c, i);
         const double xhat = (double(x[at]) - saved_mean[c]) * saved_inv_std[c];
-        sum_dy[c] += dy[at];
-        sum_dy_xhat[c] += dy[at] * xhat;
+        sum_dy[c] += masked_dy(at);
+        sum_dy_xhat[c] += masked_dy(at) * xhat;
       }
     }
   }
+  // Every element's dy is read before its dx is written (and only then): dx may alias dy.
   for (size_t o = 0; o < v.outer; ++o) {
     for (int c = 0; c < v.channels; ++c) {
       const double factor = double(gamma[c]) * saved_inv_std[c] / count;
@@ -206,7 +214,7 @@ void ReferenceBackend::batch_norm_backward(const Tensor4& shape, const float* x,
         const size_t at = v.at(o, c, i);
         const double xhat = (double(x[at]) - saved_mean[c]) * saved_inv_std[c];
         dx[at] = static_cast<float>(factor *
-                                    (count * dy[at] - sum_dy[c] - xhat * sum_dy_xhat[c]));
+                                    (count * masked_dy(at) - sum_dy[c] - xhat * sum_dy_xhat[c]));
       }
     }
   }

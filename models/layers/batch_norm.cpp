@@ -16,8 +16,8 @@ struct BatchNormState : LayerState {
 }  // namespace
 
 BatchNormLayer::BatchNormLayer(ParameterLayout& layout, const std::string& name,
-                               const Tensor4& input, float epsilon)
-    : Layer(name, input), shape_(input), epsilon_(epsilon) {
+                               const Tensor4& input, float epsilon, bool relu)
+    : Layer(name, input), shape_(input), epsilon_(epsilon), relu_(relu) {
   gamma_id_ = declare_parameter(layout, "gamma", {input.c});
   beta_id_ = declare_parameter(layout, "beta", {input.c});
 }
@@ -39,22 +39,27 @@ std::unique_ptr<LayerState> BatchNormLayer::create_state(Device& device, const R
   return state;
 }
 
+size_t BatchNormLayer::workspace_bytes(Backend& ops) const {
+  return ops.batch_norm_workspace_bytes(shape_);
+}
+
 void BatchNormLayer::forward(const LayerPass& pass, const int32_t*) const {
   auto& state = static_cast<BatchNormState&>(*pass.state);
   pass.ops->batch_norm_forward_training(shape_, pass.x[0], pass.params->parameter(gamma_id_),
-                                        pass.params->parameter(beta_id_), epsilon_, pass.y,
+                                        pass.params->parameter(beta_id_), epsilon_, relu_, pass.y,
                                         state.saved_mean.as<float>(),
-                                        state.saved_inv_std.as<float>());
+                                        state.saved_inv_std.as<float>(), pass.workspace);
 }
 
 void BatchNormLayer::backward(const LayerPass& pass, const int32_t*) const {
   // The backend always produces dx; a batch norm straight on the images would need a scratch.
   if (pass.dx[0] == nullptr) throw RuntimeError(name() + ": batch norm of the network input");
   auto& state = static_cast<BatchNormState&>(*pass.state);
-  pass.ops->batch_norm_backward(shape_, pass.x[0], pass.dy, pass.params->parameter(gamma_id_),
-                                state.saved_mean.as<float>(), state.saved_inv_std.as<float>(),
-                                epsilon_, pass.dx[0], pass.params->gradient(gamma_id_),
-                                pass.params->gradient(beta_id_));
+  pass.ops->batch_norm_backward(shape_, pass.x[0], pass.y, pass.dy,
+                                pass.params->parameter(gamma_id_), state.saved_mean.as<float>(),
+                                state.saved_inv_std.as<float>(), epsilon_, relu_, pass.dx[0],
+                                pass.params->gradient(gamma_id_), pass.params->gradient(beta_id_),
+                                pass.workspace);
 }
 
 }  // namespace dpbench

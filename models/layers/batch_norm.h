@@ -1,6 +1,7 @@
 // Batch normalisation in training mode (statistics of the current batch, per channel), with a
-// learned scale (gamma) and shift (beta). Running statistics for inference are not kept: a
-// training benchmark never reads them, and they are not parameters.
+// learned scale (gamma) and shift (beta), optionally followed by a ReLU fused into the same
+// backend op (one pass over the activations instead of two). Running statistics for inference are
+// not kept: a training benchmark never reads them, and they are not parameters.
 #pragma once
 
 #include "models/layers/layer.h"
@@ -9,19 +10,23 @@ namespace dpbench {
 
 class BatchNormLayer : public Layer {
  public:
-  // Declares "<name>/gamma" then "<name>/beta", each (c).
+  // Declares "<name>/gamma" then "<name>/beta", each (c). With `relu` the output is max(0, bn(x)).
   BatchNormLayer(ParameterLayout& layout, const std::string& name, const Tensor4& input,
-                 float epsilon);
+                 float epsilon, bool relu);
 
   void initialize(const ParameterLayout& layout, uint64_t seed,
                   std::vector<float>& host_params) const override;
   std::unique_ptr<LayerState> create_state(Device& device, const ReplicaShard& shard) const override;
+  size_t workspace_bytes(Backend& ops) const override;
+  // The fused ReLU's backward masks dy by the output, so nothing may overwrite it in place.
+  bool backward_reads_output() const override { return relu_; }
   void forward(const LayerPass& pass, const int32_t* step) const override;
   void backward(const LayerPass& pass, const int32_t* step) const override;
 
  private:
   Tensor4 shape_;
   float epsilon_;
+  bool relu_;
   int gamma_id_, beta_id_;
 };
 

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "engine/device_factory.h"
+#include "engine/errors.h"
 #include "engine/run_config.h"
 #include "models/cnn_model.h"
 #include "models/model_registry.h"
@@ -129,9 +131,20 @@ TEST_CASE("the network plans in-place buffers and gradient accumulation", "[cnn_
       CHECK(node.accumulate == std::vector<bool>{true});
     if (node.layer->name() == "layer2.0.conv1") CHECK(node.accumulate == std::vector<bool>{false});
   }
-  // Pool backward reads its input: the ReLU before a pool must not be overwritten.
-  CHECK(net.value_buffer(net.find("relu")) == net.value_buffer(net.find("bn1")));
-  CHECK(net.value_buffer(net.find("maxpool")) != net.value_buffer(net.find("relu")));
+  // The stem's ReLU is fused into bn1 (there is no node "relu" any more). Pool backward reads its
+  // input: bn1's output must not be overwritten.
+  CHECK_THROWS_AS(net.find("relu"), dpbench::RuntimeError);
+  CHECK(net.value_buffer(net.find("maxpool")) != net.value_buffer(net.find("bn1")));
+  // A fused batch norm + ReLU's backward reads its output, so nothing after it runs in place;
+  // bn3 (no ReLU) is still overwritten by the in-place add checked above.
+  std::map<dpbench::TensorId, const dpbench::Layer*> producer_of;
+  for (const dpbench::Network::Node& node : net.nodes()) producer_of[node.output] = node.layer.get();
+  for (const dpbench::Network::Node& node : net.nodes()) {
+    if (!node.in_place) continue;
+    const dpbench::Layer* producer = producer_of.at(node.inputs[0]);
+    INFO(node.layer->name() << " runs in place over " << producer->name());
+    CHECK_FALSE(producer->backward_reads_output());
+  }
   CHECK(net.gradient_buffer(net.input()) == -1);
   CHECK(net.gradient_buffer(net.logits()) == net.value_buffer(net.logits()));
   CHECK(net.scratch_count() == 0);
@@ -152,8 +165,9 @@ namespace {
 
 // A small graph with every layer kind and every kind of edge: a tensor read by three nodes
 // (gradient accumulation, by convolutions with beta = 1 and through scratch for the pooling),
-// branches joined by concat, an in-place residual add fused with its ReLU, and a ReLU.
-dpbench::TensorId build_tiny_graph(dpbench::Network& net, dpbench::TensorId images) {
+// branches joined by concat, an in-place residual add fused with its ReLU. With `fused`, bn1's
+// ReLU is fused into it; the parameters are the same either way.
+dpbench::TensorId build_tiny_graph(dpbench::Network& net, dpbench::TensorId images, bool fused) {
   using namespace dpbench;
   auto conv = [&](TensorId x, const std::string& name, int out, int kernel, bool bias) {
     Conv2dOptions o;
@@ -163,7 +177,9 @@ dpbench::TensorId build_tiny_graph(dpbench::Network& net, dpbench::TensorId imag
     o.bias = bias;
     return net.conv(x, name, o);
   };
-  TensorId r1 = net.relu(net.batch_norm(conv(images, "conv1", 6, 3, true), "bn1", 1e-5f), "relu1");
+  const TensorId conv1 = conv(images, "conv1", 6, 3, true);
+  const TensorId r1 = fused ? net.batch_norm(conv1, "bn1", 1e-5f, /*relu=*/true)
+                            : net.relu(net.batch_norm(conv1, "bn1", 1e-5f), "relu1");
   const TensorId a = conv(r1, "branch_a", 4, 1, false);
   const TensorId pooled = net.pool(r1, "avg_pool", PoolOptions{PoolMode::average_include_padding, 3,
                                                               1, Padding::explicit_symmetric, 1});
@@ -184,67 +200,74 @@ class RecordingAnnouncer : public dpbench::GradientAnnouncer {
 }  // namespace
 
 TEST_CASE("backward through the graph matches finite differences of the loss", "[cnn_models]") {
-  for (const char* format : {"NCHW", "NHWC"}) {
-    INFO(format);
-    dpbench::RunConfig config;
-    config.batch_size = 3;
-    config.data_format = format;
-    const dpbench::CnnModel model("tiny", config, dpbench::ImageSpec{3, 8, 8, 4}, build_tiny_graph);
-    // accumulation: relu1's output is read by branch_a (adds in place), avg_pool (through
-    // scratch) and shortcut (the last reader, writes first)
-    CHECK(model.network().scratch_count() > 0);
-    for (const dpbench::Network::Node& node : model.network().nodes()) {
-      if (node.layer->name() == "branch_a") CHECK(node.accumulate == std::vector<bool>{true});
-      if (node.layer->name() == "shortcut") CHECK(node.accumulate == std::vector<bool>{false});
-    }
+  for (bool fused : {false, true}) {
+    for (const char* format : {"NCHW", "NHWC"}) {
+      INFO(format << (fused ? ", batch norm and ReLU fused" : ""));
+      dpbench::RunConfig config;
+      config.batch_size = 3;
+      config.data_format = format;
+      const dpbench::CnnModel model(
+          "tiny", config, dpbench::ImageSpec{3, 8, 8, 4},
+          [fused](dpbench::Network& net, dpbench::TensorId images) {
+            return build_tiny_graph(net, images, fused);
+          });
+      // accumulation: relu1's (or the fused bn1's) output is read by branch_a (adds in place),
+      // avg_pool (through scratch) and shortcut (the last reader, writes first)
+      CHECK(model.network().scratch_count() > 0);
+      for (const dpbench::Network::Node& node : model.network().nodes()) {
+        if (node.layer->name() == "branch_a") CHECK(node.accumulate == std::vector<bool>{true});
+        if (node.layer->name() == "shortcut") CHECK(node.accumulate == std::vector<bool>{false});
+      }
 
-    std::unique_ptr<dpbench::Device> device = dpbench::create_reference_device(0);
-    dpbench::ParameterSet params(*device, model.layout());
-    std::vector<float> values = model.initial_parameters(11);
-    params.upload(values);
-    dpbench::Buffer loss = device->allocate(sizeof(float));
-    dpbench::Buffer step = device->allocate(sizeof(int32_t));
-    const int32_t step_number = 5;  // any fixed step: the same dropout mask in every pass
-    device->copy_from_host(step.data(), &step_number, sizeof(step_number));
-    dpbench::ReplicaShard shard{0, 1, 3, 42};
-    const auto replica = model.create_replica(*device, params, shard);
-    const dpbench::StepContext context{loss.as<float>(), step.as<int32_t>()};
+      std::unique_ptr<dpbench::Device> device = dpbench::create_reference_device(0);
+      dpbench::ParameterSet params(*device, model.layout());
+      std::vector<float> values = model.initial_parameters(11);
+      params.upload(values);
+      dpbench::Buffer loss = device->allocate(sizeof(float));
+      dpbench::Buffer step = device->allocate(sizeof(int32_t));
+      const int32_t step_number = 5;  // any fixed step: the same dropout mask in every pass
+      device->copy_from_host(step.data(), &step_number, sizeof(step_number));
+      dpbench::ReplicaShard shard{0, 1, 3, 42};
+      const auto replica = model.create_replica(*device, params, shard);
+      const dpbench::StepContext context{loss.as<float>(), step.as<int32_t>()};
 
-    auto loss_at = [&](const std::vector<float>& at) {
-      params.upload(at);
-      replica->forward(context);
-      float value = 0;
-      device->copy_to_host(&value, loss.data(), sizeof(value));
-      return static_cast<double>(value);
-    };
-    loss_at(values);
-    RecordingAnnouncer announcer;
-    replica->backward(announcer);
-    std::vector<float> gradients(params.count());
-    device->copy_to_host(gradients.data(), params.gradients(), sizeof(float) * gradients.size());
+      auto loss_at = [&](const std::vector<float>& at) {
+        params.upload(at);
+        replica->forward(context);
+        float value = 0;
+        device->copy_to_host(&value, loss.data(), sizeof(value));
+        return static_cast<double>(value);
+      };
+      loss_at(values);
+      RecordingAnnouncer announcer;
+      replica->backward(announcer);
+      std::vector<float> gradients(params.count());
+      device->copy_to_host(gradients.data(), params.gradients(), sizeof(float) * gradients.size());
 
-    // Every parameter's gradient announced once, in ascending contiguous ranges.
-    size_t next = 0;
-    for (const dpbench::GradientRange& range : announcer.ranges) {
-      CHECK(range.offset == next);
-      next = range.end();
-    }
-    CHECK(next == params.count());
+      // Every parameter's gradient announced once, in ascending contiguous ranges.
+      size_t next = 0;
+      for (const dpbench::GradientRange& range : announcer.ranges) {
+        CHECK(range.offset == next);
+        next = range.end();
+      }
+      CHECK(next == params.count());
 
-    // Central differences in fp32. With h = 3e-4 and a loss near 1.4, rounding of the loss puts
-    // about 3e-4 of noise into each estimate (hence the absolute 2e-3: conv1's bias, followed by
-    // batch norm, has an exact gradient of 0). A larger h lets ReLU and max-pool switches into
-    // [-h, h] (h = 1e-3 already moves bn1/beta by 5%); this h keeps them out for this seed.
-    const double h = 3e-4;
-    for (const dpbench::TensorView& tensor : model.layout().tensors()) {
-      for (size_t k = 0; k < tensor.count; k += (tensor.count < 10 ? 1 : tensor.count / 3)) {
-        const size_t i = tensor.offset + k;
-        std::vector<float> plus = values, minus = values;
-        plus[i] += static_cast<float>(h);
-        minus[i] -= static_cast<float>(h);
-        const double numeric = (loss_at(plus) - loss_at(minus)) / (2 * h);
-        INFO(tensor.name << "[" << k << "]: numeric " << numeric << ", backward " << gradients[i]);
-        CHECK(std::abs(numeric - gradients[i]) <= 2e-3 + 3e-2 * std::abs(numeric));
+      // Central differences in fp32. With h = 3e-4 and a loss near 1.4, rounding of the loss puts
+      // about 3e-4 of noise into each estimate (hence the absolute 2e-3: conv1's bias, followed by
+      // batch norm, has an exact gradient of 0). A larger h lets ReLU and max-pool switches into
+      // [-h, h] (h = 1e-3 already moves bn1/beta by 5%); this h keeps them out for this seed.
+      const double h = 3e-4;
+      for (const dpbench::TensorView& tensor : model.layout().tensors()) {
+        for (size_t k = 0; k < tensor.count; k += (tensor.count < 10 ? 1 : tensor.count / 3)) {
+          const size_t i = tensor.offset + k;
+          std::vector<float> plus = values, minus = values;
+          plus[i] += static_cast<float>(h);
+          minus[i] -= static_cast<float>(h);
+          const double numeric = (loss_at(plus) - loss_at(minus)) / (2 * h);
+          INFO(tensor.name << "[" << k << "]: numeric " << numeric << ", backward "
+                           << gradients[i]);
+          CHECK(std::abs(numeric - gradients[i]) <= 2e-3 + 3e-2 * std::abs(numeric));
+        }
       }
     }
   }

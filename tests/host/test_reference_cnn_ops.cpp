@@ -3,6 +3,7 @@
 // finite differences, in both layouts.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -139,53 +140,112 @@ TEST_CASE("reference batch norm: forward statistics by hand", "[reference_cnn]")
   const Tensor4 t{2, 1, 1, 2, DataFormat::nhwc};
   const std::vector<float> x = {1, 2, 3, 4}, gamma = {2}, beta = {0.5f};
   std::vector<float> y(4), mean(1), inv_std(1);
-  ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), 0.0f, y.data(),
-                                  mean.data(), inv_std.data());
+  ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), 0.0f, /*relu=*/false,
+                                  y.data(), mean.data(), inv_std.data(), nullptr);
   const double s = 1.0 / std::sqrt(1.25);
   CHECK(mean[0] == 2.5f);
   CHECK(inv_std[0] == Approx(s).epsilon(1e-7));
   check_close(y, std::vector<double>{0.5 - 3 * s, 0.5 - s, 0.5 + s, 0.5 + 3 * s}, 0, 1e-6, "y");
+  // The fused ReLU zeroes the two negative outputs (0.5 - s < 0) and keeps the rest.
+  ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), 0.0f, /*relu=*/true,
+                                  y.data(), mean.data(), inv_std.data(), nullptr);
+  check_close(y, std::vector<double>{0, 0, 0.5 + s, 0.5 + 3 * s}, 0, 1e-6, "y with relu");
+  CHECK(ops.batch_norm_workspace_bytes(t) == 0);
 }
 
 TEST_CASE("reference batch norm: forward and backward match the definition", "[reference_cnn]") {
   ReferenceBackend ops;
   const float epsilon = 1e-3f;
+  for (bool relu : {false, true}) {
+    for (DataFormat format : kFormats) {
+      INFO(data_format_name(format) << (relu ? " with relu" : ""));
+      const Tensor4 t{3, 4, 5, 3, format};
+      const std::vector<float> x = random_values(t.count(), 31, -2.0f, 3.0f);
+      const std::vector<float> gamma = random_values(t.c, 32, 0.5f, 1.5f);
+      const std::vector<float> beta = random_values(t.c, 33);
+      const std::vector<float> dy = random_values(t.count(), 34);
+      std::vector<float> y(t.count()), mean(t.c), inv_std(t.c);
+      ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, relu,
+                                      y.data(), mean.data(), inv_std.data(), nullptr);
+      BatchNormExpected e = direct_batch_norm(t, x, gamma, beta, epsilon);
+      if (relu) {
+        for (double& value : e.y) value = std::max(value, 0.0);
+      }
+      // Statistics in double, rounded once to float: 1e-6 relative (|y| stays below ~4).
+      check_close(mean, e.mean, 1e-7, 1e-6, "saved_mean");
+      check_close(inv_std, e.inv_std, 0, 1e-6, "saved_inv_std");
+      check_close(y, e.y, 1e-6, 1e-6, "y");
+
+      std::vector<float> dx(t.count()), dgamma(t.c), dbeta(t.c);
+      ops.batch_norm_backward(t, x.data(), y.data(), dy.data(), gamma.data(), mean.data(),
+                              inv_std.data(), epsilon, relu, dx.data(), dgamma.data(),
+                              dbeta.data(), nullptr);
+      // The documented formula, from the saved float statistics, in double; with relu the
+      // gradient only passes where the output is positive.
+      const double m = double(t.n) * t.h * t.w;
+      std::vector<double> sum_dy(t.c, 0.0), sum_dy_xhat(t.c, 0.0), expected_dx(t.count());
+      auto xhat = [&](size_t i, int c) { return (double(x[i]) - mean[c]) * inv_std[c]; };
+      auto passed_dy = [&](size_t i) { return relu && !(e.y[i] > 0.0) ? 0.0 : double(dy[i]); };
+      size_t masked = 0;
+      for_each_element(t, [&](int b, int c, int h, int w) {
+        const size_t i = t.offset(b, c, h, w);
+        sum_dy[c] += passed_dy(i);
+        sum_dy_xhat[c] += passed_dy(i) * xhat(i, c);
+        masked += passed_dy(i) == 0.0;
+      });
+      if (relu) CHECK(masked > t.count() / 4);  // the mask really removes gradient
+      for_each_element(t, [&](int b, int c, int h, int w) {
+        const size_t i = t.offset(b, c, h, w);
+        expected_dx[i] = gamma[c] * inv_std[c] / m *
+                         (m * passed_dy(i) - sum_dy[c] - xhat(i, c) * sum_dy_xhat[c]);
+      });
+      check_close(dx, expected_dx, 1e-6, 1e-5, "dx");
+      check_close(dgamma, sum_dy_xhat, 1e-6, 1e-6, "dgamma");
+      check_close(dbeta, sum_dy, 1e-6, 1e-6, "dbeta");
+    }
+  }
+}
+
+TEST_CASE("reference batch norm: the fused ReLU equals batch norm then ReLU, bit for bit",
+          "[reference_cnn]") {
+  ReferenceBackend ops;
+  const float epsilon = 1e-5f;
   for (DataFormat format : kFormats) {
     INFO(data_format_name(format));
-    const Tensor4 t{3, 4, 5, 3, format};
-    const std::vector<float> x = random_values(t.count(), 31, -2.0f, 3.0f);
-    const std::vector<float> gamma = random_values(t.c, 32, 0.5f, 1.5f);
-    const std::vector<float> beta = random_values(t.c, 33);
-    const std::vector<float> dy = random_values(t.count(), 34);
-    std::vector<float> y(t.count()), mean(t.c), inv_std(t.c);
-    ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, y.data(),
-                                    mean.data(), inv_std.data());
-    const BatchNormExpected e = direct_batch_norm(t, x, gamma, beta, epsilon);
-    // Statistics in double, rounded once to float: 1e-6 relative (|y| stays below ~4).
-    check_close(mean, e.mean, 1e-7, 1e-6, "saved_mean");
-    check_close(inv_std, e.inv_std, 0, 1e-6, "saved_inv_std");
-    check_close(y, e.y, 1e-6, 1e-6, "y");
+    const Tensor4 t{2, 5, 3, 4, format};
+    const std::vector<float> x = random_values(t.count(), 91, -1.0f, 2.0f);
+    const std::vector<float> gamma = random_values(t.c, 92, 0.5f, 1.5f);
+    const std::vector<float> beta = random_values(t.c, 93);
+    const std::vector<float> dy = random_values(t.count(), 94);
+    std::vector<float> mean(t.c), inv_std(t.c);
 
-    std::vector<float> dx(t.count()), dgamma(t.c), dbeta(t.c);
-    ops.batch_norm_backward(t, x.data(), dy.data(), gamma.data(), mean.data(), inv_std.data(),
-                            epsilon, dx.data(), dgamma.data(), dbeta.data());
-    // The documented formula, from the saved float statistics, in double.
-    const double m = double(t.n) * t.h * t.w;
-    std::vector<double> sum_dy(t.c, 0.0), sum_dy_xhat(t.c, 0.0), expected_dx(t.count());
-    auto xhat = [&](size_t i, int c) { return (double(x[i]) - mean[c]) * inv_std[c]; };
-    for_each_element(t, [&](int b, int c, int h, int w) {
-      const size_t i = t.offset(b, c, h, w);
-      sum_dy[c] += dy[i];
-      sum_dy_xhat[c] += dy[i] * xhat(i, c);
-    });
-    for_each_element(t, [&](int b, int c, int h, int w) {
-      const size_t i = t.offset(b, c, h, w);
-      expected_dx[i] = gamma[c] * inv_std[c] / m *
-                       (m * dy[i] - sum_dy[c] - xhat(i, c) * sum_dy_xhat[c]);
-    });
-    check_close(dx, expected_dx, 1e-6, 1e-5, "dx");
-    check_close(dgamma, sum_dy_xhat, 1e-6, 1e-6, "dgamma");
-    check_close(dbeta, sum_dy, 1e-6, 1e-6, "dbeta");
+    std::vector<float> bn(t.count()), separate_y(t.count()), fused_y(t.count());
+    ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, false,
+                                    bn.data(), mean.data(), inv_std.data(), nullptr);
+    ops.relu_forward(bn.data(), separate_y.data(), bn.size());
+    ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, true,
+                                    fused_y.data(), mean.data(), inv_std.data(), nullptr);
+    CHECK(fused_y == separate_y);
+
+    std::vector<float> relu_dx(t.count()), separate_dx(t.count()), fused_dx(t.count());
+    std::vector<float> dgamma(t.c), dbeta(t.c), fused_dgamma(t.c), fused_dbeta(t.c);
+    ops.relu_backward(separate_y.data(), dy.data(), relu_dx.data(), dy.size());
+    ops.batch_norm_backward(t, x.data(), bn.data(), relu_dx.data(), gamma.data(), mean.data(),
+                            inv_std.data(), epsilon, false, separate_dx.data(), dgamma.data(),
+                            dbeta.data(), nullptr);
+    ops.batch_norm_backward(t, x.data(), fused_y.data(), dy.data(), gamma.data(), mean.data(),
+                            inv_std.data(), epsilon, true, fused_dx.data(), fused_dgamma.data(),
+                            fused_dbeta.data(), nullptr);
+    CHECK(fused_dx == separate_dx);
+    CHECK(fused_dgamma == dgamma);
+    CHECK(fused_dbeta == dbeta);
+
+    // dx may alias dy.
+    std::vector<float> in_place = dy;
+    ops.batch_norm_backward(t, x.data(), fused_y.data(), in_place.data(), gamma.data(),
+                            mean.data(), inv_std.data(), epsilon, true, in_place.data(),
+                            fused_dgamma.data(), fused_dbeta.data(), nullptr);
+    CHECK(in_place == fused_dx);
   }
 }
 
@@ -201,18 +261,70 @@ TEST_CASE("reference batch norm: backward is the finite-difference gradient", "[
     const std::vector<float> weights = random_values(t.count(), 44);  // d loss / dy
     std::vector<float> y(t.count()), mean(t.c), inv_std(t.c);
     auto loss = [&] {
-      ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, y.data(),
-                                      mean.data(), inv_std.data());
+      ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, false,
+                                      y.data(), mean.data(), inv_std.data(), nullptr);
       return weighted_sum(y, weights);
     };
     loss();
     std::vector<float> dx(t.count()), dgamma(t.c), dbeta(t.c);
-    ops.batch_norm_backward(t, x.data(), weights.data(), gamma.data(), mean.data(), inv_std.data(),
-                            epsilon, dx.data(), dgamma.data(), dbeta.data());
+    ops.batch_norm_backward(t, x.data(), y.data(), weights.data(), gamma.data(), mean.data(),
+                            inv_std.data(), epsilon, false, dx.data(), dgamma.data(),
+                            dbeta.data(), nullptr);
     // x in [-1, 1) gives inv_std ~ 2, so y's derivatives grow ~2x per order; after Richardson the
     // error is O(h^4 * 2^5) ~ 1e-7 at h = 1/64. The float noise of y (24 values below ~5, each
     // rounded by < 3e-7) over a step of 1/32 is ~1e-5. 1e-3 leaves room and still catches any
     // missing term of the formula (each is of order 0.1 or more here).
+    std::vector<double> fd_x(x.size()), fd_gamma(t.c), fd_beta(t.c);
+    for (size_t i = 0; i < x.size(); ++i) fd_x[i] = finite_difference(x[i], 1.0 / 64, loss);
+    for (int c = 0; c < t.c; ++c) {
+      fd_gamma[c] = finite_difference(gamma[c], 1.0 / 64, loss);
+      fd_beta[c] = finite_difference(beta[c], 1.0 / 64, loss);
+    }
+    check_close(dx, fd_x, 1e-3, 1e-3, "dx");
+    check_close(dgamma, fd_gamma, 1e-3, 1e-3, "dgamma");
+    check_close(dbeta, fd_beta, 1e-3, 1e-3, "dbeta");
+  }
+}
+
+TEST_CASE("reference batch norm with ReLU: backward is the finite-difference gradient",
+          "[reference_cnn]") {
+  ReferenceBackend ops;
+  const float epsilon = 1e-3f;
+  for (DataFormat format : kFormats) {
+    INFO(data_format_name(format));
+    const Tensor4 t{2, 3, 2, 2, format};  // 8 values per channel
+    // A difference quotient across the ReLU's kink is meaningless, so every channel holds
+    // +-{0.3, 0.7, 1.1, 1.5} (jittered by at most 0.05, in a different order per channel): the
+    // mean stays within 0.05 of 0 and the std near 1, so |x_hat| >= 0.2 and, with gamma >= 0.5
+    // and beta = 0, every output is at least 0.1 from the kink. A step of 2h = 1/32 in x, gamma
+    // or beta moves an output by less than 0.06: no output changes sides.
+    const float levels[] = {-1.5f, -1.1f, -0.7f, -0.3f, 0.3f, 0.7f, 1.1f, 1.5f};
+    const std::vector<float> jitter = random_values(t.count(), 45, -0.05f, 0.05f);
+    std::vector<float> x(t.count());
+    for_each_element(t, [&](int b, int c, int h, int w) {
+      const int within_channel = (b * t.h + h) * t.w + w;  // 0..7
+      const size_t i = t.offset(b, c, h, w);
+      x[i] = levels[(within_channel * 3 + c) % 8] + jitter[i];
+    });
+    std::vector<float> gamma = random_values(t.c, 46, 0.5f, 1.5f);
+    std::vector<float> beta(t.c, 0.0f);
+    const std::vector<float> weights = random_values(t.count(), 47);  // d loss / dy
+    std::vector<float> y(t.count()), mean(t.c), inv_std(t.c);
+    auto loss = [&] {
+      ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, true,
+                                      y.data(), mean.data(), inv_std.data(), nullptr);
+      return weighted_sum(y, weights);
+    };
+    loss();
+    size_t zeros = 0;
+    for (float value : y) zeros += value == 0.0f;
+    CHECK(zeros == y.size() / 2);  // half the outputs are cut by the ReLU
+    std::vector<float> dx(t.count()), dgamma(t.c), dbeta(t.c);
+    ops.batch_norm_backward(t, x.data(), y.data(), weights.data(), gamma.data(), mean.data(),
+                            inv_std.data(), epsilon, true, dx.data(), dgamma.data(), dbeta.data(),
+                            nullptr);
+    // Away from the kink the loss is smooth with inv_std ~ 1, so the error budget of the test
+    // above applies (with room to spare).
     std::vector<double> fd_x(x.size()), fd_gamma(t.c), fd_beta(t.c);
     for (size_t i = 0; i < x.size(); ++i) fd_x[i] = finite_difference(x[i], 1.0 / 64, loss);
     for (int c = 0; c < t.c; ++c) {

@@ -1,0 +1,670 @@
+// Batch normalisation in training mode, optionally with the following ReLU fused in, for NCHW and
+// NHWC alike (cuDNN's legacy kernels are slow in NCHW and far slower in NHWC). The op is bound by
+// memory, so each call reads its tensors as few times as the arithmetic allows:
+//   forward:  statistics (read x) -> per-channel finalize -> normalise (read x, write y)
+//   backward: reduction (read x, dy, and y with relu) -> per-channel finalize
+//             -> dx (read x, dy, and y with relu; write dx)
+// Both sweeps of a call walk the tensor with one tiling (Tiling below): many blocks per channel,
+// each leaving a partial result per channel in the workspace, which a small finalize kernel then
+// combines in double. Kernels first, launchers after.
+#include <algorithm>
+#include <initializer_list>
+#include <string>
+#include <type_traits>
+
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cuda_kernels.h"
+#include "engine/cuda/cuda_launch.cuh"
+#include "engine/errors.h"
+
+namespace dpbench::cuda_kernels {
+namespace {
+
+constexpr int kThreads = kBlockSize;
+// About 8 resident blocks on each of the 132 SMs of an H100 or H200. A constant rather than the
+// device's SM count: the tiling, hence the summation order and the result bits, then depends on
+// the shape alone and is the same on every GPU.
+constexpr long long kTargetBlocks = 1024;
+// Below this many items per thread a block spends more on merging and writing its partial result
+// than on reading, so small tensors get fewer, fuller blocks.
+constexpr long long kMinItemsPerThread = 8;
+constexpr long long kMaxChunks = 1024;  // partial results per channel (and a legal gridDim.y)
+constexpr int kMaxLanesX = 32;          // NHWC: channel vectors per block, 512 contiguous bytes
+// Items a thread loads before using any: one load in flight per thread leaves the memory system
+// idle much of the time, especially with scalar loads.
+constexpr int kUnroll = 4;
+
+// How every pass of one call splits the tensor. An item is `vec` consecutive floats (a float4
+// where the layout and the pointers allow, else one float).
+// NHWC: the tensor is rows of c channels. blockIdx.x picks a tile of lanes_x channel vectors,
+//   blockIdx.y a chunk of rows; thread (lane_x, lane_y) owns channel vector
+//   blockIdx.x * lanes_x + lane_x and walks rows lane_y, lane_y + lanes_y, ... of the chunk.
+//   Threads map to channels, so a warp reads contiguous runs of a row (or whole rows when c is
+//   small) and each thread keeps its own channels' state in registers.
+// NCHW: each channel is n planes of h*w floats. blockIdx.x is the channel, blockIdx.y a chunk of
+//   the channel's items in (image, pixel) order; thread t walks items t, t + 256, ... of the
+//   chunk (lanes_x = 1, lanes_y = 256: the whole block shares one channel).
+struct Tiling {
+  bool nhwc = false;
+  int vec = 1;
+  int channels = 0;
+  int lanes_x = 1, lanes_y = kThreads;
+  int channel_tiles = 0;          // gridDim.x
+  int chunks = 0;                 // gridDim.y, and the partial results per channel
+  long long items = 0;            // per channel, in the walking order
+  long long chunk_items = 0;      // per chunk; the last chunk may have fewer
+  long long elements = 0;         // per channel: n * h * w
+  int elements_per_item = 1;      // per channel: 1 in NHWC (one float of each lane), vec in NCHW
+  long long row_vecs = 0;         // NHWC: c / vec
+  long long plane_vecs = 0;       // NCHW: h * w / vec
+  long long image_vecs = 0;       // NCHW: c * h * w / vec
+  // A thread's step to its next item: offset += step_offset; in NCHW the pixel within the plane
+  // moves by step_pixels, and crossing the plane's end adds wrap_offset (to the next image).
+  long long step_offset = 0, step_pixels = 0, wrap_offset = 0;
+};
+
+long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
+
+Tiling make_tiling(const Tensor4& shape, int vec) {
+  Tiling t;
+  t.nhwc = shape.format == DataFormat::nhwc;
+  t.vec = vec;
+  t.channels = shape.c;
+  const long long pixels = static_cast<long long>(shape.h) * shape.w;
+  t.elements = shape.n * pixels;
+  if (t.nhwc) {
+    t.row_vecs = shape.c / vec;
+    t.channel_tiles = static_cast<int>(ceil_div(t.row_vecs, kMaxLanesX));
+    // Spread the channel vectors evenly over the tiles (c = 33 gives 17 + 16, not 32 + 1).
+    t.lanes_x = static_cast<int>(ceil_div(t.row_vecs, t.channel_tiles));
+    t.lanes_y = kThreads / t.lanes_x;
+    t.items = t.elements;
+    t.elements_per_item = 1;
+    t.step_offset = t.lanes_y * t.row_vecs;
+  } else {
+    t.plane_vecs = pixels / vec;
+    t.image_vecs = shape.c * t.plane_vecs;
+    t.channel_tiles = shape.c;
+    t.items = shape.n * t.plane_vecs;
+    t.elements_per_item = vec;
+    t.step_pixels = kThreads % t.plane_vecs;
+    t.step_offset = (kThreads / t.plane_vecs) * t.image_vecs + t.step_pixels;
+    t.wrap_offset = t.image_vecs - t.plane_vecs;
+  }
+  const long long wanted = ceil_div(kTargetBlocks, t.channel_tiles);
+  const long long worthwhile = ceil_div(t.items, t.lanes_y * kMinItemsPerThread);
+  const long long chunks = std::clamp(std::min(wanted, worthwhile), 1LL, kMaxChunks);
+  t.chunk_items = ceil_div(t.items, chunks);
+  t.chunks = static_cast<int>(ceil_div(t.items, t.chunk_items));  // none left empty
+  return t;
+}
+
+// The workspace: two partial results per (channel, chunk), laid out channel-major so that the
+// finalize kernel reads each channel's partials contiguously, and three per-channel coefficients
+// the finalize kernel leaves for the element-wise pass.
+struct Workspace {
+  float* partial_a;  // forward: chunk means; backward: chunk sums of dy'
+  float* partial_b;  // forward: chunk M2 (sums of squared deviations); backward: of dy' (x - mean)
+  float* coefficient[3];
+};
+
+size_t workspace_floats(const Tiling& t) {
+  return (2 * static_cast<size_t>(t.chunks) + 3) * static_cast<size_t>(t.channels);
+}
+
+Workspace carve_workspace(const Tiling& t, void* memory) {
+  float* at = static_cast<float*>(memory);
+  const size_t partials = static_cast<size_t>(t.chunks) * t.channels;
+  Workspace w;
+  w.partial_a = at;
+  w.partial_b = at + partials;
+  for (int i = 0; i < 3; ++i) {
+    w.coefficient[i] = at + 2 * partials + static_cast<size_t>(i) * t.channels;
+  }
+  return w;
+}
+
+// ---- device helpers --------------------------------------------------------------------------
+
+template <int kVec>
+struct Pack {
+  float v[kVec];
+};
+
+template <int kVec>
+__device__ __forceinline__ Pack<kVec> load_pack(const float* base, long long at) {
+  Pack<kVec> p;
+  if constexpr (kVec == 4) {
+    const float4 f = reinterpret_cast<const float4*>(base)[at];
+    p.v[0] = f.x;
+    p.v[1] = f.y;
+    p.v[2] = f.z;
+    p.v[3] = f.w;
+  } else {
+    p.v[0] = base[at];
+  }
+  return p;
+}
+
+template <int kVec>
+__device__ __forceinline__ void store_pack(float* base, long long at, const Pack<kVec>& p) {
+  if constexpr (kVec == 4) {
+    reinterpret_cast<float4*>(base)[at] = make_float4(p.v[0], p.v[1], p.v[2], p.v[3]);
+  } else {
+    base[at] = p.v[0];
+  }
+}
+
+// Where one thread works: its place in the block's merge tree (threads with the same lane_x share
+// channels), its first channel, and a cursor over the offsets (in items) of the items it visits.
+template <bool kNhwc>
+struct ThreadWork {
+  int lane_x = 0, lane_y = 0;
+  int first_channel = 0;  // NHWC: lane k of an item is channel first_channel + k
+  bool active = false;
+  long long item = 0, end = 0, offset = 0, pixel = 0;
+
+  __device__ bool more() const { return item < end; }
+  __device__ void advance(const Tiling& t) {
+    if constexpr (kNhwc) {
+      item += t.lanes_y;
+      offset += t.step_offset;
+    } else {
+      item += kThreads;
+      offset += t.step_offset;
+      pixel += t.step_pixels;
+      if (pixel >= t.plane_vecs) {  // at most once: both terms are below plane_vecs
+        pixel -= t.plane_vecs;
+        offset += t.wrap_offset;
+      }
+    }
+  }
+};
+
+template <bool kNhwc>
+__device__ ThreadWork<kNhwc> place_thread(const Tiling& t) {
+  ThreadWork<kNhwc> w;
+  const long long chunk_start = static_cast<long long>(blockIdx.y) * t.chunk_items;
+  const long long chunk_end = min(chunk_start + t.chunk_items, t.items);
+  if constexpr (kNhwc) {
+    w.lane_x = threadIdx.x % t.lanes_x;
+    w.lane_y = threadIdx.x / t.lanes_x;
+    const long long channel_vec = static_cast<long long>(blockIdx.x) * t.lanes_x + w.lane_x;
+    w.active = w.lane_y < t.lanes_y && channel_vec < t.row_vecs;
+    w.first_channel = static_cast<int>(channel_vec * t.vec);
+    w.item = chunk_start + w.lane_y;
+    w.offset = w.item * t.row_vecs + channel_vec;
+  } else {
+    w.lane_y = threadIdx.x;
+    w.active = true;
+    w.first_channel = blockIdx.x;
+    w.item = chunk_start + threadIdx.x;
+    const long long image = w.item / t.plane_vecs;
+    w.pixel = w.item % t.plane_vecs;
+    w.offset = image * t.image_vecs + static_cast<long long>(blockIdx.x) * t.plane_vecs + w.pixel;
+  }
+  w.end = w.active ? chunk_end : w.item;
+  return w;
+}
+
+// Calls visit(offsets, present) for groups of kUnroll items; present[u] says whether offsets[u]
+// is one of this thread's items (the last group may be short). Visitors load a whole group before
+// using any of it.
+template <bool kNhwc, typename Visit>
+__device__ __forceinline__ void walk_items(ThreadWork<kNhwc>& work, const Tiling& t, Visit visit) {
+  while (work.more()) {
+    long long offsets[kUnroll];
+    bool present[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      present[u] = work.more();
+      offsets[u] = work.offset;
+      if (present[u]) work.advance(t);
+    }
+    visit(offsets, present);
+  }
+}
+
+// Count, mean and sum of squared deviations (M2) of some values: Welford's update adds one value,
+// Chan's merge two sets. Neither subtracts large sums, so a mean far above the spread costs no
+// accuracy (E[x^2] - E[x]^2 in float would lose it all).
+struct Moments {
+  float count, mean, m2;
+};
+
+__device__ __forceinline__ Moments merge(const Moments& a, const Moments& b) {
+  if (b.count == 0.0f) return a;
+  if (a.count == 0.0f) return b;
+  const float count = a.count + b.count;
+  const float b_share = b.count / count;
+  const float delta = b.mean - a.mean;
+  return {count, fmaf(delta, b_share, a.mean), a.m2 + b.m2 + delta * delta * a.count * b_share};
+}
+
+struct Sums {
+  float first, second;
+};
+
+__device__ __forceinline__ Sums merge(const Sums& a, const Sums& b) {
+  return {a.first + b.first, a.second + b.second};
+}
+
+// Merges the states of the threads that share lane_x (the same channels) into the thread with
+// lane_y == 0, along a fixed tree, so results are bit-reproducible. Every thread of the block
+// calls it; threads beyond lanes_x * lanes_y only wait.
+template <typename State, int kLanes>
+__device__ void merge_over_rows(State (&state)[kLanes], int lane_y, int lanes_x, int lanes_y,
+                                State* shared) {
+  const int slot = threadIdx.x;  // == lane_y * lanes_x + lane_x
+  if (lane_y < lanes_y) {
+#pragma unroll
+    for (int k = 0; k < kLanes; ++k) shared[slot * kLanes + k] = state[k];
+  }
+  __syncthreads();
+  int half = 1;
+  while (half < lanes_y) half *= 2;
+  for (half /= 2; half > 0; half /= 2) {
+    if (lane_y < half && lane_y + half < lanes_y) {
+      const int other = slot + half * lanes_x;
+#pragma unroll
+      for (int k = 0; k < kLanes; ++k) {
+        state[k] = merge(state[k], shared[other * kLanes + k]);
+        shared[slot * kLanes + k] = state[k];
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// Sum over the warp, the same value in every lane; a fixed order, so reproducible.
+__device__ __forceinline__ double warp_sum(double value) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  }
+  return value;
+}
+
+__device__ __forceinline__ double chunk_elements(const Tiling& t, int chunk) {
+  const long long first = static_cast<long long>(chunk) * t.chunk_items;
+  return static_cast<double>(min(t.chunk_items, t.items - first) * t.elements_per_item);
+}
+
+// ---- forward ---------------------------------------------------------------------------------
+
+// Per (channel, chunk): mean and M2 of x over the chunk, from per-thread Welford states merged
+// over the block.
+template <bool kNhwc, int kVec>
+__global__ void __launch_bounds__(kThreads)
+    batch_norm_statistics_kernel(Tiling t, const float* x, float* partial_mean, float* partial_m2) {
+  constexpr int kLanes = kNhwc ? kVec : 1;  // channels per thread
+  __shared__ Moments shared[kThreads * kLanes];
+  ThreadWork<kNhwc> work = place_thread<kNhwc>(t);
+  float count = 0.0f, inverse_count = 0.0f;
+  Moments state[kLanes];
+#pragma unroll
+  for (int k = 0; k < kLanes; ++k) state[k] = {0.0f, 0.0f, 0.0f};
+  walk_items(work, t, [&](const long long* offsets, const bool* present) {
+    Pack<kVec> values[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (present[u]) values[u] = load_pack<kVec>(x, offsets[u]);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (!present[u]) continue;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        // NHWC: the lanes of an item are different channels, each seeing its n-th value.
+        if (!kNhwc || k == 0) {
+          count += 1.0f;
+          inverse_count = __frcp_rn(count);
+        }
+        Moments& s = state[kNhwc ? k : 0];
+        const float delta = values[u].v[k] - s.mean;
+        s.mean = fmaf(delta, inverse_count, s.mean);
+        s.m2 = fmaf(delta, values[u].v[k] - s.mean, s.m2);
+      }
+    }
+  });
+#pragma unroll
+  for (int k = 0; k < kLanes; ++k) state[k].count = count;
+  merge_over_rows(state, work.lane_y, t.lanes_x, t.lanes_y, shared);
+  if (work.lane_y == 0 && work.active) {
+#pragma unroll
+    for (int k = 0; k < kLanes; ++k) {
+      const size_t at = static_cast<size_t>(work.first_channel + k) * t.chunks + blockIdx.y;
+      partial_mean[at] = state[k].mean;
+      partial_m2[at] = state[k].m2;
+    }
+  }
+}
+
+// One warp per channel combines the chunks' moments in double: the mean is the count-weighted
+// mean of the chunk means, M2 the chunks' M2 plus each chunk's count * (chunk mean - mean)^2.
+// Leaves the saved statistics and, for the normalise pass, scale = gamma * inv_std and the mean
+// to double precision as a float pair (hi + lo), so y keeps its accuracy when the mean is far
+// above the spread.
+__global__ void batch_norm_forward_finalize_kernel(Tiling t, const float* partial_mean,
+                                                   const float* partial_m2, const float* gamma,
+                                                   float epsilon, float* saved_mean,
+                                                   float* saved_inv_std, float* scale,
+                                                   float* mean_hi, float* mean_lo) {
+  const long long channel = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (channel >= t.channels) return;  // whole warps: blockDim is a multiple of 32
+  const float* means = partial_mean + channel * t.chunks;
+  const float* m2s = partial_m2 + channel * t.chunks;
+  double weighted = 0.0;
+  for (int chunk = lane; chunk < t.chunks; chunk += 32) {
+    weighted += chunk_elements(t, chunk) * means[chunk];
+  }
+  const double elements = static_cast<double>(t.elements);
+  const double mean = warp_sum(weighted) / elements;
+  double m2 = 0.0;
+  for (int chunk = lane; chunk < t.chunks; chunk += 32) {
+    const double offset = means[chunk] - mean;
+    m2 += m2s[chunk] + chunk_elements(t, chunk) * offset * offset;
+  }
+  const double variance = warp_sum(m2) / elements;  // biased
+  const double inv_std = 1.0 / sqrt(variance + static_cast<double>(epsilon));
+  if (lane == 0) {
+    const float hi = static_cast<float>(mean);
+    saved_mean[channel] = hi;
+    saved_inv_std[channel] = static_cast<float>(inv_std);
+    scale[channel] = static_cast<float>(gamma[channel] * inv_std);
+    mean_hi[channel] = hi;
+    mean_lo[channel] = static_cast<float>(mean - hi);
+  }
+}
+
+// y = scale * ((x - mean_hi) - mean_lo) + beta, then max(0, y) with relu. x - mean_hi is exact
+// when the two are close, which is when it matters.
+template <bool kNhwc, int kVec, bool kRelu>
+__global__ void __launch_bounds__(kThreads)
+    batch_norm_normalise_kernel(Tiling t, const float* x, const float* scale, const float* mean_hi,
+                                const float* mean_lo, const float* beta, float* y) {
+  constexpr int kLanes = kNhwc ? kVec : 1;
+  ThreadWork<kNhwc> work = place_thread<kNhwc>(t);
+  if (!work.active) return;
+  float lane_scale[kLanes], lane_hi[kLanes], lane_lo[kLanes], lane_beta[kLanes];
+#pragma unroll
+  for (int k = 0; k < kLanes; ++k) {
+    const int c = work.first_channel + k;
+    lane_scale[k] = scale[c];
+    lane_hi[k] = mean_hi[c];
+    lane_lo[k] = mean_lo[c];
+    lane_beta[k] = beta[c];
+  }
+  walk_items(work, t, [&](const long long* offsets, const bool* present) {
+    Pack<kVec> values[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (present[u]) values[u] = load_pack<kVec>(x, offsets[u]);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (!present[u]) continue;
+      Pack<kVec> out;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        const int lane = kNhwc ? k : 0;
+        const float centred = (values[u].v[k] - lane_hi[lane]) - lane_lo[lane];
+        const float normalised = fmaf(lane_scale[lane], centred, lane_beta[lane]);
+        out.v[k] = kRelu ? (normalised > 0.0f ? normalised : 0.0f) : normalised;
+      }
+      store_pack<kVec>(y, offsets[u], out);
+    }
+  });
+}
+
+// ---- backward --------------------------------------------------------------------------------
+
+// Per (channel, chunk): sum of dy' and of dy' * (x - mean), dy' = dy masked by y > 0 with relu.
+// (x - mean), not x_hat: the finalize kernel applies inv_std once per channel.
+template <bool kNhwc, int kVec, bool kRelu>
+__global__ void __launch_bounds__(kThreads)
+    batch_norm_backward_reduce_kernel(Tiling t, const float* x, const float* y, const float* dy,
+                                      const float* saved_mean, float* partial_dy,
+                                      float* partial_dy_centred) {
+  constexpr int kLanes = kNhwc ? kVec : 1;
+  __shared__ Sums shared[kThreads * kLanes];
+  ThreadWork<kNhwc> work = place_thread<kNhwc>(t);
+  float lane_mean[kLanes];
+  Sums sums[kLanes];
+#pragma unroll
+  for (int k = 0; k < kLanes; ++k) {
+    lane_mean[k] = work.active ? saved_mean[work.first_channel + k] : 0.0f;
+    sums[k] = {0.0f, 0.0f};
+  }
+  walk_items(work, t, [&](const long long* offsets, const bool* present) {
+    Pack<kVec> xs[kUnroll], gradients[kUnroll], outputs[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (!present[u]) continue;
+      xs[u] = load_pack<kVec>(x, offsets[u]);
+      gradients[u] = load_pack<kVec>(dy, offsets[u]);
+      if (kRelu) outputs[u] = load_pack<kVec>(y, offsets[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (!present[u]) continue;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        const int lane = kNhwc ? k : 0;
+        const float g = (!kRelu || outputs[u].v[k] > 0.0f) ? gradients[u].v[k] : 0.0f;
+        sums[lane].first += g;
+        sums[lane].second = fmaf(g, xs[u].v[k] - lane_mean[lane], sums[lane].second);
+      }
+    }
+  });
+  merge_over_rows(sums, work.lane_y, t.lanes_x, t.lanes_y, shared);
+  if (work.lane_y == 0 && work.active) {
+#pragma unroll
+    for (int k = 0; k < kLanes; ++k) {
+      const size_t at = static_cast<size_t>(work.first_channel + k) * t.chunks + blockIdx.y;
+      partial_dy[at] = sums[k].first;
+      partial_dy_centred[at] = sums[k].second;
+    }
+  }
+}
+
+// One warp per channel sums the chunks in double: dbeta = sum dy', dgamma = inv_std *
+// sum dy' (x - mean). dx = gamma * inv_std * (dy' - dbeta / M - x_hat * dgamma / M) becomes
+// dx = a * dy' + b * (x - mean) + c per channel, with a, b, c left for the dx pass.
+__global__ void batch_norm_backward_finalize_kernel(Tiling t, const float* partial_dy,
+                                                    const float* partial_dy_centred,
+                                                    const float* gamma, const float* saved_inv_std,
+                                                    float* dgamma, float* dbeta, float* dy_factor,
+                                                    float* centred_factor, float* constant) {
+  const long long channel = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (channel >= t.channels) return;
+  double sum_dy = 0.0, sum_dy_centred = 0.0;
+  for (int chunk = lane; chunk < t.chunks; chunk += 32) {
+    sum_dy += partial_dy[channel * t.chunks + chunk];
+    sum_dy_centred += partial_dy_centred[channel * t.chunks + chunk];
+  }
+  sum_dy = warp_sum(sum_dy);
+  sum_dy_centred = warp_sum(sum_dy_centred);
+  if (lane == 0) {
+    const double inv_std = saved_inv_std[channel];
+    const double a = gamma[channel] * inv_std;
+    const double elements = static_cast<double>(t.elements);
+    dgamma[channel] = static_cast<float>(sum_dy_centred * inv_std);
+    dbeta[channel] = static_cast<float>(sum_dy);
+    dy_factor[channel] = static_cast<float>(a);
+    centred_factor[channel] =
+        static_cast<float>(-a * inv_std * inv_std * sum_dy_centred / elements);
+    constant[channel] = static_cast<float>(-a * sum_dy / elements);
+  }
+}
+
+// dx = a * dy' + b * (x - mean) + c. Each element's dy (and y) is read by the thread that then
+// writes its dx, so dx may alias dy.
+template <bool kNhwc, int kVec, bool kRelu>
+__global__ void __launch_bounds__(kThreads)
+    batch_norm_dx_kernel(Tiling t, const float* x, const float* y, const float* dy,
+                         const float* saved_mean, const float* dy_factor,
+                         const float* centred_factor, const float* constant, float* dx) {
+  constexpr int kLanes = kNhwc ? kVec : 1;
+  ThreadWork<kNhwc> work = place_thread<kNhwc>(t);
+  if (!work.active) return;
+  float lane_mean[kLanes], lane_a[kLanes], lane_b[kLanes], lane_c[kLanes];
+#pragma unroll
+  for (int k = 0; k < kLanes; ++k) {
+    const int c = work.first_channel + k;
+    lane_mean[k] = saved_mean[c];
+    lane_a[k] = dy_factor[c];
+    lane_b[k] = centred_factor[c];
+    lane_c[k] = constant[c];
+  }
+  walk_items(work, t, [&](const long long* offsets, const bool* present) {
+    Pack<kVec> xs[kUnroll], gradients[kUnroll], outputs[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (!present[u]) continue;
+      xs[u] = load_pack<kVec>(x, offsets[u]);
+      gradients[u] = load_pack<kVec>(dy, offsets[u]);
+      if (kRelu) outputs[u] = load_pack<kVec>(y, offsets[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (!present[u]) continue;
+      Pack<kVec> out;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        const int lane = kNhwc ? k : 0;
+        const float g = (!kRelu || outputs[u].v[k] > 0.0f) ? gradients[u].v[k] : 0.0f;
+        out.v[k] = fmaf(lane_a[lane], g,
+                        fmaf(lane_b[lane], xs[u].v[k] - lane_mean[lane], lane_c[lane]));
+      }
+      store_pack<kVec>(dx, offsets[u], out);
+    }
+  });
+}
+
+// ---- host side -------------------------------------------------------------------------------
+
+void check_shape(const Tensor4& shape, const char* op) {
+  if (shape.n < 0 || shape.c < 0 || shape.h < 0 || shape.w < 0) {
+    throw RuntimeError(std::string(op) + ": invalid shape " + describe(shape));
+  }
+}
+
+// float4 items need every channel run (NHWC: a row, NCHW: a plane) to be a multiple of 4 floats.
+bool shape_allows_float4(const Tensor4& shape) {
+  return shape.format == DataFormat::nhwc ? shape.c % 4 == 0
+                                          : (static_cast<long long>(shape.h) * shape.w) % 4 == 0;
+}
+
+bool aligned_for_float4(std::initializer_list<const void*> pointers) {
+  for (const void* p : pointers) {
+    if (p != nullptr && reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  }
+  return true;
+}
+
+// Calls launch(nhwc, vec, relu), each a std::integral_constant, for the kernels of this call.
+template <typename Launch>
+void dispatch(const Tiling& t, bool relu, Launch launch) {
+  using Yes = std::true_type;
+  using No = std::false_type;
+  using Four = std::integral_constant<int, 4>;
+  using One = std::integral_constant<int, 1>;
+  if (t.nhwc) {
+    if (t.vec == 4) {
+      relu ? launch(Yes{}, Four{}, Yes{}) : launch(Yes{}, Four{}, No{});
+    } else {
+      relu ? launch(Yes{}, One{}, Yes{}) : launch(Yes{}, One{}, No{});
+    }
+  } else {
+    if (t.vec == 4) {
+      relu ? launch(No{}, Four{}, Yes{}) : launch(No{}, Four{}, No{});
+    } else {
+      relu ? launch(No{}, One{}, Yes{}) : launch(No{}, One{}, No{});
+    }
+  }
+}
+
+unsigned finalize_blocks(const Tiling& t) {
+  constexpr int kChannelsPerBlock = kThreads / 32;  // one warp each
+  return static_cast<unsigned>(ceil_div(t.channels, kChannelsPerBlock));
+}
+
+void check_workspace(void* workspace, const char* op) {
+  if (workspace == nullptr) {
+    throw RuntimeError(std::string(op) + ": no workspace (batch_norm_workspace_bytes)");
+  }
+}
+
+}  // namespace
+
+size_t batch_norm_workspace_bytes(const Tensor4& shape) {
+  check_shape(shape, "batch_norm_workspace_bytes");
+  if (shape.count() == 0) return 0;
+  // Whether a call runs on float4s depends on its pointers too, so provide for either tiling.
+  size_t floats = workspace_floats(make_tiling(shape, 1));
+  if (shape_allows_float4(shape)) {
+    floats = std::max(floats, workspace_floats(make_tiling(shape, 4)));
+  }
+  return floats * sizeof(float);
+}
+
+void launch_batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const float* x,
+                               const float* gamma, const float* beta, float epsilon, bool relu,
+                               float* y, float* saved_mean, float* saved_inv_std, void* workspace) {
+  check_shape(shape, "batch_norm_forward_training");
+  if (shape.count() == 0) return;
+  check_workspace(workspace, "batch_norm_forward_training");
+  const int vec = shape_allows_float4(shape) && aligned_for_float4({x, y}) ? 4 : 1;
+  const Tiling t = make_tiling(shape, vec);
+  const Workspace w = carve_workspace(t, workspace);
+  const dim3 grid(static_cast<unsigned>(t.channel_tiles), static_cast<unsigned>(t.chunks));
+  dispatch(t, false, [&](auto nhwc, auto vec_width, auto) {
+    batch_norm_statistics_kernel<decltype(nhwc)::value, decltype(vec_width)::value>
+        <<<grid, kThreads, 0, stream>>>(t, x, w.partial_a, w.partial_b);
+  });
+  DPB_CUDA_CHECK_LAUNCH(batch_norm_statistics_kernel);
+  batch_norm_forward_finalize_kernel<<<finalize_blocks(t), kThreads, 0, stream>>>(
+      t, w.partial_a, w.partial_b, gamma, epsilon, saved_mean, saved_inv_std, w.coefficient[0],
+      w.coefficient[1], w.coefficient[2]);
+  DPB_CUDA_CHECK_LAUNCH(batch_norm_forward_finalize_kernel);
+  dispatch(t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
+    batch_norm_normalise_kernel<decltype(nhwc)::value, decltype(vec_width)::value,
+                                decltype(fused_relu)::value>
+        <<<grid, kThreads, 0, stream>>>(t, x, w.coefficient[0], w.coefficient[1],
+                                        w.coefficient[2], beta, y);
+  });
+  DPB_CUDA_CHECK_LAUNCH(batch_norm_normalise_kernel);
+}
+
+void launch_batch_norm_backward(cudaStream_t stream, const Tensor4& shape, const float* x,
+                                const float* y, const float* dy, const float* gamma,
+                                const float* saved_mean, const float* saved_inv_std, bool relu,
+                                float* dx, float* dgamma, float* dbeta, void* workspace) {
+  check_shape(shape, "batch_norm_backward");
+  if (shape.count() == 0) return;
+  check_workspace(workspace, "batch_norm_backward");
+  const int vec =
+      shape_allows_float4(shape) && aligned_for_float4({x, relu ? y : nullptr, dy, dx}) ? 4 : 1;
+  const Tiling t = make_tiling(shape, vec);
+  const Workspace w = carve_workspace(t, workspace);
+  const dim3 grid(static_cast<unsigned>(t.channel_tiles), static_cast<unsigned>(t.chunks));
+  dispatch(t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
+    batch_norm_backward_reduce_kernel<decltype(nhwc)::value, decltype(vec_width)::value,
+                                      decltype(fused_relu)::value>
+        <<<grid, kThreads, 0, stream>>>(t, x, y, dy, saved_mean, w.partial_a, w.partial_b);
+  });
+  DPB_CUDA_CHECK_LAUNCH(batch_norm_backward_reduce_kernel);
+  batch_norm_backward_finalize_kernel<<<finalize_blocks(t), kThreads, 0, stream>>>(
+      t, w.partial_a, w.partial_b, gamma, saved_inv_std, dgamma, dbeta, w.coefficient[0],
+      w.coefficient[1], w.coefficient[2]);
+  DPB_CUDA_CHECK_LAUNCH(batch_norm_backward_finalize_kernel);
+  dispatch(t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
+    batch_norm_dx_kernel<decltype(nhwc)::value, decltype(vec_width)::value,
+                         decltype(fused_relu)::value>
+        <<<grid, kThreads, 0, stream>>>(t, x, y, dy, saved_mean, w.coefficient[0],
+                                        w.coefficient[1], w.coefficient[2], dx);
+  });
+  DPB_CUDA_CHECK_LAUNCH(batch_norm_dx_kernel);
+}
+
+}  // namespace dpbench::cuda_kernels
