@@ -71,6 +71,15 @@ void launch_add_channel_bias(cudaStream_t stream, float* y, const float* bias,
 void launch_channel_bias_gradient(cudaStream_t stream, const float* y, float* dy, float* dbias,
                                   bool relu, const ChannelLayout& layout, float* workspace);
 size_t channel_sum_workspace_bytes(const ChannelLayout& layout);
+// Max pooling whose windows do not overlap (stride >= window in both directions), sizes as
+// unsigned so the kernel indexes in 32 bits (each dimension and n*h*w*c fit: checked by the caller).
+struct MaxPoolShape {
+  unsigned n = 0, c = 0, in_h = 0, in_w = 0;
+  int out_h = 0, out_w = 0, window_h = 0, window_w = 0, stride_h = 0, stride_w = 0, pad_h = 0, pad_w = 0;
+};
+// dx = the gradient of max pooling, each window's dy sent to its first maximum.
+void launch_max_pool_backward_disjoint(cudaStream_t stream, const float* x, const float* dy,
+                                       float* dx, const MaxPoolShape& shape, bool nhwc);
 // Inverted dropout, forward (in = x) or backward (in = dy): see Backend::dropout_forward. `step`
 // is read on the device. out may alias in.
 void launch_dropout(cudaStream_t stream, const float* in, float* out, size_t n, float rate,

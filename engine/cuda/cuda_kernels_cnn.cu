@@ -123,6 +123,66 @@ __global__ void sum_channel_parts_kernel(const float* partials, size_t parts, in
   }
 }
 
+// ---- max-pooling backward for windows that do not overlap -----------------------------------
+// cuDNN's deterministic max-pool backward took 10 ms of a 33 ms VGG-16 step in NHWC on an H200.
+// When stride >= window every input lies in at most one window, so each input element can find
+// its window, rescan it for the first maximum (lowest h, then w, as the reference) and take that
+// window's gradient or 0: a gather, with no atomics. Rows are (n, h) in NHWC and (n, c) in NCHW;
+// the column index inside a row needs one 32-bit division.
+template <bool kNhwc>
+__global__ void max_pool_backward_disjoint_kernel(const float* x, const float* dy, float* dx,
+                                                  MaxPoolShape s) {
+  const unsigned columns = kNhwc ? s.in_w * s.c : s.in_h * s.in_w;
+  const unsigned rows = kNhwc ? s.n * s.in_h : s.n * s.c;
+  const unsigned column = blockIdx.x * blockDim.x + threadIdx.x;
+  if (column >= columns) return;
+  for (unsigned row = blockIdx.y; row < rows; row += gridDim.y) {
+    unsigned n, c, h, w;
+    if (kNhwc) {
+      n = row / s.in_h;
+      h = row - n * s.in_h;
+      w = column / s.c;
+      c = column - w * s.c;
+    } else {
+      n = row / s.c;
+      c = row - n * s.c;
+      h = column / s.in_w;
+      w = column - h * s.in_w;
+    }
+    auto input_at = [&](unsigned hh, unsigned ww) -> size_t {
+      return kNhwc ? ((static_cast<size_t>(n) * s.in_h + hh) * s.in_w + ww) * s.c + c
+                   : ((static_cast<size_t>(n) * s.c + c) * s.in_h + hh) * s.in_w + ww;
+    };
+    const size_t self = input_at(h, w);
+    float gradient = 0.0f;
+    const int oh = (static_cast<int>(h) + s.pad_h) / s.stride_h;
+    const int ow = (static_cast<int>(w) + s.pad_w) / s.stride_w;
+    const int h0 = oh * s.stride_h - s.pad_h, w0 = ow * s.stride_w - s.pad_w;
+    if (oh < s.out_h && ow < s.out_w && static_cast<int>(h) < h0 + s.window_h &&
+        static_cast<int>(w) < w0 + s.window_w) {
+      const int h_begin = max(h0, 0), h_end = min(h0 + s.window_h, static_cast<int>(s.in_h));
+      const int w_begin = max(w0, 0), w_end = min(w0 + s.window_w, static_cast<int>(s.in_w));
+      size_t best = input_at(h_begin, w_begin);
+      float best_value = x[best];
+      for (int hh = h_begin; hh < h_end; ++hh) {
+        for (int ww = w_begin; ww < w_end; ++ww) {
+          const size_t at = input_at(hh, ww);
+          if (x[at] > best_value) {
+            best_value = x[at];
+            best = at;
+          }
+        }
+      }
+      if (best == self) {
+        const size_t out = kNhwc ? ((static_cast<size_t>(n) * s.out_h + oh) * s.out_w + ow) * s.c + c
+                                 : ((static_cast<size_t>(n) * s.c + c) * s.out_h + oh) * s.out_w + ow;
+        gradient = dy[out];
+      }
+    }
+    dx[self] = gradient;
+  }
+}
+
 // out = keep ? in / keep_probability : 0, keep = uniform(seed, kRandomStreamDropout + *step, i)
 // >= rate. The same mask serves forward (in = x) and backward (in = dy); the step is read on the
 // device so that a replayed graph draws a new mask each step. A true division (not a multiply by
@@ -211,6 +271,20 @@ void launch_channel_bias_gradient(cudaStream_t stream, const float* y, float* dy
   sum_channel_parts_kernel<<<grid_for(static_cast<size_t>(layout.channels)), kBlockSize, 0, stream>>>(
       workspace, shape.parts, layout.channels, dbias);
   DPB_CUDA_CHECK_LAUNCH(sum_channel_parts_kernel);
+}
+
+void launch_max_pool_backward_disjoint(cudaStream_t stream, const float* x, const float* dy,
+                                       float* dx, const MaxPoolShape& shape, bool nhwc) {
+  const unsigned columns = nhwc ? shape.in_w * shape.c : shape.in_h * shape.in_w;
+  const unsigned rows = nhwc ? shape.n * shape.in_h : shape.n * shape.c;
+  if (columns == 0 || rows == 0) return;
+  const dim3 grid((columns + kBlockSize - 1) / kBlockSize, std::min(rows, 65535u));
+  if (nhwc) {
+    max_pool_backward_disjoint_kernel<true><<<grid, kBlockSize, 0, stream>>>(x, dy, dx, shape);
+  } else {
+    max_pool_backward_disjoint_kernel<false><<<grid, kBlockSize, 0, stream>>>(x, dy, dx, shape);
+  }
+  DPB_CUDA_CHECK_LAUNCH(max_pool_backward_disjoint_kernel);
 }
 
 void launch_dropout(cudaStream_t stream, const float* in, float* out, size_t n, float rate,

@@ -27,7 +27,7 @@ ncu_args=(--clock-control none --profile-from-start off --metrics gpu__time_dura
 python3 - "$out" "$tag" <<'PY'
 import collections, csv, re, sys
 out, tag = sys.argv[1], sys.argv[2]
-scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}
+scale = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0, "s": 1e3, "second": 1e3}
 for who in ("dpbench", "pytorch"):
     try:
         rows = [r for r in csv.reader(open(f"{out}/ncu_{who}_{tag}.csv")) if len(r) > 10]

@@ -283,6 +283,9 @@ TEST_CASE("cuda pooling matches the reference in both formats", "[gpu]") {
       {PoolMode::max, 3, 3, 2, 2, Padding::same},   // ResNet's stem (pad 1)
       {PoolMode::max, 2, 2, 2, 2, Padding::valid},  // VGG
       {PoolMode::max, 3, 2, 1, 2, Padding::same},
+      // disjoint windows (own backward kernel): with padding, and with gaps between windows
+      {PoolMode::max, 3, 3, 3, 3, Padding::same},
+      {PoolMode::max, 2, 3, 3, 3, Padding::valid},
       {PoolMode::average_include_padding, 3, 3, 1, 1, Padding::same},
       {PoolMode::average_exclude_padding, 3, 3, 1, 1, Padding::same},
       {PoolMode::average_exclude_padding, 5, 3, 3, 2, Padding::same},
@@ -320,6 +323,18 @@ TEST_CASE("cuda pooling matches the reference in both formats", "[gpu]") {
           check_close(y_gpu.download(), y, 0.0, 0.0, "max pool forward " + what.str());
           check_close(dx_gpu.download(), dx, 2.0 * overlap * kEps, 0.0,
                       "max pool backward " + what.str());
+          if (overlap == 1) {
+            // Disjoint windows (own kernel): with ties everywhere (after a ReLU most values are
+            // 0), the gradient must still go to each window's first maximum, as the reference.
+            std::vector<float> tied = x;
+            for (float& v : tied) v = v < 0.0f ? 0.0f : (v > 0.5f ? 1.0f : 0.0f);
+            GpuArray<float> tied_gpu(*gpu, tied);
+            gpu->ops().pool_forward(g, tied_gpu.data(), y_gpu.data());
+            gpu->ops().pool_backward(g, tied_gpu.data(), y_gpu.data(), dy_gpu.data(), dx_gpu.data());
+            reference.pool_forward(g, tied.data(), y.data());
+            reference.pool_backward(g, tied.data(), y.data(), dy.data(), dx.data());
+            check_close(dx_gpu.download(), dx, 0.0, 0.0, "max pool backward with ties " + what.str());
+          }
         } else {
           // A window's sum of |x| <= 1 rounds up to `window` times, then one division (or a
           // multiplication by a rounded reciprocal); the gradient sums `overlap` such quotients.
