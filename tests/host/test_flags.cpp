@@ -207,6 +207,9 @@ TEST_CASE("batch and measurement counts must be in range", "[flags]") {
   CHECK(error_of({"--num_batches=0"}) == "--num_batches=0: must be at least 1");
   CHECK(error_of({"--num_warmup_batches=-1"}) == "--num_warmup_batches=-1: must be at least 0");
   CHECK(error_of({"--display_every=0"}) == "--display_every=0: must be at least 1");
+  CHECK(error_of({"--profile_step=-1"}) == "--profile_step=-1: must be at least 0 (0: no profiled step)");
+  CHECK(error_of({"--num_batches=5", "--profile_step=6"}) ==
+        "--profile_step=6: is past the last measured step; give 1..5 or 0");
   CHECK_THAT(error_of({"--seed=-1"}), Contains("--seed=-1: not a non-negative integer"));
 }
 
