@@ -14,12 +14,33 @@
 #include <cstdint>
 
 #include "engine/cnn_geometry.h"
+#include "engine/data_type.h"
 #include "engine/run_config.h"
 
 namespace dpbench {
 
 enum class Transpose { no, yes };
 
+// Device-side state of automatic loss scaling (fp16): kept in device memory so that a replayed
+// CUDA graph adapts the scale without the host. Backend::update_loss_scale documents the rule.
+struct LossScaleState {
+  float scale = 1.0f;
+  float inverse_scale = 1.0f;  // 1 / scale, what gradients are multiplied by before the update
+  int32_t good_steps = 0;      // steps since the last change of scale without a non-finite gradient
+  int32_t non_finite = 0;      // set by find_non_finite during a step, cleared by update_loss_scale
+};
+
+// Extras of a mixed-precision update, all device pointers, all optional (nullptr: not used).
+struct UpdateExtras {
+  // Gradients are multiplied by *inverse_loss_scale before the rule sees them.
+  const float* inverse_loss_scale = nullptr;
+  // *skip != 0: the step's gradients were not finite; parameters and state stay as they are.
+  const int32_t* skip = nullptr;
+  // The updated parameters are also written, rounded, into this copy of type `half_type` (the
+  // weights the 16-bit convolutions read), at the same element offsets as `params`.
+  void* half_params = nullptr;
+  DataType half_type = DataType::bf16;
+};
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -37,18 +58,37 @@ class Backend {
   virtual void bias_gradient(const float* dy, float* dbias, int rows, int cols) = 0;
 
   // ---- element-wise ------------------------------------------------------------------------
-  virtual void relu_forward(const float* x, float* y, size_t n) = 0;
+  // Ops taking a DataType read and write buffers of that type (void*) and compute in fp32; the
+  // float* overloads are the same ops on fp32 buffers.
+  virtual void relu_forward(DataType type, const void* x, void* y, size_t n) = 0;
   // dx = dy where y > 0, else 0 (y is the forward output). dx may alias dy.
-  virtual void relu_backward(const float* y, const float* dy, float* dx, size_t n) = 0;
+  virtual void relu_backward(DataType type, const void* y, const void* dy, void* dx, size_t n) = 0;
   virtual void fill(float* x, size_t n, float value) = 0;
   virtual void scale(float* x, size_t n, float alpha) = 0;              // x *= alpha
   virtual void axpy(float alpha, const float* x, float* y, size_t n) = 0;  // y += alpha * x
   // y = a + b, then max(0, .) when `relu` (a residual join). y may alias a or b.
-  virtual void add_tensors(const float* a, const float* b, float* y, size_t n, bool relu) = 0;
+  virtual void add_tensors(DataType type, const void* a, const void* b, void* y, size_t n,
+                           bool relu) = 0;
   // Backward of add_tensors: g = relu ? (y > 0 ? dy : 0) : dy, written to da and to db (nullptr:
   // not wanted). Either output may alias dy; y is the forward output.
-  virtual void add_tensors_backward(const float* y, const float* dy, bool relu, float* da, float* db,
-                                    size_t n) = 0;
+  virtual void add_tensors_backward(DataType type, const void* y, const void* dy, bool relu,
+                                    void* da, void* db, size_t n) = 0;
+  // dst = src * scale, converted from src_type to dst_type (rounded to nearest even). dst may
+  // alias src only when both types are the same.
+  virtual void convert(DataType src_type, const void* src, DataType dst_type, void* dst, size_t n,
+                       float scale = 1.0f) = 0;
+
+  void relu_forward(const float* x, float* y, size_t n) { relu_forward(DataType::f32, x, y, n); }
+  void relu_backward(const float* y, const float* dy, float* dx, size_t n) {
+    relu_backward(DataType::f32, y, dy, dx, n);
+  }
+  void add_tensors(const float* a, const float* b, float* y, size_t n, bool relu) {
+    add_tensors(DataType::f32, a, b, y, n, relu);
+  }
+  void add_tensors_backward(const float* y, const float* dy, bool relu, float* da, float* db,
+                            size_t n) {
+    add_tensors_backward(DataType::f32, y, dy, relu, da, db, n);
+  }
 
   // ---- loss --------------------------------------------------------------------------------
   // Softmax cross-entropy, forward and backward fused.
@@ -56,19 +96,33 @@ class Backend {
   //   row_losses (rows): scratch, receives each row's -log softmax[label]
   //   loss_out (1): mean over rows; may point into host-visible memory (Device::allocate_host_visible)
   //   dlogits (rows, classes) = (softmax - onehot(label)) / rows; may alias logits.
+  //   loss_scale: device pointer or nullptr; dlogits are multiplied by *loss_scale (fp16 loss
+  //   scaling), loss_out is not.
   virtual void softmax_cross_entropy(const float* logits, const int32_t* labels, int rows,
                                      int classes, float* row_losses, float* loss_out,
-                                     float* dlogits) = 0;
+                                     float* dlogits, const float* loss_scale = nullptr) = 0;
 
   // ---- optimizers over a flat range (params, grads and state share one layout) -------------
-  virtual void sgd_update(float* params, const float* grads, size_t n, float learning_rate) = 0;
+  // `extras` (see UpdateExtras) unscales the gradients, skips a non-finite step and refreshes the
+  // 16-bit weight copy in the same pass.
+  virtual void sgd_update(float* params, const float* grads, size_t n, float learning_rate,
+                          const UpdateExtras& extras = {}) = 0;
   // v = momentum * v + g;  p -= lr * v   (tf.train.MomentumOptimizer semantics)
   virtual void momentum_update(float* params, const float* grads, float* velocity, size_t n,
-                               float learning_rate, float momentum) = 0;
+                               float learning_rate, float momentum,
+                               const UpdateExtras& extras = {}) = 0;
   // Adam with bias correction; `step` counts from 1.
   virtual void adam_update(float* params, const float* grads, float* m, float* v, size_t n,
                            float learning_rate, float beta1, float beta2, float epsilon,
-                           int64_t step) = 0;
+                           int64_t step, const UpdateExtras& extras = {}) = 0;
+
+  // ---- loss scaling (fp16) -------------------------------------------------------------------
+  // state->non_finite = 1 when any of x[0, n) is infinite or NaN; never clears it.
+  virtual void find_non_finite(const float* x, size_t n, LossScaleState* state) = 0;
+  // After a step's update: a non-finite step halves the scale (not below 1) and restarts the
+  // count; otherwise good_steps grows and, on reaching `increase_every`, the scale doubles (not
+  // above 2^24) and the count restarts. inverse_scale follows; non_finite is cleared.
+  virtual void update_loss_scale(LossScaleState* state, int increase_every) = 0;
 
   // ---- synthetic data, defined per global element index (engine/counter_random.h) ----------
   // x[i] = lo + (hi - lo) * uniform(seed, stream, first_index + i)
@@ -78,30 +132,33 @@ class Backend {
   virtual void fill_labels_by_index(int32_t* labels, size_t n, uint64_t seed, uint64_t stream,
                                     uint64_t first_index, int classes) = 0;
 
-  // ---- image ops (shapes in engine/cnn_geometry.h; fp32) -----------------------------------
+  // ---- image ops (shapes in engine/cnn_geometry.h) ------------------------------------------
+  // Image buffers are void*: their element type is the shape's `type` (Tensor4::type,
+  // FilterShape::type), arithmetic is fp32 inside every op. Per-channel vectors (bias, gamma,
+  // beta, statistics and their gradients) are always fp32.
   // Convolution passes. Each overwrites its output. `workspace` holds at least
-  // conv2d_workspace_bytes(g) bytes.
+  // conv2d_workspace_bytes(g) bytes. Input, filter and output have one type.
   //   forward:         y (g.output) = x (g.input) (*) w (g.filter)
   //   backward_data:   dx (g.input) = d/dx of the forward, given dy (g.output); with
   //                    `accumulate` added to dx instead (a tensor read by several layers)
   //   backward_filter: dw (g.filter) = d/dw of the forward, given x and dy
-  virtual void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, float* y,
+  virtual void conv2d_forward(const ConvGeometry& g, const void* x, const void* w, void* y,
                               void* workspace, size_t workspace_bytes) = 0;
-  virtual void conv2d_backward_data(const ConvGeometry& g, const float* dy, const float* w,
-                                    float* dx, void* workspace, size_t workspace_bytes,
+  virtual void conv2d_backward_data(const ConvGeometry& g, const void* dy, const void* w, void* dx,
+                                    void* workspace, size_t workspace_bytes,
                                     bool accumulate = false) = 0;
-  virtual void conv2d_backward_filter(const ConvGeometry& g, const float* x, const float* dy,
-                                      float* dw, void* workspace, size_t workspace_bytes) = 0;
+  virtual void conv2d_backward_filter(const ConvGeometry& g, const void* x, const void* dy,
+                                      void* dw, void* workspace, size_t workspace_bytes) = 0;
   // Bytes of workspace the three passes need. The cuda backend picks (and caches, per geometry)
   // its algorithms here, so layers call it once at set-up; the reference backend needs none.
   virtual size_t conv2d_workspace_bytes(const ConvGeometry& g) = 0;
 
   // y (shape) += bias (c) per channel, then max(0, .) when `relu` (a convolution's epilogue).
-  virtual void add_channel_bias(const Tensor4& shape, float* y, const float* bias, bool relu) = 0;
+  virtual void add_channel_bias(const Tensor4& shape, void* y, const float* bias, bool relu) = 0;
   // dbias (c) = sum over n, h, w of dy (overwrites). With `relu`, dy is first masked in place by
   // y > 0 (y: the forward output), which leaves it ready for the convolution's backward passes.
   // `workspace` holds at least channel_bias_workspace_bytes(shape) bytes.
-  virtual void channel_bias_gradient(const Tensor4& shape, const float* y, float* dy, float* dbias,
+  virtual void channel_bias_gradient(const Tensor4& shape, const void* y, void* dy, float* dbias,
                                      bool relu, void* workspace) = 0;
   virtual size_t channel_bias_workspace_bytes(const Tensor4& shape) = 0;
 
@@ -110,25 +167,25 @@ class Backend {
   // and with `relu` the ReLU of that, max(0, y), fused into the same pass. saved_mean and
   // saved_inv_std (c) are written for the backward pass. y may not alias x (backward reads x).
   // `workspace` holds batch_norm_workspace_bytes(shape) bytes; nothing in it outlives the call.
-  virtual void batch_norm_forward_training(const Tensor4& shape, const float* x, const float* gamma,
-                                           const float* beta, float epsilon, bool relu, float* y,
+  virtual void batch_norm_forward_training(const Tensor4& shape, const void* x, const float* gamma,
+                                           const float* beta, float epsilon, bool relu, void* y,
                                            float* saved_mean, float* saved_inv_std,
                                            void* workspace) = 0;
   // dx (shape), dgamma and dbeta (c), all overwritten, from dy and the forward's statistics. With
   // `relu`, dy is first masked by y > 0 (y = the forward's output, read only then). dx may alias
   // dy (every element of dx is written after its dy has been read), but not x or y.
-  virtual void batch_norm_backward(const Tensor4& shape, const float* x, const float* y,
-                                   const float* dy, const float* gamma, const float* saved_mean,
-                                   const float* saved_inv_std, float epsilon, bool relu, float* dx,
+  virtual void batch_norm_backward(const Tensor4& shape, const void* x, const void* y,
+                                   const void* dy, const float* gamma, const float* saved_mean,
+                                   const float* saved_inv_std, float epsilon, bool relu, void* dx,
                                    float* dgamma, float* dbeta, void* workspace) = 0;
   // Scratch both batch-norm passes need for `shape` (per-channel partial sums); may be 0.
   virtual size_t batch_norm_workspace_bytes(const Tensor4& shape) = 0;
 
-  virtual void pool_forward(const PoolGeometry& g, const float* x, float* y) = 0;
+  virtual void pool_forward(const PoolGeometry& g, const void* x, void* y) = 0;
   // dx (g.input, overwritten) from dy (g.output). Max pooling sends each window's gradient to
   // the first (lowest h, then w) position holding the maximum.
-  virtual void pool_backward(const PoolGeometry& g, const float* x, const float* y, const float* dy,
-                             float* dx) = 0;
+  virtual void pool_backward(const PoolGeometry& g, const void* x, const void* y, const void* dy,
+                             void* dx) = 0;
 
   // Inverted dropout over n elements:
   //   keep_i = counter_uniform(seed, kRandomStreamDropout + *step, first_index + i) >= rate,
@@ -137,18 +194,18 @@ class Backend {
   // elements per sample), so a sample's mask does not depend on which replica trains it. `step`
   // points to device memory (the runner's step counter), so a replayed CUDA graph draws a fresh
   // mask every step; backward regenerates the mask instead of storing it.
-  virtual void dropout_forward(const float* x, float* y, size_t n, float rate, uint64_t seed,
-                               uint64_t first_index, const int32_t* step) = 0;
-  virtual void dropout_backward(const float* dy, float* dx, size_t n, float rate, uint64_t seed,
-                                uint64_t first_index, const int32_t* step) = 0;
+  virtual void dropout_forward(DataType type, const void* x, void* y, size_t n, float rate,
+                               uint64_t seed, uint64_t first_index, const int32_t* step) = 0;
+  virtual void dropout_backward(DataType type, const void* dy, void* dx, size_t n, float rate,
+                                uint64_t seed, uint64_t first_index, const int32_t* step) = 0;
 
   // Channel slices, for concatenating branches (same n, h, w and format on both sides):
   //   copy_into_channels:  dst[:, offset : offset + src.c] = src
   //   copy_from_channels:  dst = src[:, offset : offset + dst.c]
-  virtual void copy_into_channels(const Tensor4& src_shape, const float* src,
-                                  const Tensor4& dst_shape, float* dst, int channel_offset) = 0;
-  virtual void copy_from_channels(const Tensor4& src_shape, const float* src, int channel_offset,
-                                  const Tensor4& dst_shape, float* dst) = 0;
+  virtual void copy_into_channels(const Tensor4& src_shape, const void* src,
+                                  const Tensor4& dst_shape, void* dst, int channel_offset) = 0;
+  virtual void copy_from_channels(const Tensor4& src_shape, const void* src, int channel_offset,
+                                  const Tensor4& dst_shape, void* dst) = 0;
 
   // ---- bookkeeping -------------------------------------------------------------------------
   // history[*cursor] = *value; ++*cursor  (cursor is device memory, history may be host-visible).

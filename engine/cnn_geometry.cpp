@@ -41,14 +41,14 @@ ConvGeometry make_conv_geometry(const Tensor4& input, int out_channels, int kern
                                 int stride_h, int stride_w, Padding padding, int pad_h, int pad_w) {
   ConvGeometry g;
   g.input = input;
-  g.filter = FilterShape{out_channels, input.c, kernel_h, kernel_w, input.format};
+  g.filter = FilterShape{out_channels, input.c, kernel_h, kernel_w, input.format, input.type};
   g.stride_h = stride_h;
   g.stride_w = stride_w;
   const Extent h = spatial_extent(input.h, kernel_h, stride_h, padding, pad_h, "convolution");
   const Extent w = spatial_extent(input.w, kernel_w, stride_w, padding, pad_w, "convolution");
   g.pad_h = h.pad_before;
   g.pad_w = w.pad_before;
-  g.output = Tensor4{input.n, out_channels, h.output, w.output, input.format};
+  g.output = Tensor4{input.n, out_channels, h.output, w.output, input.format, input.type};
   return g;
 }
 
@@ -65,13 +65,15 @@ PoolGeometry make_pool_geometry(const Tensor4& input, PoolMode mode, int window_
   const Extent w = spatial_extent(input.w, window_w, stride_w, padding, pad_w, "pooling");
   g.pad_h = h.pad_before;
   g.pad_w = w.pad_before;
-  g.output = Tensor4{input.n, input.c, h.output, w.output, input.format};
+  g.output = Tensor4{input.n, input.c, h.output, w.output, input.format, input.type};
   return g;
 }
 
 std::string describe(const Tensor4& shape) {
+  const std::string type = shape.type == DataType::f32 ? "" : std::string(" ") + data_type_name(shape.type);
   return std::string(data_format_name(shape.format)) + "(" + std::to_string(shape.n) + "," +
-         std::to_string(shape.c) + "," + std::to_string(shape.h) + "," + std::to_string(shape.w) + ")";
+         std::to_string(shape.c) + "," + std::to_string(shape.h) + "," + std::to_string(shape.w) +
+         ")" + type;
 }
 
 std::string describe(const ConvGeometry& g) {

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/data_type.h"
+
 namespace dpbench {
 
 enum class DataFormat { nchw, nhwc };
@@ -18,8 +20,10 @@ inline const char* data_format_name(DataFormat format) {
 struct Tensor4 {
   int n = 0, c = 0, h = 0, w = 0;
   DataFormat format = DataFormat::nchw;
+  DataType type = DataType::f32;  // element type of the buffer holding it
 
   size_t count() const { return static_cast<size_t>(n) * c * h * w; }
+  size_t bytes() const { return count() * data_type_bytes(type); }
   // Flat offset of logical element (b, ch, y, x) in this layout.
   size_t offset(int b, int ch, int y, int x) const {
     return format == DataFormat::nchw
@@ -27,7 +31,7 @@ struct Tensor4 {
                : ((static_cast<size_t>(b) * h + y) * w + x) * c + ch;
   }
   bool operator==(const Tensor4& o) const {
-    return n == o.n && c == o.c && h == o.h && w == o.w && format == o.format;
+    return n == o.n && c == o.c && h == o.h && w == o.w && format == o.format && type == o.type;
   }
 };
 
@@ -35,8 +39,10 @@ struct Tensor4 {
 struct FilterShape {
   int k = 0, c = 0, r = 0, s = 0;  // output channels, input channels, kernel height, width
   DataFormat format = DataFormat::nchw;
+  DataType type = DataType::f32;  // the input's type
 
   size_t count() const { return static_cast<size_t>(k) * c * r * s; }
+  size_t bytes() const { return count() * data_type_bytes(type); }
   size_t offset(int out, int in, int y, int x) const {
     return format == DataFormat::nchw ? ((static_cast<size_t>(out) * c + in) * r + y) * s + x
                                       : ((static_cast<size_t>(out) * r + y) * s + x) * c + in;
@@ -55,6 +61,7 @@ struct ConvGeometry {
   bool operator==(const ConvGeometry& o) const {
     return input == o.input && filter.k == o.filter.k && filter.c == o.filter.c &&
            filter.r == o.filter.r && filter.s == o.filter.s && filter.format == o.filter.format &&
+           filter.type == o.filter.type &&
            stride_h == o.stride_h && stride_w == o.stride_w && pad_h == o.pad_h &&
            pad_w == o.pad_w && output == o.output;
   }
