@@ -1,6 +1,7 @@
 // Launchers of dpbench's own CUDA kernels (the ops no library provides). Each takes the stream
 // to enqueue on, launches asynchronously and checks the launch. Pointers are device pointers
-// (or host-mapped pointers, where a comment says so). Used by CudaBackend only.
+// (or host-mapped pointers, where a comment says so). Used by CudaBackend only. A DataType
+// argument (or a Tensor4's type) says what the void* buffers hold; arithmetic is fp32.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,7 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/backend.h"
 #include "engine/cnn_geometry.h"
+#include "engine/data_type.h"
 
 namespace dpbench::cuda_kernels {
 
@@ -17,15 +20,19 @@ constexpr int kSumSquaresMaxPartials = 1024;
 
 // ---- element-wise (cuda_kernels_elementwise.cu) ---------------------------------------------
 void launch_add_bias(cudaStream_t stream, float* y, const float* bias, int rows, int cols);
-void launch_relu_forward(cudaStream_t stream, const float* x, float* y, size_t n);
-void launch_relu_backward(cudaStream_t stream, const float* y, const float* dy, float* dx, size_t n);
+void launch_relu_forward(cudaStream_t stream, DataType type, const void* x, void* y, size_t n);
+void launch_relu_backward(cudaStream_t stream, DataType type, const void* y, const void* dy,
+                          void* dx, size_t n);
 void launch_fill(cudaStream_t stream, float* x, size_t n, float value);
 void launch_scale(cudaStream_t stream, float* x, size_t n, float alpha);
 void launch_axpy(cudaStream_t stream, float alpha, const float* x, float* y, size_t n);
-void launch_add_tensors(cudaStream_t stream, const float* a, const float* b, float* y, size_t n,
-                        bool relu);
-void launch_add_tensors_backward(cudaStream_t stream, const float* y, const float* dy, bool relu,
-                                 float* da, float* db, size_t n);
+void launch_add_tensors(cudaStream_t stream, DataType type, const void* a, const void* b, void* y,
+                        size_t n, bool relu);
+void launch_add_tensors_backward(cudaStream_t stream, DataType type, const void* y, const void* dy,
+                                 bool relu, void* da, void* db, size_t n);
+// dst = src * scale, converted (Backend::convert).
+void launch_convert(cudaStream_t stream, DataType src_type, const void* src, DataType dst_type,
+                    void* dst, size_t n, float scale);
 void launch_fill_uniform_by_index(cudaStream_t stream, float* x, size_t n, uint64_t seed,
                                   uint64_t random_stream, uint64_t first_index, float lo, float hi);
 void launch_fill_labels_by_index(cudaStream_t stream, int32_t* labels, size_t n, uint64_t seed,
@@ -38,22 +45,27 @@ void launch_append_scalar(cudaStream_t stream, const float* value, float* histor
 void launch_bias_gradient(cudaStream_t stream, const float* dy, float* dbias, int rows, int cols);
 // Leaves the sum of squares of x in scratch[0]; scratch holds kSumSquaresMaxPartials doubles.
 void launch_sum_squares(cudaStream_t stream, const float* x, size_t n, double* scratch);
+// Loss scaling (Backend::find_non_finite, Backend::update_loss_scale).
+void launch_find_non_finite(cudaStream_t stream, const float* x, size_t n, LossScaleState* state);
+void launch_update_loss_scale(cudaStream_t stream, LossScaleState* state, int increase_every);
 
 // ---- loss (cuda_kernels_loss.cu) -------------------------------------------------------------
 // loss_out may be host-mapped memory.
 void launch_softmax_cross_entropy(cudaStream_t stream, const float* logits, const int32_t* labels,
                                   int rows, int classes, float* row_losses, float* loss_out,
-                                  float* dlogits);
+                                  float* dlogits, const float* loss_scale);
 
 // ---- optimizers (cuda_kernels_optimizer.cu); one fused pass over the range --------------------
 void launch_sgd_update(cudaStream_t stream, float* params, const float* grads, size_t n,
-                       float learning_rate);
+                       float learning_rate, const UpdateExtras& extras);
 void launch_momentum_update(cudaStream_t stream, float* params, const float* grads,
-                            float* velocity, size_t n, float learning_rate, float momentum);
+                            float* velocity, size_t n, float learning_rate, float momentum,
+                            const UpdateExtras& extras);
 // The bias corrections 1 - beta^step are computed once on the host (in double) per call.
 void launch_adam_update(cudaStream_t stream, float* params, const float* grads, float* m, float* v,
                         size_t n, float learning_rate, float beta1, float beta2, float epsilon,
-                        float first_moment_correction, float second_moment_correction);
+                        float first_moment_correction, float second_moment_correction,
+                        const UpdateExtras& extras);
 
 // ---- image ops (cuda_kernels_cnn.cu); the rest of the image ops are cuDNN calls -------------
 // A 4-D tensor seen as `outer` blocks of (channels x inner): NCHW is outer = n, inner = h * w;
@@ -64,12 +76,13 @@ struct ChannelLayout {
   size_t inner = 0;
 };
 // y += bias (channels) per channel, then max(0, .) when relu.
-void launch_add_channel_bias(cudaStream_t stream, float* y, const float* bias,
+void launch_add_channel_bias(cudaStream_t stream, DataType type, void* y, const float* bias,
                              const ChannelLayout& layout, bool relu);
 // dbias (channels) = sum of dy over outer and inner, deterministic (fixed partials, fixed order).
 // With relu, dy is first set to 0 where y <= 0, in place. workspace: channel_sum_workspace_bytes.
-void launch_channel_bias_gradient(cudaStream_t stream, const float* y, float* dy, float* dbias,
-                                  bool relu, const ChannelLayout& layout, float* workspace);
+void launch_channel_bias_gradient(cudaStream_t stream, DataType type, const void* y, void* dy,
+                                  float* dbias, bool relu, const ChannelLayout& layout,
+                                  float* workspace);
 size_t channel_sum_workspace_bytes(const ChannelLayout& layout);
 // Max pooling whose windows do not overlap (stride >= window in both directions), sizes as
 // unsigned so the kernel indexes in 32 bits (each dimension and n*h*w*c fit: checked by the caller).
@@ -78,27 +91,29 @@ struct MaxPoolShape {
   int out_h = 0, out_w = 0, window_h = 0, window_w = 0, stride_h = 0, stride_w = 0, pad_h = 0, pad_w = 0;
 };
 // dx = the gradient of max pooling, each window's dy sent to its first maximum.
-void launch_max_pool_backward_disjoint(cudaStream_t stream, const float* x, const float* dy,
-                                       float* dx, const MaxPoolShape& shape, bool nhwc);
+void launch_max_pool_backward_disjoint(cudaStream_t stream, DataType type, const void* x,
+                                       const void* dy, void* dx, const MaxPoolShape& shape,
+                                       bool nhwc);
 // Inverted dropout, forward (in = x) or backward (in = dy): see Backend::dropout_forward. `step`
 // is read on the device. out may alias in.
-void launch_dropout(cudaStream_t stream, const float* in, float* out, size_t n, float rate,
-                    uint64_t seed, uint64_t first_index, const int32_t* step);
-// `rows` rows of `row_length` floats from src (rows `src_stride` apart) to dst (`dst_stride`
-// apart): a channel slice in either layout.
-void launch_copy_rows(cudaStream_t stream, const float* src, size_t src_stride, float* dst,
-                      size_t dst_stride, size_t row_length, size_t rows);
+void launch_dropout(cudaStream_t stream, DataType type, const void* in, void* out, size_t n,
+                    float rate, uint64_t seed, uint64_t first_index, const int32_t* step);
+// `rows` rows of `row_length` elements of `element_bytes` each from src (rows `src_stride`
+// elements apart) to dst (`dst_stride` apart): a channel slice in either layout.
+void launch_copy_rows(cudaStream_t stream, const void* src, size_t src_stride, void* dst,
+                      size_t dst_stride, size_t row_length, size_t rows, size_t element_bytes);
 
 // ---- batch norm (cuda_kernels_batch_norm.cu); Backend::batch_norm_* semantics -----------------
 // Deterministic: the work is split by shape alone (not by the GPU), every reduction has a fixed
 // order. The workspace holds per-channel partial results between the passes of one call.
 size_t batch_norm_workspace_bytes(const Tensor4& shape);
-void launch_batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const float* x,
+// x, y, dy and dx hold shape.type; everything per channel is fp32.
+void launch_batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const void* x,
                                const float* gamma, const float* beta, float epsilon, bool relu,
-                               float* y, float* saved_mean, float* saved_inv_std, void* workspace);
-void launch_batch_norm_backward(cudaStream_t stream, const Tensor4& shape, const float* x,
-                                const float* y, const float* dy, const float* gamma,
+                               void* y, float* saved_mean, float* saved_inv_std, void* workspace);
+void launch_batch_norm_backward(cudaStream_t stream, const Tensor4& shape, const void* x,
+                                const void* y, const void* dy, const float* gamma,
                                 const float* saved_mean, const float* saved_inv_std, bool relu,
-                                float* dx, float* dgamma, float* dbeta, void* workspace);
+                                void* dx, float* dgamma, float* dbeta, void* workspace);
 
 }  // namespace dpbench::cuda_kernels
