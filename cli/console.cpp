@@ -63,6 +63,21 @@ std::string format_progress_line(const ProgressSnapshot& snapshot, int64_t items
                      unit, mean, uncertainty, spread, snapshot.loss);
 }
 
+namespace {
+
+std::string describe_math(const Summary& s) {
+  if (s.math == "tf32") return "tf32 (tensor cores, fp32 accumulation)";
+  if (s.math == "fp16" || s.math == "bf16") {
+    std::string text = s.math + " activations and weight copy, fp32 accumulation and master weights";
+    if (s.loss_scaling != "none")
+      text += fmt::format("; {} loss scale, {:g} at the end", s.loss_scaling, s.final_loss_scale);
+    return text;
+  }
+  return s.math;
+}
+
+}  // namespace
+
 std::string format_summary(const Result& result) {
   const Summary& s = result.summary;
   std::string text(64, '-');
@@ -76,7 +91,7 @@ std::string format_summary(const Result& result) {
                         t.mean, t.median, t.stddev, t.min, t.max, t.p5, t.p95);
   }
   if (s.jitter) text += fmt::format("  jitter: {:.1f} {}\n", *s.jitter, s.unit);
-  text += fmt::format("  math: {}\n", s.math == "tf32" ? "tf32 (tensor cores, fp32 accumulation)" : "fp32");
+  text += fmt::format("  math: {}\n", describe_math(s));
   text += fmt::format("  execution: {}\n", s.cuda_graph ? "each step replayed as one CUDA graph per device"
                                                           : "kernels launched one by one from the host");
   text += fmt::format("  final loss {:.6f}, param_norm {:.6f}, {} parameters\n", s.final_loss, s.param_norm,

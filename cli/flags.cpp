@@ -71,9 +71,22 @@ std::vector<FlagSpec> run_flag_specs() {
        {}, {}},
       {"data_format", "Model", "NCHW|NHWC", "Image tensor layout of the CNN models", defaults.data_format, {}},
       {"precision", "Model", "fp32|tf32|fp16|bf16",
-       "Arithmetic precision (fp32 or tf32 for now)", defaults.precision, {}},
-      {"use_fp16", "Model", "BOOL", "Alias for --precision=fp16 (not implemented yet)",
+       "Arithmetic: fp32; tf32 (tensor cores, fp32 storage); fp16 or bf16 (16-bit activations and "
+       "weight copy, fp32 accumulation and master weights; CNN models)",
+       defaults.precision, {}},
+      {"use_fp16", "Model", "BOOL", "Alias for --precision=fp16 (tf_cnn_benchmarks' spelling)",
        defaults.use_fp16 ? "true" : "false", "true"},
+      {"fp16_loss_scale", "Model", "X",
+       "fp16: multiply the loss by X before backward, divide the gradients by X before the update "
+       "(default: 128, or 32768 to start --fp16_enable_auto_loss_scale)",
+       {}, {}},
+      {"fp16_enable_auto_loss_scale", "Model", "BOOL",
+       "fp16: adapt the loss scale: halve it and skip the update when a gradient overflows, double "
+       "it after --fp16_inc_loss_scale_every_n good steps",
+       defaults.fp16_enable_auto_loss_scale ? "true" : "false", "true"},
+      {"fp16_inc_loss_scale_every_n", "Model", "N",
+       "Good steps before the automatic loss scale doubles",
+       std::to_string(defaults.fp16_inc_loss_scale_every_n), {}},
 
       {"device", "Devices", "auto|gpu|cpu",
        "Where to run: gpu = CUDA, cpu = the reference backend (host threads stand in for devices), "
@@ -290,6 +303,9 @@ nlohmann::json config_to_json(const RunConfig& config) {
       {"data_format", config.data_format},
       {"precision", config.precision},
       {"use_fp16", config.use_fp16},
+      {"fp16_loss_scale", config.fp16_loss_scale},
+      {"fp16_enable_auto_loss_scale", config.fp16_enable_auto_loss_scale},
+      {"fp16_inc_loss_scale_every_n", config.fp16_inc_loss_scale_every_n},
       {"device", config.device},
       {"backend", backend_name(config.backend)},
       {"num_gpus", config.num_gpus},

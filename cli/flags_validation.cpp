@@ -98,19 +98,6 @@ void require_one_of(const std::string& flag, const std::string& value,
   }
 }
 
-// Accepted now, planned (valid spelling, not built yet), or unknown: three different messages.
-void require_implemented(const std::string& flag, const std::string& value, const std::string& what,
-                         const std::vector<std::string>& accepted_now,
-                         const std::vector<std::string>& planned, const std::string& arrives_with) {
-  if (std::find(accepted_now.begin(), accepted_now.end(), value) != accepted_now.end()) return;
-  if (std::find(planned.begin(), planned.end(), value) != planned.end()) {
-    reject(flag, value, "not implemented yet (arrives with " + arrives_with + "); accepted now: " +
-                            join(accepted_now));
-  }
-  reject(flag, value, "unknown " + what + "; accepted: " + join(accepted_now) + " (planned: " +
-                          join(planned) + ")");
-}
-
 const ModelEntry& resolve_model(const std::string& name) {
   const ModelEntry* entry = find_model(name);
   if (entry == nullptr) {
@@ -271,18 +258,42 @@ void resolve_synchronisation(const GivenFlags& flags, RunConfig* config) {
   require_one_of("local_parameter_device", config->local_parameter_device, {"gpu", "cpu"}, "device");
 }
 
-void resolve_numerics(const GivenFlags& flags, RunConfig* config) {
+void resolve_numerics(const GivenFlags& flags, const ModelEntry& model, RunConfig* config) {
   config->data_format = flags.text("data_format");
   require_one_of("data_format", config->data_format, {"NCHW", "NHWC"}, "data format");
   config->cudnn_benchmark = parse_bool("cudnn_benchmark", flags.text("cudnn_benchmark"));
   config->precision = flags.text("precision");
-  require_implemented("precision", config->precision, "precision", {"fp32", "tf32"}, {"fp16", "bf16"},
-                      "mixed precision for the CNN models");
+  require_one_of("precision", config->precision, {"fp32", "tf32", "fp16", "bf16"}, "precision");
   config->use_fp16 = parse_bool("use_fp16", flags.text("use_fp16"));
   if (config->use_fp16) {
-    reject("use_fp16", flags.text("use_fp16"),
-           "not implemented yet (fp16 arrives with mixed precision for the CNN models); accepted now: false");
+    if (flags.was_given("precision") && config->precision != "fp16")
+      reject("use_fp16", flags.text("use_fp16"),
+             "contradicts --precision=" + config->precision + " (--use_fp16 means --precision=fp16); give one of them");
+    config->precision = "fp16";
   }
+  if (config->activation_type() != DataType::f32 && !model.mixed_precision)
+    reject("precision", config->precision,
+           "--model=" + model.name + " computes in fp32 only; use fp32 or tf32, or a CNN model");
+
+  const bool fp16 = config->precision == "fp16";
+  config->fp16_enable_auto_loss_scale =
+      parse_bool("fp16_enable_auto_loss_scale", flags.text("fp16_enable_auto_loss_scale"));
+  if (flags.was_given("fp16_loss_scale")) {
+    const std::string text = flags.text("fp16_loss_scale");
+    config->fp16_loss_scale = parse_finite_number("fp16_loss_scale", text, "a number >= 1, e.g. 128");
+    if (!(config->fp16_loss_scale >= 1.0) || config->fp16_loss_scale > 16777216.0)
+      reject("fp16_loss_scale", text, "must be between 1 and 2^24 (16777216)");
+  }
+  config->fp16_inc_loss_scale_every_n =
+      parse_int_at_least("fp16_inc_loss_scale_every_n", flags.text("fp16_inc_loss_scale_every_n"), 1,
+                         "must be at least 1");
+  for (const char* flag : {"fp16_loss_scale", "fp16_enable_auto_loss_scale", "fp16_inc_loss_scale_every_n"})
+    if (flags.was_given(flag) && !fp16)
+      reject(flag, flags.text(flag),
+             "loss scaling is for --precision=fp16 only (this run is " + config->precision + ")");
+  if (flags.was_given("fp16_inc_loss_scale_every_n") && !config->fp16_enable_auto_loss_scale)
+    reject("fp16_inc_loss_scale_every_n", flags.text("fp16_inc_loss_scale_every_n"),
+           "only matters with --fp16_enable_auto_loss_scale=true");
 }
 
 void resolve_optimizer(const GivenFlags& flags, const ModelEntry& model, RunConfig* config) {
@@ -351,7 +362,7 @@ RunConfig resolve_run_config(const GivenFlags& flags, const DeviceInventory& inv
   RunConfig config;
   config.model = flags.text("model");
   const ModelEntry& model = resolve_model(config.model);
-  resolve_numerics(flags, &config);
+  resolve_numerics(flags, model, &config);
   resolve_devices(flags, inventory, &config, fell_back_to_reference);
   resolve_batch(flags, model, &config);
   resolve_synchronisation(flags, &config);

@@ -20,6 +20,10 @@ namespace {
 
 void print(const std::string& text) { log_lines(output_log(), text); }
 
+// tf_cnn_benchmarks' static default; the automatic scale starts high and halves to what fits.
+constexpr double kDefaultLossScale = 128;
+constexpr double kDefaultAutoLossScale = 32768;
+
 OptimizerConfig optimizer_config(const RunConfig& config) {
   OptimizerConfig optimizer;
   optimizer.kind = parse_optimizer_kind(config.optimizer);
@@ -28,6 +32,14 @@ OptimizerConfig optimizer_config(const RunConfig& config) {
   optimizer.beta1 = static_cast<float>(config.adam_beta1);
   optimizer.beta2 = static_cast<float>(config.adam_beta2);
   optimizer.epsilon = static_cast<float>(config.adam_epsilon);
+  if (config.precision == "fp16") {
+    optimizer.loss_scaling =
+        config.fp16_enable_auto_loss_scale ? LossScaling::automatic : LossScaling::fixed;
+    const double given = config.fp16_loss_scale;
+    optimizer.loss_scale = static_cast<float>(
+        given > 0 ? given : (config.fp16_enable_auto_loss_scale ? kDefaultAutoLossScale : kDefaultLossScale));
+    optimizer.loss_scale_increase_every = config.fp16_inc_loss_scale_every_n;
+  }
   return optimizer;
 }
 
@@ -90,8 +102,14 @@ Result assemble_result(const RunConfig& config, const RunMeasurements& measured,
   summary.param_norm = measured.param_norm;
   summary.comm = measured.comm;
   summary.cuda_graph = measured.cuda_graph;
-  // The reference backend has no TF32: there a tf32 run computes in plain fp32, and says so.
-  summary.math = config.precision == "tf32" && config.backend == BackendKind::cuda ? "tf32" : "fp32";
+  // The reference backend has no TF32: there a tf32 run computes in plain fp32, and says so. It
+  // does store fp16 and bf16 values exactly as the GPU would, so those runs keep their name.
+  summary.math = config.precision == "tf32" ? (config.backend == BackendKind::cuda ? "tf32" : "fp32")
+                                            : config.precision;
+  if (config.precision == "fp16") {
+    summary.loss_scaling = config.fp16_enable_auto_loss_scale ? "automatic" : "fixed";
+    summary.final_loss_scale = measured.final_loss_scale;
+  }
   return result;
 }
 
@@ -112,7 +130,8 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   for (auto& device : devices)
     if (device->kind() == BackendKind::cuda) {
       set_cudnn_benchmark(*device, config.cudnn_benchmark);
-      set_tf32(*device, config.precision == "tf32");
+      // 16-bit runs keep their few fp32 GEMMs (the classifier) on TF32 tensor cores too.
+      set_tf32(*device, config.precision != "fp32");
     }
   std::vector<DeviceDescription> descriptions;
   for (const auto& device : devices) descriptions.push_back(device->description());
@@ -127,6 +146,7 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   settings.display_every = config.display_every;
   settings.seed = config.seed;
   settings.optimizer = optimizer_config(config);
+  settings.weight_copy_type = config.activation_type();
   settings.cuda_graph = config.cuda_graph;
   settings.profile_step = config.profile_step;
   Runner runner(*model, *strategy, devices, settings);

@@ -33,6 +33,8 @@ struct ReplicaShard {
 struct StepContext {
   float* loss_out = nullptr;      // receives the mean loss over the replica's batch
   const int32_t* step = nullptr;  // the step number (0-based, warm-up included), for dropout masks
+  // fp16 loss scaling: the loss's gradient is multiplied by *loss_scale; nullptr: no scaling.
+  const float* loss_scale = nullptr;
 };
 
 // Per-device state of a model: activations, workspaces and its shard of synthetic data.

@@ -23,25 +23,69 @@ Optimizer::Optimizer(Device& device, const OptimizerConfig& config, size_t count
     second_moment_ = device.allocate(count * sizeof(float));
     device.ops().fill(second_moment_.as<float>(), count, 0.0f);
   }
+  if (config.loss_scaling != LossScaling::none) {
+    if (!(config.loss_scale >= 1.0f))
+      throw ConfigError("the loss scale must be at least 1, not " + std::to_string(config.loss_scale));
+    LossScaleState initial;
+    initial.scale = config.loss_scale;
+    initial.inverse_scale = 1.0f / config.loss_scale;
+    loss_scale_state_ = device.allocate(sizeof(LossScaleState));
+    device.copy_from_host(loss_scale_state_.data(), &initial, sizeof(initial));
+  }
+}
+
+void Optimizer::begin_update(const float* grads, size_t count, StreamKind stream) {
+  if (config_.loss_scaling == LossScaling::automatic)
+    device_->ops(stream).find_non_finite(grads, count, loss_scale_state_.as<LossScaleState>());
+}
+
+void Optimizer::end_update(StreamKind stream) {
+  if (config_.loss_scaling == LossScaling::automatic)
+    device_->ops(stream).update_loss_scale(loss_scale_state_.as<LossScaleState>(),
+                                           config_.loss_scale_increase_every);
+}
+
+const float* Optimizer::loss_scale() const {
+  return loss_scale_state_ ? &loss_scale_state_.as<LossScaleState>()->scale : nullptr;
+}
+
+float Optimizer::current_loss_scale() const {
+  if (!loss_scale_state_) return 1.0f;
+  LossScaleState state;
+  device_->copy_to_host(&state, loss_scale_state_.data(), sizeof(state));
+  return state.scale;
 }
 
 void Optimizer::apply(float* params, const float* grads, GradientRange range, int64_t step,
-                      StreamKind stream) {
+                      StreamKind stream, const ParameterSet* parameters) {
   Backend& ops = device_->ops(stream);
   float* p = params + range.offset;
   const float* g = grads + range.offset;
+  UpdateExtras extras;
+  if (loss_scale_state_) {
+    LossScaleState* state = loss_scale_state_.as<LossScaleState>();
+    extras.inverse_loss_scale = &state->inverse_scale;
+    if (config_.loss_scaling == LossScaling::automatic) extras.skip = &state->non_finite;
+  }
+  if (parameters != nullptr && parameters->weight_copy() != nullptr) {
+    if (parameters->parameters() != params)
+      throw RuntimeError("Optimizer::apply: the weight copy belongs to other parameters");
+    extras.half_type = parameters->weight_copy_type();
+    extras.half_params = static_cast<char*>(parameters->weight_copy()) +
+                         range.offset * data_type_bytes(extras.half_type);
+  }
   switch (config_.kind) {
     case OptimizerKind::sgd:
-      ops.sgd_update(p, g, range.count, config_.learning_rate);
+      ops.sgd_update(p, g, range.count, config_.learning_rate, extras);
       break;
     case OptimizerKind::momentum:
       ops.momentum_update(p, g, first_moment_.as<float>() + range.offset, range.count,
-                          config_.learning_rate, config_.momentum);
+                          config_.learning_rate, config_.momentum, extras);
       break;
     case OptimizerKind::adam:
       ops.adam_update(p, g, first_moment_.as<float>() + range.offset,
                       second_moment_.as<float>() + range.offset, range.count, config_.learning_rate,
-                      config_.beta1, config_.beta2, config_.epsilon, step);
+                      config_.beta1, config_.beta2, config_.epsilon, step, extras);
       break;
   }
 }

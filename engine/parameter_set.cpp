@@ -39,13 +39,33 @@ GradientRange ParameterLayout::range_of(int first_id, int last_id) const {
   return GradientRange{last.offset, first.offset + first.count - last.offset};
 }
 
-ParameterSet::ParameterSet(Device& device, const ParameterLayout& layout)
-    : device_(&device), layout_(&layout) {
+ParameterSet::ParameterSet(Device& device, const ParameterLayout& layout, DataType weight_copy_type)
+    : device_(&device), layout_(&layout), weight_copy_type_(weight_copy_type) {
   if (!layout.finalized()) throw RuntimeError("ParameterSet: layout is not finalized");
   const size_t bytes = layout.total_count() * sizeof(float);
   parameters_ = device.allocate(bytes);
   gradients_ = device.allocate(bytes);
   device.ops().fill(gradients(), count(), 0.0f);
+  if (weight_copy_type != DataType::f32)
+    weight_copy_ = device.allocate(layout.total_count() * data_type_bytes(weight_copy_type));
+}
+
+const void* ParameterSet::parameter_as(int tensor_id, DataType type) const {
+  if (type == DataType::f32) return parameter(tensor_id);
+  if (type != weight_copy_type_)
+    throw RuntimeError(std::string("ParameterSet: a ") + data_type_name(type) + " op reads '" +
+                       layout_->tensor(tensor_id).name + "' but the weight copy is " +
+                       data_type_name(weight_copy_type_));
+  return static_cast<const char*>(weight_copy_.data()) +
+         layout_->tensor(tensor_id).offset * data_type_bytes(type);
+}
+
+void ParameterSet::refresh_weight_copy(GradientRange range, StreamKind stream) {
+  if (weight_copy_type_ == DataType::f32 || range.count == 0) return;
+  device_->ops(stream).convert(DataType::f32, parameters() + range.offset, weight_copy_type_,
+                               static_cast<char*>(weight_copy_.data()) +
+                                   range.offset * data_type_bytes(weight_copy_type_),
+                               range.count);
 }
 
 void ParameterSet::upload(const std::vector<float>& host_values) {
@@ -53,6 +73,8 @@ void ParameterSet::upload(const std::vector<float>& host_values) {
     throw RuntimeError("ParameterSet::upload: expected " + std::to_string(count()) + " values, got " +
                        std::to_string(host_values.size()));
   device_->copy_from_host(parameters(), host_values.data(), count() * sizeof(float));
+  refresh_weight_copy(GradientRange{0, count()});
+  device_->synchronize();
 }
 
 std::vector<float> ParameterSet::download() const {

@@ -47,10 +47,15 @@ class ParameterLayout {
   bool finalized_ = false;
 };
 
-// One replica's parameter and gradient buffers on its device.
+// One replica's parameter and gradient buffers on its device. Under mixed precision it also
+// holds a 16-bit copy of the parameters (same offsets), the weights 16-bit convolutions read;
+// the master values, gradients and optimizer state stay fp32. The optimizer refreshes the copy
+// in its update pass; whoever else writes parameters calls refresh_weight_copy.
 class ParameterSet {
  public:
-  ParameterSet(Device& device, const ParameterLayout& layout);
+  // weight_copy_type: f32 = no copy (fp32 and tf32 runs), else f16 or bf16.
+  ParameterSet(Device& device, const ParameterLayout& layout,
+               DataType weight_copy_type = DataType::f32);
 
   const ParameterLayout& layout() const { return *layout_; }
   Device& device() const { return *device_; }
@@ -60,7 +65,15 @@ class ParameterSet {
   float* gradient(int tensor_id) const { return gradients() + layout_->tensor(tensor_id).offset; }
   size_t count() const { return layout_->total_count(); }
 
-  void upload(const std::vector<float>& host_values);  // blocking
+  DataType weight_copy_type() const { return weight_copy_type_; }
+  void* weight_copy() const { return weight_copy_.data(); }  // nullptr without a copy
+  // Tensor `tensor_id` as an op of element type `type` reads it: the fp32 master for f32, else
+  // the 16-bit copy (which must be of that type).
+  const void* parameter_as(int tensor_id, DataType type) const;
+  // weight_copy[range] = parameters[range] rounded, enqueued on `stream`; no-op without a copy.
+  void refresh_weight_copy(GradientRange range, StreamKind stream = StreamKind::compute);
+
+  void upload(const std::vector<float>& host_values);  // blocking; refreshes the copy
   std::vector<float> download() const;                 // blocking
 
  private:
@@ -68,6 +81,8 @@ class ParameterSet {
   const ParameterLayout* layout_;
   Buffer parameters_;
   Buffer gradients_;
+  DataType weight_copy_type_ = DataType::f32;
+  Buffer weight_copy_;
 };
 
 }  // namespace dpbench

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/data_type.h"
+
 namespace dpbench {
 
 enum class BackendKind { cuda, reference };
@@ -61,7 +63,20 @@ struct RunConfig {
   // Output
   std::string result_file = "dpbench_result.json";  // empty: write none
 
+  // fp16 loss scaling (--fp16_loss_scale, --fp16_enable_auto_loss_scale,
+  // --fp16_inc_loss_scale_every_n); only with --precision=fp16.
+  double fp16_loss_scale = 0;  // 0: not given (128 static, or 2^15 to start automatic scaling)
+  bool fp16_enable_auto_loss_scale = false;
+  int fp16_inc_loss_scale_every_n = 1000;
+
   int num_devices() const { return static_cast<int>(gpu_indices.size()); }
+  // Storage type of activations and of the weight copy: f16 / bf16 under --precision=fp16 / bf16,
+  // f32 for fp32 and tf32.
+  DataType activation_type() const {
+    if (precision == "fp16") return DataType::f16;
+    if (precision == "bf16") return DataType::bf16;
+    return DataType::f32;
+  }
   int global_batch_size() const { return batch_size * num_devices(); }
 };
 

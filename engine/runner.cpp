@@ -72,7 +72,7 @@ Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_p
     device.make_current();
     state->index = r;
     state->device = &device;
-    state->parameters = std::make_unique<ParameterSet>(device, model.layout());
+    state->parameters = std::make_unique<ParameterSet>(device, model.layout(), settings.weight_copy_type);
     state->parameters->upload(initial);  // every replica starts from the same values
     state->optimizer = std::make_unique<Optimizer>(device, settings.optimizer, model.layout().total_count());
     ReplicaShard shard{r, num_replicas, settings.batch_size, settings.seed};
@@ -141,7 +141,8 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
       device.make_current();
       auto enqueue_step = [&](int64_t step) {
         // loss_cursor is also the step number: append_scalar advances it at the end of the step.
-        state.model->forward(StepContext{state.loss.as<float>(), state.loss_cursor.as<int32_t>()});
+        state.model->forward(StepContext{state.loss.as<float>(), state.loss_cursor.as<int32_t>(),
+                                         state.optimizer->loss_scale()});
         state.announcer->begin_step();
         state.model->backward(*state.announcer);
         strategy_.finish_step(state.index, step + 1);
@@ -242,6 +243,7 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
   result.num_parameters = static_cast<int64_t>(model_.layout().total_count());
   result.comm = strategy_.communication_summary();
   result.cuda_graph = replicas_.front()->replayable_step != nullptr;
+  result.final_loss_scale = first.optimizer->current_loss_scale();
   return result;
 }
 

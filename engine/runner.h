@@ -27,6 +27,8 @@ struct RunnerSettings {
   int display_every = 10;
   uint64_t seed = 0;
   OptimizerConfig optimizer;
+  // 16-bit type of the weight copy the model's ops read (--precision=fp16|bf16); f32: none.
+  DataType weight_copy_type = DataType::f32;
   bool cuda_graph = false;  // replay steps as CUDA graphs where possible (see Runner::run)
   int profile_step = 0;     // measured step (from 1) bracketed for a profiler; 0: none
 };
@@ -47,6 +49,7 @@ struct RunMeasurements {
   int64_t num_parameters = 0;
   nlohmann::json comm = nlohmann::json::object();
   bool cuda_graph = false;  // whether the measured steps were replayed CUDA graphs
+  double final_loss_scale = 1;  // replica 0's loss scale after the last step (1: no scaling)
 };
 
 class Runner {

@@ -35,20 +35,34 @@ class CnnReplica : public ModelReplica {
     network_.forward(step_);
     // The logits' gradient buffer is the logits buffer: dlogits replace them here.
     const TensorId logits = model_.network().logits();
-    loss_.forward_backward(device_.ops(), network_.gradients(logits), labels_.as<int32_t>(),
-                           context.loss_out);
+    loss_.forward_backward(device_.ops(), static_cast<float*>(network_.gradients(logits)),
+                           labels_.as<int32_t>(), context.loss_out, context.loss_scale);
   }
 
   void backward(GradientAnnouncer& announcer) override { network_.backward(step_, announcer); }
 
  private:
   // Image values are defined per global logical (sample, channel, y, x) index, as an NCHW tensor,
-  // so every sharding and both data formats train on the same images.
+  // so every sharding and both data formats train on the same images. 16-bit images are the
+  // fp32 ones rounded.
   void fill_synthetic_images(const ReplicaShard& shard) {
-    Backend& ops = device_.ops();
     const TensorId input = model_.network().input();
-    const Tensor4 shape = model_.network().shape(input);
-    float* images = network_.values(input);
+    const Tensor4 stored = model_.network().shape(input);
+    if (stored.type == DataType::f32) {
+      fill_fp32_images(shard, stored, static_cast<float*>(network_.values(input)));
+      return;
+    }
+    Tensor4 shape = stored;
+    shape.type = DataType::f32;
+    Buffer staging = device_.allocate(shape.bytes());
+    fill_fp32_images(shard, shape, staging.as<float>());
+    device_.ops().convert(DataType::f32, staging.data(), stored.type, network_.values(input),
+                          shape.count());
+    device_.synchronize();  // the staging buffer must outlive the conversion
+  }
+
+  void fill_fp32_images(const ReplicaShard& shard, const Tensor4& shape, float* images) {
+    Backend& ops = device_.ops();
     const uint64_t first_index = shard.first_global_sample() * (shape.count() / shape.n);
     if (shape.format == DataFormat::nchw) {
       ops.fill_uniform_by_index(images, shape.count(), shard.seed, kRandomStreamInputs,
@@ -86,13 +100,13 @@ CnnModel::CnnModel(std::string name, const RunConfig& config, const ImageSpec& i
     : name_(std::move(name)), images_(images), batch_size_(config.batch_size) {
   if (batch_size_ <= 0) throw ConfigError(name_ + ": the batch size must be positive");
   const Tensor4 input{batch_size_, images.channels, images.height, images.width,
-                      parse_data_format(config.data_format)};
+                      parse_data_format(config.data_format), config.activation_type()};
   network_ = std::make_unique<Network>(layout_, input);
   const TensorId logits = build(*network_, network_->input());
   const Tensor4& out = network_->shape(logits);
-  if (out.c != images.classes || out.h != 1 || out.w != 1)
+  if (out.c != images.classes || out.h != 1 || out.w != 1 || out.type != DataType::f32)
     throw RuntimeError(name_ + ": the network ends in " + describe(out) + ", not " +
-                       std::to_string(images.classes) + " logits per sample");
+                       std::to_string(images.classes) + " fp32 logits per sample");
   layout_.finalize();
   network_->finalize(logits);
 }

@@ -21,6 +21,7 @@ struct ModelEntry {
   std::string name;
   std::string description;
   bool implemented = false;  // planned models are listed so the error can say "not built yet"
+  bool mixed_precision = false;  // runs --precision=fp16|bf16 (16-bit activations)
   ModelDefaults defaults;
   std::function<std::unique_ptr<Model>(const RunConfig&)> create;  // empty when not implemented
 };

@@ -106,8 +106,8 @@ void Network::finalize(TensorId logits) {
 
 void Network::plan_buffers() {
   auto new_buffer = [&](const Tensor4& shape) {
-    buffer_counts_.push_back(shape.count());
-    return static_cast<int>(buffer_counts_.size()) - 1;
+    buffer_bytes_.push_back(shape.bytes());
+    return static_cast<int>(buffer_bytes_.size()) - 1;
   };
   tensors_[0].value_buffer = new_buffer(tensors_[0].shape);
   for (Node& node : nodes_) {
@@ -135,7 +135,7 @@ void Network::plan_buffers() {
 }
 
 void Network::plan_gradient_accumulation() {
-  scratch_count_ = 0;
+  scratch_bytes_ = 0;
   for (size_t index = 0; index < nodes_.size(); ++index) {
     Node& node = nodes_[index];
     node.scratch_offset.assign(node.inputs.size(), -1);
@@ -150,9 +150,9 @@ void Network::plan_gradient_accumulation() {
         continue;
       }
       node.scratch_offset[i] = static_cast<long long>(offset);
-      offset += in.shape.count();
+      offset += in.shape.bytes();
     }
-    scratch_count_ = std::max(scratch_count_, offset);
+    scratch_bytes_ = std::max(scratch_bytes_, offset);
   }
 }
 
@@ -165,7 +165,7 @@ void Network::initialize(uint64_t seed, std::vector<float>& host_params) const {
 NetworkReplica::NetworkReplica(const Network& network, Device& device, ParameterSet& params,
                                const ReplicaShard& shard)
     : network_(network), device_(device), params_(params) {
-  for (size_t count : network.buffer_counts()) buffers_.push_back(device.allocate(sizeof(float) * count));
+  for (size_t bytes : network.buffer_bytes()) buffers_.push_back(device.allocate(bytes));
   Backend& ops = device.ops();
   size_t workspace_bytes = 0;
   for (const Network::Node& node : network.nodes()) {
@@ -173,7 +173,7 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
     workspace_bytes = std::max(workspace_bytes, node.layer->workspace_bytes(ops));
   }
   workspace_ = device.allocate(workspace_bytes);
-  scratch_ = device.allocate(sizeof(float) * network.scratch_count());
+  scratch_ = device.allocate(network.scratch_bytes());
 
   const std::vector<Network::Node>& nodes = network.nodes();
   for (size_t index = 0; index < nodes.size(); ++index) {
@@ -194,9 +194,9 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
       if (node.scratch_offset[i] < 0) {
         pass.dx.push_back(gradients(in));
       } else {
-        float* scratch = scratch_.as<float>() + node.scratch_offset[i];
+        void* scratch = scratch_.as<char>() + node.scratch_offset[i];
         pass.dx.push_back(scratch);
-        accumulations.push_back({scratch, gradients(in), network.shape(in).count()});
+        accumulations.push_back({scratch, gradients(in), network.shape(in)});
       }
     }
     passes_.push_back(std::move(pass));
@@ -204,13 +204,13 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
   }
 }
 
-float* NetworkReplica::values(TensorId tensor) const {
-  return buffers_.at(network_.value_buffer(tensor)).as<float>();
+void* NetworkReplica::values(TensorId tensor) const {
+  return buffers_.at(network_.value_buffer(tensor)).data();
 }
 
-float* NetworkReplica::gradients(TensorId tensor) const {
+void* NetworkReplica::gradients(TensorId tensor) const {
   const int buffer = network_.gradient_buffer(tensor);
-  return buffer < 0 ? nullptr : buffers_.at(buffer).as<float>();
+  return buffer < 0 ? nullptr : buffers_.at(buffer).data();
 }
 
 void NetworkReplica::forward(const int32_t* step) {
@@ -224,7 +224,8 @@ void NetworkReplica::backward(const int32_t* step, GradientAnnouncer& announcer)
   for (size_t index = nodes.size(); index-- > 0;) {
     const Layer& layer = *nodes[index].layer;
     layer.backward(passes_[index], step);
-    for (const Accumulation& a : accumulations_[index]) ops.axpy(1.0f, a.scratch, a.gradient, a.count);
+    for (const Accumulation& a : accumulations_[index])
+      ops.add_tensors(a.shape.type, a.scratch, a.gradient, a.gradient, a.shape.count(), false);
     if (layer.has_parameters()) announcer.announce(layer.gradient_range(params_.layout()));
   }
 }

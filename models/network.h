@@ -66,7 +66,7 @@ class Network {
     bool in_place = false;  // output (and dx[0]) share input 0's buffers
     // Per input: its gradient goes straight into the tensor's gradient buffer (the last reader),
     // is added there by the layer itself (accumulate), or goes through scratch at this offset (in
-    // elements) and is then added; -1 = no scratch.
+    // bytes) and is then added; -1 = no scratch.
     std::vector<long long> scratch_offset;
     std::vector<bool> accumulate;
   };
@@ -75,11 +75,12 @@ class Network {
   TensorId find(const std::string& name) const;
   TensorId logits() const { return logits_; }
   size_t num_tensors() const { return tensors_.size(); }
-  // Buffer ids (into buffer_counts()) of a tensor's values and gradient (-1: none).
+  // Buffer ids (into buffer_bytes()) of a tensor's values and gradient (-1: none).
   int value_buffer(TensorId tensor) const { return tensors_.at(tensor).value_buffer; }
   int gradient_buffer(TensorId tensor) const { return tensors_.at(tensor).gradient_buffer; }
-  const std::vector<size_t>& buffer_counts() const { return buffer_counts_; }  // elements
-  size_t scratch_count() const { return scratch_count_; }
+  const std::vector<size_t>& buffer_bytes() const { return buffer_bytes_; }
+  // Bytes of scratch for input gradients that are computed apart and then added (0: none).
+  size_t scratch_bytes() const { return scratch_bytes_; }
 
   void initialize(uint64_t seed, std::vector<float>& host_params) const;
 
@@ -99,8 +100,8 @@ class Network {
   std::vector<Node> nodes_;
   std::map<std::string, int> node_by_name_;
   TensorId logits_ = -1;
-  std::vector<size_t> buffer_counts_;
-  size_t scratch_count_ = 0;
+  std::vector<size_t> buffer_bytes_;
+  size_t scratch_bytes_ = 0;
   bool finalized_ = false;
 };
 
@@ -111,8 +112,9 @@ class NetworkReplica {
   NetworkReplica(const Network& network, Device& device, ParameterSet& params,
                  const ReplicaShard& shard);
 
-  float* values(TensorId tensor) const;
-  float* gradients(TensorId tensor) const;  // nullptr for the input
+  // A tensor's buffers hold its shape's type.
+  void* values(TensorId tensor) const;
+  void* gradients(TensorId tensor) const;  // nullptr for the input
 
   // Every node in order; the logits end up in values(logits()).
   void forward(const int32_t* step);
@@ -122,9 +124,9 @@ class NetworkReplica {
 
  private:
   struct Accumulation {
-    const float* scratch;
-    float* gradient;
-    size_t count;
+    const void* scratch;
+    void* gradient;
+    Tensor4 shape;
   };
   const Network& network_;
   Device& device_;

@@ -59,7 +59,11 @@ struct Summary {
   double param_norm = 0;       // L2 norm (double) of replica 0's final parameters
   nlohmann::json comm = nlohmann::json::object();  // communication counters (strategies)
   bool cuda_graph = false;     // measured steps replayed as CUDA graphs (one launch per step)
-  std::string math = "fp32";   // the arithmetic actually used: "fp32" or "tf32"
+  // The arithmetic actually used: "fp32", "tf32", or "fp16" / "bf16" (16-bit activations and
+  // weight copy, fp32 accumulation, fp32 master weights).
+  std::string math = "fp32";
+  std::string loss_scaling = "none";  // fp16: "fixed" or "automatic"
+  double final_loss_scale = 1;        // fp16: the loss scale after the last step
 };
 
 struct Result {

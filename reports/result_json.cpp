@@ -58,7 +58,9 @@ json summary_to_json(const Summary& summary) {
           {"param_norm", summary.param_norm},
           {"comm", summary.comm},
           {"cuda_graph", summary.cuda_graph},
-          {"math", summary.math}};
+          {"math", summary.math},
+          {"loss_scaling", summary.loss_scaling},
+          {"final_loss_scale", summary.final_loss_scale}};
 }
 
 // ---- reading ----------------------------------------------------------------------------------
@@ -202,6 +204,9 @@ Summary summary_from_json(const json& document) {
   // Added after the first results were written: absent means no graphs were used.
   summary.cuda_graph = object.contains("cuda_graph") && bool_member(object, where, "cuda_graph");
   if (object.contains("math")) summary.math = string_member(object, where, "math");
+  if (object.contains("loss_scaling")) summary.loss_scaling = string_member(object, where, "loss_scaling");
+  if (object.contains("final_loss_scale"))
+    summary.final_loss_scale = double_member(object, where, "final_loss_scale");
   return summary;
 }
 

@@ -10,8 +10,11 @@ void IndependentStrategy::setup(const ParameterLayout& layout, std::vector<Repli
 
 void IndependentStrategy::finish_step(int replica, int64_t step) {
   const Replica& r = replicas_.at(replica);
+  r.optimizer->begin_update(r.parameters->gradients(), r.parameters->count());
   r.optimizer->apply(r.parameters->parameters(), r.parameters->gradients(),
-                     GradientRange{0, r.parameters->count()}, step);
+                     GradientRange{0, r.parameters->count()}, step, StreamKind::compute,
+                     r.parameters);
+  r.optimizer->end_update();
 }
 
 nlohmann::json IndependentStrategy::communication_summary() const {

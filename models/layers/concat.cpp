@@ -11,7 +11,8 @@ Tensor4 concatenated(const std::string& name, const std::vector<Tensor4>& inputs
   Tensor4 out = inputs.front();
   out.c = 0;
   for (const Tensor4& in : inputs) {
-    if (in.n != out.n || in.h != out.h || in.w != out.w || in.format != out.format)
+    if (in.n != out.n || in.h != out.h || in.w != out.w || in.format != out.format ||
+        in.type != out.type)
       throw RuntimeError(name + ": cannot concatenate " + describe(in) + " with " +
                          describe(inputs.front()));
     out.c += in.c;

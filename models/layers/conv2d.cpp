@@ -6,6 +6,9 @@
 namespace dpbench {
 namespace {
 
+// Workspace offsets stay aligned for cuDNN and vector loads.
+size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
 ConvGeometry geometry_of(const Tensor4& input, const Conv2dOptions& o) {
   return make_conv_geometry(input, o.out_channels, o.kernel_h, o.kernel_w, o.stride, o.stride,
                             o.padding, o.pad_h, o.pad_w);
@@ -40,20 +43,27 @@ void Conv2dLayer::initialize(const ParameterLayout& layout, uint64_t seed,
   }
 }
 
+size_t Conv2dLayer::filter_gradient_staging_bytes() const {
+  // A 16-bit convolution's filter gradient comes out 16-bit (cuDNN wants one type for x, dy
+  // and dw) and is widened into the fp32 gradient buffer from here.
+  return geometry_.filter.type == DataType::f32 ? 0 : aligned(geometry_.filter.bytes());
+}
+
 size_t Conv2dLayer::workspace_bytes(Backend& ops) const {
-  // The bias gradient's partial sums and the convolution passes use the workspace in turn.
+  // The bias gradient's partial sums and the convolution passes use the workspace in turn,
+  // after the staged filter gradient.
   const size_t bias = bias_id_ >= 0 ? ops.channel_bias_workspace_bytes(geometry_.output) : 0;
-  return std::max(ops.conv2d_workspace_bytes(geometry_), bias);
+  return filter_gradient_staging_bytes() + std::max(ops.conv2d_workspace_bytes(geometry_), bias);
 }
 
 void Conv2dLayer::forward(const LayerPass& pass, const int32_t*) const {
   Backend& ops = *pass.ops;
-  ops.conv2d_forward(geometry_, pass.x[0], pass.params->parameter(weights_id_), pass.y,
-                     pass.workspace, pass.workspace_bytes);
+  ops.conv2d_forward(geometry_, pass.x[0], pass.params->parameter_as(weights_id_, geometry_.filter.type),
+                     pass.y, pass.workspace, pass.workspace_bytes);
   if (bias_id_ >= 0) {
     ops.add_channel_bias(geometry_.output, pass.y, pass.params->parameter(bias_id_), relu_);
   } else if (relu_) {
-    ops.relu_forward(pass.y, pass.y, geometry_.output.count());
+    ops.relu_forward(geometry_.output.type, pass.y, pass.y, geometry_.output.count());
   }
 }
 
@@ -65,13 +75,23 @@ void Conv2dLayer::backward(const LayerPass& pass, const int32_t*) const {
     ops.channel_bias_gradient(geometry_.output, pass.y, pass.dy, pass.params->gradient(bias_id_),
                               relu_, pass.workspace);
   } else if (relu_) {
-    ops.relu_backward(pass.y, pass.dy, pass.dy, geometry_.output.count());
+    ops.relu_backward(geometry_.output.type, pass.y, pass.dy, pass.dy, geometry_.output.count());
   }
-  ops.conv2d_backward_filter(geometry_, pass.x[0], pass.dy, pass.params->gradient(weights_id_),
-                             pass.workspace, pass.workspace_bytes);
+  const size_t staging = filter_gradient_staging_bytes();
+  void* workspace = static_cast<char*>(pass.workspace) + staging;
+  const size_t workspace_bytes = pass.workspace_bytes - staging;
+  float* dw = pass.params->gradient(weights_id_);
+  if (staging == 0) {
+    ops.conv2d_backward_filter(geometry_, pass.x[0], pass.dy, dw, workspace, workspace_bytes);
+  } else {
+    ops.conv2d_backward_filter(geometry_, pass.x[0], pass.dy, pass.workspace, workspace,
+                               workspace_bytes);
+    ops.convert(geometry_.filter.type, pass.workspace, DataType::f32, dw, geometry_.filter.count());
+  }
   if (pass.dx[0] != nullptr)
-    ops.conv2d_backward_data(geometry_, pass.dy, pass.params->parameter(weights_id_), pass.dx[0],
-                             pass.workspace, pass.workspace_bytes,
+    ops.conv2d_backward_data(geometry_, pass.dy,
+                             pass.params->parameter_as(weights_id_, geometry_.filter.type),
+                             pass.dx[0], workspace, workspace_bytes,
                              !pass.accumulate_dx.empty() && pass.accumulate_dx[0]);
 }
 

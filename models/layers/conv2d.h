@@ -36,6 +36,8 @@ class Conv2dLayer : public Layer {
   void backward(const LayerPass& pass, const int32_t* step) const override;
 
  private:
+  size_t filter_gradient_staging_bytes() const;
+
   ConvGeometry geometry_;
   int weights_id_ = -1;
   int bias_id_ = -1;  // -1: no bias

@@ -28,15 +28,15 @@ std::unique_ptr<LayerState> DropoutLayer::create_state(Device&, const ReplicaSha
 
 void DropoutLayer::forward(const LayerPass& pass, const int32_t* step) const {
   const auto& state = static_cast<const DropoutState&>(*pass.state);
-  pass.ops->dropout_forward(pass.x[0], pass.y, output_shape().count(), rate_, state.seed,
-                            state.first_index, step);
+  pass.ops->dropout_forward(output_shape().type, pass.x[0], pass.y, output_shape().count(), rate_,
+                            state.seed, state.first_index, step);
 }
 
 void DropoutLayer::backward(const LayerPass& pass, const int32_t* step) const {
   if (pass.dx[0] == nullptr) return;
   const auto& state = static_cast<const DropoutState&>(*pass.state);
-  pass.ops->dropout_backward(pass.dy, pass.dx[0], output_shape().count(), rate_, state.seed,
-                             state.first_index, step);
+  pass.ops->dropout_backward(output_shape().type, pass.dy, pass.dx[0], output_shape().count(),
+                             rate_, state.seed, state.first_index, step);
 }
 
 }  // namespace dpbench

@@ -26,13 +26,15 @@ class LayerState {
 struct LayerPass {
   Backend* ops = nullptr;
   const ParameterSet* params = nullptr;
-  std::vector<const float*> x;  // one per input, each of that input's shape
+  // Activations and their gradients hold their tensor's type (Tensor4::type): fp32, or 16-bit
+  // under --precision=fp16|bf16.
+  std::vector<const void*> x;  // one per input, each of that input's shape
   // Input gradients, overwritten by backward (added to where accumulate_dx says so); nullptr
   // where none is wanted (the images).
-  std::vector<float*> dx;
+  std::vector<void*> dx;
   std::vector<bool> accumulate_dx;  // per input; only for layers that can_accumulate_input_gradient
-  float* y = nullptr;   // output
-  float* dy = nullptr;  // output gradient
+  void* y = nullptr;   // output
+  void* dy = nullptr;  // output gradient
   LayerState* state = nullptr;
   void* workspace = nullptr;  // shared by all layers of the replica
   size_t workspace_bytes = 0;

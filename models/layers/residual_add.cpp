@@ -12,16 +12,17 @@ ResidualAddLayer::ResidualAddLayer(const std::string& name, const Tensor4& a, co
 }
 
 void ResidualAddLayer::forward(const LayerPass& pass, const int32_t*) const {
-  pass.ops->add_tensors(pass.x[0], pass.x[1], pass.y, output_shape().count(), relu_);
+  pass.ops->add_tensors(output_shape().type, pass.x[0], pass.x[1], pass.y, output_shape().count(), relu_);
 }
 
 void ResidualAddLayer::backward(const LayerPass& pass, const int32_t*) const {
-  float* da = pass.dx[0];
-  float* db = pass.dx[1];
+  void* da = pass.dx[0];
+  void* db = pass.dx[1];
   // Without ReLU a gradient buffer shared with dy already holds the answer.
   if (!relu_ && da == pass.dy) da = nullptr;
   if (!relu_ && db == pass.dy) db = nullptr;
-  pass.ops->add_tensors_backward(pass.y, pass.dy, relu_, da, db, output_shape().count());
+  pass.ops->add_tensors_backward(output_shape().type, pass.y, pass.dy, relu_, da, db,
+                                 output_shape().count());
 }
 
 }  // namespace dpbench

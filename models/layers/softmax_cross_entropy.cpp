@@ -7,9 +7,10 @@ SoftmaxCrossEntropy::SoftmaxCrossEntropy(Device& device, int batch, int classes)
     : batch_(batch), classes_(classes), row_losses_(device.allocate(sizeof(float) * batch)) {}
 
 void SoftmaxCrossEntropy::forward_backward(Backend& ops, float* logits_to_dlogits,
-                                           const int32_t* labels, float* loss_out) {
+                                           const int32_t* labels, float* loss_out,
+                                           const float* loss_scale) {
   ops.softmax_cross_entropy(logits_to_dlogits, labels, batch_, classes_, row_losses_.as<float>(),
-                            loss_out, logits_to_dlogits);
+                            loss_out, logits_to_dlogits, loss_scale);
 }
 
 }  // namespace dpbench

@@ -147,7 +147,7 @@ TEST_CASE("the network plans in-place buffers and gradient accumulation", "[cnn_
   }
   CHECK(net.gradient_buffer(net.input()) == -1);
   CHECK(net.gradient_buffer(net.logits()) == net.value_buffer(net.logits()));
-  CHECK(net.scratch_count() == 0);
+  CHECK(net.scratch_bytes() == 0);
 
   // Ranges come out in readiness order: each node's range starts where the previous one ended.
   size_t expected_offset = 0;
@@ -213,7 +213,7 @@ TEST_CASE("backward through the graph matches finite differences of the loss", "
           });
       // accumulation: relu1's (or the fused bn1's) output is read by branch_a (adds in place),
       // avg_pool (through scratch) and shortcut (the last reader, writes first)
-      CHECK(model.network().scratch_count() > 0);
+      CHECK(model.network().scratch_bytes() > 0);
       for (const dpbench::Network::Node& node : model.network().nodes()) {
         if (node.layer->name() == "branch_a") CHECK(node.accumulate == std::vector<bool>{true});
         if (node.layer->name() == "shortcut") CHECK(node.accumulate == std::vector<bool>{false});
@@ -321,6 +321,70 @@ TEST_CASE("cifar10_cnn's loss falls on its fixed batch in both formats", "[cnn_m
   }
 }
 
+TEST_CASE("cifar10_cnn trains in bf16 and fp16 as it does in fp32", "[cnn_models][precision]") {
+  TempDir dir;
+  const std::vector<std::string> common = {"--model=cifar10_cnn", "--batch_size=8", "--num_batches=30",
+                                           "--num_warmup_batches=0", "--optimizer=momentum",
+                                           "--learning_rate=0.001", "--data_format=NHWC"};
+  auto run = [&](const std::string& name, std::vector<std::string> extra) {
+    extra.insert(extra.end(), common.begin(), common.end());
+    return run_reference(dir, name, extra);
+  };
+  const nlohmann::json fp32 = run("fp32", {});
+  const nlohmann::json bf16 = run("bf16", {"--precision=bf16"});
+  const nlohmann::json fp16 = run("fp16", {"--precision=fp16", "--fp16_loss_scale=256"});
+  CHECK(bf16["summary"]["math"] == "bf16");
+  CHECK(fp16["summary"]["math"] == "fp16");
+  CHECK(fp16["summary"]["loss_scaling"] == "fixed");
+  CHECK(fp16["summary"]["final_loss_scale"] == 256.0);
+  CHECK(bf16["summary"]["loss_scaling"] == "none");
+  const double first = fp32["steps"][0]["loss"].get<double>();
+  // The first loss sees the same images and weights, rounded: bf16 keeps 8 significant bits
+  // (relative 2^-9 per rounding), fp16 11; a few roundings per layer over 6 layers leave the loss
+  // within a few percent for bf16 and well under one for fp16.
+  INFO("first loss fp32 " << first << ", bf16 " << bf16["steps"][0]["loss"] << ", fp16 "
+                          << fp16["steps"][0]["loss"]);
+  CHECK(bf16["steps"][0]["loss"].get<double>() == Approx(first).epsilon(0.03));
+  CHECK(fp16["steps"][0]["loss"].get<double>() == Approx(first).epsilon(0.005));
+  CHECK(bf16["steps"][0]["loss"].get<double>() != first);  // 16-bit storage really happened
+  for (const nlohmann::json* result : {&bf16, &fp16}) {
+    const auto& steps = (*result)["steps"];
+    double first_three = 0, last_five = 0;
+    for (size_t i = 0; i < 3; ++i) first_three += steps[i]["loss"].get<double>() / 3;
+    for (size_t i = 25; i < 30; ++i) last_five += steps[i]["loss"].get<double>() / 5;
+    INFO((*result)["summary"]["math"] << ": first three " << first_three << ", last five " << last_five);
+    CHECK(last_five < 0.5 * first_three);
+  }
+}
+
+TEST_CASE("automatic fp16 loss scaling skips overflowing steps and grows after good ones", "[cnn_models][precision]") {
+  TempDir dir;
+  const std::vector<std::string> common = {"--model=cifar10_cnn", "--batch_size=2", "--num_warmup_batches=0",
+                                           "--precision=fp16", "--optimizer=sgd"};
+  auto run = [&](const std::string& name, std::vector<std::string> extra) {
+    extra.insert(extra.end(), common.begin(), common.end());
+    return run_reference(dir, name, extra);
+  };
+  // A learning rate of 1e-30 moves no fp32 weight of this size: this run's param_norm is the
+  // initial one.
+  const nlohmann::json unchanged = run("unchanged", {"--num_batches=1", "--learning_rate=1e-30"});
+  // At 2^24 the scaled gradient passes fp16's largest value (65504) on its way down: the step
+  // must be skipped (weights untouched, no inf in them) and the scale halved.
+  const nlohmann::json overflow = run("overflow", {"--num_batches=1", "--learning_rate=0.01",
+                                                   "--fp16_enable_auto_loss_scale",
+                                                   "--fp16_loss_scale=16777216"});
+  CHECK(overflow["summary"]["loss_scaling"] == "automatic");
+  CHECK(overflow["summary"]["final_loss_scale"] == 8388608.0);
+  CHECK(overflow["summary"]["param_norm"] == unchanged["summary"]["param_norm"]);
+  // From a small scale nothing overflows: doubled after every 2 good steps, 5 steps -> 2 doublings.
+  const nlohmann::json growing = run("growing", {"--num_batches=5", "--learning_rate=0.01",
+                                                 "--fp16_enable_auto_loss_scale", "--fp16_loss_scale=4",
+                                                 "--fp16_inc_loss_scale_every_n=2"});
+  CHECK(growing["summary"]["final_loss_scale"] == 16.0);
+  CHECK(growing["summary"]["param_norm"] != unchanged["summary"]["param_norm"]);
+  for (const auto& step : growing["steps"]) CHECK(std::isfinite(step["loss"].get<double>()));
+}
+
 namespace {
 
 // One test case per model, so CTest can run them side by side: each takes tens of seconds here.
@@ -348,6 +412,18 @@ void check_trains_end_to_end_in_both_formats(const char* name) {
   // differs is fp32 summation order (~1e-6 relative per op over ~100 layers).
   INFO(name << ": first loss NCHW " << first_losses[0] << ", NHWC " << first_losses[1]);
   CHECK(first_losses[0] == Approx(first_losses[1]).epsilon(1e-3));
+
+  // One step in bf16 (NHWC, the fast layout): the same network with 16-bit activations. Dozens
+  // of layers each rounding to 8 significant bits move the first loss by a few percent at most.
+  const nlohmann::json bf16 = run_reference(
+      dir, std::string(name) + "bf16",
+      {"--model=" + std::string(name), "--data_format=NHWC", "--batch_size=1", "--num_batches=1",
+       "--num_warmup_batches=0", "--learning_rate=0.0001", "--precision=bf16"});
+  CHECK(bf16["summary"]["math"] == "bf16");
+  const double bf16_loss = bf16["steps"][0]["loss"].get<double>();
+  INFO(name << ": first loss bf16 " << bf16_loss);
+  CHECK(bf16_loss == Approx(first_losses[1]).epsilon(0.05));
+  CHECK(std::isfinite(bf16["summary"]["param_norm"].get<double>()));
 }
 
 }  // namespace

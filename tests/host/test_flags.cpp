@@ -239,14 +239,50 @@ TEST_CASE("flags of later issues reject what is not built yet", "[flags]") {
   CHECK_FALSE(parse({"--cudnn_benchmark=false"}).cudnn_benchmark);
   CHECK_THAT(error_of({"--data_format=CHWN"}), Contains("--data_format=CHWN: unknown data format"));
   CHECK(parse({"--precision=tf32"}).precision == "tf32");
-  for (const char* precision : {"fp16", "bf16"}) {
-    CHECK_THAT(error_of({std::string("--precision=") + precision}),
-               Contains(std::string("--precision=") + precision + ": not implemented yet") &&
-                   Contains("accepted now: fp32"));
-  }
   CHECK_THAT(error_of({"--precision=fp8"}), Contains("--precision=fp8: unknown precision"));
-  CHECK_THAT(error_of({"--use_fp16"}), Contains("--use_fp16=true: not implemented yet"));
   CHECK_FALSE(parse({"--use_fp16=false"}).use_fp16);
+}
+
+TEST_CASE("flag --precision: 16-bit precisions for the CNN models, --use_fp16 and loss scaling", "[flags]") {
+  for (const char* precision : {"fp16", "bf16"}) {
+    const RunConfig config = parse({"--model=resnet50", std::string("--precision=") + precision});
+    CHECK(config.precision == precision);
+    CHECK(config.activation_type() == (std::string(precision) == "fp16" ? DataType::f16 : DataType::bf16));
+    // The trivial model has no 16-bit path; saying so beats silently running fp32.
+    CHECK_THAT(error_of({std::string("--precision=") + precision}),
+               Contains(std::string("--precision=") + precision + ": --model=trivial computes in fp32 only"));
+  }
+  CHECK(parse({"--model=vgg16", "--precision=tf32"}).activation_type() == DataType::f32);
+
+  const RunConfig alias = parse({"--model=resnet50", "--use_fp16"});
+  CHECK(alias.precision == "fp16");
+  CHECK(alias.use_fp16);
+  CHECK(parse({"--model=resnet50", "--use_fp16", "--precision=fp16"}).precision == "fp16");
+  CHECK_THAT(error_of({"--model=resnet50", "--use_fp16", "--precision=bf16"}),
+             Contains("--use_fp16=true: contradicts --precision=bf16"));
+
+  const RunConfig fixed = parse({"--model=resnet50", "--precision=fp16", "--fp16_loss_scale=1024"});
+  CHECK(fixed.fp16_loss_scale == 1024.0);
+  CHECK_FALSE(fixed.fp16_enable_auto_loss_scale);
+  const RunConfig automatic = parse({"--model=resnet50", "--use_fp16", "--fp16_enable_auto_loss_scale",
+                                     "--fp16_inc_loss_scale_every_n=50"});
+  CHECK(automatic.fp16_enable_auto_loss_scale);
+  CHECK(automatic.fp16_inc_loss_scale_every_n == 50);
+  CHECK(automatic.fp16_loss_scale == 0.0);  // not given: the run picks the default start
+
+  CHECK_THAT(error_of({"--model=resnet50", "--precision=fp16", "--fp16_loss_scale=0.5"}),
+             Contains("--fp16_loss_scale=0.5: must be between 1 and 2^24"));
+  CHECK_THAT(error_of({"--model=resnet50", "--precision=fp16", "--fp16_loss_scale=big"}),
+             Contains("--fp16_loss_scale=big"));
+  CHECK_THAT(error_of({"--model=resnet50", "--precision=bf16", "--fp16_loss_scale=128"}),
+             Contains("--fp16_loss_scale=128: loss scaling is for --precision=fp16 only (this run is bf16)"));
+  CHECK_THAT(error_of({"--model=resnet50", "--fp16_enable_auto_loss_scale"}),
+             Contains("--fp16_enable_auto_loss_scale=true: loss scaling is for --precision=fp16 only"));
+  CHECK_THAT(error_of({"--model=resnet50", "--precision=fp16", "--fp16_inc_loss_scale_every_n=10"}),
+             Contains("only matters with --fp16_enable_auto_loss_scale=true"));
+  CHECK_THAT(error_of({"--model=resnet50", "--precision=fp16", "--fp16_enable_auto_loss_scale",
+                       "--fp16_inc_loss_scale_every_n=0"}),
+             Contains("--fp16_inc_loss_scale_every_n=0: must be at least 1"));
 }
 
 TEST_CASE("malformed command lines give one line each", "[flags]") {
@@ -281,7 +317,8 @@ TEST_CASE("flag --help groups the flags by concern and shows the defaults", "[fl
   for (const char* flag :
        {"--model", "--batch_size", "--total_batch_size", "--num_gpus", "--gpu_indices", "--device",
         "--variable_update", "--independent_replica", "--all_reduce_spec", "--local_parameter_device",
-        "--data_format", "--precision", "--use_fp16", "--optimizer", "--learning_rate", "--momentum",
+        "--data_format", "--precision", "--use_fp16", "--fp16_loss_scale",
+        "--fp16_enable_auto_loss_scale", "--fp16_inc_loss_scale_every_n", "--optimizer", "--learning_rate", "--momentum",
         "--seed", "--num_batches", "--num_warmup_batches", "--display_every", "--result_file",
         "--help", "--version"}) {
     CHECK_THAT(help, Contains(flag));
@@ -301,7 +338,8 @@ TEST_CASE("config_to_json has every resolved flag", "[flags]") {
   for (const char* key :
        {"model", "batch_size", "total_batch_size", "num_gpus", "gpu_indices", "device", "backend",
         "variable_update", "independent_replica", "all_reduce_spec", "local_parameter_device",
-        "data_format", "precision", "use_fp16", "optimizer", "learning_rate", "momentum", "seed",
+        "data_format", "precision", "use_fp16", "fp16_loss_scale", "fp16_enable_auto_loss_scale",
+        "fp16_inc_loss_scale_every_n", "optimizer", "learning_rate", "momentum", "seed",
         "num_batches", "num_warmup_batches", "display_every", "result_file", "cuda_graph",
         "cudnn_benchmark"}) {
     CHECK(json.contains(key));

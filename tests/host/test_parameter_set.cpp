@@ -1,8 +1,10 @@
-// ParameterLayout: tensors laid out in gradient-readiness order, ranges contiguous.
+// ParameterLayout: tensors laid out in gradient-readiness order, ranges contiguous; ParameterSet's
+// 16-bit weight copy and the optimizer's loss scale (mixed precision).
 #include <catch2/catch.hpp>
 
 #include "engine/device_factory.h"
 #include "engine/errors.h"
+#include "engine/optimizer.h"
 #include "engine/parameter_set.h"
 
 using namespace dpbench;
@@ -41,4 +43,73 @@ TEST_CASE("a parameter set round-trips its values on a reference device", "[para
   CHECK(params.download() == values);
   CHECK(params.gradients()[0] == 0.0f);  // gradients start zeroed
   CHECK_THROWS_AS(params.upload({1, 2}), RuntimeError);
+}
+
+TEST_CASE("a 16-bit weight copy follows the fp32 master through upload and the optimizer", "[parameter_set]") {
+  ParameterLayout layout;
+  const int a = layout.declare("a", {3});
+  const int b = layout.declare("b", {2});
+  layout.finalize();
+  auto device = create_reference_device(0);
+  for (DataType type : {DataType::bf16, DataType::f16}) {
+    INFO(data_type_name(type));
+    ParameterSet params(*device, layout, type);
+    REQUIRE(params.weight_copy() != nullptr);
+    // 1 + 2^-12 is not representable in either 16-bit type; it must round to 1.
+    const std::vector<float> values{0.1f, -2.5f, 1.0f + 1.0f / 4096, 3.0f, -0.3f};
+    params.upload(values);
+    for (size_t i = 0; i < values.size(); ++i)
+      CHECK(load_as_float(type, params.weight_copy(), i) == round_to(type, values[i]));
+    CHECK(params.parameter_as(a, DataType::f32) == params.parameter(a));
+    CHECK(load_as_float(type, params.parameter_as(b, type), 0) == round_to(type, values[0]));
+    const DataType other = type == DataType::f16 ? DataType::bf16 : DataType::f16;
+    CHECK_THROWS_AS(params.parameter_as(a, other), RuntimeError);
+
+    OptimizerConfig config;
+    config.kind = OptimizerKind::sgd;
+    config.learning_rate = 0.5f;
+    Optimizer optimizer(*device, config, params.count());
+    for (size_t i = 0; i < values.size(); ++i) params.gradients()[i] = 1.0f;
+    optimizer.begin_update(params.gradients(), params.count());
+    optimizer.apply(params.parameters(), params.gradients(), GradientRange{0, params.count()}, 1,
+                    StreamKind::compute, &params);
+    optimizer.end_update();
+    for (size_t i = 0; i < values.size(); ++i) {
+      CHECK(params.parameters()[i] == values[i] - 0.5f);
+      CHECK(load_as_float(type, params.weight_copy(), i) == round_to(type, values[i] - 0.5f));
+    }
+  }
+  ParameterSet plain(*device, layout);
+  CHECK(plain.weight_copy() == nullptr);
+  CHECK(plain.weight_copy_type() == DataType::f32);
+}
+
+TEST_CASE("the optimizer's loss scale unscales gradients; a fixed scale never changes", "[parameter_set]") {
+  ParameterLayout layout;
+  layout.declare("w", {4});
+  layout.finalize();
+  auto device = create_reference_device(0);
+  ParameterSet params(*device, layout, DataType::f16);
+  params.upload({1, 2, 3, 4});
+  OptimizerConfig config;
+  config.kind = OptimizerKind::sgd;
+  config.learning_rate = 1.0f;
+  config.loss_scaling = LossScaling::fixed;
+  config.loss_scale = 64;
+  Optimizer optimizer(*device, config, params.count());
+  REQUIRE(optimizer.loss_scale() != nullptr);
+  CHECK(*optimizer.loss_scale() == 64.0f);  // reference device memory is host memory
+  for (int i = 0; i < 4; ++i) params.gradients()[i] = 32.0f;  // a true gradient of 0.5, scaled
+  optimizer.begin_update(params.gradients(), params.count());
+  optimizer.apply(params.parameters(), params.gradients(), GradientRange{0, 4}, 1, StreamKind::compute, &params);
+  optimizer.end_update();
+  CHECK(params.download() == std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f});
+  CHECK(optimizer.current_loss_scale() == 64.0f);
+
+  OptimizerConfig none;
+  Optimizer unscaled(*device, none, params.count());
+  CHECK(unscaled.loss_scale() == nullptr);
+  CHECK(unscaled.current_loss_scale() == 1.0f);
+  config.loss_scale = 0.5f;
+  CHECK_THROWS_AS(Optimizer(*device, config, params.count()), ConfigError);
 }

@@ -66,7 +66,9 @@ Result make_full_result() {
   result.summary.param_norm = 123.456;
   result.summary.comm = {{"bytes_per_device_per_step", 102228128}, {"algbw_gbps", 80.5}};
   result.summary.cuda_graph = true;
-  result.summary.math = "tf32";
+  result.summary.math = "fp16";
+  result.summary.loss_scaling = "automatic";
+  result.summary.final_loss_scale = 4096;
   result.steps = {{0, 120.5, 7.25, true}, {1, 55.0, 7.0, false}, {2, 54.5, 6.875, false}};
   return result;
 }
@@ -127,6 +129,8 @@ void check_results_equal(const Result& a, const Result& b) {
   CHECK(a.summary.comm == b.summary.comm);
   CHECK(a.summary.cuda_graph == b.summary.cuda_graph);
   CHECK(a.summary.math == b.summary.math);
+  CHECK(a.summary.loss_scaling == b.summary.loss_scaling);
+  CHECK(a.summary.final_loss_scale == b.summary.final_loss_scale);
   REQUIRE(a.steps.size() == b.steps.size());
   for (size_t i = 0; i < a.steps.size(); ++i) {
     CHECK(a.steps[i].step == b.steps[i].step);
@@ -179,7 +183,8 @@ TEST_CASE("result JSON has the DESIGN section 6 shape", "[result_json]") {
   for (const char* key : {"items_per_sec", "unit", "total_time_s", "measured_steps",
                           "warmup_steps", "num_devices", "global_batch_size", "items_per_step",
                           "step_time_ms", "items_per_sec_per_step", "jitter", "final_loss",
-                          "num_parameters", "param_norm", "comm", "cuda_graph", "math"}) {
+                          "num_parameters", "param_norm", "comm", "cuda_graph", "math", "loss_scaling",
+                          "final_loss_scale"}) {
     CHECK(summary.contains(key));
   }
   for (const char* key : {"count", "mean", "median", "stddev", "min", "max", "p5", "p95"}) {
