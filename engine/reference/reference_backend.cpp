@@ -9,8 +9,11 @@
 
 #include "engine/counter_random.h"
 #include "engine/errors.h"
+#include "engine/reference/reference_storage.h"
 
 namespace dpbench {
+
+using reference_detail::with_type;
 
 void ReferenceBackend::gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha,
                             const float* a, int lda, const float* b, int ldb, float beta, float* c,
@@ -70,12 +73,24 @@ void ReferenceBackend::bias_gradient(const float* dy, float* dbias, int rows, in
   for (int j = 0; j < cols; ++j) dbias[j] = static_cast<float>(sums[j]);
 }
 
-void ReferenceBackend::relu_forward(const float* x, float* y, size_t n) {
-  for (size_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+void ReferenceBackend::relu_forward(DataType type, const void* x, void* y, size_t n) {
+  with_type(type, [&](auto tag) {
+    constexpr DataType T = decltype(tag)::value;
+    for (size_t i = 0; i < n; ++i) {
+      const float value = load_as_float(T, x, i);
+      store_from_float(T, y, i, value > 0.0f ? value : 0.0f);
+    }
+  });
 }
 
-void ReferenceBackend::relu_backward(const float* y, const float* dy, float* dx, size_t n) {
-  for (size_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+void ReferenceBackend::relu_backward(DataType type, const void* y, const void* dy, void* dx,
+                                     size_t n) {
+  with_type(type, [&](auto tag) {
+    constexpr DataType T = decltype(tag)::value;
+    for (size_t i = 0; i < n; ++i) {
+      store_from_float(T, dx, i, load_as_float(T, y, i) > 0.0f ? load_as_float(T, dy, i) : 0.0f);
+    }
+  });
 }
 
 void ReferenceBackend::fill(float* x, size_t n, float value) { std::fill(x, x + n, value); }
@@ -88,25 +103,47 @@ void ReferenceBackend::axpy(float alpha, const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
 
-void ReferenceBackend::add_tensors(const float* a, const float* b, float* y, size_t n, bool relu) {
-  for (size_t i = 0; i < n; ++i) {
-    const float sum = a[i] + b[i];
-    y[i] = relu && !(sum > 0.0f) ? 0.0f : sum;
-  }
+void ReferenceBackend::add_tensors(DataType type, const void* a, const void* b, void* y, size_t n,
+                                   bool relu) {
+  with_type(type, [&](auto tag) {
+    constexpr DataType T = decltype(tag)::value;
+    for (size_t i = 0; i < n; ++i) {
+      const float sum = load_as_float(T, a, i) + load_as_float(T, b, i);
+      store_from_float(T, y, i, relu && !(sum > 0.0f) ? 0.0f : sum);
+    }
+  });
 }
 
-void ReferenceBackend::add_tensors_backward(const float* y, const float* dy, bool relu, float* da,
-                                            float* db, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    const float g = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
-    if (da != nullptr) da[i] = g;
-    if (db != nullptr) db[i] = g;
-  }
+void ReferenceBackend::add_tensors_backward(DataType type, const void* y, const void* dy,
+                                            bool relu, void* da, void* db, size_t n) {
+  with_type(type, [&](auto tag) {
+    constexpr DataType T = decltype(tag)::value;
+    for (size_t i = 0; i < n; ++i) {
+      const float g = relu && !(load_as_float(T, y, i) > 0.0f) ? 0.0f : load_as_float(T, dy, i);
+      if (da != nullptr) store_from_float(T, da, i, g);
+      if (db != nullptr) store_from_float(T, db, i, g);
+    }
+  });
+}
+
+void ReferenceBackend::convert(DataType src_type, const void* src, DataType dst_type, void* dst,
+                               size_t n, float scale) {
+  with_type(src_type, [&](auto src_tag) {
+    with_type(dst_type, [&](auto dst_tag) {
+      constexpr DataType S = decltype(src_tag)::value;
+      constexpr DataType D = decltype(dst_tag)::value;
+      // One float multiply, one rounding: what the GPU's convert kernel does.
+      for (size_t i = 0; i < n; ++i) store_from_float(D, dst, i, load_as_float(S, src, i) * scale);
+    });
+  });
 }
 
 void ReferenceBackend::softmax_cross_entropy(const float* logits, const int32_t* labels, int rows,
                                              int classes, float* row_losses, float* loss_out,
-                                             float* dlogits) {
+                                             float* dlogits, const float* loss_scale) {
+  // Applied in double before the one rounding to float: a power-of-two scale (all the loss scaler
+  // produces) then gives exactly scale times the unscaled gradient.
+  const double gradient_scale = loss_scale != nullptr ? *loss_scale : 1.0;
   double loss_sum = 0.0;
   for (int r = 0; r < rows; ++r) {
     const float* x = logits + static_cast<size_t>(r) * classes;  // (classes)
@@ -127,34 +164,64 @@ void ReferenceBackend::softmax_cross_entropy(const float* logits, const int32_t*
     // Every read of x is done above, so writing dx in place is safe when it aliases x.
     for (int j = 0; j < classes; ++j) {
       const double probability = std::exp(x[j] - row_max) / exp_sum;
-      dx[j] = static_cast<float>((probability - (j == label ? 1.0 : 0.0)) / rows);
+      dx[j] = static_cast<float>((probability - (j == label ? 1.0 : 0.0)) / rows * gradient_scale);
     }
   }
   *loss_out = rows > 0 ? static_cast<float>(loss_sum / rows) : 0.0f;
 }
 
+namespace {
+
+// The parts of UpdateExtras every update rule shares.
+struct ExtrasAccess {
+  const UpdateExtras& extras;
+  bool skipped() const { return extras.skip != nullptr && *extras.skip != 0; }
+  // The gradient the rule sees, unscaled by one float multiply (as a fused GPU update does it).
+  float gradient(const float* grads, size_t i) const {
+    return extras.inverse_loss_scale != nullptr ? grads[i] * *extras.inverse_loss_scale : grads[i];
+  }
+  void refresh_half(size_t i, float param) const {
+    if (extras.half_params != nullptr) {
+      store_from_float(extras.half_type, extras.half_params, i, param);
+    }
+  }
+};
+
+}  // namespace
+
 void ReferenceBackend::sgd_update(float* params, const float* grads, size_t n,
-                                  float learning_rate) {
-  for (size_t i = 0; i < n; ++i) params[i] -= learning_rate * grads[i];
+                                  float learning_rate, const UpdateExtras& extras) {
+  const ExtrasAccess access{extras};
+  if (access.skipped()) return;
+  for (size_t i = 0; i < n; ++i) {
+    params[i] -= learning_rate * access.gradient(grads, i);
+    access.refresh_half(i, params[i]);
+  }
 }
 
 void ReferenceBackend::momentum_update(float* params, const float* grads, float* velocity,
-                                       size_t n, float learning_rate, float momentum) {
+                                       size_t n, float learning_rate, float momentum,
+                                       const UpdateExtras& extras) {
+  const ExtrasAccess access{extras};
+  if (access.skipped()) return;
   for (size_t i = 0; i < n; ++i) {
-    const double v = static_cast<double>(momentum) * velocity[i] + grads[i];
+    const double v = static_cast<double>(momentum) * velocity[i] + access.gradient(grads, i);
     velocity[i] = static_cast<float>(v);
     params[i] = static_cast<float>(params[i] - static_cast<double>(learning_rate) * v);
+    access.refresh_half(i, params[i]);
   }
 }
 
 void ReferenceBackend::adam_update(float* params, const float* grads, float* m, float* v,
                                    size_t n, float learning_rate, float beta1, float beta2,
-                                   float epsilon, int64_t step) {
+                                   float epsilon, int64_t step, const UpdateExtras& extras) {
+  const ExtrasAccess access{extras};
+  if (access.skipped()) return;
   const double b1 = beta1, b2 = beta2;
   const double first_moment_correction = 1.0 - std::pow(b1, static_cast<double>(step));
   const double second_moment_correction = 1.0 - std::pow(b2, static_cast<double>(step));
   for (size_t i = 0; i < n; ++i) {
-    const double g = grads[i];
+    const double g = access.gradient(grads, i);
     const double m_new = b1 * m[i] + (1.0 - b1) * g;
     const double v_new = b2 * v[i] + (1.0 - b2) * g * g;
     m[i] = static_cast<float>(m_new);
@@ -162,7 +229,33 @@ void ReferenceBackend::adam_update(float* params, const float* grads, float* m, 
     const double m_hat = m_new / first_moment_correction;
     const double v_hat = v_new / second_moment_correction;
     params[i] = static_cast<float>(params[i] - learning_rate * m_hat / (std::sqrt(v_hat) + epsilon));
+    access.refresh_half(i, params[i]);
   }
+}
+
+void ReferenceBackend::find_non_finite(const float* x, size_t n, LossScaleState* state) {
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i])) {
+      state->non_finite = 1;
+      return;
+    }
+  }
+}
+
+void ReferenceBackend::update_loss_scale(LossScaleState* state, int increase_every) {
+  // Below 1 the scale would push small gradients further into fp16's underflow instead of
+  // lifting them out; the 2^24 cap stops a long run of good steps from growing it without end.
+  constexpr float kMinScale = 1.0f;
+  constexpr float kMaxScale = 16777216.0f;  // 2^24
+  if (state->non_finite != 0) {
+    state->scale = std::max(kMinScale, state->scale * 0.5f);
+    state->good_steps = 0;
+  } else if (++state->good_steps >= increase_every) {
+    state->scale = std::min(kMaxScale, state->scale * 2.0f);
+    state->good_steps = 0;
+  }
+  state->inverse_scale = 1.0f / state->scale;
+  state->non_finite = 0;
 }
 
 void ReferenceBackend::fill_uniform_by_index(float* x, size_t n, uint64_t seed, uint64_t stream,

@@ -1,5 +1,7 @@
 // ReferenceBackend: the host oracle. Plain, synchronous C++ for every Backend op, accumulating in
 // double where order matters, so [gpu] tests and the CI end-to-end runs have a trustworthy baseline.
+// 16-bit buffers (fp16, bf16) are read as floats and every result is rounded once to the storage
+// type, which is what the GPU's fp32-inside kernels store.
 #pragma once
 
 #include "engine/backend.h"
@@ -12,29 +14,44 @@ class ReferenceBackend final : public Backend {
  public:
   BackendKind kind() const override { return BackendKind::reference; }
 
+  // The typed overrides below would otherwise hide Backend's fp32 conveniences.
+  using Backend::add_tensors;
+  using Backend::add_tensors_backward;
+  using Backend::relu_backward;
+  using Backend::relu_forward;
+
   void gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha, const float* a,
             int lda, const float* b, int ldb, float beta, float* c, int ldc) override;
   void add_bias(float* y, const float* bias, int rows, int cols) override;
   void bias_gradient(const float* dy, float* dbias, int rows, int cols) override;
 
-  void relu_forward(const float* x, float* y, size_t n) override;
-  void relu_backward(const float* y, const float* dy, float* dx, size_t n) override;
+  void relu_forward(DataType type, const void* x, void* y, size_t n) override;
+  void relu_backward(DataType type, const void* y, const void* dy, void* dx, size_t n) override;
   void fill(float* x, size_t n, float value) override;
   void scale(float* x, size_t n, float alpha) override;
   void axpy(float alpha, const float* x, float* y, size_t n) override;
-  void add_tensors(const float* a, const float* b, float* y, size_t n, bool relu) override;
-  void add_tensors_backward(const float* y, const float* dy, bool relu, float* da, float* db,
-                            size_t n) override;
+  void add_tensors(DataType type, const void* a, const void* b, void* y, size_t n,
+                   bool relu) override;
+  void add_tensors_backward(DataType type, const void* y, const void* dy, bool relu, void* da,
+                            void* db, size_t n) override;
+  void convert(DataType src_type, const void* src, DataType dst_type, void* dst, size_t n,
+               float scale = 1.0f) override;
 
   void softmax_cross_entropy(const float* logits, const int32_t* labels, int rows, int classes,
-                             float* row_losses, float* loss_out, float* dlogits) override;
+                             float* row_losses, float* loss_out, float* dlogits,
+                             const float* loss_scale = nullptr) override;
 
-  void sgd_update(float* params, const float* grads, size_t n, float learning_rate) override;
+  void sgd_update(float* params, const float* grads, size_t n, float learning_rate,
+                  const UpdateExtras& extras = {}) override;
   void momentum_update(float* params, const float* grads, float* velocity, size_t n,
-                       float learning_rate, float momentum) override;
+                       float learning_rate, float momentum,
+                       const UpdateExtras& extras = {}) override;
   void adam_update(float* params, const float* grads, float* m, float* v, size_t n,
-                   float learning_rate, float beta1, float beta2, float epsilon,
-                   int64_t step) override;
+                   float learning_rate, float beta1, float beta2, float epsilon, int64_t step,
+                   const UpdateExtras& extras = {}) override;
+
+  void find_non_finite(const float* x, size_t n, LossScaleState* state) override;
+  void update_loss_scale(LossScaleState* state, int increase_every) override;
 
   void fill_uniform_by_index(float* x, size_t n, uint64_t seed, uint64_t stream,
                              uint64_t first_index, float lo, float hi) override;
@@ -42,37 +59,38 @@ class ReferenceBackend final : public Backend {
                             uint64_t first_index, int classes) override;
 
   // Image ops: engine/{reference,cuda}/..._cnn_ops
-  void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, float* y,
+  void conv2d_forward(const ConvGeometry& g, const void* x, const void* w, void* y,
                       void* workspace, size_t workspace_bytes) override;
-  void conv2d_backward_data(const ConvGeometry& g, const float* dy, const float* w, float* dx,
-                            void* workspace, size_t workspace_bytes, bool accumulate = false) override;
-  void conv2d_backward_filter(const ConvGeometry& g, const float* x, const float* dy, float* dw,
+  void conv2d_backward_data(const ConvGeometry& g, const void* dy, const void* w, void* dx,
+                            void* workspace, size_t workspace_bytes,
+                            bool accumulate = false) override;
+  void conv2d_backward_filter(const ConvGeometry& g, const void* x, const void* dy, void* dw,
                               void* workspace, size_t workspace_bytes) override;
   size_t conv2d_workspace_bytes(const ConvGeometry& g) override;
-  void add_channel_bias(const Tensor4& shape, float* y, const float* bias, bool relu) override;
-  void channel_bias_gradient(const Tensor4& shape, const float* y, float* dy, float* dbias,
+  void add_channel_bias(const Tensor4& shape, void* y, const float* bias, bool relu) override;
+  void channel_bias_gradient(const Tensor4& shape, const void* y, void* dy, float* dbias,
                              bool relu, void* workspace) override;
   size_t channel_bias_workspace_bytes(const Tensor4& shape) override;
-  void batch_norm_forward_training(const Tensor4& shape, const float* x, const float* gamma,
-                                   const float* beta, float epsilon, bool relu, float* y,
+  void batch_norm_forward_training(const Tensor4& shape, const void* x, const float* gamma,
+                                   const float* beta, float epsilon, bool relu, void* y,
                                    float* saved_mean, float* saved_inv_std,
                                    void* workspace) override;
-  void batch_norm_backward(const Tensor4& shape, const float* x, const float* y, const float* dy,
+  void batch_norm_backward(const Tensor4& shape, const void* x, const void* y, const void* dy,
                            const float* gamma, const float* saved_mean, const float* saved_inv_std,
-                           float epsilon, bool relu, float* dx, float* dgamma, float* dbeta,
+                           float epsilon, bool relu, void* dx, float* dgamma, float* dbeta,
                            void* workspace) override;
   size_t batch_norm_workspace_bytes(const Tensor4&) override { return 0; }
-  void pool_forward(const PoolGeometry& g, const float* x, float* y) override;
-  void pool_backward(const PoolGeometry& g, const float* x, const float* y, const float* dy,
-                     float* dx) override;
-  void dropout_forward(const float* x, float* y, size_t n, float rate, uint64_t seed,
+  void pool_forward(const PoolGeometry& g, const void* x, void* y) override;
+  void pool_backward(const PoolGeometry& g, const void* x, const void* y, const void* dy,
+                     void* dx) override;
+  void dropout_forward(DataType type, const void* x, void* y, size_t n, float rate, uint64_t seed,
                        uint64_t first_index, const int32_t* step) override;
-  void dropout_backward(const float* dy, float* dx, size_t n, float rate, uint64_t seed,
-                        uint64_t first_index, const int32_t* step) override;
-  void copy_into_channels(const Tensor4& src_shape, const float* src, const Tensor4& dst_shape,
-                          float* dst, int channel_offset) override;
-  void copy_from_channels(const Tensor4& src_shape, const float* src, int channel_offset,
-                          const Tensor4& dst_shape, float* dst) override;
+  void dropout_backward(DataType type, const void* dy, void* dx, size_t n, float rate,
+                        uint64_t seed, uint64_t first_index, const int32_t* step) override;
+  void copy_into_channels(const Tensor4& src_shape, const void* src, const Tensor4& dst_shape,
+                          void* dst, int channel_offset) override;
+  void copy_from_channels(const Tensor4& src_shape, const void* src, int channel_offset,
+                          const Tensor4& dst_shape, void* dst) override;
 
   void append_scalar(const float* value, float* history, int32_t* cursor) override;
   double sum_squares(const float* x, size_t n, void* scratch) override;

@@ -1,6 +1,7 @@
 // ReferenceBackend image ops other than convolution (reference_conv.cpp): channel bias, batch
 // norm, pooling, dropout and channel slices. Plain loops, every sum in double: the oracle for the
-// cuDNN versions.
+// cuDNN versions. Image buffers of a 16-bit type are read as floats and each output is rounded
+// once to that type; per-channel vectors stay fp32.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,9 +11,12 @@
 #include "engine/counter_random.h"
 #include "engine/errors.h"
 #include "engine/reference/reference_backend.h"
+#include "engine/reference/reference_storage.h"
 
 namespace dpbench {
 namespace {
+
+using reference_detail::with_type;
 
 // Both layouts are (outer, c, inner) in memory: NCHW is (n, c, h*w), NHWC is (n*h*w, c, 1). The
 // per-channel ops walk that view in storage order, so NHWC is not read with a stride of c.
@@ -41,9 +45,9 @@ void check_pool_geometry(const PoolGeometry& g, const char* op) {
   const Tensor4& in = g.input;
   const Tensor4& out = g.output;
   const bool consistent =
-      in.format == out.format && in.n == out.n && in.c == out.c && g.stride_h > 0 &&
-      g.stride_w > 0 && g.pad_h >= 0 && g.pad_w >= 0 && in.h + 2 * g.pad_h >= g.window_h &&
-      in.w + 2 * g.pad_w >= g.window_w &&
+      in.format == out.format && in.type == out.type && in.n == out.n && in.c == out.c &&
+      g.stride_h > 0 && g.stride_w > 0 && g.pad_h >= 0 && g.pad_w >= 0 &&
+      in.h + 2 * g.pad_h >= g.window_h && in.w + 2 * g.pad_w >= g.window_w &&
       out.h == (in.h + 2 * g.pad_h - g.window_h) / g.stride_h + 1 &&
       out.w == (in.w + 2 * g.pad_w - g.window_w) / g.stride_w + 1;
   if (!consistent) {
@@ -69,12 +73,18 @@ Window window_at(const PoolGeometry& g, int oh, int ow) {
 
 // Offset of the first (lowest h, then w) maximum in the window; forward and backward both use it,
 // so the gradient goes exactly where the forward took its value from.
-size_t first_max_offset(const PoolGeometry& g, const float* x, int b, int c, const Window& win) {
+template <DataType T>
+size_t first_max_offset(const PoolGeometry& g, const void* x, int b, int c, const Window& win) {
   size_t best = g.input.offset(b, c, win.h0, win.w0);
+  float best_value = load_as_float(T, x, best);
   for (int ih = win.h0; ih < win.h1; ++ih) {
     for (int iw = win.w0; iw < win.w1; ++iw) {
       const size_t at = g.input.offset(b, c, ih, iw);
-      if (x[at] > x[best]) best = at;  // strict: ties keep the earlier position
+      const float value = load_as_float(T, x, at);
+      if (value > best_value) {  // strict: ties keep the earlier position
+        best = at;
+        best_value = value;
+      }
     }
   }
   return best;
@@ -93,8 +103,9 @@ bool dropout_keeps(uint64_t seed, const int32_t* step, uint64_t index, float rat
 
 void check_channel_slice(const Tensor4& part, const Tensor4& whole, int channel_offset,
                          const char* op) {
+  // The copy moves bytes: a different element type on the two sides would be garbage.
   const bool fits = part.n == whole.n && part.h == whole.h && part.w == whole.w &&
-                    part.format == whole.format && channel_offset >= 0 &&
+                    part.format == whole.format && part.type == whole.type && channel_offset >= 0 &&
                     channel_offset + part.c <= whole.c;
   if (!fits) {
     throw RuntimeError(std::string(op) + ": " + describe(part) + " does not fit " +
@@ -106,118 +117,137 @@ void check_channel_slice(const Tensor4& part, const Tensor4& whole, int channel_
 
 // ---- channel bias -------------------------------------------------------------------------------
 
-void ReferenceBackend::add_channel_bias(const Tensor4& shape, float* y, const float* bias,
+void ReferenceBackend::add_channel_bias(const Tensor4& shape, void* y, const float* bias,
                                         bool relu) {
   const ChannelView v = channel_view(shape);
-  for (size_t o = 0; o < v.outer; ++o) {
-    for (int c = 0; c < v.channels; ++c) {
-      float* row = y + v.at(o, c, 0);  // (inner)
-      for (size_t i = 0; i < v.inner; ++i) {
-        const float sum = row[i] + bias[c];
-        row[i] = relu && !(sum > 0.0f) ? 0.0f : sum;
+  with_type(shape.type, [&](auto tag) {
+    constexpr DataType T = decltype(tag)::value;
+    for (size_t o = 0; o < v.outer; ++o) {
+      for (int c = 0; c < v.channels; ++c) {
+        const size_t row = v.at(o, c, 0);  // (inner)
+        for (size_t i = 0; i < v.inner; ++i) {
+          const float sum = load_as_float(T, y, row + i) + bias[c];
+          store_from_float(T, y, row + i, relu && !(sum > 0.0f) ? 0.0f : sum);
+        }
       }
     }
-  }
+  });
 }
 
 size_t ReferenceBackend::channel_bias_workspace_bytes(const Tensor4&) { return 0; }
 
-void ReferenceBackend::channel_bias_gradient(const Tensor4& shape, const float* y, float* dy,
+void ReferenceBackend::channel_bias_gradient(const Tensor4& shape, const void* y, void* dy,
                                              float* dbias, bool relu, void*) {
   const ChannelView v = channel_view(shape);
   std::vector<double> sums(static_cast<size_t>(v.channels), 0.0);
-  for (size_t o = 0; o < v.outer; ++o) {
-    for (int c = 0; c < v.channels; ++c) {
-      float* row = dy + v.at(o, c, 0);
-      const float* out = y + v.at(o, c, 0);
-      for (size_t i = 0; i < v.inner; ++i) {
-        if (relu && !(out[i] > 0.0f)) row[i] = 0.0f;
-        sums[c] += row[i];
+  with_type(shape.type, [&](auto tag) {
+    constexpr DataType T = decltype(tag)::value;
+    for (size_t o = 0; o < v.outer; ++o) {
+      for (int c = 0; c < v.channels; ++c) {
+        const size_t row = v.at(o, c, 0);
+        for (size_t i = 0; i < v.inner; ++i) {
+          if (relu && !(load_as_float(T, y, row + i) > 0.0f)) {
+            store_from_float(T, dy, row + i, 0.0f);
+          }
+          sums[c] += load_as_float(T, dy, row + i);
+        }
       }
     }
-  }
+  });
   for (int c = 0; c < v.channels; ++c) dbias[c] = static_cast<float>(sums[c]);
 }
 
 // ---- batch normalisation ------------------------------------------------------------------------
 
-void ReferenceBackend::batch_norm_forward_training(const Tensor4& shape, const float* x,
+void ReferenceBackend::batch_norm_forward_training(const Tensor4& shape, const void* x,
                                                    const float* gamma, const float* beta,
-                                                   float epsilon, bool relu, float* y,
+                                                   float epsilon, bool relu, void* y,
                                                    float* saved_mean, float* saved_inv_std,
                                                    void* /*workspace*/) {
   const ChannelView v = channel_view(shape);
   const double count = static_cast<double>(v.outer * v.inner);  // M = n * h * w per channel
   std::vector<double> mean(static_cast<size_t>(v.channels), 0.0);
   std::vector<double> inv_std(static_cast<size_t>(v.channels), 0.0);
-  for (size_t o = 0; o < v.outer; ++o) {
-    for (int c = 0; c < v.channels; ++c) {
-      for (size_t i = 0; i < v.inner; ++i) mean[c] += x[v.at(o, c, i)];
-    }
-  }
-  for (double& m : mean) m /= count;
-  // Two passes (mean, then squared deviations) rather than E[x^2] - E[x]^2, which cancels badly.
   std::vector<double> variance(static_cast<size_t>(v.channels), 0.0);
-  for (size_t o = 0; o < v.outer; ++o) {
-    for (int c = 0; c < v.channels; ++c) {
-      for (size_t i = 0; i < v.inner; ++i) {
-        const double d = x[v.at(o, c, i)] - mean[c];
-        variance[c] += d * d;
+  with_type(shape.type, [&](auto tag) {
+    constexpr DataType T = decltype(tag)::value;
+    for (size_t o = 0; o < v.outer; ++o) {
+      for (int c = 0; c < v.channels; ++c) {
+        for (size_t i = 0; i < v.inner; ++i) mean[c] += load_as_float(T, x, v.at(o, c, i));
       }
     }
-  }
-  for (int c = 0; c < v.channels; ++c) {
-    inv_std[c] = 1.0 / std::sqrt(variance[c] / count + epsilon);  // biased variance
-    saved_mean[c] = static_cast<float>(mean[c]);
-    saved_inv_std[c] = static_cast<float>(inv_std[c]);
-  }
-  for (size_t o = 0; o < v.outer; ++o) {
-    for (int c = 0; c < v.channels; ++c) {
-      for (size_t i = 0; i < v.inner; ++i) {
-        const size_t at = v.at(o, c, i);
-        const float normalised =
-            static_cast<float>(double(gamma[c]) * (x[at] - mean[c]) * inv_std[c] + beta[c]);
-        // The same comparison as relu_forward, so the fused op equals the two ops in sequence.
-        y[at] = relu ? (normalised > 0.0f ? normalised : 0.0f) : normalised;
+    for (double& m : mean) m /= count;
+    // Two passes (mean, then squared deviations) rather than E[x^2] - E[x]^2, which cancels badly.
+    for (size_t o = 0; o < v.outer; ++o) {
+      for (int c = 0; c < v.channels; ++c) {
+        for (size_t i = 0; i < v.inner; ++i) {
+          const double d = load_as_float(T, x, v.at(o, c, i)) - mean[c];
+          variance[c] += d * d;
+        }
       }
     }
-  }
+    for (int c = 0; c < v.channels; ++c) {
+      inv_std[c] = 1.0 / std::sqrt(variance[c] / count + epsilon);  // biased variance
+      saved_mean[c] = static_cast<float>(mean[c]);
+      saved_inv_std[c] = static_cast<float>(inv_std[c]);
+    }
+    for (size_t o = 0; o < v.outer; ++o) {
+      for (int c = 0; c < v.channels; ++c) {
+        for (size_t i = 0; i < v.inner; ++i) {
+          const size_t at = v.at(o, c, i);
+          const float normalised = static_cast<float>(
+              double(gamma[c]) * (load_as_float(T, x, at) - mean[c]) * inv_std[c] + beta[c]);
+          // The same comparison as relu_forward, so the fused op equals the two ops in sequence.
+          store_from_float(T, y, at, relu ? (normalised > 0.0f ? normalised : 0.0f) : normalised);
+        }
+      }
+    }
+  });
 }
 
-void ReferenceBackend::batch_norm_backward(const Tensor4& shape, const float* x, const float* y,
-                                           const float* dy, const float* gamma,
+void ReferenceBackend::batch_norm_backward(const Tensor4& shape, const void* x, const void* y,
+                                           const void* dy, const float* gamma,
                                            const float* saved_mean, const float* saved_inv_std,
-                                           float /*epsilon*/, bool relu, float* dx, float* dgamma,
+                                           float /*epsilon*/, bool relu, void* dx, float* dgamma,
                                            float* dbeta, void* /*workspace*/) {
   // epsilon is already inside saved_inv_std; it stays in the signature for symmetry with forward.
   const ChannelView v = channel_view(shape);
   const double count = static_cast<double>(v.outer * v.inner);
-  // dy' = dy where the fused ReLU passed its input, as relu_backward would have left it.
-  auto masked_dy = [&](size_t at) -> double { return !relu || y[at] > 0.0f ? dy[at] : 0.0; };
   std::vector<double> sum_dy(static_cast<size_t>(v.channels), 0.0);
   std::vector<double> sum_dy_xhat(static_cast<size_t>(v.channels), 0.0);
-  for (size_t o = 0; o < v.outer; ++o) {
-    for (int c = 0; c < v.channels; ++c) {
-      for (size_t i = 0; i < v.inner; ++i) {
-        const size_t at = v.at(o, c, i);
-        const double xhat = (double(x[at]) - saved_mean[c]) * saved_inv_std[c];
-        sum_dy[c] += masked_dy(at);
-        sum_dy_xhat[c] += masked_dy(at) * xhat;
+  with_type(shape.type, [&](auto tag) {
+    constexpr DataType T = decltype(tag)::value;
+    // dy' = dy where the fused ReLU passed its input, as relu_backward would have left it. The
+    // mask is the stored y: a positive output that rounded to zero let no gradient through.
+    auto masked_dy = [&](size_t at) -> double {
+      return !relu || load_as_float(T, y, at) > 0.0f ? load_as_float(T, dy, at) : 0.0;
+    };
+    auto xhat = [&](size_t at, int c) -> double {
+      return (double(load_as_float(T, x, at)) - saved_mean[c]) * saved_inv_std[c];
+    };
+    for (size_t o = 0; o < v.outer; ++o) {
+      for (int c = 0; c < v.channels; ++c) {
+        for (size_t i = 0; i < v.inner; ++i) {
+          const size_t at = v.at(o, c, i);
+          const double g = masked_dy(at);
+          sum_dy[c] += g;
+          sum_dy_xhat[c] += g * xhat(at, c);
+        }
       }
     }
-  }
-  // Every element's dy is read before its dx is written (and only then): dx may alias dy.
-  for (size_t o = 0; o < v.outer; ++o) {
-    for (int c = 0; c < v.channels; ++c) {
-      const double factor = double(gamma[c]) * saved_inv_std[c] / count;
-      for (size_t i = 0; i < v.inner; ++i) {
-        const size_t at = v.at(o, c, i);
-        const double xhat = (double(x[at]) - saved_mean[c]) * saved_inv_std[c];
-        dx[at] = static_cast<float>(factor *
-                                    (count * masked_dy(at) - sum_dy[c] - xhat * sum_dy_xhat[c]));
+    // Every element's dy is read before its dx is written (and only then): dx may alias dy.
+    for (size_t o = 0; o < v.outer; ++o) {
+      for (int c = 0; c < v.channels; ++c) {
+        const double factor = double(gamma[c]) * saved_inv_std[c] / count;
+        for (size_t i = 0; i < v.inner; ++i) {
+          const size_t at = v.at(o, c, i);
+          const double value =
+              factor * (count * masked_dy(at) - sum_dy[c] - xhat(at, c) * sum_dy_xhat[c]);
+          store_from_float(T, dx, at, static_cast<float>(value));
+        }
       }
     }
-  }
+  });
   for (int c = 0; c < v.channels; ++c) {
     dgamma[c] = static_cast<float>(sum_dy_xhat[c]);
     dbeta[c] = static_cast<float>(sum_dy[c]);
@@ -226,104 +256,130 @@ void ReferenceBackend::batch_norm_backward(const Tensor4& shape, const float* x,
 
 // ---- pooling ------------------------------------------------------------------------------------
 
-void ReferenceBackend::pool_forward(const PoolGeometry& g, const float* x, float* y) {
+void ReferenceBackend::pool_forward(const PoolGeometry& g, const void* x, void* y) {
   check_pool_geometry(g, "pool_forward");
   const Tensor4& out = g.output;
-  for (int b = 0; b < out.n; ++b) {
-    for (int c = 0; c < out.c; ++c) {
-      for (int oh = 0; oh < out.h; ++oh) {
-        for (int ow = 0; ow < out.w; ++ow) {
-          const Window win = window_at(g, oh, ow);
-          float value = 0.0f;  // a window wholly in the padding (pad >= window) sees only zeros
-          if (win.count() > 0) {
-            if (g.mode == PoolMode::max) {
-              value = x[first_max_offset(g, x, b, c, win)];
-            } else {
-              double sum = 0.0;
-              for (int ih = win.h0; ih < win.h1; ++ih) {
-                for (int iw = win.w0; iw < win.w1; ++iw) sum += x[g.input.offset(b, c, ih, iw)];
+  with_type(out.type, [&](auto tag) {
+    constexpr DataType T = decltype(tag)::value;
+    for (int b = 0; b < out.n; ++b) {
+      for (int c = 0; c < out.c; ++c) {
+        for (int oh = 0; oh < out.h; ++oh) {
+          for (int ow = 0; ow < out.w; ++ow) {
+            const Window win = window_at(g, oh, ow);
+            float value = 0.0f;  // a window wholly in the padding (pad >= window) sees only zeros
+            if (win.count() > 0) {
+              if (g.mode == PoolMode::max) {
+                value = load_as_float(T, x, first_max_offset<T>(g, x, b, c, win));
+              } else {
+                double sum = 0.0;
+                for (int ih = win.h0; ih < win.h1; ++ih) {
+                  for (int iw = win.w0; iw < win.w1; ++iw) {
+                    sum += load_as_float(T, x, g.input.offset(b, c, ih, iw));
+                  }
+                }
+                value = static_cast<float>(sum / average_divisor(g, win));
               }
-              value = static_cast<float>(sum / average_divisor(g, win));
             }
+            store_from_float(T, y, out.offset(b, c, oh, ow), value);
           }
-          y[out.offset(b, c, oh, ow)] = value;
         }
       }
     }
-  }
+  });
 }
 
-void ReferenceBackend::pool_backward(const PoolGeometry& g, const float* x, const float* /*y*/,
-                                     const float* dy, float* dx) {
+void ReferenceBackend::pool_backward(const PoolGeometry& g, const void* x, const void* /*y*/,
+                                     const void* dy, void* dx) {
   check_pool_geometry(g, "pool_backward");
   const Tensor4& out = g.output;
   // Overlapping windows (3x3 stride 2) send several gradients to one element: sum them in double.
   thread_local std::vector<double> dx_sum_buffer;
   double* dx_sum = scratch(dx_sum_buffer, g.input.count());
   std::fill(dx_sum, dx_sum + g.input.count(), 0.0);
-  for (int b = 0; b < out.n; ++b) {
-    for (int c = 0; c < out.c; ++c) {
-      for (int oh = 0; oh < out.h; ++oh) {
-        for (int ow = 0; ow < out.w; ++ow) {
-          const Window win = window_at(g, oh, ow);
-          if (win.count() == 0) continue;
-          const double grad = dy[out.offset(b, c, oh, ow)];
-          if (g.mode == PoolMode::max) {
-            dx_sum[first_max_offset(g, x, b, c, win)] += grad;
-            continue;
-          }
-          const double share = grad / average_divisor(g, win);
-          for (int ih = win.h0; ih < win.h1; ++ih) {
-            for (int iw = win.w0; iw < win.w1; ++iw) dx_sum[g.input.offset(b, c, ih, iw)] += share;
+  with_type(out.type, [&](auto tag) {
+    constexpr DataType T = decltype(tag)::value;
+    for (int b = 0; b < out.n; ++b) {
+      for (int c = 0; c < out.c; ++c) {
+        for (int oh = 0; oh < out.h; ++oh) {
+          for (int ow = 0; ow < out.w; ++ow) {
+            const Window win = window_at(g, oh, ow);
+            if (win.count() == 0) continue;
+            const double grad = load_as_float(T, dy, out.offset(b, c, oh, ow));
+            if (g.mode == PoolMode::max) {
+              dx_sum[first_max_offset<T>(g, x, b, c, win)] += grad;
+              continue;
+            }
+            const double share = grad / average_divisor(g, win);
+            for (int ih = win.h0; ih < win.h1; ++ih) {
+              for (int iw = win.w0; iw < win.w1; ++iw) {
+                dx_sum[g.input.offset(b, c, ih, iw)] += share;
+              }
+            }
           }
         }
       }
     }
-  }
-  for (size_t i = 0; i < g.input.count(); ++i) dx[i] = static_cast<float>(dx_sum[i]);
+    for (size_t i = 0; i < g.input.count(); ++i) {
+      store_from_float(T, dx, i, static_cast<float>(dx_sum[i]));
+    }
+  });
 }
 
 // ---- dropout ------------------------------------------------------------------------------------
 
-void ReferenceBackend::dropout_forward(const float* x, float* y, size_t n, float rate,
+void ReferenceBackend::dropout_forward(DataType type, const void* x, void* y, size_t n, float rate,
                                        uint64_t seed, uint64_t first_index, const int32_t* step) {
   // Divide in float as written in backend.h, so the GPU kernel can match bit for bit.
-  for (size_t i = 0; i < n; ++i) {
-    y[i] = dropout_keeps(seed, step, first_index + i, rate) ? x[i] / (1.0f - rate) : 0.0f;
-  }
+  with_type(type, [&](auto tag) {
+    constexpr DataType T = decltype(tag)::value;
+    for (size_t i = 0; i < n; ++i) {
+      const bool keep = dropout_keeps(seed, step, first_index + i, rate);
+      store_from_float(T, y, i, keep ? load_as_float(T, x, i) / (1.0f - rate) : 0.0f);
+    }
+  });
 }
 
-void ReferenceBackend::dropout_backward(const float* dy, float* dx, size_t n, float rate,
-                                        uint64_t seed, uint64_t first_index, const int32_t* step) {
-  for (size_t i = 0; i < n; ++i) {
-    dx[i] = dropout_keeps(seed, step, first_index + i, rate) ? dy[i] / (1.0f - rate) : 0.0f;
-  }
+void ReferenceBackend::dropout_backward(DataType type, const void* dy, void* dx, size_t n,
+                                        float rate, uint64_t seed, uint64_t first_index,
+                                        const int32_t* step) {
+  with_type(type, [&](auto tag) {
+    constexpr DataType T = decltype(tag)::value;
+    for (size_t i = 0; i < n; ++i) {
+      const bool keep = dropout_keeps(seed, step, first_index + i, rate);
+      store_from_float(T, dx, i, keep ? load_as_float(T, dy, i) / (1.0f - rate) : 0.0f);
+    }
+  });
 }
 
 // ---- channel slices -----------------------------------------------------------------------------
 
-void ReferenceBackend::copy_into_channels(const Tensor4& src_shape, const float* src,
-                                          const Tensor4& dst_shape, float* dst,
+void ReferenceBackend::copy_into_channels(const Tensor4& src_shape, const void* src,
+                                          const Tensor4& dst_shape, void* dst,
                                           int channel_offset) {
   check_channel_slice(src_shape, dst_shape, channel_offset, "copy_into_channels");
   const ChannelView s = channel_view(src_shape);
   const ChannelView d = channel_view(dst_shape);
-  // Per outer index the slice is one contiguous run of src.c * inner floats on both sides.
+  const size_t element = data_type_bytes(src_shape.type);
+  // Per outer index the slice is one contiguous run of src.c * inner elements on both sides.
   const size_t run = static_cast<size_t>(s.channels) * s.inner;
   for (size_t o = 0; o < s.outer; ++o) {
-    std::memcpy(dst + d.at(o, channel_offset, 0), src + s.at(o, 0, 0), run * sizeof(float));
+    std::memcpy(static_cast<char*>(dst) + d.at(o, channel_offset, 0) * element,
+                static_cast<const char*>(src) + s.at(o, 0, 0) * element, run * element);
   }
 }
 
-void ReferenceBackend::copy_from_channels(const Tensor4& src_shape, const float* src,
+void ReferenceBackend::copy_from_channels(const Tensor4& src_shape, const void* src,
                                           int channel_offset, const Tensor4& dst_shape,
-                                          float* dst) {
+                                          void* dst) {
   check_channel_slice(dst_shape, src_shape, channel_offset, "copy_from_channels");
   const ChannelView s = channel_view(src_shape);
   const ChannelView d = channel_view(dst_shape);
+  const size_t element = data_type_bytes(dst_shape.type);
   const size_t run = static_cast<size_t>(d.channels) * d.inner;
   for (size_t o = 0; o < d.outer; ++o) {
-    std::memcpy(dst + d.at(o, 0, 0), src + s.at(o, channel_offset, 0), run * sizeof(float));
+    std::memcpy(static_cast<char*>(dst) + d.at(o, 0, 0) * element,
+                static_cast<const char*>(src) + s.at(o, channel_offset, 0) * element,
+                run * element);
   }
 }
 

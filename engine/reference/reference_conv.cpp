@@ -2,15 +2,20 @@
 // Each output is still one dot product over the filter taps accumulated in double, exactly the
 // textbook sum; the lowering only puts those sums where the gemm's vectorising inner loop runs
 // them, so CI can afford ResNet, Inception and VGG end to end (a 7-deep loop could not).
+// 16-bit tensors are widened to float as they enter the columns (16-bit values are exact floats),
+// so a 16-bit convolution is the fp32 one on the same values, its output rounded once at the end.
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "engine/errors.h"
 #include "engine/reference/reference_backend.h"
+#include "engine/reference/reference_storage.h"
 
 namespace dpbench {
 namespace {
+
+using reference_detail::with_type;
 
 // The column matrix has one row per output pixel (b, oh, ow) of the whole batch and one column per
 // filter tap. Tap (c, r, s) sits in column filter.offset(0, c, r, s), so the stored filter, KCRS or
@@ -28,8 +33,9 @@ void check_geometry(const ConvGeometry& g, const char* op) {
   const FilterShape& f = g.filter;
   const bool consistent =
       f.k > 0 && f.c > 0 && f.r > 0 && f.s > 0 && in.format == out.format &&
-      f.format == in.format && f.c == in.c && out.c == f.k &&
-      out.n == in.n && g.stride_h > 0 && g.stride_w > 0 && g.pad_h >= 0 && g.pad_w >= 0 &&
+      f.format == in.format && in.type == out.type && f.type == in.type && f.c == in.c &&
+      out.c == f.k && out.n == in.n && g.stride_h > 0 && g.stride_w > 0 && g.pad_h >= 0 &&
+      g.pad_w >= 0 &&
       in.h + 2 * g.pad_h >= f.r && in.w + 2 * g.pad_w >= f.s &&
       out.h == (in.h + 2 * g.pad_h - f.r) / g.stride_h + 1 &&
       out.w == (in.w + 2 * g.pad_w - f.s) / g.stride_w + 1;
@@ -80,7 +86,8 @@ void for_each_tap(const ConvGeometry& g, size_t first, size_t rows, Visit visit)
 }
 
 // col (rows, taps) = the input values under each tap of pixels [first, first + rows); zero padding.
-void im2col(const ConvGeometry& g, const float* x, size_t first, size_t rows, float* col) {
+template <DataType T>
+void im2col(const ConvGeometry& g, const void* x, size_t first, size_t rows, float* col) {
   const size_t taps = g.filter.count() / g.filter.k;
   const size_t x_step = channel_step(g.input);
   const size_t col_step = channel_step(g.filter);
@@ -91,8 +98,9 @@ void im2col(const ConvGeometry& g, const float* x, size_t first, size_t rows, fl
       for (int c = 0; c < channels; ++c) dst[c * col_step] = 0.0f;
       return;
     }
-    const float* src = x + x_offset;
-    for (int c = 0; c < channels; ++c) dst[c * col_step] = src[c * x_step];
+    for (int c = 0; c < channels; ++c) {
+      dst[c * col_step] = load_as_float(T, x, x_offset + c * x_step);
+    }
   });
 }
 
@@ -112,23 +120,26 @@ void col2im_add(const ConvGeometry& g, const float* col, size_t first, size_t ro
   });
 }
 
-// pixels (rows, k) <-> the activation tensor t, for pixels [first, first + rows).
-void gather_pixels(const Tensor4& t, const float* data, size_t first, size_t rows, float* pixels) {
+// pixels (rows, k) <-> the activation tensor t, for pixels [first, first + rows); scatter rounds
+// to T.
+template <DataType T>
+void gather_pixels(const Tensor4& t, const void* data, size_t first, size_t rows, float* pixels) {
   const size_t step = channel_step(t);
   for (size_t row = 0; row < rows; ++row) {
     const Pixel p = pixel_at(t, first + row);
-    const float* src = data + t.offset(p.b, 0, p.oh, p.ow);
+    const size_t src = t.offset(p.b, 0, p.oh, p.ow);
     float* dst = pixels + row * t.c;
-    for (int c = 0; c < t.c; ++c) dst[c] = src[c * step];
+    for (int c = 0; c < t.c; ++c) dst[c] = load_as_float(T, data, src + c * step);
   }
 }
-void scatter_pixels(const Tensor4& t, const float* pixels, size_t first, size_t rows, float* data) {
+template <DataType T>
+void scatter_pixels(const Tensor4& t, const float* pixels, size_t first, size_t rows, void* data) {
   const size_t step = channel_step(t);
   for (size_t row = 0; row < rows; ++row) {
     const Pixel p = pixel_at(t, first + row);
-    float* dst = data + t.offset(p.b, 0, p.oh, p.ow);
+    const size_t dst = t.offset(p.b, 0, p.oh, p.ow);
     const float* src = pixels + row * t.c;
-    for (int c = 0; c < t.c; ++c) dst[c * step] = src[c];
+    for (int c = 0; c < t.c; ++c) store_from_float(T, data, dst + c * step, src[c]);
   }
 }
 
@@ -154,8 +165,8 @@ Chunks chunks_of(const ConvGeometry& g) {
 
 }  // namespace
 
-void ReferenceBackend::conv2d_forward(const ConvGeometry& g, const float* x, const float* w,
-                                      float* y, void* /*workspace*/, size_t /*workspace_bytes*/) {
+void ReferenceBackend::conv2d_forward(const ConvGeometry& g, const void* x, const void* w,
+                                      void* y, void* /*workspace*/, size_t /*workspace_bytes*/) {
   check_geometry(g, "conv2d_forward");
   const Chunks chunks = chunks_of(g);
   const int k = g.filter.k;
@@ -165,49 +176,67 @@ void ReferenceBackend::conv2d_forward(const ConvGeometry& g, const float* x, con
   // The gemm multiplies a non-transposed B by contiguous rank-1 updates that vectorise, while a
   // transposed B becomes scalar dot products; a copy of the small filter buys the fast path.
   float* w_t = scratch(w_t_buffer, chunks.taps * k);  // (taps, k)
-  for (int out = 0; out < k; ++out) {
-    for (size_t tap = 0; tap < chunks.taps; ++tap) w_t[tap * k + out] = w[out * chunks.taps + tap];
-  }
-  for (size_t first = 0; first < chunks.pixels; first += chunks.rows) {
-    const size_t rows = std::min(chunks.rows, chunks.pixels - first);
-    im2col(g, x, first, rows, col);
-    // y_rows (rows, k) = col (rows, taps) * w^T (taps, k)
-    gemm(Transpose::no, Transpose::no, static_cast<int>(rows), k, static_cast<int>(chunks.taps),
-         1.0f, col, static_cast<int>(chunks.taps), w_t, k, 0.0f, y_rows, k);
-    scatter_pixels(g.output, y_rows, first, rows, y);
-  }
+  with_type(g.input.type, [&](auto tag) {
+    constexpr DataType T = decltype(tag)::value;
+    for (int out = 0; out < k; ++out) {
+      for (size_t tap = 0; tap < chunks.taps; ++tap) {
+        w_t[tap * k + out] = load_as_float(T, w, out * chunks.taps + tap);
+      }
+    }
+    for (size_t first = 0; first < chunks.pixels; first += chunks.rows) {
+      const size_t rows = std::min(chunks.rows, chunks.pixels - first);
+      im2col<T>(g, x, first, rows, col);
+      // y_rows (rows, k) = col (rows, taps) * w^T (taps, k)
+      gemm(Transpose::no, Transpose::no, static_cast<int>(rows), k, static_cast<int>(chunks.taps),
+           1.0f, col, static_cast<int>(chunks.taps), w_t, k, 0.0f, y_rows, k);
+      scatter_pixels<T>(g.output, y_rows, first, rows, y);
+    }
+  });
 }
 
-void ReferenceBackend::conv2d_backward_data(const ConvGeometry& g, const float* dy, const float* w,
-                                            float* dx, void* /*workspace*/,
+void ReferenceBackend::conv2d_backward_data(const ConvGeometry& g, const void* dy, const void* w,
+                                            void* dx, void* /*workspace*/,
                                             size_t /*workspace_bytes*/, bool accumulate) {
   check_geometry(g, "conv2d_backward_data");
   const Chunks chunks = chunks_of(g);
   const int k = g.filter.k;
-  thread_local std::vector<float> col_buffer, dy_rows_buffer;
+  const size_t weights = g.filter.count();
+  thread_local std::vector<float> col_buffer, dy_rows_buffer, w_float_buffer;
   thread_local std::vector<double> dx_sum_buffer;
   float* dcol = scratch(col_buffer, chunks.rows * chunks.taps);  // (rows, taps)
   float* dy_rows = scratch(dy_rows_buffer, chunks.rows * k);     // (rows, k)
   double* dx_sum = scratch(dx_sum_buffer, g.input.count());      // laid out as dx
-  if (accumulate) {
-    std::copy(dx, dx + g.input.count(), dx_sum);
-  } else {
-    std::fill(dx_sum, dx_sum + g.input.count(), 0.0);
-  }
-  for (size_t first = 0; first < chunks.pixels; first += chunks.rows) {
-    const size_t rows = std::min(chunks.rows, chunks.pixels - first);
-    gather_pixels(g.output, dy, first, rows, dy_rows);
-    // dcol (rows, taps) = dy_rows (rows, k) * w (k, taps)
-    gemm(Transpose::no, Transpose::no, static_cast<int>(rows), static_cast<int>(chunks.taps), k,
-         1.0f, dy_rows, k, w, static_cast<int>(chunks.taps), 0.0f, dcol,
-         static_cast<int>(chunks.taps));
-    col2im_add(g, dcol, first, rows, dx_sum);
-  }
-  for (size_t i = 0; i < g.input.count(); ++i) dx[i] = static_cast<float>(dx_sum[i]);
+  with_type(g.input.type, [&](auto tag) {
+    constexpr DataType T = decltype(tag)::value;
+    // The gemm reads the filter as a float (k, taps) matrix: fp32 filters as they are, 16-bit
+    // ones widened once per call.
+    const float* w_float = static_cast<const float*>(w);
+    if (T != DataType::f32) {
+      float* widened = scratch(w_float_buffer, weights);
+      for (size_t i = 0; i < weights; ++i) widened[i] = load_as_float(T, w, i);
+      w_float = widened;
+    }
+    for (size_t i = 0; i < g.input.count(); ++i) {
+      dx_sum[i] = accumulate ? load_as_float(T, dx, i) : 0.0;
+    }
+    for (size_t first = 0; first < chunks.pixels; first += chunks.rows) {
+      const size_t rows = std::min(chunks.rows, chunks.pixels - first);
+      gather_pixels<T>(g.output, dy, first, rows, dy_rows);
+      // dcol (rows, taps) = dy_rows (rows, k) * w (k, taps)
+      gemm(Transpose::no, Transpose::no, static_cast<int>(rows), static_cast<int>(chunks.taps), k,
+           1.0f, dy_rows, k, w_float, static_cast<int>(chunks.taps), 0.0f, dcol,
+           static_cast<int>(chunks.taps));
+      col2im_add(g, dcol, first, rows, dx_sum);
+    }
+    // The old dx and the new sum meet in double and are rounded once (to float, then to T).
+    for (size_t i = 0; i < g.input.count(); ++i) {
+      store_from_float(T, dx, i, static_cast<float>(dx_sum[i]));
+    }
+  });
 }
 
-void ReferenceBackend::conv2d_backward_filter(const ConvGeometry& g, const float* x,
-                                              const float* dy, float* dw, void* /*workspace*/,
+void ReferenceBackend::conv2d_backward_filter(const ConvGeometry& g, const void* x,
+                                              const void* dy, void* dw, void* /*workspace*/,
                                               size_t /*workspace_bytes*/) {
   check_geometry(g, "conv2d_backward_filter");
   const Chunks chunks = chunks_of(g);
@@ -221,17 +250,20 @@ void ReferenceBackend::conv2d_backward_filter(const ConvGeometry& g, const float
   // Chunks' partial sums meet in double, so chunking loses nothing against one big gemm.
   double* dw_sum = scratch(dw_sum_buffer, weights);  // (k, taps)
   std::fill(dw_sum, dw_sum + weights, 0.0);
-  for (size_t first = 0; first < chunks.pixels; first += chunks.rows) {
-    const size_t rows = std::min(chunks.rows, chunks.pixels - first);
-    im2col(g, x, first, rows, col);
-    gather_pixels(g.output, dy, first, rows, dy_rows);
-    // dw_chunk (k, taps) = dy_rows^T (k, rows) * col (rows, taps)
-    gemm(Transpose::yes, Transpose::no, k, static_cast<int>(chunks.taps), static_cast<int>(rows),
-         1.0f, dy_rows, k, col, static_cast<int>(chunks.taps), 0.0f, dw_chunk,
-         static_cast<int>(chunks.taps));
-    for (size_t i = 0; i < weights; ++i) dw_sum[i] += dw_chunk[i];
-  }
-  for (size_t i = 0; i < weights; ++i) dw[i] = static_cast<float>(dw_sum[i]);
+  with_type(g.input.type, [&](auto tag) {
+    constexpr DataType T = decltype(tag)::value;
+    for (size_t first = 0; first < chunks.pixels; first += chunks.rows) {
+      const size_t rows = std::min(chunks.rows, chunks.pixels - first);
+      im2col<T>(g, x, first, rows, col);
+      gather_pixels<T>(g.output, dy, first, rows, dy_rows);
+      // dw_chunk (k, taps) = dy_rows^T (k, rows) * col (rows, taps)
+      gemm(Transpose::yes, Transpose::no, k, static_cast<int>(chunks.taps), static_cast<int>(rows),
+           1.0f, dy_rows, k, col, static_cast<int>(chunks.taps), 0.0f, dw_chunk,
+           static_cast<int>(chunks.taps));
+      for (size_t i = 0; i < weights; ++i) dw_sum[i] += dw_chunk[i];
+    }
+    for (size_t i = 0; i < weights; ++i) store_from_float(T, dw, i, static_cast<float>(dw_sum[i]));
+  });
 }
 
 size_t ReferenceBackend::conv2d_workspace_bytes(const ConvGeometry& /*g*/) {

@@ -1,5 +1,6 @@
 // The reference backend is the oracle for every [gpu] test, so each op is checked here against
-// cases small enough to compute by hand.
+// cases small enough to compute by hand; the 16-bit element-wise ops against the fp32 ones on
+// the stored values, and the loss-scaling pieces of mixed precision.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -12,8 +13,15 @@
 #include "engine/errors.h"
 #include "engine/reference/reference_backend.h"
 #include "engine/reference/reference_device.h"
+#include "tests/host/reference_cnn_test_support.h"
 
 using namespace dpbench;
+using dpbench::testing::changed_by_rounding;
+using dpbench::testing::check_same_bits;
+using dpbench::testing::kHalfTypes;
+using dpbench::testing::random_values;
+using dpbench::testing::rounded;
+using dpbench::testing::TypedBuffer;
 
 namespace {
 
@@ -285,4 +293,352 @@ TEST_CASE("reference append_scalar files values under a moving cursor", "[refere
   ops.append_scalar(&second, history.data(), &cursor);
   CHECK(cursor == 2);
   CHECK(history == std::vector<float>{2.5f, -0.75f, -1.0f});
+}
+
+// ---- mixed precision --------------------------------------------------------------------------
+
+TEST_CASE("reference element-wise ops in fp16 and bf16: the fp32 op on the stored values, rounded",
+          "[reference]") {
+  ReferenceBackend ops;
+  const size_t n = 4096;
+  for (DataType type : kHalfTypes) {
+    INFO(data_type_name(type));
+    const std::vector<float> a = random_values(n, 101, -4.0f, 4.0f);
+    const std::vector<float> b = random_values(n, 102, -4.0f, 4.0f);
+    const std::vector<float> dy = random_values(n, 103);
+    const std::vector<float> a16 = rounded(type, a), b16 = rounded(type, b);
+    const std::vector<float> dy16 = rounded(type, dy);
+    const TypedBuffer a_buffer(type, a), b_buffer(type, b), dy_buffer(type, dy);
+    REQUIRE(a_buffer.values() == a16);
+
+    std::vector<float> expected(n);
+    TypedBuffer y(type, n, 0.0f);
+    ops.relu_forward(type, a_buffer.data(), y.data(), n);
+    ops.relu_forward(a16.data(), expected.data(), n);
+    check_same_bits(y.values(), expected, "relu_forward");
+
+    for (bool relu : {false, true}) {
+      INFO((relu ? "add_tensors with relu" : "add_tensors"));
+      ops.add_tensors(a16.data(), b16.data(), expected.data(), n, relu);
+      // Two stored values rarely add up to a stored value: many sums really are rounded (about
+      // half of them, of which the ReLU zeroes half).
+      REQUIRE(changed_by_rounding(type, expected) > n / 8);
+      ops.add_tensors(type, a_buffer.data(), b_buffer.data(), y.data(), n, relu);
+      check_same_bits(y.values(), rounded(type, expected), "add_tensors");
+      TypedBuffer in_place = b_buffer;  // y may alias b
+      ops.add_tensors(type, a_buffer.data(), in_place.data(), in_place.data(), n, relu);
+      check_same_bits(in_place.values(), rounded(type, expected), "add_tensors in place");
+
+      // Backward masks by the stored y; da aliases dy.
+      const std::vector<float> y16 = y.values();
+      std::vector<float> expected_grad(n);
+      ops.add_tensors_backward(y16.data(), dy16.data(), relu, expected_grad.data(), nullptr, n);
+      TypedBuffer da = dy_buffer, db(type, n, 0.0f);
+      ops.add_tensors_backward(type, y.data(), da.data(), relu, da.data(), db.data(), n);
+      check_same_bits(da.values(), expected_grad, "add_tensors_backward da");
+      check_same_bits(db.values(), expected_grad, "add_tensors_backward db");
+    }
+
+    ops.relu_forward(type, a_buffer.data(), y.data(), n);
+    TypedBuffer dx = dy_buffer;  // dx aliases dy
+    ops.relu_backward(type, y.data(), dx.data(), dx.data(), n);
+    const std::vector<float> y16 = y.values();
+    ops.relu_backward(y16.data(), dy16.data(), expected.data(), n);
+    check_same_bits(dx.values(), expected, "relu_backward");
+    size_t passed = 0;
+    for (float value : expected) passed += value != 0.0f;
+    CHECK(passed > n / 4);
+    CHECK(passed < 3 * n / 4);
+  }
+}
+
+TEST_CASE("reference convert: dst = src * scale, rounded once, between every pair of types",
+          "[reference]") {
+  ReferenceBackend ops;
+  const DataType types[] = {DataType::f32, DataType::f16, DataType::bf16};
+  std::vector<float> values = random_values(1000, 111, -3.0f, 3.0f);
+  values.push_back(1000.0f);  // * 128 overflows fp16
+  values.push_back(-0.0f);
+  values.push_back(std::numeric_limits<float>::infinity());
+  const size_t n = values.size();
+  for (DataType src_type : types) {
+    for (DataType dst_type : types) {
+      for (float scale : {1.0f, 128.0f, 0.3f}) {
+        INFO(data_type_name(src_type) << " -> " << data_type_name(dst_type) << " scale " << scale);
+        const TypedBuffer src(src_type, values);
+        const std::vector<float> stored = src.values();
+        TypedBuffer dst(dst_type, n, std::numeric_limits<float>::quiet_NaN());
+        ops.convert(src_type, src.data(), dst_type, dst.data(), n, scale);
+        std::vector<float> expected(n);
+        for (size_t i = 0; i < n; ++i) expected[i] = round_to(dst_type, stored[i] * scale);
+        check_same_bits(dst.values(), expected, "convert");
+        if (src_type == dst_type) {  // the one case where dst may alias src
+          TypedBuffer in_place = src;
+          ops.convert(src_type, in_place.data(), dst_type, in_place.data(), n, scale);
+          check_same_bits(in_place.values(), expected, "convert in place");
+        }
+      }
+    }
+  }
+  // The scale applies before the rounding: 3e-8 is below fp16's normal range (to 2^-25 it would
+  // round), times 1024 it is an ordinary half.
+  const float tiny = 3.0e-8f;
+  uint16_t half = 0;
+  ops.convert(DataType::f32, &tiny, DataType::f16, &half, 1, 1024.0f);
+  CHECK(half == float_to_f16_bits(tiny * 1024.0f));
+  CHECK(f16_bits_to_float(half) == Approx(3.072e-5).epsilon(1e-3));
+  const float big = 1000.0f;
+  ops.convert(DataType::f32, &big, DataType::f16, &half, 1, 128.0f);
+  CHECK(half == 0x7c00);  // 128000 overflows to infinity
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  ops.convert(DataType::f32, &nan, DataType::bf16, &half, 1);
+  CHECK(std::isnan(bf16_bits_to_float(half)));
+}
+
+TEST_CASE("reference softmax cross-entropy: loss_scale scales dlogits, not the loss",
+          "[reference]") {
+  ReferenceBackend ops;
+  const std::vector<float> logits = random_values(5 * 7, 121, -3.0f, 3.0f);  // (5, 7)
+  const std::vector<int32_t> labels = {0, 6, 3, 3, 1};
+  std::vector<float> row_losses(5), dlogits(35);
+  float loss = 0.0f;
+  ops.softmax_cross_entropy(logits.data(), labels.data(), 5, 7, row_losses.data(), &loss,
+                            dlogits.data());
+  for (float scale : {1.0f, 1024.0f, 65536.0f, 3.0f}) {
+    INFO("loss scale " << scale);
+    std::vector<float> scaled_row_losses(5), scaled(35);
+    float scaled_loss = 0.0f;
+    ops.softmax_cross_entropy(logits.data(), labels.data(), 5, 7, scaled_row_losses.data(),
+                              &scaled_loss, scaled.data(), &scale);
+    CHECK(float_bits(scaled_loss) == float_bits(loss));
+    check_same_bits(scaled_row_losses, row_losses, "row losses");
+    for (size_t i = 0; i < scaled.size(); ++i) {
+      if (scale != 3.0f) {
+        // A power of two scales a double exactly, before the one rounding to float.
+        CHECK(scaled[i] == dlogits[i] * scale);
+      } else {
+        CHECK(scaled[i] == Approx(3.0 * dlogits[i]).epsilon(1e-6));
+      }
+    }
+  }
+}
+
+namespace {
+
+enum class Rule { sgd, momentum, adam };
+
+// One update of a fixed starting state; `first` and `second` are velocity (momentum) or m and v
+// (adam).
+struct UpdateState {
+  std::vector<float> params, first, second;
+};
+
+UpdateState start_state(size_t n) {
+  return UpdateState{random_values(n, 131), random_values(n, 132, -0.1f, 0.1f),
+                     random_values(n, 133, 0.0f, 0.01f)};
+}
+
+UpdateState update(ReferenceBackend& ops, Rule rule, const std::vector<float>& grads,
+                   const UpdateExtras& extras) {
+  UpdateState s = start_state(grads.size());
+  const size_t n = grads.size();
+  switch (rule) {
+    case Rule::sgd: ops.sgd_update(s.params.data(), grads.data(), n, 0.1f, extras); break;
+    case Rule::momentum:
+      ops.momentum_update(s.params.data(), grads.data(), s.first.data(), n, 0.1f, 0.9f, extras);
+      break;
+    case Rule::adam:
+      ops.adam_update(s.params.data(), grads.data(), s.first.data(), s.second.data(), n, 0.01f,
+                      0.9f, 0.999f, 1e-8f, 3, extras);
+      break;
+  }
+  return s;
+}
+
+void check_same_state(const UpdateState& actual, const UpdateState& expected) {
+  check_same_bits(actual.params, expected.params, "params");
+  check_same_bits(actual.first, expected.first, "velocity or m");
+  check_same_bits(actual.second, expected.second, "v");
+}
+
+const char* rule_name(Rule rule) {
+  return rule == Rule::sgd ? "sgd" : rule == Rule::momentum ? "momentum" : "adam";
+}
+
+}  // namespace
+
+TEST_CASE("reference optimizers: every field of UpdateExtras", "[reference]") {
+  ReferenceBackend ops;
+  const size_t n = 512;
+  const std::vector<float> grads = random_values(n, 134);
+  // Plain blocks rather than SECTIONs: Catch runs a SECTION inside a loop for one pass only.
+  for (Rule rule : {Rule::sgd, Rule::momentum, Rule::adam}) {
+    INFO(rule_name(rule));
+    const UpdateState plain = update(ops, rule, grads, {});
+    REQUIRE(plain.params != start_state(n).params);
+
+    {
+      INFO("skip = 0 and an inverse scale of 1 change nothing");
+      const int32_t no_skip = 0;
+      const float one = 1.0f;
+      UpdateExtras extras;
+      extras.skip = &no_skip;
+      extras.inverse_loss_scale = &one;
+      check_same_state(update(ops, rule, grads, extras), plain);
+    }
+
+    {
+      INFO("skip != 0 leaves parameters, state and the 16-bit copy as they were");
+      for (int32_t skip_value : {1, -1}) {
+        TypedBuffer half(DataType::f16, n, 7.0f);
+        UpdateExtras extras;
+        extras.skip = &skip_value;
+        extras.half_params = half.data();
+        extras.half_type = DataType::f16;
+        check_same_state(update(ops, rule, grads, extras), start_state(n));
+        CHECK(half.values() == std::vector<float>(n, 7.0f));
+      }
+    }
+
+    {
+      INFO("gradients are multiplied by the inverse loss scale before the rule sees them");
+      // A power-of-two scale is undone exactly: the very same update as unscaled gradients.
+      std::vector<float> scaled(n);
+      for (size_t i = 0; i < n; ++i) scaled[i] = grads[i] * 1024.0f;
+      const float inverse = 1.0f / 1024.0f;
+      UpdateExtras extras;
+      extras.inverse_loss_scale = &inverse;
+      check_same_state(update(ops, rule, scaled, extras), plain);
+      // Any other scale: the rule sees grads * inverse as a float product.
+      const float third = 1.0f / 3.0f;
+      extras.inverse_loss_scale = &third;
+      std::vector<float> unscaled(n);
+      for (size_t i = 0; i < n; ++i) unscaled[i] = grads[i] * third;
+      check_same_state(update(ops, rule, grads, extras), update(ops, rule, unscaled, {}));
+      CHECK(update(ops, rule, grads, extras).params != plain.params);
+    }
+
+    {
+      INFO("the updated parameters are also stored, rounded, in the 16-bit copy");
+      for (DataType type : kHalfTypes) {
+        INFO(data_type_name(type));
+        TypedBuffer half(type, n, 0.0f);
+        UpdateExtras extras;
+        extras.half_params = half.data();
+        extras.half_type = type;
+        const UpdateState updated = update(ops, rule, grads, extras);
+        check_same_state(updated, plain);  // the fp32 master weights are not rounded
+        check_same_bits(half.values(), rounded(type, plain.params), "half params");
+        CHECK(changed_by_rounding(type, plain.params) > n / 2);
+      }
+    }
+
+    {
+      INFO("all fields at once");
+      std::vector<float> scaled(n);
+      for (size_t i = 0; i < n; ++i) scaled[i] = grads[i] * 256.0f;
+      const float inverse = 1.0f / 256.0f;
+      const int32_t no_skip = 0;
+      TypedBuffer half(DataType::bf16, n, 0.0f);
+      UpdateExtras extras{&inverse, &no_skip, half.data(), DataType::bf16};
+      check_same_state(update(ops, rule, scaled, extras), plain);
+      check_same_bits(half.values(), rounded(DataType::bf16, plain.params), "half params");
+    }
+  }
+}
+
+TEST_CASE("reference find_non_finite flags infinities and NaN, never clears", "[reference]") {
+  ReferenceBackend ops;
+  std::vector<float> x = random_values(100, 141, -1.0e30f, 1.0e30f);
+  x.push_back(std::numeric_limits<float>::max());
+  x.push_back(-std::numeric_limits<float>::denorm_min());
+  LossScaleState state;
+  state.scale = 8.0f;
+  ops.find_non_finite(x.data(), x.size(), &state);
+  CHECK(state.non_finite == 0);
+  const float infinity = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (float bad : {infinity, -infinity, nan, -nan}) {
+    INFO("value " << bad);
+    for (size_t at : {size_t{0}, size_t{57}, x.size() - 1}) {
+      std::vector<float> with_bad = x;
+      with_bad[at] = bad;
+      LossScaleState flagged;
+      ops.find_non_finite(with_bad.data(), with_bad.size(), &flagged);
+      CHECK(flagged.non_finite == 1);
+      // Only x[0, n) is looked at.
+      LossScaleState before;
+      ops.find_non_finite(with_bad.data(), at, &before);
+      CHECK(before.non_finite == 0);
+    }
+  }
+  // A later finite buffer in the same step does not clear the flag, and nothing else changes.
+  state.non_finite = 1;
+  ops.find_non_finite(x.data(), x.size(), &state);
+  CHECK(state.non_finite == 1);
+  CHECK(state.scale == 8.0f);
+}
+
+TEST_CASE("reference update_loss_scale: halve on non-finite, double after good steps, bounded",
+          "[reference]") {
+  ReferenceBackend ops;
+  const int every = 3;
+  LossScaleState state;
+  state.scale = 32768.0f;
+  state.inverse_scale = 1.0f / 32768.0f;
+
+  // Good steps count up; the third doubles the scale and restarts the count.
+  ops.update_loss_scale(&state, every);
+  ops.update_loss_scale(&state, every);
+  CHECK(state.scale == 32768.0f);
+  CHECK(state.good_steps == 2);
+  ops.update_loss_scale(&state, every);
+  CHECK(state.scale == 65536.0f);
+  CHECK(state.inverse_scale == 1.0f / 65536.0f);
+  CHECK(state.good_steps == 0);
+
+  // A non-finite step halves the scale, restarts the count and clears the flag.
+  ops.update_loss_scale(&state, every);
+  CHECK(state.good_steps == 1);
+  state.non_finite = 1;
+  ops.update_loss_scale(&state, every);
+  CHECK(state.scale == 32768.0f);
+  CHECK(state.inverse_scale == 1.0f / 32768.0f);
+  CHECK(state.good_steps == 0);
+  CHECK(state.non_finite == 0);
+  // The count after a halving starts from zero: two good steps are not enough.
+  ops.update_loss_scale(&state, every);
+  ops.update_loss_scale(&state, every);
+  CHECK(state.scale == 32768.0f);
+
+  // Never below 1.
+  LossScaleState low;
+  low.scale = 2.0f;
+  low.inverse_scale = 0.5f;
+  for (int i = 0; i < 3; ++i) {
+    low.non_finite = 1;
+    ops.update_loss_scale(&low, every);
+  }
+  CHECK(low.scale == 1.0f);
+  CHECK(low.inverse_scale == 1.0f);
+  CHECK(low.good_steps == 0);
+  CHECK(low.non_finite == 0);
+
+  // Never above 2^24; the count still restarts there.
+  LossScaleState high;
+  high.scale = 8388608.0f;  // 2^23
+  high.inverse_scale = 1.0f / high.scale;
+  for (int i = 0; i < 2 * every; ++i) ops.update_loss_scale(&high, every);
+  CHECK(high.scale == 16777216.0f);
+  CHECK(high.inverse_scale == 1.0f / 16777216.0f);
+  CHECK(high.good_steps == 0);
+  ops.update_loss_scale(&high, every);
+  CHECK(high.good_steps == 1);
+
+  // increase_every = 1: every good step doubles.
+  LossScaleState eager;
+  ops.update_loss_scale(&eager, 1);
+  ops.update_loss_scale(&eager, 1);
+  CHECK(eager.scale == 4.0f);
+  CHECK(eager.inverse_scale == 0.25f);
 }

@@ -1,6 +1,7 @@
 // The reference image ops besides convolution (channel bias, batch norm, pooling, dropout,
 // channel slices) against direct loops over logical (n, c, h, w) indices, hand-worked cases and
-// finite differences, in both layouts.
+// finite differences, in both layouts; in fp16 and bf16 against the fp32 ops on the same stored
+// values, rounded.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -15,9 +16,14 @@
 #include "tests/host/reference_cnn_test_support.h"
 
 using namespace dpbench;
+using dpbench::testing::changed_by_rounding;
 using dpbench::testing::check_close;
+using dpbench::testing::check_same_bits;
 using dpbench::testing::finite_difference;
+using dpbench::testing::kHalfTypes;
 using dpbench::testing::random_values;
+using dpbench::testing::rounded;
+using dpbench::testing::TypedBuffer;
 using dpbench::testing::weighted_sum;
 
 namespace {
@@ -89,6 +95,11 @@ void direct_pool(const PoolGeometry& g, const std::vector<float>& x, const std::
       dx[at] += dy[yi] / divisor;
     }
   });
+}
+
+Tensor4 with_type(Tensor4 t, DataType type) {
+  t.type = type;
+  return t;
 }
 
 }  // namespace
@@ -441,7 +452,7 @@ TEST_CASE("reference dropout: mask statistics and reuse", "[reference_cnn]") {
   const std::vector<float> x = random_values(n, 71, 0.5f, 1.5f);  // never 0: zeros mean dropped
   auto forward = [&](int32_t step) {
     std::vector<float> y(n);
-    ops.dropout_forward(x.data(), y.data(), n, rate, seed, 0, &step);
+    ops.dropout_forward(DataType::f32, x.data(), y.data(), n, rate, seed, 0, &step);
     return y;
   };
   const std::vector<float> y = forward(5);
@@ -458,7 +469,7 @@ TEST_CASE("reference dropout: mask statistics and reuse", "[reference_cnn]") {
   // Backward regenerates the forward's mask: with dy = x, dx must equal y exactly.
   std::vector<float> dx(n);
   const int32_t step = 5;
-  ops.dropout_backward(x.data(), dx.data(), n, rate, seed, 0, &step);
+  ops.dropout_backward(DataType::f32, x.data(), dx.data(), n, rate, seed, 0, &step);
   CHECK(dx == y);
 
   CHECK(forward(5) == y);  // the same step draws the same mask
@@ -469,7 +480,7 @@ TEST_CASE("reference dropout: mask statistics and reuse", "[reference_cnn]") {
 
   // Rate 0 keeps everything unchanged.
   std::vector<float> unchanged(n);
-  ops.dropout_forward(x.data(), unchanged.data(), n, 0.0f, seed, 0, &step);
+  ops.dropout_forward(DataType::f32, x.data(), unchanged.data(), n, 0.0f, seed, 0, &step);
   CHECK(unchanged == x);
 }
 
@@ -516,7 +527,309 @@ TEST_CASE("reference dropout: a mask is placed by global index, whichever buffer
   const std::vector<float> x = random_values(whole, 72, 0.5f, 1.5f);
   const int32_t step = 3;
   std::vector<float> y_whole(whole), y_part(part);
-  ops.dropout_forward(x.data(), y_whole.data(), whole, 0.5f, 11, 0, &step);
-  ops.dropout_forward(x.data() + offset, y_part.data(), part, 0.5f, 11, offset, &step);
+  ops.dropout_forward(DataType::f32, x.data(), y_whole.data(), whole, 0.5f, 11, 0, &step);
+  ops.dropout_forward(DataType::f32, x.data() + offset, y_part.data(), part, 0.5f, 11, offset,
+                      &step);
   CHECK(std::vector<float>(y_whole.begin() + offset, y_whole.begin() + offset + part) == y_part);
+}
+
+// ---- fp16 and bf16 ------------------------------------------------------------------------------
+
+TEST_CASE("reference channel bias in fp16 and bf16", "[reference_cnn]") {
+  ReferenceBackend ops;
+  for (DataType type : kHalfTypes) {
+    for (DataFormat format : kFormats) {
+      for (bool relu : {false, true}) {
+        INFO(data_type_name(type) << " " << data_format_name(format) << (relu ? " relu" : ""));
+        const Tensor4 t32{2, 3, 4, 5, format};
+        const Tensor4 t = with_type(t32, type);
+        const TypedBuffer x16(type, random_values(t.count(), 24));
+        const TypedBuffer dy16(type, random_values(t.count(), 25));
+        const std::vector<float> bias = random_values(t.c, 26);
+        std::vector<float> y = x16.values();
+        ops.add_channel_bias(t32, y.data(), bias.data(), relu);
+        REQUIRE(changed_by_rounding(type, y) > y.size() / 4);
+        TypedBuffer y16 = x16;
+        ops.add_channel_bias(t, y16.data(), bias.data(), relu);
+        check_same_bits(y16.values(), rounded(type, y), "add_channel_bias");
+
+        // The gradient masks (in place) and sums the stored dy by the stored y.
+        std::vector<float> dy = dy16.values(), dbias(t.c), dbias16(t.c);
+        const std::vector<float> stored_y = y16.values();
+        ops.channel_bias_gradient(t32, stored_y.data(), dy.data(), dbias.data(), relu, nullptr);
+        TypedBuffer masked16 = dy16;
+        ops.channel_bias_gradient(t, y16.data(), masked16.data(), dbias16.data(), relu, nullptr);
+        check_same_bits(masked16.values(), dy, "masked dy");
+        check_same_bits(dbias16, dbias, "dbias");
+      }
+    }
+  }
+}
+
+TEST_CASE("reference batch norm in fp16 and bf16: fp32 statistics of the stored x, y rounded",
+          "[reference_cnn]") {
+  ReferenceBackend ops;
+  const float epsilon = 1e-3f;
+  for (DataType type : kHalfTypes) {
+    for (bool relu : {false, true}) {
+      for (DataFormat format : kFormats) {
+        INFO(data_type_name(type) << " " << data_format_name(format) << (relu ? " relu" : ""));
+        const Tensor4 t32{3, 4, 5, 3, format};
+        const Tensor4 t = with_type(t32, type);
+        const TypedBuffer x16(type, random_values(t.count(), 31, -2.0f, 3.0f));
+        const TypedBuffer dy16(type, random_values(t.count(), 34));
+        const std::vector<float> gamma = random_values(t.c, 32, 0.5f, 1.5f);
+        const std::vector<float> beta = random_values(t.c, 33);
+        const std::vector<float> x = x16.values(), dy = dy16.values();
+
+        std::vector<float> y(t.count()), mean(t.c), inv_std(t.c);
+        ops.batch_norm_forward_training(t32, x.data(), gamma.data(), beta.data(), epsilon, relu,
+                                        y.data(), mean.data(), inv_std.data(), nullptr);
+        REQUIRE(changed_by_rounding(type, y) > y.size() / 4);
+        TypedBuffer y16(type, t.count(), 0.0f);
+        std::vector<float> mean16(t.c), inv_std16(t.c);
+        ops.batch_norm_forward_training(t, x16.data(), gamma.data(), beta.data(), epsilon, relu,
+                                        y16.data(), mean16.data(), inv_std16.data(), nullptr);
+        check_same_bits(mean16, mean, "saved_mean");
+        check_same_bits(inv_std16, inv_std, "saved_inv_std");
+        check_same_bits(y16.values(), rounded(type, y), "y");
+
+        // Backward from the stored y (the ReLU mask) and dy; dx rounded, dgamma and dbeta fp32.
+        const std::vector<float> stored_y = y16.values();
+        std::vector<float> dx(t.count()), dgamma(t.c), dbeta(t.c);
+        ops.batch_norm_backward(t32, x.data(), stored_y.data(), dy.data(), gamma.data(),
+                                mean.data(), inv_std.data(), epsilon, relu, dx.data(),
+                                dgamma.data(), dbeta.data(), nullptr);
+        REQUIRE(changed_by_rounding(type, dx) > dx.size() / 4);
+        TypedBuffer dx16(type, t.count(), 0.0f);
+        std::vector<float> dgamma16(t.c), dbeta16(t.c);
+        ops.batch_norm_backward(t, x16.data(), y16.data(), dy16.data(), gamma.data(),
+                                mean16.data(), inv_std16.data(), epsilon, relu, dx16.data(),
+                                dgamma16.data(), dbeta16.data(), nullptr);
+        check_same_bits(dx16.values(), rounded(type, dx), "dx");
+        check_same_bits(dgamma16, dgamma, "dgamma");
+        check_same_bits(dbeta16, dbeta, "dbeta");
+
+        // dx may alias dy.
+        TypedBuffer in_place = dy16;
+        ops.batch_norm_backward(t, x16.data(), y16.data(), in_place.data(), gamma.data(),
+                                mean16.data(), inv_std16.data(), epsilon, relu, in_place.data(),
+                                dgamma16.data(), dbeta16.data(), nullptr);
+        check_same_bits(in_place.values(), dx16.values(), "dx in place");
+      }
+    }
+  }
+}
+
+TEST_CASE("reference batch norm in fp16 and bf16: fused ReLU equals batch norm then ReLU",
+          "[reference_cnn]") {
+  ReferenceBackend ops;
+  const float epsilon = 1e-5f;
+  for (DataType type : kHalfTypes) {
+    for (DataFormat format : kFormats) {
+      INFO(data_type_name(type) << " " << data_format_name(format));
+      const Tensor4 t = with_type(Tensor4{2, 5, 3, 4, format}, type);
+      const TypedBuffer x(type, random_values(t.count(), 91, -1.0f, 2.0f));
+      const TypedBuffer dy(type, random_values(t.count(), 94));
+      const std::vector<float> gamma = random_values(t.c, 92, 0.5f, 1.5f);
+      const std::vector<float> beta = random_values(t.c, 93);
+      std::vector<float> mean(t.c), inv_std(t.c);
+      const size_t n = t.count();
+
+      TypedBuffer bn(type, n, 0.0f), separate_y(type, n, 0.0f), fused_y(type, n, 0.0f);
+      ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, false,
+                                      bn.data(), mean.data(), inv_std.data(), nullptr);
+      ops.relu_forward(type, bn.data(), separate_y.data(), n);
+      ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, true,
+                                      fused_y.data(), mean.data(), inv_std.data(), nullptr);
+      check_same_bits(fused_y.values(), separate_y.values(), "forward");
+
+      TypedBuffer relu_dx(type, n, 0.0f), separate_dx(type, n, 0.0f), fused_dx(type, n, 0.0f);
+      std::vector<float> dgamma(t.c), dbeta(t.c), fused_dgamma(t.c), fused_dbeta(t.c);
+      ops.relu_backward(type, separate_y.data(), dy.data(), relu_dx.data(), n);
+      ops.batch_norm_backward(t, x.data(), bn.data(), relu_dx.data(), gamma.data(), mean.data(),
+                              inv_std.data(), epsilon, false, separate_dx.data(), dgamma.data(),
+                              dbeta.data(), nullptr);
+      ops.batch_norm_backward(t, x.data(), fused_y.data(), dy.data(), gamma.data(), mean.data(),
+                              inv_std.data(), epsilon, true, fused_dx.data(), fused_dgamma.data(),
+                              fused_dbeta.data(), nullptr);
+      check_same_bits(fused_dx.values(), separate_dx.values(), "dx");
+      check_same_bits(fused_dgamma, dgamma, "dgamma");
+      check_same_bits(fused_dbeta, dbeta, "dbeta");
+    }
+  }
+}
+
+TEST_CASE("reference batch norm in fp16: the ReLU mask is the rounded y", "[reference_cnn]") {
+  // Channel 1's gamma is so small that every output is below half fp16's smallest subnormal
+  // (2^-25): in fp32 half of them are positive, stored in fp16 all are zero, so the fused ReLU's
+  // backward must pass no gradient there. Channel 0 is ordinary.
+  ReferenceBackend ops;
+  const float epsilon = 1e-3f;
+  for (DataFormat format : kFormats) {
+    INFO(data_format_name(format));
+    const Tensor4 t32{2, 2, 2, 2, format};
+    const Tensor4 t = with_type(t32, DataType::f16);
+    const TypedBuffer x16(DataType::f16, random_values(t.count(), 35));
+    const TypedBuffer dy16(DataType::f16, random_values(t.count(), 36, 0.5f, 1.0f));
+    const std::vector<float> x = x16.values(), dy = dy16.values();
+    const std::vector<float> gamma = {1.0f, 1.0e-9f}, beta = {0.1f, 0.0f};
+
+    std::vector<float> y(t.count()), mean(t.c), inv_std(t.c), dx(t.count()), dgamma(t.c),
+        dbeta(t.c);
+    ops.batch_norm_forward_training(t32, x.data(), gamma.data(), beta.data(), epsilon, true,
+                                    y.data(), mean.data(), inv_std.data(), nullptr);
+    ops.batch_norm_backward(t32, x.data(), y.data(), dy.data(), gamma.data(), mean.data(),
+                            inv_std.data(), epsilon, true, dx.data(), dgamma.data(), dbeta.data(),
+                            nullptr);
+    TypedBuffer y16(DataType::f16, t.count(), 0.0f), dx16(DataType::f16, t.count(), 1.0f);
+    std::vector<float> dgamma16(t.c), dbeta16(t.c);
+    ops.batch_norm_forward_training(t, x16.data(), gamma.data(), beta.data(), epsilon, true,
+                                    y16.data(), mean.data(), inv_std.data(), nullptr);
+    ops.batch_norm_backward(t, x16.data(), y16.data(), dy16.data(), gamma.data(), mean.data(),
+                            inv_std.data(), epsilon, true, dx16.data(), dgamma16.data(),
+                            dbeta16.data(), nullptr);
+    const std::vector<float> stored_y = y16.values(), stored_dx = dx16.values();
+    size_t fp32_positive = 0, fp16_positive = 0, fp16_passed = 0;
+    for_each_element(t, [&](int b, int c, int h, int w) {
+      if (c != 1) return;
+      const size_t i = t.offset(b, c, h, w);
+      fp32_positive += y[i] > 0.0f;
+      fp16_positive += stored_y[i] > 0.0f;
+      fp16_passed += stored_dx[i] != 0.0f;
+    });
+    CHECK(fp32_positive > 0);  // the unrounded y would let gradient through
+    CHECK(dbeta[1] != 0.0f);
+    CHECK(fp16_positive == 0);
+    CHECK(fp16_passed == 0);
+    CHECK(dbeta16[1] == 0.0f);
+    CHECK(dgamma16[1] == 0.0f);
+    CHECK(dbeta16[0] != 0.0f);  // the ordinary channel still learns
+  }
+}
+
+TEST_CASE("reference pooling in fp16 and bf16: the fp32 pool on the stored values, rounded",
+          "[reference_cnn]") {
+  struct PoolCase {
+    PoolMode mode;
+    int window, stride, pad;
+  };
+  const PoolCase cases[] = {{PoolMode::max, 3, 2, 1},
+                            {PoolMode::max, 2, 2, 0},
+                            {PoolMode::average_include_padding, 3, 1, 1},
+                            {PoolMode::average_exclude_padding, 3, 2, 1},
+                            {PoolMode::average_include_padding, 7, 1, 0}};
+  ReferenceBackend ops;
+  for (DataType type : kHalfTypes) {
+    for (const PoolCase& pc : cases) {
+      for (DataFormat format : kFormats) {
+        const PoolGeometry g32 =
+            make_pool_geometry(Tensor4{2, 3, 7, 7, format}, pc.mode, pc.window, pc.window,
+                               pc.stride, pc.stride, Padding::explicit_symmetric, pc.pad, pc.pad);
+        const PoolGeometry g = make_pool_geometry(
+            with_type(g32.input, type), pc.mode, pc.window, pc.window, pc.stride, pc.stride,
+            Padding::explicit_symmetric, pc.pad, pc.pad);
+        INFO(data_type_name(type) << " " << describe(g.input) << " -> " << describe(g.output)
+                                  << " mode " << int(pc.mode));
+        const TypedBuffer x16(type, random_values(g.input.count(), 51));
+        const TypedBuffer dy16(type, random_values(g.output.count(), 52));
+        const std::vector<float> x = x16.values(), dy = dy16.values();
+        std::vector<float> y(g.output.count()), dx(g.input.count());
+        ops.pool_forward(g32, x.data(), y.data());
+        ops.pool_backward(g32, x.data(), y.data(), dy.data(), dx.data());
+        if (pc.mode != PoolMode::max) {
+          REQUIRE(changed_by_rounding(type, y) > y.size() / 4);
+          REQUIRE(changed_by_rounding(type, dx) > dx.size() / 4);
+        }
+        TypedBuffer y16(type, g.output.count(), 0.0f), dx16(type, g.input.count(), 0.0f);
+        ops.pool_forward(g, x16.data(), y16.data());
+        ops.pool_backward(g, x16.data(), y16.data(), dy16.data(), dx16.data());
+        check_same_bits(y16.values(), rounded(type, y), "forward");
+        check_same_bits(dx16.values(), rounded(type, dx), "backward");
+      }
+    }
+  }
+}
+
+TEST_CASE("reference max pooling in fp16 and bf16: values tied by rounding go to the first",
+          "[reference_cnn]") {
+  // 1 and 1 + 2^-12 differ in fp32 but are both 1 in fp16 and bf16: the window's gradient goes
+  // to the first of the stored maxima, not to the element that was larger before rounding.
+  ReferenceBackend ops;
+  const std::vector<float> values = {1.0f, 1.0f + std::ldexp(1.0f, -12), -1.0f, 0.5f};
+  const std::vector<float> dy = {2.0f};
+  for (DataType type : kHalfTypes) {
+    INFO(data_type_name(type));
+    const PoolGeometry g = make_pool_geometry(Tensor4{1, 1, 2, 2, DataFormat::nchw, type},
+                                              PoolMode::max, 2, 2, 2, 2, Padding::valid);
+    const TypedBuffer x16(type, values), dy16(type, dy);
+    REQUIRE(x16.values()[0] == x16.values()[1]);
+    TypedBuffer y16(type, 1, 0.0f), dx16(type, 4, -1.0f);
+    ops.pool_forward(g, x16.data(), y16.data());
+    ops.pool_backward(g, x16.data(), y16.data(), dy16.data(), dx16.data());
+    CHECK(y16.values() == std::vector<float>{1.0f});
+    CHECK(dx16.values() == std::vector<float>{2.0f, 0.0f, 0.0f, 0.0f});
+  }
+}
+
+TEST_CASE("reference dropout in fp16 and bf16: the fp32 dropout of the stored values, rounded",
+          "[reference_cnn]") {
+  ReferenceBackend ops;
+  const size_t n = 5000;
+  const float rate = 0.3f;
+  const int32_t step = 2;
+  for (DataType type : kHalfTypes) {
+    INFO(data_type_name(type));
+    const TypedBuffer x16(type, random_values(n, 73, 0.5f, 1.5f));
+    const std::vector<float> x = x16.values();
+    std::vector<float> y(n);
+    ops.dropout_forward(DataType::f32, x.data(), y.data(), n, rate, 9, 100, &step);
+    REQUIRE(changed_by_rounding(type, y) > n / 4);
+    TypedBuffer y16(type, n, 0.0f), dx16(type, n, 0.0f);
+    ops.dropout_forward(type, x16.data(), y16.data(), n, rate, 9, 100, &step);
+    check_same_bits(y16.values(), rounded(type, y), "forward");
+    ops.dropout_backward(type, x16.data(), dx16.data(), n, rate, 9, 100, &step);
+    check_same_bits(dx16.values(), rounded(type, y), "backward");
+    TypedBuffer in_place = x16;  // out may alias in
+    ops.dropout_forward(type, in_place.data(), in_place.data(), n, rate, 9, 100, &step);
+    check_same_bits(in_place.values(), rounded(type, y), "in place");
+  }
+}
+
+TEST_CASE("reference channel slices in fp16 and bf16", "[reference_cnn]") {
+  ReferenceBackend ops;
+  for (DataType type : kHalfTypes) {
+    for (DataFormat format : kFormats) {
+      INFO(data_type_name(type) << " " << data_format_name(format));
+      const Tensor4 a_shape{2, 2, 3, 4, format, type}, b_shape{2, 3, 3, 4, format, type};
+      const Tensor4 whole_shape{2, 5, 3, 4, format, type};
+      const TypedBuffer a(type, random_values(a_shape.count(), 83));
+      const TypedBuffer b(type, random_values(b_shape.count(), 84));
+      TypedBuffer whole(type, whole_shape.count(), std::numeric_limits<float>::quiet_NaN());
+      ops.copy_into_channels(a_shape, a.data(), whole_shape, whole.data(), 0);
+      ops.copy_into_channels(b_shape, b.data(), whole_shape, whole.data(), 2);
+      const std::vector<float> a_values = a.values(), b_values = b.values();
+      const std::vector<float> whole_values = whole.values();
+      bool placed = true;
+      for_each_element(whole_shape, [&](int n, int c, int h, int w) {
+        const float want = c < 2 ? a_values[a_shape.offset(n, c, h, w)]
+                                 : b_values[b_shape.offset(n, c - 2, h, w)];
+        placed = placed && whole_values[whole_shape.offset(n, c, h, w)] == want;
+      });
+      CHECK(placed);
+      TypedBuffer b_back(type, b_shape.count(), 0.0f);
+      ops.copy_from_channels(whole_shape, whole.data(), 2, b_shape, b_back.data());
+      check_same_bits(b_back.values(), b_values, "copy_from_channels");
+
+      // A slice of another element type would be copied as the wrong bytes: refused.
+      const Tensor4 a_fp32 = with_type(a_shape, DataType::f32);
+      std::vector<float> a_back(a_shape.count());
+      CHECK_THROWS_AS(
+          ops.copy_from_channels(whole_shape, whole.data(), 0, a_fp32, a_back.data()),
+          RuntimeError);
+      CHECK_THROWS_AS(
+          ops.copy_into_channels(a_fp32, a_back.data(), whole_shape, whole.data(), 0),
+          RuntimeError);
+    }
+  }
 }

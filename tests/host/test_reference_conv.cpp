@@ -1,5 +1,6 @@
 // The reference convolutions (im2col + gemm) against the textbook 7-deep loops in double, cases
-// small enough to work out by hand, and finite differences; plus the output-size arithmetic.
+// small enough to work out by hand, and finite differences; plus the output-size arithmetic. In
+// fp16 and bf16, against the fp32 convolutions of the same stored values, rounded.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -11,9 +12,14 @@
 #include "tests/host/reference_cnn_test_support.h"
 
 using namespace dpbench;
+using dpbench::testing::changed_by_rounding;
 using dpbench::testing::check_close;
+using dpbench::testing::check_same_bits;
 using dpbench::testing::finite_difference;
+using dpbench::testing::kHalfTypes;
 using dpbench::testing::random_values;
+using dpbench::testing::rounded;
+using dpbench::testing::TypedBuffer;
 using dpbench::testing::weighted_sum;
 
 namespace {
@@ -64,9 +70,11 @@ struct ConvCase {
   int n, c, h, w, k, r, s, stride_h, stride_w, pad_h, pad_w;
 };
 
-ConvGeometry geometry_of(const ConvCase& cc, DataFormat format) {
-  return make_conv_geometry(Tensor4{cc.n, cc.c, cc.h, cc.w, format}, cc.k, cc.r, cc.s, cc.stride_h,
-                            cc.stride_w, Padding::explicit_symmetric, cc.pad_h, cc.pad_w);
+ConvGeometry geometry_of(const ConvCase& cc, DataFormat format,
+                         DataType type = DataType::f32) {
+  return make_conv_geometry(Tensor4{cc.n, cc.c, cc.h, cc.w, format, type}, cc.k, cc.r, cc.s,
+                            cc.stride_h, cc.stride_w, Padding::explicit_symmetric, cc.pad_h,
+                            cc.pad_w);
 }
 
 std::string name_of(const ConvGeometry& g) {
@@ -216,6 +224,80 @@ TEST_CASE("reference conv: a geometry that contradicts itself is refused", "[ref
   CHECK_THROWS_AS(
       ops.conv2d_backward_data(g, buffer.data(), buffer.data(), buffer.data(), nullptr, 0),
       RuntimeError);
+}
+
+TEST_CASE("reference conv in fp16 and bf16: the fp32 passes on the stored values, rounded",
+          "[reference_cnn]") {
+  const ConvCase cases[] = {
+      {2, 3, 7, 6, 4, 3, 3, 1, 1, 1, 1},     // 3x3 "same"
+      {1, 5, 9, 8, 3, 3, 2, 2, 1, 1, 0},     // non-square kernel, unequal strides
+      {2, 3, 8, 7, 2, 1, 1, 2, 2, 0, 0},     // 1x1 stride 2
+      {1, 3, 15, 15, 8, 7, 7, 2, 2, 3, 3},   // ResNet's stem
+      {2, 64, 90, 90, 2, 3, 3, 1, 1, 1, 1},  // several column chunks
+  };
+  ReferenceBackend ops;
+  for (DataType type : kHalfTypes) {
+    for (const ConvCase& cc : cases) {
+      for (DataFormat format : kFormats) {
+        const ConvGeometry g = geometry_of(cc, format, type);
+        const ConvGeometry g32 = geometry_of(cc, format);
+        INFO(name_of(g));
+        REQUIRE(g.filter.type == type);
+        REQUIRE(g.output.type == type);
+        const std::vector<float> x = random_values(g.input.count(), 1);
+        const std::vector<float> w = random_values(g.filter.count(), 2);
+        const std::vector<float> dy = random_values(g.output.count(), 3);
+        const std::vector<float> dx_before = random_values(g.input.count(), 4);
+        const TypedBuffer x16(type, x), w16(type, w), dy16(type, dy);
+        // The fp32 passes see exactly the values the 16-bit buffers hold.
+        const std::vector<float> xr = x16.values(), wr = w16.values(), dyr = dy16.values();
+
+        std::vector<float> y(g.output.count()), dx(g.input.count()), dw(g.filter.count());
+        ops.conv2d_forward(g32, xr.data(), wr.data(), y.data(), nullptr, 0);
+        ops.conv2d_backward_data(g32, dyr.data(), wr.data(), dx.data(), nullptr, 0);
+        ops.conv2d_backward_filter(g32, xr.data(), dyr.data(), dw.data(), nullptr, 0);
+        // Otherwise an unrounded output could pass for a rounded one. (A stride of 2 leaves most
+        // of dx at an exact zero.)
+        REQUIRE(changed_by_rounding(type, y) > y.size() / 2);
+        REQUIRE(changed_by_rounding(type, dx) > dx.size() / 8);
+        REQUIRE(changed_by_rounding(type, dw) > dw.size() / 2);
+
+        TypedBuffer y16(type, g.output.count(), 0.0f), dx16(type, g.input.count(), 0.0f);
+        TypedBuffer dw16(type, g.filter.count(), 0.0f);
+        ops.conv2d_forward(g, x16.data(), w16.data(), y16.data(), nullptr, 0);
+        ops.conv2d_backward_data(g, dy16.data(), w16.data(), dx16.data(), nullptr, 0);
+        ops.conv2d_backward_filter(g, x16.data(), dy16.data(), dw16.data(), nullptr, 0);
+        check_same_bits(y16.values(), rounded(type, y), "forward");
+        check_same_bits(dx16.values(), rounded(type, dx), "backward_data");
+        check_same_bits(dw16.values(), rounded(type, dw), "backward_filter");
+
+        // accumulate: the stored dx plus the new sum, rounded once.
+        TypedBuffer sum16(type, dx_before);
+        std::vector<float> sum = sum16.values();
+        ops.conv2d_backward_data(g32, dyr.data(), wr.data(), sum.data(), nullptr, 0, true);
+        ops.conv2d_backward_data(g, dy16.data(), w16.data(), sum16.data(), nullptr, 0, true);
+        check_same_bits(sum16.values(), rounded(type, sum), "backward_data accumulating");
+      }
+    }
+  }
+}
+
+TEST_CASE("reference conv: input, filter and output must share one type", "[reference_cnn]") {
+  ReferenceBackend ops;
+  const ConvGeometry g = make_conv_geometry(Tensor4{1, 2, 4, 4, DataFormat::nhwc, DataType::f16},
+                                            3, 3, 3, 1, 1, Padding::same);
+  std::vector<float> buffer(1024);
+  ConvGeometry filter_fp32 = g;
+  filter_fp32.filter.type = DataType::f32;
+  CHECK_THROWS_AS(
+      ops.conv2d_forward(filter_fp32, buffer.data(), buffer.data(), buffer.data(), nullptr, 0),
+      RuntimeError);
+  ConvGeometry output_bf16 = g;
+  output_bf16.output.type = DataType::bf16;
+  CHECK_THROWS_AS(ops.conv2d_backward_filter(output_bf16, buffer.data(), buffer.data(),
+                                             buffer.data(), nullptr, 0),
+                  RuntimeError);
+  CHECK_NOTHROW(ops.conv2d_forward(g, buffer.data(), buffer.data(), buffer.data(), nullptr, 0));
 }
 
 TEST_CASE("cnn geometry: output sizes of the models' layers", "[reference_cnn]") {
