@@ -3,10 +3,12 @@
 #include "engine/cuda/cuda_backend.h"
 
 #include <cmath>
+#include <string>
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cudnn_plans.h"
+#include "engine/errors.h"
 
 namespace dpbench {
 
@@ -47,12 +49,12 @@ void CudaBackend::bias_gradient(const float* dy, float* dbias, int rows, int col
   cuda_kernels::launch_bias_gradient(stream_, dy, dbias, rows, cols);
 }
 
-void CudaBackend::relu_forward(const float* x, float* y, size_t n) {
-  cuda_kernels::launch_relu_forward(stream_, x, y, n);
+void CudaBackend::relu_forward(DataType type, const void* x, void* y, size_t n) {
+  cuda_kernels::launch_relu_forward(stream_, type, x, y, n);
 }
 
-void CudaBackend::relu_backward(const float* y, const float* dy, float* dx, size_t n) {
-  cuda_kernels::launch_relu_backward(stream_, y, dy, dx, n);
+void CudaBackend::relu_backward(DataType type, const void* y, const void* dy, void* dx, size_t n) {
+  cuda_kernels::launch_relu_backward(stream_, type, y, dy, dx, n);
 }
 
 void CudaBackend::fill(float* x, size_t n, float value) {
@@ -67,41 +69,63 @@ void CudaBackend::axpy(float alpha, const float* x, float* y, size_t n) {
   cuda_kernels::launch_axpy(stream_, alpha, x, y, n);
 }
 
-void CudaBackend::add_tensors(const float* a, const float* b, float* y, size_t n, bool relu) {
-  cuda_kernels::launch_add_tensors(stream_, a, b, y, n, relu);
+void CudaBackend::add_tensors(DataType type, const void* a, const void* b, void* y, size_t n,
+                              bool relu) {
+  cuda_kernels::launch_add_tensors(stream_, type, a, b, y, n, relu);
 }
 
-void CudaBackend::add_tensors_backward(const float* y, const float* dy, bool relu, float* da,
-                                       float* db, size_t n) {
-  cuda_kernels::launch_add_tensors_backward(stream_, y, dy, relu, da, db, n);
+void CudaBackend::add_tensors_backward(DataType type, const void* y, const void* dy, bool relu,
+                                       void* da, void* db, size_t n) {
+  cuda_kernels::launch_add_tensors_backward(stream_, type, y, dy, relu, da, db, n);
+}
+
+void CudaBackend::convert(DataType src_type, const void* src, DataType dst_type, void* dst,
+                          size_t n, float scale) {
+  // Threads write other elements than they read when the element sizes differ.
+  if (src == dst && src_type != dst_type && n > 0) {
+    throw RuntimeError(std::string("CudaBackend::convert: ") + data_type_name(src_type) + " to " +
+                       data_type_name(dst_type) + " cannot be done in place");
+  }
+  cuda_kernels::launch_convert(stream_, src_type, src, dst_type, dst, n, scale);
 }
 
 void CudaBackend::softmax_cross_entropy(const float* logits, const int32_t* labels, int rows,
                                         int classes, float* row_losses, float* loss_out,
-                                        float* dlogits) {
+                                        float* dlogits, const float* loss_scale) {
   cuda_kernels::launch_softmax_cross_entropy(stream_, logits, labels, rows, classes, row_losses,
-                                             loss_out, dlogits);
+                                             loss_out, dlogits, loss_scale);
 }
 
-void CudaBackend::sgd_update(float* params, const float* grads, size_t n, float learning_rate) {
-  cuda_kernels::launch_sgd_update(stream_, params, grads, n, learning_rate);
+void CudaBackend::sgd_update(float* params, const float* grads, size_t n, float learning_rate,
+                             const UpdateExtras& extras) {
+  cuda_kernels::launch_sgd_update(stream_, params, grads, n, learning_rate, extras);
 }
 
 void CudaBackend::momentum_update(float* params, const float* grads, float* velocity, size_t n,
-                                  float learning_rate, float momentum) {
+                                  float learning_rate, float momentum,
+                                  const UpdateExtras& extras) {
   cuda_kernels::launch_momentum_update(stream_, params, grads, velocity, n, learning_rate,
-                                       momentum);
+                                       momentum, extras);
 }
 
 void CudaBackend::adam_update(float* params, const float* grads, float* m, float* v, size_t n,
                               float learning_rate, float beta1, float beta2, float epsilon,
-                              int64_t step) {
+                              int64_t step, const UpdateExtras& extras) {
   // In double on the host: beta2^t for large t loses digits in float before it reaches 1 - x.
   const double t = static_cast<double>(step);
   const float first_moment_correction = static_cast<float>(1.0 - std::pow(double{beta1}, t));
   const float second_moment_correction = static_cast<float>(1.0 - std::pow(double{beta2}, t));
   cuda_kernels::launch_adam_update(stream_, params, grads, m, v, n, learning_rate, beta1, beta2,
-                                   epsilon, first_moment_correction, second_moment_correction);
+                                   epsilon, first_moment_correction, second_moment_correction,
+                                   extras);
+}
+
+void CudaBackend::find_non_finite(const float* x, size_t n, LossScaleState* state) {
+  cuda_kernels::launch_find_non_finite(stream_, x, n, state);
+}
+
+void CudaBackend::update_loss_scale(LossScaleState* state, int increase_every) {
+  cuda_kernels::launch_update_loss_scale(stream_, state, increase_every);
 }
 
 void CudaBackend::fill_uniform_by_index(float* x, size_t n, uint64_t seed, uint64_t stream,

@@ -1,6 +1,7 @@
 // CudaBackend: the Backend ops on one CUDA stream. GEMM goes to cuBLAS and convolution and pooling
-// to cuDNN, all in pure fp32 (no TF32, so results compare with the reference backend); everything
-// else, batch norm included, is dpbench's own kernels.
+// to cuDNN, in pure fp32 unless TF32 is asked for (so results compare with the reference backend),
+// or on 16-bit data (fp16, bf16) with fp32 arithmetic on tensor cores; everything else, batch
+// norm included, is dpbench's own kernels.
 #pragma once
 
 #include <cublas_v2.h>
@@ -36,7 +37,7 @@ class CudaBackend final : public Backend {
   void set_cudnn_benchmark(bool benchmark) { cudnn_benchmark_ = benchmark; }
   // TF32 tensor cores for fp32 GEMMs and convolutions (--precision=tf32): inputs rounded to a
   // 10-bit mantissa, fp32 accumulation. Set before the first convolution is prepared: cached
-  // plans keep the math they were made with.
+  // plans keep the math they were made with. 16-bit convolutions use tensor cores either way.
   void set_tf32(bool enabled);
   bool tf32() const { return conv_math_type_ != CUDNN_FMA_MATH; }
   bool cudnn_benchmark() const { return cudnn_benchmark_; }
@@ -49,24 +50,39 @@ class CudaBackend final : public Backend {
   void add_bias(float* y, const float* bias, int rows, int cols) override;
   void bias_gradient(const float* dy, float* dbias, int rows, int cols) override;
 
-  void relu_forward(const float* x, float* y, size_t n) override;
-  void relu_backward(const float* y, const float* dy, float* dx, size_t n) override;
+  // The float* conveniences of Backend, which overriding the typed ops would otherwise hide.
+  using Backend::add_tensors;
+  using Backend::add_tensors_backward;
+  using Backend::relu_backward;
+  using Backend::relu_forward;
+
+  void relu_forward(DataType type, const void* x, void* y, size_t n) override;
+  void relu_backward(DataType type, const void* y, const void* dy, void* dx, size_t n) override;
   void fill(float* x, size_t n, float value) override;
   void scale(float* x, size_t n, float alpha) override;
   void axpy(float alpha, const float* x, float* y, size_t n) override;
-  void add_tensors(const float* a, const float* b, float* y, size_t n, bool relu) override;
-  void add_tensors_backward(const float* y, const float* dy, bool relu, float* da, float* db,
-                            size_t n) override;
+  void add_tensors(DataType type, const void* a, const void* b, void* y, size_t n,
+                   bool relu) override;
+  void add_tensors_backward(DataType type, const void* y, const void* dy, bool relu, void* da,
+                            void* db, size_t n) override;
+  void convert(DataType src_type, const void* src, DataType dst_type, void* dst, size_t n,
+               float scale = 1.0f) override;
 
   void softmax_cross_entropy(const float* logits, const int32_t* labels, int rows, int classes,
-                             float* row_losses, float* loss_out, float* dlogits) override;
+                             float* row_losses, float* loss_out, float* dlogits,
+                             const float* loss_scale = nullptr) override;
 
-  void sgd_update(float* params, const float* grads, size_t n, float learning_rate) override;
+  void sgd_update(float* params, const float* grads, size_t n, float learning_rate,
+                  const UpdateExtras& extras = {}) override;
   void momentum_update(float* params, const float* grads, float* velocity, size_t n,
-                       float learning_rate, float momentum) override;
+                       float learning_rate, float momentum,
+                       const UpdateExtras& extras = {}) override;
   void adam_update(float* params, const float* grads, float* m, float* v, size_t n,
-                   float learning_rate, float beta1, float beta2, float epsilon,
-                   int64_t step) override;
+                   float learning_rate, float beta1, float beta2, float epsilon, int64_t step,
+                   const UpdateExtras& extras = {}) override;
+
+  void find_non_finite(const float* x, size_t n, LossScaleState* state) override;
+  void update_loss_scale(LossScaleState* state, int increase_every) override;
 
   void fill_uniform_by_index(float* x, size_t n, uint64_t seed, uint64_t stream,
                              uint64_t first_index, float lo, float hi) override;
@@ -74,37 +90,39 @@ class CudaBackend final : public Backend {
                             uint64_t first_index, int classes) override;
 
   // Image ops: cuda_conv_ops.cpp (convolutions), cuda_cnn_ops.cpp (the rest)
-  void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, float* y,
+  void conv2d_forward(const ConvGeometry& g, const void* x, const void* w, void* y,
                       void* workspace, size_t workspace_bytes) override;
-  void conv2d_backward_data(const ConvGeometry& g, const float* dy, const float* w, float* dx,
-                            void* workspace, size_t workspace_bytes, bool accumulate = false) override;
-  void conv2d_backward_filter(const ConvGeometry& g, const float* x, const float* dy, float* dw,
+  void conv2d_backward_data(const ConvGeometry& g, const void* dy, const void* w, void* dx,
+                            void* workspace, size_t workspace_bytes,
+                            bool accumulate = false) override;
+  // In 16-bit, dw has the filter's type: cuDNN's convolution API takes x, dy and dw of one type.
+  void conv2d_backward_filter(const ConvGeometry& g, const void* x, const void* dy, void* dw,
                               void* workspace, size_t workspace_bytes) override;
   size_t conv2d_workspace_bytes(const ConvGeometry& g) override;
-  void add_channel_bias(const Tensor4& shape, float* y, const float* bias, bool relu) override;
-  void channel_bias_gradient(const Tensor4& shape, const float* y, float* dy, float* dbias,
+  void add_channel_bias(const Tensor4& shape, void* y, const float* bias, bool relu) override;
+  void channel_bias_gradient(const Tensor4& shape, const void* y, void* dy, float* dbias,
                              bool relu, void* workspace) override;
   size_t channel_bias_workspace_bytes(const Tensor4& shape) override;
-  void batch_norm_forward_training(const Tensor4& shape, const float* x, const float* gamma,
-                                   const float* beta, float epsilon, bool relu, float* y,
+  void batch_norm_forward_training(const Tensor4& shape, const void* x, const float* gamma,
+                                   const float* beta, float epsilon, bool relu, void* y,
                                    float* saved_mean, float* saved_inv_std,
                                    void* workspace) override;
-  void batch_norm_backward(const Tensor4& shape, const float* x, const float* y, const float* dy,
+  void batch_norm_backward(const Tensor4& shape, const void* x, const void* y, const void* dy,
                            const float* gamma, const float* saved_mean, const float* saved_inv_std,
-                           float epsilon, bool relu, float* dx, float* dgamma, float* dbeta,
+                           float epsilon, bool relu, void* dx, float* dgamma, float* dbeta,
                            void* workspace) override;
   size_t batch_norm_workspace_bytes(const Tensor4& shape) override;
-  void pool_forward(const PoolGeometry& g, const float* x, float* y) override;
-  void pool_backward(const PoolGeometry& g, const float* x, const float* y, const float* dy,
-                     float* dx) override;
-  void dropout_forward(const float* x, float* y, size_t n, float rate, uint64_t seed,
+  void pool_forward(const PoolGeometry& g, const void* x, void* y) override;
+  void pool_backward(const PoolGeometry& g, const void* x, const void* y, const void* dy,
+                     void* dx) override;
+  void dropout_forward(DataType type, const void* x, void* y, size_t n, float rate, uint64_t seed,
                        uint64_t first_index, const int32_t* step) override;
-  void dropout_backward(const float* dy, float* dx, size_t n, float rate, uint64_t seed,
-                        uint64_t first_index, const int32_t* step) override;
-  void copy_into_channels(const Tensor4& src_shape, const float* src, const Tensor4& dst_shape,
-                          float* dst, int channel_offset) override;
-  void copy_from_channels(const Tensor4& src_shape, const float* src, int channel_offset,
-                          const Tensor4& dst_shape, float* dst) override;
+  void dropout_backward(DataType type, const void* dy, void* dx, size_t n, float rate,
+                        uint64_t seed, uint64_t first_index, const int32_t* step) override;
+  void copy_into_channels(const Tensor4& src_shape, const void* src, const Tensor4& dst_shape,
+                          void* dst, int channel_offset) override;
+  void copy_from_channels(const Tensor4& src_shape, const void* src, int channel_offset,
+                          const Tensor4& dst_shape, void* dst) override;
 
   void append_scalar(const float* value, float* history, int32_t* cursor) override;
   double sum_squares(const float* x, size_t n, void* scratch) override;
@@ -121,7 +139,8 @@ class CudaBackend final : public Backend {
   cublasHandle_t cublas_;
   cudnnHandle_t cudnn_;
   bool cudnn_benchmark_ = true;
-  // FMA_MATH: fp32 convolutions without TF32 tensor cores; DEFAULT_MATH lets cuDNN use TF32.
+  // Of fp32 convolutions: FMA_MATH keeps them off TF32 tensor cores; DEFAULT_MATH lets cuDNN use
+  // TF32. 16-bit convolutions always get TENSOR_OP_MATH (describe_convolution).
   cudnnMathType_t conv_math_type_ = CUDNN_FMA_MATH;
   size_t conv_algorithm_searches_ = 0;
   std::unique_ptr<CudnnPlans> plans_;

@@ -1,9 +1,9 @@
 // CudaBackend's image ops other than convolution: pooling through cuDNN (descriptors cached per
-// shape), except the backward of max pooling with disjoint windows (own kernel, much faster); batch norm through cuda_kernels_batch_norm.cu; per-channel bias, dropout and channel
-// slices through cuda_kernels_cnn.cu.
+// shape), except the backward of max pooling with disjoint windows (own kernel, much faster);
+// batch norm through cuda_kernels_batch_norm.cu; per-channel bias, dropout and channel slices
+// through cuda_kernels_cnn.cu. Image buffers hold the shape's type (fp32, fp16 or bf16).
 #include <cudnn.h>
 
-#include <climits>
 #include <string>
 
 #include "engine/cuda/cuda_backend.h"
@@ -14,14 +14,6 @@
 
 namespace dpbench {
 namespace {
-
-// The row-major bias kernels take int rows; a tensor too large for that is refused, not wrapped.
-int checked_int(size_t value, const char* what) {
-  if (value > static_cast<size_t>(INT_MAX)) {
-    throw RuntimeError(std::string(what) + ": " + std::to_string(value) + " exceeds INT_MAX");
-  }
-  return static_cast<int>(value);
-}
 
 cudnnPoolingMode_t cudnn_pooling_mode(PoolMode mode) {
   switch (mode) {
@@ -34,35 +26,41 @@ cudnnPoolingMode_t cudnn_pooling_mode(PoolMode mode) {
 }
 
 // A channel slice of `whole` (channels [offset, offset + slice.c)) seen as strided rows: NCHW
-// has one row of slice.c * h * w floats per image, NHWC one row of slice.c floats per pixel.
+// has one row of slice.c * h * w elements per image, NHWC one row of slice.c elements per pixel.
+// Lengths and strides count elements; whole_offset_bytes is where the slice starts in `whole`.
 struct ChannelSliceRows {
   size_t rows = 0, row_length = 0;
   size_t slice_stride = 0, whole_stride = 0;
-  size_t whole_offset = 0;  // of the slice's first float within `whole`
+  size_t whole_offset_bytes = 0;
+  size_t element_bytes = 0;
 };
 
 ChannelSliceRows channel_slice_rows(const Tensor4& whole, const Tensor4& slice, int offset,
                                     const char* caller) {
   if (whole.n != slice.n || whole.h != slice.h || whole.w != slice.w ||
-      whole.format != slice.format || offset < 0 || offset + slice.c > whole.c) {
+      whole.format != slice.format || whole.type != slice.type || offset < 0 ||
+      offset + slice.c > whole.c) {
     throw RuntimeError(std::string("CudaBackend::") + caller + ": channels [" +
                        std::to_string(offset) + ", " + std::to_string(offset + slice.c) +
                        ") as " + describe(slice) + " do not fit " + describe(whole));
   }
   const size_t plane = static_cast<size_t>(whole.h) * whole.w;
   ChannelSliceRows rows;
+  rows.element_bytes = data_type_bytes(whole.type);
+  size_t whole_offset = 0;
   if (whole.format == DataFormat::nchw) {
     rows.rows = static_cast<size_t>(whole.n);
     rows.row_length = static_cast<size_t>(slice.c) * plane;
     rows.whole_stride = static_cast<size_t>(whole.c) * plane;
-    rows.whole_offset = static_cast<size_t>(offset) * plane;
+    whole_offset = static_cast<size_t>(offset) * plane;
   } else {
     rows.rows = static_cast<size_t>(whole.n) * plane;
     rows.row_length = static_cast<size_t>(slice.c);
     rows.whole_stride = static_cast<size_t>(whole.c);
-    rows.whole_offset = static_cast<size_t>(offset);
+    whole_offset = static_cast<size_t>(offset);
   }
   rows.slice_stride = rows.row_length;
+  rows.whole_offset_bytes = whole_offset * rows.element_bytes;
   return rows;
 }
 
@@ -83,7 +81,8 @@ PoolPlan& CudaBackend::pool_plan(const PoolGeometry& g) {
   const PoolKey key = pool_key(g);
   const auto found = plans_->pools.find(key);
   if (found != plans_->pools.end()) return found->second;
-  if (g.output.n != g.input.n || g.output.c != g.input.c || g.output.format != g.input.format) {
+  if (g.output.n != g.input.n || g.output.c != g.input.c || g.output.format != g.input.format ||
+      g.output.type != g.input.type) {
     throw RuntimeError("pooling geometry is inconsistent: " + describe(g.input) + " -> " +
                        describe(g.output));
   }
@@ -104,33 +103,33 @@ PoolPlan& CudaBackend::pool_plan(const PoolGeometry& g) {
   return plans_->pools.emplace(key, std::move(plan)).first->second;
 }
 
-void CudaBackend::add_channel_bias(const Tensor4& shape, float* y, const float* bias, bool relu) {
-  cuda_kernels::launch_add_channel_bias(stream_, y, bias, channel_layout(shape), relu);
+void CudaBackend::add_channel_bias(const Tensor4& shape, void* y, const float* bias, bool relu) {
+  cuda_kernels::launch_add_channel_bias(stream_, shape.type, y, bias, channel_layout(shape), relu);
 }
 
 size_t CudaBackend::channel_bias_workspace_bytes(const Tensor4& shape) {
   return cuda_kernels::channel_sum_workspace_bytes(channel_layout(shape));
 }
 
-void CudaBackend::channel_bias_gradient(const Tensor4& shape, const float* y, float* dy,
+void CudaBackend::channel_bias_gradient(const Tensor4& shape, const void* y, void* dy,
                                         float* dbias, bool relu, void* workspace) {
-  cuda_kernels::launch_channel_bias_gradient(stream_, y, dy, dbias, relu, channel_layout(shape),
-                                             static_cast<float*>(workspace));
+  cuda_kernels::launch_channel_bias_gradient(stream_, shape.type, y, dy, dbias, relu,
+                                             channel_layout(shape), static_cast<float*>(workspace));
 }
 
-void CudaBackend::batch_norm_forward_training(const Tensor4& shape, const float* x,
+void CudaBackend::batch_norm_forward_training(const Tensor4& shape, const void* x,
                                               const float* gamma, const float* beta,
-                                              float epsilon, bool relu, float* y,
+                                              float epsilon, bool relu, void* y,
                                               float* saved_mean, float* saved_inv_std,
                                               void* workspace) {
   cuda_kernels::launch_batch_norm_forward(stream_, shape, x, gamma, beta, epsilon, relu, y,
                                           saved_mean, saved_inv_std, workspace);
 }
 
-void CudaBackend::batch_norm_backward(const Tensor4& shape, const float* x, const float* y,
-                                      const float* dy, const float* gamma, const float* saved_mean,
+void CudaBackend::batch_norm_backward(const Tensor4& shape, const void* x, const void* y,
+                                      const void* dy, const float* gamma, const float* saved_mean,
                                       const float* saved_inv_std, float /*epsilon*/, bool relu,
-                                      float* dx, float* dgamma, float* dbeta, void* workspace) {
+                                      void* dx, float* dgamma, float* dbeta, void* workspace) {
   // epsilon is already inside saved_inv_std.
   cuda_kernels::launch_batch_norm_backward(stream_, shape, x, y, dy, gamma, saved_mean,
                                            saved_inv_std, relu, dx, dgamma, dbeta, workspace);
@@ -140,15 +139,15 @@ size_t CudaBackend::batch_norm_workspace_bytes(const Tensor4& shape) {
   return cuda_kernels::batch_norm_workspace_bytes(shape);
 }
 
-void CudaBackend::pool_forward(const PoolGeometry& g, const float* x, float* y) {
+void CudaBackend::pool_forward(const PoolGeometry& g, const void* x, void* y) {
   const PoolPlan& plan = pool_plan(g);
-  const float one = 1.0f, zero = 0.0f;
+  const float one = 1.0f, zero = 0.0f;  // float for 16-bit data too: cuDNN's rule
   DPB_CUDNN_CHECK(cudnnPoolingForward(cudnn_, plan.pooling.get(), &one, plan.input.get(), x, &zero,
                                       plan.output.get(), y));
 }
 
-void CudaBackend::pool_backward(const PoolGeometry& g, const float* x, const float* y,
-                                const float* dy, float* dx) {
+void CudaBackend::pool_backward(const PoolGeometry& g, const void* x, const void* y,
+                                const void* dy, void* dx) {
   const bool disjoint_windows = g.stride_h >= g.window_h && g.stride_w >= g.window_w;
   if (g.mode == PoolMode::max && disjoint_windows && g.input.count() < (size_t{1} << 31)) {
     cuda_kernels::MaxPoolShape shape;
@@ -164,7 +163,7 @@ void CudaBackend::pool_backward(const PoolGeometry& g, const float* x, const flo
     shape.stride_w = g.stride_w;
     shape.pad_h = g.pad_h;
     shape.pad_w = g.pad_w;
-    cuda_kernels::launch_max_pool_backward_disjoint(stream_, x, dy, dx, shape,
+    cuda_kernels::launch_max_pool_backward_disjoint(stream_, g.input.type, x, dy, dx, shape,
                                                     g.input.format == DataFormat::nhwc);
     return;
   }
@@ -175,31 +174,33 @@ void CudaBackend::pool_backward(const PoolGeometry& g, const float* x, const flo
                                        plan.input.get(), dx));
 }
 
-void CudaBackend::dropout_forward(const float* x, float* y, size_t n, float rate, uint64_t seed,
-                                  uint64_t first_index, const int32_t* step) {
-  cuda_kernels::launch_dropout(stream_, x, y, n, rate, seed, first_index, step);
+void CudaBackend::dropout_forward(DataType type, const void* x, void* y, size_t n, float rate,
+                                  uint64_t seed, uint64_t first_index, const int32_t* step) {
+  cuda_kernels::launch_dropout(stream_, type, x, y, n, rate, seed, first_index, step);
 }
 
-void CudaBackend::dropout_backward(const float* dy, float* dx, size_t n, float rate, uint64_t seed,
-                                   uint64_t first_index, const int32_t* step) {
+void CudaBackend::dropout_backward(DataType type, const void* dy, void* dx, size_t n, float rate,
+                                   uint64_t seed, uint64_t first_index, const int32_t* step) {
   // The mask is a pure function of (seed, step, index): regenerating it costs less than storing it.
-  cuda_kernels::launch_dropout(stream_, dy, dx, n, rate, seed, first_index, step);
+  cuda_kernels::launch_dropout(stream_, type, dy, dx, n, rate, seed, first_index, step);
 }
 
-void CudaBackend::copy_into_channels(const Tensor4& src_shape, const float* src,
-                                     const Tensor4& dst_shape, float* dst, int channel_offset) {
+void CudaBackend::copy_into_channels(const Tensor4& src_shape, const void* src,
+                                     const Tensor4& dst_shape, void* dst, int channel_offset) {
   const ChannelSliceRows rows =
       channel_slice_rows(dst_shape, src_shape, channel_offset, "copy_into_channels");
-  cuda_kernels::launch_copy_rows(stream_, src, rows.slice_stride, dst + rows.whole_offset,
-                                 rows.whole_stride, rows.row_length, rows.rows);
+  cuda_kernels::launch_copy_rows(stream_, src, rows.slice_stride,
+                                 static_cast<char*>(dst) + rows.whole_offset_bytes,
+                                 rows.whole_stride, rows.row_length, rows.rows, rows.element_bytes);
 }
 
-void CudaBackend::copy_from_channels(const Tensor4& src_shape, const float* src,
-                                     int channel_offset, const Tensor4& dst_shape, float* dst) {
+void CudaBackend::copy_from_channels(const Tensor4& src_shape, const void* src,
+                                     int channel_offset, const Tensor4& dst_shape, void* dst) {
   const ChannelSliceRows rows =
       channel_slice_rows(src_shape, dst_shape, channel_offset, "copy_from_channels");
-  cuda_kernels::launch_copy_rows(stream_, src + rows.whole_offset, rows.whole_stride, dst,
-                                 rows.slice_stride, rows.row_length, rows.rows);
+  cuda_kernels::launch_copy_rows(stream_, static_cast<const char*>(src) + rows.whole_offset_bytes,
+                                 rows.whole_stride, dst, rows.slice_stride, rows.row_length,
+                                 rows.rows, rows.element_bytes);
 }
 
 }  // namespace dpbench

@@ -1,6 +1,8 @@
 // CudaBackend's convolutions on cuDNN's classic API. conv2d_workspace_bytes prepares a geometry
 // once: descriptors, then the algorithm of each pass, timed on scratch buffers (cudnn_benchmark on)
 // or taken from cuDNN's heuristics (off). The three passes only look the plan up and run it.
+// fp32, fp16 and bf16 data alike: the geometry's type picks the descriptors and the math, and
+// alpha and beta are floats for all three (cuDNN wants float scaling factors for 16-bit data).
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -28,22 +30,39 @@ bool uses_tensor_cores(cudnnMathType_t math) {
   return math == CUDNN_TENSOR_OP_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
 }
 
+// ALGO_0 of both backward passes adds partial sums straight into the output, so with 16-bit data
+// every partial sum is rounded to the 16-bit type. Measured on an H200 (cuDNN 9.14) against a
+// double reference on the [gpu] test's geometries: 4 to 31 times the tolerance of one final
+// rounding plus fp32 accumulation error, which every other algorithm stayed within. That is not
+// fp32 accumulation, so 16-bit geometries never take it.
+bool rounds_partial_sums_to_output_type(cudnnConvolutionFwdAlgo_t) { return false; }
+bool rounds_partial_sums_to_output_type(cudnnConvolutionBwdDataAlgo_t algo) {
+  return algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+}
+bool rounds_partial_sums_to_output_type(cudnnConvolutionBwdFilterAlgo_t algo) {
+  return algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
+}
+
 // cuDNN lists candidates best first (by measured time, or by its heuristics' ranking). In pure
 // fp32 (FMA math) tensor-core results are skipped: a TF32 algorithm would not compare with the
-// reference backend. With TF32 allowed (--precision=tf32) they are what we want.
+// reference backend. With TF32 allowed (--precision=tf32) or 16-bit data (tensor-op math) they
+// are what we want.
 template <typename Perf>
 auto first_usable_algorithm(const std::vector<Perf>& results, int returned, size_t workspace_limit,
                             const char* pass, const ConvGeometry& g, cudnnMathType_t math) {
   const bool allow_tensor_cores = math != CUDNN_FMA_MATH;
+  const bool sixteen_bit = g.input.type != DataType::f32;
   for (int i = 0; i < returned; ++i) {
     const Perf& result = results[static_cast<size_t>(i)];
     if (result.status == CUDNN_STATUS_SUCCESS &&
         (allow_tensor_cores || !uses_tensor_cores(result.mathType)) &&
+        !(sixteen_bit && rounds_partial_sums_to_output_type(result.algo)) &&
         result.memory <= workspace_limit) {
       return result.algo;
     }
   }
-  throw RuntimeError(std::string("cuDNN offers no fp32 ") + pass + " algorithm within " +
+  throw RuntimeError(std::string("cuDNN offers no ") + data_type_name(g.input.type) + " " + pass +
+                     " algorithm within " +
                      std::to_string(workspace_limit >> 20) + " MiB of workspace for " +
                      describe(g));
 }
@@ -84,23 +103,53 @@ class SearchScratch {
   size_t bytes_ = 0;
 };
 
-// Times every algorithm of each pass on zeroed scratch tensors (cuDNN writes the outputs, which
-// here are scratch as well) and keeps the fastest that fits the workspace searched.
+// Fills a scratch tensor of `type` with x[i] = uniform(lo, hi) by index. fp32 is filled directly;
+// 16-bit data is filled in fp32 and converted chunk by chunk through `staging`, which bounds the
+// extra memory however large the tensor.
+void fill_search_input(cudaStream_t stream, DataType type, void* data, size_t count,
+                       uint64_t random_stream, float lo, float hi, SearchScratch& staging) {
+  if (type == DataType::f32) {
+    cuda_kernels::launch_fill_uniform_by_index(stream, static_cast<float*>(data), count,
+                                               kSearchSeed, random_stream, 0, lo, hi);
+    return;
+  }
+  const size_t chunk = staging.bytes() / sizeof(float);
+  char* bytes = static_cast<char*>(data);
+  for (size_t first = 0; first < count; first += chunk) {
+    const size_t length = std::min(chunk, count - first);
+    float* values = static_cast<float*>(staging.data());
+    cuda_kernels::launch_fill_uniform_by_index(stream, values, length, kSearchSeed, random_stream,
+                                               first, lo, hi);
+    cuda_kernels::launch_convert(stream, DataType::f32, values, type,
+                                 bytes + first * data_type_bytes(type), length, 1.0f);
+  }
+}
+
+// Times every algorithm of each pass on scratch tensors (cuDNN writes the outputs, which here are
+// scratch as well) and keeps the fastest that fits the workspace searched.
 void search_conv_algorithms(cudnnHandle_t cudnn, cudaStream_t stream, const ConvGeometry& g,
-                            ConvPlan& plan, cudnnMathType_t math) {
+                            ConvPlan& plan) {
+  const cudnnMathType_t math = plan.math_type;
   SearchScratch x, w, y, workspace;
-  x.allocate(g.input.count() * sizeof(float));
-  w.allocate(g.filter.count() * sizeof(float));
-  y.allocate(g.output.count() * sizeof(float));
+  x.allocate(g.input.bytes());
+  w.allocate(g.filter.bytes());
+  y.allocate(g.output.bytes());
   // Uninitialised memory could hold NaNs or denormals, which slow some algorithms down; zeros
   // would flatter kernels whose speed depends on the data (tensor cores draw less power on
   // zeros). Values like the models' own activations are the honest input.
-  cuda_kernels::launch_fill_uniform_by_index(stream, static_cast<float*>(x.data()), g.input.count(),
-                                             kSearchSeed, 0, 0, -1.0f, 1.0f);
-  cuda_kernels::launch_fill_uniform_by_index(stream, static_cast<float*>(w.data()), g.filter.count(),
-                                             kSearchSeed, 1, 0, -0.05f, 0.05f);
-  cuda_kernels::launch_fill_uniform_by_index(stream, static_cast<float*>(y.data()), g.output.count(),
-                                             kSearchSeed, 2, 0, -1.0f, 1.0f);
+  {
+    constexpr size_t kStagingFloats = size_t{1} << 24;  // 64 MiB
+    SearchScratch staging;
+    if (g.input.type != DataType::f32) {
+      const size_t largest = std::max({g.input.count(), g.filter.count(), g.output.count()});
+      staging.allocate(std::min(largest, kStagingFloats) * sizeof(float));
+    }
+    fill_search_input(stream, g.input.type, x.data(), g.input.count(), 0, -1.0f, 1.0f, staging);
+    fill_search_input(stream, g.filter.type, w.data(), g.filter.count(), 1, -0.05f, 0.05f, staging);
+    fill_search_input(stream, g.output.type, y.data(), g.output.count(), 2, -1.0f, 1.0f, staging);
+    // The staging buffer is freed at the end of this scope; the conversions must be done with it.
+    DPB_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
   size_t free_bytes = 0, total_bytes = 0;
   DPB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   // Leave half of what is free: the search must not starve whatever is allocated next.
@@ -141,7 +190,8 @@ void search_conv_algorithms(cudnnHandle_t cudnn, cudaStream_t stream, const Conv
 
 // cuDNN's heuristics: no allocation, no synchronisation, nothing run on the GPU.
 void choose_conv_algorithms_by_heuristics(cudnnHandle_t cudnn, const ConvGeometry& g,
-                                          ConvPlan& plan, cudnnMathType_t math) {
+                                          ConvPlan& plan) {
+  const cudnnMathType_t math = plan.math_type;
   int returned = 0;
   int max_count = 0;
   DPB_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(cudnn, &max_count));
@@ -188,9 +238,9 @@ void CudaBackend::choose_conv_algorithms(const ConvGeometry& g, ConvPlan& plan, 
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   DPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
   if (benchmark && capture == cudaStreamCaptureStatusNone) {
-    search_conv_algorithms(cudnn_, stream_, g, plan, conv_math_type_);
+    search_conv_algorithms(cudnn_, stream_, g, plan);
   } else {
-    choose_conv_algorithms_by_heuristics(cudnn_, g, plan, conv_math_type_);
+    choose_conv_algorithms_by_heuristics(cudnn_, g, plan);
   }
   DPB_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
       cudnn_, plan.input.get(), plan.filter.get(), plan.convolution.get(), plan.output.get(),
@@ -209,7 +259,7 @@ ConvPlan& CudaBackend::conv_plan(const ConvGeometry& g, bool benchmark) {
   const auto found = plans_->convolutions.find(key);
   if (found != plans_->convolutions.end()) return found->second;
   ConvPlan plan;
-  describe_convolution(plan, g, conv_math_type_);
+  describe_convolution(plan, g, convolution_math_type(g, conv_math_type_));
   choose_conv_algorithms(g, plan, benchmark);
   return plans_->convolutions.emplace(key, std::move(plan)).first->second;
 }
@@ -223,7 +273,7 @@ size_t CudaBackend::conv2d_workspace_bytes(const ConvGeometry& g) {
 // is prepared here by heuristics, which neither allocate nor synchronise, and the workspace check
 // then most likely reports the mistake.
 
-void CudaBackend::conv2d_forward(const ConvGeometry& g, const float* x, const float* w, float* y,
+void CudaBackend::conv2d_forward(const ConvGeometry& g, const void* x, const void* w, void* y,
                                  void* workspace, size_t workspace_bytes) {
   const ConvPlan& plan = conv_plan(g, /*benchmark=*/false);
   require_workspace(plan, workspace, workspace_bytes, "conv2d_forward");
@@ -233,20 +283,21 @@ void CudaBackend::conv2d_forward(const ConvGeometry& g, const float* x, const fl
                                           workspace, workspace_bytes, &zero, plan.output.get(), y));
 }
 
-void CudaBackend::conv2d_backward_data(const ConvGeometry& g, const float* dy, const float* w,
-                                       float* dx, void* workspace, size_t workspace_bytes,
+void CudaBackend::conv2d_backward_data(const ConvGeometry& g, const void* dy, const void* w,
+                                       void* dx, void* workspace, size_t workspace_bytes,
                                        bool accumulate) {
   const ConvPlan& plan = conv_plan(g, /*benchmark=*/false);
   require_workspace(plan, workspace, workspace_bytes, "conv2d_backward_data");
-  // beta = 1 folds a second reader's gradient into the tensor's, with no scratch or extra pass.
+  // beta = 1 folds a second reader's gradient into the tensor's, with no scratch or extra pass;
+  // in 16-bit the blend happens in fp32 before the one rounding of the result.
   const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   DPB_CUDNN_CHECK(cudnnConvolutionBackwardData(
       cudnn_, &one, plan.filter.get(), w, plan.output.get(), dy, plan.convolution.get(),
       plan.backward_data_algorithm, workspace, workspace_bytes, &beta, plan.input.get(), dx));
 }
 
-void CudaBackend::conv2d_backward_filter(const ConvGeometry& g, const float* x, const float* dy,
-                                         float* dw, void* workspace, size_t workspace_bytes) {
+void CudaBackend::conv2d_backward_filter(const ConvGeometry& g, const void* x, const void* dy,
+                                         void* dw, void* workspace, size_t workspace_bytes) {
   const ConvPlan& plan = conv_plan(g, /*benchmark=*/false);
   require_workspace(plan, workspace, workspace_bytes, "conv2d_backward_filter");
   const float one = 1.0f, zero = 0.0f;

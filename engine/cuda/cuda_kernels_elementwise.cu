@@ -1,5 +1,9 @@
-// Element-wise kernels: bias add, ReLU, fill/scale/axpy and the synthetic-data fills. All are
-// memory-bound grid-stride loops; kernels first, launchers after.
+// Element-wise kernels: bias add, ReLU, residual joins, type conversion, fill/scale/axpy and the
+// synthetic-data fills. All are memory-bound grid-stride loops; kernels first, launchers after.
+// The typed ones (ReLU, joins, conversion) keep fp32, fp16 or bf16 in memory and compute in fp32.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cstdint>
 
 #include "engine/counter_random.h"
@@ -15,15 +19,6 @@ __global__ void add_bias_kernel(float* y, const float* bias, size_t total, int c
   DPB_GRID_STRIDE_LOOP(i, total) { y[i] += bias[i % cols]; }
 }
 
-__global__ void relu_forward_kernel(const float* x, float* y, size_t n) {
-  DPB_GRID_STRIDE_LOOP(i, n) { y[i] = x[i] > 0.0f ? x[i] : 0.0f; }
-}
-
-// dx may alias dy: each element is read and written by the same thread.
-__global__ void relu_backward_kernel(const float* y, const float* dy, float* dx, size_t n) {
-  DPB_GRID_STRIDE_LOOP(i, n) { dx[i] = y[i] > 0.0f ? dy[i] : 0.0f; }
-}
-
 __global__ void fill_kernel(float* x, size_t n, float value) {
   DPB_GRID_STRIDE_LOOP(i, n) { x[i] = value; }
 }
@@ -34,41 +29,6 @@ __global__ void scale_kernel(float* x, size_t n, float alpha) {
 
 __global__ void axpy_kernel(float alpha, const float* x, float* y, size_t n) {
   DPB_GRID_STRIDE_LOOP(i, n) { y[i] = fmaf(alpha, x[i], y[i]); }
-}
-
-// y = a + b (then ReLU). Four floats per thread where every pointer is 16-byte aligned (planned
-// buffers always are), which these bandwidth-bound joins need to approach the memory's speed;
-// `vectorised` false takes every element one by one.
-template <bool kRelu>
-__global__ void add_tensors_kernel(const float* a, const float* b, float* y, size_t n,
-                                   bool vectorised) {
-  auto join = [](float u, float v) {
-    const float sum = u + v;
-    return kRelu && !(sum > 0.0f) ? 0.0f : sum;
-  };
-  const size_t quads = vectorised ? n / 4 : 0;
-  const float4* a4 = reinterpret_cast<const float4*>(a);
-  const float4* b4 = reinterpret_cast<const float4*>(b);
-  float4* y4 = reinterpret_cast<float4*>(y);
-  DPB_GRID_STRIDE_LOOP(q, quads) {
-    const float4 u = a4[q], v = b4[q];
-    y4[q] = make_float4(join(u.x, v.x), join(u.y, v.y), join(u.z, v.z), join(u.w, v.w));
-  }
-  DPB_GRID_STRIDE_LOOP(t, n - quads * 4) {
-    const size_t i = quads * 4 + t;
-    y[i] = join(a[i], b[i]);
-  }
-}
-
-// g = relu ? (y > 0 ? dy : 0) : dy into da and db (either may be null or alias dy).
-template <bool kRelu>
-__global__ void add_tensors_backward_kernel(const float* y, const float* dy, float* da, float* db,
-                                            size_t n) {
-  DPB_GRID_STRIDE_LOOP(i, n) {
-    const float g = kRelu && !(y[i] > 0.0f) ? 0.0f : dy[i];
-    if (da != nullptr) da[i] = g;
-    if (db != nullptr) db[i] = g;
-  }
 }
 
 // Must match ReferenceBackend::fill_uniform_by_index bit for bit: the same counter function and
@@ -89,6 +49,182 @@ __global__ void fill_labels_by_index_kernel(int32_t* labels, size_t n, uint64_t 
   }
 }
 
+// ---- typed element-wise ops --------------------------------------------------------------------
+// Widening a 16-bit value to fp32 is exact; narrowing rounds to nearest even, as the host's
+// store_from_float does, so one fp32 result stores the same bits on both backends.
+__device__ __forceinline__ float widen(float v) { return v; }
+__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
+__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T>
+__device__ __forceinline__ T narrow(float v);
+template <>
+__device__ __forceinline__ float narrow<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half narrow<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// N elements read or written as whole 16-byte words (one or two vector accesses): these ops are
+// bandwidth-bound, and element-by-element 2-byte accesses would leave most of it unused.
+template <typename T, int N>
+struct alignas(16) Pack {
+  static_assert(N * sizeof(T) % 16 == 0, "a pack is made of whole 16-byte words");
+  T v[N];
+};
+
+// K consecutive elements at p, widened. K > 1 requires p to be 16-byte aligned.
+template <int K, typename T>
+__device__ __forceinline__ void load(const T* p, float (&out)[K]) {
+  if constexpr (K == 1) {
+    out[0] = widen(*p);
+  } else {
+    const Pack<T, K> pack = *reinterpret_cast<const Pack<T, K>*>(p);
+#pragma unroll
+    for (int k = 0; k < K; ++k) out[k] = widen(pack.v[k]);
+  }
+}
+
+template <int K, typename T>
+__device__ __forceinline__ void store(T* p, const float (&in)[K]) {
+  if constexpr (K == 1) {
+    *p = narrow<T>(in[0]);
+  } else {
+    Pack<T, K> pack;
+#pragma unroll
+    for (int k = 0; k < K; ++k) pack.v[k] = narrow<T>(in[k]);
+    *reinterpret_cast<Pack<T, K>*>(p) = pack;
+  }
+}
+
+// Each op reads all its inputs for elements [i, i + K) before writing any output, all in one
+// thread, which is what lets outputs alias inputs (dx over dy, y over a).
+template <typename T>
+struct ReluForward {
+  const T* x;
+  T* y;
+  template <int K>
+  __device__ void apply(size_t i) const {
+    float v[K];
+    load<K>(x + i, v);
+#pragma unroll
+    for (int k = 0; k < K; ++k) v[k] = v[k] > 0.0f ? v[k] : 0.0f;
+    store<K>(y + i, v);
+  }
+};
+
+template <typename T>
+struct ReluBackward {
+  const T* y;
+  const T* dy;
+  T* dx;
+  template <int K>
+  __device__ void apply(size_t i) const {
+    float out[K], g[K];
+    load<K>(y + i, out);
+    load<K>(dy + i, g);
+#pragma unroll
+    for (int k = 0; k < K; ++k) g[k] = out[k] > 0.0f ? g[k] : 0.0f;
+    store<K>(dx + i, g);
+  }
+};
+
+template <typename T, bool kRelu>
+struct AddTensors {
+  const T* a;
+  const T* b;
+  T* y;
+  template <int K>
+  __device__ void apply(size_t i) const {
+    float u[K], v[K];
+    load<K>(a + i, u);
+    load<K>(b + i, v);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const float sum = u[k] + v[k];
+      u[k] = kRelu && !(sum > 0.0f) ? 0.0f : sum;
+    }
+    store<K>(y + i, u);
+  }
+};
+
+// da and db may each be null (not wanted) or alias dy.
+template <typename T, bool kRelu>
+struct AddTensorsBackward {
+  const T* y;
+  const T* dy;
+  T* da;
+  T* db;
+  template <int K>
+  __device__ void apply(size_t i) const {
+    float g[K];
+    load<K>(dy + i, g);
+    if (kRelu) {
+      float out[K];
+      load<K>(y + i, out);
+#pragma unroll
+      for (int k = 0; k < K; ++k) g[k] = out[k] > 0.0f ? g[k] : 0.0f;
+    }
+    if (da != nullptr) store<K>(da + i, g);
+    if (db != nullptr) store<K>(db + i, g);
+  }
+};
+
+// dst = src * scale: the product is rounded to fp32 first, then to the destination type, which
+// is what the reference's store_from_float(load_as_float(src) * scale) does too.
+template <typename Source, typename Destination>
+struct Convert {
+  const Source* src;
+  Destination* dst;
+  float scale;
+  template <int K>
+  __device__ void apply(size_t i) const {
+    float v[K];
+    load<K>(src + i, v);
+#pragma unroll
+    for (int k = 0; k < K; ++k) v[k] = __fmul_rn(v[k], scale);
+    store<K>(dst + i, v);
+  }
+};
+
+// Packs of N elements over [0, packs * N), then single elements over the tail. `packs` is 0 when
+// a pointer is not 16-byte aligned.
+template <int N, typename Op>
+__global__ void elementwise_kernel(Op op, size_t n, size_t packs) {
+  DPB_GRID_STRIDE_LOOP(q, packs) { op.template apply<N>(q * N); }
+  const size_t first = packs * N;
+  DPB_GRID_STRIDE_LOOP(t, n - first) { op.template apply<1>(first + t); }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <int N, typename Op>
+void launch_elementwise(cudaStream_t stream, const Op& op, size_t n, bool aligned) {
+  const size_t packs = aligned ? n / N : 0;
+  elementwise_kernel<N><<<grid_for(packs + (n - packs * N)), kBlockSize, 0, stream>>>(op, n, packs);
+}
+
+template <typename T>
+struct Tag {
+  using type = T;
+};
+
+// Calls f(Tag<T>{}) with T the storage type named by `type`.
+template <typename F>
+void with_storage_type(DataType type, F&& f) {
+  switch (type) {
+    case DataType::f16: f(Tag<__half>{}); break;
+    case DataType::bf16: f(Tag<__nv_bfloat16>{}); break;
+    default: f(Tag<float>{}); break;
+  }
+}
+
+// Elements per pack: one 16-byte word of the narrowest type involved.
+template <typename T>
+constexpr int kPackOf = static_cast<int>(16 / sizeof(T));
+
 }  // namespace
 
 void launch_add_bias(cudaStream_t stream, float* y, const float* bias, int rows, int cols) {
@@ -96,19 +232,6 @@ void launch_add_bias(cudaStream_t stream, float* y, const float* bias, int rows,
   if (rows <= 0 || cols <= 0) return;
   add_bias_kernel<<<grid_for(total), kBlockSize, 0, stream>>>(y, bias, total, cols);
   DPB_CUDA_CHECK_LAUNCH(add_bias_kernel);
-}
-
-void launch_relu_forward(cudaStream_t stream, const float* x, float* y, size_t n) {
-  if (n == 0) return;
-  relu_forward_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(x, y, n);
-  DPB_CUDA_CHECK_LAUNCH(relu_forward_kernel);
-}
-
-void launch_relu_backward(cudaStream_t stream, const float* y, const float* dy, float* dx,
-                          size_t n) {
-  if (n == 0) return;
-  relu_backward_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(y, dy, dx, n);
-  DPB_CUDA_CHECK_LAUNCH(relu_backward_kernel);
 }
 
 void launch_fill(cudaStream_t stream, float* x, size_t n, float value) {
@@ -159,29 +282,86 @@ void launch_append_scalar(cudaStream_t stream, const float* value, float* histor
   DPB_CUDA_CHECK_LAUNCH(append_scalar_kernel);
 }
 
-void launch_add_tensors(cudaStream_t stream, const float* a, const float* b, float* y, size_t n,
-                        bool relu) {
+void launch_relu_forward(cudaStream_t stream, DataType type, const void* x, void* y, size_t n) {
   if (n == 0) return;
-  const bool aligned = ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) |
-                         reinterpret_cast<uintptr_t>(y)) % 16) == 0;
-  const unsigned grid = grid_for(aligned ? (n + 3) / 4 : n);
-  if (relu) {
-    add_tensors_kernel<true><<<grid, kBlockSize, 0, stream>>>(a, b, y, n, aligned);
-  } else {
-    add_tensors_kernel<false><<<grid, kBlockSize, 0, stream>>>(a, b, y, n, aligned);
-  }
+  with_storage_type(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const ReluForward<T> op{static_cast<const T*>(x), static_cast<T*>(y)};
+    launch_elementwise<kPackOf<T>>(stream, op, n, aligned16(x) && aligned16(y));
+  });
+  DPB_CUDA_CHECK_LAUNCH(relu_forward_kernel);
+}
+
+void launch_relu_backward(cudaStream_t stream, DataType type, const void* y, const void* dy,
+                          void* dx, size_t n) {
+  if (n == 0) return;
+  with_storage_type(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const ReluBackward<T> op{static_cast<const T*>(y), static_cast<const T*>(dy),
+                             static_cast<T*>(dx)};
+    launch_elementwise<kPackOf<T>>(stream, op, n, aligned16(y) && aligned16(dy) && aligned16(dx));
+  });
+  DPB_CUDA_CHECK_LAUNCH(relu_backward_kernel);
+}
+
+void launch_add_tensors(cudaStream_t stream, DataType type, const void* a, const void* b, void* y,
+                        size_t n, bool relu) {
+  if (n == 0) return;
+  const bool aligned = aligned16(a) && aligned16(b) && aligned16(y);
+  with_storage_type(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* a_typed = static_cast<const T*>(a);
+    const T* b_typed = static_cast<const T*>(b);
+    T* y_typed = static_cast<T*>(y);
+    if (relu) {
+      launch_elementwise<kPackOf<T>>(stream, AddTensors<T, true>{a_typed, b_typed, y_typed}, n,
+                                     aligned);
+    } else {
+      launch_elementwise<kPackOf<T>>(stream, AddTensors<T, false>{a_typed, b_typed, y_typed}, n,
+                                     aligned);
+    }
+  });
   DPB_CUDA_CHECK_LAUNCH(add_tensors_kernel);
 }
 
-void launch_add_tensors_backward(cudaStream_t stream, const float* y, const float* dy, bool relu,
-                                 float* da, float* db, size_t n) {
+void launch_add_tensors_backward(cudaStream_t stream, DataType type, const void* y, const void* dy,
+                                 bool relu, void* da, void* db, size_t n) {
   if (n == 0 || (da == nullptr && db == nullptr)) return;
-  if (relu) {
-    add_tensors_backward_kernel<true><<<grid_for(n), kBlockSize, 0, stream>>>(y, dy, da, db, n);
-  } else {
-    add_tensors_backward_kernel<false><<<grid_for(n), kBlockSize, 0, stream>>>(y, dy, da, db, n);
-  }
+  // y is read only with the ReLU; a null da or db is never accessed.
+  const bool aligned = (!relu || aligned16(y)) && aligned16(dy) && aligned16(da) && aligned16(db);
+  with_storage_type(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* y_typed = static_cast<const T*>(y);
+    const T* dy_typed = static_cast<const T*>(dy);
+    T* da_typed = static_cast<T*>(da);
+    T* db_typed = static_cast<T*>(db);
+    if (relu) {
+      launch_elementwise<kPackOf<T>>(
+          stream, AddTensorsBackward<T, true>{y_typed, dy_typed, da_typed, db_typed}, n, aligned);
+    } else {
+      launch_elementwise<kPackOf<T>>(
+          stream, AddTensorsBackward<T, false>{y_typed, dy_typed, da_typed, db_typed}, n, aligned);
+    }
+  });
   DPB_CUDA_CHECK_LAUNCH(add_tensors_backward_kernel);
+}
+
+void launch_convert(cudaStream_t stream, DataType src_type, const void* src, DataType dst_type,
+                    void* dst, size_t n, float scale) {
+  if (n == 0) return;
+  const bool aligned = aligned16(src) && aligned16(dst);
+  with_storage_type(src_type, [&](auto source_tag) {
+    using Source = typename decltype(source_tag)::type;
+    with_storage_type(dst_type, [&](auto destination_tag) {
+      using Destination = typename decltype(destination_tag)::type;
+      constexpr int kPack = kPackOf<Source> > kPackOf<Destination> ? kPackOf<Source>
+                                                                    : kPackOf<Destination>;
+      const Convert<Source, Destination> op{static_cast<const Source*>(src),
+                                            static_cast<Destination*>(dst), scale};
+      launch_elementwise<kPack>(stream, op, n, aligned);
+    });
+  });
+  DPB_CUDA_CHECK_LAUNCH(convert_kernel);
 }
 
 }  // namespace dpbench::cuda_kernels

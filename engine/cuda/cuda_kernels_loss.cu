@@ -1,5 +1,6 @@
 // Fused softmax cross-entropy: forward loss and backward dlogits in one pass over the logits,
 // then a deterministic mean of the row losses (which may be written to host-mapped memory).
+// With loss scaling the gradient leaves already multiplied by the scale; the loss does not.
 #include <cmath>
 
 #include "engine/cuda/cuda_check.h"
@@ -10,9 +11,11 @@ namespace dpbench::cuda_kernels {
 namespace {
 
 // One block per row. logits, dlogits (rows, classes), may alias; labels, row_losses (rows).
+// loss_scale (device memory, may be null) is read here rather than passed by value, so a replayed
+// CUDA graph scales by the current step's scale.
 __global__ void softmax_cross_entropy_rows_kernel(const float* logits, const int32_t* labels,
                                                   int rows, int classes, float* row_losses,
-                                                  float* dlogits) {
+                                                  float* dlogits, const float* loss_scale) {
   __shared__ float shared[32];
   const size_t row = blockIdx.x;
   const float* x = logits + row * classes;
@@ -37,9 +40,12 @@ __global__ void softmax_cross_entropy_rows_kernel(const float* logits, const int
   }
   const float inverse_sum = 1.0f / exp_sum;
   const float inverse_rows = 1.0f / static_cast<float>(rows);
+  // A separate rounded product (never fused): with no scale (1.0f, exact) dlogits keep the bits
+  // of the unscaled kernel; scales are powers of two, so scaling costs no precision either.
+  const float scale = loss_scale != nullptr ? *loss_scale : 1.0f;
   for (int j = threadIdx.x; j < classes; j += blockDim.x) {
     const float probability = expf(x[j] - row_max) * inverse_sum;
-    dx[j] = (probability - (j == label ? 1.0f : 0.0f)) * inverse_rows;
+    dx[j] = __fmul_rn((probability - (j == label ? 1.0f : 0.0f)) * inverse_rows, scale);
   }
 }
 
@@ -56,12 +62,13 @@ __global__ void mean_loss_kernel(const float* row_losses, int rows, float* loss_
 
 void launch_softmax_cross_entropy(cudaStream_t stream, const float* logits, const int32_t* labels,
                                   int rows, int classes, float* row_losses, float* loss_out,
-                                  float* dlogits) {
+                                  float* dlogits, const float* loss_scale) {
   if (rows > 0) {
     // Small class counts would leave most of a large block idle.
     const int block_size = classes <= 128 ? 128 : (classes <= 2048 ? 256 : 512);
     softmax_cross_entropy_rows_kernel<<<rows, block_size, 0, stream>>>(logits, labels, rows,
-                                                                      classes, row_losses, dlogits);
+                                                                      classes, row_losses, dlogits,
+                                                                      loss_scale);
     DPB_CUDA_CHECK_LAUNCH(softmax_cross_entropy_rows_kernel);
   }
   mean_loss_kernel<<<1, kBlockSize, 0, stream>>>(row_losses, rows, loss_out);

@@ -1,5 +1,9 @@
 // Deterministic reductions: bias gradient (column sums) and the sum of squares behind param_norm.
 // No atomics anywhere, so the same input gives the same bits on every run and every GPU count.
+// Also the loss-scaling pair: the search for a non-finite gradient (an "any" reduction, where
+// every finding writes the same 1, so order cannot matter) and the one-thread scale update.
+#include <cstdint>
+
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cuda_launch.cuh"
@@ -52,6 +56,49 @@ __global__ void sum_partials_kernel(double* partials, int count) {
   if (threadIdx.x == 0) partials[0] = sum;
 }
 
+// Infinity and NaN are the values whose exponent bits are all ones; an integer test on the bits
+// costs less than isfinite and cannot be optimised away by fast-math assumptions.
+__device__ __forceinline__ bool non_finite_bits(float value) {
+  return (__float_as_uint(value) & 0x7f800000u) == 0x7f800000u;
+}
+
+// x[0, head) one by one, x[head, head + 4 * quads) as float4 (16-byte aligned there), the rest
+// one by one. A block that saw a non-finite value stores 1; others store nothing, so concurrent
+// stores all carry the same value and the flag is never cleared here.
+__global__ void find_non_finite_kernel(const float* x, size_t n, size_t head, size_t quads,
+                                       int32_t* flag) {
+  bool found = false;
+  const float4* body = reinterpret_cast<const float4*>(x + head);
+  DPB_GRID_STRIDE_LOOP(q, quads) {
+    const float4 v = body[q];
+    found |= non_finite_bits(v.x) | non_finite_bits(v.y) | non_finite_bits(v.z) |
+             non_finite_bits(v.w);
+  }
+  const size_t tail_start = head + 4 * quads;
+  DPB_GRID_STRIDE_LOOP(t, head + (n - tail_start)) {
+    const size_t i = t < head ? t : tail_start + (t - head);
+    found |= non_finite_bits(x[i]);
+  }
+  if (__syncthreads_or(found) && threadIdx.x == 0) *flag = 1;
+}
+
+// Backend::update_loss_scale's rule; one thread, reading and writing device memory, so it works
+// unchanged inside a replayed CUDA graph.
+__global__ void update_loss_scale_kernel(LossScaleState* state, int increase_every) {
+  constexpr float kMaxScale = 16777216.0f;  // 2^24
+  float scale = state->scale;
+  if (state->non_finite != 0) {
+    scale = fmaxf(1.0f, scale * 0.5f);
+    state->good_steps = 0;
+  } else if (++state->good_steps >= increase_every) {
+    scale = fminf(kMaxScale, scale * 2.0f);
+    state->good_steps = 0;
+  }
+  state->scale = scale;
+  state->inverse_scale = 1.0f / scale;
+  state->non_finite = 0;
+}
+
 }  // namespace
 
 void launch_bias_gradient(cudaStream_t stream, const float* dy, float* dbias, int rows, int cols) {
@@ -74,6 +121,25 @@ void launch_sum_squares(cudaStream_t stream, const float* x, size_t n, double* s
   DPB_CUDA_CHECK_LAUNCH(sum_squares_partials_kernel);
   sum_partials_kernel<<<1, kBlockSize, 0, stream>>>(scratch, blocks);
   DPB_CUDA_CHECK_LAUNCH(sum_partials_kernel);
+}
+
+void launch_find_non_finite(cudaStream_t stream, const float* x, size_t n, LossScaleState* state) {
+  if (n == 0) return;
+  // Gradient ranges start anywhere in a flat buffer: peel up to 3 floats to reach a 16-byte
+  // boundary instead of giving up on vector loads (float pointers are 4-byte aligned).
+  const size_t misalignment = reinterpret_cast<uintptr_t>(x) % 16;
+  size_t head = misalignment == 0 ? 0 : (16 - misalignment) / sizeof(float);
+  if (misalignment % sizeof(float) != 0 || head > n) head = n;
+  const size_t quads = (n - head) / 4;
+  const size_t singles = n - 4 * quads;
+  find_non_finite_kernel<<<grid_for(quads + singles), kBlockSize, 0, stream>>>(
+      x, n, head, quads, &state->non_finite);
+  DPB_CUDA_CHECK_LAUNCH(find_non_finite_kernel);
+}
+
+void launch_update_loss_scale(cudaStream_t stream, LossScaleState* state, int increase_every) {
+  update_loss_scale_kernel<<<1, 1, 0, stream>>>(state, increase_every);
+  DPB_CUDA_CHECK_LAUNCH(update_loss_scale_kernel);
 }
 
 }  // namespace dpbench::cuda_kernels

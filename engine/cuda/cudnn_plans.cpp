@@ -12,42 +12,66 @@ cudnnTensorFormat_t cudnn_format(DataFormat format) {
   return format == DataFormat::nchw ? CUDNN_TENSOR_NCHW : CUDNN_TENSOR_NHWC;
 }
 
+bool is_16_bit(DataType type) { return type == DataType::f16 || type == DataType::bf16; }
+
 }  // namespace
 
 ConvKey conv_key(const ConvGeometry& g) {
   return {g.input.n,  g.input.c,  g.input.h,  g.input.w,  static_cast<int>(g.input.format),
           g.filter.k, g.filter.c, g.filter.r, g.filter.s, static_cast<int>(g.filter.format),
           g.stride_h, g.stride_w, g.pad_h,    g.pad_w,    g.output.c,
-          g.output.h, g.output.w, g.output.n};
+          g.output.h, g.output.w, g.output.n, static_cast<int>(g.input.type),
+          static_cast<int>(g.filter.type), static_cast<int>(g.output.type)};
 }
 
 PoolKey pool_key(const PoolGeometry& g) {
   return {g.input.n,  g.input.c,  g.input.h,  g.input.w, static_cast<int>(g.input.format),
           static_cast<int>(g.mode), g.window_h, g.window_w, g.stride_h, g.stride_w,
-          g.pad_h,    g.pad_w,    g.output.h, g.output.w, g.output.c, g.output.n};
+          g.pad_h,    g.pad_w,    g.output.h, g.output.w, g.output.c, g.output.n,
+          static_cast<int>(g.input.type), static_cast<int>(g.output.type)};
+}
+
+cudnnDataType_t cudnn_data_type(DataType type) {
+  switch (type) {
+    case DataType::f16: return CUDNN_DATA_HALF;
+    case DataType::bf16: return CUDNN_DATA_BFLOAT16;
+    default: return CUDNN_DATA_FLOAT;
+  }
 }
 
 void describe_tensor(const CudnnTensorDescriptor& descriptor, const Tensor4& shape) {
   DPB_CUDNN_CHECK(cudnnSetTensor4dDescriptor(descriptor.get(), cudnn_format(shape.format),
-                                             CUDNN_DATA_FLOAT, shape.n, shape.c, shape.h, shape.w));
+                                             cudnn_data_type(shape.type), shape.n, shape.c,
+                                             shape.h, shape.w));
+}
+
+cudnnMathType_t convolution_math_type(const ConvGeometry& g, cudnnMathType_t fp32_math) {
+  return is_16_bit(g.input.type) ? CUDNN_TENSOR_OP_MATH : fp32_math;
 }
 
 void describe_convolution(ConvPlan& plan, const ConvGeometry& g, cudnnMathType_t math_type) {
   // cuDNN's filter layout follows the activations' (KCRS with NCHW, KRSC with NHWC); mixing them
   // would be legal for cuDNN but not for the Backend contract, so refuse it here.
+  // One element type throughout, as the Backend contract has it (cuDNN's classic API could not
+  // run most mixtures anyway).
   if (g.filter.format != g.input.format || g.output.format != g.input.format ||
-      g.filter.c != g.input.c || g.output.c != g.filter.k || g.output.n != g.input.n) {
-    throw RuntimeError("convolution geometry is inconsistent: " + describe(g));
+      g.filter.c != g.input.c || g.output.c != g.filter.k || g.output.n != g.input.n ||
+      g.filter.type != g.input.type || g.output.type != g.input.type) {
+    throw RuntimeError("convolution geometry is inconsistent: " + describe(g) + " (filter " +
+                       data_type_name(g.filter.type) + ")");
   }
   describe_tensor(plan.input, g.input);
   describe_tensor(plan.output, g.output);
-  DPB_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan.filter.get(), CUDNN_DATA_FLOAT,
+  DPB_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan.filter.get(), cudnn_data_type(g.filter.type),
                                              cudnn_format(g.filter.format), g.filter.k,
                                              g.filter.c, g.filter.r, g.filter.s));
+  // Compute type float: 16-bit data is multiplied and accumulated in fp32 (cuDNN's "pseudo
+  // half" configurations), the mixed precision this benchmark measures.
   DPB_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(plan.convolution.get(), g.pad_h, g.pad_w,
                                                   g.stride_h, g.stride_w, 1, 1,
                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   DPB_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution.get(), math_type));
+  plan.math_type = math_type;
 
   int n = 0, c = 0, h = 0, w = 0;
   DPB_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan.convolution.get(), plan.input.get(),

@@ -20,6 +20,7 @@ struct ConvPlan {
   CudnnTensorDescriptor input, output;
   CudnnFilterDescriptor filter;
   CudnnConvolutionDescriptor convolution;
+  cudnnMathType_t math_type = CUDNN_FMA_MATH;  // what the convolution descriptor was given
   cudnnConvolutionFwdAlgo_t forward_algorithm = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnConvolutionBwdDataAlgo_t backward_data_algorithm = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
   cudnnConvolutionBwdFilterAlgo_t backward_filter_algorithm = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
@@ -39,10 +40,10 @@ struct PoolPlan {
   CudnnPoolingDescriptor pooling;
 };
 
-// Keys: every field that changes a descriptor, flattened (an ordered map needs no hash to be
-// written, and a network has a few dozen shapes at most).
-using ConvKey = std::array<int, 18>;
-using PoolKey = std::array<int, 16>;
+// Keys: every field that changes a descriptor, element types included, flattened (an ordered map
+// needs no hash to be written, and a network has a few dozen shapes at most).
+using ConvKey = std::array<int, 21>;
+using PoolKey = std::array<int, 18>;
 
 ConvKey conv_key(const ConvGeometry& g);
 PoolKey pool_key(const PoolGeometry& g);
@@ -52,10 +53,15 @@ struct CudnnPlans {
   std::map<PoolKey, PoolPlan> pools;
 };
 
-// fp32 tensor descriptor of `shape` in its own layout.
+cudnnDataType_t cudnn_data_type(DataType type);
+
+// Tensor descriptor of `shape` in its own layout and element type.
 void describe_tensor(const CudnnTensorDescriptor& descriptor, const Tensor4& shape);
-// Describes the tensors, filter and convolution of `g` (validated against cuDNN's output shape);
-// the algorithms are left for the caller to choose.
+// The math type a convolution of `g` runs with: `fp32_math` (FMA or TF32, the backend's choice)
+// for fp32 data, tensor cores for 16-bit data, which is what 16-bit data is for.
+cudnnMathType_t convolution_math_type(const ConvGeometry& g, cudnnMathType_t fp32_math);
+// Describes the tensors, filter and convolution of `g` (validated against cuDNN's output shape),
+// with fp32 accumulation whatever the data type; the algorithms are left for the caller to choose.
 void describe_convolution(ConvPlan& plan, const ConvGeometry& g, cudnnMathType_t math_type);
 
 }  // namespace dpbench

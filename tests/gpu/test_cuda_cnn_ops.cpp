@@ -1,10 +1,18 @@
-// [gpu] The CUDA backend's other image ops against the reference backend in both data formats:
-// cuDNN pooling; own kernels for batch norm (with and without ReLU), channel bias, dropout and
-// channel slices.
+// [gpu] The CUDA backend's other image ops against the reference backend in both data formats and
+// in fp32, fp16 and bf16 storage: cuDNN pooling; own kernels for batch norm (with and without
+// ReLU), channel bias, dropout and channel slices.
 //
 // Comparison: |gpu - ref| <= atol + rtol * |ref| per element. The reference accumulates in double,
 // so the tolerances only cover the GPU's fp32 rounding; each says where it comes from.
 // eps = 2^-23 (fp32 machine epsilon). Inputs are uniform in [-1, 1] unless said otherwise.
+//
+// 16-bit storage: inputs are values the type holds exactly, arithmetic is fp32 on both sides and
+// each result is rounded once to the type. Both sides round values that differ by no more than
+// the fp32 tolerance, so a stored result may differ by that tolerance plus one unit in the last
+// place of the type (storage_rtol: 2^-10 relative for fp16, 2^-7 for bf16, plus fp16's subnormal
+// spacing 2^-24, storage_atol). Ops that compute one exactly rounded fp32 value per element
+// (bias add, masks, copies, dropout's scaling) must agree exactly in every type. Per-channel
+// results (statistics, dgamma, dbeta, dbias) are fp32 in every type and keep fp32 tolerances.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -58,32 +66,41 @@ BatchNormScale batch_norm_scale(const Tensor4& shape, const std::vector<float>& 
   return scale;
 }
 
-// A device copy of `host` starting `offset_floats` past a 256-byte boundary (1: not 16-byte
-// aligned, so the kernels must take their scalar path).
-class OffsetArray {
- public:
-  OffsetArray(Device& device, const std::vector<float>& host, size_t offset_floats)
-      : offset_(offset_floats), array_(device, padded(host, offset_floats)) {}
-  float* data() { return array_.data() + offset_; }
-  std::vector<float> download() const {
-    const std::vector<float> all = array_.download();
-    return std::vector<float>(all.begin() + static_cast<std::ptrdiff_t>(offset_), all.end());
-  }
-
- private:
-  static std::vector<float> padded(const std::vector<float>& host, size_t offset) {
-    std::vector<float> all(offset, std::nanf(""));
-    all.insert(all.end(), host.begin(), host.end());
-    return all;
-  }
-  size_t offset_;
-  GpuArray<float> array_;
-};
-
 // A workspace of `bytes` full of NaN: the kernels must not depend on what it held.
 GpuArray<float> batch_norm_workspace(Device& gpu, size_t bytes) {
   return GpuArray<float>(gpu, std::vector<float>(std::max<size_t>(bytes / sizeof(float), 1),
                                                  std::nanf("")));
+}
+
+// Values for max pooling in 16-bit: each (image, channel) plane holds distinct multiples of 2^-7
+// in [-0.57, 0.57], which fp16 and bf16 represent exactly. Rounding random values to bf16 would
+// leave ties inside windows (8 significant bits), and which of two tied positions cuDNN's
+// overlapping-window backward picks is not part of its contract; distinct values give every
+// window one maximum, so the comparison judges the routing, not the tie rule. (The disjoint-window
+// kernel, ours, is tested on ties separately.)
+std::vector<float> distinct_plane_values(const Tensor4& shape, uint64_t stream) {
+  const size_t plane = static_cast<size_t>(shape.h) * shape.w;
+  REQUIRE(plane <= 256);  // so |value| * 2^7 <= 128 fits bf16's 8 significant bits
+  std::vector<float> values(shape.count());
+  std::vector<int> order(plane);
+  for (int b = 0; b < shape.n; ++b) {
+    for (int c = 0; c < shape.c; ++c) {
+      for (size_t i = 0; i < plane; ++i) order[i] = static_cast<int>(i) - static_cast<int>(plane / 2);
+      // Fisher-Yates with the counter generator: reproducible everywhere.
+      const uint64_t plane_index = static_cast<uint64_t>(b) * shape.c + c;
+      for (size_t i = plane - 1; i > 0; --i) {
+        const size_t j = counter_uint(stream, plane_index, i) % (i + 1);
+        std::swap(order[i], order[j]);
+      }
+      for (int y = 0; y < shape.h; ++y) {
+        for (int x = 0; x < shape.w; ++x) {
+          values[shape.offset(b, c, y, x)] =
+              std::ldexp(static_cast<float>(order[static_cast<size_t>(y) * shape.w + x]), -7);
+        }
+      }
+    }
+  }
+  return values;
 }
 
 }  // namespace
@@ -97,7 +114,7 @@ TEST_CASE("cuda batch norm matches the reference in both formats, with and witho
     Tensor4 shape;
     float centre = 0.5f;        // x uniform in centre +- half_width
     float half_width = 1.0f;
-    size_t offset_floats = 0;   // 1: misaligned pointers, the scalar path on any shape
+    size_t offset = 0;          // elements; 1: misaligned pointers, the scalar path on any shape
   };
   // At least 4 elements per channel (with 2 or 3 the variance may be near zero, which tests
   // epsilon more than arithmetic). c not a multiple of 4 and h*w not a multiple of 4 take the
@@ -112,96 +129,113 @@ TEST_CASE("cuda batch norm matches the reference in both formats, with and witho
       {{8, 64, 56, 56}, 100.0f, 1.0f},             {{3, 7, 9, 5}, -100.0f, 1.0f},
   };
   uint64_t stream = 200;
-  for (float epsilon : {1e-3f, 1.001e-5f}) {
-    for (bool relu : {false, true}) {
-      for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
-        for (const Case& test : cases) {
-          Tensor4 shape = test.shape;
-          shape.format = format;
-          const std::string what = describe(shape) + " epsilon " + std::to_string(epsilon) +
-                                   (relu ? " relu" : "") + " centre " +
-                                   std::to_string(test.centre) +
-                                   (test.offset_floats ? " misaligned" : "");
-          const int channels = shape.c;
-          const size_t m = shape.count() / channels;  // elements per channel
-          const std::vector<float> x =
-              random_vector(shape.count(), stream++, test.centre - test.half_width,
-                            test.centre + test.half_width);
-          const std::vector<float> gamma = random_vector(channels, stream++, 0.5f, 1.5f);
-          const std::vector<float> beta = random_vector(channels, stream++, -0.5f, 0.5f);
-          const std::vector<float> dy = random_vector(shape.count(), stream++);
+  for (DataType type : kAllTypes) {
+    // Both epsilons in fp32; one suffices for the 16-bit types, whose arithmetic is the same.
+    const std::vector<float> epsilons =
+        type == DataType::f32 ? std::vector<float>{1e-3f, 1.001e-5f} : std::vector<float>{1e-3f};
+    for (float epsilon : epsilons) {
+      for (bool relu : {false, true}) {
+        for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
+          for (const Case& test : cases) {
+            Tensor4 shape = test.shape;
+            shape.format = format;
+            shape.type = type;
+            const std::string what = describe(shape) + " epsilon " + std::to_string(epsilon) +
+                                     (relu ? " relu" : "") + " centre " +
+                                     std::to_string(test.centre) +
+                                     (test.offset ? " misaligned" : "");
+            const int channels = shape.c;
+            const size_t count = shape.count();
+            const size_t m = count / channels;  // elements per channel
+            const std::vector<float> x = rounded(
+                type, random_vector(count, stream++, test.centre - test.half_width,
+                                    test.centre + test.half_width));
+            const std::vector<float> gamma = random_vector(channels, stream++, 0.5f, 1.5f);
+            const std::vector<float> beta = random_vector(channels, stream++, -0.5f, 0.5f);
+            const std::vector<float> dy = rounded(type, random_vector(count, stream++));
 
-          std::vector<float> y(shape.count()), mean(channels), inv_std(channels),
-              dx(shape.count()), dgamma(channels), dbeta(channels);
-          reference.batch_norm_forward_training(shape, x.data(), gamma.data(), beta.data(),
-                                                epsilon, relu, y.data(), mean.data(),
-                                                inv_std.data(), nullptr);
-          reference.batch_norm_backward(shape, x.data(), y.data(), dy.data(), gamma.data(),
-                                        mean.data(), inv_std.data(), epsilon, relu, dx.data(),
-                                        dgamma.data(), dbeta.data(), nullptr);
+            HostTensor x_ref(type, x), y_ref(type, count), dy_ref(type, dy), dx_ref(type, count);
+            std::vector<float> mean(channels), inv_std(channels), dgamma(channels),
+                dbeta(channels);
+            reference.batch_norm_forward_training(shape, x_ref.data(), gamma.data(), beta.data(),
+                                                  epsilon, relu, y_ref.data(), mean.data(),
+                                                  inv_std.data(), nullptr);
+            reference.batch_norm_backward(shape, x_ref.data(), y_ref.data(), dy_ref.data(),
+                                          gamma.data(), mean.data(), inv_std.data(), epsilon,
+                                          relu, dx_ref.data(), dgamma.data(), dbeta.data(),
+                                          nullptr);
+            const std::vector<float> y = y_ref.values();
 
-          const size_t offset = test.offset_floats;
-          OffsetArray x_gpu(*gpu, x, offset), y_gpu(*gpu, std::vector<float>(x.size()), offset),
-              dx_gpu(*gpu, random_vector(x.size(), 3), offset), dy_gpu(*gpu, dy, offset),
-              reference_y_gpu(*gpu, y, offset);
-          GpuArray<float> gamma_gpu(*gpu, gamma), beta_gpu(*gpu, beta), mean_gpu(*gpu, channels),
-              inv_std_gpu(*gpu, channels), reference_mean_gpu(*gpu, mean),
-              reference_inv_std_gpu(*gpu, inv_std), dgamma_gpu(*gpu, random_vector(channels, 1)),
-              dbeta_gpu(*gpu, random_vector(channels, 2));
-          GpuArray<float> workspace =
-              batch_norm_workspace(*gpu, ops.batch_norm_workspace_bytes(shape));
-          ops.batch_norm_forward_training(shape, x_gpu.data(), gamma_gpu.data(), beta_gpu.data(),
-                                          epsilon, relu, y_gpu.data(), mean_gpu.data(),
-                                          inv_std_gpu.data(), workspace.data());
-          // The backward gets the reference's statistics and output, so it is judged on its
-          // own arithmetic, and the ReLU masks agree even where an output is within rounding
-          // of 0.
-          ops.batch_norm_backward(shape, x_gpu.data(), reference_y_gpu.data(), dy_gpu.data(),
-                                  gamma_gpu.data(), reference_mean_gpu.data(),
-                                  reference_inv_std_gpu.data(), epsilon, relu, dx_gpu.data(),
-                                  dgamma_gpu.data(), dbeta_gpu.data(), workspace.data());
+            const size_t offset = test.offset;
+            GpuTensor x_gpu(*gpu, type, x, offset), y_gpu(*gpu, type, count, offset),
+                dx_gpu(*gpu, type, random_vector(count, 3), offset),
+                dy_gpu(*gpu, type, dy, offset), reference_y_gpu(*gpu, type, y, offset);
+            GpuArray<float> gamma_gpu(*gpu, gamma), beta_gpu(*gpu, beta),
+                mean_gpu(*gpu, channels), inv_std_gpu(*gpu, channels),
+                reference_mean_gpu(*gpu, mean), reference_inv_std_gpu(*gpu, inv_std),
+                dgamma_gpu(*gpu, random_vector(channels, 1)),
+                dbeta_gpu(*gpu, random_vector(channels, 2));
+            GpuArray<float> workspace =
+                batch_norm_workspace(*gpu, ops.batch_norm_workspace_bytes(shape));
+            ops.batch_norm_forward_training(shape, x_gpu.data(), gamma_gpu.data(),
+                                            beta_gpu.data(), epsilon, relu, y_gpu.data(),
+                                            mean_gpu.data(), inv_std_gpu.data(), workspace.data());
+            // The backward gets the reference's statistics and output, so it is judged on its
+            // own arithmetic, and the ReLU masks agree even where an output is within rounding
+            // of 0.
+            ops.batch_norm_backward(shape, x_gpu.data(), reference_y_gpu.data(), dy_gpu.data(),
+                                    gamma_gpu.data(), reference_mean_gpu.data(),
+                                    reference_inv_std_gpu.data(), epsilon, relu, dx_gpu.data(),
+                                    dgamma_gpu.data(), dbeta_gpu.data(), workspace.data());
 
-          std::vector<float> dy_passed = dy;
-          if (relu) reference.relu_backward(y.data(), dy.data(), dy_passed.data(), dy.size());
-          const BatchNormScale scale = batch_norm_scale(shape, x, dy_passed, mean, inv_std);
-          const double gamma_max = 1.5, beta_max = 0.5;
+            std::vector<float> dy_passed = dy;
+            if (relu) {
+              for (size_t i = 0; i < count; ++i) dy_passed[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+            }
+            const BatchNormScale scale = batch_norm_scale(shape, x, dy_passed, mean, inv_std);
+            const double gamma_max = 1.5, beta_max = 0.5;
+            const double y_rtol = 4 * kEps + storage_rtol(type);
 
-          // Forward. The kernels accumulate in float only over short runs (a thread's items,
-          // then a tree of at most 8 levels in the block; the partials are combined in double),
-          // with Welford updates and Chan merges that subtract only values close to each other.
-          // Their rounding is a few eps relative to the values involved, |x| <= |mean| + a few
-          // std: eps * condition relative to the spread. delta, 32 times that, bounds the
-          // relative error of the variance and of inv_std; a naive float E[x^2] - E[x]^2 would
-          // be off by ~sqrt(m) * eps * condition^2 (~1 for centre 100).
-          const double delta = 32.0 * kEps * scale.condition;
-          // The mean: a few eps of the values averaged, and a float rounding on either side.
-          const double mean_atol = 8.0 * kEps * scale.mean_spread;
-          check_close(mean_gpu.download(), mean, mean_atol, 0.0, "saved mean " + what);
-          check_close(inv_std_gpu.download(), inv_std, 0.0, delta, "saved inv_std " + what);
-          // y = gamma * x_hat + beta (then ReLU, which is 1-Lipschitz): x_hat carries inv_std's
-          // relative error and the mean's error times inv_std; a few roundings of y itself.
-          check_close(y_gpu.download(), y,
-                      gamma_max * (delta * scale.x_hat_max + mean_atol * scale.inv_std_max) +
-                          4 * kEps * (gamma_max * scale.x_hat_max + beta_max),
-                      4 * kEps, "batch norm y " + what);
+            // Forward. The kernels accumulate in float only over short runs (a thread's items,
+            // then a tree of at most 8 levels in the block; the partials are combined in
+            // double), with Welford updates and Chan merges that subtract only values close to
+            // each other. Their rounding is a few eps relative to the values involved, |x| <=
+            // |mean| + a few std: eps * condition relative to the spread. delta, 32 times that,
+            // bounds the relative error of the variance and of inv_std; a naive float E[x^2] -
+            // E[x]^2 would be off by ~sqrt(m) * eps * condition^2 (~1 for centre 100).
+            const double delta = 32.0 * kEps * scale.condition;
+            // The mean: a few eps of the values averaged, and a float rounding on either side.
+            const double mean_atol = 8.0 * kEps * scale.mean_spread;
+            check_close(mean_gpu.download(), mean, mean_atol, 0.0, "saved mean " + what);
+            check_close(inv_std_gpu.download(), inv_std, 0.0, delta, "saved inv_std " + what);
+            // y = gamma * x_hat + beta (then ReLU, which is 1-Lipschitz): x_hat carries
+            // inv_std's relative error and the mean's error times inv_std; a few roundings of y
+            // itself, and in 16-bit the final rounding to the type.
+            check_close(y_gpu.values(), y,
+                        gamma_max * (delta * scale.x_hat_max + mean_atol * scale.inv_std_max) +
+                            4 * kEps * (gamma_max * scale.x_hat_max + beta_max) +
+                            storage_atol(type),
+                        y_rtol, "batch norm y " + what);
 
-          // Backward, from the same statistics. dbeta and dgamma / inv_std are sums of m terms
-          // |dy'| and |dy' (x - mean)| <= |dy'| x_hat_max / inv_std; a float chain of at most
-          // (items per thread + 8) additions, < sqrt(m) + 16 for these shapes, rounds each by
-          // eps relative to the sum of magnitudes.
-          const double chain = std::sqrt(static_cast<double>(m)) + 16.0;
-          const double dbeta_atol = chain * kEps * scale.dy_abs_sum;
-          const double dgamma_atol = 2.0 * chain * kEps * scale.dy_abs_sum * scale.x_hat_max;
-          check_close(dbeta_gpu.download(), dbeta, dbeta_atol, 4 * kEps, "dbeta " + what);
-          check_close(dgamma_gpu.download(), dgamma, dgamma_atol, 4 * kEps, "dgamma " + what);
-          // dx = a dy' + b (x - mean) + c, a = gamma inv_std, b = -a inv_std dgamma / m,
-          // c = -a dbeta / m: b (x - mean) inherits dgamma's error times x_hat / m, c dbeta's
-          // over m; the three terms are at most a, a x_hat^2 and a, each rounded a few times.
-          const double a_max = gamma_max * scale.inv_std_max;
-          const double dx_atol =
-              a_max * ((scale.x_hat_max * dgamma_atol + dbeta_atol) / static_cast<double>(m) +
-                       4 * kEps * (2.0 + scale.x_hat_max * scale.x_hat_max));
-          check_close(dx_gpu.download(), dx, dx_atol, 4 * kEps, "batch norm dx " + what);
+            // Backward, from the same statistics. dbeta and dgamma / inv_std are sums of m
+            // terms |dy'| and |dy' (x - mean)| <= |dy'| x_hat_max / inv_std; a float chain of at
+            // most (items per thread + 8) additions, < sqrt(m) + 16 for these shapes, rounds
+            // each by eps relative to the sum of magnitudes.
+            const double chain = std::sqrt(static_cast<double>(m)) + 16.0;
+            const double dbeta_atol = chain * kEps * scale.dy_abs_sum;
+            const double dgamma_atol = 2.0 * chain * kEps * scale.dy_abs_sum * scale.x_hat_max;
+            check_close(dbeta_gpu.download(), dbeta, dbeta_atol, 4 * kEps, "dbeta " + what);
+            check_close(dgamma_gpu.download(), dgamma, dgamma_atol, 4 * kEps, "dgamma " + what);
+            // dx = a dy' + b (x - mean) + c, a = gamma inv_std, b = -a inv_std dgamma / m,
+            // c = -a dbeta / m: b (x - mean) inherits dgamma's error times x_hat / m, c dbeta's
+            // over m; the three terms are at most a, a x_hat^2 and a, each rounded a few times.
+            const double a_max = gamma_max * scale.inv_std_max;
+            const double dx_atol =
+                a_max * ((scale.x_hat_max * dgamma_atol + dbeta_atol) / static_cast<double>(m) +
+                         4 * kEps * (2.0 + scale.x_hat_max * scale.x_hat_max));
+            check_close(dx_gpu.values(), dx_ref.values(), dx_atol + storage_atol(type), y_rtol,
+                        "batch norm dx " + what);
+          }
         }
       }
     }
@@ -211,62 +245,63 @@ TEST_CASE("cuda batch norm matches the reference in both formats, with and witho
 TEST_CASE("cuda batch norm: dx may alias dy, and the passes replay as a CUDA graph", "[gpu]") {
   auto gpu = make_gpu();
   Backend& ops = gpu->ops();
-  for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
-    const Tensor4 shape{8, 64, 28, 28, format};
-    const std::string what = describe(shape);
-    const size_t count = shape.count();
-    const int channels = shape.c;
-    const std::vector<float> gamma = random_vector(channels, 700, 0.5f, 1.5f);
-    const std::vector<float> beta = random_vector(channels, 701, -0.5f, 0.5f);
-    GpuArray<float> x_gpu(*gpu, random_vector(count, 702)), dy_gpu(*gpu, random_vector(count, 703)),
-        y_gpu(*gpu, count), dx_gpu(*gpu, count), gamma_gpu(*gpu, gamma), beta_gpu(*gpu, beta),
-        mean_gpu(*gpu, channels), inv_std_gpu(*gpu, channels), dgamma_gpu(*gpu, channels),
-        dbeta_gpu(*gpu, channels);
-    GpuArray<float> workspace = batch_norm_workspace(*gpu, ops.batch_norm_workspace_bytes(shape));
-    auto step = [&](float* dx) {
-      ops.batch_norm_forward_training(shape, x_gpu.data(), gamma_gpu.data(), beta_gpu.data(),
-                                      1e-5f, true, y_gpu.data(), mean_gpu.data(),
-                                      inv_std_gpu.data(), workspace.data());
-      ops.batch_norm_backward(shape, x_gpu.data(), y_gpu.data(), dy_gpu.data(), gamma_gpu.data(),
-                              mean_gpu.data(), inv_std_gpu.data(), 1e-5f, true, dx,
-                              dgamma_gpu.data(), dbeta_gpu.data(), workspace.data());
-    };
-    // Eager: the work is split by shape alone and summed in a fixed order, so a second run
-    // gives the same bits.
-    step(dx_gpu.data());
-    const std::vector<float> y = y_gpu.download(), dx = dx_gpu.download(),
-                             dgamma = dgamma_gpu.download(), dbeta = dbeta_gpu.download();
-    step(dx_gpu.data());
-    check_identical(dx_gpu.download(), dx, "second eager run " + what);
+  for (DataType type : kAllTypes) {
+    for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
+      const Tensor4 shape{8, 64, 28, 28, format, type};
+      const std::string what = describe(shape);
+      const size_t count = shape.count();
+      const int channels = shape.c;
+      const std::vector<float> gamma = random_vector(channels, 700, 0.5f, 1.5f);
+      const std::vector<float> beta = random_vector(channels, 701, -0.5f, 0.5f);
+      const std::vector<float> dy = rounded(type, random_vector(count, 703));
+      GpuTensor x_gpu(*gpu, type, rounded(type, random_vector(count, 702))),
+          dy_gpu(*gpu, type, dy), y_gpu(*gpu, type, count), dx_gpu(*gpu, type, count);
+      GpuArray<float> gamma_gpu(*gpu, gamma), beta_gpu(*gpu, beta), mean_gpu(*gpu, channels),
+          inv_std_gpu(*gpu, channels), dgamma_gpu(*gpu, channels), dbeta_gpu(*gpu, channels);
+      GpuArray<float> workspace = batch_norm_workspace(*gpu, ops.batch_norm_workspace_bytes(shape));
+      auto step = [&](void* dx) {
+        ops.batch_norm_forward_training(shape, x_gpu.data(), gamma_gpu.data(), beta_gpu.data(),
+                                        1e-5f, true, y_gpu.data(), mean_gpu.data(),
+                                        inv_std_gpu.data(), workspace.data());
+        ops.batch_norm_backward(shape, x_gpu.data(), y_gpu.data(), dy_gpu.data(), gamma_gpu.data(),
+                                mean_gpu.data(), inv_std_gpu.data(), 1e-5f, true, dx,
+                                dgamma_gpu.data(), dbeta_gpu.data(), workspace.data());
+      };
+      // Eager: the work is split by shape alone and summed in a fixed order, so a second run
+      // gives the same bits.
+      step(dx_gpu.data());
+      const std::vector<float> y = y_gpu.values(), dx = dx_gpu.values(),
+                               dgamma = dgamma_gpu.download(), dbeta = dbeta_gpu.download();
+      step(dx_gpu.data());
+      check_same_values(dx_gpu.values(), dx, "second eager run " + what);
 
-    // In place: dx written over dy gives the same bits as a separate dx.
-    const std::vector<float> dy = dy_gpu.download();
-    step(dy_gpu.data());
-    check_identical(dy_gpu.download(), dx, "dx over dy " + what);
-    check_identical(dgamma_gpu.download(), dgamma, "dgamma with dx over dy " + what);
+      // In place: dx written over dy gives the same bits as a separate dx.
+      step(dy_gpu.data());
+      check_same_values(dy_gpu.values(), dx, "dx over dy " + what);
+      check_identical(dgamma_gpu.download(), dgamma, "dgamma with dx over dy " + what);
 
-    // Captured once, replayed with new input: nothing may depend on the capture-time data or
-    // on state left by an earlier replay.
-    gpu->copy_from_host(dy_gpu.data(), dy.data(), count * sizeof(float));
-    std::unique_ptr<CapturedWork> graph = gpu->capture([&] { step(dx_gpu.data()); });
-    REQUIRE(graph != nullptr);
-    for (int replay = 0; replay < 2; ++replay) {
-      gpu->copy_from_host(dx_gpu.data(), random_vector(count, 704).data(), count * sizeof(float));
+      // Captured once, replayed with new input: nothing may depend on the capture-time data or
+      // on state left by an earlier replay.
+      dy_gpu.upload(dy);
+      std::unique_ptr<CapturedWork> graph = gpu->capture([&] { step(dx_gpu.data()); });
+      REQUIRE(graph != nullptr);
+      for (int replay = 0; replay < 2; ++replay) {
+        dx_gpu.upload(random_vector(count, 704));
+        graph->launch();
+        check_same_values(y_gpu.values(), y, "graph y " + what);
+        check_same_values(dx_gpu.values(), dx, "graph dx " + what);
+        check_identical(dbeta_gpu.download(), dbeta, "graph dbeta " + what);
+      }
+      x_gpu.upload(rounded(type, random_vector(count, 705, 2.0f, 5.0f)));
       graph->launch();
-      check_identical(y_gpu.download(), y, "graph y " + what);
-      check_identical(dx_gpu.download(), dx, "graph dx " + what);
-      check_identical(dbeta_gpu.download(), dbeta, "graph dbeta " + what);
+      const std::vector<float> replayed_y = y_gpu.values();
+      CHECK(replayed_y != y);
+      GpuTensor eager_y(*gpu, type, count);
+      ops.batch_norm_forward_training(shape, x_gpu.data(), gamma_gpu.data(), beta_gpu.data(),
+                                      1e-5f, true, eager_y.data(), mean_gpu.data(),
+                                      inv_std_gpu.data(), workspace.data());
+      check_same_values(replayed_y, eager_y.values(), "graph replay with new x " + what);
     }
-    const std::vector<float> other_x = random_vector(count, 705, 2.0f, 5.0f);
-    gpu->copy_from_host(x_gpu.data(), other_x.data(), count * sizeof(float));
-    graph->launch();
-    const std::vector<float> replayed_y = y_gpu.download();
-    CHECK(replayed_y != y);
-    GpuArray<float> eager_y(*gpu, count);
-    ops.batch_norm_forward_training(shape, x_gpu.data(), gamma_gpu.data(), beta_gpu.data(), 1e-5f,
-                                    true, eager_y.data(), mean_gpu.data(), inv_std_gpu.data(),
-                                    workspace.data());
-    check_identical(replayed_y, eager_y.download(), "graph replay with new x " + what);
   }
 }
 
@@ -293,55 +328,70 @@ TEST_CASE("cuda pooling matches the reference in both formats", "[gpu]") {
   };
   const Tensor4 shapes[] = {{1, 5, 7, 7}, {3, 17, 11, 13}, {2, 64, 8, 9}};
   uint64_t stream = 300;
-  for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
-    for (Tensor4 input : shapes) {
-      input.format = format;
-      for (const PoolCase& c : cases) {
-        if (c.window_h > input.h || c.window_w > input.w) continue;
-        const PoolGeometry g = make_pool_geometry(input, c.mode, c.window_h, c.window_w,
-                                                  c.stride_h, c.stride_w, c.padding);
-        std::ostringstream what;
-        what << describe(input) << " mode " << static_cast<int>(c.mode) << " window "
-             << c.window_h << "x" << c.window_w << " stride " << c.stride_h << "x" << c.stride_w
-             << " pad " << g.pad_h << "x" << g.pad_w;
-        const std::vector<float> x = random_vector(g.input.count(), stream++);
-        const std::vector<float> dy = random_vector(g.output.count(), stream++);
-        GpuArray<float> x_gpu(*gpu, x), dy_gpu(*gpu, dy), y_gpu(*gpu, g.output.count()),
-            dx_gpu(*gpu, random_vector(g.input.count(), 4));
-        gpu->ops().pool_forward(g, x_gpu.data(), y_gpu.data());
-        gpu->ops().pool_backward(g, x_gpu.data(), y_gpu.data(), dy_gpu.data(), dx_gpu.data());
-        std::vector<float> y(g.output.count()), dx(g.input.count());
-        reference.pool_forward(g, x.data(), y.data());
-        reference.pool_backward(g, x.data(), y.data(), dy.data(), dx.data());
+  for (DataType type : kAllTypes) {
+    for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
+      for (Tensor4 input : shapes) {
+        input.format = format;
+        input.type = type;
+        for (const PoolCase& c : cases) {
+          if (c.window_h > input.h || c.window_w > input.w) continue;
+          const PoolGeometry g = make_pool_geometry(input, c.mode, c.window_h, c.window_w,
+                                                    c.stride_h, c.stride_w, c.padding);
+          std::ostringstream what;
+          what << describe(input) << " mode " << static_cast<int>(c.mode) << " window "
+               << c.window_h << "x" << c.window_w << " stride " << c.stride_h << "x"
+               << c.stride_w << " pad " << g.pad_h << "x" << g.pad_w;
+          const std::vector<float> x = type == DataType::f32
+                                           ? random_vector(g.input.count(), stream++)
+                                           : distinct_plane_values(g.input, stream++);
+          const std::vector<float> dy = rounded(type, random_vector(g.output.count(), stream++));
+          GpuTensor x_gpu(*gpu, type, x), dy_gpu(*gpu, type, dy),
+              y_gpu(*gpu, type, g.output.count()),
+              dx_gpu(*gpu, type, random_vector(g.input.count(), 4));
+          gpu->ops().pool_forward(g, x_gpu.data(), y_gpu.data());
+          gpu->ops().pool_backward(g, x_gpu.data(), y_gpu.data(), dy_gpu.data(), dx_gpu.data());
+          HostTensor x_ref(type, x), dy_ref(type, dy), y_ref(type, g.output.count()),
+              dx_ref(type, g.input.count());
+          reference.pool_forward(g, x_ref.data(), y_ref.data());
+          reference.pool_backward(g, x_ref.data(), y_ref.data(), dy_ref.data(), dx_ref.data());
 
-        const double window = static_cast<double>(c.window_h) * c.window_w;
-        // Windows overlapping one input element: it gathers that many gradients.
-        const double overlap = std::ceil(static_cast<double>(c.window_h) / c.stride_h) *
-                               std::ceil(static_cast<double>(c.window_w) / c.stride_w);
-        if (c.mode == PoolMode::max) {
-          // A maximum is exact. Its gradient sums up to `overlap` values |dy| <= 1 in some order.
-          check_close(y_gpu.download(), y, 0.0, 0.0, "max pool forward " + what.str());
-          check_close(dx_gpu.download(), dx, 2.0 * overlap * kEps, 0.0,
-                      "max pool backward " + what.str());
-          if (overlap == 1) {
-            // Disjoint windows (own kernel): with ties everywhere (after a ReLU most values are
-            // 0), the gradient must still go to each window's first maximum, as the reference.
-            std::vector<float> tied = x;
-            for (float& v : tied) v = v < 0.0f ? 0.0f : (v > 0.5f ? 1.0f : 0.0f);
-            GpuArray<float> tied_gpu(*gpu, tied);
-            gpu->ops().pool_forward(g, tied_gpu.data(), y_gpu.data());
-            gpu->ops().pool_backward(g, tied_gpu.data(), y_gpu.data(), dy_gpu.data(), dx_gpu.data());
-            reference.pool_forward(g, tied.data(), y.data());
-            reference.pool_backward(g, tied.data(), y.data(), dy.data(), dx.data());
-            check_close(dx_gpu.download(), dx, 0.0, 0.0, "max pool backward with ties " + what.str());
+          const double window = static_cast<double>(c.window_h) * c.window_w;
+          // Windows overlapping one input element: it gathers that many gradients.
+          const double overlap = std::ceil(static_cast<double>(c.window_h) / c.stride_h) *
+                                 std::ceil(static_cast<double>(c.window_w) / c.stride_w);
+          const double rtol = storage_rtol(type), atol = storage_atol(type);
+          if (c.mode == PoolMode::max) {
+            // A maximum is exact, in any type. Its gradient sums up to `overlap` values
+            // |dy| <= 1 in some order, then is rounded to the type.
+            check_same_values(y_gpu.values(), y_ref.values(), "max pool forward " + what.str());
+            check_close(dx_gpu.values(), dx_ref.values(), 2.0 * overlap * kEps + atol, rtol,
+                        "max pool backward " + what.str());
+            if (overlap == 1) {
+              // Disjoint windows (own kernel): with ties everywhere (after a ReLU most values
+              // are 0), the gradient must still go to each window's first maximum, as the
+              // reference's. Each window's dy lands on one position: exact in every type.
+              std::vector<float> tied = x;
+              for (float& v : tied) v = v < 0.0f ? 0.0f : (v > 0.25f ? 1.0f : 0.0f);
+              GpuTensor tied_gpu(*gpu, type, tied);
+              HostTensor tied_ref(type, tied);
+              gpu->ops().pool_forward(g, tied_gpu.data(), y_gpu.data());
+              gpu->ops().pool_backward(g, tied_gpu.data(), y_gpu.data(), dy_gpu.data(),
+                                       dx_gpu.data());
+              reference.pool_forward(g, tied_ref.data(), y_ref.data());
+              reference.pool_backward(g, tied_ref.data(), y_ref.data(), dy_ref.data(),
+                                      dx_ref.data());
+              check_same_values(dx_gpu.values(), dx_ref.values(),
+                                "max pool backward with ties " + what.str());
+            }
+          } else {
+            // A window's sum of |x| <= 1 rounds up to `window` times, then one division (or a
+            // multiplication by a rounded reciprocal); the gradient sums `overlap` such
+            // quotients. In 16-bit each result is then rounded to the type.
+            check_close(y_gpu.values(), y_ref.values(), 2.0 * (window + 2) * kEps + atol, rtol,
+                        "average pool forward " + what.str());
+            check_close(dx_gpu.values(), dx_ref.values(), 4.0 * (overlap + 2) * kEps + atol, rtol,
+                        "average pool backward " + what.str());
           }
-        } else {
-          // A window's sum of |x| <= 1 rounds up to `window` times, then one division (or a
-          // multiplication by a rounded reciprocal); the gradient sums `overlap` such quotients.
-          check_close(y_gpu.download(), y, 2.0 * (window + 2) * kEps, 0.0,
-                      "average pool forward " + what.str());
-          check_close(dx_gpu.download(), dx, 4.0 * (overlap + 2) * kEps, 0.0,
-                      "average pool backward " + what.str());
         }
       }
     }
@@ -356,35 +406,44 @@ TEST_CASE("cuda channel bias and its gradient match the reference in both format
   const Tensor4 shapes[] = {{1, 1, 1, 1},    {2, 3, 5, 7},     {4, 33, 9, 9},   {1, 1000, 1, 1},
                             {32, 64, 14, 14}, {16, 64, 32, 32}, {3, 70, 17, 19}};
   uint64_t stream = 400;
-  for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
-    for (Tensor4 shape : shapes) {
-      shape.format = format;
-      std::vector<float> y = random_vector(shape.count(), stream++);
-      const std::vector<float> bias = random_vector(shape.c, stream++);
-      for (const bool relu : {false, true}) {
-        const std::string what = describe(shape) + (relu ? " +relu" : "");
-        std::vector<float> out = y;
-        GpuArray<float> out_gpu(*gpu, out), bias_gpu(*gpu, bias);
-        gpu->ops().add_channel_bias(shape, out_gpu.data(), bias_gpu.data(), relu);
-        reference.add_channel_bias(shape, out.data(), bias.data(), relu);
-        // One fp32 addition (and a comparison) per element: both round the same exact sum.
-        check_close(out_gpu.download(), out, 0.0, 0.0, "add_channel_bias " + what);
+  for (DataType type : kAllTypes) {
+    for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
+      for (Tensor4 shape : shapes) {
+        shape.format = format;
+        shape.type = type;
+        const std::vector<float> y = rounded(type, random_vector(shape.count(), stream++));
+        const std::vector<float> bias = random_vector(shape.c, stream++);
+        for (const bool relu : {false, true}) {
+          const std::string what = describe(shape) + (relu ? " +relu" : "");
+          GpuTensor out_gpu(*gpu, type, y);
+          GpuArray<float> bias_gpu(*gpu, bias);
+          HostTensor out_ref(type, y);
+          gpu->ops().add_channel_bias(shape, out_gpu.data(), bias_gpu.data(), relu);
+          reference.add_channel_bias(shape, out_ref.data(), bias.data(), relu);
+          // One fp32 addition (and a comparison) per element, rounded once to the type: both
+          // round the same exact sum.
+          check_same_values(out_gpu.values(), out_ref.values(), "add_channel_bias " + what);
 
-        std::vector<float> dy = random_vector(shape.count(), stream++);
-        GpuArray<float> dy_gpu(*gpu, dy);
-        GpuArray<float> dbias_gpu(*gpu, random_vector(shape.c, 3));  // must be overwritten
-        Buffer workspace = gpu->allocate(std::max<size_t>(gpu->ops().channel_bias_workspace_bytes(shape), 1));
-        gpu->ops().channel_bias_gradient(shape, out_gpu.data(), dy_gpu.data(), dbias_gpu.data(), relu,
-                                         workspace.data());
-        std::vector<float> dbias(shape.c);
-        reference.channel_bias_gradient(shape, out.data(), dy.data(), dbias.data(), relu, nullptr);
-        // The mask is a comparison: dy must match exactly.
-        check_close(dy_gpu.download(), dy, 0.0, 0.0, "channel_bias_gradient mask " + what);
-        // m = n*h*w terms of size <= 1 per channel, summed in float within a part and in double
-        // across parts: random-walk error sqrt(m) * eps * m at worst, margin 2.
-        const double m = static_cast<double>(shape.count()) / shape.c;
-        check_close(dbias_gpu.download(), dbias, 2.0 * std::sqrt(m) * kEps * m + kEps, 4 * kEps,
-                    "channel_bias_gradient " + what);
+          const std::vector<float> dy = rounded(type, random_vector(shape.count(), stream++));
+          GpuTensor dy_gpu(*gpu, type, dy);
+          HostTensor dy_ref(type, dy);
+          GpuArray<float> dbias_gpu(*gpu, random_vector(shape.c, 3));  // must be overwritten
+          Buffer workspace =
+              gpu->allocate(std::max<size_t>(gpu->ops().channel_bias_workspace_bytes(shape), 1));
+          gpu->ops().channel_bias_gradient(shape, out_gpu.data(), dy_gpu.data(), dbias_gpu.data(),
+                                           relu, workspace.data());
+          std::vector<float> dbias(shape.c);
+          reference.channel_bias_gradient(shape, out_ref.data(), dy_ref.data(), dbias.data(), relu,
+                                          nullptr);
+          // The mask is a comparison: dy must match exactly.
+          check_same_values(dy_gpu.values(), dy_ref.values(), "channel_bias_gradient mask " + what);
+          // m = n*h*w terms of size <= 1 per channel, summed in float within a part and in
+          // double across parts: random-walk error sqrt(m) * eps * m at worst, margin 2. dbias
+          // is fp32 in every type.
+          const double m = static_cast<double>(shape.count()) / shape.c;
+          check_close(dbias_gpu.download(), dbias, 2.0 * std::sqrt(m) * kEps * m + kEps, 4 * kEps,
+                      "channel_bias_gradient " + what);
+        }
       }
     }
   }
@@ -392,40 +451,51 @@ TEST_CASE("cuda channel bias and its gradient match the reference in both format
 
 TEST_CASE("cuda dropout is bit-identical to the reference and draws a new mask each step",
           "[gpu]") {
+  // The kept values are x / (1 - rate) in fp32, rounded once to the type: equal on both sides.
   auto gpu = make_gpu();
   ReferenceBackend reference;
-  for (size_t n : {size_t{1}, size_t{1000}, (size_t{1} << 20) + 3}) {
-    for (float rate : {0.1f, 0.5f, 0.7f}) {
-      const std::string what = "n=" + std::to_string(n) + " rate=" + std::to_string(rate);
-      const std::vector<float> x = random_vector(n, 500);
-      const std::vector<float> dy = random_vector(n, 501);
-      GpuArray<float> x_gpu(*gpu, x), dy_gpu(*gpu, dy), y_gpu(*gpu, n), dx_gpu(*gpu, n);
-      std::vector<float> previous_y;
-      for (int32_t step : {5, 6}) {
-        GpuArray<int32_t> step_gpu(*gpu, std::vector<int32_t>{step});
-        gpu->ops().dropout_forward(x_gpu.data(), y_gpu.data(), n, rate, 1234, 777, step_gpu.data());
-        gpu->ops().dropout_backward(dy_gpu.data(), dx_gpu.data(), n, rate, 1234, 777, step_gpu.data());
-        std::vector<float> y(n), dx(n);
-        reference.dropout_forward(x.data(), y.data(), n, rate, 1234, 777, &step);
-        reference.dropout_backward(dy.data(), dx.data(), n, rate, 1234, 777, &step);
-        const std::vector<float> y_from_gpu = y_gpu.download();
-        check_identical(y_from_gpu, y, "dropout forward " + what);
-        check_identical(dx_gpu.download(), dx, "dropout backward " + what);
+  for (DataType type : kAllTypes) {
+    for (size_t n : {size_t{1}, size_t{1000}, (size_t{1} << 20) + 3}) {
+      for (float rate : {0.1f, 0.5f, 0.7f}) {
+        const std::string what =
+            "n=" + std::to_string(n) + " rate=" + std::to_string(rate) + type_suffix(type);
+        const std::vector<float> x = rounded(type, random_vector(n, 500));
+        const std::vector<float> dy = rounded(type, random_vector(n, 501));
+        GpuTensor x_gpu(*gpu, type, x), dy_gpu(*gpu, type, dy), y_gpu(*gpu, type, n),
+            dx_gpu(*gpu, type, n);
+        const HostTensor x_ref(type, x), dy_ref(type, dy);
+        std::vector<float> previous_y;
+        for (int32_t step : {5, 6}) {
+          GpuArray<int32_t> step_gpu(*gpu, std::vector<int32_t>{step});
+          gpu->ops().dropout_forward(type, x_gpu.data(), y_gpu.data(), n, rate, 1234, 777,
+                                     step_gpu.data());
+          gpu->ops().dropout_backward(type, dy_gpu.data(), dx_gpu.data(), n, rate, 1234, 777,
+                                      step_gpu.data());
+          HostTensor y_ref(type, n), dx_ref(type, n);
+          reference.dropout_forward(type, x_ref.data(), y_ref.data(), n, rate, 1234, 777, &step);
+          reference.dropout_backward(type, dy_ref.data(), dx_ref.data(), n, rate, 1234, 777,
+                                     &step);
+          const std::vector<float> y_from_gpu = y_gpu.values();
+          check_same_values(y_from_gpu, y_ref.values(), "dropout forward " + what);
+          check_same_values(dx_gpu.values(), dx_ref.values(), "dropout backward " + what);
 
-        if (n >= 1000) {
-          // The kept fraction is 1 - rate within 5 standard deviations of a binomial draw.
-          size_t kept = 0;
-          for (float v : y_from_gpu) kept += v != 0.0f;
-          const double sigma = std::sqrt(n * rate * (1.0 - rate));
-          CHECK(std::fabs(static_cast<double>(kept) - n * (1.0 - rate)) <= 5.0 * sigma + 1.0);
-          if (!previous_y.empty()) {
-            size_t changed = 0;
-            for (size_t i = 0; i < n; ++i) changed += (previous_y[i] == 0.0f) != (y_from_gpu[i] == 0.0f);
-            INFO(what);
-            CHECK(changed > n / 10);  // ~2 rate (1 - rate) n of them for independent masks
+          if (n >= 1000) {
+            // The kept fraction is 1 - rate within 5 standard deviations of a binomial draw.
+            size_t kept = 0;
+            for (float v : y_from_gpu) kept += v != 0.0f;
+            const double sigma = std::sqrt(n * rate * (1.0 - rate));
+            CHECK(std::fabs(static_cast<double>(kept) - n * (1.0 - rate)) <= 5.0 * sigma + 1.0);
+            if (!previous_y.empty()) {
+              size_t changed = 0;
+              for (size_t i = 0; i < n; ++i) {
+                changed += (previous_y[i] == 0.0f) != (y_from_gpu[i] == 0.0f);
+              }
+              INFO(what);
+              CHECK(changed > n / 10);  // ~2 rate (1 - rate) n of them for independent masks
+            }
           }
+          previous_y = y_from_gpu;
         }
-        previous_y = y_from_gpu;
       }
     }
   }
@@ -440,32 +510,43 @@ TEST_CASE("cuda channel slices copy in and out like the reference in both format
   const SliceCase cases[] = {{1, 1, 1, 4, 1, 0},  {2, 5, 7, 11, 3, 0}, {2, 5, 7, 11, 3, 8},
                              {3, 8, 8, 64, 17, 20}, {4, 35, 35, 288, 64, 224}};
   uint64_t stream = 600;
-  for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
-    for (const SliceCase& c : cases) {
-      const Tensor4 whole{c.n, c.whole_channels, c.h, c.w, format};
-      const Tensor4 slice{c.n, c.slice_channels, c.h, c.w, format};
-      const std::string what = describe(slice) + " at channel " + std::to_string(c.offset) +
-                               " of " + describe(whole);
-      // Into: the channels outside the slice must keep their values.
-      std::vector<float> destination = random_vector(whole.count(), stream++);
-      const std::vector<float> source = random_vector(slice.count(), stream++);
-      GpuArray<float> destination_gpu(*gpu, destination), source_gpu(*gpu, source);
-      gpu->ops().copy_into_channels(slice, source_gpu.data(), whole, destination_gpu.data(),
-                                    c.offset);
-      reference.copy_into_channels(slice, source.data(), whole, destination.data(), c.offset);
-      check_identical(destination_gpu.download(), destination, "copy_into_channels " + what);
+  for (DataType type : kAllTypes) {
+    for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
+      for (const SliceCase& c : cases) {
+        const Tensor4 whole{c.n, c.whole_channels, c.h, c.w, format, type};
+        const Tensor4 slice{c.n, c.slice_channels, c.h, c.w, format, type};
+        const std::string what = describe(slice) + " at channel " + std::to_string(c.offset) +
+                                 " of " + describe(whole);
+        // Into: the channels outside the slice must keep their values.
+        const std::vector<float> destination = rounded(type, random_vector(whole.count(), stream++));
+        const std::vector<float> source = rounded(type, random_vector(slice.count(), stream++));
+        GpuTensor destination_gpu(*gpu, type, destination), source_gpu(*gpu, type, source);
+        HostTensor destination_ref(type, destination), source_ref(type, source);
+        gpu->ops().copy_into_channels(slice, source_gpu.data(), whole, destination_gpu.data(),
+                                      c.offset);
+        reference.copy_into_channels(slice, source_ref.data(), whole, destination_ref.data(),
+                                     c.offset);
+        check_same_values(destination_gpu.values(), destination_ref.values(),
+                          "copy_into_channels " + what);
 
-      GpuArray<float> extracted_gpu(*gpu, slice.count());
-      gpu->ops().copy_from_channels(whole, destination_gpu.data(), c.offset, slice,
-                                    extracted_gpu.data());
-      std::vector<float> extracted(slice.count());
-      reference.copy_from_channels(whole, destination.data(), c.offset, slice, extracted.data());
-      check_identical(extracted_gpu.download(), extracted, "copy_from_channels " + what);
-      check_identical(extracted, source, "round trip " + what);
+        GpuTensor extracted_gpu(*gpu, type, slice.count());
+        gpu->ops().copy_from_channels(whole, destination_gpu.data(), c.offset, slice,
+                                      extracted_gpu.data());
+        HostTensor extracted_ref(type, slice.count());
+        reference.copy_from_channels(whole, destination_ref.data(), c.offset, slice,
+                                     extracted_ref.data());
+        check_same_values(extracted_gpu.values(), extracted_ref.values(),
+                          "copy_from_channels " + what);
+        check_same_values(extracted_ref.values(), source, "round trip " + what);
+      }
     }
   }
-  // A slice that does not fit is refused before anything is launched.
+  // A slice that does not fit, or of another type, is refused before anything is launched.
   const Tensor4 whole{1, 4, 2, 2, DataFormat::nchw}, slice{1, 3, 2, 2, DataFormat::nchw};
   GpuArray<float> a(*gpu, whole.count()), b(*gpu, slice.count());
   CHECK_THROWS_AS(gpu->ops().copy_into_channels(slice, b.data(), whole, a.data(), 2), RuntimeError);
+  Tensor4 bf16_slice = slice;
+  bf16_slice.type = DataType::bf16;
+  CHECK_THROWS_AS(gpu->ops().copy_into_channels(bf16_slice, b.data(), whole, a.data(), 0),
+                  RuntimeError);
 }

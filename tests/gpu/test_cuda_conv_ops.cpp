@@ -1,6 +1,6 @@
-// [gpu] The CUDA backend's cuDNN convolutions against the reference backend in both data formats,
-// with algorithms timed and chosen by heuristics, plus the per-geometry cache of algorithm choices
-// and the workspace contract.
+// [gpu] The CUDA backend's cuDNN convolutions against the reference backend in both data formats
+// and in fp32, fp16 and bf16, with algorithms timed and chosen by heuristics, plus the
+// per-geometry cache of algorithm choices (types included) and the workspace contract.
 //
 // Comparison: |gpu - ref| <= atol + rtol * |ref| per element. The reference accumulates in double,
 // so the tolerances only cover the GPU's fp32 rounding; each says where it comes from.
@@ -32,6 +32,23 @@ double sum_tolerance(double terms, double mean_term) {
   return 8.0 * std::sqrt(terms) * kEps * terms * mean_term + 8 * kEps;
 }
 
+// The same sum over 16-bit inputs. The inputs are values the type holds exactly and their
+// products are exact in fp32 (11 + 11 significant bits for fp16, 8 + 8 for bf16), so the GPU's
+// result is an fp32 accumulation rounded once to the type, and the reference's the double
+// accumulation rounded once (through fp32) to the type. Tensor cores accumulate in fp32 but need
+// not round each addition to nearest (they may truncate when aligning addends), so instead of the
+// random-walk estimate the accumulation gets the worst-case bound, terms * eps * sum|terms|, with
+// margin 2. Rounding two values that close to the type then adds at most one unit in its last
+// place, storage_rtol (and fp16's subnormal spacing).
+struct Tolerance {
+  double atol, rtol;
+};
+Tolerance conv_tolerance(DataType type, double terms, double mean_term) {
+  if (type == DataType::f32) return {sum_tolerance(terms, mean_term), 4 * kEps};
+  return {2.0 * terms * kEps * terms * mean_term + 8 * kEps + storage_atol(type),
+          4 * kEps + storage_rtol(type)};
+}
+
 struct ConvCase {
   int n, c, h, w, k, r, s, stride_h, stride_w, pad_h, pad_w;
 };
@@ -45,8 +62,9 @@ const ConvCase kConvCases[] = {
     {2, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1},  {5, 24, 7, 7, 40, 1, 1, 2, 2, 0, 0},
 };
 
-ConvGeometry conv_geometry(const ConvCase& c, DataFormat format) {
-  return make_conv_geometry(Tensor4{c.n, c.c, c.h, c.w, format}, c.k, c.r, c.s, c.stride_h,
+ConvGeometry conv_geometry(const ConvCase& c, DataFormat format,
+                           DataType type = DataType::f32) {
+  return make_conv_geometry(Tensor4{c.n, c.c, c.h, c.w, format, type}, c.k, c.r, c.s, c.stride_h,
                             c.stride_w, Padding::explicit_symmetric, c.pad_h, c.pad_w);
 }
 
@@ -60,59 +78,73 @@ TEST_CASE("cuda convolutions match the reference in both formats, timed or heuri
     set_cudnn_benchmark(*gpu, benchmark);
     Backend& ops = gpu->ops();
     uint64_t stream = 100;
-    for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
-      for (const ConvCase& c : kConvCases) {
-        const ConvGeometry g = conv_geometry(c, format);
-        const std::string what =
-            describe(g) + (benchmark ? " (timed algorithms)" : " (heuristic algorithms)");
-        const std::vector<float> x = random_vector(g.input.count(), stream++);
-        const std::vector<float> w = random_vector(g.filter.count(), stream++);
-        const std::vector<float> dy = random_vector(g.output.count(), stream++);
+    for (DataType type : kAllTypes) {
+      for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
+        for (const ConvCase& c : kConvCases) {
+          const ConvGeometry g = conv_geometry(c, format, type);
+          const std::string what =
+              describe(g) + (benchmark ? " (timed algorithms)" : " (heuristic algorithms)");
+          const std::vector<float> x = rounded(type, random_vector(g.input.count(), stream++));
+          const std::vector<float> w = rounded(type, random_vector(g.filter.count(), stream++));
+          const std::vector<float> dy = rounded(type, random_vector(g.output.count(), stream++));
 
-        const size_t workspace_bytes = ops.conv2d_workspace_bytes(g);
-        Buffer workspace = gpu->allocate(workspace_bytes);
-        std::vector<unsigned char> reference_workspace(reference.conv2d_workspace_bytes(g));
-        GpuArray<float> x_gpu(*gpu, x), w_gpu(*gpu, w), dy_gpu(*gpu, dy);
-        // Outputs start as garbage: every pass must overwrite, not accumulate.
-        GpuArray<float> y_gpu(*gpu, random_vector(g.output.count(), 1));
-        GpuArray<float> dx_gpu(*gpu, random_vector(g.input.count(), 2));
-        GpuArray<float> dw_gpu(*gpu, random_vector(g.filter.count(), 3));
+          const size_t workspace_bytes = ops.conv2d_workspace_bytes(g);
+          Buffer workspace = gpu->allocate(workspace_bytes);
+          std::vector<unsigned char> reference_workspace(reference.conv2d_workspace_bytes(g));
+          GpuTensor x_gpu(*gpu, type, x), w_gpu(*gpu, type, w), dy_gpu(*gpu, type, dy);
+          // Outputs start as garbage: every pass must overwrite, not accumulate.
+          GpuTensor y_gpu(*gpu, type, random_vector(g.output.count(), 1));
+          GpuTensor dx_gpu(*gpu, type, random_vector(g.input.count(), 2));
+          GpuTensor dw_gpu(*gpu, type, random_vector(g.filter.count(), 3));
 
-        ops.conv2d_forward(g, x_gpu.data(), w_gpu.data(), y_gpu.data(), workspace.data(),
-                           workspace_bytes);
-        ops.conv2d_backward_data(g, dy_gpu.data(), w_gpu.data(), dx_gpu.data(), workspace.data(),
-                                 workspace_bytes);
-        ops.conv2d_backward_filter(g, x_gpu.data(), dy_gpu.data(), dw_gpu.data(),
+          ops.conv2d_forward(g, x_gpu.data(), w_gpu.data(), y_gpu.data(), workspace.data(),
+                             workspace_bytes);
+          ops.conv2d_backward_data(g, dy_gpu.data(), w_gpu.data(), dx_gpu.data(),
                                    workspace.data(), workspace_bytes);
+          ops.conv2d_backward_filter(g, x_gpu.data(), dy_gpu.data(), dw_gpu.data(),
+                                     workspace.data(), workspace_bytes);
 
-        std::vector<float> y(g.output.count()), dx(g.input.count()), dw(g.filter.count());
-        reference.conv2d_forward(g, x.data(), w.data(), y.data(), reference_workspace.data(),
-                                 reference_workspace.size());
-        reference.conv2d_backward_data(g, dy.data(), w.data(), dx.data(),
-                                       reference_workspace.data(), reference_workspace.size());
-        reference.conv2d_backward_filter(g, x.data(), dy.data(), dw.data(),
+          HostTensor x_ref(type, x), w_ref(type, w), dy_ref(type, dy),
+              y_ref(type, g.output.count()), dx_ref(type, g.input.count()),
+              dw_ref(type, g.filter.count());
+          reference.conv2d_forward(g, x_ref.data(), w_ref.data(), y_ref.data(),
+                                   reference_workspace.data(), reference_workspace.size());
+          reference.conv2d_backward_data(g, dy_ref.data(), w_ref.data(), dx_ref.data(),
                                          reference_workspace.data(), reference_workspace.size());
+          reference.conv2d_backward_filter(g, x_ref.data(), dy_ref.data(), dw_ref.data(),
+                                           reference_workspace.data(),
+                                           reference_workspace.size());
 
-        // Products of two uniform [-1, 1] values average 1/4 in magnitude. An output sums at
-        // most C*R*S of them, an input gradient at most K*R*S, a filter gradient N*P*Q (the
-        // output's positions). Padding only removes terms, so these are upper bounds.
-        const double filter_terms = static_cast<double>(c.c) * c.r * c.s;
-        const double data_terms = static_cast<double>(c.k) * c.r * c.s;
-        const double weight_terms = static_cast<double>(g.output.n) * g.output.h * g.output.w;
-        check_close(y_gpu.download(), y, sum_tolerance(filter_terms, 0.25), 4 * kEps,
-                    "conv2d_forward " + what);
-        check_close(dx_gpu.download(), dx, sum_tolerance(data_terms, 0.25), 4 * kEps,
-                    "conv2d_backward_data " + what);
-        check_close(dw_gpu.download(), dw, sum_tolerance(weight_terms, 0.25), 4 * kEps,
-                    "conv2d_backward_filter " + what);
+          // Products of two uniform [-1, 1] values average 1/4 in magnitude. An output sums at
+          // most C*R*S of them, an input gradient at most K*R*S, a filter gradient N*P*Q (the
+          // output's positions). Padding only removes terms, so these are upper bounds.
+          const double filter_terms = static_cast<double>(c.c) * c.r * c.s;
+          const double data_terms = static_cast<double>(c.k) * c.r * c.s;
+          const double weight_terms = static_cast<double>(g.output.n) * g.output.h * g.output.w;
+          const Tolerance forward = conv_tolerance(type, filter_terms, 0.25);
+          const Tolerance backward_data = conv_tolerance(type, data_terms, 0.25);
+          const Tolerance backward_filter = conv_tolerance(type, weight_terms, 0.25);
+          check_close(y_gpu.values(), y_ref.values(), forward.atol, forward.rtol,
+                      "conv2d_forward " + what);
+          check_close(dx_gpu.values(), dx_ref.values(), backward_data.atol, backward_data.rtol,
+                      "conv2d_backward_data " + what);
+          check_close(dw_gpu.values(), dw_ref.values(), backward_filter.atol,
+                      backward_filter.rtol, "conv2d_backward_filter " + what);
 
-        // accumulate: dx += the same gradient again (beta = 1), so 2x, within twice the bound.
-        ops.conv2d_backward_data(g, dy_gpu.data(), w_gpu.data(), dx_gpu.data(), workspace.data(),
-                                 workspace_bytes, /*accumulate=*/true);
-        std::vector<float> twice = dx;
-        for (float& v : twice) v *= 2.0f;
-        check_close(dx_gpu.download(), twice, 2 * sum_tolerance(data_terms, 0.25), 4 * kEps,
-                    "conv2d_backward_data accumulating " + what);
+          // accumulate (beta = 1): dx += the gradient, onto a gradient already there (random,
+          // |dx| <= 1, the same on both sides). The sum is formed in fp32 before the one rounding
+          // to the type, so the tolerance is the pass's own plus one eps-rounding of |dx| <= 1.
+          const std::vector<float> earlier = rounded(type, random_vector(g.input.count(), 5));
+          dx_gpu.upload(earlier);
+          HostTensor accumulated_ref(type, earlier);
+          ops.conv2d_backward_data(g, dy_gpu.data(), w_gpu.data(), dx_gpu.data(),
+                                   workspace.data(), workspace_bytes, /*accumulate=*/true);
+          reference.conv2d_backward_data(g, dy_ref.data(), w_ref.data(), accumulated_ref.data(),
+                                         reference_workspace.data(), reference_workspace.size(),
+                                         /*accumulate=*/true);
+          check_close(dx_gpu.values(), accumulated_ref.values(), backward_data.atol + 2 * kEps,
+                      backward_data.rtol, "conv2d_backward_data accumulating " + what);
+        }
       }
     }
   }
@@ -142,9 +174,16 @@ TEST_CASE("cuda convolution algorithms are chosen once per geometry", "[gpu]") {
   gpu->synchronize();
   CHECK(conv_algorithm_searches(ops) == before + 1);
 
-  // The same shape in the other layout is another geometry with its own plan.
+  // The same shape in the other layout is another geometry with its own plan, and so is the
+  // same shape in another type (fp16 and bf16 need their own descriptors and algorithms).
   ops.conv2d_workspace_bytes(conv_geometry(kConvCases[2], DataFormat::nhwc));
   CHECK(conv_algorithm_searches(ops) == before + 2);
+  ops.conv2d_workspace_bytes(conv_geometry(kConvCases[2], DataFormat::nchw, DataType::f16));
+  CHECK(conv_algorithm_searches(ops) == before + 3);
+  ops.conv2d_workspace_bytes(conv_geometry(kConvCases[2], DataFormat::nchw, DataType::bf16));
+  CHECK(conv_algorithm_searches(ops) == before + 4);
+  ops.conv2d_workspace_bytes(conv_geometry(kConvCases[2], DataFormat::nchw, DataType::f16));
+  CHECK(conv_algorithm_searches(ops) == before + 4);
   // Each stream's backend keeps its own cache.
   CHECK(conv_algorithm_searches(gpu->ops(StreamKind::communication)) == 0);
 }
