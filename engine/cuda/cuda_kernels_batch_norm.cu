@@ -1,13 +1,20 @@
 // Batch normalisation in training mode, optionally with the following ReLU fused in, for NCHW and
-// NHWC alike (cuDNN's legacy kernels are slow in NCHW and far slower in NHWC). The op is bound by
-// memory, so each call reads its tensors as few times as the arithmetic allows:
+// NHWC alike (cuDNN's legacy kernels are slow in NCHW and far slower in NHWC), on x, y, dy and dx
+// stored as fp32, fp16 or bf16. Every sum and statistic is fp32 or double whatever the storage:
+// 16-bit values are widened on load and rounded once (to nearest) on store, so a 16-bit call does
+// the fp32 call's arithmetic on rounded inputs. The op is bound by memory, so each call reads its
+// tensors as few times as the arithmetic allows, in 16-byte vectors where it can:
 //   forward:  statistics (read x) -> per-channel finalize -> normalise (read x, write y)
 //   backward: reduction (read x, dy, and y with relu) -> per-channel finalize
 //             -> dx (read x, dy, and y with relu; write dx)
 // Both sweeps of a call walk the tensor with one tiling (Tiling below): many blocks per channel,
 // each leaving a partial result per channel in the workspace, which a small finalize kernel then
 // combines in double. Kernels first, launchers after.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <algorithm>
+#include <cstring>
 #include <initializer_list>
 #include <string>
 #include <type_traits>
@@ -34,14 +41,16 @@ constexpr int kMaxLanesX = 32;          // NHWC: channel vectors per block, 512 
 // idle much of the time, especially with scalar loads.
 constexpr int kUnroll = 4;
 
-// How every pass of one call splits the tensor. An item is `vec` consecutive floats (a float4
-// where the layout and the pointers allow, else one float).
+// How every pass of one call splits the tensor. An item is `vec` consecutive elements, moved by
+// one load or store: 16 bytes (a float4, or 8 halves) where the layout and the pointers allow;
+// 16-bit tensors next try 8 and 4 bytes; else one element. The vector width decides the walking
+// order, hence the result bits, so fp32 keeps exactly its two widths (float4 or scalar).
 // NHWC: the tensor is rows of c channels. blockIdx.x picks a tile of lanes_x channel vectors,
 //   blockIdx.y a chunk of rows; thread (lane_x, lane_y) owns channel vector
 //   blockIdx.x * lanes_x + lane_x and walks rows lane_y, lane_y + lanes_y, ... of the chunk.
 //   Threads map to channels, so a warp reads contiguous runs of a row (or whole rows when c is
 //   small) and each thread keeps its own channels' state in registers.
-// NCHW: each channel is n planes of h*w floats. blockIdx.x is the channel, blockIdx.y a chunk of
+// NCHW: each channel is n planes of h*w elements. blockIdx.x is the channel, blockIdx.y a chunk of
 //   the channel's items in (image, pixel) order; thread t walks items t, t + 256, ... of the
 //   chunk (lanes_x = 1, lanes_y = 256: the whole block shares one channel).
 struct Tiling {
@@ -54,7 +63,7 @@ struct Tiling {
   long long items = 0;            // per channel, in the walking order
   long long chunk_items = 0;      // per chunk; the last chunk may have fewer
   long long elements = 0;         // per channel: n * h * w
-  int elements_per_item = 1;      // per channel: 1 in NHWC (one float of each lane), vec in NCHW
+  int elements_per_item = 1;      // per channel: 1 in NHWC (one element of each lane), vec in NCHW
   long long row_vecs = 0;         // NHWC: c / vec
   long long plane_vecs = 0;       // NCHW: h * w / vec
   long long image_vecs = 0;       // NCHW: c * h * w / vec
@@ -124,36 +133,103 @@ Workspace carve_workspace(const Tiling& t, void* memory) {
   return w;
 }
 
-// ---- device helpers --------------------------------------------------------------------------
+// ---- storage types ---------------------------------------------------------------------------
+// T is float, __half or __nv_bfloat16. A Pack is one item as stored: kVec elements that a single
+// load or store moves, kept as the 32-bit words they arrived in (a lone 16-bit element in the low
+// half) and widened to float one element at a time where used. Keeping the words matters: an
+// unpacked 16-bit value takes a whole register, and bf16 widening is cheap enough that the
+// compiler widens everything at once; either doubles what a thread holds across 3 * kUnroll
+// packs in flight.
 
-template <int kVec>
+template <typename T, int kVec>
 struct Pack {
-  float v[kVec];
+  static constexpr int kBytes = static_cast<int>(sizeof(T)) * kVec;
+  static_assert(kBytes == 2 || kBytes == 4 || kBytes == 8 || kBytes == 16, "2 to 16 bytes");
+  unsigned w[kBytes >= 4 ? kBytes / 4 : 1];
 };
 
-template <int kVec>
-__device__ __forceinline__ Pack<kVec> load_pack(const float* base, long long at) {
-  Pack<kVec> p;
-  if constexpr (kVec == 4) {
-    const float4 f = reinterpret_cast<const float4*>(base)[at];
-    p.v[0] = f.x;
-    p.v[1] = f.y;
-    p.v[2] = f.z;
-    p.v[3] = f.w;
+// Item `at` (in packs) of base, which must be aligned to a whole pack.
+template <typename T, int kVec>
+__device__ __forceinline__ Pack<T, kVec> load_pack(const T* base, long long at) {
+  constexpr int kBytes = Pack<T, kVec>::kBytes;
+  Pack<T, kVec> p;
+  if constexpr (kBytes == 16) {
+    const uint4 v = reinterpret_cast<const uint4*>(base)[at];
+    p.w[0] = v.x;
+    p.w[1] = v.y;
+    p.w[2] = v.z;
+    p.w[3] = v.w;
+  } else if constexpr (kBytes == 8) {
+    const uint2 v = reinterpret_cast<const uint2*>(base)[at];
+    p.w[0] = v.x;
+    p.w[1] = v.y;
+  } else if constexpr (kBytes == 4) {
+    p.w[0] = reinterpret_cast<const unsigned*>(base)[at];
   } else {
-    p.v[0] = base[at];
+    p.w[0] = reinterpret_cast<const unsigned short*>(base)[at];
   }
   return p;
 }
 
-template <int kVec>
-__device__ __forceinline__ void store_pack(float* base, long long at, const Pack<kVec>& p) {
-  if constexpr (kVec == 4) {
-    reinterpret_cast<float4*>(base)[at] = make_float4(p.v[0], p.v[1], p.v[2], p.v[3]);
+template <typename T, int kVec>
+__device__ __forceinline__ void store_pack(T* base, long long at, const Pack<T, kVec>& p) {
+  constexpr int kBytes = Pack<T, kVec>::kBytes;
+  if constexpr (kBytes == 16) {
+    reinterpret_cast<uint4*>(base)[at] = make_uint4(p.w[0], p.w[1], p.w[2], p.w[3]);
+  } else if constexpr (kBytes == 8) {
+    reinterpret_cast<uint2*>(base)[at] = make_uint2(p.w[0], p.w[1]);
+  } else if constexpr (kBytes == 4) {
+    reinterpret_cast<unsigned*>(base)[at] = p.w[0];
   } else {
-    base[at] = p.v[0];
+    reinterpret_cast<unsigned short*>(base)[at] = static_cast<unsigned short>(p.w[0]);
   }
 }
+
+// Element k of a pack, widened (exactly) to float.
+template <typename T, int kVec>
+__device__ __forceinline__ float element(const Pack<T, kVec>& p, int k) {
+  if constexpr (std::is_same_v<T, float>) {
+    return __uint_as_float(p.w[k]);
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    // bf16 is the upper half of a float.
+    const unsigned word = p.w[k / 2];
+    return __uint_as_float(k % 2 == 0 ? word << 16 : word & 0xffff0000u);
+  } else {
+    __half2 pair;
+    memcpy(&pair, &p.w[k / 2], sizeof(pair));
+    return k % 2 == 0 ? __low2float(pair) : __high2float(pair);
+  }
+}
+
+// `values` rounded to T (to nearest), as a pack; 16-bit pairs take one paired conversion.
+template <typename T, int kVec>
+__device__ __forceinline__ Pack<T, kVec> round_pack(const float (&values)[kVec]) {
+  Pack<T, kVec> p;
+  if constexpr (std::is_same_v<T, float>) {
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) p.w[k] = __float_as_uint(values[k]);
+  } else if constexpr (kVec == 1) {
+    if constexpr (std::is_same_v<T, __half>) {
+      p.w[0] = __half_as_ushort(__float2half_rn(values[0]));
+    } else {
+      p.w[0] = __bfloat16_as_ushort(__float2bfloat16_rn(values[0]));
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kVec; k += 2) {
+      if constexpr (std::is_same_v<T, __half>) {
+        const __half2 pair = __floats2half2_rn(values[k], values[k + 1]);
+        memcpy(&p.w[k / 2], &pair, sizeof(pair));
+      } else {
+        const __nv_bfloat162 pair = __floats2bfloat162_rn(values[k], values[k + 1]);
+        memcpy(&p.w[k / 2], &pair, sizeof(pair));
+      }
+    }
+  }
+  return p;
+}
+
+// ---- device helpers --------------------------------------------------------------------------
 
 // Where one thread works: its place in the block's merge tree (threads with the same lane_x share
 // channels), its first channel, and a cursor over the offsets (in items) of the items it visits.
@@ -293,9 +369,9 @@ __device__ __forceinline__ double chunk_elements(const Tiling& t, int chunk) {
 
 // Per (channel, chunk): mean and M2 of x over the chunk, from per-thread Welford states merged
 // over the block.
-template <bool kNhwc, int kVec>
+template <typename T, bool kNhwc, int kVec>
 __global__ void __launch_bounds__(kThreads)
-    batch_norm_statistics_kernel(Tiling t, const float* x, float* partial_mean, float* partial_m2) {
+    batch_norm_statistics_kernel(Tiling t, const T* x, float* partial_mean, float* partial_m2) {
   constexpr int kLanes = kNhwc ? kVec : 1;  // channels per thread
   __shared__ Moments shared[kThreads * kLanes];
   ThreadWork<kNhwc> work = place_thread<kNhwc>(t);
@@ -304,24 +380,25 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int k = 0; k < kLanes; ++k) state[k] = {0.0f, 0.0f, 0.0f};
   walk_items(work, t, [&](const long long* offsets, const bool* present) {
-    Pack<kVec> values[kUnroll];
+    Pack<T, kVec> values[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
-      if (present[u]) values[u] = load_pack<kVec>(x, offsets[u]);
+      if (present[u]) values[u] = load_pack<T, kVec>(x, offsets[u]);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       if (!present[u]) continue;
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
+        const float value = element(values[u], k);
         // NHWC: the lanes of an item are different channels, each seeing its n-th value.
         if (!kNhwc || k == 0) {
           count += 1.0f;
           inverse_count = __frcp_rn(count);
         }
         Moments& s = state[kNhwc ? k : 0];
-        const float delta = values[u].v[k] - s.mean;
+        const float delta = value - s.mean;
         s.mean = fmaf(delta, inverse_count, s.mean);
-        s.m2 = fmaf(delta, values[u].v[k] - s.mean, s.m2);
+        s.m2 = fmaf(delta, value - s.mean, s.m2);
       }
     }
   });
@@ -376,12 +453,14 @@ __global__ void batch_norm_forward_finalize_kernel(Tiling t, const float* partia
   }
 }
 
-// y = scale * ((x - mean_hi) - mean_lo) + beta, then max(0, y) with relu. x - mean_hi is exact
-// when the two are close, which is when it matters.
-template <bool kNhwc, int kVec, bool kRelu>
+// y = scale * ((x - mean_hi) - mean_lo) + beta, then max(0, y) with relu, rounded to T. x - mean_hi
+// is exact when the two are close, which is when it matters. Rounding after the ReLU equals
+// rounding before it (rounding keeps the sign), so the stored y > 0 exactly where the backward
+// mask will look for it.
+template <typename T, bool kNhwc, int kVec, bool kRelu>
 __global__ void __launch_bounds__(kThreads)
-    batch_norm_normalise_kernel(Tiling t, const float* x, const float* scale, const float* mean_hi,
-                                const float* mean_lo, const float* beta, float* y) {
+    batch_norm_normalise_kernel(Tiling t, const T* x, const float* scale, const float* mean_hi,
+                                const float* mean_lo, const float* beta, T* y) {
   constexpr int kLanes = kNhwc ? kVec : 1;
   ThreadWork<kNhwc> work = place_thread<kNhwc>(t);
   if (!work.active) return;
@@ -395,33 +474,33 @@ __global__ void __launch_bounds__(kThreads)
     lane_beta[k] = beta[c];
   }
   walk_items(work, t, [&](const long long* offsets, const bool* present) {
-    Pack<kVec> values[kUnroll];
+    Pack<T, kVec> values[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
-      if (present[u]) values[u] = load_pack<kVec>(x, offsets[u]);
+      if (present[u]) values[u] = load_pack<T, kVec>(x, offsets[u]);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       if (!present[u]) continue;
-      Pack<kVec> out;
+      float out[kVec];
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
         const int lane = kNhwc ? k : 0;
-        const float centred = (values[u].v[k] - lane_hi[lane]) - lane_lo[lane];
+        const float centred = (element(values[u], k) - lane_hi[lane]) - lane_lo[lane];
         const float normalised = fmaf(lane_scale[lane], centred, lane_beta[lane]);
-        out.v[k] = kRelu ? (normalised > 0.0f ? normalised : 0.0f) : normalised;
+        out[k] = kRelu ? (normalised > 0.0f ? normalised : 0.0f) : normalised;
       }
-      store_pack<kVec>(y, offsets[u], out);
+      store_pack(y, offsets[u], round_pack<T, kVec>(out));
     }
   });
 }
 
 // ---- backward --------------------------------------------------------------------------------
 
-// Per (channel, chunk): sum of dy' and of dy' * (x - mean), dy' = dy masked by y > 0 with relu.
-// (x - mean), not x_hat: the finalize kernel applies inv_std once per channel.
-template <bool kNhwc, int kVec, bool kRelu>
+// Per (channel, chunk): sum of dy' and of dy' * (x - mean), dy' = dy masked by y > 0 with relu
+// (the stored y). (x - mean), not x_hat: the finalize kernel applies inv_std once per channel.
+template <typename T, bool kNhwc, int kVec, bool kRelu>
 __global__ void __launch_bounds__(kThreads)
-    batch_norm_backward_reduce_kernel(Tiling t, const float* x, const float* y, const float* dy,
+    batch_norm_backward_reduce_kernel(Tiling t, const T* x, const T* y, const T* dy,
                                       const float* saved_mean, float* partial_dy,
                                       float* partial_dy_centred) {
   constexpr int kLanes = kNhwc ? kVec : 1;
@@ -435,13 +514,13 @@ __global__ void __launch_bounds__(kThreads)
     sums[k] = {0.0f, 0.0f};
   }
   walk_items(work, t, [&](const long long* offsets, const bool* present) {
-    Pack<kVec> xs[kUnroll], gradients[kUnroll], outputs[kUnroll];
+    Pack<T, kVec> xs[kUnroll], gradients[kUnroll], outputs[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       if (!present[u]) continue;
-      xs[u] = load_pack<kVec>(x, offsets[u]);
-      gradients[u] = load_pack<kVec>(dy, offsets[u]);
-      if (kRelu) outputs[u] = load_pack<kVec>(y, offsets[u]);
+      xs[u] = load_pack<T, kVec>(x, offsets[u]);
+      gradients[u] = load_pack<T, kVec>(dy, offsets[u]);
+      if (kRelu) outputs[u] = load_pack<T, kVec>(y, offsets[u]);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -449,9 +528,10 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
         const int lane = kNhwc ? k : 0;
-        const float g = (!kRelu || outputs[u].v[k] > 0.0f) ? gradients[u].v[k] : 0.0f;
+        const float g =
+            (!kRelu || element(outputs[u], k) > 0.0f) ? element(gradients[u], k) : 0.0f;
         sums[lane].first += g;
-        sums[lane].second = fmaf(g, xs[u].v[k] - lane_mean[lane], sums[lane].second);
+        sums[lane].second = fmaf(g, element(xs[u], k) - lane_mean[lane], sums[lane].second);
       }
     }
   });
@@ -497,13 +577,13 @@ __global__ void batch_norm_backward_finalize_kernel(Tiling t, const float* parti
   }
 }
 
-// dx = a * dy' + b * (x - mean) + c. Each element's dy (and y) is read by the thread that then
-// writes its dx, so dx may alias dy.
-template <bool kNhwc, int kVec, bool kRelu>
+// dx = a * dy' + b * (x - mean) + c, rounded to T. Each element's dy (and y) is read by the thread
+// that then writes its dx, so dx may alias dy.
+template <typename T, bool kNhwc, int kVec, bool kRelu>
 __global__ void __launch_bounds__(kThreads)
-    batch_norm_dx_kernel(Tiling t, const float* x, const float* y, const float* dy,
+    batch_norm_dx_kernel(Tiling t, const T* x, const T* y, const T* dy,
                          const float* saved_mean, const float* dy_factor,
-                         const float* centred_factor, const float* constant, float* dx) {
+                         const float* centred_factor, const float* constant, T* dx) {
   constexpr int kLanes = kNhwc ? kVec : 1;
   ThreadWork<kNhwc> work = place_thread<kNhwc>(t);
   if (!work.active) return;
@@ -517,26 +597,27 @@ __global__ void __launch_bounds__(kThreads)
     lane_c[k] = constant[c];
   }
   walk_items(work, t, [&](const long long* offsets, const bool* present) {
-    Pack<kVec> xs[kUnroll], gradients[kUnroll], outputs[kUnroll];
+    Pack<T, kVec> xs[kUnroll], gradients[kUnroll], outputs[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       if (!present[u]) continue;
-      xs[u] = load_pack<kVec>(x, offsets[u]);
-      gradients[u] = load_pack<kVec>(dy, offsets[u]);
-      if (kRelu) outputs[u] = load_pack<kVec>(y, offsets[u]);
+      xs[u] = load_pack<T, kVec>(x, offsets[u]);
+      gradients[u] = load_pack<T, kVec>(dy, offsets[u]);
+      if (kRelu) outputs[u] = load_pack<T, kVec>(y, offsets[u]);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       if (!present[u]) continue;
-      Pack<kVec> out;
+      float out[kVec];
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
         const int lane = kNhwc ? k : 0;
-        const float g = (!kRelu || outputs[u].v[k] > 0.0f) ? gradients[u].v[k] : 0.0f;
-        out.v[k] = fmaf(lane_a[lane], g,
-                        fmaf(lane_b[lane], xs[u].v[k] - lane_mean[lane], lane_c[lane]));
+        const float g =
+            (!kRelu || element(outputs[u], k) > 0.0f) ? element(gradients[u], k) : 0.0f;
+        out[k] = fmaf(lane_a[lane], g,
+                      fmaf(lane_b[lane], element(xs[u], k) - lane_mean[lane], lane_c[lane]));
       }
-      store_pack<kVec>(dx, offsets[u], out);
+      store_pack(dx, offsets[u], round_pack<T, kVec>(out));
     }
   });
 }
@@ -549,39 +630,67 @@ void check_shape(const Tensor4& shape, const char* op) {
   }
 }
 
-// float4 items need every channel run (NHWC: a row, NCHW: a plane) to be a multiple of 4 floats.
-bool shape_allows_float4(const Tensor4& shape) {
-  return shape.format == DataFormat::nhwc ? shape.c % 4 == 0
-                                          : (static_cast<long long>(shape.h) * shape.w) % 4 == 0;
+// Vector widths (in elements) a call may use, widest first; one element always works. fp32 keeps
+// its float4 alone: a float2 tiling would change which bits today's shapes produce. 16-bit
+// tensors try 16, 8 and 4 bytes, so a plane of 14 x 14 still moves 8 bytes at a time.
+int widest_vec(DataType type) { return type == DataType::f32 ? 4 : 8; }
+int narrowest_vec(DataType type) { return type == DataType::f32 ? 4 : 2; }
+
+// Items of `vec` elements need every channel run (NHWC: a row, NCHW: a plane) to split into
+// whole items.
+bool shape_allows_vec(const Tensor4& shape, int vec) {
+  return shape.format == DataFormat::nhwc ? shape.c % vec == 0
+                                          : (static_cast<long long>(shape.h) * shape.w) % vec == 0;
 }
 
-bool aligned_for_float4(std::initializer_list<const void*> pointers) {
+bool aligned_to(std::initializer_list<const void*> pointers, size_t bytes) {
   for (const void* p : pointers) {
-    if (p != nullptr && reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+    if (p != nullptr && reinterpret_cast<uintptr_t>(p) % bytes != 0) return false;
   }
   return true;
 }
 
-// Calls launch(nhwc, vec, relu), each a std::integral_constant, for the kernels of this call.
-template <typename Launch>
-void dispatch(const Tiling& t, bool relu, Launch launch) {
-  using Yes = std::true_type;
-  using No = std::false_type;
-  using Four = std::integral_constant<int, 4>;
-  using One = std::integral_constant<int, 1>;
-  if (t.nhwc) {
-    if (t.vec == 4) {
-      relu ? launch(Yes{}, Four{}, Yes{}) : launch(Yes{}, Four{}, No{});
-    } else {
-      relu ? launch(Yes{}, One{}, Yes{}) : launch(Yes{}, One{}, No{});
-    }
-  } else {
-    if (t.vec == 4) {
-      relu ? launch(No{}, Four{}, Yes{}) : launch(No{}, Four{}, No{});
-    } else {
-      relu ? launch(No{}, One{}, Yes{}) : launch(No{}, One{}, No{});
+int choose_vec(const Tensor4& shape, std::initializer_list<const void*> pointers) {
+  for (int vec = widest_vec(shape.type); vec >= narrowest_vec(shape.type); vec /= 2) {
+    if (shape_allows_vec(shape, vec) && aligned_to(pointers, vec * data_type_bytes(shape.type))) {
+      return vec;
     }
   }
+  return 1;
+}
+
+// Calls launch(nhwc, vec, relu), each a std::integral_constant, for the kernels of this call,
+// instantiating only the widths choose_vec can pick for T.
+template <typename T, typename Launch>
+void dispatch(const Tiling& t, bool relu, Launch launch) {
+  auto with_width = [&](auto vec) {
+    using Yes = std::true_type;
+    using No = std::false_type;
+    if (t.nhwc) {
+      relu ? launch(Yes{}, vec, Yes{}) : launch(Yes{}, vec, No{});
+    } else {
+      relu ? launch(No{}, vec, Yes{}) : launch(No{}, vec, No{});
+    }
+  };
+  if constexpr (std::is_same_v<T, float>) {
+    if (t.vec == 4) return with_width(std::integral_constant<int, 4>{});
+  } else {
+    if (t.vec == 8) return with_width(std::integral_constant<int, 8>{});
+    if (t.vec == 4) return with_width(std::integral_constant<int, 4>{});
+    if (t.vec == 2) return with_width(std::integral_constant<int, 2>{});
+  }
+  with_width(std::integral_constant<int, 1>{});
+}
+
+// Calls run(T{}) with T the storage type of `type`.
+template <typename Run>
+void with_storage_type(DataType type, const char* op, Run run) {
+  switch (type) {
+    case DataType::f32: return run(float{});
+    case DataType::f16: return run(__half{});
+    case DataType::bf16: return run(__nv_bfloat16{});
+  }
+  throw RuntimeError(std::string(op) + ": unknown data type");
 }
 
 unsigned finalize_blocks(const Tiling& t) {
@@ -595,31 +704,15 @@ void check_workspace(void* workspace, const char* op) {
   }
 }
 
-}  // namespace
-
-size_t batch_norm_workspace_bytes(const Tensor4& shape) {
-  check_shape(shape, "batch_norm_workspace_bytes");
-  if (shape.count() == 0) return 0;
-  // Whether a call runs on float4s depends on its pointers too, so provide for either tiling.
-  size_t floats = workspace_floats(make_tiling(shape, 1));
-  if (shape_allows_float4(shape)) {
-    floats = std::max(floats, workspace_floats(make_tiling(shape, 4)));
-  }
-  return floats * sizeof(float);
-}
-
-void launch_batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const float* x,
-                               const float* gamma, const float* beta, float epsilon, bool relu,
-                               float* y, float* saved_mean, float* saved_inv_std, void* workspace) {
-  check_shape(shape, "batch_norm_forward_training");
-  if (shape.count() == 0) return;
-  check_workspace(workspace, "batch_norm_forward_training");
-  const int vec = shape_allows_float4(shape) && aligned_for_float4({x, y}) ? 4 : 1;
-  const Tiling t = make_tiling(shape, vec);
+template <typename T>
+void batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const T* x, const float* gamma,
+                        const float* beta, float epsilon, bool relu, T* y, float* saved_mean,
+                        float* saved_inv_std, void* workspace) {
+  const Tiling t = make_tiling(shape, choose_vec(shape, {x, y}));
   const Workspace w = carve_workspace(t, workspace);
   const dim3 grid(static_cast<unsigned>(t.channel_tiles), static_cast<unsigned>(t.chunks));
-  dispatch(t, false, [&](auto nhwc, auto vec_width, auto) {
-    batch_norm_statistics_kernel<decltype(nhwc)::value, decltype(vec_width)::value>
+  dispatch<T>(t, false, [&](auto nhwc, auto vec_width, auto) {
+    batch_norm_statistics_kernel<T, decltype(nhwc)::value, decltype(vec_width)::value>
         <<<grid, kThreads, 0, stream>>>(t, x, w.partial_a, w.partial_b);
   });
   DPB_CUDA_CHECK_LAUNCH(batch_norm_statistics_kernel);
@@ -627,8 +720,8 @@ void launch_batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const 
       t, w.partial_a, w.partial_b, gamma, epsilon, saved_mean, saved_inv_std, w.coefficient[0],
       w.coefficient[1], w.coefficient[2]);
   DPB_CUDA_CHECK_LAUNCH(batch_norm_forward_finalize_kernel);
-  dispatch(t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
-    batch_norm_normalise_kernel<decltype(nhwc)::value, decltype(vec_width)::value,
+  dispatch<T>(t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
+    batch_norm_normalise_kernel<T, decltype(nhwc)::value, decltype(vec_width)::value,
                                 decltype(fused_relu)::value>
         <<<grid, kThreads, 0, stream>>>(t, x, w.coefficient[0], w.coefficient[1],
                                         w.coefficient[2], beta, y);
@@ -636,20 +729,16 @@ void launch_batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const 
   DPB_CUDA_CHECK_LAUNCH(batch_norm_normalise_kernel);
 }
 
-void launch_batch_norm_backward(cudaStream_t stream, const Tensor4& shape, const float* x,
-                                const float* y, const float* dy, const float* gamma,
-                                const float* saved_mean, const float* saved_inv_std, bool relu,
-                                float* dx, float* dgamma, float* dbeta, void* workspace) {
-  check_shape(shape, "batch_norm_backward");
-  if (shape.count() == 0) return;
-  check_workspace(workspace, "batch_norm_backward");
-  const int vec =
-      shape_allows_float4(shape) && aligned_for_float4({x, relu ? y : nullptr, dy, dx}) ? 4 : 1;
-  const Tiling t = make_tiling(shape, vec);
+template <typename T>
+void batch_norm_backward(cudaStream_t stream, const Tensor4& shape, const T* x, const T* y,
+                         const T* dy, const float* gamma, const float* saved_mean,
+                         const float* saved_inv_std, bool relu, T* dx, float* dgamma,
+                         float* dbeta, void* workspace) {
+  const Tiling t = make_tiling(shape, choose_vec(shape, {x, relu ? y : nullptr, dy, dx}));
   const Workspace w = carve_workspace(t, workspace);
   const dim3 grid(static_cast<unsigned>(t.channel_tiles), static_cast<unsigned>(t.chunks));
-  dispatch(t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
-    batch_norm_backward_reduce_kernel<decltype(nhwc)::value, decltype(vec_width)::value,
+  dispatch<T>(t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
+    batch_norm_backward_reduce_kernel<T, decltype(nhwc)::value, decltype(vec_width)::value,
                                       decltype(fused_relu)::value>
         <<<grid, kThreads, 0, stream>>>(t, x, y, dy, saved_mean, w.partial_a, w.partial_b);
   });
@@ -658,13 +747,56 @@ void launch_batch_norm_backward(cudaStream_t stream, const Tensor4& shape, const
       t, w.partial_a, w.partial_b, gamma, saved_inv_std, dgamma, dbeta, w.coefficient[0],
       w.coefficient[1], w.coefficient[2]);
   DPB_CUDA_CHECK_LAUNCH(batch_norm_backward_finalize_kernel);
-  dispatch(t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
-    batch_norm_dx_kernel<decltype(nhwc)::value, decltype(vec_width)::value,
+  dispatch<T>(t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
+    batch_norm_dx_kernel<T, decltype(nhwc)::value, decltype(vec_width)::value,
                          decltype(fused_relu)::value>
         <<<grid, kThreads, 0, stream>>>(t, x, y, dy, saved_mean, w.coefficient[0],
                                         w.coefficient[1], w.coefficient[2], dx);
   });
   DPB_CUDA_CHECK_LAUNCH(batch_norm_dx_kernel);
+}
+
+}  // namespace
+
+size_t batch_norm_workspace_bytes(const Tensor4& shape) {
+  check_shape(shape, "batch_norm_workspace_bytes");
+  if (shape.count() == 0) return 0;
+  // Which width a call takes depends on its pointers too, so provide for every tiling it may use.
+  size_t floats = workspace_floats(make_tiling(shape, 1));
+  for (int vec = widest_vec(shape.type); vec >= narrowest_vec(shape.type); vec /= 2) {
+    if (shape_allows_vec(shape, vec)) {
+      floats = std::max(floats, workspace_floats(make_tiling(shape, vec)));
+    }
+  }
+  return floats * sizeof(float);
+}
+
+void launch_batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const void* x,
+                               const float* gamma, const float* beta, float epsilon, bool relu,
+                               void* y, float* saved_mean, float* saved_inv_std, void* workspace) {
+  check_shape(shape, "batch_norm_forward_training");
+  if (shape.count() == 0) return;
+  check_workspace(workspace, "batch_norm_forward_training");
+  with_storage_type(shape.type, "batch_norm_forward_training", [&](auto tag) {
+    using T = decltype(tag);
+    batch_norm_forward(stream, shape, static_cast<const T*>(x), gamma, beta, epsilon, relu,
+                       static_cast<T*>(y), saved_mean, saved_inv_std, workspace);
+  });
+}
+
+void launch_batch_norm_backward(cudaStream_t stream, const Tensor4& shape, const void* x,
+                                const void* y, const void* dy, const float* gamma,
+                                const float* saved_mean, const float* saved_inv_std, bool relu,
+                                void* dx, float* dgamma, float* dbeta, void* workspace) {
+  check_shape(shape, "batch_norm_backward");
+  if (shape.count() == 0) return;
+  check_workspace(workspace, "batch_norm_backward");
+  with_storage_type(shape.type, "batch_norm_backward", [&](auto tag) {
+    using T = decltype(tag);
+    batch_norm_backward(stream, shape, static_cast<const T*>(x), static_cast<const T*>(y),
+                        static_cast<const T*>(dy), gamma, saved_mean, saved_inv_std, relu,
+                        static_cast<T*>(dx), dgamma, dbeta, workspace);
+  });
 }
 
 }  // namespace dpbench::cuda_kernels

@@ -1,18 +1,134 @@
 // Image-op kernels cuDNN has no call for: per-channel bias (add, with an optional ReLU, and its
-// gradient, with the ReLU's mask), inverted dropout with a counter-based mask, and the strided
-// row copy behind channel slices. Kernels first, launchers after.
+// gradient, with the ReLU's mask), max-pool backward for disjoint windows, inverted dropout with a
+// counter-based mask, and the strided row copy behind channel slices. Tensors hold fp32, fp16 or
+// bf16; the arithmetic is fp32 and a 16-bit result is rounded once, to nearest, when stored. The
+// kernels are bound by memory, so 16-bit tensors move in vectors of up to 16 bytes where the
+// shape and the pointers allow. Kernels first, launchers after.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <algorithm>
+#include <cstring>
+#include <initializer_list>
+#include <string>
+#include <type_traits>
 
 #include "engine/counter_random.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cuda_launch.cuh"
+#include "engine/errors.h"
 
 namespace dpbench::cuda_kernels {
 namespace {
 
+// ---- storage types ---------------------------------------------------------------------------
+// T is float, __half or __nv_bfloat16. A Pack is kVec consecutive elements as stored, moved by a
+// single load or store of 2 to 16 bytes and kept as the 32-bit words it arrived in (a lone 16-bit
+// element in the low half): unpacked, each 16-bit value would take a register of its own.
+// Elements are widened to float one at a time where used.
+
+template <typename T, int kVec>
+struct Pack {
+  static constexpr int kBytes = static_cast<int>(sizeof(T)) * kVec;
+  static_assert(kBytes == 2 || kBytes == 4 || kBytes == 8 || kBytes == 16, "2 to 16 bytes");
+  unsigned w[kBytes >= 4 ? kBytes / 4 : 1];
+};
+
+// The pack starting at element p, which must be aligned to a whole pack.
+template <int kVec, typename T>
+__device__ __forceinline__ Pack<T, kVec> load_pack(const T* p) {
+  constexpr int kBytes = Pack<T, kVec>::kBytes;
+  Pack<T, kVec> pack;
+  if constexpr (kBytes == 16) {
+    const uint4 v = *reinterpret_cast<const uint4*>(p);
+    pack.w[0] = v.x;
+    pack.w[1] = v.y;
+    pack.w[2] = v.z;
+    pack.w[3] = v.w;
+  } else if constexpr (kBytes == 8) {
+    const uint2 v = *reinterpret_cast<const uint2*>(p);
+    pack.w[0] = v.x;
+    pack.w[1] = v.y;
+  } else if constexpr (kBytes == 4) {
+    pack.w[0] = *reinterpret_cast<const unsigned*>(p);
+  } else {
+    pack.w[0] = *reinterpret_cast<const unsigned short*>(p);
+  }
+  return pack;
+}
+
+template <int kVec, typename T>
+__device__ __forceinline__ void store_pack(T* p, const Pack<T, kVec>& pack) {
+  constexpr int kBytes = Pack<T, kVec>::kBytes;
+  if constexpr (kBytes == 16) {
+    *reinterpret_cast<uint4*>(p) = make_uint4(pack.w[0], pack.w[1], pack.w[2], pack.w[3]);
+  } else if constexpr (kBytes == 8) {
+    *reinterpret_cast<uint2*>(p) = make_uint2(pack.w[0], pack.w[1]);
+  } else if constexpr (kBytes == 4) {
+    *reinterpret_cast<unsigned*>(p) = pack.w[0];
+  } else {
+    *reinterpret_cast<unsigned short*>(p) = static_cast<unsigned short>(pack.w[0]);
+  }
+}
+
+// Element k of a pack, widened (exactly) to float.
+template <typename T, int kVec>
+__device__ __forceinline__ float element(const Pack<T, kVec>& p, int k) {
+  if constexpr (std::is_same_v<T, float>) {
+    return __uint_as_float(p.w[k]);
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    // bf16 is the upper half of a float.
+    const unsigned word = p.w[k / 2];
+    return __uint_as_float(k % 2 == 0 ? word << 16 : word & 0xffff0000u);
+  } else {
+    __half2 pair;
+    memcpy(&pair, &p.w[k / 2], sizeof(pair));
+    return k % 2 == 0 ? __low2float(pair) : __high2float(pair);
+  }
+}
+
+// Sets element k to +0, all bits clear in every type.
+template <typename T, int kVec>
+__device__ __forceinline__ void clear_element(Pack<T, kVec>& p, int k) {
+  if constexpr (sizeof(T) == 4) {
+    p.w[k] = 0u;
+  } else {
+    p.w[k / 2] &= k % 2 == 0 ? 0xffff0000u : 0x0000ffffu;
+  }
+}
+
+// `values` rounded to T (to nearest), as a pack; 16-bit pairs take one paired conversion.
+template <typename T, int kVec>
+__device__ __forceinline__ Pack<T, kVec> round_pack(const float (&values)[kVec]) {
+  Pack<T, kVec> p;
+  if constexpr (std::is_same_v<T, float>) {
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) p.w[k] = __float_as_uint(values[k]);
+  } else if constexpr (kVec == 1) {
+    if constexpr (std::is_same_v<T, __half>) {
+      p.w[0] = __half_as_ushort(__float2half_rn(values[0]));
+    } else {
+      p.w[0] = __bfloat16_as_ushort(__float2bfloat16_rn(values[0]));
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kVec; k += 2) {
+      if constexpr (std::is_same_v<T, __half>) {
+        const __half2 pair = __floats2half2_rn(values[k], values[k + 1]);
+        memcpy(&p.w[k / 2], &pair, sizeof(pair));
+      } else {
+        const __nv_bfloat162 pair = __floats2bfloat162_rn(values[k], values[k + 1]);
+        memcpy(&p.w[k / 2], &pair, sizeof(pair));
+      }
+    }
+  }
+  return p;
+}
+
 // ---- per-channel bias ------------------------------------------------------------------
-// NHWC (inner == 1): a (rows, channels) matrix. NCHW: one block per (image, channel) plane,
+// NHWC (inner == 1): a (rows, channels) matrix walked in packs, which never straddle a row since
+// the launcher picks a width dividing channels. NCHW: one block per (image, channel) plane,
 // threads along the plane, so no per-element division finds the channel.
 template <bool kRelu>
 __device__ __forceinline__ float biased(float value, float bias) {
@@ -20,33 +136,55 @@ __device__ __forceinline__ float biased(float value, float bias) {
   return kRelu && !(sum > 0.0f) ? 0.0f : sum;
 }
 
-template <bool kRelu>
-__global__ void add_bias_rows_kernel(float* y, const float* bias, size_t total, unsigned channels) {
-  DPB_GRID_STRIDE_LOOP(i, total) { y[i] = biased<kRelu>(y[i], bias[i % channels]); }
+template <typename T, int kVec, bool kRelu>
+__global__ void add_bias_rows_kernel(T* y, const float* bias, size_t packs, unsigned channels) {
+  DPB_GRID_STRIDE_LOOP(i, packs) {
+    T* at = y + i * kVec;
+    const Pack<T, kVec> in = load_pack<kVec>(at);
+    const unsigned channel = static_cast<unsigned>(i * kVec % channels);
+    float out[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) out[k] = biased<kRelu>(element(in, k), bias[channel + k]);
+    store_pack<kVec>(at, round_pack<T, kVec>(out));
+  }
 }
 
-template <bool kRelu>
-__global__ void add_bias_planes_kernel(float* y, const float* bias, size_t planes, int channels,
+template <typename T, int kVec, bool kRelu>
+__global__ void add_bias_planes_kernel(T* y, const float* bias, size_t planes, int channels,
                                        size_t inner) {
+  const size_t plane_packs = inner / kVec;
   for (size_t plane = blockIdx.x; plane < planes; plane += gridDim.x) {
     const float b = bias[plane % channels];
-    float* row = y + plane * inner;
-    for (size_t i = threadIdx.x; i < inner; i += blockDim.x) row[i] = biased<kRelu>(row[i], b);
+    T* row = y + plane * inner;
+    for (size_t i = threadIdx.x; i < plane_packs; i += blockDim.x) {
+      const Pack<T, kVec> in = load_pack<kVec>(row + i * kVec);
+      float out[kVec];
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) out[k] = biased<kRelu>(element(in, k), b);
+      store_pack<kVec>(row + i * kVec, round_pack<T, kVec>(out));
+    }
   }
 }
 
 // The per-channel sums run in two stages with a fixed shape, so they are reproducible: stage 1
 // writes partial sums (parts, channels) to the workspace, stage 2 adds each channel's parts in
-// order. Stage 1 also applies the ReLU mask to dy when asked, since it reads dy anyway.
-constexpr int kChannelTile = 32;  // NHWC: channels per block (one warp's coalesced row)
+// order. Stage 1 also applies the ReLU mask to dy when asked, since it reads dy anyway. The shape
+// and the order of every addition depend on the layout alone, never on the storage type or the
+// vector width, so the workspace size needs no type.
+constexpr int kChannelTile = 32;  // NHWC: channel packs per block (one warp's coalesced row)
 constexpr int kRowLanes = 8;      // NHWC: rows in flight per block
+// NHWC: rows a thread loads before adding any. A 16-bit pair moves as many bytes as fp32's one
+// element, but each thread then has twice the channels' rows to cover with half the blocks, so
+// it keeps more loads in flight; fp32 keeps its one.
+template <typename T>
+constexpr int kRowUnroll = sizeof(T) == 2 ? 4 : 1;
 constexpr int kTargetBlocks = 2048;
 
 struct ChannelSumShape {
   bool planes = false;  // NCHW: one part per image; NHWC: one part per chunk of rows
   size_t parts = 0;
   size_t rows_per_part = 0;  // NHWC
-  unsigned tiles = 0;        // NHWC: channel tiles
+  unsigned tiles = 0;        // NHWC: tiles of kChannelTile channels
 };
 
 ChannelSumShape channel_sum_shape(const ChannelLayout& layout) {
@@ -65,49 +203,121 @@ ChannelSumShape channel_sum_shape(const ChannelLayout& layout) {
   return shape;
 }
 
-template <bool kRelu>
-__device__ __forceinline__ float masked_gradient(const float* y, float* dy, size_t i) {
-  float g = dy[i];
-  if (kRelu && !(y[i] > 0.0f)) {
-    g = 0.0f;
-    dy[i] = 0.0f;
+// dy with the ReLU's mask applied (zeros where the stored y <= 0), written back to dy only when
+// the mask changed something.
+template <int kVec, bool kRelu, typename T>
+__device__ __forceinline__ Pack<T, kVec> masked_gradient(const Pack<T, kVec>& y, Pack<T, kVec> dy,
+                                                         T* dy_at) {
+  if (kRelu) {
+    bool masked = false;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      if (!(element(y, k) > 0.0f)) {
+        clear_element(dy, k);
+        masked = true;
+      }
+    }
+    if (masked) store_pack<kVec>(dy_at, dy);
   }
-  return g;
+  return dy;
 }
 
-// NHWC stage 1: block (kChannelTile, kRowLanes) sums rows [part * rows_per_part, ...) of its
-// channel tile; partials (parts, channels).
-template <bool kRelu>
-__global__ void channel_sum_rows_kernel(const float* y, float* dy, size_t rows, int channels,
+// NHWC stage 1: block (kChannelTile, kRowLanes) sums rows [part * rows_per_part, ...) of its tile
+// of kChannelTile packs of kVec channels; partials (parts, channels). Each channel's sum runs over
+// rows first + lane_y, first + lane_y + kRowLanes, ... and then over the lanes in order, whatever
+// kVec is.
+template <typename T, int kVec, bool kRelu>
+__global__ void channel_sum_rows_kernel(const T* y, T* dy, size_t rows, int channels,
                                         size_t rows_per_part, float* partials) {
-  __shared__ float lanes[kRowLanes][kChannelTile + 1];
-  const int channel = blockIdx.x * kChannelTile + threadIdx.x;
+  constexpr int kTileChannels = kChannelTile * kVec;
+  __shared__ float lanes[kRowLanes][kTileChannels + 1];
+  const int first_channel = blockIdx.x * kTileChannels + threadIdx.x * kVec;
   const size_t first = blockIdx.y * rows_per_part;
   const size_t last = first + rows_per_part < rows ? first + rows_per_part : rows;
-  float sum = 0.0f;
-  if (channel < channels) {
-    for (size_t row = first + threadIdx.y; row < last; row += kRowLanes)
-      sum += masked_gradient<kRelu>(y, dy, row * channels + channel);
+  float sum[kVec];
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) sum[k] = 0.0f;
+  if (first_channel < channels) {  // channels % kVec == 0: the whole pack is inside the row
+    for (size_t row = first + threadIdx.y; row < last; row += kRowLanes * kRowUnroll<T>) {
+      Pack<T, kVec> outputs[kRowUnroll<T>], gradients[kRowUnroll<T>];
+#pragma unroll
+      for (int u = 0; u < kRowUnroll<T>; ++u) {
+        const size_t at = (row + u * kRowLanes) * channels + first_channel;
+        if (row + u * kRowLanes < last) {
+          gradients[u] = load_pack<kVec>(dy + at);
+          if (kRelu) outputs[u] = load_pack<kVec>(y + at);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kRowUnroll<T>; ++u) {
+        const size_t at = (row + u * kRowLanes) * channels + first_channel;
+        if (row + u * kRowLanes < last) {
+          const Pack<T, kVec> g = masked_gradient<kVec, kRelu>(outputs[u], gradients[u], dy + at);
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) sum[k] += element(g, k);
+        }
+      }
+    }
   }
-  lanes[threadIdx.y][threadIdx.x] = sum;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) lanes[threadIdx.y][threadIdx.x * kVec + k] = sum[k];
   __syncthreads();
-  if (threadIdx.y == 0 && channel < channels) {
-    float total = 0.0f;
-    for (int lane = 0; lane < kRowLanes; ++lane) total += lanes[lane][threadIdx.x];
-    partials[static_cast<size_t>(blockIdx.y) * channels + channel] = total;
+  if (threadIdx.y == 0) {
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      const int channel = first_channel + k;
+      if (channel < channels) {
+        float total = 0.0f;
+        for (int lane = 0; lane < kRowLanes; ++lane) total += lanes[lane][threadIdx.x * kVec + k];
+        partials[static_cast<size_t>(blockIdx.y) * channels + channel] = total;
+      }
+    }
   }
 }
 
 // NCHW stage 1: one warp per (image, channel) plane; partials (images, channels) = plane order.
-template <bool kRelu>
-__global__ void channel_sum_planes_kernel(const float* y, float* dy, size_t planes, size_t inner,
+// Lane l adds the plane's elements l, l + 32, l + 64, ... in turn, then the warp adds the lanes
+// along a fixed tree. With kVec > 1 the warp loads 32 * kVec elements at a time, a pack per lane,
+// and passes them through shared memory so that each lane still adds exactly its own elements in
+// that order: any kVec gives the same bits.
+template <typename T, int kVec, bool kRelu>
+__global__ void channel_sum_planes_kernel(const T* y, T* dy, size_t planes, size_t inner,
                                           float* partials) {
+  constexpr int kWarps = kBlockSize / 32;
+  __shared__ __align__(16) T staged[kVec > 1 ? kWarps : 1][32 * kVec];
   const size_t warps_per_block = blockDim.x / 32;
-  const size_t lane = threadIdx.x % 32;
-  for (size_t plane = blockIdx.x * warps_per_block + threadIdx.x / 32; plane < planes;
+  const unsigned lane = threadIdx.x % 32;
+  const unsigned warp = threadIdx.x / 32;
+  for (size_t plane = blockIdx.x * warps_per_block + warp; plane < planes;
        plane += static_cast<size_t>(gridDim.x) * warps_per_block) {
+    const T* plane_y = y + plane * inner;
+    T* plane_dy = dy + plane * inner;
     float sum = 0.0f;
-    for (size_t i = lane; i < inner; i += 32) sum += masked_gradient<kRelu>(y, dy, plane * inner + i);
+    size_t scalar_from = 0;
+    if constexpr (kVec > 1) {
+      const size_t segments = inner / (32 * kVec);
+      for (size_t segment = 0; segment < segments; ++segment) {
+        const size_t at = (segment * 32 + lane) * kVec;
+        Pack<T, kVec> outputs;
+        if (kRelu) outputs = load_pack<kVec>(plane_y + at);
+        const Pack<T, kVec> g =
+            masked_gradient<kVec, kRelu>(outputs, load_pack<kVec>(plane_dy + at), plane_dy + at);
+        store_pack<kVec>(&staged[warp][lane * kVec], g);
+        __syncwarp();
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) {
+          sum += element(load_pack<1>(&staged[warp][lane + 32 * k]), 0);
+        }
+        __syncwarp();
+      }
+      scalar_from = segments * 32 * kVec;
+    }
+    for (size_t i = scalar_from + lane; i < inner; i += 32) {
+      const Pack<T, 1> gradient = load_pack<1>(plane_dy + i);
+      Pack<T, 1> outputs;
+      if (kRelu) outputs = load_pack<1>(plane_y + i);
+      sum += element(masked_gradient<1, kRelu>(outputs, gradient, plane_dy + i), 0);
+    }
     for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
     if (lane == 0) partials[plane] = sum;
   }
@@ -128,11 +338,14 @@ __global__ void sum_channel_parts_kernel(const float* partials, size_t parts, in
 // When stride >= window every input lies in at most one window, so each input element can find
 // its window, rescan it for the first maximum (lowest h, then w, as the reference) and take that
 // window's gradient or 0: a gather, with no atomics. Rows are (n, h) in NHWC and (n, c) in NCHW;
-// the column index inside a row needs one 32-bit division.
-template <bool kNhwc>
-__global__ void max_pool_backward_disjoint_kernel(const float* x, const float* dy, float* dx,
-                                                  MaxPoolShape s) {
-  const unsigned columns = kNhwc ? s.in_w * s.c : s.in_h * s.in_w;
+// the column index inside a row needs one 32-bit division. In NHWC a thread may own kVec
+// consecutive channels of one pixel: they share the window, so it scans the window in packs and
+// keeps one running maximum per channel. Values compare as floats, which orders them exactly as
+// the stored 16-bit values.
+template <typename T, bool kNhwc, int kVec>
+__global__ void max_pool_backward_disjoint_kernel(const T* x, const T* dy, T* dx, MaxPoolShape s) {
+  static_assert(kNhwc || kVec == 1, "NCHW neighbours lie in different windows");
+  const unsigned columns = (kNhwc ? s.in_w * s.c : s.in_h * s.in_w) / kVec;
   const unsigned rows = kNhwc ? s.n * s.in_h : s.n * s.c;
   const unsigned column = blockIdx.x * blockDim.x + threadIdx.x;
   if (column >= columns) return;
@@ -141,8 +354,9 @@ __global__ void max_pool_backward_disjoint_kernel(const float* x, const float* d
     if (kNhwc) {
       n = row / s.in_h;
       h = row - n * s.in_h;
-      w = column / s.c;
-      c = column - w * s.c;
+      const unsigned first_column = column * kVec;
+      w = first_column / s.c;
+      c = first_column - w * s.c;
     } else {
       n = row / s.c;
       c = row - n * s.c;
@@ -154,7 +368,9 @@ __global__ void max_pool_backward_disjoint_kernel(const float* x, const float* d
                    : ((static_cast<size_t>(n) * s.c + c) * s.in_h + hh) * s.in_w + ww;
     };
     const size_t self = input_at(h, w);
-    float gradient = 0.0f;
+    float gradient[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) gradient[k] = 0.0f;
     const int oh = (static_cast<int>(h) + s.pad_h) / s.stride_h;
     const int ow = (static_cast<int>(w) + s.pad_w) / s.stride_w;
     const int h0 = oh * s.stride_h - s.pad_h, w0 = ow * s.stride_w - s.pad_w;
@@ -162,43 +378,79 @@ __global__ void max_pool_backward_disjoint_kernel(const float* x, const float* d
         static_cast<int>(w) < w0 + s.window_w) {
       const int h_begin = max(h0, 0), h_end = min(h0 + s.window_h, static_cast<int>(s.in_h));
       const int w_begin = max(w0, 0), w_end = min(w0 + s.window_w, static_cast<int>(s.in_w));
-      size_t best = input_at(h_begin, w_begin);
-      float best_value = x[best];
+      size_t best[kVec];
+      float best_value[kVec];
+      const size_t start = input_at(h_begin, w_begin);
+      const Pack<T, kVec> first = load_pack<kVec>(x + start);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        best[k] = start;
+        best_value[k] = element(first, k);
+      }
       for (int hh = h_begin; hh < h_end; ++hh) {
         for (int ww = w_begin; ww < w_end; ++ww) {
           const size_t at = input_at(hh, ww);
-          if (x[at] > best_value) {
-            best_value = x[at];
-            best = at;
+          const Pack<T, kVec> values = load_pack<kVec>(x + at);
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) {
+            if (element(values, k) > best_value[k]) {
+              best_value[k] = element(values, k);
+              best[k] = at;
+            }
           }
         }
       }
-      if (best == self) {
+      bool any_here = false;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) any_here |= best[k] == self;
+      if (any_here) {
         const size_t out = kNhwc ? ((static_cast<size_t>(n) * s.out_h + oh) * s.out_w + ow) * s.c + c
                                  : ((static_cast<size_t>(n) * s.c + c) * s.out_h + oh) * s.out_w + ow;
-        gradient = dy[out];
+        const Pack<T, kVec> window_gradient = load_pack<kVec>(dy + out);
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) {
+          if (best[k] == self) gradient[k] = element(window_gradient, k);
+        }
       }
     }
-    dx[self] = gradient;
+    store_pack<kVec>(dx + self, round_pack<T, kVec>(gradient));  // exact: each came from a T
   }
 }
 
 // out = keep ? in / keep_probability : 0, keep = uniform(seed, kRandomStreamDropout + *step, i)
 // >= rate. The same mask serves forward (in = x) and backward (in = dy); the step is read on the
 // device so that a replayed graph draws a new mask each step. A true division (not a multiply by
-// the reciprocal) matches the reference's rounding bit for bit. out may alias in.
-__global__ void dropout_kernel(const float* in, float* out, size_t n, float rate,
-                               float keep_probability, uint64_t seed, uint64_t first_index,
-                               const int32_t* step) {
+// the reciprocal) matches the reference's rounding bit for bit. out may alias in: each thread
+// reads its pack before writing it. The last n % kVec elements go one per thread.
+template <typename T, int kVec>
+__global__ void dropout_kernel(const T* in, T* out, size_t n, float rate, float keep_probability,
+                               uint64_t seed, uint64_t first_index, const int32_t* step) {
   const uint64_t random_stream = kRandomStreamDropout + static_cast<uint64_t>(*step);
-  DPB_GRID_STRIDE_LOOP(i, n) {
+  auto dropped = [&](size_t i, float value) {
     const bool keep = counter_uniform(seed, random_stream, first_index + i) >= rate;
-    out[i] = keep ? in[i] / keep_probability : 0.0f;
+    return keep ? value / keep_probability : 0.0f;
+  };
+  const size_t packs = n / kVec;
+  DPB_GRID_STRIDE_LOOP(i, packs) {
+    const Pack<T, kVec> values = load_pack<kVec>(in + i * kVec);
+    float result[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) result[k] = dropped(i * kVec + k, element(values, k));
+    store_pack<kVec>(out + i * kVec, round_pack<T, kVec>(result));
+  }
+  if constexpr (kVec > 1) {
+    const size_t i = packs * kVec + static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) {
+      const float result[1] = {dropped(i, element(load_pack<1>(in + i), 0))};
+      store_pack<1>(out + i, round_pack<T, 1>(result));
+    }
   }
 }
 
-// dst[r * dst_stride + k] = src[r * src_stride + k] for r < rows, k < row_length.
-__global__ void copy_rows_kernel(const float* src, size_t src_stride, float* dst, size_t dst_stride,
+// dst[r * dst_stride + k] = src[r * src_stride + k] for r < rows, k < row_length, all in Words:
+// the copy moves bits, so the widest word that the rows and pointers allow serves every type.
+template <typename Word>
+__global__ void copy_rows_kernel(const Word* src, size_t src_stride, Word* dst, size_t dst_stride,
                                  size_t row_length, size_t total) {
   DPB_GRID_STRIDE_LOOP(i, total) {
     const size_t row = i / row_length;
@@ -207,30 +459,86 @@ __global__ void copy_rows_kernel(const float* src, size_t src_stride, float* dst
   }
 }
 
+// ---- host side -------------------------------------------------------------------------------
+
+// Calls run(T{}) with T the storage type of `type`.
+template <typename Run>
+void with_storage_type(DataType type, const char* op, Run run) {
+  switch (type) {
+    case DataType::f32: return run(float{});
+    case DataType::f16: return run(__half{});
+    case DataType::bf16: return run(__nv_bfloat16{});
+  }
+  throw RuntimeError(std::string(op) + ": unknown data type");
+}
+
+bool aligned_to(std::initializer_list<const void*> pointers, size_t bytes) {
+  for (const void* p : pointers) {
+    if (reinterpret_cast<uintptr_t>(p) % bytes != 0) return false;
+  }
+  return true;
+}
+
+// Elements per pack for a 16-bit tensor: 8 (16 bytes) where `run` (elements that must split
+// into whole packs) and every pointer allow, else pairs (4 bytes, fp32's element width), else 1.
+// fp32 keeps its scalar kernels as they were: 1.
+template <typename T>
+int pack_width(size_t run, std::initializer_list<const void*> pointers) {
+  if constexpr (sizeof(T) == 2) {
+    for (int vec : {8, 2}) {
+      if (run % vec == 0 && aligned_to(pointers, vec * sizeof(T))) return vec;
+    }
+  }
+  return 1;
+}
+
+// Calls launch(vec) with vec a std::integral_constant among the widths pack_width picks for T.
+template <typename T, typename Launch>
+void with_pack_width(int vec, Launch launch) {
+  if constexpr (sizeof(T) == 2) {
+    if (vec == 8) return launch(std::integral_constant<int, 8>{});
+    if (vec == 2) return launch(std::integral_constant<int, 2>{});
+  }
+  launch(std::integral_constant<int, 1>{});
+}
+
 }  // namespace
 
-void launch_add_channel_bias(cudaStream_t stream, float* y, const float* bias,
+void launch_add_channel_bias(cudaStream_t stream, DataType type, void* y, const float* bias,
                              const ChannelLayout& layout, bool relu) {
   const size_t total = layout.outer * layout.channels * layout.inner;
   if (total == 0) return;
-  if (layout.inner == 1) {
-    const unsigned channels = static_cast<unsigned>(layout.channels);
-    if (relu) {
-      add_bias_rows_kernel<true><<<grid_for(total), kBlockSize, 0, stream>>>(y, bias, total, channels);
+  with_storage_type(type, "add_channel_bias", [&](auto tag) {
+    using T = decltype(tag);
+    T* data = static_cast<T*>(y);
+    if (layout.inner == 1) {
+      const unsigned channels = static_cast<unsigned>(layout.channels);
+      with_pack_width<T>(pack_width<T>(channels, {data}), [&](auto vec) {
+        constexpr int kVec = decltype(vec)::value;
+        const size_t packs = total / kVec;
+        if (relu) {
+          add_bias_rows_kernel<T, kVec, true><<<grid_for(packs), kBlockSize, 0, stream>>>(
+              data, bias, packs, channels);
+        } else {
+          add_bias_rows_kernel<T, kVec, false><<<grid_for(packs), kBlockSize, 0, stream>>>(
+              data, bias, packs, channels);
+        }
+      });
     } else {
-      add_bias_rows_kernel<false><<<grid_for(total), kBlockSize, 0, stream>>>(y, bias, total, channels);
+      const size_t planes = layout.outer * layout.channels;
+      const unsigned blocks = static_cast<unsigned>(std::min<size_t>(planes, 65536));
+      with_pack_width<T>(pack_width<T>(layout.inner, {data}), [&](auto vec) {
+        constexpr int kVec = decltype(vec)::value;
+        if (relu) {
+          add_bias_planes_kernel<T, kVec, true><<<blocks, kBlockSize, 0, stream>>>(
+              data, bias, planes, layout.channels, layout.inner);
+        } else {
+          add_bias_planes_kernel<T, kVec, false><<<blocks, kBlockSize, 0, stream>>>(
+              data, bias, planes, layout.channels, layout.inner);
+        }
+      });
     }
-  } else {
-    const size_t planes = layout.outer * layout.channels;
-    const unsigned blocks = static_cast<unsigned>(std::min<size_t>(planes, 65536));
-    if (relu) {
-      add_bias_planes_kernel<true><<<blocks, kBlockSize, 0, stream>>>(y, bias, planes,
-                                                                     layout.channels, layout.inner);
-    } else {
-      add_bias_planes_kernel<false><<<blocks, kBlockSize, 0, stream>>>(y, bias, planes,
-                                                                      layout.channels, layout.inner);
-    }
-  }
+  });
   DPB_CUDA_CHECK_LAUNCH(add_channel_bias);
 }
 
@@ -238,70 +546,140 @@ size_t channel_sum_workspace_bytes(const ChannelLayout& layout) {
   return channel_sum_shape(layout).parts * static_cast<size_t>(layout.channels) * sizeof(float);
 }
 
-void launch_channel_bias_gradient(cudaStream_t stream, const float* y, float* dy, float* dbias,
-                                  bool relu, const ChannelLayout& layout, float* workspace) {
+void launch_channel_bias_gradient(cudaStream_t stream, DataType type, const void* y, void* dy,
+                                  float* dbias, bool relu, const ChannelLayout& layout,
+                                  float* workspace) {
   if (layout.channels <= 0) return;
   const ChannelSumShape shape = channel_sum_shape(layout);
   if (shape.parts == 0 || layout.inner == 0) {
     DPB_CUDA_CHECK(cudaMemsetAsync(dbias, 0, sizeof(float) * layout.channels, stream));
     return;
   }
-  if (shape.planes) {
-    const size_t planes = layout.outer * layout.channels;
-    const size_t warps_per_block = kBlockSize / 32;
-    const unsigned blocks = static_cast<unsigned>(
-        std::min<size_t>((planes + warps_per_block - 1) / warps_per_block, 65536));
-    if (relu) {
-      channel_sum_planes_kernel<true><<<blocks, kBlockSize, 0, stream>>>(y, dy, planes, layout.inner, workspace);
+  with_storage_type(type, "channel_bias_gradient", [&](auto tag) {
+    using T = decltype(tag);
+    const T* outputs = static_cast<const T*>(y);
+    T* gradients = static_cast<T*>(dy);
+    // 16-bit takes 16-byte packs in NCHW planes but pairs in NHWC rows: the rows' partition is
+    // fixed by the shape alone, and each widening of the packs divides the blocks covering it.
+    if (shape.planes) {
+      const size_t planes = layout.outer * layout.channels;
+      const size_t warps_per_block = kBlockSize / 32;
+      const unsigned blocks = static_cast<unsigned>(
+          std::min<size_t>((planes + warps_per_block - 1) / warps_per_block, 65536));
+      with_pack_width<T>(pack_width<T>(layout.inner, {outputs, gradients}), [&](auto vec) {
+        constexpr int kVec = decltype(vec)::value;
+        if (relu) {
+          channel_sum_planes_kernel<T, kVec, true><<<blocks, kBlockSize, 0, stream>>>(
+              outputs, gradients, planes, layout.inner, workspace);
+        } else {
+          channel_sum_planes_kernel<T, kVec, false><<<blocks, kBlockSize, 0, stream>>>(
+              outputs, gradients, planes, layout.inner, workspace);
+        }
+      });
     } else {
-      channel_sum_planes_kernel<false><<<blocks, kBlockSize, 0, stream>>>(y, dy, planes, layout.inner, workspace);
+      const bool pairs = sizeof(T) == 2 && layout.channels % 2 == 0 &&
+                         aligned_to({outputs, gradients}, 2 * sizeof(T));
+      const int width = pairs ? 2 : 1;
+      const dim3 block(kChannelTile, kRowLanes);
+      const dim3 grid((static_cast<unsigned>(layout.channels) + kChannelTile * width - 1) /
+                          (kChannelTile * width),
+                      static_cast<unsigned>(shape.parts));
+      auto launch = [&](auto vec) {
+        constexpr int kVec = decltype(vec)::value;
+        if (relu) {
+          channel_sum_rows_kernel<T, kVec, true><<<grid, block, 0, stream>>>(
+              outputs, gradients, layout.outer, layout.channels, shape.rows_per_part, workspace);
+        } else {
+          channel_sum_rows_kernel<T, kVec, false><<<grid, block, 0, stream>>>(
+              outputs, gradients, layout.outer, layout.channels, shape.rows_per_part, workspace);
+        }
+      };
+      if constexpr (sizeof(T) == 2) {
+        if (pairs) return launch(std::integral_constant<int, 2>{});
+      }
+      launch(std::integral_constant<int, 1>{});
     }
-  } else {
-    const dim3 block(kChannelTile, kRowLanes);
-    const dim3 grid(shape.tiles, static_cast<unsigned>(shape.parts));
-    if (relu) {
-      channel_sum_rows_kernel<true><<<grid, block, 0, stream>>>(y, dy, layout.outer, layout.channels,
-                                                                shape.rows_per_part, workspace);
-    } else {
-      channel_sum_rows_kernel<false><<<grid, block, 0, stream>>>(y, dy, layout.outer, layout.channels,
-                                                                 shape.rows_per_part, workspace);
-    }
-  }
+  });
   DPB_CUDA_CHECK_LAUNCH(channel_sum_stage1);
   sum_channel_parts_kernel<<<grid_for(static_cast<size_t>(layout.channels)), kBlockSize, 0, stream>>>(
       workspace, shape.parts, layout.channels, dbias);
   DPB_CUDA_CHECK_LAUNCH(sum_channel_parts_kernel);
 }
 
-void launch_max_pool_backward_disjoint(cudaStream_t stream, const float* x, const float* dy,
-                                       float* dx, const MaxPoolShape& shape, bool nhwc) {
+void launch_max_pool_backward_disjoint(cudaStream_t stream, DataType type, const void* x,
+                                       const void* dy, void* dx, const MaxPoolShape& shape,
+                                       bool nhwc) {
   const unsigned columns = nhwc ? shape.in_w * shape.c : shape.in_h * shape.in_w;
   const unsigned rows = nhwc ? shape.n * shape.in_h : shape.n * shape.c;
   if (columns == 0 || rows == 0) return;
-  const dim3 grid((columns + kBlockSize - 1) / kBlockSize, std::min(rows, 65535u));
-  if (nhwc) {
-    max_pool_backward_disjoint_kernel<true><<<grid, kBlockSize, 0, stream>>>(x, dy, dx, shape);
-  } else {
-    max_pool_backward_disjoint_kernel<false><<<grid, kBlockSize, 0, stream>>>(x, dy, dx, shape);
-  }
+  with_storage_type(type, "max_pool_backward_disjoint", [&](auto tag) {
+    using T = decltype(tag);
+    const T* inputs = static_cast<const T*>(x);
+    const T* gradients = static_cast<const T*>(dy);
+    T* result = static_cast<T*>(dx);
+    auto launch = [&](auto nhwc_tag, auto vec) {
+      constexpr int kVec = decltype(vec)::value;
+      const unsigned threads = columns / kVec;
+      const dim3 grid((threads + kBlockSize - 1) / kBlockSize, std::min(rows, 65535u));
+      max_pool_backward_disjoint_kernel<T, decltype(nhwc_tag)::value, kVec>
+          <<<grid, kBlockSize, 0, stream>>>(inputs, gradients, result, shape);
+    };
+    if (!nhwc) return launch(std::false_type{}, std::integral_constant<int, 1>{});
+    // 16-bit threads take a pack of channels of one pixel (they share the window).
+    with_pack_width<T>(pack_width<T>(shape.c, {inputs, gradients, result}),
+                       [&](auto vec) { launch(std::true_type{}, vec); });
+  });
   DPB_CUDA_CHECK_LAUNCH(max_pool_backward_disjoint_kernel);
 }
 
-void launch_dropout(cudaStream_t stream, const float* in, float* out, size_t n, float rate,
-                    uint64_t seed, uint64_t first_index, const int32_t* step) {
+void launch_dropout(cudaStream_t stream, DataType type, const void* in, void* out, size_t n,
+                    float rate, uint64_t seed, uint64_t first_index, const int32_t* step) {
   if (n == 0) return;
   const float keep_probability = 1.0f - rate;  // rounded once, as the reference rounds it
-  dropout_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(in, out, n, rate, keep_probability, seed,
-                                                         first_index, step);
+  with_storage_type(type, "dropout", [&](auto tag) {
+    using T = decltype(tag);
+    const T* source = static_cast<const T*>(in);
+    T* target = static_cast<T*>(out);
+    // Any n: the kernel finishes the elements past the last whole pack one by one.
+    const size_t any_length = 0;
+    with_pack_width<T>(pack_width<T>(any_length, {source, target}), [&](auto vec) {
+      constexpr int kVec = decltype(vec)::value;
+      dropout_kernel<T, kVec><<<grid_for(std::max<size_t>(n / kVec, n % kVec)), kBlockSize, 0,
+                                stream>>>(source, target, n, rate, keep_probability, seed,
+                                          first_index, step);
+    });
+  });
   DPB_CUDA_CHECK_LAUNCH(dropout_kernel);
 }
 
-void launch_copy_rows(cudaStream_t stream, const float* src, size_t src_stride, float* dst,
-                      size_t dst_stride, size_t row_length, size_t rows) {
-  const size_t total = row_length * rows;
-  if (total == 0) return;
-  copy_rows_kernel<<<grid_for(total), kBlockSize, 0, stream>>>(src, src_stride, dst, dst_stride,
-                                                               row_length, total);
+void launch_copy_rows(cudaStream_t stream, const void* src, size_t src_stride, void* dst,
+                      size_t dst_stride, size_t row_length, size_t rows, size_t element_bytes) {
+  if (element_bytes != 2 && element_bytes != 4) {
+    throw RuntimeError("copy_rows: elements of " + std::to_string(element_bytes) +
+                       " bytes (2 or 4 supported)");
+  }
+  const size_t total_elements = row_length * rows;
+  if (total_elements == 0) return;
+  // The widest word dividing every row, both strides and both addresses.
+  auto launch = [&](auto word_tag) {
+    using Word = decltype(word_tag);
+    constexpr size_t kWord = sizeof(Word);
+    const size_t per_element = element_bytes;
+    const bool fits = (row_length * per_element) % kWord == 0 &&
+                      (src_stride * per_element) % kWord == 0 &&
+                      (dst_stride * per_element) % kWord == 0 && aligned_to({src, dst}, kWord);
+    if (!fits) return false;
+    const size_t words = row_length * per_element / kWord;
+    const size_t total = words * rows;
+    copy_rows_kernel<Word><<<grid_for(total), kBlockSize, 0, stream>>>(
+        static_cast<const Word*>(src), src_stride * per_element / kWord, static_cast<Word*>(dst),
+        dst_stride * per_element / kWord, words, total);
+    return true;
+  };
+  if (!(launch(uint4{}) || launch(uint2{}) || launch(0u) ||
+        launch(static_cast<unsigned short>(0)))) {
+    throw RuntimeError("copy_rows: pointers not aligned to their elements");
+  }
   DPB_CUDA_CHECK_LAUNCH(copy_rows_kernel);
 }
 
