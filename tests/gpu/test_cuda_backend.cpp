@@ -695,6 +695,7 @@ TEST_CASE("cuda update_loss_scale follows the rule step by step, as the referenc
   CHECK(next(s, 3).scale == 1.0f);
   s.scale = 16777216.0f;
   s.good_steps = 2;
+  s.non_finite = 0;
   CHECK(next(s, 3).scale == 16777216.0f);
 }
 
