@@ -30,11 +30,14 @@ out, tag = sys.argv[1], sys.argv[2]
 scale = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0, "s": 1e3, "second": 1e3}
 for who in ("dpbench", "pytorch"):
     try:
-        rows = [r for r in csv.reader(open(f"{out}/ncu_{who}_{tag}.csv")) if len(r) > 10]
+        lines = list(csv.reader(open(f"{out}/ncu_{who}_{tag}.csv")))
     except OSError:
         continue
-    if not rows:
+    # The programs' own output (the twin's JSON line, progress) precedes ncu's table.
+    start = next((i for i, r in enumerate(lines) if "Kernel Name" in r), None)
+    if start is None:
         print(f"{who}: no kernels recorded"); continue
+    rows = [r for r in lines[start:] if len(r) == len(lines[start])]
     head = rows[0]
     name_at, value_at, unit_at = head.index("Kernel Name"), head.index("Metric Value"), head.index("Metric Unit")
     families = collections.defaultdict(lambda: [0.0, 0])
