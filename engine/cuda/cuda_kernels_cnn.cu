@@ -482,6 +482,77 @@ bool aligned_to(std::initializer_list<const void*> pointers, size_t bytes) {
 // Elements per pack for a 16-bit tensor: 8 (16 bytes) where `run` (elements that must split
 // into whole packs) and every pointer allow, else pairs (4 bytes, fp32's element width), else 1.
 // fp32 keeps its scalar kernels as they were: 1.
+// Windows that tile the input exactly (stride == window, no padding, out * stride == in, as
+// VGG's 2x2/2 pools): one thread per window and kVec channels reads each input once, finds the
+// first maximum and writes the whole window's gradient. The gather kernel above visits every
+// input element instead and re-reads its window for each, which cost VGG-16 6 ms a step (NHWC,
+// fp32, batch 64, H200) against about 0.5 ms of traffic.
+template <typename T, bool kNhwc, int kVec>
+__global__ void max_pool_backward_tiled_kernel(const T* x, const T* dy, T* dx, MaxPoolShape s,
+                                               size_t windows) {
+  static_assert(kNhwc || kVec == 1, "NCHW neighbours lie in different windows");
+  const unsigned channel_packs = s.c / kVec;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < windows;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    size_t n, c, oh, ow;
+    if (kNhwc) {
+      c = (i % channel_packs) * kVec;
+      size_t rest = i / channel_packs;
+      ow = rest % s.out_w;
+      rest /= s.out_w;
+      oh = rest % s.out_h;
+      n = rest / s.out_h;
+    } else {
+      ow = i % s.out_w;
+      size_t rest = i / s.out_w;
+      oh = rest % s.out_h;
+      rest /= s.out_h;
+      c = rest % s.c;
+      n = rest / s.c;
+    }
+    auto input_at = [&](size_t hh, size_t ww) -> size_t {
+      return kNhwc ? ((n * s.in_h + hh) * s.in_w + ww) * s.c + c
+                   : ((n * s.c + c) * s.in_h + hh) * s.in_w + ww;
+    };
+    const size_t out = kNhwc ? ((n * s.out_h + oh) * s.out_w + ow) * s.c + c
+                             : ((n * s.c + c) * s.out_h + oh) * s.out_w + ow;
+    const size_t h0 = oh * s.stride_h, w0 = ow * s.stride_w;
+    // First maximum in (h, then w) order: later positions win only when strictly greater.
+    int best[kVec];
+    float best_value[kVec];
+    {
+      const Pack<T, kVec> first = load_pack<kVec>(x + input_at(h0, w0));
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        best[k] = 0;
+        best_value[k] = element(first, k);
+      }
+    }
+    for (int dh = 0; dh < s.window_h; ++dh) {
+      for (int dw = dh == 0 ? 1 : 0; dw < s.window_w; ++dw) {
+        const Pack<T, kVec> values = load_pack<kVec>(x + input_at(h0 + dh, w0 + dw));
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) {
+          if (element(values, k) > best_value[k]) {
+            best_value[k] = element(values, k);
+            best[k] = dh * s.window_w + dw;
+          }
+        }
+      }
+    }
+    const Pack<T, kVec> gradient = load_pack<kVec>(dy + out);
+    for (int dh = 0; dh < s.window_h; ++dh) {
+      for (int dw = 0; dw < s.window_w; ++dw) {
+        Pack<T, kVec> written = gradient;
+#pragma unroll
+        for (int k = 0; k < kVec; ++k)
+          if (best[k] != dh * s.window_w + dw) clear_element(written, k);
+        store_pack<kVec>(dx + input_at(h0 + dh, w0 + dw), written);
+      }
+    }
+  }
+}
+
 template <typename T>
 int pack_width(size_t run, std::initializer_list<const void*> pointers) {
   if constexpr (sizeof(T) == 2) {
@@ -612,6 +683,32 @@ void launch_max_pool_backward_disjoint(cudaStream_t stream, DataType type, const
   const unsigned columns = nhwc ? shape.in_w * shape.c : shape.in_h * shape.in_w;
   const unsigned rows = nhwc ? shape.n * shape.in_h : shape.n * shape.c;
   if (columns == 0 || rows == 0) return;
+  const bool tiles_exactly = shape.stride_h == shape.window_h && shape.stride_w == shape.window_w &&
+                             shape.pad_h == 0 && shape.pad_w == 0 &&
+                             static_cast<unsigned>(shape.out_h * shape.stride_h) == shape.in_h &&
+                             static_cast<unsigned>(shape.out_w * shape.stride_w) == shape.in_w;
+  if (tiles_exactly) {
+    with_storage_type(type, "max_pool_backward_tiled", [&](auto tag) {
+      using T = decltype(tag);
+      const T* inputs = static_cast<const T*>(x);
+      const T* gradients = static_cast<const T*>(dy);
+      T* result = static_cast<T*>(dx);
+      auto launch = [&](auto nhwc_tag, auto vec) {
+        constexpr int kVec = decltype(vec)::value;
+        const size_t windows = static_cast<size_t>(shape.n) * shape.c / kVec * shape.out_h * shape.out_w;
+        max_pool_backward_tiled_kernel<T, decltype(nhwc_tag)::value, kVec>
+            <<<grid_for(windows), kBlockSize, 0, stream>>>(inputs, gradients, result, shape, windows);
+      };
+      if (!nhwc) return launch(std::false_type{}, std::integral_constant<int, 1>{});
+      // 16 bytes of channels per thread where the channel count and addresses allow.
+      constexpr int kWide = 16 / static_cast<int>(sizeof(T));
+      if (shape.c % kWide == 0 && aligned_to({inputs, gradients, result}, 16))
+        return launch(std::true_type{}, std::integral_constant<int, kWide>{});
+      launch(std::true_type{}, std::integral_constant<int, 1>{});
+    });
+    DPB_CUDA_CHECK_LAUNCH(max_pool_backward_tiled_kernel);
+    return;
+  }
   with_storage_type(type, "max_pool_backward_disjoint", [&](auto tag) {
     using T = decltype(tag);
     const T* inputs = static_cast<const T*>(x);

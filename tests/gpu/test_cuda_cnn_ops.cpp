@@ -326,7 +326,9 @@ TEST_CASE("cuda pooling matches the reference in both formats", "[gpu]") {
       {PoolMode::average_exclude_padding, 5, 3, 3, 2, Padding::same},
       {PoolMode::average_include_padding, 7, 7, 1, 1, Padding::valid},  // global average
   };
-  const Tensor4 shapes[] = {{1, 5, 7, 7}, {3, 17, 11, 13}, {2, 64, 8, 9}};
+  // The last two tile exactly under VGG's 2x2/2 (the own one-thread-per-window kernel), with a
+  // channel count that allows 16-byte packs and one that does not.
+  const Tensor4 shapes[] = {{1, 5, 7, 7}, {3, 17, 11, 13}, {2, 64, 8, 9}, {2, 32, 8, 6}, {1, 3, 6, 4}};
   uint64_t stream = 300;
   for (DataType type : kAllTypes) {
     for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
