@@ -94,6 +94,9 @@ std::string format_summary(const Result& result) {
   text += fmt::format("  math: {}\n", describe_math(s));
   text += fmt::format("  execution: {}\n", s.cuda_graph ? "each step replayed as one CUDA graph per device"
                                                           : "kernels launched one by one from the host");
+  if (s.kernel_launches_per_step)
+    text += fmt::format("  kernel launches per step: {}
+", *s.kernel_launches_per_step);
   text += fmt::format("  final loss {:.6f}, param_norm {:.6f}, {} parameters\n", s.final_loss, s.param_norm,
                       s.num_parameters);
   text += std::string(64, '-') + "\n";

@@ -102,6 +102,7 @@ Result assemble_result(const RunConfig& config, const RunMeasurements& measured,
   summary.param_norm = measured.param_norm;
   summary.comm = measured.comm;
   summary.cuda_graph = measured.cuda_graph;
+  if (measured.kernels_per_step >= 0) summary.kernel_launches_per_step = measured.kernels_per_step;
   // The reference backend has no TF32: there a tf32 run computes in plain fp32, and says so. It
   // does store fp16 and bf16 values exactly as the GPU would, so those runs keep their name.
   summary.math = config.precision == "tf32" ? (config.backend == BackendKind::cuda ? "tf32" : "fp32")

@@ -15,6 +15,7 @@
 
 #include "engine/cnn_geometry.h"
 #include "engine/data_type.h"
+#include "engine/rnn_geometry.h"
 #include "engine/run_config.h"
 
 namespace dpbench {
@@ -40,6 +41,9 @@ struct UpdateExtras {
   // weights the 16-bit convolutions read), at the same element offsets as `params`.
   void* half_params = nullptr;
   DataType half_type = DataType::bf16;
+  // Adam only: when set, the step's number is read on the device, t = *step_from_zero + 1, and
+  // the `step` argument is ignored; a replayed CUDA graph then corrects the bias of each step.
+  const int32_t* step_from_zero = nullptr;
 };
 class Backend {
  public:
@@ -101,6 +105,75 @@ class Backend {
   virtual void softmax_cross_entropy(const float* logits, const int32_t* labels, int rows,
                                      int classes, float* row_losses, float* loss_out,
                                      float* dlogits, const float* loss_scale = nullptr) = 0;
+
+  // Row-wise softmax cross-entropy without the mean, for losses summed over tokens and for
+  // vocabulary-sized logits processed a chunk of rows at a time:
+  //   row_losses[r] = -log softmax(logits[r])[labels[r]]
+  //   dlogits[r] = (softmax(logits[r]) - onehot(labels[r])) * gradient_scale (* *loss_scale)
+  // dlogits may alias logits.
+  virtual void softmax_cross_entropy_rows(const float* logits, const int32_t* labels, int rows,
+                                          int classes, float gradient_scale, float* row_losses,
+                                          float* dlogits, const float* loss_scale = nullptr) = 0;
+  // out[0] = scale * sum of x[0, n), summed in a fixed order (the same result every run).
+  virtual void sum_scaled(const float* x, size_t n, float scale, float* out) = 0;
+
+  // ---- sequence ops (shapes and weight layout: engine/rnn_geometry.h) ----------------------
+  // Device-to-device copy of `bytes` bytes; the ranges do not overlap.
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+
+  // Embedding lookup: y (n, dim), row i = table[ids[i]] with table (vocab, dim).
+  virtual void embedding_forward(const float* table, const int32_t* ids, size_t n, int dim,
+                                 float* y) = 0;
+  // dtable[ids[i]] += dy[i] for every i (several i may share a row): callers zero dtable first.
+  virtual void embedding_backward(const int32_t* ids, const float* dy, size_t n, int dim,
+                                  float* dtable) = 0;
+  // The distinct ids among ids[0, n), ascending, in rows[0, *count) (rows holds n; count is
+  // device memory): the embedding rows a step touched, for exchanging only those.
+  // `workspace` holds embedding_touched_rows_workspace_bytes(n, vocab) bytes.
+  virtual void embedding_touched_rows(const int32_t* ids, size_t n, int vocab, int32_t* rows,
+                                      int32_t* count, void* workspace) = 0;
+  virtual size_t embedding_touched_rows_workspace_bytes(size_t n, int vocab) = 0;
+
+  // A stacked LSTM over the whole sequence (cuDNN's fused RNN on cuda).
+  //   x (T, B, in), y (T, B, H * D); hx, cx, hy, cy (L * D, B, H); weights: canonical layout.
+  //   hx, cx == nullptr: zero initial state; hy, cy == nullptr: final state not wanted.
+  //   reserve (lstm_reserve_bytes) keeps what the backward passes need; it must not be touched
+  //   between lstm_forward and the two backward calls. workspace: lstm_workspace_bytes.
+  virtual void lstm_forward(const RnnGeometry& g, const float* x, const float* hx, const float* cx,
+                            const float* weights, float* y, float* hy, float* cy, void* reserve,
+                            void* workspace) = 0;
+  // Gradients of the inputs: dx (T, B, in), dhx, dcx (L * D, B, H), all overwritten (nullptr: not
+  // wanted), from dy (nullptr: zero, the outputs feed nothing) and dhy, dcy (nullptr: zero).
+  // Runs after lstm_forward and before lstm_backward_weights, with the same reserve.
+  virtual void lstm_backward_data(const RnnGeometry& g, const float* y, const float* dy,
+                                  const float* dhy, const float* dcy, const float* weights,
+                                  const float* hx, const float* cx, float* dx, float* dhx,
+                                  float* dcx, void* reserve, void* workspace) = 0;
+  // dweights (canonical layout) += d(loss)/d(weights): it ADDS, as cuDNN does, so callers zero
+  // it first. Runs after lstm_backward_data.
+  virtual void lstm_backward_weights(const RnnGeometry& g, const float* x, const float* hx,
+                                     const float* y, float* dweights, void* reserve,
+                                     void* workspace) = 0;
+  // The cuda backend prepares (and caches per geometry) its descriptors here; layers call these
+  // once at set-up.
+  virtual size_t lstm_workspace_bytes(const RnnGeometry& g) = 0;
+  virtual size_t lstm_reserve_bytes(const RnnGeometry& g) = 0;
+
+  // One time step of one LSTM layer, for the unrolled ("dynamic") RNN.
+  //   gates (B, 4H): pre-activations x W^T + h R^T without the biases, gate order i, f, g, o;
+  //   overwritten with the activations (i, f, g, o after their nonlinearities), which is what
+  //   lstm_cell_backward reads. bias_input, bias_recurrent (4H) are both added (bW + bR).
+  //   c_prev (B, H) (nullptr: zeros) -> c (B, H), h (B, H).
+  virtual void lstm_cell_forward(int batch, int hidden, float* gates, const float* bias_input,
+                                 const float* bias_recurrent, const float* c_prev, float* c,
+                                 float* h) = 0;
+  // Backward of one step: from the activations the forward left in `gates`, c_prev (nullptr:
+  // zeros) and c, and the gradients dh (B, H) and dc (B, H; nullptr: zero, the last step),
+  // writes dgates (B, 4H; pre-activation gradients; may alias gates) and dc_prev (B, H; may
+  // alias dc; nullptr: not wanted).
+  virtual void lstm_cell_backward(int batch, int hidden, const float* gates, const float* c_prev,
+                                  const float* c, const float* dh, const float* dc, float* dgates,
+                                  float* dc_prev) = 0;
 
   // ---- optimizers over a flat range (params, grads and state share one layout) -------------
   // `extras` (see UpdateExtras) unscales the gradients, skips a non-finite step and refreshes the

@@ -86,6 +86,9 @@ class CapturedWork {
   virtual ~CapturedWork() = default;
   // Enqueues the recorded work on the stream it was captured from.
   virtual void launch() = 0;
+  // Kernels one launch runs (the graph's kernel nodes, those of child graphs included); -1 where
+  // the work is not a graph of kernels.
+  virtual int64_t kernel_count() const { return -1; }
 };
 
 class Device {

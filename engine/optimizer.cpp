@@ -74,6 +74,7 @@ void Optimizer::apply(float* params, const float* grads, GradientRange range, in
     extras.half_params = static_cast<char*>(parameters->weight_copy()) +
                          range.offset * data_type_bytes(extras.half_type);
   }
+  extras.step_from_zero = device_step_;
   switch (config_.kind) {
     case OptimizerKind::sgd:
       ops.sgd_update(p, g, range.count, config_.learning_rate, extras);

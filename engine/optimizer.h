@@ -47,6 +47,11 @@ class Optimizer {
   void apply(float* params, const float* grads, GradientRange range, int64_t step,
              StreamKind stream = StreamKind::compute, const ParameterSet* parameters = nullptr);
   void end_update(StreamKind stream = StreamKind::compute);
+  // Device memory holding the 0-based step number during the update (the runner's step counter):
+  // Adam then reads its step there instead of taking it from the host, so the update can be
+  // captured once and replayed as a CUDA graph. nullptr: use the host's step.
+  void set_device_step(const int32_t* step_from_zero) { device_step_ = step_from_zero; }
+  bool reads_device_step() const { return device_step_ != nullptr; }
 
   const OptimizerConfig& config() const { return config_; }
   // Device pointer to the current loss scale, what the loss multiplies its gradient by; nullptr
@@ -61,6 +66,7 @@ class Optimizer {
   Buffer first_moment_;   // momentum velocity, or Adam's m
   Buffer second_moment_;  // Adam's v
   Buffer loss_scale_state_;  // one LossScaleState, with loss scaling only
+  const int32_t* device_step_ = nullptr;
 };
 
 }  // namespace dpbench

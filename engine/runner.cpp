@@ -56,6 +56,7 @@ struct Runner::ReplicaState {
   Buffer loss;                                                 // the step's loss, on the device
   Buffer loss_cursor;                                          // int32: next step's slot in `losses`
   std::unique_ptr<CapturedWork> replayable_step;               // the step as a CUDA graph
+  int64_t kernels_per_step = -1;  // kernel nodes of the captured step; -1: not captured
   std::atomic<int64_t> steps_enqueued{0};
 };
 
@@ -88,6 +89,9 @@ Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_p
     state->loss_cursor = device.allocate(sizeof(int32_t));
     const int32_t first_slot = 0;
     device.copy_from_host(state->loss_cursor.data(), &first_slot, sizeof(first_slot));
+    // During a step's update the cursor still holds the step's number (append_scalar advances
+    // it last), so Adam reads its step there and the whole step stays replayable.
+    state->optimizer->set_device_step(state->loss_cursor.as<int32_t>());
     strategy_view.push_back(Replica{r, &device, state->parameters.get(), state->optimizer.get()});
     replicas_.push_back(std::move(state));
   }
@@ -129,11 +133,11 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
     barrier.abort();
   };
 
-  // A step can be replayed when nothing in it changes from step to step on the host side: the
-  // strategy says so for its hooks, and Adam is excluded because its bias correction is a kernel
-  // argument that changes every step.
-  const bool replay = settings_.cuda_graph && strategy_.step_is_replayable() &&
-                      settings_.optimizer.kind != OptimizerKind::adam;
+  // A step can be captured when nothing in it changes from step to step on the host side: the
+  // strategy says so for its hooks (Adam reads its step on the device). A captured step is
+  // replayed with --cuda_graph; without it the capture only counts the step's kernels.
+  const bool capturable = strategy_.step_is_replayable();
+  const bool replay = settings_.cuda_graph && capturable;
 
   auto device_thread = [&](ReplicaState& state) {
     try {
@@ -155,7 +159,11 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
       for (int64_t step = 0; step < total_steps; ++step) {
         // Step 0 runs eagerly so libraries finish their lazy set-up outside the capture; the
         // capture itself runs nothing, the replay right after it is step 1.
-        if (replay && step == 1) state.replayable_step = device.capture([&] { enqueue_step(step); });
+        if (capturable && step == 1) {
+          std::unique_ptr<CapturedWork> captured = device.capture([&] { enqueue_step(step); });
+          if (captured) state.kernels_per_step = captured->kernel_count();
+          if (replay) state.replayable_step = std::move(captured);
+        }
         const bool profiled = settings_.profile_step > 0 && step == warmup + settings_.profile_step - 1;
         if (profiled) {
           device.synchronize();  // the range then holds this step's work and nothing before it
@@ -243,6 +251,7 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
   result.num_parameters = static_cast<int64_t>(model_.layout().total_count());
   result.comm = strategy_.communication_summary();
   result.cuda_graph = replicas_.front()->replayable_step != nullptr;
+  result.kernels_per_step = replicas_.front()->kernels_per_step;
   result.final_loss_scale = first.optimizer->current_loss_scale();
   return result;
 }

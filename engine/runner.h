@@ -49,6 +49,9 @@ struct RunMeasurements {
   int64_t num_parameters = 0;
   nlohmann::json comm = nlohmann::json::object();
   bool cuda_graph = false;  // whether the measured steps were replayed CUDA graphs
+  // Kernels one training step launches on replica 0 (forward, backward, exchange, update),
+  // counted in the step's CUDA graph; -1 where no step was captured (reference backend).
+  int64_t kernels_per_step = -1;
   double final_loss_scale = 1;  // replica 0's loss scale after the last step (1: no scaling)
 };
 

@@ -59,6 +59,9 @@ struct Summary {
   double param_norm = 0;       // L2 norm (double) of replica 0's final parameters
   nlohmann::json comm = nlohmann::json::object();  // communication counters (strategies)
   bool cuda_graph = false;     // measured steps replayed as CUDA graphs (one launch per step)
+  // Kernels one training step launches per device, counted in the step's CUDA graph (library
+  // kernels included); none where no step was captured (reference backend).
+  std::optional<int64_t> kernel_launches_per_step;
   // The arithmetic actually used: "fp32", "tf32", or "fp16" / "bf16" (16-bit activations and
   // weight copy, fp32 accumulation, fp32 master weights).
   std::string math = "fp32";

@@ -58,6 +58,9 @@ json summary_to_json(const Summary& summary) {
           {"param_norm", summary.param_norm},
           {"comm", summary.comm},
           {"cuda_graph", summary.cuda_graph},
+          {"kernel_launches_per_step", summary.kernel_launches_per_step
+                                           ? json(*summary.kernel_launches_per_step)
+                                           : json(nullptr)},
           {"math", summary.math},
           {"loss_scaling", summary.loss_scaling},
           {"final_loss_scale", summary.final_loss_scale}};
@@ -203,6 +206,8 @@ Summary summary_from_json(const json& document) {
   summary.comm = object_member(object, where, "comm");
   // Added after the first results were written: absent means no graphs were used.
   summary.cuda_graph = object.contains("cuda_graph") && bool_member(object, where, "cuda_graph");
+  if (object.contains("kernel_launches_per_step") && !object["kernel_launches_per_step"].is_null())
+    summary.kernel_launches_per_step = integer_member(object, where, "kernel_launches_per_step");
   if (object.contains("math")) summary.math = string_member(object, where, "math");
   if (object.contains("loss_scaling")) summary.loss_scaling = string_member(object, where, "loss_scaling");
   if (object.contains("final_loss_scale"))

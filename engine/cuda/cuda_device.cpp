@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/device_factory.h"
@@ -230,6 +231,27 @@ void CudaDevice::synchronize() {
 
 namespace {
 
+// Kernel nodes of `graph`, those inside child graphs (as libraries may add) included.
+int64_t count_kernel_nodes(cudaGraph_t graph) {
+  size_t count = 0;
+  DPB_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  if (count > 0) DPB_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+  int64_t kernels = 0;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type;
+    DPB_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+    if (type == cudaGraphNodeTypeKernel) {
+      ++kernels;
+    } else if (type == cudaGraphNodeTypeGraph) {
+      cudaGraph_t child = nullptr;
+      DPB_CUDA_CHECK(cudaGraphChildGraphNodeGetGraph(node, &child));
+      kernels += count_kernel_nodes(child);
+    }
+  }
+  return kernels;
+}
+
 // An instantiated CUDA graph and the stream it replays on.
 class CudaGraphWork final : public CapturedWork {
  public:
@@ -240,6 +262,7 @@ class CudaGraphWork final : public CapturedWork {
     (void)cudaGraphDestroy(graph_);
   }
   void launch() override { DPB_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+  int64_t kernel_count() const override { return count_kernel_nodes(graph_); }
 
  private:
   cudaGraph_t graph_;

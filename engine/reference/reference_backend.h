@@ -92,6 +92,38 @@ class ReferenceBackend final : public Backend {
   void copy_from_channels(const Tensor4& src_shape, const void* src, int channel_offset,
                           const Tensor4& dst_shape, void* dst) override;
 
+  // Sequence ops: engine/{reference,cuda}/..._sequence_ops
+  void softmax_cross_entropy_rows(const float* logits, const int32_t* labels, int rows,
+                                  int classes, float gradient_scale, float* row_losses,
+                                  float* dlogits, const float* loss_scale = nullptr) override;
+  void sum_scaled(const float* x, size_t n, float scale, float* out) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void embedding_forward(const float* table, const int32_t* ids, size_t n, int dim,
+                         float* y) override;
+  void embedding_backward(const int32_t* ids, const float* dy, size_t n, int dim,
+                          float* dtable) override;
+  void embedding_touched_rows(const int32_t* ids, size_t n, int vocab, int32_t* rows,
+                              int32_t* count, void* workspace) override;
+  size_t embedding_touched_rows_workspace_bytes(size_t n, int vocab) override;
+  void lstm_forward(const RnnGeometry& g, const float* x, const float* hx, const float* cx,
+                    const float* weights, float* y, float* hy, float* cy, void* reserve,
+                    void* workspace) override;
+  void lstm_backward_data(const RnnGeometry& g, const float* y, const float* dy, const float* dhy,
+                          const float* dcy, const float* weights, const float* hx,
+                          const float* cx, float* dx, float* dhx, float* dcx, void* reserve,
+                          void* workspace) override;
+  void lstm_backward_weights(const RnnGeometry& g, const float* x, const float* hx,
+                             const float* y, float* dweights, void* reserve,
+                             void* workspace) override;
+  size_t lstm_workspace_bytes(const RnnGeometry& g) override;
+  size_t lstm_reserve_bytes(const RnnGeometry& g) override;
+  void lstm_cell_forward(int batch, int hidden, float* gates, const float* bias_input,
+                         const float* bias_recurrent, const float* c_prev, float* c,
+                         float* h) override;
+  void lstm_cell_backward(int batch, int hidden, const float* gates, const float* c_prev,
+                          const float* c, const float* dh, const float* dc, float* dgates,
+                          float* dc_prev) override;
+
   void append_scalar(const float* value, float* history, int32_t* cursor) override;
   double sum_squares(const float* x, size_t n, void* scratch) override;
   size_t sum_squares_scratch_bytes() const override { return 0; }

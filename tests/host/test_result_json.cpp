@@ -66,6 +66,7 @@ Result make_full_result() {
   result.summary.param_norm = 123.456;
   result.summary.comm = {{"bytes_per_device_per_step", 102228128}, {"algbw_gbps", 80.5}};
   result.summary.cuda_graph = true;
+  result.summary.kernel_launches_per_step = 1094;
   result.summary.math = "fp16";
   result.summary.loss_scaling = "automatic";
   result.summary.final_loss_scale = 4096;
@@ -128,6 +129,7 @@ void check_results_equal(const Result& a, const Result& b) {
   CHECK(a.summary.param_norm == b.summary.param_norm);
   CHECK(a.summary.comm == b.summary.comm);
   CHECK(a.summary.cuda_graph == b.summary.cuda_graph);
+  CHECK(a.summary.kernel_launches_per_step == b.summary.kernel_launches_per_step);
   CHECK(a.summary.math == b.summary.math);
   CHECK(a.summary.loss_scaling == b.summary.loss_scaling);
   CHECK(a.summary.final_loss_scale == b.summary.final_loss_scale);
@@ -184,7 +186,7 @@ TEST_CASE("result JSON has the DESIGN section 6 shape", "[result_json]") {
                           "warmup_steps", "num_devices", "global_batch_size", "items_per_step",
                           "step_time_ms", "items_per_sec_per_step", "jitter", "final_loss",
                           "num_parameters", "param_norm", "comm", "cuda_graph", "math", "loss_scaling",
-                          "final_loss_scale"}) {
+                          "final_loss_scale", "kernel_launches_per_step"}) {
     CHECK(summary.contains(key));
   }
   for (const char* key : {"count", "mean", "median", "stddev", "min", "max", "p5", "p95"}) {
