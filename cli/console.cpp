@@ -39,7 +39,19 @@ std::string format_run_header(const RunConfig& config, const std::string& unit,
   text += fmt::format("{:<14}{}\n", "Strategy:", config.variable_update);
   text += fmt::format("{:<14}{}, learning rate {}{}\n", "Optimizer:", config.optimizer, config.learning_rate,
                       config.optimizer == "momentum" ? fmt::format(", momentum {}", config.momentum) : "");
-  text += fmt::format("{:<14}{} / {}\n", "Precision:", config.precision, config.data_format);
+  const SequenceConfig& q = config.sequence;
+  if (config.model == "nmt") {
+    text += fmt::format("{:<14}{} {}, {} + {} layers of {} units, embedding {}, vocab {}/{}, length {}/{}\n",
+                        "Network:", q.encoder_type, q.direction, q.num_encoder_layers, q.num_decoder_layers,
+                        q.num_units, q.embedding_dim, q.src_vocab_size, q.tgt_vocab_size, q.src_max_len,
+                        q.tgt_max_len);
+  } else if (config.model == "rnnlm") {
+    text += fmt::format("{:<14}{}, {} layers of {} units, embedding {}, vocab {}, length {}\n", "Network:",
+                        q.encoder_type, q.num_layers, q.num_units, q.embedding_dim, q.vocab_size, q.seq_len);
+  }
+  const bool images = q.encoder_type.empty();
+  text += images ? fmt::format("{:<14}{} / {}\n", "Precision:", config.precision, config.data_format)
+                 : fmt::format("{:<14}{}\n", "Precision:", config.precision);
   text += fmt::format("{:<14}{} warm-up + {} measured, progress every {}\n", "Steps:",
                       config.num_warmup_batches, config.num_batches, config.display_every);
   text += fmt::format("{:<14}{}/s, seed {}\n", "Unit:", unit, config.seed);
@@ -95,8 +107,7 @@ std::string format_summary(const Result& result) {
   text += fmt::format("  execution: {}\n", s.cuda_graph ? "each step replayed as one CUDA graph per device"
                                                           : "kernels launched one by one from the host");
   if (s.kernel_launches_per_step)
-    text += fmt::format("  kernel launches per step: {}
-", *s.kernel_launches_per_step);
+    text += fmt::format("  kernel launches per step: {}\n", *s.kernel_launches_per_step);
   text += fmt::format("  final loss {:.6f}, param_norm {:.6f}, {} parameters\n", s.final_loss, s.param_norm,
                       s.num_parameters);
   text += std::string(64, '-') + "\n";

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -27,7 +28,7 @@ struct FlagSpec {
   std::optional<std::string> implicit_text; // "--flag" alone means --flag=<this> (booleans)
 };
 
-const char* const kGroups[] = {"Model", "Devices", "Synchronisation", "Optimizer", "Measurement",
+const char* const kGroups[] = {"Model", "Sequence models", "Devices", "Synchronisation", "Optimizer", "Measurement",
                                "Output", "General"};
 
 std::string format_number(double value) {
@@ -87,6 +88,28 @@ std::vector<FlagSpec> run_flag_specs() {
       {"fp16_inc_loss_scale_every_n", "Model", "N",
        "Good steps before the automatic loss scale doubles",
        std::to_string(defaults.fp16_inc_loss_scale_every_n), {}},
+
+      {"encoder_type", "Sequence models", "NAME",
+       "LSTM implementation of nmt and rnnlm: cudnn_lstm (cuDNN's fused RNN) or dynamic (unrolled "
+       "one time step at a time, as TensorFlow's dynamic_rnn); the seeds' uni and bi mean dynamic "
+       "with that --direction (default: nmt dynamic, rnnlm cudnn_lstm)",
+       {}, {}},
+      {"direction", "Sequence models", "uni|bi",
+       "nmt encoder: bi = half the encoder layers read forwards, half backwards (default: bi)", {}, {}},
+      {"src_vocab_size", "Sequence models", "N", "nmt source vocabulary (default: 50000)", {}, {}},
+      {"tgt_vocab_size", "Sequence models", "N", "nmt target vocabulary (default: 50000)", {}, {}},
+      {"vocab_size", "Sequence models", "N", "rnnlm vocabulary (default: 10001)", {}, {}},
+      {"embedding_dim", "Sequence models", "N", "Embedding width (default: nmt 512, rnnlm 32)", {}, {}},
+      {"num_units", "Sequence models", "N", "LSTM hidden units (default: nmt 512, rnnlm 128)", {}, {}},
+      {"num_encoder_layers", "Sequence models", "N", "nmt encoder layers (default: 4)", {}, {}},
+      {"num_decoder_layers", "Sequence models", "N",
+       "nmt decoder layers, equal to the encoder's (default: 4)", {}, {}},
+      {"num_layers", "Sequence models", "N", "rnnlm LSTM layers (default: 2)", {}, {}},
+      {"src_max_len", "Sequence models", "N", "nmt source sentence length in tokens (default: 100)", {}, {}},
+      {"tgt_max_len", "Sequence models", "N", "nmt target sentence length in tokens (default: 100)", {}, {}},
+      {"seq_len", "Sequence models", "N", "rnnlm tokens per sample (default: 50)", {}, {}},
+      {"loss_chunk_rows", "Sequence models", "N",
+       "Tokens whose vocabulary logits are computed at a time (0: as many as fit in 512 MiB)", {}, {}},
 
       {"device", "Devices", "auto|gpu|cpu",
        "Where to run: gpu = CUDA, cpu = the reference backend (host threads stand in for devices), "
@@ -295,8 +318,28 @@ std::string run_help_text() {
          "\nExample: dpbench --model=trivial --num_gpus=4 --variable_update=independent\n";
 }
 
+namespace {
+
+// Only the sequence flags the model takes (an image model's result carries none of them).
+void add_sequence_flags(const RunConfig& config, nlohmann::json& json) {
+  const ModelEntry* model = find_model(config.model);
+  if (model == nullptr) return;
+  const SequenceConfig& q = config.sequence;
+  const std::map<std::string, nlohmann::json> values = {
+      {"encoder_type", q.encoder_type},       {"direction", q.direction},
+      {"src_vocab_size", q.src_vocab_size},   {"tgt_vocab_size", q.tgt_vocab_size},
+      {"vocab_size", q.vocab_size},           {"embedding_dim", q.embedding_dim},
+      {"num_units", q.num_units},             {"num_encoder_layers", q.num_encoder_layers},
+      {"num_decoder_layers", q.num_decoder_layers}, {"num_layers", q.num_layers},
+      {"src_max_len", q.src_max_len},         {"tgt_max_len", q.tgt_max_len},
+      {"seq_len", q.seq_len},                 {"loss_chunk_rows", q.loss_chunk_rows}};
+  for (const auto& [name, unused] : model->sequence_flags) json[name] = values.at(name);
+}
+
+}  // namespace
+
 nlohmann::json config_to_json(const RunConfig& config) {
-  return {
+  nlohmann::json json = {
       {"model", config.model},
       {"batch_size", config.batch_size},
       {"total_batch_size", config.total_batch_size},
@@ -329,6 +372,8 @@ nlohmann::json config_to_json(const RunConfig& config) {
       {"profile_step", config.profile_step},
       {"result_file", config.result_file},
   };
+  add_sequence_flags(config, json);
+  return json;
 }
 
 }  // namespace dpbench

@@ -296,6 +296,63 @@ void resolve_numerics(const GivenFlags& flags, const ModelEntry& model, RunConfi
            "only matters with --fp16_enable_auto_loss_scale=true");
 }
 
+// The sequence flags the model lists take their values from the command line or the model's
+// defaults; any other sequence flag given is an error naming the models that take it.
+void resolve_sequence(const GivenFlags& flags, const ModelEntry& model, RunConfig* config) {
+  SequenceConfig& q = config->sequence;
+  std::map<std::string, std::string> values(model.sequence_flags.begin(), model.sequence_flags.end());
+  for (const std::string& name : sequence_flag_names()) {
+    if (!flags.was_given(name)) continue;
+    if (values.count(name) == 0) {
+      std::vector<std::string> takers;
+      for (const ModelEntry& entry : model_registry())
+        for (const auto& flag : entry.sequence_flags)
+          if (flag.first == name) takers.push_back(entry.name);
+      reject(name, flags.text(name),
+             "does not apply to --model=" + model.name + "; it is a flag of " + join(takers, " and "));
+    }
+    values[name] = flags.text(name);
+  }
+  auto integer = [&](const char* name, int* field, int minimum) {
+    if (values.count(name) == 0) return;
+    *field = parse_int_at_least(name, values[name], minimum,
+                                minimum == 0 ? "must be at least 0" : "must be a positive integer");
+  };
+  if (values.count("encoder_type")) {
+    q.encoder_type = values["encoder_type"];
+    require_one_of("encoder_type", q.encoder_type, {"cudnn_lstm", "dynamic", "uni", "bi"},
+                   "LSTM implementation");
+  }
+  if (values.count("direction")) {
+    q.direction = values["direction"];
+    require_one_of("direction", q.direction, {"uni", "bi"}, "direction");
+  }
+  // The seeds' spellings: --encoder_type=uni|bi is the unrolled encoder with that direction.
+  if (q.encoder_type == "uni" || q.encoder_type == "bi") {
+    if (flags.was_given("direction") && q.direction != q.encoder_type)
+      reject("encoder_type", q.encoder_type,
+             "contradicts --direction=" + q.direction + " (--encoder_type=" + q.encoder_type +
+                 " means --encoder_type=dynamic --direction=" + q.encoder_type + "); give one of them");
+    if (values.count("direction") == 0)
+      reject("encoder_type", q.encoder_type,
+             "names a direction, which --model=" + model.name + " does not have; accepted: cudnn_lstm, dynamic");
+    q.direction = q.encoder_type;
+    q.encoder_type = "dynamic";
+  }
+  integer("src_vocab_size", &q.src_vocab_size, 1);
+  integer("tgt_vocab_size", &q.tgt_vocab_size, 1);
+  integer("vocab_size", &q.vocab_size, 1);
+  integer("embedding_dim", &q.embedding_dim, 1);
+  integer("num_units", &q.num_units, 1);
+  integer("num_encoder_layers", &q.num_encoder_layers, 1);
+  integer("num_decoder_layers", &q.num_decoder_layers, 1);
+  integer("num_layers", &q.num_layers, 1);
+  integer("src_max_len", &q.src_max_len, 1);
+  integer("tgt_max_len", &q.tgt_max_len, 1);
+  integer("seq_len", &q.seq_len, 1);
+  integer("loss_chunk_rows", &q.loss_chunk_rows, 0);
+}
+
 void resolve_optimizer(const GivenFlags& flags, const ModelEntry& model, RunConfig* config) {
   config->optimizer = flags.was_given("optimizer") ? flags.text("optimizer") : model.defaults.optimizer;
   require_one_of("optimizer", config->optimizer, {"sgd", "momentum", "adam"}, "optimizer");
@@ -363,6 +420,7 @@ RunConfig resolve_run_config(const GivenFlags& flags, const DeviceInventory& inv
   config.model = flags.text("model");
   const ModelEntry& model = resolve_model(config.model);
   resolve_numerics(flags, model, &config);
+  resolve_sequence(flags, model, &config);
   resolve_devices(flags, inventory, &config, fell_back_to_reference);
   resolve_batch(flags, model, &config);
   resolve_synchronisation(flags, &config);

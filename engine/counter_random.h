@@ -17,6 +17,7 @@ namespace dpbench {
 enum : uint64_t {
   kRandomStreamInputs = 1,
   kRandomStreamLabels = 2,
+  kRandomStreamDecoderTokens = 3,  // a sequence model's second input (the decoder's tokens)
   kRandomStreamParameters = 1000,  // + tensor number
   kRandomStreamDropout = 1ull << 32,  // + step number
 };

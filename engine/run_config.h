@@ -16,6 +16,21 @@ inline const char* backend_name(BackendKind kind) {
   return kind == BackendKind::cuda ? "cuda" : "reference";
 }
 
+// Flags of the sequence models (nmt, rnnlm), each under its command-line name. Values are
+// resolved from the model's defaults (models/model_registry.cpp) where not given.
+struct SequenceConfig {
+  std::string encoder_type;  // cudnn_lstm | dynamic (the seeds' uni and bi resolve to dynamic)
+  std::string direction;     // nmt's encoder: uni | bi
+  int src_vocab_size = 0, tgt_vocab_size = 0;  // nmt
+  int vocab_size = 0;                          // rnnlm
+  int embedding_dim = 0, num_units = 0;
+  int num_encoder_layers = 0, num_decoder_layers = 0;  // nmt
+  int num_layers = 0;                                  // rnnlm
+  int src_max_len = 0, tgt_max_len = 0;                // nmt
+  int seq_len = 0;                                     // rnnlm
+  int loss_chunk_rows = 0;  // rows of logits per chunk of the vocabulary loss; 0: automatic
+};
+
 struct RunConfig {
   // Model and data
   std::string model = "trivial";
@@ -59,6 +74,8 @@ struct RunConfig {
   // Measured step (from 1) bracketed with cudaProfilerStart/Stop, for `ncu --profile-from-start
   // off`; 0: none. The devices drain before and after it, so that step's time is not comparable.
   int profile_step = 0;
+
+  SequenceConfig sequence;  // nmt and rnnlm only
 
   // Output
   std::string result_file = "dpbench_result.json";  // empty: write none

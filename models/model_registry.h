@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/model.h"
@@ -24,7 +25,13 @@ struct ModelEntry {
   bool mixed_precision = false;  // runs --precision=fp16|bf16 (16-bit activations)
   ModelDefaults defaults;
   std::function<std::unique_ptr<Model>(const RunConfig&)> create;  // empty when not implemented
+  // The sequence-model flags (RunConfig::sequence) this model takes, with its defaults; a
+  // model rejects the ones it does not list.
+  std::vector<std::pair<std::string, std::string>> sequence_flags = {};
 };
+
+// Every sequence-model flag, in --help order.
+const std::vector<std::string>& sequence_flag_names();
 
 const std::vector<ModelEntry>& model_registry();
 // nullptr when the name is not in the table at all.

@@ -1,0 +1,227 @@
+// The two implementations of LstmStack: the backend's fused whole-sequence LSTM, and the LSTM
+// unrolled one time step at a time from GEMMs and fused cell kernels.
+#include "models/sequence/lstm_stack.h"
+
+#include "engine/counter_random.h"
+#include "engine/errors.h"
+
+namespace dpbench {
+
+LstmStack::LstmStack(ParameterLayout& layout, const std::string& name, const RnnGeometry& geometry,
+                     LstmImplementation implementation)
+    : geometry_(geometry), implementation_(implementation) {
+  if (implementation == LstmImplementation::unrolled && geometry.bidirectional)
+    throw RuntimeError(name + ": the unrolled LSTM is unidirectional; build a bidirectional one "
+                              "from two stacks");
+  parameter_id_ = layout.declare(name + "/weights", {static_cast<int64_t>(geometry.weight_count())});
+}
+
+void LstmStack::initialize(const ParameterLayout& layout, uint64_t seed,
+                           std::vector<float>& host_params) const {
+  const TensorView& weights = layout.tensor(parameter_id_);
+  const uint64_t stream = kRandomStreamParameters + static_cast<uint64_t>(parameter_id_);
+  for (size_t i = 0; i < weights.count; ++i)
+    host_params[weights.offset + i] = 0.1f * (2.0f * counter_uniform(seed, stream, i) - 1.0f);
+}
+
+namespace {
+
+size_t floats(size_t count) { return count * sizeof(float); }
+
+// cuDNN-style: one call per pass for the whole stack.
+class FusedLstmReplica final : public LstmStackReplica {
+ public:
+  FusedLstmReplica(const LstmStack& stack, Device& device)
+      : stack_(stack), device_(device), g_(stack.geometry()) {
+    Backend& ops = device.ops();
+    output_ = device.allocate(floats(g_.output_count()));
+    reserve_ = device.allocate(std::max<size_t>(ops.lstm_reserve_bytes(g_), 16));
+    workspace_ = device.allocate(std::max<size_t>(ops.lstm_workspace_bytes(g_), 16));
+  }
+
+  void forward(const ParameterSet& params, const float* x, const float* hx, const float* cx,
+               float* hy, float* cy) override {
+    device_.ops().lstm_forward(g_, x, hx, cx, params.parameter(stack_.parameter_id()),
+                               output_.as<float>(), hy, cy, reserve_.data(), workspace_.data());
+  }
+  const float* output() const override { return output_.as<float>(); }
+
+  void backward(const ParameterSet& params, const float* x, const float* hx, const float* cx,
+                float* dy, const float* dhy, const float* dcy, float* dx, float* dhx,
+                float* dcx) override {
+    Backend& ops = device_.ops();
+    const float* weights = params.parameter(stack_.parameter_id());
+    float* dweights = params.gradient(stack_.parameter_id());
+    ops.lstm_backward_data(g_, output_.as<float>(), dy, dhy, dcy, weights, hx, cx, dx, dhx, dcx,
+                           reserve_.data(), workspace_.data());
+    // The weight pass adds to what is there (cuDNN's only mode), so the gradient starts at zero.
+    ops.fill(dweights, g_.weight_count(), 0.0f);
+    ops.lstm_backward_weights(g_, x, hx, output_.as<float>(), dweights, reserve_.data(),
+                              workspace_.data());
+  }
+
+ private:
+  const LstmStack& stack_;
+  Device& device_;
+  RnnGeometry g_;
+  Buffer output_;     // (T, B, H * D)
+  Buffer reserve_;    // what the forward keeps for the backward passes
+  Buffer workspace_;
+};
+
+// dynamic_rnn: each layer runs over the whole sequence before the next one starts, so the input
+// projection x W^T of a layer is one GEMM over all T * B rows; the recurrence then costs one
+// small GEMM and one cell kernel per step.
+class UnrolledLstmReplica final : public LstmStackReplica {
+ public:
+  UnrolledLstmReplica(const LstmStack& stack, Device& device, StateSlots slots)
+      : stack_(stack), device_(device), g_(stack.geometry()), slots_(slots) {
+    const size_t T = g_.seq_len, B = g_.batch, H = g_.hidden_size;
+    for (int l = 0; l < g_.num_layers; ++l) {
+      Layer layer;
+      layer.gates = device.allocate(floats(T * B * 4 * H));
+      layer.hidden = device.allocate(floats((T + 1) * B * H));
+      layer.cell = device.allocate(floats((T + 1) * B * H));
+      layer.hidden_gradient = device.allocate(floats(T * B * H));
+      layers_.push_back(std::move(layer));
+    }
+    cell_gradient_ = device.allocate(floats(B * H));
+  }
+
+  void forward(const ParameterSet& params, const float* x, const float* hx, const float* cx,
+               float* hy, float* cy) override {
+    Backend& ops = device_.ops();
+    const int T = g_.seq_len, B = g_.batch, H = g_.hidden_size, G = 4 * H;
+    const size_t step_states = static_cast<size_t>(B) * H;
+    const float* weights = params.parameter(stack_.parameter_id());
+    for (int l = 0; l < g_.num_layers; ++l) {
+      Layer& layer = layers_[l];
+      const int in = g_.layer_input_size(l);
+      const float* input = l == 0 ? x : layers_[l - 1].hidden.as<float>() + step_states;  // (T, B, in)
+      const float* W = weights + g_.input_weights_offset(l, 0);      // (4H, in)
+      const float* R = weights + g_.recurrent_weights_offset(l, 0);  // (4H, H)
+      float* gates = layer.gates.as<float>();                        // (T, B, 4H)
+      float* hidden = layer.hidden.as<float>();                      // (T + 1, B, H), [0] = h0
+      float* cell = layer.cell.as<float>();                          // (T + 1, B, H), [0] = c0
+      set_initial_state(ops, hidden, hx, l);
+      set_initial_state(ops, cell, cx, l);
+      ops.gemm(Transpose::no, Transpose::yes, T * B, G, in, 1.0f, input, in, W, in, 0.0f, gates, G);
+      for (int t = 0; t < T; ++t) {
+        float* step_gates = gates + static_cast<size_t>(t) * B * G;
+        ops.gemm(Transpose::no, Transpose::yes, B, G, H, 1.0f, hidden + t * step_states, H, R, H,
+                 1.0f, step_gates, G);
+        ops.lstm_cell_forward(B, H, step_gates, weights + g_.input_bias_offset(l, 0),
+                              weights + g_.recurrent_bias_offset(l, 0), cell + t * step_states,
+                              cell + (t + 1) * step_states, hidden + (t + 1) * step_states);
+      }
+      if (hy != nullptr) ops.copy(slot(hy, l), hidden + T * step_states, floats(step_states));
+      if (cy != nullptr) ops.copy(slot(cy, l), cell + T * step_states, floats(step_states));
+    }
+  }
+
+  const float* output() const override {
+    return layers_.back().hidden.as<float>() + static_cast<size_t>(g_.batch) * g_.hidden_size;
+  }
+
+  void backward(const ParameterSet& params, const float* x, const float* hx, const float* cx,
+                float* dy, const float* dhy, const float* dcy, float* dx, float* dhx,
+                float* dcx) override {
+    Backend& ops = device_.ops();
+    const int T = g_.seq_len, B = g_.batch, H = g_.hidden_size, G = 4 * H;
+    const size_t step_states = static_cast<size_t>(B) * H;
+    const float* weights = params.parameter(stack_.parameter_id());
+    float* dweights = params.gradient(stack_.parameter_id());
+    float* dc = cell_gradient_.as<float>();  // (B, H), carried from step t to t - 1
+    for (int l = g_.num_layers - 1; l >= 0; --l) {
+      Layer& layer = layers_[l];
+      const int in = g_.layer_input_size(l);
+      const float* input = l == 0 ? x : layers_[l - 1].hidden.as<float>() + step_states;
+      const float* W = weights + g_.input_weights_offset(l, 0);
+      const float* R = weights + g_.recurrent_weights_offset(l, 0);
+      float* gates = layer.gates.as<float>();  // activations in, gate gradients out
+      const float* hidden = layer.hidden.as<float>();
+      const float* cell = layer.cell.as<float>();
+      // dh (T, B, H): what the layer above (or the caller) sends; the recurrence adds to it.
+      float* dh = layer.hidden_gradient.as<float>();
+      if (l == g_.num_layers - 1) {
+        if (dy != nullptr) {
+          dh = dy;
+        } else {
+          ops.fill(dh, static_cast<size_t>(T) * step_states, 0.0f);
+        }
+      }
+      float* last_dh = dh + static_cast<size_t>(T - 1) * step_states;
+      if (dhy != nullptr) ops.axpy(1.0f, slot(dhy, l), last_dh, step_states);
+      if (dcy != nullptr) {
+        ops.copy(dc, slot(dcy, l), floats(step_states));
+      } else {
+        ops.fill(dc, step_states, 0.0f);
+      }
+      for (int t = T - 1; t >= 0; --t) {
+        float* step_gates = gates + static_cast<size_t>(t) * B * G;
+        ops.lstm_cell_backward(B, H, step_gates, cell + t * step_states,
+                               cell + (t + 1) * step_states, dh + t * step_states, dc, step_gates, dc);
+        if (t > 0)
+          ops.gemm(Transpose::no, Transpose::no, B, H, G, 1.0f, step_gates, G, R, H, 1.0f,
+                   dh + (t - 1) * step_states, H);
+      }
+      if (dhx != nullptr)
+        ops.gemm(Transpose::no, Transpose::no, B, H, G, 1.0f, gates, G, R, H, 0.0f, slot(dhx, l), H);
+      if (dcx != nullptr) ops.copy(slot(dcx, l), dc, floats(step_states));
+      // Weight gradients over all steps at once: dW = dgates^T x, dR = dgates^T h_{t-1}.
+      ops.gemm(Transpose::yes, Transpose::no, G, in, T * B, 1.0f, gates, G, input, in, 0.0f,
+               dweights + g_.input_weights_offset(l, 0), in);
+      ops.gemm(Transpose::yes, Transpose::no, G, H, T * B, 1.0f, gates, G, hidden, H, 0.0f,
+               dweights + g_.recurrent_weights_offset(l, 0), H);
+      float* dbias_input = dweights + g_.input_bias_offset(l, 0);
+      ops.bias_gradient(gates, dbias_input, T * B, G);
+      ops.copy(dweights + g_.recurrent_bias_offset(l, 0), dbias_input, floats(G));
+      float* dinput = l > 0 ? layers_[l - 1].hidden_gradient.as<float>() : dx;
+      if (dinput != nullptr)
+        ops.gemm(Transpose::no, Transpose::no, T * B, in, G, 1.0f, gates, G, W, in, 0.0f, dinput, in);
+    }
+    (void)hx;
+    (void)cx;  // the forward kept the initial states in hidden[0] and cell[0]
+  }
+
+ private:
+  struct Layer {
+    Buffer gates, hidden, cell, hidden_gradient;
+  };
+
+  float* slot(float* states, int layer) const {
+    return states + static_cast<size_t>(layer * slots_.stride + slots_.offset) * g_.batch * g_.hidden_size;
+  }
+  const float* slot(const float* states, int layer) const {
+    return slot(const_cast<float*>(states), layer);
+  }
+  void set_initial_state(Backend& ops, float* first_step, const float* given, int layer) {
+    const size_t count = static_cast<size_t>(g_.batch) * g_.hidden_size;
+    if (given != nullptr) {
+      ops.copy(first_step, slot(given, layer), floats(count));
+    } else {
+      ops.fill(first_step, count, 0.0f);
+    }
+  }
+
+  const LstmStack& stack_;
+  Device& device_;
+  RnnGeometry g_;
+  StateSlots slots_;
+  std::vector<Layer> layers_;
+  Buffer cell_gradient_;
+};
+
+}  // namespace
+
+std::unique_ptr<LstmStackReplica> create_lstm_stack_replica(const LstmStack& stack, Device& device,
+                                                            StateSlots slots) {
+  if (stack.implementation() == LstmImplementation::fused) {
+    if (slots.stride != 1 || slots.offset != 0)
+      throw RuntimeError("the fused LSTM keeps its states in its own pseudo-layer order");
+    return std::make_unique<FusedLstmReplica>(stack, device);
+  }
+  return std::make_unique<UnrolledLstmReplica>(stack, device, slots);
+}
+
+}  // namespace dpbench

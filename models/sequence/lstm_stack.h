@@ -1,0 +1,74 @@
+// LstmStack: a stacked LSTM of a sequence model, in one of two implementations of the same
+// network (the seeds' --encoder_type):
+// - fused:    the backend's whole-sequence LSTM (cuDNN's fused RNN on cuda), uni- or bidirectional;
+// - unrolled: TensorFlow's dynamic_rnn, one time step at a time: per step and layer one GEMM
+//             (h_{t-1} R^T, added onto the input projection computed for all steps at once) and
+//             one fused cell kernel, forward and backward; unidirectional only (a bidirectional
+//             encoder is two stacks, the second reading the sequence reversed).
+// Both keep their weights as ONE parameter tensor in the canonical layout of engine/rnn_geometry.h,
+// so a unidirectional stack has the same parameters either way.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/device.h"
+#include "engine/parameter_set.h"
+#include "engine/rnn_geometry.h"
+
+namespace dpbench {
+
+enum class LstmImplementation { fused, unrolled };
+
+// Where a stack's per-layer states sit in a state tensor (slots, B, H) shared with other stacks:
+// layer l uses slot l * stride + offset. A decoder initialised from a bidirectional encoder of
+// two unrolled stacks reads them interleaved (forward l, backward l), as cuDNN orders its
+// pseudo-layers. The fused implementation uses its own order: stride 1, offset 0.
+struct StateSlots {
+  int stride = 1;
+  int offset = 0;
+};
+
+class LstmStack {
+ public:
+  // Declares "<name>/weights" (geometry.weight_count() floats). geometry.batch is per replica.
+  LstmStack(ParameterLayout& layout, const std::string& name, const RnnGeometry& geometry,
+            LstmImplementation implementation);
+
+  const RnnGeometry& geometry() const { return geometry_; }
+  LstmImplementation implementation() const { return implementation_; }
+  int parameter_id() const { return parameter_id_; }
+  GradientRange gradient_range(const ParameterLayout& layout) const {
+    return layout.range_of(parameter_id_, parameter_id_);
+  }
+  // Every weight and bias uniform in [-0.1, 0.1], as TensorFlow's NMT initialised them.
+  void initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& host_params) const;
+
+ private:
+  RnnGeometry geometry_;
+  LstmImplementation implementation_;
+  int parameter_id_;
+};
+
+// One replica's buffers for a stack, allocated once; forward and backward only enqueue ops.
+class LstmStackReplica {
+ public:
+  virtual ~LstmStackReplica() = default;
+  // x (T, B, in); hx, cx: initial states in the slots (nullptr: zeros); the final states are
+  // written to hy, cy (nullptr: not wanted). The outputs stay in output().
+  virtual void forward(const ParameterSet& params, const float* x, const float* hx,
+                       const float* cx, float* hy, float* cy) = 0;
+  virtual const float* output() const = 0;  // (T, B, H * directions)
+  // From dy (T, B, H * directions; overwritten; nullptr: the outputs feed nothing) and dhy, dcy
+  // (slots; nullptr: zero): dx (T, B, in; nullptr: not wanted), dhx, dcx (slots; nullptr: not
+  // wanted), and the stack's weight gradient (overwritten). x, hx, cx are the forward's.
+  virtual void backward(const ParameterSet& params, const float* x, const float* hx,
+                        const float* cx, float* dy, const float* dhy, const float* dcy, float* dx,
+                        float* dhx, float* dcx) = 0;
+};
+
+std::unique_ptr<LstmStackReplica> create_lstm_stack_replica(const LstmStack& stack, Device& device,
+                                                            StateSlots slots = {});
+
+}  // namespace dpbench

@@ -1,0 +1,256 @@
+// nmt: the LSTM encoder-decoder of TensorFlow's NMT tutorial without attention, as the seed runs
+// trained it. The decoder starts from the encoder's final states; the encoder's outputs feed
+// nothing (no attention), so only its final states carry gradient back. Loss: the cross-entropy
+// summed over each sentence's target tokens, averaged over the batch (TF NMT's train loss).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/counter_random.h"
+#include "engine/errors.h"
+#include "models/sequence/embedding.h"
+#include "models/sequence/sequence_models.h"
+#include "models/sequence/vocabulary_loss.h"
+
+namespace dpbench {
+
+LstmImplementation parse_lstm_implementation(const std::string& encoder_type) {
+  if (encoder_type == "cudnn_lstm") return LstmImplementation::fused;
+  if (encoder_type == "dynamic") return LstmImplementation::unrolled;
+  throw ConfigError("--encoder_type=" + encoder_type +
+                    ": unknown LSTM implementation; accepted: cudnn_lstm, dynamic (uni, bi)");
+}
+
+namespace {
+
+struct NmtShape {
+  int src_vocab, tgt_vocab, embedding, units, encoder_layers, decoder_layers, src_len, tgt_len;
+  LstmImplementation implementation;
+  bool bidirectional;
+  int batch;  // per replica
+  int loss_chunk_rows;
+};
+
+RnnGeometry lstm_geometry(int seq_len, int batch, int input, int units, int layers, bool bi) {
+  RnnGeometry g;
+  g.seq_len = seq_len;
+  g.batch = batch;
+  g.input_size = input;
+  g.hidden_size = units;
+  g.num_layers = layers;
+  g.bidirectional = bi;
+  return g;
+}
+
+class NmtModel final : public Model {
+ public:
+  explicit NmtModel(const NmtShape& s)
+      : shape_(s),
+        source_embedding_(layout_, "encoder/embedding", s.src_vocab, s.embedding) {
+    const int B = s.batch;
+    if (s.implementation == LstmImplementation::fused || !s.bidirectional) {
+      // cuDNN's bidirectional layers: layer 2 reads the concatenation of both directions.
+      const int layers = s.bidirectional ? s.encoder_layers / 2 : s.encoder_layers;
+      encoders_.push_back(std::make_unique<LstmStack>(
+          layout_, "encoder/lstm",
+          lstm_geometry(s.src_len, B, s.embedding, s.units, layers, s.bidirectional),
+          s.implementation));
+    } else {
+      // dynamic_rnn's bidirectional encoder: two independent stacks, one reading backwards.
+      const RnnGeometry half = lstm_geometry(s.src_len, B, s.embedding, s.units, s.encoder_layers / 2, false);
+      encoders_.push_back(std::make_unique<LstmStack>(layout_, "encoder/forward_lstm", half, s.implementation));
+      encoders_.push_back(std::make_unique<LstmStack>(layout_, "encoder/backward_lstm", half, s.implementation));
+    }
+    target_embedding_ = std::make_unique<EmbeddingTable>(layout_, "decoder/embedding", s.tgt_vocab, s.embedding);
+    decoder_ = std::make_unique<LstmStack>(
+        layout_, "decoder/lstm",
+        lstm_geometry(s.tgt_len, B, s.embedding, s.units, s.decoder_layers, false), s.implementation);
+    projection_ = std::make_unique<VocabularyProjection>(layout_, "decoder/projection", s.units, s.tgt_vocab);
+    layout_.finalize();
+  }
+
+  std::string name() const override { return "nmt"; }
+  const ParameterLayout& layout() const override { return layout_; }
+  std::string unit() const override { return "words"; }
+  // Source plus target tokens, as the seed tables count words.
+  int64_t items_per_sample() const override { return shape_.src_len + shape_.tgt_len; }
+
+  std::vector<float> initial_parameters(uint64_t seed) const override {
+    std::vector<float> values(layout_.total_count());
+    source_embedding_.initialize(layout_, seed, values);
+    for (const auto& encoder : encoders_) encoder->initialize(layout_, seed, values);
+    target_embedding_->initialize(layout_, seed, values);
+    decoder_->initialize(layout_, seed, values);
+    projection_->initialize(layout_, seed, values);
+    return values;
+  }
+
+  std::unique_ptr<ModelReplica> create_replica(Device& device, ParameterSet& params,
+                                               const ReplicaShard& shard) const override;
+
+  const NmtShape& shape() const { return shape_; }
+  bool two_encoder_stacks() const { return encoders_.size() == 2; }
+  const EmbeddingTable& source_embedding() const { return source_embedding_; }
+  const std::vector<std::unique_ptr<LstmStack>>& encoders() const { return encoders_; }
+  const EmbeddingTable& target_embedding() const { return *target_embedding_; }
+  const LstmStack& decoder() const { return *decoder_; }
+  const VocabularyProjection& projection() const { return *projection_; }
+
+ private:
+  NmtShape shape_;
+  ParameterLayout layout_;
+  // Declared in forward order: the layout puts the projection first, the source embedding last.
+  EmbeddingTable source_embedding_;
+  std::vector<std::unique_ptr<LstmStack>> encoders_;
+  std::unique_ptr<EmbeddingTable> target_embedding_;
+  std::unique_ptr<LstmStack> decoder_;
+  std::unique_ptr<VocabularyProjection> projection_;
+};
+
+class NmtReplica final : public ModelReplica {
+ public:
+  NmtReplica(const NmtModel& model, Device& device, ParameterSet& params, const ReplicaShard& shard)
+      : model_(model), device_(device), params_(params) {
+    const NmtShape& s = model.shape();
+    const size_t B = shard.batch_size;
+    const size_t source_tokens = s.src_len * B, target_tokens = s.tgt_len * B;
+    const size_t states = static_cast<size_t>(s.decoder_layers) * B * s.units;
+    Backend& ops = device.ops();
+    source_ids_ = device.allocate(sizeof(int32_t) * source_tokens);
+    fill_sequence_tokens(ops, source_ids_.as<int32_t>(), s.src_len, shard, kRandomStreamInputs, s.src_vocab);
+    // Target sentence plus one token: the decoder reads tokens [0, T) and predicts [1, T].
+    target_ids_ = device.allocate(sizeof(int32_t) * (target_tokens + B));
+    fill_sequence_tokens(ops, target_ids_.as<int32_t>(), s.tgt_len + 1, shard, kRandomStreamDecoderTokens,
+                         s.tgt_vocab);
+    source_embedded_ = device.allocate(sizeof(float) * source_tokens * s.embedding);
+    source_embedded_gradient_ = device.allocate(sizeof(float) * source_tokens * s.embedding);
+    if (model.two_encoder_stacks()) {
+      reversed_source_ids_ = device.allocate(sizeof(int32_t) * source_tokens);
+      fill_sequence_tokens(ops, reversed_source_ids_.as<int32_t>(), s.src_len, shard, kRandomStreamInputs,
+                           s.src_vocab, /*reversed=*/true);
+      reversed_source_embedded_ = device.allocate(sizeof(float) * source_tokens * s.embedding);
+      reversed_source_embedded_gradient_ = device.allocate(sizeof(float) * source_tokens * s.embedding);
+      encoders_.push_back(create_lstm_stack_replica(*model.encoders()[0], device, StateSlots{2, 0}));
+      encoders_.push_back(create_lstm_stack_replica(*model.encoders()[1], device, StateSlots{2, 1}));
+    } else {
+      encoders_.push_back(create_lstm_stack_replica(*model.encoders()[0], device));
+    }
+    target_embedded_ = device.allocate(sizeof(float) * target_tokens * s.embedding);
+    target_embedded_gradient_ = device.allocate(sizeof(float) * target_tokens * s.embedding);
+    encoder_h_ = device.allocate(sizeof(float) * states);
+    encoder_c_ = device.allocate(sizeof(float) * states);
+    encoder_h_gradient_ = device.allocate(sizeof(float) * states);
+    encoder_c_gradient_ = device.allocate(sizeof(float) * states);
+    decoder_ = create_lstm_stack_replica(model.decoder(), device);
+    decoder_output_gradient_ = device.allocate(sizeof(float) * target_tokens * s.units);
+    loss_ = std::make_unique<VocabularyLossReplica>(model.projection(), device,
+                                                     static_cast<int>(target_tokens), s.loss_chunk_rows);
+    batch_ = static_cast<int>(B);
+  }
+
+  void forward(const StepContext& context) override {
+    const NmtShape& s = model_.shape();
+    Backend& ops = device_.ops();
+    const size_t source_tokens = static_cast<size_t>(s.src_len) * batch_;
+    const size_t target_tokens = static_cast<size_t>(s.tgt_len) * batch_;
+    model_.source_embedding().forward(ops, params_, source_ids_.as<int32_t>(), source_tokens,
+                                      source_embedded_.as<float>());
+    encoders_[0]->forward(params_, source_embedded_.as<float>(), nullptr, nullptr,
+                          encoder_h_.as<float>(), encoder_c_.as<float>());
+    if (encoders_.size() == 2) {
+      model_.source_embedding().forward(ops, params_, reversed_source_ids_.as<int32_t>(), source_tokens,
+                                        reversed_source_embedded_.as<float>());
+      encoders_[1]->forward(params_, reversed_source_embedded_.as<float>(), nullptr, nullptr,
+                            encoder_h_.as<float>(), encoder_c_.as<float>());
+    }
+    model_.target_embedding().forward(ops, params_, target_ids_.as<int32_t>(), target_tokens,
+                                      target_embedded_.as<float>());
+    decoder_->forward(params_, target_embedded_.as<float>(), encoder_h_.as<float>(),
+                      encoder_c_.as<float>(), nullptr, nullptr);
+    // Sum over a sentence's tokens, mean over sentences: every token's gradient weighs 1 / B.
+    const float per_sentence = 1.0f / static_cast<float>(batch_);
+    loss_->forward_backward(params_, decoder_->output(), target_ids_.as<int32_t>() + batch_,
+                            per_sentence, per_sentence, decoder_output_gradient_.as<float>(),
+                            context.loss_out, context.loss_scale);
+  }
+
+  void backward(GradientAnnouncer& announcer) override {
+    const NmtShape& s = model_.shape();
+    Backend& ops = device_.ops();
+    const ParameterLayout& layout = params_.layout();
+    const size_t source_tokens = static_cast<size_t>(s.src_len) * batch_;
+    const size_t target_tokens = static_cast<size_t>(s.tgt_len) * batch_;
+    announcer.announce(model_.projection().gradient_range(layout));  // final since the loss pass
+
+    decoder_->backward(params_, target_embedded_.as<float>(), encoder_h_.as<float>(),
+                       encoder_c_.as<float>(), decoder_output_gradient_.as<float>(), nullptr,
+                       nullptr, target_embedded_gradient_.as<float>(),
+                       encoder_h_gradient_.as<float>(), encoder_c_gradient_.as<float>());
+    announcer.announce(model_.decoder().gradient_range(layout));
+    model_.target_embedding().backward(ops, params_, target_ids_.as<int32_t>(), target_tokens,
+                                       target_embedded_gradient_.as<float>(), true);
+    announcer.announce(model_.target_embedding().gradient_range(layout));
+
+    // The encoder outputs feed nothing: only the final states' gradients flow back. The stacks
+    // go in layout order (the backward-in-time stack was declared last, so it comes first).
+    if (encoders_.size() == 2) {
+      encoders_[1]->backward(params_, reversed_source_embedded_.as<float>(), nullptr, nullptr,
+                             nullptr, encoder_h_gradient_.as<float>(), encoder_c_gradient_.as<float>(),
+                             reversed_source_embedded_gradient_.as<float>(), nullptr, nullptr);
+      announcer.announce(model_.encoders()[1]->gradient_range(layout));
+    }
+    encoders_[0]->backward(params_, source_embedded_.as<float>(), nullptr, nullptr, nullptr,
+                           encoder_h_gradient_.as<float>(), encoder_c_gradient_.as<float>(),
+                           source_embedded_gradient_.as<float>(), nullptr, nullptr);
+    announcer.announce(model_.encoders()[0]->gradient_range(layout));
+    model_.source_embedding().backward(ops, params_, source_ids_.as<int32_t>(), source_tokens,
+                                       source_embedded_gradient_.as<float>(), true);
+    if (encoders_.size() == 2)
+      model_.source_embedding().backward(ops, params_, reversed_source_ids_.as<int32_t>(), source_tokens,
+                                         reversed_source_embedded_gradient_.as<float>(), false);
+    announcer.announce(model_.source_embedding().gradient_range(layout));
+  }
+
+ private:
+  const NmtModel& model_;
+  Device& device_;
+  ParameterSet& params_;
+  int batch_ = 0;
+  Buffer source_ids_, reversed_source_ids_, target_ids_;              // int32 (T, B)
+  Buffer source_embedded_, reversed_source_embedded_, target_embedded_;  // (T, B, E)
+  Buffer source_embedded_gradient_, reversed_source_embedded_gradient_, target_embedded_gradient_;
+  Buffer encoder_h_, encoder_c_, encoder_h_gradient_, encoder_c_gradient_;  // (layers, B, H)
+  Buffer decoder_output_gradient_;                                        // (T, B, H)
+  std::vector<std::unique_ptr<LstmStackReplica>> encoders_;
+  std::unique_ptr<LstmStackReplica> decoder_;
+  std::unique_ptr<VocabularyLossReplica> loss_;
+};
+
+std::unique_ptr<ModelReplica> NmtModel::create_replica(Device& device, ParameterSet& params,
+                                                       const ReplicaShard& shard) const {
+  if (shard.batch_size != shape_.batch)
+    throw RuntimeError("nmt: built for batch " + std::to_string(shape_.batch) + " per replica, asked for " +
+                       std::to_string(shard.batch_size));
+  return std::make_unique<NmtReplica>(*this, device, params, shard);
+}
+
+}  // namespace
+
+std::unique_ptr<Model> create_nmt_model(const RunConfig& config) {
+  const SequenceConfig& q = config.sequence;
+  NmtShape s{q.src_vocab_size, q.tgt_vocab_size, q.embedding_dim, q.num_units, q.num_encoder_layers,
+             q.num_decoder_layers, q.src_max_len, q.tgt_max_len,
+             parse_lstm_implementation(q.encoder_type), q.direction == "bi", config.batch_size,
+             q.loss_chunk_rows};
+  if (s.bidirectional && s.encoder_layers % 2 != 0)
+    throw ConfigError("--num_encoder_layers=" + std::to_string(s.encoder_layers) +
+                      ": a bidirectional encoder needs an even number of layers (half per direction); "
+                      "give an even number or --direction=uni");
+  if (s.decoder_layers != s.encoder_layers)
+    throw ConfigError("--num_decoder_layers=" + std::to_string(s.decoder_layers) +
+                      " differs from --num_encoder_layers=" + std::to_string(s.encoder_layers) +
+                      ": each decoder layer starts from one encoder layer's final state; make them equal");
+  return std::make_unique<NmtModel>(s);
+}
+
+}  // namespace dpbench

@@ -1,0 +1,138 @@
+// rnnlm: the LSTM language model of the seed notes (vocabulary 10001, embedding 32, two layers of
+// 128 units, projection without bias, Adam). Every step reads a fresh (T + 1)-token window per
+// sample and predicts tokens 1..T from tokens 0..T-1, from a zero initial state. Loss: the mean
+// cross-entropy per token (its exponential is the perplexity).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/counter_random.h"
+#include "engine/errors.h"
+#include "models/sequence/embedding.h"
+#include "models/sequence/sequence_models.h"
+#include "models/sequence/vocabulary_loss.h"
+
+namespace dpbench {
+namespace {
+
+struct RnnlmShape {
+  int vocab, embedding, units, layers, seq_len;
+  LstmImplementation implementation;
+  int batch;  // per replica
+  int loss_chunk_rows;
+};
+
+class RnnlmModel final : public Model {
+ public:
+  explicit RnnlmModel(const RnnlmShape& s)
+      : shape_(s), embedding_(layout_, "embedding", s.vocab, s.embedding) {
+    RnnGeometry g;
+    g.seq_len = s.seq_len;
+    g.batch = s.batch;
+    g.input_size = s.embedding;
+    g.hidden_size = s.units;
+    g.num_layers = s.layers;
+    lstm_ = std::make_unique<LstmStack>(layout_, "lstm", g, s.implementation);
+    projection_ = std::make_unique<VocabularyProjection>(layout_, "projection", s.units, s.vocab);
+    layout_.finalize();
+  }
+
+  std::string name() const override { return "rnnlm"; }
+  const ParameterLayout& layout() const override { return layout_; }
+  std::string unit() const override { return "tokens"; }
+  int64_t items_per_sample() const override { return shape_.seq_len; }
+
+  std::vector<float> initial_parameters(uint64_t seed) const override {
+    std::vector<float> values(layout_.total_count());
+    embedding_.initialize(layout_, seed, values);
+    lstm_->initialize(layout_, seed, values);
+    projection_->initialize(layout_, seed, values);
+    return values;
+  }
+
+  std::unique_ptr<ModelReplica> create_replica(Device& device, ParameterSet& params,
+                                               const ReplicaShard& shard) const override;
+
+  const RnnlmShape& shape() const { return shape_; }
+  const EmbeddingTable& embedding() const { return embedding_; }
+  const LstmStack& lstm() const { return *lstm_; }
+  const VocabularyProjection& projection() const { return *projection_; }
+
+ private:
+  RnnlmShape shape_;
+  ParameterLayout layout_;
+  EmbeddingTable embedding_;
+  std::unique_ptr<LstmStack> lstm_;
+  std::unique_ptr<VocabularyProjection> projection_;
+};
+
+class RnnlmReplica final : public ModelReplica {
+ public:
+  RnnlmReplica(const RnnlmModel& model, Device& device, ParameterSet& params, const ReplicaShard& shard)
+      : model_(model), device_(device), params_(params), batch_(shard.batch_size) {
+    const RnnlmShape& s = model.shape();
+    const size_t tokens = static_cast<size_t>(s.seq_len) * batch_;
+    tokens_ = device.allocate(sizeof(int32_t) * (tokens + batch_));
+    fill_sequence_tokens(device.ops(), tokens_.as<int32_t>(), s.seq_len + 1, shard, kRandomStreamInputs,
+                         s.vocab);
+    embedded_ = device.allocate(sizeof(float) * tokens * s.embedding);
+    embedded_gradient_ = device.allocate(sizeof(float) * tokens * s.embedding);
+    output_gradient_ = device.allocate(sizeof(float) * tokens * s.units);
+    lstm_ = create_lstm_stack_replica(model.lstm(), device);
+    loss_ = std::make_unique<VocabularyLossReplica>(model.projection(), device, static_cast<int>(tokens),
+                                                     s.loss_chunk_rows);
+  }
+
+  void forward(const StepContext& context) override {
+    const RnnlmShape& s = model_.shape();
+    const size_t tokens = static_cast<size_t>(s.seq_len) * batch_;
+    model_.embedding().forward(device_.ops(), params_, tokens_.as<int32_t>(), tokens, embedded_.as<float>());
+    lstm_->forward(params_, embedded_.as<float>(), nullptr, nullptr, nullptr, nullptr);
+    const float per_token = 1.0f / static_cast<float>(tokens);
+    loss_->forward_backward(params_, lstm_->output(), tokens_.as<int32_t>() + batch_, per_token, per_token,
+                            output_gradient_.as<float>(), context.loss_out, context.loss_scale);
+  }
+
+  void backward(GradientAnnouncer& announcer) override {
+    const RnnlmShape& s = model_.shape();
+    const ParameterLayout& layout = params_.layout();
+    const size_t tokens = static_cast<size_t>(s.seq_len) * batch_;
+    announcer.announce(model_.projection().gradient_range(layout));
+    lstm_->backward(params_, embedded_.as<float>(), nullptr, nullptr, output_gradient_.as<float>(),
+                    nullptr, nullptr, embedded_gradient_.as<float>(), nullptr, nullptr);
+    announcer.announce(model_.lstm().gradient_range(layout));
+    model_.embedding().backward(device_.ops(), params_, tokens_.as<int32_t>(), tokens,
+                                embedded_gradient_.as<float>(), true);
+    announcer.announce(model_.embedding().gradient_range(layout));
+  }
+
+ private:
+  const RnnlmModel& model_;
+  Device& device_;
+  ParameterSet& params_;
+  int batch_;
+  Buffer tokens_;             // int32 (T + 1, B): inputs are rows [0, T), labels rows [1, T]
+  Buffer embedded_, embedded_gradient_;  // (T, B, E)
+  Buffer output_gradient_;    // (T, B, H)
+  std::unique_ptr<LstmStackReplica> lstm_;
+  std::unique_ptr<VocabularyLossReplica> loss_;
+};
+
+std::unique_ptr<ModelReplica> RnnlmModel::create_replica(Device& device, ParameterSet& params,
+                                                         const ReplicaShard& shard) const {
+  if (shard.batch_size != shape_.batch)
+    throw RuntimeError("rnnlm: built for batch " + std::to_string(shape_.batch) + " per replica, asked for " +
+                       std::to_string(shard.batch_size));
+  return std::make_unique<RnnlmReplica>(*this, device, params, shard);
+}
+
+}  // namespace
+
+std::unique_ptr<Model> create_rnnlm_model(const RunConfig& config) {
+  const SequenceConfig& q = config.sequence;
+  return std::make_unique<RnnlmModel>(RnnlmShape{q.vocab_size, q.embedding_dim, q.num_units, q.num_layers,
+                                                 q.seq_len, parse_lstm_implementation(q.encoder_type),
+                                                 config.batch_size, q.loss_chunk_rows});
+}
+
+}  // namespace dpbench

@@ -1,0 +1,21 @@
+// The sequence models of the zoo: nmt (LSTM encoder-decoder without attention) and rnnlm (LSTM
+// language model), built from embeddings, LstmStacks and the chunked vocabulary loss. The
+// factories read RunConfig::sequence, already resolved (models/model_registry.cpp has the
+// defaults); they throw ConfigError for shapes that cannot form the network.
+#pragma once
+
+#include <memory>
+
+#include "engine/model.h"
+#include "engine/run_config.h"
+#include "models/sequence/lstm_stack.h"
+
+namespace dpbench {
+
+// "cudnn_lstm" -> fused, "dynamic" -> unrolled; throws ConfigError otherwise.
+LstmImplementation parse_lstm_implementation(const std::string& encoder_type);
+
+std::unique_ptr<Model> create_nmt_model(const RunConfig& config);
+std::unique_ptr<Model> create_rnnlm_model(const RunConfig& config);
+
+}  // namespace dpbench

@@ -1,0 +1,64 @@
+// Chunked projection + softmax cross-entropy (see vocabulary_loss.h).
+#include "models/sequence/vocabulary_loss.h"
+
+#include <algorithm>
+
+#include "engine/counter_random.h"
+
+namespace dpbench {
+
+VocabularyProjection::VocabularyProjection(ParameterLayout& layout, const std::string& name,
+                                           int hidden, int vocab)
+    : hidden_(hidden), vocab_(vocab) {
+  weights_id_ = layout.declare(name + "/weights", {vocab, hidden});
+}
+
+void VocabularyProjection::initialize(const ParameterLayout& layout, uint64_t seed,
+                                      std::vector<float>& host_params) const {
+  const TensorView& weights = layout.tensor(weights_id_);
+  const uint64_t stream = kRandomStreamParameters + static_cast<uint64_t>(weights_id_);
+  for (size_t i = 0; i < weights.count; ++i)
+    host_params[weights.offset + i] = 0.1f * (2.0f * counter_uniform(seed, stream, i) - 1.0f);
+}
+
+int default_loss_chunk_rows(int rows, int vocab) {
+  const long long budget_floats = 128ll << 20;  // 512 MiB of logits
+  const long long by_budget = std::max<long long>(1, budget_floats / std::max(vocab, 1));
+  return static_cast<int>(std::min<long long>(rows, by_budget));
+}
+
+VocabularyLossReplica::VocabularyLossReplica(const VocabularyProjection& projection,
+                                             Device& device, int rows, int chunk_rows)
+    : projection_(projection), device_(device), rows_(rows) {
+  chunk_rows_ = chunk_rows > 0 ? std::min(chunk_rows, rows)
+                               : default_loss_chunk_rows(rows, projection.vocab());
+  logits_ = device.allocate(sizeof(float) * static_cast<size_t>(chunk_rows_) * projection.vocab());
+  row_losses_ = device.allocate(sizeof(float) * static_cast<size_t>(rows));
+}
+
+void VocabularyLossReplica::forward_backward(const ParameterSet& params, const float* h,
+                                             const int32_t* labels, float loss_weight,
+                                             float gradient_scale, float* dh, float* loss_out,
+                                             const float* loss_scale) {
+  Backend& ops = device_.ops();
+  const int H = projection_.hidden(), V = projection_.vocab();
+  const float* P = params.parameter(projection_.weights_id());  // (V, H)
+  float* dP = params.gradient(projection_.weights_id());
+  float* logits = logits_.as<float>();
+  for (int first = 0; first < rows_; first += chunk_rows_) {
+    const int rows = std::min(chunk_rows_, rows_ - first);
+    const float* h_chunk = h + static_cast<size_t>(first) * H;
+    // logits (rows, V) = h (rows, H) P^T
+    ops.gemm(Transpose::no, Transpose::yes, rows, V, H, 1.0f, h_chunk, H, P, H, 0.0f, logits, V);
+    ops.softmax_cross_entropy_rows(logits, labels + first, rows, V, gradient_scale,
+                                   row_losses_.as<float>() + first, logits, loss_scale);
+    // dh (rows, H) = dlogits P;  dP (V, H) (+)= dlogits^T h
+    ops.gemm(Transpose::no, Transpose::no, rows, H, V, 1.0f, logits, V, P, H, 0.0f,
+             dh + static_cast<size_t>(first) * H, H);
+    ops.gemm(Transpose::yes, Transpose::no, V, H, rows, 1.0f, logits, V, h_chunk, H,
+             first == 0 ? 0.0f : 1.0f, dP, H);
+  }
+  ops.sum_scaled(row_losses_.as<float>(), static_cast<size_t>(rows_), loss_weight, loss_out);
+}
+
+}  // namespace dpbench

@@ -1,0 +1,291 @@
+// The sequence models (nmt, rnnlm) on the reference backend: exact parameter counts at the seed
+// defaults, backward against finite differences of the loss for every encoder variant, the
+// fused (cudnn_lstm) and unrolled (dynamic) LSTMs computing the same network, training end to
+// end through the CLI, and the sequence flags' validation.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/device_factory.h"
+#include "engine/errors.h"
+#include "engine/run_config.h"
+#include "models/model_registry.h"
+#include "tests/host/test_support.h"
+
+using dpbench::testing::read_json;
+using dpbench::testing::run_cli;
+using dpbench::testing::TempDir;
+
+namespace {
+
+// The config the CLI would resolve: the model's sequence defaults, then `overrides`.
+dpbench::RunConfig sequence_config(const std::string& model, int batch,
+                                   const std::map<std::string, std::string>& overrides = {}) {
+  const dpbench::ModelEntry* entry = dpbench::find_model(model);
+  REQUIRE(entry != nullptr);
+  std::map<std::string, std::string> values(entry->sequence_flags.begin(), entry->sequence_flags.end());
+  for (const auto& [name, value] : overrides) values[name] = value;
+  dpbench::RunConfig config;
+  config.model = model;
+  config.batch_size = batch;
+  dpbench::SequenceConfig& q = config.sequence;
+  const std::map<std::string, int*> integers = {
+      {"src_vocab_size", &q.src_vocab_size}, {"tgt_vocab_size", &q.tgt_vocab_size},
+      {"vocab_size", &q.vocab_size},         {"embedding_dim", &q.embedding_dim},
+      {"num_units", &q.num_units},           {"num_encoder_layers", &q.num_encoder_layers},
+      {"num_decoder_layers", &q.num_decoder_layers}, {"num_layers", &q.num_layers},
+      {"src_max_len", &q.src_max_len},       {"tgt_max_len", &q.tgt_max_len},
+      {"seq_len", &q.seq_len},               {"loss_chunk_rows", &q.loss_chunk_rows}};
+  for (const auto& [name, value] : values) {
+    if (name == "encoder_type") q.encoder_type = value;
+    else if (name == "direction") q.direction = value;
+    else *integers.at(name) = std::stoi(value);
+  }
+  return config;
+}
+
+std::unique_ptr<dpbench::Model> build(const dpbench::RunConfig& config) {
+  return dpbench::find_model(config.model)->create(config);
+}
+
+// One LSTM layer: W (4H, in), R (4H, H), two biases (4H).
+int64_t lstm_layer(int64_t in, int64_t hidden) { return 4 * hidden * (in + hidden) + 8 * hidden; }
+
+// A tiny nmt: vocabularies 13 and 11, embedding 5, 4 units, 2 + 2 layers, 4 source and 3 target
+// tokens; the loss chunks hold 4 of the 9 target rows, so three chunks (the last one short).
+dpbench::RunConfig tiny_nmt(const std::string& encoder_type, const std::string& direction) {
+  return sequence_config("nmt", 3,
+                         {{"encoder_type", encoder_type}, {"direction", direction},
+                          {"src_vocab_size", "13"}, {"tgt_vocab_size", "11"}, {"embedding_dim", "5"},
+                          {"num_units", "4"}, {"num_encoder_layers", "2"}, {"num_decoder_layers", "2"},
+                          {"src_max_len", "4"}, {"tgt_max_len", "3"}, {"loss_chunk_rows", "4"}});
+}
+
+class RecordingAnnouncer final : public dpbench::GradientAnnouncer {
+ public:
+  void announce(dpbench::GradientRange range) override { ranges.push_back(range); }
+  std::vector<dpbench::GradientRange> ranges;
+};
+
+// Loss and gradients of one model at given parameters on one reference device.
+class Probe {
+ public:
+  Probe(const dpbench::Model& model, int batch)
+      : device_(dpbench::create_reference_device(0)), params_(*device_, model.layout()) {
+    loss_ = device_->allocate(sizeof(float));
+    step_ = device_->allocate(sizeof(int32_t));
+    const int32_t zero = 0;
+    device_->copy_from_host(step_.data(), &zero, sizeof(zero));
+    replica_ = model.create_replica(*device_, params_, dpbench::ReplicaShard{0, 1, batch, 42});
+  }
+  double loss_at(const std::vector<float>& values) {
+    params_.upload(values);
+    replica_->forward(dpbench::StepContext{loss_.as<float>(), step_.as<int32_t>()});
+    float value = 0;
+    device_->copy_to_host(&value, loss_.data(), sizeof(value));
+    return value;
+  }
+  // Backward after loss_at; checks the announcements cover the layout once, in ascending order.
+  std::vector<float> gradients() {
+    RecordingAnnouncer announcer;
+    replica_->backward(announcer);
+    size_t next = 0;
+    for (const dpbench::GradientRange& range : announcer.ranges) {
+      CHECK(range.offset == next);
+      next = range.end();
+    }
+    CHECK(next == params_.count());
+    std::vector<float> values(params_.count());
+    device_->copy_to_host(values.data(), params_.gradients(), sizeof(float) * values.size());
+    return values;
+  }
+
+ private:
+  std::unique_ptr<dpbench::Device> device_;
+  dpbench::ParameterSet params_;
+  dpbench::Buffer loss_, step_;
+  std::unique_ptr<dpbench::ModelReplica> replica_;
+};
+
+}  // namespace
+
+TEST_CASE("nmt and rnnlm have the parameter counts of their definitions", "[sequence_models]") {
+  const int64_t embeddings = 3 * 50000 * 512;  // source and target tables, the projection
+  // cuDNN's bidirectional encoder: 2 layers x 2 directions, the second layer reading 1024 wide.
+  const int64_t fused_bi = embeddings + 2 * lstm_layer(512, 512) + 2 * lstm_layer(1024, 512) +
+                           4 * lstm_layer(512, 512);
+  // dynamic_rnn's: two stacks of 2 layers each, every layer reading 512 wide; and any uni one.
+  const int64_t eight_layers = embeddings + 8 * lstm_layer(512, 512);
+  CHECK(fused_bi == 95707136);      // "about 95.7M"
+  CHECK(eight_layers == 93609984);  // "about 93.6M"
+  const std::vector<std::pair<std::map<std::string, std::string>, int64_t>> cases = {
+      {{{"encoder_type", "cudnn_lstm"}, {"direction", "bi"}}, fused_bi},
+      {{{"encoder_type", "dynamic"}, {"direction", "bi"}}, eight_layers},
+      {{{"encoder_type", "cudnn_lstm"}, {"direction", "uni"}}, eight_layers},
+      {{{"encoder_type", "dynamic"}, {"direction", "uni"}}, eight_layers}};
+  for (const auto& [overrides, expected] : cases) {
+    const auto model = build(sequence_config("nmt", 384, overrides));
+    INFO(overrides.at("encoder_type") << " " << overrides.at("direction"));
+    CHECK(static_cast<int64_t>(model->layout().total_count()) == expected);
+    CHECK(model->unit() == "words");
+    CHECK(model->items_per_sample() == 200);  // 100 source + 100 target tokens
+  }
+  for (const char* implementation : {"cudnn_lstm", "dynamic"}) {
+    const auto rnnlm = build(sequence_config("rnnlm", 512, {{"encoder_type", implementation}}));
+    CHECK(static_cast<int64_t>(rnnlm->layout().total_count()) ==
+          2 * 10001 * 32 + 10001 * 128 - 10001 * 32 + lstm_layer(32, 128) + lstm_layer(128, 128));
+    CHECK(rnnlm->layout().total_count() == 1815200);  // "about 1.8M"
+    CHECK(rnnlm->unit() == "tokens");
+    CHECK(rnnlm->items_per_sample() == 50);
+  }
+}
+
+TEST_CASE("nmt's backward matches finite differences of the loss in every encoder variant",
+          "[sequence_models]") {
+  for (const char* encoder_type : {"cudnn_lstm", "dynamic"}) {
+    for (const char* direction : {"uni", "bi"}) {
+      INFO(encoder_type << " " << direction);
+      const auto model = build(tiny_nmt(encoder_type, direction));
+      Probe probe(*model, 3);
+      const std::vector<float> values = model->initial_parameters(7);
+      const double loss = probe.loss_at(values);
+      // Summed over 3 target tokens per sentence, each near log(11) at initialisation.
+      CHECK(loss == Approx(3 * std::log(11.0)).margin(0.5));
+      const std::vector<float> gradients = probe.gradients();
+      // Central differences in fp32 with h = 1e-2: the loss is smooth (no ReLU or pooling switches)
+      // and near 7, so rounding adds about 7 * 2^-24 / h ~ 1e-5 per estimate and the h^2 term
+      // of the tanh/sigmoid curvature stays below 1e-4 for parameters of size 0.1.
+      const double h = 1e-2;
+      int checked = 0;
+      for (const dpbench::TensorView& tensor : model->layout().tensors()) {
+        for (size_t k = 0; k < tensor.count; k += 1 + tensor.count / 7) {
+          const size_t i = tensor.offset + k;
+          std::vector<float> plus = values, minus = values;
+          plus[i] += static_cast<float>(h);
+          minus[i] -= static_cast<float>(h);
+          const double numeric = (probe.loss_at(plus) - probe.loss_at(minus)) / (2 * h);
+          INFO(tensor.name << "[" << k << "]: numeric " << numeric << ", backward " << gradients[i]);
+          CHECK(std::abs(numeric - gradients[i]) <= 2e-4 + 1e-2 * std::abs(numeric));
+          ++checked;
+        }
+      }
+      CHECK(checked > 40);
+    }
+  }
+}
+
+TEST_CASE("cudnn_lstm and dynamic are the same network: same parameters, loss and gradients",
+          "[sequence_models]") {
+  struct Pair {
+    dpbench::RunConfig fused, unrolled;
+    int batch;
+  };
+  std::vector<Pair> pairs = {
+      {tiny_nmt("cudnn_lstm", "uni"), tiny_nmt("dynamic", "uni"), 3},
+      {sequence_config("rnnlm", 4, {{"encoder_type", "cudnn_lstm"}, {"vocab_size", "17"},
+                                    {"embedding_dim", "6"}, {"num_units", "5"}, {"seq_len", "5"}}),
+       sequence_config("rnnlm", 4, {{"encoder_type", "dynamic"}, {"vocab_size", "17"},
+                                    {"embedding_dim", "6"}, {"num_units", "5"}, {"seq_len", "5"}}),
+       4}};
+  for (const Pair& pair : pairs) {
+    INFO(pair.fused.model);
+    const auto fused = build(pair.fused);
+    const auto unrolled = build(pair.unrolled);
+    REQUIRE(fused->layout().total_count() == unrolled->layout().total_count());
+    for (size_t t = 0; t < fused->layout().tensors().size(); ++t) {
+      CHECK(fused->layout().tensor(t).name == unrolled->layout().tensor(t).name);
+      CHECK(fused->layout().tensor(t).offset == unrolled->layout().tensor(t).offset);
+    }
+    const std::vector<float> values = fused->initial_parameters(3);
+    CHECK(values == unrolled->initial_parameters(3));
+    Probe fused_probe(*fused, pair.batch), unrolled_probe(*unrolled, pair.batch);
+    // Two independent implementations on the host, summing in different orders in fp32.
+    CHECK(fused_probe.loss_at(values) == Approx(unrolled_probe.loss_at(values)).epsilon(1e-5));
+    const std::vector<float> a = fused_probe.gradients(), b = unrolled_probe.gradients();
+    double largest = 0;
+    for (float g : a) largest = std::max(largest, static_cast<double>(std::abs(g)));
+    REQUIRE(largest > 0);
+    for (size_t i = 0; i < a.size(); ++i) {
+      INFO("gradient " << i);
+      CHECK(std::abs(a[i] - b[i]) <= 1e-6 * largest + 1e-4 * std::abs(a[i]));
+    }
+  }
+}
+
+namespace {
+
+nlohmann::json train(const TempDir& dir, const std::string& name, std::vector<std::string> args) {
+  args.insert(args.end(), {"--device=cpu", "--display_every=1000", "--num_warmup_batches=0",
+                           "--result_file=" + dir.file(name + ".json")});
+  REQUIRE(run_cli(args) == 0);
+  return read_json(dir.file(name + ".json"));
+}
+
+double mean_loss(const nlohmann::json& steps, size_t from, size_t count) {
+  double sum = 0;
+  for (size_t i = from; i < from + count; ++i) sum += steps[i]["loss"].get<double>();
+  return sum / static_cast<double>(count);
+}
+
+}  // namespace
+
+TEST_CASE("nmt and rnnlm learn their fixed batch end to end on the reference backend",
+          "[sequence_models]") {
+  TempDir dir;
+  const std::vector<std::string> small_nmt = {
+      "--model=nmt", "--batch_size=4", "--src_vocab_size=20", "--tgt_vocab_size=20",
+      "--embedding_dim=8", "--num_units=8", "--num_encoder_layers=2", "--num_decoder_layers=2",
+      "--src_max_len=5", "--tgt_max_len=5", "--num_batches=30", "--learning_rate=0.02"};
+  for (const std::string encoder : {"cudnn_lstm", "dynamic", "uni", "bi"}) {
+    std::vector<std::string> args = small_nmt;
+    args.push_back("--encoder_type=" + encoder);
+    const nlohmann::json result = train(dir, "nmt_" + encoder, args);
+    INFO(encoder);
+    const auto& steps = result["steps"];
+    REQUIRE(steps.size() == 30);
+    for (const auto& step : steps) CHECK(std::isfinite(step["loss"].get<double>()));
+    // 5 target tokens of a 20-word vocabulary: about 5 ln 20 = 15 at first; four sentences
+    // are soon memorised.
+    CHECK(mean_loss(steps, 0, 3) == Approx(5 * std::log(20.0)).margin(1.5));
+    CHECK(mean_loss(steps, 25, 5) < 0.5 * mean_loss(steps, 0, 3));
+    CHECK(result["summary"]["unit"] == "words/s");
+    CHECK(result["summary"]["items_per_step"] == 4 * 10);
+    CHECK(result["config"]["encoder_type"] == (encoder == "uni" || encoder == "bi" ? "dynamic" : encoder));
+    if (encoder == "uni" || encoder == "bi") CHECK(result["config"]["direction"] == encoder);
+  }
+  const nlohmann::json rnnlm =
+      train(dir, "rnnlm", {"--model=rnnlm", "--batch_size=4", "--vocab_size=30", "--seq_len=6",
+                           "--num_units=16", "--embedding_dim=8", "--num_batches=30", "--learning_rate=0.02"});
+  const auto& steps = rnnlm["steps"];
+  CHECK(mean_loss(steps, 0, 3) == Approx(std::log(30.0)).margin(0.3));  // mean per token
+  CHECK(mean_loss(steps, 25, 5) < 0.6 * mean_loss(steps, 0, 3));
+  CHECK(rnnlm["summary"]["unit"] == "tokens/s");
+  CHECK(rnnlm["summary"]["items_per_step"] == 4 * 6);
+  CHECK(rnnlm["config"]["num_layers"] == 2);
+  CHECK_FALSE(rnnlm["config"].contains("src_vocab_size"));
+  CHECK(rnnlm["summary"]["kernel_launches_per_step"].is_null());  // reference: nothing captured
+}
+
+TEST_CASE("sequence flags that do not fit are refused with one line and no result", "[sequence_models]") {
+  TempDir dir;
+  const std::string result = dir.file("never.json");
+  auto refused = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"--device=cpu", "--num_batches=1", "--result_file=" + result});
+    return run_cli(args) == 2 && !std::filesystem::exists(result);
+  };
+  CHECK(refused({"--model=resnet50", "--num_units=8"}));          // not a sequence model
+  CHECK(refused({"--model=rnnlm", "--src_vocab_size=8"}));        // an nmt flag
+  CHECK(refused({"--model=rnnlm", "--encoder_type=bi"}));         // rnnlm has no direction
+  CHECK(refused({"--model=nmt", "--encoder_type=gru"}));
+  CHECK(refused({"--model=nmt", "--encoder_type=bi", "--direction=uni"}));
+  CHECK(refused({"--model=nmt", "--direction=sideways"}));
+  CHECK(refused({"--model=nmt", "--num_encoder_layers=3", "--num_decoder_layers=3"}));  // odd, bi
+  CHECK(refused({"--model=nmt", "--num_decoder_layers=2"}));      // 4 encoder layers
+  CHECK(refused({"--model=nmt", "--num_units=0"}));
+  CHECK(refused({"--model=nmt", "--precision=bf16"}));           // fp32 / tf32 only
+  CHECK(refused({"--model=rnnlm", "--loss_chunk_rows=-1"}));
+}
