@@ -14,102 +14,22 @@
 #include "engine/errors.h"
 #include "engine/run_config.h"
 #include "models/model_registry.h"
+#include "tests/host/model_probe.h"
+#include "tests/host/sequence_test_support.h"
 #include "tests/host/test_support.h"
 
+using dpbench::testing::build_model;
+using dpbench::testing::ModelProbe;
 using dpbench::testing::read_json;
 using dpbench::testing::run_cli;
+using dpbench::testing::sequence_config;
+using dpbench::testing::tiny_nmt;
 using dpbench::testing::TempDir;
 
 namespace {
 
-// The config the CLI would resolve: the model's sequence defaults, then `overrides`.
-dpbench::RunConfig sequence_config(const std::string& model, int batch,
-                                   const std::map<std::string, std::string>& overrides = {}) {
-  const dpbench::ModelEntry* entry = dpbench::find_model(model);
-  REQUIRE(entry != nullptr);
-  std::map<std::string, std::string> values(entry->sequence_flags.begin(), entry->sequence_flags.end());
-  for (const auto& [name, value] : overrides) values[name] = value;
-  dpbench::RunConfig config;
-  config.model = model;
-  config.batch_size = batch;
-  dpbench::SequenceConfig& q = config.sequence;
-  const std::map<std::string, int*> integers = {
-      {"src_vocab_size", &q.src_vocab_size}, {"tgt_vocab_size", &q.tgt_vocab_size},
-      {"vocab_size", &q.vocab_size},         {"embedding_dim", &q.embedding_dim},
-      {"num_units", &q.num_units},           {"num_encoder_layers", &q.num_encoder_layers},
-      {"num_decoder_layers", &q.num_decoder_layers}, {"num_layers", &q.num_layers},
-      {"src_max_len", &q.src_max_len},       {"tgt_max_len", &q.tgt_max_len},
-      {"seq_len", &q.seq_len},               {"loss_chunk_rows", &q.loss_chunk_rows}};
-  for (const auto& [name, value] : values) {
-    if (name == "encoder_type") q.encoder_type = value;
-    else if (name == "direction") q.direction = value;
-    else *integers.at(name) = std::stoi(value);
-  }
-  return config;
-}
-
-std::unique_ptr<dpbench::Model> build(const dpbench::RunConfig& config) {
-  return dpbench::find_model(config.model)->create(config);
-}
-
 // One LSTM layer: W (4H, in), R (4H, H), two biases (4H).
 int64_t lstm_layer(int64_t in, int64_t hidden) { return 4 * hidden * (in + hidden) + 8 * hidden; }
-
-// A tiny nmt: vocabularies 13 and 11, embedding 5, 4 units, 2 + 2 layers, 4 source and 3 target
-// tokens; the loss chunks hold 4 of the 9 target rows, so three chunks (the last one short).
-dpbench::RunConfig tiny_nmt(const std::string& encoder_type, const std::string& direction) {
-  return sequence_config("nmt", 3,
-                         {{"encoder_type", encoder_type}, {"direction", direction},
-                          {"src_vocab_size", "13"}, {"tgt_vocab_size", "11"}, {"embedding_dim", "5"},
-                          {"num_units", "4"}, {"num_encoder_layers", "2"}, {"num_decoder_layers", "2"},
-                          {"src_max_len", "4"}, {"tgt_max_len", "3"}, {"loss_chunk_rows", "4"}});
-}
-
-class RecordingAnnouncer final : public dpbench::GradientAnnouncer {
- public:
-  void announce(dpbench::GradientRange range) override { ranges.push_back(range); }
-  std::vector<dpbench::GradientRange> ranges;
-};
-
-// Loss and gradients of one model at given parameters on one reference device.
-class Probe {
- public:
-  Probe(const dpbench::Model& model, int batch)
-      : device_(dpbench::create_reference_device(0)), params_(*device_, model.layout()) {
-    loss_ = device_->allocate(sizeof(float));
-    step_ = device_->allocate(sizeof(int32_t));
-    const int32_t zero = 0;
-    device_->copy_from_host(step_.data(), &zero, sizeof(zero));
-    replica_ = model.create_replica(*device_, params_, dpbench::ReplicaShard{0, 1, batch, 42});
-  }
-  double loss_at(const std::vector<float>& values) {
-    params_.upload(values);
-    replica_->forward(dpbench::StepContext{loss_.as<float>(), step_.as<int32_t>()});
-    float value = 0;
-    device_->copy_to_host(&value, loss_.data(), sizeof(value));
-    return value;
-  }
-  // Backward after loss_at; checks the announcements cover the layout once, in ascending order.
-  std::vector<float> gradients() {
-    RecordingAnnouncer announcer;
-    replica_->backward(announcer);
-    size_t next = 0;
-    for (const dpbench::GradientRange& range : announcer.ranges) {
-      CHECK(range.offset == next);
-      next = range.end();
-    }
-    CHECK(next == params_.count());
-    std::vector<float> values(params_.count());
-    device_->copy_to_host(values.data(), params_.gradients(), sizeof(float) * values.size());
-    return values;
-  }
-
- private:
-  std::unique_ptr<dpbench::Device> device_;
-  dpbench::ParameterSet params_;
-  dpbench::Buffer loss_, step_;
-  std::unique_ptr<dpbench::ModelReplica> replica_;
-};
 
 }  // namespace
 
@@ -128,14 +48,14 @@ TEST_CASE("nmt and rnnlm have the parameter counts of their definitions", "[sequ
       {{{"encoder_type", "cudnn_lstm"}, {"direction", "uni"}}, eight_layers},
       {{{"encoder_type", "dynamic"}, {"direction", "uni"}}, eight_layers}};
   for (const auto& [overrides, expected] : cases) {
-    const auto model = build(sequence_config("nmt", 384, overrides));
+    const auto model = build_model(sequence_config("nmt", 384, overrides));
     INFO(overrides.at("encoder_type") << " " << overrides.at("direction"));
     CHECK(static_cast<int64_t>(model->layout().total_count()) == expected);
     CHECK(model->unit() == "words");
     CHECK(model->items_per_sample() == 200);  // 100 source + 100 target tokens
   }
   for (const char* implementation : {"cudnn_lstm", "dynamic"}) {
-    const auto rnnlm = build(sequence_config("rnnlm", 512, {{"encoder_type", implementation}}));
+    const auto rnnlm = build_model(sequence_config("rnnlm", 512, {{"encoder_type", implementation}}));
     CHECK(static_cast<int64_t>(rnnlm->layout().total_count()) ==
           2 * 10001 * 32 + 10001 * 128 - 10001 * 32 + lstm_layer(32, 128) + lstm_layer(128, 128));
     CHECK(rnnlm->layout().total_count() == 1815200);  // "about 1.8M"
@@ -149,8 +69,8 @@ TEST_CASE("nmt's backward matches finite differences of the loss in every encode
   for (const char* encoder_type : {"cudnn_lstm", "dynamic"}) {
     for (const char* direction : {"uni", "bi"}) {
       INFO(encoder_type << " " << direction);
-      const auto model = build(tiny_nmt(encoder_type, direction));
-      Probe probe(*model, 3);
+      const auto model = build_model(tiny_nmt(encoder_type, direction));
+      ModelProbe probe(*model, dpbench::create_reference_device(0), 3);
       const std::vector<float> values = model->initial_parameters(7);
       const double loss = probe.loss_at(values);
       // Summed over 3 target tokens per sentence, each near log(11) at initialisation.
@@ -193,8 +113,8 @@ TEST_CASE("cudnn_lstm and dynamic are the same network: same parameters, loss an
        4}};
   for (const Pair& pair : pairs) {
     INFO(pair.fused.model);
-    const auto fused = build(pair.fused);
-    const auto unrolled = build(pair.unrolled);
+    const auto fused = build_model(pair.fused);
+    const auto unrolled = build_model(pair.unrolled);
     REQUIRE(fused->layout().total_count() == unrolled->layout().total_count());
     for (size_t t = 0; t < fused->layout().tensors().size(); ++t) {
       CHECK(fused->layout().tensor(t).name == unrolled->layout().tensor(t).name);
@@ -202,7 +122,8 @@ TEST_CASE("cudnn_lstm and dynamic are the same network: same parameters, loss an
     }
     const std::vector<float> values = fused->initial_parameters(3);
     CHECK(values == unrolled->initial_parameters(3));
-    Probe fused_probe(*fused, pair.batch), unrolled_probe(*unrolled, pair.batch);
+    ModelProbe fused_probe(*fused, dpbench::create_reference_device(0), pair.batch);
+    ModelProbe unrolled_probe(*unrolled, dpbench::create_reference_device(0), pair.batch);
     // Two independent implementations on the host, summing in different orders in fp32.
     CHECK(fused_probe.loss_at(values) == Approx(unrolled_probe.loss_at(values)).epsilon(1e-5));
     const std::vector<float> a = fused_probe.gradients(), b = unrolled_probe.gradients();

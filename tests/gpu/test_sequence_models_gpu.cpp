@@ -1,0 +1,131 @@
+// [gpu] The sequence models on a GPU: cudnn_lstm (cuDNN's fused RNN) and dynamic (our GEMMs and
+// cell kernels) compute the same network; both match the reference backend; nmt and rnnlm learn
+// their fixed batch through the CLI with Adam replayed as CUDA graphs, and the result counts the
+// kernels of a step.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "engine/device_factory.h"
+#include "tests/host/model_probe.h"
+#include "tests/host/sequence_test_support.h"
+#include "tests/host/test_support.h"
+
+using dpbench::testing::build_model;
+using dpbench::testing::ModelProbe;
+using dpbench::testing::read_json;
+using dpbench::testing::run_cli;
+using dpbench::testing::sequence_config;
+using dpbench::testing::TempDir;
+
+namespace {
+
+// A small nmt with shapes no kernel can special-case: odd sizes, a vocabulary that is not a
+// multiple of any tile, three loss chunks.
+dpbench::RunConfig small_nmt(const std::string& encoder_type, const std::string& direction) {
+  return sequence_config("nmt", 5,
+                         {{"encoder_type", encoder_type}, {"direction", direction},
+                          {"src_vocab_size", "301"}, {"tgt_vocab_size", "257"}, {"embedding_dim", "24"},
+                          {"num_units", "20"}, {"num_encoder_layers", "2"}, {"num_decoder_layers", "2"},
+                          {"src_max_len", "7"}, {"tgt_max_len", "6"}, {"loss_chunk_rows", "12"}});
+}
+
+double largest_magnitude(const std::vector<float>& values) {
+  double largest = 0;
+  for (float v : values) largest = std::max(largest, static_cast<double>(std::abs(v)));
+  return largest;
+}
+
+// fp32 everywhere (TF32 is off unless --precision=tf32): the implementations differ only in the
+// order they sum, about 1e-7 relative per addition, which T steps of recurrence and the layers
+// compound to ~1e-5 of the largest gradient; a wrong gate, bias or state slot is off by O(1).
+void check_same(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  const double largest = largest_magnitude(b);
+  REQUIRE(largest > 0);
+  int bad = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::abs(a[i] - b[i]) > 2e-5 * largest + 1e-3 * std::abs(b[i])) {
+      if (++bad <= 5) FAIL_CHECK("gradient " << i << ": " << a[i] << " vs " << b[i]);
+    }
+  }
+  CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("cudnn_lstm and dynamic give the same nmt loss and gradients on the GPU", "[gpu]") {
+  const auto fused = build_model(small_nmt("cudnn_lstm", "uni"));
+  const auto unrolled = build_model(small_nmt("dynamic", "uni"));
+  const std::vector<float> values = fused->initial_parameters(5);
+  REQUIRE(values == unrolled->initial_parameters(5));
+  ModelProbe a(*fused, dpbench::create_cuda_device(0), 5);
+  ModelProbe b(*unrolled, dpbench::create_cuda_device(0), 5);
+  const double loss_a = a.loss_at(values), loss_b = b.loss_at(values);
+  CHECK(loss_a == Approx(loss_b).epsilon(1e-5));
+  check_same(a.gradients(), b.gradients());
+}
+
+TEST_CASE("nmt and rnnlm on the GPU match the reference backend in every variant", "[gpu]") {
+  std::vector<dpbench::RunConfig> configs;
+  for (const char* type : {"cudnn_lstm", "dynamic"})
+    for (const char* direction : {"uni", "bi"}) configs.push_back(small_nmt(type, direction));
+  for (const char* type : {"cudnn_lstm", "dynamic"})
+    configs.push_back(sequence_config("rnnlm", 6, {{"encoder_type", type}, {"vocab_size", "333"},
+                                                   {"embedding_dim", "12"}, {"num_units", "36"},
+                                                   {"seq_len", "9"}, {"loss_chunk_rows", "20"}}));
+  for (const dpbench::RunConfig& config : configs) {
+    INFO(config.model << " " << config.sequence.encoder_type << " " << config.sequence.direction);
+    const auto model = build_model(config);
+    const std::vector<float> values = model->initial_parameters(9);
+    ModelProbe gpu(*model, dpbench::create_cuda_device(0), config.batch_size);
+    ModelProbe reference(*model, dpbench::create_reference_device(0), config.batch_size);
+    CHECK(gpu.loss_at(values) == Approx(reference.loss_at(values)).epsilon(1e-5));
+    check_same(gpu.gradients(), reference.gradients());
+  }
+}
+
+TEST_CASE("nmt and rnnlm learn their fixed batch on the GPU, Adam replayed as a graph", "[gpu]") {
+  TempDir dir;
+  struct Case {
+    std::vector<std::string> flags;
+    int64_t unrolled_steps;  // time steps x layers the dynamic LSTMs unroll (0: cudnn_lstm)
+  };
+  const std::vector<std::string> nmt = {"--model=nmt", "--batch_size=16", "--src_vocab_size=500",
+                                        "--tgt_vocab_size=400", "--embedding_dim=32", "--num_units=32",
+                                        "--num_encoder_layers=2", "--num_decoder_layers=2",
+                                        "--src_max_len=10", "--tgt_max_len=10"};
+  auto with = [](std::vector<std::string> flags, const std::string& extra) {
+    flags.push_back(extra);
+    return flags;
+  };
+  const Case cases[] = {
+      {with(nmt, "--encoder_type=cudnn_lstm"), 0},
+      {with(nmt, "--encoder_type=dynamic"), 10 * 2 + 10 * 2},  // bi: 2 stacks of 1 layer + 2 decoder layers
+      {{"--model=rnnlm", "--batch_size=16", "--vocab_size=300", "--seq_len=12"}, 0},
+      {{"--model=rnnlm", "--batch_size=16", "--vocab_size=300", "--seq_len=12", "--encoder_type=dynamic"}, 12 * 2},
+  };
+  int index = 0;
+  for (const Case& c : cases) {
+    std::vector<std::string> args = c.flags;
+    const std::string file = dir.file("run" + std::to_string(index++) + ".json");
+    args.insert(args.end(), {"--device=gpu", "--num_batches=40", "--num_warmup_batches=0",
+                             "--learning_rate=0.01", "--display_every=1000", "--result_file=" + file});
+    REQUIRE(run_cli(args) == 0);
+    const nlohmann::json result = read_json(file);
+    const auto& steps = result["steps"];
+    INFO(args[0] << " " << args.back());
+    CHECK(result["summary"]["cuda_graph"] == true);
+    const double first = steps[0]["loss"], last = steps[39]["loss"];
+    INFO("first loss " << first << ", last " << last);
+    CHECK(last < 0.6 * first);
+    const int64_t kernels = result["summary"]["kernel_launches_per_step"];
+    CHECK(kernels > 10);
+    // Each unrolled step and layer runs at least a GEMM and a cell kernel forward and a cell
+    // kernel and (but for the first step) a GEMM backward.
+    if (c.unrolled_steps > 0) CHECK(kernels >= 4 * c.unrolled_steps - 4 * 4);
+  }
+}

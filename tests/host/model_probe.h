@@ -1,0 +1,66 @@
+// ModelProbe: one replica of a model on one device, for tests that need its loss at chosen
+// parameters and the gradients of that loss (finite differences, comparing implementations or
+// backends). Shared by the host and [gpu] model tests.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <vector>
+
+#include "engine/device.h"
+#include "engine/model.h"
+#include "engine/parameter_set.h"
+
+namespace dpbench::testing {
+
+class RecordingAnnouncer final : public GradientAnnouncer {
+ public:
+  void announce(GradientRange range) override { ranges.push_back(range); }
+  std::vector<GradientRange> ranges;
+};
+
+class ModelProbe {
+ public:
+  ModelProbe(const Model& model, std::unique_ptr<Device> device, int batch, uint64_t data_seed = 42)
+      : device_(std::move(device)), params_(*device_, model.layout()) {
+    loss_ = device_->allocate(sizeof(float));
+    step_ = device_->allocate(sizeof(int32_t));
+    const int32_t zero = 0;
+    device_->copy_from_host(step_.data(), &zero, sizeof(zero));
+    replica_ = model.create_replica(*device_, params_, ReplicaShard{0, 1, batch, data_seed});
+  }
+
+  Device& device() { return *device_; }
+
+  double loss_at(const std::vector<float>& values) {
+    params_.upload(values);
+    replica_->forward(StepContext{loss_.as<float>(), step_.as<int32_t>()});
+    float value = 0;
+    device_->copy_to_host(&value, loss_.data(), sizeof(value));
+    return value;
+  }
+
+  // Backward after loss_at; checks that the announcements cover the layout once, ascending.
+  std::vector<float> gradients() {
+    RecordingAnnouncer announcer;
+    replica_->backward(announcer);
+    size_t next = 0;
+    for (const GradientRange& range : announcer.ranges) {
+      CHECK(range.offset == next);
+      next = range.end();
+    }
+    CHECK(next == params_.count());
+    std::vector<float> values(params_.count());
+    device_->copy_to_host(values.data(), params_.gradients(), sizeof(float) * values.size());
+    return values;
+  }
+
+ private:
+  std::unique_ptr<Device> device_;
+  ParameterSet params_;
+  Buffer loss_, step_;
+  std::unique_ptr<ModelReplica> replica_;
+};
+
+}  // namespace dpbench::testing

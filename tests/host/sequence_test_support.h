@@ -1,0 +1,57 @@
+// Test helpers for the sequence models: the RunConfig the CLI would resolve for nmt or rnnlm, and
+// a tiny nmt every backend can train in milliseconds.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "engine/model.h"
+#include "engine/run_config.h"
+#include "models/model_registry.h"
+
+namespace dpbench::testing {
+
+// The config the CLI would resolve: the model's sequence defaults, then `overrides`.
+inline RunConfig sequence_config(const std::string& model, int batch,
+                                 const std::map<std::string, std::string>& overrides = {}) {
+  const ModelEntry* entry = find_model(model);
+  REQUIRE(entry != nullptr);
+  std::map<std::string, std::string> values(entry->sequence_flags.begin(), entry->sequence_flags.end());
+  for (const auto& [name, value] : overrides) values[name] = value;
+  RunConfig config;
+  config.model = model;
+  config.batch_size = batch;
+  SequenceConfig& q = config.sequence;
+  const std::map<std::string, int*> integers = {
+      {"src_vocab_size", &q.src_vocab_size}, {"tgt_vocab_size", &q.tgt_vocab_size},
+      {"vocab_size", &q.vocab_size},         {"embedding_dim", &q.embedding_dim},
+      {"num_units", &q.num_units},           {"num_encoder_layers", &q.num_encoder_layers},
+      {"num_decoder_layers", &q.num_decoder_layers}, {"num_layers", &q.num_layers},
+      {"src_max_len", &q.src_max_len},       {"tgt_max_len", &q.tgt_max_len},
+      {"seq_len", &q.seq_len},               {"loss_chunk_rows", &q.loss_chunk_rows}};
+  for (const auto& [name, value] : values) {
+    if (name == "encoder_type") q.encoder_type = value;
+    else if (name == "direction") q.direction = value;
+    else *integers.at(name) = std::stoi(value);
+  }
+  return config;
+}
+
+inline std::unique_ptr<Model> build_model(const RunConfig& config) {
+  return find_model(config.model)->create(config);
+}
+
+// A tiny nmt: vocabularies 13 and 11, embedding 5, 4 units, 2 + 2 layers, 4 source and 3 target
+// tokens; the loss chunks hold 4 of the 9 target rows, so three chunks (the last one short).
+inline RunConfig tiny_nmt(const std::string& encoder_type, const std::string& direction) {
+  return sequence_config("nmt", 3,
+                         {{"encoder_type", encoder_type}, {"direction", direction},
+                          {"src_vocab_size", "13"}, {"tgt_vocab_size", "11"}, {"embedding_dim", "5"},
+                          {"num_units", "4"}, {"num_encoder_layers", "2"}, {"num_decoder_layers", "2"},
+                          {"src_max_len", "4"}, {"tgt_max_len", "3"}, {"loss_chunk_rows", "4"}});
+}
+
+}  // namespace dpbench::testing
