@@ -8,12 +8,17 @@
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cudnn_plans.h"
+#include "engine/cuda/cudnn_rnn_plans.h"
 #include "engine/errors.h"
 
 namespace dpbench {
 
 CudaBackend::CudaBackend(cudaStream_t stream, cublasHandle_t cublas, cudnnHandle_t cudnn)
-    : stream_(stream), cublas_(cublas), cudnn_(cudnn), plans_(std::make_unique<CudnnPlans>()) {
+    : stream_(stream),
+      cublas_(cublas),
+      cudnn_(cudnn),
+      plans_(std::make_unique<CudnnPlans>()),
+      rnn_plans_(std::make_unique<RnnPlans>()) {
   DPB_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
   // Explicitly pure fp32: TF32 tensor-core math would differ from the reference by ~1e-3.
   DPB_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
@@ -22,10 +27,13 @@ CudaBackend::CudaBackend(cudaStream_t stream, cublasHandle_t cublas, cudnnHandle
 
 void CudaBackend::set_tf32(bool enabled) {
   conv_math_type_ = enabled ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  // The fused LSTM likewise: DEFAULT lets cuDNN run its fp32 GEMMs on TF32 tensor cores, FMA
+  // keeps them exact fp32 (what the [gpu] tests compare with the reference backend).
+  rnn_math_type_ = enabled ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   DPB_CUBLAS_CHECK(cublasSetMathMode(cublas_, enabled ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
 }
 
-// Out of line: CudnnPlans is complete only here.
+// Out of line: CudnnPlans and RnnPlans are complete only here.
 CudaBackend::~CudaBackend() = default;
 
 void CudaBackend::gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha,
@@ -112,9 +120,14 @@ void CudaBackend::adam_update(float* params, const float* grads, float* m, float
                               float learning_rate, float beta1, float beta2, float epsilon,
                               int64_t step, const UpdateExtras& extras) {
   // In double on the host: beta2^t for large t loses digits in float before it reaches 1 - x.
-  const double t = static_cast<double>(step);
-  const float first_moment_correction = static_cast<float>(1.0 - std::pow(double{beta1}, t));
-  const float second_moment_correction = static_cast<float>(1.0 - std::pow(double{beta2}, t));
+  // With extras.step_from_zero the kernel computes them on the device the same way (from the
+  // step it reads there) and ignores these.
+  float first_moment_correction = 1.0f, second_moment_correction = 1.0f;
+  if (extras.step_from_zero == nullptr) {
+    const double t = static_cast<double>(step);
+    first_moment_correction = static_cast<float>(1.0 - std::pow(double{beta1}, t));
+    second_moment_correction = static_cast<float>(1.0 - std::pow(double{beta2}, t));
+  }
   cuda_kernels::launch_adam_update(stream_, params, grads, m, v, n, learning_rate, beta1, beta2,
                                    epsilon, first_moment_correction, second_moment_correction,
                                    extras);

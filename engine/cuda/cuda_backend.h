@@ -17,6 +17,8 @@ namespace dpbench {
 struct CudnnPlans;  // cuDNN descriptors and algorithm choices cached per shape (cudnn_plans.h)
 struct ConvPlan;
 struct PoolPlan;
+struct RnnPlans;  // the fused LSTM's descriptors and buffers, per geometry (cudnn_rnn_plans.h)
+struct RnnPlan;
 
 // Owns neither the stream nor the handles (the CudaDevice does). The device that owns them must be
 // current on the calling thread (Device::make_current). One thread drives a backend at a time: the
@@ -44,6 +46,16 @@ class CudaBackend final : public Backend {
   // How many geometries have had their convolution algorithms chosen (searched or looked up):
   // the cache's witness that a geometry is prepared once, not per call.
   size_t conv_algorithm_searches() const { return conv_algorithm_searches_; }
+  // How many fused-LSTM plans (geometry and math type) have been built: the cache's witness that
+  // a geometry is prepared once, not per call.
+  size_t lstm_plans_created() const;
+  // Whether cuDNN's weight space for `g` is the canonical layout itself, so the ops hand the
+  // caller's weights and gradients to cuDNN as they are (otherwise they are repacked through a
+  // copy the plan owns). Prepares the plan if needed.
+  bool lstm_weights_zero_copy(const RnnGeometry& g);
+  // Tests only: plans built while this is on take the repacking path even where cuDNN's layout
+  // is the canonical one, so that path can be checked on a cuDNN that never needs it.
+  void set_lstm_always_repack(bool always) { lstm_always_repack_ = always; }
 
   void gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha, const float* a,
             int lda, const float* b, int ldb, float beta, float* c, int ldc) override;
@@ -124,7 +136,7 @@ class CudaBackend final : public Backend {
   void copy_from_channels(const Tensor4& src_shape, const void* src, int channel_offset,
                           const Tensor4& dst_shape, void* dst) override;
 
-  // Sequence ops: engine/{reference,cuda}/..._sequence_ops
+  // Sequence ops: engine/{reference,cuda}/..._sequence_ops; the fused LSTM in cuda_rnn_ops.cpp
   void softmax_cross_entropy_rows(const float* logits, const int32_t* labels, int rows,
                                   int classes, float gradient_scale, float* row_losses,
                                   float* dlogits, const float* loss_scale = nullptr) override;
@@ -166,6 +178,9 @@ class CudaBackend final : public Backend {
   ConvPlan& conv_plan(const ConvGeometry& g, bool benchmark);
   void choose_conv_algorithms(const ConvGeometry& g, ConvPlan& plan, bool benchmark);
   PoolPlan& pool_plan(const PoolGeometry& g);
+  // The fused LSTM's plan for `g` with the current RNN math type, built on first use (which must
+  // not be inside a stream capture: building allocates device memory).
+  RnnPlan& rnn_plan(const RnnGeometry& g);
 
   cudaStream_t stream_;
   cublasHandle_t cublas_;
@@ -176,6 +191,11 @@ class CudaBackend final : public Backend {
   cudnnMathType_t conv_math_type_ = CUDNN_FMA_MATH;
   size_t conv_algorithm_searches_ = 0;
   std::unique_ptr<CudnnPlans> plans_;
+  // Of the fused LSTM (fp32 only): FMA_MATH (exact fp32) or DEFAULT_MATH (TF32 allowed), with
+  // set_tf32. Part of the plan's key, so a change takes effect for geometries prepared after it.
+  cudnnMathType_t rnn_math_type_ = CUDNN_FMA_MATH;
+  bool lstm_always_repack_ = false;  // part of the plan key too
+  std::unique_ptr<RnnPlans> rnn_plans_;
 };
 
 }  // namespace dpbench

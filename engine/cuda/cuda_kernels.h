@@ -61,11 +61,58 @@ void launch_sgd_update(cudaStream_t stream, float* params, const float* grads, s
 void launch_momentum_update(cudaStream_t stream, float* params, const float* grads,
                             float* velocity, size_t n, float learning_rate, float momentum,
                             const UpdateExtras& extras);
-// The bias corrections 1 - beta^step are computed once on the host (in double) per call.
+// The bias corrections 1 - beta^step arrive computed on the host (in double), unless
+// extras.step_from_zero is set: then each block computes them on the device from
+// t = *step_from_zero + 1 (also in double) and the two arguments are ignored, so a replayed CUDA
+// graph corrects every step by its own number.
 void launch_adam_update(cudaStream_t stream, float* params, const float* grads, float* m, float* v,
                         size_t n, float learning_rate, float beta1, float beta2, float epsilon,
                         float first_moment_correction, float second_moment_correction,
                         const UpdateExtras& extras);
+
+// ---- sequence ops (cuda_kernels_sequence.cu); Backend's sequence-op semantics ----------------
+// Row-wise softmax cross-entropy (Backend::softmax_cross_entropy_rows): one block per row, the
+// row read twice (an online max-and-sum pass, then the gradient pass), never held on chip.
+void launch_softmax_cross_entropy_rows(cudaStream_t stream, const float* logits,
+                                       const int32_t* labels, int rows, int classes,
+                                       float gradient_scale, float* row_losses, float* dlogits,
+                                       const float* loss_scale);
+// out[0] = scale * sum of x[0, n): one block, in double, in an order that depends on n alone.
+void launch_sum_scaled(cudaStream_t stream, const float* x, size_t n, float scale, float* out);
+// y (n, dim), row i = table[ids[i]]; ids must lie in [0, vocab).
+void launch_embedding_forward(cudaStream_t stream, const float* table, const int32_t* ids,
+                              size_t n, int dim, float* y);
+// dtable[ids[i]] += dy[i] (n, dim), by atomic adds: rows shared by several ids sum in no fixed
+// order.
+void launch_embedding_backward(cudaStream_t stream, const int32_t* ids, const float* dy, size_t n,
+                               int dim, float* dtable);
+// The distinct ids in [0, vocab) among ids[0, n), ascending, into rows[0, *count): a flag per
+// vocabulary row in the workspace, then a compaction of the flagged row numbers (CUB).
+void launch_embedding_touched_rows(cudaStream_t stream, const int32_t* ids, size_t n, int vocab,
+                                   int32_t* rows, int32_t* count, void* workspace);
+size_t embedding_touched_rows_workspace_bytes(int vocab);
+// One LSTM time step (Backend::lstm_cell_forward / lstm_cell_backward): one thread per (b, h)
+// (per 4 consecutive h where rows allow float4), all four gates of it in the thread.
+void launch_lstm_cell_forward(cudaStream_t stream, int batch, int hidden, float* gates,
+                              const float* bias_input, const float* bias_recurrent,
+                              const float* c_prev, float* c, float* h);
+void launch_lstm_cell_backward(cudaStream_t stream, int batch, int hidden, const float* gates,
+                               const float* c_prev, const float* c, const float* dh,
+                               const float* dc, float* dgates, float* dc_prev);
+// A run of `count` floats at `canonical` in the canonical LSTM weight layout (rnn_geometry.h) and
+// at `packed` in cuDNN's weight space, for layouts that differ (offsets in floats).
+struct WeightBlock {
+  size_t canonical = 0;
+  size_t packed = 0;
+  size_t count = 0;
+};
+// packed[block.packed + i] = canonical[block.canonical + i] for every block (device table of
+// block_count entries, none longer than max_count).
+void launch_pack_weights(cudaStream_t stream, const WeightBlock* blocks, int block_count,
+                         size_t max_count, const float* canonical, float* packed);
+// canonical[block.canonical + i] += packed[block.packed + i] for every block.
+void launch_add_unpacked_weights(cudaStream_t stream, const WeightBlock* blocks, int block_count,
+                                 size_t max_count, const float* packed, float* canonical);
 
 // ---- image ops (cuda_kernels_cnn.cu); the rest of the image ops are cuDNN calls -------------
 // A 4-D tensor seen as `outer` blocks of (channels x inner): NCHW is outer = n, inner = h * w;

@@ -81,13 +81,26 @@ __global__ void momentum_update_kernel(float* params, const float* grads, float*
   }
 }
 
-// Adam (Kingma & Ba) with bias correction: the corrections 1 - beta^t arrive precomputed.
+// Adam (Kingma & Ba) with bias correction: the corrections 1 - beta^t arrive precomputed, or,
+// with step_from_zero set, are computed here from t = *step_from_zero + 1 exactly as the host
+// would (in double, rounded once to float), by one thread per block for the whole block.
 template <typename Copy>
 __global__ void adam_update_kernel(float* params, const float* grads, float* m, float* v, size_t n,
                                    float learning_rate, float beta1, float beta2, float epsilon,
                                    float first_moment_correction, float second_moment_correction,
-                                   DeviceExtras<Copy> extras) {
-  if (skipped(extras)) return;
+                                   const int32_t* step_from_zero, DeviceExtras<Copy> extras) {
+  if (skipped(extras)) return;  // uniform over the grid, so the barrier below is safe
+  if (step_from_zero != nullptr) {
+    __shared__ float corrections[2];
+    if (threadIdx.x == 0) {
+      const double t = static_cast<double>(*step_from_zero) + 1.0;
+      corrections[0] = static_cast<float>(1.0 - pow(static_cast<double>(beta1), t));
+      corrections[1] = static_cast<float>(1.0 - pow(static_cast<double>(beta2), t));
+    }
+    __syncthreads();
+    first_moment_correction = corrections[0];
+    second_moment_correction = corrections[1];
+  }
   const float scale = gradient_scale(extras);
   DPB_GRID_STRIDE_LOOP(i, n) {
     const float g = unscaled(grads[i], scale);
@@ -155,7 +168,7 @@ void launch_adam_update(cudaStream_t stream, float* params, const float* grads, 
   with_extras(extras, [&](auto device) {
     adam_update_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(
         params, grads, m, v, n, learning_rate, beta1, beta2, epsilon, first_moment_correction,
-        second_moment_correction, device);
+        second_moment_correction, extras.step_from_zero, device);
   });
   DPB_CUDA_CHECK_LAUNCH(adam_update_kernel);
 }

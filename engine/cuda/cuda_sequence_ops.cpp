@@ -1,51 +1,71 @@
-// PLACEHOLDER (to be replaced): the sequence ops of CudaBackend, not written yet.
-#include "engine/cuda/cuda_backend.h"
+// CudaBackend's sequence ops other than the fused LSTM (which is cuda_rnn_ops.cpp): the row-wise
+// softmax cross-entropy and the reproducible scaled sum of the summed-token losses, device copies,
+// embeddings and the rows they touched, and the LSTM cell of the unrolled RNN. The kernels are in
+// cuda_kernels_sequence.cu; everything is asynchronous on the backend's stream and allocates
+// nothing, so a step made of these ops can be captured as a CUDA graph.
+#include <cuda_runtime.h>
 
+#include <string>
+
+#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cuda_kernels.h"
 #include "engine/errors.h"
 
 namespace dpbench {
 
-void CudaBackend::softmax_cross_entropy_rows(const float*, const int32_t*, int, int, float, float*, float*, const float*) {
-  throw RuntimeError("CudaBackend::softmax_cross_entropy_rows is not implemented yet");
+void CudaBackend::softmax_cross_entropy_rows(const float* logits, const int32_t* labels, int rows,
+                                             int classes, float gradient_scale, float* row_losses,
+                                             float* dlogits, const float* loss_scale) {
+  if (rows > 0 && classes <= 0) {
+    throw RuntimeError("CudaBackend::softmax_cross_entropy_rows: " + std::to_string(classes) +
+                       " classes");
+  }
+  cuda_kernels::launch_softmax_cross_entropy_rows(stream_, logits, labels, rows, classes,
+                                                  gradient_scale, row_losses, dlogits, loss_scale);
 }
-void CudaBackend::sum_scaled(const float*, size_t, float, float*) {
-  throw RuntimeError("CudaBackend::sum_scaled is not implemented yet");
+
+void CudaBackend::sum_scaled(const float* x, size_t n, float scale, float* out) {
+  cuda_kernels::launch_sum_scaled(stream_, x, n, scale, out);
 }
-void CudaBackend::copy(void*, const void*, size_t) {
-  throw RuntimeError("CudaBackend::copy is not implemented yet");
+
+void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  DPB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
 }
-void CudaBackend::embedding_forward(const float*, const int32_t*, size_t, int, float*) {
-  throw RuntimeError("CudaBackend::embedding_forward is not implemented yet");
+
+void CudaBackend::embedding_forward(const float* table, const int32_t* ids, size_t n, int dim,
+                                    float* y) {
+  cuda_kernels::launch_embedding_forward(stream_, table, ids, n, dim, y);
 }
-void CudaBackend::embedding_backward(const int32_t*, const float*, size_t, int, float*) {
-  throw RuntimeError("CudaBackend::embedding_backward is not implemented yet");
+
+void CudaBackend::embedding_backward(const int32_t* ids, const float* dy, size_t n, int dim,
+                                     float* dtable) {
+  cuda_kernels::launch_embedding_backward(stream_, ids, dy, n, dim, dtable);
 }
-void CudaBackend::embedding_touched_rows(const int32_t*, size_t, int, int32_t*, int32_t*, void*) {
-  throw RuntimeError("CudaBackend::embedding_touched_rows is not implemented yet");
+
+void CudaBackend::embedding_touched_rows(const int32_t* ids, size_t n, int vocab, int32_t* rows,
+                                         int32_t* count, void* workspace) {
+  cuda_kernels::launch_embedding_touched_rows(stream_, ids, n, vocab, rows, count, workspace);
 }
-size_t CudaBackend::embedding_touched_rows_workspace_bytes(size_t, int) {
-  throw RuntimeError("CudaBackend::embedding_touched_rows_workspace_bytes is not implemented yet");
+
+size_t CudaBackend::embedding_touched_rows_workspace_bytes(size_t n, int vocab) {
+  // A flag per vocabulary row, whatever n: the workspace depends on the vocabulary alone.
+  return cuda_kernels::embedding_touched_rows_workspace_bytes(vocab);
 }
-void CudaBackend::lstm_forward(const RnnGeometry&, const float*, const float*, const float*, const float*, float*, float*, float*, void*, void*) {
-  throw RuntimeError("CudaBackend::lstm_forward is not implemented yet");
+
+void CudaBackend::lstm_cell_forward(int batch, int hidden, float* gates, const float* bias_input,
+                                    const float* bias_recurrent, const float* c_prev, float* c,
+                                    float* h) {
+  cuda_kernels::launch_lstm_cell_forward(stream_, batch, hidden, gates, bias_input,
+                                         bias_recurrent, c_prev, c, h);
 }
-void CudaBackend::lstm_backward_data(const RnnGeometry&, const float*, const float*, const float*, const float*, const float*, const float*, const float*, float*, float*, float*, void*, void*) {
-  throw RuntimeError("CudaBackend::lstm_backward_data is not implemented yet");
-}
-void CudaBackend::lstm_backward_weights(const RnnGeometry&, const float*, const float*, const float*, float*, void*, void*) {
-  throw RuntimeError("CudaBackend::lstm_backward_weights is not implemented yet");
-}
-size_t CudaBackend::lstm_workspace_bytes(const RnnGeometry&) {
-  throw RuntimeError("CudaBackend::lstm_workspace_bytes is not implemented yet");
-}
-size_t CudaBackend::lstm_reserve_bytes(const RnnGeometry&) {
-  throw RuntimeError("CudaBackend::lstm_reserve_bytes is not implemented yet");
-}
-void CudaBackend::lstm_cell_forward(int, int, float*, const float*, const float*, const float*, float*, float*) {
-  throw RuntimeError("CudaBackend::lstm_cell_forward is not implemented yet");
-}
-void CudaBackend::lstm_cell_backward(int, int, const float*, const float*, const float*, const float*, const float*, float*, float*) {
-  throw RuntimeError("CudaBackend::lstm_cell_backward is not implemented yet");
+
+void CudaBackend::lstm_cell_backward(int batch, int hidden, const float* gates,
+                                     const float* c_prev, const float* c, const float* dh,
+                                     const float* dc, float* dgates, float* dc_prev) {
+  cuda_kernels::launch_lstm_cell_backward(stream_, batch, hidden, gates, c_prev, c, dh, dc,
+                                          dgates, dc_prev);
 }
 
 }  // namespace dpbench

@@ -1,0 +1,24 @@
+// The fused LSTM's plan cache seen from code built without the CUDA headers (the tests): thin
+// forwarders to CudaBackend that check what they were given.
+#pragma once
+
+#include <cstddef>
+
+#include "engine/rnn_geometry.h"
+
+namespace dpbench {
+
+class Backend;
+
+// CudaBackend::lstm_plans_created. Throws RuntimeError unless `backend` is a CUDA backend.
+size_t lstm_plans_created(const Backend& backend);
+
+// CudaBackend::lstm_weights_zero_copy (prepares the plan of `g` if needed). Throws RuntimeError
+// unless `backend` is a CUDA backend.
+bool lstm_weights_zero_copy(Backend& backend, const RnnGeometry& g);
+
+// CudaBackend::set_lstm_always_repack (tests of the repacking path). Throws RuntimeError unless
+// `backend` is a CUDA backend.
+void set_lstm_always_repack(Backend& backend, bool always);
+
+}  // namespace dpbench

@@ -1,0 +1,166 @@
+// CudaBackend's fused LSTM: cuDNN's v8 RNN API (cudnnRNNForward, cudnnRNNBackwardData_v8,
+// cudnnRNNBackwardWeights_v8) on a plan cached per geometry (cudnn_rnn_plans.h). Workspace and
+// reserve belong to the caller (sized by lstm_workspace_bytes / lstm_reserve_bytes); the plan owns
+// only what the calls cannot be given: the device array of sequence lengths, buffers standing in
+// for a missing dy or dx, and, where cuDNN's weight layout is not the canonical one, its own
+// packed copy of the weights and their gradients. Nothing here synchronises or allocates once a
+// plan is ready, so the calls can be captured in a CUDA graph.
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <string>
+
+#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cuda_kernels.h"
+#include "engine/cuda/cuda_rnn_controls.h"
+#include "engine/cuda/cudnn_rnn_plans.h"
+#include "engine/errors.h"
+
+namespace dpbench {
+namespace {
+
+// Building a plan (or a buffer of one) allocates device memory, which a stream capture forbids;
+// layers prepare their geometries at set-up, so getting here during a capture is a bug to name.
+void refuse_inside_capture(cudaStream_t stream, const char* what) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  DPB_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  if (status != cudaStreamCaptureStatusNone) {
+    throw RuntimeError(std::string("CudaBackend: ") + what +
+                       " inside a CUDA graph capture; prepare the LSTM geometry first "
+                       "(lstm_workspace_bytes) and run one step eagerly");
+  }
+}
+
+void require_buffers(const RnnPlan& plan, const void* workspace, const void* reserve,
+                     const char* op) {
+  if ((plan.workspace_bytes > 0 && workspace == nullptr) ||
+      (plan.reserve_bytes > 0 && reserve == nullptr)) {
+    throw RuntimeError(std::string("CudaBackend::") + op +
+                       ": workspace and reserve are required (lstm_workspace_bytes = " +
+                       std::to_string(plan.workspace_bytes) + ", lstm_reserve_bytes = " +
+                       std::to_string(plan.reserve_bytes) + ")");
+  }
+}
+
+// The weights as cuDNN reads them: the caller's (zero copy), or packed into the plan's copy. Packed
+// on every call: plans are shared by layers of one geometry, so the copy may hold another layer's.
+const float* cudnn_weights(cudaStream_t stream, RnnPlan& plan, const float* weights) {
+  if (plan.zero_copy) return weights;
+  float* packed = plan.packed_weights.as<float>();
+  cuda_kernels::launch_pack_weights(stream, plan.blocks.as<cuda_kernels::WeightBlock>(),
+                                    plan.block_count, plan.largest_block, weights, packed);
+  return packed;
+}
+
+}  // namespace
+
+RnnPlan& CudaBackend::rnn_plan(const RnnGeometry& g) {
+  const RnnKey key = rnn_key(g, rnn_math_type_, lstm_always_repack_);
+  auto found = rnn_plans_->plans.find(key);
+  if (found != rnn_plans_->plans.end()) return *found->second;
+  refuse_inside_capture(stream_, "building an LSTM plan");
+  std::unique_ptr<RnnPlan> plan =
+      build_rnn_plan(cudnn_, stream_, g, rnn_math_type_, lstm_always_repack_);
+  RnnPlan& ready = *plan;
+  rnn_plans_->plans.emplace(key, std::move(plan));
+  ++rnn_plans_->created;
+  return ready;
+}
+
+size_t CudaBackend::lstm_plans_created() const { return rnn_plans_->created; }
+
+bool CudaBackend::lstm_weights_zero_copy(const RnnGeometry& g) { return rnn_plan(g).zero_copy; }
+
+size_t CudaBackend::lstm_workspace_bytes(const RnnGeometry& g) {
+  return rnn_plan(g).workspace_bytes;
+}
+
+size_t CudaBackend::lstm_reserve_bytes(const RnnGeometry& g) { return rnn_plan(g).reserve_bytes; }
+
+void CudaBackend::lstm_forward(const RnnGeometry& g, const float* x, const float* hx,
+                               const float* cx, const float* weights, float* y, float* hy,
+                               float* cy, void* reserve, void* workspace) {
+  RnnPlan& plan = rnn_plan(g);
+  require_buffers(plan, workspace, reserve, "lstm_forward");
+  const float* cudnn_w = cudnn_weights(stream_, plan, weights);
+  // hx, cx == nullptr: zero initial state; hy, cy == nullptr: not written (cuDNN's own rules).
+  DPB_CUDNN_CHECK(cudnnRNNForward(
+      cudnn_, plan.rnn.get(), CUDNN_FWD_MODE_TRAINING, plan.sequence_lengths.as<int32_t>(),
+      plan.x.get(), x, plan.y.get(), y, plan.state.get(), hx, hy, plan.state.get(), cx, cy,
+      plan.weight_space_bytes, cudnn_w, plan.workspace_bytes, workspace, plan.reserve_bytes,
+      reserve));
+}
+
+void CudaBackend::lstm_backward_data(const RnnGeometry& g, const float* y, const float* dy,
+                                     const float* dhy, const float* dcy, const float* weights,
+                                     const float* hx, const float* cx, float* dx, float* dhx,
+                                     float* dcx, void* reserve, void* workspace) {
+  RnnPlan& plan = rnn_plan(g);
+  require_buffers(plan, workspace, reserve, "lstm_backward_data");
+  // cuDNN takes no nullptr for dy or dx: stand-ins, made once per plan on first need.
+  if (dy == nullptr) {
+    if (plan.zero_dy.data() == nullptr) {
+      refuse_inside_capture(stream_, "preparing lstm_backward_data without dy");
+      plan.zero_dy = DeviceMemory(g.output_count() * sizeof(float));
+      DPB_CUDA_CHECK(cudaMemsetAsync(plan.zero_dy.data(), 0, plan.zero_dy.bytes(), stream_));
+    }
+    dy = plan.zero_dy.as<float>();
+  }
+  if (dx == nullptr) {
+    if (plan.dx_scratch.data() == nullptr) {
+      refuse_inside_capture(stream_, "preparing lstm_backward_data without dx");
+      plan.dx_scratch = DeviceMemory(g.input_count() * sizeof(float));
+    }
+    dx = plan.dx_scratch.as<float>();
+  }
+  const float* cudnn_w = cudnn_weights(stream_, plan, weights);
+  // hx, cx, dhy, dcy == nullptr: zeros; dhx, dcx == nullptr: not written.
+  DPB_CUDNN_CHECK(cudnnRNNBackwardData_v8(
+      cudnn_, plan.rnn.get(), plan.sequence_lengths.as<int32_t>(), plan.y.get(), y, dy,
+      plan.x.get(), dx, plan.state.get(), hx, dhy, dhx, plan.state.get(), cx, dcy, dcx,
+      plan.weight_space_bytes, cudnn_w, plan.workspace_bytes, workspace, plan.reserve_bytes,
+      reserve));
+}
+
+void CudaBackend::lstm_backward_weights(const RnnGeometry& g, const float* x, const float* hx,
+                                        const float* y, float* dweights, void* reserve,
+                                        void* workspace) {
+  RnnPlan& plan = rnn_plan(g);
+  require_buffers(plan, workspace, reserve, "lstm_backward_weights");
+  // CUDNN_WGRAD_MODE_ADD adds into the weight gradients: the op's contract.
+  float* cudnn_dw = dweights;
+  if (!plan.zero_copy) {
+    cudnn_dw = plan.packed_dweights.as<float>();
+    DPB_CUDA_CHECK(cudaMemsetAsync(cudnn_dw, 0, plan.weight_space_bytes, stream_));
+  }
+  DPB_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(
+      cudnn_, plan.rnn.get(), CUDNN_WGRAD_MODE_ADD, plan.sequence_lengths.as<int32_t>(),
+      plan.x.get(), x, plan.state.get(), hx, plan.y.get(), y, plan.weight_space_bytes, cudnn_dw,
+      plan.workspace_bytes, workspace, plan.reserve_bytes, reserve));
+  if (!plan.zero_copy) {
+    cuda_kernels::launch_add_unpacked_weights(stream_, plan.blocks.as<cuda_kernels::WeightBlock>(),
+                                              plan.block_count, plan.largest_block, cudnn_dw,
+                                              dweights);
+  }
+}
+
+size_t lstm_plans_created(const Backend& backend) {
+  const auto* cuda_backend = dynamic_cast<const CudaBackend*>(&backend);
+  if (cuda_backend == nullptr) throw RuntimeError("lstm_plans_created: not a CUDA backend");
+  return cuda_backend->lstm_plans_created();
+}
+
+bool lstm_weights_zero_copy(Backend& backend, const RnnGeometry& g) {
+  auto* cuda_backend = dynamic_cast<CudaBackend*>(&backend);
+  if (cuda_backend == nullptr) throw RuntimeError("lstm_weights_zero_copy: not a CUDA backend");
+  return cuda_backend->lstm_weights_zero_copy(g);
+}
+
+void set_lstm_always_repack(Backend& backend, bool always) {
+  auto* cuda_backend = dynamic_cast<CudaBackend*>(&backend);
+  if (cuda_backend == nullptr) throw RuntimeError("set_lstm_always_repack: not a CUDA backend");
+  cuda_backend->set_lstm_always_repack(always);
+}
+
+}  // namespace dpbench

@@ -1,0 +1,195 @@
+// Set-up of the fused LSTM's cuDNN plans (see cudnn_rnn_plans.h): descriptors, sizes, and the map
+// from the canonical weight layout to cuDNN's weight space, which decides between handing cuDNN
+// the caller's weights as they are (zero copy) and repacking them through the plan's own copy.
+#include "engine/cuda/cudnn_rnn_plans.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cuda_kernels.h"
+#include "engine/errors.h"
+
+namespace dpbench {
+namespace {
+
+std::string describe(const RnnGeometry& g) {
+  return "LSTM T=" + std::to_string(g.seq_len) + " B=" + std::to_string(g.batch) +
+         " in=" + std::to_string(g.input_size) + " H=" + std::to_string(g.hidden_size) +
+         " layers=" + std::to_string(g.num_layers) + (g.bidirectional ? " bidirectional" : "");
+}
+
+size_t tensor_elements(const CudnnTensorDescriptor& descriptor) {
+  cudnnDataType_t type;
+  int dims = 0;
+  int sizes[8] = {}, strides[8] = {};
+  DPB_CUDNN_CHECK(cudnnGetTensorNdDescriptor(descriptor.get(), 8, &type, &dims, sizes, strides));
+  size_t count = 1;
+  for (int d = 0; d < dims; ++d) count *= static_cast<size_t>(sizes[d]);
+  return count;
+}
+
+// Where cuDNN keeps each of the 16 parts of every pseudo-layer (8 gate matrices, 8 gate biases),
+// next to where the canonical layout keeps them. Asked with a real weight space as the base:
+// cuDNN answers with addresses inside it.
+struct WeightMap {
+  std::vector<cuda_kernels::WeightBlock> blocks;
+  bool identical = true;  // every part at its canonical offset
+};
+
+WeightMap map_weights(cudnnHandle_t handle, const RnnPlan& plan, const void* weight_space) {
+  const RnnGeometry& g = plan.geometry;
+  const size_t hidden = static_cast<size_t>(g.hidden_size);
+  const size_t space_floats = plan.weight_space_bytes / sizeof(float);
+  const char* base = static_cast<const char*>(weight_space);
+  CudnnTensorDescriptor matrix, bias;
+  WeightMap map;
+
+  auto add = [&](const void* address, const CudnnTensorDescriptor& descriptor, size_t canonical,
+                 size_t count, int pseudo_layer, int lin_layer, const char* part) {
+    const std::string where = std::string(part) + " of pseudo-layer " +
+                              std::to_string(pseudo_layer) + ", linLayerID " +
+                              std::to_string(lin_layer) + " of " + describe(g);
+    if (address == nullptr) throw RuntimeError("cuDNN reports no " + where);
+    if (tensor_elements(descriptor) != count) {
+      throw RuntimeError("cuDNN's " + where + " holds " + std::to_string(tensor_elements(descriptor)) +
+                         " floats, the canonical layout " + std::to_string(count));
+    }
+    const size_t offset_bytes = static_cast<size_t>(static_cast<const char*>(address) - base);
+    const size_t packed = offset_bytes / sizeof(float);
+    if (offset_bytes % sizeof(float) != 0 || packed + count > space_floats) {
+      throw RuntimeError("cuDNN's " + where + " lies outside its weight space");
+    }
+    map.identical = map.identical && packed == canonical;
+    map.blocks.push_back(cuda_kernels::WeightBlock{canonical, packed, count});
+  };
+
+  for (int pseudo_layer = 0; pseudo_layer < g.pseudo_layers(); ++pseudo_layer) {
+    const int layer = pseudo_layer / g.directions();
+    const int direction = pseudo_layer % g.directions();
+    // linLayerID 0-3: W (input) of gates i, f, g, o with bias bW; 4-7: R (recurrent) with bR.
+    for (int lin_layer = 0; lin_layer < 8; ++lin_layer) {
+      const bool recurrent = lin_layer >= 4;
+      const size_t gate = static_cast<size_t>(lin_layer % 4);
+      const size_t columns = recurrent ? hidden : static_cast<size_t>(g.layer_input_size(layer));
+      const size_t matrix_offset = (recurrent ? g.recurrent_weights_offset(layer, direction)
+                                              : g.input_weights_offset(layer, direction)) +
+                                   gate * hidden * columns;
+      const size_t bias_offset = (recurrent ? g.recurrent_bias_offset(layer, direction)
+                                            : g.input_bias_offset(layer, direction)) +
+                                 gate * hidden;
+      void* matrix_address = nullptr;
+      void* bias_address = nullptr;
+      DPB_CUDNN_CHECK(cudnnGetRNNWeightParams(handle, plan.rnn.get(), pseudo_layer,
+                                              plan.weight_space_bytes, weight_space, lin_layer,
+                                              matrix.get(), &matrix_address, bias.get(),
+                                              &bias_address));
+      add(matrix_address, matrix, matrix_offset, hidden * columns, pseudo_layer, lin_layer,
+          "matrix");
+      add(bias_address, bias, bias_offset, hidden, pseudo_layer, lin_layer, "bias");
+    }
+  }
+  return map;
+}
+
+}  // namespace
+
+DeviceMemory::DeviceMemory(size_t bytes) : bytes_(bytes) {
+  const cudaError_t status = cudaMalloc(&data_, bytes > 0 ? bytes : 1);
+  if (status != cudaSuccess) {
+    data_ = nullptr;
+    (void)cudaGetLastError();  // clear it, so the next launch check does not report it again
+    cuda_detail::throw_library_error("CUDA", "cudaMalloc for an LSTM plan", static_cast<int>(status),
+                                     cudaGetErrorString(status), __FILE__, __LINE__);
+  }
+}
+
+DeviceMemory::~DeviceMemory() {
+  if (data_ != nullptr) (void)cudaFree(data_);
+}
+
+DeviceMemory::DeviceMemory(DeviceMemory&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
+  std::swap(data_, other.data_);
+  std::swap(bytes_, other.bytes_);
+  return *this;
+}
+
+RnnKey rnn_key(const RnnGeometry& g, cudnnMathType_t math_type, bool always_repack) {
+  return {g.seq_len,    g.batch,         g.input_size,
+          g.hidden_size, g.num_layers,   g.bidirectional,
+          static_cast<int>(math_type),   always_repack};
+}
+
+std::unique_ptr<RnnPlan> build_rnn_plan(cudnnHandle_t handle, cudaStream_t stream,
+                                        const RnnGeometry& g, cudnnMathType_t math_type,
+                                        bool always_repack) {
+  if (g.seq_len <= 0 || g.batch <= 0 || g.input_size <= 0 || g.hidden_size <= 0 ||
+      g.num_layers <= 0) {
+    throw RuntimeError("invalid geometry: " + describe(g));
+  }
+  auto plan = std::make_unique<RnnPlan>();
+  plan->geometry = g;
+  plan->math_type = math_type;
+
+  // Rate 0 needs no random-number states (and cuDNN sets nothing up for it).
+  DPB_CUDNN_CHECK(cudnnSetDropoutDescriptor(plan->dropout.get(), handle, 0.0f, nullptr, 0, 0));
+  // projSize = hiddenSize: no projection. Double bias: bW and bR, as the canonical layout has.
+  DPB_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(
+      plan->rnn.get(), CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS,
+      g.bidirectional ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT,
+      CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, math_type, g.input_size, g.hidden_size, g.hidden_size,
+      g.num_layers, plan->dropout.get(), CUDNN_RNN_PADDED_IO_DISABLED));
+
+  // Every sequence has the full length, so the packed sequence-major layout is exactly the
+  // dense (T, B, features) array.
+  const std::vector<int> lengths(static_cast<size_t>(g.batch), g.seq_len);
+  DPB_CUDNN_CHECK(cudnnSetRNNDataDescriptor(plan->x.get(), CUDNN_DATA_FLOAT,
+                                            CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, g.seq_len,
+                                            g.batch, g.input_size, lengths.data(), nullptr));
+  DPB_CUDNN_CHECK(cudnnSetRNNDataDescriptor(plan->y.get(), CUDNN_DATA_FLOAT,
+                                            CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, g.seq_len,
+                                            g.batch, g.output_size(), lengths.data(), nullptr));
+  const int state_sizes[3] = {g.pseudo_layers(), g.batch, g.hidden_size};
+  const int state_strides[3] = {g.batch * g.hidden_size, g.hidden_size, 1};
+  DPB_CUDNN_CHECK(cudnnSetTensorNdDescriptor(plan->state.get(), CUDNN_DATA_FLOAT, 3, state_sizes,
+                                             state_strides));
+
+  DPB_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(handle, plan->rnn.get(), CUDNN_FWD_MODE_TRAINING,
+                                            plan->x.get(), &plan->workspace_bytes,
+                                            &plan->reserve_bytes));
+  DPB_CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(handle, plan->rnn.get(), &plan->weight_space_bytes));
+
+  plan->sequence_lengths = DeviceMemory(lengths.size() * sizeof(int32_t));
+  DPB_CUDA_CHECK(cudaMemcpyAsync(plan->sequence_lengths.data(), lengths.data(),
+                                 lengths.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+
+  DeviceMemory weight_space(plan->weight_space_bytes);
+  const WeightMap map = map_weights(handle, *plan, weight_space.data());
+  plan->zero_copy = !always_repack && map.identical &&
+                    plan->weight_space_bytes == g.weight_count() * sizeof(float);
+  if (!plan->zero_copy) {
+    // cuDNN's own layout: the probe becomes the packed weights, zeroed so that any padding
+    // cuDNN leaves between parts holds zeros rather than garbage.
+    plan->packed_weights = std::move(weight_space);
+    plan->packed_dweights = DeviceMemory(plan->weight_space_bytes);
+    DPB_CUDA_CHECK(cudaMemsetAsync(plan->packed_weights.data(), 0, plan->weight_space_bytes, stream));
+    plan->block_count = static_cast<int>(map.blocks.size());
+    for (const cuda_kernels::WeightBlock& block : map.blocks) {
+      plan->largest_block = std::max(plan->largest_block, block.count);
+    }
+    const size_t table_bytes = map.blocks.size() * sizeof(cuda_kernels::WeightBlock);
+    plan->blocks = DeviceMemory(table_bytes);
+    DPB_CUDA_CHECK(cudaMemcpyAsync(plan->blocks.data(), map.blocks.data(), table_bytes,
+                                   cudaMemcpyHostToDevice, stream));
+  }
+  // The host vectors above are about to go: the uploads must have finished reading them.
+  DPB_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return plan;
+}
+
+}  // namespace dpbench
