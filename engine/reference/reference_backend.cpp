@@ -217,9 +217,14 @@ void ReferenceBackend::adam_update(float* params, const float* grads, float* m, 
                                    float epsilon, int64_t step, const UpdateExtras& extras) {
   const ExtrasAccess access{extras};
   if (access.skipped()) return;
+  // A captured graph cannot take a new `step` argument each replay, so it reads the step counter
+  // instead (host memory here); both give the same 1-based step.
+  const int64_t t = extras.step_from_zero != nullptr
+                        ? static_cast<int64_t>(*extras.step_from_zero) + 1
+                        : step;
   const double b1 = beta1, b2 = beta2;
-  const double first_moment_correction = 1.0 - std::pow(b1, static_cast<double>(step));
-  const double second_moment_correction = 1.0 - std::pow(b2, static_cast<double>(step));
+  const double first_moment_correction = 1.0 - std::pow(b1, static_cast<double>(t));
+  const double second_moment_correction = 1.0 - std::pow(b2, static_cast<double>(t));
   for (size_t i = 0; i < n; ++i) {
     const double g = access.gradient(grads, i);
     const double m_new = b1 * m[i] + (1.0 - b1) * g;

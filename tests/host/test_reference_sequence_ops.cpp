@@ -1,0 +1,496 @@
+// The reference backend's sequence ops are the oracle for the cuDNN/CUDA ones, so each is checked
+// here on its own terms: small cases worked by hand, the fused LSTM against an LSTM unrolled from
+// gemm + lstm_cell_forward, and every LSTM gradient against central finite differences.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "engine/errors.h"
+#include "engine/reference/reference_backend.h"
+#include "engine/rnn_geometry.h"
+#include "tests/host/reference_cnn_test_support.h"
+
+using namespace dpbench;
+using dpbench::testing::check_close;
+using dpbench::testing::finite_difference;
+using dpbench::testing::random_values;
+using dpbench::testing::weighted_sum;
+
+namespace {
+
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+// A float buffer of at least `bytes` bytes (reserve and workspace of the LSTM).
+std::vector<float> scratch(size_t bytes) { return std::vector<float>(bytes / sizeof(float) + 1); }
+
+// One LSTM problem: inputs, weights, the forward's outputs, and a scalar loss
+//   L = sum(y * wy) + sum(hy * wh) + sum(cy * wc)
+// whose parts can be switched off, so the backward passes see dy, dhy, dcy = nullptr.
+struct LstmProblem {
+  ReferenceBackend ops;
+  RnnGeometry g;
+  std::vector<float> x, hx, cx, weights;  // (T, B, in), (P, B, H) twice, canonical layout
+  std::vector<float> wy, wh, wc;          // the loss's weights: its gradients dy, dhy, dcy
+  bool through_outputs = true;            // y feeds the loss
+  bool through_states = true;             // hy and cy feed the loss
+  std::vector<float> y, hy, cy, reserve, workspace;
+
+  LstmProblem(const RnnGeometry& geometry, uint64_t stream) : g(geometry) {
+    x = random_values(g.input_count(), stream);
+    hx = random_values(g.state_count(), stream + 1);
+    cx = random_values(g.state_count(), stream + 2);
+    weights = random_values(g.weight_count(), stream + 3, -0.7f, 0.7f);
+    wy = random_values(g.output_count(), stream + 4);
+    wh = random_values(g.state_count(), stream + 5);
+    wc = random_values(g.state_count(), stream + 6);
+    y.assign(g.output_count(), kNaN);
+    hy.assign(g.state_count(), kNaN);
+    cy.assign(g.state_count(), kNaN);
+    reserve = scratch(ops.lstm_reserve_bytes(g));
+    workspace = scratch(ops.lstm_workspace_bytes(g));
+  }
+  void forward() {
+    ops.lstm_forward(g, x.data(), hx.data(), cx.data(), weights.data(), y.data(), hy.data(),
+                     cy.data(), reserve.data(), workspace.data());
+  }
+  double loss() {
+    forward();
+    double sum = 0.0;
+    if (through_outputs) sum += weighted_sum(y, wy);
+    if (through_states) sum += weighted_sum(hy, wh) + weighted_sum(cy, wc);
+    return sum;
+  }
+  void backward_data(float* dx, float* dhx, float* dcx) {
+    ops.lstm_backward_data(g, y.data(), through_outputs ? wy.data() : nullptr,
+                           through_states ? wh.data() : nullptr,
+                           through_states ? wc.data() : nullptr, weights.data(), hx.data(),
+                           cx.data(), dx, dhx, dcx, reserve.data(), workspace.data());
+  }
+  // dL/dvalues[i] for every i, by finite_difference (h and 2h combined by Richardson).
+  std::vector<double> numeric_gradient(std::vector<float>& values, double step) {
+    std::vector<double> gradient(values.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      gradient[i] = finite_difference(values[i], step, [&] { return loss(); });
+    }
+    return gradient;
+  }
+};
+
+// The stacked LSTM unrolled by hand from gemm and lstm_cell_forward, as the dynamic RNN layer
+// composes it: direction 1 walks t = T-1..0, y[t] = [h_forward, h_backward].
+void unrolled_lstm(ReferenceBackend& ops, const RnnGeometry& g, const std::vector<float>& x,
+                   const std::vector<float>& hx, const std::vector<float>& cx,
+                   const std::vector<float>& w, std::vector<float>& y, std::vector<float>& hy,
+                   std::vector<float>& cy) {
+  const int T = g.seq_len, B = g.batch, H = g.hidden_size, D = g.directions();
+  std::vector<float> input = x;
+  for (int l = 0; l < g.num_layers; ++l) {
+    const int in = g.layer_input_size(l);
+    std::vector<float> output(g.output_count());  // (T, B, H * D)
+    for (int d = 0; d < D; ++d) {
+      const int p = l * D + d;
+      std::vector<float> h(hx.begin() + p * B * H, hx.begin() + (p + 1) * B * H);  // (B, H)
+      std::vector<float> c(cx.begin() + p * B * H, cx.begin() + (p + 1) * B * H);
+      std::vector<float> gates(B * 4 * H), c_next(B * H);
+      for (int s = 0; s < T; ++s) {
+        const int t = d == 0 ? s : T - 1 - s;
+        ops.gemm(Transpose::no, Transpose::yes, B, 4 * H, in, 1.0f, &input[t * B * in], in,
+                 &w[g.input_weights_offset(l, d)], in, 0.0f, gates.data(), 4 * H);
+        ops.gemm(Transpose::no, Transpose::yes, B, 4 * H, H, 1.0f, h.data(), H,
+                 &w[g.recurrent_weights_offset(l, d)], H, 1.0f, gates.data(), 4 * H);
+        ops.lstm_cell_forward(B, H, gates.data(), &w[g.input_bias_offset(l, d)],
+                              &w[g.recurrent_bias_offset(l, d)], c.data(), c_next.data(),
+                              h.data());
+        c = c_next;
+        for (int b = 0; b < B; ++b) {
+          for (int j = 0; j < H; ++j) output[(t * B + b) * H * D + d * H + j] = h[b * H + j];
+        }
+      }
+      std::copy(h.begin(), h.end(), hy.begin() + p * B * H);
+      std::copy(c.begin(), c.end(), cy.begin() + p * B * H);
+    }
+    input = output;
+  }
+  y = input;
+}
+
+}  // namespace
+
+TEST_CASE("reference softmax_cross_entropy_rows: hand case, both scales, aliasing", "[reference]") {
+  ReferenceBackend ops;
+  // Row 0: logits (1, 2, 3), label 2: softmax (0.0900306, 0.2447285, 0.6652410), loss 0.4076059.
+  // Row 1: equal logits, label 0: softmax 1/3 each, loss log 3 = 1.0986123.
+  // dlogits = (softmax - onehot) * 0.5 * 4: no division by rows, both scales multiply.
+  const std::vector<int32_t> labels = {2, 0};
+  const std::vector<double> scaled_dlogits = {0.1800611, 0.4894569,  -0.6695181,
+                                              -1.3333333, 0.6666667, 0.6666667};
+  for (float shift : {0.0f, 1000.0f}) {  // +1000 overflows exp() unless the row max is subtracted
+    const std::vector<float> logits = {1 + shift, 2 + shift, 3 + shift,
+                                       1 + shift, 1 + shift, 1 + shift};
+    std::vector<float> row_losses(2, kNaN), dlogits(6, kNaN);
+    const float loss_scale = 4.0f;
+    ops.softmax_cross_entropy_rows(logits.data(), labels.data(), 2, 3, 0.5f, row_losses.data(),
+                                   dlogits.data(), &loss_scale);
+    CHECK(row_losses[0] == Approx(0.4076059).epsilon(1e-5));  // not scaled
+    CHECK(row_losses[1] == Approx(1.0986123).epsilon(1e-5));
+    check_close(dlogits, scaled_dlogits, 1e-6, 1e-5, "scaled dlogits");
+
+    // Without loss_scale only gradient_scale applies; dlogits written over the logits.
+    std::vector<float> in_place = logits;
+    ops.softmax_cross_entropy_rows(in_place.data(), labels.data(), 2, 3, 0.5f, row_losses.data(),
+                                   in_place.data());
+    std::vector<double> unscaled = scaled_dlogits;
+    for (double& value : unscaled) value /= 4.0;
+    check_close(in_place, unscaled, 1e-6, 1e-5, "in-place dlogits");
+    CHECK(row_losses[0] == Approx(0.4076059).epsilon(1e-5));
+  }
+  const std::vector<int32_t> bad_label = {3};
+  std::vector<float> one_row = {1, 2, 3}, loss(1);
+  CHECK_THROWS_AS(ops.softmax_cross_entropy_rows(one_row.data(), bad_label.data(), 1, 3, 1.0f,
+                                                 loss.data(), one_row.data()),
+                  RuntimeError);
+}
+
+TEST_CASE("reference sum_scaled sums in double; copy copies bytes", "[reference]") {
+  ReferenceBackend ops;
+  const std::vector<float> x = {1, 2, 3.5f, -0.5f};
+  float out = kNaN;
+  ops.sum_scaled(x.data(), x.size(), 0.25f, &out);
+  CHECK(out == 1.5f);
+  // A float running sum loses both 1s against 1e8 (giving 1); a double one keeps them.
+  const std::vector<float> cancelling = {1e8f, 1.0f, -1e8f, 1.0f};
+  ops.sum_scaled(cancelling.data(), cancelling.size(), 3.0f, &out);
+  CHECK(out == 6.0f);
+  ops.sum_scaled(x.data(), 0, 2.0f, &out);
+  CHECK(out == 0.0f);
+
+  const std::vector<float> source = {1.5f, -2.0f, 3.25f};
+  std::vector<float> destination(4, 9.0f);
+  ops.copy(destination.data(), source.data(), 2 * sizeof(float));
+  CHECK(destination == std::vector<float>{1.5f, -2.0f, 9.0f, 9.0f});
+}
+
+TEST_CASE("reference embedding forward and backward with repeated ids", "[reference]") {
+  ReferenceBackend ops;
+  const std::vector<float> table = {0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32};  // (4, 3)
+  const std::vector<int32_t> ids = {2, 0, 2, 3};
+  std::vector<float> y(12, kNaN);
+  ops.embedding_forward(table.data(), ids.data(), ids.size(), 3, y.data());
+  CHECK(y == std::vector<float>{20, 21, 22, 0, 1, 2, 20, 21, 22, 30, 31, 32});
+
+  const std::vector<float> dy = {1, 2, 3, 4, 5, 6, 0.5f, 0.25f, 0.125f, -1, -2, -3};  // (4, 3)
+  std::vector<float> dtable(12, 100.0f);  // it adds: row 1 is untouched, row 2 gets two rows
+  ops.embedding_backward(ids.data(), dy.data(), ids.size(), 3, dtable.data());
+  CHECK(dtable == std::vector<float>{104, 105, 106, 100, 100, 100, 101.5f, 102.25f, 103.125f,
+                                     99, 98, 97});
+}
+
+TEST_CASE("reference embedding_touched_rows: distinct ids, ascending, counted", "[reference]") {
+  ReferenceBackend ops;
+  const std::vector<int32_t> ids = {5, 1, 5, 3, 1, 0, 7};
+  std::vector<int32_t> rows(ids.size(), -9);
+  int32_t count = -1;
+  std::vector<unsigned char> workspace(
+      ops.embedding_touched_rows_workspace_bytes(ids.size(), 8) + 1);
+  ops.embedding_touched_rows(ids.data(), ids.size(), 8, rows.data(), &count, workspace.data());
+  REQUIRE(count == 5);
+  CHECK(std::vector<int32_t>(rows.begin(), rows.begin() + count) ==
+        std::vector<int32_t>{0, 1, 3, 5, 7});
+
+  ops.embedding_touched_rows(ids.data(), 0, 8, rows.data(), &count, workspace.data());
+  CHECK(count == 0);
+  const std::vector<int32_t> outside = {2, 8};
+  CHECK_THROWS_AS(ops.embedding_touched_rows(outside.data(), 2, 8, rows.data(), &count,
+                                             workspace.data()),
+                  RuntimeError);
+}
+
+TEST_CASE("reference lstm_cell_forward and lstm_cell_backward against the formulas",
+          "[reference]") {
+  ReferenceBackend ops;
+  const int B = 2, H = 2;
+  const std::vector<float> pre = random_values(B * 4 * H, 11, -2.0f, 2.0f);  // (B, 4H)
+  const std::vector<float> bias_input = random_values(4 * H, 12);
+  const std::vector<float> bias_recurrent = random_values(4 * H, 13);
+  std::vector<float> c_prev = random_values(B * H, 14);
+  const std::vector<float> dh = random_values(B * H, 15), dc = random_values(B * H, 16);
+
+  for (bool zero_state : {false, true}) {
+    INFO("c_prev " << (zero_state ? "nullptr" : "given"));
+    const float* c_prev_arg = zero_state ? nullptr : c_prev.data();
+    std::vector<float> gates = pre, c(B * H, kNaN), h(B * H, kNaN);
+    ops.lstm_cell_forward(B, H, gates.data(), bias_input.data(), bias_recurrent.data(),
+                          c_prev_arg, c.data(), h.data());
+    std::vector<double> want_gates(B * 4 * H), want_c(B * H), want_h(B * H);
+    std::vector<double> want_dgates(B * 4 * H), want_dc_prev(B * H);
+    for (int b = 0; b < B; ++b) {
+      for (int j = 0; j < H; ++j) {
+        auto z = [&](int gate) {
+          const int k = gate * H + j;
+          return static_cast<double>(pre[b * 4 * H + k]) + bias_input[k] + bias_recurrent[k];
+        };
+        const double i = sigmoid(z(0)), f = sigmoid(z(1)), g = std::tanh(z(2)), o = sigmoid(z(3));
+        const double cp = zero_state ? 0.0 : c_prev[b * H + j];
+        const double cn = f * cp + i * g, tc = std::tanh(cn);
+        const int e = b * H + j;
+        want_gates[b * 4 * H + j] = i;
+        want_gates[b * 4 * H + H + j] = f;
+        want_gates[b * 4 * H + 2 * H + j] = g;
+        want_gates[b * 4 * H + 3 * H + j] = o;
+        want_c[e] = cn;
+        want_h[e] = o * tc;
+        // dL/dc through both paths, then the chain rule into each gate's pre-activation.
+        const double dct = dc[e] + dh[e] * o * (1 - tc * tc);
+        want_dgates[b * 4 * H + j] = dct * g * i * (1 - i);
+        want_dgates[b * 4 * H + H + j] = dct * cp * f * (1 - f);
+        want_dgates[b * 4 * H + 2 * H + j] = dct * i * (1 - g * g);
+        want_dgates[b * 4 * H + 3 * H + j] = dh[e] * tc * o * (1 - o);
+        want_dc_prev[e] = dct * f;
+      }
+    }
+    check_close(gates, want_gates, 1e-6, 1e-6, "activations");
+    check_close(c, want_c, 1e-6, 1e-6, "c");
+    check_close(h, want_h, 1e-6, 1e-6, "h");
+
+    std::vector<float> dgates(B * 4 * H, kNaN), dc_prev(B * H, kNaN);
+    ops.lstm_cell_backward(B, H, gates.data(), c_prev_arg, c.data(), dh.data(), dc.data(),
+                           dgates.data(), dc_prev.data());
+    check_close(dgates, want_dgates, 1e-6, 1e-5, "dgates");
+    check_close(dc_prev, want_dc_prev, 1e-6, 1e-5, "dc_prev");
+
+    // In place (dgates over gates, dc_prev over dc): the same bits.
+    std::vector<float> in_place_gates = gates, in_place_dc = dc;
+    ops.lstm_cell_backward(B, H, in_place_gates.data(), c_prev_arg, c.data(), dh.data(),
+                           in_place_dc.data(), in_place_gates.data(), in_place_dc.data());
+    CHECK(in_place_gates == dgates);
+    CHECK(in_place_dc == dc_prev);
+  }
+}
+
+TEST_CASE("reference lstm_cell_backward matches finite differences", "[reference]") {
+  ReferenceBackend ops;
+  const int B = 2, H = 3;
+  std::vector<float> pre = random_values(B * 4 * H, 21, -1.5f, 1.5f);  // (B, 4H)
+  std::vector<float> c_prev = random_values(B * H, 22);
+  const std::vector<float> bias_input = random_values(4 * H, 23);
+  const std::vector<float> bias_recurrent = random_values(4 * H, 24);
+  const std::vector<float> wh = random_values(B * H, 25), wc = random_values(B * H, 26);
+  for (bool last_step : {false, true}) {  // the last step has dc = nullptr: c feeds only h
+    INFO((last_step ? "dc nullptr" : "dc given"));
+    auto loss = [&] {
+      std::vector<float> gates = pre, c(B * H), h(B * H);
+      ops.lstm_cell_forward(B, H, gates.data(), bias_input.data(), bias_recurrent.data(),
+                            c_prev.data(), c.data(), h.data());
+      return weighted_sum(h, wh) + (last_step ? 0.0 : weighted_sum(c, wc));
+    };
+    std::vector<float> gates = pre, c(B * H), h(B * H);
+    ops.lstm_cell_forward(B, H, gates.data(), bias_input.data(), bias_recurrent.data(),
+                          c_prev.data(), c.data(), h.data());
+    std::vector<float> dgates(B * 4 * H), dc_prev(B * H);
+    ops.lstm_cell_backward(B, H, gates.data(), c_prev.data(), c.data(), wh.data(),
+                           last_step ? nullptr : wc.data(), dgates.data(), dc_prev.data());
+    std::vector<double> want_dgates(pre.size()), want_dc_prev(c_prev.size());
+    for (size_t i = 0; i < pre.size(); ++i) want_dgates[i] = finite_difference(pre[i], 1e-2, loss);
+    for (size_t i = 0; i < c_prev.size(); ++i) {
+      want_dc_prev[i] = finite_difference(c_prev[i], 1e-2, loss);
+    }
+    // A loss of six float terms carries rounding of ~1e-7; over a step of 2e-2 that is ~1e-5.
+    check_close(dgates, want_dgates, 1e-4, 1e-3, "dgates");
+    check_close(dc_prev, want_dc_prev, 1e-4, 1e-3, "dc_prev");
+  }
+}
+
+TEST_CASE("reference lstm_forward: one layer, one step, batch one, by the formula",
+          "[reference]") {
+  ReferenceBackend ops;
+  RnnGeometry g;
+  g.input_size = 2;
+  g.hidden_size = 2;
+  const int H = 2, in = 2;
+  const std::vector<float> x = {0.5f, -1.0f}, hx = {0.25f, -0.5f}, cx = {0.75f, -0.25f};
+  const std::vector<float> w = random_values(g.weight_count(), 31, -0.8f, 0.8f);
+  REQUIRE(w.size() == 4 * H * (in + H + 2));
+  // The canonical block, read by its definition: W (4H, in), R (4H, H), bW (4H), bR (4H).
+  const float* W = &w[0];
+  const float* R = W + 4 * H * in;
+  const float* bW = R + 4 * H * H;
+  const float* bR = bW + 4 * H;
+  std::vector<double> want_h(H), want_c(H);
+  for (int j = 0; j < H; ++j) {
+    auto z = [&](int gate) {
+      const int r = gate * H + j;
+      double sum = static_cast<double>(bW[r]) + bR[r];
+      for (int m = 0; m < in; ++m) sum += static_cast<double>(W[r * in + m]) * x[m];
+      for (int m = 0; m < H; ++m) sum += static_cast<double>(R[r * H + m]) * hx[m];
+      return sum;
+    };
+    want_c[j] = sigmoid(z(1)) * cx[j] + sigmoid(z(0)) * std::tanh(z(2));
+    want_h[j] = sigmoid(z(3)) * std::tanh(want_c[j]);
+  }
+  std::vector<float> y(H, kNaN), hy(H, kNaN), cy(H, kNaN);
+  std::vector<float> reserve = scratch(ops.lstm_reserve_bytes(g));
+  std::vector<float> workspace = scratch(ops.lstm_workspace_bytes(g));
+  ops.lstm_forward(g, x.data(), hx.data(), cx.data(), w.data(), y.data(), hy.data(), cy.data(),
+                   reserve.data(), workspace.data());
+  check_close(y, want_h, 1e-6, 1e-5, "y");
+  check_close(hy, want_h, 1e-6, 1e-5, "hy");
+  check_close(cy, want_c, 1e-6, 1e-5, "cy");
+
+  // hx, cx == nullptr is the zero state; hy, cy == nullptr are simply not written.
+  const std::vector<float> zeros(H, 0.0f);
+  std::vector<float> y_zero_state(H), y_nullptr(H, kNaN);
+  ops.lstm_forward(g, x.data(), zeros.data(), zeros.data(), w.data(), y_zero_state.data(),
+                   hy.data(), cy.data(), reserve.data(), workspace.data());
+  ops.lstm_forward(g, x.data(), nullptr, nullptr, w.data(), y_nullptr.data(), nullptr, nullptr,
+                   reserve.data(), workspace.data());
+  CHECK(y_nullptr == y_zero_state);
+  CHECK(y_nullptr != y);
+}
+
+TEST_CASE("reference lstm_forward equals the LSTM unrolled from gemm + lstm_cell_forward",
+          "[reference]") {
+  for (bool bidirectional : {false, true}) {
+    INFO((bidirectional ? "bidirectional" : "unidirectional"));
+    RnnGeometry g;
+    g.seq_len = 3;
+    g.batch = 2;
+    g.input_size = 3;
+    g.hidden_size = 2;
+    g.num_layers = 2;
+    g.bidirectional = bidirectional;
+    LstmProblem problem(g, 40);
+    problem.forward();
+    std::vector<float> y(g.output_count()), hy(g.state_count()), cy(g.state_count());
+    unrolled_lstm(problem.ops, g, problem.x, problem.hx, problem.cx, problem.weights, y, hy, cy);
+    check_close(problem.y, y, 0.0, 1e-6, "y");
+    check_close(problem.hy, hy, 0.0, 1e-6, "hy");
+    check_close(problem.cy, cy, 0.0, 1e-6, "cy");
+  }
+}
+
+namespace {
+
+// Analytic gradients of dx, dhx, dcx and the weights against central differences of the loss.
+// Tolerance: the loss sums ~30 float outputs of size < 1 times weights < 1, each rounded to ~6e-8
+// relative, so one evaluation is off by ~1e-7; finite_difference divides such differences by
+// steps of 2e-2 and 4e-2 (Richardson weights 4/3 and 1/3), which leaves ~1e-5 of noise, and its
+// O(h^4) truncation error is ~1e-8 here (the checks pass at 1e-5 + 1e-4 relative). The tolerance
+// is ten times the noise; a wrong gradient (a missing path, a swapped gate or direction) is off by
+// 1e-2 or more.
+void check_lstm_gradients(LstmProblem& problem) {
+  const RnnGeometry& g = problem.g;
+  constexpr double kStep = 1e-2, kAtol = 1e-4, kRtol = 1e-3;
+  problem.forward();
+  std::vector<float> dx(g.input_count(), kNaN), dhx(g.state_count(), kNaN),
+      dcx(g.state_count(), kNaN);
+  problem.backward_data(dx.data(), dhx.data(), dcx.data());
+  // lstm_backward_weights adds: start from a non-zero buffer and expect it plus the gradient.
+  const std::vector<float> prefill = random_values(g.weight_count(), 99);
+  std::vector<float> dweights = prefill;
+  problem.ops.lstm_backward_weights(g, problem.x.data(), problem.hx.data(), problem.y.data(),
+                                    dweights.data(), problem.reserve.data(),
+                                    problem.workspace.data());
+
+  check_close(dx, problem.numeric_gradient(problem.x, kStep), kAtol, kRtol, "dx");
+  check_close(dhx, problem.numeric_gradient(problem.hx, kStep), kAtol, kRtol, "dhx");
+  check_close(dcx, problem.numeric_gradient(problem.cx, kStep), kAtol, kRtol, "dcx");
+  std::vector<double> want_dweights = problem.numeric_gradient(problem.weights, kStep);
+  for (size_t i = 0; i < want_dweights.size(); ++i) want_dweights[i] += prefill[i];
+  check_close(dweights, want_dweights, kAtol, kRtol, "dweights");
+}
+
+RnnGeometry two_layer_geometry(bool bidirectional) {
+  RnnGeometry g;
+  g.seq_len = 3;
+  g.batch = 2;
+  g.input_size = 3;
+  g.hidden_size = 2;
+  g.num_layers = 2;
+  g.bidirectional = bidirectional;
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("reference lstm backward matches finite differences: 2 layers unidirectional",
+          "[reference]") {
+  LstmProblem problem(two_layer_geometry(false), 50);
+  SECTION("loss through y, hy and cy") { check_lstm_gradients(problem); }
+  SECTION("loss through y only: dhy, dcy = nullptr") {
+    problem.through_states = false;
+    check_lstm_gradients(problem);
+  }
+}
+
+TEST_CASE("reference lstm backward matches finite differences: 2 layers bidirectional",
+          "[reference]") {
+  LstmProblem problem(two_layer_geometry(true), 60);
+  SECTION("loss through y, hy and cy") { check_lstm_gradients(problem); }
+  SECTION("loss through hy and cy only: dy = nullptr") {
+    problem.through_outputs = false;
+    check_lstm_gradients(problem);
+  }
+}
+
+TEST_CASE("reference lstm backward: unwanted dx, dhx, dcx leave the weight gradient alone",
+          "[reference]") {
+  LstmProblem problem(two_layer_geometry(true), 70);
+  const RnnGeometry& g = problem.g;
+  auto weight_gradient = [&](bool want_inputs) {
+    std::vector<float> dx(g.input_count()), dhx(g.state_count()), dcx(g.state_count());
+    problem.forward();
+    if (want_inputs) {
+      problem.backward_data(dx.data(), dhx.data(), dcx.data());
+    } else {
+      problem.backward_data(nullptr, nullptr, nullptr);
+    }
+    std::vector<float> dweights(g.weight_count(), 0.0f);
+    problem.ops.lstm_backward_weights(g, problem.x.data(), problem.hx.data(), problem.y.data(),
+                                      dweights.data(), problem.reserve.data(),
+                                      problem.workspace.data());
+    return dweights;
+  };
+  const std::vector<float> with_inputs = weight_gradient(true);
+  CHECK(weight_gradient(false) == with_inputs);
+  // Both biases enter the gates as one sum, so their gradients are the same numbers.
+  for (int l = 0; l < g.num_layers; ++l) {
+    for (int d = 0; d < g.directions(); ++d) {
+      const float* dbW = &with_inputs[g.input_bias_offset(l, d)];
+      const float* dbR = &with_inputs[g.recurrent_bias_offset(l, d)];
+      CHECK(std::vector<float>(dbW, dbW + 4 * g.hidden_size) ==
+            std::vector<float>(dbR, dbR + 4 * g.hidden_size));
+    }
+  }
+}
+
+TEST_CASE("reference adam reads the step from step_from_zero when it is given", "[reference]") {
+  ReferenceBackend ops;
+  const size_t n = 6;
+  const std::vector<float> grads = random_values(n, 81);
+  std::vector<float> params_host = random_values(n, 82), m_host(n, 0.0f), v_host(n, 0.0f);
+  std::vector<float> params_device = params_host, m_device = m_host, v_device = v_host;
+  std::vector<float> params_wrong = params_host, m_wrong = m_host, v_wrong = v_host;
+  for (int64_t step = 1; step <= 3; ++step) {
+    const int32_t step_from_zero = static_cast<int32_t>(step - 1);
+    UpdateExtras extras;
+    extras.step_from_zero = &step_from_zero;
+    ops.adam_update(params_host.data(), grads.data(), m_host.data(), v_host.data(), n, 0.01f,
+                    0.9f, 0.999f, 1e-8f, step);
+    // The `step` argument (1000) must be ignored: bias correction uses *step_from_zero + 1.
+    ops.adam_update(params_device.data(), grads.data(), m_device.data(), v_device.data(), n,
+                    0.01f, 0.9f, 0.999f, 1e-8f, 1000, extras);
+    ops.adam_update(params_wrong.data(), grads.data(), m_wrong.data(), v_wrong.data(), n, 0.01f,
+                    0.9f, 0.999f, 1e-8f, 1000);
+  }
+  CHECK(params_device == params_host);
+  CHECK(m_device == m_host);
+  CHECK(v_device == v_host);
+  CHECK(params_wrong != params_host);  // so the step number does matter here
+}
