@@ -123,7 +123,8 @@ void unrolled_lstm(ReferenceBackend& ops, const RnnGeometry& g, const std::vecto
 
 }  // namespace
 
-TEST_CASE("reference softmax_cross_entropy_rows: hand case, both scales, aliasing", "[reference]") {
+TEST_CASE("reference softmax_cross_entropy_rows: hand case with both scales and in place",
+          "[reference]") {
   ReferenceBackend ops;
   // Row 0: logits (1, 2, 3), label 2: softmax (0.0900306, 0.2447285, 0.6652410), loss 0.4076059.
   // Row 1: equal logits, label 0: softmax 1/3 each, loss log 3 = 1.0986123.
@@ -158,7 +159,7 @@ TEST_CASE("reference softmax_cross_entropy_rows: hand case, both scales, aliasin
                   RuntimeError);
 }
 
-TEST_CASE("reference sum_scaled sums in double; copy copies bytes", "[reference]") {
+TEST_CASE("reference sum_scaled sums in double and copy copies bytes", "[reference]") {
   ReferenceBackend ops;
   const std::vector<float> x = {1, 2, 3.5f, -0.5f};
   float out = kNaN;
@@ -192,7 +193,7 @@ TEST_CASE("reference embedding forward and backward with repeated ids", "[refere
                                      99, 98, 97});
 }
 
-TEST_CASE("reference embedding_touched_rows: distinct ids, ascending, counted", "[reference]") {
+TEST_CASE("reference embedding_touched_rows: distinct ids ascending and counted", "[reference]") {
   ReferenceBackend ops;
   const std::vector<int32_t> ids = {5, 1, 5, 3, 1, 0, 7};
   std::vector<int32_t> rows(ids.size(), -9);
@@ -307,7 +308,7 @@ TEST_CASE("reference lstm_cell_backward matches finite differences", "[reference
   }
 }
 
-TEST_CASE("reference lstm_forward: one layer, one step, batch one, by the formula",
+TEST_CASE("reference lstm_forward: one layer one step batch one by the formula",
           "[reference]") {
   ReferenceBackend ops;
   RnnGeometry g;
@@ -439,7 +440,7 @@ TEST_CASE("reference lstm backward matches finite differences: 2 layers bidirect
   }
 }
 
-TEST_CASE("reference lstm backward: unwanted dx, dhx, dcx leave the weight gradient alone",
+TEST_CASE("reference lstm backward: unwanted dx dhx dcx leave the weight gradient alone",
           "[reference]") {
   LstmProblem problem(two_layer_geometry(true), 70);
   const RnnGeometry& g = problem.g;
