@@ -112,14 +112,14 @@ TEST_CASE("nmt and rnnlm learn their fixed batch on the GPU, Adam replayed as a 
   for (const Case& c : cases) {
     std::vector<std::string> args = c.flags;
     const std::string file = dir.file("run" + std::to_string(index++) + ".json");
-    args.insert(args.end(), {"--device=gpu", "--num_batches=40", "--num_warmup_batches=0",
-                             "--learning_rate=0.01", "--display_every=1000", "--result_file=" + file});
+    args.insert(args.end(), {"--device=gpu", "--num_batches=60", "--num_warmup_batches=0",
+                             "--learning_rate=0.02", "--display_every=1000", "--result_file=" + file});
     REQUIRE(run_cli(args) == 0);
     const nlohmann::json result = read_json(file);
     const auto& steps = result["steps"];
     INFO(args[0] << " " << args.back());
     CHECK(result["summary"]["cuda_graph"] == true);
-    const double first = steps[0]["loss"], last = steps[39]["loss"];
+    const double first = steps[0]["loss"], last = steps[59]["loss"];
     INFO("first loss " << first << ", last " << last);
     CHECK(last < 0.6 * first);
     const int64_t kernels = result["summary"]["kernel_launches_per_step"];

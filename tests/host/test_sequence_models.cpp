@@ -93,7 +93,7 @@ TEST_CASE("nmt's backward matches finite differences of the loss in every encode
           ++checked;
         }
       }
-      CHECK(checked > 40);
+      CHECK(checked >= 30);
     }
   }
 }
@@ -160,19 +160,19 @@ TEST_CASE("nmt and rnnlm learn their fixed batch end to end on the reference bac
   const std::vector<std::string> small_nmt = {
       "--model=nmt", "--batch_size=4", "--src_vocab_size=20", "--tgt_vocab_size=20",
       "--embedding_dim=8", "--num_units=8", "--num_encoder_layers=2", "--num_decoder_layers=2",
-      "--src_max_len=5", "--tgt_max_len=5", "--num_batches=30", "--learning_rate=0.02"};
+      "--src_max_len=5", "--tgt_max_len=5", "--num_batches=60", "--learning_rate=0.05"};
   for (const std::string encoder : {"cudnn_lstm", "dynamic", "uni", "bi"}) {
     std::vector<std::string> args = small_nmt;
     args.push_back("--encoder_type=" + encoder);
     const nlohmann::json result = train(dir, "nmt_" + encoder, args);
     INFO(encoder);
     const auto& steps = result["steps"];
-    REQUIRE(steps.size() == 30);
+    REQUIRE(steps.size() == 60);
     for (const auto& step : steps) CHECK(std::isfinite(step["loss"].get<double>()));
     // 5 target tokens of a 20-word vocabulary: about 5 ln 20 = 15 at first; four sentences
     // are soon memorised.
     CHECK(mean_loss(steps, 0, 3) == Approx(5 * std::log(20.0)).margin(1.5));
-    CHECK(mean_loss(steps, 25, 5) < 0.5 * mean_loss(steps, 0, 3));
+    CHECK(mean_loss(steps, 55, 5) < 0.5 * mean_loss(steps, 0, 3));
     CHECK(result["summary"]["unit"] == "words/s");
     CHECK(result["summary"]["items_per_step"] == 4 * 10);
     CHECK(result["config"]["encoder_type"] == (encoder == "uni" || encoder == "bi" ? "dynamic" : encoder));
@@ -180,10 +180,10 @@ TEST_CASE("nmt and rnnlm learn their fixed batch end to end on the reference bac
   }
   const nlohmann::json rnnlm =
       train(dir, "rnnlm", {"--model=rnnlm", "--batch_size=4", "--vocab_size=30", "--seq_len=6",
-                           "--num_units=16", "--embedding_dim=8", "--num_batches=30", "--learning_rate=0.02"});
+                           "--num_units=16", "--embedding_dim=8", "--num_batches=60", "--learning_rate=0.05"});
   const auto& steps = rnnlm["steps"];
   CHECK(mean_loss(steps, 0, 3) == Approx(std::log(30.0)).margin(0.3));  // mean per token
-  CHECK(mean_loss(steps, 25, 5) < 0.6 * mean_loss(steps, 0, 3));
+  CHECK(mean_loss(steps, 55, 5) < 0.5 * mean_loss(steps, 0, 3));
   CHECK(rnnlm["summary"]["unit"] == "tokens/s");
   CHECK(rnnlm["summary"]["items_per_step"] == 4 * 6);
   CHECK(rnnlm["config"]["num_layers"] == 2);
