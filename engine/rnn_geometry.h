@@ -1,12 +1,13 @@
 // Shapes of the sequence ops: a stacked (optionally bidirectional) LSTM run over a whole sequence,
 // and the canonical layout of its weights inside a model's flat parameter buffer.
 //
-// Canonical weight layout (the order cuDNN's weight space uses, and PyTorch's nn.LSTM names):
-// for each layer l, for each direction d (forward first), one block of
+// Canonical weight layout = cuDNN's weight space (cudnnGetRNNWeightParams, checked on cuDNN 9.14),
+// so the fused LSTM reads a model's parameters in place: first the matrices of every pseudo-layer
+// p = layer * directions + direction (forward first),
 //   W  (4H, in_l)  input weights, row-major, gate rows in the order i, f, g, o
 //   R  (4H, H)     recurrent weights, same gate order
-//   bW (4H)        input bias
-//   bR (4H)        recurrent bias
+// then the biases of every pseudo-layer,
+//   bW (4H), bR (4H)   input and recurrent bias (both are added, as cuDNN and PyTorch do)
 // where in_0 = input_size and in_l = H * directions for l > 0 (the next layer reads the
 // concatenation [forward, backward]). Gates: i = sigmoid, f = sigmoid, g = tanh, o = sigmoid;
 //   c_t = f * c_{t-1} + i * g,   h_t = o * tanh(c_t).
@@ -31,28 +32,31 @@ struct RnnGeometry {
   int output_size() const { return hidden_size * directions(); }
   int layer_input_size(int layer) const { return layer == 0 ? input_size : output_size(); }
 
-  // Floats of one (layer, direction) block and of the whole canonical layout.
-  size_t block_count(int layer) const {
+  // Floats of one pseudo-layer's two matrices, and of the whole canonical layout.
+  size_t matrices_count(int layer) const {
     const size_t gates = 4 * static_cast<size_t>(hidden_size);
-    return gates * layer_input_size(layer) + gates * hidden_size + 2 * gates;
+    return gates * layer_input_size(layer) + gates * hidden_size;
   }
-  size_t weight_count() const {
+  size_t all_matrices_count() const {
     size_t total = 0;
-    for (int l = 0; l < num_layers; ++l) total += block_count(l) * directions();
+    for (int l = 0; l < num_layers; ++l) total += matrices_count(l) * directions();
     return total;
   }
-  // Offsets (in floats) of the parts of pseudo-layer (layer, direction).
-  size_t block_offset(int layer, int direction) const {
-    size_t offset = 0;
-    for (int l = 0; l < layer; ++l) offset += block_count(l) * directions();
-    return offset + block_count(layer) * direction;
+  size_t weight_count() const {
+    return all_matrices_count() + 8 * static_cast<size_t>(hidden_size) * pseudo_layers();
   }
-  size_t input_weights_offset(int layer, int direction) const { return block_offset(layer, direction); }
+  // Offsets (in floats) of the parts of pseudo-layer (layer, direction).
+  size_t input_weights_offset(int layer, int direction) const {
+    size_t offset = 0;
+    for (int l = 0; l < layer; ++l) offset += matrices_count(l) * directions();
+    return offset + matrices_count(layer) * direction;
+  }
   size_t recurrent_weights_offset(int layer, int direction) const {
-    return block_offset(layer, direction) + 4 * static_cast<size_t>(hidden_size) * layer_input_size(layer);
+    return input_weights_offset(layer, direction) + 4 * static_cast<size_t>(hidden_size) * layer_input_size(layer);
   }
   size_t input_bias_offset(int layer, int direction) const {
-    return recurrent_weights_offset(layer, direction) + 4 * static_cast<size_t>(hidden_size) * hidden_size;
+    const size_t pseudo_layer = static_cast<size_t>(layer) * directions() + direction;
+    return all_matrices_count() + pseudo_layer * 8 * static_cast<size_t>(hidden_size);
   }
   size_t recurrent_bias_offset(int layer, int direction) const {
     return input_bias_offset(layer, direction) + 4 * static_cast<size_t>(hidden_size);
