@@ -22,7 +22,7 @@ void VocabularyProjection::initialize(const ParameterLayout& layout, uint64_t se
 }
 
 int default_loss_chunk_rows(int rows, int vocab) {
-  const long long budget_floats = 128ll << 20;  // 512 MiB of logits
+  const long long budget_floats = 512ll << 20;  // 2 GiB of logits
   const long long by_budget = std::max<long long>(1, budget_floats / std::max(vocab, 1));
   return static_cast<int>(std::min<long long>(rows, by_budget));
 }
