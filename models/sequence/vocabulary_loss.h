@@ -34,7 +34,7 @@ class VocabularyProjection {
 
 // Rows per chunk when --loss_chunk_rows is 0: keeps a chunk's logits near 2 GiB (10737 of nmt's
 // 38400 rows at vocabulary 50000; all of rnnlm's). Fewer, larger chunks re-read the projection's
-// gradient less often: on an H200, nmt's step took 59.8 / 59.3 / 58.3 / 58.4 ms with 2048 / 2684 /
+// gradient less often: on an H200, nmt's step took 59.8 / 59.3 / 58.3 / 58.4 ms (means) with 2048 / 2684 /
 // 8192 / 38400 rows per chunk.
 int default_loss_chunk_rows(int rows, int vocab);
 
