@@ -109,7 +109,7 @@ std::vector<FlagSpec> run_flag_specs() {
       {"tgt_max_len", "Sequence models", "N", "nmt target sentence length in tokens (default: 100)", {}, {}},
       {"seq_len", "Sequence models", "N", "rnnlm tokens per sample (default: 50)", {}, {}},
       {"loss_chunk_rows", "Sequence models", "N",
-       "Tokens whose vocabulary logits are computed at a time (0: as many as fit in 2 GiB)", {}, {}},
+       "Tokens whose vocabulary logits are computed at a time (0: as many as fit in 8 GiB)", {}, {}},
 
       {"device", "Devices", "auto|gpu|cpu",
        "Where to run: gpu = CUDA, cpu = the reference backend (host threads stand in for devices), "

@@ -13,10 +13,12 @@
 
 namespace dpbench {
 
-// Each device has three in-order streams. Work on different streams runs concurrently and is
-// ordered only by events (Event::record on one stream, Device::wait on another).
-enum class StreamKind { compute = 0, communication = 1, copy = 2 };
-constexpr int kNumStreamKinds = 3;
+// Each device has four in-order streams. Work on different streams runs concurrently and is
+// ordered only by events (Event::record on one stream, Device::wait on another). `auxiliary` is a
+// second compute stream for work off the critical path (a weight gradient computed while the
+// compute stream goes on with the layers below).
+enum class StreamKind { compute = 0, communication = 1, copy = 2, auxiliary = 3 };
+constexpr int kNumStreamKinds = 4;
 
 struct DeviceDescription {
   int index = 0;  // CUDA ordinal, or reference device number

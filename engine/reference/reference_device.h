@@ -15,7 +15,7 @@ class ReferenceDevice final : public Device {
   const DeviceDescription& description() const override { return description_; }
   void make_current() override {}
 
-  // Work is synchronous, so all three streams can share one stateless backend.
+  // Work is synchronous, so all streams can share one stateless backend.
   Backend& ops(StreamKind /*stream*/ = StreamKind::compute) override { return backend_; }
 
   Buffer allocate(size_t bytes) override;

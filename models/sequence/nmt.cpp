@@ -62,10 +62,13 @@ class NmtModel final : public Model {
       encoders_.push_back(std::make_unique<LstmStack>(layout_, "encoder/backward_lstm", half, s.implementation));
     }
     target_embedding_ = std::make_unique<EmbeddingTable>(layout_, "decoder/embedding", s.tgt_vocab, s.embedding);
+    // The projection is declared before the decoder although it runs after it: its gradient is
+    // final only once the decoder's backward pass is done (it overlaps it; see
+    // VocabularyLossReplica), so in readiness order it comes second.
+    projection_ = std::make_unique<VocabularyProjection>(layout_, "decoder/projection", s.units, s.tgt_vocab);
     decoder_ = std::make_unique<LstmStack>(
         layout_, "decoder/lstm",
         lstm_geometry(s.tgt_len, B, s.embedding, s.units, s.decoder_layers, false), s.implementation);
-    projection_ = std::make_unique<VocabularyProjection>(layout_, "decoder/projection", s.units, s.tgt_vocab);
     layout_.finalize();
   }
 
@@ -80,8 +83,8 @@ class NmtModel final : public Model {
     source_embedding_.initialize(layout_, seed, values);
     for (const auto& encoder : encoders_) encoder->initialize(layout_, seed, values);
     target_embedding_->initialize(layout_, seed, values);
-    decoder_->initialize(layout_, seed, values);
     projection_->initialize(layout_, seed, values);
+    decoder_->initialize(layout_, seed, values);
     return values;
   }
 
@@ -99,12 +102,13 @@ class NmtModel final : public Model {
  private:
   NmtShape shape_;
   ParameterLayout layout_;
-  // Declared in forward order: the layout puts the projection first, the source embedding last.
+  // Declared in reverse readiness order: the layout puts the decoder first, the source embedding
+  // last.
   EmbeddingTable source_embedding_;
   std::vector<std::unique_ptr<LstmStack>> encoders_;
   std::unique_ptr<EmbeddingTable> target_embedding_;
-  std::unique_ptr<LstmStack> decoder_;
   std::unique_ptr<VocabularyProjection> projection_;
+  std::unique_ptr<LstmStack> decoder_;
 };
 
 class NmtReplica final : public ModelReplica {
@@ -180,13 +184,13 @@ class NmtReplica final : public ModelReplica {
     const ParameterLayout& layout = params_.layout();
     const size_t source_tokens = static_cast<size_t>(s.src_len) * batch_;
     const size_t target_tokens = static_cast<size_t>(s.tgt_len) * batch_;
-    announcer.announce(model_.projection().gradient_range(layout));  // final since the loss pass
-
     decoder_->backward(params_, target_embedded_.as<float>(), encoder_h_.as<float>(),
                        encoder_c_.as<float>(), decoder_output_gradient_.as<float>(), nullptr,
                        nullptr, target_embedded_gradient_.as<float>(),
                        encoder_h_gradient_.as<float>(), encoder_c_gradient_.as<float>());
     announcer.announce(model_.decoder().gradient_range(layout));
+    loss_->finish_weight_gradient();
+    announcer.announce(model_.projection().gradient_range(layout));
     model_.target_embedding().backward(ops, params_, target_ids_.as<int32_t>(), target_tokens,
                                        target_embedded_gradient_.as<float>(), true);
     announcer.announce(model_.target_embedding().gradient_range(layout));

@@ -32,8 +32,10 @@ class RnnlmModel final : public Model {
     g.input_size = s.embedding;
     g.hidden_size = s.units;
     g.num_layers = s.layers;
-    lstm_ = std::make_unique<LstmStack>(layout_, "lstm", g, s.implementation);
+    // Declared before the LSTM: its gradient is final only after the LSTM's backward pass, which
+    // it overlaps (see VocabularyLossReplica).
     projection_ = std::make_unique<VocabularyProjection>(layout_, "projection", s.units, s.vocab);
+    lstm_ = std::make_unique<LstmStack>(layout_, "lstm", g, s.implementation);
     layout_.finalize();
   }
 
@@ -45,8 +47,8 @@ class RnnlmModel final : public Model {
   std::vector<float> initial_parameters(uint64_t seed) const override {
     std::vector<float> values(layout_.total_count());
     embedding_.initialize(layout_, seed, values);
-    lstm_->initialize(layout_, seed, values);
     projection_->initialize(layout_, seed, values);
+    lstm_->initialize(layout_, seed, values);
     return values;
   }
 
@@ -62,8 +64,8 @@ class RnnlmModel final : public Model {
   RnnlmShape shape_;
   ParameterLayout layout_;
   EmbeddingTable embedding_;
-  std::unique_ptr<LstmStack> lstm_;
   std::unique_ptr<VocabularyProjection> projection_;
+  std::unique_ptr<LstmStack> lstm_;
 };
 
 class RnnlmReplica final : public ModelReplica {
@@ -97,10 +99,11 @@ class RnnlmReplica final : public ModelReplica {
     const RnnlmShape& s = model_.shape();
     const ParameterLayout& layout = params_.layout();
     const size_t tokens = static_cast<size_t>(s.seq_len) * batch_;
-    announcer.announce(model_.projection().gradient_range(layout));
     lstm_->backward(params_, embedded_.as<float>(), nullptr, nullptr, output_gradient_.as<float>(),
                     nullptr, nullptr, embedded_gradient_.as<float>(), nullptr, nullptr);
     announcer.announce(model_.lstm().gradient_range(layout));
+    loss_->finish_weight_gradient();
+    announcer.announce(model_.projection().gradient_range(layout));
     model_.embedding().backward(device_.ops(), params_, tokens_.as<int32_t>(), tokens,
                                 embedded_gradient_.as<float>(), true);
     announcer.announce(model_.embedding().gradient_range(layout));

@@ -22,7 +22,7 @@ void VocabularyProjection::initialize(const ParameterLayout& layout, uint64_t se
 }
 
 int default_loss_chunk_rows(int rows, int vocab) {
-  const long long budget_floats = 512ll << 20;  // 2 GiB of logits
+  const long long budget_floats = 2048ll << 20;  // 8 GiB of logits
   const long long by_budget = std::max<long long>(1, budget_floats / std::max(vocab, 1));
   return static_cast<int>(std::min<long long>(rows, by_budget));
 }
@@ -34,6 +34,15 @@ VocabularyLossReplica::VocabularyLossReplica(const VocabularyProjection& project
                                : default_loss_chunk_rows(rows, projection.vocab());
   logits_ = device.allocate(sizeof(float) * static_cast<size_t>(chunk_rows_) * projection.vocab());
   row_losses_ = device.allocate(sizeof(float) * static_cast<size_t>(rows));
+  overlap_weight_gradient_ = chunk_rows_ >= rows_;
+  if (overlap_weight_gradient_) {
+    logits_gradient_ready_ = device.create_event(false);
+    weight_gradient_done_ = device.create_event(false);
+  }
+}
+
+void VocabularyLossReplica::finish_weight_gradient() {
+  if (overlap_weight_gradient_) device_.wait(StreamKind::compute, *weight_gradient_done_);
 }
 
 void VocabularyLossReplica::forward_backward(const ParameterSet& params, const float* h,
@@ -53,10 +62,20 @@ void VocabularyLossReplica::forward_backward(const ParameterSet& params, const f
     ops.softmax_cross_entropy_rows(logits, labels + first, rows, V, gradient_scale,
                                    row_losses_.as<float>() + first, logits, loss_scale);
     // dh (rows, H) = dlogits P;  dP (V, H) (+)= dlogits^T h
+    if (overlap_weight_gradient_) {
+      // The only chunk: its logits stay untouched until the next step, so dP can run beside dh
+      // and the layers' backward pass.
+      logits_gradient_ready_->record(StreamKind::compute);
+      device_.wait(StreamKind::auxiliary, *logits_gradient_ready_);
+      device_.ops(StreamKind::auxiliary)
+          .gemm(Transpose::yes, Transpose::no, V, H, rows, 1.0f, logits, V, h_chunk, H, 0.0f, dP, H);
+      weight_gradient_done_->record(StreamKind::auxiliary);
+    }
     ops.gemm(Transpose::no, Transpose::no, rows, H, V, 1.0f, logits, V, P, H, 0.0f,
              dh + static_cast<size_t>(first) * H, H);
-    ops.gemm(Transpose::yes, Transpose::no, V, H, rows, 1.0f, logits, V, h_chunk, H,
-             first == 0 ? 0.0f : 1.0f, dP, H);
+    if (!overlap_weight_gradient_)
+      ops.gemm(Transpose::yes, Transpose::no, V, H, rows, 1.0f, logits, V, h_chunk, H,
+               first == 0 ? 0.0f : 1.0f, dP, H);
   }
   ops.sum_scaled(row_losses_.as<float>(), static_cast<size_t>(rows_), loss_weight, loss_out);
 }

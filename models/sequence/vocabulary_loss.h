@@ -2,12 +2,13 @@
 // softmax cross-entropy against the next tokens, forward and backward in one pass.
 //
 // At vocabulary 50000 the logits of a batch (38400 x 50000 floats at nmt's defaults, 7.7 GB) are
-// the largest tensor of the step, so they are never kept whole: the rows go through in chunks,
-// and each chunk's logits become its gradient in place and are consumed by the two backward
-// GEMMs before the next chunk reuses the buffer.
+// the largest tensor of the step, so only one buffer of them exists, each row's logits become
+// their gradient in place, and the two backward GEMMs consume them right there. Batches whose
+// logits do not fit the budget go through in chunks of rows that reuse the buffer.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,12 +33,16 @@ class VocabularyProjection {
   int hidden_, vocab_, weights_id_;
 };
 
-// Rows per chunk when --loss_chunk_rows is 0: keeps a chunk's logits near 2 GiB (10737 of nmt's
-// 38400 rows at vocabulary 50000; all of rnnlm's). Fewer, larger chunks re-read the projection's
-// gradient less often: on an H200, nmt's step took 59.8 / 59.3 / 58.3 / 58.4 ms (means) with 2048 / 2684 /
-// 8192 / 38400 rows per chunk.
+// Rows per chunk when --loss_chunk_rows is 0: as many as keep a chunk's logits within 8 GiB, which
+// holds all of nmt's 38400 x 50000 and rnnlm's 25600 x 10001 at the seed defaults. Fewer, larger
+// chunks re-read the projection's gradient less often (on an H200, nmt's step took 59.8 / 59.3 /
+// 58.3 / 58.4 ms, means, with 2048 / 2684 / 8192 / 38400 rows per chunk), and one chunk lets the
+// projection's weight gradient overlap the decoder's backward pass (see VocabularyLossReplica).
 int default_loss_chunk_rows(int rows, int vocab);
 
+// When all rows fit one chunk, the projection's weight gradient (one of the three big GEMMs) runs
+// on the auxiliary stream, overlapping whatever the compute stream does next (the LSTM's backward
+// pass, latency-bound by its time steps); finish_weight_gradient() joins it.
 class VocabularyLossReplica {
  public:
   // `rows` hidden states per step, `chunk_rows` of them at a time (0: default_loss_chunk_rows).
@@ -52,6 +57,9 @@ class VocabularyLossReplica {
                         float loss_weight, float gradient_scale, float* dh, float* loss_out,
                         const float* loss_scale);
   int chunk_rows() const { return chunk_rows_; }
+  // The compute stream waits for the projection's weight gradient (a no-op when it was computed
+  // in line); call it before announcing the projection's gradient range, every step.
+  void finish_weight_gradient();
 
  private:
   const VocabularyProjection& projection_;
@@ -59,6 +67,8 @@ class VocabularyLossReplica {
   int rows_, chunk_rows_;
   Buffer logits_;      // (chunk_rows, vocab), then its gradient
   Buffer row_losses_;  // (rows)
+  bool overlap_weight_gradient_ = false;
+  std::unique_ptr<Event> logits_gradient_ready_, weight_gradient_done_;
 };
 
 }  // namespace dpbench
