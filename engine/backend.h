@@ -118,7 +118,8 @@ class Backend {
   virtual void sum_scaled(const float* x, size_t n, float scale, float* out) = 0;
 
   // ---- sequence ops (shapes and weight layout: engine/rnn_geometry.h) ----------------------
-  // Device-to-device copy of `bytes` bytes; the ranges do not overlap.
+  // Copy of `bytes` bytes; the ranges do not overlap. Either side may be memory of this device,
+  // of another device of the same backend (a peer copy) or host-visible memory.
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
 
   // Embedding lookup: y (n, dim), row i = table[ids[i]] with table (vocab, dim).
@@ -285,6 +286,13 @@ class Backend {
   // A replayed CUDA graph cannot take a new pointer each step; the cursor files each step's loss
   // under its own step instead.
   virtual void append_scalar(const float* value, float* history, int32_t* cursor) = 0;
+
+  // ---- timing inside a step (device clocks, so a replayed CUDA graph keeps timing itself) ---
+  // *slot = the device clock in nanoseconds when the stream reaches this point (%globaltimer on
+  // cuda, steady_clock on reference).
+  virtual void write_timestamp(int64_t* slot) = 0;
+  // *total += clock now - *start, in nanoseconds.
+  virtual void add_elapsed_since(const int64_t* start, int64_t* total) = 0;
 
   // ---- reductions (blocking: they wait for the stream and return to the host) --------------
   // Sum of squares accumulated in double. `scratch` holds at least sum_squares_scratch_bytes().

@@ -49,8 +49,21 @@ struct RunConfig {
   // Synchronisation
   std::string variable_update = "independent";
   bool independent_replica = false;       // as given; replicated + this resolves to independent
-  std::string all_reduce_spec;            // owned by the strategies issue
+  // replicated: nccl | xring | pscpu | psgpu, optionally "#k" for k shards; resolved to "nccl"
+  // for replicated when not given, empty for the other strategies.
+  std::string all_reduce_spec;
   std::string local_parameter_device = "gpu";
+  // How the flat gradient buffer is cut into exchanges (strategies/exchange_plan.h):
+  int gradient_repacking = 0;  // N > 0: N equal pieces of the whole buffer
+  double bucket_cap_mb = 25;   // buckets in gradient-readiness order; 0: one exchange per tensor
+  int64_t agg_small_grads_max_bytes = 0;  // per-tensor mode: batch tensors up to this size; 0: off
+  int agg_small_grads_max_group = 10;     // ... at most this many per batch
+  // Communication of a range starts as soon as backward produced it; false: after all of backward.
+  bool overlap_comm = true;
+  // Embedding tables exchange only the rows a step touched (gathered), not the dense gradient.
+  bool sparse_embedding_grads = false;
+  // fp16 | bf16: gradients travel at half width and are summed in fp32; empty: full width.
+  std::string compact_gradient_transfer;
 
   // Optimisation
   std::string optimizer;       // sgd | momentum | adam; resolved from the model when not given

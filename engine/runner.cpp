@@ -42,6 +42,12 @@ class EventAnnouncer : public GradientAnnouncer {
   size_t next_ = 0;
 };
 
+// Swallows announcements: for a capture that only counts the model's kernels.
+class SilentAnnouncer : public GradientAnnouncer {
+ public:
+  void announce(GradientRange) override {}
+};
+
 }  // namespace
 
 struct Runner::ReplicaState {
@@ -138,6 +144,11 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
   // replayed with --cuda_graph; without it the capture only counts the step's kernels.
   const bool capturable = strategy_.step_is_replayable();
   const bool replay = settings_.cuda_graph && capturable;
+  // Runs on the last thread to reach the end of warm-up, every device idle.
+  auto start_measurement = [&] {
+    strategy_.begin_measurement();
+    wall_start = Clock::now();
+  };
 
   auto device_thread = [&](ReplicaState& state) {
     try {
@@ -154,7 +165,7 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
                                    state.loss_cursor.as<int32_t>());
       };
       if (warmup == 0) {
-        barrier.arrive_and_wait([&] { wall_start = Clock::now(); });
+        barrier.arrive_and_wait([&] { start_measurement(); });
       }
       for (int64_t step = 0; step < total_steps; ++step) {
         // Step 0 runs eagerly so libraries finish their lazy set-up outside the capture; the
@@ -163,6 +174,17 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
           std::unique_ptr<CapturedWork> captured = device.capture([&] { enqueue_step(step); });
           if (captured) state.kernels_per_step = captured->kernel_count();
           if (replay) state.replayable_step = std::move(captured);
+        } else if (!capturable && step == 1 && strategy_.launches_per_step() >= 0) {
+          // The step cannot be replayed (its exchange makes host decisions), but its kernels can
+          // still be counted: the model's forward and backward from a capture that is never
+          // launched, plus what the strategy says its hooks enqueue.
+          SilentAnnouncer silent;
+          std::unique_ptr<CapturedWork> captured = device.capture([&] {
+            state.model->forward(StepContext{state.loss.as<float>(), state.loss_cursor.as<int32_t>(),
+                                             state.optimizer->loss_scale()});
+            state.model->backward(silent);
+          });
+          if (captured) state.kernels_per_step = captured->kernel_count() + strategy_.launches_per_step();
         }
         const bool profiled = settings_.profile_step > 0 && step == warmup + settings_.profile_step - 1;
         if (profiled) {
@@ -184,7 +206,7 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
         if (step + 1 == warmup) {
           // End of warm-up: every device drained, then the measured wall clock starts.
           device.synchronize();
-          barrier.arrive_and_wait([&] { wall_start = Clock::now(); });
+          barrier.arrive_and_wait([&] { start_measurement(); });
         }
         if (failed.load(std::memory_order_relaxed)) return;
       }
@@ -249,7 +271,7 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
   result.param_norm = std::sqrt(first.device->ops().sum_squares(first.parameters->parameters(),
                                                                first.parameters->count(), scratch.data()));
   result.num_parameters = static_cast<int64_t>(model_.layout().total_count());
-  result.comm = strategy_.communication_summary();
+  result.comm = strategy_.communication_summary(settings_.num_batches);
   result.cuda_graph = replicas_.front()->replayable_step != nullptr;
   result.kernels_per_step = replicas_.front()->kernels_per_step;
   result.final_loss_scale = first.optimizer->current_loss_scale();

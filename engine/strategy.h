@@ -38,8 +38,17 @@ class Strategy {
   // True when the hooks enqueue the same device work every step and make no host decisions, so
   // a step can be captured once and replayed as a CUDA graph.
   virtual bool step_is_replayable() const { return false; }
-  // Communication counters for the result's summary.comm (bytes, messages, ...).
-  virtual nlohmann::json communication_summary() const { return nlohmann::json::object(); }
+  // Called by the runner's main thread when the measured steps begin, with every device idle:
+  // counters the strategy keeps on the devices are read here, so warm-up steps do not count.
+  virtual void begin_measurement() {}
+  // The result's summary.comm over the measured steps (bytes, messages, bandwidths, exposed
+  // communication); called once after the run, with every device idle.
+  virtual nlohmann::json communication_summary(int64_t measured_steps) const {
+    return nlohmann::json::object();
+  }
+  // Kernels and copies the hooks enqueue per step on one device (exchange and update), for the
+  // kernel count of a step that is not captured as a graph; -1: not known.
+  virtual int64_t launches_per_step() const { return -1; }
 };
 
 }  // namespace dpbench

@@ -12,7 +12,7 @@ class IndependentStrategy : public Strategy {
   void setup(const ParameterLayout& layout, std::vector<Replica>& replicas) override;
   void on_gradients_ready(int replica, GradientRange range, const Event& ready) override {}
   void finish_step(int replica, int64_t step) override;
-  nlohmann::json communication_summary() const override;
+  nlohmann::json communication_summary(int64_t measured_steps) const override;
   bool step_is_replayable() const override { return true; }
 
  private:

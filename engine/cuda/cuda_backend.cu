@@ -155,6 +155,12 @@ void CudaBackend::append_scalar(const float* value, float* history, int32_t* cur
   cuda_kernels::launch_append_scalar(stream_, value, history, cursor);
 }
 
+void CudaBackend::write_timestamp(int64_t* slot) { cuda_kernels::launch_write_timestamp(stream_, slot); }
+
+void CudaBackend::add_elapsed_since(const int64_t* start, int64_t* total) {
+  cuda_kernels::launch_add_elapsed_since(stream_, start, total);
+}
+
 double CudaBackend::sum_squares(const float* x, size_t n, void* scratch) {
   double* partials = static_cast<double*>(scratch);
   cuda_kernels::launch_sum_squares(stream_, x, n, partials);

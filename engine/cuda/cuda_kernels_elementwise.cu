@@ -282,6 +282,28 @@ void launch_append_scalar(cudaStream_t stream, const float* value, float* histor
   DPB_CUDA_CHECK_LAUNCH(append_scalar_kernel);
 }
 
+namespace {
+__device__ int64_t global_timer_ns() {
+  uint64_t now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  return static_cast<int64_t>(now);
+}
+__global__ void write_timestamp_kernel(int64_t* slot) { *slot = global_timer_ns(); }
+__global__ void add_elapsed_since_kernel(const int64_t* start, int64_t* total) {
+  *total += global_timer_ns() - *start;
+}
+}  // namespace
+
+void launch_write_timestamp(cudaStream_t stream, int64_t* slot) {
+  write_timestamp_kernel<<<1, 1, 0, stream>>>(slot);
+  DPB_CUDA_CHECK_LAUNCH(write_timestamp_kernel);
+}
+
+void launch_add_elapsed_since(cudaStream_t stream, const int64_t* start, int64_t* total) {
+  add_elapsed_since_kernel<<<1, 1, 0, stream>>>(start, total);
+  DPB_CUDA_CHECK_LAUNCH(add_elapsed_since_kernel);
+}
+
 void launch_relu_forward(cudaStream_t stream, DataType type, const void* x, void* y, size_t n) {
   if (n == 0) return;
   with_storage_type(type, [&](auto tag) {

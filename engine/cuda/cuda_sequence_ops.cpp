@@ -31,7 +31,9 @@ void CudaBackend::sum_scaled(const float* x, size_t n, float scale, float* out) 
 
 void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
-  DPB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  // Default, not DeviceToDevice: strategies copy between GPUs (peer) and to and from pinned host
+  // memory with the same op; unified addressing tells the driver where each pointer lives.
+  DPB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
 }
 
 void CudaBackend::embedding_forward(const float* table, const int32_t* ids, size_t n, int dim,

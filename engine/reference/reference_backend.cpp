@@ -3,6 +3,7 @@
 #include "engine/reference/reference_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -284,6 +285,20 @@ void ReferenceBackend::fill_labels_by_index(int32_t* labels, size_t n, uint64_t 
 void ReferenceBackend::append_scalar(const float* value, float* history, int32_t* cursor) {
   history[*cursor] = *value;
   ++*cursor;
+}
+
+namespace {
+int64_t steady_clock_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+void ReferenceBackend::write_timestamp(int64_t* slot) { *slot = steady_clock_ns(); }
+
+void ReferenceBackend::add_elapsed_since(const int64_t* start, int64_t* total) {
+  *total += steady_clock_ns() - *start;
 }
 
 double ReferenceBackend::sum_squares(const float* x, size_t n, void* /*scratch*/) {

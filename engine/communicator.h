@@ -1,0 +1,75 @@
+// Communicator: collectives among the replicas of one process, one rank per device, each call
+// enqueued on a stream of the calling rank's device. Two implementations: NCCL (cuda backend,
+// one communicator per GPU from ncclCommInitAll) and an in-process one for the reference backend
+// (the ranks' threads meet in host memory and sum in a fixed rank order, so results do not depend
+// on thread timing).
+//
+// Rules, as NCCL's: every rank issues the same collectives in the same order, each from its own
+// device thread; buffers are device memory of the calling rank (host memory on reference); counts
+// are in elements of `type`. A call returns once the work is enqueued (on reference: once done).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/data_type.h"
+#include "engine/device.h"
+
+namespace dpbench {
+
+enum class ReduceOp { sum, average };
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  virtual int size() const = 0;
+  // "nccl 2.28.3" or "in-process", for the result.
+  virtual std::string description() const = 0;
+  // True when the calls can be recorded into a CUDA graph (Device::capture) and replayed.
+  virtual bool capturable() const = 0;
+
+  // recv[i] = op over ranks of send[i], on every rank. send may equal recv (in place).
+  virtual void all_reduce(int rank, const void* send, void* recv, size_t count, DataType type,
+                          ReduceOp op, StreamKind stream) = 0;
+  // Rank `root` gets op over ranks of send in recv; recv is ignored on the other ranks.
+  virtual void reduce(int rank, const void* send, void* recv, size_t count, DataType type,
+                      ReduceOp op, int root, StreamKind stream) = 0;
+  // recv = root's send on every rank (root's send may equal its recv).
+  virtual void broadcast(int rank, const void* send, void* recv, size_t count, DataType type,
+                         int root, StreamKind stream) = 0;
+  // recv (recv_count) = op over ranks of send[rank * recv_count, (rank + 1) * recv_count); send
+  // holds size() * recv_count elements.
+  virtual void reduce_scatter(int rank, const void* send, void* recv, size_t recv_count,
+                              DataType type, ReduceOp op, StreamKind stream) = 0;
+  // recv[r * send_count, (r + 1) * send_count) = rank r's send, for every r.
+  virtual void all_gather(int rank, const void* send, void* recv, size_t send_count, DataType type,
+                          StreamKind stream) = 0;
+  // recv[r * chunk_count, (r + 1) * chunk_count) = rank r's send[rank * chunk_count, ...): every
+  // rank sends its r-th chunk to rank r. send and recv hold size() * chunk_count elements each
+  // and must not overlap.
+  virtual void all_to_all(int rank, const void* send, void* recv, size_t chunk_count, DataType type,
+                          StreamKind stream) = 0;
+
+  // Calls of one rank between group_start and group_end are issued together (ncclGroupStart/End:
+  // one launch, no ordering deadlock between collectives with different roots). Groups do not
+  // nest. No-ops where calls already run one by one (reference).
+  virtual void group_start(int rank) {}
+  virtual void group_end(int rank) {}
+};
+
+// NCCL communicators for CUDA devices, the in-process one for reference devices (all devices of
+// one kind). Throws RuntimeError naming the library call when NCCL cannot initialise.
+std::unique_ptr<Communicator> create_communicator(const std::vector<Device*>& devices);
+
+// Lets each GPU of `devices` read and write the others' memory directly (cudaDeviceEnablePeerAccess
+// for every pair that supports it), so peer copies take NVLink instead of a trip through the host.
+// Returns the number of ordered pairs without peer access. No-op on reference devices.
+int enable_peer_access(const std::vector<Device*>& devices);
+
+}  // namespace dpbench
