@@ -61,6 +61,10 @@ class Communicator {
   // nest. No-ops where calls already run one by one (reference).
   virtual void group_start(int rank) {}
   virtual void group_end(int rank) {}
+
+  // Another rank failed: ranks blocked in (or later entering) a host-side rendezvous throw
+  // RuntimeError instead of waiting forever. Callable from any thread.
+  virtual void abort() {}
 };
 
 // NCCL communicators for CUDA devices, the in-process one for reference devices (all devices of

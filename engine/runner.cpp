@@ -137,6 +137,7 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
     }
     failed = true;
     barrier.abort();
+    strategy_.abort();
   };
 
   // A step can be captured when nothing in it changes from step to step on the host side: the

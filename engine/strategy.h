@@ -49,6 +49,9 @@ class Strategy {
   // Kernels and copies the hooks enqueue per step on one device (exchange and update), for the
   // kernel count of a step that is not captured as a graph; -1: not known.
   virtual int64_t launches_per_step() const { return -1; }
+  // A device thread failed: hooks blocked waiting for other replicas must throw, not hang.
+  // Callable from any thread.
+  virtual void abort() {}
 };
 
 }  // namespace dpbench
