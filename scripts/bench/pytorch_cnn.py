@@ -35,6 +35,55 @@ def build(name):
     return getattr(torchvision.models, name)(weights=None), 1000
 
 
+def set_precision(precision):
+    """cuDNN autotuning on; TF32 for GEMMs and convolutions only with --precision=tf32."""
+    torch.backends.cudnn.benchmark = True
+    tf32 = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+
+
+def memory_format(data_format):
+    return torch.channels_last if data_format == "NHWC" else torch.contiguous_format
+
+
+def make_optimizer(model, learning_rate):
+    return torch.optim.SGD(model.parameters(), lr=learning_rate, momentum=0.9)
+
+
+def synthetic_batch(name, batch_size, classes, device, data_format):
+    """Images uniform in [-1, 1) and random labels, resident on `device`."""
+    size = IMAGE_SIZE[name]
+    images = (torch.rand(batch_size, 3, size, size, device=device) * 2 - 1).to(memory_format=memory_format(data_format))
+    labels = torch.randint(0, classes, (batch_size,), device=device)
+    return images, labels
+
+
+def make_step(model, optimizer, images, labels, precision, compiled=False):
+    """One training step (forward, loss, backward, update) as a function returning the loss. fp16 and
+    bf16 run under autocast; fp16 scales the loss (GradScaler). `model` may be wrapped (DDP)."""
+    loss_fn = nn.CrossEntropyLoss()
+    autocast_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
+    scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
+
+    def forward_backward():
+        with torch.autocast("cuda", dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
+            loss = loss_fn(model(images), labels)
+        scaler.scale(loss).backward()
+        return loss
+
+    step_fn = torch.compile(forward_backward) if compiled else forward_backward
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        loss = step_fn()
+        scaler.step(optimizer)
+        scaler.update()
+        return loss
+
+    return step
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default="resnet50", choices=sorted(IMAGE_SIZE))
@@ -50,37 +99,14 @@ def main():
                              "--profile-from-start off) after the measurement; 0: none")
     args = parser.parse_args()
 
-    torch.backends.cudnn.benchmark = True
-    tf32 = args.precision == "tf32"
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
+    set_precision(args.precision)
     device = torch.device("cuda")
     model, classes = build(args.model)
-    memory_format = torch.channels_last if args.data_format == "NHWC" else torch.contiguous_format
-    model = model.to(device, memory_format=memory_format)
+    model = model.to(device, memory_format=memory_format(args.data_format))
     parameters = sum(p.numel() for p in model.parameters())
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.learning_rate, momentum=0.9)
-    size = IMAGE_SIZE[args.model]
-    images = (torch.rand(args.batch_size, 3, size, size, device=device) * 2 - 1).to(memory_format=memory_format)
-    labels = torch.randint(0, classes, (args.batch_size,), device=device)
-    loss_fn = nn.CrossEntropyLoss()
-    autocast_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
-    scaler = torch.amp.GradScaler("cuda", enabled=args.precision == "fp16")
-
-    def forward_backward():
-        with torch.autocast("cuda", dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
-            loss = loss_fn(model(images), labels)
-        scaler.scale(loss).backward()
-        return loss
-
-    step_fn = torch.compile(forward_backward) if args.compile else forward_backward
-
-    def step():
-        optimizer.zero_grad(set_to_none=True)
-        loss = step_fn()
-        scaler.step(optimizer)
-        scaler.update()
-        return loss
+    optimizer = make_optimizer(model, args.learning_rate)
+    images, labels = synthetic_batch(args.model, args.batch_size, classes, device, args.data_format)
+    step = make_step(model, optimizer, images, labels, args.precision, compiled=args.compile)
 
     for _ in range(args.num_warmup_batches):
         step()

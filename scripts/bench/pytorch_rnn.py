@@ -104,13 +104,11 @@ class Rnnlm(nn.Module):
         return F.cross_entropy(self.projection(y.reshape(-1, y.shape[-1])), labels.reshape(-1))
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="nmt", choices=["nmt", "rnnlm"])
+def add_model_arguments(p):
+    """The sequence models' shape flags (dpbench's names and defaults; None: resolve_defaults)."""
     p.add_argument("--encoder_type", default=None, choices=["cudnn_lstm", "dynamic"],
                    help="default: nmt dynamic, rnnlm cudnn_lstm (as dpbench)")
     p.add_argument("--direction", default="bi", choices=["uni", "bi"])
-    p.add_argument("--batch_size", type=int, default=None, help="default: nmt 384, rnnlm 512")
     p.add_argument("--src_vocab_size", type=int, default=50000)
     p.add_argument("--tgt_vocab_size", type=int, default=50000)
     p.add_argument("--vocab_size", type=int, default=10001)
@@ -122,36 +120,50 @@ def main():
     p.add_argument("--src_max_len", type=int, default=100)
     p.add_argument("--tgt_max_len", type=int, default=100)
     p.add_argument("--seq_len", type=int, default=50)
-    p.add_argument("--precision", default="tf32", choices=["fp32", "tf32"])
-    p.add_argument("--learning_rate", type=float, default=1e-3)
-    p.add_argument("--num_batches", type=int, default=40)
-    p.add_argument("--num_warmup_batches", type=int, default=10)
-    a = p.parse_args()
+
+
+def resolve_defaults(a):
+    """Fills the per-model defaults left as None (a.model, a.batch_size and the flags above)."""
     nmt = a.model == "nmt"
     a.encoder_type = a.encoder_type or ("dynamic" if nmt else "cudnn_lstm")
     a.batch_size = a.batch_size or (384 if nmt else 512)
     a.embedding_dim = a.embedding_dim or (512 if nmt else 32)
     a.num_units = a.num_units or (512 if nmt else 128)
 
-    tf32 = a.precision == "tf32"
+
+def set_precision(precision):
+    """TF32 for GEMMs and cuDNN's RNNs only with --precision=tf32; cuDNN autotuning on."""
+    tf32 = precision == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cudnn.benchmark = True
-    dev = torch.device("cuda")
+
+
+def build_model(a, device):
+    """The nmt or rnnlm twin (uniform(-0.1, 0.1) initialisation) on `device`."""
+    return (Nmt(a) if a.model == "nmt" else Rnnlm(a)).to(device)
+
+
+def synthetic_inputs(a, device):
+    """(model inputs, items per step): random tokens resident on `device`, time-major. Items are
+    words for nmt (source + target tokens per sentence pair) and tokens for rnnlm."""
     B = a.batch_size
-    if nmt:
-        model = Nmt(a).to(dev)
-        src = torch.randint(0, a.src_vocab_size, (a.src_max_len, B), device=dev)
-        tgt = torch.randint(0, a.tgt_vocab_size, (a.tgt_max_len + 1, B), device=dev)
-        inputs = (src, tgt[:-1], tgt[1:])
-        items = B * (a.src_max_len + a.tgt_max_len)
-    else:
-        model = Rnnlm(a).to(dev)
-        tokens = torch.randint(0, a.vocab_size, (a.seq_len + 1, B), device=dev)
-        inputs = (tokens[:-1], tokens[1:])
-        items = B * a.seq_len
+    if a.model == "nmt":
+        src = torch.randint(0, a.src_vocab_size, (a.src_max_len, B), device=device)
+        tgt = torch.randint(0, a.tgt_vocab_size, (a.tgt_max_len + 1, B), device=device)
+        return (src, tgt[:-1], tgt[1:]), B * (a.src_max_len + a.tgt_max_len)
+    tokens = torch.randint(0, a.vocab_size, (a.seq_len + 1, B), device=device)
+    return (tokens[:-1], tokens[1:]), B * a.seq_len
+
+
+def make_optimizer(model, learning_rate):
     # fused=True: one multi-tensor kernel per step, the strongest stock Adam (dpbench's is fused).
-    optimizer = torch.optim.Adam(model.parameters(), lr=a.learning_rate, fused=True)
+    return torch.optim.Adam(model.parameters(), lr=learning_rate, fused=True)
+
+
+def make_step(model, optimizer, inputs):
+    """One training step as a function returning the loss (the model returns it). `model` may be
+    wrapped (DDP)."""
 
     def step():
         optimizer.zero_grad(set_to_none=True)
@@ -159,6 +171,30 @@ def main():
         loss.backward()
         optimizer.step()
         return loss
+
+    return step
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="nmt", choices=["nmt", "rnnlm"])
+    p.add_argument("--batch_size", type=int, default=None, help="default: nmt 384, rnnlm 512")
+    add_model_arguments(p)
+    p.add_argument("--precision", default="tf32", choices=["fp32", "tf32"])
+    p.add_argument("--learning_rate", type=float, default=1e-3)
+    p.add_argument("--num_batches", type=int, default=40)
+    p.add_argument("--num_warmup_batches", type=int, default=10)
+    a = p.parse_args()
+    resolve_defaults(a)
+    nmt = a.model == "nmt"
+
+    set_precision(a.precision)
+    dev = torch.device("cuda")
+    B = a.batch_size
+    model = build_model(a, dev)
+    inputs, items = synthetic_inputs(a, dev)
+    optimizer = make_optimizer(model, a.learning_rate)
+    step = make_step(model, optimizer, inputs)
 
     for _ in range(a.num_warmup_batches):
         step()
