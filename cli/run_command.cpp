@@ -24,24 +24,6 @@ void print(const std::string& text) { log_lines(output_log(), text); }
 constexpr double kDefaultLossScale = 128;
 constexpr double kDefaultAutoLossScale = 32768;
 
-OptimizerConfig optimizer_config(const RunConfig& config) {
-  OptimizerConfig optimizer;
-  optimizer.kind = parse_optimizer_kind(config.optimizer);
-  optimizer.learning_rate = static_cast<float>(config.learning_rate);
-  optimizer.momentum = static_cast<float>(config.momentum);
-  optimizer.beta1 = static_cast<float>(config.adam_beta1);
-  optimizer.beta2 = static_cast<float>(config.adam_beta2);
-  optimizer.epsilon = static_cast<float>(config.adam_epsilon);
-  if (config.precision == "fp16") {
-    optimizer.loss_scaling =
-        config.fp16_enable_auto_loss_scale ? LossScaling::automatic : LossScaling::fixed;
-    const double given = config.fp16_loss_scale;
-    optimizer.loss_scale = static_cast<float>(
-        given > 0 ? given : (config.fp16_enable_auto_loss_scale ? kDefaultAutoLossScale : kDefaultLossScale));
-    optimizer.loss_scale_increase_every = config.fp16_inc_loss_scale_every_n;
-  }
-  return optimizer;
-}
 
 EnvironmentRecord describe_environment(const RunConfig& config, const std::vector<DeviceDescription>& devices) {
   EnvironmentRecord environment;
@@ -61,6 +43,39 @@ EnvironmentRecord describe_environment(const RunConfig& config, const std::vecto
 }
 
 }  // namespace
+
+OptimizerConfig optimizer_config(const RunConfig& config) {
+  OptimizerConfig optimizer;
+  optimizer.kind = parse_optimizer_kind(config.optimizer);
+  optimizer.learning_rate = static_cast<float>(config.learning_rate);
+  optimizer.momentum = static_cast<float>(config.momentum);
+  optimizer.beta1 = static_cast<float>(config.adam_beta1);
+  optimizer.beta2 = static_cast<float>(config.adam_beta2);
+  optimizer.epsilon = static_cast<float>(config.adam_epsilon);
+  if (config.precision == "fp16") {
+    optimizer.loss_scaling =
+        config.fp16_enable_auto_loss_scale ? LossScaling::automatic : LossScaling::fixed;
+    const double given = config.fp16_loss_scale;
+    optimizer.loss_scale = static_cast<float>(
+        given > 0 ? given : (config.fp16_enable_auto_loss_scale ? kDefaultAutoLossScale : kDefaultLossScale));
+    optimizer.loss_scale_increase_every = config.fp16_inc_loss_scale_every_n;
+  }
+  return optimizer;
+}
+
+RunnerSettings runner_settings(const RunConfig& config) {
+  RunnerSettings settings;
+  settings.batch_size = config.batch_size;
+  settings.num_warmup_batches = config.num_warmup_batches;
+  settings.num_batches = config.num_batches;
+  settings.display_every = config.display_every;
+  settings.seed = config.seed;
+  settings.optimizer = optimizer_config(config);
+  settings.weight_copy_type = config.activation_type();
+  settings.cuda_graph = config.cuda_graph;
+  settings.profile_step = config.profile_step;
+  return settings;
+}
 
 Result assemble_result(const RunConfig& config, const RunMeasurements& measured, const std::string& unit,
                        int64_t items_per_step, const std::vector<DeviceDescription>& devices) {
@@ -140,17 +155,7 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   const int64_t items_per_step = static_cast<int64_t>(config.global_batch_size()) * model->items_per_sample();
   print(format_run_header(config, model->unit(), static_cast<int64_t>(model->layout().total_count()), descriptions));
 
-  RunnerSettings settings;
-  settings.batch_size = config.batch_size;
-  settings.num_warmup_batches = config.num_warmup_batches;
-  settings.num_batches = config.num_batches;
-  settings.display_every = config.display_every;
-  settings.seed = config.seed;
-  settings.optimizer = optimizer_config(config);
-  settings.weight_copy_type = config.activation_type();
-  settings.cuda_graph = config.cuda_graph;
-  settings.profile_step = config.profile_step;
-  Runner runner(*model, *strategy, devices, settings);
+  Runner runner(*model, *strategy, devices, runner_settings(config));
 
   const std::string unit = model->unit();
   const RunMeasurements measured = runner.run(

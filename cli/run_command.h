@@ -8,6 +8,10 @@
 
 namespace dpbench {
 
+// The optimizer and the runner's settings the resolved flags ask for.
+OptimizerConfig optimizer_config(const RunConfig& config);
+RunnerSettings runner_settings(const RunConfig& config);
+
 // Runs and returns the result (also written to config.result_file unless that is empty).
 Result run_benchmark(const ParsedRunFlags& flags);
 

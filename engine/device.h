@@ -127,6 +127,11 @@ class Device {
   // Host blocks until every stream of the device is idle.
   virtual void synchronize() = 0;
 
+  // Runs `work` on the host when `stream` reaches this point, without blocking the calling thread
+  // (cudaLaunchHostFunc; `work` must not call CUDA). Later work on the stream waits for it. The
+  // reference device runs it at once.
+  virtual void enqueue_host_function(StreamKind stream, std::function<void()> work) = 0;
+
   // Records (without running) what `enqueue` puts on the compute stream, for replay. Returns
   // nullptr where there is nothing to gain: the reference backend runs work as it is enqueued.
   virtual std::unique_ptr<CapturedWork> capture(const std::function<void()>& enqueue) { return nullptr; }

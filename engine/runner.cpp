@@ -114,6 +114,12 @@ double Runner::step_time_ms(int64_t step) const {
   return slowest;
 }
 
+std::vector<float> Runner::parameters_of(int replica) const {
+  const ReplicaState& state = *replicas_.at(replica);
+  state.device->make_current();
+  return state.parameters->download();
+}
+
 double Runner::step_loss(int64_t step) const {
   double sum = 0;
   for (const auto& state : replicas_) sum += static_cast<volatile float*>(state->losses.as<float>())[step];

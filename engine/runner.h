@@ -64,6 +64,9 @@ class Runner {
   using ProgressCallback = std::function<void(const ProgressSnapshot&)>;
   using PhaseCallback = std::function<void(const std::string&)>;
   RunMeasurements run(const ProgressCallback& on_progress, const PhaseCallback& on_phase);
+  // Replica `replica`'s parameters now (blocking), e.g. after run(): for checking that strategies
+  // train the same model.
+  std::vector<float> parameters_of(int replica) const;
 
  private:
   struct ReplicaState;

@@ -4,6 +4,8 @@
 #include <cuda_profiler_api.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -227,6 +229,29 @@ void CudaDevice::wait(StreamKind waiter, const Event& event) {
 
 void CudaDevice::synchronize() {
   for (const CudaStream& stream : streams_) DPB_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+}
+
+namespace {
+
+// cudaLaunchHostFunc takes a plain function pointer: the std::function travels on the heap and
+// the trampoline frees it after running it. An exception cannot cross into the CUDA runtime's
+// thread, so it ends the process with the message (the run's results would be wrong anyway).
+void run_host_function(void* data) {
+  std::unique_ptr<std::function<void()>> work(static_cast<std::function<void()>*>(data));
+  try {
+    (*work)();
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "dpbench: error in host work enqueued on a stream: %s\n", error.what());
+    std::abort();
+  }
+}
+
+}  // namespace
+
+void CudaDevice::enqueue_host_function(StreamKind kind, std::function<void()> work) {
+  auto heap_work = std::make_unique<std::function<void()>>(std::move(work));
+  DPB_CUDA_CHECK(cudaLaunchHostFunc(stream(kind), &run_host_function, heap_work.get()));
+  heap_work.release();  // run_host_function owns it now
 }
 
 namespace {

@@ -39,6 +39,7 @@ class CudaDevice final : public Device {
   std::unique_ptr<Event> create_event(bool timing) override;
   void wait(StreamKind waiter, const Event& event) override;
   void synchronize() override;
+  void enqueue_host_function(StreamKind stream, std::function<void()> work) override;
   std::unique_ptr<CapturedWork> capture(const std::function<void()>& enqueue) override;
   void set_profiler_capture(bool on) override;
 

@@ -28,6 +28,7 @@ class ReferenceDevice final : public Device {
   // Everything before the event has already run, so there is nothing to wait for.
   void wait(StreamKind /*waiter*/, const Event& /*event*/) override {}
   void synchronize() override {}
+  void enqueue_host_function(StreamKind /*stream*/, std::function<void()> work) override { work(); }
 
  private:
   DeviceDescription description_;

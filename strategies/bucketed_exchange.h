@@ -1,0 +1,79 @@
+// The common skeleton of the strategies that exchange gradients (replicated, parameter_server):
+// the step's exchange plan (strategies/exchange_plan.h), per-replica readiness tracking, starting
+// each planned range's exchange as soon as backward has produced it (or, with --overlap_comm=false,
+// all of them after backward), device-side clocks (exchange_meter.h) and the summary.comm fields
+// they share. Subclasses say how one range is exchanged and how a step completes.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/run_config.h"
+#include "engine/strategy.h"
+#include "strategies/exchange_meter.h"
+#include "strategies/exchange_plan.h"
+
+namespace dpbench {
+
+// What a subclass reports about its traffic, per device and step.
+struct TrafficModel {
+  std::string exchange;             // e.g. "all-reduce (nccl)"
+  std::string communicator;         // e.g. "nccl 2.28.3"
+  double bytes_per_step = 0;        // the logical message: gradient bytes each replica contributes
+  double bytes_sent_per_device = 0; // bytes one device sends per step, by the algorithm's formula
+  double busbw_factor = 0;          // busbw = algbw x this (nccl-tests' convention)
+  std::string busbw_formula;        // how the factor is derived, for readers of the result
+  int64_t collectives_per_step = 0; // collective calls (or transfers of our own) per device
+  std::string transfer_type = "fp32";
+};
+
+class BucketedExchangeStrategy : public Strategy {
+ public:
+  explicit BucketedExchangeStrategy(const RunConfig& config);
+  void setup(const ParameterLayout& layout, std::vector<Replica>& replicas) final;
+  void on_gradients_ready(int replica, GradientRange range, const Event& ready) final;
+  void finish_step(int replica, int64_t step) final;
+  void begin_measurement() final;
+  nlohmann::json communication_summary(int64_t measured_steps) const final;
+  int64_t launches_per_step() const final;
+
+ protected:
+  // Called at the end of setup, with plan() and replicas() ready.
+  virtual void prepare(const ParameterLayout& layout) = 0;
+  // Enqueues the exchange of plan()[index] for `replica`, whose gradients there are complete at
+  // `ready` (an event on its compute stream). Every replica calls it for the same ranges in the
+  // same order.
+  virtual void exchange(int replica, size_t index, const Event& ready) = 0;
+  // After every exchange of the step was enqueued: leaves the replica's parameters updated for
+  // the next forward (waits through meter(replica).begin_wait/end_wait).
+  virtual void complete_step(int replica, int64_t step) = 0;
+  virtual TrafficModel traffic() const = 0;
+
+  const std::vector<GradientRange>& plan() const { return plan_; }
+  const std::vector<Replica>& replicas() const { return replicas_; }
+  int num_replicas() const { return static_cast<int>(replicas_.size()); }
+  ExchangeMeter& meter(int replica) const { return *meters_.at(replica); }
+  // Kernels a subclass launches itself (not through a communicator), counted per replica so that
+  // launches_per_step can report a step that is not captured as a graph.
+  void count_kernels(int replica, int64_t kernels) { kernels_counted_[replica] += kernels; }
+  std::atomic<int64_t>* kernel_counters() { return kernels_counted_.get(); }
+  const RunConfig& config() const { return config_; }
+
+ private:
+  RunConfig config_;
+  std::vector<GradientRange> plan_;
+  std::vector<Replica> replicas_;
+  std::vector<std::unique_ptr<ReadinessTracker>> trackers_;
+  std::vector<std::unique_ptr<ExchangeMeter>> meters_;
+  std::vector<std::unique_ptr<Event>> backward_done_;  // --overlap_comm=false: the exchanges wait on it
+  std::vector<ExchangeTimes> measured_from_;
+  std::unique_ptr<std::atomic<int64_t>[]> kernels_counted_;
+  std::atomic<int64_t> kernels_first_step_{-1};  // replica 0's count over its first step
+};
+
+// Options of plan_exchanges from the run's flags.
+ExchangePlanOptions exchange_plan_options(const RunConfig& config);
+
+}  // namespace dpbench

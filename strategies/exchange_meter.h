@@ -1,0 +1,38 @@
+// Device-side clocks of one replica's exchange, so that replayed CUDA graphs time themselves:
+// how long the communication stream was busy transferring (from the start of each exchange, once
+// its gradients are ready, to its end) and how long the compute stream stood waiting for
+// communication (exposed communication). Totals accumulate on the device; the host reads them
+// only when every device is idle (start of measurement, end of run).
+#pragma once
+
+#include <cstdint>
+
+#include "engine/device.h"
+
+namespace dpbench {
+
+struct ExchangeTimes {
+  double transfer_ms = 0;  // communication busy, summed
+  double wait_ms = 0;      // compute stream waiting on communication, summed
+};
+
+class ExchangeMeter {
+ public:
+  explicit ExchangeMeter(Device& device);
+  // Around the transfers of one exchange, on the stream that runs them.
+  void begin_transfer(StreamKind stream);
+  void end_transfer(StreamKind stream);
+  // Around the compute stream's wait for communication.
+  void begin_wait();
+  void end_wait();
+  // Blocking reads; the device must be idle.
+  ExchangeTimes totals() const;
+
+ private:
+  Device* device_;
+  // int64 nanoseconds: transfer start, transfer total, wait start, wait total. A stamp and its
+  // total are written by one stream, in order, so one slot per kind is enough.
+  Buffer clocks_;
+};
+
+}  // namespace dpbench

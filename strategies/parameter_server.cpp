@@ -1,0 +1,279 @@
+// ParameterServerStrategy (see the header).
+#include "strategies/parameter_server.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "engine/device_factory.h"
+#include "engine/errors.h"
+#include "engine/optimizer.h"
+
+namespace dpbench {
+
+std::vector<int> place_tensors(const ParameterLayout& layout, int num_devices) {
+  const std::vector<TensorView>& tensors = layout.tensors();
+  std::vector<int> order(tensors.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return tensors[a].count > tensors[b].count; });
+  std::vector<size_t> load(num_devices, 0);
+  std::vector<int> owner(tensors.size(), 0);
+  for (int id : order) {
+    const int least = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    owner[id] = least;
+    load[least] += tensors[id].count;
+  }
+  return owner;
+}
+
+// --local_parameter_device=cpu: the master copy, its gradients' sum and the optimizer on the host.
+struct ParameterServerStrategy::HostServer {
+  std::unique_ptr<Device> host;       // a reference device: the optimizer's state lives in its memory
+  std::unique_ptr<Optimizer> optimizer;
+  Buffer master;                      // fp32 parameters, pinned
+  Buffer gradient_sum;                // fp32, pinned
+  std::vector<Buffer> staging;        // per replica: its gradients, pinned
+  std::vector<std::unique_ptr<Event>> staged, fetched, backward_end;
+  std::unique_ptr<Event> updated;     // on device 0's communication stream, after the host update
+  HostThreadPool threads;
+  std::unique_ptr<Rendezvous<const Event*>> rendezvous;
+  std::vector<int64_t> steps_done;    // per replica, touched only by its own thread
+};
+
+ParameterServerStrategy::ParameterServerStrategy(const RunConfig& config)
+    : BucketedExchangeStrategy(config), on_cpu_(config.local_parameter_device == "cpu") {
+  if (config.compact_gradient_transfer != "" && config.compact_gradient_transfer != "none")
+    throw ConfigError("--compact_gradient_transfer is for --variable_update=replicated");
+  if (config.sparse_embedding_grads)
+    throw ConfigError("--sparse_embedding_grads is for --variable_update=replicated");
+}
+
+ParameterServerStrategy::~ParameterServerStrategy() = default;
+
+bool ParameterServerStrategy::step_is_replayable() const {
+  return !on_cpu_ && communicator_ != nullptr && communicator_->capturable();
+}
+
+void ParameterServerStrategy::abort() {
+  if (communicator_) communicator_->abort();
+  if (host_) host_->rendezvous->abort();
+}
+
+void ParameterServerStrategy::prepare(const ParameterLayout& layout) {
+  const int n = num_replicas();
+  const size_t count = layout.total_count();
+  if (!on_cpu_) {
+    owner_of_tensor_ = place_tensors(layout, n);
+    bytes_owned_.assign(n, 0);
+    for (size_t id = 0; id < layout.tensors().size(); ++id)
+      bytes_owned_[owner_of_tensor_[id]] += layout.tensors()[id].count * sizeof(float);
+    // Tensors by offset, then each planned range as runs of consecutive tensors of one owner.
+    std::vector<int> by_offset(layout.tensors().size());
+    std::iota(by_offset.begin(), by_offset.end(), 0);
+    std::sort(by_offset.begin(), by_offset.end(),
+              [&](int a, int b) { return layout.tensors()[a].offset < layout.tensors()[b].offset; });
+    for (const GradientRange& range : plan()) {
+      std::vector<OwnedRange> runs;
+      for (int id : by_offset) {
+        const TensorView& tensor = layout.tensors()[id];
+        if (tensor.count == 0 || tensor.offset < range.offset || tensor.offset >= range.end()) continue;
+        if (!runs.empty() && runs.back().owner == owner_of_tensor_[id] && runs.back().range.end() == tensor.offset)
+          runs.back().range.count += tensor.count;
+        else
+          runs.push_back(OwnedRange{GradientRange{tensor.offset, tensor.count}, owner_of_tensor_[id]});
+      }
+      runs_.push_back(std::move(runs));
+    }
+    std::vector<Device*> devices;
+    for (const Replica& replica : replicas()) devices.push_back(replica.device);
+    communicator_ = create_communicator(devices);
+    for (const Replica& replica : replicas()) {
+      replica.device->make_current();
+      reduced_.push_back(replica.device->create_event(false));
+      updated_.push_back(replica.device->create_event(false));
+      broadcast_.push_back(replica.device->create_event(false));
+    }
+    replicas().front().device->make_current();
+    return;
+  }
+
+  if (replicas().front().optimizer->config().loss_scaling == LossScaling::automatic)
+    throw ConfigError("--local_parameter_device=cpu with automatic loss scaling: the host update cannot "
+                      "skip a step the GPUs found non-finite; use a fixed --fp16_loss_scale");
+  host_ = std::make_unique<HostServer>();
+  HostServer& host = *host_;
+  host.host = create_reference_device(-1);
+  host.optimizer = std::make_unique<Optimizer>(*host.host, replicas().front().optimizer->config(), count);
+  Device& first = *replicas().front().device;
+  host.master = first.allocate_host_visible(count * sizeof(float));
+  host.gradient_sum = first.allocate_host_visible(count * sizeof(float));
+  first.copy_to_host(host.master.data(), replicas().front().parameters->parameters(), count * sizeof(float));
+  for (const Replica& replica : replicas()) {
+    replica.device->make_current();
+    host.staging.push_back(replica.device->allocate_host_visible(count * sizeof(float)));
+    host.staged.push_back(replica.device->create_event(false));
+    host.fetched.push_back(replica.device->create_event(false));
+    host.backward_end.push_back(replica.device->create_event(false));
+  }
+  first.make_current();
+  host.updated = first.create_event(false);
+  host.rendezvous = std::make_unique<Rendezvous<const Event*>>(n);
+  host.steps_done.assign(n, 0);
+}
+
+void ParameterServerStrategy::exchange(int replica, size_t index, const Event& ready) {
+  if (on_cpu_) exchange_through_host(replica, index, ready);
+  else exchange_on_gpus(replica, index, ready);
+}
+
+void ParameterServerStrategy::complete_step(int replica, int64_t step) {
+  if (on_cpu_) complete_through_host(replica, step);
+  else complete_on_gpus(replica, step);
+}
+
+void ParameterServerStrategy::exchange_on_gpus(int replica, size_t index, const Event& ready) {
+  const Replica& self = replicas()[replica];
+  self.device->wait(StreamKind::communication, ready);
+  meter(replica).begin_transfer(StreamKind::communication);
+  float* gradients = self.parameters->gradients();
+  communicator_->group_start(replica);
+  for (const OwnedRange& run : runs_[index])
+    communicator_->reduce(replica, gradients + run.range.offset, gradients + run.range.offset, run.range.count,
+                          DataType::f32, ReduceOp::average, run.owner, StreamKind::communication);
+  communicator_->group_end(replica);
+  meter(replica).end_transfer(StreamKind::communication);
+  count_kernels(replica, 2);
+}
+
+void ParameterServerStrategy::complete_on_gpus(int replica, int64_t step) {
+  const Replica& self = replicas()[replica];
+  Device& device = *self.device;
+  ExchangeMeter& clocks = meter(replica);
+  reduced_[replica]->record(StreamKind::communication);
+  clocks.begin_wait();
+  device.wait(StreamKind::compute, *reduced_[replica]);
+  clocks.end_wait();
+  // The owner updates its tensors from the mean gradients it now holds.
+  float* parameters = self.parameters->parameters();
+  const float* gradients = self.parameters->gradients();
+  self.optimizer->begin_update(gradients, self.parameters->count());
+  for (const auto& runs : runs_)
+    for (const OwnedRange& run : runs)
+      if (run.owner == replica) {
+        self.optimizer->apply(parameters, gradients, run.range, step, StreamKind::compute, self.parameters);
+        count_kernels(replica, 1);
+      }
+  self.optimizer->end_update();
+  updated_[replica]->record(StreamKind::compute);
+  // Then every tensor travels back from its owner.
+  device.wait(StreamKind::communication, *updated_[replica]);
+  clocks.begin_transfer(StreamKind::communication);
+  communicator_->group_start(replica);
+  for (const auto& runs : runs_)
+    for (const OwnedRange& run : runs)
+      communicator_->broadcast(replica, parameters + run.range.offset, parameters + run.range.offset,
+                               run.range.count, DataType::f32, run.owner, StreamKind::communication);
+  communicator_->group_end(replica);
+  clocks.end_transfer(StreamKind::communication);
+  self.parameters->refresh_weight_copy(GradientRange{0, self.parameters->count()}, StreamKind::communication);
+  broadcast_[replica]->record(StreamKind::communication);
+  clocks.begin_wait();
+  device.wait(StreamKind::compute, *broadcast_[replica]);
+  clocks.end_wait();
+  count_kernels(replica, 9);
+}
+
+void ParameterServerStrategy::exchange_through_host(int replica, size_t index, const Event& ready) {
+  HostServer& host = *host_;
+  const GradientRange range = plan()[index];
+  const int64_t step = host.steps_done[replica] + 1;  // every replica is in the same step here
+  host.rendezvous->arrive(replica, &ready, [&](std::vector<const Event*>& ready_events) {
+    const int n = num_replicas();
+    for (int r = 0; r < n; ++r) {
+      const Replica& other = replicas()[r];
+      other.device->make_current();
+      other.device->wait(StreamKind::communication, *ready_events[r]);
+      meter(r).begin_transfer(StreamKind::communication);
+      other.device->ops(StreamKind::communication)
+          .copy(host.staging[r].as<float>() + range.offset, other.parameters->gradients() + range.offset,
+                range.count * sizeof(float));
+      meter(r).end_transfer(StreamKind::communication);
+      count_kernels(r, 2);
+      host.staged[r]->record(StreamKind::communication);
+    }
+    Device& first = *replicas().front().device;
+    first.make_current();
+    for (int r = 0; r < n; ++r) first.wait(StreamKind::communication, *host.staged[r]);
+    std::vector<const float*> parts;
+    for (const Buffer& staging : host.staging) parts.push_back(staging.as<float>());
+    float* sum = host.gradient_sum.as<float>();
+    float* master = host.master.as<float>();
+    HostServer* server = &host;
+    first.enqueue_host_function(StreamKind::communication, [=] {
+      const float inverse = 1.0f / static_cast<float>(parts.size());
+      server->threads.parallel_for(range.count, [&](size_t begin, size_t end) {
+        for (size_t e = range.offset + begin; e < range.offset + end; ++e) {
+          float total = 0;
+          for (const float* part : parts) total += part[e];  // replica order
+          sum[e] = total * inverse;
+        }
+        server->optimizer->apply(master, sum, GradientRange{range.offset + begin, end - begin}, step,
+                                 StreamKind::compute, nullptr);
+      });
+    });
+    host.updated->record(StreamKind::communication);
+    replicas()[replica].device->make_current();
+  });
+}
+
+void ParameterServerStrategy::complete_through_host(int replica, int64_t step) {
+  HostServer& host = *host_;
+  const Replica& self = replicas()[replica];
+  Device& device = *self.device;
+  ExchangeMeter& clocks = meter(replica);
+  // The parameters may be overwritten only once this replica's backward no longer reads them, and
+  // only with the values of the last range's update (the host updates ranges in order).
+  host.backward_end[replica]->record(StreamKind::compute);
+  device.wait(StreamKind::communication, *host.backward_end[replica]);
+  device.wait(StreamKind::communication, *host.updated);
+  clocks.begin_transfer(StreamKind::communication);
+  device.ops(StreamKind::communication)
+      .copy(self.parameters->parameters(), host.master.data(), self.parameters->count() * sizeof(float));
+  clocks.end_transfer(StreamKind::communication);
+  self.parameters->refresh_weight_copy(GradientRange{0, self.parameters->count()}, StreamKind::communication);
+  host.fetched[replica]->record(StreamKind::communication);
+  clocks.begin_wait();
+  device.wait(StreamKind::compute, *host.fetched[replica]);
+  clocks.end_wait();
+  count_kernels(replica, 5);
+  host.steps_done[replica] = step;
+}
+
+TrafficModel ParameterServerStrategy::traffic() const {
+  TrafficModel model;
+  const double n = static_cast<double>(num_replicas());
+  const size_t count = replicas().front().parameters->count();
+  model.bytes_per_step = static_cast<double>(count) * sizeof(float);
+  model.busbw_factor = 2.0;
+  if (on_cpu_) {
+    model.exchange = "parameter server on the host";
+    model.communicator = "copies to and from pinned host memory; update on " +
+                         std::to_string(host_->threads.threads()) + " host threads";
+    model.bytes_sent_per_device = model.bytes_per_step;  // and as much received
+    model.collectives_per_step = static_cast<int64_t>(plan().size()) + 1;
+    model.busbw_formula = "each device sends its gradients and receives the parameters: busbw = algbw x 2";
+  } else {
+    model.exchange = "parameter server on the GPUs";
+    std::string shares;
+    for (size_t bytes : bytes_owned_) shares += (shares.empty() ? "" : "/") + std::to_string(bytes >> 20);
+    model.communicator = communicator_->description() + " reduce + broadcast; MiB owned per GPU " + shares;
+    int64_t runs = 0;
+    for (const auto& per_range : runs_) runs += static_cast<int64_t>(per_range.size());
+    model.collectives_per_step = 2 * runs;
+    model.bytes_sent_per_device = 2.0 * (n - 1) / n * model.bytes_per_step;
+    model.busbw_formula = "reduce then broadcast, each busbw = algbw (nccl-tests): busbw = algbw x 2";
+  }
+  return model;
+}
+
+}  // namespace dpbench

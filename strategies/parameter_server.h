@@ -1,0 +1,61 @@
+// `parameter_server`: one master copy of each parameter tensor. Each step the replicas' gradients
+// travel to the tensor's owner, are averaged there, the optimizer runs there (only the owner keeps
+// optimizer state that matters), and the updated values travel back to every replica.
+//   --local_parameter_device=gpu: tensors are spread over the GPUs, each to the least loaded one
+//     by bytes (largest first). Gradients go to the owner with a reduce, values come back with a
+//     broadcast (Communicator: NCCL on GPUs), per planned range as soon as backward produced it.
+//   --local_parameter_device=cpu: the master copy and the optimizer state live in pinned host
+//     memory. Every device copies its gradients there; host threads average them and run the
+//     update (enqueued with Device::enqueue_host_function, so no device thread blocks); every
+//     device then copies the parameters back.
+#pragma once
+
+#include <memory>
+
+#include "engine/communicator.h"
+#include "strategies/bucketed_exchange.h"
+#include "strategies/host_thread_pool.h"
+#include "strategies/rendezvous.h"
+
+namespace dpbench {
+
+// Owner of each tensor (indexed by tensor id): largest tensors first, each to the device with
+// the fewest bytes so far (lowest index on ties).
+std::vector<int> place_tensors(const ParameterLayout& layout, int num_devices);
+
+class ParameterServerStrategy final : public BucketedExchangeStrategy {
+ public:
+  explicit ParameterServerStrategy(const RunConfig& config);
+  ~ParameterServerStrategy() override;
+  std::string name() const override { return "parameter_server"; }
+  bool step_is_replayable() const override;
+  void abort() override;
+
+ protected:
+  void prepare(const ParameterLayout& layout) override;
+  void exchange(int replica, size_t index, const Event& ready) override;
+  void complete_step(int replica, int64_t step) override;
+  TrafficModel traffic() const override;
+
+ private:
+  struct OwnedRange {
+    GradientRange range;
+    int owner = 0;
+  };
+  struct HostServer;
+  void exchange_on_gpus(int replica, size_t index, const Event& ready);
+  void complete_on_gpus(int replica, int64_t step);
+  void exchange_through_host(int replica, size_t index, const Event& ready);
+  void complete_through_host(int replica, int64_t step);
+
+  bool on_cpu_ = false;
+  // gpu: per planned range, its tensors merged into runs of one owner, in buffer order.
+  std::vector<std::vector<OwnedRange>> runs_;
+  std::vector<int> owner_of_tensor_;
+  std::vector<size_t> bytes_owned_;
+  std::unique_ptr<Communicator> communicator_;
+  std::vector<std::unique_ptr<Event>> reduced_, updated_, broadcast_;
+  std::unique_ptr<HostServer> host_;  // cpu
+};
+
+}  // namespace dpbench

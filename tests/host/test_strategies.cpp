@@ -1,0 +1,213 @@
+// Strategies on the reference backend: the exchange planner, tensor placement, and the central
+// promise that every strategy which averages gradients trains the same model as one device
+// running N times the per-device batch.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cli/flags.h"
+#include "cli/run_command.h"
+#include "engine/device_factory.h"
+#include "engine/errors.h"
+#include "engine/runner.h"
+#include "models/model_registry.h"
+#include "strategies/all_reduce_spec.h"
+#include "strategies/exchange_plan.h"
+#include "strategies/parameter_server.h"
+#include "strategies/strategy_registry.h"
+#include "tests/host/strategy_test_support.h"
+
+namespace dpbench {
+namespace {
+
+using namespace dpbench::testing;
+
+ParameterLayout layout_of(const std::vector<int64_t>& counts) {
+  ParameterLayout layout;
+  for (size_t i = 0; i < counts.size(); ++i) layout.declare("t" + std::to_string(i), {counts[i]});
+  layout.finalize();
+  return layout;
+}
+
+// Offsets and counts of a plan, for compact comparisons.
+std::vector<std::pair<size_t, size_t>> spans(const std::vector<GradientRange>& plan) {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (const GradientRange& range : plan) out.emplace_back(range.offset, range.count);
+  return out;
+}
+
+// Every averaging strategy and exchange option. Tolerances: fp32 sums in another order differ in
+// the last bits of each gradient (rtol 1e-5 over three steps). Compact transfers round each
+// replica's gradient (scaled by 1/N) and the summed chunk to 11 (fp16) or 8 (bf16) significant
+// bits: a relative error of at most 2 x 2^-11 (2 x 2^-8) per gradient, which the learning rate
+// (0.01 for trivial) scales to absolute errors of about 1e-5 (1e-4) per step at |gradient| <= 1.
+// They are checked under SGD only: Adam divides by sqrt(v), so a tiny gradient rounded to zero
+// changes that element's update by up to the learning rate, whatever the transfer's precision.
+std::vector<Variant> averaging_variants(bool compact_transfers) {
+  std::vector<Variant> variants = {
+      {"replicated nccl", replicated("nccl")},
+      {"replicated nccl#3", replicated("nccl#3")},
+      {"replicated xring", replicated("xring")},
+      {"replicated xring#2", replicated("xring#2")},
+      {"replicated psgpu", replicated("psgpu")},
+      {"replicated pscpu", replicated("pscpu")},
+      {"replicated psgpu#2", replicated("psgpu#2")},
+      {"replicated nccl, per tensor", replicated("nccl", [](RunConfig& c) { c.bucket_cap_mb = 0; })},
+      {"replicated xring, tiny buckets", replicated("xring", [](RunConfig& c) { c.bucket_cap_mb = 0.001; })},
+      {"replicated psgpu, repacking 3", replicated("psgpu", [](RunConfig& c) { c.gradient_repacking = 3; })},
+      {"replicated nccl, small tensors batched",
+       replicated("nccl", [](RunConfig& c) { c.bucket_cap_mb = 0; c.agg_small_grads_max_bytes = 4096; c.agg_small_grads_max_group = 2; })},
+      {"replicated nccl, no overlap", replicated("nccl", [](RunConfig& c) { c.overlap_comm = false; })},
+      {"replicated xring, no overlap", replicated("xring", [](RunConfig& c) { c.overlap_comm = false; })},
+      {"parameter_server gpu", parameter_server("gpu")},
+      {"parameter_server gpu, per tensor", parameter_server("gpu", [](RunConfig& c) { c.bucket_cap_mb = 0; })},
+      {"parameter_server gpu, no overlap", parameter_server("gpu", [](RunConfig& c) { c.overlap_comm = false; })},
+      {"parameter_server cpu", parameter_server("cpu")},
+      {"parameter_server cpu, repacking 2", parameter_server("cpu", [](RunConfig& c) { c.gradient_repacking = 2; })},
+  };
+  for (std::string spec : {"nccl", "psgpu", "pscpu"}) {
+    if (!compact_transfers) break;
+    variants.push_back({"replicated " + spec + " fp16 transfer",
+                        replicated(spec, [](RunConfig& c) { c.compact_gradient_transfer = "fp16"; }), 2e-3, 5e-5});
+    variants.push_back({"replicated " + spec + " bf16 transfer",
+                        replicated(spec, [](RunConfig& c) { c.compact_gradient_transfer = "bf16"; }), 1.6e-2, 4e-4});
+  }
+  return variants;
+}
+
+void check_equivalence(const std::vector<std::string>& model_args, int batch, const std::vector<int>& counts,
+                       bool compact_transfers) {
+  for (int n : counts) {
+    std::vector<std::string> one_device = model_args;
+    for (const std::string& flag : std::vector<std::string>{"--num_gpus=1", "--batch_size=" + std::to_string(n * batch), "--num_warmup_batches=1",
+                             "--num_batches=2", "--variable_update=independent"})
+      one_device.push_back(flag);
+    const std::vector<float> want = train(one_device).parameters.front();
+    for (const Variant& variant : averaging_variants(compact_transfers)) {
+      std::vector<std::string> args = model_args;
+      for (const std::string& flag : std::vector<std::string>{"--num_gpus=" + std::to_string(n), "--batch_size=" + std::to_string(batch),
+                               "--num_warmup_batches=1", "--num_batches=2"})
+        args.push_back(flag);
+      INFO(variant.name << " on " << n << " devices");
+      const Trained trained = train(args, variant.adjust);
+      REQUIRE(trained.parameters.size() == static_cast<size_t>(n));
+      check_close(trained.parameters.front(), want, variant.rtol, variant.atol);
+      // Replicas apply identical updates to identical values: bit for bit the same.
+      for (int r = 1; r < n; ++r) CHECK(trained.parameters[r] == trained.parameters.front());
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("buckets close once they reach the cap, in readiness order", "[strategies][plan]") {
+  // Declared t0..t4; laid out in reverse: t4 at offset 0 (ready first).
+  const ParameterLayout layout = layout_of({100, 50, 300, 10, 40});  // bytes: 400 200 1200 40 160
+  ExchangePlanOptions options;
+  options.bucket_cap_bytes = 200;
+  // Readiness order: t4 (40), t3 (10), t2 (300), t1 (50), t0 (100).
+  CHECK(spans(plan_exchanges(layout, options)) ==
+        std::vector<std::pair<size_t, size_t>>{{0, 50}, {50, 300}, {350, 50}, {400, 100}});
+  options.bucket_cap_bytes = 1 << 20;
+  CHECK(spans(plan_exchanges(layout, options)) == std::vector<std::pair<size_t, size_t>>{{0, 500}});
+}
+
+TEST_CASE("per-tensor exchanges, with small tensors batched up to a group size", "[strategies][plan]") {
+  const ParameterLayout layout = layout_of({100, 5, 6, 7, 300, 8});  // ready: t5 t4 t3 t2 t1 t0
+  ExchangePlanOptions options;
+  options.bucket_cap_bytes = 0;
+  CHECK(plan_exchanges(layout, options).size() == 6);
+  options.agg_small_max_bytes = 40;  // tensors of at most 10 floats
+  options.agg_small_max_group = 2;
+  // t5 (8) alone before the large t4; t3 + t2 grouped; t1 (5) starts a new group; t0 large.
+  CHECK(spans(plan_exchanges(layout, options)) ==
+        std::vector<std::pair<size_t, size_t>>{{0, 8}, {8, 300}, {308, 13}, {321, 5}, {326, 100}});
+}
+
+TEST_CASE("repacking cuts the whole buffer into N nearly equal pieces", "[strategies][plan]") {
+  const ParameterLayout layout = layout_of({7, 3});
+  ExchangePlanOptions options;
+  options.gradient_repacking = 3;
+  CHECK(spans(plan_exchanges(layout, options)) == std::vector<std::pair<size_t, size_t>>{{0, 4}, {4, 3}, {7, 3}});
+  options.gradient_repacking = 20;  // more pieces than elements: one per element
+  CHECK(plan_exchanges(layout, options).size() == 10);
+  CHECK(split_range(GradientRange{5, 0}, 3).empty());
+}
+
+TEST_CASE("the readiness tracker completes a range when every element was announced", "[strategies][plan]") {
+  ReadinessTracker tracker({GradientRange{0, 10}, GradientRange{10, 5}, GradientRange{15, 5}});
+  CHECK(tracker.mark_ready(GradientRange{0, 4}).empty());
+  CHECK(tracker.mark_ready(GradientRange{4, 8}) == std::vector<size_t>{0});  // spans two ranges
+  CHECK(tracker.mark_ready(GradientRange{15, 5}) == std::vector<size_t>{2});  // out of order is fine
+  CHECK_FALSE(tracker.all_ready());
+  CHECK(tracker.mark_ready(GradientRange{12, 3}) == std::vector<size_t>{1});
+  CHECK(tracker.all_ready());
+  CHECK_THROWS_AS(tracker.mark_ready(GradientRange{0, 1}), RuntimeError);  // twice in one step
+  tracker.begin_step();
+  CHECK_FALSE(tracker.all_ready());
+}
+
+TEST_CASE("parameter server places the largest tensors first on the least loaded device", "[strategies]") {
+  const ParameterLayout layout = layout_of({10, 40, 30, 20, 5});
+  const std::vector<int> owner = place_tensors(layout, 2);
+  // 40 -> 0, 30 -> 1, 20 -> 1 (30 < 40), 10 -> 0 (40 < 50), 5 -> 0 (50 = 50: lowest index)
+  CHECK(owner == std::vector<int>{0, 0, 1, 1, 0});
+  CHECK(place_tensors(layout, 1) == std::vector<int>(5, 0));
+}
+
+TEST_CASE("--all_reduce_spec parses alg and alg#k", "[strategies]") {
+  CHECK(parse_all_reduce_spec("nccl").text() == "nccl");
+  CHECK(parse_all_reduce_spec("nccl#1").text() == "nccl");
+  CHECK(parse_all_reduce_spec("xring#4").shards == 4);
+  CHECK_THROWS_AS(parse_all_reduce_spec("ring"), ConfigError);
+  CHECK_THROWS_AS(parse_all_reduce_spec("nccl#0"), ConfigError);
+  CHECK_THROWS_AS(parse_all_reduce_spec("nccl#x"), ConfigError);
+}
+
+TEST_CASE("every averaging strategy trains trivial as one device with N times the batch",
+          "[strategies][equivalence]") {
+  check_equivalence({"--model=trivial"}, 2, {1, 2, 4}, true);
+}
+
+TEST_CASE("every averaging strategy trains rnnlm (Adam, embeddings) as one device with N times the batch",
+          "[strategies][equivalence]") {
+  check_equivalence({"--model=rnnlm", "--vocab_size=40", "--embedding_dim=6", "--num_units=8", "--num_layers=2",
+                     "--seq_len=4"},
+                    3, {2, 4}, false);
+}
+
+TEST_CASE("independent replicas drift apart; averaging keeps them together", "[strategies][equivalence]") {
+  const std::vector<std::string> args = {"--model=trivial", "--num_gpus=2", "--batch_size=2", "--num_warmup_batches=0",
+                                         "--num_batches=2"};
+  const Trained independent = train(args);
+  CHECK(independent.parameters[0] != independent.parameters[1]);
+  const Trained averaged = train(args, replicated("nccl"));
+  CHECK(averaged.parameters[0] == averaged.parameters[1]);
+}
+
+TEST_CASE("the result's comm section describes the exchange", "[strategies]") {
+  const std::vector<std::string> args = {"--model=trivial", "--num_gpus=4", "--batch_size=2", "--num_warmup_batches=1",
+                                         "--num_batches=3"};
+  const Trained ring = train(args, replicated("xring", [](RunConfig& c) { c.bucket_cap_mb = 0; }));
+  CHECK(ring.comm.at("exchange") == "all-reduce (xring)");
+  CHECK(ring.comm.at("exchanges_per_step") == 4);  // trivial: two dense layers, weights and biases
+  CHECK(ring.comm.at("bytes_per_step").get<double>() == Approx(4.0 * (32 * 32 * 3 * 256 + 256 + 256 * 10 + 10)));
+  CHECK(ring.comm.at("bytes_sent_per_device_per_step").get<double>() ==
+        Approx(1.5 * ring.comm.at("bytes_per_step").get<double>()));
+  CHECK(ring.comm.at("transfer_ms_per_step").get<double>() > 0);
+  CHECK(ring.comm.at("exposed_comm_ms_per_step").get<double>() >= 0);
+  CHECK(ring.comm.at("busbw_gbps").get<double>() == Approx(1.5 * ring.comm.at("algbw_gbps").get<double>()));
+  CHECK(ring.comm.at("embedding_exchange") == "dense");
+  const Trained host = train(args, parameter_server("cpu"));
+  CHECK(host.comm.at("exchange") == "parameter server on the host");
+  CHECK(host.comm.at("transfer_type") == "fp32");
+  const Trained compact = train(args, replicated("psgpu", [](RunConfig& c) { c.compact_gradient_transfer = "bf16"; }));
+  CHECK(compact.comm.at("transfer_type") == "bf16");
+  CHECK(compact.comm.at("bytes_sent_per_device_per_step").get<double>() ==
+        Approx(0.75 * compact.comm.at("bytes_per_step").get<double>()));
+}
+
+}  // namespace dpbench
