@@ -24,6 +24,31 @@ std::vector<double> per_step_rates(const std::vector<double>& step_ms, int64_t i
   return rates;
 }
 
+// "replicated (all-reduce nccl, buckets of 25 MB, overlapped)": how the gradients travel.
+std::string describe_strategy(const RunConfig& c) {
+  const bool replicated = c.variable_update == "replicated";
+  if (!replicated && c.variable_update != "parameter_server") return c.variable_update;
+  std::vector<std::string> parts;
+  parts.push_back(replicated ? "all-reduce " + c.all_reduce_spec : "on " + c.local_parameter_device);
+  if (c.gradient_repacking > 0) {
+    parts.push_back(
+        fmt::format("repacked into {} piece{}", c.gradient_repacking, c.gradient_repacking == 1 ? "" : "s"));
+  } else if (c.bucket_cap_mb > 0) {
+    parts.push_back(fmt::format("buckets of {:g} MB", c.bucket_cap_mb));
+  } else if (c.agg_small_grads_max_bytes > 0) {
+    parts.push_back(fmt::format("per tensor, small ones batched (up to {} bytes, {} per batch)",
+                                c.agg_small_grads_max_bytes, c.agg_small_grads_max_group));
+  } else {
+    parts.push_back("per tensor");
+  }
+  parts.push_back(c.overlap_comm ? "overlapped" : "after backward");
+  if (!c.compact_gradient_transfer.empty()) parts.push_back(c.compact_gradient_transfer + " transfer");
+  if (c.sparse_embedding_grads) parts.push_back("sparse embedding gradients");
+  std::string text = c.variable_update + " (";
+  for (size_t i = 0; i < parts.size(); ++i) text += (i ? ", " : "") + parts[i];
+  return text + ")";
+}
+
 }  // namespace
 
 std::string format_run_header(const RunConfig& config, const std::string& unit,
@@ -36,7 +61,7 @@ std::string format_run_header(const RunConfig& config, const std::string& unit,
   text += fmt::format("{:<14}{} per device, {} global ({})\n", "Batch size:", config.batch_size,
                       config.global_batch_size(),
                       config.total_batch_size > 0 ? "strong scaling: fixed total" : "weak scaling: fixed per device");
-  text += fmt::format("{:<14}{}\n", "Strategy:", config.variable_update);
+  text += fmt::format("{:<14}{}\n", "Strategy:", describe_strategy(config));
   text += fmt::format("{:<14}{}, learning rate {}{}\n", "Optimizer:", config.optimizer, config.learning_rate,
                       config.optimizer == "momentum" ? fmt::format(", momentum {}", config.momentum) : "");
   const SequenceConfig& q = config.sequence;

@@ -14,6 +14,7 @@
 #include "cli/flags_validation.h"
 #include "engine/errors.h"
 #include "models/model_registry.h"
+#include "strategies/all_reduce_spec.h"
 #include "strategies/strategy_registry.h"
 
 namespace dpbench {
@@ -45,6 +46,14 @@ std::string names_of(const std::vector<Entry>& registry, bool implemented) {
     names += (names.empty() ? "" : ", ") + entry.name;
   }
   return names.empty() ? "none" : names;
+}
+
+// "nccl (NCCL's all-reduce), xring (...), ..." from the spec parser's own table.
+std::string all_reduce_choices() {
+  std::string text;
+  for (const auto& [name, description] : all_reduce_algorithms())
+    text += (text.empty() ? "" : ", ") + name + " (" + description + ")";
+  return text;
 }
 
 // Built from RunConfig's own initialisers and the registries, so --help cannot drift from them.
@@ -132,11 +141,39 @@ std::vector<FlagSpec> run_flag_specs() {
        "With --variable_update=replicated: replicas do not exchange gradients (= independent)",
        defaults.independent_replica ? "true" : "false", "true"},
       {"all_reduce_spec", "Synchronisation", "SPEC",
-       "All-reduce algorithm for replicated, e.g. nccl, xring, pscpu, psgpu (not implemented yet; "
-       "default: empty)",
+       "replicated: how the gradients are all-reduced: " + all_reduce_choices() +
+           "; ALG#k splits every exchange into k shards, e.g. nccl#2 (default: " + AllReduceSpec{}.text() +
+           ")",
        {}, {}},
       {"local_parameter_device", "Synchronisation", "gpu|cpu",
-       "Where parameter_server keeps the master copy", defaults.local_parameter_device, {}},
+       "parameter_server: where the master copy lives: gpu (its tensors spread over the GPUs) or cpu "
+       "(host memory)",
+       defaults.local_parameter_device, {}},
+      {"gradient_repacking", "Synchronisation", "N",
+       "Exchange the whole gradient buffer as N equal pieces (0: off)",
+       std::to_string(defaults.gradient_repacking), {}},
+      {"bucket_cap_mb", "Synchronisation", "X",
+       "Exchange the gradients in buckets of about X MB, filled in the order backward produces them "
+       "(as PyTorch DDP; 0: one exchange per tensor)",
+       format_number(defaults.bucket_cap_mb), {}},
+      {"agg_small_grads_max_bytes", "Synchronisation", "N",
+       "One exchange per tensor (--bucket_cap_mb=0): batch consecutive tensors of at most N bytes "
+       "into one exchange (0: off; given alone it sets --bucket_cap_mb=0)",
+       std::to_string(defaults.agg_small_grads_max_bytes), {}},
+      {"agg_small_grads_max_group", "Synchronisation", "N",
+       "A batch of --agg_small_grads_max_bytes holds at most N tensors",
+       std::to_string(defaults.agg_small_grads_max_group), {}},
+      {"overlap_comm", "Synchronisation", "BOOL",
+       "Start exchanging gradients as soon as backward has produced them (false: after the whole "
+       "backward pass)",
+       defaults.overlap_comm ? "true" : "false", "true"},
+      {"sparse_embedding_grads", "Synchronisation", "BOOL",
+       "replicated, nmt and rnnlm: embedding tables exchange only the rows a step touched, gathered, "
+       "instead of the dense gradient",
+       defaults.sparse_embedding_grads ? "true" : "false", "true"},
+      {"compact_gradient_transfer", "Synchronisation", "none|fp16|bf16",
+       "replicated: gradients travel at half width and are summed in fp32 (not with xring)",
+       defaults.compact_gradient_transfer.empty() ? "none" : defaults.compact_gradient_transfer, {}},
 
       {"optimizer", "Optimizer", "sgd|momentum|adam", "Optimizer" + per_model(optimizer), {}, {}},
       {"learning_rate", "Optimizer", "X", "Learning rate, > 0" + per_model(rate), {}, {}},
@@ -336,6 +373,23 @@ void add_sequence_flags(const RunConfig& config, nlohmann::json& json) {
   for (const auto& [name, unused] : model->sequence_flags) json[name] = values.at(name);
 }
 
+// Only the flags the strategy takes: independent exchanges nothing, so it carries none of them.
+void add_synchronisation_flags(const RunConfig& config, nlohmann::json& json) {
+  const bool replicated = config.variable_update == "replicated";
+  const bool parameter_server = config.variable_update == "parameter_server";
+  if (replicated) json["all_reduce_spec"] = config.all_reduce_spec;
+  if (parameter_server) json["local_parameter_device"] = config.local_parameter_device;
+  if (!replicated && !parameter_server) return;
+  json["gradient_repacking"] = config.gradient_repacking;
+  json["bucket_cap_mb"] = config.bucket_cap_mb;
+  json["agg_small_grads_max_bytes"] = config.agg_small_grads_max_bytes;
+  json["agg_small_grads_max_group"] = config.agg_small_grads_max_group;
+  json["overlap_comm"] = config.overlap_comm;
+  json["sparse_embedding_grads"] = config.sparse_embedding_grads;
+  json["compact_gradient_transfer"] =
+      config.compact_gradient_transfer.empty() ? "none" : config.compact_gradient_transfer;
+}
+
 }  // namespace
 
 nlohmann::json config_to_json(const RunConfig& config) {
@@ -355,8 +409,6 @@ nlohmann::json config_to_json(const RunConfig& config) {
       {"gpu_indices", config.gpu_indices},
       {"variable_update", config.variable_update},
       {"independent_replica", config.independent_replica},
-      {"all_reduce_spec", config.all_reduce_spec},
-      {"local_parameter_device", config.local_parameter_device},
       {"optimizer", config.optimizer},
       {"learning_rate", config.learning_rate},
       {"momentum", config.momentum},
@@ -373,6 +425,7 @@ nlohmann::json config_to_json(const RunConfig& config) {
       {"result_file", config.result_file},
   };
   add_sequence_flags(config, json);
+  add_synchronisation_flags(config, json);
   return json;
 }
 

@@ -45,3 +45,53 @@ TEST_CASE("the summary reports totals, distribution, execution mode and final st
   CHECK_THAT(text, Catch::Contains("replayed as one CUDA graph"));
   CHECK_THAT(text, Catch::Contains("final loss 0.250000, param_norm 3.500000, 42 parameters"));
 }
+
+namespace {
+
+// The header's "Strategy:" line, without its label.
+std::string strategy_line(const RunConfig& config) {
+  const std::string header = format_run_header(config, "images", 42, {DeviceDescription{0, "host", 0, ""}});
+  const std::string label = "Strategy:";
+  const size_t start = header.find(label);
+  if (start == std::string::npos) return "(no strategy line)";
+  const size_t end = header.find('\n', start);
+  std::string line = header.substr(start + label.size(), end - start - label.size());
+  return line.substr(line.find_first_not_of(' '));
+}
+
+}  // namespace
+
+TEST_CASE("the header's strategy line says how the gradients travel", "[console]") {
+  RunConfig config;
+  config.gpu_indices = {0, 1};
+  CHECK(strategy_line(config) == "independent");
+
+  config.variable_update = "replicated";
+  config.all_reduce_spec = "nccl";
+  CHECK(strategy_line(config) == "replicated (all-reduce nccl, buckets of 25 MB, overlapped)");
+  config.all_reduce_spec = "xring#2";
+  config.bucket_cap_mb = 2.5;
+  config.overlap_comm = false;
+  CHECK(strategy_line(config) == "replicated (all-reduce xring#2, buckets of 2.5 MB, after backward)");
+  config.all_reduce_spec = "psgpu";
+  config.bucket_cap_mb = 0;
+  config.overlap_comm = true;
+  config.compact_gradient_transfer = "bf16";
+  config.sparse_embedding_grads = true;
+  CHECK(strategy_line(config) ==
+        "replicated (all-reduce psgpu, per tensor, overlapped, bf16 transfer, sparse embedding gradients)");
+
+  RunConfig server;
+  server.gpu_indices = {0, 1};
+  server.variable_update = "parameter_server";
+  CHECK(strategy_line(server) == "parameter_server (on gpu, buckets of 25 MB, overlapped)");
+  server.local_parameter_device = "cpu";
+  server.gradient_repacking = 4;
+  CHECK(strategy_line(server) == "parameter_server (on cpu, repacked into 4 pieces, overlapped)");
+  server.gradient_repacking = 0;
+  server.bucket_cap_mb = 0;
+  server.agg_small_grads_max_bytes = 4096;
+  server.agg_small_grads_max_group = 8;
+  CHECK(strategy_line(server) ==
+        "parameter_server (on cpu, per tensor, small ones batched (up to 4096 bytes, 8 per batch), overlapped)");
+}

@@ -107,7 +107,8 @@ TEST_CASE("flag --device=auto falls back to the reference backend without a GPU"
 TEST_CASE("explicit values are taken as given", "[flags]") {
   RunConfig config = parse({"--batch_size=8", "--optimizer=adam", "--learning_rate=0.5", "--momentum=0",
                             "--seed=7", "--num_batches=5", "--num_warmup_batches=0", "--display_every=2",
-                            "--local_parameter_device=cpu", "--num_gpus", "2"});
+                            "--variable_update=parameter_server", "--local_parameter_device=cpu",
+                            "--num_gpus", "2"});
   CHECK(config.batch_size == 8);
   CHECK(config.optimizer == "adam");
   CHECK(config.learning_rate == 0.5);
@@ -116,6 +117,7 @@ TEST_CASE("explicit values are taken as given", "[flags]") {
   CHECK(config.num_batches == 5);
   CHECK(config.num_warmup_batches == 0);
   CHECK(config.display_every == 2);
+  CHECK(config.variable_update == "parameter_server");
   CHECK(config.local_parameter_device == "cpu");
   CHECK(config.num_gpus == 2);
 }
@@ -163,12 +165,216 @@ TEST_CASE("the seeds' spelling of independent resolves to independent", "[flags]
   CHECK(config.independent_replica);
   CHECK(parse({"--variable_update=replicated", "--independent_replica"}).variable_update == "independent");
   CHECK(parse({"--independent_replica=false"}).variable_update == "independent");
+  CHECK(parse({"--variable_update=replicated", "--independent_replica=false"}).variable_update == "replicated");
   CHECK_THAT(error_of({"--independent_replica=maybe"}),
              Contains("--independent_replica=maybe: not a boolean; accepted: true, false"));
   CHECK_THAT(error_of({"--variable_update=parameter_server", "--independent_replica"}),
              Contains("--independent_replica=true: only meaningful with --variable_update=replicated"));
   CHECK_THAT(error_of({"--independent_replica", "true"}),
              Contains("unexpected argument 'true' (write --independent_replica=true)"));
+}
+
+TEST_CASE("the exchange flags default to RunConfig's values", "[flags]") {
+  const RunConfig independent = parse({});
+  CHECK(independent.all_reduce_spec.empty());
+  const RunConfig config = parse({"--variable_update=replicated"});
+  CHECK(config.variable_update == "replicated");
+  CHECK(config.all_reduce_spec == "nccl");
+  CHECK(config.gradient_repacking == 0);
+  CHECK(config.bucket_cap_mb == 25.0);
+  CHECK(config.agg_small_grads_max_bytes == 0);
+  CHECK(config.agg_small_grads_max_group == 10);
+  CHECK(config.overlap_comm);
+  CHECK_FALSE(config.sparse_embedding_grads);
+  CHECK(config.compact_gradient_transfer.empty());
+  const RunConfig server = parse({"--variable_update=parameter_server"});
+  CHECK(server.local_parameter_device == "gpu");
+  CHECK(server.all_reduce_spec.empty());
+  CHECK(server.bucket_cap_mb == 25.0);
+}
+
+TEST_CASE("flag --all_reduce_spec: replicated only, stored in canonical form", "[flags]") {
+  auto spec = [](const std::string& text) {
+    return parse({"--variable_update=replicated", "--all_reduce_spec=" + text}).all_reduce_spec;
+  };
+  CHECK(spec("nccl") == "nccl");
+  CHECK(spec("nccl#1") == "nccl");
+  CHECK(spec("xring#2") == "xring#2");
+  CHECK(spec("pscpu") == "pscpu");
+  CHECK(spec("psgpu#04") == "psgpu#4");
+  CHECK(spec("") == "nccl");  // empty: the default, as tf_cnn_benchmarks' unset spec
+  CHECK_THAT(error_of({"--variable_update=replicated", "--all_reduce_spec=mpi"}),
+             Contains("--all_reduce_spec=mpi: unknown all-reduce algorithm 'mpi'; accepted: nccl, xring, pscpu, psgpu"));
+  CHECK_THAT(error_of({"--variable_update=replicated", "--all_reduce_spec=nccl#0"}),
+             Contains("--all_reduce_spec=nccl#0: the shard count after # must be 1 to 64"));
+
+  CHECK(error_of({"--variable_update=parameter_server", "--all_reduce_spec=nccl"}) ==
+        "--all_reduce_spec=nccl: only --variable_update=replicated takes an all-reduce spec, and this run is "
+        "--variable_update=parameter_server; drop --all_reduce_spec or use --variable_update=replicated");
+  CHECK_THAT(error_of({"--all_reduce_spec=xring"}),
+             Contains("--all_reduce_spec=xring: only --variable_update=replicated takes an all-reduce spec") &&
+                 Contains("this run is --variable_update=independent"));
+  CHECK_THAT(error_of({"--variable_update=replicated", "--independent_replica", "--all_reduce_spec=nccl"}),
+             Contains("--all_reduce_spec=nccl: only --variable_update=replicated") &&
+                 Contains("this run is --variable_update=replicated --independent_replica=true (independent)") &&
+                 Contains("drop --all_reduce_spec"));
+}
+
+TEST_CASE("flag --local_parameter_device: parameter_server only, when given", "[flags]") {
+  CHECK(parse({"--variable_update=parameter_server", "--local_parameter_device=cpu"}).local_parameter_device ==
+        "cpu");
+  CHECK(parse({"--variable_update=parameter_server", "--local_parameter_device=gpu"}).local_parameter_device ==
+        "gpu");
+  CHECK(error_of({"--variable_update=replicated", "--local_parameter_device=cpu"}) ==
+        "--local_parameter_device=cpu: only --variable_update=parameter_server keeps a master copy, and this "
+        "run is --variable_update=replicated; drop --local_parameter_device or use "
+        "--variable_update=parameter_server");
+  // Given explicitly, even with the default value.
+  CHECK_THAT(error_of({"--local_parameter_device=gpu"}),
+             Contains("--local_parameter_device=gpu: only --variable_update=parameter_server") &&
+                 Contains("--variable_update=independent"));
+}
+
+TEST_CASE("the exchange flags are rejected with independent, which exchanges nothing", "[flags]") {
+  for (const std::string flag :
+       {"--gradient_repacking=2", "--bucket_cap_mb=10", "--agg_small_grads_max_bytes=1024",
+        "--agg_small_grads_max_group=4", "--overlap_comm=false", "--overlap_comm", "--sparse_embedding_grads=false",
+        "--compact_gradient_transfer=none"}) {
+    const std::string value = flag.find('=') == std::string::npos ? flag + "=true" : flag;
+    const std::string name = flag.substr(0, flag.find('='));
+    CHECK(error_of({flag}) == value + ": --variable_update=independent exchanges no gradients; drop " + name +
+                                  ", or use --variable_update=replicated or parameter_server");
+    CHECK_THAT(error_of({"--variable_update=replicated", "--independent_replica", flag}),
+               Contains(value + ": --variable_update=replicated --independent_replica=true (independent) "
+                                "exchanges no gradients"));
+    // The group size alone is rejected for another reason (it needs --agg_small_grads_max_bytes).
+    const std::string with = name == "--agg_small_grads_max_group" ? "--agg_small_grads_max_bytes=64" : "--seed=1";
+    CHECK(error_of({"--variable_update=replicated", with, flag}) == "(no error)");
+    CHECK(error_of({"--variable_update=parameter_server", with, flag}) == "(no error)");
+  }
+}
+
+TEST_CASE("the exchange flags must be in range", "[flags]") {
+  auto replicated = [](const std::string& flag) { return error_of({"--variable_update=replicated", flag}); };
+  CHECK(replicated("--gradient_repacking=-1") == "--gradient_repacking=-1: must be at least 0 (0: off)");
+  CHECK_THAT(replicated("--gradient_repacking=two"), Contains("--gradient_repacking=two: not an integer"));
+  CHECK(parse({"--variable_update=replicated", "--gradient_repacking=4"}).gradient_repacking == 4);
+
+  CHECK(replicated("--bucket_cap_mb=-1") == "--bucket_cap_mb=-1: must be at least 0 (0: one exchange per tensor)");
+  CHECK_THAT(replicated("--bucket_cap_mb=inf"), Contains("--bucket_cap_mb=inf: not a number"));
+  CHECK_THAT(replicated("--bucket_cap_mb=nan"), Contains("--bucket_cap_mb=nan: not a number"));
+  CHECK_THAT(replicated("--bucket_cap_mb=big"), Contains("--bucket_cap_mb=big: not a number"));
+  CHECK_THAT(replicated("--bucket_cap_mb=1e300"), Contains("--bucket_cap_mb=1e300: too large"));
+  CHECK(parse({"--variable_update=replicated", "--bucket_cap_mb=0"}).bucket_cap_mb == 0.0);
+  CHECK(parse({"--variable_update=replicated", "--bucket_cap_mb=2.5"}).bucket_cap_mb == 2.5);
+
+  CHECK(replicated("--agg_small_grads_max_bytes=-1") == "--agg_small_grads_max_bytes=-1: must be at least 0 (0: off)");
+  CHECK_THAT(replicated("--agg_small_grads_max_bytes=1k"), Contains("--agg_small_grads_max_bytes=1k: not an integer"));
+  CHECK(parse({"--variable_update=replicated", "--agg_small_grads_max_bytes=10000000000"})
+            .agg_small_grads_max_bytes == 10000000000LL);
+  CHECK(error_of({"--variable_update=replicated", "--agg_small_grads_max_bytes=1024",
+                  "--agg_small_grads_max_group=0"}) == "--agg_small_grads_max_group=0: must be at least 1");
+
+  CHECK_THAT(replicated("--overlap_comm=sometimes"), Contains("--overlap_comm=sometimes: not a boolean"));
+  CHECK_FALSE(parse({"--variable_update=replicated", "--overlap_comm=false"}).overlap_comm);
+  CHECK_THAT(replicated("--sparse_embedding_grads=maybe"), Contains("--sparse_embedding_grads=maybe: not a boolean"));
+  CHECK_THAT(replicated("--compact_gradient_transfer=fp8"),
+             Contains("--compact_gradient_transfer=fp8: unknown transfer type; accepted: none, fp16, bf16"));
+}
+
+TEST_CASE("gradients are cut one way: repacking, buckets or per tensor", "[flags]") {
+  CHECK(error_of({"--variable_update=replicated", "--gradient_repacking=4", "--bucket_cap_mb=25"}) ==
+        "--gradient_repacking=4 with --bucket_cap_mb=25: choose one way to cut the gradients, N equal pieces "
+        "or buckets in backward order; drop one of the two flags");
+  CHECK_THAT(error_of({"--variable_update=parameter_server", "--gradient_repacking=2", "--bucket_cap_mb=0"}),
+             Contains("choose one way to cut the gradients"));
+  CHECK_THAT(error_of({"--variable_update=replicated", "--gradient_repacking=2",
+                       "--agg_small_grads_max_bytes=1024"}),
+             Contains("--gradient_repacking=2 with --agg_small_grads_max_bytes=1024: choose one way to cut the "
+                      "gradients") && Contains("drop one of the two flags"));
+  // Repacking off: any cut of the other kinds is fine.
+  CHECK(parse({"--variable_update=replicated", "--gradient_repacking=0", "--bucket_cap_mb=5"}).bucket_cap_mb == 5.0);
+  // Repacking leaves the bucket size at its default, which it does not use.
+  const RunConfig repacked = parse({"--variable_update=replicated", "--gradient_repacking=8"});
+  CHECK(repacked.gradient_repacking == 8);
+  CHECK(repacked.bucket_cap_mb == 25.0);
+}
+
+TEST_CASE("flag --agg_small_grads_max_bytes batches small tensors in per-tensor mode", "[flags]") {
+  const RunConfig config = parse({"--variable_update=replicated", "--agg_small_grads_max_bytes=65536"});
+  CHECK(config.agg_small_grads_max_bytes == 65536);
+  CHECK(config.agg_small_grads_max_group == 10);
+  CHECK(config.bucket_cap_mb == 0.0);  // resolved: batching applies only when every tensor travels alone
+  const RunConfig explicit_zero = parse({"--variable_update=parameter_server", "--agg_small_grads_max_bytes=1024",
+                                         "--bucket_cap_mb=0", "--agg_small_grads_max_group=3"});
+  CHECK(explicit_zero.bucket_cap_mb == 0.0);
+  CHECK(explicit_zero.agg_small_grads_max_group == 3);
+  // Zero bytes is off: the bucket size stays.
+  CHECK(parse({"--variable_update=replicated", "--agg_small_grads_max_bytes=0"}).bucket_cap_mb == 25.0);
+
+  CHECK(error_of({"--variable_update=replicated", "--agg_small_grads_max_bytes=1024", "--bucket_cap_mb=25"}) ==
+        "--agg_small_grads_max_bytes=1024 with --bucket_cap_mb=25: small tensors are batched only when every "
+        "tensor is exchanged on its own; use --bucket_cap_mb=0 (or leave it out)");
+  CHECK_THAT(error_of({"--variable_update=replicated", "--agg_small_grads_max_group=4"}),
+             Contains("--agg_small_grads_max_group=4: only matters with --agg_small_grads_max_bytes greater than 0"));
+}
+
+TEST_CASE("flag --compact_gradient_transfer: replicated only, not over a ring", "[flags]") {
+  CHECK(parse({"--variable_update=replicated", "--compact_gradient_transfer=fp16"}).compact_gradient_transfer ==
+        "fp16");
+  CHECK(parse({"--variable_update=replicated", "--compact_gradient_transfer=bf16", "--all_reduce_spec=psgpu#2"})
+            .compact_gradient_transfer == "bf16");
+  CHECK(parse({"--variable_update=replicated", "--compact_gradient_transfer=none"}).compact_gradient_transfer.empty());
+  CHECK(parse({"--variable_update=parameter_server", "--compact_gradient_transfer=none"})
+            .compact_gradient_transfer.empty());
+  CHECK(parse({"--variable_update=replicated", "--compact_gradient_transfer=fp16", "--all_reduce_spec=pscpu"})
+            .all_reduce_spec == "pscpu");
+
+  CHECK(error_of({"--variable_update=parameter_server", "--compact_gradient_transfer=fp16"}) ==
+        "--compact_gradient_transfer=fp16: only --variable_update=replicated sends gradients at half width, and "
+        "this run is --variable_update=parameter_server; drop --compact_gradient_transfer or use "
+        "--variable_update=replicated");
+  CHECK(error_of({"--variable_update=replicated", "--compact_gradient_transfer=bf16", "--all_reduce_spec=xring#2"}) ==
+        "--compact_gradient_transfer=bf16 with --all_reduce_spec=xring#2: a ring forwards partial sums, which "
+        "would be rounded to half width at every hop; use --all_reduce_spec=nccl, psgpu or pscpu");
+}
+
+TEST_CASE("flag --sparse_embedding_grads: replicated models with embedding tables", "[flags]") {
+  for (const char* model : {"--model=nmt", "--model=rnnlm"}) {
+    CHECK(parse({model, "--variable_update=replicated", "--sparse_embedding_grads"}).sparse_embedding_grads);
+  }
+  CHECK_FALSE(parse({"--variable_update=replicated", "--sparse_embedding_grads=false"}).sparse_embedding_grads);
+  CHECK(error_of({"--variable_update=replicated", "--sparse_embedding_grads"}) ==
+        "--sparse_embedding_grads=true: --model=trivial has no embedding tables (only nmt and rnnlm have); drop "
+        "--sparse_embedding_grads");
+  CHECK_THAT(error_of({"--model=resnet50", "--variable_update=replicated", "--sparse_embedding_grads=1"}),
+             Contains("--sparse_embedding_grads=1: --model=resnet50 has no embedding tables"));
+  CHECK(error_of({"--model=nmt", "--variable_update=parameter_server", "--sparse_embedding_grads"}) ==
+        "--sparse_embedding_grads=true: only --variable_update=replicated gathers sparse embedding gradients, and "
+        "this run is --variable_update=parameter_server; drop --sparse_embedding_grads or use "
+        "--variable_update=replicated");
+}
+
+TEST_CASE("parameter_server takes a fixed fp16 loss scale only", "[flags]") {
+  CHECK(error_of({"--model=resnet50", "--precision=fp16", "--fp16_enable_auto_loss_scale",
+                  "--variable_update=parameter_server"}) ==
+        "--fp16_enable_auto_loss_scale=true with --variable_update=parameter_server: each owner would decide "
+        "alone whether to skip a step, so the replicas would diverge; use a fixed --fp16_loss_scale, or "
+        "--variable_update=replicated");
+  CHECK(parse({"--model=resnet50", "--precision=fp16", "--fp16_loss_scale=1024",
+               "--variable_update=parameter_server"}).fp16_loss_scale == 1024.0);
+  CHECK(parse({"--model=resnet50", "--use_fp16", "--fp16_enable_auto_loss_scale", "--variable_update=replicated"})
+            .fp16_enable_auto_loss_scale);
+}
+
+TEST_CASE("every synchronisation error is one line", "[flags]") {
+  for (const std::string& message :
+       {error_of({"--all_reduce_spec=nccl"}), error_of({"--bucket_cap_mb=1"}),
+        error_of({"--variable_update=replicated", "--gradient_repacking=2", "--bucket_cap_mb=1"}),
+        error_of({"--variable_update=replicated", "--compact_gradient_transfer=fp16", "--all_reduce_spec=xring"})}) {
+    CHECK(message != "(no error)");
+    CHECK(message.find('\n') == std::string::npos);
+  }
 }
 
 TEST_CASE("model errors name the model and what is accepted", "[flags]") {
@@ -225,13 +431,13 @@ TEST_CASE("optimizer errors", "[flags]") {
 }
 
 TEST_CASE("flags of later issues reject what is not built yet", "[flags]") {
-  CHECK_THAT(error_of({"--variable_update=replicated"}),
-             Contains("--variable_update=replicated: not implemented yet; accepted now: independent"));
+  CHECK_THAT(error_of({"--variable_update=distributed_all_reduce"}),
+             Contains("--variable_update=distributed_all_reduce: not implemented yet; accepted now: "
+                      "independent, parameter_server, replicated"));
   CHECK_THAT(error_of({"--variable_update=foo"}),
-             Contains("--variable_update=foo: unknown strategy; accepted: independent (planned: ") &&
-                 Contains("parameter_server"));
-  CHECK_THAT(error_of({"--all_reduce_spec=nccl"}), Contains("--all_reduce_spec=nccl: not implemented yet"));
-  CHECK(parse({"--all_reduce_spec="}).all_reduce_spec.empty());
+             Contains("--variable_update=foo: unknown strategy; accepted: independent, parameter_server, "
+                      "replicated (planned: ") &&
+                 Contains("distributed_all_reduce"));
   CHECK_THAT(error_of({"--local_parameter_device=tpu"}),
              Contains("--local_parameter_device=tpu: unknown device; accepted: gpu, cpu"));
   CHECK(parse({"--data_format=NHWC"}).data_format == "NHWC");
@@ -317,6 +523,8 @@ TEST_CASE("flag --help groups the flags by concern and shows the defaults", "[fl
   for (const char* flag :
        {"--model", "--batch_size", "--total_batch_size", "--num_gpus", "--gpu_indices", "--device",
         "--variable_update", "--independent_replica", "--all_reduce_spec", "--local_parameter_device",
+        "--gradient_repacking", "--bucket_cap_mb", "--agg_small_grads_max_bytes", "--agg_small_grads_max_group",
+        "--overlap_comm", "--sparse_embedding_grads", "--compact_gradient_transfer",
         "--data_format", "--precision", "--use_fp16", "--fp16_loss_scale",
         "--fp16_enable_auto_loss_scale", "--fp16_inc_loss_scale_every_n", "--optimizer", "--learning_rate", "--momentum",
         "--seed", "--num_batches", "--num_warmup_batches", "--display_every", "--result_file",
@@ -326,10 +534,15 @@ TEST_CASE("flag --help groups the flags by concern and shows the defaults", "[fl
   for (const char* shown_default :
        {"(default: trivial)", "(default: auto)", "(default: 1)", "(default: independent)",
         "(default: gpu)", "(default: NCHW)", "(default: fp32)", "(default: 0.9)", "(default: 1234)",
-        "(default: 100)", "(default: 10)", "(default: dpbench_result.json)", "(default: false)"}) {
+        "(default: 100)", "(default: 10)", "(default: dpbench_result.json)", "(default: false)",
+        "(default: 25)", "(default: 0)", "(default: true)", "(default: none)"}) {
     CHECK_THAT(help, Contains(shown_default));
   }
   CHECK_THAT(help, Contains("for trivial: " + std::to_string(trivial_defaults().batch_size)));
+  // The all-reduce algorithms come from the spec parser's table, with the #k form.
+  for (const char* algorithm : {"nccl", "xring", "pscpu", "psgpu", "#k", "(default: nccl)"}) {
+    CHECK_THAT(help, Contains(algorithm));
+  }
 }
 
 TEST_CASE("config_to_json has every resolved flag", "[flags]") {
@@ -337,8 +550,7 @@ TEST_CASE("config_to_json has every resolved flag", "[flags]") {
   nlohmann::json json = config_to_json(config);
   for (const char* key :
        {"model", "batch_size", "total_batch_size", "num_gpus", "gpu_indices", "device", "backend",
-        "variable_update", "independent_replica", "all_reduce_spec", "local_parameter_device",
-        "data_format", "precision", "use_fp16", "fp16_loss_scale", "fp16_enable_auto_loss_scale",
+        "variable_update", "independent_replica", "data_format", "precision", "use_fp16", "fp16_loss_scale", "fp16_enable_auto_loss_scale",
         "fp16_inc_loss_scale_every_n", "optimizer", "learning_rate", "momentum", "seed",
         "num_batches", "num_warmup_batches", "display_every", "result_file", "cuda_graph",
         "cudnn_benchmark"}) {
@@ -351,6 +563,43 @@ TEST_CASE("config_to_json has every resolved flag", "[flags]") {
   CHECK(json["variable_update"] == "independent");
   CHECK(json["independent_replica"] == true);
   CHECK(json["seed"] == 1234);
+  // independent exchanges nothing: no strategy settings to record.
+  for (const char* key : {"all_reduce_spec", "local_parameter_device", "gradient_repacking", "bucket_cap_mb",
+                          "agg_small_grads_max_bytes", "agg_small_grads_max_group", "overlap_comm",
+                          "sparse_embedding_grads", "compact_gradient_transfer"}) {
+    CHECK_FALSE(json.contains(key));
+  }
+}
+
+TEST_CASE("config_to_json records the exchange settings of replicated and parameter_server", "[flags]") {
+  const nlohmann::json replicated = config_to_json(
+      parse({"--variable_update=replicated", "--all_reduce_spec=psgpu#4", "--agg_small_grads_max_bytes=4096",
+             "--agg_small_grads_max_group=5", "--overlap_comm=false", "--compact_gradient_transfer=bf16"}));
+  CHECK(replicated["all_reduce_spec"] == "psgpu#4");
+  CHECK_FALSE(replicated.contains("local_parameter_device"));
+  CHECK(replicated["gradient_repacking"] == 0);
+  CHECK(replicated["bucket_cap_mb"] == 0.0);
+  CHECK(replicated["agg_small_grads_max_bytes"] == 4096);
+  CHECK(replicated["agg_small_grads_max_group"] == 5);
+  CHECK(replicated["overlap_comm"] == false);
+  CHECK(replicated["sparse_embedding_grads"] == false);
+  CHECK(replicated["compact_gradient_transfer"] == "bf16");
+
+  const nlohmann::json defaults = config_to_json(parse({"--variable_update=replicated"}));
+  CHECK(defaults["all_reduce_spec"] == "nccl");
+  CHECK(defaults["bucket_cap_mb"] == 25.0);
+  CHECK(defaults["overlap_comm"] == true);
+  CHECK(defaults["compact_gradient_transfer"] == "none");
+
+  const nlohmann::json server = config_to_json(
+      parse({"--variable_update=parameter_server", "--local_parameter_device=cpu", "--gradient_repacking=3"}));
+  CHECK(server["local_parameter_device"] == "cpu");
+  CHECK_FALSE(server.contains("all_reduce_spec"));
+  CHECK(server["gradient_repacking"] == 3);
+  CHECK(server["bucket_cap_mb"] == 25.0);
+  CHECK(server["agg_small_grads_max_group"] == 10);
+  CHECK(server["compact_gradient_transfer"] == "none");
+  CHECK(server["sparse_embedding_grads"] == false);
 }
 
 namespace {
