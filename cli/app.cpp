@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "cli/comm_bench_command.h"
 #include "cli/flags.h"
 #include "cli/log.h"
 #include "cli/run_command.h"
@@ -28,6 +29,10 @@ int dpbench_main(const std::vector<std::string>& args) {
 
     DeviceInventory inventory;
     inventory.cuda_gpus = cuda_device_count(&inventory.why_no_gpu);
+    if (!run_args.empty() && run_args.front() == "comm_bench") {
+      run_comm_bench_command({run_args.begin() + 1, run_args.end()}, inventory);
+      return 0;
+    }
     const ParsedRunFlags parsed = parse_run_flags(run_args, inventory);
     if (parsed.help) {
       std::fputs(run_help_text().c_str(), stdout);

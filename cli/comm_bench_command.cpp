@@ -1,0 +1,524 @@
+// `dpbench comm_bench` (see the header): flags, the per-collective table (buffer shapes, the issuing
+// call, expected values, bus bandwidth factor), the timed loop on one thread per rank, and output.
+#include "cli/comm_bench_command.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/flags_validation.h"
+#include "cli/log.h"
+#include "engine/communicator.h"
+#include "engine/device_factory.h"
+#include "engine/environment.h"
+#include "engine/errors.h"
+#include "engine/thread_barrier.h"
+#include "dpbench_version.h"
+
+namespace dpbench {
+namespace {
+
+void print(const std::string& text) { log_lines(output_log(), text); }
+
+[[noreturn]] void reject(const std::string& flag, const std::string& value, const std::string& why) {
+  throw ConfigError("--" + flag + "=" + value + ": " + why);
+}
+
+struct FlagSpec {
+  const char* name;
+  const char* value_hint;
+  const char* help;
+};
+
+const std::vector<FlagSpec>& flag_specs() {
+  static const std::vector<FlagSpec> specs = {
+      {"op", "NAME", "collective: all_reduce (sum), all_gather, reduce_scatter (sum), broadcast (root 0); default all_reduce"},
+      {"data_type", "fp32|fp16|bf16", "element type; default fp32"},
+      {"device", "auto|gpu|cpu", "gpu = NCCL, cpu = the reference backend's in-process communicator; default auto"},
+      {"num_gpus", "N", "ranks, one per device; default: every GPU (reference backend: 2)"},
+      {"min_bytes", "SIZE", "smallest size, e.g. 4096, 64K, 1M (K, M, G = powers of 2); default 1M"},
+      {"max_bytes", "SIZE", "largest size; sizes double from min_bytes up to it; default 1G"},
+      {"iters", "N", "timed calls per size; default 20"},
+      {"warmup_iters", "N", "untimed calls per size before them; default 5"},
+      {"json", "FILE", "also write the rows as JSON to FILE (written atomically)"},
+  };
+  return specs;
+}
+
+int parse_int(const std::string& flag, const std::string& text, int minimum) {
+  int value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || text.empty() || value < minimum) {
+    reject(flag, text, "accepted: an integer >= " + std::to_string(minimum));
+  }
+  return value;
+}
+
+// Flag texts by name from "--name=value" or "--name value"; ConfigError for anything else.
+std::map<std::string, std::string> read_flag_texts(const std::vector<std::string>& args, bool* help) {
+  std::map<std::string, std::string> texts;
+  std::string accepted;
+  for (const FlagSpec& spec : flag_specs()) accepted += std::string(accepted.empty() ? "--" : ", --") + spec.name;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      *help = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0) {
+      throw ConfigError("comm_bench: unexpected argument '" + arg +
+                        "'; flags take the form --name=value (dpbench comm_bench --help lists them)");
+    }
+    const size_t equals = arg.find('=');
+    const std::string name = arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
+    const auto spec = std::find_if(flag_specs().begin(), flag_specs().end(),
+                                   [&](const FlagSpec& candidate) { return name == candidate.name; });
+    if (spec == flag_specs().end()) throw ConfigError(arg + ": unknown flag of comm_bench; accepted: " + accepted);
+    if (equals != std::string::npos) {
+      texts[name] = arg.substr(equals + 1);
+    } else if (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
+      texts[name] = args[++i];
+    } else {
+      throw ConfigError("--" + name + ": missing a value; e.g. --" + name + "=" + spec->value_hint);
+    }
+  }
+  return texts;
+}
+
+// Buffer shapes of one measured size (nccl-tests' getCollByteCount): the call's count argument,
+// the elements each rank sends and receives, and the size the table reports.
+struct Shape {
+  size_t count = 0;
+  size_t send_elements = 0;
+  size_t recv_elements = 0;
+  size_t size_bytes = 0;
+};
+
+Shape shape_of(BenchCollective collective, size_t bytes, int ranks, DataType type) {
+  const size_t element_bytes = data_type_bytes(type);
+  const size_t n = static_cast<size_t>(ranks);
+  Shape shape;
+  switch (collective) {
+    case BenchCollective::all_reduce:
+    case BenchCollective::broadcast:
+      shape.count = std::max<size_t>(1, bytes / element_bytes);
+      shape.send_elements = shape.recv_elements = shape.count;
+      shape.size_bytes = shape.count * element_bytes;
+      break;
+    case BenchCollective::all_gather:
+    case BenchCollective::reduce_scatter: {
+      // The size is the whole gathered (or scattered) buffer; each rank owns one n-th of it.
+      shape.count = std::max<size_t>(1, bytes / element_bytes / n);
+      const bool gather = collective == BenchCollective::all_gather;
+      shape.send_elements = gather ? shape.count : shape.count * n;
+      shape.recv_elements = gather ? shape.count * n : shape.count;
+      shape.size_bytes = shape.count * n * element_bytes;
+      break;
+    }
+  }
+  return shape;
+}
+
+void issue(Communicator& comm, BenchCollective collective, int rank, const void* send, void* recv,
+           const Shape& shape, DataType type, StreamKind stream) {
+  switch (collective) {
+    case BenchCollective::all_reduce:
+      comm.all_reduce(rank, send, recv, shape.count, type, ReduceOp::sum, stream);
+      break;
+    case BenchCollective::all_gather: comm.all_gather(rank, send, recv, shape.count, type, stream); break;
+    case BenchCollective::reduce_scatter:
+      comm.reduce_scatter(rank, send, recv, shape.count, type, ReduceOp::sum, stream);
+      break;
+    case BenchCollective::broadcast: comm.broadcast(rank, send, recv, shape.count, type, 0, stream); break;
+  }
+}
+
+// Rank r's input element i: 1..4. Any sum over up to 64 ranks stays an integer <= 256, exact in
+// fp32, fp16 and bf16 at every step, so the check below compares exactly.
+float input_value(int rank, size_t index) { return static_cast<float>(1 + (static_cast<size_t>(rank) + index) % 4); }
+
+// What element `index` of rank `rank`'s recv must hold. `sums[k]` is the sum over ranks of an
+// element whose index is k modulo 4 (input_value repeats every 4), so no loop over ranks here.
+float expected_value(BenchCollective collective, int rank, const Shape& shape, const float (&sums)[4], size_t index) {
+  switch (collective) {
+    case BenchCollective::all_reduce: return sums[index % 4];
+    case BenchCollective::broadcast: return input_value(0, index);
+    case BenchCollective::all_gather: return input_value(static_cast<int>(index / shape.count), index % shape.count);
+    case BenchCollective::reduce_scatter: return sums[(static_cast<size_t>(rank) * shape.count + index) % 4];
+  }
+  return 0;
+}
+
+constexpr size_t kStagingElements = size_t{1} << 22;  // host staging for fills and checks
+
+void fill_inputs(Device& device, void* send, size_t elements, DataType type, int rank) {
+  const size_t element_bytes = data_type_bytes(type);
+  std::vector<unsigned char> staging(std::min(elements, kStagingElements) * element_bytes);
+  for (size_t first = 0; first < elements; first += kStagingElements) {
+    const size_t n = std::min(kStagingElements, elements - first);
+    for (size_t i = 0; i < n; ++i) store_from_float(type, staging.data(), i, input_value(rank, first + i));
+    device.copy_from_host(static_cast<unsigned char*>(send) + first * element_bytes, staging.data(), n * element_bytes);
+  }
+}
+
+// Empty when `recv` holds what the collective must produce on `rank`, else the first difference.
+std::string check_result(Device& device, const void* recv, BenchCollective collective, int ranks, int rank,
+                         const Shape& shape, DataType type) {
+  float sums[4] = {0, 0, 0, 0};
+  for (size_t k = 0; k < 4; ++k) {
+    for (int r = 0; r < ranks; ++r) sums[k] += input_value(r, k);
+  }
+  const size_t element_bytes = data_type_bytes(type);
+  std::vector<unsigned char> staging(std::min(shape.recv_elements, kStagingElements) * element_bytes);
+  for (size_t first = 0; first < shape.recv_elements; first += kStagingElements) {
+    const size_t n = std::min(kStagingElements, shape.recv_elements - first);
+    device.copy_to_host(staging.data(), static_cast<const unsigned char*>(recv) + first * element_bytes, n * element_bytes);
+    for (size_t i = 0; i < n; ++i) {
+      const float got = load_as_float(type, staging.data(), i);
+      const float expected = round_to(type, expected_value(collective, rank, shape, sums, first + i));
+      if (got != expected) {
+        char text[200];
+        std::snprintf(text, sizeof text, "rank %d element %zu is %g, expected %g", rank, first + i, got, expected);
+        return text;
+      }
+    }
+  }
+  return "";
+}
+
+std::string format_time_us(double us) {
+  char text[32];
+  std::snprintf(text, sizeof text, us >= 10000.0 ? "%.0f" : us >= 100.0 ? "%.1f" : "%.2f", us);
+  return text;
+}
+
+nlohmann::json describe_environment(BackendKind backend, const std::vector<DeviceDescription>& devices) {
+  nlohmann::json devices_json = nlohmann::json::array();
+  for (const DeviceDescription& d : devices) {
+    devices_json.push_back({{"index", d.index}, {"name", d.name}, {"memory_bytes", d.memory_bytes},
+                            {"compute_capability", d.compute_capability}});
+  }
+  const LibraryVersions versions = loaded_library_versions();
+  return {{"hostname", host_name()}, {"date", utc_timestamp_iso8601()}, {"backend", backend_name(backend)},
+          {"devices", devices_json}, {"cuda", versions.cuda_runtime}, {"driver", versions.driver},
+          {"nccl", versions.nccl}};
+}
+
+// Temp file + rename, as the run's result: `path` never holds half a document.
+void write_json_atomically(const nlohmann::json& document, const std::string& path) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << document.dump(2) << '\n';
+    out.flush();
+    if (!out) throw RuntimeError("cannot write '" + temporary + "' for --json=" + path);
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    std::filesystem::remove(temporary, error);
+    throw RuntimeError("cannot write --json=" + path + ": " + error.message());
+  }
+}
+
+}  // namespace
+
+const char* bench_collective_name(BenchCollective collective) {
+  switch (collective) {
+    case BenchCollective::all_reduce: return "all_reduce";
+    case BenchCollective::all_gather: return "all_gather";
+    case BenchCollective::reduce_scatter: return "reduce_scatter";
+    case BenchCollective::broadcast: return "broadcast";
+  }
+  return "?";
+}
+
+// Bus bandwidth as nccl-tests defines it: the rate the busiest link must carry under an optimal
+// algorithm, so that one figure compares rank counts with each other and with the link's peak.
+// algbw = size / time, with size the bytes the table reports (shape_of): the buffer for
+// all_reduce and broadcast, the whole gathered / scattered buffer (n chunks) for the others.
+// - all_reduce: an optimal all-reduce is a reduce-scatter followed by an all-gather; in each,
+//   every rank sends and receives the (n-1)/n of the buffer it does not own, so 2(n-1)/n in all:
+//   busbw = algbw * 2(n-1)/n.
+// - all_gather, reduce_scatter: every rank receives (sends) the n-1 chunks it does not own,
+//   (n-1)/n of size: busbw = algbw * (n-1)/n.
+// - broadcast: every rank but the root receives the whole buffer once (a pipelined chain moves
+//   each byte over each link once): busbw = algbw.
+double bus_bandwidth_factor(BenchCollective collective, int ranks) {
+  const double n = ranks;
+  switch (collective) {
+    case BenchCollective::all_reduce: return 2.0 * (n - 1) / n;
+    case BenchCollective::all_gather:
+    case BenchCollective::reduce_scatter: return (n - 1) / n;
+    case BenchCollective::broadcast: return 1.0;
+  }
+  return 1.0;
+}
+
+size_t parse_byte_size(const std::string& flag, const std::string& text) {
+  const std::string accepted = "accepted: a positive number of bytes, with an optional K, M or G (powers of 2), e.g. 64K";
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  unsigned long long value = 0;
+  if (digits == 0 || std::from_chars(text.data(), text.data() + digits, value).ec != std::errc()) {
+    reject(flag, text, accepted);
+  }
+  const std::string suffix = text.substr(digits);
+  int shift = 0;
+  if (suffix == "K" || suffix == "k") shift = 10;
+  else if (suffix == "M" || suffix == "m") shift = 20;
+  else if (suffix == "G" || suffix == "g") shift = 30;
+  else if (!suffix.empty()) reject(flag, text, accepted);
+  if (value == 0) reject(flag, text, accepted);
+  if (value > (~0ull >> shift)) reject(flag, text, "too large");
+  return static_cast<size_t>(value << shift);
+}
+
+CommBenchOptions parse_comm_bench_flags(const std::vector<std::string>& args, const DeviceInventory& inventory) {
+  CommBenchOptions options;
+  const std::map<std::string, std::string> texts = read_flag_texts(args, &options.help);
+  if (options.help) return options;
+  auto text = [&](const std::string& name, const std::string& fallback) {
+    const auto found = texts.find(name);
+    return found == texts.end() ? fallback : found->second;
+  };
+
+  const std::string op = text("op", "all_reduce");
+  const std::vector<BenchCollective> collectives = {BenchCollective::all_reduce, BenchCollective::all_gather,
+                                                    BenchCollective::reduce_scatter, BenchCollective::broadcast};
+  const auto collective = std::find_if(collectives.begin(), collectives.end(),
+                                       [&](BenchCollective c) { return op == bench_collective_name(c); });
+  if (collective == collectives.end()) {
+    reject("op", op, "unknown collective; accepted: all_reduce, all_gather, reduce_scatter, broadcast");
+  }
+  options.collective = *collective;
+
+  const std::string type = text("data_type", "fp32");
+  if (type == "fp32") options.type = DataType::f32;
+  else if (type == "fp16") options.type = DataType::f16;
+  else if (type == "bf16") options.type = DataType::bf16;
+  else reject("data_type", type, "unknown type; accepted: fp32, fp16, bf16");
+
+  options.device = text("device", "auto");
+  if (options.device != "auto" && options.device != "gpu" && options.device != "cpu") {
+    reject("device", options.device, "unknown device; accepted: auto, gpu, cpu");
+  }
+  if (options.device == "gpu" && inventory.cuda_gpus <= 0) {
+    const std::string why = inventory.why_no_gpu.empty() ? "" : " (" + inventory.why_no_gpu + ")";
+    throw ConfigError("--device=gpu: no CUDA GPU is present" + why + "; use --device=cpu for the reference backend");
+  }
+  const bool on_gpu = options.device == "gpu" || (options.device == "auto" && inventory.cuda_gpus > 0);
+  options.backend = on_gpu ? BackendKind::cuda : BackendKind::reference;
+  options.fell_back_to_reference = options.device == "auto" && !on_gpu;
+  const int device_limit = on_gpu ? inventory.cuda_gpus : kMaxReferenceDevices;
+  const std::string num_gpus = text("num_gpus", std::to_string(on_gpu ? inventory.cuda_gpus : 2));
+  options.num_devices = parse_int("num_gpus", num_gpus, 1);
+  if (options.num_devices > device_limit) {
+    reject("num_gpus", num_gpus,
+           on_gpu ? "only " + std::to_string(device_limit) + " CUDA GPU(s) present"
+                  : "the reference backend runs at most " + std::to_string(device_limit) + " devices");
+  }
+
+  options.min_bytes = parse_byte_size("min_bytes", text("min_bytes", "1M"));
+  options.max_bytes = parse_byte_size("max_bytes", text("max_bytes", "1G"));
+  if (options.min_bytes > options.max_bytes) {
+    throw ConfigError("--min_bytes=" + text("min_bytes", "1M") + " is larger than --max_bytes=" +
+                      text("max_bytes", "1G") + "; sizes double from min_bytes up to max_bytes");
+  }
+  options.iters = parse_int("iters", text("iters", "20"), 1);
+  options.warmup_iters = parse_int("warmup_iters", text("warmup_iters", "5"), 0);
+  options.json_file = text("json", "");
+  return options;
+}
+
+std::string comm_bench_help_text() {
+  std::string help =
+      "usage: dpbench comm_bench [flags]\n"
+      "Times one collective through dpbench's communicator (NCCL on GPUs) over doubling sizes,\n"
+      "as nccl-tests does: time per call (slowest rank), algbw = size / time, busbw (see README).\n\n";
+  for (const FlagSpec& spec : flag_specs()) {
+    char line[256];
+    std::snprintf(line, sizeof line, "  --%-14s %-15s %s\n", spec.name, spec.value_hint, spec.help);
+    help += line;
+  }
+  return help + "\nExample: dpbench comm_bench --num_gpus=8 --min_bytes=8 --max_bytes=8G\n";
+}
+
+std::string format_comm_bench_header() {
+  char text[400];
+  std::snprintf(text, sizeof text, "# %10s  %12s  %6s  %9s  %8s  %8s\n# %10s  %12s  %6s  %9s  %8s  %8s\n", "size",
+                "count", "type", "time", "algbw", "busbw", "(B)", "(elements)", "", "(us)", "(GB/s)", "(GB/s)");
+  return text;
+}
+
+std::string format_comm_bench_row(const CommBenchRow& row, DataType type) {
+  char text[200];
+  std::snprintf(text, sizeof text, "%12zu  %12zu  %6s  %9s  %8.2f  %8.2f\n", row.size_bytes, row.count,
+                data_type_name(type), format_time_us(row.time_us).c_str(), row.algbw_gbps, row.busbw_gbps);
+  return text;
+}
+
+CommBenchResult run_comm_bench(const CommBenchOptions& options, const CommunicatorFactory& make_communicator) {
+  std::vector<int> indices;
+  for (int i = 0; i < options.num_devices; ++i) indices.push_back(i);
+  std::vector<std::unique_ptr<Device>> devices = create_devices(options.backend, indices);
+  std::vector<Device*> pointers;
+  for (auto& device : devices) pointers.push_back(device.get());
+  const std::unique_ptr<Communicator> comm = make_communicator(pointers);
+  const int ranks = comm->size();
+
+  std::vector<size_t> sizes;
+  for (size_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= 2) {
+    sizes.push_back(bytes);
+    if (bytes > options.max_bytes / 2) break;  // the next doubling would pass max_bytes (or overflow)
+  }
+  const Shape largest = shape_of(options.collective, sizes.back(), ranks, options.type);
+  std::vector<size_t> checked_sizes = {sizes.front()};
+  if (sizes.size() > 1) checked_sizes.push_back(sizes.back());
+
+  print("# dpbench comm_bench: " + std::string(bench_collective_name(options.collective)) + ", " +
+        data_type_name(options.type) + ", " + std::to_string(ranks) + " ranks, " + comm->description() +
+        ", " + std::to_string(options.warmup_iters) + " warm-up + " + std::to_string(options.iters) +
+        " timed calls per size\n");
+  for (int rank = 0; rank < ranks; ++rank) {
+    const DeviceDescription& d = devices[rank]->description();
+    print("#  rank " + std::to_string(rank) + ": device " + std::to_string(d.index) + " " + d.name + "\n");
+  }
+  print(format_comm_bench_header());
+
+  ThreadBarrier barrier(ranks);
+  std::vector<double> rank_ms(ranks, 0.0);
+  std::vector<std::string> rank_check(ranks);
+  CommBenchResult result;
+  result.communicator = comm->description();
+  for (const auto& device : devices) result.devices.push_back(device->description());
+  std::vector<CommBenchRow>& rows = result.rows;
+  std::mutex failure_mutex;
+  std::exception_ptr failure;
+  const StreamKind stream = StreamKind::communication;
+
+  auto rank_thread = [&](int rank) {
+    Device& device = *devices[rank];
+    device.make_current();
+    Buffer send = device.allocate(largest.send_elements * data_type_bytes(options.type));
+    Buffer recv = device.allocate(largest.recv_elements * data_type_bytes(options.type));
+    fill_inputs(device, send.data(), largest.send_elements, options.type, rank);
+    std::unique_ptr<Event> start = device.create_event(true), stop = device.create_event(true);
+
+    // Check the smallest and the largest size once before timing anything. Every rank reaches
+    // the barrier before any gives up, so a wrong result stops all ranks together, none hanging
+    // in a collective the others have left, and no row is printed.
+    for (size_t checked : checked_sizes) {
+      const Shape shape = shape_of(options.collective, checked, ranks, options.type);
+      issue(*comm, options.collective, rank, send.data(), recv.data(), shape, options.type, stream);
+      device.synchronize();
+      rank_check[rank] = check_result(device, recv.data(), options.collective, ranks, rank, shape, options.type);
+      barrier.arrive_and_wait();
+      for (const std::string& problem : rank_check) {
+        if (!problem.empty()) {
+          throw RuntimeError(std::string("comm_bench: ") + bench_collective_name(options.collective) + " of " +
+                             std::to_string(shape.size_bytes) + " B returned wrong values (" + problem +
+                             "); no bandwidth is reported for a communicator that computes wrong results");
+        }
+      }
+      barrier.arrive_and_wait();  // everyone has read rank_check before the next size overwrites it
+    }
+
+    for (size_t s = 0; s < sizes.size(); ++s) {
+      const Shape shape = shape_of(options.collective, sizes[s], ranks, options.type);
+      auto call = [&] { issue(*comm, options.collective, rank, send.data(), recv.data(), shape, options.type, stream); };
+      for (int i = 0; i < options.warmup_iters; ++i) call();
+      device.synchronize();
+      barrier.arrive_and_wait();  // every rank starts its clock with every device idle
+      start->record(stream);
+      for (int i = 0; i < options.iters; ++i) call();
+      stop->record(stream);
+      stop->synchronize();
+      rank_ms[rank] = stop->elapsed_ms_since(*start) / options.iters;
+      barrier.arrive_and_wait([&] {
+        // The last rank to arrive: every rank_ms is written.
+        CommBenchRow row;
+        row.size_bytes = shape.size_bytes;
+        row.count = shape.count;
+        row.time_us = *std::max_element(rank_ms.begin(), rank_ms.end()) * 1000.0;
+        const double seconds = row.time_us * 1e-6;
+        row.algbw_gbps = seconds > 0 ? static_cast<double>(row.size_bytes) / seconds / 1e9 : 0.0;
+        row.busbw_gbps = row.algbw_gbps * bus_bandwidth_factor(options.collective, ranks);
+        rows.push_back(row);
+        print(format_comm_bench_row(row, options.type));
+      });
+    }
+  };
+
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < ranks; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        rank_thread(rank);
+      } catch (...) {
+        {
+          std::lock_guard<std::mutex> lock(failure_mutex);
+          if (!failure) failure = std::current_exception();
+        }
+        // Release the ranks waiting for this one, at our barrier or in the communicator.
+        barrier.abort();
+        comm->abort();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  if (failure) std::rethrow_exception(failure);
+
+  double busbw_sum = 0;
+  for (const CommBenchRow& row : rows) busbw_sum += row.busbw_gbps;
+  char average[80];
+  std::snprintf(average, sizeof average, "# Avg bus bandwidth    : %.3f GB/s\n", rows.empty() ? 0.0 : busbw_sum / rows.size());
+  print(average);
+  return result;
+}
+
+void run_comm_bench_command(const std::vector<std::string>& args, const DeviceInventory& inventory) {
+  const CommBenchOptions options = parse_comm_bench_flags(args, inventory);
+  if (options.help) {
+    std::fputs(comm_bench_help_text().c_str(), stdout);
+    return;
+  }
+  if (options.fell_back_to_reference) {
+    print("note: no CUDA GPU found; measuring the reference backend's in-process communicator (--device=cpu silences this)\n");
+  }
+  const CommBenchResult result = run_comm_bench(options);
+  if (options.json_file.empty()) return;
+
+  nlohmann::json rows_json = nlohmann::json::array();
+  for (const CommBenchRow& row : result.rows) {
+    rows_json.push_back({{"size_bytes", row.size_bytes}, {"count", row.count}, {"type", data_type_name(options.type)},
+                         {"time_us", row.time_us}, {"algbw_gbps", row.algbw_gbps}, {"busbw_gbps", row.busbw_gbps}});
+  }
+  const nlohmann::json document = {
+      {"schema_version", 1},
+      {"tool", {{"version", DPBENCH_VERSION}, {"git_sha", DPBENCH_GIT_SHA}}},
+      {"command", "comm_bench"},
+      {"environment", describe_environment(options.backend, result.devices)},
+      {"communicator", result.communicator},
+      {"config",
+       {{"op", bench_collective_name(options.collective)}, {"data_type", data_type_name(options.type)},
+        {"device", options.device}, {"backend", backend_name(options.backend)}, {"num_gpus", options.num_devices},
+        {"min_bytes", options.min_bytes}, {"max_bytes", options.max_bytes}, {"iters", options.iters},
+        {"warmup_iters", options.warmup_iters}}},
+      {"busbw_factor", bus_bandwidth_factor(options.collective, options.num_devices)},
+      {"rows", rows_json},
+  };
+  write_json_atomically(document, options.json_file);
+  print("Rows written to " + options.json_file + "\n");
+}
+
+}  // namespace dpbench

@@ -1,0 +1,79 @@
+// `dpbench comm_bench`: an nccl-tests style measurement of one collective through dpbench's own
+// Communicator (NCCL on GPUs, the in-process one on reference devices): buffer sizes doubling
+// from --min_bytes to --max_bytes, each timed over --iters calls after --warmup_iters, printed as
+// a fixed-width table of time, algorithm bandwidth and bus bandwidth, optionally saved as JSON.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/flags.h"
+#include "engine/communicator.h"
+#include "engine/data_type.h"
+#include "engine/device.h"
+#include "engine/run_config.h"
+
+namespace dpbench {
+
+enum class BenchCollective { all_reduce, all_gather, reduce_scatter, broadcast };
+
+struct CommBenchOptions {
+  BenchCollective collective = BenchCollective::all_reduce;
+  DataType type = DataType::f32;
+  std::string device = "auto";  // as given: auto | gpu | cpu
+  BackendKind backend = BackendKind::reference;
+  int num_devices = 1;
+  size_t min_bytes = size_t{1} << 20;
+  size_t max_bytes = size_t{1} << 30;
+  int iters = 20;
+  int warmup_iters = 5;
+  std::string json_file;  // empty: no JSON
+  bool help = false;
+  bool fell_back_to_reference = false;  // --device=auto found no GPU
+};
+
+// One measured size.
+struct CommBenchRow {
+  size_t size_bytes = 0;  // the bytes nccl-tests reports for the collective (see bus_bandwidth_factor)
+  size_t count = 0;       // elements per call argument: the buffer, or one rank's chunk (gather, scatter)
+  double time_us = 0;     // per call, the slowest rank's
+  double algbw_gbps = 0;  // size_bytes / time, GB/s (1e9 bytes)
+  double busbw_gbps = 0;  // algbw * bus_bandwidth_factor
+};
+
+// `args` excludes "comm_bench". Throws ConfigError with one line naming the flag and the value.
+CommBenchOptions parse_comm_bench_flags(const std::vector<std::string>& args, const DeviceInventory& inventory);
+std::string comm_bench_help_text();
+
+// "4096", "64K", "1M", "1G" (K, M, G: powers of 2) -> bytes, at least 1; ConfigError naming `flag`.
+size_t parse_byte_size(const std::string& flag, const std::string& text);
+
+const char* bench_collective_name(BenchCollective collective);
+// busbw / algbw for `collective` on `ranks` ranks; the derivation is at the definition.
+double bus_bandwidth_factor(BenchCollective collective, int ranks);
+
+// The table's column header and one row, fixed width as nccl-tests prints them.
+std::string format_comm_bench_header();
+std::string format_comm_bench_row(const CommBenchRow& row, DataType type);
+
+struct CommBenchResult {
+  std::vector<CommBenchRow> rows;  // one per size, smallest first
+  std::string communicator;        // Communicator::description(): "nccl 2.28.9", "in-process"
+  std::vector<DeviceDescription> devices;
+};
+
+using CommunicatorFactory = std::function<std::unique_ptr<Communicator>(const std::vector<Device*>&)>;
+
+// Runs the measurement (printing as it goes). Throws RuntimeError when a result check fails: a
+// broken communicator must not report a bandwidth. `make_communicator` lets a test measure a
+// communicator of its own.
+CommBenchResult run_comm_bench(const CommBenchOptions& options,
+                               const CommunicatorFactory& make_communicator = create_communicator);
+
+// The subcommand: parse, run, print, write the JSON. Errors propagate to dpbench_main.
+void run_comm_bench_command(const std::vector<std::string>& args, const DeviceInventory& inventory);
+
+}  // namespace dpbench

@@ -1,0 +1,236 @@
+// `dpbench comm_bench` on the reference backend: size parsing, bus bandwidth factors, flag errors
+// (exit code 2), and whole runs through dpbench_main, checking the printed table and the JSON rows.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "cli/comm_bench_command.h"
+#include "engine/errors.h"
+#include "tests/host/test_support.h"
+
+using namespace dpbench;
+using dpbench::testing::read_json;
+using dpbench::testing::run_cli;
+using dpbench::testing::TempDir;
+
+namespace {
+
+// Sends file descriptor 1 to a file until text() is called, so what the command prints through
+// its logger (stdio, flushed per line) can be read back.
+class CapturedStdout {
+ public:
+  explicit CapturedStdout(const std::string& path) : path_(path) {
+    std::fflush(stdout);
+    saved_ = ::dup(1);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(fd, 1);
+    ::close(fd);
+  }
+  ~CapturedStdout() { restore(); }
+  std::string text() {
+    restore();
+    std::ifstream in(path_);
+    std::stringstream content;
+    content << in.rdbuf();
+    return content.str();
+  }
+
+ private:
+  void restore() {
+    if (saved_ < 0) return;
+    std::fflush(stdout);
+    ::dup2(saved_, 1);
+    ::close(saved_);
+    saved_ = -1;
+  }
+  std::string path_;
+  int saved_ = -1;
+};
+
+DeviceInventory no_gpu() { return DeviceInventory{0, "no driver"}; }
+
+}  // namespace
+
+TEST_CASE("comm_bench sizes take K, M and G as powers of 2", "[comm_bench]") {
+  CHECK(parse_byte_size("min_bytes", "4096") == 4096);
+  CHECK(parse_byte_size("min_bytes", "64K") == 65536);
+  CHECK(parse_byte_size("min_bytes", "1M") == 1048576);
+  CHECK(parse_byte_size("min_bytes", "2g") == 2147483648ull);
+  for (const char* bad : {"", "0", "K", "1X", "1KB", "-1", "1.5M", " 1M", "99999999999999999999G"}) {
+    INFO("'" << bad << "'");
+    CHECK_THROWS_AS(parse_byte_size("min_bytes", bad), ConfigError);
+  }
+  CHECK_THROWS_WITH(parse_byte_size("max_bytes", "1X"), Catch::StartsWith("--max_bytes=1X: "));
+}
+
+TEST_CASE("comm_bench bus bandwidth factors are nccl-tests'", "[comm_bench]") {
+  CHECK(bus_bandwidth_factor(BenchCollective::all_reduce, 4) == Approx(1.5));   // 2(n-1)/n
+  CHECK(bus_bandwidth_factor(BenchCollective::all_reduce, 1) == 0.0);
+  CHECK(bus_bandwidth_factor(BenchCollective::all_gather, 4) == Approx(0.75));  // (n-1)/n
+  CHECK(bus_bandwidth_factor(BenchCollective::reduce_scatter, 8) == Approx(0.875));
+  CHECK(bus_bandwidth_factor(BenchCollective::broadcast, 8) == 1.0);
+}
+
+TEST_CASE("comm_bench flags resolve defaults and reject bad values with exit code 2", "[comm_bench]") {
+  const CommBenchOptions cpu = parse_comm_bench_flags({}, no_gpu());
+  CHECK(cpu.backend == BackendKind::reference);
+  CHECK(cpu.fell_back_to_reference);
+  CHECK(cpu.num_devices == 2);
+  CHECK(cpu.collective == BenchCollective::all_reduce);
+  CHECK(cpu.min_bytes == (1u << 20));
+  CHECK(cpu.max_bytes == (1u << 30));
+  CHECK(cpu.iters == 20);
+  CHECK(cpu.warmup_iters == 5);
+  const CommBenchOptions gpus = parse_comm_bench_flags({"--op", "broadcast", "--data_type=bf16"}, DeviceInventory{8, ""});
+  CHECK(gpus.backend == BackendKind::cuda);
+  CHECK(gpus.num_devices == 8);
+  CHECK(gpus.collective == BenchCollective::broadcast);
+  CHECK(gpus.type == DataType::bf16);
+
+  CHECK_THROWS_WITH(parse_comm_bench_flags({"--op=all_to_all"}, no_gpu()),
+                    Catch::StartsWith("--op=all_to_all: unknown collective"));
+  CHECK_THROWS_WITH(parse_comm_bench_flags({"--device=gpu"}, no_gpu()), Catch::StartsWith("--device=gpu: no CUDA GPU"));
+  CHECK_THROWS_WITH(parse_comm_bench_flags({"--num_gpus=3"}, DeviceInventory{2, ""}),
+                    Catch::StartsWith("--num_gpus=3: only 2"));
+  CHECK_THROWS_WITH(parse_comm_bench_flags({"--iters"}, no_gpu()), Catch::StartsWith("--iters: missing a value"));
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--op=all_to_all"},
+                                             {"--device=cpu", "--min_bytes=4K", "--max_bytes=1K"},
+                                             {"--device=cpu", "--iters=0"},
+                                             {"--device=cpu", "--warmup_iters=-1"},
+                                             {"--device=cpu", "--num_gpus=65"},
+                                             {"--device=cpu", "--bogus=1"},
+                                             {"--device=cpu", "stray"}}) {
+    std::vector<std::string> command = {"comm_bench"};
+    command.insert(command.end(), args.begin(), args.end());
+    INFO(args.back());
+    CHECK(run_cli(command) == 2);
+  }
+}
+
+TEST_CASE("comm_bench measures all_reduce on 2 reference devices and writes the rows", "[comm_bench]") {
+  TempDir dir;
+  const std::string json_path = dir.file("comm.json");
+  std::string printed;
+  {
+    CapturedStdout captured(dir.file("stdout.txt"));
+    const int code = run_cli({"comm_bench", "--device=cpu", "--num_gpus=2", "--min_bytes=1K", "--max_bytes=4K",
+                              "--iters=3", "--warmup_iters=1", "--json=" + json_path});
+    printed = captured.text();
+    REQUIRE(code == 0);
+  }
+  const nlohmann::json result = read_json(json_path);
+  CHECK(result["communicator"] == "in-process");
+  CHECK(result["environment"]["backend"] == "reference");
+  CHECK(result["environment"]["devices"].size() == 2);
+  CHECK(result["config"]["op"] == "all_reduce");
+  CHECK(result["busbw_factor"].get<double>() == 1.0);  // 2(n-1)/n with n = 2
+  const nlohmann::json& rows = result["rows"];
+  REQUIRE(rows.size() == 3);
+  const size_t sizes[] = {1024, 2048, 4096};
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("row " << i);
+    const nlohmann::json& row = rows[i];
+    CHECK(row["size_bytes"] == sizes[i]);
+    CHECK(row["count"] == sizes[i] / 4);
+    CHECK(row["type"] == "fp32");
+    const double time_us = row["time_us"], algbw = row["algbw_gbps"], busbw = row["busbw_gbps"];
+    CHECK(time_us > 0);
+    CHECK(algbw == Approx(sizes[i] / (time_us * 1e-6) / 1e9));
+    CHECK(busbw == Approx(algbw));
+    // The printed row: size, count and type in their fixed-width columns.
+    char start[64];
+    std::snprintf(start, sizeof start, "%12zu  %12zu  %6s", sizes[i], sizes[i] / 4, "fp32");
+    CHECK_THAT(printed, Catch::Contains(start));
+  }
+  CHECK_THAT(printed, Catch::Contains("in-process"));
+  CHECK_THAT(printed, Catch::Contains("(elements)"));
+  CHECK_THAT(printed, Catch::Contains("Avg bus bandwidth"));
+}
+
+TEST_CASE("comm_bench sizes all_gather by the whole gathered buffer, as nccl-tests", "[comm_bench]") {
+  TempDir dir;
+  const std::string json_path = dir.file("gather.json");
+  REQUIRE(run_cli({"comm_bench", "--device=cpu", "--num_gpus=3", "--op=all_gather", "--data_type=fp16",
+                   "--min_bytes=1K", "--max_bytes=1K", "--iters=2", "--warmup_iters=0", "--json=" + json_path}) == 0);
+  const nlohmann::json rows = read_json(json_path)["rows"];
+  REQUIRE(rows.size() == 1);
+  // 1024 B of fp16 over 3 ranks: 170 elements per rank, 3 * 170 * 2 = 1020 B in all.
+  CHECK(rows[0]["count"] == 170);
+  CHECK(rows[0]["size_bytes"] == 1020);
+  CHECK(rows[0]["type"] == "fp16");
+  CHECK(rows[0]["busbw_gbps"].get<double>() == Approx(rows[0]["algbw_gbps"].get<double>() * 2.0 / 3.0));
+}
+
+TEST_CASE("comm_bench checks every collective's result in every type on the reference backend", "[comm_bench]") {
+  // A wrong result throws (exit code 1) before any bandwidth is printed; these must all pass it.
+  for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "broadcast"}) {
+    for (const char* type : {"fp32", "fp16", "bf16"}) {
+      INFO(op << " " << type);
+      CHECK(run_cli({"comm_bench", "--device=cpu", "--num_gpus=4", std::string("--op=") + op,
+                     std::string("--data_type=") + type, "--min_bytes=64", "--max_bytes=256", "--iters=1",
+                     "--warmup_iters=0"}) == 0);
+    }
+  }
+}
+
+namespace {
+
+// The in-process communicator with one wrong element in rank 1's all-reduce results.
+class OffByOneCommunicator final : public Communicator {
+ public:
+  explicit OffByOneCommunicator(std::unique_ptr<Communicator> inner) : inner_(std::move(inner)) {}
+  int size() const override { return inner_->size(); }
+  std::string description() const override { return "off-by-one"; }
+  bool capturable() const override { return false; }
+  void all_reduce(int rank, const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                  StreamKind stream) override {
+    inner_->all_reduce(rank, send, recv, count, type, op, stream);
+    if (rank == 1 && count > 0) store_from_float(type, recv, count - 1, load_as_float(type, recv, count - 1) + 1.0f);
+  }
+  void reduce(int rank, const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root,
+              StreamKind stream) override {
+    inner_->reduce(rank, send, recv, count, type, op, root, stream);
+  }
+  void broadcast(int rank, const void* send, void* recv, size_t count, DataType type, int root,
+                 StreamKind stream) override {
+    inner_->broadcast(rank, send, recv, count, type, root, stream);
+  }
+  void reduce_scatter(int rank, const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op,
+                      StreamKind stream) override {
+    inner_->reduce_scatter(rank, send, recv, recv_count, type, op, stream);
+  }
+  void all_gather(int rank, const void* send, void* recv, size_t send_count, DataType type,
+                  StreamKind stream) override {
+    inner_->all_gather(rank, send, recv, send_count, type, stream);
+  }
+  void all_to_all(int rank, const void* send, void* recv, size_t chunk_count, DataType type,
+                  StreamKind stream) override {
+    inner_->all_to_all(rank, send, recv, chunk_count, type, stream);
+  }
+  void abort() override { inner_->abort(); }
+
+ private:
+  std::unique_ptr<Communicator> inner_;
+};
+
+}  // namespace
+
+TEST_CASE("comm_bench refuses to report the bandwidth of a communicator that computes wrong values", "[comm_bench]") {
+  CommBenchOptions options = parse_comm_bench_flags(
+      {"--device=cpu", "--num_gpus=2", "--min_bytes=64", "--max_bytes=1K", "--iters=2", "--warmup_iters=0"}, no_gpu());
+  auto broken = [](const std::vector<Device*>& devices) -> std::unique_ptr<Communicator> {
+    return std::make_unique<OffByOneCommunicator>(create_communicator(devices));
+  };
+  CHECK_THROWS_WITH(run_comm_bench(options, broken),
+                    Catch::Contains("wrong values") && Catch::Contains("rank 1 element 15") &&
+                        Catch::Contains("no bandwidth is reported"));
+  // The same run through the real communicator passes the check and measures every size.
+  CHECK(run_comm_bench(options).rows.size() == 5);
+}
