@@ -50,6 +50,10 @@ class BucketedExchangeStrategy : public Strategy {
   // the next forward (waits through meter(replica).begin_wait/end_wait).
   virtual void complete_step(int replica, int64_t step) = 0;
   virtual TrafficModel traffic() const = 0;
+  // Whether a lone replica still exchanges (the parameter server on the host does: its update
+  // runs there); otherwise the mean of one replica's gradients is those gradients and a single
+  // device updates directly, as independent does.
+  virtual bool exchanges_alone() const { return false; }
 
   const std::vector<GradientRange>& plan() const { return plan_; }
   const std::vector<Replica>& replicas() const { return replicas_; }
@@ -70,7 +74,8 @@ class BucketedExchangeStrategy : public Strategy {
   std::vector<std::unique_ptr<Event>> backward_done_;  // --overlap_comm=false: the exchanges wait on it
   std::vector<ExchangeTimes> measured_from_;
   std::unique_ptr<std::atomic<int64_t>[]> kernels_counted_;
-  std::atomic<int64_t> kernels_first_step_{-1};  // replica 0's count over its first step
+  std::atomic<int64_t> kernels_first_step_{-1};
+  bool alone_ = false;  // one replica and nothing to exchange  // replica 0's count over its first step
 };
 
 // Options of plan_exchanges from the run's flags.

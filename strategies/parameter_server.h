@@ -36,6 +36,7 @@ class ParameterServerStrategy final : public BucketedExchangeStrategy {
   void exchange(int replica, size_t index, const Event& ready) override;
   void complete_step(int replica, int64_t step) override;
   TrafficModel traffic() const override;
+  bool exchanges_alone() const override { return on_cpu_; }
 
  private:
   struct OwnedRange {
