@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Side-by-side runs of one session for docs/BENCHMARKS.md: per model, the 1-GPU and 4-GPU
-# independent baselines, replicated nccl with overlap (communication stream at high and at normal
-# priority), without overlap, and the other strategies on N GPUs.
+# independent baselines, replicated nccl with and without overlap, and the other strategies on N GPUs.
 # Usage: scripts/gpu/strategy_ab.sh OUT_DIR ["model:batch ..."] [N]
 # Environment: NUM_BATCHES (30), NUM_WARMUP (5), OTHERS (strategies run only on N GPUs).
 set -uo pipefail
@@ -26,7 +25,6 @@ for entry in $runs; do
   run "${model}_independent_g1" "${flags[@]}" --num_gpus=1
   run "${model}_independent_g$n" "${flags[@]}" --num_gpus="$n"
   run "${model}_nccl_g$n" "${flags[@]}" --num_gpus="$n" --variable_update=replicated
-  DPBENCH_COMM_STREAM_PRIORITY=normal run "${model}_nccl-normal-priority_g$n" "${flags[@]}" --num_gpus="$n" --variable_update=replicated
   run "${model}_nccl-no-overlap_g$n" "${flags[@]}" --num_gpus="$n" --variable_update=replicated --overlap_comm=false
   for variant in $others; do
     strategy=${variant%%:*}; option=${variant#*:}
