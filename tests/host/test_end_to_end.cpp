@@ -89,7 +89,7 @@ TEST_CASE("independent replica 0 trains exactly as a single device does", "[end_
   CHECK(one == three);  // same ops, same order, same data: bit-identical
 }
 
-TEST_CASE("the same seed gives the same losses; another seed does not", "[end_to_end]") {
+TEST_CASE("the same seed gives the same losses and another seed does not", "[end_to_end]") {
   TempDir dir;
   auto run = [&](const std::string& name, const std::string& seed) {
     REQUIRE(run_cli({"--device=cpu", "--batch_size=4", "--num_batches=3", "--num_warmup_batches=0",

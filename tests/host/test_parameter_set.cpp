@@ -84,7 +84,7 @@ TEST_CASE("a 16-bit weight copy follows the fp32 master through upload and the o
   CHECK(plain.weight_copy_type() == DataType::f32);
 }
 
-TEST_CASE("the optimizer's loss scale unscales gradients; a fixed scale never changes", "[parameter_set]") {
+TEST_CASE("the optimizer's loss scale unscales gradients and a fixed scale never changes", "[parameter_set]") {
   ParameterLayout layout;
   layout.declare("w", {4});
   layout.finalize();

@@ -158,7 +158,7 @@ TEST_CASE("parameter server places the largest tensors first on the least loaded
   CHECK(place_tensors(layout, 1) == std::vector<int>(5, 0));
 }
 
-TEST_CASE("--all_reduce_spec parses alg and alg#k", "[strategies]") {
+TEST_CASE("all-reduce specs parse as alg and alg#k", "[strategies]") {
   CHECK(parse_all_reduce_spec("nccl").text() == "nccl");
   CHECK(parse_all_reduce_spec("nccl#1").text() == "nccl");
   CHECK(parse_all_reduce_spec("xring#4").shards == 4);
@@ -179,7 +179,7 @@ TEST_CASE("every averaging strategy trains rnnlm (Adam, embeddings) as one devic
                     3, {2, 4}, false);
 }
 
-TEST_CASE("independent replicas drift apart; averaging keeps them together", "[strategies][equivalence]") {
+TEST_CASE("independent replicas drift apart while averaging keeps them together", "[strategies][equivalence]") {
   const std::vector<std::string> args = {"--model=trivial", "--num_gpus=2", "--batch_size=2", "--num_warmup_batches=0",
                                          "--num_batches=2"};
   const Trained independent = train(args);
