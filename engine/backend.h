@@ -134,6 +134,14 @@ class Backend {
   virtual void embedding_touched_rows(const int32_t* ids, size_t n, int vocab, int32_t* rows,
                                       int32_t* count, void* workspace) = 0;
   virtual size_t embedding_touched_rows_workspace_bytes(size_t n, int vocab) = 0;
+  // The rows[0, *count) of table (vocab, dim), packed for a sparse exchange; count is device
+  // memory (embedding_touched_rows' count, at most capacity), so the host never reads it:
+  //   i < *count:             rows_out[i] = rows[i], values_out[i] (dim) = table[rows[i]]
+  //   *count <= i < capacity: rows_out[i] = 0, values_out[i] = 0
+  // The padding scatters nothing (it adds zeros to row 0), so embedding_backward can take all
+  // `capacity` rows. rows_out (capacity), values_out (capacity, dim).
+  virtual void gather_rows(const float* table, int dim, const int32_t* rows, const int32_t* count,
+                           size_t capacity, int32_t* rows_out, float* values_out) = 0;
 
   // A stacked LSTM over the whole sequence (cuDNN's fused RNN on cuda).
   //   x (T, B, in), y (T, B, H * D); hx, cx, hy, cy (L * D, B, H); weights: canonical layout.

@@ -149,6 +149,8 @@ class CudaBackend final : public Backend {
   void embedding_touched_rows(const int32_t* ids, size_t n, int vocab, int32_t* rows,
                               int32_t* count, void* workspace) override;
   size_t embedding_touched_rows_workspace_bytes(size_t n, int vocab) override;
+  void gather_rows(const float* table, int dim, const int32_t* rows, const int32_t* count,
+                   size_t capacity, int32_t* rows_out, float* values_out) override;
   void lstm_forward(const RnnGeometry& g, const float* x, const float* hx, const float* cx,
                     const float* weights, float* y, float* hy, float* cy, void* reserve,
                     void* workspace) override;

@@ -93,6 +93,10 @@ void launch_embedding_backward(cudaStream_t stream, const int32_t* ids, const fl
 void launch_embedding_touched_rows(cudaStream_t stream, const int32_t* ids, size_t n, int vocab,
                                    int32_t* rows, int32_t* count, void* workspace);
 size_t embedding_touched_rows_workspace_bytes(int vocab);
+// Backend::gather_rows: one row of (rows_out, values_out) per threadIdx.y; *count is read on
+// the device, so the padding past it is written without the host.
+void launch_gather_rows(cudaStream_t stream, const float* table, int dim, const int32_t* rows,
+                        const int32_t* count, size_t capacity, int32_t* rows_out, float* values_out);
 // One LSTM time step (Backend::lstm_cell_forward / lstm_cell_backward): one thread per (b, h)
 // (per 4 consecutive h where rows allow float4), all four gates of it in the thread.
 void launch_lstm_cell_forward(cudaStream_t stream, int batch, int hidden, float* gates,

@@ -1,7 +1,8 @@
 // Kernels of the sequence ops: row-wise softmax cross-entropy over vocabulary-sized rows, a
-// reproducible scaled sum, the embedding gather and scatter-add, the rows a batch of ids touched,
-// one LSTM time step forward and backward, and the repacking of LSTM weights between the
-// canonical layout and cuDNN's (used only where the two differ). Kernels first, launchers after.
+// reproducible scaled sum, the embedding gather and scatter-add, the rows a batch of ids touched
+// and their packing for a sparse exchange, one LSTM time step forward and backward, and the
+// repacking of LSTM weights between the canonical layout and cuDNN's (used only where the two
+// differ). Kernels first, launchers after.
 // All are memory-bound: rows move as float4 where their alignment allows, element by element
 // otherwise, and nothing allocates or synchronises, so every launcher can be captured in a graph.
 #include <cub/device/device_select.cuh>
@@ -199,6 +200,38 @@ __global__ void embedding_backward_kernel(const int32_t* ids, const T* dy, size_
     T* target = dtable + static_cast<size_t>(ids[r]) * cols;  // (cols), shared by repeated ids
     const T* source = dy + r * cols;                            // (cols)
     for (int c = threadIdx.x; c < cols; c += blockDim.x) atomic_add(target + c, source[c]);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ T zero_value();
+template <>
+__device__ __forceinline__ float zero_value<float>() { return 0.0f; }
+template <>
+__device__ __forceinline__ float4 zero_value<float4>() { return make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
+
+// Row r < *count: rows_out[r] = rows[r] and values_out[r] = table[rows[r]]; rows past *count (up
+// to capacity) become row 0 with zero values, padding that scatters nothing.
+template <typename T>
+__global__ void gather_rows_kernel(const T* table, int cols, const int32_t* rows,
+                                   const int32_t* count, size_t capacity, int32_t* rows_out,
+                                   T* values_out) {
+  const int32_t counted = *count;  // at most capacity by contract; clamped all the same
+  const size_t used = counted <= 0                              ? 0
+                      : static_cast<size_t>(counted) > capacity ? capacity
+                                                                : static_cast<size_t>(counted);
+  for (size_t r = static_cast<size_t>(blockIdx.x) * blockDim.y + threadIdx.y; r < capacity;
+       r += static_cast<size_t>(gridDim.x) * blockDim.y) {
+    T* target = values_out + r * cols;  // (cols)
+    if (r < used) {
+      const int32_t row = rows[r];
+      const T* source = table + static_cast<size_t>(row) * cols;  // (cols) of the touched row
+      if (threadIdx.x == 0) rows_out[r] = row;
+      for (int c = threadIdx.x; c < cols; c += blockDim.x) target[c] = source[c];
+    } else {
+      if (threadIdx.x == 0) rows_out[r] = 0;
+      for (int c = threadIdx.x; c < cols; c += blockDim.x) target[c] = zero_value<T>();
+    }
   }
 }
 
@@ -457,6 +490,24 @@ void launch_embedding_touched_rows(cudaStream_t stream, const int32_t* ids, size
                                             thrust::counting_iterator<int32_t>(0),
                                             static_cast<const uint8_t*>(flags), rows, count,
                                             static_cast<int64_t>(vocab), stream));
+}
+
+void launch_gather_rows(cudaStream_t stream, const float* table, int dim, const int32_t* rows,
+                        const int32_t* count, size_t capacity, int32_t* rows_out, float* values_out) {
+  if (capacity == 0) return;
+  const int columns = std::max(dim, 0);
+  if (columns % 4 == 0 && columns > 0 && aligned_16(table) && aligned_16(values_out)) {
+    const int cols = columns / 4;
+    const dim3 block = row_block(cols);
+    gather_rows_kernel<float4><<<row_grid(capacity, block), block, 0, stream>>>(
+        reinterpret_cast<const float4*>(table), cols, rows, count, capacity, rows_out,
+        reinterpret_cast<float4*>(values_out));
+  } else {
+    const dim3 block = row_block(columns);
+    gather_rows_kernel<float><<<row_grid(capacity, block), block, 0, stream>>>(
+        table, columns, rows, count, capacity, rows_out, values_out);
+  }
+  DPB_CUDA_CHECK_LAUNCH(gather_rows_kernel);
 }
 
 void launch_lstm_cell_forward(cudaStream_t stream, int batch, int hidden, float* gates,

@@ -1,8 +1,9 @@
 // CudaBackend's sequence ops other than the fused LSTM (which is cuda_rnn_ops.cpp): the row-wise
 // softmax cross-entropy and the reproducible scaled sum of the summed-token losses, device copies,
-// embeddings and the rows they touched, and the LSTM cell of the unrolled RNN. The kernels are in
-// cuda_kernels_sequence.cu; everything is asynchronous on the backend's stream and allocates
-// nothing, so a step made of these ops can be captured as a CUDA graph.
+// embeddings, the rows they touched and their packing for a sparse exchange, and the LSTM cell of
+// the unrolled RNN. The kernels are in cuda_kernels_sequence.cu; everything is asynchronous on the
+// backend's stream and allocates nothing, so a step made of these ops can be captured as a CUDA
+// graph.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -54,6 +55,11 @@ void CudaBackend::embedding_touched_rows(const int32_t* ids, size_t n, int vocab
 size_t CudaBackend::embedding_touched_rows_workspace_bytes(size_t n, int vocab) {
   // A flag per vocabulary row, whatever n: the workspace depends on the vocabulary alone.
   return cuda_kernels::embedding_touched_rows_workspace_bytes(vocab);
+}
+
+void CudaBackend::gather_rows(const float* table, int dim, const int32_t* rows, const int32_t* count,
+                              size_t capacity, int32_t* rows_out, float* values_out) {
+  cuda_kernels::launch_gather_rows(stream_, table, dim, rows, count, capacity, rows_out, values_out);
 }
 
 void CudaBackend::lstm_cell_forward(int batch, int hidden, float* gates, const float* bias_input,

@@ -238,6 +238,24 @@ void ReferenceBackend::embedding_touched_rows(const int32_t* ids, size_t n, int 
 
 size_t ReferenceBackend::embedding_touched_rows_workspace_bytes(size_t, int) { return 0; }
 
+void ReferenceBackend::gather_rows(const float* table, int dim, const int32_t* rows,
+                                   const int32_t* count, size_t capacity, int32_t* rows_out,
+                                   float* values_out) {
+  if (*count < 0 || static_cast<size_t>(*count) > capacity) {
+    throw RuntimeError("gather_rows: count " + std::to_string(*count) + " is outside [0, " +
+                       std::to_string(capacity) + "]");
+  }
+  const size_t row_floats = static_cast<size_t>(dim);
+  const size_t used = static_cast<size_t>(*count);
+  for (size_t i = 0; i < used; ++i) {
+    const float* row = table + static_cast<size_t>(rows[i]) * row_floats;  // (dim)
+    rows_out[i] = rows[i];
+    std::copy(row, row + row_floats, values_out + i * row_floats);
+  }
+  std::fill(rows_out + used, rows_out + capacity, 0);
+  std::fill(values_out + used * row_floats, values_out + capacity * row_floats, 0.0f);
+}
+
 // ---- LSTM ---------------------------------------------------------------------------------------
 
 size_t ReferenceBackend::lstm_workspace_bytes(const RnnGeometry& g) {

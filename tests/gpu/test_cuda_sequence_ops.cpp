@@ -1,10 +1,10 @@
 // [gpu] The CUDA backend's sequence ops against the reference backend: row-wise softmax
 // cross-entropy, the reproducible scaled sum, device copies, embeddings (gather, scatter-add with
-// repeated ids, touched rows), the LSTM cell, and cuDNN's fused LSTM (forward, backward data,
-// backward weights; uni- and bidirectional, with and without initial states and output
-// gradients). Also: the fused LSTM's plans are built once per geometry and take the canonical
-// weights without a copy, the ops replay from a captured CUDA graph, and Adam reading its step on
-// the device equals Adam given the step by the host.
+// repeated ids, touched rows and their packing by gather_rows), the LSTM cell, and cuDNN's fused
+// LSTM (forward, backward data, backward weights; uni- and bidirectional, with and without
+// initial states and output gradients). Also: the fused LSTM's plans are built once per
+// geometry and take the canonical weights without a copy, the ops replay from a captured CUDA
+// graph, and Adam reading its step on the device equals Adam given the step by the host.
 //
 // Comparison: |gpu - ref| <= atol + rtol * |ref| per element, TF32 off (exact fp32 on the GPU).
 // The reference accumulates in double, so the tolerances cover the GPU's fp32 rounding; each one
@@ -250,6 +250,70 @@ TEST_CASE("cuda embedding_touched_rows lists the distinct ids in ascending order
     const std::vector<int32_t> gpu_rows = rows_gpu.download();
     CHECK(std::equal(gpu_rows.begin(), gpu_rows.begin() + count, rows.begin()));
     CHECK(std::equal(gpu_rows.begin(), gpu_rows.begin() + count, distinct.begin()));
+  }
+}
+
+TEST_CASE("cuda gather_rows packs the touched rows and zero padding as the reference does", "[gpu]") {
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  const int vocab = 1000;
+  const size_t n = 300;
+  const std::vector<int32_t> ids = repeated_ids(n, 40, vocab, 340);  // ~40 distinct rows
+  // The count comes from embedding_touched_rows on the device, as in the sparse exchange; the
+  // capacity is what that exchange uses (min(ids, rows)), far more than the count.
+  GpuArray<int32_t> ids_gpu(*gpu, ids), rows_gpu(*gpu, std::vector<int32_t>(n, -1)),
+      count_gpu(*gpu, std::vector<int32_t>{-1});
+  Buffer workspace =
+      gpu->allocate(std::max<size_t>(gpu->ops().embedding_touched_rows_workspace_bytes(n, vocab), 1));
+  gpu->ops().embedding_touched_rows(ids_gpu.data(), n, vocab, rows_gpu.data(), count_gpu.data(),
+                                    workspace.data());
+  std::vector<int32_t> rows(n, -1);
+  int32_t count = -1;
+  reference.embedding_touched_rows(ids.data(), n, vocab, rows.data(), &count, nullptr);
+  REQUIRE(count_gpu.download()[0] == count);
+  const size_t capacity = std::min<size_t>(n, vocab);
+  const float nan = std::nanf("");
+
+  // dim 512 moves float4s when aligned; offset 1 misaligns the table (element by element);
+  // dim 33 has rows no float4 can cover. Outputs start as NaN: every element must be written.
+  for (const int dim : {512, 33}) {
+    for (const size_t offset : {size_t{0}, size_t{1}}) {
+      const std::string what = " dim " + std::to_string(dim) + (offset ? " unaligned" : " aligned");
+      const std::vector<float> table = random_vector(static_cast<size_t>(vocab) * dim, 341);
+      GpuTensor table_gpu(*gpu, DataType::f32, table, offset);
+      GpuTensor values_gpu(*gpu, DataType::f32, std::vector<float>(capacity * dim, nan));
+      GpuArray<int32_t> rows_out_gpu(*gpu, std::vector<int32_t>(capacity, -1));
+      gpu->ops().gather_rows(static_cast<const float*>(table_gpu.data()), dim, rows_gpu.data(),
+                             count_gpu.data(), capacity, rows_out_gpu.data(),
+                             static_cast<float*>(values_gpu.data()));
+      std::vector<int32_t> rows_out(capacity, -1);
+      std::vector<float> values(capacity * dim, nan);
+      reference.gather_rows(table.data(), dim, rows.data(), &count, capacity, rows_out.data(),
+                            values.data());
+      CHECK(rows_out_gpu.download() == rows_out);
+      check_identical(values_gpu.values(), values, "gather_rows" + what);  // copies: exact
+    }
+  }
+
+  // A count equal to the capacity (no padding) and a count of 0 (all padding).
+  const int dim = 8;
+  const std::vector<float> table = random_vector(static_cast<size_t>(vocab) * dim, 342);
+  GpuTensor table_gpu(*gpu, DataType::f32, table);
+  for (const int32_t edge : {count, 0}) {
+    const size_t edge_capacity = static_cast<size_t>(count);
+    GpuArray<int32_t> edge_count_gpu(*gpu, std::vector<int32_t>{edge});
+    GpuTensor values_gpu(*gpu, DataType::f32, std::vector<float>(edge_capacity * dim, nan));
+    GpuArray<int32_t> rows_out_gpu(*gpu, std::vector<int32_t>(edge_capacity, -1));
+    gpu->ops().gather_rows(static_cast<const float*>(table_gpu.data()), dim, rows_gpu.data(),
+                           edge_count_gpu.data(), edge_capacity, rows_out_gpu.data(),
+                           static_cast<float*>(values_gpu.data()));
+    std::vector<int32_t> rows_out(edge_capacity, -1);
+    std::vector<float> values(edge_capacity * dim, nan);
+    reference.gather_rows(table.data(), dim, rows.data(), &edge, edge_capacity, rows_out.data(),
+                          values.data());
+    INFO("count " << edge << " of capacity " << edge_capacity);
+    CHECK(rows_out_gpu.download() == rows_out);
+    check_identical(values_gpu.values(), values, "gather_rows, count " + std::to_string(edge));
   }
 }
 

@@ -213,6 +213,38 @@ TEST_CASE("reference embedding_touched_rows: distinct ids ascending and counted"
                   RuntimeError);
 }
 
+TEST_CASE("reference gather_rows packs the counted rows and pads with row 0 and zeros", "[reference]") {
+  ReferenceBackend ops;
+  // table (5, 3): row r holds 10r + 1, 10r + 2, 10r + 3.
+  std::vector<float> table(15);
+  for (int r = 0; r < 5; ++r)
+    for (int c = 0; c < 3; ++c) table[r * 3 + c] = static_cast<float>(10 * r + c + 1);
+  const std::vector<int32_t> rows = {1, 3, 4, -7};  // the last one is past the count: never read
+  std::vector<int32_t> rows_out(5, -1);
+  std::vector<float> values(15, kNaN);
+  int32_t count = 3;
+  ops.gather_rows(table.data(), 3, rows.data(), &count, 5, rows_out.data(), values.data());
+  CHECK(rows_out == std::vector<int32_t>{1, 3, 4, 0, 0});
+  CHECK(values == std::vector<float>{11, 12, 13, 31, 32, 33, 41, 42, 43, 0, 0, 0, 0, 0, 0});
+
+  // The padding scatters nothing: embedding_backward of the whole pack rebuilds exactly the
+  // counted rows of the table and leaves every other row (row 0 included) zero.
+  std::vector<float> scattered(15, 0.0f);
+  ops.embedding_backward(rows_out.data(), values.data(), 5, 3, scattered.data());
+  CHECK(scattered == std::vector<float>{0, 0, 0, 11, 12, 13, 0, 0, 0, 31, 32, 33, 41, 42, 43});
+
+  count = 0;  // nothing touched: all padding
+  ops.gather_rows(table.data(), 3, rows.data(), &count, 2, rows_out.data(), values.data());
+  CHECK(std::vector<int32_t>(rows_out.begin(), rows_out.begin() + 2) == std::vector<int32_t>{0, 0});
+  CHECK(std::vector<float>(values.begin(), values.begin() + 6) == std::vector<float>(6, 0.0f));
+  count = 2;  // exactly the capacity: no padding
+  ops.gather_rows(table.data(), 3, rows.data(), &count, 2, rows_out.data(), values.data());
+  CHECK(std::vector<int32_t>(rows_out.begin(), rows_out.begin() + 2) == std::vector<int32_t>{1, 3});
+  count = 3;  // more than the capacity breaks the contract
+  CHECK_THROWS_AS(ops.gather_rows(table.data(), 3, rows.data(), &count, 2, rows_out.data(), values.data()),
+                  RuntimeError);
+}
+
 TEST_CASE("reference lstm_cell_forward and lstm_cell_backward against the formulas",
           "[reference]") {
   ReferenceBackend ops;
