@@ -37,6 +37,18 @@ struct StepContext {
   const float* loss_scale = nullptr;
 };
 
+// An embedding table whose gradient can be exchanged sparsely (--sparse_embedding_grads): its
+// range in the flat gradient buffer, (rows, dim), and the replica's token ids that index it
+// (device memory, num_ids of them, the same buffer every step), so a strategy can find the rows
+// a step touched without knowing the model. Rows not among the ids have a zero gradient.
+struct SparseGradientSource {
+  GradientRange range;  // rows * dim elements
+  int rows = 0;
+  int dim = 0;
+  const int32_t* ids = nullptr;
+  size_t num_ids = 0;
+};
+
 // Per-device state of a model: activations, workspaces and its shard of synthetic data.
 class ModelReplica {
  public:
@@ -45,6 +57,8 @@ class ModelReplica {
   virtual void forward(const StepContext& context) = 0;
   // Backward pass into the ParameterSet's gradient buffer (overwriting it), announcing finished ranges.
   virtual void backward(GradientAnnouncer& announcer) = 0;
+  // The embedding tables of this replica, for a sparse exchange; none by default.
+  virtual std::vector<SparseGradientSource> sparse_gradients() const { return {}; }
 };
 
 class Model {

@@ -98,7 +98,8 @@ Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_p
     // During a step's update the cursor still holds the step's number (append_scalar advances
     // it last), so Adam reads its step there and the whole step stays replayable.
     state->optimizer->set_device_step(state->loss_cursor.as<int32_t>());
-    strategy_view.push_back(Replica{r, &device, state->parameters.get(), state->optimizer.get()});
+    strategy_view.push_back(Replica{r, &device, state->parameters.get(), state->optimizer.get(),
+                                    state->model->sparse_gradients()});
     replicas_.push_back(std::move(state));
   }
   strategy.setup(model.layout(), strategy_view);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/device.h"
+#include "engine/model.h"
 #include "engine/optimizer.h"
 #include "engine/parameter_set.h"
 
@@ -20,6 +21,9 @@ struct Replica {
   Device* device = nullptr;
   ParameterSet* parameters = nullptr;
   Optimizer* optimizer = nullptr;
+  // The replica's embedding tables (ModelReplica::sparse_gradients), for strategies that can
+  // exchange them sparsely; the same tables, in the same order, on every replica.
+  std::vector<SparseGradientSource> sparse;
 };
 
 class Strategy {

@@ -21,6 +21,11 @@ class EmbeddingTable {
   GradientRange gradient_range(const ParameterLayout& layout) const {
     return layout.range_of(table_id_, table_id_);
   }
+  // The table as a strategy sees it for a sparse exchange, indexed by `ids` (num_ids).
+  SparseGradientSource sparse_source(const ParameterLayout& layout, const int32_t* ids,
+                                     size_t num_ids) const {
+    return SparseGradientSource{gradient_range(layout), vocab_, dim_, ids, num_ids};
+  }
   // Uniform in [-0.1, 0.1], as TensorFlow's NMT initialised every variable.
   void initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& host_params) const;
 

@@ -215,6 +215,17 @@ class NmtReplica final : public ModelReplica {
     announcer.announce(model_.source_embedding().gradient_range(layout));
   }
 
+  // The reversed source ids (two encoder stacks) are the same tokens in another order: the
+  // forward ones name every source row the step touched.
+  std::vector<SparseGradientSource> sparse_gradients() const override {
+    const NmtShape& s = model_.shape();
+    const ParameterLayout& layout = params_.layout();
+    const size_t source_tokens = static_cast<size_t>(s.src_len) * batch_;
+    const size_t target_tokens = static_cast<size_t>(s.tgt_len) * batch_;
+    return {model_.target_embedding().sparse_source(layout, target_ids_.as<int32_t>(), target_tokens),
+            model_.source_embedding().sparse_source(layout, source_ids_.as<int32_t>(), source_tokens)};
+  }
+
  private:
   const NmtModel& model_;
   Device& device_;

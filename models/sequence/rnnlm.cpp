@@ -109,6 +109,11 @@ class RnnlmReplica final : public ModelReplica {
     announcer.announce(model_.embedding().gradient_range(layout));
   }
 
+  std::vector<SparseGradientSource> sparse_gradients() const override {
+    const size_t tokens = static_cast<size_t>(model_.shape().seq_len) * batch_;
+    return {model_.embedding().sparse_source(params_.layout(), tokens_.as<int32_t>(), tokens)};
+  }
+
  private:
   const RnnlmModel& model_;
   Device& device_;
