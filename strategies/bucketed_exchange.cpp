@@ -82,8 +82,9 @@ nlohmann::json BucketedExchangeStrategy::communication_summary(int64_t measured_
   comm["bytes_sent_per_device_per_step"] = model.bytes_sent_per_device;
   comm["transfer_type"] = model.transfer_type;
   comm["overlap"] = config_.overlap_comm;
-  comm["embedding_exchange"] = "dense";
+  comm["embedding_exchange"] = model.embedding_exchange;
   comm["busbw_formula"] = model.busbw_formula;
+  comm.update(model.details);
   if (alone_) {
     comm["exchange"] = "none (one replica: its gradients are the mean)";
     comm["bytes_sent_per_device_per_step"] = 0;

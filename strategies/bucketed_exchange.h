@@ -27,6 +27,8 @@ struct TrafficModel {
   std::string busbw_formula;        // how the factor is derived, for readers of the result
   int64_t collectives_per_step = 0; // collective calls (or transfers of our own) per device
   std::string transfer_type = "fp32";
+  std::string embedding_exchange = "dense";  // "sparse": embedding tables as gathered touched rows
+  nlohmann::json details = nlohmann::json::object();  // further summary.comm fields of the subclass
 };
 
 class BucketedExchangeStrategy : public Strategy {

@@ -2,6 +2,8 @@
 #include "strategies/replicated.h"
 
 #include <algorithm>
+#include <numeric>
+#include <string>
 
 #include "engine/errors.h"
 
@@ -19,13 +21,26 @@ struct ReplicatedStrategy::CompactBuffers {
   Buffer outgoing, received, gathered, sum, addend;
 };
 
+// Per replica, for --sparse_embedding_grads; sized for the largest table and shared by all of
+// them (a replica's sparse exchanges run one after another on its communication stream).
+struct ReplicatedStrategy::SparseBuffers {
+  Buffer touched;    // int32 (ids): the distinct rows a step touched, ascending
+  Buffer count;      // int32 (1): how many; stays on the device
+  Buffer workspace;  // embedding_touched_rows' scratch
+  Buffer pack;       // this replica's pack: pack_ids int32 ids, then (capacity, dim) values
+  Buffer gathered;   // every replica's pack, rank after rank
+};
+
 ReplicatedStrategy::ReplicatedStrategy(const RunConfig& config)
     : BucketedExchangeStrategy(config),
       spec_(parse_all_reduce_spec(config.all_reduce_spec.empty() ? "nccl" : config.all_reduce_spec)),
       transfer_type_(compact_transfer_type(config)) {
-  if (config.sparse_embedding_grads)
-    throw ConfigError("--sparse_embedding_grads: not implemented yet; embeddings are exchanged dense "
-                      "(drop the flag)");
+  // The touched rows travel through the communicator (an all-gather), which only the nccl spec
+  // creates; our own algorithms (xring, psgpu, pscpu) all-reduce dense ranges only.
+  if (config.sparse_embedding_grads && spec_.algorithm != "nccl")
+    throw ConfigError("--sparse_embedding_grads with --all_reduce_spec=" + spec_.text() +
+                      ": the touched embedding rows are all-gathered through NCCL, which only the nccl "
+                      "spec uses; use --all_reduce_spec=nccl (or nccl#k), or drop --sparse_embedding_grads");
 }
 
 ReplicatedStrategy::~ReplicatedStrategy() = default;
@@ -40,6 +55,7 @@ void ReplicatedStrategy::prepare(const ParameterLayout& layout) {
     replica.device->make_current();
     exchanged_.push_back(replica.device->create_event(false));
   }
+  plan_sparse_exchange();
   if (spec_.algorithm == "nccl") {
     communicator_ = create_communicator(devices);
     if (transfer_type_ != DataType::f32) {
@@ -60,6 +76,31 @@ void ReplicatedStrategy::prepare(const ParameterLayout& layout) {
         compact_.push_back(std::move(buffers));
       }
     }
+    if (!sparse_tables_.empty()) {
+      size_t most_ids = 1, most_pack = 1;
+      for (size_t t = 0; t < sparse_tables_.size(); ++t) {
+        most_ids = std::max(most_ids, sparse_tables_[t].num_ids);
+        most_pack = std::max(most_pack, pack_floats(t));
+      }
+      for (const Replica& replica : replicas()) {
+        Device& device = *replica.device;
+        device.make_current();
+        size_t workspace = 1;
+        for (const SparseGradientSource& table : sparse_tables_) {
+          workspace =
+              std::max(workspace, device.ops().embedding_touched_rows_workspace_bytes(table.num_ids, table.rows));
+        }
+        auto buffers = std::make_unique<SparseBuffers>();
+        buffers->touched = device.allocate(most_ids * sizeof(int32_t));
+        buffers->count = device.allocate(sizeof(int32_t));
+        buffers->workspace = device.allocate(workspace);
+        buffers->pack = device.allocate(most_pack * sizeof(float));
+        buffers->gathered = device.allocate(replicas().size() * most_pack * sizeof(float));
+        // The ids' padding (up to a multiple of 4) is never written again: keep it row 0.
+        device.ops().fill(buffers->pack.as<float>(), most_pack, 0.0f);
+        sparse_.push_back(std::move(buffers));
+      }
+    }
   } else {
     enable_peer_access(devices);
     std::vector<ExchangeMeter*> meters;
@@ -68,6 +109,72 @@ void ReplicatedStrategy::prepare(const ParameterLayout& layout) {
                                             meters, kernel_counters());
   }
   replicas().front().device->make_current();
+}
+
+void ReplicatedStrategy::plan_sparse_exchange() {
+  parts_.clear();
+  for (const GradientRange& range : plan()) parts_.push_back(PlannedParts{{range}, {}});
+  if (!config().sparse_embedding_grads) return;
+  const Replica& first = replicas().front();
+  sparse_tables_ = first.sparse;
+  if (sparse_tables_.empty())
+    throw ConfigError("--sparse_embedding_grads: the model has no embedding tables to exchange sparsely; "
+                      "drop --sparse_embedding_grads");
+  auto same_table = [](const SparseGradientSource& a, const SparseGradientSource& b) {
+    return a.range.offset == b.range.offset && a.range.count == b.range.count && a.rows == b.rows &&
+           a.dim == b.dim && a.num_ids == b.num_ids;
+  };
+  for (const Replica& replica : replicas()) {
+    const std::vector<SparseGradientSource>& tables = replica.sparse;
+    if (tables.size() != sparse_tables_.size() ||
+        !std::equal(tables.begin(), tables.end(), sparse_tables_.begin(), same_table))
+      throw RuntimeError("--sparse_embedding_grads: replica " + std::to_string(replica.index) +
+                         " reports other embedding tables than replica 0");
+  }
+  // The tables by offset: they must lie inside the buffer, without overlapping.
+  std::vector<size_t> by_offset(sparse_tables_.size());
+  std::iota(by_offset.begin(), by_offset.end(), size_t{0});
+  std::sort(by_offset.begin(), by_offset.end(),
+            [&](size_t a, size_t b) { return sparse_tables_[a].range.offset < sparse_tables_[b].range.offset; });
+  size_t previous_end = 0;
+  for (size_t t : by_offset) {
+    const SparseGradientSource& table = sparse_tables_[t];
+    if (table.rows <= 0 || table.dim <= 0 ||
+        table.range.count != static_cast<size_t>(table.rows) * static_cast<size_t>(table.dim) ||
+        table.range.offset < previous_end || table.range.end() > first.parameters->count())
+      throw RuntimeError("--sparse_embedding_grads: embedding table " + std::to_string(t) + " at [" +
+                         std::to_string(table.range.offset) + ", " + std::to_string(table.range.end()) +
+                         ") is not a (rows, dim) range of its own inside the gradient buffer");
+    previous_end = table.range.end();
+  }
+  // A step touches at most min(ids, rows) distinct rows: the fixed size every pack has, so that
+  // the host never needs the step's actual count.
+  for (const SparseGradientSource& table : sparse_tables_)
+    sparse_capacity_.push_back(std::min(table.num_ids, static_cast<size_t>(table.rows)));
+
+  std::vector<bool> assigned(sparse_tables_.size(), false);
+  for (size_t index = 0; index < plan().size(); ++index) {
+    const GradientRange range = plan()[index];
+    PlannedParts parts;
+    size_t cursor = range.offset;  // first element not yet covered
+    for (size_t t : by_offset) {
+      const GradientRange table = sparse_tables_[t].range;
+      if (table.end() <= range.offset || table.offset >= range.end()) continue;
+      if (table.offset > cursor) parts.dense.push_back(GradientRange{cursor, table.offset - cursor});
+      cursor = std::max(cursor, std::min(table.end(), range.end()));
+      if (!assigned[t]) parts.tables.push_back(t);
+      assigned[t] = true;
+    }
+    if (cursor < range.end()) parts.dense.push_back(GradientRange{cursor, range.end() - cursor});
+    parts_[index] = parts;
+  }
+}
+
+size_t ReplicatedStrategy::pack_ids(size_t table) const { return (sparse_capacity_[table] + 3) / 4 * 4; }
+
+size_t ReplicatedStrategy::pack_floats(size_t table) const {
+  const size_t values = sparse_capacity_[table] * static_cast<size_t>(sparse_tables_[table].dim);
+  return pack_ids(table) + (values + 3) / 4 * 4;  // every rank's pack starts 16-byte aligned too
 }
 
 bool ReplicatedStrategy::step_is_replayable() const {
@@ -89,17 +196,57 @@ void ReplicatedStrategy::exchange(int replica, size_t index, const Event& ready)
   Device& device = *self.device;
   device.wait(StreamKind::communication, ready);
   meter(replica).begin_transfer(StreamKind::communication);
-  for (const GradientRange& shard : split_range(range, spec_.shards)) {
-    if (transfer_type_ != DataType::f32) {
-      compact_all_reduce(replica, shard);
-    } else {
-      float* gradients = self.parameters->gradients() + shard.offset;
-      communicator_->all_reduce(replica, gradients, gradients, shard.count, DataType::f32, ReduceOp::average,
-                                StreamKind::communication);
+  const PlannedParts& parts = parts_[index];
+  for (const GradientRange& part : parts.dense) {
+    for (const GradientRange& shard : split_range(part, spec_.shards)) {
+      if (transfer_type_ != DataType::f32) {
+        compact_all_reduce(replica, shard);
+      } else {
+        float* gradients = self.parameters->gradients() + shard.offset;
+        communicator_->all_reduce(replica, gradients, gradients, shard.count, DataType::f32, ReduceOp::average,
+                                  StreamKind::communication);
+      }
     }
   }
+  for (size_t table : parts.tables) sparse_exchange(replica, table);
   meter(replica).end_transfer(StreamKind::communication);
   count_kernels(replica, 2);
+}
+
+// One table, on the communication stream, nothing read back by the host (capturable):
+//   touched rows -> pack (ids, values / N) at the capacity -> all-gather of the packs ->
+//   zeroed table gradient += every rank's pack, rank by rank.
+// Rows only some replicas touched get the others' zeros implicitly, so the result is the dense
+// mean. Within one rank's pack the rows are distinct (the padding adds zeros to row 0), so even
+// the GPU's atomic scatter-add sums each element in rank order: every replica computes the same
+// bits.
+void ReplicatedStrategy::sparse_exchange(int replica, size_t table_index) {
+  const Replica& self = replicas()[replica];
+  const SparseGradientSource& table = self.sparse[table_index];  // this replica's ids
+  SparseBuffers& buffers = *sparse_[replica];
+  Backend& ops = self.device->ops(StreamKind::communication);
+  const size_t n = replicas().size();
+  const size_t capacity = sparse_capacity_[table_index];
+  const size_t ids = pack_ids(table_index), floats = pack_floats(table_index);
+  float* gradient = self.parameters->gradients() + table.range.offset;  // (rows, dim)
+  int32_t* touched = buffers.touched.as<int32_t>();
+  int32_t* count = buffers.count.as<int32_t>();
+  float* pack = buffers.pack.as<float>();
+  float* gathered = buffers.gathered.as<float>();
+  if (capacity > 0) {
+    ops.embedding_touched_rows(table.ids, table.num_ids, table.rows, touched, count, buffers.workspace.data());
+    ops.gather_rows(gradient, table.dim, touched, count, capacity, reinterpret_cast<int32_t*>(pack), pack + ids);
+    ops.scale(pack + ids, capacity * static_cast<size_t>(table.dim), 1.0f / static_cast<float>(n));
+    // The int32 ids ride in an fp32 all-gather as bit patterns: an all-gather copies bytes and
+    // does no arithmetic, so they arrive unchanged.
+    communicator_->all_gather(replica, pack, gathered, floats, DataType::f32, StreamKind::communication);
+  }
+  ops.fill(gradient, table.range.count, 0.0f);
+  for (size_t rank = 0; rank < n && capacity > 0; ++rank) {
+    const float* block = gathered + rank * floats;
+    ops.embedding_backward(reinterpret_cast<const int32_t*>(block), block + ids, capacity, table.dim, gradient);
+  }
+  count_kernels(replica, 5 + static_cast<int64_t>(n));
 }
 
 void ReplicatedStrategy::compact_all_reduce(int replica, GradientRange range) {
@@ -170,7 +317,50 @@ TrafficModel ReplicatedStrategy::traffic() const {
   }
   model.busbw_factor = 2.0 * (n - 1) / n;
   model.busbw_formula = "all-reduce: busbw = algbw x 2(n-1)/n, algbw = fp32 gradient bytes / transfer time";
+  if (!sparse_tables_.empty()) add_sparse_traffic(model);
   return model;
+}
+
+// --sparse_embedding_grads: D fp32 bytes all-reduced (the ranges less the tables) and G bytes of
+// packs each replica contributes to all-gathers (ids and values at the capacity, fp32 whatever
+// --compact_gradient_transfer says). In a ring, an all-reduce sends 2(n-1)/n x D per device and
+// an all-gather (n-1) x G (its own pack to each other device): nccl-tests' busbw of each
+// collective times its time. One busbw for both is then that traffic over the transfer time.
+void ReplicatedStrategy::add_sparse_traffic(TrafficModel& model) const {
+  const double n = static_cast<double>(replicas().size());
+  double dense_elements = 0;
+  int64_t dense_pieces = 0;
+  for (const PlannedParts& parts : parts_) {
+    for (const GradientRange& part : parts.dense) {
+      dense_elements += static_cast<double>(part.count);
+      dense_pieces += static_cast<int64_t>(split_range(part, spec_.shards).size());
+    }
+  }
+  const double dense_bytes = dense_elements * sizeof(float);
+  double sparse_bytes = 0;
+  nlohmann::json rows = nlohmann::json::array();
+  for (size_t t = 0; t < sparse_tables_.size(); ++t) {
+    sparse_bytes += static_cast<double>(pack_floats(t)) * sizeof(float);
+    rows.push_back(sparse_capacity_[t]);
+  }
+  const double half = transfer_type_ == DataType::f32 ? 1.0 : 0.5;
+  model.exchange = "all-reduce (" + spec_.text() + "), embedding rows all-gathered";
+  model.embedding_exchange = "sparse";
+  model.bytes_per_step = dense_bytes + sparse_bytes;
+  model.bytes_sent_per_device = 2.0 * (n - 1) / n * dense_bytes * half + (n - 1) * sparse_bytes;
+  model.collectives_per_step = dense_pieces * (transfer_type_ == DataType::f32 ? 1 : 2) +
+                               static_cast<int64_t>(sparse_tables_.size());
+  const double bus_bytes = 2.0 * (n - 1) / n * dense_bytes + (n - 1) * sparse_bytes;
+  model.busbw_factor = model.bytes_per_step > 0 ? bus_bytes / model.bytes_per_step : 0.0;
+  model.busbw_formula =
+      "all-reduce of D dense bytes + all-gather of G bytes from each replica (dense_bytes_per_step, "
+      "sparse_bytes_per_step): busbw = (2(n-1)/n x D + (n-1) x G) / transfer time, the per-device ring "
+      "traffic in fp32 bytes (each collective's nccl-tests busbw); algbw = (D + G) / transfer time";
+  model.details["dense_bytes_per_step"] = dense_bytes;
+  model.details["sparse_bytes_per_step"] = sparse_bytes;
+  model.details["sparse_embedding_tables"] = sparse_tables_.size();
+  model.details["sparse_rows_per_table"] = rows;  // the capacity: min(ids per step, rows)
+  model.details["sparse_transfer_type"] = "fp32";
 }
 
 }  // namespace dpbench

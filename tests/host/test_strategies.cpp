@@ -101,6 +101,56 @@ void check_equivalence(const std::vector<std::string>& model_args, int batch, co
   }
 }
 
+// --sparse_embedding_grads on the nccl spec (the only one it runs on), under the plan options
+// that place the tables differently: one bucket holding everything, a range per tensor, repacking
+// that cuts the tables into pieces, shards of the dense parts, and no overlap. Tolerances as the dense
+// variants': the rows are summed in another order (each replica's pack, scaled by 1/N, in rank
+// order), fp32 differences in the last bits.
+std::vector<Variant> sparse_variants() {
+  auto sparse = [](std::function<void(RunConfig&)> more = {}) {
+    return [more](RunConfig& config) {
+      config.sparse_embedding_grads = true;
+      if (more) more(config);
+    };
+  };
+  return {
+      {"replicated nccl, sparse embeddings", replicated("nccl", sparse())},
+      {"replicated nccl#3, sparse embeddings", replicated("nccl#3", sparse())},
+      {"replicated nccl, per tensor, sparse embeddings",
+       replicated("nccl", sparse([](RunConfig& c) { c.bucket_cap_mb = 0; }))},
+      // 14 pieces cut the tiny rnnlm's table (1648 parameters, the table last) in three and
+      // each table of the tiny nmt (852) in two.
+      {"replicated nccl, repacking 14, sparse embeddings",
+       replicated("nccl", sparse([](RunConfig& c) { c.gradient_repacking = 14; }))},
+      {"replicated nccl, no overlap, sparse embeddings",
+       replicated("nccl", sparse([](RunConfig& c) { c.overlap_comm = false; }))},
+  };
+}
+
+void check_sparse_equivalence(const std::vector<std::string>& model_args, int batch, const std::vector<int>& counts) {
+  for (int n : counts) {
+    std::vector<std::string> one_device = model_args;
+    for (const std::string& flag : std::vector<std::string>{"--num_gpus=1", "--batch_size=" + std::to_string(n * batch),
+                                                            "--num_warmup_batches=1", "--num_batches=2",
+                                                            "--variable_update=independent"})
+      one_device.push_back(flag);
+    const std::vector<float> want = train(one_device).parameters.front();
+    for (const Variant& variant : sparse_variants()) {
+      std::vector<std::string> args = model_args;
+      for (const std::string& flag : std::vector<std::string>{"--num_gpus=" + std::to_string(n),
+                                                              "--batch_size=" + std::to_string(batch),
+                                                              "--num_warmup_batches=1", "--num_batches=2"})
+        args.push_back(flag);
+      INFO(variant.name << " on " << n << " devices");
+      const Trained trained = train(args, variant.adjust);
+      REQUIRE(trained.parameters.size() == static_cast<size_t>(n));
+      CHECK(trained.comm.at("embedding_exchange") == "sparse");
+      check_close(trained.parameters.front(), want, variant.rtol, variant.atol);
+      for (int r = 1; r < n; ++r) CHECK(trained.parameters[r] == trained.parameters.front());
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("buckets close once they reach the cap, in readiness order", "[strategies][plan]") {
@@ -177,6 +227,92 @@ TEST_CASE("every averaging strategy trains rnnlm (Adam, embeddings) as one devic
   check_equivalence({"--model=rnnlm", "--vocab_size=40", "--embedding_dim=6", "--num_units=8", "--num_layers=2",
                      "--seq_len=4"},
                     3, {2, 4}, false);
+}
+
+TEST_CASE("sparse embedding gradients train rnnlm as one device with N times the batch",
+          "[strategies][equivalence][sparse]") {
+  // 40 rows, 12 ids per replica and step: every replica touches a different subset of rows.
+  check_sparse_equivalence({"--model=rnnlm", "--vocab_size=40", "--embedding_dim=6", "--num_units=8",
+                            "--num_layers=2", "--seq_len=4"},
+                           3, {2, 4});
+}
+
+TEST_CASE("sparse embedding gradients train a tiny nmt (two tables) as one device with N times the batch",
+          "[strategies][equivalence][sparse]") {
+  // Source vocabulary 13 with 12 ids per replica, target 11 with 9: the capacity is the ids in
+  // one table and nearly the rows in the other. The bidirectional dynamic encoder reads the
+  // source table twice (forward and reversed ids).
+  check_sparse_equivalence({"--model=nmt", "--src_vocab_size=13", "--tgt_vocab_size=11", "--embedding_dim=5",
+                            "--num_units=4", "--num_encoder_layers=2", "--num_decoder_layers=2",
+                            "--src_max_len=4", "--tgt_max_len=3", "--loss_chunk_rows=4"},
+                           3, {2, 4});
+}
+
+TEST_CASE("sparse embedding gradients: the comm section counts the gathered rows", "[strategies][sparse]") {
+  const std::vector<std::string> args = {"--model=rnnlm", "--vocab_size=40", "--embedding_dim=6", "--num_units=8",
+                                         "--num_layers=2", "--seq_len=4", "--batch_size=3",
+                                         "--num_warmup_batches=1", "--num_batches=2"};
+  for (int n : {2, 4}) {
+    std::vector<std::string> with_devices = args;
+    with_devices.push_back("--num_gpus=" + std::to_string(n));
+    const Trained trained =
+        train(with_devices, replicated("nccl", [](RunConfig& c) { c.sparse_embedding_grads = true; }));
+    const nlohmann::json& comm = trained.comm;
+    INFO(comm.dump());
+    // The table (40, 6); 4 x 3 = 12 ids a step, so 12 rows at most: 12 ids (a multiple of 4
+    // already) and 12 x 6 values, 84 floats, from each replica. The rest is all-reduced.
+    const double sparse = 84 * 4.0;
+    const double dense = 4.0 * (static_cast<double>(trained.parameters.front().size()) - 40 * 6);
+    CHECK(comm.at("embedding_exchange") == "sparse");
+    CHECK(comm.at("sparse_embedding_tables") == 1);
+    CHECK(comm.at("sparse_rows_per_table") == nlohmann::json::array({12}));
+    CHECK(comm.at("sparse_bytes_per_step").get<double>() == Approx(sparse));
+    CHECK(comm.at("dense_bytes_per_step").get<double>() == Approx(dense));
+    CHECK(comm.at("bytes_per_step").get<double>() == Approx(dense + sparse));
+    // Ring traffic per device: 2(n-1)/n of the all-reduced bytes, (n-1) packs of the all-gather.
+    const double sent = 2.0 * (n - 1) / n * dense + (n - 1) * sparse;
+    CHECK(comm.at("bytes_sent_per_device_per_step").get<double>() == Approx(sent));
+    CHECK(comm.at("collectives_per_step") == 2);  // one bucket: its dense part, then the table
+    CHECK(comm.at("busbw_gbps").get<double>() ==
+          Approx(comm.at("algbw_gbps").get<double>() * sent / (dense + sparse)));
+  }
+  // 14 pieces cut the table (the last 240 of 1648 elements) at 1414 and 1531: the piece holding
+  // its start exchanges it once, after all-reducing its dense part [1297, 1408); the two pieces
+  // of table alone exchange nothing. 11 + 1 all-reduces and one all-gather.
+  std::vector<std::string> repacked = args;
+  repacked.push_back("--num_gpus=2");
+  const Trained pieces = train(repacked, replicated("nccl", [](RunConfig& c) {
+                                 c.sparse_embedding_grads = true;
+                                 c.gradient_repacking = 14;
+                               }));
+  CHECK(pieces.comm.at("exchanges_per_step") == 14);
+  CHECK(pieces.comm.at("collectives_per_step") == 13);
+  CHECK(pieces.comm.at("sparse_bytes_per_step").get<double>() == Approx(84 * 4.0));
+  // Without the flag the table is all-reduced with everything else.
+  std::vector<std::string> dense_args = args;
+  dense_args.push_back("--num_gpus=2");
+  const Trained dense = train(dense_args, replicated("nccl"));
+  CHECK(dense.comm.at("embedding_exchange") == "dense");
+  CHECK(dense.comm.at("bytes_per_step").get<double>() == Approx(4.0 * dense.parameters.front().size()));
+  CHECK_FALSE(dense.comm.contains("sparse_bytes_per_step"));
+}
+
+TEST_CASE("sparse embedding gradients run on the nccl spec only", "[strategies][sparse]") {
+  for (const std::string spec : {"xring", "psgpu", "pscpu#2"}) {
+    RunConfig config;
+    config.model = "rnnlm";
+    config.variable_update = "replicated";
+    config.all_reduce_spec = spec;
+    config.sparse_embedding_grads = true;
+    INFO(spec);
+    try {
+      find_strategy("replicated")->create(config);
+      FAIL("accepted --sparse_embedding_grads with --all_reduce_spec=" << spec);
+    } catch (const ConfigError& error) {
+      CHECK_THAT(error.what(), Catch::Matchers::StartsWith("--sparse_embedding_grads with --all_reduce_spec=" + spec +
+                                                           ": the touched embedding rows are all-gathered"));
+    }
+  }
 }
 
 TEST_CASE("independent replicas drift apart while averaging keeps them together", "[strategies][equivalence]") {
