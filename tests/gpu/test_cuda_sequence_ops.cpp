@@ -581,9 +581,10 @@ TEST_CASE("cuda fused lstm plans: prepared once per geometry, canonical weights 
 }
 
 TEST_CASE("cuda sequence ops replay from a captured CUDA graph", "[gpu]") {
-  // Embedding gather, the fused LSTM's three passes, softmax rows, the scaled sum and the touched
-  // rows (CUB), captured once after an eager step and replayed: a replay must give what the eager
-  // step gave, so none of them hides a host synchronisation, an allocation or a host-side value.
+  // Embedding gather, the fused LSTM's three passes, softmax rows, the scaled sum, the touched
+  // rows (CUB) and their packing (gather_rows, its count on the device), captured once after an
+  // eager step and replayed: a replay must give what the eager step gave, so none of them hides a
+  // host synchronisation, an allocation or a host-side value.
   auto gpu = make_exact_gpu();
   Backend& ops = gpu->ops();
   const RnnGeometry g = lstm_geometry(true);
@@ -603,6 +604,9 @@ TEST_CASE("cuda sequence ops replay from a captured CUDA graph", "[gpu]") {
   Buffer reserve = gpu->allocate(std::max<size_t>(ops.lstm_reserve_bytes(g), 1));
   Buffer touched_workspace =
       gpu->allocate(std::max<size_t>(ops.embedding_touched_rows_workspace_bytes(tokens, vocab), 1));
+  const size_t capacity = std::min<size_t>(tokens, vocab);
+  GpuArray<int32_t> packed_rows_gpu(*gpu, capacity);
+  GpuArray<float> packed_values_gpu(*gpu, capacity * g.input_size);
 
   auto step = [&] {
     ops.embedding_forward(table_gpu.data(), ids_gpu.data(), tokens, g.input_size, x_gpu.data());
@@ -620,11 +624,15 @@ TEST_CASE("cuda sequence ops replay from a captured CUDA graph", "[gpu]") {
                               reserve.data(), workspace.data());
     ops.embedding_touched_rows(ids_gpu.data(), tokens, vocab, rows_gpu.data(), count_gpu.data(),
                                touched_workspace.data());
+    ops.gather_rows(table_gpu.data(), g.input_size, rows_gpu.data(), count_gpu.data(), capacity,
+                    packed_rows_gpu.data(), packed_values_gpu.data());
   };
   step();
   const std::vector<float> eager_loss = loss_gpu.download(), eager_dx = dx_gpu.download(),
                            eager_dweights = dweights_gpu.download();
   const std::vector<int32_t> eager_rows = rows_gpu.download(), eager_count = count_gpu.download();
+  const std::vector<int32_t> eager_packed_rows = packed_rows_gpu.download();
+  const std::vector<float> eager_packed_values = packed_values_gpu.download();
 
   std::unique_ptr<CapturedWork> graph = gpu->capture(step);
   REQUIRE(graph != nullptr);
@@ -633,6 +641,7 @@ TEST_CASE("cuda sequence ops replay from a captured CUDA graph", "[gpu]") {
   ops.fill(dx_gpu.data(), g.input_count(), -1.0f);
   ops.fill(dweights_gpu.data(), g.weight_count(), -1.0f);
   gpu->copy_from_host(count_gpu.data(), std::vector<int32_t>{-1}.data(), sizeof(int32_t));
+  ops.fill(packed_values_gpu.data(), capacity * g.input_size, -1.0f);
   graph->launch();
   gpu->synchronize();
   // cuDNN may pick other kernels (and so other summation orders) in a graph; same tolerance as
@@ -642,6 +651,8 @@ TEST_CASE("cuda sequence ops replay from a captured CUDA graph", "[gpu]") {
   check_close(loss_gpu.download(), eager_loss, 1e-6, 1e-5, "replayed loss");
   CHECK(count_gpu.download() == eager_count);
   CHECK(rows_gpu.download() == eager_rows);
+  CHECK(packed_rows_gpu.download() == eager_packed_rows);
+  CHECK(packed_values_gpu.download() == eager_packed_values);
 }
 
 TEST_CASE("cuda adam reading its step on the device equals adam given the step", "[gpu]") {
