@@ -18,7 +18,7 @@ DIR/MODEL__STRATEGY__Ngpu.json (NAME__rK.json with --repeats=K>1), its output to
 Required:
   --models=LIST       comma-separated dpbench models, e.g. resnet50,nmt
   --gpus=LIST         comma-separated device counts, e.g. 1,2,4
-  --strategies=LIST   ';'-separated strategy tokens (quote the list), e.g.
+  --strategies=LIST   strategy tokens separated by ';' or newlines (quote the list), e.g.
                       'independent;parameter_server:gpu;replicated:nccl'
   --out=DIR           output folder (created if missing)
 
@@ -29,7 +29,8 @@ Options:
   --select=indices    choose them with --gpu_indices=0,...,N-1 instead (environment untouched)
   --repeats=K         run every combination K times (default 1); names get __r1 ... __rK
   --launcher=none     run dpbench directly (the only launcher for now; MPI is reserved for later)
-  --dry-run           print every command (with its environment) and run nothing
+  --dry-run           print every command (with its environment) and run nothing; a command
+                      whose result is present is printed as "# present, would skip: COMMAND"
   --no-report         do not run \`dpbench report\` at the end
   -h, --help          this text
   -- FLAGS...         everything after -- goes to every dpbench run (e.g. --num_batches=50,
@@ -86,6 +87,13 @@ render() {
   printf '%s' "$out"
 }
 
+# split SEPARATORS TEXT: the array fields holds TEXT's fields (all of TEXT, newlines included).
+fields=()
+split() {
+  fields=()
+  IFS=$1 read -r -d '' -a fields < <(printf '%s' "$2") || true
+}
+
 # ---- command line ------------------------------------------------------------------------------
 models_arg="" gpus_arg="" strategies_arg="" out_arg="" dpbench="" select=visible repeats=1
 launcher=none dry_run=0 report=1
@@ -130,7 +138,8 @@ out=$out_arg
 while [[ $out == */ && $out != / ]]; do out=${out%/}; done
 [ -n "$dpbench" ] || dpbench=$repo_root/build/dpbench
 
-IFS=, read -r -a models <<<"$models_arg"
+split , "$models_arg"
+models=("${fields[@]}")
 seen=" "
 for model in "${models[@]}"; do
   [[ $model =~ ^[A-Za-z0-9_.-]+$ ]] || die "--models: '$model' is not a model name (letters, digits, _ . -)"
@@ -139,7 +148,8 @@ for model in "${models[@]}"; do
 done
 ((${#models[@]})) || die "--models names no model"
 
-IFS=, read -r -a counts <<<"$gpus_arg"
+split , "$gpus_arg"
+counts=("${fields[@]}")
 seen=" "
 max_count=0
 for n in "${counts[@]}"; do
@@ -171,7 +181,8 @@ strategy_error() {
   die "strategy token '$1': $2 (accepted: independent, replicated[:nccl|xring|pscpu|psgpu[#k]], parameter_server[:gpu|cpu], each optionally followed by +--flag=value ...)"
 }
 tokens=() slugs=() token_flags=()
-IFS=';' read -r -a raw_tokens <<<"$strategies_arg"
+split $';\n' "$strategies_arg"
+raw_tokens=("${fields[@]}")
 for token in "${raw_tokens[@]}"; do
   token=${token#"${token%%[![:space:]]*}"}
   token=${token%"${token##*[![:space:]]}"}
@@ -194,8 +205,10 @@ for token in "${raw_tokens[@]}"; do
     *) strategy_error "$token" "unknown strategy '$base'" ;;
   esac
   slug=${base//[:#]/-}
+  [[ $token == *+ ]] && strategy_error "$token" "a '+' with no flag after it"
   if [[ $token == *+* ]]; then
-    IFS=+ read -r -a raw_flags <<<"${token#*+}"
+    split + "${token#*+}"
+    raw_flags=("${fields[@]}")
     for flag in "${raw_flags[@]}"; do
       [[ $flag =~ ^--[a-z0-9_]+(=.*)?$ ]] || strategy_error "$token" "'$flag' is not a --flag or --flag=value"
       name=${flag%%=*}
@@ -217,7 +230,8 @@ done
 # GPU selection: the caller's CUDA_VISIBLE_DEVICES, when set, is the list the runs take from.
 visible=()
 if [ "$device" != cpu ] && [ "$select" = visible ] && [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
-  IFS=, read -r -a visible <<<"$CUDA_VISIBLE_DEVICES"
+  split , "$CUDA_VISIBLE_DEVICES"
+  visible=("${fields[@]}")
   ((${#visible[@]} >= max_count)) ||
     die "--gpus asks for $max_count GPUs but CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES lists ${#visible[@]}"
 fi

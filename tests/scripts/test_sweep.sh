@@ -97,6 +97,12 @@ EOF
     "CUDA_VISIBLE_DEVICES=0,1,2,3 $d --model=nmt --num_gpus=4 --variable_update=replicated --all_reduce_spec=nccl --overlap_comm=false --bucket_cap_mb=4 --result_file=$o/nmt__replicated-nccl+overlap_comm=false+bucket_cap_mb=4__4gpu__r2.json" \
     "$tmp/commands"
 
+  # Newlines separate strategy tokens too; empty list items are dropped.
+  sweep --models=trivial, --gpus=1 --strategies=$'independent\n replicated:psgpu ;\n' --out="$o" --dpbench="$d" --dry-run --no-report
+  expect_rc 0 "dry run, tokens on lines"
+  check "tokens on lines: $(cat "$tmp/stdout")" [ "$(grep -o -- '--result_file=[^ ]*' "$tmp/stdout" | tr '\n' ' ')" = \
+    "--result_file=$o/trivial__independent__1gpu.json --result_file=$o/trivial__replicated-psgpu__1gpu.json " ]
+
   # The caller's CUDA_VISIBLE_DEVICES is the list the runs take their first N from.
   rc=0
   CUDA_VISIBLE_DEVICES=3,5,7 bash "$sweep" --models=trivial --gpus=1,3 --strategies=independent --out="$o" \
@@ -126,6 +132,7 @@ EOF
   expect_usage_error "'ring' is not an all-reduce spec" "${ok[@]}" --strategies='replicated:ring'
   expect_usage_error "'overlap' is not a --flag" "${ok[@]}" --strategies='independent+overlap'
   expect_usage_error "'mpi' is not a parameter device" "${ok[@]}" --strategies='parameter_server:mpi'
+  expect_usage_error "a '+' with no flag after it" "${ok[@]}" --strategies='independent+'
   expect_usage_error "--model is set by the sweep" "${ok[@]}" --strategies='replicated+--model=vgg16'
   expect_usage_error "both write results named 'independent'" "${ok[@]}" --strategies='independent;independent'
   expect_usage_error "needs an MPI launcher" "${ok[@]}" --strategies='distributed_all_reduce'
