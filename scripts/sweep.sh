@@ -176,7 +176,8 @@ for ((i = 0; i < ${#extra[@]}; i++)); do
   fi
 done
 
-# Strategy tokens -> flags (one string of NUL-free words per token, kept in parallel arrays).
+# Strategy tokens -> flags: tokens, slugs (file-name parts) and token_flags (the flags of a token,
+# one per line) are parallel arrays.
 strategy_error() {
   die "strategy token '$1': $2 (accepted: independent, replicated[:nccl|xring|pscpu|psgpu[#k]], parameter_server[:gpu|cpu], each optionally followed by +--flag=value ...)"
 }
