@@ -33,4 +33,12 @@ constexpr int kMaxReferenceDevices = 64;
 RunConfig resolve_run_config(const GivenFlags& flags, const DeviceInventory& inventory,
                              bool* fell_back_to_reference);
 
+struct ModelEntry;
+// Steps of resolve_run_config that live in their own files, in the order it calls them.
+// strategy_flags_validation.cpp: --variable_update (after the devices and the batch are known).
+void resolve_strategy(const GivenFlags& flags, RunConfig* config);
+// strategy_flags_validation.cpp: --all_reduce_spec, --local_parameter_device and the exchange
+// options (after resolve_strategy and the numerics).
+void resolve_exchange(const GivenFlags& flags, const ModelEntry& model, RunConfig* config);
+
 }  // namespace dpbench

@@ -1,0 +1,74 @@
+// Flag-text parsing shared by the validation files (see flag_parsing.h).
+#include "cli/flag_parsing.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+
+#include "engine/errors.h"
+
+namespace dpbench {
+
+[[noreturn]] void reject(const std::string& flag, const std::string& value, const std::string& why) {
+  throw ConfigError("--" + flag + "=" + value + ": " + why);
+}
+
+std::string join(const std::vector<std::string>& items, const char* separator) {
+  std::string joined;
+  for (const auto& item : items) {
+    if (!joined.empty()) joined += separator;
+    joined += item;
+  }
+  return joined;
+}
+
+
+
+int parse_int_at_least(const std::string& flag, const std::string& text, int minimum,
+                       const std::string& requirement) {
+  long long value = 0;
+  if (!parse_integer_text(text, &value)) {
+    reject(flag, text, "not an integer; accepted: an integer >= " + std::to_string(minimum));
+  }
+  if (value < minimum) reject(flag, text, requirement);
+  if (value > INT_MAX) reject(flag, text, "too large; accepted: up to " + std::to_string(INT_MAX));
+  return static_cast<int>(value);
+}
+
+int parse_positive_int(const std::string& flag, const std::string& text) {
+  return parse_int_at_least(flag, text, 1, "must be a positive integer");
+}
+
+double parse_finite_number(const std::string& flag, const std::string& text, const std::string& accepted) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text.front()))) {
+    reject(flag, text, "not a number; accepted: " + accepted);
+  }
+  errno = 0;
+  char* stop = nullptr;
+  double value = std::strtod(text.c_str(), &stop);
+  if (stop != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(value)) {
+    reject(flag, text, "not a number; accepted: " + accepted);
+  }
+  return value;
+}
+
+// absl/gflags, which tf_cnn_benchmarks used, accept these spellings too.
+bool parse_bool(const std::string& flag, const std::string& text) {
+  std::string lower = text;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (lower == "true" || lower == "1" || lower == "yes" || lower == "t" || lower == "y") return true;
+  if (lower == "false" || lower == "0" || lower == "no" || lower == "f" || lower == "n") return false;
+  reject(flag, text, "not a boolean; accepted: true, false");
+}
+
+void require_one_of(const std::string& flag, const std::string& value,
+                    const std::vector<std::string>& accepted, const std::string& what) {
+  if (std::find(accepted.begin(), accepted.end(), value) == accepted.end()) {
+    reject(flag, value, "unknown " + what + "; accepted: " + join(accepted));
+  }
+}
+
+}  // namespace dpbench

@@ -1,0 +1,41 @@
+// Parsing of flag texts shared by the validation files of cli/: every malformed value becomes one
+// ConfigError line "--flag=value: what is wrong; what is accepted". Internal to cli/.
+#pragma once
+
+#include <charconv>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace dpbench {
+
+[[noreturn]] void reject(const std::string& flag, const std::string& value, const std::string& why);
+std::string join(const std::vector<std::string>& items, const char* separator = ", ");
+int parse_int_at_least(const std::string& flag, const std::string& text, int minimum,
+                       const std::string& requirement);
+int parse_positive_int(const std::string& flag, const std::string& text);
+double parse_finite_number(const std::string& flag, const std::string& text, const std::string& accepted);
+bool parse_bool(const std::string& flag, const std::string& text);
+void require_one_of(const std::string& flag, const std::string& value,
+                    const std::vector<std::string>& accepted, const std::string& what);
+
+// "trivial (planned: resnet50, ...)" or, with only_implemented, "trivial": both registries list
+// planned entries so that the user learns a name is coming rather than misspelt.
+template <typename Entry>
+std::string describe_choices(const std::vector<Entry>& registry, bool only_implemented) {
+  std::vector<std::string> implemented, planned;
+  for (const auto& entry : registry) (entry.implemented ? implemented : planned).push_back(entry.name);
+  std::string text = implemented.empty() ? std::string("none yet") : join(implemented);
+  if (!only_implemented && !planned.empty()) text += " (planned: " + join(planned) + ")";
+  return text;
+}
+
+// from_chars rather than stoi: no leading blanks, no trailing junk, no silent wrap-around.
+template <typename Integer>
+bool parse_integer_text(const std::string& text, Integer* value) {
+  const char* end = text.data() + text.size();
+  auto [stop, error] = std::from_chars(text.data(), end, *value);
+  return error == std::errc() && stop == end && !text.empty();
+}
+
+}  // namespace dpbench
