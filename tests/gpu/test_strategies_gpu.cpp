@@ -4,6 +4,7 @@
 // sparse embedding gradients (touched rows all-gathered instead of the table all-reduced).
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,100 +53,85 @@ std::vector<int> gpu_counts() {
   return counts;
 }
 
+// Trains `common` on one GPU with n x batch, then each variant on n GPUs with `batch` each: replica
+// 0 holds the one-GPU parameters within the variant's tolerance, every replica holds replica 0's
+// bit for bit, and `more` checks what else the variant promises.
+void check_like_one_gpu(const std::vector<std::string>& common, int batch, int n,
+                        const std::vector<GpuVariant>& variants,
+                        const std::function<void(const Trained&)>& more) {
+  std::vector<std::string> one = common;
+  one.push_back("--num_gpus=1");
+  one.push_back("--batch_size=" + std::to_string(batch * n));
+  const std::vector<float> want = train(one, {}, BackendKind::cuda).parameters.front();
+  for (const GpuVariant& variant : variants) {
+    std::vector<std::string> args = common;
+    args.push_back("--num_gpus=" + std::to_string(n));
+    args.push_back("--batch_size=" + std::to_string(batch));
+    INFO(variant.name << " on " << n << " GPUs");
+    const Trained trained = train(args, variant.adjust, BackendKind::cuda);
+    check_close(trained.parameters.front(), want, variant.rtol, variant.atol);
+    for (int r = 1; r < n; ++r) CHECK(trained.parameters[r] == trained.parameters.front());
+    CHECK(trained.comm.at("transfer_ms_per_step").get<double>() > 0);
+    CHECK(trained.kernels_per_step > 0);
+    if (more) more(trained);
+  }
+}
+
+const std::vector<std::string> kTinyRnnlm = {"--model=rnnlm", "--vocab_size=64", "--embedding_dim=8",
+                                             "--num_units=16", "--num_layers=2", "--seq_len=6",
+                                             "--num_warmup_batches=1", "--num_batches=2"};
+
+// Adam moves each parameter by up to its learning rate (1e-3) per step whatever the gradient's
+// size, so an element whose gradient is near zero and differs in its last bits (one GPU reduces
+// over N times the rows) may move differently: atol = one step's move.
+constexpr double kAdamRtol = 1e-3, kAdamAtol = 1e-3;
+
 }  // namespace
 
 TEST_CASE("[gpu] every averaging strategy trains trivial as one GPU with N times the batch", "[gpu][strategies]") {
   const std::vector<int> counts = gpu_counts();
   if (counts.empty()) WARN("fewer than 2 GPUs: nothing to exchange");
-  for (int n : counts) {
-    const std::vector<std::string> common = {"--model=trivial", "--precision=fp32", "--num_warmup_batches=1",
-                                             "--num_batches=2"};
-    std::vector<std::string> one = common;
-    one.push_back("--num_gpus=1");
-    one.push_back("--batch_size=" + std::to_string(2 * n));
-    const std::vector<float> want = train(one, {}, BackendKind::cuda).parameters.front();
-    for (const GpuVariant& variant : gpu_variants()) {
-      std::vector<std::string> args = common;
-      args.push_back("--num_gpus=" + std::to_string(n));
-      args.push_back("--batch_size=2");
-      INFO(variant.name << " on " << n << " GPUs");
-      const Trained trained = train(args, variant.adjust, BackendKind::cuda);
-      check_close(trained.parameters.front(), want, variant.rtol, variant.atol);
-      for (int r = 1; r < n; ++r) CHECK(trained.parameters[r] == trained.parameters.front());
-      CHECK(trained.comm.at("transfer_ms_per_step").get<double>() > 0);
-      CHECK(trained.kernels_per_step > 0);
-    }
-  }
+  for (int n : counts)
+    check_like_one_gpu({"--model=trivial", "--precision=fp32", "--num_warmup_batches=1", "--num_batches=2"}, 2, n,
+                       gpu_variants(), {});
 }
 
 TEST_CASE("[gpu] rnnlm (cuDNN LSTM, Adam) trains alike under replicated nccl and parameter_server gpu",
           "[gpu][strategies]") {
-  for (int n : gpu_counts()) {
-    const std::vector<std::string> common = {"--model=rnnlm", "--vocab_size=64", "--embedding_dim=8", "--num_units=16",
-                                             "--num_layers=2", "--seq_len=6", "--num_warmup_batches=1",
-                                             "--num_batches=2"};
-    std::vector<std::string> one = common;
-    one.push_back("--num_gpus=1");
-    one.push_back("--batch_size=" + std::to_string(4 * n));
-    const std::vector<float> want = train(one, {}, BackendKind::cuda).parameters.front();
-    for (const auto& [name, adjust] : std::vector<std::pair<std::string, std::function<void(RunConfig&)>>>{
-             {"replicated nccl", replicated("nccl")}, {"parameter_server gpu", parameter_server("gpu")},
-             {"replicated xring", replicated("xring")}}) {
-      std::vector<std::string> args = common;
-      args.push_back("--num_gpus=" + std::to_string(n));
-      args.push_back("--batch_size=4");
-      INFO(name << " on " << n << " GPUs");
-      const Trained trained = train(args, adjust, BackendKind::cuda);
-      // Adam moves each parameter by up to its learning rate (1e-3) per step whatever the
-      // gradient's size, so an element whose gradient is near zero and differs in its last bits
-      // (one GPU reduces over N times the rows) may move differently: atol = one step's move.
-      check_close(trained.parameters.front(), want, 1e-3, 1e-3);
-      for (int r = 1; r < n; ++r) CHECK(trained.parameters[r] == trained.parameters.front());
-    }
-  }
+  for (int n : gpu_counts())
+    check_like_one_gpu(kTinyRnnlm, 4, n,
+                       {{"replicated nccl", replicated("nccl"), kAdamRtol, kAdamAtol},
+                        {"parameter_server gpu", parameter_server("gpu"), kAdamRtol, kAdamAtol},
+                        {"replicated xring", replicated("xring"), kAdamRtol, kAdamAtol}},
+                       {});
 }
 
 TEST_CASE("[gpu] rnnlm with sparse embedding gradients trains as one GPU with N times the batch",
           "[gpu][strategies][sparse]") {
-  for (int n : gpu_counts()) {
-    // 64 rows, 4 x 6 = 24 ids per GPU and step: the GPUs touch different, overlapping rows.
-    const std::vector<std::string> common = {"--model=rnnlm", "--vocab_size=64", "--embedding_dim=8", "--num_units=16",
-                                             "--num_layers=2", "--seq_len=6", "--num_warmup_batches=1",
-                                             "--num_batches=2"};
-    std::vector<std::string> one = common;
-    one.push_back("--num_gpus=1");
-    one.push_back("--batch_size=" + std::to_string(4 * n));
-    const std::vector<float> want = train(one, {}, BackendKind::cuda).parameters.front();
-    auto sparse = [](std::function<void(RunConfig&)> more = {}) {
-      return [more](RunConfig& config) {
-        config.sparse_embedding_grads = true;
-        if (more) more(config);
-      };
+  auto sparse = [](std::function<void(RunConfig&)> more = {}) {
+    return [more](RunConfig& config) {
+      config.sparse_embedding_grads = true;
+      if (more) more(config);
     };
-    for (const auto& [name, adjust] : std::vector<std::pair<std::string, std::function<void(RunConfig&)>>>{
-             {"replicated nccl, sparse", replicated("nccl", sparse())},
-             {"replicated nccl, per tensor, sparse",
-              replicated("nccl", sparse([](RunConfig& c) { c.bucket_cap_mb = 0; }))},
-             {"replicated nccl, repacking 3, no overlap, sparse",
-              replicated("nccl", sparse([](RunConfig& c) { c.gradient_repacking = 3; c.overlap_comm = false; }))}}) {
-      std::vector<std::string> args = common;
-      args.push_back("--num_gpus=" + std::to_string(n));
-      args.push_back("--batch_size=4");
-      INFO(name << " on " << n << " GPUs");
-      const Trained trained = train(args, adjust, BackendKind::cuda);
-      // As the dense rnnlm test above: atol = one Adam step's move (lr 1e-3).
-      check_close(trained.parameters.front(), want, 1e-3, 1e-3);
-      // Each GPU scatter-adds the gathered packs rank by rank, one rank's distinct rows per
-      // launch, so the atomic adds of a row happen in rank order: replicas agree bit for bit.
-      for (int r = 1; r < n; ++r) CHECK(trained.parameters[r] == trained.parameters.front());
-      CHECK(trained.comm.at("embedding_exchange") == "sparse");
-      CHECK(trained.comm.at("transfer_ms_per_step").get<double>() > 0);
-      // The exchange reads nothing back on the host: the whole step, exchange included, was
-      // captured once and replayed as a CUDA graph (--cuda_graph defaults to true).
-      CHECK(trained.cuda_graph);
-      CHECK(trained.kernels_per_step > 0);
-    }
-  }
+  };
+  // 64 rows, 4 x 6 = 24 ids per GPU and step: the GPUs touch different, overlapping rows. Each GPU
+  // scatter-adds the gathered packs rank by rank, one rank's distinct rows per launch, so the
+  // atomic adds of a row happen in rank order: replicas agree bit for bit.
+  for (int n : gpu_counts())
+    check_like_one_gpu(
+        kTinyRnnlm, 4, n,
+        {{"replicated nccl, sparse", replicated("nccl", sparse()), kAdamRtol, kAdamAtol},
+         {"replicated nccl, per tensor, sparse", replicated("nccl", sparse([](RunConfig& c) { c.bucket_cap_mb = 0; })),
+          kAdamRtol, kAdamAtol},
+         {"replicated nccl, repacking 3, no overlap, sparse",
+          replicated("nccl", sparse([](RunConfig& c) { c.gradient_repacking = 3; c.overlap_comm = false; })),
+          kAdamRtol, kAdamAtol}},
+        [](const Trained& trained) {
+          CHECK(trained.comm.at("embedding_exchange") == "sparse");
+          // The exchange reads nothing back on the host: the whole step, exchange included, was
+          // captured once and replayed as a CUDA graph (--cuda_graph defaults to true).
+          CHECK(trained.cuda_graph);
+        });
 }
 
 }  // namespace dpbench
