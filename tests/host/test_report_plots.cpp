@@ -169,3 +169,18 @@ TEST_CASE("report plots: speedup per workload with the ideal line, step times wi
   const std::string points = steps.substr(points_at + 8, steps.find('"', points_at + 8) - points_at - 8);
   CHECK(count_of(points, ",") == 110);
 }
+
+TEST_CASE("report --plots writes the figures into a new folder", "[report]") {
+  TempDir dir;
+  write_fixture(dir, "one.json", run_of({"--model=resnet50", "--variable_update=replicated"}, 1, 1000));
+  write_fixture(dir, "two.json", run_of({"--model=resnet50", "--variable_update=replicated"}, 2, 1900));
+  const std::string plots = dir.file("figures/nested");
+  REQUIRE(run_cli({"report", dir.file("one.json"), dir.file("two.json"), "--output=" + dir.file("report.md"),
+                   "--plots=" + plots}) == 0);
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(plots)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"speedup_resnet50_fp32_nchw_batch_64_per_gpu_weak_scaling.svg",
+                                          "steps_resnet50_replicated_nccl_fp32_nchw_batch_64_per_gpu_weak_scaling_2gpu.svg"});
+  CHECK_THAT(read_text_file(plots + "/" + names[0]), StartsWith("<svg"));
+}
