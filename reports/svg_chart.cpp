@@ -13,9 +13,11 @@ namespace {
 const char* const kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                                 "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
-constexpr double kWidthWithoutLegend = 640, kHeight = 440;
+constexpr double kWidthWithoutLegend = 640, kPlotHeight = 336;
 constexpr double kMarginLeft = 72, kMarginTop = 48, kMarginBottom = 56, kLegendGap = 16;
-constexpr double kCharWidth = 7;  // of 12px sans-serif, near enough to size the legend
+constexpr double kCharWidth = 7;        // of 12px sans-serif, near enough to size the legend
+constexpr double kTitleCharWidth = 9;   // of the 15px bold title
+constexpr double kTitleLineHeight = 19;
 
 std::string escape_xml(const std::string& text) {
   std::string escaped;
@@ -42,6 +44,35 @@ std::string tick_label(double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%.6g", std::fabs(value) < 1e-12 ? 0.0 : value);
   return text;
+}
+
+// The end of the piece of `text` from `start` up to and including the next ", " outside brackets,
+// so a strategy's "(nccl, repacking 4)" stays on one line.
+size_t end_of_piece(const std::string& text, size_t start) {
+  int depth = 0;
+  for (size_t i = start; i < text.size(); ++i) {
+    if (text[i] == '(' || text[i] == '[') ++depth;
+    if (text[i] == ')' || text[i] == ']') --depth;
+    if (depth <= 0 && text.compare(i, 2, ", ") == 0) return i + 2;
+  }
+  return text.size();
+}
+
+// Long titles (a series named in full) break after a ", " into lines that fit `width`.
+std::vector<std::string> title_lines(const std::string& title, double width) {
+  const size_t fits = static_cast<size_t>(std::max(20.0, (width - 24) / kTitleCharWidth));
+  std::vector<std::string> lines(1);
+  size_t start = 0;
+  while (start < title.size()) {
+    const size_t end = end_of_piece(title, start);
+    const std::string piece = title.substr(start, end - start);
+    if (!lines.back().empty() && lines.back().size() + piece.size() > fits) lines.emplace_back();
+    lines.back() += piece;
+    start = end;
+  }
+  for (std::string& line : lines)
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+  return lines;
 }
 
 bool is_finite(const ChartPoint& point) { return std::isfinite(point.x) && std::isfinite(point.y); }
@@ -167,15 +198,21 @@ std::string render_svg(const LineChart& chart) {
   for (const ChartLine& line : chart.lines) longest_label = std::max(longest_label, line.label.size());
   const double legend_width = std::clamp(40 + kCharWidth * static_cast<double>(longest_label), 120.0, 420.0);
   const double width = kWidthWithoutLegend + legend_width;
-  const PlotArea area{kMarginLeft, kMarginTop, kWidthWithoutLegend - kMarginLeft - kLegendGap,
-                      kHeight - kMarginTop - kMarginBottom, x_min, x_max, y_ticks.back()};
+  const std::vector<std::string> title = title_lines(chart.title, width);
+  const double top = kMarginTop + kTitleLineHeight * static_cast<double>(title.size() - 1);
+  const double height = top + kPlotHeight + kMarginBottom;
+  const PlotArea area{kMarginLeft, top, kWidthWithoutLegend - kMarginLeft - kLegendGap, kPlotHeight,
+                      x_min, x_max, y_ticks.back()};
 
   std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + coordinate(width) + "\" height=\"" +
-                    coordinate(kHeight) + "\" viewBox=\"0 0 " + coordinate(width) + " " + coordinate(kHeight) +
+                    coordinate(height) + "\" viewBox=\"0 0 " + coordinate(width) + " " + coordinate(height) +
                     "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg += "<title>" + escape_xml(chart.title) + "</title>\n";
   svg += "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n";
-  svg += text_element(width / 2, 26, "middle", chart.title, " class=\"title\" font-size=\"15\" font-weight=\"bold\"");
+  for (size_t i = 0; i < title.size(); ++i) {
+    svg += text_element(width / 2, 26 + kTitleLineHeight * static_cast<double>(i), "middle", title[i],
+                        " class=\"title\" font-size=\"15\" font-weight=\"bold\"");
+  }
   if (chart.shaded) {
     const double from = area.x(chart.shaded->x_from), to = area.x(chart.shaded->x_to);
     svg += "<rect class=\"shaded\" x=\"" + coordinate(from) + "\" y=\"" + coordinate(area.top) + "\" width=\"" +

@@ -108,6 +108,20 @@ TEST_CASE("report svg chart draws points above y_limit at the top edge and says 
   CHECK_FALSE(svg.find(">900</text>") != std::string::npos);
 }
 
+TEST_CASE("report svg chart breaks a long title after commas instead of cutting it off", "[report]") {
+  LineChart chart;
+  chart.title = "Step times: nmt (cudnn_lstm, bi), replicated (nccl, repacking 4, no overlap, bf16 transfer), "
+                "fp16, total batch 3072 (strong scaling) [device_name=NVIDIA H100 80GB HBM3], 8 GPUs";
+  chart.lines.push_back({"step time", {{0, 1}, {1, 2}}, false, false, ""});
+  const std::string svg = render_svg(chart);
+  CHECK(xml_problem(svg) == "");
+  // Never inside brackets: the strategy and its options stay on one line.
+  CHECK(count_of(svg, "class=\"title\"") == 3);
+  CHECK_THAT(svg, Contains(">Step times: nmt (cudnn_lstm, bi),</text>"));
+  CHECK_THAT(svg, Contains(">replicated (nccl, repacking 4, no overlap, bf16 transfer), fp16,</text>"));
+  CHECK_THAT(svg, Contains(">total batch 3072 (strong scaling) [device_name=NVIDIA H100 80GB HBM3], 8 GPUs</text>"));
+}
+
 TEST_CASE("report file names from series are made of safe characters", "[report]") {
   CHECK(safe_file_stem("resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)") ==
         "resnet50_replicated_nccl_fp32_nchw_batch_64_per_gpu_weak_scaling");
