@@ -7,6 +7,7 @@
 #include "cli/comm_bench_command.h"
 #include "cli/flags.h"
 #include "cli/log.h"
+#include "cli/report_command.h"
 #include "cli/run_command.h"
 #include "engine/device_factory.h"
 #include "engine/errors.h"
@@ -22,9 +23,11 @@ void print_error(const std::string& message) { error_log().error(message); }
 int dpbench_main(const std::vector<std::string>& args) {
   try {
     std::vector<std::string> run_args = args;
-    if (!run_args.empty() && run_args.front() == "report")
-      throw ConfigError("`dpbench report` is not implemented yet (it arrives with the reports issue); "
-                        "read the JSON result files directly for now");
+    // report reads files only: no device probing, so it runs anywhere.
+    if (!run_args.empty() && run_args.front() == "report") {
+      run_report_command({run_args.begin() + 1, run_args.end()});
+      return 0;
+    }
     if (!run_args.empty() && run_args.front() == "run") run_args.erase(run_args.begin());
 
     DeviceInventory inventory;

@@ -210,7 +210,8 @@ cxxopts::Options build_options(const std::vector<FlagSpec>& specs) {
   cxxopts::Options options(
       "dpbench",
       "dpbench: data-parallel training benchmark (successor of tf_cnn_benchmarks).\n"
-      "`dpbench report` (not built yet) will turn a folder of results into tables and plots.\n");
+      "`dpbench report PATH...` turns result files and folders into speedup tables and plots\n"
+      "(dpbench report --help).\n");
   options.custom_help("[run] [flags]");
   options.positional_help("");
   options.set_width(110);

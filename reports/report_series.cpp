@@ -1,0 +1,365 @@
+// Grouping results into series, speedups, comparison groups (see report_series.h).
+#include "reports/report_series.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+namespace dpbench {
+namespace {
+
+using nlohmann::json;
+
+// A config value as text: strings as they are, numbers and booleans as JSON writes them, "" when
+// absent (independent records no exchange options, image models no encoder_type).
+std::string config_text(const json& config, const char* name) {
+  const auto found = config.find(name);
+  if (found == config.end() || found->is_null()) return "";
+  return found->is_string() ? found->get<std::string>() : found->dump();
+}
+
+int64_t config_integer(const json& config, const char* name) {
+  const auto found = config.find(name);
+  return found != config.end() && found->is_number_integer() ? found->get<int64_t>() : 0;
+}
+
+// The reference backend names its devices by index ("reference-cpu-0"); they are all the same
+// host, so only GPU names tell hardware apart.
+std::string device_name_of(const Result& result) {
+  if (result.environment.backend == "reference") return "";
+  std::vector<std::string> names;
+  for (const DeviceRecord& device : result.environment.devices) {
+    if (std::find(names.begin(), names.end(), device.name) == names.end()) names.push_back(device.name);
+  }
+  std::string joined;
+  for (const std::string& name : names) joined += (joined.empty() ? "" : " + ") + name;
+  return joined;
+}
+
+// Column order of the comparison tables: the baseline first, then the strategies by how much
+// they share, then anything newer by name.
+int strategy_rank(const std::string& variable_update) {
+  static const std::vector<std::string> order = {"independent", "parameter_server", "replicated",
+                                                 "distributed_all_reduce"};
+  const auto found = std::find(order.begin(), order.end(), variable_update);
+  return static_cast<int>(found - order.begin());
+}
+
+// Numbers by value ("4" before "16"), anything else by text.
+bool option_less(const std::string& a, const std::string& b) {
+  char* end_a = nullptr;
+  char* end_b = nullptr;
+  const double number_a = std::strtod(a.c_str(), &end_a), number_b = std::strtod(b.c_str(), &end_b);
+  const bool numeric = !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0';
+  return numeric && number_a != number_b ? number_a < number_b : a < b;
+}
+
+// Total order of series: scaling mode, then the workload (so a workload's series stay together
+// and form one comparison), then the strategy.
+bool key_less(const SeriesKey& a, const SeriesKey& b) {
+  auto workload = [](const SeriesKey& k) {
+    return std::tie(k.scaling, k.model, k.encoder_type, k.direction, k.precision, k.data_format, k.batch,
+                    k.backend, k.device_name, k.unit);
+  };
+  if (workload(a) != workload(b)) return workload(a) < workload(b);
+  const int rank_a = strategy_rank(a.variable_update), rank_b = strategy_rank(b.variable_update);
+  if (rank_a != rank_b) return rank_a < rank_b;
+  const KeyFields fields_a = a.strategy_fields(), fields_b = b.strategy_fields();
+  for (size_t i = 0; i < fields_a.size(); ++i) {
+    if (fields_a[i].second != fields_b[i].second) return option_less(fields_a[i].second, fields_b[i].second);
+  }
+  return false;
+}
+
+struct KeyLess {
+  bool operator()(const SeriesKey& a, const SeriesKey& b) const { return key_less(a, b); }
+};
+
+std::string model_label(const SeriesKey& key) {
+  if (key.encoder_type.empty()) return key.model;
+  return key.model + " (" + key.encoder_type + (key.direction.empty() ? "" : ", " + key.direction) + ")";
+}
+
+// The parts of a workload label after the model: precision, layout (images only), backend, batch.
+std::vector<std::string> workload_details(const SeriesKey& key) {
+  std::vector<std::string> parts = {key.precision};
+  if (key.encoder_type.empty() && !key.data_format.empty()) parts.push_back(key.data_format);
+  if (key.backend == "reference") parts.push_back("reference backend");
+  parts.push_back(key.scaling == Scaling::weak
+                      ? "batch " + std::to_string(key.batch) + " per GPU (weak scaling)"
+                      : "total batch " + std::to_string(key.batch) + " (strong scaling)");
+  return parts;
+}
+
+std::string join(const std::vector<std::string>& parts, const std::string& separator) {
+  std::string text;
+  for (const std::string& part : parts) text += (text.empty() ? "" : separator) + part;
+  return text;
+}
+
+// Two different keys can read the same in words (e.g. the same series on two GPU types): such
+// titles get the key fields that tell them apart appended, so no two tables share a heading.
+void make_titles_unique(std::vector<std::string>& titles, const std::vector<KeyFields>& fields) {
+  std::map<std::string, std::vector<size_t>> by_title;
+  for (size_t i = 0; i < titles.size(); ++i) by_title[titles[i]].push_back(i);
+  for (const auto& [title, indices] : by_title) {
+    if (indices.size() < 2) continue;
+    for (size_t i : indices) {
+      std::vector<std::string> differing;
+      for (size_t f = 0; f < fields[i].size(); ++f) {
+        const bool differs = std::any_of(indices.begin(), indices.end(),
+                                         [&](size_t j) { return fields[j][f].second != fields[i][f].second; });
+        if (differs) differing.push_back(fields[i][f].first + "=" + fields[i][f].second);
+      }
+      titles[i] = title + " [" + join(differing, ", ") + "]";
+    }
+  }
+}
+
+// Config flags that vary between the runs of one series by design or without effect on speed.
+bool is_expected_to_vary(const std::string& flag, Scaling scaling) {
+  static const std::set<std::string> always = {"num_gpus",     "gpu_indices", "result_file",
+                                               "display_every", "num_batches", "num_warmup_batches",
+                                               "profile_step", "device",      "seed"};
+  return always.count(flag) > 0 || (scaling == Scaling::strong && flag == "batch_size");
+}
+
+// A note per flag whose value differs between the series' runs: they still share the table (their
+// key agrees), but the reader must know the comparison is not like for like.
+std::vector<std::string> config_difference_notes(const Series& series) {
+  std::map<std::string, std::set<std::string>> values;
+  std::set<std::string> flags;
+  for (const SeriesRow& row : series.rows)
+    for (const LoadedResult& run : row.runs)
+      for (const auto& item : run.result.config.items()) flags.insert(item.key());
+  for (const SeriesRow& row : series.rows) {
+    for (const LoadedResult& run : row.runs) {
+      for (const std::string& flag : flags) {
+        const auto found = run.result.config.find(flag);
+        values[flag].insert(found == run.result.config.end() ? "(absent)" : found->dump());
+      }
+    }
+  }
+  std::vector<std::string> notes;
+  for (const auto& [flag, seen] : values) {
+    if (seen.size() < 2 || is_expected_to_vary(flag, series.key.scaling)) continue;
+    notes.push_back("The runs differ in " + flag + " (" + join({seen.begin(), seen.end()}, ", ") +
+                    "): the rows are not like for like.");
+  }
+  return notes;
+}
+
+std::string repeated_runs_note(const SeriesRow& row, const std::string& unit) {
+  std::vector<std::string> speeds;
+  for (const LoadedResult& run : row.runs) speeds.push_back(format_fixed(run.result.summary.items_per_sec, 1));
+  const std::string which =
+      row.runs.size() % 2 == 1 ? "the median run" : "the slower of the two middle runs (median of an even count)";
+  return std::to_string(row.num_devices) + " GPU" + (row.num_devices == 1 ? "" : "s") + ": " +
+         std::to_string(row.runs.size()) + " runs (" + join(speeds, ", ") + " " + unit + "); the row shows " +
+         which + " by processing speed.";
+}
+
+Series make_series(const SeriesKey& key, std::vector<LoadedResult> runs) {
+  Series series;
+  series.key = key;
+  std::map<int64_t, std::vector<LoadedResult>> by_gpu_count;
+  for (LoadedResult& run : runs) by_gpu_count[run.result.summary.num_devices].push_back(std::move(run));
+  for (auto& [gpus, gpu_runs] : by_gpu_count) {
+    SeriesRow row;
+    row.num_devices = gpus;
+    row.runs = std::move(gpu_runs);
+    std::sort(row.runs.begin(), row.runs.end(), [](const LoadedResult& a, const LoadedResult& b) {
+      return std::make_pair(a.result.summary.items_per_sec, a.path) < std::make_pair(b.result.summary.items_per_sec, b.path);
+    });
+    row.chosen = (row.runs.size() - 1) / 2;  // a real run, so its time and jitter belong to it
+    series.rows.push_back(std::move(row));
+  }
+  const SeriesRow* baseline = find_row(series, 1);
+  series.baseline_missing = baseline == nullptr;
+  for (SeriesRow& row : series.rows) {
+    if (!baseline) continue;
+    row.speedup = row.run().result.summary.items_per_sec / baseline->run().result.summary.items_per_sec;
+    row.efficiency_pct = 100.0 * *row.speedup / static_cast<double>(row.num_devices);
+  }
+  if (series.baseline_missing) {
+    series.notes.push_back("The 1-GPU run is missing: speedup and efficiency are n/a (both are relative to the "
+                           "1-GPU run of the same series).");
+  }
+  for (const SeriesRow& row : series.rows)
+    if (row.runs.size() > 1) series.notes.push_back(repeated_runs_note(row, key.unit));
+  for (std::string& note : config_difference_notes(series)) series.notes.push_back(std::move(note));
+  return series;
+}
+
+}  // namespace
+
+const char* scaling_name(Scaling scaling) { return scaling == Scaling::weak ? "weak" : "strong"; }
+
+KeyFields SeriesKey::workload_fields() const {
+  return {{"scaling", scaling_name(scaling)}, {"model", model},     {"encoder_type", encoder_type},
+          {"direction", direction},           {"precision", precision}, {"data_format", data_format},
+          {"fixed_batch", std::to_string(batch)},   {"backend", backend}, {"device_name", device_name},
+          {"unit", unit}};
+}
+
+KeyFields SeriesKey::strategy_fields() const {
+  return {{"variable_update", variable_update},
+          {"all_reduce_spec", all_reduce_spec},
+          {"local_parameter_device", local_parameter_device},
+          {"gradient_repacking", gradient_repacking},
+          {"bucket_cap_mb", bucket_cap_mb},
+          {"agg_small_grads_max_bytes", agg_small_grads_max_bytes},
+          {"agg_small_grads_max_group", agg_small_grads_max_group},
+          {"overlap_comm", overlap_comm},
+          {"compact_gradient_transfer", compact_gradient_transfer},
+          {"sparse_embedding_grads", sparse_embedding_grads}};
+}
+
+KeyFields SeriesKey::fields() const {
+  KeyFields all = workload_fields();
+  for (auto& field : strategy_fields()) all.push_back(std::move(field));
+  return all;
+}
+
+SeriesKey series_key_of(const Result& result) {
+  const json& config = result.config;
+  SeriesKey key;
+  key.scaling = config_integer(config, "total_batch_size") > 0 ? Scaling::strong : Scaling::weak;
+  const int64_t per_gpu = config_integer(config, "batch_size");
+  key.batch = key.scaling == Scaling::strong ? result.summary.global_batch_size
+              : per_gpu > 0                  ? per_gpu
+                                             : result.summary.global_batch_size / result.summary.num_devices;
+  key.model = config_text(config, "model");
+  key.encoder_type = config_text(config, "encoder_type");
+  key.direction = config_text(config, "direction");
+  // summary.math is what ran (a tf32 request computes fp32 on the reference backend).
+  key.precision = result.summary.math.empty() ? config_text(config, "precision") : result.summary.math;
+  key.data_format = config_text(config, "data_format");
+  key.backend = result.environment.backend;
+  key.device_name = device_name_of(result);
+  key.unit = result.summary.unit;
+  key.variable_update = config_text(config, "variable_update");
+  key.all_reduce_spec = config_text(config, "all_reduce_spec");
+  key.local_parameter_device = config_text(config, "local_parameter_device");
+  key.gradient_repacking = config_text(config, "gradient_repacking");
+  key.bucket_cap_mb = config_text(config, "bucket_cap_mb");
+  key.agg_small_grads_max_bytes = config_text(config, "agg_small_grads_max_bytes");
+  key.agg_small_grads_max_group = config_text(config, "agg_small_grads_max_group");
+  key.overlap_comm = config_text(config, "overlap_comm");
+  key.compact_gradient_transfer = config_text(config, "compact_gradient_transfer");
+  key.sparse_embedding_grads = config_text(config, "sparse_embedding_grads");
+  return key;
+}
+
+std::string strategy_label(const SeriesKey& key) {
+  std::vector<std::string> options;
+  if (!key.all_reduce_spec.empty()) options.push_back(key.all_reduce_spec);
+  if (!key.local_parameter_device.empty()) options.push_back(key.local_parameter_device);
+  // Only options that differ from dpbench's defaults, so the common case reads short.
+  if (!key.gradient_repacking.empty() && key.gradient_repacking != "0")
+    options.push_back("repacking " + key.gradient_repacking);
+  if (!key.bucket_cap_mb.empty() && std::strtod(key.bucket_cap_mb.c_str(), nullptr) != 25.0) {
+    char text[48];
+    std::snprintf(text, sizeof text, "bucket %g MB", std::strtod(key.bucket_cap_mb.c_str(), nullptr));
+    options.push_back(text);
+  }
+  if (!key.agg_small_grads_max_bytes.empty() && key.agg_small_grads_max_bytes != "0")
+    options.push_back("small grads <= " + key.agg_small_grads_max_bytes + " B in groups of " +
+                      key.agg_small_grads_max_group);
+  if (key.overlap_comm == "false") options.push_back("no overlap");
+  if (!key.compact_gradient_transfer.empty() && key.compact_gradient_transfer != "none")
+    options.push_back(key.compact_gradient_transfer + " transfer");
+  if (key.sparse_embedding_grads == "true") options.push_back("sparse embeddings");
+  const std::string name = key.variable_update.empty() ? "(no strategy)" : key.variable_update;
+  return options.empty() ? name : name + " (" + join(options, ", ") + ")";
+}
+
+std::string workload_label(const SeriesKey& key) {
+  std::vector<std::string> parts = {model_label(key)};
+  for (std::string& part : workload_details(key)) parts.push_back(std::move(part));
+  return join(parts, ", ");
+}
+
+std::string series_label(const SeriesKey& key) {
+  std::vector<std::string> parts = {model_label(key), strategy_label(key)};
+  for (std::string& part : workload_details(key)) parts.push_back(std::move(part));
+  return join(parts, ", ");
+}
+
+const SeriesRow* find_row(const Series& series, int64_t num_devices) {
+  for (const SeriesRow& row : series.rows)
+    if (row.num_devices == num_devices) return &row;
+  return nullptr;
+}
+
+std::string format_fixed(double value, int decimals) {
+  if (!std::isfinite(value)) return "n/a";
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+Report build_report(LoadedResults loaded) {
+  Report report;
+  report.results = loaded.results.size();
+  report.files_examined = loaded.files_examined;
+  report.skipped = std::move(loaded.skipped);
+
+  std::map<SeriesKey, std::vector<LoadedResult>, KeyLess> grouped;
+  for (LoadedResult& run : loaded.results) {
+    const SeriesKey key = series_key_of(run.result);
+    grouped[key].push_back(std::move(run));
+  }
+  for (auto& [key, runs] : grouped) report.series.push_back(make_series(key, std::move(runs)));
+
+  std::vector<std::string> titles;
+  std::vector<KeyFields> fields;
+  for (const Series& series : report.series) {
+    titles.push_back(series_label(series.key));
+    fields.push_back(series.key.fields());
+  }
+  make_titles_unique(titles, fields);
+  for (size_t i = 0; i < report.series.size(); ++i) report.series[i].title = titles[i];
+
+  // Series are sorted workload first, so each comparison is a run of neighbours.
+  titles.clear();
+  fields.clear();
+  for (size_t i = 0; i < report.series.size(); ++i) {
+    const SeriesKey& key = report.series[i].key;
+    if (report.comparisons.empty() ||
+        report.series[report.comparisons.back().series.front()].key.workload_fields() != key.workload_fields()) {
+      Comparison comparison;
+      comparison.scaling = key.scaling;
+      comparison.unit = key.unit;
+      report.comparisons.push_back(comparison);
+      titles.push_back(workload_label(key));
+      fields.push_back(key.workload_fields());
+    }
+    Comparison& comparison = report.comparisons.back();
+    comparison.series.push_back(i);
+    for (const SeriesRow& row : report.series[i].rows) comparison.gpu_counts.push_back(row.num_devices);
+  }
+  make_titles_unique(titles, fields);
+  for (size_t i = 0; i < report.comparisons.size(); ++i) {
+    Comparison& comparison = report.comparisons[i];
+    comparison.title = titles[i];
+    std::vector<KeyFields> strategy_fields;
+    for (size_t index : comparison.series) {
+      comparison.column_labels.push_back(strategy_label(report.series[index].key));
+      strategy_fields.push_back(report.series[index].key.strategy_fields());
+    }
+    make_titles_unique(comparison.column_labels, strategy_fields);
+    std::sort(comparison.gpu_counts.begin(), comparison.gpu_counts.end());
+    comparison.gpu_counts.erase(std::unique(comparison.gpu_counts.begin(), comparison.gpu_counts.end()),
+                                comparison.gpu_counts.end());
+  }
+  return report;
+}
+
+}  // namespace dpbench

@@ -1,0 +1,225 @@
+// Markdown, CSV and JSON writers of `dpbench report` (see report_tables.h).
+#include "reports/report_tables.h"
+
+#include <cmath>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+namespace dpbench {
+namespace {
+
+using nlohmann::json;
+
+// A pipe would end a markdown cell early.
+std::string markdown_cell(const std::string& text) {
+  std::string escaped;
+  for (char c : text) escaped += c == '|' ? std::string("\\|") : std::string(1, c);
+  return escaped;
+}
+
+std::string markdown_row(const std::vector<std::string>& cells) {
+  std::string line = "|";
+  for (const std::string& cell : cells) line += " " + markdown_cell(cell) + " |";
+  return line + "\n";
+}
+
+std::string right_aligned_rule(size_t columns) {
+  std::string line = "|";
+  for (size_t i = 0; i < columns; ++i) line += "---:|";
+  return line + "\n";
+}
+
+// "1 file", "3 files"; `plural_noun` for nouns that do not just take an s.
+std::string count_of(size_t count, const std::string& noun, const std::string& plural_noun = "") {
+  return std::to_string(count) + " " + (count == 1 ? noun : plural_noun.empty() ? noun + "s" : plural_noun);
+}
+
+int64_t batch_per_gpu(const Result& result) {
+  const auto found = result.config.find("batch_size");
+  if (found != result.config.end() && found->is_number_integer()) return found->get<int64_t>();
+  return result.summary.global_batch_size / result.summary.num_devices;
+}
+
+// The batches behind "Total time to process N batches": one N when every row measured the same.
+std::optional<int64_t> common_measured_steps(const Series& series) {
+  std::optional<int64_t> steps;
+  for (const SeriesRow& row : series.rows) {
+    const int64_t n = row.run().result.summary.measured_steps;
+    if (steps && *steps != n) return std::nullopt;
+    steps = n;
+  }
+  return steps;
+}
+
+std::string speedup_text(const std::optional<double>& speedup) {
+  return speedup ? format_fixed(*speedup, 2) : "n/a";
+}
+
+std::string series_table(const Series& series) {
+  const bool same_steps = common_measured_steps(series).has_value();
+  std::string text = series_table_header(series);
+  for (const SeriesRow& row : series.rows) {
+    const Summary& summary = row.run().result.summary;
+    std::string time = format_fixed(summary.total_time_s, 3);
+    if (!same_steps) time += " (" + count_of(static_cast<size_t>(summary.measured_steps), "batch", "batches") + ")";
+    text += markdown_row({std::to_string(row.num_devices), std::to_string(batch_per_gpu(row.run().result)),
+                          std::to_string(summary.global_batch_size), time, format_fixed(summary.items_per_sec, 1),
+                          speedup_text(row.speedup),
+                          row.efficiency_pct ? format_fixed(*row.efficiency_pct, 1) : "n/a",
+                          summary.jitter ? format_fixed(*summary.jitter, 1) : "n/a"});
+  }
+  return text;
+}
+
+std::string notes_list(const std::vector<std::string>& notes) {
+  if (notes.empty()) return "";
+  std::string text = "\n";
+  for (const std::string& note : notes) text += "- " + note + "\n";
+  return text;
+}
+
+std::string comparison_table(const Report& report, const Comparison& comparison) {
+  std::vector<std::string> header = {"GPU number"};
+  for (const std::string& label : comparison.column_labels) header.push_back(label);
+  std::string text = "Processing speed in " + comparison.unit +
+                     " (speedup over the same strategy's 1-GPU run); - where a strategy has no run.\n\n";
+  text += markdown_row(header) + right_aligned_rule(header.size());
+  for (int64_t gpus : comparison.gpu_counts) {
+    std::vector<std::string> cells = {std::to_string(gpus)};
+    for (size_t index : comparison.series) {
+      const SeriesRow* row = find_row(report.series[index], gpus);
+      if (!row) {
+        cells.push_back("-");
+        continue;
+      }
+      const std::string speedup = row->speedup ? format_fixed(*row->speedup, 2) + "x" : "n/a";
+      cells.push_back(format_fixed(row->run().result.summary.items_per_sec, 1) + " (" + speedup + ")");
+    }
+    text += markdown_row(cells);
+  }
+  return text;
+}
+
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+// Shortest text that reads back as the same double; empty for none or non-finite.
+std::string csv_number(std::optional<double> value) {
+  return value && std::isfinite(*value) ? json(*value).dump() : "";
+}
+
+json json_number(std::optional<double> value) {
+  return value && std::isfinite(*value) ? json(*value) : json(nullptr);
+}
+
+json row_to_json(const SeriesRow& row) {
+  const Summary& summary = row.run().result.summary;
+  return {{"gpu_number", row.num_devices},
+          {"batch_size_per_gpu", batch_per_gpu(row.run().result)},
+          {"total_batch", summary.global_batch_size},
+          {"measured_batches", summary.measured_steps},
+          {"total_time_s", json_number(summary.total_time_s)},
+          {"items_per_sec", json_number(summary.items_per_sec)},
+          {"speedup", json_number(row.speedup)},
+          {"efficiency_pct", json_number(row.efficiency_pct)},
+          {"jitter", json_number(summary.jitter)},
+          {"runs", row.runs.size()},
+          {"file", row.run().path}};
+}
+
+}  // namespace
+
+std::string series_table_header(const Series& series) {
+  const std::optional<int64_t> steps = common_measured_steps(series);
+  const std::string time_header = steps ? "Total time to process " + std::to_string(*steps) + " batches (s)"
+                                        : "Total time to process the measured batches (s)";
+  const std::vector<std::string> header = {"GPU number",
+                                           "Batch size per GPU",
+                                           "Total batch",
+                                           time_header,
+                                           "Processing speed (" + series.key.unit + ")",
+                                           "Speedup ratio",
+                                           "Efficiency %",
+                                           "Jitter"};
+  return markdown_row(header) + right_aligned_rule(header.size());
+}
+
+std::string render_markdown(const Report& report) {
+  std::string text = "# dpbench report\n\n";
+  text += count_of(report.results, "result") + " from " + count_of(report.files_examined, "file") + " in " +
+          count_of(report.series.size(), "series", "series");
+  if (!report.skipped.empty()) text += "; " + count_of(report.skipped.size(), "file") + " skipped (listed at the end)";
+  text += ".\nSpeedup ratio = processing speed on N GPUs / processing speed on 1 GPU of the same series; "
+          "efficiency % = 100 x speedup / N; jitter = 1.4826 x median absolute deviation of the per-step "
+          "processing speeds (same unit as the speed).\n";
+
+  std::optional<Scaling> section;
+  for (const Comparison& comparison : report.comparisons) {
+    if (section != comparison.scaling) {
+      section = comparison.scaling;
+      text += comparison.scaling == Scaling::weak ? "\n## Weak scaling (fixed batch per GPU)\n"
+                                                  : "\n## Strong scaling (fixed total batch)\n";
+    }
+    for (size_t index : comparison.series) {
+      const Series& series = report.series[index];
+      text += "\n### " + series.title + "\n\n" + series_table(series) + notes_list(series.notes);
+    }
+    text += "\n### Comparison: " + comparison.title + "\n\n" + comparison_table(report, comparison);
+  }
+  if (!report.skipped.empty()) {
+    text += "\n## Skipped files\n\n";
+    for (const SkippedFile& skipped : report.skipped) text += "- `" + skipped.path + "`: " + skipped.reason + "\n";
+  }
+  return text;
+}
+
+std::string render_csv(const Report& report) {
+  std::vector<std::string> header = {"series"};
+  if (!report.series.empty())
+    for (const auto& field : report.series.front().key.fields()) header.push_back(field.first);
+  for (const char* column : {"gpu_number", "batch_size_per_gpu", "total_batch", "measured_batches", "total_time_s",
+                             "items_per_sec", "speedup", "efficiency_pct", "jitter", "runs", "file"})
+    header.push_back(column);
+  std::string text;
+  for (size_t i = 0; i < header.size(); ++i) text += (i ? "," : "") + header[i];
+  text += "\n";
+  for (const Series& series : report.series) {
+    std::string key = csv_field(series.title);
+    for (const auto& field : series.key.fields()) key += "," + csv_field(field.second);
+    for (const SeriesRow& row : series.rows) {
+      const Summary& summary = row.run().result.summary;
+      text += key + "," + std::to_string(row.num_devices) + "," + std::to_string(batch_per_gpu(row.run().result)) +
+              "," + std::to_string(summary.global_batch_size) + "," + std::to_string(summary.measured_steps) + "," +
+              csv_number(summary.total_time_s) + "," + csv_number(summary.items_per_sec) + "," +
+              csv_number(row.speedup) + "," + csv_number(row.efficiency_pct) + "," + csv_number(summary.jitter) +
+              "," + std::to_string(row.runs.size()) + "," + csv_field(row.run().path) + "\n";
+    }
+  }
+  return text;
+}
+
+std::string render_json(const Report& report) {
+  json document = json::array();
+  for (const Series& series : report.series) {
+    json key = json::object();
+    for (const auto& [name, value] : series.key.fields()) key[name] = value;
+    key["fixed_batch"] = series.key.batch;
+    json rows = json::array();
+    for (const SeriesRow& row : series.rows) rows.push_back(row_to_json(row));
+    document.push_back({{"title", series.title},
+                        {"key", std::move(key)},
+                        {"unit", series.key.unit},
+                        {"scaling", scaling_name(series.key.scaling)},
+                        {"baseline_missing", series.baseline_missing},
+                        {"notes", series.notes},
+                        {"rows", std::move(rows)}});
+  }
+  return document.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace dpbench

@@ -1,0 +1,368 @@
+// `dpbench report` tables: golden markdown, CSV and JSON from fixture results written by the real
+// result writer; speedup and efficiency arithmetic, series grouping, comparison tables, strong vs
+// weak scaling, the median of repeated runs, a missing 1-GPU run, and runs that must not mix.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <string>
+
+#include "reports/report_tables.h"
+#include "tests/host/report_test_support.h"
+
+using namespace dpbench;
+using namespace dpbench::testing;
+using Catch::Matchers::Contains;
+
+namespace {
+
+const std::vector<std::string> kReplicated = {"--model=resnet50", "--variable_update=replicated"};
+const std::vector<std::string> kIndependent = {"--model=resnet50", "--variable_update=independent"};
+const std::vector<std::string> kServerCpu = {"--model=resnet50", "--variable_update=parameter_server",
+                                             "--local_parameter_device=cpu"};
+
+FixtureRun run_of(std::vector<std::string> flags, int gpus, double speed) {
+  FixtureRun run;
+  run.flags = std::move(flags);
+  run.gpus = gpus;
+  run.items_per_sec = speed;
+  return run;
+}
+
+std::vector<std::string> with(std::vector<std::string> flags, const std::string& extra) {
+  flags.push_back(extra);
+  return flags;
+}
+
+// Speeds picked so the arithmetic is easy to check by hand: replicated scales 1.90x and 3.60x
+// (95 % and 90 %), independent ideally, the parameter server lacks its 1-GPU run, and the strong
+// scaling series (total batch 256) scales 2000/1100 = 1.818x and 3520/1100 = 3.2x.
+void write_sweep(const TempDir& dir) {
+  write_fixture(dir, "independent_1.json", run_of(kIndependent, 1, 1000));
+  write_fixture(dir, "independent_2.json", run_of(kIndependent, 2, 2000));
+  write_fixture(dir, "independent_4.json", run_of(kIndependent, 4, 4000));
+  write_fixture(dir, "replicated_1.json", run_of(kReplicated, 1, 1000));
+  write_fixture(dir, "replicated_2_a.json", run_of(kReplicated, 2, 1950));
+  write_fixture(dir, "replicated_2_b.json", run_of(kReplicated, 2, 1850));
+  write_fixture(dir, "replicated_2_c.json", run_of(kReplicated, 2, 1900));
+  write_fixture(dir, "replicated_4.json", run_of(kReplicated, 4, 3600));
+  write_fixture(dir, "ps_cpu_2.json", run_of(kServerCpu, 2, 1500));
+  write_fixture(dir, "ps_cpu_4.json", run_of(kServerCpu, 4, 2500));
+  const std::vector<std::string> strong = with(kReplicated, "--total_batch_size=256");
+  write_fixture(dir, "strong/replicated_1.json", run_of(strong, 1, 1100));
+  write_fixture(dir, "strong/replicated_2.json", run_of(strong, 2, 2000));
+  write_fixture(dir, "strong/replicated_4.json", run_of(strong, 4, 3520));
+}
+
+const char* const kSweepMarkdown = R"(# dpbench report
+
+13 results from 13 files in 4 series.
+Speedup ratio = processing speed on N GPUs / processing speed on 1 GPU of the same series; efficiency % = 100 x speedup / N; jitter = 1.4826 x median absolute deviation of the per-step processing speeds (same unit as the speed).
+
+## Weak scaling (fixed batch per GPU)
+
+### resnet50, independent, fp32, NCHW, batch 64 per GPU (weak scaling)
+
+| GPU number | Batch size per GPU | Total batch | Total time to process 100 batches (s) | Processing speed (images/s) | Speedup ratio | Efficiency % | Jitter |
+|---:|---:|---:|---:|---:|---:|---:|---:|
+| 1 | 64 | 64 | 6.400 | 1000.0 | 1.00 | 100.0 | 10.0 |
+| 2 | 64 | 128 | 6.400 | 2000.0 | 2.00 | 100.0 | 10.0 |
+| 4 | 64 | 256 | 6.400 | 4000.0 | 4.00 | 100.0 | 10.0 |
+
+### resnet50, parameter_server (cpu), fp32, NCHW, batch 64 per GPU (weak scaling)
+
+| GPU number | Batch size per GPU | Total batch | Total time to process 100 batches (s) | Processing speed (images/s) | Speedup ratio | Efficiency % | Jitter |
+|---:|---:|---:|---:|---:|---:|---:|---:|
+| 2 | 64 | 128 | 8.533 | 1500.0 | n/a | n/a | 10.0 |
+| 4 | 64 | 256 | 10.240 | 2500.0 | n/a | n/a | 10.0 |
+
+- The 1-GPU run is missing: speedup and efficiency are n/a (both are relative to the 1-GPU run of the same series).
+
+### resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)
+
+| GPU number | Batch size per GPU | Total batch | Total time to process 100 batches (s) | Processing speed (images/s) | Speedup ratio | Efficiency % | Jitter |
+|---:|---:|---:|---:|---:|---:|---:|---:|
+| 1 | 64 | 64 | 6.400 | 1000.0 | 1.00 | 100.0 | 10.0 |
+| 2 | 64 | 128 | 6.737 | 1900.0 | 1.90 | 95.0 | 10.0 |
+| 4 | 64 | 256 | 7.111 | 3600.0 | 3.60 | 90.0 | 10.0 |
+
+- 2 GPUs: 3 runs (1850.0, 1900.0, 1950.0 images/s); the row shows the median run by processing speed.
+
+### Comparison: resnet50, fp32, NCHW, batch 64 per GPU (weak scaling)
+
+Processing speed in images/s (speedup over the same strategy's 1-GPU run); - where a strategy has no run.
+
+| GPU number | independent | parameter_server (cpu) | replicated (nccl) |
+|---:|---:|---:|---:|
+| 1 | 1000.0 (1.00x) | - | 1000.0 (1.00x) |
+| 2 | 2000.0 (2.00x) | 1500.0 (n/a) | 1900.0 (1.90x) |
+| 4 | 4000.0 (4.00x) | 2500.0 (n/a) | 3600.0 (3.60x) |
+
+## Strong scaling (fixed total batch)
+
+### resnet50, replicated (nccl), fp32, NCHW, total batch 256 (strong scaling)
+
+| GPU number | Batch size per GPU | Total batch | Total time to process 100 batches (s) | Processing speed (images/s) | Speedup ratio | Efficiency % | Jitter |
+|---:|---:|---:|---:|---:|---:|---:|---:|
+| 1 | 256 | 256 | 23.273 | 1100.0 | 1.00 | 100.0 | 10.0 |
+| 2 | 128 | 256 | 12.800 | 2000.0 | 1.82 | 90.9 | 10.0 |
+| 4 | 64 | 256 | 7.273 | 3520.0 | 3.20 | 80.0 | 10.0 |
+
+### Comparison: resnet50, fp32, NCHW, total batch 256 (strong scaling)
+
+Processing speed in images/s (speedup over the same strategy's 1-GPU run); - where a strategy has no run.
+
+| GPU number | replicated (nccl) |
+|---:|---:|
+| 1 | 1100.0 (1.00x) |
+| 2 | 2000.0 (1.82x) |
+| 4 | 3520.0 (3.20x) |
+)";
+
+}  // namespace
+
+TEST_CASE("report markdown of a weak and strong scaling sweep matches the expected text", "[report]") {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path() / "strong");
+  write_sweep(dir);
+  const Report report = report_of({dir.path().string()});
+  CHECK(render_markdown(report) == kSweepMarkdown);
+}
+
+TEST_CASE("report speedup and efficiency are relative to the series' own 1-GPU run", "[report]") {
+  TempDir dir;
+  write_fixture(dir, "a.json", run_of(kReplicated, 1, 800));
+  write_fixture(dir, "b.json", run_of(kReplicated, 2, 1400));
+  write_fixture(dir, "c.json", run_of(kReplicated, 8, 5600));
+  write_fixture(dir, "d.json", run_of(kIndependent, 1, 1000));  // another series: not the baseline
+  const Report report = report_of({dir.path().string()});
+  REQUIRE(report.series.size() == 2);
+  const Series& replicated = report.series[1];
+  CHECK(replicated.title == "resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)");
+  REQUIRE(replicated.rows.size() == 3);
+  CHECK(*replicated.rows[1].speedup == Approx(1.75));        // 1400 / 800
+  CHECK(*replicated.rows[1].efficiency_pct == Approx(87.5));  // 100 x 1.75 / 2
+  CHECK(*replicated.rows[2].speedup == Approx(7.0));
+  CHECK(*replicated.rows[2].efficiency_pct == Approx(87.5));
+  CHECK_THAT(render_markdown(report), Contains("| 8 | 64 | 512 | 9.143 | 5600.0 | 7.00 | 87.5 | 10.0 |\n"));
+}
+
+TEST_CASE("report groups series by strategy options, precision, layout and model variant", "[report]") {
+  TempDir dir;
+  const std::vector<std::vector<std::string>> variants = {
+      kReplicated,
+      with(kReplicated, "--all_reduce_spec=xring"),
+      {"--model=resnet50", "--variable_update=replicated", "--gradient_repacking=4", "--overlap_comm=false",
+       "--compact_gradient_transfer=fp16"},
+      with(kReplicated, "--bucket_cap_mb=10"),
+      {"--model=resnet50", "--variable_update=parameter_server", "--local_parameter_device=gpu"},
+      with(kReplicated, "--precision=fp16"),
+      with(kReplicated, "--data_format=NHWC"),
+      with(kIndependent, "--batch_size=32"),
+  };
+  for (size_t i = 0; i < variants.size(); ++i) write_fixture(dir, "r" + std::to_string(i) + ".json", run_of(variants[i], 1, 100));
+  FixtureRun nmt = run_of({"--model=nmt", "--variable_update=replicated", "--encoder_type=cudnn_lstm", "--direction=bi"}, 1, 50000);
+  nmt.unit = "words/s";
+  write_fixture(dir, "nmt.json", nmt);
+  FixtureRun rnnlm = run_of({"--model=rnnlm", "--variable_update=replicated", "--sparse_embedding_grads=true"}, 1, 90000);
+  rnnlm.unit = "tokens/s";
+  write_fixture(dir, "rnnlm.json", rnnlm);
+
+  const Report report = report_of({dir.path().string()});
+  std::vector<std::string> titles;
+  for (const Series& series : report.series) titles.push_back(series.title);
+  // Workloads in order of scaling, model, variant, precision, layout, batch; strategies within one
+  // workload from the baseline on, options by value.
+  CHECK(titles == std::vector<std::string>{
+                      "nmt (cudnn_lstm, bi), replicated (nccl), fp32, batch 384 per GPU (weak scaling)",
+                      "resnet50, replicated (nccl), fp16, NCHW, batch 64 per GPU (weak scaling)",
+                      "resnet50, independent, fp32, NCHW, batch 32 per GPU (weak scaling)",
+                      "resnet50, parameter_server (gpu), fp32, NCHW, batch 64 per GPU (weak scaling)",
+                      "resnet50, replicated (nccl, bucket 10 MB), fp32, NCHW, batch 64 per GPU (weak scaling)",
+                      "resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)",
+                      "resnet50, replicated (nccl, repacking 4, no overlap, fp16 transfer), fp32, NCHW, batch 64 per GPU (weak scaling)",
+                      "resnet50, replicated (xring), fp32, NCHW, batch 64 per GPU (weak scaling)",
+                      "resnet50, replicated (nccl), fp32, NHWC, batch 64 per GPU (weak scaling)",
+                      "rnnlm (cudnn_lstm), replicated (nccl, sparse embeddings), fp32, batch 512 per GPU (weak scaling)",
+                  });
+  // One comparison per workload: the batch-64 fp32 NCHW resnet50 one holds five strategies.
+  REQUIRE(report.comparisons.size() == 6);
+  CHECK(report.comparisons[3].title == "resnet50, fp32, NCHW, batch 64 per GPU (weak scaling)");
+  CHECK(report.comparisons[3].series.size() == 5);
+  CHECK_THAT(render_markdown(report),
+             Contains("| GPU number | parameter_server (gpu) | replicated (nccl, bucket 10 MB) | replicated (nccl) | "
+                      "replicated (nccl, repacking 4, no overlap, fp16 transfer) | replicated (xring) |\n"));
+}
+
+TEST_CASE("report keeps strong and weak scaling apart even at equal batches", "[report]") {
+  TempDir dir;
+  // Weak at 64 per GPU and strong at total 64 agree on the 1-GPU run's batch, but not beyond.
+  write_fixture(dir, "weak_1.json", run_of(kReplicated, 1, 1000));
+  write_fixture(dir, "weak_2.json", run_of(kReplicated, 2, 1900));
+  write_fixture(dir, "strong_1.json", run_of(with(kReplicated, "--total_batch_size=64"), 1, 1000));
+  write_fixture(dir, "strong_2.json", run_of(with(kReplicated, "--total_batch_size=64"), 2, 1500));
+  const Report report = report_of({dir.path().string()});
+  REQUIRE(report.series.size() == 2);
+  CHECK(report.series[0].key.scaling == Scaling::weak);
+  CHECK(report.series[1].key.scaling == Scaling::strong);
+  CHECK(report.series[1].title == "resnet50, replicated (nccl), fp32, NCHW, total batch 64 (strong scaling)");
+  CHECK(*report.series[1].rows[1].speedup == Approx(1.5));
+  const std::string markdown = render_markdown(report);
+  const size_t weak = markdown.find("## Weak scaling (fixed batch per GPU)");
+  const size_t strong = markdown.find("## Strong scaling (fixed total batch)");
+  REQUIRE(weak != std::string::npos);
+  REQUIRE(strong != std::string::npos);
+  CHECK(markdown.find("| 2 | 64 | 128 | 6.737 | 1900.0 | 1.90 | 95.0 | 10.0 |") < strong);
+  CHECK(markdown.find("| 2 | 32 | 64 | 4.267 | 1500.0 | 1.50 | 75.0 | 10.0 |") > strong);
+}
+
+TEST_CASE("report shows the median of repeated runs and says how many there were", "[report]") {
+  TempDir dir;
+  write_fixture(dir, "base.json", run_of(kReplicated, 1, 1000));
+  for (double speed : {1700.0, 1900.0, 1800.0, 1600.0, 1750.0})
+    write_fixture(dir, "odd_" + std::to_string(int(speed)) + ".json", run_of(kReplicated, 2, speed));
+  for (double speed : {3000.0, 3400.0})
+    write_fixture(dir, "even_" + std::to_string(int(speed)) + ".json", run_of(kReplicated, 4, speed));
+  const Report report = report_of({dir.path().string()});
+  REQUIRE(report.series.size() == 1);
+  const Series& series = report.series[0];
+  CHECK(series.rows[1].runs.size() == 5);
+  CHECK(series.rows[1].run().result.summary.items_per_sec == 1750.0);
+  CHECK(series.rows[2].run().result.summary.items_per_sec == 3000.0);  // the slower middle one
+  const std::string markdown = render_markdown(report);
+  CHECK_THAT(markdown, Contains("| 2 | 64 | 128 | 7.314 | 1750.0 | 1.75 | 87.5 | 10.0 |\n"));
+  CHECK_THAT(markdown, Contains("| 4 | 64 | 256 | 8.533 | 3000.0 | 3.00 | 75.0 | 10.0 |\n"));
+  CHECK_THAT(markdown, Contains("- 2 GPUs: 5 runs (1600.0, 1700.0, 1750.0, 1800.0, 1900.0 images/s); the row shows "
+                                "the median run by processing speed.\n"));
+  CHECK_THAT(markdown, Contains("- 4 GPUs: 2 runs (3000.0, 3400.0 images/s); the row shows the slower of the two "
+                                "middle runs (median of an even count) by processing speed.\n"));
+}
+
+TEST_CASE("report without a 1-GPU run says n/a and notes the missing baseline", "[report]") {
+  TempDir dir;
+  write_fixture(dir, "two.json", run_of(kReplicated, 2, 1900));
+  write_fixture(dir, "four.json", run_of(kReplicated, 4, 3600));
+  const Report report = report_of({dir.path().string()});
+  REQUIRE(report.series.size() == 1);
+  CHECK(report.series[0].baseline_missing);
+  CHECK_FALSE(report.series[0].rows[0].speedup.has_value());
+  const std::string markdown = render_markdown(report);
+  CHECK_THAT(markdown, Contains("| 2 | 64 | 128 | 6.737 | 1900.0 | n/a | n/a | 10.0 |\n"
+                                "| 4 | 64 | 256 | 7.111 | 3600.0 | n/a | n/a | 10.0 |\n\n"
+                                "- The 1-GPU run is missing: speedup and efficiency are n/a"));
+  CHECK_THAT(markdown, Contains("| 2 | 1900.0 (n/a) |\n"));
+}
+
+TEST_CASE("report tells backends, GPU types and units apart", "[report]") {
+  TempDir dir;
+  write_fixture(dir, "cuda.json", run_of(kReplicated, 1, 1000));
+  FixtureRun reference = run_of(kReplicated, 1, 12);
+  reference.backend = "reference";
+  write_fixture(dir, "reference.json", reference);
+  FixtureRun h200 = run_of(kReplicated, 1, 1300);
+  h200.gpu_name = "NVIDIA H200";
+  write_fixture(dir, "h200.json", h200);
+  FixtureRun other_unit = run_of(kReplicated, 1, 7);
+  other_unit.unit = "samples/s";
+  other_unit.gpu_name = "NVIDIA H200";
+  write_fixture(dir, "samples.json", other_unit);
+
+  const Report report = report_of({dir.path().string()});
+  std::vector<std::string> titles;
+  for (const Series& series : report.series) titles.push_back(series.title);
+  const std::string base = "resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)";
+  CHECK(titles == std::vector<std::string>{
+                      base + " [device_name=NVIDIA H100 80GB HBM3, unit=images/s]",
+                      base + " [device_name=NVIDIA H200, unit=images/s]",
+                      base + " [device_name=NVIDIA H200, unit=samples/s]",
+                      "resnet50, replicated (nccl), fp32, NCHW, reference backend, batch 64 per GPU (weak scaling)",
+                  });
+  for (const Series& series : report.series) CHECK(series.rows.size() == 1);
+}
+
+TEST_CASE("report notes config that differs between the runs of one series", "[report]") {
+  TempDir dir;
+  write_fixture(dir, "one.json", run_of(kReplicated, 1, 1000));
+  write_fixture(dir, "two.json", run_of(with(kReplicated, "--cuda_graph=false"), 2, 1800));
+  FixtureRun shorter = run_of(kReplicated, 4, 3600);
+  shorter.measured_steps = 50;  // a different length is expected and shown, not warned about
+  write_fixture(dir, "four.json", shorter);
+  const Report report = report_of({dir.path().string()});
+  REQUIRE(report.series.size() == 1);
+  CHECK(report.series[0].notes ==
+        std::vector<std::string>{"The runs differ in cuda_graph (false, true): the rows are not like for like."});
+  const std::string markdown = render_markdown(report);
+  CHECK_THAT(markdown, Contains("| Total time to process the measured batches (s) |"));
+  CHECK_THAT(markdown, Contains("| 4 | 64 | 256 | 3.556 (50 batches) | 3600.0 | 3.60 | 90.0 | 10.0 |\n"));
+}
+
+TEST_CASE("report csv has one row per series and GPU count with the key fields", "[report]") {
+  TempDir dir;
+  write_fixture(dir, "one.json", run_of(kReplicated, 1, 1000));
+  write_fixture(dir, "two.json", run_of(kReplicated, 2, 1900));
+  write_fixture(dir, "ps.json", run_of(kServerCpu, 2, 1500));
+  const std::string csv = with_placeholder(render_csv(report_of({dir.path().string()})), dir);
+  CHECK(csv ==
+        "series,scaling,model,encoder_type,direction,precision,data_format,fixed_batch,backend,device_name,unit,"
+        "variable_update,all_reduce_spec,local_parameter_device,gradient_repacking,bucket_cap_mb,"
+        "agg_small_grads_max_bytes,agg_small_grads_max_group,overlap_comm,compact_gradient_transfer,"
+        "sparse_embedding_grads,gpu_number,batch_size_per_gpu,total_batch,measured_batches,total_time_s,"
+        "items_per_sec,speedup,efficiency_pct,jitter,runs,file\n"
+        "\"resnet50, parameter_server (cpu), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,resnet50,,,fp32,NCHW,"
+        "64,cuda,NVIDIA H100 80GB HBM3,images/s,parameter_server,,cpu,0,25.0,0,10,true,none,false,"
+        "2,64,128,100,8.533333333333333,1500.0,,,10.0,1,<dir>/ps.json\n"
+        "\"resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,resnet50,,,fp32,NCHW,"
+        "64,cuda,NVIDIA H100 80GB HBM3,images/s,replicated,nccl,,0,25.0,0,10,true,none,false,"
+        "1,64,64,100,6.4,1000.0,1.0,100.0,10.0,1,<dir>/one.json\n"
+        "\"resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,resnet50,,,fp32,NCHW,"
+        "64,cuda,NVIDIA H100 80GB HBM3,images/s,replicated,nccl,,0,25.0,0,10,true,none,false,"
+        "2,64,128,100,6.7368421052631575,1900.0,1.9,95.0,10.0,1,<dir>/two.json\n");
+}
+
+TEST_CASE("report json is an array of series objects with their rows", "[report]") {
+  TempDir dir;
+  write_fixture(dir, "two.json", run_of(kReplicated, 2, 1900));
+  write_fixture(dir, "one.json", run_of(kReplicated, 1, 1000));
+  const nlohmann::json document = nlohmann::json::parse(render_json(report_of({dir.path().string()})));
+  REQUIRE(document.is_array());
+  REQUIRE(document.size() == 1);
+  const nlohmann::json& series = document[0];
+  CHECK(series["title"] == "resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)");
+  CHECK(series["scaling"] == "weak");
+  CHECK(series["unit"] == "images/s");
+  CHECK(series["baseline_missing"] == false);
+  CHECK(series["key"]["variable_update"] == "replicated");
+  CHECK(series["key"]["all_reduce_spec"] == "nccl");
+  CHECK(series["key"]["fixed_batch"] == 64);
+  REQUIRE(series["rows"].size() == 2);
+  const nlohmann::json& row = series["rows"][1];
+  CHECK(row["gpu_number"] == 2);
+  CHECK(row["batch_size_per_gpu"] == 64);
+  CHECK(row["total_batch"] == 128);
+  CHECK(row["measured_batches"] == 100);
+  CHECK(row["items_per_sec"] == 1900.0);
+  CHECK(row["speedup"].get<double>() == Approx(1.9));
+  CHECK(row["efficiency_pct"].get<double>() == Approx(95.0));
+  CHECK(row["jitter"] == 10.0);
+  CHECK(row["runs"] == 1);
+  CHECK(with_placeholder(row["file"].get<std::string>(), dir) == "<dir>/two.json");
+}
+
+TEST_CASE("report tells apart strategies whose labels read alike", "[report]") {
+  TempDir dir;
+  write_fixture(dir, "a.json", run_of(kReplicated, 1, 1000));
+  // agg_small_grads_max_group only matters with agg_small_grads_max_bytes, so the label omits it,
+  // yet the runs must not share a row.
+  nlohmann::json other = result_to_json(make_fixture_result(run_of(kReplicated, 1, 900)));
+  other["config"]["agg_small_grads_max_group"] = 5;
+  std::ofstream(dir.file("b.json")) << other.dump();
+  const Report report = report_of({dir.path().string()});
+  REQUIRE(report.series.size() == 2);
+  CHECK(report.series[0].title ==
+        "resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling) [agg_small_grads_max_group=5]");
+  REQUIRE(report.comparisons.size() == 1);
+  CHECK(report.comparisons[0].column_labels ==
+        std::vector<std::string>{"replicated (nccl) [agg_small_grads_max_group=5]",
+                                 "replicated (nccl) [agg_small_grads_max_group=10]"});
+  CHECK_THAT(render_markdown(report),
+             Contains("| 1 | 900.0 (1.00x) | 1000.0 (1.00x) |\n"));
+}
