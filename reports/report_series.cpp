@@ -51,12 +51,14 @@ int strategy_rank(const std::string& variable_update) {
   return static_cast<int>(found - order.begin());
 }
 
-// Numbers by value ("4" before "16"), anything else by text.
+// Numbers by value ("4" before "16"), anything else by text. (Finite numbers only: a NaN would
+// compare equal to everything and break the map's ordering.)
 bool option_less(const std::string& a, const std::string& b) {
   char* end_a = nullptr;
   char* end_b = nullptr;
   const double number_a = std::strtod(a.c_str(), &end_a), number_b = std::strtod(b.c_str(), &end_b);
-  const bool numeric = !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0';
+  const bool numeric = !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0' &&
+                       std::isfinite(number_a) && std::isfinite(number_b);
   return numeric && number_a != number_b ? number_a < number_b : a < b;
 }
 
@@ -122,11 +124,14 @@ void make_titles_unique(std::vector<std::string>& titles, const std::vector<KeyF
   }
 }
 
-// Config flags that vary between the runs of one series by design or without effect on speed.
+// Config flags that vary between the runs of one series by design or without effect on speed, and
+// spellings whose resolved meaning is in the key already (use_fp16 is precision=fp16;
+// independent_replica is variable_update=independent).
 bool is_expected_to_vary(const std::string& flag, Scaling scaling) {
   static const std::set<std::string> always = {"num_gpus",     "gpu_indices", "result_file",
                                                "display_every", "num_batches", "num_warmup_batches",
-                                               "profile_step", "device",      "seed"};
+                                               "profile_step", "device",      "seed",
+                                               "use_fp16",     "independent_replica"};
   return always.count(flag) > 0 || (scaling == Scaling::strong && flag == "batch_size");
 }
 

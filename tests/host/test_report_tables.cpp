@@ -366,3 +366,20 @@ TEST_CASE("report tells apart strategies whose labels read alike", "[report]") {
   CHECK_THAT(render_markdown(report),
              Contains("| 1 | 900.0 (1.00x) | 1000.0 (1.00x) |\n"));
 }
+
+TEST_CASE("report takes the spellings of one setting as the same series", "[report]") {
+  TempDir dir;
+  // tf_cnn_benchmarks' spelling of independent, and --use_fp16 for --precision=fp16.
+  write_fixture(dir, "a.json", run_of(kIndependent, 1, 1000));
+  write_fixture(dir, "b.json", run_of({"--model=resnet50", "--variable_update=replicated", "--independent_replica=true"}, 2, 2000));
+  write_fixture(dir, "c.json", run_of(with(kIndependent, "--precision=fp16"), 1, 1500));
+  write_fixture(dir, "d.json", run_of(with(kIndependent, "--use_fp16=true"), 2, 3000));
+  const Report report = report_of({dir.path().string()});
+  REQUIRE(report.series.size() == 2);
+  for (const Series& series : report.series) {
+    CHECK(series.rows.size() == 2);
+    CHECK(series.notes.empty());
+    CHECK(*series.rows[1].speedup == Approx(2.0));
+  }
+  CHECK(report.series[0].title == "resnet50, independent, fp16, NCHW, batch 64 per GPU (weak scaling)");
+}
