@@ -25,13 +25,8 @@ ParallelCorpus ParallelCorpus::load(const std::string& source_path, const std::s
                                     const ParallelCorpusOptions& options) {
   if (options.src_max_len < 0 || options.tgt_max_len < 0)
     throw ConfigError("--src_max_len and --tgt_max_len must be 0 (no limit) or positive");
-  const std::vector<std::string> sources = read_text_lines(source_path, kParallelHint);
-  const std::vector<std::string> targets = read_text_lines(target_path, kParallelHint);
-  if (sources.size() != targets.size())
-    throw ConfigError("parallel corpus: " + source_path + " has " + std::to_string(sources.size()) +
-                      " lines but " + target_path + " has " + std::to_string(targets.size()) +
-                      ": line i of one must translate line i of the other");
-
+  TextLineReader source_reader(source_path, kParallelHint);
+  TextLineReader target_reader(target_path, kParallelHint);
   ParallelCorpus corpus;
   corpus.source_path_ = source_path;
   corpus.target_path_ = target_path;
@@ -40,9 +35,20 @@ ParallelCorpus ParallelCorpus::load(const std::string& source_path, const std::s
   corpus.target_padding_id_ = target_vocabulary.padding_id();
   corpus.target_start_id_ = target_vocabulary.sentence_start_id();
   corpus.target_end_id_ = target_vocabulary.sentence_end_id();
-  for (size_t line = 0; line < sources.size(); ++line) {
-    const std::vector<std::string> source_words = split_whitespace(sources[line]);
-    const std::vector<std::string> target_words = split_whitespace(targets[line]);
+  std::string source_line, target_line;
+  for (;;) {
+    const bool has_source = source_reader.next(source_line);
+    const bool has_target = target_reader.next(target_line);
+    if (has_source != has_target) {
+      source_reader.skip_rest();  // the longer file's line count, for the message
+      target_reader.skip_rest();
+      throw ConfigError("parallel corpus: " + source_path + " has " + std::to_string(source_reader.lines_read()) +
+                        " lines but " + target_path + " has " + std::to_string(target_reader.lines_read()) +
+                        ": line i of one must translate line i of the other");
+    }
+    if (!has_source) break;
+    const std::vector<std::string> source_words = split_whitespace(source_line);
+    const std::vector<std::string> target_words = split_whitespace(target_line);
     if (source_words.empty() || target_words.empty()) {
       ++corpus.skipped_empty_pairs_;
       continue;

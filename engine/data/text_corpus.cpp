@@ -17,13 +17,14 @@ std::string ptb_file_path(const std::string& directory, TextSplit split) {
 }
 
 TextCorpus TextCorpus::load(const std::string& path, const Vocabulary& vocabulary) {
-  const std::vector<std::string> lines = read_text_lines(
-      path, "expects a text of one sentence per line (PTB: ptb.train.txt, ptb.valid.txt, ptb.test.txt "
-            "in the folder given by --data_dir)");
+  TextLineReader reader(path,
+                        "expects a text of one sentence per line (PTB: ptb.train.txt, ptb.valid.txt, "
+                        "ptb.test.txt in the folder given by --data_dir)");
   TextCorpus corpus;
   corpus.path_ = path;
   corpus.padding_id_ = vocabulary.padding_id();
-  for (const std::string& line : lines) {
+  std::string line;
+  while (reader.next(line)) {
     const std::vector<std::string> words = split_whitespace(line);
     if (words.empty()) {
       ++corpus.skipped_blank_lines_;

@@ -2,23 +2,31 @@
 #include "engine/data/text_file.h"
 
 #include <cctype>
-#include <fstream>
+#include <filesystem>
 
 #include "engine/errors.h"
 
 namespace dpbench {
 
-std::vector<std::string> read_text_lines(const std::string& path, const std::string& hint) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError("cannot open " + path + ": " + hint);
-  std::vector<std::string> lines;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    lines.push_back(std::move(line));
+TextLineReader::TextLineReader(const std::string& path, const std::string& hint)
+    : path_(path), in_(path, std::ios::binary) {
+  if (!in_ || !std::filesystem::is_regular_file(path)) throw ConfigError("cannot open " + path + ": " + hint);
+}
+
+bool TextLineReader::next(std::string& line) {
+  if (!std::getline(in_, line)) {
+    if (in_.bad()) throw RuntimeError("error while reading " + path_);
+    return false;
   }
-  if (in.bad()) throw RuntimeError("error while reading " + path);
-  return lines;
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  ++lines_read_;
+  return true;
+}
+
+void TextLineReader::skip_rest() {
+  std::string ignored;
+  while (next(ignored)) {
+  }
 }
 
 static bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
@@ -33,12 +41,6 @@ std::vector<std::string> split_whitespace(const std::string& line) {
     if (i > start) tokens.push_back(line.substr(start, i - start));
   }
   return tokens;
-}
-
-bool is_blank(const std::string& line) {
-  for (char c : line)
-    if (!is_space(c)) return false;
-  return true;
 }
 
 }  // namespace dpbench

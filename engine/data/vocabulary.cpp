@@ -62,36 +62,32 @@ const std::string& Vocabulary::token(int32_t id) const {
 }
 
 Vocabulary Vocabulary::from_file(const std::string& path, const SpecialTokens& specials) {
-  const std::vector<std::string> lines =
-      read_text_lines(path, "expects a vocabulary file with one token per line");
+  TextLineReader reader(path, "expects a vocabulary file with one token per line");
   Vocabulary vocabulary(specials, path);
-  std::unordered_map<std::string, size_t> line_of;  // 1-based line of each word, for duplicates
-  bool any_token = false;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    const std::string where = path + " line " + std::to_string(i + 1);
-    const std::vector<std::string> words = split_whitespace(lines[i]);
+  std::unordered_map<std::string, int64_t> line_of;  // 1-based line of each token, for duplicates
+  std::string line;
+  while (reader.next(line)) {
+    const std::string where = path + " line " + std::to_string(reader.lines_read());
+    const std::vector<std::string> words = split_whitespace(line);
     if (words.empty())
       throw ConfigError("vocabulary " + where + " is blank: one token per line, no empty lines");
     if (words.size() > 1)
-      throw ConfigError("vocabulary " + where + " holds " + std::to_string(words.size()) +
-                        " tokens (\"" + lines[i] + "\"): one token per line");
+      throw ConfigError("vocabulary " + where + " holds " + std::to_string(words.size()) + " tokens (\"" +
+                        line + "\"): one token per line");
     const std::string& word = words[0];
-    any_token = true;
-    const auto [seen, inserted] = line_of.emplace(word, i + 1);
+    const auto [seen, inserted] = line_of.emplace(word, reader.lines_read());
     if (!inserted)
       throw ConfigError("vocabulary " + where + " repeats \"" + word + "\" of line " +
                         std::to_string(seen->second) + ": every token must be listed once");
     if (!vocabulary.contains(word)) vocabulary.add(word);  // a special keeps its special id
   }
-  if (!any_token)
-    throw ConfigError("vocabulary " + path + " is empty: expects one token per line");
+  if (line_of.empty()) throw ConfigError("vocabulary " + path + " is empty: expects one token per line");
   return vocabulary;
 }
 
 Vocabulary Vocabulary::build_from_text(const std::string& path, const SpecialTokens& specials,
                                        int64_t max_size) {
-  const std::vector<std::string> lines =
-      read_text_lines(path, "expects the training text to build the vocabulary from");
+  TextLineReader reader(path, "expects the training text to build the vocabulary from");
   Vocabulary vocabulary(specials, "built from " + path);
   if (max_size > 0 && max_size < vocabulary.size())
     throw ConfigError("a vocabulary of at most " + std::to_string(max_size) + " tokens cannot hold its " +
@@ -103,7 +99,8 @@ Vocabulary Vocabulary::build_from_text(const std::string& path, const SpecialTok
   };
   std::vector<WordCount> counts;  // in order of first appearance
   std::unordered_map<std::string, size_t> slot;
-  for (const std::string& line : lines) {
+  std::string line;
+  while (reader.next(line)) {
     for (const std::string& word : split_whitespace(line)) {
       if (vocabulary.contains(word)) continue;  // a special token keeps its special id
       const auto [it, inserted] = slot.emplace(word, counts.size());

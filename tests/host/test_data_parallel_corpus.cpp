@@ -166,6 +166,9 @@ TEST_CASE("data: parallel corpus errors name both files and both line counts", "
   write_text(data.target_path, "x y\nz\nw\nu v w x\nextra\n");
   CHECK_THAT(config_error_of([&] { data.load(); }),
              Contains(data.source_path + " has 4 lines") && Contains(data.target_path + " has 5"));
+  write_text(data.target_path, "x y\n");
+  CHECK_THAT(config_error_of([&] { data.load(); }),
+             Contains(data.source_path + " has 4 lines") && Contains(data.target_path + " has 1"));
 
   CHECK_THAT(config_error_of([&] {
                ParallelCorpus::load(data.dir.file("nothing.en"), data.target_path, data.source_vocabulary,
