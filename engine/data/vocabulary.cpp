@@ -9,7 +9,9 @@
 
 namespace dpbench {
 
-SpecialTokens nmt_special_tokens() { return {{"<unk>", "<s>", "</s>"}, "<unk>", "<s>", "</s>", "</s>"}; }
+SpecialTokens nmt_special_tokens() {
+  return {{"<unk>", "<s>", "</s>"}, "<unk>", "<s>", "</s>", "</s>"};
+}
 
 SpecialTokens ptb_special_tokens() {
   return {{"<unk>", "<bos>", "<eos>"}, "<unk>", "<bos>", "<eos>", "<eos>"};
@@ -18,10 +20,11 @@ SpecialTokens ptb_special_tokens() {
 static void check_specials(const SpecialTokens& specials) {
   for (size_t i = 0; i < specials.tokens.size(); ++i) {
     const std::string& token = specials.tokens[i];
-    if (token.empty() || split_whitespace(token).size() != 1 || split_whitespace(token)[0] != token)
+    // A token with whitespace could never match a word of the whitespace-split text.
+    if (split_whitespace(token) != std::vector<std::string>{token})
       throw ConfigError("special token \"" + token + "\" must be one word without whitespace");
     for (size_t j = 0; j < i; ++j)
-      if (specials.tokens[j] == token) throw ConfigError("special token " + token + " is listed twice");
+      if (specials.tokens[j] == token) throw ConfigError("special token \"" + token + "\" is listed twice");
   }
   const std::pair<const char*, const std::string*> roles[] = {
       {"unknown", &specials.unknown},
