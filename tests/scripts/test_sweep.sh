@@ -257,11 +257,23 @@ reference_tests() {
     '^\[[1-6]/6\] trivial (independent|replicated:nccl) [124] devices? \.\.\. [0-9]+\.[0-9] images/s$' || true)" = 6 ]
   check "third run is independent on 2 devices" grep -q '^\[3/6\] trivial independent 2 devices \.\.\. ' "$tmp/stdout"
   check "no failures.txt after a clean sweep" [ ! -e "$o/failures.txt" ]
-  check "one line about the report: $(cat "$tmp/stdout")" [ "$(grep -cE \
-    '^sweep.sh: (report written to |the report could not be generated: dpbench report exited [0-9]+: )' "$tmp/stdout" || true)" = 1 ]
-  # --- report rows: to be added once `dpbench report` lands (lead engineer) -----------------------
-  # check_report_rows: "$o/REPORT.md" should then exist and have one row per result of this sweep.
-  # -----------------------------------------------------------------------------------------------
+  check "the report was written: $(cat "$tmp/stdout")" grep -qxF \
+    "sweep.sh: report written to $o/REPORT.md, plots to $o/plots" "$tmp/stdout"
+  # The report: one table per strategy with a row per device count (batch 64 per device, 3 batches),
+  # the comparison table with both strategies, and the figures.
+  local report=$o/REPORT.md series
+  for series in independent "replicated (nccl)"; do
+    check "report has the $series series" grep -qxF \
+      "### trivial, $series, fp32, NCHW, reference backend, batch 64 per GPU (weak scaling)" "$report"
+    for n in 1 2 4; do
+      check "report: $series row for $n devices" [ "$(sed -n "/^### trivial, $series,/,/^###/p" "$report" | \
+        grep -cE "^\| $n \| 64 \| $((64 * n)) \| [0-9]+\.[0-9]{3} \| [0-9]+\.[0-9] \| [0-9]+\.[0-9]{2} \| [0-9]+\.[0-9] \|" || true)" = 1 ]
+    done
+  done
+  check "report: the 1-device rows are the baseline" [ "$(grep -cE '^\| 1 \| 64 \| 64 \| [0-9.]+ \| [0-9.]+ \| 1\.00 \| 100\.0 \|' "$report" || true)" = 2 ]
+  check "report: comparison table of both strategies" grep -qxF "| GPU number | independent | replicated (nccl) |" "$report"
+  check "report: speedup figure" [ -s "$o/plots/speedup_trivial_fp32_nchw_reference_backend_batch_64_per_gpu_weak_scaling.svg" ]
+  check "report: step-time figures of the 4-device runs" [ "$(find "$o/plots" -name 'steps_*_4gpu.svg' | wc -l)" = 2 ]
   mkdir "$tmp/before"
   cp -p "$o"/*.json "$tmp/before/"
   progress | sed 's/ \.\.\. .*//' >"$tmp/labels"
