@@ -20,6 +20,7 @@ enum : uint64_t {
   kRandomStreamDecoderTokens = 3,  // a sequence model's second input (the decoder's tokens)
   kRandomStreamParameters = 1000,  // + tensor number
   kRandomStreamDropout = 1ull << 32,  // + step number
+  kRandomStreamEpochShuffle = 2ull << 32,  // + epoch number (engine/data/epoch_sampler.cpp)
 };
 
 // splitmix64 finaliser: a bijective mix with good avalanche.

@@ -13,9 +13,7 @@ namespace dpbench {
 
 namespace {
 
-// Epoch e shuffles with stream kRandomStreamEpochShuffle + e, apart from engine/counter_random.h's
-// streams (inputs, labels, parameters, dropout).
-constexpr uint64_t kRandomStreamEpochShuffle = 2ull << 32;
+// Epoch e shuffles with stream kRandomStreamEpochShuffle + e (engine/counter_random.h).
 // Draw indices of one epoch: bits 40 and up name what is shuffled (0: the batch order, b + 1:
 // bucket b's examples), the low 40 bits the draw.
 constexpr int kDrawPurposeShift = 40;
