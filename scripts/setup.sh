@@ -4,7 +4,8 @@
 # The CUDA toolkit (nvcc, cuBLAS) with cuDNN and NCCL must already be installed (/usr/local/cuda).
 set -euo pipefail
 
-packages=(cmake g++ make libcxxopts-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2)
+packages=(cmake g++ make libcxxopts-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
+          libopenmpi-dev openmpi-bin)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -1,0 +1,50 @@
+// MpiContext: this process's place in an `mpirun` job (rank, size, rank and rank count on its own
+// host, every rank's host name) and the few exchanges dpbench needs besides NCCL: a broadcast of
+// bytes (NCCL's unique id), an all-gather of numbers (per-rank step times), and a start-up check
+// that every rank resolved the same flags. Built only where MPI is found (DPBENCH_HAVE_MPI); MPI
+// errors come back as codes (MPI_ERRORS_RETURN) and become RuntimeError lines naming the call,
+// file:line and rank, so one failing rank can say why before the job is aborted.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace dpbench {
+
+class MpiContext {
+ public:
+  // True when this process was started by an MPI launcher (mpirun / mpiexec of Open MPI or MPICH,
+  // or srun with PMI), judged from the environment it sets; MPI is not initialised for this.
+  static bool launched_by_mpi();
+
+  // MPI_Init_thread asking for MPI_THREAD_MULTIPLE (the runner drives devices from threads);
+  // throws RuntimeError if the library cannot give it, or if MPI is already initialised.
+  MpiContext();
+  ~MpiContext();  // MPI_Finalize
+  MpiContext(const MpiContext&) = delete;
+  MpiContext& operator=(const MpiContext&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int local_rank() const { return local_rank_; }  // among the ranks on this host: picks the GPU
+  int local_size() const { return local_size_; }
+  const std::vector<std::string>& hostnames() const { return hostnames_; }  // by rank
+
+  // root's `bytes` bytes at `data` into every rank's `data`.
+  void broadcast(void* data, size_t bytes, int root) const;
+  // Every rank's `value`, by rank.
+  std::vector<double> all_gather(double value) const;
+  // Collective: throws ConfigError on every rank if `text` (e.g. the resolved flags) is not the
+  // same on all ranks; the message names `what`, the first rank that differs from rank 0 and the
+  // first line where the two differ.
+  void require_same_on_every_rank(const std::string& what, const std::string& text) const;
+  // Ends the whole job (MPI_Abort): for a rank that failed while others may wait in a collective.
+  [[noreturn]] void abort(int exit_code) const;
+
+ private:
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  std::vector<std::string> hostnames_;
+};
+
+}  // namespace dpbench
