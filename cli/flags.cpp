@@ -211,7 +211,8 @@ cxxopts::Options build_options(const std::vector<FlagSpec>& specs) {
       "dpbench",
       "dpbench: data-parallel training benchmark (successor of tf_cnn_benchmarks).\n"
       "`dpbench report PATH...` turns result files and folders into speedup tables and plots\n"
-      "(dpbench report --help).\n");
+      "(dpbench report --help); `dpbench comm_bench` measures the collectives alone, in the style of\n"
+      "nccl-tests (dpbench comm_bench --help).\n");
   options.custom_help("[run] [flags]");
   options.positional_help("");
   options.set_width(110);
