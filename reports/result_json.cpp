@@ -1,16 +1,11 @@
 // Result <-> JSON (DESIGN section 6, schema_version 1) and crash-safe result files.
 #include "reports/result_json.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "engine/errors.h"
+#include "reports/text_file.h"
 
 namespace dpbench {
 namespace {
@@ -233,33 +228,6 @@ std::vector<StepRecord> steps_from_json(const json& document) {
   return records;
 }
 
-std::string system_error_text(int error_number) { return std::strerror(error_number); }
-
-// Writes all of `text`, retrying short writes and EINTR. Returns 0 or the errno of the failure.
-int write_fully(int fd, const std::string& text) {
-  size_t written = 0;
-  while (written < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    written += static_cast<size_t>(n);
-  }
-  return 0;
-}
-
-// Makes the rename itself durable across a power loss; best effort, as some file systems refuse
-// to open or fsync a directory and the result file is already complete either way.
-void sync_parent_directory(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  const std::string directory = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
 }  // namespace
 
 json result_to_json(const Result& result) {
@@ -306,61 +274,12 @@ Result result_from_json(const json& document) {
 
 void write_result_atomically(const Result& result, const std::string& path) {
   // error_handler_t::replace: a hostname or device name with invalid UTF-8 must not lose the run.
-  const std::string text =
-      result_to_json(result).dump(2, ' ', false, json::error_handler_t::replace) + "\n";
-  const std::string temporary_path = path + ".tmp." + std::to_string(::getpid());
-
-  auto fail = [&](const std::string& step, int error_number) {
-    ::unlink(temporary_path.c_str());
-    throw RuntimeError("cannot write result file '" + path + "' (" + step +
-                       "): " + system_error_text(error_number));
-  };
-
-  const int fd = ::open(temporary_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    // Nothing was created, but a stale file of this name is not ours to remove either.
-    const int error_number = errno;
-    throw RuntimeError("cannot write result file '" + path + "' (create " + temporary_path +
-                       "): " + system_error_text(error_number));
-  }
-  if (const int error_number = write_fully(fd, text); error_number != 0) {
-    ::close(fd);
-    fail("write", error_number);
-  }
-  if (::fsync(fd) != 0) {
-    const int error_number = errno;
-    ::close(fd);
-    fail("fsync", error_number);
-  }
-  // close can report a deferred write error (NFS), so its result matters.
-  if (::close(fd) != 0) fail("close", errno);
-  if (::rename(temporary_path.c_str(), path.c_str()) != 0) fail("rename", errno);
-  sync_parent_directory(path);
+  write_text_atomically(path, result_to_json(result).dump(2, ' ', false, json::error_handler_t::replace) + "\n",
+                        "result file");
 }
 
 Result read_result_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int error_number = errno;
-    throw RuntimeError("cannot read result file '" + path + "': " +
-                       system_error_text(error_number));
-  }
-  std::string text;
-  char buffer[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int error_number = errno;
-      ::close(fd);
-      throw RuntimeError("cannot read result file '" + path + "': " +
-                         system_error_text(error_number));
-    }
-    text.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fd);
-
+  const std::string text = read_text_file(path, "result file");
   json document;
   try {
     document = json::parse(text);
