@@ -129,6 +129,13 @@ std::string format_summary(const Result& result) {
   }
   if (s.jitter) text += fmt::format("  jitter: {:.1f} {}\n", *s.jitter, s.unit);
   text += fmt::format("  math: {}\n", describe_math(s));
+  if (s.data.contains("wait_ms_per_step"))
+    text += fmt::format("  data: {}, compute waited {:.3f} ms per step for its batch ({:.1f}% of step time)\n",
+                        s.data.value("feed", std::string()), s.data["wait_ms_per_step"].get<double>(),
+                        100.0 * s.data["wait_share_of_step_time"].get<double>());
+  if (s.data.contains("timed_epochs_time_s"))
+    text += fmt::format("  epochs: {} run, timed ones took {:.3f} s in all\n", s.data["epochs"].size(),
+                        s.data["timed_epochs_time_s"].get<double>());
   text += fmt::format("  execution: {}\n", s.cuda_graph ? "each step replayed as one CUDA graph per device"
                                                           : "kernels launched one by one from the host");
   if (s.kernel_launches_per_step)

@@ -29,7 +29,7 @@ struct FlagSpec {
   std::optional<std::string> implicit_text; // "--flag" alone means --flag=<this> (booleans)
 };
 
-const char* const kGroups[] = {"Model", "Sequence models", "Devices", "Synchronisation", "Optimizer", "Measurement",
+const char* const kGroups[] = {"Model", "Sequence models", "Devices", "Synchronisation", "Optimizer", "Data", "Measurement",
                                "Output", "General"};
 
 std::string format_number(double value) {
@@ -181,6 +181,46 @@ std::vector<FlagSpec> run_flag_specs() {
        format_number(defaults.momentum), {}},
       {"seed", "Optimizer", "N", "Seed of the initial parameters and the synthetic data",
        std::to_string(defaults.seed), {}},
+
+      {"data_dir", "Data", "DIR",
+       "Train on the data set in DIR (default: synthetic data made on the device)", {}, {}},
+      {"data_name", "Data", "NAME",
+       "cifar10 (trivial, cifar10_cnn, the ResNets at 32x32), ptb (rnnlm) or parallel_text (nmt); "
+       "default with --data_dir: the model's; cifar10 without --data_dir: synthetic data of its shape",
+       {}, {}},
+      {"data_feed", "Data", "on_device|host",
+       "on_device: each device's batch is made once and stays in its memory; host: every step's batch "
+       "is built on the host and copied in (default: host with --data_dir, else on_device)",
+       {}, {}},
+      {"prefetch_data_to_device", "Data", "BOOL",
+       "host feed: build and copy batches ahead, on the copy stream (false: build, copy, then compute, "
+       "one step at a time)",
+       defaults.data.prefetch_data_to_device ? "true" : "false", "true"},
+      {"prefetch_depth", "Data", "N", "host feed: batches built and copied ahead (2: double-buffering)",
+       std::to_string(defaults.data.prefetch_depth), {}},
+      {"datasets_num_private_threads", "Data", "N",
+       "host feed: loader threads per device (0: automatic)",
+       std::to_string(defaults.data.datasets_num_private_threads), {}},
+      {"num_epochs", "Data", "N",
+       "Run N whole passes over the data instead of --num_batches (needs --data_dir)",
+       std::to_string(defaults.data.num_epochs), {}},
+      {"timed_epochs", "Data", "A:B",
+       "With --num_epochs: time epochs A..B (from 0; e.g. 1:3 of 5); the others run untimed "
+       "(default: all)",
+       {}, {}},
+      {"shuffle", "Data", "BOOL", "Shuffle the examples every epoch, from --seed",
+       defaults.data.shuffle ? "true" : "false", "true"},
+      {"vocab_file", "Data", "PATH",
+       "ptb: vocabulary file, one token per line (default: built from ptb.train.txt)", {}, {}},
+      {"train_prefix", "Data", "NAME", "parallel_text: training files DIR/NAME.<src> and DIR/NAME.<tgt>",
+       defaults.data.train_prefix, {}},
+      {"vocab_prefix", "Data", "NAME",
+       "parallel_text: vocabulary files DIR/NAME.<src> and .<tgt> (built from the training text where absent)",
+       defaults.data.vocab_prefix, {}},
+      {"src", "Data", "EXT", "parallel_text: source language suffix", defaults.data.src, {}},
+      {"tgt", "Data", "EXT", "parallel_text: target language suffix", defaults.data.tgt, {}},
+      {"num_buckets", "Data", "N", "parallel_text: length buckets of width 10 (TF NMT's bucketing)",
+       std::to_string(defaults.data.num_buckets), {}},
 
       {"num_batches", "Measurement", "N", "Measured steps", std::to_string(defaults.num_batches), {}},
       {"num_warmup_batches", "Measurement", "N", "Steps run first and excluded from the measurement",
@@ -392,6 +432,31 @@ void add_synchronisation_flags(const RunConfig& config, nlohmann::json& json) {
       config.compact_gradient_transfer.empty() ? "none" : config.compact_gradient_transfer;
 }
 
+// Only what applies: synthetic on-device runs carry the feed alone.
+void add_data_flags(const RunConfig& config, nlohmann::json& json) {
+  const DataConfig& data = config.data;
+  json["data_feed"] = data.data_feed;
+  if (!data.data_name.empty()) json["data_name"] = data.data_name;
+  if (!data.data_dir.empty()) json["data_dir"] = data.data_dir;
+  if (data.host_feed()) {
+    json["prefetch_data_to_device"] = data.prefetch_data_to_device;
+    json["prefetch_depth"] = data.prefetch_depth;
+    json["datasets_num_private_threads"] = data.datasets_num_private_threads;
+  }
+  if (data.data_dir.empty()) return;
+  json["shuffle"] = data.shuffle;
+  json["num_epochs"] = data.num_epochs;
+  if (data.num_epochs > 0) json["timed_epochs"] = std::to_string(data.timed_epoch_first) + ":" + std::to_string(data.timed_epoch_last);
+  if (data.data_name == "ptb" && !data.vocab_file.empty()) json["vocab_file"] = data.vocab_file;
+  if (data.data_name == "parallel_text") {
+    json["train_prefix"] = data.train_prefix;
+    json["vocab_prefix"] = data.vocab_prefix;
+    json["src"] = data.src;
+    json["tgt"] = data.tgt;
+    json["num_buckets"] = data.num_buckets;
+  }
+}
+
 }  // namespace
 
 nlohmann::json config_to_json(const RunConfig& config) {
@@ -428,6 +493,7 @@ nlohmann::json config_to_json(const RunConfig& config) {
   };
   add_sequence_flags(config, json);
   add_synchronisation_flags(config, json);
+  add_data_flags(config, json);
   return json;
 }
 

@@ -319,6 +319,7 @@ RunConfig resolve_run_config(const GivenFlags& flags, const DeviceInventory& inv
   resolve_exchange(flags, model, &config);
   resolve_optimizer(flags, model, &config);
   resolve_measurement(flags, &config);
+  resolve_data(flags, &config);
   config.result_file = flags.text("result_file");
   check_result_file(config.result_file);
   return config;

@@ -40,5 +40,7 @@ void resolve_strategy(const GivenFlags& flags, RunConfig* config);
 // strategy_flags_validation.cpp: --all_reduce_spec, --local_parameter_device and the exchange
 // options (after resolve_strategy and the numerics).
 void resolve_exchange(const GivenFlags& flags, const ModelEntry& model, RunConfig* config);
+// data_flags_validation.cpp: the data set and its feeding (after the measurement flags).
+void resolve_data(const GivenFlags& flags, RunConfig* config);
 
 }  // namespace dpbench

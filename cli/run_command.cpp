@@ -1,7 +1,9 @@
 // `dpbench run`: wiring of registries, devices, runner and result (see run_command.h).
 #include "cli/run_command.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <thread>
 
 #include "cli/console.h"
 #include "cli/log.h"
@@ -9,6 +11,7 @@
 #include "engine/device_factory.h"
 #include "engine/environment.h"
 #include "engine/errors.h"
+#include "models/batch_sources.h"
 #include "models/model_registry.h"
 #include "reports/result_json.h"
 #include "reports/statistics.h"
@@ -40,6 +43,30 @@ EnvironmentRecord describe_environment(const RunConfig& config, const std::vecto
   environment.nccl = versions.nccl;
   environment.cublas = versions.cublas;
   return environment;
+}
+
+FeedSettings feed_settings(const RunConfig& config) {
+  const DataConfig& data = config.data;
+  FeedSettings feed;
+  feed.mode = !data.host_feed()                ? FeedMode::on_device
+              : data.prefetch_data_to_device ? FeedMode::prefetch
+                                             : FeedMode::synchronous;
+  feed.depth = data.prefetch_depth;
+  // Automatic: the host's cores shared among the devices, at most 4 loaders each (a batch is built
+  // by one thread, and `depth` batches at most are in flight).
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  feed.threads = data.datasets_num_private_threads > 0
+                     ? data.datasets_num_private_threads
+                     : std::max(1, std::min(4, cores / std::max(1, config.num_devices())));
+  return feed;
+}
+
+const char* feed_name(const FeedSettings& feed) {
+  switch (feed.mode) {
+    case FeedMode::prefetch: return "host_prefetch";
+    case FeedMode::synchronous: return "host_synchronous";
+    default: return "on_device";
+  }
 }
 
 }  // namespace
@@ -78,22 +105,41 @@ RunnerSettings runner_settings(const RunConfig& config) {
 }
 
 Result assemble_result(const RunConfig& config, const RunMeasurements& measured, const std::string& unit,
-                       int64_t items_per_step, const std::vector<DeviceDescription>& devices) {
+                       int64_t items_per_step, const std::vector<DeviceDescription>& devices,
+                       const nlohmann::json& data_summary) {
   Result result;
   result.tool_version = DPBENCH_VERSION;
   result.git_sha = DPBENCH_GIT_SHA;
   result.environment = describe_environment(config, devices);
   result.config = config_to_json(config);
 
+  // Real data: every global batch counts its own items (words vary from batch to batch).
+  const bool fed = !measured.step_items.empty();
+  const int64_t total_steps = static_cast<int64_t>(measured.step_time_ms.size());
+  const int64_t measured_end = total_steps - measured.trailing_steps;
   std::vector<double> measured_ms, measured_rates;
-  for (size_t step = 0; step < measured.step_time_ms.size(); ++step) {
-    const bool warmup = static_cast<int64_t>(step) < measured.warmup_steps;
-    result.steps.push_back({static_cast<int64_t>(step), measured.step_time_ms[step], measured.step_loss[step], warmup});
-    if (!warmup) {
-      measured_ms.push_back(measured.step_time_ms[step]);
-      measured_rates.push_back(items_per_step / (measured.step_time_ms[step] / 1000.0));
+  int64_t measured_items = 0;
+  for (int64_t step = 0; step < total_steps; ++step) {
+    const size_t s = static_cast<size_t>(step);
+    const bool warmup = step < measured.warmup_steps;
+    StepRecord record{step, measured.step_time_ms[s], measured.step_loss[s], warmup};
+    record.after_measurement = step >= measured_end;
+    const int64_t items = fed ? measured.step_items[s] : items_per_step;
+    if (fed) {
+      record.data_wait_ms = measured.data_wait_ms[s];
+      record.items = items;
+    }
+    result.steps.push_back(record);
+    if (!warmup && !record.after_measurement) {
+      measured_ms.push_back(measured.step_time_ms[s]);
+      measured_rates.push_back(items / (measured.step_time_ms[s] / 1000.0));
+      measured_items += items;
     }
   }
+  if (fed && !measured_ms.empty())
+    items_per_step = (measured_items + static_cast<int64_t>(measured_ms.size()) / 2) / static_cast<int64_t>(measured_ms.size());
+  else
+    measured_items = items_per_step * static_cast<int64_t>(measured_ms.size());
 
   Summary& summary = result.summary;
   summary.unit = unit + "/s";
@@ -104,9 +150,7 @@ Result assemble_result(const RunConfig& config, const RunMeasurements& measured,
   summary.items_per_step = items_per_step;
   summary.total_time_s = measured.total_time_s;
   // Ratio of totals, as tf_cnn_benchmarks' "total images/sec", not a mean of per-step rates.
-  summary.items_per_sec = measured.total_time_s > 0
-                              ? static_cast<double>(items_per_step) * summary.measured_steps / measured.total_time_s
-                              : 0.0;
+  summary.items_per_sec = measured.total_time_s > 0 ? static_cast<double>(measured_items) / measured.total_time_s : 0.0;
   if (measured_ms.size() >= 2) {
     summary.step_time_ms = summarize(measured_ms);
     summary.items_per_sec_per_step = summarize(measured_rates);
@@ -125,6 +169,31 @@ Result assemble_result(const RunConfig& config, const RunMeasurements& measured,
   if (config.precision == "fp16") {
     summary.loss_scaling = config.fp16_enable_auto_loss_scale ? "automatic" : "fixed";
     summary.final_loss_scale = measured.final_loss_scale;
+  }
+  summary.data = data_summary;
+  if (fed) {
+    double waited_ms = 0, step_ms = 0;
+    for (size_t i = 0; i < result.steps.size(); ++i) {
+      if (result.steps[i].warmup || result.steps[i].after_measurement) continue;
+      waited_ms += measured.data_wait_ms[i];
+      step_ms += measured.step_time_ms[i];
+    }
+    const double steps = std::max<double>(1.0, static_cast<double>(measured_ms.size()));
+    summary.data["wait_ms_per_step"] = waited_ms / steps;
+    summary.data["wait_share_of_step_time"] = step_ms > 0 ? waited_ms / step_ms : 0.0;
+    summary.data["host_wait_s"] = measured.host_wait_s;
+  }
+  if (!measured.epoch_time_s.empty()) {
+    nlohmann::json epochs = nlohmann::json::array();
+    double timed_s = 0;
+    const int first = config.data.timed_epoch_first, last = config.data.timed_epoch_last;
+    for (size_t e = 0; e < measured.epoch_time_s.size(); ++e) {
+      const bool timed = static_cast<int>(e) >= first && static_cast<int>(e) <= last;
+      epochs.push_back({{"epoch", e}, {"time_s", measured.epoch_time_s[e]}, {"timed", timed}});
+      if (timed) timed_s += measured.epoch_time_s[e];
+    }
+    summary.data["epochs"] = epochs;
+    summary.data["timed_epochs_time_s"] = timed_s;
   }
   return result;
 }
@@ -153,16 +222,60 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   for (const auto& device : devices) descriptions.push_back(device->description());
 
   const int64_t items_per_step = static_cast<int64_t>(config.global_batch_size()) * model->items_per_sample();
-  print(format_run_header(config, model->unit(), static_cast<int64_t>(model->layout().total_count()), descriptions));
 
-  Runner runner(*model, *strategy, devices, runner_settings(config));
+  // Host-fed or real data; the on-device synthetic default needs no source. Epochs fix the step
+  // counts once the data set's size is known.
+  RunConfig effective = config;
+  RunnerSettings settings = runner_settings(config);
+  const DataConfig& data_config = config.data;
+  std::unique_ptr<BatchSource> data;
+  const FeedSettings feed = feed_settings(config);
+  nlohmann::json data_summary = {{"feed", feed_name(feed)}};
+  if (data_config.host_feed() || !data_config.data_dir.empty()) {
+    data = create_batch_source(config, *model);
+    settings.data = data.get();
+    settings.feed = feed;
+    data_summary["source"] = data->description();
+    if (feed.mode == FeedMode::prefetch) {
+      data_summary["prefetch_depth"] = feed.depth;
+      data_summary["loader_threads_per_device"] = feed.threads;
+    }
+    const int64_t per_epoch = data->batches_per_epoch();
+    if (per_epoch > 0) {
+      data_summary["batches_per_epoch"] = per_epoch;
+      data_summary["dropped_examples_per_epoch"] = data->dropped_per_epoch();
+    }
+    if (data_config.num_epochs > 0) {
+      const int first = data_config.timed_epoch_first, last = data_config.timed_epoch_last;
+      settings.steps_per_epoch = per_epoch;
+      settings.num_warmup_batches = static_cast<int>(first * per_epoch);
+      settings.num_batches = static_cast<int>((last - first + 1) * per_epoch);
+      settings.num_trailing_batches = (data_config.num_epochs - 1 - last) * per_epoch;
+      effective.num_warmup_batches = settings.num_warmup_batches;
+      effective.num_batches = settings.num_batches;
+    }
+  } else {
+    data_summary["source"] = "synthetic, made once on the device";
+  }
+  print(format_run_header(effective, model->unit(), static_cast<int64_t>(model->layout().total_count()), descriptions));
+  std::string data_line = "Data:       " + data_summary["source"].get<std::string>() + "; feed " + feed_name(feed);
+  if (feed.mode == FeedMode::prefetch)
+    data_line += " (" + std::to_string(feed.depth) + " batches ahead, " + std::to_string(feed.threads) +
+                 " loader threads per device)";
+  if (data_config.num_epochs > 0)
+    data_line += "; " + std::to_string(data_config.num_epochs) + " epochs of " +
+                 std::to_string(settings.steps_per_epoch) + " steps, timed " +
+                 std::to_string(data_config.timed_epoch_first) + ".." + std::to_string(data_config.timed_epoch_last);
+  print(data_line + "\n");
+
+  Runner runner(*model, *strategy, devices, settings);
 
   const std::string unit = model->unit();
   const RunMeasurements measured = runner.run(
       [&](const ProgressSnapshot& snapshot) { print(format_progress_line(snapshot, items_per_step, unit) + "\n"); },
       [&](const std::string& phase) { print(phase + "\n"); });
 
-  Result result = assemble_result(config, measured, unit, items_per_step, descriptions);
+  Result result = assemble_result(effective, measured, unit, items_per_step, descriptions, data_summary);
   print(format_summary(result));
   if (!config.result_file.empty()) {
     write_result_atomically(result, config.result_file);

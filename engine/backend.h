@@ -108,12 +108,16 @@ class Backend {
 
   // Row-wise softmax cross-entropy without the mean, for losses summed over tokens and for
   // vocabulary-sized logits processed a chunk of rows at a time:
-  //   row_losses[r] = -log softmax(logits[r])[labels[r]]
-  //   dlogits[r] = (softmax(logits[r]) - onehot(labels[r])) * gradient_scale (* *loss_scale)
-  // dlogits may alias logits.
+  //   row_losses[r] = -log softmax(logits[r])[labels[r]] (* row_weights[r])
+  //   dlogits[r] = (softmax(logits[r]) - onehot(labels[r])) * gradient_scale (* row_weights[r])
+  //                (* *loss_scale)
+  // dlogits may alias logits. row_weights (device memory, rows values, or nullptr) mask padded
+  // tokens out of a loss (weight 0) and carry its normalisation when it changes from batch to
+  // batch (real text); read on the device, so a replayed graph sees each batch's.
   virtual void softmax_cross_entropy_rows(const float* logits, const int32_t* labels, int rows,
                                           int classes, float gradient_scale, float* row_losses,
-                                          float* dlogits, const float* loss_scale = nullptr) = 0;
+                                          float* dlogits, const float* loss_scale = nullptr,
+                                          const float* row_weights = nullptr) = 0;
   // out[0] = scale * sum of x[0, n), summed in a fixed order (the same result every run).
   virtual void sum_scaled(const float* x, size_t n, float scale, float* out) = 0;
 

@@ -49,6 +49,16 @@ struct SparseGradientSource {
   size_t num_ids = 0;
 };
 
+// A device buffer a step reads as data (images, labels, token ids, loss weights). Models fill
+// their inputs with synthetic data once; a host feed (engine/data/device_feed.h) overwrites them
+// before every step with a batch of exactly this layout. The buffer is the same every step, so a
+// captured step replays over whatever was copied in.
+struct InputBuffer {
+  std::string name;
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
 // Per-device state of a model: activations, workspaces and its shard of synthetic data.
 class ModelReplica {
  public:
@@ -59,6 +69,8 @@ class ModelReplica {
   virtual void backward(GradientAnnouncer& announcer) = 0;
   // The embedding tables of this replica, for a sparse exchange; none by default.
   virtual std::vector<SparseGradientSource> sparse_gradients() const { return {}; }
+  // Its data inputs, in a fixed order (models/batch_sources.h writes batches in that layout).
+  virtual std::vector<InputBuffer> inputs() const = 0;
 };
 
 class Model {

@@ -31,6 +31,31 @@ struct SequenceConfig {
   int loss_chunk_rows = 0;  // rows of logits per chunk of the vocabulary loss; 0: automatic
 };
 
+// Where the batches come from and how they reach the devices (engine/data/, models/batch_sources.h).
+struct DataConfig {
+  std::string data_dir;   // empty: synthetic data
+  // cifar10 | ptb | parallel_text; empty: synthetic of the model's own shape. cifar10 without a
+  // data_dir: synthetic images of CIFAR-10's shape (32x32x3, 10 classes).
+  std::string data_name;
+  // on_device: each replica's batch is made once and stays in device memory; host: every step's
+  // batch is built on the host and copied in. Resolved: host with a data_dir, else on_device.
+  std::string data_feed;
+  // host feeding: copy ahead on the copy stream (true), or build, copy and then compute one
+  // step at a time, waiting for each (false: the synchronous baseline).
+  bool prefetch_data_to_device = true;
+  int prefetch_depth = 2;                // batches built and copied ahead (2: double-buffering)
+  int datasets_num_private_threads = 0;  // loader threads per device; 0: automatic
+  int num_epochs = 0;       // > 0: whole passes over the data instead of --num_batches
+  int timed_epoch_first = -1, timed_epoch_last = -1;  // --timed_epochs=A:B (0-based); -1: all
+  bool shuffle = true;
+  std::string vocab_file;   // ptb: a vocabulary file; empty: built from ptb.train.txt
+  // parallel_text, as TF NMT names its files: <data_dir>/<train_prefix>.<src>, .<tgt>, and
+  // <vocab_prefix>.<src>, .<tgt> when present (else built from the training text).
+  std::string train_prefix = "train", vocab_prefix = "vocab", src = "src", tgt = "tgt";
+  int num_buckets = 5;
+  bool host_feed() const { return data_feed == "host"; }
+};
+
 struct RunConfig {
   // Model and data
   std::string model = "trivial";
@@ -89,6 +114,8 @@ struct RunConfig {
   int profile_step = 0;
 
   SequenceConfig sequence;  // nmt and rnnlm only
+
+  DataConfig data;
 
   // Output
   std::string result_file = "dpbench_result.json";  // empty: write none

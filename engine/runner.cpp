@@ -57,6 +57,7 @@ struct Runner::ReplicaState {
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<ModelReplica> model;
   std::unique_ptr<EventAnnouncer> announcer;
+  std::unique_ptr<DeviceFeed> feed;  // with host-fed data
   std::vector<std::unique_ptr<Event>> step_start, step_stop;  // one pair per step
   Buffer losses;                                               // host-visible, one float per step
   Buffer loss;                                                 // the step's loss, on the device
@@ -70,7 +71,7 @@ Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_p
                RunnerSettings settings)
     : model_(model), strategy_(strategy), devices_(devices), settings_(settings) {
   const int num_replicas = static_cast<int>(devices.size());
-  const int64_t total_steps = settings.num_warmup_batches + settings.num_batches;
+  const int64_t total_steps = settings.num_warmup_batches + settings.num_batches + settings.num_trailing_batches;
   const std::vector<float> initial = model.initial_parameters(settings.seed);
   std::vector<Replica> strategy_view;
   for (int r = 0; r < num_replicas; ++r) {
@@ -84,6 +85,9 @@ Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_p
     state->optimizer = std::make_unique<Optimizer>(device, settings.optimizer, model.layout().total_count());
     ReplicaShard shard{r, num_replicas, settings.batch_size, settings.seed};
     state->model = model.create_replica(device, *state->parameters, shard);
+    if (settings.data != nullptr)
+      state->feed = std::make_unique<DeviceFeed>(device, r, *settings.data, state->model->inputs(), total_steps,
+                                                 settings.feed);
     state->announcer = std::make_unique<EventAnnouncer>(device, strategy, r, model.layout().tensors().size());
     for (int64_t s = 0; s < total_steps; ++s) {
       state->step_start.push_back(device.create_event(true));
@@ -130,9 +134,12 @@ double Runner::step_loss(int64_t step) const {
 RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCallback& on_phase) {
   const int num_replicas = static_cast<int>(replicas_.size());
   const int64_t warmup = settings_.num_warmup_batches;
-  const int64_t total_steps = warmup + settings_.num_batches;
+  const int64_t measured_end = warmup + settings_.num_batches;
+  const int64_t total_steps = measured_end + settings_.num_trailing_batches;
+  const int64_t steps_per_epoch = settings_.steps_per_epoch;
   ThreadBarrier barrier(num_replicas);
   Clock::time_point wall_start, wall_end;
+  std::vector<Clock::time_point> epoch_marks;  // the run's start, then every epoch's end
   std::mutex failure_mutex;
   std::exception_ptr failure;
   std::atomic<bool> failed{false};
@@ -153,9 +160,9 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
   const bool capturable = strategy_.step_is_replayable();
   const bool replay = settings_.cuda_graph && capturable;
   // Runs on the last thread to reach the end of warm-up, every device idle.
-  auto start_measurement = [&] {
+  auto start_measurement = [&](Clock::time_point now) {
     strategy_.begin_measurement();
-    wall_start = Clock::now();
+    wall_start = now;
   };
 
   auto device_thread = [&](ReplicaState& state) {
@@ -172,8 +179,12 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
         device.ops().append_scalar(state.loss.as<float>(), state.losses.as<float>(),
                                    state.loss_cursor.as<int32_t>());
       };
-      if (warmup == 0) {
-        barrier.arrive_and_wait([&] { start_measurement(); });
+      if (warmup == 0 || steps_per_epoch > 0) {
+        barrier.arrive_and_wait([&] {
+          const Clock::time_point now = Clock::now();
+          if (steps_per_epoch > 0) epoch_marks.push_back(now);
+          if (warmup == 0) start_measurement(now);
+        });
       }
       for (int64_t step = 0; step < total_steps; ++step) {
         // Step 0 runs eagerly so libraries finish their lazy set-up outside the capture; the
@@ -199,27 +210,41 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
           device.synchronize();  // the range then holds this step's work and nothing before it
           device.set_profiler_capture(true);
         }
+        // The step's time includes waiting for its batch (the feed's copy, or its build).
         state.step_start[step]->record(StreamKind::compute);
+        if (state.feed) state.feed->enqueue(step);
         if (state.replayable_step) {
           state.replayable_step->launch();
         } else {
           enqueue_step(step);
         }
         state.step_stop[step]->record(StreamKind::compute);
+        if (state.feed) state.feed->after_step(step);
         if (profiled) {
           device.synchronize();
           device.set_profiler_capture(false);
         }
         state.steps_enqueued.store(step + 1, std::memory_order_release);
-        if (step + 1 == warmup) {
-          // End of warm-up: every device drained, then the measured wall clock starts.
+        // End of warm-up (the measured wall clock starts), of the measured steps when untimed
+        // ones follow, and of every epoch: every device drains, then the clock is read.
+        const bool warmup_done = step + 1 == warmup;
+        const bool measurement_done = step + 1 == measured_end && measured_end < total_steps;
+        const bool epoch_done = steps_per_epoch > 0 && (step + 1) % steps_per_epoch == 0;
+        if (warmup_done || measurement_done || epoch_done) {
           device.synchronize();
-          barrier.arrive_and_wait([&] { start_measurement(); });
+          barrier.arrive_and_wait([&] {
+            const Clock::time_point now = Clock::now();
+            if (epoch_done) epoch_marks.push_back(now);
+            if (warmup_done) start_measurement(now);
+            if (measurement_done) wall_end = now;
+          });
         }
         if (failed.load(std::memory_order_relaxed)) return;
       }
       device.synchronize();
-      barrier.arrive_and_wait([&] { wall_end = Clock::now(); });
+      barrier.arrive_and_wait([&] {
+        if (measured_end == total_steps) wall_end = Clock::now();
+      });
     } catch (...) {
       fail(std::current_exception());
     }
@@ -237,10 +262,10 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
   std::vector<double> measured_ms;
   int64_t timed_until = warmup;  // measured steps [warmup, timed_until) are in measured_ms
   try {
-    for (int64_t step = 0; step < total_steps && !failed; ++step) {
+    for (int64_t step = 0; step < measured_end && !failed; ++step) {
       const int64_t measured = step + 1 - warmup;
       const bool display = measured > 0 && (measured % settings_.display_every == 0 ||
-                                            step + 1 == total_steps);
+                                            step + 1 == measured_end);
       if (!display && !(step + 1 == warmup)) continue;
       for (auto& state : replicas_) {
         while (state->steps_enqueued.load(std::memory_order_acquire) <= step && !failed)
@@ -260,6 +285,8 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
       for (; timed_until <= step; ++timed_until) measured_ms.push_back(step_time_ms(timed_until));
       if (on_progress) on_progress(ProgressSnapshot{measured, measured_ms, step_loss(step)});
     }
+    if (!failed && measured_end < total_steps && on_phase)
+      on_phase("Done measuring; running " + std::to_string(total_steps - measured_end) + " untimed steps");
   } catch (...) {
     fail(std::current_exception());
   }
@@ -283,6 +310,22 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
   result.cuda_graph = replicas_.front()->replayable_step != nullptr;
   result.kernels_per_step = replicas_.front()->kernels_per_step;
   result.final_loss_scale = first.optimizer->current_loss_scale();
+  result.trailing_steps = total_steps - measured_end;
+  if (settings_.data != nullptr) {
+    for (int64_t step = 0; step < total_steps; ++step) {
+      double waited = 0;
+      int64_t items = 0;
+      for (const auto& state : replicas_) {
+        waited = std::max(waited, state->feed->ready(step).elapsed_ms_since(*state->step_start[step]));
+        items += state->feed->items(step);
+      }
+      result.data_wait_ms.push_back(waited);
+      result.step_items.push_back(items);
+    }
+    for (const auto& state : replicas_) result.host_wait_s = std::max(result.host_wait_s, state->feed->host_wait_seconds());
+  }
+  for (size_t e = 1; e < epoch_marks.size(); ++e)
+    result.epoch_time_s.push_back(std::chrono::duration<double>(epoch_marks[e] - epoch_marks[e - 1]).count());
   return result;
 }
 

@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/data/batch_source.h"
+#include "engine/data/device_feed.h"
 #include "engine/device.h"
 #include "engine/model.h"
 #include "engine/optimizer.h"
@@ -31,6 +33,13 @@ struct RunnerSettings {
   DataType weight_copy_type = DataType::f32;
   bool cuda_graph = false;  // replay steps as CUDA graphs where possible (see Runner::run)
   int profile_step = 0;     // measured step (from 1) bracketed for a profiler; 0: none
+  // Steps run after the measured ones, untimed (epochs after --timed_epochs).
+  int64_t num_trailing_batches = 0;
+  // > 0: at the end of every epoch of this many steps the devices drain and its wall time is kept.
+  int64_t steps_per_epoch = 0;
+  // Host-fed batches (engine/data/device_feed.h); nullptr: the models' own on-device data.
+  const BatchSource* data = nullptr;
+  FeedSettings feed;
 };
 
 // Handed to the progress callback every `display_every` measured steps and after the last one.
@@ -53,6 +62,13 @@ struct RunMeasurements {
   // counted in the step's CUDA graph; -1 where no step was captured (reference backend).
   int64_t kernels_per_step = -1;
   double final_loss_scale = 1;  // replica 0's loss scale after the last step (1: no scaling)
+  int64_t trailing_steps = 0;   // after the measured ones, untimed
+  // With a feed: per step (all steps), the time the compute stream waited for its batch (max over
+  // devices) and the items of the global batch; both empty without one.
+  std::vector<double> data_wait_ms;
+  std::vector<int64_t> step_items;
+  double host_wait_s = 0;            // the most any device's thread waited for or built batches
+  std::vector<double> epoch_time_s;  // wall time of each epoch (steps_per_epoch > 0)
 };
 
 class Runner {

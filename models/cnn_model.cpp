@@ -14,6 +14,11 @@ DataFormat parse_data_format(const std::string& text) {
   throw ConfigError("--data_format=" + text + ": expected NCHW or NHWC");
 }
 
+ImageSpec image_spec_for_data(const RunConfig& config, const ImageSpec& model_default) {
+  if (config.data.data_name == "cifar10") return ImageSpec{3, 32, 32, 10};
+  return model_default;
+}
+
 namespace {
 
 class CnnReplica : public ModelReplica {
@@ -40,6 +45,12 @@ class CnnReplica : public ModelReplica {
   }
 
   void backward(GradientAnnouncer& announcer) override { network_.backward(step_, announcer); }
+
+  std::vector<InputBuffer> inputs() const override {
+    const TensorId input = model_.network().input();
+    return {{"images", network_.values(input), model_.network().shape(input).bytes()},
+            {"labels", labels_.data(), labels_.bytes()}};
+  }
 
  private:
   // Image values are defined per global logical (sample, channel, y, x) index, as an NCHW tensor,

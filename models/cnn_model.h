@@ -21,6 +21,11 @@ struct ImageSpec {
   int classes = 1000;
 };
 
+// The images a model is built for: its own size, or the data set's (--data_name=cifar10: 32x32x3,
+// 10 classes) for the models that can be built at that size (the ResNets, whose global pooling
+// takes any final grid).
+ImageSpec image_spec_for_data(const RunConfig& config, const ImageSpec& model_default);
+
 class CnnModel : public Model {
  public:
   // Builds the graph from `images` (n, c, h, w) and returns the logits (n, classes, 1, 1).

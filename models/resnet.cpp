@@ -48,7 +48,7 @@ TensorId bottleneck(Network& net, TensorId x, const std::string& name, int width
   return net.add(y, shortcut, name + ".add", /*relu=*/true);
 }
 
-TensorId build_resnet(Network& net, TensorId images, const std::vector<int>& blocks_per_stage) {
+TensorId build_resnet(Network& net, TensorId images, const std::vector<int>& blocks_per_stage, int classes) {
   // (n, 3, 224, 224) -> (n, 64, 112, 112) -> (n, 64, 56, 56)
   TensorId x = conv_bn(net, images, "conv1", "bn1", 64, 7, 2, 3, /*relu=*/true);
   x = net.pool(x, "maxpool", PoolOptions{PoolMode::max, 3, 2, Padding::explicit_symmetric, 1});
@@ -62,14 +62,15 @@ TensorId build_resnet(Network& net, TensorId images, const std::vector<int>& blo
     }
   }
   x = net.global_average_pool(x, "avgpool");  // (n, 2048, 1, 1)
-  return net.fully_connected(x, "fc", 1000);
+  return net.fully_connected(x, "fc", classes);
 }
 
 std::unique_ptr<CnnModel> create_resnet(const std::string& name, const RunConfig& config,
                                         std::vector<int> blocks_per_stage) {
-  return std::make_unique<CnnModel>(name, config, ImageSpec{3, 224, 224, 1000},
-                                    [blocks_per_stage](Network& net, TensorId images) {
-                                      return build_resnet(net, images, blocks_per_stage);
+  const ImageSpec images = image_spec_for_data(config, ImageSpec{3, 224, 224, 1000});
+  return std::make_unique<CnnModel>(name, config, images,
+                                    [blocks_per_stage, classes = images.classes](Network& net, TensorId input) {
+                                      return build_resnet(net, input, blocks_per_stage, classes);
                                     });
 }
 

@@ -19,6 +19,9 @@ class TrivialReplica : public ModelReplica {
                  const ReplicaShard& shard);
   void forward(const StepContext& context) override;
   void backward(GradientAnnouncer& announcer) override;
+  std::vector<InputBuffer> inputs() const override {
+    return {{"images", images_.data(), images_.bytes()}, {"labels", labels_.data(), labels_.bytes()}};
+  }
 
  private:
   const TrivialModel& model_;

@@ -24,6 +24,9 @@ struct StepRecord {
   double time_ms = 0;    // max over devices of the step's CUDA-event (or host) time
   double loss = 0;       // mean over replicas
   bool warmup = false;
+  bool after_measurement = false;     // an untimed step after the measured ones (--timed_epochs)
+  std::optional<double> data_wait_ms;  // host feed: time the step waited for its batch
+  std::optional<int64_t> items;        // host feed: items (images, words) of its global batch
 };
 
 struct DeviceRecord {
@@ -67,6 +70,9 @@ struct Summary {
   std::string math = "fp32";
   std::string loss_scaling = "none";  // fp16: "fixed" or "automatic"
   double final_loss_scale = 1;        // fp16: the loss scale after the last step
+  // Where the batches came from and what feeding them cost (data set, feed, waits, epochs);
+  // see "Result JSON" in README.md.
+  nlohmann::json data = nlohmann::json::object();
 };
 
 struct Result {

@@ -58,7 +58,8 @@ json summary_to_json(const Summary& summary) {
                                            : json(nullptr)},
           {"math", summary.math},
           {"loss_scaling", summary.loss_scaling},
-          {"final_loss_scale", summary.final_loss_scale}};
+          {"final_loss_scale", summary.final_loss_scale},
+          {"data", summary.data}};
 }
 
 // ---- reading ----------------------------------------------------------------------------------
@@ -207,6 +208,7 @@ Summary summary_from_json(const json& document) {
   if (object.contains("loss_scaling")) summary.loss_scaling = string_member(object, where, "loss_scaling");
   if (object.contains("final_loss_scale"))
     summary.final_loss_scale = double_member(object, where, "final_loss_scale");
+  if (object.contains("data")) summary.data = object_member(object, where, "data");
   return summary;
 }
 
@@ -223,6 +225,10 @@ std::vector<StepRecord> steps_from_json(const json& document) {
     record.time_ms = double_member(steps[i], path, "time_ms");
     record.loss = double_member(steps[i], path, "loss");
     record.warmup = bool_member(steps[i], path, "warmup");
+    if (steps[i].contains("after_measurement"))
+      record.after_measurement = bool_member(steps[i], path, "after_measurement");
+    if (steps[i].contains("data_wait_ms")) record.data_wait_ms = double_member(steps[i], path, "data_wait_ms");
+    if (steps[i].contains("items")) record.items = integer_member(steps[i], path, "items");
     records.push_back(record);
   }
   return records;
@@ -233,10 +239,11 @@ std::vector<StepRecord> steps_from_json(const json& document) {
 json result_to_json(const Result& result) {
   json steps = json::array();
   for (const StepRecord& step : result.steps) {
-    steps.push_back({{"step", step.step},
-                     {"time_ms", step.time_ms},
-                     {"loss", step.loss},
-                     {"warmup", step.warmup}});
+    json record = {{"step", step.step}, {"time_ms", step.time_ms}, {"loss", step.loss}, {"warmup", step.warmup}};
+    if (step.after_measurement) record["after_measurement"] = true;
+    if (step.data_wait_ms) record["data_wait_ms"] = *step.data_wait_ms;
+    if (step.items) record["items"] = *step.items;
+    steps.push_back(std::move(record));
   }
   return {{"schema_version", result.schema_version},
           {"tool", {{"version", result.tool_version}, {"git_sha", result.git_sha}}},

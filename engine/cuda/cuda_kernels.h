@@ -78,7 +78,7 @@ void launch_adam_update(cudaStream_t stream, float* params, const float* grads, 
 void launch_softmax_cross_entropy_rows(cudaStream_t stream, const float* logits,
                                        const int32_t* labels, int rows, int classes,
                                        float gradient_scale, float* row_losses, float* dlogits,
-                                       const float* loss_scale);
+                                       const float* loss_scale, const float* row_weights);
 // out[0] = scale * sum of x[0, n): one block, in double, in an order that depends on n alone.
 void launch_sum_scaled(cudaStream_t stream, const float* x, size_t n, float scale, float* out);
 // y (n, dim), row i = table[ids[i]]; ids must lie in [0, vocab).

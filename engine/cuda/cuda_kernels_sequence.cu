@@ -103,7 +103,8 @@ __device__ SoftmaxStats block_merge(SoftmaxStats stats, SoftmaxStats* shared) {
 __global__ void softmax_cross_entropy_rows_kernel(const float* logits, const int32_t* labels,
                                                   int classes, float gradient_scale,
                                                   float* row_losses, float* dlogits,
-                                                  const float* loss_scale, bool vectorise) {
+                                                  const float* loss_scale,
+                                                  const float* row_weights, bool vectorise) {
   __shared__ SoftmaxStats shared[32];
   const size_t row = blockIdx.x;
   const float* x = logits + row * classes;  // (classes)
@@ -127,16 +128,19 @@ __global__ void softmax_cross_entropy_rows_kernel(const float* logits, const int
   const float label_logit = (threadIdx.x == 0 && label_valid) ? x[label] : 0.0f;
   stats = block_merge(stats, shared);
   if (threadIdx.x == 0) {
-    row_losses[row] = label_valid ? logf(stats.sum) - (label_logit - stats.max) : NAN;
+    const float loss = label_valid ? logf(stats.sum) - (label_logit - stats.max) : NAN;
+    row_losses[row] = row_weights != nullptr ? loss * row_weights[row] : loss;
   }
 
   const float inverse_sum = 1.0f / stats.sum;
+  // gradient_scale * 1 is exact: unweighted rows keep the bits of the unweighted kernel.
+  const float row_scale = row_weights != nullptr ? gradient_scale * row_weights[row] : gradient_scale;
   const float scale = loss_scale != nullptr ? *loss_scale : 1.0f;
   // The loss scale is applied as a separate rounded product (never fused): scales are powers of
   // two, so dlogits keep the bits they have without one.
   auto gradient = [&](int j, float xj) {
     const float probability = expf(xj - stats.max) * inverse_sum;
-    return __fmul_rn((probability - (j == label ? 1.0f : 0.0f)) * gradient_scale, scale);
+    return __fmul_rn((probability - (j == label ? 1.0f : 0.0f)) * row_scale, scale);
   };
   float4* dx4 = reinterpret_cast<float4*>(dx + split.head);
   for (int q = threadIdx.x; q < split.quads; q += blockDim.x) {
@@ -412,7 +416,7 @@ size_t select_scratch_bytes(int vocab) {
 void launch_softmax_cross_entropy_rows(cudaStream_t stream, const float* logits,
                                        const int32_t* labels, int rows, int classes,
                                        float gradient_scale, float* row_losses, float* dlogits,
-                                       const float* loss_scale) {
+                                       const float* loss_scale, const float* row_weights) {
   if (rows <= 0 || classes <= 0) return;
   // Long rows get the largest blocks (a 50000-class row is ~12 float4 per thread at 1024);
   // short rows would leave most of a large block idle.
@@ -423,7 +427,7 @@ void launch_softmax_cross_entropy_rows(cudaStream_t stream, const float* logits,
                                            : 32;
   const bool vectorise = same_alignment_16(logits, dlogits);
   softmax_cross_entropy_rows_kernel<<<static_cast<unsigned>(rows), block_size, 0, stream>>>(
-      logits, labels, classes, gradient_scale, row_losses, dlogits, loss_scale, vectorise);
+      logits, labels, classes, gradient_scale, row_losses, dlogits, loss_scale, row_weights, vectorise);
   DPB_CUDA_CHECK_LAUNCH(softmax_cross_entropy_rows_kernel);
 }
 

@@ -17,13 +17,15 @@ namespace dpbench {
 
 void CudaBackend::softmax_cross_entropy_rows(const float* logits, const int32_t* labels, int rows,
                                              int classes, float gradient_scale, float* row_losses,
-                                             float* dlogits, const float* loss_scale) {
+                                             float* dlogits, const float* loss_scale,
+                                             const float* row_weights) {
   if (rows > 0 && classes <= 0) {
     throw RuntimeError("CudaBackend::softmax_cross_entropy_rows: " + std::to_string(classes) +
                        " classes");
   }
   cuda_kernels::launch_softmax_cross_entropy_rows(stream_, logits, labels, rows, classes,
-                                                  gradient_scale, row_losses, dlogits, loss_scale);
+                                                  gradient_scale, row_losses, dlogits, loss_scale,
+                                                  row_weights);
 }
 
 void CudaBackend::sum_scaled(const float* x, size_t n, float scale, float* out) {

@@ -61,9 +61,8 @@ int PrefetchPipeline::acquire(int64_t index, double* waited_seconds) {
   if (index != next_to_acquire_ || index >= num_batches_)
     throw RuntimeError("PrefetchPipeline: batch " + std::to_string(index) + " acquired out of order (next is " +
                        std::to_string(next_to_acquire_) + " of " + std::to_string(num_batches_) + ")");
-  if (index >= released_below_ + depth_)
-    throw RuntimeError("PrefetchPipeline: batch " + std::to_string(index) + " acquired before batch " +
-                       std::to_string(index - depth_) + " was released: it would wait forever");
+  // Batch index - depth may still be on its way back (a device feed releases a slot from a host
+  // function when its copy has finished): waiting for the build waits for that release too.
   const int slot = static_cast<int>(index % depth_);
   changed_.wait(lock, [&] { return failure_ || built_[slot] == index; });
   if (built_[slot] != index) std::rethrow_exception(failure_);

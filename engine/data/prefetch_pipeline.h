@@ -30,8 +30,9 @@ class PrefetchPipeline {
   PrefetchPipeline& operator=(const PrefetchPipeline&) = delete;
 
   // Waits until batch `index` is built and returns its slot; `waited_seconds` (optional) gets the
-  // time this call waited for it. Batches are acquired in order, 0, 1, ..., each once, and must be
-  // released before batch index + depth can be acquired.
+  // time this call waited for it. Batches are acquired in order, 0, 1, ..., each once; batch
+  // index + depth is built (and acquire() returns it) only after batch index has been released,
+  // from any thread.
   int acquire(int64_t index, double* waited_seconds = nullptr);
   // The caller is done with batch `index`'s slot (for a device copy: the copy has completed).
   void release(int64_t index);

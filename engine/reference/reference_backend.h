@@ -95,7 +95,8 @@ class ReferenceBackend final : public Backend {
   // Sequence ops: engine/{reference,cuda}/..._sequence_ops
   void softmax_cross_entropy_rows(const float* logits, const int32_t* labels, int rows,
                                   int classes, float gradient_scale, float* row_losses,
-                                  float* dlogits, const float* loss_scale = nullptr) override;
+                                  float* dlogits, const float* loss_scale = nullptr,
+                                  const float* row_weights = nullptr) override;
   void sum_scaled(const float* x, size_t n, float scale, float* out) override;
   void copy(void* dst, const void* src, size_t bytes) override;
   void embedding_forward(const float* table, const int32_t* ids, size_t n, int dim,

@@ -162,11 +162,13 @@ Float* layer_output(const LstmReserve& reserve, Float* y, int layer) {
 void ReferenceBackend::softmax_cross_entropy_rows(const float* logits, const int32_t* labels,
                                                   int rows, int classes, float gradient_scale,
                                                   float* row_losses, float* dlogits,
-                                                  const float* loss_scale) {
-  // Both scales applied in double before the one rounding, as softmax_cross_entropy does.
-  const double scale =
+                                                  const float* loss_scale, const float* row_weights) {
+  // Every scale applied in double before the one rounding, as softmax_cross_entropy does.
+  const double common =
       static_cast<double>(gradient_scale) * (loss_scale != nullptr ? *loss_scale : 1.0);
   for (int r = 0; r < rows; ++r) {
+    const double weight = row_weights != nullptr ? row_weights[r] : 1.0;
+    const double scale = common * weight;
     const float* x = logits + static_cast<size_t>(r) * classes;  // (classes)
     float* dx = dlogits + static_cast<size_t>(r) * classes;      // (classes), may alias x
     const int label = labels[r];
@@ -180,7 +182,7 @@ void ReferenceBackend::softmax_cross_entropy_rows(const float* logits, const int
     for (int j = 1; j < classes; ++j) row_max = std::max(row_max, static_cast<double>(x[j]));
     double exp_sum = 0.0;
     for (int j = 0; j < classes; ++j) exp_sum += std::exp(x[j] - row_max);
-    row_losses[r] = static_cast<float>(std::log(exp_sum) - (x[label] - row_max));
+    row_losses[r] = static_cast<float>((std::log(exp_sum) - (x[label] - row_max)) * weight);
     // Every read of x is done above except x[j] itself, read just before dx[j] is written.
     for (int j = 0; j < classes; ++j) {
       const double probability = std::exp(x[j] - row_max) / exp_sum;

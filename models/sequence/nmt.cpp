@@ -1,7 +1,8 @@
 // nmt: the LSTM encoder-decoder of TensorFlow's NMT tutorial without attention, as the seed runs
 // trained it. The decoder starts from the encoder's final states; the encoder's outputs feed
 // nothing (no attention), so only its final states carry gradient back. Loss: the cross-entropy
-// summed over each sentence's target tokens, averaged over the batch (TF NMT's train loss).
+// summed over each sentence's target tokens, averaged over the batch (TF NMT's train loss), as a
+// weighted sum: every decoder step's weight is an input, 1 / B, and 0 on real text's padding.
 #include <memory>
 #include <string>
 #include <vector>
@@ -126,6 +127,8 @@ class NmtReplica final : public ModelReplica {
     target_ids_ = device.allocate(sizeof(int32_t) * (target_tokens + B));
     fill_sequence_tokens(ops, target_ids_.as<int32_t>(), s.tgt_len + 1, shard, kRandomStreamDecoderTokens,
                          s.tgt_vocab);
+    target_weights_ = device.allocate(sizeof(float) * target_tokens);
+    ops.fill(target_weights_.as<float>(), target_tokens, 1.0f / static_cast<float>(B));
     source_embedded_ = device.allocate(sizeof(float) * source_tokens * s.embedding);
     source_embedded_gradient_ = device.allocate(sizeof(float) * source_tokens * s.embedding);
     if (model.two_encoder_stacks()) {
@@ -172,10 +175,9 @@ class NmtReplica final : public ModelReplica {
     decoder_->forward(params_, target_embedded_.as<float>(), encoder_h_.as<float>(),
                       encoder_c_.as<float>(), nullptr, nullptr);
     // Sum over a sentence's tokens, mean over sentences: every token's gradient weighs 1 / B.
-    const float per_sentence = 1.0f / static_cast<float>(batch_);
-    loss_->forward_backward(params_, decoder_->output(), target_ids_.as<int32_t>() + batch_,
-                            per_sentence, per_sentence, decoder_output_gradient_.as<float>(),
-                            context.loss_out, context.loss_scale);
+    loss_->forward_backward(params_, decoder_->output(), target_ids_.as<int32_t>() + batch_, 1.0f, 1.0f,
+                            decoder_output_gradient_.as<float>(), context.loss_out, context.loss_scale,
+                            target_weights_.as<float>());
   }
 
   void backward(GradientAnnouncer& announcer) override {
@@ -215,6 +217,15 @@ class NmtReplica final : public ModelReplica {
     announcer.announce(model_.source_embedding().gradient_range(layout));
   }
 
+  std::vector<InputBuffer> inputs() const override {
+    std::vector<InputBuffer> buffers = {{"source_ids", source_ids_.data(), source_ids_.bytes()}};
+    if (reversed_source_ids_)
+      buffers.push_back({"reversed_source_ids", reversed_source_ids_.data(), reversed_source_ids_.bytes()});
+    buffers.push_back({"target_ids", target_ids_.data(), target_ids_.bytes()});
+    buffers.push_back({"target_weights", target_weights_.data(), target_weights_.bytes()});
+    return buffers;
+  }
+
   // The reversed source ids (two encoder stacks) are the same tokens in another order: the
   // forward ones name every source row the step touched.
   std::vector<SparseGradientSource> sparse_gradients() const override {
@@ -232,6 +243,7 @@ class NmtReplica final : public ModelReplica {
   ParameterSet& params_;
   int batch_ = 0;
   Buffer source_ids_, reversed_source_ids_, target_ids_;              // int32 (T, B)
+  Buffer target_weights_;  // (Tt, B): each decoder step's weight in the loss
   Buffer source_embedded_, reversed_source_embedded_, target_embedded_;  // (T, B, E)
   Buffer source_embedded_gradient_, reversed_source_embedded_gradient_, target_embedded_gradient_;
   Buffer encoder_h_, encoder_c_, encoder_h_gradient_, encoder_c_gradient_;  // (layers, B, H)

@@ -1,7 +1,10 @@
 // rnnlm: the LSTM language model of the seed notes (vocabulary 10001, embedding 32, two layers of
 // 128 units, projection without bias, Adam). Every step reads a fresh (T + 1)-token window per
 // sample and predicts tokens 1..T from tokens 0..T-1, from a zero initial state. Loss: the mean
-// cross-entropy per token (its exponential is the perplexity).
+// cross-entropy per token (its exponential is the perplexity), as a weighted sum: every token's
+// weight is an input, 1 / (T * B) for synthetic data, and for real text 0 on padding and
+// N / (real tokens of the global batch) elsewhere (models/batch_sources.cpp), so that the mean
+// over N replicas is the global batch's mean per real token.
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,6 +80,8 @@ class RnnlmReplica final : public ModelReplica {
     tokens_ = device.allocate(sizeof(int32_t) * (tokens + batch_));
     fill_sequence_tokens(device.ops(), tokens_.as<int32_t>(), s.seq_len + 1, shard, kRandomStreamInputs,
                          s.vocab);
+    token_weights_ = device.allocate(sizeof(float) * tokens);
+    device.ops().fill(token_weights_.as<float>(), tokens, 1.0f / static_cast<float>(tokens));
     embedded_ = device.allocate(sizeof(float) * tokens * s.embedding);
     embedded_gradient_ = device.allocate(sizeof(float) * tokens * s.embedding);
     output_gradient_ = device.allocate(sizeof(float) * tokens * s.units);
@@ -90,9 +95,9 @@ class RnnlmReplica final : public ModelReplica {
     const size_t tokens = static_cast<size_t>(s.seq_len) * batch_;
     model_.embedding().forward(device_.ops(), params_, tokens_.as<int32_t>(), tokens, embedded_.as<float>());
     lstm_->forward(params_, embedded_.as<float>(), nullptr, nullptr, nullptr, nullptr);
-    const float per_token = 1.0f / static_cast<float>(tokens);
-    loss_->forward_backward(params_, lstm_->output(), tokens_.as<int32_t>() + batch_, per_token, per_token,
-                            output_gradient_.as<float>(), context.loss_out, context.loss_scale);
+    loss_->forward_backward(params_, lstm_->output(), tokens_.as<int32_t>() + batch_, 1.0f, 1.0f,
+                            output_gradient_.as<float>(), context.loss_out, context.loss_scale,
+                            token_weights_.as<float>());
   }
 
   void backward(GradientAnnouncer& announcer) override {
@@ -109,6 +114,11 @@ class RnnlmReplica final : public ModelReplica {
     announcer.announce(model_.embedding().gradient_range(layout));
   }
 
+  std::vector<InputBuffer> inputs() const override {
+    return {{"tokens", tokens_.data(), tokens_.bytes()},
+            {"token_weights", token_weights_.data(), token_weights_.bytes()}};
+  }
+
   std::vector<SparseGradientSource> sparse_gradients() const override {
     const size_t tokens = static_cast<size_t>(model_.shape().seq_len) * batch_;
     return {model_.embedding().sparse_source(params_.layout(), tokens_.as<int32_t>(), tokens)};
@@ -120,6 +130,7 @@ class RnnlmReplica final : public ModelReplica {
   ParameterSet& params_;
   int batch_;
   Buffer tokens_;             // int32 (T + 1, B): inputs are rows [0, T), labels rows [1, T]
+  Buffer token_weights_;      // (T, B): each prediction's weight in the loss
   Buffer embedded_, embedded_gradient_;  // (T, B, E)
   Buffer output_gradient_;    // (T, B, H)
   std::unique_ptr<LstmStackReplica> lstm_;

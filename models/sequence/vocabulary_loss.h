@@ -50,12 +50,13 @@ class VocabularyLossReplica {
                         int chunk_rows);
 
   // h (rows, hidden), labels (rows) ->
-  //   loss_out (1) = loss_weight * sum of the rows' cross-entropies,
+  //   loss_out (1) = loss_weight * sum of the rows' cross-entropies (each times row_weights[r]),
   //   dh (rows, hidden) and the projection's gradient (both overwritten), each row's gradient
-  //   scaled by gradient_scale (and by *loss_scale when given).
+  //   scaled by gradient_scale (and by row_weights[r] and *loss_scale when given).
+  // row_weights: device memory (rows) or nullptr; weight 0 masks a padded token out.
   void forward_backward(const ParameterSet& params, const float* h, const int32_t* labels,
                         float loss_weight, float gradient_scale, float* dh, float* loss_out,
-                        const float* loss_scale);
+                        const float* loss_scale, const float* row_weights = nullptr);
   int chunk_rows() const { return chunk_rows_; }
   // The compute stream waits for the projection's weight gradient (a no-op when it was computed
   // in line); call it before announcing the projection's gradient range, every step.

@@ -1,0 +1,114 @@
+// Checking the data flags: --data_dir and --data_name (which models read which data set),
+// --data_feed and its prefetch options, epochs (--num_epochs, --timed_epochs) and the text data
+// sets' file and vocabulary options, each accepted only where it means something.
+#include <filesystem>
+
+#include "cli/flag_parsing.h"
+#include "cli/flags_validation.h"
+#include "models/model_registry.h"
+
+namespace dpbench {
+namespace {
+
+bool reads_cifar10(const std::string& model) {
+  return model == "trivial" || model == "cifar10_cnn" || model == "resnet50" || model == "resnet101" ||
+         model == "resnet152";
+}
+
+// The data set a model reads when only --data_dir is given.
+std::string data_set_of(const std::string& model) {
+  if (model == "rnnlm") return "ptb";
+  if (model == "nmt") return "parallel_text";
+  return "cifar10";
+}
+
+void check_model_reads(const std::string& data_name, const std::string& model) {
+  const bool fits = data_name == "cifar10" ? reads_cifar10(model) : data_set_of(model) == data_name;
+  if (fits) return;
+  const std::string readers = data_name == "cifar10" ? "trivial, cifar10_cnn and the ResNets (at 32x32)"
+                              : data_name == "ptb"   ? "rnnlm"
+                                                     : "nmt";
+  reject("data_name", data_name, "cannot feed --model=" + model + "; it feeds " + readers);
+}
+
+// "A:B" or "A", 0-based and inclusive, within the run's epochs.
+void parse_timed_epochs(const std::string& text, int num_epochs, DataConfig* data) {
+  const size_t colon = text.find(':');
+  const std::string first = text.substr(0, colon), last = colon == std::string::npos ? first : text.substr(colon + 1);
+  int a = 0, b = 0;
+  if (!parse_integer_text(first, &a) || !parse_integer_text(last, &b) || a < 0 || b < a || b >= num_epochs)
+    reject("timed_epochs", text,
+           "expected A:B or A, epochs counted from 0 with A <= B < --num_epochs (" + std::to_string(num_epochs) +
+               "), e.g. 1:3 times epochs 1, 2 and 3");
+  data->timed_epoch_first = a;
+  data->timed_epoch_last = b;
+}
+
+}  // namespace
+
+void resolve_data(const GivenFlags& flags, RunConfig* config) {
+  DataConfig& data = config->data;
+  data.data_dir = flags.text("data_dir");
+  if (!data.data_dir.empty()) {
+    std::error_code ignored;
+    if (!std::filesystem::is_directory(data.data_dir, ignored))
+      reject("data_dir", data.data_dir, "no such directory; give the folder that holds the data set's files");
+  }
+  data.data_name = flags.text("data_name");
+  if (!data.data_name.empty())
+    require_one_of("data_name", data.data_name, {"cifar10", "ptb", "parallel_text"}, "data set");
+  if (data.data_name.empty() && !data.data_dir.empty()) data.data_name = data_set_of(config->model);
+  if (!data.data_name.empty()) check_model_reads(data.data_name, config->model);
+  if (data.data_dir.empty() && (data.data_name == "ptb" || data.data_name == "parallel_text"))
+    reject("data_name", data.data_name, "needs --data_dir (only cifar10 has a synthetic stand-in of its shape)");
+
+  const std::string feed = flags.was_given("data_feed") ? flags.text("data_feed")
+                                                         : (data.data_dir.empty() ? "on_device" : "host");
+  require_one_of("data_feed", feed, {"on_device", "host"}, "feeding");
+  data.data_feed = feed;
+  data.prefetch_data_to_device = parse_bool("prefetch_data_to_device", flags.text("prefetch_data_to_device"));
+  if (flags.was_given("prefetch_data_to_device") && !data.host_feed())
+    reject("prefetch_data_to_device", flags.text("prefetch_data_to_device"),
+           "applies to --data_feed=host only (on_device data is copied once)");
+  data.prefetch_depth = parse_int_at_least("prefetch_depth", flags.text("prefetch_depth"), 1,
+                                           "must be at least 1 (2: double-buffering)");
+  data.datasets_num_private_threads =
+      parse_int_at_least("datasets_num_private_threads", flags.text("datasets_num_private_threads"), 0,
+                         "must be at least 0 (0: automatic)");
+  data.shuffle = parse_bool("shuffle", flags.text("shuffle"));
+
+  data.num_epochs = parse_int_at_least("num_epochs", flags.text("num_epochs"), 0, "must be at least 0 (0: --num_batches)");
+  if (data.num_epochs > 0) {
+    if (data.data_dir.empty())
+      reject("num_epochs", flags.text("num_epochs"), "needs a data set to pass over; give --data_dir");
+    for (const char* counted : {"num_batches", "num_warmup_batches"})
+      if (flags.was_given(counted))
+        reject(counted, flags.text(counted),
+               "conflicts with --num_epochs (epochs decide the steps); choose the timed ones with --timed_epochs");
+    if (config->profile_step > 0)
+      reject("profile_step", flags.text("profile_step"), "is not available with --num_epochs");
+    data.timed_epoch_first = 0;
+    data.timed_epoch_last = data.num_epochs - 1;
+    if (flags.was_given("timed_epochs")) parse_timed_epochs(flags.text("timed_epochs"), data.num_epochs, &data);
+  } else if (flags.was_given("timed_epochs")) {
+    reject("timed_epochs", flags.text("timed_epochs"), "needs --num_epochs");
+  }
+
+  // Options of one data set only.
+  auto only_with = [&](const char* flag, const std::string& data_set) {
+    if (flags.was_given(flag) && data.data_name != data_set)
+      reject(flag, flags.text(flag), "applies to --data_name=" + data_set + " only");
+  };
+  only_with("vocab_file", "ptb");
+  data.vocab_file = flags.text("vocab_file");
+  for (const char* flag : {"train_prefix", "vocab_prefix", "src", "tgt", "num_buckets"}) only_with(flag, "parallel_text");
+  data.train_prefix = flags.text("train_prefix");
+  data.vocab_prefix = flags.text("vocab_prefix");
+  data.src = flags.text("src");
+  data.tgt = flags.text("tgt");
+  for (const char* flag : {"train_prefix", "vocab_prefix", "src", "tgt"})
+    if (flags.text(flag).empty()) reject(flag, "", "must not be empty");
+  data.num_buckets = parse_int_at_least("num_buckets", flags.text("num_buckets"), 1, "must be at least 1");
+}
+
+}  // namespace dpbench
