@@ -11,12 +11,22 @@
 #include "cli/run_command.h"
 #include "engine/device_factory.h"
 #include "engine/errors.h"
+#include "engine/process_group.h"
 #include "dpbench_version.h"
 
 namespace dpbench {
 namespace {
 
-void print_error(const std::string& message) { error_log().error(message); }
+// Under mpirun the line names the rank that failed and its host.
+void print_error(const std::string& message) {
+  const ProcessGroup* group = process_group();
+  if (group == nullptr || group->size() <= 1) {
+    error_log().error(message);
+    return;
+  }
+  error_log().error("rank " + std::to_string(group->rank()) + " of " + std::to_string(group->size()) + " (" +
+                    group->hostnames().at(static_cast<size_t>(group->rank())) + "): " + message);
+}
 
 }  // namespace
 

@@ -1,6 +1,8 @@
 // Console formatting for runs (see console.h).
 #include "cli/console.h"
 
+#include "cli/flags_validation.h"
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -26,9 +28,10 @@ std::vector<double> per_step_rates(const std::vector<double>& step_ms, int64_t i
 
 // "replicated (all-reduce nccl, buckets of 25 MB, overlapped)": how the gradients travel.
 std::string describe_strategy(const RunConfig& c) {
-  const bool replicated = c.variable_update == "replicated";
-  if (!replicated && c.variable_update != "parameter_server") return c.variable_update;
+  const bool replicated = is_all_reduce_strategy(c.variable_update);
+  if (!replicated && !is_parameter_server_strategy(c.variable_update)) return c.variable_update;
   std::vector<std::string> parts;
+  if (c.num_processes > 1) parts.push_back(std::to_string(c.num_processes) + " processes");
   parts.push_back(replicated ? "all-reduce " + c.all_reduce_spec : "on " + c.local_parameter_device);
   if (c.gradient_repacking > 0) {
     parts.push_back(

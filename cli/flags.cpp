@@ -417,8 +417,8 @@ void add_sequence_flags(const RunConfig& config, nlohmann::json& json) {
 
 // Only the flags the strategy takes: independent exchanges nothing, so it carries none of them.
 void add_synchronisation_flags(const RunConfig& config, nlohmann::json& json) {
-  const bool replicated = config.variable_update == "replicated";
-  const bool parameter_server = config.variable_update == "parameter_server";
+  const bool replicated = is_all_reduce_strategy(config.variable_update);
+  const bool parameter_server = is_parameter_server_strategy(config.variable_update);
   if (replicated) json["all_reduce_spec"] = config.all_reduce_spec;
   if (parameter_server) json["local_parameter_device"] = config.local_parameter_device;
   if (!replicated && !parameter_server) return;

@@ -16,6 +16,7 @@
 #include <system_error>
 
 #include "cli/flag_parsing.h"
+#include "engine/process_group.h"
 #include "engine/errors.h"
 #include "models/model_registry.h"
 #include "strategies/all_reduce_spec.h"
@@ -81,6 +82,11 @@ void resolve_devices(const GivenFlags& flags, const DeviceInventory& inventory, 
   }
   const bool on_cuda = config->backend == BackendKind::cuda;
   const int device_limit = on_cuda ? inventory.cuda_gpus : kMaxReferenceDevices;
+  // Under mpirun each process drives its own device: by default the one its host-local rank names.
+  if (const ProcessGroup* group = process_group()) {
+    config->num_processes = group->size();
+    config->process_rank = group->rank();
+  }
 
   const std::string num_gpus_text = flags.text("num_gpus");
   int num_gpus = parse_int_at_least("num_gpus", num_gpus_text, 1, "must be at least 1");
@@ -114,14 +120,19 @@ void resolve_devices(const GivenFlags& flags, const DeviceInventory& inventory, 
                  " host devices; use --num_gpus<=" + std::to_string(kMaxReferenceDevices));
     }
     config->gpu_indices.clear();
-    for (int index = 0; index < num_gpus; ++index) config->gpu_indices.push_back(index);
+    const int first = process_group() != nullptr && num_gpus == 1 ? process_group()->local_rank() : 0;
+    if (first >= device_limit)
+      throw ConfigError("this host runs more processes than it has " + std::string(on_cuda ? "GPUs" : "devices") +
+                        " (local rank " + std::to_string(first) + ", " + std::to_string(device_limit) +
+                        " devices); start at most that many ranks per host");
+    for (int index = 0; index < num_gpus; ++index) config->gpu_indices.push_back(first + index);
   }
   config->num_gpus = config->num_devices();
 }
 
 // Weak scaling (--batch_size per device) or strong scaling (--total_batch_size over all devices).
 void resolve_batch(const GivenFlags& flags, const ModelEntry& model, RunConfig* config) {
-  const int devices = config->num_devices();
+  const int devices = config->world_devices();
   const bool batch_given = flags.was_given("batch_size");
   const bool total_given = flags.was_given("total_batch_size");
   int batch = batch_given ? parse_positive_int("batch_size", flags.text("batch_size")) : 0;

@@ -11,6 +11,7 @@
 #include "engine/device_factory.h"
 #include "engine/environment.h"
 #include "engine/errors.h"
+#include "engine/process_group.h"
 #include "models/batch_sources.h"
 #include "models/model_registry.h"
 #include "reports/result_json.h"
@@ -21,7 +22,78 @@
 namespace dpbench {
 namespace {
 
-void print(const std::string& text) { log_lines(output_log(), text); }
+// Under mpirun only rank 0 speaks (progress, summary); the others stay quiet.
+void print(const std::string& text) {
+  if (process_group() == nullptr || process_group()->rank() == 0) log_lines(output_log(), text);
+}
+
+// Every rank's values, rank after rank.
+template <typename T>
+std::vector<T> gather_values(const ProcessGroup& group, const std::vector<T>& mine) {
+  std::vector<T> all(mine.size() * static_cast<size_t>(group.size()));
+  group.all_gather_bytes(mine.data(), mine.size() * sizeof(T), all.data());
+  return all;
+}
+
+// mpirun runs: each rank ran the runner over its one device; the job's measurements are the
+// ranks' combined as one process combines its devices: a step's time is the slowest rank's, its
+// loss the mean over ranks, its items their sum; wall times are the slowest rank's. The ranks'
+// step counts are equal (the flags are).
+void combine_across_processes(const ProcessGroup& group, RunMeasurements& m) {
+  const size_t steps = m.step_time_ms.size(), n = static_cast<size_t>(group.size());
+  auto combine = [&](std::vector<double>& values, bool mean) {
+    const std::vector<double> all = gather_values(group, values);
+    for (size_t i = 0; i < values.size(); ++i) {
+      double total = 0, most = all[i];
+      for (size_t r = 0; r < n; ++r) {
+        total += all[r * values.size() + i];
+        most = std::max(most, all[r * values.size() + i]);
+      }
+      values[i] = mean ? total / static_cast<double>(n) : most;
+    }
+  };
+  combine(m.step_time_ms, false);
+  combine(m.step_loss, true);
+  combine(m.data_wait_ms, false);
+  combine(m.epoch_time_s, false);
+  std::vector<double> scalars = {m.total_time_s, m.host_wait_s};
+  combine(scalars, false);
+  m.total_time_s = scalars[0];
+  m.host_wait_s = scalars[1];
+  if (!m.step_items.empty()) {
+    const std::vector<int64_t> all = gather_values(group, m.step_items);
+    for (size_t i = 0; i < steps; ++i) {
+      int64_t total = 0;
+      for (size_t r = 0; r < n; ++r) total += all[r * steps + i];
+      m.step_items[i] = total;
+    }
+  }
+}
+
+// Every rank's devices, as one list, and the hosts they are on.
+void describe_every_process(const ProcessGroup& group, EnvironmentRecord& environment) {
+  nlohmann::json mine = nlohmann::json::array();
+  for (const DeviceRecord& device : environment.devices)
+    mine.push_back({device.index, device.name, device.memory_bytes, device.compute_capability});
+  std::vector<DeviceRecord> devices;
+  for (const std::string& text : group.all_gather_text(mine.dump()))
+    for (const auto& d : nlohmann::json::parse(text))
+      devices.push_back({d[0].get<int>(), d[1].get<std::string>(), d[2].get<uint64_t>(), d[3].get<std::string>()});
+  environment.devices = devices;
+  std::vector<std::string> hosts;
+  for (const std::string& host : group.hostnames())
+    if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+  std::string joined;
+  for (const std::string& host : hosts) joined += (joined.empty() ? "" : ",") + host;
+  environment.hostname = joined;
+}
+
+// The resolved flags as every rank must agree on them (each rank's GPU index is its own).
+std::string flags_every_rank_shares(const RunConfig& config) {
+  nlohmann::json json = config_to_json(config);
+  json.erase("gpu_indices");
+  return json.dump(1);
+}
 
 // tf_cnn_benchmarks' static default; the automatic scale starts high and halves to what fits.
 constexpr double kDefaultLossScale = 128;
@@ -101,6 +173,8 @@ RunnerSettings runner_settings(const RunConfig& config) {
   settings.weight_copy_type = config.activation_type();
   settings.cuda_graph = config.cuda_graph;
   settings.profile_step = config.profile_step;
+  settings.process_rank = config.process_rank;
+  settings.num_processes = config.num_processes;
   return settings;
 }
 
@@ -122,7 +196,11 @@ Result assemble_result(const RunConfig& config, const RunMeasurements& measured,
   for (int64_t step = 0; step < total_steps; ++step) {
     const size_t s = static_cast<size_t>(step);
     const bool warmup = step < measured.warmup_steps;
-    StepRecord record{step, measured.step_time_ms[s], measured.step_loss[s], warmup};
+    StepRecord record;
+    record.step = step;
+    record.time_ms = measured.step_time_ms[s];
+    record.loss = measured.step_loss[s];
+    record.warmup = warmup;
     record.after_measurement = step >= measured_end;
     const int64_t items = fed ? measured.step_items[s] : items_per_step;
     if (fed) {
@@ -145,7 +223,7 @@ Result assemble_result(const RunConfig& config, const RunMeasurements& measured,
   summary.unit = unit + "/s";
   summary.measured_steps = static_cast<int64_t>(measured_ms.size());
   summary.warmup_steps = measured.warmup_steps;
-  summary.num_devices = config.num_devices();
+  summary.num_devices = config.world_devices();
   summary.global_batch_size = config.global_batch_size();
   summary.items_per_step = items_per_step;
   summary.total_time_s = measured.total_time_s;
@@ -200,6 +278,8 @@ Result assemble_result(const RunConfig& config, const RunMeasurements& measured,
 
 Result run_benchmark(const ParsedRunFlags& flags) {
   const RunConfig& config = flags.config;
+  const ProcessGroup* group = process_group();
+  if (group != nullptr) group->require_same_on_every_rank("the resolved flags", flags_every_rank_shares(config));
   if (flags.fell_back_to_reference)
     print("note: no CUDA GPU found; running on the reference backend (host C++; pass --device=cpu to silence this)\n");
 
@@ -271,15 +351,22 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   Runner runner(*model, *strategy, devices, settings);
 
   const std::string unit = model->unit();
-  const RunMeasurements measured = runner.run(
+  RunMeasurements measured = runner.run(
       [&](const ProgressSnapshot& snapshot) { print(format_progress_line(snapshot, items_per_step, unit) + "\n"); },
       [&](const std::string& phase) { print(phase + "\n"); });
+  if (group != nullptr) combine_across_processes(*group, measured);
 
   Result result = assemble_result(effective, measured, unit, items_per_step, descriptions, data_summary);
+  if (group != nullptr) describe_every_process(*group, result.environment);
   print(format_summary(result));
-  if (!config.result_file.empty()) {
-    write_result_atomically(result, config.result_file);
-    print("Result written to " + config.result_file + "\n");
+  // One result for the job, from rank 0; "{rank}" in the name asks every rank for its own copy.
+  std::string path = config.result_file;
+  const size_t placeholder = path.find("{rank}");
+  const bool per_rank = placeholder != std::string::npos;
+  if (per_rank) path.replace(placeholder, 6, std::to_string(config.process_rank));
+  if (!path.empty() && (per_rank || config.process_rank == 0)) {
+    write_result_atomically(result, path);
+    print("Result written to " + path + "\n");
   }
   return result;
 }

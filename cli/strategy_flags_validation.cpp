@@ -83,14 +83,36 @@ void resolve_strategy(const GivenFlags& flags, RunConfig* config) {
            "not implemented yet; accepted now: " + describe_choices(strategy_registry(), true) +
                " (or the seeds' spelling --variable_update=replicated --independent_replica=true)");
   }
+  if (strategy == "horovod") strategy = "distributed_all_reduce";  // tf_cnn_benchmarks' spelling
   config->variable_update = strategy;
+
+  // One process per GPU: mpirun starts the processes, each drives the GPU of its host-local rank.
+  const bool distributed = strategy == "distributed_all_reduce" || strategy == "distributed_replicated";
+  if (distributed && config->num_devices() != 1)
+    reject("num_gpus", std::to_string(config->num_devices()),
+           "--variable_update=" + strategy + " drives one GPU per process; start one process per GPU, "
+           "e.g. mpirun -np " + std::to_string(config->num_devices()) + " dpbench --variable_update=" + strategy);
+  if (!distributed && config->num_processes > 1)
+    reject("variable_update", strategy,
+           "this is one of " + std::to_string(config->num_processes) + " processes started by mpirun, which only "
+           "distributed_all_reduce (horovod) and distributed_replicated use; run --variable_update=" + strategy +
+           " as one process, or pick a distributed strategy");
+}
+
+bool is_all_reduce_strategy(const std::string& strategy) {
+  return strategy == "replicated" || strategy == "distributed_all_reduce";
+}
+
+bool is_parameter_server_strategy(const std::string& strategy) {
+  return strategy == "parameter_server" || strategy == "distributed_replicated";
 }
 
 // --all_reduce_spec, --local_parameter_device and the exchange flags: each only with the strategies
 // that use it, and only in combinations that say one thing.
 void resolve_exchange(const GivenFlags& flags, const ModelEntry& model, RunConfig* config) {
   const std::string& strategy = config->variable_update;
-  const bool replicated = strategy == "replicated";
+  const bool replicated = is_all_reduce_strategy(strategy);
+  const bool distributed = strategy.rfind("distributed_", 0) == 0;
   auto only_with = [&](const std::string& flag, const std::string& needed, const std::string& what) {
     reject(flag, flags.text(flag),
            "only --variable_update=" + needed + " " + what + ", and this run is " + asked_strategy(*config) +
@@ -101,12 +123,20 @@ void resolve_exchange(const GivenFlags& flags, const ModelEntry& model, RunConfi
   const std::string spec_text = flags.text("all_reduce_spec");
   const AllReduceSpec spec = spec_text.empty() ? AllReduceSpec{} : parse_all_reduce_spec(spec_text);
   if (!spec_text.empty() && !replicated) only_with("all_reduce_spec", "replicated", "takes an all-reduce spec");
+  if (distributed && spec.algorithm != "nccl")
+    reject("all_reduce_spec", spec_text,
+           "--variable_update=" + strategy + " moves every gradient byte with NCCL across the processes; "
+           "use nccl or nccl#k (peer copies and host sums need the GPUs in one process: --variable_update=replicated)");
   config->all_reduce_spec = replicated ? spec.text() : "";
 
   config->local_parameter_device = flags.text("local_parameter_device");
   require_one_of("local_parameter_device", config->local_parameter_device, {"gpu", "cpu"}, "device");
-  if (flags.was_given("local_parameter_device") && strategy != "parameter_server")
+  if (flags.was_given("local_parameter_device") && !is_parameter_server_strategy(strategy))
     only_with("local_parameter_device", "parameter_server", "keeps a master copy");
+  if (distributed && config->local_parameter_device != "gpu")
+    reject("local_parameter_device", config->local_parameter_device,
+           "--variable_update=distributed_replicated keeps the master copy sharded over the ranks' GPUs; "
+           "use gpu, or --variable_update=parameter_server in one process");
 
   parse_exchange_flags(flags, config);
   if (strategy == "independent") {
@@ -155,7 +185,7 @@ void resolve_exchange(const GivenFlags& flags, const ModelEntry& model, RunConfi
     if (!replicated) only_with("sparse_embedding_grads", "replicated", "gathers sparse embedding gradients");
   }
 
-  if (strategy == "parameter_server" && config->precision == "fp16" && config->fp16_enable_auto_loss_scale)
+  if (is_parameter_server_strategy(strategy) && config->precision == "fp16" && config->fp16_enable_auto_loss_scale)
     throw ConfigError(given("fp16_enable_auto_loss_scale") + " with --variable_update=parameter_server: each "
                       "owner would decide alone whether to skip a step, so the replicas would diverge; "
                       "use a fixed --fp16_loss_scale, or --variable_update=replicated");

@@ -8,6 +8,7 @@
 #include "engine/cuda/nccl_communicator.h"
 #include "engine/errors.h"
 #include "engine/reference/in_process_communicator.h"
+#include "engine/reference/process_communicator.h"
 
 namespace dpbench {
 namespace {
@@ -36,6 +37,11 @@ std::unique_ptr<Communicator> create_communicator(const std::vector<Device*>& de
     case BackendKind::reference: return create_in_process_communicator(static_cast<int>(devices.size()));
   }
   throw RuntimeError("create_communicator: unknown backend");
+}
+
+std::unique_ptr<Communicator> create_process_communicator(Device& device, const ProcessGroup& group) {
+  if (device.kind() == BackendKind::cuda) return create_nccl_process_communicator(device, group);
+  return create_reference_process_communicator(group);
 }
 
 int enable_peer_access(const std::vector<Device*>& devices) {

@@ -70,6 +70,11 @@ class Communicator {
 // NCCL communicators for CUDA devices, the in-process one for reference devices (all devices of
 // one kind). Throws RuntimeError naming the library call when NCCL cannot initialise.
 std::unique_ptr<Communicator> create_communicator(const std::vector<Device*>& devices);
+// Across the processes of a multi-process run (engine/process_group.h): this process's one
+// device is rank group.rank() and calls it as local rank 0. NCCL (ncclCommInitRank) on GPUs; on
+// the reference backend, the group's host exchanges.
+class ProcessGroup;
+std::unique_ptr<Communicator> create_process_communicator(Device& device, const ProcessGroup& group);
 
 // Lets each GPU of `devices` read and write the others' memory directly (cudaDeviceEnablePeerAccess
 // for every pair that supports it), so peer copies take NVLink instead of a trip through the host.

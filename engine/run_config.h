@@ -126,6 +126,11 @@ struct RunConfig {
   bool fp16_enable_auto_loss_scale = false;
   int fp16_inc_loss_scale_every_n = 1000;
 
+  // mpirun runs (engine/process_group.h): processes of the job and this one's rank; each process
+  // drives its own devices (one GPU per rank). 1 and 0 for a single-process run.
+  int num_processes = 1;
+  int process_rank = 0;
+
   int num_devices() const { return static_cast<int>(gpu_indices.size()); }
   // Storage type of activations and of the weight copy: f16 / bf16 under --precision=fp16 / bf16,
   // f32 for fp32 and tf32.
@@ -134,7 +139,9 @@ struct RunConfig {
     if (precision == "bf16") return DataType::bf16;
     return DataType::f32;
   }
-  int global_batch_size() const { return batch_size * num_devices(); }
+  // Devices of the whole run, every process's.
+  int world_devices() const { return num_devices() * num_processes; }
+  int global_batch_size() const { return batch_size * world_devices(); }
 };
 
 }  // namespace dpbench

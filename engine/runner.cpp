@@ -83,11 +83,12 @@ Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_p
     state->parameters = std::make_unique<ParameterSet>(device, model.layout(), settings.weight_copy_type);
     state->parameters->upload(initial);  // every replica starts from the same values
     state->optimizer = std::make_unique<Optimizer>(device, settings.optimizer, model.layout().total_count());
-    ReplicaShard shard{r, num_replicas, settings.batch_size, settings.seed};
+    const int world_rank = settings.process_rank * num_replicas + r;
+    ReplicaShard shard{world_rank, num_replicas * settings.num_processes, settings.batch_size, settings.seed};
     state->model = model.create_replica(device, *state->parameters, shard);
     if (settings.data != nullptr)
-      state->feed = std::make_unique<DeviceFeed>(device, r, *settings.data, state->model->inputs(), total_steps,
-                                                 settings.feed);
+      state->feed = std::make_unique<DeviceFeed>(device, world_rank, *settings.data, state->model->inputs(),
+                                                 total_steps, settings.feed);
     state->announcer = std::make_unique<EventAnnouncer>(device, strategy, r, model.layout().tensors().size());
     for (int64_t s = 0; s < total_steps; ++s) {
       state->step_start.push_back(device.create_event(true));

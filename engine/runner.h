@@ -40,6 +40,10 @@ struct RunnerSettings {
   // Host-fed batches (engine/data/device_feed.h); nullptr: the models' own on-device data.
   const BatchSource* data = nullptr;
   FeedSettings feed;
+  // mpirun runs: this process's devices are replicas process_rank * devices + r of
+  // num_processes * devices; they shard the global batch accordingly.
+  int process_rank = 0;
+  int num_processes = 1;
 };
 
 // Handed to the progress callback every `display_every` measured steps and after the last one.

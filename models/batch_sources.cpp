@@ -315,7 +315,7 @@ Vocabulary load_vocabulary(const std::string& file, const std::string& training_
 
 std::unique_ptr<BatchSource> create_batch_source(const RunConfig& config, const Model& model) {
   const DataConfig& data = config.data;
-  const Sharding sharding{config.batch_size, config.num_devices(), config.seed, data.shuffle};
+  const Sharding sharding{config.batch_size, config.world_devices(), config.seed, data.shuffle};
   const bool real = !data.data_dir.empty();
   const std::string name = model.name();
   auto wrong_data = [&](const std::string& readers) {

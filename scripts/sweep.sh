@@ -28,7 +28,11 @@ Options:
                       N entries of the caller's CUDA_VISIBLE_DEVICES when it is set, else 0,...,N-1
   --select=indices    choose them with --gpu_indices=0,...,N-1 instead (environment untouched)
   --repeats=K         run every combination K times (default 1); names get __r1 ... __rK
-  --launcher=none     run dpbench directly (the only launcher for now; MPI is reserved for later)
+  --launcher=none     run dpbench directly, one process driving all N devices (default)
+  --launcher=mpirun   run N processes, one per GPU: \$MPIRUN (default mpirun) -np N dpbench ...;
+                      for the distributed strategies only (each rank drives the GPU of its
+                      host-local rank; with --select=visible the job's CUDA_VISIBLE_DEVICES).
+                      Flags for mpirun itself (hosts, -x VAR) go in \$MPIRUN_ARGS (split on spaces)
   --dry-run           print every command (with its environment) and run nothing; a command
                       whose result is present is printed as "# present, would skip: COMMAND"
   --no-report         do not run \`dpbench report\` at the end
@@ -44,6 +48,8 @@ Strategy tokens: BASE[+FLAG]...
   parameter_server                 --variable_update=parameter_server (dpbench's default device, gpu)
   parameter_server:DEV             --variable_update=parameter_server --local_parameter_device=DEV
                                    DEV: gpu, cpu
+  distributed_all_reduce, horovod  --variable_update=distributed_all_reduce (--launcher=mpirun)
+  distributed_replicated           --variable_update=distributed_replicated (--launcher=mpirun)
   BASE+--flag=value[+--flag2=...]  BASE plus raw dpbench flags for this strategy only, e.g.
                                    'replicated:nccl+--overlap_comm=false' (a value cannot hold + or ;)
   The file-name part of a token: ':' and '#' become '-', each '+--' becomes '+', other characters
@@ -130,7 +136,12 @@ have "$models_arg" || die "--models is missing (e.g. --models=resnet50,nmt; see 
 have "$gpus_arg" || die "--gpus is missing (e.g. --gpus=1,2,4; see --help)"
 have "$strategies_arg" || die "--strategies is missing (e.g. --strategies='independent;replicated:nccl'; see --help)"
 have "$out_arg" || die "--out is missing (e.g. --out=results/; see --help)"
-[ "$launcher" = none ] || die "--launcher=$launcher: only 'none' is supported for now (MPI launch is not implemented)"
+case $launcher in none | mpirun) ;; *) die "--launcher=$launcher: accepted: none, mpirun" ;; esac
+[ "$launcher" = none ] || [ "$select" = visible ] ||
+  die "--select=$select with --launcher=mpirun: each rank picks the GPU of its local rank; use --select=visible"
+mpirun_cmd=${MPIRUN:-mpirun}
+mpirun_args=()
+if [ -n "${MPIRUN_ARGS:-}" ]; then read -r -a mpirun_args <<<"$MPIRUN_ARGS"; fi
 case $select in visible | indices) ;; *) die "--select=$select: accepted: visible, indices" ;; esac
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || die "--repeats=$repeats: must be a positive integer"
 
@@ -179,7 +190,7 @@ done
 # Strategy tokens -> flags: tokens, slugs (file-name parts) and token_flags (the flags of a token,
 # one per line) are parallel arrays.
 strategy_error() {
-  die "strategy token '$1': $2 (accepted: independent, replicated[:nccl|xring|pscpu|psgpu[#k]], parameter_server[:gpu|cpu], each optionally followed by +--flag=value ...)"
+  die "strategy token '$1': $2 (accepted: independent, replicated[:nccl|xring|pscpu|psgpu[#k]], parameter_server[:gpu|cpu], distributed_all_reduce, horovod, distributed_replicated (--launcher=mpirun), each optionally followed by +--flag=value ...)"
 }
 tokens=() slugs=() token_flags=()
 split $';\n' "$strategies_arg"
@@ -202,9 +213,14 @@ for token in "${raw_tokens[@]}"; do
       where=${base#parameter_server:}
       [[ $where =~ ^(gpu|cpu)$ ]] || strategy_error "$token" "'$where' is not a parameter device"
       flags=(--variable_update=parameter_server --local_parameter_device="$where") ;;
-    distributed_all_reduce*) die "strategy '$token' needs an MPI launcher, which the sweep does not have yet (--launcher=none only)" ;;
+    distributed_all_reduce | horovod | distributed_replicated)
+      [ "$launcher" = mpirun ] || strategy_error "$token" "'$base' runs one process per GPU; add --launcher=mpirun"
+      flags=(--variable_update="$base") ;;
     *) strategy_error "$token" "unknown strategy '$base'" ;;
   esac
+  if [ "$launcher" = mpirun ] && [[ $base != distributed_* && $base != horovod ]]; then
+    strategy_error "$token" "--launcher=mpirun starts one process per GPU, which only distributed_all_reduce, horovod and distributed_replicated use"
+  fi
   slug=${base//[:#]/-}
   [[ $token == *+ ]] && strategy_error "$token" "a '+' with no flag after it"
   if [[ $token == *+* ]]; then
@@ -342,10 +358,17 @@ for model in "${models[@]}"; do
           label+=" r$r"
         fi
         result=$out/$name.json
-        args=(--model="$model" --num_gpus="$n" "${select_flags[@]}" "${flags[@]}" "${extra[@]}")
-        args_line=$(render "${env_words[@]}" "${args[@]}")  # what made the result (wherever it lies)
+        if [ "$launcher" = mpirun ]; then
+          # One GPU per rank: the rank count is the device count.
+          args=(--model="$model" "${flags[@]}" "${extra[@]}")
+          launch=("$mpirun_cmd" "${mpirun_args[@]}" -np "$n" "$dpbench")
+        else
+          args=(--model="$model" --num_gpus="$n" "${select_flags[@]}" "${flags[@]}" "${extra[@]}")
+          launch=("$dpbench")
+        fi
+        args_line=$(render "${env_words[@]}" "${launch[@]:0:${#launch[@]}-1}" "${args[@]}")  # what made the result
         args+=(--result_file="$result")
-        command_line=$(render "${env_words[@]}" "$dpbench" "${args[@]}")
+        command_line=$(render "${env_words[@]}" "${launch[@]}" "${args[@]}")
         args_file=$out/logs/$name.args
         log=$out/logs/$name.log
 
@@ -382,9 +405,9 @@ for model in "${models[@]}"; do
         started=$SECONDS
         rc=0
         if ((${#env_words[@]})); then
-          env "${env_words[@]}" "$dpbench" "${args[@]}" </dev/null >"$log" 2>&1 || rc=$?
+          env "${env_words[@]}" "${launch[@]}" "${args[@]}" </dev/null >"$log" 2>&1 || rc=$?
         else
-          "$dpbench" "${args[@]}" </dev/null >"$log" 2>&1 || rc=$?
+          "${launch[@]}" "${args[@]}" </dev/null >"$log" 2>&1 || rc=$?
         fi
         if ((rc == 130 || rc == 143)); then
           echo "interrupted (exit $rc)"

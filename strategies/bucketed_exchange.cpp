@@ -1,6 +1,9 @@
 // BucketedExchangeStrategy (see the header).
 #include "strategies/bucketed_exchange.h"
 
+#include "engine/communicator.h"
+#include "engine/process_group.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -32,7 +35,18 @@ void BucketedExchangeStrategy::setup(const ParameterLayout& layout, std::vector<
   }
   measured_from_.resize(replicas.size());
   prepare(layout);
-  alone_ = replicas.size() == 1 && !exchanges_alone();
+  alone_ = world_size() == 1 && !exchanges_alone();
+}
+
+std::unique_ptr<Communicator> BucketedExchangeStrategy::create_exchange_communicator() const {
+  if (config_.num_processes > 1) {
+    if (process_group() == nullptr || replicas_.size() != 1)
+      throw RuntimeError("an exchange across processes needs the run's process group and one device per process");
+    return create_process_communicator(*replicas_.front().device, *process_group());
+  }
+  std::vector<Device*> devices;
+  for (const Replica& replica : replicas_) devices.push_back(replica.device);
+  return create_communicator(devices);
 }
 
 void BucketedExchangeStrategy::on_gradients_ready(int replica, GradientRange range, const Event& ready) {

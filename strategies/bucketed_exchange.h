@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/communicator.h"
 #include "engine/run_config.h"
 #include "engine/strategy.h"
 #include "strategies/exchange_meter.h"
@@ -60,6 +61,13 @@ class BucketedExchangeStrategy : public Strategy {
   const std::vector<GradientRange>& plan() const { return plan_; }
   const std::vector<Replica>& replicas() const { return replicas_; }
   int num_replicas() const { return static_cast<int>(replicas_.size()); }
+  // The replicas of the whole run: this process's, or those of every process when mpirun
+  // started one per GPU (distributed_all_reduce, distributed_replicated). Averages, traffic and
+  // owners count these.
+  int world_size() const { return num_replicas() * config_.num_processes; }
+  int world_rank(int replica) const { return config_.process_rank * num_replicas() + replica; }
+  // The communicator of the exchange: over this process's devices, or across the processes.
+  std::unique_ptr<Communicator> create_exchange_communicator() const;
   ExchangeMeter& meter(int replica) const { return *meters_.at(replica); }
   // Kernels a subclass launches itself (not through a communicator), counted per replica so that
   // launches_per_step can report a step that is not captured as a graph.

@@ -60,7 +60,7 @@ void ParameterServerStrategy::abort() {
 }
 
 void ParameterServerStrategy::prepare(const ParameterLayout& layout) {
-  const int n = num_replicas();
+  const int n = world_size();
   const size_t count = layout.total_count();
   if (!on_cpu_) {
     owner_of_tensor_ = place_tensors(layout, n);
@@ -84,9 +84,7 @@ void ParameterServerStrategy::prepare(const ParameterLayout& layout) {
       }
       runs_.push_back(std::move(runs));
     }
-    std::vector<Device*> devices;
-    for (const Replica& replica : replicas()) devices.push_back(replica.device);
-    communicator_ = create_communicator(devices);
+    communicator_ = create_exchange_communicator();
     for (const Replica& replica : replicas()) {
       replica.device->make_current();
       reduced_.push_back(replica.device->create_event(false));
@@ -159,7 +157,7 @@ void ParameterServerStrategy::complete_on_gpus(int replica, int64_t step) {
   self.optimizer->begin_update(gradients, self.parameters->count());
   for (const auto& runs : runs_)
     for (const OwnedRange& run : runs)
-      if (run.owner == replica) {
+      if (run.owner == world_rank(replica)) {
         self.optimizer->apply(parameters, gradients, run.range, step, StreamKind::compute, self.parameters);
         count_kernels(replica, 1);
       }
@@ -251,7 +249,7 @@ void ParameterServerStrategy::complete_through_host(int replica, int64_t step) {
 
 TrafficModel ParameterServerStrategy::traffic() const {
   TrafficModel model;
-  const double n = static_cast<double>(num_replicas());
+  const double n = static_cast<double>(world_size());
   const size_t count = replicas().front().parameters->count();
   model.bytes_per_step = static_cast<double>(count) * sizeof(float);
   model.busbw_factor = 2.0;

@@ -57,9 +57,9 @@ void ReplicatedStrategy::prepare(const ParameterLayout& layout) {
   }
   plan_sparse_exchange();
   if (spec_.algorithm == "nccl") {
-    communicator_ = create_communicator(devices);
+    communicator_ = create_exchange_communicator();
     if (transfer_type_ != DataType::f32) {
-      const size_t n = replicas().size();
+      const size_t n = static_cast<size_t>(world_size());
       const size_t chunk = (largest + n - 1) / n, padded = chunk * n;
       const size_t half = data_type_bytes(transfer_type_);
       for (const Replica& replica : replicas()) {
@@ -95,7 +95,7 @@ void ReplicatedStrategy::prepare(const ParameterLayout& layout) {
         buffers->count = device.allocate(sizeof(int32_t));
         buffers->workspace = device.allocate(workspace);
         buffers->pack = device.allocate(most_pack * sizeof(float));
-        buffers->gathered = device.allocate(replicas().size() * most_pack * sizeof(float));
+        buffers->gathered = device.allocate(static_cast<size_t>(world_size()) * most_pack * sizeof(float));
         // The ids' padding (up to a multiple of 4) is never written again: keep it row 0.
         device.ops().fill(buffers->pack.as<float>(), most_pack, 0.0f);
         sparse_.push_back(std::move(buffers));
@@ -225,7 +225,7 @@ void ReplicatedStrategy::sparse_exchange(int replica, size_t table_index) {
   const SparseGradientSource& table = self.sparse[table_index];  // this replica's ids
   SparseBuffers& buffers = *sparse_[replica];
   Backend& ops = self.device->ops(StreamKind::communication);
-  const size_t n = replicas().size();
+  const size_t n = static_cast<size_t>(world_size());
   const size_t capacity = sparse_capacity_[table_index];
   const size_t ids = pack_ids(table_index), floats = pack_floats(table_index);
   float* gradient = self.parameters->gradients() + table.range.offset;  // (rows, dim)
@@ -253,7 +253,7 @@ void ReplicatedStrategy::compact_all_reduce(int replica, GradientRange range) {
   const Replica& self = replicas()[replica];
   CompactBuffers& buffers = *compact_[replica];
   Backend& ops = self.device->ops(StreamKind::communication);
-  const size_t n = replicas().size();
+  const size_t n = static_cast<size_t>(world_size());
   const size_t chunk = (range.count + n - 1) / n;
   const size_t half = data_type_bytes(transfer_type_);
   float* gradients = self.parameters->gradients() + range.offset;
@@ -297,7 +297,7 @@ void ReplicatedStrategy::complete_step(int replica, int64_t step) {
 
 TrafficModel ReplicatedStrategy::traffic() const {
   TrafficModel model;
-  const double n = static_cast<double>(replicas().size());
+  const double n = static_cast<double>(world_size());
   const size_t count = replicas().front().parameters->count();
   model.exchange = "all-reduce (" + spec_.text() + ")";
   model.transfer_type = data_type_name(transfer_type_);
@@ -327,7 +327,7 @@ TrafficModel ReplicatedStrategy::traffic() const {
 // an all-gather (n-1) x G (its own pack to each other device): nccl-tests' busbw of each
 // collective times its time. One busbw for both is then that traffic over the transfer time.
 void ReplicatedStrategy::add_sparse_traffic(TrafficModel& model) const {
-  const double n = static_cast<double>(replicas().size());
+  const double n = static_cast<double>(world_size());
   double dense_elements = 0;
   int64_t dense_pieces = 0;
   for (const PlannedParts& parts : parts_) {

@@ -16,9 +16,13 @@ const std::vector<StrategyEntry>& strategy_registry() {
        [](const RunConfig& config) { return std::make_unique<ParameterServerStrategy>(config); }},
       {"replicated", "every device holds a copy; gradients are all-reduced", true,
        [](const RunConfig& config) { return std::make_unique<ReplicatedStrategy>(config); }},
-      {"distributed_all_reduce", "one process per GPU over MPI + NCCL", false, nullptr},
-      {"distributed_replicated", "parameter server across processes over MPI + NCCL", false, nullptr},
-      {"horovod", "spelling of distributed_all_reduce", false, nullptr},
+      // One process per GPU (mpirun): the same strategies with a communicator across the processes.
+      {"distributed_all_reduce", "one process per GPU (mpirun); gradients all-reduced with NCCL", true,
+       [](const RunConfig& config) { return std::make_unique<ReplicatedStrategy>(config); }},
+      {"distributed_replicated", "parameter server across processes (mpirun): NCCL reduce to the owner, broadcast back",
+       true, [](const RunConfig& config) { return std::make_unique<ParameterServerStrategy>(config); }},
+      {"horovod", "tf_cnn_benchmarks' spelling of distributed_all_reduce", true,
+       [](const RunConfig& config) { return std::make_unique<ReplicatedStrategy>(config); }},
   };
   return entries;
 }

@@ -101,9 +101,12 @@ void* byte_offset(void* base, size_t bytes) { return static_cast<unsigned char*>
 class NcclCommunicator final : public Communicator {
  public:
   explicit NcclCommunicator(const std::vector<CudaDevice*>& devices);
+  // One rank of a communicator across processes: this process's GPU is rank group.rank() of
+  // group.size(); rank 0's ncclUniqueId reaches the others through the group (MPI).
+  NcclCommunicator(CudaDevice* device, const ProcessGroup& group);
   ~NcclCommunicator() override;
 
-  int size() const override { return static_cast<int>(ranks_.size()); }
+  int size() const override { return world_size_ > 0 ? world_size_ : static_cast<int>(ranks_.size()); }
   std::string description() const override { return description_; }
   // NCCL (>= 2.9) records its kernels into a CUDA graph being captured; the runner captures each
   // device's step on that device's own thread (cudaStreamCaptureModeThreadLocal).
@@ -187,14 +190,15 @@ class NcclCommunicator final : public Communicator {
   };
 
   const Rank& rank_at(int rank) const {
-    if (rank < 0 || rank >= size()) {
-      throw RuntimeError("NCCL communicator: rank " + std::to_string(rank) + " is out of range (size " +
-                         std::to_string(size()) + ")");
+    if (rank < 0 || rank >= static_cast<int>(ranks_.size())) {
+      throw RuntimeError("NCCL communicator: local rank " + std::to_string(rank) + " is out of range (" +
+                         std::to_string(ranks_.size()) + " on this process)");
     }
     return ranks_[static_cast<size_t>(rank)];
   }
 
-  std::vector<Rank> ranks_;
+  std::vector<Rank> ranks_;  // this process's ranks (all of them, or the one of a process group)
+  int world_size_ = 0;       // > 0: ranks across processes
   std::string description_;
 };
 
@@ -224,6 +228,26 @@ NcclCommunicator::NcclCommunicator(const std::vector<CudaDevice*>& devices) {
                      __FILE__, __LINE__);
   }
   for (size_t r = 0; r < devices.size(); ++r) ranks_.push_back(Rank{devices[r], ordinals[r], comms[r]});
+}
+
+NcclCommunicator::NcclCommunicator(CudaDevice* device, const ProcessGroup& group) : world_size_(group.size()) {
+  description_ = "nccl " + loaded_nccl_version() + ", " + std::to_string(group.size()) + " processes";
+  ncclUniqueId id{};
+  if (group.rank() == 0) {
+    const ncclResult_t status = ncclGetUniqueId(&id);
+    if (status != ncclSuccess) throw_nccl_error("ncclGetUniqueId(&id)", status, nullptr, "rank 0", __FILE__, __LINE__);
+  }
+  group.broadcast(&id, sizeof(id), 0);
+  ranks_.reserve(1);
+  CurrentDeviceScope current(device->ordinal());
+  ncclComm_t comm = nullptr;
+  const ncclResult_t status = ncclCommInitRank(&comm, group.size(), id, group.rank());
+  if (status != ncclSuccess)
+    throw_nccl_error("ncclCommInitRank(&comm, size, id, rank)", status, nullptr,
+                     "device " + std::to_string(device->ordinal()) + " (rank " + std::to_string(group.rank()) + " of " +
+                         std::to_string(group.size()) + ")",
+                     __FILE__, __LINE__);
+  ranks_.push_back(Rank{device, device->ordinal(), comm});
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -310,6 +334,12 @@ std::unique_ptr<Communicator> create_nccl_communicator(const std::vector<Device*
     cuda_devices.push_back(cuda_device);
   }
   return std::make_unique<NcclCommunicator>(cuda_devices);
+}
+
+std::unique_ptr<Communicator> create_nccl_process_communicator(Device& device, const ProcessGroup& group) {
+  auto* cuda_device = dynamic_cast<CudaDevice*>(&device);
+  if (cuda_device == nullptr) throw RuntimeError("NCCL communicator: the process's device is not a CUDA device");
+  return std::make_unique<NcclCommunicator>(cuda_device, group);
 }
 
 int enable_cuda_peer_access(const std::vector<int>& ordinals) {

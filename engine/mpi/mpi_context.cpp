@@ -94,6 +94,29 @@ void MpiContext::broadcast(void* data, size_t bytes, int root) const {
   DPB_MPI_CHECK(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD));
 }
 
+void MpiContext::all_gather_bytes(const void* send, size_t bytes, void* recv) const {
+  if (bytes > static_cast<size_t>(INT32_MAX)) throw RuntimeError("MpiContext::all_gather_bytes: more than 2 GiB");
+  DPB_MPI_CHECK(MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE,
+                              MPI_COMM_WORLD));
+}
+
+std::vector<std::string> MpiContext::all_gather_text(const std::string& text) const {
+  const int length = static_cast<int>(text.size());
+  std::vector<int> lengths(size_), displacements(size_);
+  DPB_MPI_CHECK(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, MPI_COMM_WORLD));
+  int total = 0;
+  for (int r = 0; r < size_; ++r) {
+    displacements[r] = total;
+    total += lengths[r];
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  DPB_MPI_CHECK(MPI_Allgatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), displacements.data(),
+                               MPI_CHAR, MPI_COMM_WORLD));
+  std::vector<std::string> texts;
+  for (int r = 0; r < size_; ++r) texts.push_back(all.substr(displacements[r], lengths[r]));
+  return texts;
+}
+
 std::vector<double> MpiContext::all_gather(double value) const {
   std::vector<double> values(size_);
   DPB_MPI_CHECK(MPI_Allgather(&value, 1, MPI_DOUBLE, values.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD));

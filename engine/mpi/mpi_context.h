@@ -10,9 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "engine/process_group.h"
+
 namespace dpbench {
 
-class MpiContext {
+class MpiContext final : public ProcessGroup {
  public:
   // True when this process was started by an MPI launcher (mpirun / mpiexec of Open MPI or MPICH,
   // or srun with PMI), judged from the environment it sets; MPI is not initialised for this.
@@ -25,22 +27,24 @@ class MpiContext {
   MpiContext(const MpiContext&) = delete;
   MpiContext& operator=(const MpiContext&) = delete;
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-  int local_rank() const { return local_rank_; }  // among the ranks on this host: picks the GPU
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }  // among the ranks on this host: picks the GPU
   int local_size() const { return local_size_; }
-  const std::vector<std::string>& hostnames() const { return hostnames_; }  // by rank
+  const std::vector<std::string>& hostnames() const override { return hostnames_; }  // by rank
 
   // root's `bytes` bytes at `data` into every rank's `data`.
-  void broadcast(void* data, size_t bytes, int root) const;
+  void broadcast(void* data, size_t bytes, int root) const override;
+  void all_gather_bytes(const void* send, size_t bytes, void* recv) const override;
+  std::vector<std::string> all_gather_text(const std::string& text) const override;
   // Every rank's `value`, by rank.
   std::vector<double> all_gather(double value) const;
   // Collective: throws ConfigError on every rank if `text` (e.g. the resolved flags) is not the
   // same on all ranks; the message names `what`, the first rank that differs from rank 0 and the
   // first line where the two differ.
-  void require_same_on_every_rank(const std::string& what, const std::string& text) const;
+  void require_same_on_every_rank(const std::string& what, const std::string& text) const override;
   // Ends the whole job (MPI_Abort): for a rank that failed while others may wait in a collective.
-  [[noreturn]] void abort(int exit_code) const;
+  [[noreturn]] void abort(int exit_code) const override;
 
  private:
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;

@@ -430,14 +430,23 @@ TEST_CASE("optimizer errors", "[flags]") {
   CHECK_THAT(error_of({"--momentum=-0.5"}), Contains("--momentum=-0.5: must be in [0, 1)"));
 }
 
-TEST_CASE("flags of later issues reject what is not built yet", "[flags]") {
-  CHECK_THAT(error_of({"--variable_update=distributed_all_reduce"}),
-             Contains("--variable_update=distributed_all_reduce: not implemented yet; accepted now: "
-                      "independent, parameter_server, replicated"));
+TEST_CASE("distributed strategies: one GPU per process, horovod's spelling, NCCL and GPU owners only", "[flags]") {
+  CHECK(parse({"--variable_update=distributed_all_reduce"}).variable_update == "distributed_all_reduce");
+  CHECK(parse({"--variable_update=horovod"}).variable_update == "distributed_all_reduce");
+  CHECK(parse({"--variable_update=horovod"}).all_reduce_spec == "nccl");
+  CHECK(parse({"--variable_update=distributed_replicated"}).local_parameter_device == "gpu");
+  CHECK(parse({"--variable_update=distributed_all_reduce", "--all_reduce_spec=nccl#2"}).all_reduce_spec == "nccl#2");
+  CHECK(parse({"--variable_update=distributed_all_reduce", "--compact_gradient_transfer=bf16"})
+            .compact_gradient_transfer == "bf16");
+  CHECK_THAT(error_of({"--variable_update=distributed_all_reduce", "--num_gpus=2"}),
+             Contains("drives one GPU per process") && Contains("mpirun -np 2"));
+  CHECK_THAT(error_of({"--variable_update=distributed_all_reduce", "--all_reduce_spec=xring"}),
+             Contains("--all_reduce_spec=xring") && Contains("NCCL"));
+  CHECK_THAT(error_of({"--variable_update=distributed_replicated", "--local_parameter_device=cpu"}),
+             Contains("--local_parameter_device=cpu") && Contains("sharded over the ranks' GPUs"));
   CHECK_THAT(error_of({"--variable_update=foo"}),
              Contains("--variable_update=foo: unknown strategy; accepted: independent, parameter_server, "
-                      "replicated (planned: ") &&
-                 Contains("distributed_all_reduce"));
+                      "replicated, distributed_all_reduce, distributed_replicated, horovod"));
   CHECK_THAT(error_of({"--local_parameter_device=tpu"}),
              Contains("--local_parameter_device=tpu: unknown device; accepted: gpu, cpu"));
   CHECK(parse({"--data_format=NHWC"}).data_format == "NHWC");

@@ -135,13 +135,26 @@ EOF
   expect_usage_error "a '+' with no flag after it" "${ok[@]}" --strategies='independent+'
   expect_usage_error "--model is set by the sweep" "${ok[@]}" --strategies='replicated+--model=vgg16'
   expect_usage_error "both write results named 'independent'" "${ok[@]}" --strategies='independent;independent'
-  expect_usage_error "needs an MPI launcher" "${ok[@]}" --strategies='distributed_all_reduce'
+  expect_usage_error "runs one process per GPU; add --launcher=mpirun" "${ok[@]}" --strategies='distributed_all_reduce'
   expect_usage_error "--models is missing" --gpus=1 --strategies=independent --out="$tmp/never"
   expect_usage_error "--gpus is missing" --models=trivial --strategies=independent --out="$tmp/never"
   expect_usage_error "--strategies is missing" --models=trivial --gpus=1 --out="$tmp/never"
   expect_usage_error "--out is missing" --models=trivial --gpus=1 --strategies=independent
   expect_usage_error "'0' is not a positive integer" "${ok[@]}" --gpus=1,0 --strategies=independent
-  expect_usage_error "--launcher=mpirun" "${ok[@]}" --strategies=independent --launcher=mpirun
+  expect_usage_error "which only distributed_all_reduce" "${ok[@]}" --strategies=independent --launcher=mpirun
+  expect_usage_error "--launcher=srun: accepted: none, mpirun" "${ok[@]}" --strategies=independent --launcher=srun
+  expect_usage_error "use --select=visible" "${ok[@]}" --strategies=horovod --launcher=mpirun --select=indices
+
+  # mpirun: N ranks, no --num_gpus, the GPUs through CUDA_VISIBLE_DEVICES, MPIRUN_ARGS before -np.
+  rc=0
+  MPIRUN=/opt/mpi/bin/mpirun MPIRUN_ARGS="-x NCCL_NVLS_ENABLE" bash "$sweep" --models=nmt --gpus=2 \
+    --strategies='horovod;distributed_replicated+--overlap_comm=false' --launcher=mpirun --out="$o" \
+    --dpbench="$d" --dry-run >"$tmp/stdout" 2>"$tmp/stderr" || rc=$?
+  expect_rc 0 "dry run, --launcher=mpirun"
+  check "mpirun command: $(head -n 1 "$tmp/stdout")" [ "$(head -n 1 "$tmp/stdout")" = \
+    "CUDA_VISIBLE_DEVICES=0,1 /opt/mpi/bin/mpirun -x NCCL_NVLS_ENABLE -np 2 $d --model=nmt --variable_update=horovod --result_file=$o/nmt__horovod__2gpu.json" ]
+  check "mpirun command with flags: $(sed -n 2p "$tmp/stdout")" [ "$(sed -n 2p "$tmp/stdout")" = \
+    "CUDA_VISIBLE_DEVICES=0,1 /opt/mpi/bin/mpirun -x NCCL_NVLS_ENABLE -np 2 $d --model=nmt --variable_update=distributed_replicated --overlap_comm=false --result_file=$o/nmt__distributed_replicated+overlap_comm=false__2gpu.json" ]
   expect_usage_error "--num_gpus after --" "${ok[@]}" --strategies=independent -- --num_gpus=8
   expect_usage_error "unknown option '--model=x'" "${ok[@]}" --strategies=independent --model=x
   expect_usage_error "unexpected argument 'resnet50'" "${ok[@]}" --strategies=independent resnet50

@@ -1,0 +1,39 @@
+// ProcessGroup: the processes of a multi-process run (mpirun: one process per GPU, on any number
+// of hosts) as the engine sees them: who this process is, and the few host-side exchanges a run
+// needs besides its communicator (NCCL's unique id, per-rank measurements, the host
+// communicator of the reference backend). Implemented over MPI in engine/mpi/ (MpiContext), which
+// the dpbench executable installs with set_process_group() when mpirun launched it; the core
+// never links MPI. A single-process run has none (process_group() == nullptr).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace dpbench {
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual int local_rank() const = 0;  // among the processes on this host: picks the GPU
+  virtual const std::vector<std::string>& hostnames() const = 0;  // by rank
+
+  // root's `bytes` bytes at `data` into every rank's `data`.
+  virtual void broadcast(void* data, size_t bytes, int root) const = 0;
+  // recv (size() * bytes) = every rank's `bytes` bytes at `send`, rank after rank.
+  virtual void all_gather_bytes(const void* send, size_t bytes, void* recv) const = 0;
+  // Every rank's text, by rank (texts of any length).
+  virtual std::vector<std::string> all_gather_text(const std::string& text) const = 0;
+  // ConfigError on every rank when `text` differs between ranks (see MpiContext).
+  virtual void require_same_on_every_rank(const std::string& what, const std::string& text) const = 0;
+  // Ends every process of the job: for a rank that failed while others may wait in a collective.
+  [[noreturn]] virtual void abort(int exit_code) const = 0;
+};
+
+// The run's process group, or nullptr for a single-process run.
+ProcessGroup* process_group();
+void set_process_group(ProcessGroup* group);
+
+}  // namespace dpbench

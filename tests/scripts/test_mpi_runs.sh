@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Multi-process runs of the real dpbench under mpirun on the reference backend (issue 8):
+# distributed_all_reduce (and its horovod spelling) and distributed_replicated on 2 and 4 ranks
+# train bit for bit what one process with as many devices trains with replicated and
+# parameter_server; one result from rank 0 (or one per rank with {rank}); ranks that disagree
+# on flags, and a rank that fails alone, end the job with a message and no hang.
+# Usage: test_mpi_runs.sh MPIEXEC DPBENCH
+set -uo pipefail
+mpiexec=${1:?usage: test_mpi_runs.sh MPIEXEC DPBENCH}
+dpbench=${2:?dpbench binary}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+norm() {  # result file -> param_norm (full precision)
+  python3 -c 'import json,sys; print(repr(json.load(open(sys.argv[1]))["summary"]["param_norm"]))' "$1"
+}
+field() {  # result file, python expression over d
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
+
+small_rnnlm=(--model=rnnlm --vocab_size=50 --embedding_dim=8 --num_units=8 --seq_len=6 --batch_size=4)
+common=(--device=cpu --num_batches=3 --num_warmup_batches=1)
+
+compare() {  # ranks, distributed strategy, single-process strategy, model flags...
+  local ranks=$1 distributed=$2 single=$3; shift 3
+  local tag="${distributed}_${ranks}_$1"
+  if ! timeout 120 "$mpiexec" -n "$ranks" "$dpbench" "${common[@]}" "$@" --variable_update="$distributed" \
+      --result_file="$work/$tag.mpi.json" > "$work/$tag.mpi.log" 2>&1; then
+    fail "$tag: mpirun failed: $(tail -n 3 "$work/$tag.mpi.log")"
+    return
+  fi
+  "$dpbench" "${common[@]}" "$@" --num_gpus="$ranks" --variable_update="$single" \
+    --result_file="$work/$tag.one.json" > "$work/$tag.one.log" 2>&1 || { fail "$tag: single process failed"; return; }
+  local a b
+  a=$(norm "$work/$tag.mpi.json"); b=$(norm "$work/$tag.one.json")
+  [ "$a" = "$b" ] || fail "$tag: param_norm $a (mpirun) != $b ($single, one process)"
+  [ "$(field "$work/$tag.mpi.json" 'd["summary"]["num_devices"]')" = "$ranks" ] || fail "$tag: num_devices"
+  [ "$(field "$work/$tag.mpi.json" 'len(d["environment"]["devices"])')" = "$ranks" ] || fail "$tag: devices listed"
+  [ "$(field "$work/$tag.mpi.json" 'd["summary"]["measured_steps"]')" = 3 ] || fail "$tag: measured steps"
+  # Quiet ranks: one summary in the output.
+  [ "$(grep -c '^total ' "$work/$tag.mpi.log")" = 1 ] || fail "$tag: expected one summary, from rank 0"
+}
+
+for ranks in 2 4; do
+  compare "$ranks" distributed_all_reduce replicated --model=trivial --batch_size=8
+  compare "$ranks" distributed_all_reduce replicated "${small_rnnlm[@]}"
+  compare "$ranks" horovod replicated "${small_rnnlm[@]}" --compact_gradient_transfer=bf16 --sparse_embedding_grads
+  compare "$ranks" distributed_replicated parameter_server "${small_rnnlm[@]}"
+done
+
+# One result per rank when the name asks for it; none but rank 0's otherwise.
+if timeout 60 "$mpiexec" -n 2 "$dpbench" "${common[@]}" --variable_update=distributed_all_reduce \
+    --result_file="$work/per_rank_{rank}.json" > "$work/per_rank.log" 2>&1; then
+  for rank in 0 1; do
+    [ -f "$work/per_rank_$rank.json" ] || fail "per-rank result of rank $rank missing"
+  done
+else
+  fail "per-rank run failed: $(tail -n 2 "$work/per_rank.log")"
+fi
+
+# Ranks that disagree on a flag: every rank stops with the flag named, nothing written.
+timeout 60 "$mpiexec" -n 1 "$dpbench" "${common[@]}" --variable_update=distributed_all_reduce --seed=1 \
+  --result_file="$work/mismatch.json" : -n 1 "$dpbench" "${common[@]}" --variable_update=distributed_all_reduce \
+  --seed=2 --result_file="$work/mismatch.json" > "$work/mismatch.log" 2>&1
+code=$?
+{ [ "$code" != 0 ] && [ "$code" != 124 ]; } || fail "flag mismatch: exit $code"
+grep -q "the ranks disagree on the resolved flags" "$work/mismatch.log" || fail "flag mismatch: no message"
+grep -q "seed" "$work/mismatch.log" || fail "flag mismatch: the differing flag is not named"
+[ ! -e "$work/mismatch.json" ] || fail "flag mismatch: a result was written"
+
+# A rank that fails alone (its data directory is missing) while the other already waits in the
+# start-up collective ends the job; the other does not hang.
+timeout 60 "$mpiexec" -n 1 "$dpbench" "${common[@]}" --variable_update=distributed_all_reduce \
+  --result_file="$work/alone.json" : -n 1 "$dpbench" "${common[@]}" \
+  --variable_update=distributed_all_reduce --data_dir="$work/nowhere" --result_file="$work/alone.json" \
+  > "$work/alone.log" 2>&1
+code=$?
+{ [ "$code" != 0 ] && [ "$code" != 124 ]; } || fail "one failing rank: exit $code (124: the job hung)"
+grep -q "rank 1 of 2" "$work/alone.log" || fail "one failing rank: the message does not name the rank"
+[ ! -e "$work/alone.json" ] || fail "one failing rank: a result was written"
+
+if [ "$failures" -gt 0 ]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "all MPI runs agree"
