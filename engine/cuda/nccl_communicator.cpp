@@ -5,9 +5,13 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_device.h"
@@ -197,9 +201,16 @@ class NcclCommunicator final : public Communicator {
     return ranks_[static_cast<size_t>(rank)];
   }
 
+  void watch(const ProcessGroup& group);
+
   std::vector<Rank> ranks_;  // this process's ranks (all of them, or the one of a process group)
   int world_size_ = 0;       // > 0: ranks across processes
   std::string description_;
+  // Across processes a peer can fail where this rank cannot see it (a lost connection, a rank
+  // that died): NCCL reports it only asynchronously, while this rank may wait in a collective
+  // forever. The watchdog polls ncclCommGetAsyncError and ends the job with NCCL's account.
+  std::thread watchdog_;
+  std::atomic<bool> stop_watchdog_{false};
 };
 
 NcclCommunicator::NcclCommunicator(const std::vector<CudaDevice*>& devices) {
@@ -248,9 +259,28 @@ NcclCommunicator::NcclCommunicator(CudaDevice* device, const ProcessGroup& group
                          std::to_string(group.size()) + ")",
                      __FILE__, __LINE__);
   ranks_.push_back(Rank{device, device->ordinal(), comm});
+  watchdog_ = std::thread([this, &group] { watch(group); });
+}
+
+void NcclCommunicator::watch(const ProcessGroup& group) {
+  const ncclComm_t comm = ranks_.front().comm;
+  while (!stop_watchdog_.load()) {
+    ncclResult_t state = ncclSuccess;
+    if (ncclCommGetAsyncError(comm, &state) == ncclSuccess && state != ncclSuccess && state != ncclInProgress) {
+      const char* last = ncclGetLastError(comm);
+      std::fprintf(stderr, "dpbench: error: rank %d of %d: NCCL reports %s%s%s; ending the job\n", group.rank(),
+                   group.size(), ncclGetErrorString(state), last != nullptr && last[0] != '\0' ? ": " : "",
+                   last != nullptr ? last : "");
+      (void)ncclCommAbort(comm);  // releases this rank's waits; the job ends right after
+      group.abort(1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  stop_watchdog_ = true;
+  if (watchdog_.joinable()) watchdog_.join();
   // Each comm is destroyed with its own GPU current (NCCL frees that GPU's resources), one after
   // the other from this thread, as nccl-tests does after ncclCommInitAll. A destructor cannot
   // throw, so failures are ignored, and cleared so the next kernel launch check does not report them.

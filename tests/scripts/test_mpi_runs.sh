@@ -51,6 +51,31 @@ for ranks in 2 4; do
   compare "$ranks" distributed_replicated parameter_server "${small_rnnlm[@]}"
 done
 
+# Real data: every rank reads its shard of each global batch (CIFAR-format files written here).
+python3 - "$work/cifar" <<'PY'
+import os, random, sys
+random.seed(3)
+os.makedirs(sys.argv[1], exist_ok=True)
+for i in range(1, 6):
+    with open(os.path.join(sys.argv[1], f"data_batch_{i}.bin"), "wb") as f:
+        for _ in range(6):
+            f.write(bytes([random.randrange(10)] + [random.randrange(256) for _ in range(3072)]))
+PY
+for ranks in 2 4; do
+  tag=cifar_$ranks
+  data=(--model=trivial --data_dir="$work/cifar" --batch_size=2 --num_epochs=2 --timed_epochs=1 --device=cpu)
+  if timeout 120 "$mpiexec" -n "$ranks" "$dpbench" "${data[@]}" --variable_update=distributed_all_reduce \
+      --result_file="$work/$tag.mpi.json" > "$work/$tag.mpi.log" 2>&1 &&
+     "$dpbench" "${data[@]}" --num_gpus="$ranks" --variable_update=replicated \
+      --result_file="$work/$tag.one.json" > "$work/$tag.one.log" 2>&1; then
+    [ "$(norm "$work/$tag.mpi.json")" = "$(norm "$work/$tag.one.json")" ] || fail "$tag: param_norm differs"
+    [ "$(field "$work/$tag.mpi.json" 'd["steps"][0]["items"]')" = $((2 * ranks)) ] || fail "$tag: items per step"
+    [ "$(field "$work/$tag.mpi.json" 'len(d["summary"]["data"]["epochs"])')" = 2 ] || fail "$tag: epochs"
+  else
+    fail "$tag: run failed: $(tail -n 2 "$work/$tag.mpi.log")"
+  fi
+done
+
 # One result per rank when the name asks for it; none but rank 0's otherwise.
 if timeout 60 "$mpiexec" -n 2 "$dpbench" "${common[@]}" --variable_update=distributed_all_reduce \
     --result_file="$work/per_rank_{rank}.json" > "$work/per_rank.log" 2>&1; then
