@@ -66,7 +66,7 @@ bool option_less(const std::string& a, const std::string& b) {
 // and form one comparison), then the strategy.
 bool key_less(const SeriesKey& a, const SeriesKey& b) {
   auto workload = [](const SeriesKey& k) {
-    return std::tie(k.scaling, k.model, k.encoder_type, k.direction, k.precision, k.data_format, k.batch,
+    return std::tie(k.scaling, k.model, k.encoder_type, k.direction, k.precision, k.data_format, k.data, k.batch,
                     k.backend, k.device_name, k.unit);
   };
   if (workload(a) != workload(b)) return workload(a) < workload(b);
@@ -92,6 +92,7 @@ std::string model_label(const SeriesKey& key) {
 std::vector<std::string> workload_details(const SeriesKey& key) {
   std::vector<std::string> parts = {key.precision};
   if (key.encoder_type.empty() && !key.data_format.empty()) parts.push_back(key.data_format);
+  if (!key.data.empty()) parts.push_back(key.data);
   if (key.backend == "reference") parts.push_back("reference backend");
   parts.push_back(key.scaling == Scaling::weak
                       ? "batch " + std::to_string(key.batch) + " per GPU (weak scaling)"
@@ -209,8 +210,8 @@ const char* scaling_name(Scaling scaling) { return scaling == Scaling::weak ? "w
 KeyFields SeriesKey::workload_fields() const {
   return {{"scaling", scaling_name(scaling)}, {"model", model},     {"encoder_type", encoder_type},
           {"direction", direction},           {"precision", precision}, {"data_format", data_format},
-          {"fixed_batch", std::to_string(batch)},   {"backend", backend}, {"device_name", device_name},
-          {"unit", unit}};
+          {"data", data}, {"fixed_batch", std::to_string(batch)},   {"backend", backend},
+          {"device_name", device_name}, {"unit", unit}};
 }
 
 KeyFields SeriesKey::strategy_fields() const {
@@ -232,6 +233,21 @@ KeyFields SeriesKey::fields() const {
   return all;
 }
 
+// "cifar10, host feed (prefetch 2)", "synthetic, host feed (synchronous)", "cifar10 shape
+// (synthetic)"; "" for synthetic data on the device.
+static std::string data_label(const json& config) {
+  const std::string name = config_text(config, "data_name"), dir = config_text(config, "data_dir");
+  const std::string feed = config_text(config, "data_feed");
+  std::string data = name.empty() ? "synthetic" : dir.empty() ? name + " shape (synthetic)" : name;
+  if (feed == "host") {
+    const bool prefetch = config_text(config, "prefetch_data_to_device") != "false";
+    data += prefetch ? ", host feed (prefetch " + config_text(config, "prefetch_depth") + ")" : ", host feed (synchronous)";
+  } else if (!dir.empty()) {
+    data += ", first batch kept on the device";
+  }
+  return data == "synthetic" ? "" : data;
+}
+
 SeriesKey series_key_of(const Result& result) {
   const json& config = result.config;
   SeriesKey key;
@@ -249,6 +265,7 @@ SeriesKey series_key_of(const Result& result) {
   key.backend = result.environment.backend;
   key.device_name = device_name_of(result);
   key.unit = result.summary.unit;
+  key.data = data_label(config);
   key.variable_update = config_text(config, "variable_update");
   key.all_reduce_spec = config_text(config, "all_reduce_spec");
   key.local_parameter_device = config_text(config, "local_parameter_device");

@@ -31,6 +31,9 @@ struct SeriesKey {
   std::string backend;      // "cuda" | "reference"
   std::string device_name;  // the GPUs' name ("" on the reference backend, whose devices are all alike)
   std::string unit;         // "images/s", "words/s", ...
+  // The data and how it was fed, e.g. "cifar10, host feed (prefetch 2)"; "" for synthetic data kept
+  // on the device (the default, and every result written before the data flags existed).
+  std::string data;
   std::string variable_update, all_reduce_spec, local_parameter_device, gradient_repacking, bucket_cap_mb,
       agg_small_grads_max_bytes, agg_small_grads_max_group, overlap_comm, compact_gradient_transfer,
       sparse_embedding_grads;

@@ -302,19 +302,19 @@ TEST_CASE("report csv has one row per series and GPU count with the key fields",
   write_fixture(dir, "ps.json", run_of(kServerCpu, 2, 1500));
   const std::string csv = with_placeholder(render_csv(report_of({dir.path().string()})), dir);
   CHECK(csv ==
-        "series,scaling,model,encoder_type,direction,precision,data_format,fixed_batch,backend,device_name,unit,"
+        "series,scaling,model,encoder_type,direction,precision,data_format,data,fixed_batch,backend,device_name,unit,"
         "variable_update,all_reduce_spec,local_parameter_device,gradient_repacking,bucket_cap_mb,"
         "agg_small_grads_max_bytes,agg_small_grads_max_group,overlap_comm,compact_gradient_transfer,"
         "sparse_embedding_grads,gpu_number,batch_size_per_gpu,total_batch,measured_batches,total_time_s,"
         "items_per_sec,speedup,efficiency_pct,jitter,runs,file\n"
         "\"resnet50, parameter_server (cpu), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,resnet50,,,fp32,NCHW,"
-        "64,cuda,NVIDIA H100 80GB HBM3,images/s,parameter_server,,cpu,0,25.0,0,10,true,none,false,"
+        ",64,cuda,NVIDIA H100 80GB HBM3,images/s,parameter_server,,cpu,0,25.0,0,10,true,none,false,"
         "2,64,128,100,8.533333333333333,1500.0,,,10.0,1,<dir>/ps.json\n"
         "\"resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,resnet50,,,fp32,NCHW,"
-        "64,cuda,NVIDIA H100 80GB HBM3,images/s,replicated,nccl,,0,25.0,0,10,true,none,false,"
+        ",64,cuda,NVIDIA H100 80GB HBM3,images/s,replicated,nccl,,0,25.0,0,10,true,none,false,"
         "1,64,64,100,6.4,1000.0,1.0,100.0,10.0,1,<dir>/one.json\n"
         "\"resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,resnet50,,,fp32,NCHW,"
-        "64,cuda,NVIDIA H100 80GB HBM3,images/s,replicated,nccl,,0,25.0,0,10,true,none,false,"
+        ",64,cuda,NVIDIA H100 80GB HBM3,images/s,replicated,nccl,,0,25.0,0,10,true,none,false,"
         "2,64,128,100,6.7368421052631575,1900.0,1.9,95.0,10.0,1,<dir>/two.json\n");
 }
 
@@ -382,4 +382,24 @@ TEST_CASE("report takes the spellings of one setting as the same series", "[repo
     CHECK(*series.rows[1].speedup == Approx(2.0));
   }
   CHECK(report.series[0].title == "resnet50, independent, fp16, NCHW, batch 64 per GPU (weak scaling)");
+}
+
+TEST_CASE("report keeps data sets and feeds apart and names them", "[report]") {
+  TempDir dir;
+  write_fixture(dir, "device.json", run_of(kReplicated, 1, 100));
+  write_fixture(dir, "prefetch.json", run_of(with(kReplicated, "--data_feed=host"), 1, 99));
+  write_fixture(dir, "sync.json",
+                run_of({"--model=resnet50", "--variable_update=replicated", "--data_feed=host",
+                        "--prefetch_data_to_device=false"}, 1, 70));
+  write_fixture(dir, "cifar_shape.json", run_of(with(kReplicated, "--data_name=cifar10"), 1, 500));
+  const Report report = report_of({dir.path().string()});
+  std::vector<std::string> titles;
+  for (const Series& series : report.series) titles.push_back(series.title);
+  CHECK(titles == std::vector<std::string>{
+                      "resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)",
+                      "resnet50, replicated (nccl), fp32, NCHW, cifar10 shape (synthetic), batch 64 per GPU (weak scaling)",
+                      "resnet50, replicated (nccl), fp32, NCHW, synthetic, host feed (prefetch 2), batch 64 per GPU (weak scaling)",
+                      "resnet50, replicated (nccl), fp32, NCHW, synthetic, host feed (synchronous), batch 64 per GPU (weak scaling)",
+                  });
+  CHECK(report.comparisons.size() == 4);  // one workload each: a feed is part of the workload
 }
