@@ -11,24 +11,14 @@
 #include "tests/host/test_support.h"
 
 using dpbench::testing::DataTempDir;
-using dpbench::testing::read_json;
-using dpbench::testing::run_cli;
 using dpbench::testing::write_bytes;
 
 namespace {
 
-using Args = std::vector<std::string>;
+using Args = dpbench::testing::CliArgs;
+using dpbench::testing::run_result;
 
-nlohmann::json run_json(Args args, const DataTempDir& dir, const std::string& name) {
-  args.push_back("--result_file=" + dir.file(name));
-  REQUIRE(run_cli(args) == 0);
-  return read_json(dir.file(name));
-}
-
-Args with(Args a, const Args& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
+Args with(const Args& a, const Args& b) { return dpbench::testing::joined(a, b); }
 
 }  // namespace
 
@@ -49,10 +39,10 @@ TEST_CASE("GPU host feeding, prefetched and synchronous, trains what on-device d
     DataTempDir dir;
     const Args common = with(model, {"--device=gpu", "--num_gpus=" + std::to_string(gpus), "--variable_update=replicated",
                                      "--num_batches=8", "--num_warmup_batches=2", "--cudnn_benchmark=false"});
-    const nlohmann::json on_device = run_json(with(common, {"--data_feed=on_device"}), dir, "a.json");
-    const nlohmann::json prefetch = run_json(with(common, {"--data_feed=host"}), dir, "b.json");
+    const nlohmann::json on_device = run_result(with(common, {"--data_feed=on_device"}), dir, "a.json");
+    const nlohmann::json prefetch = run_result(with(common, {"--data_feed=host"}), dir, "b.json");
     const nlohmann::json synchronous =
-        run_json(with(common, {"--data_feed=host", "--prefetch_data_to_device=false"}), dir, "c.json");
+        run_result(with(common, {"--data_feed=host", "--prefetch_data_to_device=false"}), dir, "c.json");
     CHECK(prefetch["summary"]["cuda_graph"] == true);
     // Embedding gradients are summed with atomics, so runs agree to rounding, not to the bit.
     const double expected = on_device["summary"]["param_norm"];
@@ -80,8 +70,8 @@ TEST_CASE("a CIFAR-10 data set trains on the GPU what it trains on the reference
   }
   const Args common = {"--model=trivial", "--data_dir=" + dir.file("cifar"), "--batch_size=16", "--num_epochs=2",
                        "--timed_epochs=1", "--optimizer=sgd", "--learning_rate=0.01"};
-  const nlohmann::json gpu = run_json(with(common, {"--device=gpu", "--num_gpus=1"}), dir, "gpu.json");
-  const nlohmann::json cpu = run_json(with(common, {"--device=cpu", "--num_gpus=1"}), dir, "cpu.json");
+  const nlohmann::json gpu = run_result(with(common, {"--device=gpu", "--num_gpus=1"}), dir, "gpu.json");
+  const nlohmann::json cpu = run_result(with(common, {"--device=cpu", "--num_gpus=1"}), dir, "cpu.json");
   REQUIRE(gpu["steps"].size() == 24);  // 200 images / 16: 12 per epoch
   CHECK(gpu["summary"]["data"]["epochs"].size() == 2);
   CHECK(gpu["summary"]["measured_steps"] == 12);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/errors.h"
+#include "tests/host/test_support.h"
 
 namespace dpbench::testing {
 
@@ -50,6 +51,20 @@ inline void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
   REQUIRE(out.good());
+}
+
+using CliArgs = std::vector<std::string>;
+
+inline CliArgs joined(CliArgs a, const CliArgs& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Runs dpbench with `args` plus --result_file=<dir>/<name>; the run must succeed. Returns the result.
+inline nlohmann::json run_result(CliArgs args, const DataTempDir& dir, const std::string& name) {
+  args.push_back("--result_file=" + dir.file(name));
+  REQUIRE(run_cli(args) == 0);
+  return read_json(dir.file(name));
 }
 
 // Runs `action`, which must throw a ConfigError, and returns its message.

@@ -22,20 +22,12 @@ using dpbench::testing::write_text;
 
 namespace {
 
-using Args = std::vector<std::string>;
+using Args = dpbench::testing::CliArgs;
+using dpbench::testing::joined;
 
-// Runs and returns the result document; the run must succeed.
-nlohmann::json run_to_json(Args args, const DataTempDir& dir, const std::string& name = "result.json") {
-  const std::string out = dir.file(name);
-  args.push_back("--device=cpu");
-  args.push_back("--result_file=" + out);
-  REQUIRE(run_cli(args) == 0);
-  return read_json(out);
-}
-
-Args joined(Args a, const Args& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
+// On the reference backend; the run must succeed.
+nlohmann::json run_to_json(const Args& args, const DataTempDir& dir, const std::string& name = "result.json") {
+  return dpbench::testing::run_result(joined(args, {"--device=cpu"}), dir, name);
 }
 
 // Five training files of `per_file` records each: random labels and pixels from a fixed seed.
