@@ -27,12 +27,15 @@ def cifar10_cnn():
         nn.Linear(512, 10))
 
 
-def build(name):
+def build(name, num_classes=None):
+    """The model and its class count; num_classes overrides ImageNet's 1000 (e.g. 10 for CIFAR)."""
     if name == "cifar10_cnn":
         return cifar10_cnn(), 10
+    classes = num_classes or 1000
     if name == "inception3":
-        return torchvision.models.inception_v3(weights=None, aux_logits=False, init_weights=False), 1000
-    return getattr(torchvision.models, name)(weights=None), 1000
+        return torchvision.models.inception_v3(weights=None, aux_logits=False, init_weights=False,
+                                               num_classes=classes), classes
+    return getattr(torchvision.models, name)(weights=None, num_classes=classes), classes
 
 
 def set_precision(precision):
@@ -51,9 +54,10 @@ def make_optimizer(model, learning_rate):
     return torch.optim.SGD(model.parameters(), lr=learning_rate, momentum=0.9)
 
 
-def synthetic_batch(name, batch_size, classes, device, data_format):
-    """Images uniform in [-1, 1) and random labels, resident on `device`."""
-    size = IMAGE_SIZE[name]
+def synthetic_batch(name, batch_size, classes, device, data_format, image_size=None):
+    """Images uniform in [-1, 1) and random labels, resident on `device`; image_size overrides the
+    model's usual size (e.g. 32 for ResNets on CIFAR-shaped data)."""
+    size = image_size or IMAGE_SIZE[name]
     images = (torch.rand(batch_size, 3, size, size, device=device) * 2 - 1).to(memory_format=memory_format(data_format))
     labels = torch.randint(0, classes, (batch_size,), device=device)
     return images, labels

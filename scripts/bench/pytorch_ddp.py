@@ -43,6 +43,9 @@ def parse_args():
                    help="default: CNNs fp32, nmt and rnnlm tf32 (as the single-GPU twins); "
                         "fp16 and bf16: CNNs only")
     p.add_argument("--data_format", default="NCHW", choices=["NCHW", "NHWC"], help="CNNs only")
+    p.add_argument("--image_size", type=int, default=None,
+                   help="CNNs only: images of this size (e.g. 32, dpbench's ResNets on CIFAR data)")
+    p.add_argument("--num_classes", type=int, default=None, help="CNNs only: classes (default 1000)")
     p.add_argument("--learning_rate", type=float, default=None,
                    help="default: CNNs 0.01 (SGD, momentum 0.9), nmt and rnnlm 0.001 (Adam)")
     p.add_argument("--num_batches", type=int, default=100)
@@ -100,10 +103,11 @@ def main():
         unit = "words/s" if a.model == "nmt" else "tokens/s"
     else:
         pytorch_cnn.set_precision(a.precision)
-        model, classes = pytorch_cnn.build(a.model)
+        model, classes = pytorch_cnn.build(a.model, a.num_classes)
         model = model.to(device, memory_format=pytorch_cnn.memory_format(a.data_format))
         torch.manual_seed(a.seed + rank)
-        images, labels = pytorch_cnn.synthetic_batch(a.model, a.batch_size, classes, device, a.data_format)
+        images, labels = pytorch_cnn.synthetic_batch(a.model, a.batch_size, classes, device, a.data_format,
+                                                     a.image_size)
         items_per_rank = a.batch_size
         unit = "images/s"
     parameters = sum(p.numel() for p in model.parameters())

@@ -3,6 +3,8 @@
 # prefetch, and synchronous host feeding, on 1 and N GPUs, in one call; prints a table of
 # throughput, step time and the time compute waited for data.
 # Usage: scripts/gpu/feed_benchmark.sh OUT_DIR [N]
+#   WORKLOADS="cifar10_cnn resnet50_32 nmt" (the default) picks the workloads; TWINS=0 skips the
+#   PyTorch DDP twins.
 #   Writes CIFAR-format data (50000 random records) and a generated parallel corpus (vocabulary
 #   files of 50000 tokens, 20000 pairs of 60 to 99 words) under OUT_DIR/data first.
 set -uo pipefail
@@ -63,7 +65,9 @@ declare -A workload=(
   [resnet50_32]="--model=resnet50 --batch_size=64 --data_dir=$out/data/cifar"
   [nmt]="--model=nmt --encoder_type=cudnn_lstm --direction=bi --precision=tf32 --batch_size=384 --src_max_len=100 --tgt_max_len=100 --data_dir=$out/data/nmt"
 )
-for model in cifar10_cnn resnet50_32 nmt; do
+read -r -a selected <<< "${WORKLOADS:-cifar10_cnn resnet50_32 nmt}"
+for model in "${selected[@]}"; do
+  [ -n "${workload[$model]:-}" ] || { echo "unknown workload $model (cifar10_cnn, resnet50_32, nmt)"; exit 2; }
   for gpus in 1 "$n"; do
     read -r -a common <<< "${workload[$model]}"
     common+=(--num_gpus="$gpus" --variable_update=replicated "${steps[@]}")
@@ -75,14 +79,19 @@ done
 
 # PyTorch DDP twins of the same shapes, synthetic data on the GPU (the on_device counterpart).
 if [ "${TWINS:-1}" != 0 ]; then
-  for twin in "cifar10_cnn:128:--precision=fp32" "nmt:384:--encoder_type=cudnn_lstm --direction=bi --precision=tf32"; do
-    IFS=: read -r model batch flags <<< "$twin"
+  declare -A twin=(
+    [cifar10_cnn]="cifar10_cnn:128:--precision=fp32"
+    [resnet50_32]="resnet50:64:--precision=fp32 --image_size=32 --num_classes=10"
+    [nmt]="nmt:384:--encoder_type=cudnn_lstm --direction=bi --precision=tf32"
+  )
+  for name in "${selected[@]}"; do
+    IFS=: read -r model batch flags <<< "${twin[$name]}"
     for gpus in 1 "$n"; do
       # shellcheck disable=SC2086  # flags are words
       PYTHONWARNINGS=ignore python3 -m torch.distributed.run --standalone --nproc_per_node="$gpus" \
         scripts/bench/pytorch_ddp.py --model="$model" --batch_size="$batch" $flags "${steps[@]}" \
-        > "$out/runs/ddp_${model}_g$gpus.json" 2> "$out/runs/ddp_${model}_g$gpus.log" \
-        || echo "ddp $model g$gpus failed: $(tail -n 1 "$out/runs/ddp_${model}_g$gpus.log")"
+        > "$out/runs/ddp_${name}_g$gpus.json" 2> "$out/runs/ddp_${name}_g$gpus.log" \
+        || echo "ddp $name g$gpus failed: $(tail -n 1 "$out/runs/ddp_${name}_g$gpus.log")"
     done
   done
 fi
@@ -98,6 +107,8 @@ for model in ("cifar10_cnn", "resnet50_32", "nmt"):
         base = None
         for feed in ("on_device", "prefetch", "sync"):
             path = os.path.join(runs, f"{model}_g{gpus}_{feed}.json")
+            if not os.path.exists(path[:-len(".json")] + ".log"):
+                continue  # not selected
             try:
                 s = json.load(open(path))["summary"]
             except (OSError, ValueError, KeyError):
@@ -110,10 +121,13 @@ for model in ("cifar10_cnn", "resnet50_32", "nmt"):
             ratio = f"{100 * steps / base:.1f}%" if base else "-"
             print(f"| {model} | {gpus} | {s['data']['feed']} | {rate:,.0f} | {steps:.2f} | {s['step_time_ms']['median']:.2f} | "
                   f"{'-' if wait is None else f'{wait:.3f}'} | {ratio} |")
-for model in ("cifar10_cnn", "nmt"):
+for model in ("cifar10_cnn", "resnet50_32", "nmt"):
     for gpus in ("1", n):
+        path = os.path.join(runs, f"ddp_{model}_g{gpus}.json")
+        if not os.path.exists(path):
+            continue
         try:
-            lines = open(os.path.join(runs, f"ddp_{model}_g{gpus}.json")).read().strip().splitlines()
+            lines = open(path).read().strip().splitlines()
             doc = json.loads(lines[-1])
             print(f"| PyTorch DDP {model} (synthetic, on GPU) | {gpus} | - | {doc.get('summary', doc)['items_per_sec']:,.0f} | | | | |")
         except (OSError, ValueError, KeyError, IndexError):

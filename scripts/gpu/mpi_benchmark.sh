@@ -3,6 +3,10 @@
 # interleaved rounds of `dpbench --num_gpus=N --variable_update=replicated` (NCCL) and
 # `mpirun -np N dpbench --variable_update=distributed_all_reduce`, plus one
 # distributed_replicated run; prints median throughput, the ratio and whether param_norm agrees.
+# First, checks that must pass before anything is timed: a short mpirun run of `trivial` trains
+# what one process trains, ranks that disagree on a flag stop, and a rank that fails at start-up
+# or is killed mid-run ends the job (no hang in a collective). Then the PyTorch DDP twins (torchrun,
+# one process per GPU, the same shapes; TWINS=0 skips them).
 # Usage: scripts/gpu/mpi_benchmark.sh OUT_DIR [N] [ROUNDS]
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -24,6 +28,54 @@ run() {  # name, then the command
     || echo "$name failed: $(tail -n 1 "$out/$name.log")"
 }
 
+# Checks. Each must end well inside its timeout; 124 means a hang.
+check() {  # name, expected outcome (pass|fail), seconds, then the command
+  local name=$1 expect=$2 limit=$3; shift 3
+  local start=$SECONDS code
+  timeout "$limit" "$@" > "$out/check_$name.log" 2>&1
+  code=$?
+  if { [ "$expect" = pass ] && [ "$code" = 0 ]; } || { [ "$expect" = fail ] && [ "$code" != 0 ] && [ "$code" != 124 ]; }; then
+    echo "check $name: ok (exit $code, $((SECONDS - start)) s)"
+  else
+    echo "check $name: FAILED (exit $code, $((SECONDS - start)) s): $(tail -n 2 "$out/check_$name.log")"
+    checks_failed=1
+  fi
+}
+checks_failed=0
+short=(--device=gpu --model=trivial --num_batches=30 --num_warmup_batches=5 --display_every=1000)
+check trivial_one pass 60 ./build/dpbench "${short[@]}" --num_gpus="$n" --variable_update=replicated \
+  --result_file="$out/check_one.json"
+check trivial_mpirun pass 90 "${mpirun_cmd[@]}" ./build/dpbench "${short[@]}" \
+  --variable_update=distributed_all_reduce --result_file="$out/check_mpi.json"
+norms=$(python3 -c 'import json, sys; print(*(json.load(open(p))["summary"]["param_norm"] for p in sys.argv[1:]))' \
+  "$out/check_one.json" "$out/check_mpi.json" 2>/dev/null)
+read -r norm_one norm_mpi <<< "$norms"
+# NCCL may order a sum differently across processes than within one: equal to 1e-6, relative.
+if [ -n "$norm_mpi" ] && python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(abs(a - b) > 1e-6 * abs(a))' \
+     "$norm_one" "$norm_mpi"; then
+  echo "check trivial param_norm: ok (one process $norm_one, mpirun $norm_mpi)"
+else
+  echo "check trivial param_norm: FAILED (one process ${norm_one:-none}, mpirun ${norm_mpi:-none})"
+  checks_failed=1
+fi
+one_rank=(mpirun -np 1 --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH)
+check flag_mismatch fail 60 "${one_rank[@]}" ./build/dpbench "${short[@]}" --variable_update=distributed_all_reduce \
+  --seed=1 : -np 1 ./build/dpbench "${short[@]}" --variable_update=distributed_all_reduce --seed=2
+grep -q "disagree" "$out/check_flag_mismatch.log" || { echo "check flag_mismatch: no message"; checks_failed=1; }
+check rank_fails_at_start fail 60 "${one_rank[@]}" ./build/dpbench "${short[@]}" \
+  --variable_update=distributed_all_reduce : -np 1 ./build/dpbench "${short[@]}" \
+  --variable_update=distributed_all_reduce --data_dir=/nonexistent
+grep -q "rank 1 of 2" "$out/check_rank_fails_at_start.log" \
+  || { echo "check rank_fails_at_start: the rank is not named"; checks_failed=1; }
+# Rank 1 is killed 20 s into a long run, while rank 0 is inside NCCL all-reduces.
+long=(--device=gpu --model=resnet50 --batch_size=32 --num_batches=100000 --display_every=1000)
+check rank_killed fail 90 "${one_rank[@]}" ./build/dpbench "${long[@]}" --variable_update=distributed_all_reduce \
+  : -np 1 timeout -s KILL 20 ./build/dpbench "${long[@]}" --variable_update=distributed_all_reduce
+if [ "$checks_failed" != 0 ] && [ "${FORCE:-0}" = 0 ]; then
+  echo "checks failed: no benchmark (FORCE=1 runs it anyway)"
+  exit 1
+fi
+
 for workload in "resnet50:--batch_size=64 --precision=fp32" \
                 "nmt:--batch_size=384 --encoder_type=cudnn_lstm --direction=bi --precision=tf32"; do
   model=${workload%%:*}
@@ -38,6 +90,18 @@ for workload in "resnet50:--batch_size=64 --precision=fp32" \
     "${flags[@]}" --variable_update=distributed_replicated "${steps[@]}"
 done
 
+# PyTorch DDP twins: one process per GPU, NCCL, the same shapes on synthetic data.
+if [ "${TWINS:-1}" != 0 ]; then
+  for twin in "resnet50:64:--precision=fp32" "nmt:384:--encoder_type=cudnn_lstm --direction=bi --precision=tf32"; do
+    IFS=: read -r model batch flags <<< "$twin"
+    # shellcheck disable=SC2086  # flags are words
+    PYTHONWARNINGS=ignore timeout "${RUN_TIMEOUT:-240}" python3 -m torch.distributed.run --standalone \
+      --nproc_per_node="$n" scripts/bench/pytorch_ddp.py --model="$model" --batch_size="$batch" $flags \
+      --num_batches="${NUM_BATCHES:-40}" --num_warmup_batches="${NUM_WARMUP:-10}" \
+      > "$out/ddp_$model.json" 2> "$out/ddp_$model.log" || echo "ddp $model failed: $(tail -n 1 "$out/ddp_$model.log")"
+  done
+fi
+
 python3 - "$out" "$rounds" <<'PY'
 import json, os, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
@@ -46,19 +110,25 @@ def load(name):
         return json.load(open(os.path.join(out, name + ".json")))["summary"]
     except (OSError, ValueError, KeyError):
         return None
-print("| workload | one process, replicated nccl | mpirun, distributed_all_reduce | ratio | param_norm equal | distributed_replicated |")
-print("|---|--:|--:|--:|---|--:|")
+def ddp(model):
+    try:
+        doc = json.loads(open(os.path.join(out, f"ddp_{model}.json")).read().strip().splitlines()[-1])
+        return f"{doc.get('summary', doc)['items_per_sec']:,.0f}"
+    except (OSError, ValueError, KeyError, IndexError):
+        return "-"
+print("| workload | one process, replicated nccl | mpirun, distributed_all_reduce | ratio | param_norm equal | distributed_replicated | PyTorch DDP (torchrun) |")
+print("|---|--:|--:|--:|---|--:|--:|")
 for model in ("resnet50", "nmt"):
     one = [s for s in (load(f"{model}_replicated_r{r}") for r in range(1, rounds + 1)) if s]
     dist = [s for s in (load(f"{model}_distributed_r{r}") for r in range(1, rounds + 1)) if s]
     ps = load(f"{model}_distributed_replicated")
     if not one or not dist:
-        print(f"| {model} | failed | | | | |")
+        print(f"| {model} | failed | | | | | {ddp(model)} |")
         continue
     a = statistics.median(s["items_per_sec"] for s in one)
     b = statistics.median(s["items_per_sec"] for s in dist)
     same = all(abs(s["param_norm"] - one[0]["param_norm"]) <= 1e-5 * one[0]["param_norm"] for s in dist)
     ps_text = f"{ps['items_per_sec']:,.0f}" if ps else "failed"
     print(f"| {model} | {a:,.0f} | {b:,.0f} | {100 * b / a:.1f}% | {'yes' if same else 'no'} "
-          f"({one[0]['param_norm']:.6f} vs {dist[0]['param_norm']:.6f}) | {ps_text} |")
+          f"({one[0]['param_norm']:.6f} vs {dist[0]['param_norm']:.6f}) | {ps_text} | {ddp(model)} |")
 PY
