@@ -232,6 +232,11 @@ std::vector<FlagSpec> run_flag_specs() {
        "Pick each convolution's cuDNN algorithms by timing them once per shape (false: cuDNN's "
        "heuristics); the choice is cached either way",
        defaults.cudnn_benchmark ? "true" : "false", "true"},
+      {"deterministic", "Measurement", "BOOL",
+       "Same bits on every run and in every process (e.g. to compare param_norm across "
+       "strategies or launches): deterministic cuDNN algorithms by heuristics, no atomics in "
+       "the embedding gradient; slower",
+       defaults.deterministic ? "true" : "false", "true"},
       {"cuda_graph", "Measurement", "BOOL",
        "Replay each step as one CUDA graph where the strategy and optimizer allow it (one launch "
        "per step; false: launch every kernel from the host)",
@@ -488,6 +493,7 @@ nlohmann::json config_to_json(const RunConfig& config) {
       {"display_every", config.display_every},
       {"cuda_graph", config.cuda_graph},
       {"cudnn_benchmark", config.cudnn_benchmark},
+      {"deterministic", config.deterministic},
       {"profile_step", config.profile_step},
       {"result_file", config.result_file},
   };

@@ -109,6 +109,11 @@ struct RunConfig {
   // Time the cuDNN convolution algorithms once per shape and keep the fastest (tf_cnn_benchmarks'
   // and PyTorch's cudnn.benchmark); false: take cuDNN's heuristic choice.
   bool cudnn_benchmark = true;
+  // Same bits on every run and in every process, at some cost in speed: convolutions by cuDNN's
+  // heuristics among its deterministic algorithms, the embedding scatter-add in a fixed order.
+  // For checking from outside (param_norm) that two strategies or launches train alike with the
+  // real models; the reference backend is deterministic either way.
+  bool deterministic = false;
   // Measured step (from 1) bracketed with cudaProfilerStart/Stop, for `ncu --profile-from-start
   // off`; 0: none. The devices drain before and after it, so that step's time is not comparable.
   int profile_step = 0;

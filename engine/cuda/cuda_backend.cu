@@ -34,6 +34,8 @@ void CudaBackend::set_tf32(bool enabled) {
 }
 
 // Out of line: CudnnPlans and RnnPlans are complete only here.
+void CudaBackend::set_deterministic(bool deterministic) { deterministic_ = deterministic; }
+
 CudaBackend::~CudaBackend() = default;
 
 void CudaBackend::gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha,

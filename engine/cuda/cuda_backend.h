@@ -19,6 +19,7 @@ struct ConvPlan;
 struct PoolPlan;
 struct RnnPlans;  // the fused LSTM's descriptors and buffers, per geometry (cudnn_rnn_plans.h)
 struct RnnPlan;
+class DeviceMemory;
 
 // Owns neither the stream nor the handles (the CudaDevice does). The device that owns them must be
 // current on the calling thread (Device::make_current). One thread drives a backend at a time: the
@@ -43,6 +44,12 @@ class CudaBackend final : public Backend {
   void set_tf32(bool enabled);
   bool tf32() const { return conv_math_type_ != CUDNN_FMA_MATH; }
   bool cudnn_benchmark() const { return cudnn_benchmark_; }
+  // Every op gives the same bits on every run and in every process (--deterministic): each
+  // convolution takes cuDNN's heuristically first algorithm among the deterministic ones (no
+  // timing, which could choose differently from run to run), and the embedding scatter-add sums in
+  // a fixed order instead of by atomics. Set before the first convolution is prepared.
+  void set_deterministic(bool deterministic);
+  bool deterministic() const { return deterministic_; }
   // How many geometries have had their convolution algorithms chosen (searched or looked up):
   // the cache's witness that a geometry is prepared once, not per call.
   size_t conv_algorithm_searches() const { return conv_algorithm_searches_; }
@@ -191,6 +198,10 @@ class CudaBackend final : public Backend {
   cublasHandle_t cublas_;
   cudnnHandle_t cudnn_;
   bool cudnn_benchmark_ = true;
+  bool deterministic_ = false;
+  // The ordered embedding scatter-add's workspace, grown in an eager step (step 0 runs eagerly
+  // before any capture) and reused by captured ones.
+  std::unique_ptr<DeviceMemory> embedding_scratch_;
   // Of fp32 convolutions: FMA_MATH keeps them off TF32 tensor cores; DEFAULT_MATH lets cuDNN use
   // TF32. 16-bit convolutions always get TENSOR_OP_MATH (describe_convolution).
   cudnnMathType_t conv_math_type_ = CUDNN_FMA_MATH;

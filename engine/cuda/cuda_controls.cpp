@@ -19,6 +19,12 @@ void set_tf32(Device& device, bool enabled) {
   cuda_device->set_tf32(enabled);
 }
 
+void set_deterministic(Device& device, bool deterministic) {
+  auto* cuda_device = dynamic_cast<CudaDevice*>(&device);
+  if (cuda_device == nullptr) throw RuntimeError("set_deterministic: not a CUDA device");
+  cuda_device->set_deterministic(deterministic);
+}
+
 size_t conv_algorithm_searches(const Backend& backend) {
   const auto* cuda_backend = dynamic_cast<const CudaBackend*>(&backend);
   if (cuda_backend == nullptr) throw RuntimeError("conv_algorithm_searches: not a CUDA backend");

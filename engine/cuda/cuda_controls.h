@@ -16,6 +16,9 @@ void set_cudnn_benchmark(Device& device, bool benchmark);
 // unless `device` is a CUDA device.
 void set_tf32(Device& device, bool enabled);
 
+// CudaDevice::set_deterministic. Throws RuntimeError unless `device` is a CUDA device.
+void set_deterministic(Device& device, bool deterministic);
+
 // CudaBackend::conv_algorithm_searches. Throws RuntimeError unless `backend` is a CUDA backend.
 size_t conv_algorithm_searches(const Backend& backend);
 

@@ -46,10 +46,12 @@ bool rounds_partial_sums_to_output_type(cudnnConvolutionBwdFilterAlgo_t algo) {
 // cuDNN lists candidates best first (by measured time, or by its heuristics' ranking). In pure
 // fp32 (FMA math) tensor-core results are skipped: a TF32 algorithm would not compare with the
 // reference backend. With TF32 allowed (--precision=tf32) or 16-bit data (tensor-op math) they
-// are what we want.
+// are what we want. `deterministic` (--deterministic) also skips those cuDNN marks as not
+// reproducible (split reductions that add by atomics).
 template <typename Perf>
 auto first_usable_algorithm(const std::vector<Perf>& results, int returned, size_t workspace_limit,
-                            const char* pass, const ConvGeometry& g, cudnnMathType_t math) {
+                            const char* pass, const ConvGeometry& g, cudnnMathType_t math,
+                            bool deterministic = false) {
   const bool allow_tensor_cores = math != CUDNN_FMA_MATH;
   const bool sixteen_bit = g.input.type != DataType::f32;
   for (int i = 0; i < returned; ++i) {
@@ -57,11 +59,13 @@ auto first_usable_algorithm(const std::vector<Perf>& results, int returned, size
     if (result.status == CUDNN_STATUS_SUCCESS &&
         (allow_tensor_cores || !uses_tensor_cores(result.mathType)) &&
         !(sixteen_bit && rounds_partial_sums_to_output_type(result.algo)) &&
+        !(deterministic && result.determinism != CUDNN_DETERMINISTIC) &&
         result.memory <= workspace_limit) {
       return result.algo;
     }
   }
-  throw RuntimeError(std::string("cuDNN offers no ") + data_type_name(g.input.type) + " " + pass +
+  throw RuntimeError(std::string("cuDNN offers no ") + (deterministic ? "deterministic " : "") +
+                     data_type_name(g.input.type) + " " + pass +
                      " algorithm within " +
                      std::to_string(workspace_limit >> 20) + " MiB of workspace for " +
                      describe(g));
@@ -190,7 +194,7 @@ void search_conv_algorithms(cudnnHandle_t cudnn, cudaStream_t stream, const Conv
 
 // cuDNN's heuristics: no allocation, no synchronisation, nothing run on the GPU.
 void choose_conv_algorithms_by_heuristics(cudnnHandle_t cudnn, const ConvGeometry& g,
-                                          ConvPlan& plan) {
+                                          ConvPlan& plan, bool deterministic) {
   const cudnnMathType_t math = plan.math_type;
   int returned = 0;
   int max_count = 0;
@@ -200,7 +204,8 @@ void choose_conv_algorithms_by_heuristics(cudnnHandle_t cudnn, const ConvGeometr
       cudnn, plan.input.get(), plan.filter.get(), plan.convolution.get(), plan.output.get(),
       max_count, &returned, forward.data()));
   plan.forward_algorithm =
-      first_usable_algorithm(forward, returned, kMaxConvWorkspaceBytes, "forward", g, math);
+      first_usable_algorithm(forward, returned, kMaxConvWorkspaceBytes, "forward", g, math,
+                             deterministic);
 
   DPB_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnn, &max_count));
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> backward_data(static_cast<size_t>(max_count));
@@ -208,7 +213,8 @@ void choose_conv_algorithms_by_heuristics(cudnnHandle_t cudnn, const ConvGeometr
       cudnn, plan.filter.get(), plan.output.get(), plan.convolution.get(), plan.input.get(),
       max_count, &returned, backward_data.data()));
   plan.backward_data_algorithm =
-      first_usable_algorithm(backward_data, returned, kMaxConvWorkspaceBytes, "backward-data", g, math);
+      first_usable_algorithm(backward_data, returned, kMaxConvWorkspaceBytes, "backward-data", g,
+                             math, deterministic);
 
   DPB_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnn, &max_count));
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> backward_filter(static_cast<size_t>(max_count));
@@ -216,7 +222,7 @@ void choose_conv_algorithms_by_heuristics(cudnnHandle_t cudnn, const ConvGeometr
       cudnn, plan.input.get(), plan.output.get(), plan.convolution.get(), plan.filter.get(),
       max_count, &returned, backward_filter.data()));
   plan.backward_filter_algorithm = first_usable_algorithm(
-      backward_filter, returned, kMaxConvWorkspaceBytes, "backward-filter", g, math);
+      backward_filter, returned, kMaxConvWorkspaceBytes, "backward-filter", g, math, deterministic);
 }
 
 // The Backend contract: every pass gets at least conv2d_workspace_bytes(g).
@@ -237,10 +243,12 @@ void CudaBackend::choose_conv_algorithms(const ConvGeometry& g, ConvPlan& plan, 
   // A search allocates and synchronises, which a stream being captured into a graph forbids.
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   DPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
-  if (benchmark && capture == cudaStreamCaptureStatusNone) {
+  // Deterministic runs never time: a timed choice can differ from run to run and process to
+  // process, and with it the bits.
+  if (benchmark && !deterministic_ && capture == cudaStreamCaptureStatusNone) {
     search_conv_algorithms(cudnn_, stream_, g, plan);
   } else {
-    choose_conv_algorithms_by_heuristics(cudnn_, g, plan);
+    choose_conv_algorithms_by_heuristics(cudnn_, g, plan, deterministic_);
   }
   DPB_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
       cudnn_, plan.input.get(), plan.filter.get(), plan.convolution.get(), plan.output.get(),

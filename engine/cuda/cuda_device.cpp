@@ -128,6 +128,7 @@ void CudaDevice::create_backend(StreamKind stream) {
   auto backend = std::make_unique<CudaBackend>(streams_[slot].get(), cublas->get(), cudnn->get());
   backend->set_cudnn_benchmark(cudnn_benchmark_.load());
   backend->set_tf32(tf32_.load());
+  backend->set_deterministic(deterministic_.load());
   cublas_handles_[slot] = std::move(cublas);
   cudnn_handles_[slot] = std::move(cudnn);
   backends_[slot] = std::move(backend);
@@ -144,6 +145,13 @@ void CudaDevice::set_tf32(bool enabled) {
   tf32_.store(enabled);
   for (auto& backend : backends_) {
     if (backend) backend->set_tf32(enabled);
+  }
+}
+
+void CudaDevice::set_deterministic(bool deterministic) {
+  deterministic_.store(deterministic);
+  for (auto& backend : backends_) {
+    if (backend) backend->set_deterministic(deterministic);
   }
 }
 

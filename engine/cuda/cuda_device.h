@@ -48,6 +48,9 @@ class CudaDevice final : public Device {
   // convolutions: geometries already prepared keep their algorithms.
   void set_cudnn_benchmark(bool benchmark);
   void set_tf32(bool enabled);
+  // Same bits on every run and in every process (CudaBackend::set_deterministic), for every
+  // backend of this device, present and future. Call at set-up, like set_cudnn_benchmark.
+  void set_deterministic(bool deterministic);
 
  private:
   void create_backend(StreamKind stream);
@@ -64,6 +67,7 @@ class CudaDevice final : public Device {
   std::array<std::once_flag, kNumStreamKinds> backend_created_;
   std::atomic<bool> cudnn_benchmark_{true};
   std::atomic<bool> tf32_{false};
+  std::atomic<bool> deterministic_{false};
 };
 
 }  // namespace dpbench

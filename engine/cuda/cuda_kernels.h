@@ -88,6 +88,12 @@ void launch_embedding_forward(cudaStream_t stream, const float* table, const int
 // order.
 void launch_embedding_backward(cudaStream_t stream, const int32_t* ids, const float* dy, size_t n,
                                int dim, float* dtable);
+// The same sum in a fixed order (--deterministic): ids sorted stably (CUB), then each distinct
+// id's dy rows summed in position order and added to its row once. `workspace` holds
+// embedding_backward_sorted_workspace_bytes(n).
+void launch_embedding_backward_sorted(cudaStream_t stream, const int32_t* ids, const float* dy,
+                                      size_t n, int dim, float* dtable, void* workspace);
+size_t embedding_backward_sorted_workspace_bytes(size_t n);
 // The distinct ids in [0, vocab) among ids[0, n), ascending, into rows[0, *count): a flag per
 // vocabulary row in the workspace, then a compaction of the flagged row numbers (CUB).
 void launch_embedding_touched_rows(cudaStream_t stream, const int32_t* ids, size_t n, int vocab,

@@ -1,10 +1,12 @@
 // Kernels of the sequence ops: row-wise softmax cross-entropy over vocabulary-sized rows, a
-// reproducible scaled sum, the embedding gather and scatter-add, the rows a batch of ids touched
+// reproducible scaled sum, the embedding gather and scatter-add (by atomics, or in a fixed order
+// for --deterministic), the rows a batch of ids touched
 // and their packing for a sparse exchange, one LSTM time step forward and backward, and the
 // repacking of LSTM weights between the canonical layout and cuDNN's (used only where the two
 // differ). Kernels first, launchers after.
 // All are memory-bound: rows move as float4 where their alignment allows, element by element
 // otherwise, and nothing allocates or synchronises, so every launcher can be captured in a graph.
+#include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_select.cuh>
 #include <thrust/iterator/counting_iterator.h>
 
@@ -204,6 +206,38 @@ __global__ void embedding_backward_kernel(const int32_t* ids, const T* dy, size_
     T* target = dtable + static_cast<size_t>(ids[r]) * cols;  // (cols), shared by repeated ids
     const T* source = dy + r * cols;                            // (cols)
     for (int c = threadIdx.x; c < cols; c += blockDim.x) atomic_add(target + c, source[c]);
+  }
+}
+
+__global__ void iota_kernel(int32_t* values, size_t n) {
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    values[i] = static_cast<int32_t>(i);
+}
+
+__device__ __forceinline__ float4 operator+(float4 a, float4 b) {
+  return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+}
+__device__ __forceinline__ void add_to(float* target, float value) { *target += value; }
+__device__ __forceinline__ void add_to(float4* target, float4 value) { *target = *target + value; }
+
+// ids sorted stably (sorted_ids, with each one's original position in `positions`): the thread of
+// the first entry of each run of equal ids sums that run's dy rows in position order and adds the
+// sum to the table row once, so every row gets the same bits on every run.
+template <typename T>
+__global__ void embedding_backward_sorted_kernel(const int32_t* sorted_ids, const int32_t* positions,
+                                                 const T* dy, size_t n, int cols, T* dtable) {
+  for (size_t r = static_cast<size_t>(blockIdx.x) * blockDim.y + threadIdx.y; r < n;
+       r += static_cast<size_t>(gridDim.x) * blockDim.y) {
+    const int32_t id = sorted_ids[r];
+    if (r > 0 && sorted_ids[r - 1] == id) continue;  // not the first of its run
+    T* target = dtable + static_cast<size_t>(id) * cols;  // (cols)
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+      T sum = dy[static_cast<size_t>(positions[r]) * cols + c];
+      for (size_t k = r + 1; k < n && sorted_ids[k] == id; ++k)
+        sum = sum + dy[static_cast<size_t>(positions[k]) * cols + c];
+      add_to(target + c, sum);
+    }
   }
 }
 
@@ -411,6 +445,20 @@ size_t select_scratch_bytes(int vocab) {
   return bytes;
 }
 
+// Workspace of the ordered scatter-add: sorted ids, positions and sorted positions (n each, every
+// array starting on a 256-byte boundary), then CUB's sort scratch.
+size_t ids_bytes(size_t n) {
+  return (n * sizeof(int32_t) + kFlagAlignment - 1) / kFlagAlignment * kFlagAlignment;
+}
+
+size_t sort_scratch_bytes(size_t n) {
+  size_t bytes = 0;
+  DPB_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), static_cast<int64_t>(n)));
+  return bytes;
+}
+
 }  // namespace
 
 void launch_softmax_cross_entropy_rows(cudaStream_t stream, const float* logits,
@@ -471,6 +519,39 @@ void launch_embedding_backward(cudaStream_t stream, const int32_t* ids, const fl
 size_t embedding_touched_rows_workspace_bytes(int vocab) {
   if (vocab <= 0) return 0;
   return flags_bytes(vocab) + select_scratch_bytes(vocab);
+}
+
+size_t embedding_backward_sorted_workspace_bytes(size_t n) {
+  return 3 * ids_bytes(n) + sort_scratch_bytes(n);
+}
+
+void launch_embedding_backward_sorted(cudaStream_t stream, const int32_t* ids, const float* dy,
+                                      size_t n, int dim, float* dtable, void* workspace) {
+  if (n == 0 || dim <= 0) return;
+  char* base = static_cast<char*>(workspace);
+  int32_t* sorted_ids = reinterpret_cast<int32_t*>(base);
+  int32_t* positions = reinterpret_cast<int32_t*>(base + ids_bytes(n));
+  int32_t* sorted_positions = reinterpret_cast<int32_t*>(base + 2 * ids_bytes(n));
+  void* sort_scratch = base + 3 * ids_bytes(n);
+  size_t scratch_bytes = sort_scratch_bytes(n);
+  iota_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(positions, n);
+  DPB_CUDA_CHECK_LAUNCH(iota_kernel);
+  // LSD radix sort is stable: equal ids keep their positions ascending.
+  DPB_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sort_scratch, scratch_bytes, ids, sorted_ids,
+                                                 positions, sorted_positions,
+                                                 static_cast<int64_t>(n), 0, 32, stream));
+  if (dim % 4 == 0 && aligned_16(dy) && aligned_16(dtable)) {
+    const int cols = dim / 4;
+    const dim3 block = row_block(cols);
+    embedding_backward_sorted_kernel<float4><<<row_grid(n, block), block, 0, stream>>>(
+        sorted_ids, sorted_positions, reinterpret_cast<const float4*>(dy), n, cols,
+        reinterpret_cast<float4*>(dtable));
+  } else {
+    const dim3 block = row_block(dim);
+    embedding_backward_sorted_kernel<float><<<row_grid(n, block), block, 0, stream>>>(
+        sorted_ids, sorted_positions, dy, n, dim, dtable);
+  }
+  DPB_CUDA_CHECK_LAUNCH(embedding_backward_sorted_kernel);
 }
 
 void launch_embedding_touched_rows(cudaStream_t stream, const int32_t* ids, size_t n, int vocab,

@@ -2,15 +2,17 @@
 // softmax cross-entropy and the reproducible scaled sum of the summed-token losses, device copies,
 // embeddings, the rows they touched and their packing for a sparse exchange, and the LSTM cell of
 // the unrolled RNN. The kernels are in cuda_kernels_sequence.cu; everything is asynchronous on the
-// backend's stream and allocates nothing, so a step made of these ops can be captured as a CUDA
-// graph.
+// backend's stream and allocates nothing once warm (the deterministic scatter-add grows its
+// workspace in the eager first step), so a step made of these ops can be captured as a CUDA graph.
 #include <cuda_runtime.h>
 
+#include <memory>
 #include <string>
 
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
+#include "engine/cuda/cudnn_rnn_plans.h"
 #include "engine/errors.h"
 
 namespace dpbench {
@@ -46,7 +48,26 @@ void CudaBackend::embedding_forward(const float* table, const int32_t* ids, size
 
 void CudaBackend::embedding_backward(const int32_t* ids, const float* dy, size_t n, int dim,
                                      float* dtable) {
-  cuda_kernels::launch_embedding_backward(stream_, ids, dy, n, dim, dtable);
+  if (!deterministic_) {
+    cuda_kernels::launch_embedding_backward(stream_, ids, dy, n, dim, dtable);
+    return;
+  }
+  const size_t needed = cuda_kernels::embedding_backward_sorted_workspace_bytes(n);
+  if (!embedding_scratch_ || embedding_scratch_->bytes() < needed) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    DPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
+    if (capture != cudaStreamCaptureStatusNone)
+      throw RuntimeError("CudaBackend::embedding_backward: the ordered scatter-add of " +
+                         std::to_string(n) + " ids needs " + std::to_string(needed) +
+                         " bytes of workspace, first asked for inside a graph capture (run the "
+                         "step eagerly once first)");
+    // The old workspace may still be read by queued work.
+    DPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    embedding_scratch_.reset();
+    embedding_scratch_ = std::make_unique<DeviceMemory>(needed);
+  }
+  cuda_kernels::launch_embedding_backward_sorted(stream_, ids, dy, n, dim, dtable,
+                                                 embedding_scratch_->data());
 }
 
 void CudaBackend::embedding_touched_rows(const int32_t* ids, size_t n, int vocab, int32_t* rows,

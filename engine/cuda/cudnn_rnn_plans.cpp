@@ -101,7 +101,7 @@ DeviceMemory::DeviceMemory(size_t bytes) : bytes_(bytes) {
   if (status != cudaSuccess) {
     data_ = nullptr;
     (void)cudaGetLastError();  // clear it, so the next launch check does not report it again
-    cuda_detail::throw_library_error("CUDA", "cudaMalloc for an LSTM plan", static_cast<int>(status),
+    cuda_detail::throw_library_error("CUDA", "cudaMalloc of a backend workspace", static_cast<int>(status),
                                      cudaGetErrorString(status), __FILE__, __LINE__);
   }
 }

@@ -25,7 +25,7 @@ using CudnnDropoutDescriptor =
     CudnnObject<cudnnDropoutDescriptor_t, cudnnCreateDropoutDescriptor,
                 cudnnDestroyDropoutDescriptor>;
 
-// Device memory a plan owns (cudaMalloc'd at set-up, freed with the plan). Move-only.
+// Device memory a plan or a backend owns (cudaMalloc'd at set-up, freed with its owner). Move-only.
 class DeviceMemory {
  public:
   DeviceMemory() = default;

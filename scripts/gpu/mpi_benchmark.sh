@@ -6,7 +6,10 @@
 # First, checks that must pass before anything is timed: a short mpirun run of `trivial` trains
 # what one process trains, ranks that disagree on a flag stop, and a rank that fails at start-up
 # or is killed mid-run ends the job (no hang in a collective). Then the PyTorch DDP twins (torchrun,
-# one process per GPU, the same shapes; TWINS=0 skips them).
+# one process per GPU, the same shapes; TWINS=0 skips them). Last, with --deterministic (cuDNN's
+# deterministic algorithms, the ordered embedding scatter-add), each workload twice in one process
+# and once under mpirun: param_norm must come out bit for bit the same (TIMING=0 runs only the
+# checks and this).
 # Usage: scripts/gpu/mpi_benchmark.sh OUT_DIR [N] [ROUNDS]
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -76,8 +79,11 @@ if [ "$checks_failed" != 0 ] && [ "${FORCE:-0}" = 0 ]; then
   exit 1
 fi
 
-for workload in "resnet50:--batch_size=64 --precision=fp32" \
-                "nmt:--batch_size=384 --encoder_type=cudnn_lstm --direction=bi --precision=tf32"; do
+workloads=("resnet50:--batch_size=64 --precision=fp32"
+           "nmt:--batch_size=384 --encoder_type=cudnn_lstm --direction=bi --precision=tf32")
+[ "${TIMING:-1}" != 0 ] || rounds=0
+for workload in "${workloads[@]}"; do
+  [ "$rounds" -gt 0 ] || break
   model=${workload%%:*}
   read -r -a flags <<< "${workload#*:}"
   for ((round = 1; round <= rounds; round++)); do
@@ -91,7 +97,7 @@ for workload in "resnet50:--batch_size=64 --precision=fp32" \
 done
 
 # PyTorch DDP twins: one process per GPU, NCCL, the same shapes on synthetic data.
-if [ "${TWINS:-1}" != 0 ]; then
+if [ "$rounds" -gt 0 ] && [ "${TWINS:-1}" != 0 ]; then
   for twin in "resnet50:64:--precision=fp32" "nmt:384:--encoder_type=cudnn_lstm --direction=bi --precision=tf32"; do
     IFS=: read -r model batch flags <<< "$twin"
     # shellcheck disable=SC2086  # flags are words
@@ -101,6 +107,19 @@ if [ "${TWINS:-1}" != 0 ]; then
       > "$out/ddp_$model.json" 2> "$out/ddp_$model.log" || echo "ddp $model failed: $(tail -n 1 "$out/ddp_$model.log")"
   done
 fi
+
+# Deterministic runs: the same bits twice in one process, and under mpirun.
+det_steps=(--num_batches=10 --num_warmup_batches=2 --display_every=1000 --deterministic=true)
+for workload in "${workloads[@]}"; do
+  model=${workload%%:*}
+  read -r -a flags <<< "${workload#*:}"
+  for copy in a b; do
+    run "${model}_det_one_$copy" ./build/dpbench --device=gpu --model="$model" "${flags[@]}" \
+      --num_gpus="$n" --variable_update=replicated "${det_steps[@]}"
+  done
+  run "${model}_det_mpirun" "${mpirun_cmd[@]}" ./build/dpbench --device=gpu --model="$model" \
+    "${flags[@]}" --variable_update=distributed_all_reduce "${det_steps[@]}"
+done
 
 python3 - "$out" "$rounds" <<'PY'
 import json, os, statistics, sys
@@ -116,9 +135,13 @@ def ddp(model):
         return f"{doc.get('summary', doc)['items_per_sec']:,.0f}"
     except (OSError, ValueError, KeyError, IndexError):
         return "-"
-print("| workload | one process, replicated nccl | mpirun, distributed_all_reduce | ratio | param_norm equal | distributed_replicated | PyTorch DDP (torchrun) |")
-print("|---|--:|--:|--:|---|--:|--:|")
-for model in ("resnet50", "nmt"):
+def spread(runs):
+    norms = [s["param_norm"] for s in runs]
+    return f"{min(norms):.4f}-{max(norms):.4f}"
+if rounds:
+    print("| workload | one process, replicated nccl | mpirun, distributed_all_reduce | ratio | param_norm one process / mpirun (min-max, not deterministic) | distributed_replicated | PyTorch DDP (torchrun) |")
+    print("|---|--:|--:|--:|---|--:|--:|")
+for model in ("resnet50", "nmt") if rounds else ():
     one = [s for s in (load(f"{model}_replicated_r{r}") for r in range(1, rounds + 1)) if s]
     dist = [s for s in (load(f"{model}_distributed_r{r}") for r in range(1, rounds + 1)) if s]
     ps = load(f"{model}_distributed_replicated")
@@ -127,8 +150,19 @@ for model in ("resnet50", "nmt"):
         continue
     a = statistics.median(s["items_per_sec"] for s in one)
     b = statistics.median(s["items_per_sec"] for s in dist)
-    same = all(abs(s["param_norm"] - one[0]["param_norm"]) <= 1e-5 * one[0]["param_norm"] for s in dist)
     ps_text = f"{ps['items_per_sec']:,.0f}" if ps else "failed"
-    print(f"| {model} | {a:,.0f} | {b:,.0f} | {100 * b / a:.1f}% | {'yes' if same else 'no'} "
-          f"({one[0]['param_norm']:.6f} vs {dist[0]['param_norm']:.6f}) | {ps_text} | {ddp(model)} |")
+    print(f"| {model} | {a:,.0f} | {b:,.0f} | {100 * b / a:.1f}% | {spread(one)} / {spread(dist)} "
+          f"| {ps_text} | {ddp(model)} |")
+print()
+print("| workload, --deterministic | one process, run 1 | one process, run 2 | mpirun | all equal | items/s (one process, mpirun) |")
+print("|---|--:|--:|--:|---|--:|")
+for model in ("resnet50", "nmt"):
+    runs = [load(f"{model}_det_{name}") for name in ("one_a", "one_b", "mpirun")]
+    if not all(runs):
+        print(f"| {model} | failed | | | | |")
+        continue
+    norms = [s["param_norm"] for s in runs]
+    equal = "yes" if norms[0] == norms[1] == norms[2] else "NO"
+    print(f"| {model} | {norms[0]!r} | {norms[1]!r} | {norms[2]!r} | {equal} "
+          f"| {runs[0]['items_per_sec']:,.0f}, {runs[2]['items_per_sec']:,.0f} |")
 PY
