@@ -4,7 +4,8 @@
 # throughput, step time and the time compute waited for data.
 # Usage: scripts/gpu/feed_benchmark.sh OUT_DIR [N]
 #   WORKLOADS="cifar10_cnn resnet50_32 nmt" (the default) picks the workloads; TWINS=0 skips the
-#   PyTorch DDP twins.
+#   PyTorch DDP twins; EXTRA_FLAGS are added to every dpbench run (e.g. --cudnn_benchmark=false,
+#   whose heuristic algorithm choice is the same in every run).
 #   Writes CIFAR-format data (50000 random records) and a generated parallel corpus (vocabulary
 #   files of 50000 tokens, 20000 pairs of 60 to 99 words) under OUT_DIR/data first.
 set -uo pipefail
@@ -70,7 +71,8 @@ for model in "${selected[@]}"; do
   [ -n "${workload[$model]:-}" ] || { echo "unknown workload $model (cifar10_cnn, resnet50_32, nmt)"; exit 2; }
   for gpus in 1 "$n"; do
     read -r -a common <<< "${workload[$model]}"
-    common+=(--num_gpus="$gpus" --variable_update=replicated "${steps[@]}")
+    read -r -a extra <<< "${EXTRA_FLAGS:-}"
+    common+=(--num_gpus="$gpus" --variable_update=replicated "${steps[@]}" "${extra[@]}")
     run "${model}_g${gpus}_on_device" "${common[@]}" --data_feed=on_device
     run "${model}_g${gpus}_prefetch" "${common[@]}" --data_feed=host
     run "${model}_g${gpus}_sync" "${common[@]}" --data_feed=host --prefetch_data_to_device=false
