@@ -10,6 +10,9 @@
 # deterministic algorithms, the ordered embedding scatter-add), each workload twice in one process
 # and once under mpirun: param_norm must come out bit for bit the same (TIMING=0 runs only the
 # checks and this).
+# WORKLOADS="resnet50 nmt" (the default) picks workloads; EXTRA_FLAGS go to every timed dpbench run
+# (e.g. --cudnn_benchmark=false: the same convolution algorithms in every run, so the comparison
+# sees the launch and not the run-to-run luck of the algorithm search).
 # Usage: scripts/gpu/mpi_benchmark.sh OUT_DIR [N] [ROUNDS]
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -79,8 +82,14 @@ if [ "$checks_failed" != 0 ] && [ "${FORCE:-0}" = 0 ]; then
   exit 1
 fi
 
-workloads=("resnet50:--batch_size=64 --precision=fp32"
-           "nmt:--batch_size=384 --encoder_type=cudnn_lstm --direction=bi --precision=tf32")
+workloads=()
+for model in ${WORKLOADS:-resnet50 nmt}; do
+  case $model in
+    resnet50) workloads+=("resnet50:--batch_size=64 --precision=fp32 ${EXTRA_FLAGS:-}") ;;
+    nmt) workloads+=("nmt:--batch_size=384 --encoder_type=cudnn_lstm --direction=bi --precision=tf32 ${EXTRA_FLAGS:-}") ;;
+    *) echo "unknown workload $model (resnet50, nmt)"; exit 2 ;;
+  esac
+done
 [ "${TIMING:-1}" != 0 ] || rounds=0
 for workload in "${workloads[@]}"; do
   [ "$rounds" -gt 0 ] || break
@@ -135,13 +144,14 @@ def ddp(model):
         return f"{doc.get('summary', doc)['items_per_sec']:,.0f}"
     except (OSError, ValueError, KeyError, IndexError):
         return "-"
+models = [m for m in ("resnet50", "nmt") if os.path.exists(os.path.join(out, f"{m}_det_one_a.log"))]
 def spread(runs):
     norms = [s["param_norm"] for s in runs]
     return f"{min(norms):.4f}-{max(norms):.4f}"
 if rounds:
     print("| workload | one process, replicated nccl | mpirun, distributed_all_reduce | ratio | param_norm one process / mpirun (min-max, not deterministic) | distributed_replicated | PyTorch DDP (torchrun) |")
     print("|---|--:|--:|--:|---|--:|--:|")
-for model in ("resnet50", "nmt") if rounds else ():
+for model in models if rounds else ():
     one = [s for s in (load(f"{model}_replicated_r{r}") for r in range(1, rounds + 1)) if s]
     dist = [s for s in (load(f"{model}_distributed_r{r}") for r in range(1, rounds + 1)) if s]
     ps = load(f"{model}_distributed_replicated")
@@ -156,7 +166,7 @@ for model in ("resnet50", "nmt") if rounds else ():
 print()
 print("| workload, --deterministic | one process, run 1 | one process, run 2 | mpirun | all equal | items/s (one process, mpirun) |")
 print("|---|--:|--:|--:|---|--:|")
-for model in ("resnet50", "nmt"):
+for model in models:
     runs = [load(f"{model}_det_{name}") for name in ("one_a", "one_b", "mpirun")]
     if not all(runs):
         print(f"| {model} | failed | | | | |")
