@@ -77,7 +77,7 @@ TEST_CASE("cuda deterministic embedding backward adds in position order, as the 
   }
 }
 
-TEST_CASE("--deterministic runs give the same bits twice: CNN, nmt and rnnlm, on 1 and 2 GPUs",
+TEST_CASE("deterministic runs give the same bits twice: CNN, nmt and rnnlm, on 1 and 2 GPUs",
           "[gpu]") {
   TempDir dir;
   const std::vector<std::string> nmt = {"--model=nmt", "--batch_size=16", "--src_vocab_size=500",

@@ -163,3 +163,21 @@ TEST_CASE("rnnlm with sparse embedding gradients runs end to end and says so", "
   CHECK(run_cli(on_xring) == 2);
   CHECK_FALSE(std::filesystem::exists(dir.file("x.json")));
 }
+
+TEST_CASE("the deterministic flag is recorded and changes nothing on the reference backend", "[end_to_end]") {
+  // The reference backend sums in a fixed order already: the flag must leave its bits alone.
+  TempDir dir;
+  const std::vector<std::string> args = {"--device=cpu", "--model=rnnlm", "--num_gpus=2",
+                                         "--variable_update=replicated", "--num_batches=2",
+                                         "--num_warmup_batches=1", "--vocab_size=101",
+                                         "--batch_size=8", "--seq_len=5"};
+  std::vector<std::string> plain = args, deterministic = args;
+  plain.push_back("--result_file=" + dir.file("plain.json"));
+  deterministic.insert(deterministic.end(), {"--deterministic", "--result_file=" + dir.file("det.json")});
+  REQUIRE(run_cli(plain) == 0);
+  REQUIRE(run_cli(deterministic) == 0);
+  const nlohmann::json a = read_json(dir.file("plain.json")), b = read_json(dir.file("det.json"));
+  CHECK(a["config"]["deterministic"] == false);
+  CHECK(b["config"]["deterministic"] == true);
+  CHECK(a["summary"]["param_norm"].get<double>() == b["summary"]["param_norm"].get<double>());
+}

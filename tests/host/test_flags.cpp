@@ -452,6 +452,9 @@ TEST_CASE("distributed strategies: one GPU per process, horovod's spelling, NCCL
   CHECK(parse({"--data_format=NHWC"}).data_format == "NHWC");
   CHECK_THAT(error_of({"--cudnn_benchmark=sometimes"}), Contains("--cudnn_benchmark=sometimes"));
   CHECK_FALSE(parse({"--cudnn_benchmark=false"}).cudnn_benchmark);
+  CHECK_FALSE(parse({}).deterministic);
+  CHECK(parse({"--deterministic"}).deterministic);
+  CHECK_THAT(error_of({"--deterministic=mostly"}), Contains("--deterministic=mostly"));
   CHECK_THAT(error_of({"--data_format=CHWN"}), Contains("--data_format=CHWN: unknown data format"));
   CHECK(parse({"--precision=tf32"}).precision == "tf32");
   CHECK_THAT(error_of({"--precision=fp8"}), Contains("--precision=fp8: unknown precision"));
@@ -562,7 +565,7 @@ TEST_CASE("config_to_json has every resolved flag", "[flags]") {
         "variable_update", "independent_replica", "data_format", "precision", "use_fp16", "fp16_loss_scale", "fp16_enable_auto_loss_scale",
         "fp16_inc_loss_scale_every_n", "optimizer", "learning_rate", "momentum", "seed",
         "num_batches", "num_warmup_batches", "display_every", "result_file", "cuda_graph",
-        "cudnn_benchmark"}) {
+        "cudnn_benchmark", "deterministic"}) {
     CHECK(json.contains(key));
   }
   CHECK(json["gpu_indices"] == nlohmann::json::array({0, 2}));
