@@ -2,6 +2,7 @@
 #include "cli/app.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 
 #include "cli/comm_bench_command.h"
@@ -29,6 +30,16 @@ void print_error(const std::string& message) {
 }
 
 }  // namespace
+
+void end_process_with_error(const std::string& message, int exit_code) {
+  print_error(message);
+  output_log().flush();
+  error_log().flush();
+  std::fflush(nullptr);
+  const ProcessGroup* group = process_group();
+  if (group != nullptr && group->size() > 1) group->abort(exit_code);
+  std::_Exit(exit_code);
+}
 
 int dpbench_main(const std::vector<std::string>& args) {
   try {

@@ -10,4 +10,9 @@ namespace dpbench {
 // 0 success, 1 runtime failure, 2 bad command line. Errors are printed as one line on stderr.
 int dpbench_main(const std::vector<std::string>& args);
 
+// Prints the error line (naming the rank under mpirun) and ends the process at once with
+// `exit_code` (the whole job under mpirun): for a failure that leaves threads behind which the
+// process can neither wait for nor safely unwind past.
+[[noreturn]] void end_process_with_error(const std::string& message, int exit_code);
+
 }  // namespace dpbench

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "cli/app.h"
 #include "cli/console.h"
 #include "cli/log.h"
 #include "engine/cuda/cuda_controls.h"
@@ -175,6 +176,11 @@ RunnerSettings runner_settings(const RunConfig& config) {
   settings.profile_step = config.profile_step;
   settings.process_rank = config.process_rank;
   settings.num_processes = config.num_processes;
+  // A device stuck in an NCCL wait after another failed would hold the process forever: end it
+  // with the failure's message instead (no result is written; nothing was).
+  settings.on_stuck_devices = [](const std::string& failure) {
+    end_process_with_error(failure + "; ending the process", 1);
+  };
   return settings;
 }
 

@@ -5,8 +5,10 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "engine/errors.h"
@@ -47,6 +49,16 @@ class SilentAnnouncer : public GradientAnnouncer {
  public:
   void announce(GradientRange) override {}
 };
+
+std::string describe_failure(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown failure";
+  }
+}
 
 }  // namespace
 
@@ -144,11 +156,17 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
   std::mutex failure_mutex;
   std::exception_ptr failure;
   std::atomic<bool> failed{false};
+  Clock::time_point failed_at;  // guarded by failure_mutex
+  std::condition_variable thread_finished;
+  int threads_running = num_replicas;  // guarded by failure_mutex
 
   auto fail = [&](std::exception_ptr error) {
     {
       std::lock_guard<std::mutex> lock(failure_mutex);
-      if (!failure) failure = error;
+      if (!failure) {
+        failure = error;
+        failed_at = Clock::now();
+      }
     }
     failed = true;
     barrier.abort();
@@ -167,6 +185,16 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
   };
 
   auto device_thread = [&](ReplicaState& state) {
+    struct FinishedSignal {  // however the thread ends, the joining thread learns of it
+      std::mutex& mutex;
+      std::condition_variable& finished;
+      int& running;
+      ~FinishedSignal() {
+        std::lock_guard<std::mutex> lock(mutex);
+        --running;
+        finished.notify_all();
+      }
+    } finished_signal{failure_mutex, thread_finished, threads_running};
     try {
       Device& device = *state.device;
       device.make_current();
@@ -290,6 +318,27 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
       on_phase("Done measuring; running " + std::to_string(total_steps - measured_end) + " untimed steps");
   } catch (...) {
     fail(std::current_exception());
+  }
+  if (settings_.on_stuck_devices) {
+    std::unique_lock<std::mutex> lock(failure_mutex);
+    while (threads_running > 0) {
+      if (!failure) {
+        thread_finished.wait(lock, [&] { return threads_running == 0 || failure != nullptr; });
+        continue;
+      }
+      const Clock::time_point deadline = failed_at + settings_.stuck_device_grace;
+      if (thread_finished.wait_until(lock, deadline, [&] { return threads_running == 0; })) break;
+      const int stuck = threads_running;
+      const std::exception_ptr error = failure;
+      lock.unlock();
+      settings_.on_stuck_devices(describe_failure(error) + " (" + std::to_string(stuck) + " of " +
+                                 std::to_string(num_replicas) +
+                                 " devices were still waiting for their peers " +
+                                 std::to_string(settings_.stuck_device_grace.count() / 1000) +
+                                 " s later)");
+      lock.lock();  // only if the callback returned: wait on as before
+      thread_finished.wait(lock, [&] { return threads_running == 0; });
+    }
   }
   for (std::thread& thread : threads) thread.join();
   if (failure) std::rethrow_exception(failure);

@@ -5,6 +5,7 @@
 // the device threads never stop for it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -44,6 +45,14 @@ struct RunnerSettings {
   // num_processes * devices; they shard the global batch accordingly.
   int process_rank = 0;
   int num_processes = 1;
+  // After one device fails, the others normally stop at their next barrier. A device thread can
+  // also be stuck where no abort reaches it (NCCL's connection set-up, or a host wait on kernels
+  // that wait for a peer that never launched): if some are still running this long after the
+  // failure, on_stuck_devices is called with the failure's message (it is expected not to
+  // return: the stuck threads still use the run's state, so the process must end, e.g. with
+  // std::_Exit). Without it the runner waits for them, however long.
+  std::chrono::milliseconds stuck_device_grace{std::chrono::seconds(20)};
+  std::function<void(const std::string& failure)> on_stuck_devices;
 };
 
 // Handed to the progress callback every `display_every` measured steps and after the last one.

@@ -1,0 +1,93 @@
+// A device that fails while another is stuck where no abort reaches it (as in an NCCL wait for a
+// peer that never came): the runner hands the failure to on_stuck_devices after the grace period
+// instead of waiting forever, and without the callback it keeps waiting for the stuck thread.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/device_factory.h"
+#include "engine/errors.h"
+#include "engine/run_config.h"
+#include "engine/runner.h"
+#include "models/model_registry.h"
+
+using namespace dpbench;
+
+namespace {
+
+// Replica 1 throws in its first update; replica 0 then blocks in its own until released and, like
+// a thread inside NCCL, does not notice abort().
+class StuckPeerStrategy : public Strategy {
+ public:
+  std::string name() const override { return "stuck_peer"; }
+  void setup(const ParameterLayout&, std::vector<Replica>&) override {}
+  void on_gradients_ready(int, GradientRange, const Event&) override {}
+  void finish_step(int replica, int64_t) override {
+    if (replica == 1) throw RuntimeError("device 1 ran out of memory");
+    while (!released) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  void abort() override { ++aborts; }
+
+  std::atomic<bool> released{false};
+  std::atomic<int> aborts{0};
+};
+
+RunnerSettings settings_for_test() {
+  RunnerSettings settings;
+  settings.batch_size = 2;
+  settings.num_warmup_batches = 1;
+  settings.num_batches = 2;
+  settings.stuck_device_grace = std::chrono::milliseconds(200);
+  return settings;
+}
+
+}  // namespace
+
+TEST_CASE("a failure beside a stuck device reaches on_stuck_devices after the grace period",
+          "[runner]") {
+  RunConfig config;
+  config.model = "trivial";
+  config.batch_size = 2;
+  const std::unique_ptr<Model> model = find_model("trivial")->create(config);
+  std::vector<std::unique_ptr<Device>> devices = create_devices(BackendKind::reference, {0, 1});
+  StuckPeerStrategy strategy;
+  RunnerSettings settings = settings_for_test();
+  std::vector<std::string> reports;
+  const auto start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::duration reported_after{};
+  settings.on_stuck_devices = [&](const std::string& failure) {
+    reported_after = std::chrono::steady_clock::now() - start;
+    reports.push_back(failure);
+    strategy.released = true;  // what ending the process would do to the stuck thread
+  };
+  Runner runner(*model, strategy, devices, settings);
+  CHECK_THROWS_WITH(runner.run(nullptr, nullptr), Catch::Contains("device 1 ran out of memory"));
+  REQUIRE(reports.size() == 1);
+  CHECK_THAT(reports[0], Catch::Contains("device 1 ran out of memory") &&
+                             Catch::Contains("1 of 2 devices were still waiting"));
+  CHECK(reported_after >= std::chrono::milliseconds(200));
+  CHECK(strategy.aborts > 0);
+}
+
+TEST_CASE("without on_stuck_devices the runner waits for the stuck device", "[runner]") {
+  RunConfig config;
+  config.model = "trivial";
+  config.batch_size = 2;
+  const std::unique_ptr<Model> model = find_model("trivial")->create(config);
+  std::vector<std::unique_ptr<Device>> devices = create_devices(BackendKind::reference, {0, 1});
+  StuckPeerStrategy strategy;
+  Runner runner(*model, strategy, devices, settings_for_test());
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    strategy.released = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(runner.run(nullptr, nullptr), Catch::Contains("device 1 ran out of memory"));
+  CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(500));
+  releaser.join();
+}
