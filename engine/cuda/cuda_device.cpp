@@ -16,6 +16,24 @@
 namespace dpbench {
 namespace {
 
+// The first cudaSetDevice creates the GPU's context, which takes a few hundred MiB of its memory:
+// on a GPU another process has filled, that is where a run fails, and CUDA's own words for it
+// ("cudaSetDevice failed: out of memory") name neither the cause nor the fix.
+void require_context(int ordinal) {
+  int previous = 0;
+  DPB_CUDA_CHECK(cudaGetDevice(&previous));
+  const cudaError_t status = cudaSetDevice(ordinal);
+  if (status == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    throw RuntimeError("out of GPU memory on device " + std::to_string(ordinal) +
+                       " before dpbench allocated anything: its CUDA context does not fit, so "
+                       "another process holds the memory (see nvidia-smi); free the GPU or pick "
+                       "others with --gpu_indices");
+  }
+  DPB_CUDA_CHECK(status);
+  DPB_CUDA_CHECK(cudaSetDevice(previous));
+}
+
 // Makes `ordinal` current for a scope and restores the caller's device afterwards, so setup code
 // on the main thread can touch any device without disturbing the device it had selected.
 class ScopedCurrentDevice {
@@ -90,6 +108,7 @@ class CudaDeviceEvent final : public Event {
 }  // namespace
 
 CudaDevice::CudaDevice(int ordinal) {
+  require_context(ordinal);
   ScopedCurrentDevice current(ordinal);
   cudaDeviceProp properties{};
   DPB_CUDA_CHECK(cudaGetDeviceProperties(&properties, ordinal));
