@@ -37,6 +37,13 @@ class StuckPeerStrategy : public Strategy {
   std::atomic<int> aborts{0};
 };
 
+std::unique_ptr<Model> trivial_model() {
+  RunConfig config;
+  config.model = "trivial";
+  config.batch_size = 2;
+  return find_model("trivial")->create(config);
+}
+
 RunnerSettings settings_for_test() {
   RunnerSettings settings;
   settings.batch_size = 2;
@@ -50,10 +57,7 @@ RunnerSettings settings_for_test() {
 
 TEST_CASE("a failure beside a stuck device reaches on_stuck_devices after the grace period",
           "[runner]") {
-  RunConfig config;
-  config.model = "trivial";
-  config.batch_size = 2;
-  const std::unique_ptr<Model> model = find_model("trivial")->create(config);
+  const std::unique_ptr<Model> model = trivial_model();
   std::vector<std::unique_ptr<Device>> devices = create_devices(BackendKind::reference, {0, 1});
   StuckPeerStrategy strategy;
   RunnerSettings settings = settings_for_test();
@@ -75,10 +79,7 @@ TEST_CASE("a failure beside a stuck device reaches on_stuck_devices after the gr
 }
 
 TEST_CASE("without on_stuck_devices the runner waits for the stuck device", "[runner]") {
-  RunConfig config;
-  config.model = "trivial";
-  config.batch_size = 2;
-  const std::unique_ptr<Model> model = find_model("trivial")->create(config);
+  const std::unique_ptr<Model> model = trivial_model();
   std::vector<std::unique_ptr<Device>> devices = create_devices(BackendKind::reference, {0, 1});
   StuckPeerStrategy strategy;
   Runner runner(*model, strategy, devices, settings_for_test());
