@@ -174,6 +174,10 @@ std::vector<FlagSpec> run_flag_specs() {
       {"compact_gradient_transfer", "Synchronisation", "none|fp16|bf16",
        "replicated: gradients travel at half width and are summed in fp32 (not with xring)",
        defaults.compact_gradient_transfer.empty() ? "none" : defaults.compact_gradient_transfer, {}},
+      {"sharded_update", "Synchronisation", "BOOL",
+       "replicated, nccl: reduce-scatter each range, update only this replica's 1/N shard, all-gather "
+       "the updated parameters (the optimizer's work split N ways) instead of all-reducing gradients",
+       defaults.sharded_update ? "true" : "false", "true"},
 
       {"optimizer", "Optimizer", "sgd|momentum|adam", "Optimizer" + per_model(optimizer), {}, {}},
       {"learning_rate", "Optimizer", "X", "Learning rate, > 0" + per_model(rate), {}, {}},
@@ -435,6 +439,7 @@ void add_synchronisation_flags(const RunConfig& config, nlohmann::json& json) {
   json["sparse_embedding_grads"] = config.sparse_embedding_grads;
   json["compact_gradient_transfer"] =
       config.compact_gradient_transfer.empty() ? "none" : config.compact_gradient_transfer;
+  if (replicated) json["sharded_update"] = config.sharded_update;
 }
 
 // Only what applies: synthetic on-device runs carry the feed alone.

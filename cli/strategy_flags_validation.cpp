@@ -57,6 +57,7 @@ void parse_exchange_flags(const GivenFlags& flags, RunConfig* config) {
   const std::string compact = flags.text("compact_gradient_transfer");
   require_one_of("compact_gradient_transfer", compact, {"none", "fp16", "bf16"}, "transfer type");
   config->compact_gradient_transfer = compact == "none" ? "" : compact;
+  config->sharded_update = parse_bool("sharded_update", flags.text("sharded_update"));
 }
 
 }  // namespace
@@ -142,7 +143,7 @@ void resolve_exchange(const GivenFlags& flags, const ModelEntry& model, RunConfi
   if (strategy == "independent") {
     for (const char* flag : {"gradient_repacking", "bucket_cap_mb", "agg_small_grads_max_bytes",
                              "agg_small_grads_max_group", "overlap_comm", "sparse_embedding_grads",
-                             "compact_gradient_transfer"})
+                             "compact_gradient_transfer", "sharded_update"})
       if (flags.was_given(flag))
         reject(flag, flags.text(flag),
                asked_strategy(*config) + " exchanges no gradients; drop --" + flag +
@@ -183,6 +184,26 @@ void resolve_exchange(const GivenFlags& flags, const ModelEntry& model, RunConfi
              "--model=" + model.name + " has no embedding tables (only " + join(takers, " and ") +
                  " have); drop --sparse_embedding_grads");
     if (!replicated) only_with("sparse_embedding_grads", "replicated", "gathers sparse embedding gradients");
+  }
+
+  if (config->sharded_update) {
+    if (!replicated) only_with("sharded_update", "replicated", "shards the update of its replicas");
+    if (spec.algorithm != "nccl")
+      throw ConfigError(given("sharded_update") + " with " + given("all_reduce_spec") +
+                        ": the shards travel by NCCL's reduce-scatter and all-gather, which only the nccl "
+                        "spec uses; use --all_reduce_spec=nccl (or nccl#k), or drop --sharded_update");
+    if (!config->compact_gradient_transfer.empty())
+      throw ConfigError(given("sharded_update") + " with " + given("compact_gradient_transfer") +
+                        ": a sharded update all-gathers fp32 parameters, not gradients, so there is nothing "
+                        "to send at half width; drop one of the two flags");
+    if (config->sparse_embedding_grads)
+      throw ConfigError(given("sharded_update") + " with " + given("sparse_embedding_grads") +
+                        ": every replica needs the whole table gradient to gather touched rows, while a "
+                        "sharded update leaves each with 1/N of it; drop one of the two flags");
+    if (config->precision == "fp16" && config->fp16_enable_auto_loss_scale)
+      throw ConfigError(given("sharded_update") + " with " + given("fp16_enable_auto_loss_scale") +
+                        ": each shard's owner would decide alone whether to skip a step, so the replicas "
+                        "would diverge; use a fixed --fp16_loss_scale, or drop --sharded_update");
   }
 
   if (is_parameter_server_strategy(strategy) && config->precision == "fp16" && config->fp16_enable_auto_loss_scale)

@@ -89,6 +89,10 @@ struct RunConfig {
   bool sparse_embedding_grads = false;
   // fp16 | bf16: gradients travel at half width and are summed in fp32; empty: full width.
   std::string compact_gradient_transfer;
+  // replicated, nccl: each range is reduce-scattered, each replica updates only its 1/N shard of
+  // it and the updated parameters are all-gathered (the optimizer's work split N ways) instead of
+  // all-reducing the gradients and every replica updating all of them.
+  bool sharded_update = false;
 
   // Optimisation
   std::string optimizer;       // sgd | momentum | adam; resolved from the model when not given

@@ -224,7 +224,8 @@ KeyFields SeriesKey::strategy_fields() const {
           {"agg_small_grads_max_group", agg_small_grads_max_group},
           {"overlap_comm", overlap_comm},
           {"compact_gradient_transfer", compact_gradient_transfer},
-          {"sparse_embedding_grads", sparse_embedding_grads}};
+          {"sparse_embedding_grads", sparse_embedding_grads},
+          {"sharded_update", sharded_update}};
 }
 
 KeyFields SeriesKey::fields() const {
@@ -276,6 +277,9 @@ SeriesKey series_key_of(const Result& result) {
   key.overlap_comm = config_text(config, "overlap_comm");
   key.compact_gradient_transfer = config_text(config, "compact_gradient_transfer");
   key.sparse_embedding_grads = config_text(config, "sparse_embedding_grads");
+  // Results from before the flag existed have no key: their all-reduce runs updated unsharded too.
+  const bool all_reduce = key.variable_update == "replicated" || key.variable_update == "distributed_all_reduce";
+  key.sharded_update = config_text(config, "sharded_update") == "true" ? "true" : all_reduce ? "false" : "";
   return key;
 }
 
@@ -298,6 +302,7 @@ std::string strategy_label(const SeriesKey& key) {
   if (!key.compact_gradient_transfer.empty() && key.compact_gradient_transfer != "none")
     options.push_back(key.compact_gradient_transfer + " transfer");
   if (key.sparse_embedding_grads == "true") options.push_back("sparse embeddings");
+  if (key.sharded_update == "true") options.push_back("sharded update");
   const std::string name = key.variable_update.empty() ? "(no strategy)" : key.variable_update;
   return options.empty() ? name : name + " (" + join(options, ", ") + ")";
 }

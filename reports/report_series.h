@@ -36,7 +36,7 @@ struct SeriesKey {
   std::string data;
   std::string variable_update, all_reduce_spec, local_parameter_device, gradient_repacking, bucket_cap_mb,
       agg_small_grads_max_bytes, agg_small_grads_max_group, overlap_comm, compact_gradient_transfer,
-      sparse_embedding_grads;
+      sparse_embedding_grads, sharded_update;
 
   KeyFields workload_fields() const;  // all but the strategy: what a comparison table holds fixed
   KeyFields strategy_fields() const;  // variable_update and its options

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/errors.h"
+#include "engine/optimizer.h"
 
 namespace dpbench {
 
@@ -34,7 +35,8 @@ struct ReplicatedStrategy::SparseBuffers {
 ReplicatedStrategy::ReplicatedStrategy(const RunConfig& config)
     : BucketedExchangeStrategy(config),
       spec_(parse_all_reduce_spec(config.all_reduce_spec.empty() ? "nccl" : config.all_reduce_spec)),
-      transfer_type_(compact_transfer_type(config)) {
+      transfer_type_(compact_transfer_type(config)),
+      sharded_(config.sharded_update) {
   // The touched rows travel through the communicator (an all-gather), which only the nccl spec
   // creates; our own algorithms (xring, psgpu, pscpu) all-reduce dense ranges only.
   if (config.sparse_embedding_grads && spec_.algorithm != "nccl")
@@ -54,7 +56,11 @@ void ReplicatedStrategy::prepare(const ParameterLayout& layout) {
   for (const Replica& replica : replicas()) {
     replica.device->make_current();
     exchanged_.push_back(replica.device->create_event(false));
+    if (sharded_ && replica.optimizer->config().loss_scaling == LossScaling::automatic)
+      throw ConfigError("--sharded_update with automatic loss scaling: each shard's owner would decide alone "
+                        "whether to skip a step; use a fixed --fp16_loss_scale, or drop --sharded_update");
   }
+  steps_completed_.assign(replicas().size(), 0);
   plan_sparse_exchange();
   if (spec_.algorithm == "nccl") {
     communicator_ = create_exchange_communicator();
@@ -199,7 +205,9 @@ void ReplicatedStrategy::exchange(int replica, size_t index, const Event& ready)
   const PlannedParts& parts = parts_[index];
   for (const GradientRange& part : parts.dense) {
     for (const GradientRange& shard : split_range(part, spec_.shards)) {
-      if (transfer_type_ != DataType::f32) {
+      if (sharded_) {
+        sharded_exchange(replica, shard);
+      } else if (transfer_type_ != DataType::f32) {
         compact_all_reduce(replica, shard);
       } else {
         float* gradients = self.parameters->gradients() + shard.offset;
@@ -249,6 +257,37 @@ void ReplicatedStrategy::sparse_exchange(int replica, size_t table_index) {
   count_kernels(replica, 5 + static_cast<int64_t>(n));
 }
 
+// In place in the replica's buffers, on the communication stream: the first N x (count / N)
+// elements are reduce-scattered (this replica's world rank picks its chunk), updated and
+// all-gathered; the count % N left over (fewer than N) are all-reduced and updated everywhere.
+void ReplicatedStrategy::sharded_exchange(int replica, GradientRange range) {
+  const Replica& self = replicas()[replica];
+  const size_t n = static_cast<size_t>(world_size());
+  const size_t chunk = range.count / n;
+  const int64_t step = steps_completed_[replica] + 1;
+  float* parameters = self.parameters->parameters();
+  float* gradients = self.parameters->gradients();
+  if (chunk > 0) {
+    const GradientRange own{range.offset + static_cast<size_t>(world_rank(replica)) * chunk, chunk};
+    communicator_->reduce_scatter(replica, gradients + range.offset, gradients + own.offset, chunk, DataType::f32,
+                                  ReduceOp::average, StreamKind::communication);
+    self.optimizer->apply(parameters, gradients, own, step, StreamKind::communication, self.parameters);
+    communicator_->all_gather(replica, parameters + own.offset, parameters + range.offset, chunk, DataType::f32,
+                              StreamKind::communication);
+    // The other shards arrived as fp32 only: their 16-bit copies (mixed precision) follow here.
+    if (self.parameters->weight_copy() != nullptr)
+      self.parameters->refresh_weight_copy(GradientRange{range.offset, chunk * n}, StreamKind::communication);
+    count_kernels(replica, 3);
+  }
+  const GradientRange rest{range.offset + chunk * n, range.count - chunk * n};
+  if (rest.count > 0) {
+    communicator_->all_reduce(replica, gradients + rest.offset, gradients + rest.offset, rest.count, DataType::f32,
+                              ReduceOp::average, StreamKind::communication);
+    self.optimizer->apply(parameters, gradients, rest, step, StreamKind::communication, self.parameters);
+    count_kernels(replica, 2);
+  }
+}
+
 void ReplicatedStrategy::compact_all_reduce(int replica, GradientRange range) {
   const Replica& self = replicas()[replica];
   CompactBuffers& buffers = *compact_[replica];
@@ -287,6 +326,11 @@ void ReplicatedStrategy::complete_step(int replica, int64_t step) {
     device.wait(StreamKind::compute, *exchanged_[replica]);
   }
   meter(replica).end_wait();
+  ++steps_completed_[replica];
+  if (sharded_) {  // the exchanges updated and gathered every range already
+    count_kernels(replica, 1);
+    return;
+  }
   // Every replica now holds the same mean gradients and applies the same update.
   self.optimizer->begin_update(self.parameters->gradients(), self.parameters->count());
   self.optimizer->apply(self.parameters->parameters(), self.parameters->gradients(),
@@ -314,9 +358,23 @@ TrafficModel ReplicatedStrategy::traffic() const {
     // Ring all-reduce: reduce-scatter then all-gather, each sending (N-1)/N of the message.
     model.bytes_sent_per_device = 2.0 * (n - 1) / n * model.bytes_per_step * half;
     model.collectives_per_step = pieces * (transfer_type_ == DataType::f32 ? 1 : 2);
+    if (sharded_) {
+      // Reduce-scatter and all-gather each send (N-1)/N of the range: an all-reduce's bytes.
+      model.exchange = "reduce-scatter, sharded update, all-gather (" + spec_.text() + ")";
+      const size_t ranks = static_cast<size_t>(world_size());
+      model.collectives_per_step = 0;
+      for (const GradientRange& range : plan())
+        for (const GradientRange& shard : split_range(range, spec_.shards))
+          model.collectives_per_step += (shard.count >= ranks ? 2 : 0) + (shard.count % ranks != 0 ? 1 : 0);
+      model.details["sharded_update"] = true;
+      model.details["transfer_includes"] = "each replica's update of its shard, between the two collectives";
+    }
   }
   model.busbw_factor = 2.0 * (n - 1) / n;
   model.busbw_formula = "all-reduce: busbw = algbw x 2(n-1)/n, algbw = fp32 gradient bytes / transfer time";
+  if (sharded_)
+    model.busbw_formula = "reduce-scatter + all-gather, an all-reduce's traffic: busbw = algbw x 2(n-1)/n, algbw = "
+                          "fp32 gradient bytes / transfer time (which includes the shard's update)";
   if (!sparse_tables_.empty()) add_sparse_traffic(model);
   return model;
 }

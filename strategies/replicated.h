@@ -10,6 +10,13 @@
 // at a fixed capacity, all-gathers the packs and scatter-adds them into a zeroed table gradient,
 // rank by rank (the same order everywhere, so replicas stay bit-identical). The rest of the
 // range is all-reduced as before.
+// With --sharded_update (nccl only), a range is reduce-scattered instead: each replica then
+// holds the mean gradient of its 1/N of the range, updates those parameters alone (on the
+// communication stream, while backward goes on) and all-gathers them back into every replica.
+// The same bytes travel as in an all-reduce, but each replica runs 1/N of the optimizer's work,
+// and only the last range's share of it follows backward. Parameters change during backward, so
+// a model must announce a range only once backward no longer reads those parameters (all of
+// dpbench's models do: a layer announces after computing its input gradient).
 #pragma once
 
 #include <memory>
@@ -49,6 +56,7 @@ class ReplicatedStrategy final : public BucketedExchangeStrategy {
   void plan_sparse_exchange();
   void compact_all_reduce(int replica, GradientRange range);
   void sparse_exchange(int replica, size_t table);
+  void sharded_exchange(int replica, GradientRange range);
   // Elements of one replica's pack of table `table`: the row ids (as many as the capacity,
   // padded to a multiple of 4 so the values start 16-byte aligned), then capacity x dim values
   // (padded likewise, so that every rank's pack in the gathered buffer is aligned as well).
@@ -66,6 +74,8 @@ class ReplicatedStrategy final : public BucketedExchangeStrategy {
   std::vector<PlannedParts> parts_;                   // per planned range
   std::vector<std::unique_ptr<SparseBuffers>> sparse_;  // per replica
   std::vector<std::unique_ptr<Event>> exchanged_;  // per replica, on its communication stream
+  bool sharded_ = false;                 // --sharded_update
+  std::vector<int64_t> steps_completed_;  // per replica: the update's step number during exchanges
 };
 
 // fp16 | bf16 from --compact_gradient_transfer; f32 for none.

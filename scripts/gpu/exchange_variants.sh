@@ -7,7 +7,8 @@
 #   VARIANT = "name|ENV=V ENV2=V|--flag --flag"  (either part may be empty), e.g.
 #   scripts/gpu/exchange_variants.sh /tmp/x nmt:384 4 2 "default||" "cta1|NCCL_CTA_POLICY=1|" \
 #     "bf16||--compact_gradient_transfer=bf16"
-# Every variant runs --variable_update=replicated unless its flags say otherwise.
+# Every variant runs --variable_update=replicated unless its flags say otherwise. EXTRA_FLAGS go to
+# every run, baselines included (e.g. --cudnn_benchmark=false for repeatable CNN step times).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=${1:?usage: exchange_variants.sh OUT_DIR MODEL:BATCH N ROUNDS VARIANT...}
@@ -21,6 +22,8 @@ source scripts/gpu/env.sh build/dpbench >/dev/null
 export NCCL_NVLS_ENABLE=0
 model=${entry%%:*}; batch=${entry##*:}
 base=(--model="$model" --batch_size="$batch" --num_batches="${NUM_BATCHES:-40}" --num_warmup_batches="${NUM_WARMUP:-10}" --display_every=1000)
+read -r -a extra <<< "${EXTRA_FLAGS:-}"
+base+=("${extra[@]}")
 case $model in
   nmt) base+=(--encoder_type=cudnn_lstm --direction=bi --precision=tf32) ;;
   rnnlm) base+=(--precision=tf32) ;;

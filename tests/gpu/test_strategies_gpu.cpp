@@ -32,6 +32,10 @@ std::vector<GpuVariant> gpu_variants() {
       {"replicated nccl#2, no overlap", replicated("nccl#2", [](RunConfig& c) { c.overlap_comm = false; }), 1e-4, 1e-5},
       {"replicated nccl, per tensor, small batched",
        replicated("nccl", [](RunConfig& c) { c.bucket_cap_mb = 0; c.agg_small_grads_max_bytes = 2048; }), 1e-4, 1e-5},
+      {"replicated nccl, sharded update", replicated("nccl", [](RunConfig& c) { c.sharded_update = true; }), 1e-4, 1e-5},
+      {"replicated nccl#2, sharded update, per tensor, no overlap",
+       replicated("nccl#2", [](RunConfig& c) { c.sharded_update = true; c.bucket_cap_mb = 0; c.overlap_comm = false; }),
+       1e-4, 1e-5},
       {"replicated xring", replicated("xring"), 1e-4, 1e-5},
       {"replicated xring#2, tiny buckets", replicated("xring#2", [](RunConfig& c) { c.bucket_cap_mb = 0.01; }), 1e-4, 1e-5},
       {"replicated psgpu", replicated("psgpu"), 1e-4, 1e-5},
@@ -96,12 +100,14 @@ TEST_CASE("[gpu] every averaging strategy trains trivial as one GPU with N times
                        gpu_variants(), {});
 }
 
-TEST_CASE("[gpu] rnnlm (cuDNN LSTM, Adam) trains alike under replicated nccl and parameter_server gpu",
+TEST_CASE("[gpu] rnnlm (cuDNN LSTM, Adam) trains alike under replicated nccl (sharded update too) and parameter_server gpu",
           "[gpu][strategies]") {
   for (int n : gpu_counts())
     check_like_one_gpu(kTinyRnnlm, 4, n,
                        {{"replicated nccl", replicated("nccl"), kAdamRtol, kAdamAtol},
                         {"parameter_server gpu", parameter_server("gpu"), kAdamRtol, kAdamAtol},
+                        {"replicated nccl, sharded update", replicated("nccl", [](RunConfig& c) { c.sharded_update = true; }),
+                         kAdamRtol, kAdamAtol},
                         {"replicated xring", replicated("xring"), kAdamRtol, kAdamAtol}},
                        {});
 }

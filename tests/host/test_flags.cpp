@@ -355,6 +355,31 @@ TEST_CASE("flag --sparse_embedding_grads: replicated models with embedding table
         "--variable_update=replicated");
 }
 
+TEST_CASE("flag --sharded_update: replicated over nccl, full-width dense exchanges", "[flags]") {
+  CHECK(parse({"--variable_update=replicated", "--sharded_update"}).sharded_update);
+  CHECK(parse({"--variable_update=replicated", "--sharded_update", "--all_reduce_spec=nccl#2"}).sharded_update);
+  CHECK_FALSE(parse({"--variable_update=replicated"}).sharded_update);
+  CHECK(error_of({"--variable_update=parameter_server", "--sharded_update"}) ==
+        "--sharded_update=true: only --variable_update=replicated shards the update of its replicas, and this "
+        "run is --variable_update=parameter_server; drop --sharded_update or use --variable_update=replicated");
+  CHECK_THAT(error_of({"--variable_update=independent", "--sharded_update=false"}),
+             Contains("--sharded_update=false: --variable_update=independent exchanges no gradients"));
+  CHECK(error_of({"--variable_update=replicated", "--sharded_update", "--all_reduce_spec=xring"}) ==
+        "--sharded_update=true with --all_reduce_spec=xring: the shards travel by NCCL's reduce-scatter and "
+        "all-gather, which only the nccl spec uses; use --all_reduce_spec=nccl (or nccl#k), or drop --sharded_update");
+  CHECK_THAT(error_of({"--variable_update=replicated", "--sharded_update", "--compact_gradient_transfer=bf16"}),
+             Contains("--sharded_update=true with --compact_gradient_transfer=bf16: "));
+  CHECK_THAT(error_of({"--model=nmt", "--variable_update=replicated", "--sharded_update", "--sparse_embedding_grads"}),
+             Contains("--sharded_update=true with --sparse_embedding_grads=true: "));
+  CHECK(error_of({"--model=resnet50", "--use_fp16", "--fp16_enable_auto_loss_scale", "--variable_update=replicated",
+                  "--sharded_update"}) ==
+        "--sharded_update=true with --fp16_enable_auto_loss_scale=true: each shard's owner would decide alone "
+        "whether to skip a step, so the replicas would diverge; use a fixed --fp16_loss_scale, or drop "
+        "--sharded_update");
+  CHECK(error_of({"--variable_update=replicated", "--sharded_update=often"}) ==
+        "--sharded_update=often: not a boolean; accepted: true, false");
+}
+
 TEST_CASE("parameter_server takes a fixed fp16 loss scale only", "[flags]") {
   CHECK(error_of({"--model=resnet50", "--precision=fp16", "--fp16_enable_auto_loss_scale",
                   "--variable_update=parameter_server"}) ==
