@@ -1,6 +1,8 @@
 // Console formatting for runs (see console.h).
 #include "cli/console.h"
 
+#include "engine/gpu_telemetry.h"
+
 #include "cli/flags_validation.h"
 
 #include <algorithm>
@@ -47,6 +49,7 @@ std::string describe_strategy(const RunConfig& c) {
   parts.push_back(c.overlap_comm ? "overlapped" : "after backward");
   if (!c.compact_gradient_transfer.empty()) parts.push_back(c.compact_gradient_transfer + " transfer");
   if (c.sparse_embedding_grads) parts.push_back("sparse embedding gradients");
+  if (c.sharded_update) parts.push_back("sharded update");
   std::string text = c.variable_update + " (";
   for (size_t i = 0; i < parts.size(); ++i) text += (i ? ", " : "") + parts[i];
   return text + ")";
@@ -145,6 +148,8 @@ std::string format_summary(const Result& result) {
     text += fmt::format("  kernel launches per step: {}\n", *s.kernel_launches_per_step);
   text += fmt::format("  final loss {:.6f}, param_norm {:.6f}, {} parameters\n", s.final_loss, s.param_norm,
                       s.num_parameters);
+  const std::string gpus = describe_telemetry(s.gpu_telemetry);
+  if (!gpus.empty()) text += "  GPUs: " + gpus + "\n";
   text += std::string(64, '-') + "\n";
   return text;
 }

@@ -11,6 +11,7 @@
 #include "engine/cuda/cuda_controls.h"
 #include "engine/device_factory.h"
 #include "engine/environment.h"
+#include "engine/gpu_telemetry.h"
 #include "engine/errors.h"
 #include "engine/process_group.h"
 #include "models/batch_sources.h"
@@ -75,11 +76,12 @@ void combine_across_processes(const ProcessGroup& group, RunMeasurements& m) {
 void describe_every_process(const ProcessGroup& group, EnvironmentRecord& environment) {
   nlohmann::json mine = nlohmann::json::array();
   for (const DeviceRecord& device : environment.devices)
-    mine.push_back({device.index, device.name, device.memory_bytes, device.compute_capability});
+    mine.push_back({device.index, device.name, device.memory_bytes, device.compute_capability, device.pci_bus_id});
   std::vector<DeviceRecord> devices;
   for (const std::string& text : group.all_gather_text(mine.dump()))
     for (const auto& d : nlohmann::json::parse(text))
-      devices.push_back({d[0].get<int>(), d[1].get<std::string>(), d[2].get<uint64_t>(), d[3].get<std::string>()});
+      devices.push_back({d[0].get<int>(), d[1].get<std::string>(), d[2].get<uint64_t>(), d[3].get<std::string>(),
+                         d[4].get<std::string>()});
   environment.devices = devices;
   std::vector<std::string> hosts;
   for (const std::string& host : group.hostnames())
@@ -99,6 +101,8 @@ std::string flags_every_rank_shares(const RunConfig& config) {
 // tf_cnn_benchmarks' static default; the automatic scale starts high and halves to what fits.
 constexpr double kDefaultLossScale = 128;
 constexpr double kDefaultAutoLossScale = 32768;
+// NVML refreshes clocks and power about every 100 ms; sampling faster reads the same values.
+constexpr std::chrono::milliseconds kTelemetryPeriod{100};
 
 
 EnvironmentRecord describe_environment(const RunConfig& config, const std::vector<DeviceDescription>& devices) {
@@ -107,7 +111,8 @@ EnvironmentRecord describe_environment(const RunConfig& config, const std::vecto
   environment.date = utc_timestamp_iso8601();
   environment.backend = backend_name(config.backend);
   for (const DeviceDescription& device : devices)
-    environment.devices.push_back({device.index, device.name, device.memory_bytes, device.compute_capability});
+    environment.devices.push_back(
+        {device.index, device.name, device.memory_bytes, device.compute_capability, device.pci_bus_id});
   const LibraryVersions versions = loaded_library_versions();
   environment.cuda_runtime = versions.cuda_runtime;
   environment.cuda_driver = versions.cuda_driver;
@@ -357,6 +362,10 @@ Result run_benchmark(const ParsedRunFlags& flags) {
 
   Runner runner(*model, *strategy, devices, settings);
 
+  // Sampled from here on; the summary keeps the measured steps' window only.
+  std::vector<std::string> bus_ids;
+  for (const DeviceDescription& description : descriptions) bus_ids.push_back(description.pci_bus_id);
+  GpuTelemetry telemetry(bus_ids, kTelemetryPeriod);
   const std::string unit = model->unit();
   RunMeasurements measured = runner.run(
       [&](const ProgressSnapshot& snapshot) { print(format_progress_line(snapshot, items_per_step, unit) + "\n"); },
@@ -364,6 +373,11 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   if (group != nullptr) combine_across_processes(*group, measured);
 
   Result result = assemble_result(effective, measured, unit, items_per_step, descriptions, data_summary);
+  // This process's GPUs only: under mpirun each rank samples its own.
+  result.summary.gpu_telemetry = telemetry.summarize(
+      measured.measured_from, measured.measured_until, result.summary.measured_steps,
+      result.summary.items_per_sec * result.summary.total_time_s);
+  if (group != nullptr) result.summary.gpu_telemetry["scope"] = "the GPU of rank " + std::to_string(group->rank());
   if (group != nullptr) describe_every_process(*group, result.environment);
   print(format_summary(result));
   // One result for the job, from rank 0; "{rank}" in the name asks every rank for its own copy.

@@ -25,6 +25,7 @@ struct DeviceDescription {
   std::string name;
   uint64_t memory_bytes = 0;
   std::string compute_capability;  // "9.0"; empty for reference devices
+  std::string pci_bus_id;          // "0000:18:00.0", how NVML finds the GPU; empty for reference devices
 };
 
 // A point in a stream. Created once (never per step), recorded every step.

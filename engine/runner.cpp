@@ -350,6 +350,8 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
     result.step_loss.push_back(step_loss(step));
   }
   result.total_time_s = std::chrono::duration<double>(wall_end - wall_start).count();
+  result.measured_from = wall_start;
+  result.measured_until = wall_end;
   ReplicaState& first = *replicas_.front();
   first.device->make_current();
   Buffer scratch = first.device->allocate(std::max<size_t>(first.device->ops().sum_squares_scratch_bytes(), 8));

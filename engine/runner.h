@@ -67,6 +67,8 @@ struct RunMeasurements {
   std::vector<double> step_loss;     // all steps (mean over replicas)
   int64_t warmup_steps = 0;
   double total_time_s = 0;           // measured steps, host wall clock
+  // The measured steps' window on the host's steady clock (GPU telemetry is read over it).
+  std::chrono::steady_clock::time_point measured_from, measured_until;
   double param_norm = 0;             // replica 0, L2 in double
   int64_t num_parameters = 0;
   nlohmann::json comm = nlohmann::json::object();

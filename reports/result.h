@@ -34,6 +34,7 @@ struct DeviceRecord {
   std::string name;
   uint64_t memory_bytes = 0;
   std::string compute_capability;
+  std::string pci_bus_id;  // as NVML and nvidia-smi name the GPU; "" on the reference backend
 };
 
 struct EnvironmentRecord {
@@ -73,6 +74,9 @@ struct Summary {
   // Where the batches came from and what feeding them cost (data set, feed, waits, epochs);
   // see "Result JSON" in README.md.
   nlohmann::json data = nlohmann::json::object();
+  // The GPUs' clocks, power, limits and energy over the measured steps (engine/gpu_telemetry.h);
+  // {"available": false, "reason": ...} where they could not be read (reference backend, no NVML).
+  nlohmann::json gpu_telemetry = nlohmann::json::object();
 };
 
 struct Result {

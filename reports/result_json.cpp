@@ -27,7 +27,8 @@ json environment_to_json(const EnvironmentRecord& environment) {
     devices.push_back({{"index", device.index},
                        {"name", device.name},
                        {"memory_bytes", device.memory_bytes},
-                       {"compute_capability", device.compute_capability}});
+                       {"compute_capability", device.compute_capability},
+                       {"pci_bus_id", device.pci_bus_id}});
   }
   return {{"hostname", environment.hostname}, {"date", environment.date},
           {"backend", environment.backend},   {"devices", std::move(devices)},
@@ -59,7 +60,8 @@ json summary_to_json(const Summary& summary) {
           {"math", summary.math},
           {"loss_scaling", summary.loss_scaling},
           {"final_loss_scale", summary.final_loss_scale},
-          {"data", summary.data}};
+          {"data", summary.data},
+          {"gpu_telemetry", summary.gpu_telemetry}};
 }
 
 // ---- reading ----------------------------------------------------------------------------------
@@ -166,6 +168,7 @@ EnvironmentRecord environment_from_json(const json& document) {
     device.name = string_member(devices[i], path, "name");
     device.memory_bytes = unsigned_member(devices[i], path, "memory_bytes");
     device.compute_capability = string_member(devices[i], path, "compute_capability");
+    if (devices[i].contains("pci_bus_id")) device.pci_bus_id = string_member(devices[i], path, "pci_bus_id");
     environment.devices.push_back(std::move(device));
   }
   environment.cuda_runtime = string_member(object, where, "cuda");
@@ -209,6 +212,8 @@ Summary summary_from_json(const json& document) {
   if (object.contains("final_loss_scale"))
     summary.final_loss_scale = double_member(object, where, "final_loss_scale");
   if (object.contains("data")) summary.data = object_member(object, where, "data");
+  // Added later too: older results have no telemetry.
+  if (object.contains("gpu_telemetry")) summary.gpu_telemetry = object_member(object, where, "gpu_telemetry");
   return summary;
 }
 

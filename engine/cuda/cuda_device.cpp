@@ -117,6 +117,8 @@ CudaDevice::CudaDevice(int ordinal) {
   description_.memory_bytes = properties.totalGlobalMem;
   description_.compute_capability =
       std::to_string(properties.major) + "." + std::to_string(properties.minor);
+  char bus_id[32] = {};
+  if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, ordinal) == cudaSuccess) description_.pci_bus_id = bus_id;
 
   streams_.reserve(kNumStreamKinds);
   for (int i = 0; i < kNumStreamKinds; ++i) streams_.emplace_back();

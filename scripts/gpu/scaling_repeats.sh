@@ -5,7 +5,8 @@
 # alike; a table of medians over the rounds with min-max ranges, and optionally PyTorch DDP twins.
 # Usage: scripts/gpu/scaling_repeats.sh OUT_DIR ["model:batch ..."] [N] [R]
 #   e.g. scripts/gpu/scaling_repeats.sh /tmp/repeats "nmt:384 resnet50:64" 4 3
-# Environment: STRATEGIES ("independent replicated:nccl parameter_server:gpu"), NUM_BATCHES (50),
+# Environment: STRATEGIES ("independent replicated:nccl parameter_server:gpu"; "replicated:nccl+sharded"
+#   adds --sharded_update=true), NUM_BATCHES (50),
 #   NUM_WARMUP (10), TWINS (1: one PyTorch DDP run on 1 and on N GPUs per model; 0: none).
 # Efficiency = 100 x median(throughput_N) / (N x median(throughput_1 on GPU 0)); the table also
 # gives it against the slowest GPU alone, the bound a synchronous step can reach.
@@ -32,7 +33,10 @@ strategy_flags() {  # variant -> dpbench flags
   local update=${1%%:*} option=""
   [[ $1 == *:* ]] && option=${1#*:}
   case $update in
-    replicated) echo "--variable_update=replicated --all_reduce_spec=${option:-nccl}" ;;
+    replicated)
+      local spec=${option%%+*} sharded=""
+      [[ $option == *+sharded ]] && sharded=" --sharded_update=true"
+      echo "--variable_update=replicated --all_reduce_spec=${spec:-nccl}$sharded" ;;
     parameter_server) echo "--variable_update=parameter_server --local_parameter_device=${option:-gpu}" ;;
     *) echo "--variable_update=$update" ;;
   esac
@@ -94,6 +98,30 @@ def speed(path):
     return None
 
 
+def telemetry(pattern):
+    """Medians over runs of the mean SM clock (MHz), the power-capped share and joules per item."""
+    clocks, capped, joules = [], [], []
+    for path in sorted(glob.glob(os.path.join(out, pattern))):
+        try:
+            t = json.load(open(path))["summary"].get("gpu_telemetry", {})
+        except (OSError, ValueError, KeyError):
+            continue
+        if "sm_clock_mhz_mean" in t:
+            clocks.append(t["sm_clock_mhz_mean"])
+            capped.append(t.get("power_capped_share", 0))
+        if t.get("items_per_joule"):
+            joules.append(1 / t["items_per_joule"])
+    med = lambda v: statistics.median(v) if v else None
+    return med(clocks), med(capped), med(joules)
+
+
+def fmt_telemetry(values):
+    clock, capped, joules = values
+    if clock is None:
+        return "- | - | -"
+    return f"{clock:,.0f} | {100 * capped:.0f}% | " + ("-" if joules is None else f"{1e3 * joules:.3f}")
+
+
 def eff(value, base):
     return 100 * value / (n * base)
 
@@ -114,18 +142,20 @@ for entry in runs:
     print(f"\n### {model}: 1 GPU (GPU 0) median {one:,.0f} items/s over {len(ones)} runs "
           f"({min(ones):,.0f}-{max(ones):,.0f}); each GPU alone: "
           + ", ".join("-" if v is None else f"{v:,.0f}" for v in alone))
-    print(f"\n| strategy | {n} GPUs items/s (median) | runs (min-max) | efficiency vs GPU 0 | range | efficiency vs slowest GPU alone |")
-    print("|---|--:|--:|--:|--:|--:|")
+    print(f"1 GPU telemetry (median): SM MHz | power-capped | mJ per item = {fmt_telemetry(telemetry(f'{model}_independent_g1_r*.json'))}")
+    print(f"\n| strategy | {n} GPUs items/s (median) | runs (min-max) | efficiency vs GPU 0 | range | efficiency vs slowest GPU alone | SM MHz | power-capped | mJ per item |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
     for variant in strategies:
         values = series(f"{model}_{variant.replace(':', '-')}_g{n}_r*.json")
         if not values:
-            print(f"| {variant} | failed | | | | |")
+            print(f"| {variant} | failed | | | | | | | |")
             continue
         med = statistics.median(values)
         vs_slowest = f"{eff(med, slowest):.1f}%" if slowest else "-"
         print(f"| {variant} | {med:,.0f} | {len(values)} ({min(values):,.0f}-{max(values):,.0f}) | "
-              f"{eff(med, one):.1f}% | {eff(min(values), one):.1f}-{eff(max(values), one):.1f}% | {vs_slowest} |")
+              f"{eff(med, one):.1f}% | {eff(min(values), one):.1f}-{eff(max(values), one):.1f}% | {vs_slowest} | "
+              f"{fmt_telemetry(telemetry(f'{model}_{variant.replace(chr(58), chr(45))}_g{n}_r*.json'))} |")
     d1, dn = speed(os.path.join(out, f"ddp_{model}_g1.json")), speed(os.path.join(out, f"ddp_{model}_g{n}.json"))
     if d1 and dn:
-        print(f"| PyTorch DDP (one run each) | {dn:,.0f} | 1 GPU: {d1:,.0f} | {eff(dn, d1):.1f}% | | |")
+        print(f"| PyTorch DDP (one run each) | {dn:,.0f} | 1 GPU: {d1:,.0f} | {eff(dn, d1):.1f}% | | | | | |")
 PY
