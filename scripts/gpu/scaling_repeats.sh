@@ -7,7 +7,8 @@
 #   e.g. scripts/gpu/scaling_repeats.sh /tmp/repeats "nmt:384 resnet50:64" 4 3
 # Environment: STRATEGIES ("independent replicated:nccl parameter_server:gpu"; "replicated:nccl+sharded"
 #   adds --sharded_update=true), NUM_BATCHES (50),
-#   NUM_WARMUP (10), TWINS (1: one PyTorch DDP run on 1 and on N GPUs per model; 0: none).
+#   NUM_WARMUP (10), TWINS (1: one PyTorch DDP run on 1 and on N GPUs per model; 0: none),
+#   EXTRA_FLAGS (added to every dpbench run, e.g. --cudnn_benchmark=false).
 # Efficiency = 100 x median(throughput_N) / (N x median(throughput_1 on GPU 0)); the table also
 # gives it against the slowest GPU alone, the bound a synchronous step can reach.
 set -uo pipefail
@@ -41,9 +42,10 @@ strategy_flags() {  # variant -> dpbench flags
     *) echo "--variable_update=$update" ;;
   esac
 }
+read -r -a extra_flags <<< "${EXTRA_FLAGS:-}"
 run() {  # tag, then dpbench flags
   local tag=$1; shift
-  ./build/dpbench --device=gpu --num_batches="${NUM_BATCHES:-50}" --num_warmup_batches="${NUM_WARMUP:-10}" \
+  ./build/dpbench --device=gpu "${extra_flags[@]}" --num_batches="${NUM_BATCHES:-50}" --num_warmup_batches="${NUM_WARMUP:-10}" \
     --display_every=1000 --result_file="$out/$tag.json" "$@" > "$out/$tag.log" 2>&1 \
     || echo "$tag failed: $(tail -n 1 "$out/$tag.log")"
 }
