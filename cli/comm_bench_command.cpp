@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <climits>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -15,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/flag_limits.h"
 #include "cli/flags_validation.h"
 #include "cli/log.h"
 #include "engine/communicator.h"
@@ -22,6 +24,7 @@
 #include "engine/environment.h"
 #include "engine/errors.h"
 #include "engine/thread_barrier.h"
+#include "reports/text_file.h"
 #include "dpbench_version.h"
 
 namespace dpbench {
@@ -54,11 +57,12 @@ const std::vector<FlagSpec>& flag_specs() {
   return specs;
 }
 
-int parse_int(const std::string& flag, const std::string& text, int minimum) {
+int parse_int(const std::string& flag, const std::string& text, int minimum, int maximum) {
   int value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || text.empty() || value < minimum) {
-    reject(flag, text, "accepted: an integer >= " + std::to_string(minimum));
+  if (error != std::errc() || end != text.data() + text.size() || text.empty() || value < minimum ||
+      value > maximum) {
+    reject(flag, text, "accepted: an integer from " + std::to_string(minimum) + " to " + std::to_string(maximum));
   }
   return value;
 }
@@ -213,23 +217,6 @@ nlohmann::json describe_environment(BackendKind backend, const std::vector<Devic
           {"nccl", versions.nccl}};
 }
 
-// Temp file + rename, as the run's result: `path` never holds half a document.
-void write_json_atomically(const nlohmann::json& document, const std::string& path) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << document.dump(2) << '\n';
-    out.flush();
-    if (!out) throw RuntimeError("cannot write '" + temporary + "' for --json=" + path);
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    std::filesystem::remove(temporary, error);
-    throw RuntimeError("cannot write --json=" + path + ": " + error.message());
-  }
-}
-
 }  // namespace
 
 const char* bench_collective_name(BenchCollective collective) {
@@ -279,7 +266,7 @@ size_t parse_byte_size(const std::string& flag, const std::string& text) {
   else if (suffix == "G" || suffix == "g") shift = 30;
   else if (!suffix.empty()) reject(flag, text, accepted);
   if (value == 0) reject(flag, text, accepted);
-  if (value > (~0ull >> shift)) reject(flag, text, "too large");
+  if (value > (kMaxBenchBytes >> shift)) reject(flag, text, "too large; accepted: up to 1024G");
   return static_cast<size_t>(value << shift);
 }
 
@@ -321,7 +308,7 @@ CommBenchOptions parse_comm_bench_flags(const std::vector<std::string>& args, co
   options.fell_back_to_reference = options.device == "auto" && !on_gpu;
   const int device_limit = on_gpu ? inventory.cuda_gpus : kMaxReferenceDevices;
   const std::string num_gpus = text("num_gpus", std::to_string(on_gpu ? inventory.cuda_gpus : 2));
-  options.num_devices = parse_int("num_gpus", num_gpus, 1);
+  options.num_devices = parse_int("num_gpus", num_gpus, 1, INT_MAX);
   if (options.num_devices > device_limit) {
     reject("num_gpus", num_gpus,
            on_gpu ? "only " + std::to_string(device_limit) + " CUDA GPU(s) present"
@@ -334,9 +321,10 @@ CommBenchOptions parse_comm_bench_flags(const std::vector<std::string>& args, co
     throw ConfigError("--min_bytes=" + text("min_bytes", "1M") + " is larger than --max_bytes=" +
                       text("max_bytes", "1G") + "; sizes double from min_bytes up to max_bytes");
   }
-  options.iters = parse_int("iters", text("iters", "20"), 1);
-  options.warmup_iters = parse_int("warmup_iters", text("warmup_iters", "5"), 0);
+  options.iters = parse_int("iters", text("iters", "20"), 1, kMaxBenchIterations);
+  options.warmup_iters = parse_int("warmup_iters", text("warmup_iters", "5"), 0, kMaxBenchIterations);
   options.json_file = text("json", "");
+  if (!options.json_file.empty()) check_output_path(options.json_file, "--json");
   return options;
 }
 
@@ -517,7 +505,7 @@ void run_comm_bench_command(const std::vector<std::string>& args, const DeviceIn
       {"busbw_factor", bus_bandwidth_factor(options.collective, options.num_devices)},
       {"rows", rows_json},
   };
-  write_json_atomically(document, options.json_file);
+  write_text_atomically(options.json_file, document.dump(2) + "\n", "comm_bench rows");
   print("Rows written to " + options.json_file + "\n");
 }
 

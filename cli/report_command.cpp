@@ -1,11 +1,14 @@
 // `dpbench report` (see the header): flag parsing, path checks, and writing what reports/ renders.
 #include "cli/report_command.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 
 #include "cli/log.h"
 #include "engine/errors.h"
+#include "engine/file_checks.h"
 #include "reports/report_loader.h"
 #include "reports/report_plots.h"
 #include "reports/report_tables.h"
@@ -38,17 +41,15 @@ void check_paths(const ReportOptions& options) {
     throw ConfigError("report: no such file or folder: " + quoted_list(missing) +
                       " (give result files or folders that hold them)");
   }
-  std::error_code error;
-  if (!options.output.empty()) {
-    if (fs::is_directory(options.output, error))
-      throw ConfigError("--output=" + options.output + ": is a folder; give a file name");
-    const fs::path parent = fs::path(options.output).parent_path();
-    if (!parent.empty() && !fs::is_directory(parent, error))
-      throw ConfigError("--output=" + options.output + ": the folder '" + parent.string() + "' does not exist");
-  }
-  if (!options.plots_directory.empty() && fs::exists(options.plots_directory, error) &&
-      !fs::is_directory(options.plots_directory, error)) {
-    throw ConfigError("--plots=" + options.plots_directory + ": exists and is not a folder");
+  if (!options.output.empty()) check_output_path(options.output, "--output");
+  if (!options.plots_directory.empty()) {
+    const std::string& folder = options.plots_directory;
+    std::error_code error;
+    if (inspect_path(folder).kind == PathKind::missing) fs::create_directories(folder, error);
+    const std::string why_not = error ? "cannot be created: " + error.message() : why_not_folder(folder);
+    if (!why_not.empty()) throw ConfigError("--plots=" + folder + ": it " + why_not + "; give a folder to write the figures to");
+    if (::access(folder.c_str(), W_OK) != 0)
+      throw ConfigError("--plots=" + folder + ": the folder is not writable; give another");
   }
 }
 

@@ -299,16 +299,16 @@ TEST_CASE("a failed write throws and creates nothing", "[result_json]") {
   const std::string path = (missing_directory / "result.json").string();
   CHECK_THROWS_AS(dpbench::write_result_atomically(make_full_result(), path), RuntimeError);
   CHECK_THROWS_WITH(dpbench::write_result_atomically(make_full_result(), path),
-                    Catch::Contains(path) && Catch::Contains("No such file or directory"));
+                    Catch::Contains(path) && Catch::Contains("does not exist"));
   CHECK_FALSE(fs::exists(missing_directory));
   CHECK(scratch.entries().empty());
 
-  // The rename fails (the target is a directory) after the temporary file was written:
-  // the temporary file must be gone and the directory untouched.
+  // A directory at the path is refused before anything is written: no temporary file, the
+  // directory untouched.
   const fs::path occupied = scratch.path / "occupied";
   fs::create_directory(occupied);
   CHECK_THROWS_WITH(dpbench::write_result_atomically(make_full_result(), occupied.string()),
-                    Catch::Contains(occupied.string()) && Catch::Contains("rename"));
+                    Catch::Contains(occupied.string()) && Catch::Contains("is a directory"));
   CHECK(scratch.entries() == std::vector<std::string>{"occupied"});
   CHECK(fs::is_empty(occupied));
 }
@@ -317,7 +317,7 @@ TEST_CASE("reading a bad result file names the file", "[result_json]") {
   ScratchDirectory scratch;
   const std::string missing = (scratch.path / "missing.json").string();
   CHECK_THROWS_WITH(dpbench::read_result_file(missing),
-                    Catch::Contains(missing) && Catch::Contains("No such file or directory"));
+                    Catch::Contains(missing) && Catch::Contains("does not exist"));
 
   const std::string invalid = (scratch.path / "invalid.json").string();
   write_text(invalid, "{\"schema_version\": 1, \"summary\": ");
