@@ -3,8 +3,10 @@
 // sets' file and vocabulary options, each accepted only where it means something.
 #include <filesystem>
 
+#include "cli/flag_limits.h"
 #include "cli/flag_parsing.h"
 #include "cli/flags_validation.h"
+#include "engine/file_checks.h"
 #include "models/model_registry.h"
 
 namespace dpbench {
@@ -44,15 +46,39 @@ void parse_timed_epochs(const std::string& text, int num_epochs, DataConfig* dat
   data->timed_epoch_last = b;
 }
 
+// A vocabulary file is optional (without one it is built from the training text), so the data
+// reader only looks for a regular file there; a FIFO, folder or broken link in its place would
+// be passed over without a word. Here it gets one line naming what is there instead.
+void check_vocabulary_files(const DataConfig& data) {
+  const std::filesystem::path folder(data.data_dir);
+  auto check = [&](const char* flag, const std::string& value, const std::vector<std::string>& candidates) {
+    std::string first_problem;
+    for (const std::string& candidate : candidates) {
+      const PathInfo info = inspect_path(candidate);
+      if (info.kind == PathKind::regular_file) return;  // read as the vocabulary (and checked there)
+      if (info.kind != PathKind::missing && first_problem.empty())
+        first_problem = candidate + " " + why_not_readable_file(candidate);
+    }
+    if (!first_problem.empty()) reject(flag, value, first_problem + "; expects a vocabulary file, one token per line");
+  };
+  // --vocab_file as given, else under --data_dir (an absolute name stays itself).
+  if (!data.vocab_file.empty())
+    check("vocab_file", data.vocab_file, {data.vocab_file, (folder / data.vocab_file).string()});
+  if (data.data_name == "parallel_text") {
+    for (const std::string* language : {&data.src, &data.tgt})
+      check("vocab_prefix", data.vocab_prefix, {(folder / (data.vocab_prefix + "." + *language)).string()});
+  }
+}
+
 }  // namespace
 
 void resolve_data(const GivenFlags& flags, RunConfig* config) {
   DataConfig& data = config->data;
   data.data_dir = flags.text("data_dir");
   if (!data.data_dir.empty()) {
-    std::error_code ignored;
-    if (!std::filesystem::is_directory(data.data_dir, ignored))
-      reject("data_dir", data.data_dir, "no such directory; give the folder that holds the data set's files");
+    const std::string why_not = why_not_folder(data.data_dir);
+    if (!why_not.empty())
+      reject("data_dir", data.data_dir, "it " + why_not + "; give the folder that holds the data set's files");
   }
   data.data_name = flags.text("data_name");
   if (!data.data_name.empty())
@@ -71,13 +97,14 @@ void resolve_data(const GivenFlags& flags, RunConfig* config) {
     reject("prefetch_data_to_device", flags.text("prefetch_data_to_device"),
            "applies to --data_feed=host only (on_device data is copied once)");
   data.prefetch_depth = parse_int_at_least("prefetch_depth", flags.text("prefetch_depth"), 1,
-                                           "must be at least 1 (2: double-buffering)");
+                                           "must be at least 1 (2: double-buffering)", kMaxPrefetchDepth);
   data.datasets_num_private_threads =
       parse_int_at_least("datasets_num_private_threads", flags.text("datasets_num_private_threads"), 0,
-                         "must be at least 0 (0: automatic)");
+                         "must be at least 0 (0: automatic)", kMaxLoaderThreads);
   data.shuffle = parse_bool("shuffle", flags.text("shuffle"));
 
-  data.num_epochs = parse_int_at_least("num_epochs", flags.text("num_epochs"), 0, "must be at least 0 (0: --num_batches)");
+  data.num_epochs = parse_int_at_least("num_epochs", flags.text("num_epochs"), 0,
+                                       "must be at least 0 (0: --num_batches)", kMaxEpochs);
   if (data.num_epochs > 0) {
     if (data.data_dir.empty())
       reject("num_epochs", flags.text("num_epochs"), "needs a data set to pass over; give --data_dir");
@@ -108,7 +135,9 @@ void resolve_data(const GivenFlags& flags, RunConfig* config) {
   data.tgt = flags.text("tgt");
   for (const char* flag : {"train_prefix", "vocab_prefix", "src", "tgt"})
     if (flags.text(flag).empty()) reject(flag, "", "must not be empty");
-  data.num_buckets = parse_int_at_least("num_buckets", flags.text("num_buckets"), 1, "must be at least 1");
+  check_vocabulary_files(data);
+  data.num_buckets =
+      parse_int_at_least("num_buckets", flags.text("num_buckets"), 1, "must be at least 1", kMaxLengthBuckets);
 }
 
 }  // namespace dpbench

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <sys/stat.h>
+#include "engine/file_checks.h"
 
 #include "engine/counter_random.h"
 #include "engine/data/cifar10.h"
@@ -22,10 +22,9 @@
 namespace dpbench {
 namespace {
 
-bool file_exists(const std::string& path) {
-  struct stat status {};
-  return ::stat(path.c_str(), &status) == 0 && S_ISREG(status.st_mode);
-}
+// Something is there, of whatever kind: a FIFO or folder in a vocabulary's place is then read
+// (and refused with its kind named) rather than passed over as if it were absent.
+bool file_exists(const std::string& path) { return inspect_path(path).kind != PathKind::missing; }
 
 std::string under(const std::string& directory, const std::string& name) {
   if (name.empty() || name.front() == '/' || directory.empty()) return name;

@@ -2,9 +2,14 @@
 // image layout.
 #include "engine/data/cifar10.h"
 
-#include <filesystem>
-#include <fstream>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "engine/data/text_file.h"
 #include "engine/errors.h"
 
 namespace dpbench {
@@ -22,29 +27,53 @@ Cifar10Dataset Cifar10Dataset::load(const std::string& directory, Cifar10Split s
   fs::path folder(directory);
   // The tarball unpacks into cifar-10-batches-bin/: accept its parent folder too.
   const fs::path unpacked = folder / "cifar-10-batches-bin";
-  if (!fs::exists(folder / names.front()) && fs::exists(unpacked / names.front())) folder = unpacked;
+  std::error_code ignored;  // a path that cannot be examined is reported by append_file
+  if (!fs::exists(folder / names.front(), ignored) && fs::exists(unpacked / names.front(), ignored))
+    folder = unpacked;
 
   Cifar10Dataset data;
   for (const std::string& name : names) data.append_file((folder / name).string());
   return data;
 }
 
+namespace {
+
+const char* const kCifar10Hint =
+    "expects the CIFAR-10 binary version (data_batch_1.bin .. data_batch_5.bin, test_batch.bin from "
+    "cifar-10-binary.tar.gz) in the folder given by --data_dir";
+
+// Closes the descriptor on every way out of append_file.
+struct ClosedOnExit {
+  int fd;
+  ~ClosedOnExit() { ::close(fd); }
+};
+
+}  // namespace
+
 void Cifar10Dataset::append_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in || !fs::is_regular_file(path))
-    throw ConfigError("CIFAR-10: cannot open " + path +
-                      ": expects the CIFAR-10 binary version (data_batch_1.bin .. data_batch_5.bin, "
-                      "test_batch.bin from cifar-10-binary.tar.gz) in the folder given by --data_dir");
-  const uintmax_t bytes = fs::file_size(path);
-  if (bytes == 0 || bytes % kCifar10RecordBytes != 0)
+  const ClosedOnExit file{open_data_file(path, kCifar10Hint, "CIFAR-10: ")};
+  struct stat status {};
+  if (::fstat(file.fd, &status) != 0)
+    throw RuntimeError("CIFAR-10: cannot examine " + path + ": " + std::strerror(errno));
+  // The size is checked before anything is read: a wrong file may be large.
+  const auto bytes = static_cast<uint64_t>(status.st_size);
+  if (bytes == 0)
+    throw ConfigError("CIFAR-10: " + path + " is empty (0 bytes): expects 3073-byte records (1 label + 3072 "
+                      "pixels); download the CIFAR-10 binary version again");
+  if (bytes % kCifar10RecordBytes != 0)
     throw ConfigError("CIFAR-10: " + path + " has " + std::to_string(bytes) +
                       " bytes, not a whole number of 3073-byte records (1 label + 3072 pixels): "
                       "the file is truncated or not the CIFAR-10 binary version; download it again");
   const size_t records = static_cast<size_t>(bytes / kCifar10RecordBytes);
 
   std::vector<uint8_t> raw(static_cast<size_t>(bytes));
-  if (!in.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size())))
-    throw RuntimeError("CIFAR-10: error while reading " + path);
+  for (size_t done = 0; done < raw.size();) {
+    const ssize_t got = ::read(file.fd, raw.data() + done, raw.size() - done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw RuntimeError("CIFAR-10: error while reading " + path + ": " + std::strerror(errno));
+    if (got == 0) throw RuntimeError("CIFAR-10: " + path + " became shorter while it was read");
+    done += static_cast<size_t>(got);
+  }
 
   const size_t first = labels_.size();
   labels_.resize(first + records);

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "engine/errors.h"
+#include "engine/host_memory.h"
 
 namespace dpbench {
 namespace {
@@ -42,6 +43,9 @@ DeviceFeed::DeviceFeed(Device& device, int replica, const BatchSource& source, s
   for (int64_t step = 0; step < total_steps; ++step) ready_.push_back(device.create_event(true));
 
   const int slots = settings.mode == FeedMode::prefetch ? settings.depth : 1;
+  // All the slots at once: a depth too large for the host is refused before one page is pinned.
+  check_host_allocation(static_cast<size_t>(slots) * slot_bytes_,
+                        "device " + std::to_string(device.index()) + "'s " + std::to_string(slots) + " batch slots");
   for (int slot = 0; slot < slots; ++slot) host_slots_.push_back(device.allocate_host_visible(slot_bytes_));
   if (settings.mode == FeedMode::on_device) {
     // One batch, once: the data set's first batch (or the synthetic one) stays in device memory.

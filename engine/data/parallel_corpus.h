@@ -56,9 +56,9 @@ struct TranslationBatch {
 
 class ParallelCorpus {
  public:
-  // ConfigError for a missing file, files of different line counts (naming both files and
-  // counts), or no usable pair. A pair with an empty (blank) side is skipped, as TF NMT filters
-  // them; pair i is the i-th pair kept.
+  // ConfigError for a file that cannot be read (a FIFO, a folder, nothing there), an empty file,
+  // files of different line counts (naming both files and counts), or no usable pair. A pair
+  // with an empty (blank) side is skipped, as TF NMT filters them; pair i is the i-th pair kept.
   static ParallelCorpus load(const std::string& source_path, const std::string& target_path,
                              const Vocabulary& source_vocabulary, const Vocabulary& target_vocabulary,
                              const ParallelCorpusOptions& options = {});

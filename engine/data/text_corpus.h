@@ -40,8 +40,9 @@ struct LanguageModelBatch {
 
 class TextCorpus {
  public:
-  // ConfigError for a missing file or one without a sentence. Blank lines are skipped (they are
-  // no sentence); sentence i is the i-th non-blank line.
+  // ConfigError for a file that cannot be read (a FIFO, a folder, nothing there), an empty one, or
+  // one without a sentence. Blank lines are skipped (they are no sentence); sentence i is the i-th
+  // non-blank line.
   static TextCorpus load(const std::string& path, const Vocabulary& vocabulary);
 
   int64_t size() const { return static_cast<int64_t>(offsets_.size()) - 1; }

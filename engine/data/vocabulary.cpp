@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "engine/data/text_content.h"
 #include "engine/data/text_file.h"
 #include "engine/errors.h"
 
@@ -76,15 +77,14 @@ Vocabulary Vocabulary::from_file(const std::string& path, const SpecialTokens& s
       throw ConfigError("vocabulary " + where + " is blank: one token per line, no empty lines");
     if (words.size() > 1)
       throw ConfigError("vocabulary " + where + " holds " + std::to_string(words.size()) + " tokens (\"" +
-                        line + "\"): one token per line");
+                        escaped_excerpt(line) + "\"): one token per line");
     const std::string& word = words[0];
     const auto [seen, inserted] = line_of.emplace(word, reader.lines_read());
     if (!inserted)
-      throw ConfigError("vocabulary " + where + " repeats \"" + word + "\" of line " +
+      throw ConfigError("vocabulary " + where + " repeats \"" + escaped_excerpt(word) + "\" of line " +
                         std::to_string(seen->second) + ": every token must be listed once");
     if (!vocabulary.contains(word)) vocabulary.add(word);  // a special keeps its special id
   }
-  if (line_of.empty()) throw ConfigError("vocabulary " + path + " is empty: expects one token per line");
   return vocabulary;
 }
 
@@ -103,14 +103,19 @@ Vocabulary Vocabulary::build_from_text(const std::string& path, const SpecialTok
   std::vector<WordCount> counts;  // in order of first appearance
   std::unordered_map<std::string, size_t> slot;
   std::string line;
+  bool any_word = false;
   while (reader.next(line)) {
     for (const std::string& word : split_whitespace(line)) {
+      any_word = true;
       if (vocabulary.contains(word)) continue;  // a special token keeps its special id
       const auto [it, inserted] = slot.emplace(word, counts.size());
       if (inserted) counts.push_back({word, 0});
       ++counts[it->second].count;
     }
   }
+  // Else the specials alone would make a vocabulary, and the size check would ask for their count.
+  if (!any_word)
+    throw ConfigError(path + " holds only blank lines; expects the training text to build the vocabulary from");
   // stable_sort keeps first-appearance order among equal counts.
   std::stable_sort(counts.begin(), counts.end(),
                    [](const WordCount& a, const WordCount& b) { return a.count > b.count; });

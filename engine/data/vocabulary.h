@@ -43,8 +43,8 @@ class Vocabulary {
   // Built from a training text: its whitespace tokens by descending count, ties by first
   // appearance, after the specials (a special token in the text, as PTB's "<unk>", keeps its
   // special id). max_size > 0 caps the total size, specials included; the rarer words are left
-  // out and map to the unknown token. ConfigError for a missing file or a max_size smaller than
-  // the number of specials.
+  // out and map to the unknown token. ConfigError for a missing or empty file, one of blank lines
+  // only, or a max_size smaller than the number of specials.
   static Vocabulary build_from_text(const std::string& path, const SpecialTokens& specials,
                                     int64_t max_size = 0);
 

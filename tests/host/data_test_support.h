@@ -1,14 +1,23 @@
 // Helpers for the data set reader tests: a temporary folder to write tiny data sets into, file
-// writers, and catching a ConfigError to check what its message names.
+// writers, catching a ConfigError to check what its message names, and running a call that must
+// not block on a FIFO without letting a regression hang the test binary.
 #pragma once
 
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/errors.h"
@@ -77,6 +86,38 @@ std::string config_error_of(Action&& action) {
   }
   FAIL("expected a ConfigError");
   return {};
+}
+
+inline void make_fifo(const std::string& path) { REQUIRE(::mkfifo(path.c_str(), 0600) == 0); }
+
+// Runs `action` on a thread of its own and returns whether it finished within `seconds`
+// (rethrowing what it threw). A reader that blocks in open() or read() on one of `fifos` is
+// released by opening and closing the FIFO's writing end, which ends its wait with end-of-file,
+// so a regression fails the test instead of hanging it; a thread that still does not finish is
+// left behind.
+inline bool finishes_without_blocking(const std::function<void()>& action, const std::vector<std::string>& fifos,
+                                      int seconds = 20) {
+  std::packaged_task<void()> task(action);
+  std::future<void> done = task.get_future();
+  std::thread worker(std::move(task));
+  if (done.wait_for(std::chrono::seconds(seconds)) == std::future_status::ready) {
+    worker.join();
+    done.get();
+    return true;
+  }
+  for (int attempt = 0; attempt < 50 && done.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready;
+       ++attempt) {
+    for (const std::string& fifo : fifos) {
+      const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  if (done.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    worker.join();
+  } else {
+    worker.detach();
+  }
+  return false;
 }
 
 }  // namespace dpbench::testing

@@ -27,6 +27,15 @@ struct FixtureRun {
   double jitter = 10;
 };
 
+// A replicated resnet50 run on `gpus` GPUs at `speed` images/s.
+inline FixtureRun replicated_run(int gpus, double speed) {
+  FixtureRun run;
+  run.flags = {"--model=resnet50", "--variable_update=replicated"};
+  run.gpus = gpus;
+  run.items_per_sec = speed;
+  return run;
+}
+
 // The result `run` describes: config through parse_run_flags + config_to_json (8 GPUs present),
 // total time = items / speed, steps at the mean step time with the warm-up ones 3x slower.
 inline Result make_fixture_result(const FixtureRun& run) {

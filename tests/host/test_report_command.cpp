@@ -19,14 +19,6 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-FixtureRun replicated_run(int gpus, double speed) {
-  FixtureRun run;
-  run.flags = {"--model=resnet50", "--variable_update=replicated"};
-  run.gpus = gpus;
-  run.items_per_sec = speed;
-  return run;
-}
-
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
