@@ -28,13 +28,13 @@ std::string join(const std::vector<std::string>& items, const char* separator) {
 
 
 int parse_int_at_least(const std::string& flag, const std::string& text, int minimum,
-                       const std::string& requirement) {
+                       const std::string& requirement, int maximum) {
   long long value = 0;
   if (!parse_integer_text(text, &value)) {
     reject(flag, text, "not an integer; accepted: an integer >= " + std::to_string(minimum));
   }
   if (value < minimum) reject(flag, text, requirement);
-  if (value > INT_MAX) reject(flag, text, "too large; accepted: up to " + std::to_string(INT_MAX));
+  if (value > maximum) reject(flag, text, "too large; accepted: up to " + std::to_string(maximum));
   return static_cast<int>(value);
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <charconv>
+#include <climits>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -11,8 +12,9 @@ namespace dpbench {
 
 [[noreturn]] void reject(const std::string& flag, const std::string& value, const std::string& why);
 std::string join(const std::vector<std::string>& items, const char* separator = ", ");
+// An integer in [minimum, maximum]; below: `requirement`; above: "too large; accepted: up to N".
 int parse_int_at_least(const std::string& flag, const std::string& text, int minimum,
-                       const std::string& requirement);
+                       const std::string& requirement, int maximum = INT_MAX);
 int parse_positive_int(const std::string& flag, const std::string& text);
 double parse_finite_number(const std::string& flag, const std::string& text, const std::string& accepted);
 bool parse_bool(const std::string& flag, const std::string& text);

@@ -3,6 +3,7 @@
 // accepted only with the strategies that use it and only in combinations that say one thing.
 #include <algorithm>
 
+#include "cli/flag_limits.h"
 #include "cli/flag_parsing.h"
 #include "cli/flags_validation.h"
 #include "engine/errors.h"
@@ -35,7 +36,7 @@ constexpr double kMaxBucketCapMb = 1 << 20;  // 1 TiB
 // The flags that shape how gradients are exchanged, each parsed and range-checked.
 void parse_exchange_flags(const GivenFlags& flags, RunConfig* config) {
   config->gradient_repacking = parse_int_at_least("gradient_repacking", flags.text("gradient_repacking"), 0,
-                                                  "must be at least 0 (0: off)");
+                                                  "must be at least 0 (0: off)", kMaxGradientPieces);
   const std::string cap_text = flags.text("bucket_cap_mb");
   config->bucket_cap_mb = parse_finite_number("bucket_cap_mb", cap_text, "a number of MB >= 0, e.g. 25");
   if (config->bucket_cap_mb < 0)
@@ -48,9 +49,11 @@ void parse_exchange_flags(const GivenFlags& flags, RunConfig* config) {
     reject("agg_small_grads_max_bytes", bytes_text,
            "not an integer; accepted: a number of bytes >= 0 (0: off)");
   if (bytes < 0) reject("agg_small_grads_max_bytes", bytes_text, "must be at least 0 (0: off)");
+  if (bytes > kMaxAggregatedBytes)
+    reject("agg_small_grads_max_bytes", bytes_text, "too large; accepted: up to " + std::to_string(kMaxAggregatedBytes));
   config->agg_small_grads_max_bytes = bytes;
   config->agg_small_grads_max_group = parse_int_at_least(
-      "agg_small_grads_max_group", flags.text("agg_small_grads_max_group"), 1, "must be at least 1");
+      "agg_small_grads_max_group", flags.text("agg_small_grads_max_group"), 1, "must be at least 1", kMaxGradientPieces);
   config->overlap_comm = parse_bool("overlap_comm", flags.text("overlap_comm"));
   config->sparse_embedding_grads =
       parse_bool("sparse_embedding_grads", flags.text("sparse_embedding_grads"));

@@ -12,6 +12,7 @@
 #include "engine/cuda/cuda_check.h"
 #include "engine/device_factory.h"
 #include "engine/errors.h"
+#include "engine/host_memory.h"
 
 namespace dpbench {
 namespace {
@@ -68,6 +69,7 @@ void free_device_memory(void* pointer) {
 }
 
 void free_host_visible_memory(void* pointer) {
+  uncount_host_allocation(pointer);
   if (cudaFreeHost(pointer) != cudaSuccess) (void)cudaGetLastError();
 }
 
@@ -205,8 +207,11 @@ Buffer CudaDevice::allocate(size_t bytes) {
 Buffer CudaDevice::allocate_host_visible(size_t bytes) {
   ScopedCurrentDevice current(ordinal());
   void* data = nullptr;
+  // Pinned pages are taken at once and cannot be swapped: count them against the host's memory.
+  check_host_allocation(bytes, "GPU " + std::to_string(ordinal()) + "'s pinned host buffers");
   DPB_CUDA_CHECK(
       cudaHostAlloc(&data, at_least_one_byte(bytes), cudaHostAllocMapped | cudaHostAllocPortable));
+  count_host_allocation(data, bytes);
   Buffer buffer(data, bytes, &free_host_visible_memory);
   // With unified addressing (every 64-bit platform CUDA supports) a mapped allocation has the same
   // address on host and device; Buffer::data() promises exactly that, so check rather than assume.

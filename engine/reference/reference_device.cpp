@@ -10,6 +10,7 @@
 
 #include "engine/device_factory.h"
 #include "engine/errors.h"
+#include "engine/host_memory.h"
 
 namespace dpbench {
 namespace {
@@ -17,7 +18,10 @@ namespace {
 // Cache-line alignment: what vectorised loops like, and at least what any float/int/double needs.
 constexpr size_t kAlignment = 64;
 
-void free_aligned(void* pointer) { std::free(pointer); }
+void free_aligned(void* pointer) {
+  uncount_host_allocation(pointer);
+  std::free(pointer);
+}
 
 uint64_t physical_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES);
@@ -29,6 +33,7 @@ uint64_t physical_memory_bytes() {
 Buffer allocate_aligned(size_t bytes, int device_index) {
   // aligned_alloc wants a multiple of the alignment; a zero-byte request still gets a valid pointer.
   const size_t rounded = bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  check_host_allocation(rounded, "reference device " + std::to_string(device_index));
   void* data = rounded >= bytes ? std::aligned_alloc(kAlignment, rounded) : nullptr;
   if (data == nullptr) {
     char message[160];
@@ -37,6 +42,7 @@ Buffer allocate_aligned(size_t bytes, int device_index) {
                   device_index, static_cast<double>(bytes) / (1024.0 * 1024.0));
     throw RuntimeError(message);
   }
+  count_host_allocation(data, rounded);
   return Buffer(data, bytes, &free_aligned);
 }
 
