@@ -1,11 +1,16 @@
 // Subcommand dispatch and the one place that turns exceptions into an error line and exit code.
 #include "cli/app.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <new>
+#include <thread>
 
 #include "cli/comm_bench_command.h"
+#include "cli/end_with_process.h"
 #include "cli/flags.h"
 #include "cli/log.h"
 #include "cli/report_command.h"
@@ -41,6 +46,32 @@ void end_process_with_error(const std::string& message, int exit_code) {
   std::_Exit(exit_code);
 }
 
+void end_job_after_stall(const std::string& waiting_for, double timeout_seconds) {
+  // Device threads and the progress thread may all time out at once: the first one speaks.
+  static std::atomic<bool> ending{false};
+  if (ending.exchange(true))
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  char waited[32];
+  std::snprintf(waited, sizeof waited, "%g", timeout_seconds);
+  std::string line = std::string("no progress for ") + waited + " s (--collective_timeout) in " + waiting_for;
+  const ProcessGroup* group = process_group();
+  if (group == nullptr || group->size() <= 1) end_process_with_error(line + "; ending the process", 1);
+  const ProcessGroup::StallDiagnosis diagnosis = group->diagnose_stall();
+  line += ": " + diagnosis.message + "; ending the job";
+  // The rank that says the line aborts the job at once; the others give it time to, so the job
+  // ends with one line rather than one per rank (they still end it if it cannot).
+  if (!diagnosis.speaker) std::this_thread::sleep_for(std::chrono::seconds(15));
+  end_process_with_error(line, 1);
+}
+
+void watch_process_group_collectives(double timeout_seconds) {
+  ProcessGroup* group = process_group();
+  if (group == nullptr) return;
+  group->set_stall_handler(timeout_seconds, [timeout_seconds](const std::string& what) {
+    end_job_after_stall(what, timeout_seconds);
+  });
+}
+
 int dpbench_main(const std::vector<std::string>& args) {
   try {
     std::vector<std::string> run_args = args;
@@ -51,13 +82,16 @@ int dpbench_main(const std::vector<std::string>& args) {
     }
     if (!run_args.empty() && run_args.front() == "run") run_args.erase(run_args.begin());
 
+    end_with_process_from_environment();
+    watch_process_group_collectives(RunConfig().collective_timeout);  // until the flags say otherwise
     DeviceInventory inventory;
     inventory.cuda_gpus = cuda_device_count(&inventory.why_no_gpu);
     if (!run_args.empty() && run_args.front() == "comm_bench") {
       run_comm_bench_command({run_args.begin() + 1, run_args.end()}, inventory);
       return 0;
     }
-    const ParsedRunFlags parsed = parse_run_flags(run_args, inventory);
+    ParsedRunFlags parsed = parse_run_flags(run_args, inventory);
+    parsed.arguments = args;
     if (parsed.help) {
       std::fputs(run_help_text().c_str(), stdout);
       return 0;
@@ -66,11 +100,16 @@ int dpbench_main(const std::vector<std::string>& args) {
       std::printf("dpbench %s (git %s)\n", DPBENCH_VERSION, DPBENCH_GIT_SHA);
       return 0;
     }
+    watch_process_group_collectives(parsed.config.collective_timeout);
     run_benchmark(parsed);
     return 0;
   } catch (const ConfigError& error) {
     print_error(error.what());
     return 2;
+  } catch (const std::bad_alloc&) {
+    print_error("out of host memory: an allocation failed; lower --batch_size, --prefetch_depth or the number of "
+                "devices, or free memory");
+    return 1;
   } catch (const std::exception& error) {
     print_error(error.what());
     return 1;

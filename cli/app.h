@@ -15,4 +15,12 @@ int dpbench_main(const std::vector<std::string>& args);
 // process can neither wait for nor safely unwind past.
 [[noreturn]] void end_process_with_error(const std::string& message, int exit_code);
 
+// For a wait that made no progress for --collective_timeout: under mpirun every other rank is
+// asked whether it still answers, and the job ends with one line naming the rank and host that
+// stopped (said by the lowest rank that answers); in a single process, the line names the wait.
+[[noreturn]] void end_job_after_stall(const std::string& waiting_for, double timeout_seconds);
+
+// Installs end_job_after_stall as the process group's stall handler (no-op without a group).
+void watch_process_group_collectives(double timeout_seconds);
+
 }  // namespace dpbench

@@ -250,7 +250,14 @@ std::vector<FlagSpec> run_flag_specs() {
        "(0: none); use with --cuda_graph=false to see each kernel",
        std::to_string(defaults.profile_step), {}},
 
-      {"result_file", "Output", "PATH", "JSON result file; --result_file= writes none",
+      {"collective_timeout", "Measurement", "SECONDS",
+       "End every rank with one line naming the rank that stopped answering when a collective, a "
+       "rendezvous between ranks or a multi-GPU step makes no progress this long",
+       format_number(defaults.collective_timeout), {}},
+
+      {"result_file", "Output", "PATH",
+       "JSON result file, written atomically (a link is followed; a device, FIFO or - is written through); "
+       "--result_file= writes none",
        defaults.result_file, {}},
   };
 }
@@ -500,6 +507,7 @@ nlohmann::json config_to_json(const RunConfig& config) {
       {"cudnn_benchmark", config.cudnn_benchmark},
       {"deterministic", config.deterministic},
       {"profile_step", config.profile_step},
+      {"collective_timeout", config.collective_timeout},
       {"result_file", config.result_file},
   };
   add_sequence_flags(config, json);

@@ -15,10 +15,12 @@
 #include <filesystem>
 #include <system_error>
 
+#include "cli/flag_limits.h"
 #include "cli/flag_parsing.h"
 #include "engine/process_group.h"
 #include "engine/errors.h"
 #include "models/model_registry.h"
+#include "reports/text_file.h"
 #include "strategies/all_reduce_spec.h"
 #include "strategies/strategy_registry.h"
 
@@ -157,6 +159,12 @@ void resolve_batch(const GivenFlags& flags, const ModelEntry& model, RunConfig* 
            "too large: the global batch over " + std::to_string(devices) + " devices exceeds " +
                std::to_string(INT_MAX));
   }
+  if (batch > kMaxBatchPerDevice) {
+    const bool per_device = batch_given || !total_given;
+    reject(per_device ? "batch_size" : "total_batch_size", flags.text(per_device ? "batch_size" : "total_batch_size"),
+           "too large: " + std::to_string(batch) + " samples per device; accepted: up to " +
+               std::to_string(kMaxBatchPerDevice) + " per device");
+  }
   config->batch_size = batch;
   config->total_batch_size = total;
 }
@@ -190,7 +198,7 @@ void resolve_numerics(const GivenFlags& flags, const ModelEntry& model, RunConfi
   }
   config->fp16_inc_loss_scale_every_n =
       parse_int_at_least("fp16_inc_loss_scale_every_n", flags.text("fp16_inc_loss_scale_every_n"), 1,
-                         "must be at least 1");
+                         "must be at least 1", kMaxLossScaleInterval);
   for (const char* flag : {"fp16_loss_scale", "fp16_enable_auto_loss_scale", "fp16_inc_loss_scale_every_n"})
     if (flags.was_given(flag) && !fp16)
       reject(flag, flags.text(flag),
@@ -217,10 +225,10 @@ void resolve_sequence(const GivenFlags& flags, const ModelEntry& model, RunConfi
     }
     values[name] = flags.text(name);
   }
-  auto integer = [&](const char* name, int* field, int minimum) {
+  auto integer = [&](const char* name, int* field, int minimum, int maximum) {
     if (values.count(name) == 0) return;
     *field = parse_int_at_least(name, values[name], minimum,
-                                minimum == 0 ? "must be at least 0" : "must be a positive integer");
+                                minimum == 0 ? "must be at least 0" : "must be a positive integer", maximum);
   };
   if (values.count("encoder_type")) {
     q.encoder_type = values["encoder_type"];
@@ -243,18 +251,18 @@ void resolve_sequence(const GivenFlags& flags, const ModelEntry& model, RunConfi
     q.direction = q.encoder_type;
     q.encoder_type = "dynamic";
   }
-  integer("src_vocab_size", &q.src_vocab_size, 1);
-  integer("tgt_vocab_size", &q.tgt_vocab_size, 1);
-  integer("vocab_size", &q.vocab_size, 1);
-  integer("embedding_dim", &q.embedding_dim, 1);
-  integer("num_units", &q.num_units, 1);
-  integer("num_encoder_layers", &q.num_encoder_layers, 1);
-  integer("num_decoder_layers", &q.num_decoder_layers, 1);
-  integer("num_layers", &q.num_layers, 1);
-  integer("src_max_len", &q.src_max_len, 1);
-  integer("tgt_max_len", &q.tgt_max_len, 1);
-  integer("seq_len", &q.seq_len, 1);
-  integer("loss_chunk_rows", &q.loss_chunk_rows, 0);
+  integer("src_vocab_size", &q.src_vocab_size, 1, kMaxVocabulary);
+  integer("tgt_vocab_size", &q.tgt_vocab_size, 1, kMaxVocabulary);
+  integer("vocab_size", &q.vocab_size, 1, kMaxVocabulary);
+  integer("embedding_dim", &q.embedding_dim, 1, kMaxWidth);
+  integer("num_units", &q.num_units, 1, kMaxWidth);
+  integer("num_encoder_layers", &q.num_encoder_layers, 1, kMaxLayers);
+  integer("num_decoder_layers", &q.num_decoder_layers, 1, kMaxLayers);
+  integer("num_layers", &q.num_layers, 1, kMaxLayers);
+  integer("src_max_len", &q.src_max_len, 1, kMaxSequenceLength);
+  integer("tgt_max_len", &q.tgt_max_len, 1, kMaxSequenceLength);
+  integer("seq_len", &q.seq_len, 1, kMaxSequenceLength);
+  integer("loss_chunk_rows", &q.loss_chunk_rows, 0, INT_MAX);
 }
 
 void resolve_optimizer(const GivenFlags& flags, const ModelEntry& model, RunConfig* config) {
@@ -279,40 +287,36 @@ void resolve_optimizer(const GivenFlags& flags, const ModelEntry& model, RunConf
 }
 
 void resolve_measurement(const GivenFlags& flags, RunConfig* config) {
-  config->num_batches = parse_int_at_least("num_batches", flags.text("num_batches"), 1, "must be at least 1");
+  config->num_batches =
+      parse_int_at_least("num_batches", flags.text("num_batches"), 1, "must be at least 1", kMaxSteps);
   config->num_warmup_batches =
-      parse_int_at_least("num_warmup_batches", flags.text("num_warmup_batches"), 0, "must be at least 0");
+      parse_int_at_least("num_warmup_batches", flags.text("num_warmup_batches"), 0, "must be at least 0", kMaxSteps);
   config->display_every =
       parse_int_at_least("display_every", flags.text("display_every"), 1, "must be at least 1");
   config->profile_step = parse_int_at_least("profile_step", flags.text("profile_step"), 0,
                                             "must be at least 0 (0: no profiled step)");
+  const std::string timeout_text = flags.text("collective_timeout");
+  config->collective_timeout = parse_finite_number("collective_timeout", timeout_text, "a number of seconds, e.g. 300");
+  if (!(config->collective_timeout >= 1.0) || config->collective_timeout > kMaxCollectiveTimeoutSeconds)
+    reject("collective_timeout", timeout_text,
+           "accepted: 1 to " + std::to_string(kMaxCollectiveTimeoutSeconds) + " seconds (a day)");
   if (config->profile_step > config->num_batches) {
     reject("profile_step", flags.text("profile_step"),
            "is past the last measured step; give 1.." + std::to_string(config->num_batches) + " or 0");
   }
 }
 
-// Checked before the run so that a long benchmark never ends in an unwritable path. Only the
-// directory must be writable: results are written to a temporary file there and renamed.
-void check_result_file(const std::string& path_text) {
+// Checked before the run so that a long benchmark never ends in an unwritable path (see
+// check_output_path). Under mpirun each rank checks the name it would write ("{rank}" filled in).
+void check_result_file(const std::string& path_text, int process_rank) {
   if (path_text.empty()) return;
-  namespace fs = std::filesystem;
-  const std::string remedy = "; give a path in an existing writable directory, or --result_file= to write none";
-  std::error_code ignored;
-  const fs::path path(path_text);
-  if (fs::is_directory(path, ignored)) {
-    reject("result_file", path_text, "is a directory; give a file path, or --result_file= to write none");
-  }
-  fs::path directory = path.parent_path();
-  if (directory.empty()) directory = ".";
-  if (!fs::exists(directory, ignored)) {
-    reject("result_file", path_text, "directory " + directory.string() + " does not exist" + remedy);
-  }
-  if (!fs::is_directory(directory, ignored)) {
-    reject("result_file", path_text, directory.string() + " is not a directory" + remedy);
-  }
-  if (::access(directory.c_str(), W_OK) != 0) {
-    reject("result_file", path_text, "directory " + directory.string() + " is not writable" + remedy);
+  std::string path = path_text;
+  if (const size_t placeholder = path.find("{rank}"); placeholder != std::string::npos)
+    path.replace(placeholder, 6, std::to_string(process_rank));
+  try {
+    check_output_path(path, "--result_file");
+  } catch (const ConfigError& error) {
+    throw ConfigError(std::string(error.what()) + " (or --result_file= to write none)");
   }
 }
 
@@ -333,7 +337,7 @@ RunConfig resolve_run_config(const GivenFlags& flags, const DeviceInventory& inv
   resolve_measurement(flags, &config);
   resolve_data(flags, &config);
   config.result_file = flags.text("result_file");
-  check_result_file(config.result_file);
+  check_result_file(config.result_file, config.process_rank);
   return config;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,19 @@ class ProcessGroup {
   virtual void require_same_on_every_rank(const std::string& what, const std::string& text) const = 0;
   // Ends every process of the job: for a rank that failed while others may wait in a collective.
   [[noreturn]] virtual void abort(int exit_code) const = 0;
+
+  // A host collective of this group that makes no progress for `timeout_seconds` calls
+  // `on_stall(what)` (which is expected to end the job; see StallDiagnosis). Until this is set,
+  // collectives wait without limit.
+  virtual void set_stall_handler(double timeout_seconds, std::function<void(const std::string& what)> on_stall) = 0;
+
+  // Asks every other rank whether it still answers (Note [naming the rank that stopped
+  // answering]), waiting at most a few seconds, and words what was found.
+  struct StallDiagnosis {
+    std::string message;   // "rank 2 (host-b) stopped answering", or that every rank answers
+    bool speaker = false;  // this rank is the lowest one that answers: it says the line for the job
+  };
+  virtual StallDiagnosis diagnose_stall() const = 0;
 };
 
 // The run's process group, or nullptr for a single-process run.

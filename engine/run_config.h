@@ -121,6 +121,10 @@ struct RunConfig {
   // Measured step (from 1) bracketed with cudaProfilerStart/Stop, for `ncu --profile-from-start
   // off`; 0: none. The devices drain before and after it, so that step's time is not comparable.
   int profile_step = 0;
+  // Seconds a collective, a rendezvous between ranks or a multi-GPU step may make no progress
+  // before every rank ends with one line naming the rank that stopped answering (PyTorch DDP's
+  // timeout is 600 s; a step here takes well under a second to minutes).
+  double collective_timeout = 300;
 
   SequenceConfig sequence;  // nmt and rnnlm only
 

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "engine/errors.h"
+#include "engine/host_memory.h"
 #include "engine/thread_barrier.h"
 
 namespace dpbench {
@@ -84,6 +85,8 @@ Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_p
     : model_(model), strategy_(strategy), devices_(devices), settings_(settings) {
   const int num_replicas = static_cast<int>(devices.size());
   const int64_t total_steps = settings.num_warmup_batches + settings.num_batches + settings.num_trailing_batches;
+  const HostMemoryReservation initial_bytes(model.layout().total_count() * sizeof(float),
+                                           "the model's initial parameters (a host copy)");
   const std::vector<float> initial = model.initial_parameters(settings.seed);
   std::vector<Replica> strategy_view;
   for (int r = 0; r < num_replicas; ++r) {
@@ -143,6 +146,41 @@ double Runner::step_loss(int64_t step) const {
   for (const auto& state : replicas_) sum += static_cast<volatile float*>(state->losses.as<float>())[step];
   return sum / static_cast<double>(replicas_.size());
 }
+
+// Watches that the run moves: a device enqueued another step, or another step's stop event
+// completed. poll() is cheap (event queries) and runs in the progress thread's waits.
+class Runner::StallWatch {
+ public:
+  StallWatch(const std::vector<std::unique_ptr<ReplicaState>>& replicas, const RunnerSettings& settings)
+      : replicas_(replicas), settings_(settings), finished_(replicas.size(), 0), last_move_(Clock::now()) {}
+
+  void poll() {
+    if (!settings_.on_no_progress || settings_.no_progress_timeout.count() <= 0) return;
+    int64_t seen = 0;
+    for (size_t r = 0; r < replicas_.size(); ++r) {
+      const int64_t enqueued = replicas_[r]->steps_enqueued.load(std::memory_order_acquire);
+      while (finished_[r] < enqueued && replicas_[r]->step_stop[finished_[r]]->query()) ++finished_[r];
+      seen += enqueued + finished_[r];
+    }
+    const Clock::time_point now = Clock::now();
+    if (seen != seen_) {
+      seen_ = seen;
+      last_move_ = now;
+      return;
+    }
+    if (now - last_move_ < settings_.no_progress_timeout) return;
+    const int64_t slowest = *std::min_element(finished_.begin(), finished_.end());
+    settings_.on_no_progress("step " + std::to_string(slowest + 1) + " of the run");
+    last_move_ = now;  // only if the callback returned
+  }
+
+ private:
+  const std::vector<std::unique_ptr<ReplicaState>>& replicas_;
+  const RunnerSettings& settings_;
+  std::vector<int64_t> finished_;  // per replica: steps whose stop event completed
+  int64_t seen_ = -1;
+  Clock::time_point last_move_;
+};
 
 RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCallback& on_phase) {
   const int num_replicas = static_cast<int>(replicas_.size());
@@ -290,6 +328,7 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
   // this thread blocks; device threads keep enqueuing.
   std::vector<double> measured_ms;
   int64_t timed_until = warmup;  // measured steps [warmup, timed_until) are in measured_ms
+  StallWatch stall_watch(replicas_, settings_);
   try {
     for (int64_t step = 0; step < measured_end && !failed; ++step) {
       const int64_t measured = step + 1 - warmup;
@@ -297,15 +336,19 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
                                             step + 1 == measured_end);
       if (!display && !(step + 1 == warmup)) continue;
       for (auto& state : replicas_) {
-        while (state->steps_enqueued.load(std::memory_order_acquire) <= step && !failed)
+        while (state->steps_enqueued.load(std::memory_order_acquire) <= step && !failed) {
           std::this_thread::sleep_for(std::chrono::microseconds(200));
+          stall_watch.poll();
+        }
       }
       if (failed) break;
       // Polling rather than cudaEventSynchronize: a blocking wait spins inside the driver, and
       // this thread must cost the launching threads nothing.
       for (auto& state : replicas_) {
-        while (!state->step_stop[step]->query() && !failed)
+        while (!state->step_stop[step]->query() && !failed) {
           std::this_thread::sleep_for(std::chrono::microseconds(100));
+          stall_watch.poll();
+        }
       }
       if (step + 1 == warmup) {
         if (on_phase) on_phase("Done warm up; measuring " + std::to_string(settings_.num_batches) + " steps");
@@ -319,12 +362,23 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
   } catch (...) {
     fail(std::current_exception());
   }
-  if (settings_.on_stuck_devices) {
+  if (settings_.on_stuck_devices || settings_.on_no_progress) {
     std::unique_lock<std::mutex> lock(failure_mutex);
     while (threads_running > 0) {
       if (!failure) {
-        thread_finished.wait(lock, [&] { return threads_running == 0 || failure != nullptr; });
+        // The steps after the last displayed one (untimed epochs, the final drain) are watched too.
+        thread_finished.wait_for(lock, std::chrono::milliseconds(100),
+                                 [&] { return threads_running == 0 || failure != nullptr; });
+        if (threads_running > 0 && !failure) {
+          lock.unlock();
+          stall_watch.poll();
+          lock.lock();
+        }
         continue;
+      }
+      if (!settings_.on_stuck_devices) {
+        thread_finished.wait(lock, [&] { return threads_running == 0; });
+        break;
       }
       const Clock::time_point deadline = failed_at + settings_.stuck_device_grace;
       if (thread_finished.wait_until(lock, deadline, [&] { return threads_running == 0; })) break;

@@ -53,6 +53,12 @@ struct RunnerSettings {
   // std::_Exit). Without it the runner waits for them, however long.
   std::chrono::milliseconds stuck_device_grace{std::chrono::seconds(20)};
   std::function<void(const std::string& failure)> on_stuck_devices;
+  // When no device finishes or enqueues a step for this long, on_no_progress is called with what
+  // the run was waiting for (expected not to return: a peer that stopped answering leaves the
+  // devices in waits nothing else ends). Unset: wait however long. Set it where a step waits on
+  // peers (several GPUs, several processes); a lone device cannot hang on anyone.
+  std::chrono::milliseconds no_progress_timeout{0};
+  std::function<void(const std::string& waiting_for)> on_no_progress;
 };
 
 // Handed to the progress callback every `display_every` measured steps and after the last one.
@@ -101,6 +107,7 @@ class Runner {
 
  private:
   struct ReplicaState;
+  class StallWatch;
   double step_time_ms(int64_t step) const;
   double step_loss(int64_t step) const;
 

@@ -3,9 +3,12 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <sstream>
+#include <thread>
 
 #include "engine/errors.h"
 
@@ -35,6 +38,32 @@ uint64_t digest(const std::string& text) {
   uint64_t hash = 1469598103934665603ull;
   for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
   return hash;
+}
+
+// Note [naming the rank that stopped answering]
+// A rank that is frozen (SIGSTOP, a stuck driver call, a swapped-out host) leaves every collective
+// of the job waiting, and a waiting collective cannot say who is missing. So every rank runs a
+// responder thread that answers probes on a communicator of its own, whatever its other threads
+// are doing. A rank whose wait passes --collective_timeout probes every other rank; those that do
+// not answer within kProbeReplySeconds are the ones that stopped answering. Only the lowest rank
+// that answers says the line for the job (the others wait for its abort), so the user reads one
+// line, naming the rank and host to look at.
+constexpr int kProbeTag = 7101;
+constexpr int kReplyTag = 7102;
+constexpr double kProbeReplySeconds = 5.0;
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Short spins first (collectives of a step finish in microseconds), then sleeps of up to 1 ms, so
+// a long wait costs no core.
+void back_off(int polls) {
+  if (polls < 2000) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(polls < 4000 ? 50 : 1000));
+  }
 }
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -82,36 +111,136 @@ MpiContext::MpiContext() {
   DPB_MPI_CHECK(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME,
                               MPI_CHAR, MPI_COMM_WORLD));
   for (int r = 0; r < size_; ++r) hostnames_.emplace_back(names.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME);
+
+  DPB_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &liveness_comm_));
+  DPB_MPI_CHECK(MPI_Comm_set_errhandler(liveness_comm_, MPI_ERRORS_RETURN));
+  responder_ = std::thread([this] { answer_liveness_probes(); });
 }
 
 MpiContext::~MpiContext() {
+  stop_responder_ = true;
+  if (responder_.joinable()) responder_.join();
+  if (liveness_comm_ != MPI_COMM_NULL) MPI_Comm_free(&liveness_comm_);
   g_rank_for_messages = -1;
   MPI_Finalize();
 }
 
+void MpiContext::answer_liveness_probes() {
+  int probe = 0;
+  MPI_Request request = MPI_REQUEST_NULL;
+  while (!stop_responder_.load()) {
+    if (request == MPI_REQUEST_NULL && MPI_Irecv(&probe, 1, MPI_INT, MPI_ANY_SOURCE, kProbeTag, liveness_comm_,
+                                                 &request) != MPI_SUCCESS)
+      return;
+    int done = 0;
+    MPI_Status status;
+    if (MPI_Test(&request, &done, &status) != MPI_SUCCESS) return;
+    if (!done) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    const int reply = rank_;
+    // One int: sent eagerly, so a prober that is already gone cannot block this thread.
+    MPI_Send(&reply, 1, MPI_INT, status.MPI_SOURCE, kReplyTag, liveness_comm_);
+    request = MPI_REQUEST_NULL;
+  }
+  if (request != MPI_REQUEST_NULL) {
+    MPI_Cancel(&request);
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+  }
+}
+
+void MpiContext::set_stall_handler(double timeout_seconds, std::function<void(const std::string& what)> on_stall) {
+  stall_timeout_seconds_ = timeout_seconds;
+  on_stall_ = std::move(on_stall);
+}
+
+void MpiContext::wait(MPI_Request* request, const char* what) const {
+  const Clock::time_point start = Clock::now();
+  for (int polls = 0;; ++polls) {
+    int done = 0;
+    DPB_MPI_CHECK(MPI_Test(request, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    if (on_stall_ && stall_timeout_seconds_ > 0 && (polls & 63) == 0 && seconds_since(start) > stall_timeout_seconds_)
+      on_stall_(what);
+    back_off(polls);
+  }
+}
+
+ProcessGroup::StallDiagnosis MpiContext::diagnose_stall() const {
+  const int token = rank_;
+  std::vector<int> replies(static_cast<size_t>(size_), -1);
+  std::vector<MPI_Request> received(static_cast<size_t>(size_), MPI_REQUEST_NULL);
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    MPI_Request sent = MPI_REQUEST_NULL;
+    MPI_Isend(&token, 1, MPI_INT, r, kProbeTag, liveness_comm_, &sent);
+    MPI_Request_free(&sent);  // never waited for: a frozen rank may never take it
+    MPI_Irecv(&replies[static_cast<size_t>(r)], 1, MPI_INT, r, kReplyTag, liveness_comm_, &received[static_cast<size_t>(r)]);
+  }
+  std::vector<bool> answered(static_cast<size_t>(size_), false);
+  answered[static_cast<size_t>(rank_)] = true;
+  const Clock::time_point start = Clock::now();
+  for (int pending = size_ - 1; pending > 0 && seconds_since(start) < kProbeReplySeconds;) {
+    pending = 0;
+    for (int r = 0; r < size_; ++r) {
+      if (answered[static_cast<size_t>(r)]) continue;
+      int done = 0;
+      MPI_Test(&received[static_cast<size_t>(r)], &done, MPI_STATUS_IGNORE);
+      if (done) answered[static_cast<size_t>(r)] = true;
+      else ++pending;
+    }
+    if (pending > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  StallDiagnosis diagnosis;
+  std::string silent;
+  int lowest_answering = size_;
+  for (int r = 0; r < size_; ++r) {
+    if (answered[static_cast<size_t>(r)]) {
+      lowest_answering = std::min(lowest_answering, r);
+      continue;
+    }
+    silent += (silent.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " (" +
+              hostnames_[static_cast<size_t>(r)] + ")";
+  }
+  diagnosis.speaker = lowest_answering == rank_;
+  diagnosis.message = silent.empty()
+                          ? "every rank still answers, so the wait is inside a rank (a hung GPU or driver call, or "
+                            "ranks in different collectives)"
+                          : silent + " stopped answering (frozen, stopped or cut off); look at " +
+                                (silent.find(',') == std::string::npos ? "that process" : "those processes");
+  return diagnosis;
+}
+
 void MpiContext::broadcast(void* data, size_t bytes, int root) const {
   if (bytes > static_cast<size_t>(INT32_MAX)) throw RuntimeError("MpiContext::broadcast: more than 2 GiB");
-  DPB_MPI_CHECK(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD));
+  MPI_Request request = MPI_REQUEST_NULL;
+  DPB_MPI_CHECK(MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD, &request));
+  wait(&request, "a broadcast between ranks");
 }
 
 void MpiContext::all_gather_bytes(const void* send, size_t bytes, void* recv) const {
   if (bytes > static_cast<size_t>(INT32_MAX)) throw RuntimeError("MpiContext::all_gather_bytes: more than 2 GiB");
-  DPB_MPI_CHECK(MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE,
-                              MPI_COMM_WORLD));
+  MPI_Request request = MPI_REQUEST_NULL;
+  DPB_MPI_CHECK(MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE,
+                               MPI_COMM_WORLD, &request));
+  wait(&request, "an all-gather between ranks");
 }
 
 std::vector<std::string> MpiContext::all_gather_text(const std::string& text) const {
   const int length = static_cast<int>(text.size());
   std::vector<int> lengths(size_), displacements(size_);
-  DPB_MPI_CHECK(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, MPI_COMM_WORLD));
+  all_gather_bytes(&length, sizeof length, lengths.data());
   int total = 0;
   for (int r = 0; r < size_; ++r) {
     displacements[r] = total;
     total += lengths[r];
   }
   std::string all(static_cast<size_t>(total), '\0');
-  DPB_MPI_CHECK(MPI_Allgatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), displacements.data(),
-                               MPI_CHAR, MPI_COMM_WORLD));
+  MPI_Request request = MPI_REQUEST_NULL;
+  DPB_MPI_CHECK(MPI_Iallgatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), displacements.data(),
+                                MPI_CHAR, MPI_COMM_WORLD, &request));
+  wait(&request, "an all-gather between ranks");
   std::vector<std::string> texts;
   for (int r = 0; r < size_; ++r) texts.push_back(all.substr(displacements[r], lengths[r]));
   return texts;
@@ -119,14 +248,14 @@ std::vector<std::string> MpiContext::all_gather_text(const std::string& text) co
 
 std::vector<double> MpiContext::all_gather(double value) const {
   std::vector<double> values(size_);
-  DPB_MPI_CHECK(MPI_Allgather(&value, 1, MPI_DOUBLE, values.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD));
+  all_gather_bytes(&value, sizeof value, values.data());
   return values;
 }
 
 void MpiContext::require_same_on_every_rank(const std::string& what, const std::string& text) const {
   const uint64_t mine[2] = {digest(text), text.size()};
   std::vector<uint64_t> all(2 * static_cast<size_t>(size_));
-  DPB_MPI_CHECK(MPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD));
+  all_gather_bytes(mine, sizeof mine, all.data());
   int differing = -1;
   for (int r = 1; r < size_ && differing < 0; ++r)
     if (all[2 * r] != all[0] || all[2 * r + 1] != all[1]) differing = r;

@@ -6,9 +6,13 @@
 // file:line and rank, so one failing rank can say why before the job is aborted.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <mpi.h>
 
 #include "engine/process_group.h"
 
@@ -46,9 +50,22 @@ class MpiContext final : public ProcessGroup {
   // Ends the whole job (MPI_Abort): for a rank that failed while others may wait in a collective.
   [[noreturn]] void abort(int exit_code) const override;
 
+  void set_stall_handler(double timeout_seconds, std::function<void(const std::string& what)> on_stall) override;
+  StallDiagnosis diagnose_stall() const override;
+
  private:
+  // Waits for a non-blocking collective, calling the stall handler when it makes no progress.
+  void wait(MPI_Request* request, const char* what) const;
+  void answer_liveness_probes();
+
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::vector<std::string> hostnames_;
+  double stall_timeout_seconds_ = 0;
+  std::function<void(const std::string&)> on_stall_;
+  // Its own communicator, so probes and replies never match a collective's messages.
+  MPI_Comm liveness_comm_ = MPI_COMM_NULL;
+  std::atomic<bool> stop_responder_{false};
+  std::thread responder_;
 };
 
 }  // namespace dpbench

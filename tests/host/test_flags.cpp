@@ -565,7 +565,7 @@ TEST_CASE("flag --help groups the flags by concern and shows the defaults", "[fl
         "--data_format", "--precision", "--use_fp16", "--fp16_loss_scale",
         "--fp16_enable_auto_loss_scale", "--fp16_inc_loss_scale_every_n", "--optimizer", "--learning_rate", "--momentum",
         "--seed", "--num_batches", "--num_warmup_batches", "--display_every", "--result_file",
-        "--help", "--version"}) {
+        "--collective_timeout", "--help", "--version"}) {
     CHECK_THAT(help, Contains(flag));
   }
   for (const char* shown_default :
@@ -590,7 +590,7 @@ TEST_CASE("config_to_json has every resolved flag", "[flags]") {
         "variable_update", "independent_replica", "data_format", "precision", "use_fp16", "fp16_loss_scale", "fp16_enable_auto_loss_scale",
         "fp16_inc_loss_scale_every_n", "optimizer", "learning_rate", "momentum", "seed",
         "num_batches", "num_warmup_batches", "display_every", "result_file", "cuda_graph",
-        "cudnn_benchmark", "deterministic"}) {
+        "cudnn_benchmark", "deterministic", "collective_timeout"}) {
     CHECK(json.contains(key));
   }
   CHECK(json["gpu_indices"] == nlohmann::json::array({0, 2}));
@@ -662,18 +662,18 @@ TEST_CASE("flag --result_file must land in an existing writable directory", "[fl
   const std::string missing_directory = (temporary.path / "no" / "such").string();
   const std::string missing = missing_directory + "/out.json";
   CHECK(result_file_error(missing) ==
-        "--result_file=" + missing + ": directory " + missing_directory +
-            " does not exist; give a path in an existing writable directory, or --result_file= to "
-            "write none");
+        "--result_file=" + missing + ": it cannot be created: its folder '" + missing_directory +
+            "' does not exist; give a path in an existing writable folder (or --result_file= to write none)");
   CHECK_FALSE(std::filesystem::exists(temporary.path / "no"));
 
   CHECK_THAT(result_file_error(temporary.path.string()),
-             Contains("--result_file=" + temporary.path.string() + ": is a directory"));
+             Contains("--result_file=" + temporary.path.string() + ": it is a directory"));
 
   const std::string plain_file = (temporary.path / "plain").string();
   std::ofstream(plain_file) << "x";
   CHECK_THAT(result_file_error(plain_file + "/out.json"),
-             Contains("--result_file=" + plain_file + "/out.json: " + plain_file + " is not a directory"));
+             Contains("--result_file=" + plain_file + "/out.json: it cannot be created: its folder '" + plain_file +
+                      "' is a regular file, not a folder"));
 
   const std::filesystem::path locked = temporary.path / "locked";
   std::filesystem::create_directory(locked);
@@ -683,6 +683,41 @@ TEST_CASE("flag --result_file must land in an existing writable directory", "[fl
     WARN("running as root: a read-only directory is still writable, skipping that check");
   } else {
     CHECK_THAT(result_file_error(locked_file),
-               Contains("--result_file=" + locked_file + ": directory " + locked.string() + " is not writable"));
+               Contains("--result_file=" + locked_file + ": it cannot be written: creating its temporary file") &&
+                   Contains("Permission denied"));
   }
+}
+
+TEST_CASE("every count and size flag has an upper bound, named in its error", "[flags]") {
+  const std::vector<std::vector<std::string>> too_large = {
+      {"--num_batches=1000001"},
+      {"--num_warmup_batches=1000000000"},
+      {"--batch_size=1048577"},
+      {"--total_batch_size=8388616", "--num_gpus=4"},
+      {"--data_feed=host", "--prefetch_depth=1000000000"},
+      {"--data_feed=host", "--datasets_num_private_threads=100000"},
+      {"--variable_update=replicated", "--gradient_repacking=65537"},
+      {"--variable_update=replicated", "--agg_small_grads_max_group=65537"},
+      {"--variable_update=replicated", "--agg_small_grads_max_bytes=2199023255553"},
+      {"--model=cifar10_cnn", "--precision=fp16", "--fp16_enable_auto_loss_scale",
+       "--fp16_inc_loss_scale_every_n=2000000000"},
+      {"--model=rnnlm", "--vocab_size=10000001"},
+      {"--model=rnnlm", "--num_layers=1025"},
+      {"--model=rnnlm", "--seq_len=100000"},
+      {"--model=nmt", "--src_max_len=65537"},
+      {"--model=nmt", "--num_units=65537"},
+      {"--collective_timeout=86401"},
+  };
+  for (const auto& args : too_large) {
+    const std::string error = error_of(args);
+    INFO(args.back() << " -> " << error);
+    CHECK_THAT(error, Contains("too large") || Contains("accepted: 1 to 86400"));
+    CHECK(error.find('\n') == std::string::npos);
+  }
+  for (const char* bad : {"0", "-5", "nan", "inf", "soon"}) {
+    INFO(bad);
+    CHECK_THAT(error_of({std::string("--collective_timeout=") + bad}), Contains("--collective_timeout="));
+  }
+  CHECK(parse({"--collective_timeout=2.5"}).collective_timeout == 2.5);
+  CHECK(parse({}).collective_timeout == 300);
 }

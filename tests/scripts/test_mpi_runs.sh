@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Multi-process runs of the real dpbench under mpirun on the reference backend (issue 8):
+# Multi-process runs of the real dpbench under mpirun on the reference backend:
 # distributed_all_reduce (and its horovod spelling) and distributed_replicated on 2 and 4 ranks
 # train bit for bit what one process with as many devices trains with replicated and
 # parameter_server; one result from rank 0 (or one per rank with {rank}); ranks that disagree
-# on flags, and a rank that fails alone, end the job with a message and no hang.
+# on flags, a rank that fails alone, and a rank that freezes (SIGSTOP) end the job with a message
+# and no hang.
 # Usage: test_mpi_runs.sh MPIEXEC DPBENCH
 set -uo pipefail
 mpiexec=${1:?usage: test_mpi_runs.sh MPIEXEC DPBENCH}
@@ -106,6 +107,60 @@ code=$?
 { [ "$code" != 0 ] && [ "$code" != 124 ]; } || fail "one failing rank: exit $code (124: the job hung)"
 grep -q "rank 1 of 2" "$work/alone.log" || fail "one failing rank: the message does not name the rank"
 [ ! -e "$work/alone.json" ] || fail "one failing rank: a result was written"
+
+# A rank that freezes (SIGSTOP) mid-run: after --collective_timeout the job ends with one line
+# naming the frozen rank and its host, and no result.
+descendants() {  # every process below pid $1
+  local child
+  for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+    echo "$child"
+    descendants "$child"
+  done
+}
+rank_pid() {  # the dpbench process of rank $2 below pid $1
+  local pid
+  for pid in $(descendants "$1"); do
+    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
+      echo "$pid"
+      return
+    fi
+  done
+}
+"$mpiexec" -n 2 "$dpbench" --device=cpu --model=trivial --num_batches=1000000 --num_warmup_batches=0 \
+  --display_every=1000 --variable_update=distributed_all_reduce --collective_timeout=3 \
+  --result_file="$work/frozen.json" > "$work/frozen.log" 2>&1 &
+job=$!
+frozen=""
+for _ in $(seq 100); do
+  frozen=$(rank_pid "$job" 1)
+  [ -n "$frozen" ] && break
+  sleep 0.1
+done
+if [ -z "$frozen" ]; then
+  fail "frozen rank: rank 1's process was not found"
+  kill -9 "$job" 2>/dev/null
+else
+  sleep 2  # let it train past start-up
+  kill -STOP "$frozen"
+  stopped_at=$SECONDS
+  for _ in $(seq 600); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$job" 2>/dev/null; then
+    fail "frozen rank: the job still runs $((SECONDS - stopped_at)) s after rank 1 froze (timeout 3 s)"
+    kill -CONT "$frozen" 2>/dev/null
+    kill -9 "$job" "$frozen" 2>/dev/null
+  fi
+  wait "$job" 2>/dev/null
+  code=$?
+  kill -CONT "$frozen" 2>/dev/null
+  kill -9 "$frozen" 2>/dev/null
+  [ "$code" != 0 ] || fail "frozen rank: exit 0"
+  grep -q "rank 1 ($(hostname)) stopped answering" "$work/frozen.log" ||
+    fail "frozen rank: no line names rank 1 and its host: $(grep -v '^\s*$' "$work/frozen.log" | tail -n 3)"
+  grep -q "no progress for 3 s (--collective_timeout)" "$work/frozen.log" || fail "frozen rank: the timeout is not named"
+  lines=$(grep -c "stopped answering" "$work/frozen.log")
+  [ "$lines" = 1 ] || fail "frozen rank: $lines lines name the frozen rank, expected one"
+  [ ! -e "$work/frozen.json" ] || fail "frozen rank: a result was written"
+fi
 
 if [ "$failures" -gt 0 ]; then
   echo "$failures failure(s)"
