@@ -24,6 +24,7 @@ struct ParsedRunFlags {
   bool version = false;
   // --device=auto found no GPU and chose the reference backend; main() prints a one-line note.
   bool fell_back_to_reference = false;
+  std::vector<std::string> arguments;  // as given, recorded in the result's "invocation"
 };
 
 // `args` excludes the program name and the "run" subcommand word. Throws ConfigError with one line

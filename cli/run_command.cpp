@@ -3,12 +3,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "cli/app.h"
 #include "cli/console.h"
+#include "cli/flag_limits.h"
 #include "cli/log.h"
 #include "engine/cuda/cuda_controls.h"
+#include "engine/data/text_content.h"
 #include "engine/device_factory.h"
 #include "engine/environment.h"
 #include "engine/gpu_telemetry.h"
@@ -123,6 +126,15 @@ EnvironmentRecord describe_environment(const RunConfig& config, const std::vecto
   return environment;
 }
 
+// The arguments as given and the tag a sweep put in DPBENCH_RUN_TAG (cut to a sane length: it is
+// an identifier, never a payload).
+nlohmann::json describe_invocation(const std::vector<std::string>& arguments) {
+  nlohmann::json invocation = {{"argv", arguments}};
+  if (const char* tag = std::getenv("DPBENCH_RUN_TAG"); tag != nullptr && *tag != '\0')
+    invocation["run_tag"] = std::string(tag).substr(0, 256);
+  return invocation;
+}
+
 FeedSettings feed_settings(const RunConfig& config) {
   const DataConfig& data = config.data;
   FeedSettings feed;
@@ -186,6 +198,14 @@ RunnerSettings runner_settings(const RunConfig& config) {
   settings.on_stuck_devices = [](const std::string& failure) {
     end_process_with_error(failure + "; ending the process", 1);
   };
+  // Only where a step waits on peers: a lone device cannot hang on anyone, and a slow reference
+  // run of a large model must not be mistaken for a hung one.
+  if (config.num_processes > 1 || (config.backend == BackendKind::cuda && config.num_devices() > 1)) {
+    settings.no_progress_timeout =
+        std::chrono::milliseconds(static_cast<int64_t>(config.collective_timeout * 1000.0));
+    const double timeout = config.collective_timeout;
+    settings.on_no_progress = [timeout](const std::string& waiting_for) { end_job_after_stall(waiting_for, timeout); };
+  }
   return settings;
 }
 
@@ -291,6 +311,10 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   const RunConfig& config = flags.config;
   const ProcessGroup* group = process_group();
   if (group != nullptr) group->require_same_on_every_rank("the resolved flags", flags_every_rank_shares(config));
+  // The data readers' warnings (a corpus that looks like binary data) go to the log, once per job.
+  set_data_warning_handler([](const std::string& warning) {
+    if (process_group() == nullptr || process_group()->rank() == 0) error_log().warn(warning);
+  });
   if (flags.fell_back_to_reference)
     print("note: no CUDA GPU found; running on the reference backend (host C++; pass --device=cpu to silence this)\n");
 
@@ -339,6 +363,10 @@ Result run_benchmark(const ParsedRunFlags& flags) {
     }
     if (data_config.num_epochs > 0) {
       const int first = data_config.timed_epoch_first, last = data_config.timed_epoch_last;
+      if (static_cast<int64_t>(data_config.num_epochs) * per_epoch > kMaxSteps)
+        throw ConfigError("--num_epochs=" + std::to_string(data_config.num_epochs) + ": " +
+                          std::to_string(data_config.num_epochs) + " epochs of " + std::to_string(per_epoch) +
+                          " steps pass the limit of " + std::to_string(kMaxSteps) + " steps; give fewer epochs");
       settings.steps_per_epoch = per_epoch;
       settings.num_warmup_batches = static_cast<int>(first * per_epoch);
       settings.num_batches = static_cast<int>((last - first + 1) * per_epoch);
@@ -373,6 +401,7 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   if (group != nullptr) combine_across_processes(*group, measured);
 
   Result result = assemble_result(effective, measured, unit, items_per_step, descriptions, data_summary);
+  result.invocation = describe_invocation(flags.arguments);
   // This process's GPUs only: under mpirun each rank samples its own.
   result.summary.gpu_telemetry = telemetry.summarize(
       measured.measured_from, measured.measured_until, result.summary.measured_steps,

@@ -87,6 +87,9 @@ struct Result {
   nlohmann::json config = nlohmann::json::object();  // every resolved flag, under its flag name
   Summary summary;
   std::vector<StepRecord> steps;
+  // How the run was started: "argv" (the arguments after the program name) and, where a sweep
+  // started it, "run_tag" (DPBENCH_RUN_TAG), by which the sweep knows the result is its own.
+  nlohmann::json invocation = nlohmann::json::object();
 };
 
 }  // namespace dpbench

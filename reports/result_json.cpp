@@ -250,12 +250,14 @@ json result_to_json(const Result& result) {
     if (step.items) record["items"] = *step.items;
     steps.push_back(std::move(record));
   }
-  return {{"schema_version", result.schema_version},
-          {"tool", {{"version", result.tool_version}, {"git_sha", result.git_sha}}},
-          {"environment", environment_to_json(result.environment)},
-          {"config", result.config},
-          {"summary", summary_to_json(result.summary)},
-          {"steps", std::move(steps)}};
+  json document = {{"schema_version", result.schema_version},
+                   {"tool", {{"version", result.tool_version}, {"git_sha", result.git_sha}}},
+                   {"environment", environment_to_json(result.environment)},
+                   {"config", result.config},
+                   {"summary", summary_to_json(result.summary)},
+                   {"steps", std::move(steps)}};
+  if (!result.invocation.empty()) document["invocation"] = result.invocation;
+  return document;
 }
 
 Result result_from_json(const json& document) {
@@ -281,6 +283,7 @@ Result result_from_json(const json& document) {
   result.config = object_member(document, "", "config");
   result.summary = summary_from_json(document);
   result.steps = steps_from_json(document);
+  if (document.contains("invocation") && document["invocation"].is_object()) result.invocation = document["invocation"];
   return result;
 }
 

@@ -36,6 +36,8 @@ Options:
   --dry-run           print every command (with its environment) and run nothing; a command
                       whose result is present is printed as "# present, would skip: COMMAND"
   --no-report         do not run \`dpbench report\` at the end
+  --wait              when another sweep is running into DIR, wait for it to end instead of
+                      exiting (see "One sweep per folder")
   -h, --help          this text
   -- FLAGS...         everything after -- goes to every dpbench run (e.g. --num_batches=50,
                       --device=cpu for the reference backend: then only --num_gpus picks devices)
@@ -58,17 +60,39 @@ Strategy tokens: BASE[+FLAG]...
   --gpu_indices, --result_file, --variable_update, --all_reduce_spec, --local_parameter_device)
   are refused in tokens and after --; --device is refused in tokens (give it after --).
 
-Re-running: a combination whose result file is a complete JSON document with a "summary" is
-skipped, unless DIR/logs/NAME.args (the arguments that made it) differs from this sweep's: then it
-is stale and runs again, as does a partial or unreadable file. A failed run keeps its log, appends
-"TIME exit=CODE COMMAND" to DIR/failures.txt and the sweep goes on. Finally
+Re-running: a combination is skipped when its result is a complete JSON document (a "summary")
+that belongs to the run the sweep recorded for it: before launching a run the sweep writes its
+arguments to DIR/logs/NAME.args and a tag new for every launch to DIR/logs/NAME.tag, and hands the
+tag to dpbench in DPBENCH_RUN_TAG, which writes it into the result as invocation.run_tag. A result
+made with other arguments than this sweep's runs again ("made with other arguments"), as does a
+partial or unreadable file, and a result whose invocation.run_tag is not the recorded tag ("result
+not from the recorded run"): one left by a run that outlived an earlier sweep, and every result of
+a dpbench too old to write an "invocation". A run that cannot start (a folder in the way of its
+result) or fails keeps its log, appends "TIME exit=CODE COMMAND" (exit=none when it could not
+start) to DIR/failures.txt and the sweep goes on. Finally
 \`dpbench report DIR --output DIR/REPORT.md --plots DIR/plots\` runs (its output in
 DIR/logs/report.log) and the last line counts the runs that ran (and succeeded), were skipped
 and failed. Each run prints one progress line: "[3/12] resnet50 replicated:nccl 4 GPUs ... 1234.5
 images/s (41 s)" (items_per_sec and unit read from its result).
 
-Exit status: 0 when every run succeeded or was skipped, 1 when a run failed, 2 for a bad command
-line (nothing runs), 130 when interrupted. A report that cannot be generated is said in one line
+One sweep per folder: a sweep (not a dry run) holds DIR/.sweep.lock (flock, util-linux) while it
+runs and writes its pid, host, start time and command line into it. A second sweep into DIR says
+which sweep holds it and exits 1, or with --wait waits for it. The runs inherit the lock: a run
+left behind by a sweep that was killed keeps DIR locked until it ends. Once it holds the lock, a
+sweep removes the temporary files (NAME.tmp.PID) that a dpbench killed while writing left in DIR,
+when no process PID exists.
+
+Stopping: SIGINT, SIGTERM or SIGHUP ends the running dpbench (its whole process group: mpirun
+and its local ranks too) with the same signal, SIGKILL after 10 s, ends the progress line with
+"interrupted", says what ran and what did not, and exits 128 + the signal number. Every run gets
+DPBENCH_END_WITH_PID=PID@HOST of the sweep in its environment (with mpirun also passed on by -x, as
+is DPBENCH_RUN_TAG; neither is shown in the printed commands): dpbench on the sweep's host ends
+itself, writing no result, soon after the sweep has ended, even when the sweep was killed by
+SIGKILL (ranks on other hosts end with the job).
+
+Exit status: 0 when every run succeeded or was skipped, 1 when a run failed or another sweep holds
+DIR, 2 for a bad command line (nothing runs), 130, 143 or 129 when stopped by SIGINT, SIGTERM or
+SIGHUP (or a run exited 130 or 143 itself). A report that cannot be generated is said in one line
 and does not change the exit status.
 EOF
 }
@@ -101,8 +125,9 @@ split() {
 }
 
 # ---- command line ------------------------------------------------------------------------------
+sweep_command=$(render "$0" "$@")  # written into the folder's lock, for a second sweep to name
 models_arg="" gpus_arg="" strategies_arg="" out_arg="" dpbench="" select=visible repeats=1
-launcher=none dry_run=0 report=1
+launcher=none dry_run=0 report=1 wait_for_lock=0
 extra=()
 have() { [ -n "${1-}" ]; }
 while (($#)); do
@@ -113,6 +138,7 @@ while (($#)); do
     -h | --help) usage; exit 0 ;;
     --dry-run) dry_run=1; continue ;;
     --no-report) report=0; continue ;;
+    --wait) wait_for_lock=1; continue ;;
     --*=*) name=${arg%%=*}; value=${arg#*=} ;;
     --models | --gpus | --strategies | --out | --dpbench | --select | --repeats | --launcher)
       (($#)) || die "$arg needs a value (see --help)"
@@ -270,9 +296,10 @@ if [ -z "$json_tool" ]; then
   else json_tool="grep"; fi
 fi
 
-# Prints "RATE UNIT" of a complete result (a JSON object with a "summary" object); fails otherwise.
+# Prints "RATE UNIT RUN_TAG" of a complete result (a JSON object with a "summary" object; RUN_TAG
+# is invocation.run_tag, "-" when there is none); fails otherwise.
 read_result() {
-  [ -s "$1" ] || return 1
+  [ -f "$1" ] && [ -s "$1" ] || return 1
   case $json_tool in
     python3)
       python3 - "$1" <<'PY'
@@ -287,24 +314,49 @@ if not isinstance(summary, dict):
     sys.exit(1)
 rate, unit = summary.get("items_per_sec"), summary.get("unit")
 ok = isinstance(rate, (int, float)) and not isinstance(rate, bool)
-print(rate if ok else "?", unit if isinstance(unit, str) and unit and " " not in unit else "items/s")
+invocation = doc.get("invocation")
+tag = invocation.get("run_tag") if isinstance(invocation, dict) else None
+print(rate if ok else "?", unit if isinstance(unit, str) and unit and " " not in unit else "items/s",
+      tag if isinstance(tag, str) and tag and not any(c.isspace() for c in tag) else "-")
 PY
       ;;
     jq)
       jq -r 'if type == "object" and (.summary | type) == "object"
-             then "\(.summary.items_per_sec | if type == "number" then . else "?" end) \(.summary.unit // "items/s")"
+             then "\(.summary.items_per_sec | if type == "number" then . else "?" end) \(.summary.unit // "items/s") \(
+                   .invocation | if type == "object" then .run_tag else null end
+                   | if type == "string" and test("^\\S+$") then . else "-" end)"
              else error("no summary") end' "$1" 2>/dev/null
       ;;
     grep)
       # No JSON parser: complete means a "summary" key and a last non-blank character '}'.
       grep -q '"summary"' "$1" && [ "$(tr -d '[:space:]' <"$1" | tail -c 1)" = "}" ] || return 1
-      local rate unit
+      local rate unit tag
       rate=$(grep -o '"items_per_sec": *[-0-9.eE+]*' "$1" | head -n 1 | sed 's/.*: *//')
       unit=$(grep -o '"unit": *"[^" ]*"' "$1" | head -n 1 | sed 's/.*: *"//; s/"$//')
-      echo "${rate:-?} ${unit:-items/s}"
+      tag=$(grep -o '"run_tag": *"[^"[:space:]]*"' "$1" | head -n 1 | sed 's/.*: *"//; s/"$//')
+      echo "${rate:-?} ${unit:-items/s} ${tag:--}"
       ;;
     *) echo "$prog: SWEEP_JSON_TOOL=$json_tool: accepted: python3, jq, grep" >&2; return 1 ;;
   esac
+}
+
+# Sets present ("RATE UNIT" of a result that stands for this run: skip it) or stale (why a result
+# that is there runs again) for $result, $args_file, $tag_file and $args_line.
+judge_result() {
+  present="" stale=""
+  local found rate unit tag
+  if ! found=$(read_result "$result"); then
+    if [ -f "$result" ]; then stale="incomplete result file"; fi
+    return 0
+  fi
+  read -r rate unit tag <<<"$found"
+  if [ -f "$args_file" ] && [ "$(cat "$args_file")" != "$args_line" ]; then
+    stale="made with other arguments, see $args_file"
+  elif [ ! -f "$args_file" ] || [ ! -f "$tag_file" ] || [ "$tag" != "$(cat "$tag_file")" ]; then
+    stale="result not from the recorded run"
+  else
+    present="$rate $unit"
+  fi
 }
 
 # "1234.5 images/s" from "RATE UNIT".
@@ -320,13 +372,186 @@ format_rate() {
 # "1 run", "2 runs".
 count() { if (($1 == 1)); then printf '1 %s' "$2"; else printf '%d %ss' "$1" "$2"; fi; }
 
+# ---- running a child, and stopping it -----------------------------------------------------------
+# Note [children end with the sweep]: each child (dpbench, mpirun, the report, flock) runs in its
+# own process group (set -m), waited for with `wait`, which a trapped signal interrupts (a
+# foreground child would hold the trap back until it ended). A terminal's Ctrl-C reaches the
+# sweep only; the trap passes the signal on to the child's whole group (mpirun's local ranks too)
+# and waits for it. A background child without job control would ignore SIGINT: set -m avoids
+# that as well. For SIGKILL, which no trap sees, dpbench watches DPBENCH_END_WITH_PID itself.
+child="" line_open=0 rc=0
+
+# run_child LOG COMMAND...: runs COMMAND (stdin /dev/null, output to LOG), its exit status in rc.
+run_child() {
+  local log=$1
+  shift
+  set -m
+  "$@" </dev/null >"$log" 2>&1 &
+  child=$!
+  set +m
+  rc=0
+  wait "$child" || rc=$?
+  child=""
+}
+
+# Whether no process PID exists: kill -0 also fails for another user's process, which does.
+process_gone() {
+  local why
+  why=$( (LC_ALL=C; kill -0 "$1") 2>&1) && return 1
+  [[ $why == *"No such process"* ]]
+}
+
+# stop_child SIGNAL: sends SIGNAL to the running child's process group, SIGKILL after 10 s, and
+# waits (at most 5 s more) until the group is gone.
+stop_child() {
+  [ -n "$child" ] || return 0
+  kill -s "$1" -- "-$child" 2>/dev/null || true
+  local tenths=0
+  while kill -0 -- "-$child" 2>/dev/null && ((tenths < 150)); do
+    ((++tenths != 100)) || kill -s KILL -- "-$child" 2>/dev/null || true
+    sleep 0.1
+  done
+}
+
+# on_signal SIGNAL EXIT_CODE: ends the running child and the sweep.
+on_signal() {
+  trap '' INT TERM HUP PIPE
+  stop_child "$1"
+  if ((line_open)); then echo "interrupted" || true; fi
+  echo "$prog: stopped after $ran ran, $skipped skipped, $failed failed of $total" >&2 || true
+  exit "$2"
+}
+
+# Ends a progress line.
+finish_line() {
+  echo "$*"
+  line_open=0
+}
+
+# ---- the output folder -------------------------------------------------------------------------
+lock_file=$out/.sweep.lock
+
+# Who holds the folder's lock, from what the holder wrote into it.
+lock_holder() {
+  local key value pid="" host="" started="" command=""
+  while IFS='=' read -r key value; do
+    case $key in
+      pid) pid=$value ;; host) host=$value ;; started) started=$value ;; command) command=$value ;;
+    esac
+  done <"$lock_file" 2>/dev/null || true
+  if [ -z "$pid" ]; then
+    printf 'another sweep is running into %s' "$out"
+  elif [ "$host" = "$HOSTNAME" ] && process_gone "$pid"; then
+    printf 'a run left behind by a sweep that has ended (pid %s on %s, started %s: %s) is still running into %s' \
+      "$pid" "$host" "$started" "$command" "$out"
+  else
+    printf 'another sweep (pid %s on %s, started %s: %s) is running into %s' "$pid" "$host" "$started" "$command" "$out"
+  fi
+}
+
+# Takes the folder's lock (see "One sweep per folder" in --help), or says who holds it. Its file
+# descriptor stays open in every child, so the lock lasts as long as the last of them.
+take_lock() {
+  command -v flock >/dev/null 2>&1 || die "flock (util-linux) is missing; the sweep locks $out with it"
+  # Opened without truncation: the holder's details must survive until it has the lock.
+  exec {lock_fd}<>"$lock_file" || die "cannot open $lock_file"
+  rc=0
+  flock -n "$lock_fd" || rc=$?
+  if ((rc != 0)); then
+    ((rc == 1)) || die "cannot lock $lock_file (flock exited $rc)"  # 1: held by another
+    if ((!wait_for_lock)); then
+      echo "$prog: $(lock_holder); wait for it or pass --wait" >&2
+      exit 1
+    fi
+    echo "$prog: $(lock_holder); waiting for it (--wait)"
+    run_child /dev/null flock "$lock_fd"
+    ((rc == 0)) || die "cannot lock $lock_file (flock exited $rc)"
+  fi
+  printf 'pid=%s\nhost=%s\nstarted=%s\ncommand=%s\n' "$$" "$HOSTNAME" "$(date '+%Y-%m-%dT%H:%M:%S%z')" \
+    "$sweep_command" >"$lock_file"
+}
+
+# Removes DIR's NAME.tmp.PID files of processes that no longer exist: dpbench writes a result to
+# such a name and renames it, so one killed in between leaves it behind. Under the lock no run of
+# ours can be writing one.
+remove_stale_temporaries() {
+  local path removed=0
+  while IFS= read -r -d '' path; do
+    if [[ $path =~ \.tmp\.([0-9]+)$ ]] && process_gone "${BASH_REMATCH[1]}" && rm -f -- "$path"; then
+      removed=$((removed + 1))
+    fi
+  done < <(find "$out" -mindepth 1 -maxdepth 1 -type f -name '*.tmp.[0-9]*' -print0)
+  ((removed == 0)) ||
+    echo "$prog: removed $(count "$removed" "stale temporary file") left in $out by dpbench runs that have ended"
+}
+
+# Clears the way for a run and records it before it starts: removes the old result, writes the
+# arguments and the tag, empties the log. Prints why not when it cannot.
+prepare_run() {
+  local why
+  why=$({ rm -f -- "$result" && printf '%s\n' "$args_line" >"$args_file" && printf '%s\n' "$tag" >"$tag_file" &&
+    : >"$log"; } 2>&1) && return 0
+  # "sweep.sh: line 9: PATH: Is a directory" -> "PATH: Is a directory"
+  printf '%s' "$why" | sed 's/^[^:]*: line [0-9]*: //' | head -n 1
+  return 1
+}
+
+# Runs the current combination and ends its progress line: records it, launches it, checks that
+# the result is its own, counts it; a failure goes to failures.txt.
+launch_run() {
+  local started=$SECONDS why="" found rate unit found_tag last outcome
+  tag="$$-$(date +%s%N)-$index"  # new for every launch: a result names the launch that made it
+  if why=$(prepare_run); then
+    run_child "$log" env DPBENCH_RUN_TAG="$tag" "${env_words[@]}" "${run_launch[@]}" "${args[@]}"
+    if ((rc == 130 || rc == 143)); then
+      finish_line "interrupted (exit $rc)"
+      echo "$prog: stopped after $ran ran, $skipped skipped, $failed failed of $total" >&2
+      exit "$rc"
+    fi
+    if ((rc == 0)); then
+      if found=$(read_result "$result"); then
+        read -r rate unit found_tag <<<"$found"
+        # A result without a tag comes from a dpbench that predates DPBENCH_RUN_TAG.
+        if [ "$found_tag" = "$tag" ] || [ "$found_tag" = - ]; then
+          ran=$((ran + 1))
+          finish_line "$(format_rate "$rate $unit") ($((SECONDS - started)) s)"
+          return 0
+        fi
+        why="its result is another launch's (run_tag $found_tag, expected $tag)"
+      else
+        why="exit 0 but no complete result in $result"
+      fi
+    fi
+    last=$(grep -v '^[[:space:]]*$' "$log" | tail -n 1 | cut -c 1-200 || true)
+    outcome="FAILED (exit $rc${why:+: $why}): ${last:-no output} (log: $log)"
+  else
+    rc=none
+    echo "$prog: not run: $why" 2>/dev/null >"$log" || true
+    outcome="FAILED (not run): $why"
+  fi
+  failed=$((failed + 1))
+  finish_line "$outcome"
+  echo "$(date '+%Y-%m-%dT%H:%M:%S%z') exit=$rc $command_line" >>"$out/failures.txt" ||
+    echo "$prog: cannot append to $out/failures.txt" >&2
+}
+
 # ---- the sweep ---------------------------------------------------------------------------------
 total=$((${#models[@]} * ${#counts[@]} * ${#tokens[@]} * repeats))
+index=0 ran=0 skipped=0 failed=0 would_skip=0
 if ((!dry_run)); then
+  trap 'on_signal INT 130' INT
+  trap 'on_signal TERM 143' TERM
+  trap 'on_signal HUP 129' HUP
   mkdir -p "$out/logs" || die "cannot create $out/logs"
+  take_lock
+  remove_stale_temporaries
+  # Every child ends itself soon after the sweep has ended, even by SIGKILL (Note [children end
+  # with the sweep]); each run also gets DPBENCH_RUN_TAG (its own).
+  DPBENCH_END_WITH_PID=$$@$(hostname)
+  export DPBENCH_END_WITH_PID
+  unset DPBENCH_RUN_TAG
 fi
 
-index=0 ran=0 skipped=0 failed=0 would_skip=0
 for model in "${models[@]}"; do
   for n in "${counts[@]}"; do
     env_words=()
@@ -359,30 +584,23 @@ for model in "${models[@]}"; do
         fi
         result=$out/$name.json
         if [ "$launcher" = mpirun ]; then
-          # One GPU per rank: the rank count is the device count.
+          # One GPU per rank: the rank count is the device count. The sweep's own variables are
+          # passed on explicitly (-x): mpirun need not pass its environment to the ranks.
           args=(--model="$model" "${flags[@]}" "${extra[@]}")
           launch=("$mpirun_cmd" "${mpirun_args[@]}" -np "$n" "$dpbench")
+          run_launch=("$mpirun_cmd" "${mpirun_args[@]}" -x DPBENCH_END_WITH_PID -x DPBENCH_RUN_TAG -np "$n" "$dpbench")
         else
           args=(--model="$model" --num_gpus="$n" "${select_flags[@]}" "${flags[@]}" "${extra[@]}")
           launch=("$dpbench")
+          run_launch=("$dpbench")
         fi
         args_line=$(render "${env_words[@]}" "${launch[@]:0:${#launch[@]}-1}" "${args[@]}")  # what made the result
         args+=(--result_file="$result")
         command_line=$(render "${env_words[@]}" "${launch[@]}" "${args[@]}")
         args_file=$out/logs/$name.args
+        tag_file=$out/logs/$name.tag
         log=$out/logs/$name.log
-
-        present=""
-        stale=""
-        if present=$(read_result "$result"); then
-          if [ -f "$args_file" ] && [ "$(cat "$args_file")" != "$args_line" ]; then
-            stale="made with other arguments, see $args_file"
-            present=""
-          fi
-        else
-          present=""
-          if [ -e "$result" ]; then stale="incomplete result file"; fi
-        fi
+        judge_result
 
         if ((dry_run)); then
           if [ -n "$present" ]; then
@@ -395,39 +613,14 @@ for model in "${models[@]}"; do
         fi
 
         printf '[%d/%d] %s ... ' "$index" "$total" "$label"
+        line_open=1
         if [ -n "$present" ]; then
           skipped=$((skipped + 1))
-          echo "skipped, result present ($(format_rate "$present"))"
+          finish_line "skipped, result present ($(format_rate "$present"))"
           continue
         fi
         [ -n "$stale" ] && printf 're-running (%s) ... ' "$stale"
-        rm -f "$result" "$args_file"
-        started=$SECONDS
-        rc=0
-        if ((${#env_words[@]})); then
-          env "${env_words[@]}" "${launch[@]}" "${args[@]}" </dev/null >"$log" 2>&1 || rc=$?
-        else
-          "${launch[@]}" "${args[@]}" </dev/null >"$log" 2>&1 || rc=$?
-        fi
-        if ((rc == 130 || rc == 143)); then
-          echo "interrupted (exit $rc)"
-          echo "$prog: stopped after $ran ran, $skipped skipped, $failed failed of $total" >&2
-          exit 130
-        fi
-        why=""
-        if ((rc == 0)); then
-          if present=$(read_result "$result"); then
-            ran=$((ran + 1))
-            printf '%s\n' "$args_line" >"$args_file"
-            echo "$(format_rate "$present") ($((SECONDS - started)) s)"
-            continue
-          fi
-          why="exit 0 but no complete result in $result"
-        fi
-        failed=$((failed + 1))
-        last=$(grep -v '^[[:space:]]*$' "$log" | tail -n 1 | cut -c 1-200 || true)
-        echo "FAILED (exit $rc${why:+: $why}): ${last:-no output} (log: $log)"
-        echo "$(date '+%Y-%m-%dT%H:%M:%S%z') exit=$rc $command_line" >>"$out/failures.txt"
+        launch_run
       done
     done
   done
@@ -441,13 +634,12 @@ if ((dry_run)); then
 fi
 
 if ((report)); then
-  report_rc=0
-  "${report_cmd[@]}" </dev/null >"$out/logs/report.log" 2>&1 || report_rc=$?
-  if ((report_rc == 0)); then
+  run_child "$out/logs/report.log" "${report_cmd[@]}"
+  if ((rc == 0)); then
     echo "$prog: report written to $out/REPORT.md, plots to $out/plots"
   else
     why=$(grep -v '^[[:space:]]*$' "$out/logs/report.log" | tail -n 1 | cut -c 1-300 || true)
-    echo "$prog: the report could not be generated: dpbench report exited $report_rc: ${why:-no output} (log: $out/logs/report.log)"
+    echo "$prog: the report could not be generated: dpbench report exited $rc: ${why:-no output} (log: $out/logs/report.log)"
   fi
 fi
 

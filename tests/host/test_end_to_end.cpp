@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 
 #include "tests/host/test_support.h"
@@ -180,4 +181,22 @@ TEST_CASE("the deterministic flag is recorded and changes nothing on the referen
   CHECK(a["config"]["deterministic"] == false);
   CHECK(b["config"]["deterministic"] == true);
   CHECK(a["summary"]["param_norm"].get<double>() == b["summary"]["param_norm"].get<double>());
+}
+
+TEST_CASE("a result records the arguments that made it and the run tag a sweep gave it", "[end_to_end]") {
+  TempDir dir;
+  const std::string out = dir.file("out.json");
+  const std::vector<std::string> args = {"--device=cpu", "--model=trivial", "--num_batches=2",
+                                         "--num_warmup_batches=0", "--result_file=" + out};
+  ::setenv("DPBENCH_RUN_TAG", "4242-1700000000000000000-3", 1);
+  const int code = run_cli(args);
+  ::unsetenv("DPBENCH_RUN_TAG");
+  REQUIRE(code == 0);
+  const nlohmann::json invocation = read_json(out)["invocation"];
+  CHECK(invocation["argv"] == nlohmann::json(args));
+  CHECK(invocation["run_tag"] == "4242-1700000000000000000-3");
+
+  // Without the variable there is no tag: a sweep's rerun cannot mistake this result for its own.
+  REQUIRE(run_cli(args) == 0);
+  CHECK_FALSE(read_json(out)["invocation"].contains("run_tag"));
 }
