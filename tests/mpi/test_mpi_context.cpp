@@ -2,7 +2,9 @@
 // from any root, all-gather by rank, and the flag check that names the rank and line that differ.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,28 @@ TEST_CASE("the flag check passes equal texts and names the rank and line that di
                         "with the same flags (and the same dpbench)");
   CHECK_THROWS_AS(g_mpi->require_same_on_every_rank("x", g_mpi->rank() == last ? flags + "--seed=2\n" : flags),
                   ConfigError);
+}
+
+TEST_CASE("a collective that waits past the stall timeout calls the handler; every rank still answers", "[mpi]") {
+  if (g_mpi->size() < 2) return;
+  // Rank 0 enters the all-gather at once, the others 1.5 s later: rank 0's wait passes the 0.3 s
+  // timeout, and its probe finds every rank answering (their responder threads run while their
+  // main threads sleep).
+  std::vector<std::string> stalled_in;
+  ProcessGroup::StallDiagnosis diagnosis;
+  g_mpi->set_stall_handler(0.3, [&](const std::string& what) {
+    if (stalled_in.empty()) diagnosis = g_mpi->diagnose_stall();
+    stalled_in.push_back(what);
+  });
+  if (g_mpi->rank() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const std::vector<double> values = g_mpi->all_gather(g_mpi->rank());
+  g_mpi->set_stall_handler(0, nullptr);
+  for (int r = 0; r < g_mpi->size(); ++r) CHECK(values[r] == r);
+  if (g_mpi->rank() != 0) return;
+  REQUIRE_FALSE(stalled_in.empty());
+  CHECK(stalled_in.front() == "an all-gather between ranks");
+  CHECK(diagnosis.speaker);
+  CHECK_THAT(diagnosis.message, Catch::Contains("every rank still answers"));
 }
 
 }  // namespace
