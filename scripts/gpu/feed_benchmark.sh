@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data feeding on the GPUs (issue 7): each workload with on-device data, host feeding with
+# Data feeding on the GPUs: each workload with on-device data, host feeding with
 # prefetch, and synchronous host feeding, on 1 and N GPUs, in one call; prints a table of
 # throughput, step time and the time compute waited for data.
 # Usage: scripts/gpu/feed_benchmark.sh OUT_DIR [N]

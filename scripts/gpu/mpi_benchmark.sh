@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One process per GPU against one process for all GPUs (issue 8): for each workload, ROUNDS
+# One process per GPU against one process for all GPUs: for each workload, ROUNDS
 # interleaved rounds of `dpbench --num_gpus=N --variable_update=replicated` (NCCL) and
 # `mpirun -np N dpbench --variable_update=distributed_all_reduce`, plus one
 # distributed_replicated run; prints median throughput, the ratio and whether param_norm agrees.
