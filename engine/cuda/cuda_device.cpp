@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cuda_device_scope.h"
 #include "engine/device_factory.h"
 #include "engine/errors.h"
 #include "engine/host_memory.h"
@@ -34,28 +35,6 @@ void require_context(int ordinal) {
   DPB_CUDA_CHECK(status);
   DPB_CUDA_CHECK(cudaSetDevice(previous));
 }
-
-// Makes `ordinal` current for a scope and restores the caller's device afterwards, so setup code
-// on the main thread can touch any device without disturbing the device it had selected.
-class ScopedCurrentDevice {
- public:
-  explicit ScopedCurrentDevice(int ordinal) {
-    DPB_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != ordinal) {
-      DPB_CUDA_CHECK(cudaSetDevice(ordinal));
-      changed_ = true;
-    }
-  }
-  ~ScopedCurrentDevice() {
-    if (changed_) (void)cudaSetDevice(previous_);
-  }
-  ScopedCurrentDevice(const ScopedCurrentDevice&) = delete;
-  ScopedCurrentDevice& operator=(const ScopedCurrentDevice&) = delete;
-
- private:
-  int previous_ = 0;
-  bool changed_ = false;
-};
 
 // A zero-byte request still yields a distinct, valid pointer (cudaMalloc(0) gives nullptr).
 size_t at_least_one_byte(size_t bytes) { return bytes == 0 ? 1 : bytes; }
@@ -111,7 +90,7 @@ class CudaDeviceEvent final : public Event {
 
 CudaDevice::CudaDevice(int ordinal) {
   require_context(ordinal);
-  ScopedCurrentDevice current(ordinal);
+  CurrentDeviceScope current(ordinal);
   cudaDeviceProp properties{};
   DPB_CUDA_CHECK(cudaGetDeviceProperties(&properties, ordinal));
   description_.index = ordinal;
@@ -144,7 +123,7 @@ CudaDevice::~CudaDevice() {
 void CudaDevice::make_current() { DPB_CUDA_CHECK(cudaSetDevice(ordinal())); }
 
 void CudaDevice::create_backend(StreamKind stream) {
-  ScopedCurrentDevice current(ordinal());  // library handles bind to the current device
+  CurrentDeviceScope current(ordinal());  // library handles bind to the current device
   const int slot = static_cast<int>(stream);
   auto cublas = std::make_unique<CublasHandle>();
   auto cudnn = std::make_unique<CudnnHandle>();
@@ -186,7 +165,7 @@ Backend& CudaDevice::ops(StreamKind stream) {
 }
 
 Buffer CudaDevice::allocate(size_t bytes) {
-  ScopedCurrentDevice current(ordinal());
+  CurrentDeviceScope current(ordinal());
   void* data = nullptr;
   const cudaError_t status = cudaMalloc(&data, at_least_one_byte(bytes));
   if (status == cudaErrorMemoryAllocation) {
@@ -205,7 +184,7 @@ Buffer CudaDevice::allocate(size_t bytes) {
 }
 
 Buffer CudaDevice::allocate_host_visible(size_t bytes) {
-  ScopedCurrentDevice current(ordinal());
+  CurrentDeviceScope current(ordinal());
   void* data = nullptr;
   // Pinned pages are taken at once and cannot be swapped: count them against the host's memory.
   check_host_allocation(bytes, "GPU " + std::to_string(ordinal()) + "'s pinned host buffers");
@@ -226,14 +205,14 @@ Buffer CudaDevice::allocate_host_visible(size_t bytes) {
 
 void CudaDevice::copy_to_host(void* host_dst, const void* device_src, size_t bytes) {
   if (bytes == 0) return;
-  ScopedCurrentDevice current(ordinal());
+  CurrentDeviceScope current(ordinal());
   synchronize();
   copy_and_wait(host_dst, device_src, bytes, cudaMemcpyDeviceToHost);
 }
 
 void CudaDevice::copy_from_host(void* device_dst, const void* host_src, size_t bytes) {
   if (bytes == 0) return;
-  ScopedCurrentDevice current(ordinal());
+  CurrentDeviceScope current(ordinal());
   synchronize();
   copy_and_wait(device_dst, host_src, bytes, cudaMemcpyHostToDevice);
 }
@@ -248,7 +227,7 @@ void CudaDevice::copy_and_wait(void* dst, const void* src, size_t bytes, cudaMem
 }
 
 std::unique_ptr<Event> CudaDevice::create_event(bool timing) {
-  ScopedCurrentDevice current(ordinal());  // an event belongs to the device current at creation
+  CurrentDeviceScope current(ordinal());  // an event belongs to the device current at creation
   return std::make_unique<CudaDeviceEvent>(*this, timing);
 }
 
@@ -332,7 +311,7 @@ class CudaGraphWork final : public CapturedWork {
 }  // namespace
 
 std::unique_ptr<CapturedWork> CudaDevice::capture(const std::function<void()>& enqueue) {
-  ScopedCurrentDevice current(ordinal());
+  CurrentDeviceScope current(ordinal());
   const cudaStream_t compute = stream(StreamKind::compute);
   // Thread-local mode: other device threads keep launching normally while this one records.
   DPB_CUDA_CHECK(cudaStreamBeginCapture(compute, cudaStreamCaptureModeThreadLocal));

@@ -22,6 +22,7 @@
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cuda_launch.cuh"
+#include "engine/cuda/cuda_packs.cuh"
 #include "engine/errors.h"
 
 namespace dpbench::cuda_kernels {
@@ -131,102 +132,6 @@ Workspace carve_workspace(const Tiling& t, void* memory) {
     w.coefficient[i] = at + 2 * partials + static_cast<size_t>(i) * t.channels;
   }
   return w;
-}
-
-// ---- storage types ---------------------------------------------------------------------------
-// T is float, __half or __nv_bfloat16. A Pack is one item as stored: kVec elements that a single
-// load or store moves, kept as the 32-bit words they arrived in (a lone 16-bit element in the low
-// half) and widened to float one element at a time where used. Keeping the words matters: an
-// unpacked 16-bit value takes a whole register, and bf16 widening is cheap enough that the
-// compiler widens everything at once; either doubles what a thread holds across 3 * kUnroll
-// packs in flight.
-
-template <typename T, int kVec>
-struct Pack {
-  static constexpr int kBytes = static_cast<int>(sizeof(T)) * kVec;
-  static_assert(kBytes == 2 || kBytes == 4 || kBytes == 8 || kBytes == 16, "2 to 16 bytes");
-  unsigned w[kBytes >= 4 ? kBytes / 4 : 1];
-};
-
-// Item `at` (in packs) of base, which must be aligned to a whole pack.
-template <typename T, int kVec>
-__device__ __forceinline__ Pack<T, kVec> load_pack(const T* base, long long at) {
-  constexpr int kBytes = Pack<T, kVec>::kBytes;
-  Pack<T, kVec> p;
-  if constexpr (kBytes == 16) {
-    const uint4 v = reinterpret_cast<const uint4*>(base)[at];
-    p.w[0] = v.x;
-    p.w[1] = v.y;
-    p.w[2] = v.z;
-    p.w[3] = v.w;
-  } else if constexpr (kBytes == 8) {
-    const uint2 v = reinterpret_cast<const uint2*>(base)[at];
-    p.w[0] = v.x;
-    p.w[1] = v.y;
-  } else if constexpr (kBytes == 4) {
-    p.w[0] = reinterpret_cast<const unsigned*>(base)[at];
-  } else {
-    p.w[0] = reinterpret_cast<const unsigned short*>(base)[at];
-  }
-  return p;
-}
-
-template <typename T, int kVec>
-__device__ __forceinline__ void store_pack(T* base, long long at, const Pack<T, kVec>& p) {
-  constexpr int kBytes = Pack<T, kVec>::kBytes;
-  if constexpr (kBytes == 16) {
-    reinterpret_cast<uint4*>(base)[at] = make_uint4(p.w[0], p.w[1], p.w[2], p.w[3]);
-  } else if constexpr (kBytes == 8) {
-    reinterpret_cast<uint2*>(base)[at] = make_uint2(p.w[0], p.w[1]);
-  } else if constexpr (kBytes == 4) {
-    reinterpret_cast<unsigned*>(base)[at] = p.w[0];
-  } else {
-    reinterpret_cast<unsigned short*>(base)[at] = static_cast<unsigned short>(p.w[0]);
-  }
-}
-
-// Element k of a pack, widened (exactly) to float.
-template <typename T, int kVec>
-__device__ __forceinline__ float element(const Pack<T, kVec>& p, int k) {
-  if constexpr (std::is_same_v<T, float>) {
-    return __uint_as_float(p.w[k]);
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    // bf16 is the upper half of a float.
-    const unsigned word = p.w[k / 2];
-    return __uint_as_float(k % 2 == 0 ? word << 16 : word & 0xffff0000u);
-  } else {
-    __half2 pair;
-    memcpy(&pair, &p.w[k / 2], sizeof(pair));
-    return k % 2 == 0 ? __low2float(pair) : __high2float(pair);
-  }
-}
-
-// `values` rounded to T (to nearest), as a pack; 16-bit pairs take one paired conversion.
-template <typename T, int kVec>
-__device__ __forceinline__ Pack<T, kVec> round_pack(const float (&values)[kVec]) {
-  Pack<T, kVec> p;
-  if constexpr (std::is_same_v<T, float>) {
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) p.w[k] = __float_as_uint(values[k]);
-  } else if constexpr (kVec == 1) {
-    if constexpr (std::is_same_v<T, __half>) {
-      p.w[0] = __half_as_ushort(__float2half_rn(values[0]));
-    } else {
-      p.w[0] = __bfloat16_as_ushort(__float2bfloat16_rn(values[0]));
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < kVec; k += 2) {
-      if constexpr (std::is_same_v<T, __half>) {
-        const __half2 pair = __floats2half2_rn(values[k], values[k + 1]);
-        memcpy(&p.w[k / 2], &pair, sizeof(pair));
-      } else {
-        const __nv_bfloat162 pair = __floats2bfloat162_rn(values[k], values[k + 1]);
-        memcpy(&p.w[k / 2], &pair, sizeof(pair));
-      }
-    }
-  }
-  return p;
 }
 
 // ---- device helpers --------------------------------------------------------------------------
@@ -383,7 +288,7 @@ __global__ void __launch_bounds__(kThreads)
     Pack<T, kVec> values[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
-      if (present[u]) values[u] = load_pack<T, kVec>(x, offsets[u]);
+      if (present[u]) values[u] = load_pack<kVec>(x, offsets[u]);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       if (!present[u]) continue;
@@ -477,7 +382,7 @@ __global__ void __launch_bounds__(kThreads)
     Pack<T, kVec> values[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
-      if (present[u]) values[u] = load_pack<T, kVec>(x, offsets[u]);
+      if (present[u]) values[u] = load_pack<kVec>(x, offsets[u]);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       if (!present[u]) continue;
@@ -518,9 +423,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       if (!present[u]) continue;
-      xs[u] = load_pack<T, kVec>(x, offsets[u]);
-      gradients[u] = load_pack<T, kVec>(dy, offsets[u]);
-      if (kRelu) outputs[u] = load_pack<T, kVec>(y, offsets[u]);
+      xs[u] = load_pack<kVec>(x, offsets[u]);
+      gradients[u] = load_pack<kVec>(dy, offsets[u]);
+      if (kRelu) outputs[u] = load_pack<kVec>(y, offsets[u]);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -601,9 +506,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       if (!present[u]) continue;
-      xs[u] = load_pack<T, kVec>(x, offsets[u]);
-      gradients[u] = load_pack<T, kVec>(dy, offsets[u]);
-      if (kRelu) outputs[u] = load_pack<T, kVec>(y, offsets[u]);
+      xs[u] = load_pack<kVec>(x, offsets[u]);
+      gradients[u] = load_pack<kVec>(dy, offsets[u]);
+      if (kRelu) outputs[u] = load_pack<kVec>(y, offsets[u]);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {

@@ -15,6 +15,7 @@
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_device.h"
+#include "engine/cuda/cuda_device_scope.h"
 #include "engine/errors.h"
 
 // Checks an NCCL call made for one rank; the message names the call, file:line, device and rank.
@@ -48,28 +49,6 @@ const char* basename_of(const char* path) {
   if (last_error != nullptr && last_error[0] != '\0') text << "; NCCL says: " << last_error;
   throw RuntimeError(text.str());
 }
-
-// Makes `ordinal` current for one call and restores the thread's device afterwards. Rank
-// threads have their device current already, so this is normally one cudaGetDevice.
-class CurrentDeviceScope {
- public:
-  explicit CurrentDeviceScope(int ordinal) {
-    DPB_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != ordinal) {
-      DPB_CUDA_CHECK(cudaSetDevice(ordinal));
-      changed_ = true;
-    }
-  }
-  ~CurrentDeviceScope() {
-    if (changed_) (void)cudaSetDevice(previous_);
-  }
-  CurrentDeviceScope(const CurrentDeviceScope&) = delete;
-  CurrentDeviceScope& operator=(const CurrentDeviceScope&) = delete;
-
- private:
-  int previous_ = 0;
-  bool changed_ = false;
-};
 
 ncclDataType_t nccl_type(DataType type) {
   switch (type) {
@@ -339,18 +318,6 @@ void NcclCommunicator::all_to_all(int rank, const void* send, void* recv, size_t
   group.end();
 }
 
-// Restores the thread's current device when enable_cuda_peer_access returns or throws.
-class RestoreDeviceScope {
- public:
-  RestoreDeviceScope() { DPB_CUDA_CHECK(cudaGetDevice(&previous_)); }
-  ~RestoreDeviceScope() { (void)cudaSetDevice(previous_); }
-  RestoreDeviceScope(const RestoreDeviceScope&) = delete;
-  RestoreDeviceScope& operator=(const RestoreDeviceScope&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
 }  // namespace
 
 std::unique_ptr<Communicator> create_nccl_communicator(const std::vector<Device*>& devices) {
@@ -373,7 +340,6 @@ std::unique_ptr<Communicator> create_nccl_process_communicator(Device& device, c
 }
 
 int enable_cuda_peer_access(const std::vector<int>& ordinals) {
-  RestoreDeviceScope restore;
   int pairs_without_access = 0;
   for (int from : ordinals) {
     for (int to : ordinals) {
@@ -385,7 +351,7 @@ int enable_cuda_peer_access(const std::vector<int>& ordinals) {
         continue;
       }
       // Peer access is granted by the device that reads and writes: `from` current, `to` the peer.
-      DPB_CUDA_CHECK(cudaSetDevice(from));
+      CurrentDeviceScope current(from);
       const cudaError_t status = cudaDeviceEnablePeerAccess(to, 0);
       if (status == cudaErrorPeerAccessAlreadyEnabled) {
         (void)cudaGetLastError();  // an earlier call (or another library) did it: not an error
