@@ -48,6 +48,13 @@ std::string names_of(const std::vector<Entry>& registry, bool implemented) {
   return names.empty() ? "none" : names;
 }
 
+// " (planned: a, b)", or nothing when every entry is implemented.
+template <typename Entry>
+std::string planned_of(const std::vector<Entry>& registry) {
+  const std::string planned = names_of(registry, false);
+  return planned == "none" ? "" : " (planned: " + planned + ")";
+}
+
 // "nccl (NCCL's all-reduce), xring (...), ..." from the spec parser's own table.
 std::string all_reduce_choices() {
   std::string text;
@@ -71,8 +78,7 @@ std::vector<FlagSpec> run_flag_specs() {
 
   return {
       {"model", "Model", "NAME",
-       "Model to train; accepted now: " + names_of(model_registry(), true) + " (planned: " +
-           names_of(model_registry(), false) + ")",
+       "Model to train; accepted now: " + names_of(model_registry(), true) + planned_of(model_registry()),
        defaults.model, {}},
       {"batch_size", "Model", "N", "Batch size per device" + per_model(batch), {}, {}},
       {"total_batch_size", "Model", "N",
@@ -135,7 +141,7 @@ std::vector<FlagSpec> run_flag_specs() {
 
       {"variable_update", "Synchronisation", "NAME",
        "How replicas synchronise; accepted now: " + names_of(strategy_registry(), true) +
-           " (planned: " + names_of(strategy_registry(), false) + ")",
+           planned_of(strategy_registry()),
        defaults.variable_update, {}},
       {"independent_replica", "Synchronisation", "BOOL",
        "With --variable_update=replicated: replicas do not exchange gradients (= independent)",
