@@ -92,16 +92,18 @@ constexpr double kAdamRtol = 1e-3, kAdamAtol = 1e-3;
 
 }  // namespace
 
-TEST_CASE("[gpu] every averaging strategy trains trivial as one GPU with N times the batch", "[gpu][strategies]") {
+TEST_CASE("[gpu] every averaging strategy trains trivial as one GPU with N times the batch",
+          "[gpu][strategies][multi_gpu]") {
   const std::vector<int> counts = gpu_counts();
-  if (counts.empty()) WARN("fewer than 2 GPUs: nothing to exchange");
+  REQUIRE_FALSE(counts.empty());  // [multi_gpu]: main() leaves it out where fewer than 2 GPUs are
   for (int n : counts)
     check_like_one_gpu({"--model=trivial", "--precision=fp32", "--num_warmup_batches=1", "--num_batches=2"}, 2, n,
                        gpu_variants(), {});
 }
 
 TEST_CASE("[gpu] rnnlm (cuDNN LSTM, Adam) trains alike under replicated nccl (sharded update too) and parameter_server gpu",
-          "[gpu][strategies]") {
+          "[gpu][strategies][multi_gpu]") {
+  REQUIRE_FALSE(gpu_counts().empty());
   for (int n : gpu_counts())
     check_like_one_gpu(kTinyRnnlm, 4, n,
                        {{"replicated nccl", replicated("nccl"), kAdamRtol, kAdamAtol},
@@ -113,7 +115,8 @@ TEST_CASE("[gpu] rnnlm (cuDNN LSTM, Adam) trains alike under replicated nccl (sh
 }
 
 TEST_CASE("[gpu] rnnlm with sparse embedding gradients trains as one GPU with N times the batch",
-          "[gpu][strategies][sparse]") {
+          "[gpu][strategies][sparse][multi_gpu]") {
+  REQUIRE_FALSE(gpu_counts().empty());
   auto sparse = [](std::function<void(RunConfig&)> more = {}) {
     return [more](RunConfig& config) {
       config.sparse_embedding_grads = true;
