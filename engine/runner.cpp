@@ -182,230 +182,238 @@ class Runner::StallWatch {
   Clock::time_point last_move_;
 };
 
-RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCallback& on_phase) {
-  const int num_replicas = static_cast<int>(replicas_.size());
-  const int64_t warmup = settings_.num_warmup_batches;
-  const int64_t measured_end = warmup + settings_.num_batches;
-  const int64_t total_steps = measured_end + settings_.num_trailing_batches;
-  const int64_t steps_per_epoch = settings_.steps_per_epoch;
-  ThreadBarrier barrier(num_replicas);
-  Clock::time_point wall_start, wall_end;
-  std::vector<Clock::time_point> epoch_marks;  // the run's start, then every epoch's end
-  std::mutex failure_mutex;
-  std::exception_ptr failure;
-  std::atomic<bool> failed{false};
-  Clock::time_point failed_at;  // guarded by failure_mutex
-  std::condition_variable thread_finished;
-  int threads_running = num_replicas;  // guarded by failure_mutex
+// What the threads of one run share: the step counts, the barrier, the clock marks, and the first
+// failure (after which every thread stops at its next chance).
+struct Runner::RunState {
+  RunState(const RunnerSettings& settings, int num_replicas, bool capturable)
+      : warmup(settings.num_warmup_batches),
+        measured_end(warmup + settings.num_batches),
+        total_steps(measured_end + settings.num_trailing_batches),
+        steps_per_epoch(settings.steps_per_epoch),
+        capturable(capturable),
+        replay(settings.cuda_graph && capturable),
+        barrier(num_replicas),
+        threads_running(num_replicas) {}
 
-  auto fail = [&](std::exception_ptr error) {
-    {
-      std::lock_guard<std::mutex> lock(failure_mutex);
-      if (!failure) {
-        failure = error;
-        failed_at = Clock::now();
-      }
-    }
-    failed = true;
-    barrier.abort();
-    strategy_.abort();
-  };
-
+  const int64_t warmup, measured_end, total_steps, steps_per_epoch;
   // A step can be captured when nothing in it changes from step to step on the host side: the
   // strategy says so for its hooks (Adam reads its step on the device). A captured step is
   // replayed with --cuda_graph; without it the capture only counts the step's kernels.
-  const bool capturable = strategy_.step_is_replayable();
-  const bool replay = settings_.cuda_graph && capturable;
-  // Runs on the last thread to reach the end of warm-up, every device idle.
-  auto start_measurement = [&](Clock::time_point now) {
-    strategy_.begin_measurement();
-    wall_start = now;
-  };
+  const bool capturable, replay;
+  ThreadBarrier barrier;
+  Clock::time_point wall_start, wall_end;
+  std::vector<Clock::time_point> epoch_marks;  // the run's start, then every epoch's end
 
-  auto device_thread = [&](ReplicaState& state) {
-    struct FinishedSignal {  // however the thread ends, the joining thread learns of it
-      std::mutex& mutex;
-      std::condition_variable& finished;
-      int& running;
-      ~FinishedSignal() {
-        std::lock_guard<std::mutex> lock(mutex);
-        --running;
-        finished.notify_all();
+  std::mutex mutex;                    // guards what follows, but `failed`
+  std::exception_ptr failure;
+  Clock::time_point failed_at;
+  std::condition_variable thread_finished;
+  int threads_running;
+  std::atomic<bool> failed{false};
+};
+
+void Runner::fail(RunState& run, std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(run.mutex);
+    if (!run.failure) {
+      run.failure = error;
+      run.failed_at = Clock::now();
+    }
+  }
+  run.failed = true;
+  run.barrier.abort();
+  strategy_.abort();
+}
+
+// Runs on the last thread to reach the end of warm-up, every device idle.
+void Runner::start_measurement(RunState& run, Clock::time_point now) {
+  strategy_.begin_measurement();
+  run.wall_start = now;
+}
+
+// Step 1's work recorded once: replayed from then on with --cuda_graph, else only counted. Step 0
+// runs eagerly before, so libraries finish their lazy set-up outside the capture; the capture
+// itself runs nothing, the replay right after it is step 1.
+void Runner::capture_step(ReplicaState& state, const RunState& run, const std::function<void()>& enqueue_step) {
+  Device& device = *state.device;
+  if (run.capturable) {
+    std::unique_ptr<CapturedWork> captured = device.capture(enqueue_step);
+    if (captured) state.kernels_per_step = captured->kernel_count();
+    if (run.replay) state.replayable_step = std::move(captured);
+  } else if (strategy_.launches_per_step() >= 0) {
+    // The step cannot be replayed (its exchange makes host decisions), but its kernels can still
+    // be counted: the model's forward and backward from a capture that is never launched, plus
+    // what the strategy says its hooks enqueue.
+    SilentAnnouncer silent;
+    std::unique_ptr<CapturedWork> captured = device.capture([&] {
+      state.model->forward(StepContext{state.loss.as<float>(), state.loss_cursor.as<int32_t>(),
+                                       state.optimizer->loss_scale()});
+      state.model->backward(silent);
+    });
+    if (captured) state.kernels_per_step = captured->kernel_count() + strategy_.launches_per_step();
+  }
+}
+
+// One device's thread: every step enqueued in order, the devices meeting at the end of warm-up,
+// of the measured steps and of every epoch.
+void Runner::drive_device(ReplicaState& state, RunState& run) {
+  struct FinishedSignal {  // however the thread ends, the joining thread learns of it
+    RunState& run;
+    ~FinishedSignal() {
+      std::lock_guard<std::mutex> lock(run.mutex);
+      --run.threads_running;
+      run.thread_finished.notify_all();
+    }
+  } finished_signal{run};
+  try {
+    Device& device = *state.device;
+    device.make_current();
+    auto enqueue_step = [&](int64_t step) {
+      // loss_cursor is also the step number: append_scalar advances it at the end of the step.
+      state.model->forward(StepContext{state.loss.as<float>(), state.loss_cursor.as<int32_t>(),
+                                       state.optimizer->loss_scale()});
+      state.announcer->begin_step();
+      state.model->backward(*state.announcer);
+      strategy_.finish_step(state.index, step + 1);
+      device.ops().append_scalar(state.loss.as<float>(), state.losses.as<float>(), state.loss_cursor.as<int32_t>());
+    };
+    if (run.warmup == 0 || run.steps_per_epoch > 0) {
+      run.barrier.arrive_and_wait([&] {
+        const Clock::time_point now = Clock::now();
+        if (run.steps_per_epoch > 0) run.epoch_marks.push_back(now);
+        if (run.warmup == 0) start_measurement(run, now);
+      });
+    }
+    for (int64_t step = 0; step < run.total_steps; ++step) {
+      if (step == 1) capture_step(state, run, [&] { enqueue_step(step); });
+      const bool profiled = settings_.profile_step > 0 && step == run.warmup + settings_.profile_step - 1;
+      if (profiled) {
+        device.synchronize();  // the range then holds this step's work and nothing before it
+        device.set_profiler_capture(true);
       }
-    } finished_signal{failure_mutex, thread_finished, threads_running};
-    try {
-      Device& device = *state.device;
-      device.make_current();
-      auto enqueue_step = [&](int64_t step) {
-        // loss_cursor is also the step number: append_scalar advances it at the end of the step.
-        state.model->forward(StepContext{state.loss.as<float>(), state.loss_cursor.as<int32_t>(),
-                                         state.optimizer->loss_scale()});
-        state.announcer->begin_step();
-        state.model->backward(*state.announcer);
-        strategy_.finish_step(state.index, step + 1);
-        device.ops().append_scalar(state.loss.as<float>(), state.losses.as<float>(),
-                                   state.loss_cursor.as<int32_t>());
-      };
-      if (warmup == 0 || steps_per_epoch > 0) {
-        barrier.arrive_and_wait([&] {
+      // The step's time includes waiting for its batch (the feed's copy, or its build).
+      state.step_start[step]->record(StreamKind::compute);
+      if (state.feed) state.feed->enqueue(step);
+      if (state.replayable_step) {
+        state.replayable_step->launch();
+      } else {
+        enqueue_step(step);
+      }
+      state.step_stop[step]->record(StreamKind::compute);
+      if (state.feed) state.feed->after_step(step);
+      if (profiled) {
+        device.synchronize();
+        device.set_profiler_capture(false);
+      }
+      state.steps_enqueued.store(step + 1, std::memory_order_release);
+      // End of warm-up (the measured wall clock starts), of the measured steps when untimed
+      // ones follow, and of every epoch: every device drains, then the clock is read.
+      const bool warmup_done = step + 1 == run.warmup;
+      const bool measurement_done = step + 1 == run.measured_end && run.measured_end < run.total_steps;
+      const bool epoch_done = run.steps_per_epoch > 0 && (step + 1) % run.steps_per_epoch == 0;
+      if (warmup_done || measurement_done || epoch_done) {
+        device.synchronize();
+        run.barrier.arrive_and_wait([&] {
           const Clock::time_point now = Clock::now();
-          if (steps_per_epoch > 0) epoch_marks.push_back(now);
-          if (warmup == 0) start_measurement(now);
+          if (epoch_done) run.epoch_marks.push_back(now);
+          if (warmup_done) start_measurement(run, now);
+          if (measurement_done) run.wall_end = now;
         });
       }
-      for (int64_t step = 0; step < total_steps; ++step) {
-        // Step 0 runs eagerly so libraries finish their lazy set-up outside the capture; the
-        // capture itself runs nothing, the replay right after it is step 1.
-        if (capturable && step == 1) {
-          std::unique_ptr<CapturedWork> captured = device.capture([&] { enqueue_step(step); });
-          if (captured) state.kernels_per_step = captured->kernel_count();
-          if (replay) state.replayable_step = std::move(captured);
-        } else if (!capturable && step == 1 && strategy_.launches_per_step() >= 0) {
-          // The step cannot be replayed (its exchange makes host decisions), but its kernels can
-          // still be counted: the model's forward and backward from a capture that is never
-          // launched, plus what the strategy says its hooks enqueue.
-          SilentAnnouncer silent;
-          std::unique_ptr<CapturedWork> captured = device.capture([&] {
-            state.model->forward(StepContext{state.loss.as<float>(), state.loss_cursor.as<int32_t>(),
-                                             state.optimizer->loss_scale()});
-            state.model->backward(silent);
-          });
-          if (captured) state.kernels_per_step = captured->kernel_count() + strategy_.launches_per_step();
-        }
-        const bool profiled = settings_.profile_step > 0 && step == warmup + settings_.profile_step - 1;
-        if (profiled) {
-          device.synchronize();  // the range then holds this step's work and nothing before it
-          device.set_profiler_capture(true);
-        }
-        // The step's time includes waiting for its batch (the feed's copy, or its build).
-        state.step_start[step]->record(StreamKind::compute);
-        if (state.feed) state.feed->enqueue(step);
-        if (state.replayable_step) {
-          state.replayable_step->launch();
-        } else {
-          enqueue_step(step);
-        }
-        state.step_stop[step]->record(StreamKind::compute);
-        if (state.feed) state.feed->after_step(step);
-        if (profiled) {
-          device.synchronize();
-          device.set_profiler_capture(false);
-        }
-        state.steps_enqueued.store(step + 1, std::memory_order_release);
-        // End of warm-up (the measured wall clock starts), of the measured steps when untimed
-        // ones follow, and of every epoch: every device drains, then the clock is read.
-        const bool warmup_done = step + 1 == warmup;
-        const bool measurement_done = step + 1 == measured_end && measured_end < total_steps;
-        const bool epoch_done = steps_per_epoch > 0 && (step + 1) % steps_per_epoch == 0;
-        if (warmup_done || measurement_done || epoch_done) {
-          device.synchronize();
-          barrier.arrive_and_wait([&] {
-            const Clock::time_point now = Clock::now();
-            if (epoch_done) epoch_marks.push_back(now);
-            if (warmup_done) start_measurement(now);
-            if (measurement_done) wall_end = now;
-          });
-        }
-        if (failed.load(std::memory_order_relaxed)) return;
-      }
-      device.synchronize();
-      barrier.arrive_and_wait([&] {
-        if (measured_end == total_steps) wall_end = Clock::now();
-      });
-    } catch (...) {
-      fail(std::current_exception());
+      if (run.failed.load(std::memory_order_relaxed)) return;
     }
-  };
-
-  if (on_phase)
-    on_phase(warmup > 0 ? "Running warm up (" + std::to_string(warmup) + " steps)"
-                        : "No warm-up steps");
-  std::vector<std::thread> threads;
-  threads.reserve(num_replicas);
-  for (auto& state : replicas_) threads.emplace_back(device_thread, std::ref(*state));
-
-  // Progress: wait until every device has enqueued the step, then wait on its stop event. Only
-  // this thread blocks; device threads keep enqueuing.
-  std::vector<double> measured_ms;
-  int64_t timed_until = warmup;  // measured steps [warmup, timed_until) are in measured_ms
-  StallWatch stall_watch(replicas_, settings_);
-  try {
-    for (int64_t step = 0; step < measured_end && !failed; ++step) {
-      const int64_t measured = step + 1 - warmup;
-      const bool display = measured > 0 && (measured % settings_.display_every == 0 ||
-                                            step + 1 == measured_end);
-      if (!display && !(step + 1 == warmup)) continue;
-      for (auto& state : replicas_) {
-        while (state->steps_enqueued.load(std::memory_order_acquire) <= step && !failed) {
-          std::this_thread::sleep_for(std::chrono::microseconds(200));
-          stall_watch.poll();
-        }
-      }
-      if (failed) break;
-      // Polling rather than cudaEventSynchronize: a blocking wait spins inside the driver, and
-      // this thread must cost the launching threads nothing.
-      for (auto& state : replicas_) {
-        while (!state->step_stop[step]->query() && !failed) {
-          std::this_thread::sleep_for(std::chrono::microseconds(100));
-          stall_watch.poll();
-        }
-      }
-      if (step + 1 == warmup) {
-        if (on_phase) on_phase("Done warm up; measuring " + std::to_string(settings_.num_batches) + " steps");
-        continue;
-      }
-      for (; timed_until <= step; ++timed_until) measured_ms.push_back(step_time_ms(timed_until));
-      if (on_progress) on_progress(ProgressSnapshot{measured, measured_ms, step_loss(step)});
-    }
-    if (!failed && measured_end < total_steps && on_phase)
-      on_phase("Done measuring; running " + std::to_string(total_steps - measured_end) + " untimed steps");
+    device.synchronize();
+    run.barrier.arrive_and_wait([&] {
+      if (run.measured_end == run.total_steps) run.wall_end = Clock::now();
+    });
   } catch (...) {
-    fail(std::current_exception());
+    fail(run, std::current_exception());
   }
-  if (settings_.on_stuck_devices || settings_.on_no_progress) {
-    std::unique_lock<std::mutex> lock(failure_mutex);
-    while (threads_running > 0) {
-      if (!failure) {
-        // The steps after the last displayed one (untimed epochs, the final drain) are watched too.
-        thread_finished.wait_for(lock, std::chrono::milliseconds(100),
-                                 [&] { return threads_running == 0 || failure != nullptr; });
-        if (threads_running > 0 && !failure) {
-          lock.unlock();
-          stall_watch.poll();
-          lock.lock();
-        }
-        continue;
-      }
-      if (!settings_.on_stuck_devices) {
-        thread_finished.wait(lock, [&] { return threads_running == 0; });
-        break;
-      }
-      const Clock::time_point deadline = failed_at + settings_.stuck_device_grace;
-      if (thread_finished.wait_until(lock, deadline, [&] { return threads_running == 0; })) break;
-      const int stuck = threads_running;
-      const std::exception_ptr error = failure;
-      lock.unlock();
-      settings_.on_stuck_devices(describe_failure(error) + " (" + std::to_string(stuck) + " of " +
-                                 std::to_string(num_replicas) +
-                                 " devices were still waiting for their peers " +
-                                 std::to_string(settings_.stuck_device_grace.count() / 1000) +
-                                 " s later)");
-      lock.lock();  // only if the callback returned: wait on as before
-      thread_finished.wait(lock, [&] { return threads_running == 0; });
-    }
-  }
-  for (std::thread& thread : threads) thread.join();
-  if (failure) std::rethrow_exception(failure);
+}
 
+// The calling thread meanwhile: at each displayed step, waits until every device has enqueued it,
+// then polls its stop event (a blocking wait spins inside the driver, and this thread must cost the
+// launching threads nothing) and reports progress.
+void Runner::report_progress(RunState& run, StallWatch& stall_watch, const ProgressCallback& on_progress,
+                             const PhaseCallback& on_phase) {
+  std::vector<double> measured_ms;
+  int64_t timed_until = run.warmup;  // measured steps [warmup, timed_until) are in measured_ms
+  for (int64_t step = 0; step < run.measured_end && !run.failed; ++step) {
+    const int64_t measured = step + 1 - run.warmup;
+    const bool display =
+        measured > 0 && (measured % settings_.display_every == 0 || step + 1 == run.measured_end);
+    if (!display && !(step + 1 == run.warmup)) continue;
+    for (auto& state : replicas_) {
+      while (state->steps_enqueued.load(std::memory_order_acquire) <= step && !run.failed) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        stall_watch.poll();
+      }
+    }
+    if (run.failed) return;
+    for (auto& state : replicas_) {
+      while (!state->step_stop[step]->query() && !run.failed) {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        stall_watch.poll();
+      }
+    }
+    if (step + 1 == run.warmup) {
+      if (on_phase) on_phase("Done warm up; measuring " + std::to_string(settings_.num_batches) + " steps");
+      continue;
+    }
+    for (; timed_until <= step; ++timed_until) measured_ms.push_back(step_time_ms(timed_until));
+    if (on_progress) on_progress(ProgressSnapshot{measured, measured_ms, step_loss(step)});
+  }
+  if (!run.failed && run.measured_end < run.total_steps && on_phase)
+    on_phase("Done measuring; running " + std::to_string(run.total_steps - run.measured_end) + " untimed steps");
+}
+
+// Waits for the device threads to end. Without a failure the stall watch keeps looking (the
+// untimed steps, the final drain). After one, a device stuck where no abort reaches it (an NCCL
+// wait for a failed peer) is given stuck_device_grace, then on_stuck_devices.
+void Runner::wait_for_devices(RunState& run, StallWatch& stall_watch) {
+  if (!settings_.on_stuck_devices && !settings_.on_no_progress) return;  // the joins wait
+  const int num_replicas = static_cast<int>(replicas_.size());
+  std::unique_lock<std::mutex> lock(run.mutex);
+  while (run.threads_running > 0) {
+    if (!run.failure) {
+      run.thread_finished.wait_for(lock, std::chrono::milliseconds(100),
+                                   [&] { return run.threads_running == 0 || run.failure != nullptr; });
+      if (run.threads_running > 0 && !run.failure) {
+        lock.unlock();
+        stall_watch.poll();
+        lock.lock();
+      }
+      continue;
+    }
+    if (!settings_.on_stuck_devices) {
+      run.thread_finished.wait(lock, [&] { return run.threads_running == 0; });
+      break;
+    }
+    const Clock::time_point deadline = run.failed_at + settings_.stuck_device_grace;
+    if (run.thread_finished.wait_until(lock, deadline, [&] { return run.threads_running == 0; })) break;
+    const int stuck = run.threads_running;
+    const std::exception_ptr error = run.failure;
+    lock.unlock();
+    settings_.on_stuck_devices(describe_failure(error) + " (" + std::to_string(stuck) + " of " +
+                               std::to_string(num_replicas) + " devices were still waiting for their peers " +
+                               std::to_string(settings_.stuck_device_grace.count() / 1000) + " s later)");
+    lock.lock();  // only if the callback returned: wait on as before
+    run.thread_finished.wait(lock, [&] { return run.threads_running == 0; });
+  }
+}
+
+// Every step's time and loss, the wall clock of the measured window, replica 0's final parameter
+// norm, the strategy's traffic and the feed's waits: read once all devices are idle.
+RunMeasurements Runner::collect_measurements(const RunState& run) {
   RunMeasurements result;
-  result.warmup_steps = warmup;
-  for (int64_t step = 0; step < total_steps; ++step) {
+  result.warmup_steps = run.warmup;
+  for (int64_t step = 0; step < run.total_steps; ++step) {
     result.step_time_ms.push_back(step_time_ms(step));
     result.step_loss.push_back(step_loss(step));
   }
-  result.total_time_s = std::chrono::duration<double>(wall_end - wall_start).count();
-  result.measured_from = wall_start;
-  result.measured_until = wall_end;
+  result.total_time_s = std::chrono::duration<double>(run.wall_end - run.wall_start).count();
+  result.measured_from = run.wall_start;
+  result.measured_until = run.wall_end;
   ReplicaState& first = *replicas_.front();
   first.device->make_current();
   Buffer scratch = first.device->allocate(std::max<size_t>(first.device->ops().sum_squares_scratch_bytes(), 8));
@@ -413,12 +421,12 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
                                                                first.parameters->count(), scratch.data()));
   result.num_parameters = static_cast<int64_t>(model_.layout().total_count());
   result.comm = strategy_.communication_summary(settings_.num_batches);
-  result.cuda_graph = replicas_.front()->replayable_step != nullptr;
-  result.kernels_per_step = replicas_.front()->kernels_per_step;
+  result.cuda_graph = first.replayable_step != nullptr;
+  result.kernels_per_step = first.kernels_per_step;
   result.final_loss_scale = first.optimizer->current_loss_scale();
-  result.trailing_steps = total_steps - measured_end;
+  result.trailing_steps = run.total_steps - run.measured_end;
   if (settings_.data != nullptr) {
-    for (int64_t step = 0; step < total_steps; ++step) {
+    for (int64_t step = 0; step < run.total_steps; ++step) {
       double waited = 0;
       int64_t items = 0;
       for (const auto& state : replicas_) {
@@ -430,9 +438,28 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
     }
     for (const auto& state : replicas_) result.host_wait_s = std::max(result.host_wait_s, state->feed->host_wait_seconds());
   }
-  for (size_t e = 1; e < epoch_marks.size(); ++e)
-    result.epoch_time_s.push_back(std::chrono::duration<double>(epoch_marks[e] - epoch_marks[e - 1]).count());
+  for (size_t e = 1; e < run.epoch_marks.size(); ++e)
+    result.epoch_time_s.push_back(std::chrono::duration<double>(run.epoch_marks[e] - run.epoch_marks[e - 1]).count());
   return result;
+}
+
+RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCallback& on_phase) {
+  RunState run(settings_, static_cast<int>(replicas_.size()), strategy_.step_is_replayable());
+  if (on_phase)
+    on_phase(run.warmup > 0 ? "Running warm up (" + std::to_string(run.warmup) + " steps)" : "No warm-up steps");
+  std::vector<std::thread> threads;
+  threads.reserve(replicas_.size());
+  for (auto& state : replicas_) threads.emplace_back([this, &state, &run] { drive_device(*state, run); });
+  StallWatch stall_watch(replicas_, settings_);
+  try {
+    report_progress(run, stall_watch, on_progress, on_phase);
+  } catch (...) {
+    fail(run, std::current_exception());
+  }
+  wait_for_devices(run, stall_watch);
+  for (std::thread& thread : threads) thread.join();
+  if (run.failure) std::rethrow_exception(run.failure);
+  return collect_measurements(run);
 }
 
 }  // namespace dpbench

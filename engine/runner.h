@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -107,9 +108,19 @@ class Runner {
 
  private:
   struct ReplicaState;
+  struct RunState;
   class StallWatch;
   double step_time_ms(int64_t step) const;
   double step_loss(int64_t step) const;
+  // The parts of run(), in runner.cpp.
+  void drive_device(ReplicaState& state, RunState& run);
+  void capture_step(ReplicaState& state, const RunState& run, const std::function<void()>& enqueue_step);
+  void start_measurement(RunState& run, std::chrono::steady_clock::time_point now);
+  void fail(RunState& run, std::exception_ptr error);
+  void report_progress(RunState& run, StallWatch& stall_watch, const ProgressCallback& on_progress,
+                       const PhaseCallback& on_phase);
+  void wait_for_devices(RunState& run, StallWatch& stall_watch);
+  RunMeasurements collect_measurements(const RunState& run);
 
   const Model& model_;
   Strategy& strategy_;
