@@ -27,7 +27,9 @@ Options:
   --select=visible    (default) choose the GPUs of an N-GPU run with CUDA_VISIBLE_DEVICES: the first
                       N entries of the caller's CUDA_VISIBLE_DEVICES when it is set, else 0,...,N-1
   --select=indices    choose them with --gpu_indices=0,...,N-1 instead (environment untouched)
-  --repeats=K         run every combination K times (default 1); names get __r1 ... __rK
+  --repeats=K         run every combination K times in a row (default 1); names get __r1 ... __rK
+  --rounds=K          run every combination K times, round-robin: all combinations once, then all
+                      again, ..., so a machine's slow drift falls on each alike; names as --repeats
   --launcher=none     run dpbench directly, one process driving all N devices (default)
   --launcher=mpirun   run N processes, one per GPU: \$MPIRUN (default mpirun) -np N dpbench ...;
                       for the distributed strategies only (each rank drives the GPU of its
@@ -127,7 +129,7 @@ split() {
 # ---- command line ------------------------------------------------------------------------------
 sweep_command=$(render "$0" "$@")  # written into the folder's lock, for a second sweep to name
 models_arg="" gpus_arg="" strategies_arg="" out_arg="" dpbench="" select=visible repeats=1
-launcher=none dry_run=0 report=1 wait_for_lock=0
+launcher=none dry_run=0 report=1 wait_for_lock=0 interleave=0 rounds=""
 extra=()
 have() { [ -n "${1-}" ]; }
 while (($#)); do
@@ -140,7 +142,7 @@ while (($#)); do
     --no-report) report=0; continue ;;
     --wait) wait_for_lock=1; continue ;;
     --*=*) name=${arg%%=*}; value=${arg#*=} ;;
-    --models | --gpus | --strategies | --out | --dpbench | --select | --repeats | --launcher)
+    --models | --gpus | --strategies | --out | --dpbench | --select | --repeats | --rounds | --launcher)
       (($#)) || die "$arg needs a value (see --help)"
       name=$arg; value=$1; shift ;;
     *) die "unexpected argument '$arg' (dpbench flags go after --; see --help)" ;;
@@ -153,6 +155,7 @@ while (($#)); do
     --dpbench) dpbench=$value ;;
     --select) select=$value ;;
     --repeats) repeats=$value ;;
+    --rounds) rounds=$value ;;
     --launcher) launcher=$value ;;
     *) die "unknown option '$arg' (see --help)" ;;
   esac
@@ -170,6 +173,11 @@ mpirun_args=()
 if [ -n "${MPIRUN_ARGS:-}" ]; then read -r -a mpirun_args <<<"$MPIRUN_ARGS"; fi
 case $select in visible | indices) ;; *) die "--select=$select: accepted: visible, indices" ;; esac
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || die "--repeats=$repeats: must be a positive integer"
+if [ -n "$rounds" ]; then
+  [[ $rounds =~ ^[1-9][0-9]*$ ]] || die "--rounds=$rounds: must be a positive integer"
+  ((repeats == 1)) || die "--repeats=$repeats with --rounds=$rounds: give one of them (--rounds interleaves the repeats)"
+  repeats=$rounds interleave=1
+fi
 
 out=$out_arg
 while [[ $out == */ && $out != / ]]; do out=${out%/}; done
@@ -552,79 +560,96 @@ if ((!dry_run)); then
   unset DPBENCH_RUN_TAG
 fi
 
-for model in "${models[@]}"; do
-  for n in "${counts[@]}"; do
-    env_words=()
-    select_flags=()
-    if [ "$device" = cpu ]; then
-      unit_word=device
+# One combination: MODEL, device count N, strategy token index S, repeat R. Sets the globals that
+# judge_result and launch_run read (name, result, args, ...).
+sweep_combination() {
+  local model=$1 n=$2 s=$3 r=$4 k list unit_word
+  env_words=()
+  select_flags=()
+  if [ "$device" = cpu ]; then
+    unit_word=device
+  else
+    unit_word=GPU
+    ids=()
+    for ((k = 0; k < n; k++)); do
+      if ((${#visible[@]})); then ids+=("${visible[k]}"); else ids+=("$k"); fi
+    done
+    list=$(IFS=,; echo "${ids[*]}")
+    if [ "$select" = visible ]; then
+      env_words=("CUDA_VISIBLE_DEVICES=$list")
     else
-      unit_word=GPU
-      ids=()
-      for ((k = 0; k < n; k++)); do
-        if ((${#visible[@]})); then ids+=("${visible[k]}"); else ids+=("$k"); fi
-      done
-      list=$(IFS=,; echo "${ids[*]}")
-      if [ "$select" = visible ]; then
-        env_words=("CUDA_VISIBLE_DEVICES=$list")
-      else
-        select_flags=(--gpu_indices="$list")
-      fi
+      select_flags=(--gpu_indices="$list")
     fi
-    ((n == 1)) || unit_word+=s
-    for ((s = 0; s < ${#tokens[@]}; s++)); do
-      mapfile -t flags <<<"${token_flags[s]}"
-      for ((r = 1; r <= repeats; r++)); do
-        index=$((index + 1))
-        name="${model}__${slugs[s]}__${n}gpu"
-        label="$model ${tokens[s]} $n $unit_word"
-        if ((repeats > 1)); then
-          name+="__r$r"
-          label+=" r$r"
-        fi
-        result=$out/$name.json
-        if [ "$launcher" = mpirun ]; then
-          # One GPU per rank: the rank count is the device count. The sweep's own variables are
-          # passed on explicitly (-x): mpirun need not pass its environment to the ranks.
-          args=(--model="$model" "${flags[@]}" "${extra[@]}")
-          launch=("$mpirun_cmd" "${mpirun_args[@]}" -np "$n" "$dpbench")
-          run_launch=("$mpirun_cmd" "${mpirun_args[@]}" -x DPBENCH_END_WITH_PID -x DPBENCH_RUN_TAG -np "$n" "$dpbench")
-        else
-          args=(--model="$model" --num_gpus="$n" "${select_flags[@]}" "${flags[@]}" "${extra[@]}")
-          launch=("$dpbench")
-          run_launch=("$dpbench")
-        fi
-        args_line=$(render "${env_words[@]}" "${launch[@]:0:${#launch[@]}-1}" "${args[@]}")  # what made the result
-        args+=(--result_file="$result")
-        command_line=$(render "${env_words[@]}" "${launch[@]}" "${args[@]}")
-        args_file=$out/logs/$name.args
-        tag_file=$out/logs/$name.tag
-        log=$out/logs/$name.log
-        judge_result
+  fi
+  ((n == 1)) || unit_word+=s
+  mapfile -t flags <<<"${token_flags[s]}"
+  index=$((index + 1))
+  name="${model}__${slugs[s]}__${n}gpu"
+  label="$model ${tokens[s]} $n $unit_word"
+  if ((repeats > 1)); then
+    name+="__r$r"
+    label+=" r$r"
+  fi
+  result=$out/$name.json
+  if [ "$launcher" = mpirun ]; then
+    # One GPU per rank: the rank count is the device count. The sweep's own variables are
+    # passed on explicitly (-x): mpirun need not pass its environment to the ranks.
+    args=(--model="$model" "${flags[@]}" "${extra[@]}")
+    launch=("$mpirun_cmd" "${mpirun_args[@]}" -np "$n" "$dpbench")
+    run_launch=("$mpirun_cmd" "${mpirun_args[@]}" -x DPBENCH_END_WITH_PID -x DPBENCH_RUN_TAG -np "$n" "$dpbench")
+  else
+    args=(--model="$model" --num_gpus="$n" "${select_flags[@]}" "${flags[@]}" "${extra[@]}")
+    launch=("$dpbench")
+    run_launch=("$dpbench")
+  fi
+  args_line=$(render "${env_words[@]}" "${launch[@]:0:${#launch[@]}-1}" "${args[@]}")  # what made the result
+  args+=(--result_file="$result")
+  command_line=$(render "${env_words[@]}" "${launch[@]}" "${args[@]}")
+  args_file=$out/logs/$name.args
+  tag_file=$out/logs/$name.tag
+  log=$out/logs/$name.log
+  judge_result
 
-        if ((dry_run)); then
-          if [ -n "$present" ]; then
-            would_skip=$((would_skip + 1))
-            echo "# present, would skip: $command_line"
-          else
-            echo "$command_line"
-          fi
-          continue
-        fi
+  if ((dry_run)); then
+    if [ -n "$present" ]; then
+      would_skip=$((would_skip + 1))
+      echo "# present, would skip: $command_line"
+    else
+      echo "$command_line"
+    fi
+    return 0
+  fi
 
-        printf '[%d/%d] %s ... ' "$index" "$total" "$label"
-        line_open=1
-        if [ -n "$present" ]; then
-          skipped=$((skipped + 1))
-          finish_line "skipped, result present ($(format_rate "$present"))"
-          continue
-        fi
-        [ -n "$stale" ] && printf 're-running (%s) ... ' "$stale"
-        launch_run
+  printf '[%d/%d] %s ... ' "$index" "$total" "$label"
+  line_open=1
+  if [ -n "$present" ]; then
+    skipped=$((skipped + 1))
+    finish_line "skipped, result present ($(format_rate "$present"))"
+    return 0
+  fi
+  [ -n "$stale" ] && printf 're-running (%s) ... ' "$stale"
+  launch_run
+}
+
+# --repeats=K runs a combination's repeats back to back; --rounds=K goes round-robin over every
+# combination K times, so a machine's slow drift (clocks, temperature) falls on all of them alike.
+if ((interleave)); then
+  for ((r = 1; r <= repeats; r++)); do
+    for model in "${models[@]}"; do
+      for n in "${counts[@]}"; do
+        for ((s = 0; s < ${#tokens[@]}; s++)); do sweep_combination "$model" "$n" "$s" "$r"; done
       done
     done
   done
-done
+else
+  for model in "${models[@]}"; do
+    for n in "${counts[@]}"; do
+      for ((s = 0; s < ${#tokens[@]}; s++)); do
+        for ((r = 1; r <= repeats; r++)); do sweep_combination "$model" "$n" "$s" "$r"; done
+      done
+    done
+  done
+fi
 
 report_cmd=("$dpbench" report "$out" --output "$out/REPORT.md" --plots "$out/plots")
 if ((dry_run)); then

@@ -173,6 +173,15 @@ EOF
     "CUDA_VISIBLE_DEVICES=0,1,2,3 $d --model=nmt --num_gpus=4 --variable_update=replicated --all_reduce_spec=nccl --overlap_comm=false --bucket_cap_mb=4 --result_file=$o/nmt__replicated-nccl+overlap_comm=false+bucket_cap_mb=4__4gpu__r2.json" \
     "$tmp/commands"
 
+  # --rounds=K: the same runs as --repeats=K, round-robin: every combination once, then again.
+  sweep --models=trivial --gpus=1,2 --strategies='independent;replicated' --out="$o" --dpbench="$d" --dry-run \
+    --no-report --rounds=2 -- --device=cpu
+  expect_rc 0 "dry run, --rounds=2"
+  check "--rounds=2 goes round-robin: $(grep -o -- '--result_file=[^ ]*' "$tmp/stdout" | tr '\n' ' ')" \
+    [ "$(grep -o -- '--result_file=[^ ]*' "$tmp/stdout" | sed 's|.*/||' | tr '\n' ' ')" = \
+    "trivial__independent__1gpu__r1.json trivial__replicated__1gpu__r1.json trivial__independent__2gpu__r1.json trivial__replicated__2gpu__r1.json trivial__independent__1gpu__r2.json trivial__replicated__1gpu__r2.json trivial__independent__2gpu__r2.json trivial__replicated__2gpu__r2.json " ]
+  check "--rounds=2 counts 8 runs" [ "$(tail -n 1 "$tmp/stdout")" = "sweep.sh (dry run): 8 runs, 0 with a result present (would be skipped); nothing was run" ]
+
   # Newlines separate strategy tokens too; empty list items are dropped.
   sweep --models=trivial, --gpus=1 --strategies=$'independent\n replicated:psgpu ;\n' --out="$o" --dpbench="$d" --dry-run --no-report
   expect_rc 0 "dry run, tokens on lines"
@@ -212,6 +221,9 @@ EOF
   expect_usage_error "--model is set by the sweep" "${ok[@]}" --strategies='replicated+--model=vgg16'
   expect_usage_error "both write results named 'independent'" "${ok[@]}" --strategies='independent;independent'
   expect_usage_error "runs one process per GPU; add --launcher=mpirun" "${ok[@]}" --strategies='distributed_all_reduce'
+  expect_usage_error "--rounds=0: must be a positive integer" "${ok[@]}" --strategies=independent --rounds=0
+  expect_usage_error "give one of them (--rounds interleaves the repeats)" "${ok[@]}" --strategies=independent \
+    --rounds=2 --repeats=3
   expect_usage_error "--models is missing" --gpus=1 --strategies=independent --out="$tmp/never"
   expect_usage_error "--gpus is missing" --models=trivial --strategies=independent --out="$tmp/never"
   expect_usage_error "--strategies is missing" --models=trivial --gpus=1 --out="$tmp/never"
