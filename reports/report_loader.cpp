@@ -111,9 +111,8 @@ std::string why_not_a_result(const json& document) {
     return "not a dpbench result (no schema_version and summary)";
   const json& version = document["schema_version"];
   if (!version.is_number_integer()) return "not a dpbench result (schema_version is " + version.dump() + ")";
-  if (version.get<int64_t>() != kResultSchemaVersion) {
-    return "result schema_version " + version.dump() + " (this dpbench reads " +
-           std::to_string(kResultSchemaVersion) + ")";
+  if (version.get<int64_t>() < kOldestReadableSchemaVersion || version.get<int64_t>() > kResultSchemaVersion) {
+    return "result schema_version " + version.dump() + " (this dpbench reads " + readable_schema_versions() + ")";
   }
   return "";
 }

@@ -11,7 +11,14 @@
 
 namespace dpbench {
 
-constexpr int kResultSchemaVersion = 1;
+// 2: summary.comm.messages_per_step, a copy of collectives_per_step, is gone. A version-1 result
+// reads as it always did (the extra key is ignored), so both are read.
+constexpr int kResultSchemaVersion = 2;
+constexpr int kOldestReadableSchemaVersion = 1;
+// "1 to 2", for messages about versions this dpbench cannot read.
+inline std::string readable_schema_versions() {
+  return std::to_string(kOldestReadableSchemaVersion) + " to " + std::to_string(kResultSchemaVersion);
+}
 
 // Distribution of a sample (step times, step rates). Only built from 2 or more samples.
 struct DistributionStats {

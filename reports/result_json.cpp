@@ -268,10 +268,9 @@ Result result_from_json(const json& document) {
   for (const char* key : {"schema_version", "summary", "steps"}) member(document, "", key);
   const json& version = document.at("schema_version");
   expect(version.is_number_integer(), version, "schema_version", "an integer");
-  if (version.get<int64_t>() != kResultSchemaVersion) {
-    throw RuntimeError("result schema_version " + version.dump() +
-                       " is not supported (this dpbench reads " +
-                       std::to_string(kResultSchemaVersion) + ")");
+  if (version.get<int64_t>() < kOldestReadableSchemaVersion || version.get<int64_t>() > kResultSchemaVersion) {
+    throw RuntimeError("result schema_version " + version.dump() + " is not supported (this dpbench reads " +
+                       readable_schema_versions() + ")");
   }
 
   Result result;

@@ -91,7 +91,6 @@ nlohmann::json BucketedExchangeStrategy::communication_summary(int64_t measured_
   comm["communicator"] = model.communicator;
   comm["exchanges_per_step"] = plan_.size();
   comm["collectives_per_step"] = model.collectives_per_step;
-  comm["messages_per_step"] = model.collectives_per_step;
   comm["bytes_per_step"] = model.bytes_per_step;
   comm["bytes_sent_per_device_per_step"] = model.bytes_sent_per_device;
   comm["transfer_type"] = model.transfer_type;
@@ -103,7 +102,6 @@ nlohmann::json BucketedExchangeStrategy::communication_summary(int64_t measured_
     comm["exchange"] = "none (one replica: its gradients are the mean)";
     comm["bytes_sent_per_device_per_step"] = 0;
     comm["collectives_per_step"] = 0;
-    comm["messages_per_step"] = 0;
     return comm;
   }
   if (measured_steps <= 0) return comm;

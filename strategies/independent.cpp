@@ -18,7 +18,7 @@ void IndependentStrategy::finish_step(int replica, int64_t step) {
 }
 
 nlohmann::json IndependentStrategy::communication_summary(int64_t /*measured_steps*/) const {
-  return {{"bytes_sent_per_device_per_step", 0}, {"messages_per_step", 0}, {"exchange", "none"}};
+  return {{"bytes_sent_per_device_per_step", 0}, {"collectives_per_step", 0}, {"exchange", "none"}};
 }
 
 }  // namespace dpbench

@@ -198,7 +198,7 @@ for run in runs:
             comm = s.get("comm") if isinstance(s.get("comm"), dict) else {}
             print(f"| {model} | {variant} | {n} | {comm.get('exchange', '-')} "
                   f"| {fmt(comm.get('bytes_sent_per_device_per_step'), ',.0f')} "
-                  f"| {fmt(comm.get('messages_per_step'), ',.0f')} | {fmt(comm.get('algbw_gbps'), '.1f')} "
+                  f"| {fmt(comm.get('collectives_per_step'), ',.0f')} | {fmt(comm.get('algbw_gbps'), '.1f')} "
                   f"| {fmt(comm.get('busbw_gbps'), '.1f')} | {fmt(comm.get('exposed_comm_ms_per_step'), '.3f')} "
                   f"| {fmt(s.get('kernel_launches_per_step'), ',.0f')} "
                   f"| {fmt(s.get('param_norm'), '.6f')} |")

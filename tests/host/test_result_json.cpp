@@ -170,7 +170,7 @@ void write_text(const fs::path& path, const std::string& text) {
 
 TEST_CASE("result JSON has the DESIGN section 6 shape", "[result_json]") {
   const json document = dpbench::result_to_json(make_full_result());
-  CHECK(document.at("schema_version") == 1);
+  CHECK(document.at("schema_version") == 2);
   CHECK(document.at("tool").at("git_sha") == "0123456789ab");
   const json& environment = document.at("environment");
   for (const char* key : {"hostname", "date", "backend", "devices", "cuda", "cuda_driver",
@@ -265,11 +265,16 @@ TEST_CASE("documents that are not dpbench results are rejected", "[result_json]"
   CHECK_THROWS_AS(dpbench::result_from_json(fractional_count), RuntimeError);
 }
 
-TEST_CASE("other schema versions are rejected", "[result_json]") {
+TEST_CASE("other schema versions are rejected; version 1 results still read", "[result_json]") {
   json document = dpbench::result_to_json(make_full_result());
-  document["schema_version"] = 2;
+  document["schema_version"] = 1;
+  document["summary"]["comm"]["messages_per_step"] = 3;  // what version 1 also wrote
+  CHECK(dpbench::result_from_json(document).summary.items_per_sec == make_full_result().summary.items_per_sec);
+  document["schema_version"] = 3;
   CHECK_THROWS_WITH(dpbench::result_from_json(document),
-                    "result schema_version 2 is not supported (this dpbench reads 1)");
+                    "result schema_version 3 is not supported (this dpbench reads 1 to 2)");
+  document["schema_version"] = 0;
+  CHECK_THROWS_AS(dpbench::result_from_json(document), RuntimeError);
   document["schema_version"] = "1";
   CHECK_THROWS_AS(dpbench::result_from_json(document), RuntimeError);
 }
