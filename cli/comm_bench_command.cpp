@@ -7,8 +7,6 @@
 #include <climits>
 #include <cstdio>
 #include <exception>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,14 +14,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/environment_record.h"
 #include "cli/flag_limits.h"
+#include "cli/flag_parsing.h"
 #include "cli/flags_validation.h"
 #include "cli/log.h"
 #include "engine/communicator.h"
 #include "engine/device_factory.h"
-#include "engine/environment.h"
 #include "engine/errors.h"
 #include "engine/thread_barrier.h"
+#include "reports/result_json.h"
 #include "reports/text_file.h"
 #include "dpbench_version.h"
 
@@ -31,10 +31,6 @@ namespace dpbench {
 namespace {
 
 void print(const std::string& text) { log_lines(output_log(), text); }
-
-[[noreturn]] void reject(const std::string& flag, const std::string& value, const std::string& why) {
-  throw ConfigError("--" + flag + "=" + value + ": " + why);
-}
 
 struct FlagSpec {
   const char* name;
@@ -55,16 +51,6 @@ const std::vector<FlagSpec>& flag_specs() {
       {"json", "FILE", "also write the rows as JSON to FILE (written atomically)"},
   };
   return specs;
-}
-
-int parse_int(const std::string& flag, const std::string& text, int minimum, int maximum) {
-  int value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || text.empty() || value < minimum ||
-      value > maximum) {
-    reject(flag, text, "accepted: an integer from " + std::to_string(minimum) + " to " + std::to_string(maximum));
-  }
-  return value;
 }
 
 // Flag texts by name from "--name=value" or "--name value"; ConfigError for anything else.
@@ -205,18 +191,6 @@ std::string format_time_us(double us) {
   return text;
 }
 
-nlohmann::json describe_environment(BackendKind backend, const std::vector<DeviceDescription>& devices) {
-  nlohmann::json devices_json = nlohmann::json::array();
-  for (const DeviceDescription& d : devices) {
-    devices_json.push_back({{"index", d.index}, {"name", d.name}, {"memory_bytes", d.memory_bytes},
-                            {"compute_capability", d.compute_capability}});
-  }
-  const LibraryVersions versions = loaded_library_versions();
-  return {{"hostname", host_name()}, {"date", utc_timestamp_iso8601()}, {"backend", backend_name(backend)},
-          {"devices", devices_json}, {"cuda", versions.cuda_runtime}, {"driver", versions.driver},
-          {"nccl", versions.nccl}};
-}
-
 }  // namespace
 
 const char* bench_collective_name(BenchCollective collective) {
@@ -290,15 +264,11 @@ CommBenchOptions parse_comm_bench_flags(const std::vector<std::string>& args, co
   options.collective = *collective;
 
   const std::string type = text("data_type", "fp32");
-  if (type == "fp32") options.type = DataType::f32;
-  else if (type == "fp16") options.type = DataType::f16;
-  else if (type == "bf16") options.type = DataType::bf16;
-  else reject("data_type", type, "unknown type; accepted: fp32, fp16, bf16");
+  require_one_of("data_type", type, {"fp32", "fp16", "bf16"}, "type");
+  options.type = type == "fp16" ? DataType::f16 : type == "bf16" ? DataType::bf16 : DataType::f32;
 
   options.device = text("device", "auto");
-  if (options.device != "auto" && options.device != "gpu" && options.device != "cpu") {
-    reject("device", options.device, "unknown device; accepted: auto, gpu, cpu");
-  }
+  require_one_of("device", options.device, {"auto", "gpu", "cpu"}, "device");
   if (options.device == "gpu" && inventory.cuda_gpus <= 0) {
     const std::string why = inventory.why_no_gpu.empty() ? "" : " (" + inventory.why_no_gpu + ")";
     throw ConfigError("--device=gpu: no CUDA GPU is present" + why + "; use --device=cpu for the reference backend");
@@ -308,7 +278,7 @@ CommBenchOptions parse_comm_bench_flags(const std::vector<std::string>& args, co
   options.fell_back_to_reference = options.device == "auto" && !on_gpu;
   const int device_limit = on_gpu ? inventory.cuda_gpus : kMaxReferenceDevices;
   const std::string num_gpus = text("num_gpus", std::to_string(on_gpu ? inventory.cuda_gpus : 2));
-  options.num_devices = parse_int("num_gpus", num_gpus, 1, INT_MAX);
+  options.num_devices = parse_int_at_least("num_gpus", num_gpus, 1, "must be at least 1");
   if (options.num_devices > device_limit) {
     reject("num_gpus", num_gpus,
            on_gpu ? "only " + std::to_string(device_limit) + " CUDA GPU(s) present"
@@ -321,8 +291,9 @@ CommBenchOptions parse_comm_bench_flags(const std::vector<std::string>& args, co
     throw ConfigError("--min_bytes=" + text("min_bytes", "1M") + " is larger than --max_bytes=" +
                       text("max_bytes", "1G") + "; sizes double from min_bytes up to max_bytes");
   }
-  options.iters = parse_int("iters", text("iters", "20"), 1, kMaxBenchIterations);
-  options.warmup_iters = parse_int("warmup_iters", text("warmup_iters", "5"), 0, kMaxBenchIterations);
+  options.iters = parse_int_at_least("iters", text("iters", "20"), 1, "must be at least 1", kMaxBenchIterations);
+  options.warmup_iters =
+      parse_int_at_least("warmup_iters", text("warmup_iters", "5"), 0, "must be at least 0", kMaxBenchIterations);
   options.json_file = text("json", "");
   if (!options.json_file.empty()) check_output_path(options.json_file, "--json");
   return options;
@@ -495,7 +466,7 @@ void run_comm_bench_command(const std::vector<std::string>& args, const DeviceIn
       {"schema_version", 1},
       {"tool", {{"version", DPBENCH_VERSION}, {"git_sha", DPBENCH_GIT_SHA}}},
       {"command", "comm_bench"},
-      {"environment", describe_environment(options.backend, result.devices)},
+      {"environment", environment_to_json(describe_environment(options.backend, result.devices))},
       {"communicator", result.communicator},
       {"config",
        {{"op", bench_collective_name(options.collective)}, {"data_type", data_type_name(options.type)},

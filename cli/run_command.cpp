@@ -8,6 +8,7 @@
 
 #include "cli/app.h"
 #include "cli/console.h"
+#include "cli/environment_record.h"
 #include "cli/flag_limits.h"
 #include "cli/log.h"
 #include "engine/cuda/cuda_controls.h"
@@ -108,24 +109,6 @@ constexpr double kDefaultAutoLossScale = 32768;
 constexpr std::chrono::milliseconds kTelemetryPeriod{100};
 
 
-EnvironmentRecord describe_environment(const RunConfig& config, const std::vector<DeviceDescription>& devices) {
-  EnvironmentRecord environment;
-  environment.hostname = host_name();
-  environment.date = utc_timestamp_iso8601();
-  environment.backend = backend_name(config.backend);
-  for (const DeviceDescription& device : devices)
-    environment.devices.push_back(
-        {device.index, device.name, device.memory_bytes, device.compute_capability, device.pci_bus_id});
-  const LibraryVersions versions = loaded_library_versions();
-  environment.cuda_runtime = versions.cuda_runtime;
-  environment.cuda_driver = versions.cuda_driver;
-  environment.driver = versions.driver;
-  environment.cudnn = versions.cudnn;
-  environment.nccl = versions.nccl;
-  environment.cublas = versions.cublas;
-  return environment;
-}
-
 // The arguments as given and the tag a sweep put in DPBENCH_RUN_TAG (cut to a sane length: it is
 // an identifier, never a payload).
 nlohmann::json describe_invocation(const std::vector<std::string>& arguments) {
@@ -215,7 +198,7 @@ Result assemble_result(const RunConfig& config, const RunMeasurements& measured,
   Result result;
   result.tool_version = DPBENCH_VERSION;
   result.git_sha = DPBENCH_GIT_SHA;
-  result.environment = describe_environment(config, devices);
+  result.environment = describe_environment(config.backend, devices);
   result.config = config_to_json(config);
 
   // Real data: every global batch counts its own items (words vary from batch to batch).

@@ -21,22 +21,6 @@ json distribution_to_json(const std::optional<DistributionStats>& stats) {
           {"p5", stats->p5},         {"p95", stats->p95}};
 }
 
-json environment_to_json(const EnvironmentRecord& environment) {
-  json devices = json::array();
-  for (const DeviceRecord& device : environment.devices) {
-    devices.push_back({{"index", device.index},
-                       {"name", device.name},
-                       {"memory_bytes", device.memory_bytes},
-                       {"compute_capability", device.compute_capability},
-                       {"pci_bus_id", device.pci_bus_id}});
-  }
-  return {{"hostname", environment.hostname}, {"date", environment.date},
-          {"backend", environment.backend},   {"devices", std::move(devices)},
-          {"cuda", environment.cuda_runtime}, {"cuda_driver", environment.cuda_driver},
-          {"driver", environment.driver},     {"cudnn", environment.cudnn},
-          {"nccl", environment.nccl},         {"cublas", environment.cublas}};
-}
-
 json summary_to_json(const Summary& summary) {
   return {{"items_per_sec", summary.items_per_sec},
           {"unit", summary.unit},
@@ -240,6 +224,22 @@ std::vector<StepRecord> steps_from_json(const json& document) {
 }
 
 }  // namespace
+
+nlohmann::json environment_to_json(const EnvironmentRecord& environment) {
+  nlohmann::json devices = nlohmann::json::array();
+  for (const DeviceRecord& device : environment.devices) {
+    devices.push_back({{"index", device.index},
+                       {"name", device.name},
+                       {"memory_bytes", device.memory_bytes},
+                       {"compute_capability", device.compute_capability},
+                       {"pci_bus_id", device.pci_bus_id}});
+  }
+  return {{"hostname", environment.hostname}, {"date", environment.date},
+          {"backend", environment.backend},   {"devices", std::move(devices)},
+          {"cuda", environment.cuda_runtime}, {"cuda_driver", environment.cuda_driver},
+          {"driver", environment.driver},     {"cudnn", environment.cudnn},
+          {"nccl", environment.nccl},         {"cublas", environment.cublas}};
+}
 
 json result_to_json(const Result& result) {
   json steps = json::array();

@@ -12,6 +12,9 @@ namespace dpbench {
 // Non-finite doubles (a diverged loss) are written as null.
 nlohmann::json result_to_json(const Result& result);
 
+// The "environment" object of a result; also what comm_bench records of the machine.
+nlohmann::json environment_to_json(const EnvironmentRecord& environment);
+
 // Inverse of result_to_json; null doubles read back as NaN. Throws RuntimeError naming the first
 // problem: not an object, a missing key, a value of the wrong type, or a schema_version other than
 // kResultSchemaVersion. Unknown keys are ignored, so later additions do not break old readers.
