@@ -265,7 +265,7 @@ TEST_CASE("documents that are not dpbench results are rejected", "[result_json]"
   CHECK_THROWS_AS(dpbench::result_from_json(fractional_count), RuntimeError);
 }
 
-TEST_CASE("other schema versions are rejected; version 1 results still read", "[result_json]") {
+TEST_CASE("other schema versions are rejected, version 1 results still read", "[result_json]") {
   json document = dpbench::result_to_json(make_full_result());
   document["schema_version"] = 1;
   document["summary"]["comm"]["messages_per_step"] = 3;  // what version 1 also wrote

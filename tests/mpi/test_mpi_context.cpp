@@ -64,7 +64,7 @@ TEST_CASE("the flag check passes equal texts and names the rank and line that di
                   ConfigError);
 }
 
-TEST_CASE("a collective that waits past the stall timeout calls the handler; every rank still answers", "[mpi]") {
+TEST_CASE("a collective that waits past the stall timeout calls the handler, and every rank still answers", "[mpi]") {
   if (g_mpi->size() < 2) return;
   // Rank 0 enters the all-gather at once, the others 1.5 s later: rank 0's wait passes the 0.3 s
   // timeout, and its probe finds every rank answering (their responder threads run while their
