@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One device call of a working session: the [gpu] tests, then dpbench against its eager twins.
-# Usage: scripts/gpu/session_batch.sh [precisions] [formats]   (results tarred into $OUT/r.tgz)
+# The [gpu] tests, then dpbench against its PyTorch eager or compiled twins on the CNN models, in one call.
+# Usage: scripts/gpu/tests_then_cnn_twins.sh [precisions] [formats]   (results tarred into $OUT/r.tgz)
 # Environment: GPU_TESTS (Catch2 filter, default [gpu]; "none" skips them), GPU_TESTS_TIMEOUT,
 # MODELS ("model:batch ..."), TWINS (eager|compiled), BENCH_TIMEOUT (seconds).
 set -u
