@@ -168,7 +168,10 @@ void MpiContext::wait(MPI_Request* request, const char* what) const {
 }
 
 ProcessGroup::StallDiagnosis MpiContext::diagnose_stall() const {
-  const int token = rank_;
+  // Static: the sends are never waited for (a frozen rank may never take them), so their buffer
+  // must outlive this call.
+  static int token = 0;
+  token = rank_;
   std::vector<int> replies(static_cast<size_t>(size_), -1);
   std::vector<MPI_Request> received(static_cast<size_t>(size_), MPI_REQUEST_NULL);
   for (int r = 0; r < size_; ++r) {
