@@ -19,6 +19,7 @@
 #include "cli/flag_parsing.h"
 #include "cli/flags_validation.h"
 #include "cli/log.h"
+#include "engine/collective_traffic.h"
 #include "engine/communicator.h"
 #include "engine/device_factory.h"
 #include "engine/errors.h"
@@ -203,24 +204,14 @@ const char* bench_collective_name(BenchCollective collective) {
   return "?";
 }
 
-// Bus bandwidth as nccl-tests defines it: the rate the busiest link must carry under an optimal
-// algorithm, so that one figure compares rank counts with each other and with the link's peak.
-// algbw = size / time, with size the bytes the table reports (shape_of): the buffer for
-// all_reduce and broadcast, the whole gathered / scattered buffer (n chunks) for the others.
-// - all_reduce: an optimal all-reduce is a reduce-scatter followed by an all-gather; in each,
-//   every rank sends and receives the (n-1)/n of the buffer it does not own, so 2(n-1)/n in all:
-//   busbw = algbw * 2(n-1)/n.
-// - all_gather, reduce_scatter: every rank receives (sends) the n-1 chunks it does not own,
-//   (n-1)/n of size: busbw = algbw * (n-1)/n.
-// - broadcast: every rank but the root receives the whole buffer once (a pipelined chain moves
-//   each byte over each link once): busbw = algbw.
+// Bus bandwidth as nccl-tests defines it (engine/collective_traffic.h derives each factor);
+// algbw = size / time, with size the bytes the table reports (shape_of).
 double bus_bandwidth_factor(BenchCollective collective, int ranks) {
-  const double n = ranks;
   switch (collective) {
-    case BenchCollective::all_reduce: return 2.0 * (n - 1) / n;
-    case BenchCollective::all_gather:
-    case BenchCollective::reduce_scatter: return (n - 1) / n;
-    case BenchCollective::broadcast: return 1.0;
+    case BenchCollective::all_reduce: return collective_bus_factor(Collective::all_reduce, ranks);
+    case BenchCollective::all_gather: return collective_bus_factor(Collective::all_gather, ranks);
+    case BenchCollective::reduce_scatter: return collective_bus_factor(Collective::reduce_scatter, ranks);
+    case BenchCollective::broadcast: return collective_bus_factor(Collective::broadcast, ranks);
   }
   return 1.0;
 }

@@ -49,6 +49,10 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual BackendKind kind() const = 0;
+  // The backend that runs the ops: itself, or the one a wrapper forwards to (the counting one a
+  // Device hands out, engine/counting_backend.h), for code that needs the concrete type.
+  virtual Backend& implementation() { return *this; }
+  const Backend& implementation() const { return const_cast<Backend*>(this)->implementation(); }
 
   // ---- dense linear algebra ----------------------------------------------------------------
   // C (m, n) = alpha * op(A) (m, k) * op(B) (k, n) + beta * C, all row-major with leading dims.

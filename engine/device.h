@@ -2,6 +2,7 @@
 // memory and the ops bound to each stream. Streams, events and buffers are RAII and move-only.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -109,7 +110,8 @@ class Device {
   // calls it once before touching the device.
   virtual void make_current() = 0;
 
-  // The ops, enqueued on the given stream.
+  // The ops, enqueued on the given stream. Every op that enqueues work counts itself on this
+  // device (enqueued()).
   virtual Backend& ops(StreamKind stream = StreamKind::compute) = 0;
 
   // Device memory, uninitialised. Throws RuntimeError naming the size when memory runs out.
@@ -137,9 +139,21 @@ class Device {
   // nullptr where there is nothing to gain: the reference backend runs work as it is enqueued.
   virtual std::unique_ptr<CapturedWork> capture(const std::function<void()>& enqueue) { return nullptr; }
 
+  // Work enqueued on `stream` since the device was made: backend ops, collectives of the
+  // communicators over it (engine/communicator.cpp) and host functions, one each (queries such
+  // as workspace sizes and blocking copies do not count). Note [counted launches]: a step that
+  // cannot be captured as a graph reports its exchange's launches from these counts, never
+  // from numbers kept by hand. Any thread may count; reads are exact once the counting threads
+  // have stopped.
+  int64_t enqueued(StreamKind stream) const { return enqueued_[static_cast<int>(stream)].load(); }
+  void count_enqueued(StreamKind stream, int64_t work = 1) { enqueued_[static_cast<int>(stream)] += work; }
+
   // Starts or stops a profiler's capture range (cudaProfilerStart/Stop), so `ncu
   // --profile-from-start off` sees only the work in between. No-op where there is no profiler.
   virtual void set_profiler_capture(bool on) {}
+
+ private:
+  std::atomic<int64_t> enqueued_[kNumStreamKinds] = {};
 };
 
 }  // namespace dpbench

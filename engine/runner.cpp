@@ -243,7 +243,8 @@ void Runner::capture_step(ReplicaState& state, const RunState& run, const std::f
   } else if (strategy_.launches_per_step() >= 0) {
     // The step cannot be replayed (its exchange makes host decisions), but its kernels can still
     // be counted: the model's forward and backward from a capture that is never launched, plus
-    // what the strategy says its hooks enqueue.
+    // the work the devices counted the strategy's hooks enqueuing (Note [counted launches] in
+    // engine/device.h).
     SilentAnnouncer silent;
     std::unique_ptr<CapturedWork> captured = device.capture([&] {
       state.model->forward(StepContext{state.loss.as<float>(), state.loss_cursor.as<int32_t>(),

@@ -50,8 +50,9 @@ class Strategy {
   virtual nlohmann::json communication_summary(int64_t measured_steps) const {
     return nlohmann::json::object();
   }
-  // Kernels and copies the hooks enqueue per step on one device (exchange and update), for the
-  // kernel count of a step that is not captured as a graph; -1: not known.
+  // Work the hooks enqueue per step on one device (exchange and update: backend ops, copies,
+  // collectives, host functions, as the device counts them: Device::enqueued), for the kernel
+  // count of a step that is not captured as a graph; -1: not known.
   virtual int64_t launches_per_step() const { return -1; }
   // A device thread failed: hooks blocked waiting for other replicas must throw, not hang.
   // Callable from any thread.

@@ -26,7 +26,7 @@ void set_deterministic(Device& device, bool deterministic) {
 }
 
 size_t conv_algorithm_searches(const Backend& backend) {
-  const auto* cuda_backend = dynamic_cast<const CudaBackend*>(&backend);
+  const auto* cuda_backend = dynamic_cast<const CudaBackend*>(&backend.implementation());
   if (cuda_backend == nullptr) throw RuntimeError("conv_algorithm_searches: not a CUDA backend");
   return cuda_backend->conv_algorithm_searches();
 }

@@ -112,6 +112,7 @@ CudaDevice::~CudaDevice() {
   const bool know_previous = cudaGetDevice(&previous) == cudaSuccess;
   (void)cudaSetDevice(ordinal());
   for (const CudaStream& stream : streams_) (void)cudaStreamSynchronize(stream.get());
+  for (auto& backend : counted_) backend.reset();
   for (auto& backend : backends_) backend.reset();
   for (auto& handle : cudnn_handles_) handle.reset();
   for (auto& handle : cublas_handles_) handle.reset();
@@ -133,6 +134,7 @@ void CudaDevice::create_backend(StreamKind stream) {
   backend->set_deterministic(deterministic_.load());
   cublas_handles_[slot] = std::move(cublas);
   cudnn_handles_[slot] = std::move(cudnn);
+  counted_[slot] = std::make_unique<CountingBackend>(*backend, *this, stream);
   backends_[slot] = std::move(backend);
 }
 
@@ -161,7 +163,7 @@ Backend& CudaDevice::ops(StreamKind stream) {
   const int slot = static_cast<int>(stream);
   // call_once: the runner thread and a communication thread may ask for the same stream at once.
   std::call_once(backend_created_[slot], [this, stream] { create_backend(stream); });
-  return *backends_[slot];
+  return *counted_[slot];
 }
 
 Buffer CudaDevice::allocate(size_t bytes) {
@@ -265,6 +267,7 @@ void CudaDevice::enqueue_host_function(StreamKind kind, std::function<void()> wo
   auto heap_work = std::make_unique<std::function<void()>>(std::move(work));
   DPB_CUDA_CHECK(cudaLaunchHostFunc(stream(kind), &run_host_function, heap_work.get()));
   heap_work.release();  // run_host_function owns it now
+  count_enqueued(kind);
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_raii.h"
 #include "engine/cuda/cudnn_raii.h"
+#include "engine/counting_backend.h"
 #include "engine/device.h"
 
 namespace dpbench {
@@ -63,6 +64,7 @@ class CudaDevice final : public Device {
   std::array<std::unique_ptr<CublasHandle>, kNumStreamKinds> cublas_handles_;
   std::array<std::unique_ptr<CudnnHandle>, kNumStreamKinds> cudnn_handles_;
   std::array<std::unique_ptr<CudaBackend>, kNumStreamKinds> backends_;
+  std::array<std::unique_ptr<CountingBackend>, kNumStreamKinds> counted_;  // what ops() hands out
   // The compute backend is built eagerly; the others on first use (library handles cost memory).
   std::array<std::once_flag, kNumStreamKinds> backend_created_;
   std::atomic<bool> cudnn_benchmark_{true};

@@ -146,19 +146,19 @@ void CudaBackend::lstm_backward_weights(const RnnGeometry& g, const float* x, co
 }
 
 size_t lstm_plans_created(const Backend& backend) {
-  const auto* cuda_backend = dynamic_cast<const CudaBackend*>(&backend);
+  const auto* cuda_backend = dynamic_cast<const CudaBackend*>(&backend.implementation());
   if (cuda_backend == nullptr) throw RuntimeError("lstm_plans_created: not a CUDA backend");
   return cuda_backend->lstm_plans_created();
 }
 
 bool lstm_weights_zero_copy(Backend& backend, const RnnGeometry& g) {
-  auto* cuda_backend = dynamic_cast<CudaBackend*>(&backend);
+  auto* cuda_backend = dynamic_cast<CudaBackend*>(&backend.implementation());
   if (cuda_backend == nullptr) throw RuntimeError("lstm_weights_zero_copy: not a CUDA backend");
   return cuda_backend->lstm_weights_zero_copy(g);
 }
 
 void set_lstm_always_repack(Backend& backend, bool always) {
-  auto* cuda_backend = dynamic_cast<CudaBackend*>(&backend);
+  auto* cuda_backend = dynamic_cast<CudaBackend*>(&backend.implementation());
   if (cuda_backend == nullptr) throw RuntimeError("set_lstm_always_repack: not a CUDA backend");
   cuda_backend->set_lstm_always_repack(always);
 }

@@ -79,6 +79,8 @@ ReferenceDevice::ReferenceDevice(int index) {
   description_.name = "reference-cpu-" + std::to_string(index);
   description_.memory_bytes = physical_memory_bytes();
   description_.compute_capability = "";
+  for (int stream = 0; stream < kNumStreamKinds; ++stream)
+    counted_[stream] = std::make_unique<CountingBackend>(backend_, *this, static_cast<StreamKind>(stream));
 }
 
 Buffer ReferenceDevice::allocate(size_t bytes) { return allocate_aligned(bytes, index()); }

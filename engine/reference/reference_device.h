@@ -2,6 +2,10 @@
 // stream runs its work synchronously on the calling thread, and events are wall-clock stamps.
 #pragma once
 
+#include <array>
+#include <memory>
+
+#include "engine/counting_backend.h"
 #include "engine/device.h"
 #include "engine/reference/reference_backend.h"
 
@@ -15,8 +19,9 @@ class ReferenceDevice final : public Device {
   const DeviceDescription& description() const override { return description_; }
   void make_current() override {}
 
-  // Work is synchronous, so all streams can share one stateless backend.
-  Backend& ops(StreamKind /*stream*/ = StreamKind::compute) override { return backend_; }
+  // Work is synchronous, so all streams share one stateless backend; each stream counts its own
+  // ops.
+  Backend& ops(StreamKind stream = StreamKind::compute) override { return *counted_[static_cast<int>(stream)]; }
 
   Buffer allocate(size_t bytes) override;
   Buffer allocate_host_visible(size_t bytes) override;
@@ -28,11 +33,15 @@ class ReferenceDevice final : public Device {
   // Everything before the event has already run, so there is nothing to wait for.
   void wait(StreamKind /*waiter*/, const Event& /*event*/) override {}
   void synchronize() override {}
-  void enqueue_host_function(StreamKind /*stream*/, std::function<void()> work) override { work(); }
+  void enqueue_host_function(StreamKind stream, std::function<void()> work) override {
+    count_enqueued(stream);
+    work();
+  }
 
  private:
   DeviceDescription description_;
   ReferenceBackend backend_;
+  std::array<std::unique_ptr<CountingBackend>, kNumStreamKinds> counted_;
 };
 
 }  // namespace dpbench

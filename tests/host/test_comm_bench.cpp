@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cli/comm_bench_command.h"
+#include "engine/collective_traffic.h"
 #include "engine/errors.h"
 #include "tests/host/test_support.h"
 
@@ -75,6 +76,19 @@ TEST_CASE("comm_bench bus bandwidth factors are nccl-tests'", "[comm_bench]") {
   CHECK(bus_bandwidth_factor(BenchCollective::all_gather, 4) == Approx(0.75));  // (n-1)/n
   CHECK(bus_bandwidth_factor(BenchCollective::reduce_scatter, 8) == Approx(0.875));
   CHECK(bus_bandwidth_factor(BenchCollective::broadcast, 8) == 1.0);
+}
+
+TEST_CASE("every collective's bus factor is nccl-tests', written once", "[comm_bench]") {
+  CHECK(collective_bus_factor(Collective::all_reduce, 2) == 1.0);  // 2(n-1)/n
+  CHECK(collective_bus_factor(Collective::all_reduce, 8) == 1.75);
+  CHECK(collective_bus_factor(Collective::reduce_scatter, 4) == 0.75);  // (n-1)/n
+  CHECK(collective_bus_factor(Collective::all_gather, 4) == 0.75);
+  CHECK(collective_bus_factor(Collective::all_to_all, 2) == 0.5);
+  CHECK(collective_bus_factor(Collective::reduce, 8) == 1.0);
+  CHECK(collective_bus_factor(Collective::broadcast, 3) == 1.0);
+  CHECK(collective_bus_factor(Collective::all_reduce, 1) == 0.0);  // one rank: nothing travels
+  // The comm benchmark reads the same factors.
+  CHECK(bus_bandwidth_factor(BenchCollective::reduce_scatter, 3) == collective_bus_factor(Collective::reduce_scatter, 3));
 }
 
 TEST_CASE("comm_bench flags resolve defaults and reject bad values with exit code 2", "[comm_bench]") {

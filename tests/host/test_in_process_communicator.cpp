@@ -227,6 +227,22 @@ TEST_CASE("the in-process communicator computes every collective exactly on 1 to
   }
 }
 
+TEST_CASE("every collective counts as work on its rank's device and stream", "[communicator]") {
+  Ranks ranks(2);
+  on_rank_threads(2, [&](int rank) {
+    std::vector<float> send(4, 1.0f), recv(4, 0.0f);
+    ranks.communicator->all_reduce(rank, send.data(), recv.data(), 4, DataType::f32, ReduceOp::sum, kStream);
+    ranks.communicator->group_start(rank);
+    ranks.communicator->broadcast(rank, send.data(), recv.data(), 4, DataType::f32, 0, kStream);
+    ranks.communicator->group_end(rank);
+    ranks.communicator->all_gather(rank, send.data(), recv.data(), 2, DataType::f32, kStream);
+  });
+  for (const auto& device : ranks.devices) {
+    CHECK(device->enqueued(kStream) == 3);  // groups count the collectives inside them
+    CHECK(device->enqueued(StreamKind::compute) == 0);
+  }
+}
+
 TEST_CASE("the in-process communicator sums ranks in order 0..N-1 in fp32 and rounds once", "[communicator]") {
   // fp32: (1e8 + 1) rounds back to 1e8 (spacing 8), so rank order gives 0 where any other order
   // gives 1. fp16: 2048 + 1 + 1 kept in 16 bits each step stays 2048 (spacing 2, ties to even);

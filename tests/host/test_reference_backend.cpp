@@ -266,7 +266,7 @@ TEST_CASE("reference device: memory, copies, streams and events", "[reference]")
   *loss.as<float>() = 1.0f;  // host-visible: the host may write it directly
   CHECK(*loss.as<float>() == 1.0f);
 
-  CHECK(&device.ops(StreamKind::compute) == &device.ops(StreamKind::copy));
+  CHECK(&device.ops(StreamKind::compute).implementation() == &device.ops(StreamKind::copy).implementation());
   CHECK(device.ops().kind() == BackendKind::reference);
 
   auto start = device.create_event(true);
@@ -282,6 +282,24 @@ TEST_CASE("reference device: memory, copies, streams and events", "[reference]")
 
   auto never_recorded = device.create_event(true);
   CHECK_THROWS_AS(never_recorded->elapsed_ms_since(*start), RuntimeError);
+}
+
+TEST_CASE("a device counts the work enqueued on each stream, not the queries", "[reference]") {
+  std::unique_ptr<Device> device = create_reference_device(0);
+  Buffer buffer = device->allocate(16 * sizeof(float));
+  const int64_t compute = device->enqueued(StreamKind::compute);
+  CHECK(device->enqueued(StreamKind::communication) == 0);
+  device->ops(StreamKind::communication).fill(buffer.as<float>(), 16, 1.0f);
+  device->ops(StreamKind::communication).scale(buffer.as<float>(), 16, 2.0f);
+  device->enqueue_host_function(StreamKind::communication, [] {});
+  CHECK(device->enqueued(StreamKind::communication) == 3);
+  CHECK(device->enqueued(StreamKind::compute) == compute);
+  (void)device->ops().sum_squares_scratch_bytes();  // a query: nothing enqueued
+  float host[16];
+  device->copy_to_host(host, buffer.data(), sizeof host);  // blocking copies are not stream work
+  CHECK(device->enqueued(StreamKind::compute) == compute);
+  device->ops().axpy(1.0f, buffer.as<float>(), buffer.as<float>(), 16);
+  CHECK(device->enqueued(StreamKind::compute) == compute + 1);
 }
 
 TEST_CASE("reference append_scalar files values under a moving cursor", "[reference]") {
