@@ -11,51 +11,89 @@
 
 namespace dpbench {
 
-ExchangePlanOptions exchange_plan_options(const RunConfig& config) {
-  ExchangePlanOptions options;
-  options.gradient_repacking = config.gradient_repacking;
-  options.bucket_cap_bytes = static_cast<int64_t>(std::llround(config.bucket_cap_mb * 1024.0 * 1024.0));
-  options.agg_small_max_bytes = config.agg_small_grads_max_bytes;
-  options.agg_small_max_group = config.agg_small_grads_max_group;
-  return options;
+ExchangePlanOptions exchange_plan_options(const StrategyOptions& options) {
+  ExchangePlanOptions plan;
+  plan.gradient_repacking = options.gradient_repacking;
+  plan.bucket_cap_bytes = static_cast<int64_t>(std::llround(options.bucket_cap_mb * 1024.0 * 1024.0));
+  plan.agg_small_max_bytes = options.agg_small_grads_max_bytes;
+  plan.agg_small_max_group = options.agg_small_grads_max_group;
+  return plan;
 }
 
-BucketedExchangeStrategy::BucketedExchangeStrategy(const RunConfig& config) : config_(config) {}
+BucketedExchangeStrategy::BucketedExchangeStrategy(const StrategyOptions& options) : options_(options) {}
 
 void BucketedExchangeStrategy::setup(const ParameterLayout& layout, std::vector<Replica>& replicas) {
   replicas_ = replicas;
-  plan_ = plan_exchanges(layout, exchange_plan_options(config_));
-  kernels_counted_ = std::make_unique<std::atomic<int64_t>[]>(replicas.size());
+  plan_ = plan_exchanges(layout, exchange_plan_options(options_));
   for (const Replica& replica : replicas) {
     replica.device->make_current();
     trackers_.push_back(std::make_unique<ReadinessTracker>(plan_));
     meters_.push_back(std::make_unique<ExchangeMeter>(*replica.device));
     backward_done_.push_back(replica.device->create_event(false));
-    kernels_counted_[replica.index] = 0;
   }
   measured_from_.resize(replicas.size());
   prepare(layout);
   alone_ = world_size() == 1 && !exchanges_alone();
+  first_step_communication_start_ = replicas_.front().device->enqueued(StreamKind::communication);
 }
 
-std::unique_ptr<Communicator> BucketedExchangeStrategy::create_exchange_communicator() const {
-  if (config_.num_processes > 1) {
+Communicator& BucketedExchangeStrategy::create_exchange_communicator() {
+  if (options_.num_processes > 1) {
     if (process_group() == nullptr || replicas_.size() != 1)
       throw RuntimeError("an exchange across processes needs the run's process group and one device per process");
-    return create_process_communicator(*replicas_.front().device, *process_group());
+    communicator_ = create_process_communicator(*replicas_.front().device, *process_group());
+    return *communicator_;
   }
   std::vector<Device*> devices;
   for (const Replica& replica : replicas_) devices.push_back(replica.device);
-  return create_communicator(devices);
+  communicator_ = create_communicator(devices);
+  return *communicator_;
+}
+
+bool BucketedExchangeStrategy::step_is_replayable() const {
+  return communicator_ != nullptr && communicator_->capturable();
+}
+
+void BucketedExchangeStrategy::abort() {
+  if (communicator_) communicator_->abort();
+  abort_exchanges();
+}
+
+// Note [counted launches]: what a step of the exchange enqueues is counted by the devices, not
+// kept by hand. Replica 0's first step is counted: everything its communication stream received
+// during the step (only the exchange uses it, whichever thread enqueues for it), and what its
+// hooks enqueued on its compute stream (the waits, the update). Its own thread alone drives its
+// compute stream, and no other thread can enqueue its next step's exchange before it arrives.
+template <typename Hook>
+void BucketedExchangeStrategy::counting_first_step(int replica, Hook&& hook) {
+  if (replica != 0 || kernels_first_step_.load() >= 0) {
+    hook();
+    return;
+  }
+  const Device& device = *replicas_.front().device;
+  const int64_t before = device.enqueued(StreamKind::compute);
+  hook();
+  first_step_compute_ += device.enqueued(StreamKind::compute) - before;
 }
 
 void BucketedExchangeStrategy::on_gradients_ready(int replica, GradientRange range, const Event& ready) {
-  const std::vector<size_t> completed = trackers_[replica]->mark_ready(range);
-  if (!config_.overlap_comm || alone_) return;
-  for (size_t index : completed) exchange(replica, index, ready);
+  counting_first_step(replica, [&] {
+    const std::vector<size_t> completed = trackers_[replica]->mark_ready(range);
+    if (!options_.overlap_comm || alone_) return;
+    for (size_t index : completed) exchange(replica, index, ready);
+  });
 }
 
 void BucketedExchangeStrategy::finish_step(int replica, int64_t step) {
+  counting_first_step(replica, [&] { finish_exchanges(replica, step); });
+  if (replica == 0 && step == 1) {
+    const int64_t communication =
+        replicas_.front().device->enqueued(StreamKind::communication) - first_step_communication_start_;
+    kernels_first_step_ = first_step_compute_ + communication;
+  }
+}
+
+void BucketedExchangeStrategy::finish_exchanges(int replica, int64_t step) {
   if (!trackers_[replica]->all_ready())
     throw RuntimeError("the model finished backward without announcing every gradient; "
                        "the exchange cannot complete");
@@ -68,14 +106,13 @@ void BucketedExchangeStrategy::finish_step(int replica, int64_t step) {
     trackers_[replica]->begin_step();
     return;
   }
-  if (!config_.overlap_comm) {
+  if (!options_.overlap_comm) {
     Event& done = *backward_done_[replica];
     done.record(StreamKind::compute);
     for (size_t index = 0; index < plan_.size(); ++index) exchange(replica, index, done);
   }
   complete_step(replica, step);
   trackers_[replica]->begin_step();
-  if (replica == 0 && step == 1) kernels_first_step_ = kernels_counted_[0].load();
 }
 
 int64_t BucketedExchangeStrategy::launches_per_step() const { return kernels_first_step_.load(); }
@@ -94,7 +131,7 @@ nlohmann::json BucketedExchangeStrategy::communication_summary(int64_t measured_
   comm["bytes_per_step"] = model.bytes_per_step;
   comm["bytes_sent_per_device_per_step"] = model.bytes_sent_per_device;
   comm["transfer_type"] = model.transfer_type;
-  comm["overlap"] = config_.overlap_comm;
+  comm["overlap"] = options_.overlap_comm;
   comm["embedding_exchange"] = model.embedding_exchange;
   comm["busbw_formula"] = model.busbw_formula;
   comm.update(model.details);

@@ -2,7 +2,8 @@
 // the step's exchange plan (strategies/exchange_plan.h), per-replica readiness tracking, starting
 // each planned range's exchange as soon as backward has produced it (or, with --overlap_comm=false,
 // all of them after backward), device-side clocks (exchange_meter.h) and the summary.comm fields
-// they share. Subclasses say how one range is exchanged and how a step completes.
+// they share, and the count of the work the exchange enqueues (Note [counted launches] in
+// engine/device.h). Subclasses say how one range is exchanged and how a step completes.
 #pragma once
 
 #include <atomic>
@@ -11,10 +12,10 @@
 #include <vector>
 
 #include "engine/communicator.h"
-#include "engine/run_config.h"
 #include "engine/strategy.h"
 #include "strategies/exchange_meter.h"
 #include "strategies/exchange_plan.h"
+#include "strategies/strategy_options.h"
 
 namespace dpbench {
 
@@ -34,13 +35,16 @@ struct TrafficModel {
 
 class BucketedExchangeStrategy : public Strategy {
  public:
-  explicit BucketedExchangeStrategy(const RunConfig& config);
+  explicit BucketedExchangeStrategy(const StrategyOptions& options);
   void setup(const ParameterLayout& layout, std::vector<Replica>& replicas) final;
   void on_gradients_ready(int replica, GradientRange range, const Event& ready) final;
   void finish_step(int replica, int64_t step) final;
   void begin_measurement() final;
   nlohmann::json communication_summary(int64_t measured_steps) const final;
   int64_t launches_per_step() const final;
+  // Replayable when the exchange is nothing but the communicator's collectives, captured.
+  bool step_is_replayable() const override;
+  void abort() final;
 
  protected:
   // Called at the end of setup, with plan() and replicas() ready.
@@ -57,6 +61,8 @@ class BucketedExchangeStrategy : public Strategy {
   // runs there); otherwise the mean of one replica's gradients is those gradients and a single
   // device updates directly, as independent does.
   virtual bool exchanges_alone() const { return false; }
+  // abort() for what the subclass waits on besides the communicator (rendezvous of its threads).
+  virtual void abort_exchanges() {}
 
   const std::vector<GradientRange>& plan() const { return plan_; }
   const std::vector<Replica>& replicas() const { return replicas_; }
@@ -64,31 +70,40 @@ class BucketedExchangeStrategy : public Strategy {
   // The replicas of the whole run: this process's, or those of every process when mpirun
   // started one per GPU (distributed_all_reduce, distributed_replicated). Averages, traffic and
   // owners count these.
-  int world_size() const { return num_replicas() * config_.num_processes; }
-  int world_rank(int replica) const { return config_.process_rank * num_replicas() + replica; }
-  // The communicator of the exchange: over this process's devices, or across the processes.
-  std::unique_ptr<Communicator> create_exchange_communicator() const;
+  int world_size() const { return num_replicas() * options_.num_processes; }
+  int world_rank(int replica) const { return options_.process_rank * num_replicas() + replica; }
+  // The communicator of the exchange, over this process's devices or across the processes; made
+  // once, kept by this class (communicator() afterwards).
+  Communicator& create_exchange_communicator();
+  Communicator* communicator() const { return communicator_.get(); }
   ExchangeMeter& meter(int replica) const { return *meters_.at(replica); }
-  // Kernels a subclass launches itself (not through a communicator), counted per replica so that
-  // launches_per_step can report a step that is not captured as a graph.
-  void count_kernels(int replica, int64_t kernels) { kernels_counted_[replica] += kernels; }
-  std::atomic<int64_t>* kernel_counters() { return kernels_counted_.get(); }
-  const RunConfig& config() const { return config_; }
+  const StrategyOptions& options() const { return options_; }
 
  private:
-  RunConfig config_;
+  // Runs one of replica 0's hooks of its first step, counting the work it enqueues on the
+  // compute stream (the communication stream is counted whole: only the exchange uses it).
+  template <typename Hook>
+  void counting_first_step(int replica, Hook&& hook);
+  // finish_step's work: the exchanges left (--overlap_comm=false), then complete_step.
+  void finish_exchanges(int replica, int64_t step);
+
+  StrategyOptions options_;
   std::vector<GradientRange> plan_;
   std::vector<Replica> replicas_;
+  std::unique_ptr<Communicator> communicator_;
   std::vector<std::unique_ptr<ReadinessTracker>> trackers_;
   std::vector<std::unique_ptr<ExchangeMeter>> meters_;
   std::vector<std::unique_ptr<Event>> backward_done_;  // --overlap_comm=false: the exchanges wait on it
   std::vector<ExchangeTimes> measured_from_;
-  std::unique_ptr<std::atomic<int64_t>[]> kernels_counted_;
+  bool alone_ = false;  // one replica and nothing to exchange
+  // Replica 0's first step: its communication stream's count when it began, the work its hooks
+  // enqueued on the compute stream, and the total once it ended (-1 until then).
+  int64_t first_step_communication_start_ = 0;
+  int64_t first_step_compute_ = 0;
   std::atomic<int64_t> kernels_first_step_{-1};
-  bool alone_ = false;  // one replica and nothing to exchange  // replica 0's count over its first step
 };
 
-// Options of plan_exchanges from the run's flags.
-ExchangePlanOptions exchange_plan_options(const RunConfig& config);
+// Options of plan_exchanges from the strategy's options.
+ExchangePlanOptions exchange_plan_options(const StrategyOptions& options);
 
 }  // namespace dpbench

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "engine/collective_traffic.h"
 #include "engine/device_factory.h"
 #include "engine/errors.h"
 #include "engine/optimizer.h"
@@ -40,22 +41,18 @@ struct ParameterServerStrategy::HostServer {
   std::vector<int64_t> steps_done;    // per replica, touched only by its own thread
 };
 
-ParameterServerStrategy::ParameterServerStrategy(const RunConfig& config)
-    : BucketedExchangeStrategy(config), on_cpu_(config.local_parameter_device == "cpu") {
-  if (config.compact_gradient_transfer != "" && config.compact_gradient_transfer != "none")
+ParameterServerStrategy::ParameterServerStrategy(const StrategyOptions& options)
+    : BucketedExchangeStrategy(options), on_cpu_(options.local_parameter_device == "cpu") {
+  if (options.compact_gradient_transfer != "" && options.compact_gradient_transfer != "none")
     throw ConfigError("--compact_gradient_transfer is for --variable_update=replicated");
-  if (config.sparse_embedding_grads)
+  if (options.sparse_embedding_grads)
     throw ConfigError("--sparse_embedding_grads is for --variable_update=replicated");
 }
 
 ParameterServerStrategy::~ParameterServerStrategy() = default;
 
-bool ParameterServerStrategy::step_is_replayable() const {
-  return !on_cpu_ && communicator_ != nullptr && communicator_->capturable();
-}
-
-void ParameterServerStrategy::abort() {
-  if (communicator_) communicator_->abort();
+// On the host, the replicas' threads meet in a rendezvous (the communicator is the GPUs').
+void ParameterServerStrategy::abort_exchanges() {
   if (host_) host_->rendezvous->abort();
 }
 
@@ -84,7 +81,7 @@ void ParameterServerStrategy::prepare(const ParameterLayout& layout) {
       }
       runs_.push_back(std::move(runs));
     }
-    communicator_ = create_exchange_communicator();
+    create_exchange_communicator();
     for (const Replica& replica : replicas()) {
       replica.device->make_current();
       reduced_.push_back(replica.device->create_event(false));
@@ -134,13 +131,12 @@ void ParameterServerStrategy::exchange_on_gpus(int replica, size_t index, const 
   self.device->wait(StreamKind::communication, ready);
   meter(replica).begin_transfer(StreamKind::communication);
   float* gradients = self.parameters->gradients();
-  communicator_->group_start(replica);
+  communicator()->group_start(replica);
   for (const OwnedRange& run : runs_[index])
-    communicator_->reduce(replica, gradients + run.range.offset, gradients + run.range.offset, run.range.count,
+    communicator()->reduce(replica, gradients + run.range.offset, gradients + run.range.offset, run.range.count,
                           DataType::f32, ReduceOp::average, run.owner, StreamKind::communication);
-  communicator_->group_end(replica);
+  communicator()->group_end(replica);
   meter(replica).end_transfer(StreamKind::communication);
-  count_kernels(replica, 2);
 }
 
 void ParameterServerStrategy::complete_on_gpus(int replica, int64_t step) {
@@ -157,28 +153,25 @@ void ParameterServerStrategy::complete_on_gpus(int replica, int64_t step) {
   self.optimizer->begin_update(gradients, self.parameters->count());
   for (const auto& runs : runs_)
     for (const OwnedRange& run : runs)
-      if (run.owner == world_rank(replica)) {
+      if (run.owner == world_rank(replica))
         self.optimizer->apply(parameters, gradients, run.range, step, StreamKind::compute, self.parameters);
-        count_kernels(replica, 1);
-      }
   self.optimizer->end_update();
   updated_[replica]->record(StreamKind::compute);
   // Then every tensor travels back from its owner.
   device.wait(StreamKind::communication, *updated_[replica]);
   clocks.begin_transfer(StreamKind::communication);
-  communicator_->group_start(replica);
+  communicator()->group_start(replica);
   for (const auto& runs : runs_)
     for (const OwnedRange& run : runs)
-      communicator_->broadcast(replica, parameters + run.range.offset, parameters + run.range.offset,
+      communicator()->broadcast(replica, parameters + run.range.offset, parameters + run.range.offset,
                                run.range.count, DataType::f32, run.owner, StreamKind::communication);
-  communicator_->group_end(replica);
+  communicator()->group_end(replica);
   clocks.end_transfer(StreamKind::communication);
   self.parameters->refresh_weight_copy(GradientRange{0, self.parameters->count()}, StreamKind::communication);
   broadcast_[replica]->record(StreamKind::communication);
   clocks.begin_wait();
   device.wait(StreamKind::compute, *broadcast_[replica]);
   clocks.end_wait();
-  count_kernels(replica, 9);
 }
 
 void ParameterServerStrategy::exchange_through_host(int replica, size_t index, const Event& ready) {
@@ -196,7 +189,6 @@ void ParameterServerStrategy::exchange_through_host(int replica, size_t index, c
           .copy(host.staging[r].as<float>() + range.offset, other.parameters->gradients() + range.offset,
                 range.count * sizeof(float));
       meter(r).end_transfer(StreamKind::communication);
-      count_kernels(r, 2);
       host.staged[r]->record(StreamKind::communication);
     }
     Device& first = *replicas().front().device;
@@ -243,16 +235,16 @@ void ParameterServerStrategy::complete_through_host(int replica, int64_t step) {
   clocks.begin_wait();
   device.wait(StreamKind::compute, *host.fetched[replica]);
   clocks.end_wait();
-  count_kernels(replica, 5);
   host.steps_done[replica] = step;
 }
 
 TrafficModel ParameterServerStrategy::traffic() const {
   TrafficModel model;
-  const double n = static_cast<double>(world_size());
   const size_t count = replicas().front().parameters->count();
   model.bytes_per_step = static_cast<double>(count) * sizeof(float);
-  model.busbw_factor = 2.0;
+  // A reduce and a broadcast of every byte (nccl-tests: busbw = algbw for each).
+  const int n = world_size();
+  model.busbw_factor = collective_bus_factor(Collective::reduce, n) + collective_bus_factor(Collective::broadcast, n);
   if (on_cpu_) {
     model.exchange = "parameter server on the host";
     model.communicator = "copies to and from pinned host memory; update on " +
@@ -264,11 +256,13 @@ TrafficModel ParameterServerStrategy::traffic() const {
     model.exchange = "parameter server on the GPUs";
     std::string shares;
     for (size_t bytes : bytes_owned_) shares += (shares.empty() ? "" : "/") + std::to_string(bytes >> 20);
-    model.communicator = communicator_->description() + " reduce + broadcast; MiB owned per GPU " + shares;
+    model.communicator = communicator()->description() + " reduce + broadcast; MiB owned per GPU " + shares;
     int64_t runs = 0;
     for (const auto& per_range : runs_) runs += static_cast<int64_t>(per_range.size());
     model.collectives_per_step = 2 * runs;
-    model.bytes_sent_per_device = 2.0 * (n - 1) / n * model.bytes_per_step;
+    // Owners spread evenly: the reduces are a reduce-scatter and the broadcasts an all-gather,
+    // an all-reduce's volume.
+    model.bytes_sent_per_device = collective_bus_factor(Collective::all_reduce, n) * model.bytes_per_step;
     model.busbw_formula = "reduce then broadcast, each busbw = algbw (nccl-tests): busbw = algbw x 2";
   }
   return model;

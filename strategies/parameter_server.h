@@ -12,7 +12,6 @@
 
 #include <memory>
 
-#include "engine/communicator.h"
 #include "strategies/bucketed_exchange.h"
 #include "strategies/host_thread_pool.h"
 #include "strategies/rendezvous.h"
@@ -25,11 +24,9 @@ std::vector<int> place_tensors(const ParameterLayout& layout, int num_devices);
 
 class ParameterServerStrategy final : public BucketedExchangeStrategy {
  public:
-  explicit ParameterServerStrategy(const RunConfig& config);
+  explicit ParameterServerStrategy(const StrategyOptions& options);
   ~ParameterServerStrategy() override;
   std::string name() const override { return "parameter_server"; }
-  bool step_is_replayable() const override;
-  void abort() override;
 
  protected:
   void prepare(const ParameterLayout& layout) override;
@@ -37,6 +34,7 @@ class ParameterServerStrategy final : public BucketedExchangeStrategy {
   void complete_step(int replica, int64_t step) override;
   TrafficModel traffic() const override;
   bool exchanges_alone() const override { return on_cpu_; }
+  void abort_exchanges() override;
 
  private:
   struct OwnedRange {
@@ -54,7 +52,6 @@ class ParameterServerStrategy final : public BucketedExchangeStrategy {
   std::vector<std::vector<OwnedRange>> runs_;
   std::vector<int> owner_of_tensor_;
   std::vector<size_t> bytes_owned_;
-  std::unique_ptr<Communicator> communicator_;
   std::vector<std::unique_ptr<Event>> reduced_, updated_, broadcast_;
   std::unique_ptr<HostServer> host_;  // cpu
 };

@@ -26,6 +26,7 @@ struct Trained {
   std::vector<std::vector<float>> parameters;  // per replica
   nlohmann::json comm;
   int64_t kernels_per_step = -1;
+  int64_t strategy_launches_per_step = -1;  // Strategy::launches_per_step, as the devices counted it
   bool cuda_graph = false;  // the measured steps were replayed as CUDA graphs
 };
 
@@ -47,6 +48,7 @@ inline Trained train(std::vector<std::string> args, const std::function<void(Run
   for (int r = 0; r < config.num_devices(); ++r) trained.parameters.push_back(runner.parameters_of(r));
   trained.comm = measured.comm;
   trained.kernels_per_step = measured.kernels_per_step;
+  trained.strategy_launches_per_step = strategy->launches_per_step();
   trained.cuda_graph = measured.cuda_graph;
   return trained;
 }

@@ -88,7 +88,8 @@ TEST_CASE("every collective's bus factor is nccl-tests', written once", "[comm_b
   CHECK(collective_bus_factor(Collective::broadcast, 3) == 1.0);
   CHECK(collective_bus_factor(Collective::all_reduce, 1) == 0.0);  // one rank: nothing travels
   // The comm benchmark reads the same factors.
-  CHECK(bus_bandwidth_factor(BenchCollective::reduce_scatter, 3) == collective_bus_factor(Collective::reduce_scatter, 3));
+  CHECK(bus_bandwidth_factor(BenchCollective::reduce_scatter, 3) ==
+        collective_bus_factor(Collective::reduce_scatter, 3));
 }
 
 TEST_CASE("comm_bench flags resolve defaults and reject bad values with exit code 2", "[comm_bench]") {

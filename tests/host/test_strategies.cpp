@@ -17,6 +17,7 @@
 #include "strategies/all_reduce_spec.h"
 #include "strategies/exchange_plan.h"
 #include "strategies/parameter_server.h"
+#include "strategies/strategy_options.h"
 #include "strategies/strategy_registry.h"
 #include "tests/host/strategy_test_support.h"
 
@@ -327,6 +328,46 @@ TEST_CASE("independent replicas drift apart while averaging keeps them together"
   CHECK(independent.parameters[0] != independent.parameters[1]);
   const Trained averaged = train(args, replicated("nccl"));
   CHECK(averaged.parameters[0] == averaged.parameters[1]);
+}
+
+TEST_CASE("strategy options default to the flags' own defaults", "[strategies]") {
+  const StrategyOptions options;
+  const RunConfig config;
+  CHECK(options.all_reduce_spec == config.all_reduce_spec);
+  CHECK(options.local_parameter_device == config.local_parameter_device);
+  CHECK(options.gradient_repacking == config.gradient_repacking);
+  CHECK(options.bucket_cap_mb == config.bucket_cap_mb);
+  CHECK(options.agg_small_grads_max_bytes == config.agg_small_grads_max_bytes);
+  CHECK(options.agg_small_grads_max_group == config.agg_small_grads_max_group);
+  CHECK(options.overlap_comm == config.overlap_comm);
+  CHECK(options.sparse_embedding_grads == config.sparse_embedding_grads);
+  CHECK(options.compact_gradient_transfer == config.compact_gradient_transfer);
+  CHECK(options.sharded_update == config.sharded_update);
+  CHECK(options.num_processes == config.num_processes);
+  CHECK(options.process_rank == config.process_rank);
+}
+
+TEST_CASE("exchange launches are counted by the devices: more pieces launch more", "[strategies][launches]") {
+  const std::vector<std::string> args = {"--model=trivial", "--num_gpus=2", "--batch_size=2", "--num_warmup_batches=1",
+                                         "--num_batches=2"};
+  auto launches = [&](const std::string& spec, int pieces) {
+    return train(args, replicated(spec, [pieces](RunConfig& c) { c.gradient_repacking = pieces; }))
+        .strategy_launches_per_step;
+  };
+  const int64_t one = launches("nccl", 1), four = launches("nccl", 4);
+  CHECK(one > 0);
+  // Each more piece: its transfer clock's start and stop, and one all-reduce.
+  CHECK(four - one == 3 * 3);
+  // nccl#2: every piece is two all-reduces.
+  CHECK(launches("nccl#2", 4) - four == 4);
+  // Our own ring: every piece is copies and reduce kernels of its own.
+  CHECK(launches("xring", 4) > launches("xring", 1));
+  // A parameter server on the host: one more copy up per piece.
+  const auto host = [&](int pieces) {
+    return train(args, parameter_server("cpu", [pieces](RunConfig& c) { c.gradient_repacking = pieces; }))
+        .strategy_launches_per_step;
+  };
+  CHECK(host(4) > host(1));
 }
 
 TEST_CASE("the result's comm section describes the exchange", "[strategies]") {

@@ -1,11 +1,14 @@
 // PeerAllReduce (see the header). Chunk c of a range of n elements on N devices is
 // [n*c/N, n*(c+1)/N): chunks may be empty for tiny ranges, and every step still records its
 // event so that the order of waits never depends on sizes.
-#include "strategies/peer_all_reduce.h"
+#include "strategies/exchange_methods/peer_all_reduce.h"
 
 #include <cstring>
 
+#include "engine/collective_traffic.h"
 #include "engine/errors.h"
+#include "strategies/exchange_methods/dense_all_reduce.h"
+#include "strategies/exchange_plan.h"
 
 namespace dpbench {
 namespace {
@@ -32,22 +35,31 @@ struct PeerAllReduce::RankState {
   Buffer host_staging; // pscpu: the range, pinned host memory
 };
 
-PeerAllReduce::PeerAllReduce(const std::string& algorithm, int shards, DataType transfer_type,
-                             const std::vector<Replica>& replicas, size_t max_count,
-                             std::vector<ExchangeMeter*> meters, std::atomic<int64_t>* kernel_counters)
-    : algorithm_(algorithm), shards_(shards), transfer_type_(transfer_type), replicas_(replicas),
-      meters_(std::move(meters)), kernel_counters_(kernel_counters),
-      rendezvous_(static_cast<int>(replicas.size())) {
+PeerAllReduce::PeerAllReduce(AllReduceSpec spec, DataType transfer_type)
+    : spec_(std::move(spec)), transfer_type_(transfer_type) {
+  const std::string& algorithm = spec_.algorithm;
   if (algorithm != "xring" && algorithm != "psgpu" && algorithm != "pscpu")
     throw ConfigError("--all_reduce_spec=" + algorithm + ": not an all-reduce of our own");
   if (algorithm == "xring" && transfer_type != DataType::f32)
     throw ConfigError("--compact_gradient_transfer with xring: a ring forwards partial sums, which would be "
                       "rounded at every hop; use psgpu, pscpu or nccl");
-  const int n = static_cast<int>(replicas.size());
+}
+
+PeerAllReduce::~PeerAllReduce() = default;
+
+void PeerAllReduce::prepare(const ExchangeContext& context, size_t max_count) {
+  replicas_ = context.replicas;
+  meters_ = context.meters;
+  std::vector<Device*> devices;
+  for (const Replica& replica : replicas_) devices.push_back(replica.device);
+  enable_peer_access(devices);
+  rendezvous_ = std::make_unique<Rendezvous<const Event*>>(static_cast<int>(replicas_.size()));
+  const std::string& algorithm = spec_.algorithm;
+  const int n = static_cast<int>(replicas_.size());
   const size_t max_chunk = max_count / n + 1;
-  const bool compact = transfer_type != DataType::f32;
-  const size_t half = data_type_bytes(transfer_type);
-  for (const Replica& replica : replicas) {
+  const bool compact = transfer_type_ != DataType::f32;
+  const size_t half = data_type_bytes(transfer_type_);
+  for (const Replica& replica : replicas_) {
     auto rank = std::make_unique<RankState>();
     Device& device = *replica.device;
     device.make_current();
@@ -74,55 +86,67 @@ PeerAllReduce::PeerAllReduce(const std::string& algorithm, int shards, DataType 
   }
   if (algorithm == "pscpu") {
     host_threads_ = std::make_unique<HostThreadPool>();
-    host_sum_ = replicas.front().device->allocate_host_visible(max_count * half);
+    host_sum_ = replicas_.front().device->allocate_host_visible(max_count * half);
   }
-  replicas.front().device->make_current();
+  replicas_.front().device->make_current();
 }
 
-PeerAllReduce::~PeerAllReduce() = default;
+void PeerAllReduce::abort() {
+  if (rendezvous_) rendezvous_->abort();
+}
 
-void PeerAllReduce::kernels(int rank, int64_t count) { kernel_counters_[rank] += count; }
-
-std::string PeerAllReduce::description() const {
-  if (algorithm_ == "xring") return "ring of peer copies and reduce kernels";
-  if (algorithm_ == "psgpu") return "peer copies, per-device shard sums, gather";
+std::string PeerAllReduce::communicator_description() const {
+  if (spec_.algorithm == "xring") return "ring of peer copies and reduce kernels";
+  if (spec_.algorithm == "psgpu") return "peer copies, per-device shard sums, gather";
   return "host sum (" + std::to_string(host_threads_->threads()) + " threads), copies to and from pinned memory";
 }
 
-double PeerAllReduce::bytes_sent(size_t count) const {
-  const double n = static_cast<double>(replicas_.size());
-  const double bytes = static_cast<double>(count) * data_type_bytes(transfer_type_);
-  if (algorithm_ == "pscpu") return bytes;  // up to the host; the sum comes back as much
-  return 2.0 * (n - 1) / n * bytes;         // ring and shard-then-gather move the same volume
+// pscpu sends each device's gradients up to the host and as much comes back; the ring and
+// shard-then-gather move an all-reduce's volume. The copies carry the transfer type; busbw counts
+// fp32 gradient bytes as an all-reduce's.
+ExchangeTraffic PeerAllReduce::traffic(const std::vector<GradientRange>& ranges) const {
+  ExchangeTraffic traffic;
+  const int n = static_cast<int>(replicas_.size());
+  double elements = 0;
+  for (const GradientRange& range : ranges) {
+    elements += static_cast<double>(range.count);
+    traffic.collectives += transfers();
+  }
+  traffic.bytes = elements * sizeof(float);
+  const double sent = elements * data_type_bytes(transfer_type_);
+  const double factor = collective_bus_factor(Collective::all_reduce, n);
+  traffic.bytes_sent = spec_.algorithm == "pscpu" ? sent : factor * sent;
+  traffic.bus_bytes = factor * traffic.bytes;
+  return traffic;
 }
 
-int64_t PeerAllReduce::transfers(size_t count) const {
+std::string PeerAllReduce::busbw_formula() const { return all_reduce_busbw_formula(); }
+
+int64_t PeerAllReduce::transfers() const {
   const int64_t n = static_cast<int64_t>(replicas_.size());
-  if (algorithm_ == "pscpu") return 2 * shards_;
-  return 2 * (n - 1) * shards_;
+  if (spec_.algorithm == "pscpu") return 2 * spec_.shards;
+  return 2 * (n - 1) * spec_.shards;
 }
 
 void PeerAllReduce::exchange(int replica, GradientRange range, const Event& ready) {
-  rendezvous_.arrive(replica, &ready, [&](std::vector<const Event*>& ready_events) {
+  rendezvous_->arrive(replica, &ready, [&](std::vector<const Event*>& ready_events) {
     const int n = static_cast<int>(ranks_.size());
     for (int r = 0; r < n; ++r) {
       RankState& rank = *ranks_[r];
       rank.device->make_current();
       rank.device->wait(StreamKind::communication, *ready_events[r]);
       meters_[r]->begin_transfer(StreamKind::communication);
-      kernels(r, 1);
     }
-    const std::vector<GradientRange> shards = split_range(range, shards_);
+    const std::vector<GradientRange> shards = split_range(range, spec_.shards);
     for (size_t s = 0; s < shards.size(); ++s) {
-      if (algorithm_ == "xring") ring(ready_events, shards[s], s % 2 == 1);
-      else if (algorithm_ == "psgpu") sharded(ready_events, shards[s]);
+      if (spec_.algorithm == "xring") ring(ready_events, shards[s], s % 2 == 1);
+      else if (spec_.algorithm == "psgpu") sharded(ready_events, shards[s]);
       else through_host(ready_events, shards[s]);
     }
     for (int r = 0; r < n; ++r) {
       RankState& rank = *ranks_[r];
       rank.device->make_current();
       meters_[r]->end_transfer(StreamKind::communication);
-      kernels(r, 1);
       rank.done->record(StreamKind::communication);
     }
     ranks_[replica]->device->make_current();  // the calling thread drives its own device again
@@ -160,10 +184,8 @@ void PeerAllReduce::ring(std::vector<const Event*>& /*ready*/, GradientRange ran
       } else if (chunk.count > 0) {
         ops.copy(self.staging.data(), from.gradients + chunk.offset, chunk.count * sizeof(float));
         ops.axpy(1.0f, self.staging.as<float>(), self.gradients + chunk.offset, chunk.count);
-        kernels(rank_at(q), 1);
         if (t == n - 2) {  // this chunk is now the sum over all replicas: make it the mean
           ops.scale(self.gradients + chunk.offset, chunk.count, inverse);
-          kernels(rank_at(q), 1);
         }
       }
       self.steps[step]->record(StreamKind::communication);
@@ -187,7 +209,6 @@ void PeerAllReduce::sharded(std::vector<const Event*>& ready, GradientRange rang
       rank.device->make_current();
       rank.device->ops(StreamKind::communication)
           .convert(DataType::f32, rank.gradients + range.offset, type, rank.outgoing.data(), range.count, inverse);
-      kernels(r, 1);
       rank.converted->record(StreamKind::communication);
     }
   }
@@ -216,7 +237,6 @@ void PeerAllReduce::sharded(std::vector<const Event*>& ready, GradientRange rang
                    self.gradients + chunk.offset, chunk.count);
         }
         ops.scale(self.gradients + chunk.offset, chunk.count, inverse);
-        kernels(j, n);
       } else {
         float* sum = self.accumulator.as<float>();
         float* addend = sum + chunk.count;
@@ -225,10 +245,8 @@ void PeerAllReduce::sharded(std::vector<const Event*>& ready, GradientRange rang
                                     : static_cast<char*>(self.staging.data()) + ((i - j + n) % n - 1) * slot_bytes;
           ops.convert(type, part, DataType::f32, i == 0 ? sum : addend, chunk.count);
           if (i > 0) ops.axpy(1.0f, addend, sum, chunk.count);
-          kernels(j, i > 0 ? 2 : 1);
         }
         ops.convert(DataType::f32, sum, type, source(self, chunk.offset), chunk.count);
-        kernels(j, 1);
       }
     }
     self.reduced->record(StreamKind::communication);
@@ -248,7 +266,6 @@ void PeerAllReduce::sharded(std::vector<const Event*>& ready, GradientRange rang
     }
     if (compact) {
       ops.convert(type, self.outgoing.data(), DataType::f32, self.gradients + range.offset, range.count);
-      kernels(j, 1);
     }
   }
 }
@@ -266,7 +283,6 @@ void PeerAllReduce::through_host(std::vector<const Event*>& /*ready*/, GradientR
     const void* up = rank.gradients + range.offset;
     if (compact) {
       ops.convert(DataType::f32, rank.gradients + range.offset, type, rank.outgoing.data(), range.count, inverse);
-      kernels(r, 1);
       up = rank.outgoing.data();
     }
     ops.copy(rank.host_staging.data(), up, bytes);
@@ -311,7 +327,6 @@ void PeerAllReduce::through_host(std::vector<const Event*>& /*ready*/, GradientR
     if (compact) {
       ops.copy(rank.outgoing.data(), host_sum_.data(), bytes);
       ops.convert(type, rank.outgoing.data(), DataType::f32, rank.gradients + range.offset, range.count);
-      kernels(r, 1);
     } else {
       ops.copy(rank.gradients + range.offset, host_sum_.data(), bytes);
     }

@@ -11,60 +11,58 @@
 // With --compact_gradient_transfer (psgpu, pscpu) the copies carry fp16/bf16 values (scaled by
 // 1/N before rounding) and every sum is taken in fp32.
 // One exchange is enqueued for every device at once by the last replica thread to arrive
-// (strategies/rendezvous.h), because each device waits on the others' events.
+// (strategies/rendezvous.h), because each device waits on the others' events; the method orders
+// every device after its gradients and runs their transfer clocks itself.
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "engine/strategy.h"
-#include "strategies/exchange_meter.h"
-#include "strategies/exchange_plan.h"
+#include "strategies/all_reduce_spec.h"
+#include "strategies/exchange_methods/exchange_method.h"
 #include "strategies/host_thread_pool.h"
 #include "strategies/rendezvous.h"
 
 namespace dpbench {
 
-class PeerAllReduce {
+class PeerAllReduce final : public ExchangeMethod {
  public:
-  // `meters` and `kernel_counters` are indexed by replica; max_count bounds any exchanged range.
-  PeerAllReduce(const std::string& algorithm, int shards, DataType transfer_type,
-                const std::vector<Replica>& replicas, size_t max_count,
-                std::vector<ExchangeMeter*> meters, std::atomic<int64_t>* kernel_counters);
-  ~PeerAllReduce();
+  // Throws ConfigError for an algorithm that is not ours, or one that cannot carry `transfer_type`.
+  PeerAllReduce(AllReduceSpec spec, DataType transfer_type);
+  ~PeerAllReduce() override;
 
-  // Every replica's thread calls it for the same ranges in the same order; on return the mean of
-  // the replicas' gradients over `range` is enqueued to land in every replica's gradient buffer.
-  void exchange(int replica, GradientRange range, const Event& ready);
+  std::string description() const override { return "all-reduce (" + spec_.text() + ")"; }
+  std::string communicator_description() const override;
+  bool uses_communicator() const override { return false; }
+  void prepare(const ExchangeContext& context, size_t largest) override;
+  bool orders_devices_itself() const override { return true; }
+  // On return the mean of the replicas' gradients over `range` is enqueued to land in every
+  // replica's gradient buffer.
+  void exchange(int replica, GradientRange range, const Event& ready) override;
   // Makes `replica`'s compute stream wait until every device's part of the step's exchanges is
   // done (each device reads the others' buffers, so a replica may not overwrite its gradients
   // before the others are finished with them).
-  void wait_until_done(int replica);
-  void abort() { rendezvous_.abort(); }
+  void wait_until_done(int replica) override;
+  void abort() override;
 
-  // Per device and exchange of `count` elements: bytes it sends (its outgoing copies) and the
-  // number of copies.
-  double bytes_sent(size_t count) const;
-  int64_t transfers(size_t count) const;
-  std::string description() const;
+  ExchangeTraffic traffic(const std::vector<GradientRange>& ranges) const override;
+  std::string busbw_formula() const override;
 
  private:
   struct RankState;
   void ring(std::vector<const Event*>& ready, GradientRange range, bool reverse);
   void sharded(std::vector<const Event*>& ready, GradientRange range);
   void through_host(std::vector<const Event*>& ready, GradientRange range);
-  void kernels(int rank, int64_t count);
+  // Copies one device sends per exchange of a range.
+  int64_t transfers() const;
 
-  std::string algorithm_;
-  int shards_;
+  AllReduceSpec spec_;
   DataType transfer_type_;
   std::vector<Replica> replicas_;
   std::vector<ExchangeMeter*> meters_;
-  std::atomic<int64_t>* kernel_counters_;
   std::vector<std::unique_ptr<RankState>> ranks_;
-  Rendezvous<const Event*> rendezvous_;
+  std::unique_ptr<Rendezvous<const Event*>> rendezvous_;
   std::unique_ptr<HostThreadPool> host_threads_;  // pscpu
   Buffer host_sum_;                               // pscpu: fp32, pinned
 };

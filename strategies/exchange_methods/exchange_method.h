@@ -1,0 +1,110 @@
+// An exchange method: how one range of gradients travels between the replicas (dense all-reduce,
+// half-width transfer, sharded update, sparse embedding rows, our peer algorithms). Each method
+// is a unit of its own in this folder, in the spirit of PyTorch DDP's communication hooks: it
+// prepares its buffers, enqueues the exchange of one range for one replica on the communication
+// stream, and owns what that costs (bytes, collectives, the busbw formula). Strategies compose
+// methods (strategies/replicated.h); exchange_methods.cpp is where they are chosen.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/communicator.h"
+#include "engine/strategy.h"
+#include "strategies/exchange_meter.h"
+
+namespace dpbench {
+
+// What the methods of one strategy share, fixed once the strategy has its replicas.
+struct ExchangeContext {
+  std::vector<Replica> replicas;        // this process's
+  int world_size = 1;                   // replicas of the whole run (every process's)
+  int first_world_rank = 0;             // world rank of replicas[0]
+  std::vector<ExchangeMeter*> meters;   // per replica: its transfer and wait clocks
+  Communicator* communicator = nullptr; // the strategy's, for methods that use one
+  int world_rank(int replica) const { return first_world_rank + replica; }
+};
+
+// What exchanging some ranges once each costs one device (a step's worth, summed by the strategy
+// into its TrafficModel, strategies/bucketed_exchange.h).
+struct ExchangeTraffic {
+  double bytes = 0;         // the logical message: fp32 gradient bytes each replica contributes
+  double bytes_sent = 0;    // bytes one device sends, by the method's algorithm
+  double bus_bytes = 0;     // busbw x transfer time: each collective's nccl-tests size x bus factor
+  int64_t collectives = 0;  // collective calls (or transfers of our own) per device
+};
+
+class ExchangeMethod {
+ public:
+  virtual ~ExchangeMethod() = default;
+
+  // For summary.comm: what travels ("all-reduce (nccl)") and through what ("nccl 2.28.3").
+  virtual std::string description() const = 0;
+  virtual std::string communicator_description() const = 0;
+  // Whether the method exchanges through the strategy's communicator (context.communicator).
+  virtual bool uses_communicator() const { return true; }
+  // Buffers and events, once, before any step; `largest` bounds the elements of any range it
+  // will be given. Throws ConfigError for a combination it cannot run.
+  virtual void prepare(const ExchangeContext& context, size_t largest) = 0;
+
+  // Whether exchange() itself orders every device's communication stream after its gradients'
+  // `ready` event and runs the transfer clocks (a method that enqueues for all devices at once).
+  // Otherwise the strategy has made the replica's communication stream wait on `ready` and
+  // started its transfer clock before the call, and stops the clock after it.
+  virtual bool orders_devices_itself() const { return false; }
+  // Enqueues the exchange of `range` for `replica`, whose gradients there are complete at `ready`
+  // (an event on its compute stream): afterwards the mean of the replicas' gradients over `range`
+  // lands in the replica's gradients (or, updates_parameters(), the updated parameters in its
+  // parameters). Every replica calls it for the same ranges in the same order; it never blocks
+  // on a device and reads nothing back to the host, so a capturable communicator's step stays
+  // capturable.
+  virtual void exchange(int replica, GradientRange range, const Event& ready) = 0;
+  // Once per step, after every exchange of the step was enqueued: makes `replica`'s compute
+  // stream wait for them (for the methods on the communicator: for everything its communication
+  // stream holds so far).
+  virtual void wait_until_done(int replica) = 0;
+  // Whether the exchange also applies the optimizer to its ranges (the strategy then does not).
+  virtual bool updates_parameters() const { return false; }
+  // A device thread failed: an exchange blocked on other replicas must throw, not hang.
+  virtual void abort() {}
+
+  // The cost of exchanging each of `ranges` once; busbw_formula says how bus_bytes is derived.
+  virtual ExchangeTraffic traffic(const std::vector<GradientRange>& ranges) const = 0;
+  virtual std::string busbw_formula() const = 0;
+  // Further summary.comm fields of the method.
+  virtual void add_details(nlohmann::json& details) const {}
+};
+
+// The common part of the methods that travel through the strategy's communicator: they keep the
+// context, cut each range into the spec's shards ("nccl#k": k independent exchanges), and the
+// compute stream waits for the communication stream once per step.
+class CommunicatorExchange : public ExchangeMethod {
+ public:
+  explicit CommunicatorExchange(int shards) : shards_(shards) {}
+  std::string communicator_description() const override { return context_.communicator->description(); }
+  void prepare(const ExchangeContext& context, size_t largest) final;
+  void exchange(int replica, GradientRange range, const Event& ready) final;
+  void wait_until_done(int replica) override;
+
+ protected:
+  // The method's own buffers, with context() ready.
+  virtual void allocate(size_t largest) {}
+  // Enqueues one shard's exchange on the replica's communication stream.
+  virtual void exchange_shard(int replica, GradientRange shard) = 0;
+  std::vector<GradientRange> shards_of(GradientRange range) const;
+  const ExchangeContext& context() const { return context_; }
+  const Replica& replica_at(int replica) const { return context_.replicas[replica]; }
+  Communicator& communicator() const { return *context_.communicator; }
+  size_t world_size() const { return static_cast<size_t>(context_.world_size); }
+
+ private:
+  int shards_;
+  ExchangeContext context_;
+  std::vector<std::unique_ptr<Event>> exchanged_;  // per replica, on its communication stream
+};
+
+}  // namespace dpbench

@@ -1,0 +1,72 @@
+// The exchange methods' table (see the header). A new method is its own unit in this folder plus
+// one entry here; the first entry that takes the spec and options wins.
+#include "strategies/exchange_methods/exchange_methods.h"
+
+#include <functional>
+#include <vector>
+
+#include "engine/errors.h"
+#include "strategies/exchange_methods/compact_transfer.h"
+#include "strategies/exchange_methods/dense_all_reduce.h"
+#include "strategies/exchange_methods/peer_all_reduce.h"
+#include "strategies/exchange_methods/sharded_update.h"
+#include "strategies/exchange_methods/sparse_rows.h"
+
+namespace dpbench {
+namespace {
+
+struct MethodEntry {
+  std::function<bool(const AllReduceSpec&, const StrategyOptions&)> takes;
+  std::function<std::unique_ptr<ExchangeMethod>(const AllReduceSpec&, const StrategyOptions&)> create;
+};
+
+bool on_nccl(const AllReduceSpec& spec) { return spec.algorithm == "nccl"; }
+
+const std::vector<MethodEntry>& dense_methods() {
+  static const std::vector<MethodEntry> entries = {
+      {[](const AllReduceSpec& spec, const StrategyOptions& options) {
+         return on_nccl(spec) && options.sharded_update;
+       },
+       [](const AllReduceSpec& spec, const StrategyOptions&) { return std::make_unique<ShardedUpdate>(spec); }},
+      {[](const AllReduceSpec& spec, const StrategyOptions& options) {
+         return on_nccl(spec) && compact_transfer_type(options) != DataType::f32;
+       },
+       [](const AllReduceSpec& spec, const StrategyOptions& options) {
+         return std::make_unique<CompactTransfer>(spec, compact_transfer_type(options));
+       }},
+      {[](const AllReduceSpec& spec, const StrategyOptions&) { return on_nccl(spec); },
+       [](const AllReduceSpec& spec, const StrategyOptions&) { return std::make_unique<DenseAllReduce>(spec); }},
+      {[](const AllReduceSpec& spec, const StrategyOptions&) { return !on_nccl(spec); },
+       [](const AllReduceSpec& spec, const StrategyOptions& options) {
+         return std::make_unique<PeerAllReduce>(spec, compact_transfer_type(options));
+       }},
+  };
+  return entries;
+}
+
+}  // namespace
+
+DataType compact_transfer_type(const StrategyOptions& options) {
+  if (options.compact_gradient_transfer == "fp16") return DataType::f16;
+  if (options.compact_gradient_transfer == "bf16") return DataType::bf16;
+  return DataType::f32;
+}
+
+std::unique_ptr<ExchangeMethod> choose_dense_exchange(const AllReduceSpec& spec, const StrategyOptions& options) {
+  for (const MethodEntry& entry : dense_methods())
+    if (entry.takes(spec, options)) return entry.create(spec, options);
+  throw ConfigError("--all_reduce_spec=" + spec.text() + ": no exchange method takes it");
+}
+
+std::unique_ptr<SparseRows> choose_embedding_exchange(const AllReduceSpec& spec, const StrategyOptions& options) {
+  if (!options.sparse_embedding_grads) return nullptr;
+  // The touched rows travel through the communicator (an all-gather), which only the nccl spec
+  // creates; our own algorithms (xring, psgpu, pscpu) all-reduce dense ranges only.
+  if (!on_nccl(spec))
+    throw ConfigError("--sparse_embedding_grads with --all_reduce_spec=" + spec.text() +
+                      ": the touched embedding rows are all-gathered through NCCL, which only the nccl "
+                      "spec uses; use --all_reduce_spec=nccl (or nccl#k), or drop --sparse_embedding_grads");
+  return std::make_unique<SparseRows>();
+}
+
+}  // namespace dpbench
