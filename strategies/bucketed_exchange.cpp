@@ -59,8 +59,8 @@ void BucketedExchangeStrategy::abort() {
   abort_exchanges();
 }
 
-// Note [counted launches]: what a step of the exchange enqueues is counted by the devices, not
-// kept by hand. Replica 0's first step is counted: everything its communication stream received
+// What the exchange enqueues per step, as the devices count it (Note [counted launches] in
+// engine/device.h), over replica 0's first step: everything its communication stream received
 // during the step (only the exchange uses it, whichever thread enqueues for it), and what its
 // hooks enqueued on its compute stream (the waits, the update). Its own thread alone drives its
 // compute stream, and no other thread can enqueue its next step's exchange before it arrives.

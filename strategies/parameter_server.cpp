@@ -134,7 +134,7 @@ void ParameterServerStrategy::exchange_on_gpus(int replica, size_t index, const 
   communicator()->group_start(replica);
   for (const OwnedRange& run : runs_[index])
     communicator()->reduce(replica, gradients + run.range.offset, gradients + run.range.offset, run.range.count,
-                          DataType::f32, ReduceOp::average, run.owner, StreamKind::communication);
+                           DataType::f32, ReduceOp::average, run.owner, StreamKind::communication);
   communicator()->group_end(replica);
   meter(replica).end_transfer(StreamKind::communication);
 }
@@ -164,7 +164,7 @@ void ParameterServerStrategy::complete_on_gpus(int replica, int64_t step) {
   for (const auto& runs : runs_)
     for (const OwnedRange& run : runs)
       communicator()->broadcast(replica, parameters + run.range.offset, parameters + run.range.offset,
-                               run.range.count, DataType::f32, run.owner, StreamKind::communication);
+                                run.range.count, DataType::f32, run.owner, StreamKind::communication);
   communicator()->group_end(replica);
   clocks.end_transfer(StreamKind::communication);
   self.parameters->refresh_weight_copy(GradientRange{0, self.parameters->count()}, StreamKind::communication);
