@@ -264,11 +264,20 @@ def builds(root, rounds, *workloads):
 
 def twins(root):
     runs = collections.defaultdict(dict)  # KEY (without _gN) -> {(who, n): summary}
-    for path in sorted(glob.glob(os.path.join(root, "*__*.json"))):
-        m = re.match(r"(.+)_g(\d+)__(.+)\.json$", os.path.basename(path))
-        s = load(path) if m else None
-        if s:
-            runs[m.group(1)][(m.group(3), int(m.group(2)))] = s
+    for folder, _, files in sorted(os.walk(root)):
+        for name in sorted(files):
+            # A sweep's MODEL__SLUG__Ngpu.json in the folder OUT_DIR/KEY is dpbench-SLUG of KEY.
+            sweep = re.match(r"[^_]+(?:_[^_]+)*__(.+)__(\d+)gpu\.json$", name)
+            m = re.match(r"(.+)_g(\d+)__(.+)\.json$", name)
+            if sweep and folder != root:
+                key, n, who = os.path.basename(folder), int(sweep.group(2)), "dpbench-" + sweep.group(1)
+            elif m and folder == root:
+                key, n, who = m.group(1), int(m.group(2)), m.group(3)
+            else:
+                continue
+            s = load(os.path.join(folder, name))
+            if s:
+                runs[key][(who, n)] = s
     names = sorted({who for r in runs.values() for who, _ in r if not who.startswith("dpbench")})
     scaling = any(len({n for _, n in r}) > 1 for r in runs.values())
     head = ["run", "GPUs", "variant", "dpbench items/s"] + (["vs N x smallest"] if scaling else [])
