@@ -5,6 +5,7 @@
 # Usage: scripts/gpu/compare_builds.sh BINARY_A BINARY_B OUT_DIR ROUNDS 'flags of workload 1' 'flags of workload 2' ...
 # Environment: RUN_TIMEOUT (seconds per run, default 180).
 set -uo pipefail
+case ${1:-} in -h | --help) sed -n '2,/^set /s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/../.." || exit 1
 usage="usage: compare_builds.sh BINARY_A BINARY_B OUT_DIR ROUNDS WORKLOAD_FLAGS..."
 a=${1:?$usage} b=${2:?$usage} out=${3:?$usage} rounds=${4:?$usage}

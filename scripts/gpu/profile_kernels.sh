@@ -6,6 +6,7 @@
 # e.g. scripts/gpu/profile_kernels.sh /tmp/prof resnet50 64 tf32 NHWC
 # Environment: DPBENCH_BUILD_DIR (build).
 set -uo pipefail
+case ${1:-} in -h | --help) sed -n '2,/^set /s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/../.." || exit 1
 out=${1:?usage: profile_kernels.sh OUT_DIR MODEL BATCH PRECISION FORMAT}
 model=${2:-resnet50}
