@@ -127,7 +127,10 @@ if [ -n "$mpi" ]; then
   # NCCL may order a sum differently across processes than within one: equal to 1e-6, relative.
   expect "trivial: param_norm of one process and of mpirun agree to 1e-6" python3 -c '
 import json, sys
-a, b = (json.load(open(p))["summary"]["param_norm"] for p in sys.argv[1:])
+try:
+    a, b = (json.load(open(p))["summary"]["param_norm"] for p in sys.argv[1:])
+except (OSError, ValueError, KeyError) as e:
+    sys.exit(f"      no result: {e}")
 print("      one process", a, "mpirun", b)
 sys.exit(abs(a - b) > 1e-6 * abs(a))' "$out/mpi_trivial_one.json" "$out/mpi_trivial_mpirun.json"
   check mpi_flag_mismatch fail "${one_rank[@]}" "$dpbench" "${short[@]}" --variable_update=distributed_all_reduce \
@@ -152,7 +155,10 @@ sys.exit(abs(a - b) > 1e-6 * abs(a))' "$out/mpi_trivial_one.json" "$out/mpi_triv
       "${det[@]}" --variable_update=distributed_all_reduce --result_file="$out/det_${entry_model}_mpirun.json"
     expect "$entry_model --deterministic: param_norm bit for bit the same twice in one process and under mpirun" python3 -c '
 import json, sys
-norms = [json.load(open(p))["summary"]["param_norm"] for p in sys.argv[1:]]
+try:
+    norms = [json.load(open(p))["summary"]["param_norm"] for p in sys.argv[1:]]
+except (OSError, ValueError, KeyError) as e:
+    sys.exit(f"      no result: {e}")
 print("      ", *map(repr, norms))
 sys.exit(len(set(norms)) != 1)' "$out/det_${entry_model}_one_a.json" "$out/det_${entry_model}_one_b.json" \
       "$out/det_${entry_model}_mpirun.json"
