@@ -104,8 +104,10 @@ IFS=$';\n' read -r -d '' -a tokens <<<"$strategies"
 for token in "${tokens[@]}"; do
   token=${token//[[:space:]]/}
   [ -n "$token" ] || continue
-  case ${token%%+*} in
-    distributed_all_reduce | horovod | distributed_replicated) mpi_tokens+="${mpi_tokens:+;}$token" ;;
+  # dpbench says how a strategy runs (its description's process layout, first on the line).
+  layout=$("$dpbench" strategies --sweep_token="${token%%+*}" 2>&1) || die "${layout#dpbench: error: }"
+  case ${layout%%$'\t'*} in
+    one_process_per_gpu) mpi_tokens+="${mpi_tokens:+;}$token" ;;
     *) local_tokens+="${local_tokens:+;}$token" ;;
   esac
 done
