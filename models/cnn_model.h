@@ -41,7 +41,6 @@ class CnnModel : public Model {
 
   const Network& network() const { return *network_; }
   const ImageSpec& images() const { return images_; }
-  int batch_size() const { return batch_size_; }
 
  private:
   std::string name_;
