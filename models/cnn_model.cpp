@@ -25,13 +25,14 @@ ModelInputs cnn_inputs(CnnDataSets data_sets) {
     return ImageInputLayout{static_cast<const CnnModel&>(model).images(), parse_data_format(config.data_format),
                             config.activation_type()};
   };
-  ModelInputs inputs{[layout_of](const RunConfig& config, const Model& model) {
+  auto synthetic = [layout_of](const RunConfig& config, const Model& model) {
     return synthetic_image_batches(config, layout_of(config, model));
-  }};
-  if (data_sets == CnnDataSets::cifar10)
-    inputs.data_sets.push_back({"cifar10", [layout_of](const RunConfig& config, const Model& model) {
-                                  return cifar10_image_batches(config, layout_of(config, model));
-                                }});
+  };
+  auto cifar10 = [layout_of](const RunConfig& config, const Model& model) {
+    return cifar10_image_batches(config, layout_of(config, model));
+  };
+  ModelInputs inputs{synthetic};
+  if (data_sets == CnnDataSets::cifar10) inputs.data_sets.push_back({"cifar10", cifar10});
   return inputs;
 }
 

@@ -120,10 +120,9 @@ ModelInputs trivial_inputs() {
   // Its dense input layer reads fp32 pixels in NCHW order whatever --data_format and --precision say.
   const ImageInputLayout layout{ImageSpec{kChannels, kImageSize, kImageSize, kClasses}, DataFormat::nchw,
                                 DataType::f32};
-  return ModelInputs{[layout](const RunConfig& config, const Model&) { return synthetic_image_batches(config, layout); },
-                     {{"cifar10", [layout](const RunConfig& config, const Model&) {
-                         return cifar10_image_batches(config, layout);
-                       }}}};
+  auto synthetic = [layout](const RunConfig& config, const Model&) { return synthetic_image_batches(config, layout); };
+  auto cifar10 = [layout](const RunConfig& config, const Model&) { return cifar10_image_batches(config, layout); };
+  return ModelInputs{synthetic, {{"cifar10", cifar10}}};
 }
 
 }  // namespace dpbench
