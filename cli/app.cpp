@@ -15,6 +15,7 @@
 #include "cli/log.h"
 #include "cli/report_command.h"
 #include "cli/run_command.h"
+#include "cli/strategies_command.h"
 #include "engine/device_factory.h"
 #include "engine/errors.h"
 #include "engine/process_group.h"
@@ -78,6 +79,10 @@ int dpbench_main(const std::vector<std::string>& args) {
     // report reads files only: no device probing, so it runs anywhere.
     if (!run_args.empty() && run_args.front() == "report") {
       run_report_command({run_args.begin() + 1, run_args.end()});
+      return 0;
+    }
+    if (!run_args.empty() && run_args.front() == "strategies") {
+      run_strategies_command({run_args.begin() + 1, run_args.end()});
       return 0;
     }
     if (!run_args.empty() && run_args.front() == "run") run_args.erase(run_args.begin());

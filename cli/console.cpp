@@ -3,7 +3,8 @@
 
 #include "engine/gpu_telemetry.h"
 
-#include "cli/flags_validation.h"
+#include "strategies/strategy_registry.h"
+#include "strategies/synchronisation_options.h"
 
 #include <algorithm>
 
@@ -28,31 +29,19 @@ std::vector<double> per_step_rates(const std::vector<double>& step_ms, int64_t i
   return rates;
 }
 
-// "replicated (all-reduce nccl, buckets of 25 MB, overlapped)": how the gradients travel.
+// "replicated (all-reduce nccl, buckets of 25 MB, overlapped)": how the gradients travel, in the
+// words of the strategy's description, with the process count of an mpirun job.
 std::string describe_strategy(const RunConfig& c) {
-  const bool replicated = is_all_reduce_strategy(c.variable_update);
-  if (!replicated && !is_parameter_server_strategy(c.variable_update)) return c.variable_update;
-  std::vector<std::string> parts;
-  if (c.num_processes > 1) parts.push_back(std::to_string(c.num_processes) + " processes");
-  parts.push_back(replicated ? "all-reduce " + c.all_reduce_spec : "on " + c.local_parameter_device);
-  if (c.gradient_repacking > 0) {
-    parts.push_back(
-        fmt::format("repacked into {} piece{}", c.gradient_repacking, c.gradient_repacking == 1 ? "" : "s"));
-  } else if (c.bucket_cap_mb > 0) {
-    parts.push_back(fmt::format("buckets of {:g} MB", c.bucket_cap_mb));
-  } else if (c.agg_small_grads_max_bytes > 0) {
-    parts.push_back(fmt::format("per tensor, small ones batched (up to {} bytes, {} per batch)",
-                                c.agg_small_grads_max_bytes, c.agg_small_grads_max_group));
-  } else {
-    parts.push_back("per tensor");
-  }
-  parts.push_back(c.overlap_comm ? "overlapped" : "after backward");
-  if (!c.compact_gradient_transfer.empty()) parts.push_back(c.compact_gradient_transfer + " transfer");
-  if (c.sparse_embedding_grads) parts.push_back("sparse embedding gradients");
-  if (c.sharded_update) parts.push_back("sharded update");
-  std::string text = c.variable_update + " (";
-  for (size_t i = 0; i < parts.size(); ++i) text += (i ? ", " : "") + parts[i];
-  return text + ")";
+  OptionTexts options;
+  if (const StrategyEntry* entry = find_strategy(c.variable_update))
+    for (const std::string& flag : entry->options)
+      options[flag] = option_text(find_synchronisation_option(flag)->recorded(c));
+  std::string text = strategy_label(c.variable_update, options, true);
+  if (c.num_processes <= 1) return text;
+  const std::string processes = std::to_string(c.num_processes) + " processes";
+  const size_t open = text.find(" (");
+  return open == std::string::npos ? text + " (" + processes + ")"
+                                   : text.insert(open + 2, processes + ", ");
 }
 
 }  // namespace

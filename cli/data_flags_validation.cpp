@@ -12,25 +12,17 @@
 namespace dpbench {
 namespace {
 
-bool reads_cifar10(const std::string& model) {
-  return model == "trivial" || model == "cifar10_cnn" || model == "resnet50" || model == "resnet101" ||
-         model == "resnet152";
-}
-
-// The data set a model reads when only --data_dir is given.
-std::string data_set_of(const std::string& model) {
-  if (model == "rnnlm") return "ptb";
-  if (model == "nmt") return "parallel_text";
-  return "cifar10";
+// The data set a model reads when only --data_dir is given: the first its registry entry lists.
+std::string data_set_of(const std::string& model, const std::string& data_dir) {
+  const ModelEntry* entry = find_model(model);
+  if (entry == nullptr || entry->inputs.data_sets.empty())
+    reject("data_dir", data_dir, "--model=" + model + " reads no data set; it trains on synthetic data only");
+  return entry->inputs.data_sets.front().data_name;
 }
 
 void check_model_reads(const std::string& data_name, const std::string& model) {
-  const bool fits = data_name == "cifar10" ? reads_cifar10(model) : data_set_of(model) == data_name;
-  if (fits) return;
-  const std::string readers = data_name == "cifar10" ? "trivial, cifar10_cnn and the ResNets (at 32x32)"
-                              : data_name == "ptb"   ? "rnnlm"
-                                                     : "nmt";
-  reject("data_name", data_name, "cannot feed --model=" + model + "; it feeds " + readers);
+  const std::string why_not = why_data_set_cannot_feed(model, data_name);
+  if (!why_not.empty()) reject("data_name", data_name, why_not);
 }
 
 // "A:B" or "A", 0-based and inclusive, within the run's epochs.
@@ -83,7 +75,7 @@ void resolve_data(const GivenFlags& flags, RunConfig* config) {
   data.data_name = flags.text("data_name");
   if (!data.data_name.empty())
     require_one_of("data_name", data.data_name, {"cifar10", "ptb", "parallel_text"}, "data set");
-  if (data.data_name.empty() && !data.data_dir.empty()) data.data_name = data_set_of(config->model);
+  if (data.data_name.empty() && !data.data_dir.empty()) data.data_name = data_set_of(config->model, data.data_dir);
   if (!data.data_name.empty()) check_model_reads(data.data_name, config->model);
   if (data.data_dir.empty() && (data.data_name == "ptb" || data.data_name == "parallel_text"))
     reject("data_name", data.data_name, "needs --data_dir (only cifar10 has a synthetic stand-in of its shape)");

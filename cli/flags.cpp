@@ -16,6 +16,7 @@
 #include "models/model_registry.h"
 #include "strategies/all_reduce_spec.h"
 #include "strategies/strategy_registry.h"
+#include "strategies/synchronisation_options.h"
 
 namespace dpbench {
 namespace {
@@ -63,6 +64,15 @@ std::string all_reduce_choices() {
   return text;
 }
 
+// A synchronisation option's help ends with the strategies that take it, from their descriptions.
+void say_which_strategies_take(FlagSpec& spec) {
+  if (find_synchronisation_option(spec.name) == nullptr) return;
+  std::string takers;
+  for (const StrategyEntry& entry : strategy_registry())
+    if (entry.accepts(spec.name)) takers += (takers.empty() ? "" : ", ") + entry.name;
+  spec.description += " [" + takers + "]";
+}
+
 // Built from RunConfig's own initialisers and the registries, so --help cannot drift from them.
 std::vector<FlagSpec> run_flag_specs() {
   const RunConfig defaults;
@@ -76,7 +86,7 @@ std::vector<FlagSpec> run_flag_specs() {
   const std::string optimizer = default_model ? default_model->defaults.optimizer : "";
   const std::string rate = default_model ? format_number(default_model->defaults.learning_rate) : "";
 
-  return {
+  std::vector<FlagSpec> specs = {
       {"model", "Model", "NAME",
        "Model to train; accepted now: " + names_of(model_registry(), true) + planned_of(model_registry()),
        defaults.model, {}},
@@ -140,19 +150,19 @@ std::vector<FlagSpec> run_flag_specs() {
        {}, {}},
 
       {"variable_update", "Synchronisation", "NAME",
-       "How replicas synchronise; accepted now: " + names_of(strategy_registry(), true) +
-           planned_of(strategy_registry()),
+       "How replicas synchronise: " + strategy_names() + " (`dpbench strategies` describes each and "
+           "the options it takes)",
        defaults.variable_update, {}},
       {"independent_replica", "Synchronisation", "BOOL",
        "With --variable_update=replicated: replicas do not exchange gradients (= independent)",
        defaults.independent_replica ? "true" : "false", "true"},
       {"all_reduce_spec", "Synchronisation", "SPEC",
-       "replicated: how the gradients are all-reduced: " + all_reduce_choices() +
+       "How the gradients are all-reduced: " + all_reduce_choices() +
            "; ALG#k splits every exchange into k shards, e.g. nccl#2 (default: " + AllReduceSpec{}.text() +
            ")",
        {}, {}},
       {"local_parameter_device", "Synchronisation", "gpu|cpu",
-       "parameter_server: where the master copy lives: gpu (its tensors spread over the GPUs) or cpu "
+       "Where the master copy lives: gpu (its tensors spread over the GPUs) or cpu "
        "(host memory)",
        defaults.local_parameter_device, {}},
       {"gradient_repacking", "Synchronisation", "N",
@@ -174,14 +184,14 @@ std::vector<FlagSpec> run_flag_specs() {
        "backward pass)",
        defaults.overlap_comm ? "true" : "false", "true"},
       {"sparse_embedding_grads", "Synchronisation", "BOOL",
-       "replicated, nmt and rnnlm: embedding tables exchange only the rows a step touched, gathered, "
+       "nmt and rnnlm: embedding tables exchange only the rows a step touched, gathered, "
        "instead of the dense gradient",
        defaults.sparse_embedding_grads ? "true" : "false", "true"},
       {"compact_gradient_transfer", "Synchronisation", "none|fp16|bf16",
-       "replicated: gradients travel at half width and are summed in fp32 (not with xring)",
+       "Gradients travel at half width and are summed in fp32 (not with xring)",
        defaults.compact_gradient_transfer.empty() ? "none" : defaults.compact_gradient_transfer, {}},
       {"sharded_update", "Synchronisation", "BOOL",
-       "replicated, nccl: reduce-scatter each range, update only this replica's 1/N shard, all-gather "
+       "With --all_reduce_spec=nccl: reduce-scatter each range, update only this replica's 1/N shard, all-gather "
        "the updated parameters (the optimizer's work split N ways) instead of all-reducing gradients",
        defaults.sharded_update ? "true" : "false", "true"},
 
@@ -266,6 +276,8 @@ std::vector<FlagSpec> run_flag_specs() {
        "--result_file= writes none",
        defaults.result_file, {}},
   };
+  for (FlagSpec& spec : specs) say_which_strategies_take(spec);
+  return specs;
 }
 
 cxxopts::Options build_options(const std::vector<FlagSpec>& specs) {
@@ -274,7 +286,8 @@ cxxopts::Options build_options(const std::vector<FlagSpec>& specs) {
       "dpbench: data-parallel training benchmark (successor of tf_cnn_benchmarks).\n"
       "`dpbench report PATH...` turns result files and folders into speedup tables and plots\n"
       "(dpbench report --help); `dpbench comm_bench` measures the collectives alone, in the style of\n"
-      "nccl-tests (dpbench comm_bench --help).\n");
+      "nccl-tests (dpbench comm_bench --help); `dpbench strategies` lists the strategies and the\n"
+      "options each takes.\n");
   options.custom_help("[run] [flags]");
   options.positional_help("");
   options.set_width(110);
@@ -437,22 +450,12 @@ void add_sequence_flags(const RunConfig& config, nlohmann::json& json) {
   for (const auto& [name, unused] : model->sequence_flags) json[name] = values.at(name);
 }
 
-// Only the flags the strategy takes: independent exchanges nothing, so it carries none of them.
+// Only the options the strategy takes (its description's): independent records none.
 void add_synchronisation_flags(const RunConfig& config, nlohmann::json& json) {
-  const bool replicated = is_all_reduce_strategy(config.variable_update);
-  const bool parameter_server = is_parameter_server_strategy(config.variable_update);
-  if (replicated) json["all_reduce_spec"] = config.all_reduce_spec;
-  if (parameter_server) json["local_parameter_device"] = config.local_parameter_device;
-  if (!replicated && !parameter_server) return;
-  json["gradient_repacking"] = config.gradient_repacking;
-  json["bucket_cap_mb"] = config.bucket_cap_mb;
-  json["agg_small_grads_max_bytes"] = config.agg_small_grads_max_bytes;
-  json["agg_small_grads_max_group"] = config.agg_small_grads_max_group;
-  json["overlap_comm"] = config.overlap_comm;
-  json["sparse_embedding_grads"] = config.sparse_embedding_grads;
-  json["compact_gradient_transfer"] =
-      config.compact_gradient_transfer.empty() ? "none" : config.compact_gradient_transfer;
-  if (replicated) json["sharded_update"] = config.sharded_update;
+  const StrategyEntry* strategy = find_strategy(config.variable_update);
+  if (strategy == nullptr) return;
+  for (const SynchronisationOption& option : synchronisation_options())
+    if (strategy->accepts(option.flag)) json[option.flag] = option.recorded(config);
 }
 
 // Only what applies: synthetic on-device runs carry the feed alone.

@@ -40,10 +40,6 @@ void resolve_strategy(const GivenFlags& flags, RunConfig* config);
 // strategy_flags_validation.cpp: --all_reduce_spec, --local_parameter_device and the exchange
 // options (after resolve_strategy and the numerics).
 void resolve_exchange(const GivenFlags& flags, const ModelEntry& model, RunConfig* config);
-// strategy_flags_validation.cpp: replicated or distributed_all_reduce (all-reduce of the
-// gradients); parameter_server or distributed_replicated (owners, reduce and broadcast).
-bool is_all_reduce_strategy(const std::string& strategy);
-bool is_parameter_server_strategy(const std::string& strategy);
 // data_flags_validation.cpp: the data set and its feeding (after the measurement flags).
 void resolve_data(const GivenFlags& flags, RunConfig* config);
 

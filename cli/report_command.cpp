@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "cli/log.h"
+#include "cli/strategies_command.h"
 #include "engine/errors.h"
 #include "engine/file_checks.h"
 #include "reports/report_loader.h"
@@ -136,7 +137,7 @@ void run_report_command(const std::vector<std::string>& args) {
   LoadedResults loaded = load_results(options.paths);
   for (const SkippedFile& skipped : loaded.skipped) warn("report: skipped " + skipped.path + ": " + skipped.reason);
   const size_t examined = loaded.files_examined, skipped = loaded.skipped.size();
-  const Report report = build_report(std::move(loaded));
+  const Report report = build_report(std::move(loaded), strategy_catalog_for_reports());
   if (report.results == 0) {
     throw RuntimeError("report: no dpbench results to report in " + quoted_list(options.paths) + " (" +
                        std::to_string(examined) + " file(s) examined, " + std::to_string(skipped) + " skipped)");

@@ -20,8 +20,8 @@
 #include "engine/process_group.h"
 #include "models/batch_sources.h"
 #include "models/model_registry.h"
+#include "reports/result_assembly.h"
 #include "reports/result_json.h"
-#include "reports/statistics.h"
 #include "strategies/strategy_registry.h"
 #include "dpbench_version.h"
 
@@ -192,103 +192,45 @@ RunnerSettings runner_settings(const RunConfig& config) {
   return settings;
 }
 
-Result assemble_result(const RunConfig& config, const RunMeasurements& measured, const std::string& unit,
-                       int64_t items_per_step, const std::vector<DeviceDescription>& devices,
-                       const nlohmann::json& data_summary) {
-  Result result;
-  result.tool_version = DPBENCH_VERSION;
-  result.git_sha = DPBENCH_GIT_SHA;
-  result.environment = describe_environment(config.backend, devices);
-  result.config = config_to_json(config);
+namespace {
 
-  // Real data: every global batch counts its own items (words vary from batch to batch).
-  const bool fed = !measured.step_items.empty();
-  const int64_t total_steps = static_cast<int64_t>(measured.step_time_ms.size());
-  const int64_t measured_end = total_steps - measured.trailing_steps;
-  std::vector<double> measured_ms, measured_rates;
-  int64_t measured_items = 0;
-  for (int64_t step = 0; step < total_steps; ++step) {
-    const size_t s = static_cast<size_t>(step);
-    const bool warmup = step < measured.warmup_steps;
-    StepRecord record;
-    record.step = step;
-    record.time_ms = measured.step_time_ms[s];
-    record.loss = measured.step_loss[s];
-    record.warmup = warmup;
-    record.after_measurement = step >= measured_end;
-    const int64_t items = fed ? measured.step_items[s] : items_per_step;
-    if (fed) {
-      record.data_wait_ms = measured.data_wait_ms[s];
-      record.items = items;
-    }
-    result.steps.push_back(record);
-    if (!warmup && !record.after_measurement) {
-      measured_ms.push_back(measured.step_time_ms[s]);
-      measured_rates.push_back(items / (measured.step_time_ms[s] / 1000.0));
-      measured_items += items;
-    }
-  }
-  if (fed && !measured_ms.empty())
-    items_per_step = (measured_items + static_cast<int64_t>(measured_ms.size()) / 2) / static_cast<int64_t>(measured_ms.size());
-  else
-    measured_items = items_per_step * static_cast<int64_t>(measured_ms.size());
-
-  Summary& summary = result.summary;
-  summary.unit = unit + "/s";
-  summary.measured_steps = static_cast<int64_t>(measured_ms.size());
-  summary.warmup_steps = measured.warmup_steps;
-  summary.num_devices = config.world_devices();
-  summary.global_batch_size = config.global_batch_size();
-  summary.items_per_step = items_per_step;
-  summary.total_time_s = measured.total_time_s;
-  // Ratio of totals, as tf_cnn_benchmarks' "total images/sec", not a mean of per-step rates.
-  summary.items_per_sec = measured.total_time_s > 0 ? static_cast<double>(measured_items) / measured.total_time_s : 0.0;
-  if (measured_ms.size() >= 2) {
-    summary.step_time_ms = summarize(measured_ms);
-    summary.items_per_sec_per_step = summarize(measured_rates);
-    summary.jitter = jitter(measured_rates);
-  }
-  summary.final_loss = measured.step_loss.empty() ? 0.0 : measured.step_loss.back();
-  summary.num_parameters = measured.num_parameters;
-  summary.param_norm = measured.param_norm;
-  summary.comm = measured.comm;
-  summary.cuda_graph = measured.cuda_graph;
-  if (measured.kernels_per_step >= 0) summary.kernel_launches_per_step = measured.kernels_per_step;
-  // The reference backend has no TF32: there a tf32 run computes in plain fp32, and says so. It
-  // does store fp16 and bf16 values exactly as the GPU would, so those runs keep their name.
-  summary.math = config.precision == "tf32" ? (config.backend == BackendKind::cuda ? "tf32" : "fp32")
-                                            : config.precision;
-  if (config.precision == "fp16") {
-    summary.loss_scaling = config.fp16_enable_auto_loss_scale ? "automatic" : "fixed";
-    summary.final_loss_scale = measured.final_loss_scale;
-  }
-  summary.data = data_summary;
-  if (fed) {
-    double waited_ms = 0, step_ms = 0;
-    for (size_t i = 0; i < result.steps.size(); ++i) {
-      if (result.steps[i].warmup || result.steps[i].after_measurement) continue;
-      waited_ms += measured.data_wait_ms[i];
-      step_ms += measured.step_time_ms[i];
-    }
-    const double steps = std::max<double>(1.0, static_cast<double>(measured_ms.size()));
-    summary.data["wait_ms_per_step"] = waited_ms / steps;
-    summary.data["wait_share_of_step_time"] = step_ms > 0 ? waited_ms / step_ms : 0.0;
-    summary.data["host_wait_s"] = measured.host_wait_s;
-  }
-  if (!measured.epoch_time_s.empty()) {
-    nlohmann::json epochs = nlohmann::json::array();
-    double timed_s = 0;
-    const int first = config.data.timed_epoch_first, last = config.data.timed_epoch_last;
-    for (size_t e = 0; e < measured.epoch_time_s.size(); ++e) {
-      const bool timed = static_cast<int>(e) >= first && static_cast<int>(e) <= last;
-      epochs.push_back({{"epoch", e}, {"time_s", measured.epoch_time_s[e]}, {"timed", timed}});
-      if (timed) timed_s += measured.epoch_time_s[e];
-    }
-    summary.data["epochs"] = epochs;
-    summary.data["timed_epochs_time_s"] = timed_s;
-  }
-  return result;
+// What the result is made of (reports/result_assembly.h), in the result's own terms.
+ResultInputs result_inputs(const RunConfig& config, const RunMeasurements& measured, const std::string& unit,
+                           int64_t items_per_step, const std::vector<DeviceDescription>& devices,
+                           const nlohmann::json& data_summary) {
+  ResultInputs run;
+  run.tool_version = DPBENCH_VERSION;
+  run.git_sha = DPBENCH_GIT_SHA;
+  run.environment = describe_environment(config.backend, devices);
+  run.config = config_to_json(config);
+  run.unit = unit;
+  run.items_per_step = items_per_step;
+  run.num_devices = config.world_devices();
+  run.global_batch_size = config.global_batch_size();
+  run.precision = config.precision;
+  run.automatic_loss_scale = config.fp16_enable_auto_loss_scale;
+  run.timed_epoch_first = config.data.timed_epoch_first;
+  run.timed_epoch_last = config.data.timed_epoch_last;
+  run.data = data_summary;
+  run.step_time_ms = measured.step_time_ms;
+  run.step_loss = measured.step_loss;
+  run.warmup_steps = measured.warmup_steps;
+  run.trailing_steps = measured.trailing_steps;
+  run.total_time_s = measured.total_time_s;
+  run.param_norm = measured.param_norm;
+  run.num_parameters = measured.num_parameters;
+  run.comm = measured.comm;
+  run.cuda_graph = measured.cuda_graph;
+  if (measured.kernels_per_step >= 0) run.kernel_launches_per_step = measured.kernels_per_step;
+  run.final_loss_scale = measured.final_loss_scale;
+  run.data_wait_ms = measured.data_wait_ms;
+  run.step_items = measured.step_items;
+  run.host_wait_s = measured.host_wait_s;
+  run.epoch_time_s = measured.epoch_time_s;
+  return run;
 }
+
+}  // namespace
 
 Result run_benchmark(const ParsedRunFlags& flags) {
   const RunConfig& config = flags.config;
@@ -383,7 +325,7 @@ Result run_benchmark(const ParsedRunFlags& flags) {
       [&](const std::string& phase) { print(phase + "\n"); });
   if (group != nullptr) combine_across_processes(*group, measured);
 
-  Result result = assemble_result(effective, measured, unit, items_per_step, descriptions, data_summary);
+  Result result = assemble_result(result_inputs(effective, measured, unit, items_per_step, descriptions, data_summary));
   result.invocation = describe_invocation(flags.arguments);
   // This process's GPUs only: under mpirun each rank samples its own.
   result.summary.gpu_telemetry = telemetry.summarize(

@@ -15,10 +15,4 @@ RunnerSettings runner_settings(const RunConfig& config);
 // Runs and returns the result (also written to config.result_file unless that is empty).
 Result run_benchmark(const ParsedRunFlags& flags);
 
-// Builds the result record from what the runner measured (separate so it can be tested).
-Result assemble_result(const RunConfig& config, const RunMeasurements& measured,
-                       const std::string& unit, int64_t items_per_step,
-                       const std::vector<DeviceDescription>& devices,
-                       const nlohmann::json& data_summary = nlohmann::json::object());
-
 }  // namespace dpbench

@@ -1,6 +1,7 @@
 // Checking the synchronisation flags: --variable_update (and the seeds' --independent_replica
-// spelling), --all_reduce_spec, --local_parameter_device and the gradient-exchange options, each
-// accepted only with the strategies that use it and only in combinations that say one thing.
+// spelling), --all_reduce_spec, --local_parameter_device and the gradient-exchange options. Which
+// strategy takes which option, and the rules between them, come from the strategy's description
+// (strategies/strategy_registry.h); here the texts are parsed and range-checked.
 #include <algorithm>
 
 #include "cli/flag_limits.h"
@@ -10,6 +11,7 @@
 #include "models/model_registry.h"
 #include "strategies/all_reduce_spec.h"
 #include "strategies/strategy_registry.h"
+#include "strategies/synchronisation_options.h"
 
 namespace dpbench {
 namespace {
@@ -63,96 +65,36 @@ void parse_exchange_flags(const GivenFlags& flags, RunConfig* config) {
   config->sharded_update = parse_bool("sharded_update", flags.text("sharded_update"));
 }
 
-}  // namespace
 
-void resolve_strategy(const GivenFlags& flags, RunConfig* config) {
-  config->independent_replica = parse_bool("independent_replica", flags.text("independent_replica"));
-  config->cuda_graph = parse_bool("cuda_graph", flags.text("cuda_graph"));
-  std::string strategy = flags.text("variable_update");
-  const StrategyEntry* entry = find_strategy(strategy);
-  if (entry == nullptr) {
-    reject("variable_update", strategy,
-           "unknown strategy; accepted: " + describe_choices(strategy_registry(), false));
-  }
-  // The seeds spell the no-exchange baseline this way (tf_cnn_benchmarks had no "independent").
-  if (config->independent_replica && strategy == "replicated") strategy = "independent";
-  if (config->independent_replica && strategy != "independent") {
-    reject("independent_replica", flags.text("independent_replica"),
-           "only meaningful with --variable_update=replicated (which it turns into independent); "
-           "got --variable_update=" + strategy);
-  }
-  entry = find_strategy(strategy);
-  if (entry == nullptr || !entry->implemented) {
-    reject("variable_update", strategy,
-           "not implemented yet; accepted now: " + describe_choices(strategy_registry(), true) +
-               " (or the seeds' spelling --variable_update=replicated --independent_replica=true)");
-  }
-  if (strategy == "horovod") strategy = "distributed_all_reduce";  // tf_cnn_benchmarks' spelling
-  config->variable_update = strategy;
-
-  // One process per GPU: mpirun starts the processes, each drives the GPU of its host-local rank.
-  const bool distributed = strategy == "distributed_all_reduce" || strategy == "distributed_replicated";
-  if (distributed && config->num_devices() != 1)
-    reject("num_gpus", std::to_string(config->num_devices()),
-           "--variable_update=" + strategy + " drives one GPU per process; start one process per GPU, "
-           "e.g. mpirun -np " + std::to_string(config->num_devices()) + " dpbench --variable_update=" + strategy);
-  if (!distributed && config->num_processes > 1)
-    reject("variable_update", strategy,
-           "this is one of " + std::to_string(config->num_processes) + " processes started by mpirun, which only "
-           "distributed_all_reduce (horovod) and distributed_replicated use; run --variable_update=" + strategy +
-           " as one process, or pick a distributed strategy");
+// "replicated or distributed_all_reduce": the strategies of one process layout, as the
+// command line spells them (aliases left out), joined by `last`.
+std::string strategies_with(ProcessLayout layout, const std::string& option = "") {
+  std::vector<std::string> names;
+  for (const StrategyEntry& entry : strategy_registry())
+    if (!entry.is_alias() && entry.processes == layout && (option.empty() || entry.accepts(option)))
+      names.push_back(entry.name);
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return text;
 }
 
-bool is_all_reduce_strategy(const std::string& strategy) {
-  return strategy == "replicated" || strategy == "distributed_all_reduce";
+// An option the run's strategy does not take: say which strategies of the same layout do.
+[[noreturn]] void refuse_option(const GivenFlags& flags, const SynchronisationOption& option,
+                                const StrategyEntry& entry, const RunConfig& config) {
+  const std::string takers = strategies_with(entry.processes, option.flag);
+  if (entry.options.empty())
+    reject(option.flag, flags.text(option.flag),
+           asked_strategy(config) + " exchanges no gradients; drop --" + option.flag + ", or use --variable_update=" +
+               strategies_with(entry.processes, option.flag));
+  reject(option.flag, flags.text(option.flag),
+         "only --variable_update=" + takers + " " + option.purpose + ", and this run is " + asked_strategy(config) +
+             "; drop --" + option.flag + " or use --variable_update=" + takers);
 }
 
-bool is_parameter_server_strategy(const std::string& strategy) {
-  return strategy == "parameter_server" || strategy == "distributed_replicated";
-}
-
-// --all_reduce_spec, --local_parameter_device and the exchange flags: each only with the strategies
-// that use it, and only in combinations that say one thing.
-void resolve_exchange(const GivenFlags& flags, const ModelEntry& model, RunConfig* config) {
-  const std::string& strategy = config->variable_update;
-  const bool replicated = is_all_reduce_strategy(strategy);
-  const bool distributed = strategy.rfind("distributed_", 0) == 0;
-  auto only_with = [&](const std::string& flag, const std::string& needed, const std::string& what) {
-    reject(flag, flags.text(flag),
-           "only --variable_update=" + needed + " " + what + ", and this run is " + asked_strategy(*config) +
-               "; drop --" + flag + " or use --variable_update=" + needed);
-  };
-
-  // An empty --all_reduce_spec= means the default, as tf_cnn_benchmarks' unset spec did.
-  const std::string spec_text = flags.text("all_reduce_spec");
-  const AllReduceSpec spec = spec_text.empty() ? AllReduceSpec{} : parse_all_reduce_spec(spec_text);
-  if (!spec_text.empty() && !replicated) only_with("all_reduce_spec", "replicated", "takes an all-reduce spec");
-  if (distributed && spec.algorithm != "nccl")
-    reject("all_reduce_spec", spec_text,
-           "--variable_update=" + strategy + " moves every gradient byte with NCCL across the processes; "
-           "use nccl or nccl#k (peer copies and host sums need the GPUs in one process: --variable_update=replicated)");
-  config->all_reduce_spec = replicated ? spec.text() : "";
-
-  config->local_parameter_device = flags.text("local_parameter_device");
-  require_one_of("local_parameter_device", config->local_parameter_device, {"gpu", "cpu"}, "device");
-  if (flags.was_given("local_parameter_device") && !is_parameter_server_strategy(strategy))
-    only_with("local_parameter_device", "parameter_server", "keeps a master copy");
-  if (distributed && config->local_parameter_device != "gpu")
-    reject("local_parameter_device", config->local_parameter_device,
-           "--variable_update=distributed_replicated keeps the master copy sharded over the ranks' GPUs; "
-           "use gpu, or --variable_update=parameter_server in one process");
-
-  parse_exchange_flags(flags, config);
-  if (strategy == "independent") {
-    for (const char* flag : {"gradient_repacking", "bucket_cap_mb", "agg_small_grads_max_bytes",
-                             "agg_small_grads_max_group", "overlap_comm", "sparse_embedding_grads",
-                             "compact_gradient_transfer", "sharded_update"})
-      if (flags.was_given(flag))
-        reject(flag, flags.text(flag),
-               asked_strategy(*config) + " exchanges no gradients; drop --" + flag +
-                   ", or use --variable_update=replicated or parameter_server");
-  }
-
+// The three ways to cut the gradient buffer exclude each other: N equal pieces, buckets in
+// backward order, or one exchange per tensor with the small ones batched.
+void check_gradient_cutting(const GivenFlags& flags, RunConfig* config) {
   auto given = [&](const char* flag) { return "--" + std::string(flag) + "=" + flags.text(flag); };
   if (config->gradient_repacking > 0 && flags.was_given("bucket_cap_mb"))
     throw ConfigError(given("gradient_repacking") + " with " + given("bucket_cap_mb") +
@@ -172,47 +114,66 @@ void resolve_exchange(const GivenFlags& flags, const ModelEntry& model, RunConfi
   if (flags.was_given("agg_small_grads_max_group") && config->agg_small_grads_max_bytes == 0)
     reject("agg_small_grads_max_group", flags.text("agg_small_grads_max_group"),
            "only matters with --agg_small_grads_max_bytes greater than 0; give that too, or drop this");
+}
 
-  if (!config->compact_gradient_transfer.empty()) {
-    if (!replicated) only_with("compact_gradient_transfer", "replicated", "sends gradients at half width");
-    if (spec.algorithm == "xring")
-      throw ConfigError(given("compact_gradient_transfer") + " with " + given("all_reduce_spec") +
-                        ": a ring forwards partial sums, which would be rounded to half width at every "
-                        "hop; use --all_reduce_spec=nccl, psgpu or pscpu");
+}  // namespace
+
+void resolve_strategy(const GivenFlags& flags, RunConfig* config) {
+  config->independent_replica = parse_bool("independent_replica", flags.text("independent_replica"));
+  config->cuda_graph = parse_bool("cuda_graph", flags.text("cuda_graph"));
+  std::string strategy = flags.text("variable_update");
+  if (find_strategy(strategy) == nullptr)
+    reject("variable_update", strategy, "unknown strategy; accepted: " + strategy_names());
+  // The seeds spell the no-exchange baseline this way (tf_cnn_benchmarks had no "independent").
+  if (config->independent_replica && strategy == "replicated") strategy = "independent";
+  if (config->independent_replica && strategy != "independent") {
+    reject("independent_replica", flags.text("independent_replica"),
+           "only meaningful with --variable_update=replicated (which it turns into independent); "
+           "got --variable_update=" + strategy);
   }
+  const StrategyEntry& entry = *resolve_strategy_name(strategy);
+  config->variable_update = entry.name;
+
+  // One process per GPU: mpirun starts the processes, each drives the GPU of its host-local rank.
+  const bool per_gpu = entry.processes == ProcessLayout::one_process_per_gpu;
+  if (per_gpu && config->num_devices() != 1)
+    reject("num_gpus", std::to_string(config->num_devices()),
+           "--variable_update=" + entry.name + " drives one GPU per process; start one process per GPU, "
+           "e.g. mpirun -np " + std::to_string(config->num_devices()) + " dpbench --variable_update=" + entry.name);
+  if (!per_gpu && config->num_processes > 1)
+    reject("variable_update", entry.name,
+           "this is one of " + std::to_string(config->num_processes) + " processes started by mpirun, which only " +
+               strategies_with(ProcessLayout::one_process_per_gpu) + " use; run --variable_update=" + entry.name +
+               " as one process, or pick one of those");
+}
+
+// The synchronisation options: each parsed and range-checked, each refused with a strategy whose
+// description does not take it, then the strategy's own rules. Options it does not take keep
+// their defaults (and are not recorded).
+void resolve_exchange(const GivenFlags& flags, const ModelEntry& model, RunConfig* config) {
+  const StrategyEntry& entry = *find_strategy(config->variable_update);
+  // An empty --all_reduce_spec= means the default, as tf_cnn_benchmarks' unset spec did.
+  const std::string spec_text = flags.text("all_reduce_spec");
+  const AllReduceSpec spec = spec_text.empty() ? AllReduceSpec{} : parse_all_reduce_spec(spec_text);
+  config->all_reduce_spec = entry.accepts("all_reduce_spec") ? spec.text() : "";
+  config->local_parameter_device = flags.text("local_parameter_device");
+  require_one_of("local_parameter_device", config->local_parameter_device, {"gpu", "cpu"}, "device");
+  parse_exchange_flags(flags, config);
+  for (const SynchronisationOption& option : synchronisation_options())
+    if (flags.was_given(option.flag) && !entry.accepts(option.flag)) refuse_option(flags, option, entry, *config);
+  check_gradient_cutting(flags, config);
+
   if (config->sparse_embedding_grads) {
     const std::vector<std::string> takers = models_with_embeddings();
     if (std::find(takers.begin(), takers.end(), model.name) == takers.end())
       reject("sparse_embedding_grads", flags.text("sparse_embedding_grads"),
              "--model=" + model.name + " has no embedding tables (only " + join(takers, " and ") +
                  " have); drop --sparse_embedding_grads");
-    if (!replicated) only_with("sparse_embedding_grads", "replicated", "gathers sparse embedding gradients");
   }
-
-  if (config->sharded_update) {
-    if (!replicated) only_with("sharded_update", "replicated", "shards the update of its replicas");
-    if (spec.algorithm != "nccl")
-      throw ConfigError(given("sharded_update") + " with " + given("all_reduce_spec") +
-                        ": the shards travel by NCCL's reduce-scatter and all-gather, which only the nccl "
-                        "spec uses; use --all_reduce_spec=nccl (or nccl#k), or drop --sharded_update");
-    if (!config->compact_gradient_transfer.empty())
-      throw ConfigError(given("sharded_update") + " with " + given("compact_gradient_transfer") +
-                        ": a sharded update all-gathers fp32 parameters, not gradients, so there is nothing "
-                        "to send at half width; drop one of the two flags");
-    if (config->sparse_embedding_grads)
-      throw ConfigError(given("sharded_update") + " with " + given("sparse_embedding_grads") +
-                        ": every replica needs the whole table gradient to gather touched rows, while a "
-                        "sharded update leaves each with 1/N of it; drop one of the two flags");
-    if (config->precision == "fp16" && config->fp16_enable_auto_loss_scale)
-      throw ConfigError(given("sharded_update") + " with " + given("fp16_enable_auto_loss_scale") +
-                        ": each shard's owner would decide alone whether to skip a step, so the replicas "
-                        "would diverge; use a fixed --fp16_loss_scale, or drop --sharded_update");
-  }
-
-  if (is_parameter_server_strategy(strategy) && config->precision == "fp16" && config->fp16_enable_auto_loss_scale)
-    throw ConfigError(given("fp16_enable_auto_loss_scale") + " with --variable_update=parameter_server: each "
-                      "owner would decide alone whether to skip a step, so the replicas would diverge; "
-                      "use a fixed --fp16_loss_scale, or --variable_update=replicated");
+  StrategyRequest request{*config, {}};
+  for (const std::string& option : entry.options)
+    if (flags.was_given(option)) request.given[option] = flags.text(option);
+  entry.validate(request);
 }
 
 }  // namespace dpbench

@@ -51,7 +51,6 @@ class Optimizer {
   // Adam then reads its step there instead of taking it from the host, so the update can be
   // captured once and replayed as a CUDA graph. nullptr: use the host's step.
   void set_device_step(const int32_t* step_from_zero) { device_step_ = step_from_zero; }
-  bool reads_device_step() const { return device_step_ != nullptr; }
 
   const OptimizerConfig& config() const { return config_; }
   // Device pointer to the current loss scale, what the loss multiplies its gradient by; nullptr

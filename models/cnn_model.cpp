@@ -19,6 +19,23 @@ ImageSpec image_spec_for_data(const RunConfig& config, const ImageSpec& model_de
   return model_default;
 }
 
+ModelInputs cnn_inputs(CnnDataSets data_sets) {
+  // The registry pairs these with a CnnModel factory, so the model handed in is a CnnModel.
+  auto layout_of = [](const RunConfig& config, const Model& model) {
+    return ImageInputLayout{static_cast<const CnnModel&>(model).images(), parse_data_format(config.data_format),
+                            config.activation_type()};
+  };
+  auto synthetic = [layout_of](const RunConfig& config, const Model& model) {
+    return synthetic_image_batches(config, layout_of(config, model));
+  };
+  auto cifar10 = [layout_of](const RunConfig& config, const Model& model) {
+    return cifar10_image_batches(config, layout_of(config, model));
+  };
+  ModelInputs inputs{synthetic};
+  if (data_sets == CnnDataSets::cifar10) inputs.data_sets.push_back({"cifar10", cifar10});
+  return inputs;
+}
+
 namespace {
 
 class CnnReplica : public ModelReplica {

@@ -9,17 +9,14 @@
 
 #include "engine/model.h"
 #include "engine/run_config.h"
+#include "models/image_inputs.h"
+#include "models/model_inputs.h"
 #include "models/network.h"
 
 namespace dpbench {
 
 // "NCHW" | "NHWC" -> DataFormat; throws ConfigError otherwise.
 DataFormat parse_data_format(const std::string& text);
-
-struct ImageSpec {
-  int channels = 3, height = 224, width = 224;
-  int classes = 1000;
-};
 
 // The images a model is built for: its own size, or the data set's (--data_name=cifar10: 32x32x3,
 // 10 classes) for the models that can be built at that size (the ResNets, whose global pooling
@@ -44,7 +41,6 @@ class CnnModel : public Model {
 
   const Network& network() const { return *network_; }
   const ImageSpec& images() const { return images_; }
-  int batch_size() const { return batch_size_; }
 
  private:
   std::string name_;
@@ -61,5 +57,10 @@ std::unique_ptr<CnnModel> create_resnet152_model(const RunConfig& config);
 std::unique_ptr<CnnModel> create_inception3_model(const RunConfig& config);
 std::unique_ptr<CnnModel> create_vgg16_model(const RunConfig& config);
 std::unique_ptr<CnnModel> create_cifar10_cnn_model(const RunConfig& config);
+
+// The inputs of a CnnModel (what the factories above make): its synthetic images, and CIFAR-10
+// for the models that can be built at 32x32.
+enum class CnnDataSets { synthetic_only, cifar10 };
+ModelInputs cnn_inputs(CnnDataSets data_sets);
 
 }  // namespace dpbench

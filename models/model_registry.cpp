@@ -12,28 +12,34 @@ const std::vector<ModelEntry>& model_registry() {
   static const std::vector<ModelEntry> entries = {
       {"trivial", "tiny dense network (32x32x3 -> 256 -> 10) for smoke tests", true, false,
        ModelDefaults{64, "sgd", 0.05},
-       [](const RunConfig& config) { return create_trivial_model(config); }},
+       [](const RunConfig& config) { return create_trivial_model(config); }, trivial_inputs()},
       {"resnet50", "ResNet-50 v1.5, 224x224", true, true, {64, "momentum", 0.1},
-       [](const RunConfig& config) { return create_resnet50_model(config); }},
+       [](const RunConfig& config) { return create_resnet50_model(config); },
+       cnn_inputs(CnnDataSets::cifar10)},
       {"resnet101", "ResNet-101 v1.5, 224x224", true, true, {64, "momentum", 0.1},
-       [](const RunConfig& config) { return create_resnet101_model(config); }},
+       [](const RunConfig& config) { return create_resnet101_model(config); },
+       cnn_inputs(CnnDataSets::cifar10)},
       {"resnet152", "ResNet-152 v1.5, 224x224", true, true, {64, "momentum", 0.1},
-       [](const RunConfig& config) { return create_resnet152_model(config); }},
+       [](const RunConfig& config) { return create_resnet152_model(config); },
+       cnn_inputs(CnnDataSets::cifar10)},
       {"inception3", "Inception-v3, 299x299", true, true, {64, "momentum", 0.1},
-       [](const RunConfig& config) { return create_inception3_model(config); }},
+       [](const RunConfig& config) { return create_inception3_model(config); },
+       cnn_inputs(CnnDataSets::synthetic_only)},
       {"vgg16", "VGG-16, 224x224", true, true, {64, "momentum", 0.01},
-       [](const RunConfig& config) { return create_vgg16_model(config); }},
+       [](const RunConfig& config) { return create_vgg16_model(config); },
+       cnn_inputs(CnnDataSets::synthetic_only)},
       {"cifar10_cnn", "Keras CIFAR-10 CNN, 32x32", true, true, {128, "momentum", 0.01},
-       [](const RunConfig& config) { return create_cifar10_cnn_model(config); }},
+       [](const RunConfig& config) { return create_cifar10_cnn_model(config); },
+       cnn_inputs(CnnDataSets::cifar10)},
       {"nmt", "LSTM encoder-decoder NMT without attention (the seed runs' configuration)", true,
        false, {384, "adam", 1e-3},
-       [](const RunConfig& config) { return create_nmt_model(config); },
+       [](const RunConfig& config) { return create_nmt_model(config); }, nmt_inputs(),
        {{"encoder_type", "dynamic"}, {"direction", "bi"}, {"src_vocab_size", "50000"},
         {"tgt_vocab_size", "50000"}, {"embedding_dim", "512"}, {"num_units", "512"},
         {"num_encoder_layers", "4"}, {"num_decoder_layers", "4"}, {"src_max_len", "100"},
         {"tgt_max_len", "100"}, {"loss_chunk_rows", "0"}}},
       {"rnnlm", "LSTM language model (vocabulary 10001, 2 x 128 units)", true, false,
-       {512, "adam", 1e-3}, [](const RunConfig& config) { return create_rnnlm_model(config); },
+       {512, "adam", 1e-3}, [](const RunConfig& config) { return create_rnnlm_model(config); }, rnnlm_inputs(),
        {{"encoder_type", "cudnn_lstm"}, {"vocab_size", "10001"}, {"embedding_dim", "32"},
         {"num_units", "128"}, {"num_layers", "2"}, {"seq_len", "50"}, {"loss_chunk_rows", "0"}}},
   };
@@ -53,6 +59,21 @@ const ModelEntry* find_model(const std::string& name) {
   for (const ModelEntry& entry : model_registry())
     if (entry.name == name) return &entry;
   return nullptr;
+}
+
+const DataSetReader* find_data_set(const ModelEntry& model, const std::string& data_name) {
+  for (const DataSetReader& reader : model.inputs.data_sets)
+    if (reader.data_name == data_name) return &reader;
+  return nullptr;
+}
+
+std::string why_data_set_cannot_feed(const std::string& model, const std::string& data_name) {
+  const ModelEntry* entry = find_model(model);
+  if (entry != nullptr && find_data_set(*entry, data_name) != nullptr) return "";
+  std::string readers;
+  for (const ModelEntry& other : model_registry())
+    if (find_data_set(other, data_name) != nullptr) readers += (readers.empty() ? "" : ", ") + other.name;
+  return "cannot feed --model=" + model + "; it feeds " + (readers.empty() ? "no model" : readers);
 }
 
 }  // namespace dpbench

@@ -1,4 +1,5 @@
-// The model zoo's table: every --model value, whether it is built yet, its defaults and factory.
+// The model zoo's table: every --model value, whether it is built yet, its defaults, its factory
+// and its inputs (the synthetic batches it trains on and the data sets it reads).
 #pragma once
 
 #include <functional>
@@ -9,6 +10,7 @@
 
 #include "engine/model.h"
 #include "engine/run_config.h"
+#include "models/model_inputs.h"
 
 namespace dpbench {
 
@@ -25,6 +27,7 @@ struct ModelEntry {
   bool mixed_precision = false;  // runs --precision=fp16|bf16 (16-bit activations)
   ModelDefaults defaults;
   std::function<std::unique_ptr<Model>(const RunConfig&)> create;  // empty when not implemented
+  ModelInputs inputs;  // the host batches of the models `create` makes
   // The sequence-model flags (RunConfig::sequence) this model takes, with its defaults; a
   // model rejects the ones it does not list.
   std::vector<std::pair<std::string, std::string>> sequence_flags = {};
@@ -36,5 +39,10 @@ const std::vector<std::string>& sequence_flag_names();
 const std::vector<ModelEntry>& model_registry();
 // nullptr when the name is not in the table at all.
 const ModelEntry* find_model(const std::string& name);
+// The model's reader of --data_name=`data_name`; nullptr where it reads no such data set.
+const DataSetReader* find_data_set(const ModelEntry& model, const std::string& data_name);
+// "" where `model` reads --data_name=`data_name`; else why not, naming the models that read it
+// ("cannot feed --model=nmt; it feeds trivial, resnet50, ...").
+std::string why_data_set_cannot_feed(const std::string& model, const std::string& data_name);
 
 }  // namespace dpbench

@@ -74,7 +74,6 @@ class Network {
   // The output of the node called `name`; throws when there is none.
   TensorId find(const std::string& name) const;
   TensorId logits() const { return logits_; }
-  size_t num_tensors() const { return tensors_.size(); }
   // Buffer ids (into buffer_bytes()) of a tensor's values and gradient (-1: none).
   int value_buffer(TensorId tensor) const { return tensors_.at(tensor).value_buffer; }
   int gradient_buffer(TensorId tensor) const { return tensors_.at(tensor).gradient_buffer; }

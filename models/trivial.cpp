@@ -3,6 +3,7 @@
 
 #include "engine/counter_random.h"
 #include "models/layers/dense.h"
+#include "models/image_inputs.h"
 #include "models/layers/softmax_cross_entropy.h"
 
 namespace dpbench {
@@ -114,5 +115,14 @@ void TrivialReplica::backward(GradientAnnouncer& announcer) {
 }  // namespace
 
 std::unique_ptr<Model> create_trivial_model(const RunConfig&) { return std::make_unique<TrivialModel>(); }
+
+ModelInputs trivial_inputs() {
+  // Its dense input layer reads fp32 pixels in NCHW order whatever --data_format and --precision say.
+  const ImageInputLayout layout{ImageSpec{kChannels, kImageSize, kImageSize, kClasses}, DataFormat::nchw,
+                                DataType::f32};
+  auto synthetic = [layout](const RunConfig& config, const Model&) { return synthetic_image_batches(config, layout); };
+  auto cifar10 = [layout](const RunConfig& config, const Model&) { return cifar10_image_batches(config, layout); };
+  return ModelInputs{synthetic, {{"cifar10", cifar10}}};
+}
 
 }  // namespace dpbench

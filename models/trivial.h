@@ -7,9 +7,12 @@
 
 #include "engine/model.h"
 #include "engine/run_config.h"
+#include "models/model_inputs.h"
 
 namespace dpbench {
 
 std::unique_ptr<Model> create_trivial_model(const RunConfig& config);
+// Its synthetic images (fp32, NCHW, whatever the flags say) and CIFAR-10, which has their shape.
+ModelInputs trivial_inputs();
 
 }  // namespace dpbench

@@ -264,11 +264,6 @@ std::vector<ListedPath> list_result_files(const std::vector<std::string>& paths,
   return listed;
 }
 
-bool load_result_file(const std::string& path, Result* result, std::string* why_not) {
-  std::string text;
-  return load_result_text(path, &text, result, why_not);
-}
-
 LoadedResults load_results(const std::vector<std::string>& paths) {
   LoadedResults loaded;
   const std::vector<ListedPath> listed = list_result_files(paths, &loaded.skipped);

@@ -59,10 +59,7 @@ std::vector<std::string> find_missing_paths(const std::vector<std::string>& path
 std::vector<ListedPath> list_result_files(const std::vector<std::string>& paths,
                                           std::vector<SkippedFile>* unreadable);
 
-// Reads and validates one file: the result, or why it is not a usable one.
-bool load_result_file(const std::string& path, Result* result, std::string* why_not);
-
-// list_result_files + load_result_file over all of them; byte-identical copies of one result
+// list_result_files, each file read and validated; byte-identical copies of one result
 // count once (the first in path order), each later copy skipped with a note naming the first.
 LoadedResults load_results(const std::vector<std::string>& paths);
 

@@ -42,15 +42,6 @@ std::string device_name_of(const Result& result) {
   return joined;
 }
 
-// Column order of the comparison tables: the baseline first, then the strategies by how much
-// they share, then anything newer by name.
-int strategy_rank(const std::string& variable_update) {
-  static const std::vector<std::string> order = {"independent", "parameter_server", "replicated",
-                                                 "distributed_all_reduce"};
-  const auto found = std::find(order.begin(), order.end(), variable_update);
-  return static_cast<int>(found - order.begin());
-}
-
 // Numbers by value ("4" before "16"), anything else by text. (Finite numbers only: a NaN would
 // compare equal to everything and break the map's ordering.)
 bool option_less(const std::string& a, const std::string& b) {
@@ -70,8 +61,7 @@ bool key_less(const SeriesKey& a, const SeriesKey& b) {
                     k.backend, k.device_name, k.unit);
   };
   if (workload(a) != workload(b)) return workload(a) < workload(b);
-  const int rank_a = strategy_rank(a.variable_update), rank_b = strategy_rank(b.variable_update);
-  if (rank_a != rank_b) return rank_a < rank_b;
+  if (a.strategy_rank != b.strategy_rank) return a.strategy_rank < b.strategy_rank;
   const KeyFields fields_a = a.strategy_fields(), fields_b = b.strategy_fields();
   for (size_t i = 0; i < fields_a.size(); ++i) {
     if (fields_a[i].second != fields_b[i].second) return option_less(fields_a[i].second, fields_b[i].second);
@@ -215,17 +205,9 @@ KeyFields SeriesKey::workload_fields() const {
 }
 
 KeyFields SeriesKey::strategy_fields() const {
-  return {{"variable_update", variable_update},
-          {"all_reduce_spec", all_reduce_spec},
-          {"local_parameter_device", local_parameter_device},
-          {"gradient_repacking", gradient_repacking},
-          {"bucket_cap_mb", bucket_cap_mb},
-          {"agg_small_grads_max_bytes", agg_small_grads_max_bytes},
-          {"agg_small_grads_max_group", agg_small_grads_max_group},
-          {"overlap_comm", overlap_comm},
-          {"compact_gradient_transfer", compact_gradient_transfer},
-          {"sparse_embedding_grads", sparse_embedding_grads},
-          {"sharded_update", sharded_update}};
+  KeyFields fields = {{"variable_update", variable_update}};
+  fields.insert(fields.end(), strategy_options.begin(), strategy_options.end());
+  return fields;
 }
 
 KeyFields SeriesKey::fields() const {
@@ -249,7 +231,27 @@ static std::string data_label(const json& config) {
   return data == "synthetic" ? "" : data;
 }
 
-SeriesKey series_key_of(const Result& result) {
+// The strategy's options as the catalog lists them: recorded, or the default where an older
+// result lacks one the strategy takes; "" for those it does not take. A strategy the catalog does
+// not know keeps what it recorded.
+KeyFields strategy_options_of(const nlohmann::json& config, const std::string& strategy,
+                              const StrategyCatalog& strategies) {
+  const StrategyCatalog::Entry* entry = strategies.find(strategy);
+  KeyFields fields;
+  for (const std::string& key : strategies.option_keys) {
+    std::string value = config_text(config, key.c_str());
+    if (entry != nullptr) {
+      const auto taken = std::find_if(entry->options.begin(), entry->options.end(),
+                                      [&](const StrategyCatalog::Option& option) { return option.key == key; });
+      if (taken == entry->options.end()) value.clear();
+      else if (value.empty()) value = taken->default_text;
+    }
+    fields.emplace_back(key, value);
+  }
+  return fields;
+}
+
+SeriesKey series_key_of(const Result& result, const StrategyCatalog& strategies) {
   const json& config = result.config;
   SeriesKey key;
   key.scaling = config_integer(config, "total_batch_size") > 0 ? Scaling::strong : Scaling::weak;
@@ -268,44 +270,18 @@ SeriesKey series_key_of(const Result& result) {
   key.unit = result.summary.unit;
   key.data = data_label(config);
   key.variable_update = config_text(config, "variable_update");
-  key.all_reduce_spec = config_text(config, "all_reduce_spec");
-  key.local_parameter_device = config_text(config, "local_parameter_device");
-  key.gradient_repacking = config_text(config, "gradient_repacking");
-  key.bucket_cap_mb = config_text(config, "bucket_cap_mb");
-  key.agg_small_grads_max_bytes = config_text(config, "agg_small_grads_max_bytes");
-  key.agg_small_grads_max_group = config_text(config, "agg_small_grads_max_group");
-  key.overlap_comm = config_text(config, "overlap_comm");
-  key.compact_gradient_transfer = config_text(config, "compact_gradient_transfer");
-  key.sparse_embedding_grads = config_text(config, "sparse_embedding_grads");
-  // Results from before the flag existed have no key: their all-reduce runs updated unsharded too.
-  const bool all_reduce = key.variable_update == "replicated" || key.variable_update == "distributed_all_reduce";
-  key.sharded_update = config_text(config, "sharded_update") == "true" ? "true" : all_reduce ? "false" : "";
+  key.strategy_options = strategy_options_of(config, key.variable_update, strategies);
+  key.strategy_rank = strategies.column_rank(key.variable_update);
+  std::map<std::string, std::string> recorded;
+  for (const auto& [name, value] : key.strategy_options)
+    if (!value.empty()) recorded[name] = value;
+  key.strategy_words = key.variable_update.empty() ? "(no strategy)"
+                       : strategies.label         ? strategies.label(key.variable_update, recorded)
+                                                  : key.variable_update;
   return key;
 }
 
-std::string strategy_label(const SeriesKey& key) {
-  std::vector<std::string> options;
-  if (!key.all_reduce_spec.empty()) options.push_back(key.all_reduce_spec);
-  if (!key.local_parameter_device.empty()) options.push_back(key.local_parameter_device);
-  // Only options that differ from dpbench's defaults, so the common case reads short.
-  if (!key.gradient_repacking.empty() && key.gradient_repacking != "0")
-    options.push_back("repacking " + key.gradient_repacking);
-  if (!key.bucket_cap_mb.empty() && std::strtod(key.bucket_cap_mb.c_str(), nullptr) != 25.0) {
-    char text[48];
-    std::snprintf(text, sizeof text, "bucket %g MB", std::strtod(key.bucket_cap_mb.c_str(), nullptr));
-    options.push_back(text);
-  }
-  if (!key.agg_small_grads_max_bytes.empty() && key.agg_small_grads_max_bytes != "0")
-    options.push_back("small grads <= " + key.agg_small_grads_max_bytes + " B in groups of " +
-                      key.agg_small_grads_max_group);
-  if (key.overlap_comm == "false") options.push_back("no overlap");
-  if (!key.compact_gradient_transfer.empty() && key.compact_gradient_transfer != "none")
-    options.push_back(key.compact_gradient_transfer + " transfer");
-  if (key.sparse_embedding_grads == "true") options.push_back("sparse embeddings");
-  if (key.sharded_update == "true") options.push_back("sharded update");
-  const std::string name = key.variable_update.empty() ? "(no strategy)" : key.variable_update;
-  return options.empty() ? name : name + " (" + join(options, ", ") + ")";
-}
+std::string strategy_label(const SeriesKey& key) { return key.strategy_words; }
 
 std::string workload_label(const SeriesKey& key) {
   std::vector<std::string> parts = {model_label(key)};
@@ -332,7 +308,7 @@ std::string format_fixed(double value, int decimals) {
   return text;
 }
 
-Report build_report(LoadedResults loaded) {
+Report build_report(LoadedResults loaded, const StrategyCatalog& strategies) {
   Report report;
   report.results = loaded.results.size();
   report.files_examined = loaded.files_examined;
@@ -340,7 +316,7 @@ Report build_report(LoadedResults loaded) {
 
   std::map<SeriesKey, std::vector<LoadedResult>, KeyLess> grouped;
   for (LoadedResult& run : loaded.results) {
-    const SeriesKey key = series_key_of(run.result);
+    const SeriesKey key = series_key_of(run.result, strategies);
     grouped[key].push_back(std::move(run));
   }
   for (auto& [key, runs] : grouped) report.series.push_back(make_series(key, std::move(runs)));

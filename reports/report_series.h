@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "reports/report_loader.h"
+#include "reports/strategy_catalog.h"
 
 namespace dpbench {
 
@@ -34,16 +35,19 @@ struct SeriesKey {
   // The data and how it was fed, e.g. "cifar10, host feed (prefetch 2)"; "" for synthetic data kept
   // on the device (the default, and every result written before the data flags existed).
   std::string data;
-  std::string variable_update, all_reduce_spec, local_parameter_device, gradient_repacking, bucket_cap_mb,
-      agg_small_grads_max_bytes, agg_small_grads_max_group, overlap_comm, compact_gradient_transfer,
-      sparse_embedding_grads, sharded_update;
+  std::string variable_update;
+  // Every option of the catalog, in its order: the recorded value (or the option's default where an
+  // older result lacks it) for an option the strategy takes, "" for the others.
+  KeyFields strategy_options;
+  int strategy_rank = 0;       // the strategy's column in comparison tables
+  std::string strategy_words;  // strategy_label's text, from the catalog
 
   KeyFields workload_fields() const;  // all but the strategy: what a comparison table holds fixed
   KeyFields strategy_fields() const;  // variable_update and its options
   KeyFields fields() const;           // workload_fields, then strategy_fields
 };
 
-SeriesKey series_key_of(const Result& result);
+SeriesKey series_key_of(const Result& result, const StrategyCatalog& strategies);
 
 // In words: "replicated (nccl)", "parameter_server (cpu, repacking 4)", "independent".
 std::string strategy_label(const SeriesKey& key);
@@ -88,7 +92,7 @@ struct Report {
   size_t files_examined = 0;
 };
 
-Report build_report(LoadedResults loaded);
+Report build_report(LoadedResults loaded, const StrategyCatalog& strategies);
 
 // The row of `series` with `num_devices` GPUs, or null.
 const SeriesRow* find_row(const Series& series, int64_t num_devices);

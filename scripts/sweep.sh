@@ -45,15 +45,15 @@ Options:
                       --device=cpu for the reference backend: then only --num_gpus picks devices)
 
 Strategy tokens: BASE[+FLAG]...
+  BASE is a strategy as \`dpbench strategies\` lists it (its "sweep token"): a name, or for a
+  strategy with a main option NAME:VALUE, e.g.
   independent                      --variable_update=independent
-  replicated                       --variable_update=replicated (dpbench's default spec, nccl)
-  replicated:SPEC                  --variable_update=replicated --all_reduce_spec=SPEC
-                                   SPEC: nccl, xring, pscpu, psgpu, optionally #k (e.g. nccl#2)
-  parameter_server                 --variable_update=parameter_server (dpbench's default device, gpu)
-  parameter_server:DEV             --variable_update=parameter_server --local_parameter_device=DEV
-                                   DEV: gpu, cpu
-  distributed_all_reduce, horovod  --variable_update=distributed_all_reduce (--launcher=mpirun)
-  distributed_replicated           --variable_update=distributed_replicated (--launcher=mpirun)
+  replicated:SPEC                  --variable_update=replicated --all_reduce_spec=SPEC (e.g. xring, nccl#2)
+  parameter_server:DEVICE          --variable_update=parameter_server --local_parameter_device=DEVICE
+  distributed_all_reduce           --variable_update=distributed_all_reduce (--launcher=mpirun)
+                                   The sweep asks dpbench what a BASE stands for, so tokens and dpbench
+                                   always agree; the strategies that run one process per GPU need
+                                   --launcher=mpirun, the others refuse it.
   BASE+--flag=value[+--flag2=...]  BASE plus raw dpbench flags for this strategy only, e.g.
                                    'replicated:nccl+--overlap_comm=false' (a value cannot hold + or ;)
   The file-name part of a token: ':' and '#' become '-', each '+--' becomes '+', other characters
@@ -222,10 +222,26 @@ for ((i = 0; i < ${#extra[@]}; i++)); do
 done
 
 # Strategy tokens -> flags: tokens, slugs (file-name parts) and token_flags (the flags of a token,
-# one per line) are parallel arrays.
+# one per line) are parallel arrays. What a token's BASE stands for, dpbench says (`dpbench
+# strategies --sweep_token=BASE`: the process layout, then the flags, separated by tabs).
 strategy_error() {
-  die "strategy token '$1': $2 (accepted: independent, replicated[:nccl|xring|pscpu|psgpu[#k]], parameter_server[:gpu|cpu], distributed_all_reduce, horovod, distributed_replicated (--launcher=mpirun), each optionally followed by +--flag=value ...)"
+  die "strategy token '$1': $2 (\`$dpbench strategies\` lists the strategies and their tokens)"
 }
+base_flags() {  # BASE: sets layout and flags, or ends the sweep with dpbench's own line
+  local line
+  if ! line=$("$dpbench" strategies --sweep_token="$1" 2>&1); then
+    line=${line%%$'\n'*}
+    die "${line#dpbench: error: }"
+  fi
+  IFS=$'\t' read -r -a flags <<<"$line"
+  layout=${flags[0]}
+  flags=("${flags[@]:1}")
+}
+given_dpbench=$dpbench
+if [[ $dpbench != */* ]]; then dpbench=$(command -v "$dpbench" || true); fi
+if [ -z "$dpbench" ] || [ ! -x "$dpbench" ] || [ -d "$dpbench" ]; then
+  die "dpbench is not an executable at '$given_dpbench' (build it, or give --dpbench=PATH)"
+fi
 tokens=() slugs=() token_flags=()
 split $';\n' "$strategies_arg"
 raw_tokens=("${fields[@]}")
@@ -234,26 +250,13 @@ for token in "${raw_tokens[@]}"; do
   token=${token%"${token##*[![:space:]]}"}
   [ -n "$token" ] || continue
   base=${token%%+*}
-  flags=()
-  case $base in
-    independent) flags=(--variable_update=independent) ;;
-    replicated) flags=(--variable_update=replicated) ;;
-    replicated:*)
-      spec=${base#replicated:}
-      [[ $spec =~ ^(nccl|xring|pscpu|psgpu)(#[1-9][0-9]*)?$ ]] || strategy_error "$token" "'$spec' is not an all-reduce spec"
-      flags=(--variable_update=replicated --all_reduce_spec="$spec") ;;
-    parameter_server) flags=(--variable_update=parameter_server) ;;
-    parameter_server:*)
-      where=${base#parameter_server:}
-      [[ $where =~ ^(gpu|cpu)$ ]] || strategy_error "$token" "'$where' is not a parameter device"
-      flags=(--variable_update=parameter_server --local_parameter_device="$where") ;;
-    distributed_all_reduce | horovod | distributed_replicated)
-      [ "$launcher" = mpirun ] || strategy_error "$token" "'$base' runs one process per GPU; add --launcher=mpirun"
-      flags=(--variable_update="$base") ;;
-    *) strategy_error "$token" "unknown strategy '$base'" ;;
-  esac
-  if [ "$launcher" = mpirun ] && [[ $base != distributed_* && $base != horovod ]]; then
-    strategy_error "$token" "--launcher=mpirun starts one process per GPU, which only distributed_all_reduce, horovod and distributed_replicated use"
+  flags=() layout=""
+  base_flags "$base"
+  if [ "$layout" = one_process_per_gpu ] && [ "$launcher" != mpirun ]; then
+    strategy_error "$token" "'$base' runs one process per GPU; add --launcher=mpirun"
+  fi
+  if [ "$layout" = one_process ] && [ "$launcher" = mpirun ]; then
+    strategy_error "$token" "--launcher=mpirun starts one process per GPU, and '$base' runs as one process driving every device"
   fi
   slug=${base//[:#]/-}
   [[ $token == *+ ]] && strategy_error "$token" "a '+' with no flag after it"
@@ -287,13 +290,6 @@ if [ "$device" != cpu ] && [ "$select" = visible ] && [ -n "${CUDA_VISIBLE_DEVIC
     die "--gpus asks for $max_count GPUs but CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES lists ${#visible[@]}"
 fi
 
-if ((!dry_run)); then
-  given_dpbench=$dpbench
-  if [[ $dpbench != */* ]]; then dpbench=$(command -v "$dpbench" || true); fi
-  if [ -z "$dpbench" ] || [ ! -x "$dpbench" ] || [ -d "$dpbench" ]; then
-    die "dpbench is not an executable at '$given_dpbench' (build it, or give --dpbench=PATH)"
-  fi
-fi
 
 # ---- reading results ---------------------------------------------------------------------------
 # SWEEP_JSON_TOOL (python3, jq or grep; default: the first one present) is for the tests.

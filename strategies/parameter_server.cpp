@@ -92,9 +92,8 @@ void ParameterServerStrategy::prepare(const ParameterLayout& layout) {
     return;
   }
 
-  if (replicas().front().optimizer->config().loss_scaling == LossScaling::automatic)
-    throw ConfigError("--local_parameter_device=cpu with automatic loss scaling: the host update cannot "
-                      "skip a step the GPUs found non-finite; use a fixed --fp16_loss_scale");
+  // Automatic loss scaling never reaches here: a parameter server refuses it (strategy_registry.cpp,
+  // Note [owners decide alone]), so the host update never has to skip a step.
   host_ = std::make_unique<HostServer>();
   HostServer& host = *host_;
   host.host = create_reference_device(-1);

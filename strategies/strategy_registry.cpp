@@ -1,11 +1,17 @@
-// The strategies' table. Planned strategies are listed (implemented = false) so that asking for one
-// gives "not implemented yet" rather than "unknown strategy".
+// The strategies' table (see strategy_registry.h): each entry's family, options, rules, sweep
+// token and factory.
 #include "strategies/strategy_registry.h"
 
+#include <algorithm>
+#include <stdexcept>
+
+#include "engine/errors.h"
+#include "strategies/all_reduce_spec.h"
 #include "strategies/independent.h"
 #include "strategies/parameter_server.h"
 #include "strategies/replicated.h"
 #include "strategies/strategy_options.h"
+#include "strategies/synchronisation_options.h"
 
 namespace dpbench {
 namespace {
@@ -28,25 +34,149 @@ StrategyOptions strategy_options_of(const RunConfig& config) {
   return options;
 }
 
+// How the gradient buffer is cut and when it travels: what every exchanging strategy takes.
+const std::vector<std::string> kCuttingOptions = {"gradient_repacking", "bucket_cap_mb", "agg_small_grads_max_bytes",
+                                                  "agg_small_grads_max_group", "overlap_comm"};
+
+std::vector<std::string> with_cutting(std::vector<std::string> options) {
+  options.insert(options.end(), kCuttingOptions.begin(), kCuttingOptions.end());
+  return options;
+}
+
+bool automatic_loss_scale(const RunConfig& config) {
+  return config.precision == "fp16" && config.fp16_enable_auto_loss_scale;
+}
+
+// Note [owners decide alone]: with automatic loss scaling a step is skipped when any gradient
+// overflows; where each owner of a part of the parameters decides for its part only (a parameter
+// server's owners, a sharded update's shard owners), the replicas would skip different steps and
+// diverge. Both refuse it.
+
+void validate_all_reduce(const StrategyRequest& request) {
+  const RunConfig& config = request.config;
+  const AllReduceSpec spec = parse_all_reduce_spec(config.all_reduce_spec.empty() ? "nccl" : config.all_reduce_spec);
+  const std::string spec_flag = "--all_reduce_spec=" + spec.text();
+  if (!config.compact_gradient_transfer.empty() && spec.algorithm == "xring")
+    throw ConfigError(request.typed("compact_gradient_transfer") + " with " + spec_flag +
+                      ": a ring forwards partial sums, which would be rounded to half width at every "
+                      "hop; use --all_reduce_spec=nccl, psgpu or pscpu");
+  // The touched rows and the shards travel through the communicator, which only nccl creates.
+  if (config.sparse_embedding_grads && spec.algorithm != "nccl")
+    throw ConfigError(request.typed("sparse_embedding_grads") + " with " + spec_flag +
+                      ": the touched embedding rows are all-gathered through NCCL, which only the nccl "
+                      "spec uses; use --all_reduce_spec=nccl (or nccl#k), or drop --sparse_embedding_grads");
+  if (!config.sharded_update) return;
+  if (spec.algorithm != "nccl")
+    throw ConfigError(request.typed("sharded_update") + " with " + spec_flag +
+                      ": the shards travel by NCCL's reduce-scatter and all-gather, which only the nccl "
+                      "spec uses; use --all_reduce_spec=nccl (or nccl#k), or drop --sharded_update");
+  if (!config.compact_gradient_transfer.empty())
+    throw ConfigError(request.typed("sharded_update") + " with " + request.typed("compact_gradient_transfer") +
+                      ": a sharded update all-gathers fp32 parameters, not gradients, so there is nothing "
+                      "to send at half width; drop one of the two flags");
+  if (config.sparse_embedding_grads)
+    throw ConfigError(request.typed("sharded_update") + " with " + request.typed("sparse_embedding_grads") +
+                      ": every replica needs the whole table gradient to gather touched rows, while a "
+                      "sharded update leaves each with 1/N of it; drop one of the two flags");
+  if (automatic_loss_scale(config))  // Note [owners decide alone]
+    throw ConfigError(request.typed("sharded_update") + " with --fp16_enable_auto_loss_scale=true: each shard's "
+                      "owner would decide alone whether to skip a step, so the replicas would diverge; use a "
+                      "fixed --fp16_loss_scale, or drop --sharded_update");
+}
+
+void validate_parameter_server(const StrategyRequest& request) {
+  if (automatic_loss_scale(request.config))  // Note [owners decide alone]
+    throw ConfigError("--fp16_enable_auto_loss_scale=true with --variable_update=" + request.config.variable_update +
+                      ": each owner would decide alone whether to skip a step, so the replicas would diverge; "
+                      "use a fixed --fp16_loss_scale, or --variable_update=replicated");
+}
+
+// Across processes every gradient byte moves by NCCL; our own algorithms need one process.
+void validate_distributed_all_reduce(const StrategyRequest& request) {
+  const std::string& spec = request.config.all_reduce_spec;
+  if (spec.rfind("nccl", 0) != 0)
+    throw ConfigError("--all_reduce_spec=" + spec + " with --variable_update=distributed_all_reduce: it moves "
+                      "every gradient byte with NCCL across the processes; use nccl or nccl#k (peer copies "
+                      "and host sums need the GPUs in one process: --variable_update=replicated)");
+  validate_all_reduce(request);
+}
+
+void validate_distributed_replicated(const StrategyRequest& request) {
+  if (request.config.local_parameter_device != "gpu")
+    throw ConfigError("--local_parameter_device=" + request.config.local_parameter_device +
+                      " with --variable_update=distributed_replicated: it keeps the master copy sharded over "
+                      "the ranks' GPUs; use gpu, or --variable_update=parameter_server in one process");
+  validate_parameter_server(request);
+}
+
+// Each entry's options in the table's order, so that listings, records and labels agree.
+std::vector<StrategyEntry> in_option_order(std::vector<StrategyEntry> entries) {
+  for (StrategyEntry& entry : entries) {
+    std::vector<std::string> ordered;
+    for (const SynchronisationOption& option : synchronisation_options())
+      if (entry.accepts(option.flag)) ordered.push_back(option.flag);
+    if (ordered.size() != entry.options.size())
+      throw std::logic_error("strategy " + entry.name + " names an option the table does not have");
+    entry.options = std::move(ordered);
+  }
+  return entries;
+}
+
+std::vector<StrategyEntry> make_registry() {
+  auto nothing_to_check = [](const StrategyRequest&) {};
+  auto replicated = [](const RunConfig& config) {
+    return std::make_unique<ReplicatedStrategy>(strategy_options_of(config));
+  };
+  auto parameter_server = [](const RunConfig& config) {
+    return std::make_unique<ParameterServerStrategy>(strategy_options_of(config));
+  };
+  const std::vector<std::string> all_reduce_options = with_cutting(
+      {"all_reduce_spec", "compact_gradient_transfer", "sparse_embedding_grads", "sharded_update"});
+  return {
+      {"independent", "every replica updates from its own gradients; nothing is exchanged",
+       StrategyFamily::independent, ProcessLayout::one_process, "", {}, "", nothing_to_check,
+       [](const RunConfig&) { return std::make_unique<IndependentStrategy>(); }},
+      {"parameter_server", "one master copy on the GPUs or the CPU", StrategyFamily::parameter_server,
+       ProcessLayout::one_process, "", with_cutting({"local_parameter_device"}), "local_parameter_device",
+       validate_parameter_server, parameter_server},
+      {"replicated", "every device holds a copy; gradients are all-reduced", StrategyFamily::all_reduce,
+       ProcessLayout::one_process, "", all_reduce_options, "all_reduce_spec", validate_all_reduce, replicated},
+      {"distributed_all_reduce", "one process per GPU (mpirun); gradients all-reduced with NCCL",
+       StrategyFamily::all_reduce, ProcessLayout::one_process_per_gpu, "", all_reduce_options, "",
+       validate_distributed_all_reduce, replicated},
+      {"distributed_replicated",
+       "parameter server across processes (mpirun): NCCL reduce to the owner, broadcast back",
+       StrategyFamily::parameter_server, ProcessLayout::one_process_per_gpu, "",
+       with_cutting({"local_parameter_device"}), "", validate_distributed_replicated, parameter_server},
+      {"horovod", "tf_cnn_benchmarks' spelling of distributed_all_reduce", StrategyFamily::all_reduce,
+       ProcessLayout::one_process_per_gpu, "distributed_all_reduce", {}, "", nothing_to_check, nullptr},
+  };
+}
+
 }  // namespace
 
+const char* family_name(StrategyFamily family) {
+  switch (family) {
+    case StrategyFamily::independent: return "independent";
+    case StrategyFamily::parameter_server: return "parameter server";
+    case StrategyFamily::all_reduce: return "all-reduce";
+  }
+  return "?";
+}
+
+std::string StrategyRequest::typed(const std::string& flag) const {
+  const auto found = given.find(flag);
+  if (found != given.end()) return "--" + flag + "=" + found->second;
+  const SynchronisationOption* option = find_synchronisation_option(flag);
+  return "--" + flag + (option ? "=" + option_text(option->recorded(config)) : "");
+}
+
+bool StrategyEntry::accepts(const std::string& option) const {
+  return std::find(options.begin(), options.end(), option) != options.end();
+}
+
 const std::vector<StrategyEntry>& strategy_registry() {
-  static const std::vector<StrategyEntry> entries = {
-      {"independent", "every replica updates from its own gradients; nothing is exchanged", true,
-       [](const RunConfig&) { return std::make_unique<IndependentStrategy>(); }},
-      {"parameter_server", "one master copy on the GPUs or the CPU", true,
-       [](const RunConfig& config) { return std::make_unique<ParameterServerStrategy>(strategy_options_of(config)); }},
-      {"replicated", "every device holds a copy; gradients are all-reduced", true,
-       [](const RunConfig& config) { return std::make_unique<ReplicatedStrategy>(strategy_options_of(config)); }},
-      // One process per GPU (mpirun): the same strategies with a communicator across the processes.
-      {"distributed_all_reduce", "one process per GPU (mpirun); gradients all-reduced with NCCL", true,
-       [](const RunConfig& config) { return std::make_unique<ReplicatedStrategy>(strategy_options_of(config)); }},
-      {"distributed_replicated", "parameter server across processes (mpirun): NCCL reduce to the owner, broadcast back",
-       true,
-       [](const RunConfig& config) { return std::make_unique<ParameterServerStrategy>(strategy_options_of(config)); }},
-      {"horovod", "tf_cnn_benchmarks' spelling of distributed_all_reduce", true,
-       [](const RunConfig& config) { return std::make_unique<ReplicatedStrategy>(strategy_options_of(config)); }},
-  };
+  static const std::vector<StrategyEntry> entries = in_option_order(make_registry());
   return entries;
 }
 
@@ -54,6 +184,69 @@ const StrategyEntry* find_strategy(const std::string& name) {
   for (const StrategyEntry& entry : strategy_registry())
     if (entry.name == name) return &entry;
   return nullptr;
+}
+
+const StrategyEntry* resolve_strategy_name(const std::string& name) {
+  const StrategyEntry* entry = find_strategy(name);
+  return entry != nullptr && entry->is_alias() ? find_strategy(entry->alias_of) : entry;
+}
+
+std::string strategy_names() {
+  std::string text;
+  for (const StrategyEntry& entry : strategy_registry())
+    text += (text.empty() ? "" : ", ") + entry.name + (entry.is_alias() ? " (= " + entry.alias_of + ")" : "");
+  return text;
+}
+
+std::string sweep_token_form(const StrategyEntry& entry) {
+  if (entry.token_option.empty()) return entry.name;
+  std::string value = entry.token_option == "all_reduce_spec" ? "SPEC" : "DEVICE";
+  return entry.name + "[:" + value + "]";
+}
+
+std::vector<std::string> flags_of_sweep_token(const std::string& token) {
+  const size_t colon = token.find(':');
+  const std::string name = token.substr(0, colon);
+  const StrategyEntry* entry = find_strategy(name);
+  auto forms = [] {
+    std::string text;
+    for (const StrategyEntry& e : strategy_registry()) text += (text.empty() ? "" : ", ") + sweep_token_form(e);
+    return text;
+  };
+  if (entry == nullptr)
+    throw ConfigError("strategy token '" + token + "': unknown strategy '" + name + "'; accepted: " + forms());
+  std::vector<std::string> flags = {"--variable_update=" + name};
+  if (colon == std::string::npos) return flags;
+  const std::string value = token.substr(colon + 1);
+  if (entry->token_option.empty())
+    throw ConfigError("strategy token '" + token + "': " + name + " takes no ':VALUE' (" + sweep_token_form(*entry) +
+                      "); give its options as +--flag=value");
+  if (entry->token_option == "all_reduce_spec") {
+    try {
+      parse_all_reduce_spec(value);
+    } catch (const ConfigError& error) {
+      throw ConfigError("strategy token '" + token + "': " + error.what());
+    }
+  } else if (value != "gpu" && value != "cpu") {
+    throw ConfigError("strategy token '" + token + "': '" + value + "' is not a parameter device; accepted: gpu, cpu");
+  }
+  flags.push_back("--" + entry->token_option + "=" + value);
+  return flags;
+}
+
+std::string strategy_label(const std::string& strategy, const OptionTexts& options, bool every_option) {
+  const StrategyEntry* entry = resolve_strategy_name(strategy);
+  std::vector<std::string> words;
+  for (const SynchronisationOption& option : synchronisation_options()) {
+    // A strategy this build does not know (a newer result) is described by what it recorded.
+    const bool taken = entry != nullptr ? entry->accepts(option.flag) : options.count(option.flag) > 0;
+    if (!taken) continue;
+    std::string word = option.label(options, every_option);
+    if (!word.empty()) words.push_back(std::move(word));
+  }
+  std::string text;
+  for (const std::string& word : words) text += (text.empty() ? "" : ", ") + word;
+  return text.empty() ? strategy : strategy + " (" + text + ")";
 }
 
 }  // namespace dpbench

@@ -1,7 +1,11 @@
-// The strategies' table: every --variable_update value, whether it is built yet, and its factory.
+// The strategies' table: every --variable_update value with its whole description, so that the
+// command line, the recorded config, the console, the reports and scripts/sweep.sh (through
+// `dpbench strategies`) all read one place and none of them compares strategy names.
+// Adding a strategy: its class in one file, one entry in strategy_registry.cpp.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,14 +15,68 @@
 
 namespace dpbench {
 
-struct StrategyEntry {
-  std::string name;
-  std::string description;
-  bool implemented = false;
-  std::function<std::unique_ptr<Strategy>(const RunConfig&)> create;  // empty when not implemented
+enum class StrategyFamily {
+  independent,       // nothing exchanged
+  parameter_server,  // owners of the master copy reduce, update and send back
+  all_reduce,        // every replica all-reduces the gradients and updates alike
+};
+const char* family_name(StrategyFamily family);  // "independent", "parameter server", "all-reduce"
+
+enum class ProcessLayout {
+  one_process,           // one process drives every device
+  one_process_per_gpu,   // mpirun starts one process per GPU; each drives one
 };
 
+// What a strategy's validation sees: the resolved run and the option flags as typed.
+struct StrategyRequest {
+  const RunConfig& config;
+  std::map<std::string, std::string> given;  // option flags on the command line: name -> text
+
+  bool was_given(const std::string& flag) const { return given.count(flag) > 0; }
+  // "--flag=text" as the user typed it, for messages.
+  std::string typed(const std::string& flag) const;
+};
+
+struct StrategyEntry {
+  std::string name;         // the --variable_update value
+  std::string description;  // one line for --help and `dpbench strategies`
+  StrategyFamily family = StrategyFamily::independent;
+  ProcessLayout processes = ProcessLayout::one_process;
+  // Another spelling of the entry named here (horovod is distributed_all_reduce): resolved to it
+  // on the command line and not listed as a strategy of its own.
+  std::string alias_of;
+  // The synchronisation options (strategies/synchronisation_options.h) it takes: the flags the
+  // command line accepts with it and the keys its result records. Any other is refused.
+  std::vector<std::string> options;
+  // The sweep token NAME:VALUE sets this option to VALUE; empty: the token is the name alone.
+  std::string token_option;
+  // Rules between its options and the run (one line naming both flags and the fix); throws
+  // ConfigError. The options' own ranges are checked before.
+  std::function<void(const StrategyRequest&)> validate;
+  std::function<std::unique_ptr<Strategy>(const RunConfig&)> create;
+
+  bool accepts(const std::string& option) const;
+  bool is_alias() const { return !alias_of.empty(); }
+};
+
+// Every entry, in the column order of the reports' comparison tables (aliases last).
 const std::vector<StrategyEntry>& strategy_registry();
-const StrategyEntry* find_strategy(const std::string& name);
+const StrategyEntry* find_strategy(const std::string& name);  // null when unknown
+// The entry a name means, following an alias; null when unknown.
+const StrategyEntry* resolve_strategy_name(const std::string& name);
+// "independent, parameter_server, ..." (aliases as "horovod (= distributed_all_reduce)").
+std::string strategy_names();
+
+// The flags a sweep token stands for ("replicated:xring" -> --variable_update=replicated
+// --all_reduce_spec=xring); throws ConfigError naming the token and the accepted forms.
+std::vector<std::string> flags_of_sweep_token(const std::string& token);
+// "replicated[:SPEC]" for the entry, as `dpbench strategies` lists it.
+std::string sweep_token_form(const StrategyEntry& entry);
+
+// "replicated (nccl, bucket 10 MB)": the strategy and its recorded options (config key -> value as
+// the result's JSON writes it). `every_option`: the console's full description (defaults too);
+// otherwise only what differs from the defaults, as report columns read best.
+std::string strategy_label(const std::string& strategy, const std::map<std::string, std::string>& options,
+                           bool every_option);
 
 }  // namespace dpbench

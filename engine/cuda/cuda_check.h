@@ -1,5 +1,6 @@
-// One family of check macros for CUDA, cuBLAS, cuDNN and NCCL calls. A failing call throws
-// RuntimeError naming the call text, file:line, the device and the library's own message.
+// One family of check macros for CUDA, cuBLAS and cuDNN calls (NCCL's, which also name the rank,
+// are in nccl_communicator.cpp). A failing call throws RuntimeError naming the call text,
+// file:line, the device and the library's own message.
 #pragma once
 
 #include <cublas_v2.h>
@@ -48,12 +49,4 @@ const char* cublas_status_text(cublasStatus_t status);
     if (dpb_status_ != CUDNN_STATUS_SUCCESS)                                                 \
       ::dpbench::cuda_detail::throw_library_error("cuDNN", #call, static_cast<int>(dpb_status_), \
                                                   cudnnGetErrorString(dpb_status_), __FILE__, __LINE__); \
-  } while (0)
-
-#define DPB_NCCL_CHECK(call)                                                                 \
-  do {                                                                                       \
-    ncclResult_t dpb_status_ = (call);                                                       \
-    if (dpb_status_ != ncclSuccess)                                                          \
-      ::dpbench::cuda_detail::throw_library_error("NCCL", #call, static_cast<int>(dpb_status_), \
-                                                  ncclGetErrorString(dpb_status_), __FILE__, __LINE__); \
   } while (0)

@@ -37,8 +37,8 @@ const char* basename_of(const char* path) {
   return slash != nullptr ? slash + 1 : path;
 }
 
-// cuda_check.h's DPB_NCCL_CHECK names the call and the current device; a collective failing on
-// one of several GPUs also needs the rank, and NCCL's own account of the last error
+// Like cuda_check.h's macros, it names the call and the device; a collective failing on one of
+// several GPUs also needs the rank, and NCCL's own account of the last error
 // (ncclGetLastError), which names the cause where the result code only says "invalid usage".
 [[noreturn]] void throw_nccl_error(const char* call, ncclResult_t status, ncclComm_t comm,
                                    const std::string& where, const char* file, int line) {

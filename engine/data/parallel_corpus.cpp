@@ -29,7 +29,6 @@ ParallelCorpus ParallelCorpus::load(const std::string& source_path, const std::s
   TextLineReader target_reader(target_path, kParallelHint);
   ParallelCorpus corpus;
   corpus.source_path_ = source_path;
-  corpus.target_path_ = target_path;
   corpus.options_ = options;
   corpus.source_padding_id_ = source_vocabulary.padding_id();
   corpus.target_padding_id_ = target_vocabulary.padding_id();

@@ -80,7 +80,7 @@ class ParallelCorpus {
  private:
   void check_index(int64_t pair) const;
 
-  std::string source_path_, target_path_;
+  std::string source_path_;
   ParallelCorpusOptions options_;
   std::vector<int32_t> source_ids_, target_ids_;  // every pair's words back to back
   std::vector<int64_t> source_offsets_{0}, target_offsets_{0};

@@ -3,7 +3,7 @@
 // sample and predicts tokens 1..T from tokens 0..T-1, from a zero initial state. Loss: the mean
 // cross-entropy per token (its exponential is the perplexity), as a weighted sum: every token's
 // weight is an input, 1 / (T * B) for synthetic data, and for real text 0 on padding and
-// N / (real tokens of the global batch) elsewhere (models/batch_sources.cpp), so that the mean
+// N / (real tokens of the global batch) elsewhere (rnnlm_inputs.cpp), so that the mean
 // over N replicas is the global batch's mean per real token.
 #include <memory>
 #include <string>

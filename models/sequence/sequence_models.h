@@ -8,6 +8,7 @@
 
 #include "engine/model.h"
 #include "engine/run_config.h"
+#include "models/model_inputs.h"
 #include "models/sequence/lstm_stack.h"
 
 namespace dpbench {
@@ -17,5 +18,10 @@ LstmImplementation parse_lstm_implementation(const std::string& encoder_type);
 
 std::unique_ptr<Model> create_nmt_model(const RunConfig& config);
 std::unique_ptr<Model> create_rnnlm_model(const RunConfig& config);
+
+// Their inputs: synthetic sentence pairs or parallel text (nmt_inputs.cpp), synthetic token
+// windows or PTB (rnnlm_inputs.cpp).
+ModelInputs nmt_inputs();
+ModelInputs rnnlm_inputs();
 
 }  // namespace dpbench

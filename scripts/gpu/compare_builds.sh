@@ -5,15 +5,15 @@
 # Usage: scripts/gpu/compare_builds.sh BINARY_A BINARY_B OUT_DIR ROUNDS 'flags of workload 1' 'flags of workload 2' ...
 # Environment: RUN_TIMEOUT (seconds per run, default 180).
 set -uo pipefail
+case ${1:-} in -h | --help) sed -n '2,/^set /s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/../.." || exit 1
 usage="usage: compare_builds.sh BINARY_A BINARY_B OUT_DIR ROUNDS WORKLOAD_FLAGS..."
 a=${1:?$usage} b=${2:?$usage} out=${3:?$usage} rounds=${4:?$usage}
 shift 4
 (($#)) || { echo "$usage" >&2; exit 2; }
 mkdir -p "$out"
-# shellcheck source=scripts/gpu/env.sh
-source scripts/gpu/env.sh "$a" >/dev/null
-export NCCL_NVLS_ENABLE=0
+# shellcheck source=scripts/gpu/common.sh
+source scripts/gpu/common.sh "$a" >/dev/null
 w=0
 for workload in "$@"; do
   w=$((w + 1))
@@ -28,24 +28,4 @@ for workload in "$@"; do
     done
   done
 done
-python3 - "$out" "$rounds" "$@" <<'PY'
-import json, statistics, sys
-out, rounds, workloads = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-print(f"| workload | A items/s (median of {rounds}) | B items/s | B/A | A runs | B runs |")
-print("|---|--:|--:|--:|---|---|")
-for w, flags in enumerate(workloads, 1):
-    rates = {}
-    for side in "ab":
-        rates[side] = []
-        for r in range(1, rounds + 1):
-            try:
-                rates[side].append(json.load(open(f"{out}/w{w}_{side}_r{r}.json"))["summary"]["items_per_sec"])
-            except (OSError, ValueError, KeyError):
-                pass
-    if not rates["a"] or not rates["b"]:
-        print(f"| {flags} | - | - | - | {len(rates['a'])} | {len(rates['b'])} |")
-        continue
-    ma, mb = statistics.median(rates["a"]), statistics.median(rates["b"])
-    spread = lambda v: ", ".join(f"{x:,.0f}" for x in v)
-    print(f"| {flags} | {ma:,.0f} | {mb:,.0f} | {mb / ma:.4f} | {spread(rates['a'])} | {spread(rates['b'])} |")
-PY
+gpu_table builds "$out" "$rounds" "$@"

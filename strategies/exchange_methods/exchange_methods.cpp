@@ -60,12 +60,8 @@ std::unique_ptr<ExchangeMethod> choose_dense_exchange(const AllReduceSpec& spec,
 
 std::unique_ptr<SparseRows> choose_embedding_exchange(const AllReduceSpec& spec, const StrategyOptions& options) {
   if (!options.sparse_embedding_grads) return nullptr;
-  // The touched rows travel through the communicator (an all-gather), which only the nccl spec
-  // creates; our own algorithms (xring, psgpu, pscpu) all-reduce dense ranges only.
-  if (!on_nccl(spec))
-    throw ConfigError("--sparse_embedding_grads with --all_reduce_spec=" + spec.text() +
-                      ": the touched embedding rows are all-gathered through NCCL, which only the nccl "
-                      "spec uses; use --all_reduce_spec=nccl (or nccl#k), or drop --sparse_embedding_grads");
+  // Only with the nccl spec (the strategy's rules refuse the others, strategy_registry.cpp): the
+  // touched rows travel by the communicator's all-gather.
   return std::make_unique<SparseRows>();
 }
 

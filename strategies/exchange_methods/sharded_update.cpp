@@ -2,16 +2,13 @@
 #include "strategies/exchange_methods/sharded_update.h"
 
 #include "engine/collective_traffic.h"
-#include "engine/errors.h"
 #include "engine/optimizer.h"
 
 namespace dpbench {
 
+// Automatic loss scaling is refused with a sharded update by the strategy's rules
+// (strategy_registry.cpp, Note [owners decide alone]).
 void ShardedUpdate::allocate(size_t /*largest*/) {
-  for (const Replica& replica : context().replicas)
-    if (replica.optimizer->config().loss_scaling == LossScaling::automatic)
-      throw ConfigError("--sharded_update with automatic loss scaling: each shard's owner would decide alone "
-                        "whether to skip a step; use a fixed --fp16_loss_scale, or drop --sharded_update");
   steps_completed_.assign(context().replicas.size(), 0);
 }
 

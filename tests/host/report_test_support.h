@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/flags.h"
+#include "cli/strategies_command.h"
 #include "reports/report_loader.h"
 #include "reports/report_series.h"
 #include "reports/result_json.h"
@@ -108,6 +109,6 @@ inline std::string with_placeholder(std::string text, const TempDir& dir) {
   return text;
 }
 
-inline Report report_of(const std::vector<std::string>& paths) { return build_report(load_results(paths)); }
+inline Report report_of(const std::vector<std::string>& paths) { return build_report(load_results(paths), strategy_catalog_for_reports()); }
 
 }  // namespace dpbench::testing

@@ -212,13 +212,15 @@ TEST_CASE("flag --all_reduce_spec: replicated only, stored in canonical form", "
   CHECK(error_of({"--variable_update=parameter_server", "--all_reduce_spec=nccl"}) ==
         "--all_reduce_spec=nccl: only --variable_update=replicated takes an all-reduce spec, and this run is "
         "--variable_update=parameter_server; drop --all_reduce_spec or use --variable_update=replicated");
-  CHECK_THAT(error_of({"--all_reduce_spec=xring"}),
-             Contains("--all_reduce_spec=xring: only --variable_update=replicated takes an all-reduce spec") &&
-                 Contains("this run is --variable_update=independent"));
+  CHECK(error_of({"--all_reduce_spec=xring"}) ==
+        "--all_reduce_spec=xring: --variable_update=independent exchanges no gradients; drop --all_reduce_spec, or "
+        "use --variable_update=replicated");
   CHECK_THAT(error_of({"--variable_update=replicated", "--independent_replica", "--all_reduce_spec=nccl"}),
-             Contains("--all_reduce_spec=nccl: only --variable_update=replicated") &&
-                 Contains("this run is --variable_update=replicated --independent_replica=true (independent)") &&
+             Contains("--all_reduce_spec=nccl: --variable_update=replicated --independent_replica=true "
+                      "(independent) exchanges no gradients") &&
                  Contains("drop --all_reduce_spec"));
+  CHECK_THAT(error_of({"--variable_update=distributed_replicated", "--all_reduce_spec=nccl"}),
+             Contains("only --variable_update=distributed_all_reduce takes an all-reduce spec"));
 }
 
 TEST_CASE("flag --local_parameter_device: parameter_server only, when given", "[flags]") {
@@ -231,9 +233,9 @@ TEST_CASE("flag --local_parameter_device: parameter_server only, when given", "[
         "run is --variable_update=replicated; drop --local_parameter_device or use "
         "--variable_update=parameter_server");
   // Given explicitly, even with the default value.
-  CHECK_THAT(error_of({"--local_parameter_device=gpu"}),
-             Contains("--local_parameter_device=gpu: only --variable_update=parameter_server") &&
-                 Contains("--variable_update=independent"));
+  CHECK(error_of({"--local_parameter_device=gpu"}) ==
+        "--local_parameter_device=gpu: --variable_update=independent exchanges no gradients; drop "
+        "--local_parameter_device, or use --variable_update=parameter_server");
 }
 
 TEST_CASE("the exchange flags are rejected with independent, which exchanges nothing", "[flags]") {
@@ -243,15 +245,18 @@ TEST_CASE("the exchange flags are rejected with independent, which exchanges not
         "--compact_gradient_transfer=none"}) {
     const std::string value = flag.find('=') == std::string::npos ? flag + "=true" : flag;
     const std::string name = flag.substr(0, flag.find('='));
+    const bool parameter_server_takes = name != "--sparse_embedding_grads" && name != "--compact_gradient_transfer";
     CHECK(error_of({flag}) == value + ": --variable_update=independent exchanges no gradients; drop " + name +
-                                  ", or use --variable_update=replicated or parameter_server");
+                                  ", or use --variable_update=" +
+                                  (parameter_server_takes ? "parameter_server or replicated" : "replicated"));
     CHECK_THAT(error_of({"--variable_update=replicated", "--independent_replica", flag}),
                Contains(value + ": --variable_update=replicated --independent_replica=true (independent) "
                                 "exchanges no gradients"));
     // The group size alone is rejected for another reason (it needs --agg_small_grads_max_bytes).
     const std::string with = name == "--agg_small_grads_max_group" ? "--agg_small_grads_max_bytes=64" : "--seed=1";
     CHECK(error_of({"--variable_update=replicated", with, flag}) == "(no error)");
-    CHECK(error_of({"--variable_update=parameter_server", with, flag}) == "(no error)");
+    if (parameter_server_takes) CHECK(error_of({"--variable_update=parameter_server", with, flag}) == "(no error)");
+    else CHECK_THAT(error_of({"--variable_update=parameter_server", with, flag}), Contains("only --variable_update=replicated"));
   }
 }
 
@@ -326,8 +331,9 @@ TEST_CASE("flag --compact_gradient_transfer: replicated only, not over a ring", 
   CHECK(parse({"--variable_update=replicated", "--compact_gradient_transfer=bf16", "--all_reduce_spec=psgpu#2"})
             .compact_gradient_transfer == "bf16");
   CHECK(parse({"--variable_update=replicated", "--compact_gradient_transfer=none"}).compact_gradient_transfer.empty());
-  CHECK(parse({"--variable_update=parameter_server", "--compact_gradient_transfer=none"})
-            .compact_gradient_transfer.empty());
+  // Refused even at its default: parameter_server's description does not take it.
+  CHECK_THAT(error_of({"--variable_update=parameter_server", "--compact_gradient_transfer=none"}),
+             Contains("only --variable_update=replicated sends gradients at half width"));
   CHECK(parse({"--variable_update=replicated", "--compact_gradient_transfer=fp16", "--all_reduce_spec=pscpu"})
             .all_reduce_spec == "pscpu");
 
@@ -648,8 +654,8 @@ TEST_CASE("config_to_json records the exchange settings of replicated and parame
   CHECK(server["gradient_repacking"] == 3);
   CHECK(server["bucket_cap_mb"] == 25.0);
   CHECK(server["agg_small_grads_max_group"] == 10);
-  CHECK(server["compact_gradient_transfer"] == "none");
-  CHECK(server["sparse_embedding_grads"] == false);
+  CHECK_FALSE(server.contains("compact_gradient_transfer"));  // all-reduce options only
+  CHECK_FALSE(server.contains("sparse_embedding_grads"));
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "cli/strategies_command.h"
 #include "cli/report_command.h"
 #include "engine/errors.h"
 #include "reports/report_tables.h"
@@ -50,7 +51,7 @@ TEST_CASE("report reads folders recursively and files directly, each file once",
   CHECK(with_placeholder(loaded.results[0].path, dir) == "<dir>/sweep/nested/two.json");
   CHECK(with_placeholder(loaded.results[1].path, dir) == "<dir>/sweep/one.json");
   CHECK(with_placeholder(loaded.results[2].path, dir) == "<dir>/elsewhere.json");
-  const Report report = build_report(loaded);
+  const Report report = build_report(loaded, strategy_catalog_for_reports());
   REQUIRE(report.series.size() == 1);
   CHECK(report.series[0].rows.size() == 3);
 }

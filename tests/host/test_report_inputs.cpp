@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "cli/strategies_command.h"
 #include "cli/report_command.h"
 #include "reports/report_tables.h"
 #include "tests/host/data_test_support.h"
@@ -89,7 +90,7 @@ TEST_CASE("report sets aside results with impossible numbers, naming the field",
         "for a run\n"
         "<dir>/k_time_nan.json: summary.total_time_s is NaN, impossible for a run (expected > 0 and <= 1e+09)\n");
   // The markdown lists them as skipped and prints no 300-digit speed.
-  const std::string markdown = render_markdown(build_report(loaded));
+  const std::string markdown = render_markdown(build_report(loaded, strategy_catalog_for_reports()));
   CHECK_THAT(markdown, Contains("1 result from 12 files in 1 series; 11 files skipped"));
   CHECK(markdown.find("0000000000") == std::string::npos);
 
@@ -159,7 +160,7 @@ TEST_CASE("report counts byte-identical copies of a result once, naming the firs
   CHECK(skipped_list(loaded, dir) ==
         "<dir>/b_copy.json: identical to <dir>/a.json; counted once\n"
         "<dir>/sub/c_copy.json: identical to <dir>/a.json; counted once\n");
-  const Report report = build_report(loaded);
+  const Report report = build_report(loaded, strategy_catalog_for_reports());
   CHECK(report.series.at(0).rows.at(0).runs.size() == 1);  // the 1-GPU row: one run, not three
   CHECK_THAT(with_placeholder(render_markdown(report), dir),
              Contains("- `<dir>/b_copy.json`: identical to <dir>/a.json; counted once\n"));

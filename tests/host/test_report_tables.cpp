@@ -308,7 +308,7 @@ TEST_CASE("report csv has one row per series and GPU count with the key fields",
         "sparse_embedding_grads,sharded_update,gpu_number,batch_size_per_gpu,total_batch,measured_batches,total_time_s,"
         "items_per_sec,speedup,efficiency_pct,jitter,runs,file\n"
         "\"resnet50, parameter_server (cpu), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,resnet50,,,fp32,NCHW,"
-        ",64,cuda,NVIDIA H100 80GB HBM3,images/s,parameter_server,,cpu,0,25.0,0,10,true,none,false,,"
+        ",64,cuda,NVIDIA H100 80GB HBM3,images/s,parameter_server,,cpu,0,25.0,0,10,true,,,,"
         "2,64,128,100,8.533333333333333,1500.0,,,10.0,1,<dir>/ps.json\n"
         "\"resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,resnet50,,,fp32,NCHW,"
         ",64,cuda,NVIDIA H100 80GB HBM3,images/s,replicated,nccl,,0,25.0,0,10,true,none,false,false,"

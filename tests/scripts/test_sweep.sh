@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Tests of scripts/sweep.sh, registered with ctest (tests/CMakeLists.txt).
-#   test_sweep.sh dry-run              the dry run's exact commands, GPU selection, names, errors
-#   test_sweep.sh fake                 real runs of a fake dpbench (a script): the environment
+#   test_sweep.sh dry-run DPBENCH      the dry run's exact commands, GPU selection, names, errors
+#   test_sweep.sh fake DPBENCH         real runs of a fake dpbench (a script): the environment
 #                                      and arguments each run gets, failures, the report call, the
 #                                      run tags, the folder's lock, signals, stale temporary files
+#                                      (the sweep asks the real DPBENCH what strategy tokens mean)
 #   test_sweep.sh reference DPBENCH    a real sweep on the reference backend (--device=cpu): one
 #                                      result per combination, skipping, re-running a corrupt or
 #                                      stale result, a failed run recorded while the others succeed,
@@ -14,7 +15,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 sweep=$here/../../scripts/sweep.sh
-mode=${1:?usage: test_sweep.sh dry-run | fake | reference DPBENCH}
+mode=${1:?usage: test_sweep.sh dry-run|fake|reference DPBENCH}
+real_dpbench=${2:?usage: test_sweep.sh dry-run|fake|reference DPBENCH}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_sweep.XXXXXX")
 dpbench_comm=dpbench  # the command name of the dpbench under test
 process_groups=()  # process groups started here (sweeps, and the runs they started), ended on exit
@@ -130,7 +132,7 @@ expect_usage_error() {
 }
 
 dry_run_tests() {
-  local d=/opt/dpbench/bin/dpbench o=$tmp/out
+  local d=$real_dpbench o=$tmp/out
 
   # The exact commands of a small matrix, in order: model x GPU count x strategy.
   sweep --models=trivial,resnet50 --gpus=1,2 --strategies='independent; replicated:nccl' --out="$o/" \
@@ -214,7 +216,7 @@ EOF
   # Errors: one line, exit 2, before anything runs.
   local ok=(--models=trivial --gpus=1 --out="$tmp/never" --dpbench="$d")
   expect_usage_error "'foo'" "${ok[@]}" --strategies='independent;foo'
-  expect_usage_error "'ring' is not an all-reduce spec" "${ok[@]}" --strategies='replicated:ring'
+  expect_usage_error "unknown all-reduce algorithm 'ring'" "${ok[@]}" --strategies='replicated:ring'
   expect_usage_error "'overlap' is not a --flag" "${ok[@]}" --strategies='independent+overlap'
   expect_usage_error "'mpi' is not a parameter device" "${ok[@]}" --strategies='parameter_server:mpi'
   expect_usage_error "a '+' with no flag after it" "${ok[@]}" --strategies='independent+'
@@ -229,7 +231,8 @@ EOF
   expect_usage_error "--strategies is missing" --models=trivial --gpus=1 --out="$tmp/never"
   expect_usage_error "--out is missing" --models=trivial --gpus=1 --strategies=independent
   expect_usage_error "'0' is not a positive integer" "${ok[@]}" --gpus=1,0 --strategies=independent
-  expect_usage_error "which only distributed_all_reduce" "${ok[@]}" --strategies=independent --launcher=mpirun
+  expect_usage_error "and 'independent' runs as one process" "${ok[@]}" --strategies=independent --launcher=mpirun
+  expect_usage_error "independent takes no ':VALUE'" "${ok[@]}" --strategies='independent:gpu'
   expect_usage_error "--launcher=srun: accepted: none, mpirun" "${ok[@]}" --strategies=independent --launcher=srun
   expect_usage_error "use --select=visible" "${ok[@]}" --strategies=horovod --launcher=mpirun --select=indices
 
@@ -251,7 +254,7 @@ EOF
 
   sweep --help
   expect_rc 0 "--help"
-  check "--help lists the strategy tokens" grep -q 'parameter_server:DEV' "$tmp/stdout"
+  check "--help lists the strategy tokens" grep -q 'parameter_server:DEVICE' "$tmp/stdout"
 }
 
 # ---- a fake dpbench: the environment and arguments real runs get, and the report call ----------
@@ -263,6 +266,7 @@ EOF
 write_fake() {
   cat >"$1" <<'FAKE'
 #!/usr/bin/env bash
+[ "$1" != strategies ] || exec "$FAKE_REAL_DPBENCH" "$@"  # what the strategy tokens mean
 echo "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-unset} $*" >>"$FAKE_CALLS"
 if [ "$1" = report ]; then
   [ -z "${FAKE_REPORT_FAIL:-}" ] || { echo "fake report: nothing to report" >&2; exit 3; }
@@ -300,7 +304,7 @@ FAKE
 fake_tests() {
   local fake=$tmp/fake_dpbench o=$tmp/out
   write_fake "$fake"
-  export FAKE_CALLS=$tmp/calls FAKE_PIDS=$tmp/fake_pids
+  export FAKE_CALLS=$tmp/calls FAKE_PIDS=$tmp/fake_pids FAKE_REAL_DPBENCH=$real_dpbench
 
   sweep --models=m '--gpus=1,2' --strategies='independent;replicated:nccl+--fake_fail' --out="$o" --dpbench="$fake" -- --x=1
   expect_rc 1 "fake sweep with two failing runs"
@@ -734,7 +738,7 @@ reference_stop_tests() {
 case $mode in
   dry-run) dry_run_tests ;;
   fake) fake_tests ;;
-  reference) reference_tests "${2:-}" ;;
+  reference) reference_tests "$real_dpbench" ;;
   *) fail "unknown mode '$mode' (dry-run, fake, reference)" ;;
 esac
 echo "test_sweep.sh $mode: $checks checks passed"

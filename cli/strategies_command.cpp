@@ -1,0 +1,114 @@
+// `dpbench strategies` (see the header).
+#include "cli/strategies_command.h"
+
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/errors.h"
+#include "strategies/strategy_registry.h"
+#include "strategies/synchronisation_options.h"
+
+namespace dpbench {
+namespace {
+
+const char* layout_name(ProcessLayout layout) {
+  return layout == ProcessLayout::one_process ? "one_process" : "one_process_per_gpu";
+}
+
+std::string help_text() {
+  return "Usage: dpbench strategies [--format=text|json] [--sweep_token=TOKEN]\n\n"
+         "Lists every --variable_update strategy: its family, how many processes it runs as, the\n"
+         "synchronisation options it takes (with their defaults) and its scripts/sweep.sh token.\n"
+         "  --format=json        the same as one JSON document, for programs\n"
+         "  --sweep_token=TOKEN  the flags a sweep token stands for (e.g. replicated:xring), on one\n"
+         "                       line after the process layout, separated by tabs\n";
+}
+
+nlohmann::json entry_json(const StrategyEntry& entry) {
+  nlohmann::json options = nlohmann::json::array();
+  for (const std::string& flag : entry.options)
+    options.push_back({{"flag", flag}, {"default", find_synchronisation_option(flag)->default_text()}});
+  nlohmann::json json = {{"name", entry.name},
+                         {"description", entry.description},
+                         {"family", family_name(entry.family)},
+                         {"processes", layout_name(entry.processes)},
+                         {"sweep_token", sweep_token_form(entry)},
+                         {"options", options}};
+  if (entry.is_alias()) json["alias_of"] = entry.alias_of;
+  return json;
+}
+
+std::string entry_text(const StrategyEntry& entry) {
+  if (entry.is_alias()) return entry.name + ": " + entry.description + "\n";
+  std::string text = entry.name + ": " + entry.description + "\n";
+  text += "  family " + std::string(family_name(entry.family)) + "; " +
+          (entry.processes == ProcessLayout::one_process ? "one process drives every device"
+                                                         : "one process per GPU (mpirun)") +
+          "; sweep token " + sweep_token_form(entry) + "\n";
+  std::string options;
+  for (const std::string& flag : entry.options)
+    options += (options.empty() ? "" : ", ") + flag + "=" + find_synchronisation_option(flag)->default_text();
+  return text + "  options: " + (options.empty() ? "none" : options) + "\n";
+}
+
+}  // namespace
+
+std::string describe_strategies(const std::string& format) {
+  if (format == "json") {
+    nlohmann::json list = nlohmann::json::array();
+    for (const StrategyEntry& entry : strategy_registry()) list.push_back(entry_json(entry));
+    return list.dump(2) + "\n";
+  }
+  if (format != "text") throw ConfigError("--format=" + format + ": unknown format; accepted: text, json");
+  std::string text;
+  for (const StrategyEntry& entry : strategy_registry()) text += entry_text(entry);
+  return text;
+}
+
+std::string resolve_sweep_token(const std::string& token) {
+  const std::vector<std::string> flags = flags_of_sweep_token(token);
+  std::string line = layout_name(find_strategy(token.substr(0, token.find(':')))->processes);
+  for (const std::string& flag : flags) line += "\t" + flag;
+  return line + "\n";
+}
+
+void run_strategies_command(const std::vector<std::string>& args) {
+  std::string format = "text";
+  for (const std::string& arg : args) {
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(help_text().c_str(), stdout);
+      return;
+    }
+    if (arg.rfind("--format=", 0) == 0) {
+      format = arg.substr(9);
+    } else if (arg.rfind("--sweep_token=", 0) == 0) {
+      const std::string line = resolve_sweep_token(arg.substr(14));
+      std::fputs(line.c_str(), stdout);
+      return;
+    } else {
+      throw ConfigError("strategies: unexpected argument '" + arg + "'; accepted: --format=text|json, "
+                        "--sweep_token=TOKEN, --help");
+    }
+  }
+  const std::string text = describe_strategies(format);
+  std::fputs(text.c_str(), stdout);
+}
+
+StrategyCatalog strategy_catalog_for_reports() {
+  StrategyCatalog catalog;
+  for (const SynchronisationOption& option : synchronisation_options()) catalog.option_keys.push_back(option.flag);
+  for (const StrategyEntry& entry : strategy_registry()) {
+    if (entry.is_alias()) continue;  // results record the name it stands for
+    StrategyCatalog::Entry listed{entry.name, {}};
+    for (const std::string& flag : entry.options)
+      listed.options.push_back({flag, find_synchronisation_option(flag)->default_text()});
+    catalog.strategies.push_back(std::move(listed));
+  }
+  catalog.label = [](const std::string& strategy, const std::map<std::string, std::string>& options) {
+    return strategy_label(strategy, options, false);
+  };
+  return catalog;
+}
+
+}  // namespace dpbench

@@ -1,0 +1,25 @@
+// `dpbench strategies`: the strategies' descriptions (strategies/strategy_registry.h) for people
+// (a list), for programs (--format=json) and for scripts/sweep.sh (--sweep_token=TOKEN: the flags
+// a token stands for), and the same descriptions as the reports need them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "reports/strategy_catalog.h"
+
+namespace dpbench {
+
+// `args` excludes "strategies". Throws ConfigError with one line for a bad flag or token.
+void run_strategies_command(const std::vector<std::string>& args);
+
+// The listing `dpbench strategies` prints: "text" or "json".
+std::string describe_strategies(const std::string& format);
+// One line: the token's process layout (one_process | one_process_per_gpu), then its flags,
+// separated by tabs.
+std::string resolve_sweep_token(const std::string& token);
+
+// What reports know of the strategies: column order, recorded options with defaults, labels.
+StrategyCatalog strategy_catalog_for_reports();
+
+}  // namespace dpbench

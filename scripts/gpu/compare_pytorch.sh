@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# dpbench against its PyTorch twins (scripts/bench/) on the same GPUs, one after the other.
+# `scripts/gpu/compare_pytorch.sh --help` says how.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+
+usage() {
+  cat <<'EOF'
+Usage: scripts/gpu/compare_pytorch.sh WORKLOAD OUT_DIR [ENTRY...]
+
+Runs dpbench and the twins one after the other and prints one table: per run dpbench's throughput,
+step time, kernels per step and CUDA graph use, each twin's throughput and dpbench / twin (and,
+where a run has several GPU counts, the throughput against N x that of the smallest count).
+Files: OUT_DIR/KEY_gN__dpbench.json and KEY_gN__TWIN.json (the twin's JSON line), with logs.
+
+WORKLOAD:
+  cnn      ENTRY = MODEL[:BATCH][+--flag=value...] (default resnet50:64), per precision of
+           PRECISIONS (default fp32) and layout of FORMATS (NCHW): dpbench on one GPU, then
+           scripts/bench/pytorch_cnn.py per twin of TWINS ("eager compiled"; compiled runs
+           --compile). NUM_BATCHES 100, NUM_WARMUP 20.
+  rnn      ENTRY as cnn (default 'nmt:384 nmt:384+--encoder_type=dynamic rnnlm:512'; nmt runs
+           cudnn_lstm, bi), per precision of PRECISIONS (tf32); twin scripts/bench/pytorch_rnn.py
+           (TWINS=eager). NUM_BATCHES 40, NUM_WARMUP 10.
+  trivial  ENTRY = GPU counts (default 1 2 4): trivial, independent, BATCH (64) per GPU, long runs
+           so fixed costs do not blur the ratio; twin scripts/bench/pytorch_trivial.py (TWINS=torch).
+           NUM_BATCHES 20000, NUM_WARMUP 200.
+  ddp      ENTRY as cnn (default resnet50:64), per precision and layout as cnn (nmt, rnnlm: tf32):
+           scripts/sweep.sh once over GPUS ("1 2 4") x STRATEGIES (sweep tokens, default
+           'independent;replicated:nccl;parameter_server:gpu'), then on each count the PyTorch DDP
+           twin (torchrun, scripts/bench/pytorch_ddp.py; TWINS=ddp); last `dpbench comm_bench`'s
+           all-reduce table on each count of 2 or more (COMM_BENCH=0: none). NUM_BATCHES 50,
+           NUM_WARMUP 10.
+TWINS="" runs dpbench alone. Each twin gets the flags of its run that it accepts.
+Environment: DPBENCH_FLAGS (extra flags for every dpbench run, e.g. --cuda_graph=false),
+DPBENCH_BUILD_DIR (build), DPBENCH_DEVICE (gpu; cpu: the reference backend, with TWINS="", for a
+dry check).
+e.g. compare_pytorch.sh cnn /tmp/cnn resnet50:64 resnet50:128 inception3:64 vgg16:64   (FORMATS="NCHW NHWC")
+     compare_pytorch.sh ddp /tmp/ddp resnet50:64 nmt:384
+EOF
+}
+
+case ${1:-} in -h | --help) usage; exit 0 ;; esac
+(($# >= 2)) || { usage >&2; exit 2; }
+workload=$1 out=$2
+shift 2
+entries=("$@")
+build=${DPBENCH_BUILD_DIR:-build}
+dpbench=$build/dpbench
+device=${DPBENCH_DEVICE:-gpu}
+read -r -a dpbench_flags <<<"${DPBENCH_FLAGS:-}"
+case $workload in
+  cnn) default_entries=(resnet50:64) twins=${TWINS-eager compiled} batches=100 warmup=20
+    twin_scripts=(scripts/bench/pytorch_cnn.py) ;;
+  rnn) default_entries=(nmt:384 nmt:384+--encoder_type=dynamic rnnlm:512) twins=${TWINS-eager} batches=40 warmup=10
+    twin_scripts=(scripts/bench/pytorch_rnn.py) ;;
+  trivial) default_entries=(1 2 4) twins=${TWINS-torch} batches=20000 warmup=200
+    twin_scripts=(scripts/bench/pytorch_trivial.py) ;;
+  ddp) default_entries=(resnet50:64) twins=${TWINS-ddp} batches=50 warmup=10
+    twin_scripts=(scripts/bench/pytorch_ddp.py scripts/bench/pytorch_rnn.py) ;;
+  *) echo "compare_pytorch.sh: unknown workload '$workload' (cnn, rnn, trivial, ddp; see --help)" >&2; exit 2 ;;
+esac
+((${#entries[@]})) || entries=("${default_entries[@]}")
+steps=(--num_batches="${NUM_BATCHES:-$batches}" --num_warmup_batches="${NUM_WARMUP:-$warmup}")
+mkdir -p "$out"
+# shellcheck source=scripts/gpu/common.sh
+source scripts/gpu/common.sh "$dpbench" >/dev/null
+status=0
+
+run() {  # file name (without .json), then the command; its output goes to the file (a twin's JSON line)
+  local name=$1
+  shift
+  "$@" >"$out/$name.json" 2>"$out/$name.log" || { echo "$name failed: $(tail -n 1 "$out/$name.log")"; status=1; }
+}
+run_dpbench() {  # file name, then dpbench flags
+  local name=$1
+  shift
+  echo "== dpbench $name"
+  "$dpbench" --device="$device" "$@" "${steps[@]}" --display_every=1000 "${dpbench_flags[@]}" \
+    --result_file="$out/$name.json" >"$out/$name.log" 2>&1 || { echo "$name failed: $(tail -n 1 "$out/$name.log")"; status=1; }
+}
+twin() {  # file name, twin, GPU count, then the run's flags
+  local name=$1 which=$2 n=$3 accepted=()
+  shift 3
+  mapfile -t accepted < <(twin_flags "${twin_scripts[@]}" -- "$@")
+  echo "== PyTorch $which $name"
+  case $which in
+    eager) run "$name" python3 -W ignore "${twin_scripts[0]}" "${accepted[@]}" "${steps[@]}" ;;
+    compiled) run "$name" python3 -W ignore "${twin_scripts[0]}" "${accepted[@]}" "${steps[@]}" --compile ;;
+    torch) run "$name" python3 -W ignore "${twin_scripts[0]}" --num_gpus="$n" "${accepted[@]}" "${steps[@]}" ;;
+    ddp) run "$name" env PYTHONWARNINGS=ignore python3 -m torch.distributed.run --standalone --nproc_per_node="$n" \
+      "${twin_scripts[0]}" "${accepted[@]}" "${steps[@]}" ;;
+    *) echo "compare_pytorch.sh: no twin '$which' for $workload" >&2; status=1 ;;
+  esac
+}
+
+if [ "$workload" = trivial ]; then
+  batch=${BATCH:-64}
+  for n in "${entries[@]}"; do
+    [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "compare_pytorch.sh: trivial takes GPU counts, not '$n'" >&2; exit 2; }
+    run_dpbench "trivial_b${batch}_g${n}__dpbench" --model=trivial --variable_update=independent --num_gpus="$n" --batch_size="$batch"
+    for which in $twins; do twin "trivial_b${batch}_g${n}__$which" "$which" "$n" --batch_size="$batch"; done
+  done
+else
+  for entry in "${entries[@]}"; do parse_entry "$entry" || exit 2; done
+  read -r -a counts <<<"${GPUS:-1 2 4}"
+  for entry in "${entries[@]}"; do
+    parse_entry "$entry"
+    precisions=${PRECISIONS:-$(model_flags "$entry_model" | grep -o 'precision=[a-z0-9]*' | cut -d= -f2)}
+    precisions=${precisions:-fp32}
+    formats=${FORMATS:-NCHW}
+    case $entry_model in nmt | rnnlm) formats=- ;; esac
+    for precision in $precisions; do
+      for format in $formats; do
+        flags=(--model="$entry_model" "${entry_flags[@]}" --precision="$precision")
+        key=${entry_tag}_$precision
+        [ "$format" = - ] || { flags+=(--data_format="$format"); key+=_$format; }
+        if [ "$workload" != ddp ]; then
+          run_dpbench "${key}_g1__dpbench" "${flags[@]}"
+          for which in $twins; do twin "${key}_g1__$which" "$which" 1 "${flags[@]}"; done
+          continue
+        fi
+        echo "== dpbench $key: sweep over ${counts[*]} GPUs"
+        bash scripts/sweep.sh --dpbench="$dpbench" --models="$entry_model" --gpus="$(IFS=,; echo "${counts[*]}")" \
+          --strategies="${STRATEGIES:-independent;replicated:nccl;parameter_server:gpu}" --out="$out/$key" --no-report \
+          -- --device="$device" "${flags[@]:1}" "${steps[@]}" --display_every=1000 "${dpbench_flags[@]}" || status=1
+        for n in "${counts[@]}"; do
+          for which in $twins; do twin "${key}_g${n}__$which" "$which" "$n" "${flags[@]}"; done
+        done
+      done
+    done
+  done
+  if [ "$workload" = ddp ] && [ "${COMM_BENCH:-1}" != 0 ]; then
+    for n in "${counts[@]}"; do
+      ((n >= 2)) || continue
+      echo "== comm_bench, $n GPUs"
+      "$dpbench" comm_bench --device="$device" --num_gpus="$n" --min_bytes=1M --max_bytes=1G --json "$out/comm_bench_g$n.json" \
+        >"$out/comm_bench_g$n.log" 2>&1 || { echo "comm_bench on $n GPUs failed: $(tail -n 1 "$out/comm_bench_g$n.log")"; status=1; }
+    done
+  fi
+fi
+
+gpu_table twins "$out"
+for log in "$out"/comm_bench_g*.log; do
+  [ -e "$log" ] && { echo; echo "${log##*/}:"; cat "$log"; }
+done
+exit $status
