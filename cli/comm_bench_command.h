@@ -14,7 +14,7 @@
 #include "engine/communicator.h"
 #include "engine/data_type.h"
 #include "engine/device.h"
-#include "engine/run_config.h"
+#include "cli/run_config.h"
 
 namespace dpbench {
 

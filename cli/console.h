@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "engine/device.h"
-#include "engine/run_config.h"
+#include "cli/run_config.h"
 #include "engine/runner.h"
 #include "reports/result.h"
 

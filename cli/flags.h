@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/run_config.h"
+#include "cli/run_config.h"
 
 namespace dpbench {
 

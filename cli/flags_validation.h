@@ -7,7 +7,7 @@
 #include <string>
 
 #include "cli/flags.h"
-#include "engine/run_config.h"
+#include "cli/run_config.h"
 
 namespace dpbench {
 

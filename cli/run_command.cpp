@@ -250,7 +250,7 @@ Result run_benchmark(const ParsedRunFlags& flags) {
     throw ConfigError("--variable_update=" + config.variable_update + ": not available");
 
   std::unique_ptr<Model> model = model_entry->create(config);
-  std::unique_ptr<Strategy> strategy = strategy_entry->create(config);
+  std::unique_ptr<Strategy> strategy = strategy_entry->create(config, config);
   std::vector<std::unique_ptr<Device>> devices = create_devices(config.backend, config.gpu_indices);
   for (auto& device : devices)
     if (device->kind() == BackendKind::cuda) {

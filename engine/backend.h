@@ -16,7 +16,8 @@
 #include "engine/cnn_geometry.h"
 #include "engine/data_type.h"
 #include "engine/rnn_geometry.h"
-#include "engine/run_config.h"
+#include "engine/backend_kind.h"
+#include "engine/data_type.h"
 
 namespace dpbench {
 

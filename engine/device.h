@@ -10,7 +10,8 @@
 #include <string>
 
 #include "engine/backend.h"
-#include "engine/run_config.h"
+#include "engine/backend_kind.h"
+#include "engine/data_type.h"
 
 namespace dpbench {
 

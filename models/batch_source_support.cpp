@@ -6,7 +6,7 @@
 
 namespace dpbench {
 
-Sharding sharding_of(const RunConfig& config) {
+Sharding sharding_of(const ModelSettings& config) {
   return Sharding{config.batch_size, config.world_devices(), config.seed, config.data.shuffle};
 }
 

@@ -13,7 +13,7 @@
 #include "engine/data/batch_source.h"
 #include "engine/data/epoch_sampler.h"
 #include "engine/data/vocabulary.h"
-#include "engine/run_config.h"
+#include "models/model_settings.h"
 
 namespace dpbench {
 
@@ -26,7 +26,7 @@ struct Sharding {
 };
 
 // The run's sharding: every device of every process is one replica.
-Sharding sharding_of(const RunConfig& config);
+Sharding sharding_of(const ModelSettings& config);
 
 // The epochs' global batches, shuffled once per epoch and shared by the loader threads. Loaders
 // work at most a few batches apart, so the two most recent epochs are enough to keep.

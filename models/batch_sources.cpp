@@ -6,7 +6,7 @@
 
 namespace dpbench {
 
-std::unique_ptr<BatchSource> create_batch_source(const RunConfig& config, const Model& model) {
+std::unique_ptr<BatchSource> create_batch_source(const ModelSettings& config, const Model& model) {
   const ModelEntry* entry = find_model(config.model);
   if (entry == nullptr || !entry->inputs.synthetic)
     throw ConfigError("--model=" + config.model + " has no host data feed");

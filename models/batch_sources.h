@@ -9,7 +9,7 @@
 
 #include "engine/data/batch_source.h"
 #include "engine/model.h"
-#include "engine/run_config.h"
+#include "models/model_settings.h"
 
 namespace dpbench {
 
@@ -17,6 +17,6 @@ namespace dpbench {
 // corrupt file, a vocabulary of another size than the model's, or a data set smaller than one
 // global batch. `config` is resolved (data_name set where data_dir is); `model` is what
 // config.model's entry made from it.
-std::unique_ptr<BatchSource> create_batch_source(const RunConfig& config, const Model& model);
+std::unique_ptr<BatchSource> create_batch_source(const ModelSettings& config, const Model& model);
 
 }  // namespace dpbench

@@ -37,7 +37,7 @@ TensorId build_cifar10_cnn(Network& net, TensorId images) {
 
 }  // namespace
 
-std::unique_ptr<CnnModel> create_cifar10_cnn_model(const RunConfig& config) {
+std::unique_ptr<CnnModel> create_cifar10_cnn_model(const ModelSettings& config) {
   return std::make_unique<CnnModel>("cifar10_cnn", config, ImageSpec{3, 32, 32, 10},
                                     build_cifar10_cnn);
 }

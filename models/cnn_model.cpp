@@ -14,21 +14,21 @@ DataFormat parse_data_format(const std::string& text) {
   throw ConfigError("--data_format=" + text + ": expected NCHW or NHWC");
 }
 
-ImageSpec image_spec_for_data(const RunConfig& config, const ImageSpec& model_default) {
+ImageSpec image_spec_for_data(const ModelSettings& config, const ImageSpec& model_default) {
   if (config.data.data_name == "cifar10") return ImageSpec{3, 32, 32, 10};
   return model_default;
 }
 
 ModelInputs cnn_inputs(CnnDataSets data_sets) {
   // The registry pairs these with a CnnModel factory, so the model handed in is a CnnModel.
-  auto layout_of = [](const RunConfig& config, const Model& model) {
+  auto layout_of = [](const ModelSettings& config, const Model& model) {
     return ImageInputLayout{static_cast<const CnnModel&>(model).images(), parse_data_format(config.data_format),
                             config.activation_type()};
   };
-  auto synthetic = [layout_of](const RunConfig& config, const Model& model) {
+  auto synthetic = [layout_of](const ModelSettings& config, const Model& model) {
     return synthetic_image_batches(config, layout_of(config, model));
   };
-  auto cifar10 = [layout_of](const RunConfig& config, const Model& model) {
+  auto cifar10 = [layout_of](const ModelSettings& config, const Model& model) {
     return cifar10_image_batches(config, layout_of(config, model));
   };
   ModelInputs inputs{synthetic};
@@ -123,7 +123,7 @@ class CnnReplica : public ModelReplica {
 
 }  // namespace
 
-CnnModel::CnnModel(std::string name, const RunConfig& config, const ImageSpec& images,
+CnnModel::CnnModel(std::string name, const ModelSettings& config, const ImageSpec& images,
                    const BuildGraph& build)
     : name_(std::move(name)), images_(images), batch_size_(config.batch_size) {
   if (batch_size_ <= 0) throw ConfigError(name_ + ": the batch size must be positive");

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "engine/model.h"
-#include "engine/run_config.h"
+#include "models/model_settings.h"
 #include "models/image_inputs.h"
 #include "models/model_inputs.h"
 #include "models/network.h"
@@ -21,7 +21,7 @@ DataFormat parse_data_format(const std::string& text);
 // The images a model is built for: its own size, or the data set's (--data_name=cifar10: 32x32x3,
 // 10 classes) for the models that can be built at that size (the ResNets, whose global pooling
 // takes any final grid).
-ImageSpec image_spec_for_data(const RunConfig& config, const ImageSpec& model_default);
+ImageSpec image_spec_for_data(const ModelSettings& config, const ImageSpec& model_default);
 
 class CnnModel : public Model {
  public:
@@ -29,7 +29,7 @@ class CnnModel : public Model {
   using BuildGraph = std::function<TensorId(Network& network, TensorId images)>;
 
   // The per-device batch and the data format come from the config (they fix every shape).
-  CnnModel(std::string name, const RunConfig& config, const ImageSpec& images,
+  CnnModel(std::string name, const ModelSettings& config, const ImageSpec& images,
            const BuildGraph& build);
 
   std::string name() const override { return name_; }
@@ -51,12 +51,12 @@ class CnnModel : public Model {
 };
 
 // The zoo (models/resnet.cpp, inception3.cpp, vgg16.cpp, cifar10_cnn.cpp).
-std::unique_ptr<CnnModel> create_resnet50_model(const RunConfig& config);
-std::unique_ptr<CnnModel> create_resnet101_model(const RunConfig& config);
-std::unique_ptr<CnnModel> create_resnet152_model(const RunConfig& config);
-std::unique_ptr<CnnModel> create_inception3_model(const RunConfig& config);
-std::unique_ptr<CnnModel> create_vgg16_model(const RunConfig& config);
-std::unique_ptr<CnnModel> create_cifar10_cnn_model(const RunConfig& config);
+std::unique_ptr<CnnModel> create_resnet50_model(const ModelSettings& config);
+std::unique_ptr<CnnModel> create_resnet101_model(const ModelSettings& config);
+std::unique_ptr<CnnModel> create_resnet152_model(const ModelSettings& config);
+std::unique_ptr<CnnModel> create_inception3_model(const ModelSettings& config);
+std::unique_ptr<CnnModel> create_vgg16_model(const ModelSettings& config);
+std::unique_ptr<CnnModel> create_cifar10_cnn_model(const ModelSettings& config);
 
 // The inputs of a CnnModel (what the factories above make): its synthetic images, and CIFAR-10
 // for the models that can be built at 32x32.

@@ -91,11 +91,11 @@ class ImageBatchSource final : public ShardedBatchSource {
 
 }  // namespace
 
-std::unique_ptr<BatchSource> synthetic_image_batches(const RunConfig& config, const ImageInputLayout& layout) {
+std::unique_ptr<BatchSource> synthetic_image_batches(const ModelSettings& config, const ImageInputLayout& layout) {
   return std::make_unique<ImageBatchSource>(layout, sharding_of(config), nullptr, "");
 }
 
-std::unique_ptr<BatchSource> cifar10_image_batches(const RunConfig& config, const ImageInputLayout& layout) {
+std::unique_ptr<BatchSource> cifar10_image_batches(const ModelSettings& config, const ImageInputLayout& layout) {
   const ImageSpec& spec = layout.spec;
   if (spec.channels != kCifar10Channels || spec.height != kCifar10Side || spec.width != kCifar10Side ||
       spec.classes != kCifar10Classes)

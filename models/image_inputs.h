@@ -8,7 +8,7 @@
 #include "engine/cnn_geometry.h"
 #include "engine/data/batch_source.h"
 #include "engine/data_type.h"
-#include "engine/run_config.h"
+#include "models/model_settings.h"
 
 namespace dpbench {
 
@@ -26,10 +26,10 @@ struct ImageInputLayout {
 
 // Synthetic images and labels: logical NCHW element i of the global batch = fma(2, u(i), -1), as
 // the models draw them on the device (fill_uniform_by_index, fill_labels_by_index).
-std::unique_ptr<BatchSource> synthetic_image_batches(const RunConfig& config, const ImageInputLayout& layout);
+std::unique_ptr<BatchSource> synthetic_image_batches(const ModelSettings& config, const ImageInputLayout& layout);
 
 // CIFAR-10's training images from --data_dir. ConfigError where the model is built for another
 // image size or class count, or the files are missing or corrupt.
-std::unique_ptr<BatchSource> cifar10_image_batches(const RunConfig& config, const ImageInputLayout& layout);
+std::unique_ptr<BatchSource> cifar10_image_batches(const ModelSettings& config, const ImageInputLayout& layout);
 
 }  // namespace dpbench

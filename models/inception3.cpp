@@ -132,7 +132,7 @@ TensorId build_inception3(Network& net, TensorId images) {
 
 }  // namespace
 
-std::unique_ptr<CnnModel> create_inception3_model(const RunConfig& config) {
+std::unique_ptr<CnnModel> create_inception3_model(const ModelSettings& config) {
   return std::make_unique<CnnModel>("inception3", config, ImageSpec{3, 299, 299, 1000},
                                     build_inception3);
 }

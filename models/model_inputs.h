@@ -10,14 +10,14 @@
 
 #include "engine/data/batch_source.h"
 #include "engine/model.h"
-#include "engine/run_config.h"
+#include "models/model_settings.h"
 
 namespace dpbench {
 
 // Builds the host batches of `model` (made by the same entry's factory from the same config).
 // Throws ConfigError for a missing or corrupt file, a vocabulary of another size than the model's,
 // or a data set smaller than one global batch. `config` is resolved (data_name set where data_dir is).
-using BatchSourceFactory = std::function<std::unique_ptr<BatchSource>(const RunConfig&, const Model&)>;
+using BatchSourceFactory = std::function<std::unique_ptr<BatchSource>(const ModelSettings&, const Model&)>;
 
 struct DataSetReader {
   std::string data_name;       // the --data_name value it reads

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engine/model.h"
-#include "engine/run_config.h"
+#include "models/model_settings.h"
 #include "models/model_inputs.h"
 
 namespace dpbench {
@@ -26,9 +26,9 @@ struct ModelEntry {
   bool implemented = false;  // planned models are listed so the error can say "not built yet"
   bool mixed_precision = false;  // runs --precision=fp16|bf16 (16-bit activations)
   ModelDefaults defaults;
-  std::function<std::unique_ptr<Model>(const RunConfig&)> create;  // empty when not implemented
+  std::function<std::unique_ptr<Model>(const ModelSettings&)> create;  // empty when not implemented
   ModelInputs inputs;  // the host batches of the models `create` makes
-  // The sequence-model flags (RunConfig::sequence) this model takes, with its defaults; a
+  // The sequence-model flags (ModelSettings::sequence) this model takes, with its defaults; a
   // model rejects the ones it does not list.
   std::vector<std::pair<std::string, std::string>> sequence_flags = {};
 };

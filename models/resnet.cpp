@@ -65,7 +65,7 @@ TensorId build_resnet(Network& net, TensorId images, const std::vector<int>& blo
   return net.fully_connected(x, "fc", classes);
 }
 
-std::unique_ptr<CnnModel> create_resnet(const std::string& name, const RunConfig& config,
+std::unique_ptr<CnnModel> create_resnet(const std::string& name, const ModelSettings& config,
                                         std::vector<int> blocks_per_stage) {
   const ImageSpec images = image_spec_for_data(config, ImageSpec{3, 224, 224, 1000});
   return std::make_unique<CnnModel>(name, config, images,
@@ -76,13 +76,13 @@ std::unique_ptr<CnnModel> create_resnet(const std::string& name, const RunConfig
 
 }  // namespace
 
-std::unique_ptr<CnnModel> create_resnet50_model(const RunConfig& config) {
+std::unique_ptr<CnnModel> create_resnet50_model(const ModelSettings& config) {
   return create_resnet("resnet50", config, {3, 4, 6, 3});
 }
-std::unique_ptr<CnnModel> create_resnet101_model(const RunConfig& config) {
+std::unique_ptr<CnnModel> create_resnet101_model(const ModelSettings& config) {
   return create_resnet("resnet101", config, {3, 4, 23, 3});
 }
-std::unique_ptr<CnnModel> create_resnet152_model(const RunConfig& config) {
+std::unique_ptr<CnnModel> create_resnet152_model(const ModelSettings& config) {
   return create_resnet("resnet152", config, {3, 8, 36, 3});
 }
 

@@ -114,14 +114,14 @@ void TrivialReplica::backward(GradientAnnouncer& announcer) {
 
 }  // namespace
 
-std::unique_ptr<Model> create_trivial_model(const RunConfig&) { return std::make_unique<TrivialModel>(); }
+std::unique_ptr<Model> create_trivial_model(const ModelSettings&) { return std::make_unique<TrivialModel>(); }
 
 ModelInputs trivial_inputs() {
   // Its dense input layer reads fp32 pixels in NCHW order whatever --data_format and --precision say.
   const ImageInputLayout layout{ImageSpec{kChannels, kImageSize, kImageSize, kClasses}, DataFormat::nchw,
                                 DataType::f32};
-  auto synthetic = [layout](const RunConfig& config, const Model&) { return synthetic_image_batches(config, layout); };
-  auto cifar10 = [layout](const RunConfig& config, const Model&) { return cifar10_image_batches(config, layout); };
+  auto synthetic = [layout](const ModelSettings& config, const Model&) { return synthetic_image_batches(config, layout); };
+  auto cifar10 = [layout](const ModelSettings& config, const Model&) { return cifar10_image_batches(config, layout); };
   return ModelInputs{synthetic, {{"cifar10", cifar10}}};
 }
 

@@ -6,12 +6,12 @@
 #include <memory>
 
 #include "engine/model.h"
-#include "engine/run_config.h"
+#include "models/model_settings.h"
 #include "models/model_inputs.h"
 
 namespace dpbench {
 
-std::unique_ptr<Model> create_trivial_model(const RunConfig& config);
+std::unique_ptr<Model> create_trivial_model(const ModelSettings& config);
 // Its synthetic images (fp32, NCHW, whatever the flags say) and CIFAR-10, which has their shape.
 ModelInputs trivial_inputs();
 

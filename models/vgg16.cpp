@@ -41,7 +41,7 @@ TensorId build_vgg16(Network& net, TensorId images) {
 
 }  // namespace
 
-std::unique_ptr<CnnModel> create_vgg16_model(const RunConfig& config) {
+std::unique_ptr<CnnModel> create_vgg16_model(const ModelSettings& config) {
   return std::make_unique<CnnModel>("vgg16", config, ImageSpec{3, 224, 224, 1000}, build_vgg16);
 }
 

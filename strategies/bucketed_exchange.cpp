@@ -20,7 +20,8 @@ ExchangePlanOptions exchange_plan_options(const StrategyOptions& options) {
   return plan;
 }
 
-BucketedExchangeStrategy::BucketedExchangeStrategy(const StrategyOptions& options) : options_(options) {}
+BucketedExchangeStrategy::BucketedExchangeStrategy(const StrategyOptions& options, const DevicePlacement& placement)
+    : options_(options), num_processes_(placement.num_processes), process_rank_(placement.process_rank) {}
 
 void BucketedExchangeStrategy::setup(const ParameterLayout& layout, std::vector<Replica>& replicas) {
   replicas_ = replicas;
@@ -38,7 +39,7 @@ void BucketedExchangeStrategy::setup(const ParameterLayout& layout, std::vector<
 }
 
 Communicator& BucketedExchangeStrategy::create_exchange_communicator() {
-  if (options_.num_processes > 1) {
+  if (num_processes_ > 1) {
     if (process_group() == nullptr || replicas_.size() != 1)
       throw RuntimeError("an exchange across processes needs the run's process group and one device per process");
     communicator_ = create_process_communicator(*replicas_.front().device, *process_group());

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/communicator.h"
+#include "engine/device_placement.h"
 #include "engine/strategy.h"
 #include "strategies/exchange_meter.h"
 #include "strategies/exchange_plan.h"
@@ -35,7 +36,7 @@ struct TrafficModel {
 
 class BucketedExchangeStrategy : public Strategy {
  public:
-  explicit BucketedExchangeStrategy(const StrategyOptions& options);
+  BucketedExchangeStrategy(const StrategyOptions& options, const DevicePlacement& placement);
   void setup(const ParameterLayout& layout, std::vector<Replica>& replicas) final;
   void on_gradients_ready(int replica, GradientRange range, const Event& ready) final;
   void finish_step(int replica, int64_t step) final;
@@ -70,8 +71,8 @@ class BucketedExchangeStrategy : public Strategy {
   // The replicas of the whole run: this process's, or those of every process when mpirun
   // started one per GPU (distributed_all_reduce, distributed_replicated). Averages, traffic and
   // owners count these.
-  int world_size() const { return num_replicas() * options_.num_processes; }
-  int world_rank(int replica) const { return options_.process_rank * num_replicas() + replica; }
+  int world_size() const { return num_replicas() * num_processes_; }
+  int world_rank(int replica) const { return process_rank_ * num_replicas() + replica; }
   // The communicator of the exchange, over this process's devices or across the processes; made
   // once, kept by this class (communicator() afterwards).
   Communicator& create_exchange_communicator();
@@ -88,6 +89,7 @@ class BucketedExchangeStrategy : public Strategy {
   void finish_exchanges(int replica, int64_t step);
 
   StrategyOptions options_;
+  int num_processes_ = 1, process_rank_ = 0;  // the run's DevicePlacement
   std::vector<GradientRange> plan_;
   std::vector<Replica> replicas_;
   std::unique_ptr<Communicator> communicator_;

@@ -41,8 +41,8 @@ struct ParameterServerStrategy::HostServer {
   std::vector<int64_t> steps_done;    // per replica, touched only by its own thread
 };
 
-ParameterServerStrategy::ParameterServerStrategy(const StrategyOptions& options)
-    : BucketedExchangeStrategy(options), on_cpu_(options.local_parameter_device == "cpu") {
+ParameterServerStrategy::ParameterServerStrategy(const StrategyOptions& options, const DevicePlacement& placement)
+    : BucketedExchangeStrategy(options, placement), on_cpu_(options.local_parameter_device == "cpu") {
   if (options.compact_gradient_transfer != "" && options.compact_gradient_transfer != "none")
     throw ConfigError("--compact_gradient_transfer is for --variable_update=replicated");
   if (options.sparse_embedding_grads)

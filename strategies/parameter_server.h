@@ -24,7 +24,7 @@ std::vector<int> place_tensors(const ParameterLayout& layout, int num_devices);
 
 class ParameterServerStrategy final : public BucketedExchangeStrategy {
  public:
-  explicit ParameterServerStrategy(const StrategyOptions& options);
+  ParameterServerStrategy(const StrategyOptions& options, const DevicePlacement& placement);
   ~ParameterServerStrategy() override;
   std::string name() const override { return "parameter_server"; }
 

@@ -8,8 +8,8 @@
 
 namespace dpbench {
 
-ReplicatedStrategy::ReplicatedStrategy(const StrategyOptions& options)
-    : BucketedExchangeStrategy(options),
+ReplicatedStrategy::ReplicatedStrategy(const StrategyOptions& options, const DevicePlacement& placement)
+    : BucketedExchangeStrategy(options, placement),
       spec_(parse_all_reduce_spec(options.all_reduce_spec.empty() ? "nccl" : options.all_reduce_spec)),
       transfer_type_(compact_transfer_type(options)),
       embeddings_(choose_embedding_exchange(spec_, options)),

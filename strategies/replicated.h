@@ -17,7 +17,7 @@ namespace dpbench {
 
 class ReplicatedStrategy final : public BucketedExchangeStrategy {
  public:
-  explicit ReplicatedStrategy(const StrategyOptions& options);
+  ReplicatedStrategy(const StrategyOptions& options, const DevicePlacement& placement);
   std::string name() const override { return "replicated"; }
 
  protected:

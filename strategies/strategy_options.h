@@ -1,8 +1,7 @@
-// What the strategies read of a run's configuration, and nothing else: the narrow view they are
-// built from (strategy_options_of in strategy_registry.cpp fills it from the flags). Each field
-// is the flag of its name (--all_reduce_spec, ...), documented with RunConfig and in the README;
-// the defaults are the flags' own, so that a strategy built from StrategyOptions{} behaves as
-// `dpbench` without synchronisation flags (a host test holds the two sets of defaults equal).
+// What the strategies read of a run's configuration, and nothing else: the synchronisation options,
+// each the flag of its name (--all_reduce_spec, ...), each initialiser that flag's default. The
+// CLI's RunConfig is made of this and the models' ModelSettings; a strategy is built from this and
+// the run's DevicePlacement (engine/device_placement.h).
 #pragma once
 
 #include <cstdint>
@@ -11,21 +10,26 @@
 namespace dpbench {
 
 struct StrategyOptions {
-  std::string all_reduce_spec;                 // replicated: empty means nccl
+  // replicated: nccl | xring | pscpu | psgpu, optionally "#k" for k shards; resolved to "nccl"
+  // for the all-reduce strategies when not given, empty for the others.
+  std::string all_reduce_spec;
   std::string local_parameter_device = "gpu";  // parameter_server: gpu | cpu
-  // How the gradient buffer is cut into exchanges (exchange_plan_options, exchange_plan.h).
-  int gradient_repacking = 0;
-  double bucket_cap_mb = 25;
-  int64_t agg_small_grads_max_bytes = 0;
-  int agg_small_grads_max_group = 10;
-  bool overlap_comm = true;  // false: every exchange waits for the whole backward
-  // How a range travels (strategies/exchange_methods/exchange_methods.cpp chooses by these).
+  // How the flat gradient buffer is cut into exchanges (strategies/exchange_plan.h):
+  int gradient_repacking = 0;  // N > 0: N equal pieces of the whole buffer
+  double bucket_cap_mb = 25;   // buckets in gradient-readiness order; 0: one exchange per tensor
+  int64_t agg_small_grads_max_bytes = 0;  // per-tensor mode: batch tensors up to this size; 0: off
+  int agg_small_grads_max_group = 10;     // ... at most this many per batch
+  // Communication of a range starts as soon as backward produced it; false: after all of backward.
+  bool overlap_comm = true;
+  // How a range travels (strategies/exchange_methods/exchange_methods.cpp chooses by these):
+  // embedding tables exchange only the rows a step touched (gathered), not the dense gradient;
   bool sparse_embedding_grads = false;
-  std::string compact_gradient_transfer;  // fp16 | bf16; empty or none: fp32
+  // fp16 | bf16: gradients travel at half width and are summed in fp32; empty: full width;
+  std::string compact_gradient_transfer;
+  // replicated, nccl: each range is reduce-scattered, each replica updates only its 1/N shard of
+  // it and the updated parameters are all-gathered (the optimizer's work split N ways) instead of
+  // all-reducing the gradients and every replica updating all of them.
   bool sharded_update = false;
-  // mpirun runs: processes of the job and this one's rank (one device each); 1 and 0 otherwise.
-  int num_processes = 1;
-  int process_rank = 0;
 };
 
 }  // namespace dpbench

@@ -10,29 +10,10 @@
 #include "strategies/independent.h"
 #include "strategies/parameter_server.h"
 #include "strategies/replicated.h"
-#include "strategies/strategy_options.h"
 #include "strategies/synchronisation_options.h"
 
 namespace dpbench {
 namespace {
-
-// What the strategies read of the run's flags.
-StrategyOptions strategy_options_of(const RunConfig& config) {
-  StrategyOptions options;
-  options.all_reduce_spec = config.all_reduce_spec;
-  options.local_parameter_device = config.local_parameter_device;
-  options.gradient_repacking = config.gradient_repacking;
-  options.bucket_cap_mb = config.bucket_cap_mb;
-  options.agg_small_grads_max_bytes = config.agg_small_grads_max_bytes;
-  options.agg_small_grads_max_group = config.agg_small_grads_max_group;
-  options.overlap_comm = config.overlap_comm;
-  options.sparse_embedding_grads = config.sparse_embedding_grads;
-  options.compact_gradient_transfer = config.compact_gradient_transfer;
-  options.sharded_update = config.sharded_update;
-  options.num_processes = config.num_processes;
-  options.process_rank = config.process_rank;
-  return options;
-}
 
 // How the gradient buffer is cut and when it travels: what every exchanging strategy takes.
 const std::vector<std::string> kCuttingOptions = {"gradient_repacking", "bucket_cap_mb", "agg_small_grads_max_bytes",
@@ -43,9 +24,6 @@ std::vector<std::string> with_cutting(std::vector<std::string> options) {
   return options;
 }
 
-bool automatic_loss_scale(const RunConfig& config) {
-  return config.precision == "fp16" && config.fp16_enable_auto_loss_scale;
-}
 
 // Note [owners decide alone]: with automatic loss scaling a step is skipped when any gradient
 // overflows; where each owner of a part of the parameters decides for its part only (a parameter
@@ -53,47 +31,47 @@ bool automatic_loss_scale(const RunConfig& config) {
 // diverge. Both refuse it.
 
 void validate_all_reduce(const StrategyRequest& request) {
-  const RunConfig& config = request.config;
-  const AllReduceSpec spec = parse_all_reduce_spec(config.all_reduce_spec.empty() ? "nccl" : config.all_reduce_spec);
+  const StrategyOptions& options = request.options;
+  const AllReduceSpec spec = parse_all_reduce_spec(options.all_reduce_spec.empty() ? "nccl" : options.all_reduce_spec);
   const std::string spec_flag = "--all_reduce_spec=" + spec.text();
-  if (!config.compact_gradient_transfer.empty() && spec.algorithm == "xring")
+  if (!options.compact_gradient_transfer.empty() && spec.algorithm == "xring")
     throw ConfigError(request.typed("compact_gradient_transfer") + " with " + spec_flag +
                       ": a ring forwards partial sums, which would be rounded to half width at every "
                       "hop; use --all_reduce_spec=nccl, psgpu or pscpu");
   // The touched rows and the shards travel through the communicator, which only nccl creates.
-  if (config.sparse_embedding_grads && spec.algorithm != "nccl")
+  if (options.sparse_embedding_grads && spec.algorithm != "nccl")
     throw ConfigError(request.typed("sparse_embedding_grads") + " with " + spec_flag +
                       ": the touched embedding rows are all-gathered through NCCL, which only the nccl "
                       "spec uses; use --all_reduce_spec=nccl (or nccl#k), or drop --sparse_embedding_grads");
-  if (!config.sharded_update) return;
+  if (!options.sharded_update) return;
   if (spec.algorithm != "nccl")
     throw ConfigError(request.typed("sharded_update") + " with " + spec_flag +
                       ": the shards travel by NCCL's reduce-scatter and all-gather, which only the nccl "
                       "spec uses; use --all_reduce_spec=nccl (or nccl#k), or drop --sharded_update");
-  if (!config.compact_gradient_transfer.empty())
+  if (!options.compact_gradient_transfer.empty())
     throw ConfigError(request.typed("sharded_update") + " with " + request.typed("compact_gradient_transfer") +
                       ": a sharded update all-gathers fp32 parameters, not gradients, so there is nothing "
                       "to send at half width; drop one of the two flags");
-  if (config.sparse_embedding_grads)
+  if (options.sparse_embedding_grads)
     throw ConfigError(request.typed("sharded_update") + " with " + request.typed("sparse_embedding_grads") +
                       ": every replica needs the whole table gradient to gather touched rows, while a "
                       "sharded update leaves each with 1/N of it; drop one of the two flags");
-  if (automatic_loss_scale(config))  // Note [owners decide alone]
+  if (request.automatic_loss_scale)  // Note [owners decide alone]
     throw ConfigError(request.typed("sharded_update") + " with --fp16_enable_auto_loss_scale=true: each shard's "
                       "owner would decide alone whether to skip a step, so the replicas would diverge; use a "
                       "fixed --fp16_loss_scale, or drop --sharded_update");
 }
 
 void validate_parameter_server(const StrategyRequest& request) {
-  if (automatic_loss_scale(request.config))  // Note [owners decide alone]
-    throw ConfigError("--fp16_enable_auto_loss_scale=true with --variable_update=" + request.config.variable_update +
+  if (request.automatic_loss_scale)  // Note [owners decide alone]
+    throw ConfigError("--fp16_enable_auto_loss_scale=true with --variable_update=" + request.strategy +
                       ": each owner would decide alone whether to skip a step, so the replicas would diverge; "
                       "use a fixed --fp16_loss_scale, or --variable_update=replicated");
 }
 
 // Across processes every gradient byte moves by NCCL; our own algorithms need one process.
 void validate_distributed_all_reduce(const StrategyRequest& request) {
-  const std::string& spec = request.config.all_reduce_spec;
+  const std::string& spec = request.options.all_reduce_spec;
   if (spec.rfind("nccl", 0) != 0)
     throw ConfigError("--all_reduce_spec=" + spec + " with --variable_update=distributed_all_reduce: it moves "
                       "every gradient byte with NCCL across the processes; use nccl or nccl#k (peer copies "
@@ -102,8 +80,8 @@ void validate_distributed_all_reduce(const StrategyRequest& request) {
 }
 
 void validate_distributed_replicated(const StrategyRequest& request) {
-  if (request.config.local_parameter_device != "gpu")
-    throw ConfigError("--local_parameter_device=" + request.config.local_parameter_device +
+  if (request.options.local_parameter_device != "gpu")
+    throw ConfigError("--local_parameter_device=" + request.options.local_parameter_device +
                       " with --variable_update=distributed_replicated: it keeps the master copy sharded over "
                       "the ranks' GPUs; use gpu, or --variable_update=parameter_server in one process");
   validate_parameter_server(request);
@@ -124,18 +102,18 @@ std::vector<StrategyEntry> in_option_order(std::vector<StrategyEntry> entries) {
 
 std::vector<StrategyEntry> make_registry() {
   auto nothing_to_check = [](const StrategyRequest&) {};
-  auto replicated = [](const RunConfig& config) {
-    return std::make_unique<ReplicatedStrategy>(strategy_options_of(config));
+  auto replicated = [](const StrategyOptions& options, const DevicePlacement& placement) {
+    return std::make_unique<ReplicatedStrategy>(options, placement);
   };
-  auto parameter_server = [](const RunConfig& config) {
-    return std::make_unique<ParameterServerStrategy>(strategy_options_of(config));
+  auto parameter_server = [](const StrategyOptions& options, const DevicePlacement& placement) {
+    return std::make_unique<ParameterServerStrategy>(options, placement);
   };
   const std::vector<std::string> all_reduce_options = with_cutting(
       {"all_reduce_spec", "compact_gradient_transfer", "sparse_embedding_grads", "sharded_update"});
   return {
       {"independent", "every replica updates from its own gradients; nothing is exchanged",
        StrategyFamily::independent, ProcessLayout::one_process, "", {}, "", nothing_to_check,
-       [](const RunConfig&) { return std::make_unique<IndependentStrategy>(); }},
+       [](const StrategyOptions&, const DevicePlacement&) { return std::make_unique<IndependentStrategy>(); }},
       {"parameter_server", "one master copy on the GPUs or the CPU", StrategyFamily::parameter_server,
        ProcessLayout::one_process, "", with_cutting({"local_parameter_device"}), "local_parameter_device",
        validate_parameter_server, parameter_server},
@@ -168,7 +146,7 @@ std::string StrategyRequest::typed(const std::string& flag) const {
   const auto found = given.find(flag);
   if (found != given.end()) return "--" + flag + "=" + found->second;
   const SynchronisationOption* option = find_synchronisation_option(flag);
-  return "--" + flag + (option ? "=" + option_text(option->recorded(config)) : "");
+  return "--" + flag + (option ? "=" + option_text(option->recorded(options)) : "");
 }
 
 bool StrategyEntry::accepts(const std::string& option) const {

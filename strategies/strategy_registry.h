@@ -10,8 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/run_config.h"
+#include "engine/device_placement.h"
 #include "engine/strategy.h"
+#include "strategies/strategy_options.h"
 
 namespace dpbench {
 
@@ -27,13 +28,16 @@ enum class ProcessLayout {
   one_process_per_gpu,   // mpirun starts one process per GPU; each drives one
 };
 
-// What a strategy's validation sees: the resolved run and the option flags as typed.
+// What a strategy's validation sees: the resolved options, the option flags as typed, and the
+// facts of the run its rules depend on.
 struct StrategyRequest {
-  const RunConfig& config;
+  std::string strategy;  // the entry's name (an alias resolved)
+  const StrategyOptions& options;
   std::map<std::string, std::string> given;  // option flags on the command line: name -> text
+  bool automatic_loss_scale = false;         // --precision=fp16 with --fp16_enable_auto_loss_scale
 
   bool was_given(const std::string& flag) const { return given.count(flag) > 0; }
-  // "--flag=text" as the user typed it, for messages.
+  // "--flag=text" as the user typed it (or as resolved, when not given), for messages.
   std::string typed(const std::string& flag) const;
 };
 
@@ -53,7 +57,7 @@ struct StrategyEntry {
   // Rules between its options and the run (one line naming both flags and the fix); throws
   // ConfigError. The options' own ranges are checked before.
   std::function<void(const StrategyRequest&)> validate;
-  std::function<std::unique_ptr<Strategy>(const RunConfig&)> create;
+  std::function<std::unique_ptr<Strategy>(const StrategyOptions&, const DevicePlacement&)> create;
 
   bool accepts(const std::string& option) const;
   bool is_alias() const { return !alias_of.empty(); }

@@ -71,43 +71,43 @@ std::vector<SynchronisationOption> make_options() {
   auto none = [](const OptionTexts&, bool) { return std::string(); };
   return {
       {"all_reduce_spec", "takes an all-reduce spec",
-       [](const RunConfig& c) { return nlohmann::json(c.all_reduce_spec.empty() ? "nccl" : c.all_reduce_spec); },
+       [](const StrategyOptions& c) { return nlohmann::json(c.all_reduce_spec.empty() ? "nccl" : c.all_reduce_spec); },
        [](const OptionTexts& o, bool every) {
          const std::string spec = text_of(o, "all_reduce_spec");
          return spec.empty() ? spec : every ? "all-reduce " + spec : spec;
        }},
-      {"local_parameter_device", "keeps a master copy", [](const RunConfig& c) { return nlohmann::json(c.local_parameter_device); },
+      {"local_parameter_device", "keeps a master copy", [](const StrategyOptions& c) { return nlohmann::json(c.local_parameter_device); },
        [](const OptionTexts& o, bool every) {
          const std::string device = text_of(o, "local_parameter_device");
          return device.empty() ? device : every ? "on " + device : device;
        }},
-      {"gradient_repacking", "cuts the gradients into pieces", [](const RunConfig& c) { return nlohmann::json(c.gradient_repacking); },
+      {"gradient_repacking", "cuts the gradients into pieces", [](const StrategyOptions& c) { return nlohmann::json(c.gradient_repacking); },
        repacking_label},
-      {"bucket_cap_mb", "exchanges the gradients in buckets", [](const RunConfig& c) { return nlohmann::json(c.bucket_cap_mb); }, bucket_label},
-      {"agg_small_grads_max_bytes", "batches small gradients", [](const RunConfig& c) { return nlohmann::json(c.agg_small_grads_max_bytes); },
+      {"bucket_cap_mb", "exchanges the gradients in buckets", [](const StrategyOptions& c) { return nlohmann::json(c.bucket_cap_mb); }, bucket_label},
+      {"agg_small_grads_max_bytes", "batches small gradients", [](const StrategyOptions& c) { return nlohmann::json(c.agg_small_grads_max_bytes); },
        small_gradients_label},
-      {"agg_small_grads_max_group", "batches small gradients", [](const RunConfig& c) { return nlohmann::json(c.agg_small_grads_max_group); },
+      {"agg_small_grads_max_group", "batches small gradients", [](const StrategyOptions& c) { return nlohmann::json(c.agg_small_grads_max_group); },
        none},  // said by agg_small_grads_max_bytes' words
-      {"overlap_comm", "overlaps the exchange with backward", [](const RunConfig& c) { return nlohmann::json(c.overlap_comm); },
+      {"overlap_comm", "overlaps the exchange with backward", [](const StrategyOptions& c) { return nlohmann::json(c.overlap_comm); },
        [](const OptionTexts& o, bool every) -> std::string {
          const bool overlapped = text_of(o, "overlap_comm") != "false";
          if (!every) return overlapped ? "" : "no overlap";
          return overlapped ? "overlapped" : "after backward";
        }},
       {"compact_gradient_transfer", "sends gradients at half width",
-       [](const RunConfig& c) {
+       [](const StrategyOptions& c) {
          return nlohmann::json(c.compact_gradient_transfer.empty() ? "none" : c.compact_gradient_transfer);
        },
        [](const OptionTexts& o, bool) {
          const std::string type = text_of(o, "compact_gradient_transfer");
          return type.empty() || type == "none" ? std::string() : type + " transfer";
        }},
-      {"sparse_embedding_grads", "gathers sparse embedding gradients", [](const RunConfig& c) { return nlohmann::json(c.sparse_embedding_grads); },
+      {"sparse_embedding_grads", "gathers sparse embedding gradients", [](const StrategyOptions& c) { return nlohmann::json(c.sparse_embedding_grads); },
        [](const OptionTexts& o, bool every) -> std::string {
          if (text_of(o, "sparse_embedding_grads") != "true") return "";
          return every ? "sparse embedding gradients" : "sparse embeddings";
        }},
-      {"sharded_update", "shards the update of its replicas", [](const RunConfig& c) { return nlohmann::json(c.sharded_update); },
+      {"sharded_update", "shards the update of its replicas", [](const StrategyOptions& c) { return nlohmann::json(c.sharded_update); },
        when_changed("sharded_update",
                     [](const std::string& value) { return value == "true" ? "sharded update" : ""; })},
   };
@@ -116,7 +116,7 @@ std::vector<SynchronisationOption> make_options() {
 }  // namespace
 
 std::string SynchronisationOption::default_text() const {
-  RunConfig defaults;
+  StrategyOptions defaults;
   return option_text(recorded(defaults));
 }
 

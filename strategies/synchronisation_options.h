@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/run_config.h"
+#include "strategies/strategy_options.h"
 
 namespace dpbench {
 
@@ -25,7 +25,7 @@ struct SynchronisationOption {
   // "only --variable_update=replicated <purpose>".
   std::string purpose;
   // The value the result records, from the resolved run.
-  std::function<nlohmann::json(const RunConfig&)> recorded;
+  std::function<nlohmann::json(const StrategyOptions&)> recorded;
   // Words for a strategy label, given all of the run's recorded options (some read their
   // neighbours: a bucket size means nothing once the buffer is repacked). `every_option`: the
   // console's full description; otherwise only a value that differs from the default. "" says

@@ -263,7 +263,7 @@ std::unique_ptr<ModelReplica> NmtModel::create_replica(Device& device, Parameter
 
 }  // namespace
 
-std::unique_ptr<Model> create_nmt_model(const RunConfig& config) {
+std::unique_ptr<Model> create_nmt_model(const ModelSettings& config) {
   const SequenceConfig& q = config.sequence;
   NmtShape s{q.src_vocab_size, q.tgt_vocab_size, q.embedding_dim, q.num_units, q.num_encoder_layers,
              q.num_decoder_layers, q.src_max_len, q.tgt_max_len,

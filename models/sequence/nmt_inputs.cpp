@@ -83,7 +83,7 @@ class TranslationBatchSource final : public ShardedBatchSource {
   std::unique_ptr<ParallelCorpus> corpus_;
 };
 
-std::unique_ptr<BatchSource> parallel_text_batches(const RunConfig& config, const Model&) {
+std::unique_ptr<BatchSource> parallel_text_batches(const ModelSettings& config, const Model&) {
   const DataConfig& data = config.data;
   const SequenceConfig& q = config.sequence;
   if (q.tgt_max_len < 2)
@@ -108,7 +108,7 @@ std::unique_ptr<BatchSource> parallel_text_batches(const RunConfig& config, cons
 }  // namespace
 
 ModelInputs nmt_inputs() {
-  BatchSourceFactory synthetic = [](const RunConfig& config, const Model&) -> std::unique_ptr<BatchSource> {
+  BatchSourceFactory synthetic = [](const ModelSettings& config, const Model&) -> std::unique_ptr<BatchSource> {
     return std::make_unique<TranslationBatchSource>(translation_shape(config.sequence), sharding_of(config), nullptr,
                                                     config.data.num_buckets);
   };

@@ -147,7 +147,7 @@ std::unique_ptr<ModelReplica> RnnlmModel::create_replica(Device& device, Paramet
 
 }  // namespace
 
-std::unique_ptr<Model> create_rnnlm_model(const RunConfig& config) {
+std::unique_ptr<Model> create_rnnlm_model(const ModelSettings& config) {
   const SequenceConfig& q = config.sequence;
   return std::make_unique<RnnlmModel>(RnnlmShape{q.vocab_size, q.embedding_dim, q.num_units, q.num_layers,
                                                  q.seq_len, parse_lstm_implementation(q.encoder_type),

@@ -69,7 +69,7 @@ std::string ptb_vocabulary_path(const DataConfig& data) {
   return inside;
 }
 
-std::unique_ptr<BatchSource> ptb_batches(const RunConfig& config, const Model&) {
+std::unique_ptr<BatchSource> ptb_batches(const ModelSettings& config, const Model&) {
   const SequenceConfig& q = config.sequence;
   const std::string training = ptb_file_path(config.data.data_dir, TextSplit::train);
   const Vocabulary vocabulary = load_vocabulary(ptb_vocabulary_path(config.data), training, ptb_special_tokens(),
@@ -81,7 +81,7 @@ std::unique_ptr<BatchSource> ptb_batches(const RunConfig& config, const Model&) 
 }  // namespace
 
 ModelInputs rnnlm_inputs() {
-  BatchSourceFactory synthetic = [](const RunConfig& config, const Model&) -> std::unique_ptr<BatchSource> {
+  BatchSourceFactory synthetic = [](const ModelSettings& config, const Model&) -> std::unique_ptr<BatchSource> {
     return std::make_unique<LanguageModelBatchSource>(config.sequence.seq_len, config.sequence.vocab_size,
                                                       sharding_of(config), nullptr);
   };

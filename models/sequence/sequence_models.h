@@ -1,13 +1,13 @@
 // The sequence models of the zoo: nmt (LSTM encoder-decoder without attention) and rnnlm (LSTM
 // language model), built from embeddings, LstmStacks and the chunked vocabulary loss. The
-// factories read RunConfig::sequence, already resolved (models/model_registry.cpp has the
+// factories read ModelSettings::sequence, already resolved (models/model_registry.cpp has the
 // defaults); they throw ConfigError for shapes that cannot form the network.
 #pragma once
 
 #include <memory>
 
 #include "engine/model.h"
-#include "engine/run_config.h"
+#include "models/model_settings.h"
 #include "models/model_inputs.h"
 #include "models/sequence/lstm_stack.h"
 
@@ -16,8 +16,8 @@ namespace dpbench {
 // "cudnn_lstm" -> fused, "dynamic" -> unrolled; throws ConfigError otherwise.
 LstmImplementation parse_lstm_implementation(const std::string& encoder_type);
 
-std::unique_ptr<Model> create_nmt_model(const RunConfig& config);
-std::unique_ptr<Model> create_rnnlm_model(const RunConfig& config);
+std::unique_ptr<Model> create_nmt_model(const ModelSettings& config);
+std::unique_ptr<Model> create_rnnlm_model(const ModelSettings& config);
 
 // Their inputs: synthetic sentence pairs or parallel text (nmt_inputs.cpp), synthetic token
 // windows or PTB (rnnlm_inputs.cpp).

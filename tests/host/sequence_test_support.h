@@ -9,7 +9,7 @@
 #include <string>
 
 #include "engine/model.h"
-#include "engine/run_config.h"
+#include "cli/run_config.h"
 #include "models/model_registry.h"
 
 namespace dpbench::testing {

@@ -40,7 +40,7 @@ inline Trained train(std::vector<std::string> args, const std::function<void(Run
   RunConfig config = parse_run_flags(args, inventory).config;
   if (adjust) adjust(config);
   std::unique_ptr<Model> model = find_model(config.model)->create(config);
-  std::unique_ptr<Strategy> strategy = find_strategy(config.variable_update)->create(config);
+  std::unique_ptr<Strategy> strategy = find_strategy(config.variable_update)->create(config, config);
   std::vector<std::unique_ptr<Device>> devices = create_devices(config.backend, config.gpu_indices);
   Runner runner(*model, *strategy, devices, runner_settings(config));
   const RunMeasurements measured = runner.run(nullptr, nullptr);

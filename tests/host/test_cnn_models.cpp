@@ -11,7 +11,7 @@
 
 #include "engine/device_factory.h"
 #include "engine/errors.h"
-#include "engine/run_config.h"
+#include "cli/run_config.h"
 #include "models/cnn_model.h"
 #include "models/model_registry.h"
 #include "tests/host/test_support.h"

@@ -9,7 +9,7 @@
 #include <random>
 #include <set>
 
-#include "engine/run_config.h"
+#include "cli/run_config.h"
 #include "models/cnn_model.h"
 #include "tests/host/data_test_support.h"
 #include "tests/host/test_support.h"

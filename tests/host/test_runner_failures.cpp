@@ -12,7 +12,7 @@
 
 #include "engine/device_factory.h"
 #include "engine/errors.h"
-#include "engine/run_config.h"
+#include "cli/run_config.h"
 #include "engine/runner.h"
 #include "models/model_registry.h"
 

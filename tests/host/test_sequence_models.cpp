@@ -12,7 +12,7 @@
 
 #include "engine/device_factory.h"
 #include "engine/errors.h"
-#include "engine/run_config.h"
+#include "cli/run_config.h"
 #include "models/model_registry.h"
 #include "tests/host/model_probe.h"
 #include "tests/host/sequence_test_support.h"
