@@ -206,6 +206,59 @@ __device__ __forceinline__ void walk_items(ThreadWork<kNhwc>& work, const Tiling
   }
 }
 
+// What a pass reads of a group of items, all loaded (load(offsets, present)) before any is used.
+// The forward passes read x; input(u, k) is element k of item u, widened to float.
+template <typename T, int kVec>
+struct ForwardGroup {
+  const T* x;
+  Pack<T, kVec> xs[kUnroll];
+
+  __device__ explicit ForwardGroup(const T* x) : x(x) {}
+  __device__ __forceinline__ void load(const long long* offsets, const bool* present) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (present[u]) xs[u] = load_pack<kVec>(x, offsets[u]);
+  }
+  __device__ __forceinline__ float input(int u, int k) const { return element(xs[u], k); }
+};
+
+// The backward passes read x, dy and, with relu, the stored y; gradient(u, k) is dy' of element k
+// of item u: dy, masked by y > 0 with relu.
+template <typename T, int kVec, bool kRelu>
+struct BackwardGroup {
+  const T *x, *y, *dy;
+  Pack<T, kVec> xs[kUnroll], gradients[kUnroll], outputs[kUnroll];
+
+  __device__ BackwardGroup(const T* x, const T* y, const T* dy) : x(x), y(y), dy(dy) {}
+  __device__ __forceinline__ void load(const long long* offsets, const bool* present) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (!present[u]) continue;
+      xs[u] = load_pack<kVec>(x, offsets[u]);
+      gradients[u] = load_pack<kVec>(dy, offsets[u]);
+      if (kRelu) outputs[u] = load_pack<kVec>(y, offsets[u]);
+    }
+  }
+  __device__ __forceinline__ float input(int u, int k) const { return element(xs[u], k); }
+  __device__ __forceinline__ float gradient(int u, int k) const {
+    return (!kRelu || element(outputs[u], k) > 0.0f) ? element(gradients[u], k) : 0.0f;
+  }
+};
+
+// walk_items with the loads done: loads each group into `group`, then calls visit(u, offset) for
+// each item u of it that is present, offset being that item's.
+template <bool kNhwc, typename Group, typename Visit>
+__device__ __forceinline__ void walk_groups(ThreadWork<kNhwc>& work, const Tiling& t, Group& group,
+                                            Visit visit) {
+  walk_items(work, t, [&](const long long* offsets, const bool* present) {
+    group.load(offsets, present);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (present[u]) visit(u, offsets[u]);
+    }
+  });
+}
+
 // Count, mean and sum of squared deviations (M2) of some values: Welford's update adds one value,
 // Chan's merge two sets. Neither subtracts large sums, so a mean far above the spread costs no
 // accuracy (E[x^2] - E[x]^2 in float would lose it all).
@@ -229,6 +282,10 @@ struct Sums {
 __device__ __forceinline__ Sums merge(const Sums& a, const Sums& b) {
   return {a.first + b.first, a.second + b.second};
 }
+
+// The two partial results a state leaves in the workspace (partial_a, partial_b).
+__device__ __forceinline__ float2 partials_of(const Moments& m) { return {m.mean, m.m2}; }
+__device__ __forceinline__ float2 partials_of(const Sums& s) { return {s.first, s.second}; }
 
 // Merges the states of the threads that share lane_x (the same channels) into the thread with
 // lane_y == 0, along a fixed tree, so results are bit-reproducible. Every thread of the block
@@ -255,6 +312,48 @@ __device__ void merge_over_rows(State (&state)[kLanes], int lane_y, int lanes_x,
     }
     __syncthreads();
   }
+}
+
+// Merges the block's states (merge_over_rows) and leaves the two partial results of each of this
+// thread's channels for this chunk at (channel, blockIdx.y). Every thread of the block calls it.
+template <bool kNhwc, typename State, int kLanes>
+__device__ void store_block_partials(State (&state)[kLanes], const ThreadWork<kNhwc>& work,
+                                     const Tiling& t, State* shared, float* partial_a,
+                                     float* partial_b) {
+  merge_over_rows(state, work.lane_y, t.lanes_x, t.lanes_y, shared);
+  if (work.lane_y == 0 && work.active) {
+#pragma unroll
+    for (int k = 0; k < kLanes; ++k) {
+      const size_t at = static_cast<size_t>(work.first_channel + k) * t.chunks + blockIdx.y;
+      const float2 partials = partials_of(state[k]);
+      partial_a[at] = partials.x;
+      partial_b[at] = partials.y;
+    }
+  }
+}
+
+// This thread's lanes' values of the four per-channel arrays an element-wise pass reads:
+// (*lanes[j])[k] = per_channel[j][first_channel + k].
+template <int kLanes>
+__device__ __forceinline__ void load_lanes(int first_channel, const float* const (&per_channel)[4],
+                                           float (*const (&lanes)[4])[kLanes]) {
+#pragma unroll
+  for (int k = 0; k < kLanes; ++k) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) (*lanes[j])[k] = per_channel[j][first_channel + k];
+  }
+}
+
+// The finalize kernels' thread: one warp per channel (blockDim is a multiple of 32, so warps are
+// whole) and the lane within it.
+struct WarpChannel {
+  long long channel;
+  int lane;
+};
+
+__device__ __forceinline__ WarpChannel warp_channel() {
+  return {(static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32,
+          static_cast<int>(threadIdx.x % 32)};
 }
 
 // Sum over the warp, the same value in every lane; a fixed order, so reproducible.
@@ -284,40 +383,25 @@ __global__ void __launch_bounds__(kThreads)
   Moments state[kLanes];
 #pragma unroll
   for (int k = 0; k < kLanes; ++k) state[k] = {0.0f, 0.0f, 0.0f};
-  walk_items(work, t, [&](const long long* offsets, const bool* present) {
-    Pack<T, kVec> values[kUnroll];
+  ForwardGroup<T, kVec> group(x);
+  walk_groups(work, t, group, [&](int u, long long) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      if (present[u]) values[u] = load_pack<kVec>(x, offsets[u]);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (!present[u]) continue;
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        const float value = element(values[u], k);
-        // NHWC: the lanes of an item are different channels, each seeing its n-th value.
-        if (!kNhwc || k == 0) {
-          count += 1.0f;
-          inverse_count = __frcp_rn(count);
-        }
-        Moments& s = state[kNhwc ? k : 0];
-        const float delta = value - s.mean;
-        s.mean = fmaf(delta, inverse_count, s.mean);
-        s.m2 = fmaf(delta, value - s.mean, s.m2);
+    for (int k = 0; k < kVec; ++k) {
+      const float value = group.input(u, k);
+      // NHWC: the lanes of an item are different channels, each seeing its n-th value.
+      if (!kNhwc || k == 0) {
+        count += 1.0f;
+        inverse_count = __frcp_rn(count);
       }
+      Moments& s = state[kNhwc ? k : 0];
+      const float delta = value - s.mean;
+      s.mean = fmaf(delta, inverse_count, s.mean);
+      s.m2 = fmaf(delta, value - s.mean, s.m2);
     }
   });
 #pragma unroll
   for (int k = 0; k < kLanes; ++k) state[k].count = count;
-  merge_over_rows(state, work.lane_y, t.lanes_x, t.lanes_y, shared);
-  if (work.lane_y == 0 && work.active) {
-#pragma unroll
-    for (int k = 0; k < kLanes; ++k) {
-      const size_t at = static_cast<size_t>(work.first_channel + k) * t.chunks + blockIdx.y;
-      partial_mean[at] = state[k].mean;
-      partial_m2[at] = state[k].m2;
-    }
-  }
+  store_block_partials(state, work, t, shared, partial_mean, partial_m2);
 }
 
 // One warp per channel combines the chunks' moments in double: the mean is the count-weighted
@@ -330,9 +414,8 @@ __global__ void batch_norm_forward_finalize_kernel(Tiling t, const float* partia
                                                    float epsilon, float* saved_mean,
                                                    float* saved_inv_std, float* scale,
                                                    float* mean_hi, float* mean_lo) {
-  const long long channel = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (channel >= t.channels) return;  // whole warps: blockDim is a multiple of 32
+  const auto [channel, lane] = warp_channel();
+  if (channel >= t.channels) return;
   const float* means = partial_mean + channel * t.chunks;
   const float* m2s = partial_m2 + channel * t.chunks;
   double weighted = 0.0;
@@ -370,32 +453,19 @@ __global__ void __launch_bounds__(kThreads)
   ThreadWork<kNhwc> work = place_thread<kNhwc>(t);
   if (!work.active) return;
   float lane_scale[kLanes], lane_hi[kLanes], lane_lo[kLanes], lane_beta[kLanes];
+  load_lanes(work.first_channel, {scale, mean_hi, mean_lo, beta},
+             {&lane_scale, &lane_hi, &lane_lo, &lane_beta});
+  ForwardGroup<T, kVec> group(x);
+  walk_groups(work, t, group, [&](int u, long long offset) {
+    float out[kVec];
 #pragma unroll
-  for (int k = 0; k < kLanes; ++k) {
-    const int c = work.first_channel + k;
-    lane_scale[k] = scale[c];
-    lane_hi[k] = mean_hi[c];
-    lane_lo[k] = mean_lo[c];
-    lane_beta[k] = beta[c];
-  }
-  walk_items(work, t, [&](const long long* offsets, const bool* present) {
-    Pack<T, kVec> values[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      if (present[u]) values[u] = load_pack<kVec>(x, offsets[u]);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (!present[u]) continue;
-      float out[kVec];
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        const int lane = kNhwc ? k : 0;
-        const float centred = (element(values[u], k) - lane_hi[lane]) - lane_lo[lane];
-        const float normalised = fmaf(lane_scale[lane], centred, lane_beta[lane]);
-        out[k] = kRelu ? (normalised > 0.0f ? normalised : 0.0f) : normalised;
-      }
-      store_pack(y, offsets[u], round_pack<T, kVec>(out));
+    for (int k = 0; k < kVec; ++k) {
+      const int lane = kNhwc ? k : 0;
+      const float centred = (group.input(u, k) - lane_hi[lane]) - lane_lo[lane];
+      const float normalised = fmaf(lane_scale[lane], centred, lane_beta[lane]);
+      out[k] = kRelu ? (normalised > 0.0f ? normalised : 0.0f) : normalised;
     }
+    store_pack(y, offset, round_pack<T, kVec>(out));
   });
 }
 
@@ -418,37 +488,17 @@ __global__ void __launch_bounds__(kThreads)
     lane_mean[k] = work.active ? saved_mean[work.first_channel + k] : 0.0f;
     sums[k] = {0.0f, 0.0f};
   }
-  walk_items(work, t, [&](const long long* offsets, const bool* present) {
-    Pack<T, kVec> xs[kUnroll], gradients[kUnroll], outputs[kUnroll];
+  BackwardGroup<T, kVec, kRelu> group(x, y, dy);
+  walk_groups(work, t, group, [&](int u, long long) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (!present[u]) continue;
-      xs[u] = load_pack<kVec>(x, offsets[u]);
-      gradients[u] = load_pack<kVec>(dy, offsets[u]);
-      if (kRelu) outputs[u] = load_pack<kVec>(y, offsets[u]);
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (!present[u]) continue;
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        const int lane = kNhwc ? k : 0;
-        const float g =
-            (!kRelu || element(outputs[u], k) > 0.0f) ? element(gradients[u], k) : 0.0f;
-        sums[lane].first += g;
-        sums[lane].second = fmaf(g, element(xs[u], k) - lane_mean[lane], sums[lane].second);
-      }
+    for (int k = 0; k < kVec; ++k) {
+      const int lane = kNhwc ? k : 0;
+      const float g = group.gradient(u, k);
+      sums[lane].first += g;
+      sums[lane].second = fmaf(g, group.input(u, k) - lane_mean[lane], sums[lane].second);
     }
   });
-  merge_over_rows(sums, work.lane_y, t.lanes_x, t.lanes_y, shared);
-  if (work.lane_y == 0 && work.active) {
-#pragma unroll
-    for (int k = 0; k < kLanes; ++k) {
-      const size_t at = static_cast<size_t>(work.first_channel + k) * t.chunks + blockIdx.y;
-      partial_dy[at] = sums[k].first;
-      partial_dy_centred[at] = sums[k].second;
-    }
-  }
+  store_block_partials(sums, work, t, shared, partial_dy, partial_dy_centred);
 }
 
 // One warp per channel sums the chunks in double: dbeta = sum dy', dgamma = inv_std *
@@ -459,8 +509,7 @@ __global__ void batch_norm_backward_finalize_kernel(Tiling t, const float* parti
                                                     const float* gamma, const float* saved_inv_std,
                                                     float* dgamma, float* dbeta, float* dy_factor,
                                                     float* centred_factor, float* constant) {
-  const long long channel = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
+  const auto [channel, lane] = warp_channel();
   if (channel >= t.channels) return;
   double sum_dy = 0.0, sum_dy_centred = 0.0;
   for (int chunk = lane; chunk < t.chunks; chunk += 32) {
@@ -493,37 +542,18 @@ __global__ void __launch_bounds__(kThreads)
   ThreadWork<kNhwc> work = place_thread<kNhwc>(t);
   if (!work.active) return;
   float lane_mean[kLanes], lane_a[kLanes], lane_b[kLanes], lane_c[kLanes];
+  load_lanes(work.first_channel, {saved_mean, dy_factor, centred_factor, constant},
+             {&lane_mean, &lane_a, &lane_b, &lane_c});
+  BackwardGroup<T, kVec, kRelu> group(x, y, dy);
+  walk_groups(work, t, group, [&](int u, long long offset) {
+    float out[kVec];
 #pragma unroll
-  for (int k = 0; k < kLanes; ++k) {
-    const int c = work.first_channel + k;
-    lane_mean[k] = saved_mean[c];
-    lane_a[k] = dy_factor[c];
-    lane_b[k] = centred_factor[c];
-    lane_c[k] = constant[c];
-  }
-  walk_items(work, t, [&](const long long* offsets, const bool* present) {
-    Pack<T, kVec> xs[kUnroll], gradients[kUnroll], outputs[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (!present[u]) continue;
-      xs[u] = load_pack<kVec>(x, offsets[u]);
-      gradients[u] = load_pack<kVec>(dy, offsets[u]);
-      if (kRelu) outputs[u] = load_pack<kVec>(y, offsets[u]);
+    for (int k = 0; k < kVec; ++k) {
+      const int lane = kNhwc ? k : 0;
+      out[k] = fmaf(lane_a[lane], group.gradient(u, k),
+                    fmaf(lane_b[lane], group.input(u, k) - lane_mean[lane], lane_c[lane]));
     }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (!present[u]) continue;
-      float out[kVec];
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        const int lane = kNhwc ? k : 0;
-        const float g =
-            (!kRelu || element(outputs[u], k) > 0.0f) ? element(gradients[u], k) : 0.0f;
-        out[k] = fmaf(lane_a[lane], g,
-                      fmaf(lane_b[lane], element(xs[u], k) - lane_mean[lane], lane_c[lane]));
-      }
-      store_pack(dx, offsets[u], round_pack<T, kVec>(out));
-    }
+    store_pack(dx, offset, round_pack<T, kVec>(out));
   });
 }
 
@@ -546,13 +576,6 @@ int narrowest_vec(DataType type) { return type == DataType::f32 ? 4 : 2; }
 bool shape_allows_vec(const Tensor4& shape, int vec) {
   return shape.format == DataFormat::nhwc ? shape.c % vec == 0
                                           : (static_cast<long long>(shape.h) * shape.w) % vec == 0;
-}
-
-bool aligned_to(std::initializer_list<const void*> pointers, size_t bytes) {
-  for (const void* p : pointers) {
-    if (p != nullptr && reinterpret_cast<uintptr_t>(p) % bytes != 0) return false;
-  }
-  return true;
 }
 
 int choose_vec(const Tensor4& shape, std::initializer_list<const void*> pointers) {
@@ -587,49 +610,56 @@ void dispatch(const Tiling& t, bool relu, Launch launch) {
   with_width(std::integral_constant<int, 1>{});
 }
 
-// Calls run(T{}) with T the storage type of `type`.
-template <typename Run>
-void with_storage_type(DataType type, const char* op, Run run) {
-  switch (type) {
-    case DataType::f32: return run(float{});
-    case DataType::f16: return run(__half{});
-    case DataType::bf16: return run(__nv_bfloat16{});
-  }
-  throw RuntimeError(std::string(op) + ": unknown data type");
-}
-
 unsigned finalize_blocks(const Tiling& t) {
   constexpr int kChannelsPerBlock = kThreads / 32;  // one warp each
   return static_cast<unsigned>(ceil_div(t.channels, kChannelsPerBlock));
 }
 
-void check_workspace(void* workspace, const char* op) {
+// Checks a call's shape and workspace; false when the tensor is empty and there is nothing to do.
+bool check_call(const Tensor4& shape, void* workspace, const char* op) {
+  check_shape(shape, op);
+  if (shape.count() == 0) return false;
   if (workspace == nullptr) {
     throw RuntimeError(std::string(op) + ": no workspace (batch_norm_workspace_bytes)");
   }
+  return true;
+}
+
+// What both sweeps of a call share: the tiling (its width allowed by the shape and `pointers`),
+// the workspace carved for it, and the grid.
+struct Sweeps {
+  Tiling t;
+  Workspace w;
+  dim3 grid;
+};
+
+Sweeps plan_sweeps(const Tensor4& shape, std::initializer_list<const void*> pointers,
+                   void* workspace) {
+  const Tiling t = make_tiling(shape, choose_vec(shape, pointers));
+  return {t, carve_workspace(t, workspace),
+          dim3(static_cast<unsigned>(t.channel_tiles), static_cast<unsigned>(t.chunks))};
 }
 
 template <typename T>
 void batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const T* x, const float* gamma,
                         const float* beta, float epsilon, bool relu, T* y, float* saved_mean,
                         float* saved_inv_std, void* workspace) {
-  const Tiling t = make_tiling(shape, choose_vec(shape, {x, y}));
-  const Workspace w = carve_workspace(t, workspace);
-  const dim3 grid(static_cast<unsigned>(t.channel_tiles), static_cast<unsigned>(t.chunks));
-  dispatch<T>(t, false, [&](auto nhwc, auto vec_width, auto) {
+  const Sweeps plan = plan_sweeps(shape, {x, y}, workspace);
+  const Workspace& w = plan.w;
+  dispatch<T>(plan.t, false, [&](auto nhwc, auto vec_width, auto) {
     batch_norm_statistics_kernel<T, decltype(nhwc)::value, decltype(vec_width)::value>
-        <<<grid, kThreads, 0, stream>>>(t, x, w.partial_a, w.partial_b);
+        <<<plan.grid, kThreads, 0, stream>>>(plan.t, x, w.partial_a, w.partial_b);
   });
   DPB_CUDA_CHECK_LAUNCH(batch_norm_statistics_kernel);
-  batch_norm_forward_finalize_kernel<<<finalize_blocks(t), kThreads, 0, stream>>>(
-      t, w.partial_a, w.partial_b, gamma, epsilon, saved_mean, saved_inv_std, w.coefficient[0],
-      w.coefficient[1], w.coefficient[2]);
+  batch_norm_forward_finalize_kernel<<<finalize_blocks(plan.t), kThreads, 0, stream>>>(
+      plan.t, w.partial_a, w.partial_b, gamma, epsilon, saved_mean, saved_inv_std,
+      w.coefficient[0], w.coefficient[1], w.coefficient[2]);
   DPB_CUDA_CHECK_LAUNCH(batch_norm_forward_finalize_kernel);
-  dispatch<T>(t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
+  dispatch<T>(plan.t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
     batch_norm_normalise_kernel<T, decltype(nhwc)::value, decltype(vec_width)::value,
                                 decltype(fused_relu)::value>
-        <<<grid, kThreads, 0, stream>>>(t, x, w.coefficient[0], w.coefficient[1],
-                                        w.coefficient[2], beta, y);
+        <<<plan.grid, kThreads, 0, stream>>>(plan.t, x, w.coefficient[0], w.coefficient[1],
+                                             w.coefficient[2], beta, y);
   });
   DPB_CUDA_CHECK_LAUNCH(batch_norm_normalise_kernel);
 }
@@ -639,24 +669,24 @@ void batch_norm_backward(cudaStream_t stream, const Tensor4& shape, const T* x, 
                          const T* dy, const float* gamma, const float* saved_mean,
                          const float* saved_inv_std, bool relu, T* dx, float* dgamma,
                          float* dbeta, void* workspace) {
-  const Tiling t = make_tiling(shape, choose_vec(shape, {x, relu ? y : nullptr, dy, dx}));
-  const Workspace w = carve_workspace(t, workspace);
-  const dim3 grid(static_cast<unsigned>(t.channel_tiles), static_cast<unsigned>(t.chunks));
-  dispatch<T>(t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
+  const Sweeps plan = plan_sweeps(shape, {x, relu ? y : nullptr, dy, dx}, workspace);
+  const Workspace& w = plan.w;
+  dispatch<T>(plan.t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
     batch_norm_backward_reduce_kernel<T, decltype(nhwc)::value, decltype(vec_width)::value,
                                       decltype(fused_relu)::value>
-        <<<grid, kThreads, 0, stream>>>(t, x, y, dy, saved_mean, w.partial_a, w.partial_b);
+        <<<plan.grid, kThreads, 0, stream>>>(plan.t, x, y, dy, saved_mean, w.partial_a,
+                                             w.partial_b);
   });
   DPB_CUDA_CHECK_LAUNCH(batch_norm_backward_reduce_kernel);
-  batch_norm_backward_finalize_kernel<<<finalize_blocks(t), kThreads, 0, stream>>>(
-      t, w.partial_a, w.partial_b, gamma, saved_inv_std, dgamma, dbeta, w.coefficient[0],
+  batch_norm_backward_finalize_kernel<<<finalize_blocks(plan.t), kThreads, 0, stream>>>(
+      plan.t, w.partial_a, w.partial_b, gamma, saved_inv_std, dgamma, dbeta, w.coefficient[0],
       w.coefficient[1], w.coefficient[2]);
   DPB_CUDA_CHECK_LAUNCH(batch_norm_backward_finalize_kernel);
-  dispatch<T>(t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
+  dispatch<T>(plan.t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
     batch_norm_dx_kernel<T, decltype(nhwc)::value, decltype(vec_width)::value,
                          decltype(fused_relu)::value>
-        <<<grid, kThreads, 0, stream>>>(t, x, y, dy, saved_mean, w.coefficient[0],
-                                        w.coefficient[1], w.coefficient[2], dx);
+        <<<plan.grid, kThreads, 0, stream>>>(plan.t, x, y, dy, saved_mean, w.coefficient[0],
+                                             w.coefficient[1], w.coefficient[2], dx);
   });
   DPB_CUDA_CHECK_LAUNCH(batch_norm_dx_kernel);
 }
@@ -679,9 +709,7 @@ size_t batch_norm_workspace_bytes(const Tensor4& shape) {
 void launch_batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const void* x,
                                const float* gamma, const float* beta, float epsilon, bool relu,
                                void* y, float* saved_mean, float* saved_inv_std, void* workspace) {
-  check_shape(shape, "batch_norm_forward_training");
-  if (shape.count() == 0) return;
-  check_workspace(workspace, "batch_norm_forward_training");
+  if (!check_call(shape, workspace, "batch_norm_forward_training")) return;
   with_storage_type(shape.type, "batch_norm_forward_training", [&](auto tag) {
     using T = decltype(tag);
     batch_norm_forward(stream, shape, static_cast<const T*>(x), gamma, beta, epsilon, relu,
@@ -693,9 +721,7 @@ void launch_batch_norm_backward(cudaStream_t stream, const Tensor4& shape, const
                                 const void* y, const void* dy, const float* gamma,
                                 const float* saved_mean, const float* saved_inv_std, bool relu,
                                 void* dx, float* dgamma, float* dbeta, void* workspace) {
-  check_shape(shape, "batch_norm_backward");
-  if (shape.count() == 0) return;
-  check_workspace(workspace, "batch_norm_backward");
+  if (!check_call(shape, workspace, "batch_norm_backward")) return;
   with_storage_type(shape.type, "batch_norm_backward", [&](auto tag) {
     using T = decltype(tag);
     batch_norm_backward(stream, shape, static_cast<const T*>(x), static_cast<const T*>(y),

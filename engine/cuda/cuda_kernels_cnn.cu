@@ -358,24 +358,6 @@ __global__ void copy_rows_kernel(const Word* src, size_t src_stride, Word* dst, 
 
 // ---- host side -------------------------------------------------------------------------------
 
-// Calls run(T{}) with T the storage type of `type`.
-template <typename Run>
-void with_storage_type(DataType type, const char* op, Run run) {
-  switch (type) {
-    case DataType::f32: return run(float{});
-    case DataType::f16: return run(__half{});
-    case DataType::bf16: return run(__nv_bfloat16{});
-  }
-  throw RuntimeError(std::string(op) + ": unknown data type");
-}
-
-bool aligned_to(std::initializer_list<const void*> pointers, size_t bytes) {
-  for (const void* p : pointers) {
-    if (reinterpret_cast<uintptr_t>(p) % bytes != 0) return false;
-  }
-  return true;
-}
-
 // Elements per pack for a 16-bit tensor: 8 (16 bytes) where `run` (elements that must split
 // into whole packs) and every pointer allow, else pairs (4 bytes, fp32's element width), else 1.
 // fp32 keeps its scalar kernels as they were: 1.
@@ -584,12 +566,13 @@ void launch_max_pool_backward_disjoint(cudaStream_t stream, DataType type, const
                              shape.pad_h == 0 && shape.pad_w == 0 &&
                              static_cast<unsigned>(shape.out_h * shape.stride_h) == shape.in_h &&
                              static_cast<unsigned>(shape.out_w * shape.stride_w) == shape.in_w;
-  if (tiles_exactly) {
-    with_storage_type(type, "max_pool_backward_tiled", [&](auto tag) {
-      using T = decltype(tag);
-      const T* inputs = static_cast<const T*>(x);
-      const T* gradients = static_cast<const T*>(dy);
-      T* result = static_cast<T*>(dx);
+  const char* op = tiles_exactly ? "max_pool_backward_tiled" : "max_pool_backward_disjoint";
+  with_storage_type(type, op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* inputs = static_cast<const T*>(x);
+    const T* gradients = static_cast<const T*>(dy);
+    T* result = static_cast<T*>(dx);
+    if (tiles_exactly) {
       auto launch = [&](auto nhwc_tag, auto vec) {
         constexpr int kVec = decltype(vec)::value;
         const size_t windows = static_cast<size_t>(shape.n) * shape.c / kVec * shape.out_h * shape.out_w;
@@ -601,16 +584,8 @@ void launch_max_pool_backward_disjoint(cudaStream_t stream, DataType type, const
       constexpr int kWide = 16 / static_cast<int>(sizeof(T));
       if (shape.c % kWide == 0 && aligned_to({inputs, gradients, result}, 16))
         return launch(std::true_type{}, std::integral_constant<int, kWide>{});
-      launch(std::true_type{}, std::integral_constant<int, 1>{});
-    });
-    DPB_CUDA_CHECK_LAUNCH(max_pool_backward_tiled_kernel);
-    return;
-  }
-  with_storage_type(type, "max_pool_backward_disjoint", [&](auto tag) {
-    using T = decltype(tag);
-    const T* inputs = static_cast<const T*>(x);
-    const T* gradients = static_cast<const T*>(dy);
-    T* result = static_cast<T*>(dx);
+      return launch(std::true_type{}, std::integral_constant<int, 1>{});
+    }
     auto launch = [&](auto nhwc_tag, auto vec) {
       constexpr int kVec = decltype(vec)::value;
       const unsigned threads = columns / kVec;
@@ -623,7 +598,11 @@ void launch_max_pool_backward_disjoint(cudaStream_t stream, DataType type, const
     with_pack_width<T>(pack_width<T>(shape.c, {inputs, gradients, result}),
                        [&](auto vec) { launch(std::true_type{}, vec); });
   });
-  DPB_CUDA_CHECK_LAUNCH(max_pool_backward_disjoint_kernel);
+  if (tiles_exactly) {
+    DPB_CUDA_CHECK_LAUNCH(max_pool_backward_tiled_kernel);
+  } else {
+    DPB_CUDA_CHECK_LAUNCH(max_pool_backward_disjoint_kernel);
+  }
 }
 
 void launch_dropout(cudaStream_t stream, DataType type, const void* in, void* out, size_t n,

@@ -3,14 +3,21 @@
 // to 16 bytes and kept as the 32-bit words it arrived in (a lone 16-bit element in the low half),
 // widened to float one element at a time where used. Keeping the words matters: an unpacked
 // 16-bit value takes a whole register, and widening everything at once doubles what a thread
-// holds across the packs it keeps in flight.
+// holds across the packs it keeps in flight. On the host side: the dispatch on a tensor's storage
+// type and the pointer alignment a pack needs.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
 #include <cstring>
+#include <initializer_list>
+#include <string>
 #include <type_traits>
+
+#include "engine/data_type.h"
+#include "engine/errors.h"
 
 namespace dpbench::cuda_kernels {
 
@@ -120,6 +127,25 @@ __device__ __forceinline__ Pack<T, kVec> load_pack(const T* base, long long at) 
 template <int kVec, typename T>
 __device__ __forceinline__ void store_pack(T* base, long long at, const Pack<T, kVec>& pack) {
   store_pack<kVec>(base + at * kVec, pack);
+}
+
+// Host side. Calls run(T{}) with T the storage type of `type`.
+template <typename Run>
+void with_storage_type(DataType type, const char* op, Run run) {
+  switch (type) {
+    case DataType::f32: return run(float{});
+    case DataType::f16: return run(__half{});
+    case DataType::bf16: return run(__nv_bfloat16{});
+  }
+  throw RuntimeError(std::string(op) + ": unknown data type");
+}
+
+// Whether every pointer (null ones aside) is aligned to `bytes`, as a pack of that size needs.
+inline bool aligned_to(std::initializer_list<const void*> pointers, size_t bytes) {
+  for (const void* p : pointers) {
+    if (p != nullptr && reinterpret_cast<uintptr_t>(p) % bytes != 0) return false;
+  }
+  return true;
 }
 
 }  // namespace dpbench::cuda_kernels

@@ -71,22 +71,43 @@ Window window_at(const PoolGeometry& g, int oh, int ow) {
                 std::max(w_start, 0), std::min(w_start + g.window_w, g.input.w)};
 }
 
+// Calls visit(offset) for each input element of window `win` over image b, channel c, in (h, w)
+// order.
+template <typename Visit>
+void for_each_in_window(const PoolGeometry& g, int b, int c, const Window& win, Visit visit) {
+  for (int ih = win.h0; ih < win.h1; ++ih) {
+    for (int iw = win.w0; iw < win.w1; ++iw) visit(g.input.offset(b, c, ih, iw));
+  }
+}
+
+// Calls visit(b, c, output offset, window) for every output element, in NCHW order.
+template <typename Visit>
+void for_each_window(const PoolGeometry& g, Visit visit) {
+  const Tensor4& out = g.output;
+  for (int b = 0; b < out.n; ++b) {
+    for (int c = 0; c < out.c; ++c) {
+      for (int oh = 0; oh < out.h; ++oh) {
+        for (int ow = 0; ow < out.w; ++ow) {
+          visit(b, c, out.offset(b, c, oh, ow), window_at(g, oh, ow));
+        }
+      }
+    }
+  }
+}
+
 // Offset of the first (lowest h, then w) maximum in the window; forward and backward both use it,
 // so the gradient goes exactly where the forward took its value from.
 template <DataType T>
 size_t first_max_offset(const PoolGeometry& g, const void* x, int b, int c, const Window& win) {
   size_t best = g.input.offset(b, c, win.h0, win.w0);
   float best_value = load_as_float(T, x, best);
-  for (int ih = win.h0; ih < win.h1; ++ih) {
-    for (int iw = win.w0; iw < win.w1; ++iw) {
-      const size_t at = g.input.offset(b, c, ih, iw);
-      const float value = load_as_float(T, x, at);
-      if (value > best_value) {  // strict: ties keep the earlier position
-        best = at;
-        best_value = value;
-      }
+  for_each_in_window(g, b, c, win, [&](size_t at) {
+    const float value = load_as_float(T, x, at);
+    if (value > best_value) {  // strict: ties keep the earlier position
+      best = at;
+      best_value = value;
     }
-  }
+  });
   return best;
 }
 
@@ -110,6 +131,23 @@ void check_channel_slice(const Tensor4& part, const Tensor4& whole, int channel_
   if (!fits) {
     throw RuntimeError(std::string(op) + ": " + describe(part) + " does not fit " +
                        describe(whole) + " at channel " + std::to_string(channel_offset));
+  }
+}
+
+// Copies the channel slice [channel_offset, channel_offset + part.c) of `whole` from `part`
+// (into_whole) or into it. Per outer index the slice is one contiguous run of part.c * inner
+// elements on both sides.
+void copy_channel_slice(const Tensor4& part_shape, const Tensor4& whole_shape, int channel_offset,
+                        bool into_whole, const void* src, void* dst) {
+  const ChannelView part = channel_view(part_shape);
+  const ChannelView whole = channel_view(whole_shape);
+  const size_t element = data_type_bytes(part_shape.type);
+  const size_t run = static_cast<size_t>(part.channels) * part.inner;
+  for (size_t o = 0; o < part.outer; ++o) {
+    const size_t part_at = part.at(o, 0, 0) * element;
+    const size_t whole_at = whole.at(o, channel_offset, 0) * element;
+    std::memcpy(static_cast<char*>(dst) + (into_whole ? whole_at : part_at),
+                static_cast<const char*>(src) + (into_whole ? part_at : whole_at), run * element);
   }
 }
 
@@ -258,67 +296,43 @@ void ReferenceBackend::batch_norm_backward(const Tensor4& shape, const void* x, 
 
 void ReferenceBackend::pool_forward(const PoolGeometry& g, const void* x, void* y) {
   check_pool_geometry(g, "pool_forward");
-  const Tensor4& out = g.output;
-  with_type(out.type, [&](auto tag) {
+  with_type(g.output.type, [&](auto tag) {
     constexpr DataType T = decltype(tag)::value;
-    for (int b = 0; b < out.n; ++b) {
-      for (int c = 0; c < out.c; ++c) {
-        for (int oh = 0; oh < out.h; ++oh) {
-          for (int ow = 0; ow < out.w; ++ow) {
-            const Window win = window_at(g, oh, ow);
-            float value = 0.0f;  // a window wholly in the padding (pad >= window) sees only zeros
-            if (win.count() > 0) {
-              if (g.mode == PoolMode::max) {
-                value = load_as_float(T, x, first_max_offset<T>(g, x, b, c, win));
-              } else {
-                double sum = 0.0;
-                for (int ih = win.h0; ih < win.h1; ++ih) {
-                  for (int iw = win.w0; iw < win.w1; ++iw) {
-                    sum += load_as_float(T, x, g.input.offset(b, c, ih, iw));
-                  }
-                }
-                value = static_cast<float>(sum / average_divisor(g, win));
-              }
-            }
-            store_from_float(T, y, out.offset(b, c, oh, ow), value);
-          }
+    for_each_window(g, [&](int b, int c, size_t out_at, const Window& win) {
+      float value = 0.0f;  // a window wholly in the padding (pad >= window) sees only zeros
+      if (win.count() > 0) {
+        if (g.mode == PoolMode::max) {
+          value = load_as_float(T, x, first_max_offset<T>(g, x, b, c, win));
+        } else {
+          double sum = 0.0;
+          for_each_in_window(g, b, c, win, [&](size_t at) { sum += load_as_float(T, x, at); });
+          value = static_cast<float>(sum / average_divisor(g, win));
         }
       }
-    }
+      store_from_float(T, y, out_at, value);
+    });
   });
 }
 
 void ReferenceBackend::pool_backward(const PoolGeometry& g, const void* x, const void* /*y*/,
                                      const void* dy, void* dx) {
   check_pool_geometry(g, "pool_backward");
-  const Tensor4& out = g.output;
   // Overlapping windows (3x3 stride 2) send several gradients to one element: sum them in double.
   thread_local std::vector<double> dx_sum_buffer;
   double* dx_sum = scratch(dx_sum_buffer, g.input.count());
   std::fill(dx_sum, dx_sum + g.input.count(), 0.0);
-  with_type(out.type, [&](auto tag) {
+  with_type(g.output.type, [&](auto tag) {
     constexpr DataType T = decltype(tag)::value;
-    for (int b = 0; b < out.n; ++b) {
-      for (int c = 0; c < out.c; ++c) {
-        for (int oh = 0; oh < out.h; ++oh) {
-          for (int ow = 0; ow < out.w; ++ow) {
-            const Window win = window_at(g, oh, ow);
-            if (win.count() == 0) continue;
-            const double grad = load_as_float(T, dy, out.offset(b, c, oh, ow));
-            if (g.mode == PoolMode::max) {
-              dx_sum[first_max_offset<T>(g, x, b, c, win)] += grad;
-              continue;
-            }
-            const double share = grad / average_divisor(g, win);
-            for (int ih = win.h0; ih < win.h1; ++ih) {
-              for (int iw = win.w0; iw < win.w1; ++iw) {
-                dx_sum[g.input.offset(b, c, ih, iw)] += share;
-              }
-            }
-          }
-        }
+    for_each_window(g, [&](int b, int c, size_t out_at, const Window& win) {
+      if (win.count() == 0) return;
+      const double grad = load_as_float(T, dy, out_at);
+      if (g.mode == PoolMode::max) {
+        dx_sum[first_max_offset<T>(g, x, b, c, win)] += grad;
+        return;
       }
-    }
+      const double share = grad / average_divisor(g, win);
+      for_each_in_window(g, b, c, win, [&](size_t at) { dx_sum[at] += share; });
+    });
     for (size_t i = 0; i < g.input.count(); ++i) {
       store_from_float(T, dx, i, static_cast<float>(dx_sum[i]));
     }
@@ -357,30 +371,14 @@ void ReferenceBackend::copy_into_channels(const Tensor4& src_shape, const void* 
                                           const Tensor4& dst_shape, void* dst,
                                           int channel_offset) {
   check_channel_slice(src_shape, dst_shape, channel_offset, "copy_into_channels");
-  const ChannelView s = channel_view(src_shape);
-  const ChannelView d = channel_view(dst_shape);
-  const size_t element = data_type_bytes(src_shape.type);
-  // Per outer index the slice is one contiguous run of src.c * inner elements on both sides.
-  const size_t run = static_cast<size_t>(s.channels) * s.inner;
-  for (size_t o = 0; o < s.outer; ++o) {
-    std::memcpy(static_cast<char*>(dst) + d.at(o, channel_offset, 0) * element,
-                static_cast<const char*>(src) + s.at(o, 0, 0) * element, run * element);
-  }
+  copy_channel_slice(src_shape, dst_shape, channel_offset, /*into_whole=*/true, src, dst);
 }
 
 void ReferenceBackend::copy_from_channels(const Tensor4& src_shape, const void* src,
                                           int channel_offset, const Tensor4& dst_shape,
                                           void* dst) {
   check_channel_slice(dst_shape, src_shape, channel_offset, "copy_from_channels");
-  const ChannelView s = channel_view(src_shape);
-  const ChannelView d = channel_view(dst_shape);
-  const size_t element = data_type_bytes(dst_shape.type);
-  const size_t run = static_cast<size_t>(d.channels) * d.inner;
-  for (size_t o = 0; o < d.outer; ++o) {
-    std::memcpy(static_cast<char*>(dst) + d.at(o, 0, 0) * element,
-                static_cast<const char*>(src) + s.at(o, channel_offset, 0) * element,
-                run * element);
-  }
+  copy_channel_slice(dst_shape, src_shape, channel_offset, /*into_whole=*/false, src, dst);
 }
 
 }  // namespace dpbench

@@ -8,7 +8,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +16,7 @@
 #include "engine/device_factory.h"
 #include "engine/environment.h"
 #include "tests/gpu/gpu_test_support.h"
+#include "tests/rank_threads.h"
 
 using namespace dpbench;
 using dpbench::gpu_test::HostTensor;
@@ -36,24 +36,12 @@ std::vector<int> rank_counts() {
 }
 
 // Runs body(rank) on one thread per rank, each with its GPU current, and rethrows the first
-// failure here. Catch2's assertions are not thread-safe: the threads only compute.
+// failure here (testing::on_rank_threads).
 void on_rank_threads(const std::vector<std::unique_ptr<Device>>& devices, const std::function<void(int)>& body) {
-  std::mutex failure_mutex;
-  std::exception_ptr failure;
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < static_cast<int>(devices.size()); ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        devices[rank]->make_current();
-        body(rank);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(failure_mutex);
-        if (!failure) failure = std::current_exception();
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
-  if (failure) std::rethrow_exception(failure);
+  testing::on_rank_threads(static_cast<int>(devices.size()), [&](int rank) {
+    devices[rank]->make_current();
+    body(rank);
+  });
 }
 
 // GPUs 0..count-1 and an NCCL communicator over them (destroyed first: it is declared last).

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/flags.h"
@@ -28,13 +29,18 @@ struct FixtureRun {
   double jitter = 10;
 };
 
-// A replicated resnet50 run on `gpus` GPUs at `speed` images/s.
-inline FixtureRun replicated_run(int gpus, double speed) {
+// A run with `flags` on `gpus` GPUs at `speed` items/s, the rest as FixtureRun's defaults.
+inline FixtureRun run_of(std::vector<std::string> flags, int gpus, double speed) {
   FixtureRun run;
-  run.flags = {"--model=resnet50", "--variable_update=replicated"};
+  run.flags = std::move(flags);
   run.gpus = gpus;
   run.items_per_sec = speed;
   return run;
+}
+
+// A replicated resnet50 run on `gpus` GPUs at `speed` images/s.
+inline FixtureRun replicated_run(int gpus, double speed) {
+  return run_of({"--model=resnet50", "--variable_update=replicated"}, gpus, speed);
 }
 
 // The result `run` describes: config through parse_run_flags + config_to_json (8 GPUs present),

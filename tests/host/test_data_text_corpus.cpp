@@ -6,9 +6,7 @@
 #include "engine/data/text_corpus.h"
 
 using namespace dpbench;
-using dpbench::testing::config_error_of;
-using dpbench::testing::DataTempDir;
-using dpbench::testing::write_text;
+using namespace dpbench::testing;
 using Catch::Matchers::Contains;
 
 namespace {

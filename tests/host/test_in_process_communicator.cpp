@@ -9,7 +9,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,33 +17,15 @@
 #include "engine/data_type.h"
 #include "engine/device_factory.h"
 #include "engine/errors.h"
+#include "tests/rank_threads.h"
 
 using namespace dpbench;
+using dpbench::testing::on_rank_threads;
 
 namespace {
 
 constexpr DataType kTypes[] = {DataType::f32, DataType::f16, DataType::bf16};
 constexpr StreamKind kStream = StreamKind::communication;
-
-// Runs body(rank) on one thread per rank and rethrows the first failure on the calling thread
-// (Catch2's assertions are not thread-safe, so the threads only compute; the test checks after).
-void on_rank_threads(int ranks, const std::function<void(int)>& body) {
-  std::mutex failure_mutex;
-  std::exception_ptr failure;
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < ranks; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        body(rank);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(failure_mutex);
-        if (!failure) failure = std::current_exception();
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
-  if (failure) std::rethrow_exception(failure);
-}
 
 // Reference devices and a communicator over them, as the runner builds them.
 struct Ranks {

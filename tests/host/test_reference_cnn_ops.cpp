@@ -16,15 +16,7 @@
 #include "tests/host/reference_cnn_test_support.h"
 
 using namespace dpbench;
-using dpbench::testing::changed_by_rounding;
-using dpbench::testing::check_close;
-using dpbench::testing::check_same_bits;
-using dpbench::testing::finite_difference;
-using dpbench::testing::kHalfTypes;
-using dpbench::testing::random_values;
-using dpbench::testing::rounded;
-using dpbench::testing::TypedBuffer;
-using dpbench::testing::weighted_sum;
+using namespace dpbench::testing;
 
 namespace {
 
@@ -100,6 +92,42 @@ void direct_pool(const PoolGeometry& g, const std::vector<float>& x, const std::
 Tensor4 with_type(Tensor4 t, DataType type) {
   t.type = type;
   return t;
+}
+
+// Runs batch norm forward (with or without the fused ReLU) at x, gamma and beta, then checks
+// batch_norm_backward against the finite-difference gradient of sum(weights * y) in each of them,
+// to 1e-3. With x in [-1, 1) inv_std ~ 2, so y's derivatives grow ~2x per order; after Richardson
+// the error is O(h^4 * 2^5) ~ 1e-7 at h = 1/64. The float noise of y (24 values below ~5, each
+// rounded by < 3e-7) over a step of 1/32 is ~1e-5. 1e-3 leaves room and still catches any missing
+// term of the formula (each is of order 0.1 or more here). Returns y at the given values.
+std::vector<float> check_batch_norm_gradient(const Tensor4& t, std::vector<float>& x,
+                                             std::vector<float>& gamma, std::vector<float>& beta,
+                                             uint64_t weights_stream, bool relu) {
+  ReferenceBackend ops;
+  const float epsilon = 1e-3f;
+  const std::vector<float> weights = random_values(t.count(), weights_stream);  // d loss / dy
+  std::vector<float> y(t.count()), mean(t.c), inv_std(t.c);
+  auto loss = [&] {
+    ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, relu,
+                                    y.data(), mean.data(), inv_std.data(), nullptr);
+    return weighted_sum(y, weights);
+  };
+  loss();
+  const std::vector<float> y_at_start = y;
+  std::vector<float> dx(t.count()), dgamma(t.c), dbeta(t.c);
+  ops.batch_norm_backward(t, x.data(), y.data(), weights.data(), gamma.data(), mean.data(),
+                          inv_std.data(), epsilon, relu, dx.data(), dgamma.data(), dbeta.data(),
+                          nullptr);
+  std::vector<double> fd_x(x.size()), fd_gamma(t.c), fd_beta(t.c);
+  for (size_t i = 0; i < x.size(); ++i) fd_x[i] = finite_difference(x[i], 1.0 / 64, loss);
+  for (int c = 0; c < t.c; ++c) {
+    fd_gamma[c] = finite_difference(gamma[c], 1.0 / 64, loss);
+    fd_beta[c] = finite_difference(beta[c], 1.0 / 64, loss);
+  }
+  check_close(dx, fd_x, 1e-3, 1e-3, "dx");
+  check_close(dgamma, fd_gamma, 1e-3, 1e-3, "dgamma");
+  check_close(dbeta, fd_beta, 1e-3, 1e-3, "dbeta");
+  return y_at_start;
 }
 
 }  // namespace
@@ -217,90 +245,19 @@ TEST_CASE("reference batch norm: forward and backward match the definition", "[r
   }
 }
 
-TEST_CASE("reference batch norm: the fused ReLU equals batch norm then ReLU, bit for bit",
-          "[reference_cnn]") {
-  ReferenceBackend ops;
-  const float epsilon = 1e-5f;
-  for (DataFormat format : kFormats) {
-    INFO(data_format_name(format));
-    const Tensor4 t{2, 5, 3, 4, format};
-    const std::vector<float> x = random_values(t.count(), 91, -1.0f, 2.0f);
-    const std::vector<float> gamma = random_values(t.c, 92, 0.5f, 1.5f);
-    const std::vector<float> beta = random_values(t.c, 93);
-    const std::vector<float> dy = random_values(t.count(), 94);
-    std::vector<float> mean(t.c), inv_std(t.c);
-
-    std::vector<float> bn(t.count()), separate_y(t.count()), fused_y(t.count());
-    ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, false,
-                                    bn.data(), mean.data(), inv_std.data(), nullptr);
-    ops.relu_forward(bn.data(), separate_y.data(), bn.size());
-    ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, true,
-                                    fused_y.data(), mean.data(), inv_std.data(), nullptr);
-    CHECK(fused_y == separate_y);
-
-    std::vector<float> relu_dx(t.count()), separate_dx(t.count()), fused_dx(t.count());
-    std::vector<float> dgamma(t.c), dbeta(t.c), fused_dgamma(t.c), fused_dbeta(t.c);
-    ops.relu_backward(separate_y.data(), dy.data(), relu_dx.data(), dy.size());
-    ops.batch_norm_backward(t, x.data(), bn.data(), relu_dx.data(), gamma.data(), mean.data(),
-                            inv_std.data(), epsilon, false, separate_dx.data(), dgamma.data(),
-                            dbeta.data(), nullptr);
-    ops.batch_norm_backward(t, x.data(), fused_y.data(), dy.data(), gamma.data(), mean.data(),
-                            inv_std.data(), epsilon, true, fused_dx.data(), fused_dgamma.data(),
-                            fused_dbeta.data(), nullptr);
-    CHECK(fused_dx == separate_dx);
-    CHECK(fused_dgamma == dgamma);
-    CHECK(fused_dbeta == dbeta);
-
-    // dx may alias dy.
-    std::vector<float> in_place = dy;
-    ops.batch_norm_backward(t, x.data(), fused_y.data(), in_place.data(), gamma.data(),
-                            mean.data(), inv_std.data(), epsilon, true, in_place.data(),
-                            fused_dgamma.data(), fused_dbeta.data(), nullptr);
-    CHECK(in_place == fused_dx);
-  }
-}
-
 TEST_CASE("reference batch norm: backward is the finite-difference gradient", "[reference_cnn]") {
-  ReferenceBackend ops;
-  const float epsilon = 1e-3f;
   for (DataFormat format : kFormats) {
     INFO(data_format_name(format));
     const Tensor4 t{2, 3, 2, 2, format};  // 8 values per channel
     std::vector<float> x = random_values(t.count(), 41);
     std::vector<float> gamma = random_values(t.c, 42, 0.5f, 1.5f);
     std::vector<float> beta = random_values(t.c, 43);
-    const std::vector<float> weights = random_values(t.count(), 44);  // d loss / dy
-    std::vector<float> y(t.count()), mean(t.c), inv_std(t.c);
-    auto loss = [&] {
-      ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, false,
-                                      y.data(), mean.data(), inv_std.data(), nullptr);
-      return weighted_sum(y, weights);
-    };
-    loss();
-    std::vector<float> dx(t.count()), dgamma(t.c), dbeta(t.c);
-    ops.batch_norm_backward(t, x.data(), y.data(), weights.data(), gamma.data(), mean.data(),
-                            inv_std.data(), epsilon, false, dx.data(), dgamma.data(),
-                            dbeta.data(), nullptr);
-    // x in [-1, 1) gives inv_std ~ 2, so y's derivatives grow ~2x per order; after Richardson the
-    // error is O(h^4 * 2^5) ~ 1e-7 at h = 1/64. The float noise of y (24 values below ~5, each
-    // rounded by < 3e-7) over a step of 1/32 is ~1e-5. 1e-3 leaves room and still catches any
-    // missing term of the formula (each is of order 0.1 or more here).
-    std::vector<double> fd_x(x.size()), fd_gamma(t.c), fd_beta(t.c);
-    for (size_t i = 0; i < x.size(); ++i) fd_x[i] = finite_difference(x[i], 1.0 / 64, loss);
-    for (int c = 0; c < t.c; ++c) {
-      fd_gamma[c] = finite_difference(gamma[c], 1.0 / 64, loss);
-      fd_beta[c] = finite_difference(beta[c], 1.0 / 64, loss);
-    }
-    check_close(dx, fd_x, 1e-3, 1e-3, "dx");
-    check_close(dgamma, fd_gamma, 1e-3, 1e-3, "dgamma");
-    check_close(dbeta, fd_beta, 1e-3, 1e-3, "dbeta");
+    check_batch_norm_gradient(t, x, gamma, beta, 44, /*relu=*/false);
   }
 }
 
 TEST_CASE("reference batch norm with ReLU: backward is the finite-difference gradient",
           "[reference_cnn]") {
-  ReferenceBackend ops;
-  const float epsilon = 1e-3f;
   for (DataFormat format : kFormats) {
     INFO(data_format_name(format));
     const Tensor4 t{2, 3, 2, 2, format};  // 8 values per channel
@@ -319,32 +276,12 @@ TEST_CASE("reference batch norm with ReLU: backward is the finite-difference gra
     });
     std::vector<float> gamma = random_values(t.c, 46, 0.5f, 1.5f);
     std::vector<float> beta(t.c, 0.0f);
-    const std::vector<float> weights = random_values(t.count(), 47);  // d loss / dy
-    std::vector<float> y(t.count()), mean(t.c), inv_std(t.c);
-    auto loss = [&] {
-      ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, true,
-                                      y.data(), mean.data(), inv_std.data(), nullptr);
-      return weighted_sum(y, weights);
-    };
-    loss();
+    // Away from the kink the loss is smooth with inv_std ~ 1, so the error budget of
+    // check_batch_norm_gradient applies (with room to spare).
+    const std::vector<float> y = check_batch_norm_gradient(t, x, gamma, beta, 47, /*relu=*/true);
     size_t zeros = 0;
     for (float value : y) zeros += value == 0.0f;
     CHECK(zeros == y.size() / 2);  // half the outputs are cut by the ReLU
-    std::vector<float> dx(t.count()), dgamma(t.c), dbeta(t.c);
-    ops.batch_norm_backward(t, x.data(), y.data(), weights.data(), gamma.data(), mean.data(),
-                            inv_std.data(), epsilon, true, dx.data(), dgamma.data(), dbeta.data(),
-                            nullptr);
-    // Away from the kink the loss is smooth with inv_std ~ 1, so the error budget of the test
-    // above applies (with room to spare).
-    std::vector<double> fd_x(x.size()), fd_gamma(t.c), fd_beta(t.c);
-    for (size_t i = 0; i < x.size(); ++i) fd_x[i] = finite_difference(x[i], 1.0 / 64, loss);
-    for (int c = 0; c < t.c; ++c) {
-      fd_gamma[c] = finite_difference(gamma[c], 1.0 / 64, loss);
-      fd_beta[c] = finite_difference(beta[c], 1.0 / 64, loss);
-    }
-    check_close(dx, fd_x, 1e-3, 1e-3, "dx");
-    check_close(dgamma, fd_gamma, 1e-3, 1e-3, "dgamma");
-    check_close(dbeta, fd_beta, 1e-3, 1e-3, "dbeta");
   }
 }
 
@@ -621,11 +558,11 @@ TEST_CASE("reference batch norm in fp16 and bf16: fp32 statistics of the stored 
   }
 }
 
-TEST_CASE("reference batch norm in fp16 and bf16: fused ReLU equals batch norm then ReLU",
+TEST_CASE("reference batch norm: the fused ReLU equals batch norm then ReLU, bit for bit",
           "[reference_cnn]") {
   ReferenceBackend ops;
   const float epsilon = 1e-5f;
-  for (DataType type : kHalfTypes) {
+  for (DataType type : {DataType::f32, DataType::f16, DataType::bf16}) {
     for (DataFormat format : kFormats) {
       INFO(data_type_name(type) << " " << data_format_name(format));
       const Tensor4 t = with_type(Tensor4{2, 5, 3, 4, format}, type);
@@ -656,6 +593,13 @@ TEST_CASE("reference batch norm in fp16 and bf16: fused ReLU equals batch norm t
       check_same_bits(fused_dx.values(), separate_dx.values(), "dx");
       check_same_bits(fused_dgamma, dgamma, "dgamma");
       check_same_bits(fused_dbeta, dbeta, "dbeta");
+
+      // dx may alias dy.
+      TypedBuffer in_place = dy;
+      ops.batch_norm_backward(t, x.data(), fused_y.data(), in_place.data(), gamma.data(),
+                              mean.data(), inv_std.data(), epsilon, true, in_place.data(),
+                              fused_dgamma.data(), fused_dbeta.data(), nullptr);
+      check_same_bits(in_place.values(), fused_dx.values(), "dx in place");
     }
   }
 }

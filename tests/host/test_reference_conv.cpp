@@ -12,15 +12,7 @@
 #include "tests/host/reference_cnn_test_support.h"
 
 using namespace dpbench;
-using dpbench::testing::changed_by_rounding;
-using dpbench::testing::check_close;
-using dpbench::testing::check_same_bits;
-using dpbench::testing::finite_difference;
-using dpbench::testing::kHalfTypes;
-using dpbench::testing::random_values;
-using dpbench::testing::rounded;
-using dpbench::testing::TypedBuffer;
-using dpbench::testing::weighted_sum;
+using namespace dpbench::testing;
 
 namespace {
 

@@ -30,6 +30,12 @@ double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 // A float buffer of at least `bytes` bytes (reserve and workspace of the LSTM).
 std::vector<float> scratch(size_t bytes) { return std::vector<float>(bytes / sizeof(float) + 1); }
 
+// The small stacked LSTM the forward and gradient checks run: T 3, B 2, in 3, H 2, two layers.
+RnnGeometry two_layer_geometry(bool bidirectional) {
+  return RnnGeometry{/*seq_len=*/3, /*batch=*/2, /*input_size=*/3, /*hidden_size=*/2,
+                     /*num_layers=*/2, bidirectional};
+}
+
 // One LSTM problem: inputs, weights, the forward's outputs, and a scalar loss
 //   L = sum(y * wy) + sum(hy * wh) + sum(cy * wc)
 // whose parts can be switched off, so the backward passes see dy, dhy, dcy = nullptr.
@@ -72,6 +78,11 @@ struct LstmProblem {
                            through_states ? wh.data() : nullptr,
                            through_states ? wc.data() : nullptr, weights.data(), hx.data(),
                            cx.data(), dx, dhx, dcx, reserve.data(), workspace.data());
+  }
+  // Adds the weight gradient of the last backward_data to dweights.
+  void backward_weights(std::vector<float>& dweights) {
+    ops.lstm_backward_weights(g, x.data(), hx.data(), y.data(), dweights.data(), reserve.data(),
+                              workspace.data());
   }
   // dL/dvalues[i] for every i, by finite_difference (h and 2h combined by Richardson).
   std::vector<double> numeric_gradient(std::vector<float>& values, double step) {
@@ -391,13 +402,7 @@ TEST_CASE("reference lstm_forward equals the LSTM unrolled from gemm + lstm_cell
           "[reference]") {
   for (bool bidirectional : {false, true}) {
     INFO((bidirectional ? "bidirectional" : "unidirectional"));
-    RnnGeometry g;
-    g.seq_len = 3;
-    g.batch = 2;
-    g.input_size = 3;
-    g.hidden_size = 2;
-    g.num_layers = 2;
-    g.bidirectional = bidirectional;
+    const RnnGeometry g = two_layer_geometry(bidirectional);
     LstmProblem problem(g, 40);
     problem.forward();
     std::vector<float> y(g.output_count()), hy(g.state_count()), cy(g.state_count());
@@ -427,9 +432,7 @@ void check_lstm_gradients(LstmProblem& problem) {
   // lstm_backward_weights adds: start from a non-zero buffer and expect it plus the gradient.
   const std::vector<float> prefill = random_values(g.weight_count(), 99);
   std::vector<float> dweights = prefill;
-  problem.ops.lstm_backward_weights(g, problem.x.data(), problem.hx.data(), problem.y.data(),
-                                    dweights.data(), problem.reserve.data(),
-                                    problem.workspace.data());
+  problem.backward_weights(dweights);
 
   check_close(dx, problem.numeric_gradient(problem.x, kStep), kAtol, kRtol, "dx");
   check_close(dhx, problem.numeric_gradient(problem.hx, kStep), kAtol, kRtol, "dhx");
@@ -439,36 +442,25 @@ void check_lstm_gradients(LstmProblem& problem) {
   check_close(dweights, want_dweights, kAtol, kRtol, "dweights");
 }
 
-RnnGeometry two_layer_geometry(bool bidirectional) {
-  RnnGeometry g;
-  g.seq_len = 3;
-  g.batch = 2;
-  g.input_size = 3;
-  g.hidden_size = 2;
-  g.num_layers = 2;
-  g.bidirectional = bidirectional;
-  return g;
-}
-
 }  // namespace
 
-TEST_CASE("reference lstm backward matches finite differences: 2 layers unidirectional",
-          "[reference]") {
-  LstmProblem problem(two_layer_geometry(false), 50);
-  SECTION("loss through y, hy and cy") { check_lstm_gradients(problem); }
-  SECTION("loss through y only: dhy, dcy = nullptr") {
-    problem.through_states = false;
-    check_lstm_gradients(problem);
-  }
-}
-
-TEST_CASE("reference lstm backward matches finite differences: 2 layers bidirectional",
-          "[reference]") {
-  LstmProblem problem(two_layer_geometry(true), 60);
-  SECTION("loss through y, hy and cy") { check_lstm_gradients(problem); }
-  SECTION("loss through hy and cy only: dy = nullptr") {
-    problem.through_outputs = false;
-    check_lstm_gradients(problem);
+TEST_CASE("reference lstm backward matches finite differences: 2 layers", "[reference]") {
+  // Each direction count with the loss through y, hy and cy, then with one part cut off: through
+  // y only unidirectional (dhy, dcy = nullptr), through hy and cy only bidirectional (dy = nullptr).
+  struct Case {
+    bool bidirectional;
+    uint64_t stream;
+    bool LstmProblem::*cut;
+  };
+  for (const Case& c : {Case{false, 50, &LstmProblem::through_states},
+                        Case{true, 60, &LstmProblem::through_outputs}}) {
+    for (bool whole_loss : {true, false}) {
+      INFO((c.bidirectional ? "bidirectional" : "unidirectional")
+           << (whole_loss ? ", loss through y, hy and cy" : ", loss with one part cut off"));
+      LstmProblem problem(two_layer_geometry(c.bidirectional), c.stream);
+      if (!whole_loss) problem.*c.cut = false;
+      check_lstm_gradients(problem);
+    }
   }
 }
 
@@ -485,9 +477,7 @@ TEST_CASE("reference lstm backward: unwanted dx dhx dcx leave the weight gradien
       problem.backward_data(nullptr, nullptr, nullptr);
     }
     std::vector<float> dweights(g.weight_count(), 0.0f);
-    problem.ops.lstm_backward_weights(g, problem.x.data(), problem.hx.data(), problem.y.data(),
-                                      dweights.data(), problem.reserve.data(),
-                                      problem.workspace.data());
+    problem.backward_weights(dweights);
     return dweights;
   };
   const std::vector<float> with_inputs = weight_gradient(true);

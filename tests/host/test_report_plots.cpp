@@ -49,14 +49,6 @@ std::string xml_problem(const std::string& svg) {
   return open.empty() ? "" : "<" + open.back() + "> is never closed";
 }
 
-FixtureRun run_of(std::vector<std::string> flags, int gpus, double speed) {
-  FixtureRun run;
-  run.flags = std::move(flags);
-  run.gpus = gpus;
-  run.items_per_sec = speed;
-  return run;
-}
-
 }  // namespace
 
 TEST_CASE("report svg ticks are round numbers covering the range", "[report]") {

@@ -20,14 +20,6 @@ const std::vector<std::string> kIndependent = {"--model=resnet50", "--variable_u
 const std::vector<std::string> kServerCpu = {"--model=resnet50", "--variable_update=parameter_server",
                                              "--local_parameter_device=cpu"};
 
-FixtureRun run_of(std::vector<std::string> flags, int gpus, double speed) {
-  FixtureRun run;
-  run.flags = std::move(flags);
-  run.gpus = gpus;
-  run.items_per_sec = speed;
-  return run;
-}
-
 std::vector<std::string> with(std::vector<std::string> flags, const std::string& extra) {
   flags.push_back(extra);
   return flags;
