@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
 # Configures and builds dpbench into ./build (Release). DPBENCH_CUDA_ARCHITECTURES picks the GPU
-# targets (default 90: H100/H200); DPBENCH_BUILD_DIR another folder.
+# targets (default 90: H100/H200); DPBENCH_BUILD_DIR another folder. Progress goes to stderr in a
+# few lines (scripts/build_progress.awk), the compiler's errors and warnings as they come;
+# DPBENCH_BUILD_VERBOSE=1 shows cmake's own output instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${DPBENCH_BUILD_DIR:-build}
 arch_flag=()
 [ -n "${DPBENCH_CUDA_ARCHITECTURES:-}" ] && arch_flag=(-DCMAKE_CUDA_ARCHITECTURES="$DPBENCH_CUDA_ARCHITECTURES")
+if [ ! -x "$build_dir/dpbench" ]; then
+  echo "build: first build into $build_dir/ (about 15 minutes on 2 cores, most of it the CUDA" \
+    "kernels; later builds compile only what changed)" >&2
+fi
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release "${arch_flag[@]}" >/dev/null
-cmake --build "$build_dir" -j "$(nproc)"
+if [ -n "${DPBENCH_BUILD_VERBOSE:-}" ]; then
+  exec cmake --build "$build_dir" -j "$(nproc)"
+fi
+tty=0
+[ -t 2 ] && tty=1
+cmake --build "$build_dir" -j "$(nproc)" 2>&1 | awk -v tty="$tty" -f scripts/build_progress.awk >&2

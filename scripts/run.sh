@@ -4,5 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-bash scripts/build.sh >/dev/null
+bash scripts/build.sh  # its progress on stderr, so that stdout is dpbench's alone
 exec "./${DPBENCH_BUILD_DIR:-build}/dpbench" "$@"
