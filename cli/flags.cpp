@@ -12,6 +12,7 @@
 #include <cxxopts.hpp>
 
 #include "cli/flags_validation.h"
+#include "cli/tf_cnn_benchmarks_flags.h"
 #include "engine/errors.h"
 #include "models/model_registry.h"
 #include "strategies/all_reduce_spec.h"
@@ -329,6 +330,13 @@ size_t edit_distance(const std::string& from, const std::string& to) {
   throw ConfigError(argument + ": unknown flag; " + hint + "dpbench --help lists the accepted flags");
 }
 
+// A flag given twice must say the same both times: which of two values was meant is a guess.
+void remember_value(const std::string& name, const std::string& value, std::map<std::string, std::string>* values) {
+  const auto [found, inserted] = values->emplace(name, value);
+  if (!inserted && found->second != value)
+    throw ConfigError("--" + name + " is given twice, as " + found->second + " and as " + value + "; give it once");
+}
+
 // absl/gflags, which tf_cnn_benchmarks used, also accept a single dash: -num_gpus=4.
 bool is_single_dash_flag(const std::string& arg) {
   return arg.size() > 2 && arg[0] == '-' && std::isalpha(static_cast<unsigned char>(arg[1])) &&
@@ -352,6 +360,7 @@ std::vector<std::string> check_argument_shapes(const std::vector<std::string>& r
   };
 
   std::vector<std::string> args = raw_args;
+  std::map<std::string, std::string> values;  // each flag's value as given, to catch contradictions
   const FlagSpec* previous_boolean = nullptr;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string& arg = args[i];
@@ -376,16 +385,25 @@ std::vector<std::string> check_argument_shapes(const std::vector<std::string>& r
       continue;
     }
     const FlagSpec* spec = find_spec(name);
-    if (spec == nullptr) reject_unknown_flag(arg, name, known);
-    if (equals != std::string::npos) continue;
+    if (spec == nullptr) {
+      const std::string note = tf_cnn_benchmarks_flag_note(name);
+      if (!note.empty()) throw ConfigError("--" + name + " is a tf_cnn_benchmarks flag dpbench does not have: " + note);
+      reject_unknown_flag(arg, name, known);
+    }
+    if (equals != std::string::npos) {
+      remember_value(name, arg.substr(equals + 1), &values);
+      continue;
+    }
     if (spec->implicit_text) {
       previous_boolean = spec;
+      remember_value(name, *spec->implicit_text, &values);
       continue;
     }
     if (i + 1 == args.size() || args[i + 1].rfind("--", 0) == 0) {
       throw ConfigError("--" + name + ": missing a value; e.g. --" + name + "=" + spec->value_hint);
     }
     ++i;  // the value travels as the next argument, as it is
+    remember_value(name, args[i], &values);
   }
   return args;
 }
@@ -421,6 +439,11 @@ ParsedRunFlags parse_run_flags(const std::vector<std::string>& raw_args, const D
     throw ConfigError(std::string("command line: ") + error.what() + "; see dpbench --help");
   }
   parsed.config = resolve_run_config(flags, inventory, &parsed.fell_back_to_reference);
+  const RunConfig& config = parsed.config;
+  if (config.data.num_epochs == 0 && config.num_warmup_batches > config.num_batches)
+    parsed.notes.push_back("--num_warmup_batches=" + std::to_string(config.num_warmup_batches) + " is more than " +
+                           "--num_batches=" + std::to_string(config.num_batches) +
+                           ": the warm-up runs longer than the measurement");
   return parsed;
 }
 

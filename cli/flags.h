@@ -25,6 +25,8 @@ struct ParsedRunFlags {
   // --device=auto found no GPU and chose the reference backend; main() prints a one-line note.
   bool fell_back_to_reference = false;
   std::vector<std::string> arguments;  // as given, recorded in the result's "invocation"
+  // One-line remarks on a valid but probably unintended command line; main() prints them.
+  std::vector<std::string> notes;
 };
 
 // `args` excludes the program name and the "run" subcommand word. Throws ConfigError with one line

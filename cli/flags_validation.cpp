@@ -183,9 +183,12 @@ void resolve_numerics(const GivenFlags& flags, const ModelEntry& model, RunConfi
              "contradicts --precision=" + config->precision + " (--use_fp16 means --precision=fp16); give one of them");
     config->precision = "fp16";
   }
-  if (config->activation_type() != DataType::f32 && !model.mixed_precision)
-    reject("precision", config->precision,
+  if (config->activation_type() != DataType::f32 && !model.mixed_precision) {
+    // Named as the user typed it: --use_fp16 is how tf_cnn_benchmarks users ask for fp16.
+    const bool by_alias = config->use_fp16 && !flags.was_given("precision");
+    reject(by_alias ? "use_fp16" : "precision", by_alias ? flags.text("use_fp16") : config->precision,
            "--model=" + model.name + " computes in fp32 only; use fp32 or tf32, or a CNN model");
+  }
 
   const bool fp16 = config->precision == "fp16";
   config->fp16_enable_auto_loss_scale =

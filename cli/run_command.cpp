@@ -242,6 +242,7 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   });
   if (flags.fell_back_to_reference)
     print("note: no CUDA GPU found; running on the reference backend (host C++; pass --device=cpu to silence this)\n");
+  for (const std::string& note : flags.notes) print("note: " + note + "\n");
 
   const ModelEntry* model_entry = find_model(config.model);
   const StrategyEntry* strategy_entry = find_strategy(config.variable_update);

@@ -8,8 +8,9 @@
 #   model_flags MODEL           a model's flags in these scripts (nmt: cudnn_lstm, bi, tf32; rnnlm:
 #                               tf32; the CNNs: fp32; trivial: none)
 #   parse_entry ENTRY           MODEL[:BATCH][+--flag=value...] -> entry_model, entry_batch,
-#                               entry_flags (model_flags, --batch_size, then the entry's flags; the
-#                               last of a flag wins in dpbench) and entry_tag (a file-name part)
+#                               entry_flags (model_flags, --batch_size, then the entry's flags, each
+#                               name once: the entry's win) and entry_tag (a file-name part)
+#   last_of_each FLAG...        the flags with each name once, the last given
 #   twin_flags SCRIPT... -- FLAG...   the FLAGs that the scripts/bench/ SCRIPTs accept
 #   write_test_data DIR         CIFAR-format data (DIR/cifar) and a parallel corpus (DIR/nmt)
 #   gpu_table MODE ARGS...      the tables: variants DIR [COLUMNS], builds DIR ROUNDS WORKLOAD...,
@@ -62,6 +63,20 @@ model_flags() {
   esac
 }
 
+# last_of_each FLAG...: the flags with each --name once, the last one given (dpbench refuses a flag
+# given twice with different values; here later settings override earlier defaults), in order.
+last_of_each() {
+  local flags=("$@") i j keep
+  for ((i = 0; i < ${#flags[@]}; i++)); do
+    keep=1
+    for ((j = i + 1; j < ${#flags[@]}; j++)); do
+      [ "${flags[j]%%=*}" = "${flags[i]%%=*}" ] && keep=0
+    done
+    ((keep)) && printf '%s\n' "${flags[i]}"
+  done
+  return 0
+}
+
 parse_entry() {
   local head flag extra=()
   head=${1%%+*}
@@ -84,6 +99,7 @@ parse_entry() {
     done
   fi
   entry_tag=${entry_tag//[^A-Za-z0-9._=+-]/-}
+  mapfile -t entry_flags < <(last_of_each "${entry_flags[@]}")
 }
 
 twin_flags() {

@@ -75,8 +75,9 @@ run_dpbench() {  # file name, then dpbench flags
   local name=$1
   shift
   echo "== dpbench $name"
-  "$dpbench" --device="$device" "$@" "${steps[@]}" --display_every=1000 "${dpbench_flags[@]}" \
-    --result_file="$out/$name.json" >"$out/$name.log" 2>&1 || { echo "$name failed: $(tail -n 1 "$out/$name.log")"; status=1; }
+  local args
+  mapfile -t args < <(last_of_each --device="$device" "$@" "${steps[@]}" --display_every=1000 "${dpbench_flags[@]}")
+  "$dpbench" "${args[@]}" --result_file="$out/$name.json" >"$out/$name.log" 2>&1 || { echo "$name failed: $(tail -n 1 "$out/$name.log")"; status=1; }
 }
 twin() {  # file name, twin, GPU count, then the run's flags
   local name=$1 which=$2 n=$3 accepted=()
@@ -111,7 +112,7 @@ else
     case $entry_model in nmt | rnnlm) formats=- ;; esac
     for precision in $precisions; do
       for format in $formats; do
-        flags=(--model="$entry_model" "${entry_flags[@]}" --precision="$precision")
+        mapfile -t flags < <(last_of_each --model="$entry_model" "${entry_flags[@]}" --precision="$precision")
         key=${entry_tag}_$precision
         [ "$format" = - ] || { flags+=(--data_format="$format"); key+=_$format; }
         if [ "$workload" != ddp ]; then
@@ -120,9 +121,11 @@ else
           continue
         fi
         echo "== dpbench $key: sweep over ${counts[*]} GPUs"
+        mapfile -t sweep_flags < <(last_of_each --device="$device" "${flags[@]:1}" "${steps[@]}" --display_every=1000 \
+          "${dpbench_flags[@]}")
         bash scripts/sweep.sh --dpbench="$dpbench" --models="$entry_model" --gpus="$(IFS=,; echo "${counts[*]}")" \
           --strategies="${STRATEGIES:-independent;replicated:nccl;parameter_server:gpu}" --out="$out/$key" --no-report \
-          -- --device="$device" "${flags[@]:1}" "${steps[@]}" --display_every=1000 "${dpbench_flags[@]}" || status=1
+          -- "${sweep_flags[@]}" || status=1
         for n in "${counts[@]}"; do
           for which in $twins; do twin "${key}_g${n}__$which" "$which" "$n" "${flags[@]}"; done
         done

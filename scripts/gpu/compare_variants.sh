@@ -38,7 +38,7 @@ Options:
                         for entries with +--data_dir=DIR/cifar or DIR/nmt
   --dry-run             print the sweeps' commands, run nothing
 DPBENCH_FLAGS go to every run after --device=gpu --num_batches=50 --num_warmup_batches=10
---display_every=1000 (the last of a flag wins). Environment: DPBENCH_BUILD_DIR (build),
+--display_every=1000 (a flag given there replaces the default). Environment: DPBENCH_BUILD_DIR (build),
 DPBENCH_DEVICE (gpu; cpu: the reference backend, for a dry check).
 
 Examples:
@@ -118,13 +118,15 @@ done
 common=(--device="$device" --num_batches=50 --num_warmup_batches=10 --display_every=1000)
 status=0
 sweep() {  # folder, environment assignments (comma-separated, may be empty), then sweep.sh options
+  local run_flags
+  mapfile -t run_flags < <(last_of_each "${common[@]}" "${entry_flags[@]}" "${flags[@]}")
   local folder=$1 assignments=$2 pass=() mpirun_args="--bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH"
   shift 2
   [ -z "$assignments" ] || IFS=, read -r -a pass <<<"$assignments"
   local word
   for word in "${pass[@]}"; do mpirun_args+=" -x ${word%%=*}"; done
   env "${pass[@]}" MPIRUN_ARGS="$mpirun_args" bash scripts/sweep.sh --dpbench="$dpbench" --out="$folder" \
-    "${dry_run[@]}" "$@" -- "${common[@]}" "${entry_flags[@]}" "${flags[@]}" || status=1
+    "${dry_run[@]}" "$@" -- "${run_flags[@]}" || status=1
 }
 
 read -r -a entry_list <<<"$entries"

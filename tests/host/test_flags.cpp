@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "cli/flags.h"
+#include "cli/tf_cnn_benchmarks_flags.h"
 #include "engine/errors.h"
 #include "models/model_registry.h"
 
@@ -739,4 +740,57 @@ TEST_CASE("every count and size flag has an upper bound, named in its error", "[
   }
   CHECK(parse({"--collective_timeout=2.5"}).collective_timeout == 2.5);
   CHECK(parse({}).collective_timeout == 300);
+}
+
+TEST_CASE("tf_cnn_benchmarks flags dpbench lacks are named as such, with what to use instead", "[flags]") {
+  CHECK_THAT(error_of({"--xla"}), Catch::Matchers::StartsWith("--xla is a tf_cnn_benchmarks flag dpbench does not have: "));
+  CHECK_THAT(error_of({"--eval=true"}), Contains("--eval is a tf_cnn_benchmarks flag") && Contains("training"));
+  CHECK_THAT(error_of({"--train_dir=/tmp/x"}), Contains("--result_file"));
+  CHECK_THAT(error_of({"--job_name=worker"}), Contains("mpirun"));
+  CHECK_THAT(error_of({"--num_intra_threads", "4"}), Contains("one host thread drives each device"));
+  CHECK_THAT(error_of({"-distortions=false"}), Contains("--distortions is a tf_cnn_benchmarks flag"));
+  CHECK_THAT(error_of({"--tf_random_seed=3"}), Contains("--seed"));
+  // A plain typo is still an unknown flag with a suggestion.
+  CHECK_THAT(error_of({"--num_batchs=3"}), Contains("unknown flag; did you mean --num_batches?"));
+
+  // The notes name only flags dpbench has, and no tf_cnn_benchmarks-only name shadows one of ours.
+  const std::string help = run_help_text();
+  for (const char* name : {"xla", "eval", "train_dir", "distortions", "job_name", "num_intra_threads",
+                           "batch_group_size", "hierarchical_copy", "init_learning_rate", "tf_random_seed",
+                           "num_workers"}) {
+    const std::string note = tf_cnn_benchmarks_flag_note(name);
+    INFO(name << ": " << note);
+    REQUIRE_FALSE(note.empty());
+    CHECK(help.find("--" + std::string(name) + " ") == std::string::npos);
+    for (size_t at = note.find("--"); at != std::string::npos; at = note.find("--", at + 2)) {
+      const size_t end = note.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_", at + 2);
+      CHECK_THAT(help, Contains(note.substr(at, end - at)));
+    }
+  }
+  CHECK(tf_cnn_benchmarks_flag_note("num_gpus").empty());  // ours
+}
+
+TEST_CASE("a flag given twice must say the same both times", "[flags]") {
+  CHECK(error_of({"--num_batches=5", "--num_batches=6"}) ==
+        "--num_batches is given twice, as 5 and as 6; give it once");
+  CHECK(error_of({"--num_batches=5", "--num_batches", "7"}) ==
+        "--num_batches is given twice, as 5 and as 7; give it once");
+  CHECK(error_of({"--overlap_comm", "--variable_update=replicated", "--overlap_comm=false"}) ==
+        "--overlap_comm is given twice, as true and as false; give it once");
+  CHECK(parse({"--num_batches=5", "-num_batches=5"}).num_batches == 5);  // the same twice is harmless
+  CHECK(parse({"--variable_update=replicated", "--overlap_comm", "--overlap_comm=true"}).overlap_comm);
+}
+
+TEST_CASE("errors name the flag as typed, and a long warm-up is noted", "[flags]") {
+  CHECK(error_of({"--use_fp16=true"}) ==
+        "--use_fp16=true: --model=trivial computes in fp32 only; use fp32 or tf32, or a CNN model");
+  CHECK_THAT(error_of({"--precision=bf16"}), Catch::Matchers::StartsWith("--precision=bf16: --model=trivial"));
+  DeviceInventory inventory;
+  inventory.cuda_gpus = 1;
+  const ParsedRunFlags long_warmup =
+      parse_run_flags({"--num_batches=5", "--num_warmup_batches=10", "--result_file="}, inventory);
+  REQUIRE(long_warmup.notes.size() == 1);
+  CHECK(long_warmup.notes[0] ==
+        "--num_warmup_batches=10 is more than --num_batches=5: the warm-up runs longer than the measurement");
+  CHECK(parse_run_flags({"--result_file="}, inventory).notes.empty());
 }
