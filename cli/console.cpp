@@ -16,6 +16,11 @@
 namespace dpbench {
 namespace {
 
+// "1 device", "4 devices".
+std::string counted(int64_t count, const std::string& noun) {
+  return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
+}
+
 std::string join_indices(const std::vector<int>& indices) {
   std::string text;
   for (size_t i = 0; i < indices.size(); ++i) text += (i ? "," : "") + std::to_string(indices[i]);
@@ -91,6 +96,9 @@ std::string format_progress_line(const ProgressSnapshot& snapshot, int64_t items
   constexpr size_t kJitterWindow = 1000;
   const std::vector<double> recent(rates.end() - std::min(rates.size(), kJitterWindow), rates.end());
   const double spread = recent.size() >= 2 ? jitter(recent) : 0.0;
+  // One step has no spread to speak of: the rate alone, not "+/- 0.0 (jitter = 0.0)".
+  if (rates.size() < 2)
+    return fmt::format("{:>6}  {}/s: {:.1f}  loss {:.4f}", snapshot.measured_step, unit, mean, snapshot.loss);
   return fmt::format("{:>6}  {}/s: {:.1f} +/- {:.1f} (jitter = {:.1f})  loss {:.4f}", snapshot.measured_step,
                      unit, mean, uncertainty, spread, snapshot.loss);
 }
@@ -115,8 +123,9 @@ std::string format_summary(const Result& result) {
   std::string text(64, '-');
   text += "\n";
   text += fmt::format("total {}: {:.1f}\n", s.unit, s.items_per_sec);
-  text += fmt::format("  {} measured steps in {:.3f} s ({} devices, {} items per step), {} warm-up steps skipped\n",
-                      s.measured_steps, s.total_time_s, s.num_devices, s.items_per_step, s.warmup_steps);
+  text += fmt::format("  {} in {:.3f} s ({}, {} items per step), {} skipped\n",
+                      counted(s.measured_steps, "measured step"), s.total_time_s, counted(s.num_devices, "device"),
+                      s.items_per_step, counted(s.warmup_steps, "warm-up step"));
   if (s.step_time_ms) {
     const DistributionStats& t = *s.step_time_ms;
     text += fmt::format("  step time ms: mean {:.3f}  median {:.3f}  stddev {:.3f}  min {:.3f}  max {:.3f}  p5 {:.3f}  p95 {:.3f}\n",

@@ -289,7 +289,8 @@ cxxopts::Options build_options(const std::vector<FlagSpec>& specs) {
       "(dpbench report --help); `dpbench comm_bench` measures the collectives alone, in the style of\n"
       "nccl-tests (dpbench comm_bench --help); `dpbench strategies` lists the strategies and the\n"
       "options each takes.\n");
-  options.custom_help("[run] [flags]");
+  options.custom_help("[run] [flags]  |  dpbench report PATH... [flags]  |  dpbench comm_bench [flags]  |  dpbench "
+                      "strategies");
   options.positional_help("");
   options.set_width(110);
   for (const auto& spec : specs) {

@@ -19,7 +19,7 @@ TEST_CASE("a progress line shows step, mean per-step rate, its standard error, j
 TEST_CASE("a progress line from a single step has no spread", "[console]") {
   const std::vector<double> step_ms = {50.0};
   CHECK(format_progress_line(ProgressSnapshot{1, step_ms, 0.5}, 10, "words") ==
-        "     1  words/s: 200.0 +/- 0.0 (jitter = 0.0)  loss 0.5000");
+        "     1  words/s: 200.0  loss 0.5000");
 }
 
 TEST_CASE("the summary reports totals, distribution, execution mode and final state", "[console]") {
@@ -44,6 +44,12 @@ TEST_CASE("the summary reports totals, distribution, execution mode and final st
   CHECK_THAT(text, Catch::Contains("p95 52.000"));
   CHECK_THAT(text, Catch::Contains("replayed as one CUDA graph"));
   CHECK_THAT(text, Catch::Contains("final loss 0.250000, param_norm 3.500000, 42 parameters"));
+
+  result.summary.measured_steps = 1;  // singular where there is one
+  result.summary.num_devices = 1;
+  result.summary.warmup_steps = 1;
+  CHECK_THAT(format_summary(result),
+             Catch::Contains("1 measured step in 0.500 s (1 device, 64 items per step), 1 warm-up step skipped"));
 }
 
 namespace {
