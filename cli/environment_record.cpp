@@ -13,6 +13,9 @@ EnvironmentRecord describe_environment(BackendKind backend, const std::vector<De
   for (const DeviceDescription& device : devices)
     environment.devices.push_back(
         {device.index, device.name, device.memory_bytes, device.compute_capability, device.pci_bus_id});
+  // The CUDA libraries' versions only where they ran: a reference-backend run loads them (the
+  // binary links them) but uses none.
+  if (backend != BackendKind::cuda) return environment;
   const LibraryVersions versions = loaded_library_versions();
   environment.cuda_runtime = versions.cuda_runtime;
   environment.cuda_driver = versions.cuda_driver;

@@ -301,7 +301,9 @@ Result run_benchmark(const ParsedRunFlags& flags) {
       effective.num_batches = settings.num_batches;
     }
   } else {
-    data_summary["source"] = "synthetic, made once on the device";
+    data_summary["source"] = config.backend == BackendKind::cuda
+                                 ? "synthetic, made once on the device"
+                                 : "synthetic, made once in host memory (the reference backend's devices)";
   }
   print(format_run_header(effective, model->unit(), static_cast<int64_t>(model->layout().total_count()), descriptions));
   std::string data_line = "Data:       " + data_summary["source"].get<std::string>() + "; feed " + feed_name(feed);

@@ -15,11 +15,18 @@ namespace {
 
 constexpr size_t kMaxStemLength = 150;
 
+// "GPU"/"GPUs", or "device"/"devices" for the reference backend's host stand-ins.
+std::string devices_word(const SeriesKey& key, int64_t count) {
+  const std::string word = key.backend == "reference" ? "device" : "GPU";
+  return count == 1 ? word : word + "s";
+}
+
 LineChart speedup_chart(const Report& report, const Comparison& comparison) {
   LineChart chart;
   chart.title = "Speedup: " + comparison.title;
-  chart.x_label = "GPUs";
-  chart.y_label = "Speedup over 1 GPU (same strategy)";
+  const SeriesKey& key = report.series[comparison.series.front()].key;
+  chart.x_label = devices_word(key, 2);
+  chart.y_label = "Speedup over 1 " + devices_word(key, 1) + " (same strategy)";
   chart.x_ticks.assign(comparison.gpu_counts.begin(), comparison.gpu_counts.end());
   if (std::find(chart.x_ticks.begin(), chart.x_ticks.end(), 1.0) == chart.x_ticks.end())
     chart.x_ticks.insert(chart.x_ticks.begin(), 1.0);
@@ -29,7 +36,7 @@ LineChart speedup_chart(const Report& report, const Comparison& comparison) {
     line.label = comparison.column_labels[column];
     line.markers = true;
     if (series.baseline_missing) {
-      line.label += " (no 1-GPU run: not drawn)";  // a speedup needs its baseline
+      line.label += " (no 1-" + devices_word(key, 1) + " run: not drawn)";  // a speedup needs its baseline
     } else {
       for (const SeriesRow& row : series.rows)
         line.points.push_back({static_cast<double>(row.num_devices), *row.speedup});
@@ -48,8 +55,8 @@ LineChart speedup_chart(const Report& report, const Comparison& comparison) {
 LineChart step_time_chart(const Series& series, const SeriesRow& row) {
   const Result& result = row.run().result;
   LineChart chart;
-  chart.title = "Step times: " + series.title + ", " + std::to_string(row.num_devices) + " GPU" +
-                (row.num_devices == 1 ? "" : "s");
+  chart.title = "Step times: " + series.title + ", " + std::to_string(row.num_devices) + " " +
+                devices_word(series.key, row.num_devices);
   chart.x_label = "Step";
   chart.y_label = "Step time (ms)";
   ChartLine times;
@@ -85,6 +92,17 @@ LineChart step_time_chart(const Series& series, const SeriesRow& row) {
   // A first step that builds graphs or picks algorithms can take 100x longer; drawing it to scale
   // would flatten the measured steps into a line at the bottom.
   if (measured_max > 0) chart.y_limit = 1.5 * measured_max;
+  // The axis ends at the last step: round ticks inside the steps' range, then the last step itself
+  // (in place of a round tick closer to it than half a tick apart).
+  if (!result.steps.empty()) {
+    const double first = static_cast<double>(result.steps.front().step);
+    const double last = static_cast<double>(result.steps.back().step);
+    const std::vector<double> round = nice_ticks(first, last, 8);
+    const double spacing = round.size() > 1 ? round[1] - round[0] : 1.0;
+    for (double tick : round)
+      if (tick >= first && tick <= last - spacing / 2) chart.x_ticks.push_back(tick);
+    chart.x_ticks.push_back(last);
+  }
   return chart;
 }
 

@@ -84,8 +84,9 @@ std::vector<std::string> workload_details(const SeriesKey& key) {
   if (key.encoder_type.empty() && !key.data_format.empty()) parts.push_back(key.data_format);
   if (!key.data.empty()) parts.push_back(key.data);
   if (key.backend == "reference") parts.push_back("reference backend");
+  const std::string device = key.backend == "reference" ? "device" : "GPU";
   parts.push_back(key.scaling == Scaling::weak
-                      ? "batch " + std::to_string(key.batch) + " per GPU (weak scaling)"
+                      ? "batch " + std::to_string(key.batch) + " per " + device + " (weak scaling)"
                       : "total batch " + std::to_string(key.batch) + " (strong scaling)");
   return parts;
 }

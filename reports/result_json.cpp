@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "engine/errors.h"
 #include "reports/text_file.h"
@@ -75,6 +77,16 @@ const json& object_member(const json& object, const std::string& where, const ch
   const json& value = member(object, where, key);
   expect(value.is_object(), value, join(where, key), "an object");
   return value;
+}
+
+// The environment's CUDA library fields under their JSON keys: written only when set, read when
+// present (a reference-backend run records none).
+template <typename Environment>
+auto cuda_library_fields(Environment& environment) {
+  return std::vector<std::pair<const char*, decltype(&environment.cudnn)>>{
+      {"cuda", &environment.cuda_runtime}, {"cuda_driver", &environment.cuda_driver},
+      {"driver", &environment.driver},     {"cudnn", &environment.cudnn},
+      {"nccl", &environment.nccl},         {"cublas", &environment.cublas}};
 }
 
 std::string string_member(const json& object, const std::string& where, const char* key) {
@@ -155,12 +167,8 @@ EnvironmentRecord environment_from_json(const json& document) {
     if (devices[i].contains("pci_bus_id")) device.pci_bus_id = string_member(devices[i], path, "pci_bus_id");
     environment.devices.push_back(std::move(device));
   }
-  environment.cuda_runtime = string_member(object, where, "cuda");
-  environment.cuda_driver = string_member(object, where, "cuda_driver");
-  environment.driver = string_member(object, where, "driver");
-  environment.cudnn = string_member(object, where, "cudnn");
-  environment.nccl = string_member(object, where, "nccl");
-  environment.cublas = string_member(object, where, "cublas");
+  for (const auto& [key, version] : cuda_library_fields(environment))
+    if (object.contains(key)) *version = string_member(object, where, key);
   return environment;
 }
 
@@ -234,11 +242,14 @@ nlohmann::json environment_to_json(const EnvironmentRecord& environment) {
                        {"compute_capability", device.compute_capability},
                        {"pci_bus_id", device.pci_bus_id}});
   }
-  return {{"hostname", environment.hostname}, {"date", environment.date},
-          {"backend", environment.backend},   {"devices", std::move(devices)},
-          {"cuda", environment.cuda_runtime}, {"cuda_driver", environment.cuda_driver},
-          {"driver", environment.driver},     {"cudnn", environment.cudnn},
-          {"nccl", environment.nccl},         {"cublas", environment.cublas}};
+  json object = {{"hostname", environment.hostname},
+                 {"date", environment.date},
+                 {"backend", environment.backend},
+                 {"devices", std::move(devices)}};
+  // The CUDA libraries only where a run used them (none on the reference backend).
+  for (const auto& [key, version] : cuda_library_fields(environment))
+    if (!version->empty()) object[key] = *version;
+  return object;
 }
 
 json result_to_json(const Result& result) {

@@ -174,6 +174,25 @@ TEST_CASE("report plots: speedup per workload with the ideal line, step times wi
   const size_t points_at = steps.find("points=\"");
   const std::string points = steps.substr(points_at + 8, steps.find('"', points_at + 8) - points_at - 8);
   CHECK(count_of(points, ",") == 110);
+  // The step axis ends at the last step, not at a round number past it.
+  CHECK_THAT(steps, Contains("text-anchor=\"middle\">109</text>"));  // steps 0 to 109
+  CHECK_THAT(steps, !Contains("text-anchor=\"middle\">110</text>"));
+}
+
+TEST_CASE("report plots of reference-backend runs count devices, not GPUs", "[report]") {
+  TempDir dir;
+  FixtureRun one = run_of({"--model=trivial", "--variable_update=replicated"}, 1, 1000);
+  FixtureRun two = run_of({"--model=trivial", "--variable_update=replicated"}, 2, 1900);
+  one.backend = two.backend = "reference";
+  write_fixture(dir, "one.json", one);
+  write_fixture(dir, "two.json", two);
+  std::vector<std::string> notes;
+  const std::vector<PlotFile> plots = build_report_plots(report_of({dir.path().string()}), &notes);
+  REQUIRE(plots.size() == 2);
+  CHECK_THAT(plots[0].svg, Contains("class=\"axis-label\">devices</text>") &&
+                               Contains(">Speedup over 1 device (same strategy)</text>"));
+  CHECK_THAT(plots[1].svg, Contains(", 2 devices</text>"));
+  CHECK_THAT(plots[0].svg + plots[1].svg, !Contains("GPU"));
 }
 
 TEST_CASE("report --plots writes the figures into a new folder", "[report]") {

@@ -266,7 +266,7 @@ TEST_CASE("report tells backends, GPU types and units apart", "[report]") {
                       base + " [device_name=NVIDIA H100 80GB HBM3, unit=images/s]",
                       base + " [device_name=NVIDIA H200, unit=images/s]",
                       base + " [device_name=NVIDIA H200, unit=samples/s]",
-                      "resnet50, replicated (nccl), fp32, NCHW, reference backend, batch 64 per GPU (weak scaling)",
+                      "resnet50, replicated (nccl), fp32, NCHW, reference backend, batch 64 per device (weak scaling)",
                   });
   for (const Series& series : report.series) CHECK(series.rows.size() == 1);
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/errors.h"
+#include "cli/environment_record.h"
 #include "reports/result_json.h"
 
 namespace fs = std::filesystem;
@@ -343,4 +344,19 @@ TEST_CASE("a result written before summary.cuda_graph existed reads as no graphs
   nlohmann::json document = dpbench::result_to_json(dpbench::Result{});
   document["summary"].erase("cuda_graph");
   CHECK_FALSE(dpbench::result_from_json(document).summary.cuda_graph);
+}
+
+TEST_CASE("a reference-backend run records no CUDA library versions, and reads back without them", "[result_json]") {
+  const dpbench::EnvironmentRecord reference =
+      dpbench::describe_environment(dpbench::BackendKind::reference, {dpbench::DeviceDescription{0, "host", 0, ""}});
+  const json environment = dpbench::environment_to_json(reference);
+  CHECK(environment.at("backend") == "reference");
+  for (const char* key : {"cuda", "cuda_driver", "driver", "cudnn", "nccl", "cublas"}) CHECK_FALSE(environment.contains(key));
+
+  dpbench::Result result = make_full_result();
+  result.environment = reference;
+  const dpbench::Result back = dpbench::result_from_json(dpbench::result_to_json(result));
+  CHECK(back.environment.backend == "reference");
+  CHECK(back.environment.cudnn.empty());
+  CHECK(back.environment.cuda_runtime.empty());
 }

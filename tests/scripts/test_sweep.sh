@@ -604,7 +604,7 @@ reference_tests() {
   local report=$o/REPORT.md series
   for series in independent "replicated (nccl)"; do
     check "report has the $series series" grep -qxF \
-      "### trivial, $series, fp32, NCHW, reference backend, batch 64 per GPU (weak scaling)" "$report"
+      "### trivial, $series, fp32, NCHW, reference backend, batch 64 per device (weak scaling)" "$report"
     for n in 1 2 4; do
       check "report: $series row for $n devices" [ "$(sed -n "/^### trivial, $series,/,/^###/p" "$report" | \
         grep -cE "^\| $n \| 64 \| $((64 * n)) \| [0-9]+\.[0-9]{3} \| [0-9]+\.[0-9] \| [0-9]+\.[0-9]{2} \| [0-9]+\.[0-9] \|" || true)" = 1 ]
@@ -612,7 +612,7 @@ reference_tests() {
   done
   check "report: the 1-device rows are the baseline" [ "$(grep -cE '^\| 1 \| 64 \| 64 \| [0-9.]+ \| [0-9.]+ \| 1\.00 \| 100\.0 \|' "$report" || true)" = 2 ]
   check "report: comparison table of both strategies" grep -qxF "| GPU number | independent | replicated (nccl) |" "$report"
-  check "report: speedup figure" [ -s "$o/plots/speedup_trivial_fp32_nchw_reference_backend_batch_64_per_gpu_weak_scaling.svg" ]
+  check "report: speedup figure" [ -s "$o/plots/speedup_trivial_fp32_nchw_reference_backend_batch_64_per_device_weak_scaling.svg" ]
   check "report: step-time figures of the 4-device runs" [ "$(find "$o/plots" -name 'steps_*_4gpu.svg' | wc -l)" = 2 ]
   mkdir "$tmp/before"
   cp -p "$o"/*.json "$tmp/before/"
