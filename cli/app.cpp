@@ -12,6 +12,7 @@
 #include "cli/comm_bench_command.h"
 #include "cli/end_with_process.h"
 #include "cli/flags.h"
+#include "cli/interrupt_signals.h"
 #include "cli/log.h"
 #include "cli/report_command.h"
 #include "cli/run_command.h"
@@ -106,7 +107,17 @@ int dpbench_main(const std::vector<std::string>& args) {
       return 0;
     }
     watch_process_group_collectives(parsed.config.collective_timeout);
-    run_benchmark(parsed);
+    const ProcessGroup* group = process_group();
+    const bool speaks = group == nullptr || group->rank() == 0;
+    install_interrupt_handlers(speaks);
+    try {
+      run_benchmark(parsed);
+    } catch (const RunStoppedBeforeMeasuring& stopped) {
+      if (speaks) error_log().warn(std::string(stopped.what()));
+      return interrupted_exit_code(stopped.signal_number);
+    }
+    // A stop the job agreed on through another rank's signal ends this rank normally.
+    if (const int signal_number = interrupt_signal(); signal_number != 0) return interrupted_exit_code(signal_number);
     return 0;
   } catch (const ConfigError& error) {
     print_error(error.what());

@@ -77,6 +77,7 @@ std::string format_run_header(const RunConfig& config, const std::string& unit,
   const bool images = q.encoder_type.empty();
   text += images ? fmt::format("{:<14}{} / {}\n", "Precision:", config.precision, config.data_format)
                  : fmt::format("{:<14}{}\n", "Precision:", config.precision);
+  if (config.forward_only) text += fmt::format("{:<14}{}\n", "Mode:", "inference: forward passes only (--forward_only)");
   text += fmt::format("{:<14}{} warm-up + {} measured, progress every {}\n", "Steps:",
                       config.num_warmup_batches, config.num_batches, config.display_every);
   text += fmt::format("{:<14}{}/s, seed {}\n", "Unit:", unit, config.seed);
@@ -120,34 +121,43 @@ std::string describe_math(const Summary& s) {
 
 std::string format_summary(const Result& result) {
   const Summary& s = result.summary;
+  // Labels in one column, as the header's, so the values line up.
+  auto row = [](const std::string& label, const std::string& value) { return fmt::format("{:<14}{}\n", label, value); };
   std::string text(64, '-');
   text += "\n";
   text += fmt::format("total {}: {:.1f}\n", s.unit, s.items_per_sec);
-  text += fmt::format("  {} in {:.3f} s ({}, {} items per step), {} skipped\n",
-                      counted(s.measured_steps, "measured step"), s.total_time_s, counted(s.num_devices, "device"),
-                      s.items_per_step, counted(s.warmup_steps, "warm-up step"));
+  text += row("Measured:", fmt::format("{} in {:.3f} s ({}, {} items per step); {} skipped",
+                                       counted(s.measured_steps, "step"), s.total_time_s,
+                                       counted(s.num_devices, "device"), s.items_per_step,
+                                       counted(s.warmup_steps, "warm-up step")));
+  if (s.interrupted) {
+    const int64_t asked = result.config.value("num_batches", int64_t{0});
+    text += row("Interrupted:", fmt::format("stopped early, after {} of {} measured steps; the figures cover those",
+                                            s.measured_steps, asked));
+  }
   if (s.step_time_ms) {
     const DistributionStats& t = *s.step_time_ms;
-    text += fmt::format("  step time ms: mean {:.3f}  median {:.3f}  stddev {:.3f}  min {:.3f}  max {:.3f}  p5 {:.3f}  p95 {:.3f}\n",
-                        t.mean, t.median, t.stddev, t.min, t.max, t.p5, t.p95);
+    text += row("Step time ms:", fmt::format("{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}", "mean", "median", "stddev",
+                                             "min", "max", "p5", "p95"));
+    text += row("", fmt::format("{:>10.3f}{:>10.3f}{:>10.3f}{:>10.3f}{:>10.3f}{:>10.3f}{:>10.3f}", t.mean, t.median,
+                                t.stddev, t.min, t.max, t.p5, t.p95));
   }
-  if (s.jitter) text += fmt::format("  jitter: {:.1f} {}\n", *s.jitter, s.unit);
-  text += fmt::format("  math: {}\n", describe_math(s));
+  if (s.jitter) text += row("Jitter:", fmt::format("{:.1f} {}", *s.jitter, s.unit));
+  text += row("Math:", describe_math(s));
   if (s.data.contains("wait_ms_per_step"))
-    text += fmt::format("  data: {}, compute waited {:.3f} ms per step for its batch ({:.1f}% of step time)\n",
-                        s.data.value("feed", std::string()), s.data["wait_ms_per_step"].get<double>(),
-                        100.0 * s.data["wait_share_of_step_time"].get<double>());
+    text += row("Data:", fmt::format("{}, compute waited {:.3f} ms per step for its batch ({:.1f}% of step time)",
+                                     s.data.value("feed", std::string()), s.data["wait_ms_per_step"].get<double>(),
+                                     100.0 * s.data["wait_share_of_step_time"].get<double>()));
   if (s.data.contains("timed_epochs_time_s"))
-    text += fmt::format("  epochs: {} run, timed ones took {:.3f} s in all\n", s.data["epochs"].size(),
-                        s.data["timed_epochs_time_s"].get<double>());
-  text += fmt::format("  execution: {}\n", s.cuda_graph ? "each step replayed as one CUDA graph per device"
-                                                          : "kernels launched one by one from the host");
-  if (s.kernel_launches_per_step)
-    text += fmt::format("  kernel launches per step: {}\n", *s.kernel_launches_per_step);
-  text += fmt::format("  final loss {:.6f}, param_norm {:.6f}, {} parameters\n", s.final_loss, s.param_norm,
-                      s.num_parameters);
+    text += row("Epochs:", fmt::format("{} run, timed ones took {:.3f} s in all", s.data["epochs"].size(),
+                                       s.data["timed_epochs_time_s"].get<double>()));
+  text += row("Execution:", s.cuda_graph ? "each step replayed as one CUDA graph per device"
+                                         : "kernels launched one by one from the host");
+  if (s.kernel_launches_per_step) text += row("Kernels:", fmt::format("{} launches per step", *s.kernel_launches_per_step));
+  text += row("Final state:", fmt::format("loss {:.6f}, param_norm {:.6f}, {} parameters", s.final_loss,
+                                          s.param_norm, s.num_parameters));
   const std::string gpus = describe_telemetry(s.gpu_telemetry);
-  if (!gpus.empty()) text += "  GPUs: " + gpus + "\n";
+  if (!gpus.empty()) text += row("GPUs:", gpus);
   text += std::string(64, '-') + "\n";
   return text;
 }

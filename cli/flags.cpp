@@ -103,6 +103,10 @@ std::vector<FlagSpec> run_flag_specs() {
        defaults.precision, {}},
       {"use_fp16", "Model", "BOOL", "Alias for --precision=fp16 (tf_cnn_benchmarks' spelling)",
        defaults.use_fp16 ? "true" : "false", "true"},
+      {"forward_only", "Model", "BOOL",
+       "Inference: forward passes only (batch norm with its running statistics, no dropout), no "
+       "backward pass, exchange or update; --variable_update=independent only",
+       defaults.forward_only ? "true" : "false", "true"},
       {"fp16_loss_scale", "Model", "X",
        "fp16: multiply the loss by X before backward, divide the gradients by X before the update "
        "(default: 128, or 32768 to start --fp16_enable_auto_loss_scale)",
@@ -517,6 +521,7 @@ nlohmann::json config_to_json(const RunConfig& config) {
       {"data_format", config.data_format},
       {"precision", config.precision},
       {"use_fp16", config.use_fp16},
+      {"forward_only", config.forward_only},
       {"fp16_loss_scale", config.fp16_loss_scale},
       {"fp16_enable_auto_loss_scale", config.fp16_enable_auto_loss_scale},
       {"fp16_inc_loss_scale_every_n", config.fp16_inc_loss_scale_every_n},

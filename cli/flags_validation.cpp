@@ -174,6 +174,7 @@ void resolve_numerics(const GivenFlags& flags, const ModelEntry& model, RunConfi
   require_one_of("data_format", config->data_format, {"NCHW", "NHWC"}, "data format");
   config->cudnn_benchmark = parse_bool("cudnn_benchmark", flags.text("cudnn_benchmark"));
   config->deterministic = parse_bool("deterministic", flags.text("deterministic"));
+  config->forward_only = parse_bool("forward_only", flags.text("forward_only"));
   config->precision = flags.text("precision");
   require_one_of("precision", config->precision, {"fp32", "tf32", "fp16", "bf16"}, "precision");
   config->use_fp16 = parse_bool("use_fp16", flags.text("use_fp16"));

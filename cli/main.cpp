@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/app.h"
+#include "cli/interrupt_signals.h"
 
 #ifdef DPBENCH_HAVE_MPI
 #include "engine/mpi/mpi_context.h"
@@ -28,7 +29,11 @@ int main(int argc, char* argv[]) {
     }
     dpbench::set_process_group(mpi.get());
     const int code = dpbench::dpbench_main(args);
-    if (code != 0 && mpi->size() > 1) mpi->abort(code);
+    // An interrupted run stopped on every rank after the same step (the ranks agreed on it), so
+    // none waits for another: the job ends normally.
+    const bool interrupted = dpbench::interrupt_signal() != 0 &&
+                             code == dpbench::interrupted_exit_code(dpbench::interrupt_signal());
+    if (code != 0 && !interrupted && mpi->size() > 1) mpi->abort(code);
     dpbench::set_process_group(nullptr);
     return code;
   }

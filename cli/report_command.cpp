@@ -115,7 +115,8 @@ std::string report_help_text() {
          "  --plots DIR        also write SVG figures to DIR: speedup against GPUs per workload, and the\n"
          "                     step times of each series' largest run with the warm-up shaded\n"
          "  --help             this text\n\n"
-         "Files that are not results (or of another schema_version) are skipped with a note naming them.\n"
+         "Files that are not results (or of another schema_version) and results of interrupted runs\n"
+         "(summary.interrupted) are skipped with a note naming them.\n"
          "Example: dpbench report results/ --plots results/plots --output results/REPORT.md\n";
 }
 

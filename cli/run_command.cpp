@@ -10,6 +10,7 @@
 #include "cli/console.h"
 #include "cli/environment_record.h"
 #include "cli/flag_limits.h"
+#include "cli/interrupt_signals.h"
 #include "cli/log.h"
 #include "engine/cuda/cuda_controls.h"
 #include "engine/data/text_content.h"
@@ -173,9 +174,12 @@ RunnerSettings runner_settings(const RunConfig& config) {
   settings.optimizer = optimizer_config(config);
   settings.weight_copy_type = config.activation_type();
   settings.cuda_graph = config.cuda_graph;
+  settings.forward_only = config.forward_only;
   settings.profile_step = config.profile_step;
   settings.process_rank = config.process_rank;
   settings.num_processes = config.num_processes;
+  settings.stop_requested = [] { return interrupt_signal() != 0; };
+  settings.stop_votes = process_group();
   // A device stuck in an NCCL wait after another failed would hold the process forever: end it
   // with the failure's message instead (no result is written; nothing was).
   settings.on_stuck_devices = [](const std::string& failure) {
@@ -216,6 +220,7 @@ ResultInputs result_inputs(const RunConfig& config, const RunMeasurements& measu
   run.step_loss = measured.step_loss;
   run.warmup_steps = measured.warmup_steps;
   run.trailing_steps = measured.trailing_steps;
+  run.interrupted = measured.stopped_early;
   run.total_time_s = measured.total_time_s;
   run.param_norm = measured.param_norm;
   run.num_parameters = measured.num_parameters;
@@ -306,7 +311,7 @@ Result run_benchmark(const ParsedRunFlags& flags) {
                                  : "synthetic, made once in host memory (the reference backend's devices)";
   }
   print(format_run_header(effective, model->unit(), static_cast<int64_t>(model->layout().total_count()), descriptions));
-  std::string data_line = "Data:       " + data_summary["source"].get<std::string>() + "; feed " + feed_name(feed);
+  std::string data_line = "Data:         " + data_summary["source"].get<std::string>() + "; feed " + feed_name(feed);
   if (feed.mode == FeedMode::prefetch)
     data_line += " (" + std::to_string(feed.depth) + " batches ahead, " + std::to_string(feed.threads) +
                  " loader threads per device)";
@@ -327,6 +332,11 @@ Result run_benchmark(const ParsedRunFlags& flags) {
       [&](const ProgressSnapshot& snapshot) { print(format_progress_line(snapshot, items_per_step, unit) + "\n"); },
       [&](const std::string& phase) { print(phase + "\n"); });
   if (group != nullptr) combine_across_processes(*group, measured);
+  if (measured.stopped_early && measured.step_time_ms.size() <= static_cast<size_t>(measured.warmup_steps)) {
+    const int signal_number = interrupt_signal();
+    throw RunStoppedBeforeMeasuring(signal_number, "stopped by " + interrupt_signal_name(signal_number) +
+                                                       " before any step was measured; no result written");
+  }
 
   Result result = assemble_result(result_inputs(effective, measured, unit, items_per_step, descriptions, data_summary));
   result.invocation = describe_invocation(flags.arguments);

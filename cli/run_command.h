@@ -2,6 +2,9 @@
 // prints header, progress and summary, and writes the result JSON atomically.
 #pragma once
 
+#include <stdexcept>
+#include <string>
+
 #include "cli/flags.h"
 #include "engine/runner.h"
 #include "reports/result.h"
@@ -12,7 +15,17 @@ namespace dpbench {
 OptimizerConfig optimizer_config(const RunConfig& config);
 RunnerSettings runner_settings(const RunConfig& config);
 
-// Runs and returns the result (also written to config.result_file unless that is empty).
+// A run stopped by SIGINT or SIGTERM (cli/interrupt_signals.h) before any step was measured:
+// there is nothing to keep, so no result is written.
+struct RunStoppedBeforeMeasuring : std::runtime_error {
+  RunStoppedBeforeMeasuring(int signal_number, const std::string& what)
+      : std::runtime_error(what), signal_number(signal_number) {}
+  int signal_number;
+};
+
+// Runs and returns the result (also written to config.result_file unless that is empty). A run
+// stopped early by a signal returns (and writes) what it measured, marked interrupted, or throws
+// RunStoppedBeforeMeasuring when that is nothing.
 Result run_benchmark(const ParsedRunFlags& flags);
 
 }  // namespace dpbench

@@ -133,6 +133,10 @@ void resolve_strategy(const GivenFlags& flags, RunConfig* config) {
   }
   const StrategyEntry& entry = *resolve_strategy_name(strategy);
   config->variable_update = entry.name;
+  if (config->forward_only && entry.family != StrategyFamily::independent)
+    reject("variable_update", flags.text("variable_update"),
+           "--forward_only runs no backward pass, so there are no gradients to exchange; use "
+           "--variable_update=independent (the default), or drop --forward_only");
 
   // One process per GPU: mpirun starts the processes, each drives the GPU of its host-local rank.
   const bool per_gpu = entry.processes == ProcessLayout::one_process_per_gpu;

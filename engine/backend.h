@@ -46,6 +46,15 @@ struct UpdateExtras {
   // the `step` argument is ignored; a replayed CUDA graph then corrects the bias of each step.
   const int32_t* step_from_zero = nullptr;
 };
+// Per-channel inference normalisation (batch norm on running statistics): device arrays of c floats.
+struct InferenceNorm {
+  const float* gamma = nullptr;
+  const float* beta = nullptr;
+  const float* mean = nullptr;
+  const float* variance = nullptr;
+  float epsilon = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -271,6 +280,13 @@ class Backend {
                                    float* dgamma, float* dbeta, void* workspace) = 0;
   // Scratch both batch-norm passes need for `shape` (per-channel partial sums); may be 0.
   virtual size_t batch_norm_workspace_bytes(const Tensor4& shape) = 0;
+  // Batch normalisation in inference mode, on given per-channel statistics (the running mean and
+  // variance) instead of the batch's, with what follows it in a ResNet block fused in:
+  //   y = act(norm(x) + residual),  norm(v) = gamma * (v - mean) / sqrt(variance + epsilon) + beta,
+  // residual = 0 (z == nullptr), z, or z_norm(z) (z_norm given); act = max(0, .) with `relu`.
+  // One pass over x (and z); y may alias x or z.
+  virtual void batch_norm_inference(const Tensor4& shape, const void* x, const InferenceNorm& norm,
+                                    const void* z, const InferenceNorm* z_norm, bool relu, void* y) = 0;
 
   virtual void pool_forward(const PoolGeometry& g, const void* x, void* y) = 0;
   // dx (g.input, overwritten) from dy (g.output). Max pooling sends each window's gradient to

@@ -221,6 +221,11 @@ class CountingBackend final : public Backend {
   size_t batch_norm_workspace_bytes(const Tensor4& shape) override {
     return inner_.batch_norm_workspace_bytes(shape);
   }
+  void batch_norm_inference(const Tensor4& shape, const void* x, const InferenceNorm& norm, const void* z,
+                            const InferenceNorm* z_norm, bool relu, void* y) override {
+    counted();
+    inner_.batch_norm_inference(shape, x, norm, z, z_norm, relu, y);
+  }
   void pool_forward(const PoolGeometry& g, const void* x, void* y) override {
     counted();
     inner_.pool_forward(g, x, y);

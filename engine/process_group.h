@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,18 @@ class ProcessGroup {
   virtual void require_same_on_every_rank(const std::string& what, const std::string& text) const = 0;
   // Ends every process of the job: for a rank that failed while others may wait in a collective.
   [[noreturn]] virtual void abort(int exit_code) const = 0;
+
+  // A yes/no vote of every rank, started without waiting: every rank starts the same votes in the
+  // same order (from one thread per rank), and each vote's outcome is the same on every rank. The
+  // runner takes one per step to agree on stopping early (Note [stopping early] in
+  // engine/runner.cpp), reading each a few steps later, by when it has long completed.
+  class Vote {
+   public:
+    virtual ~Vote() = default;  // waits for the vote to complete when its outcome was never read
+    // Whether any rank voted yes; waits for the vote to complete (watched as collectives are).
+    virtual bool any_yes() = 0;
+  };
+  virtual std::unique_ptr<Vote> start_vote(bool yes) const = 0;
 
   // A host collective of this group that makes no progress for `timeout_seconds` calls
   // `on_stall(what)` (which is expected to end the job; see StallDiagnosis). Until this is set,

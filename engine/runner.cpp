@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <deque>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -182,6 +184,67 @@ class Runner::StallWatch {
   Clock::time_point last_move_;
 };
 
+// Note [stopping early]
+// A stop request (Ctrl-C) must end every device after the same step: a device that began one
+// more step than its peers would wait forever in that step's collective, and the step's record
+// would be half-made. So the devices ask a StopGate before each step. In one process, the first
+// thread that sees the request fixes the stop at the most steps any device has begun (the
+// threads share a mutex; the others run up to it). Across processes nothing is shared, so every
+// process votes at every step whether it was asked to stop (ProcessGroup::Vote) and reads the
+// vote of kVoteLag steps before: a yes there stops every process before the same step, and by
+// then the vote has long completed, so the steps never wait for it.
+class Runner::StopGate {
+ public:
+  static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+  static constexpr size_t kVoteLag = 3;
+
+  StopGate(const RunnerSettings& settings, int num_replicas)
+      : stop_requested_(settings.stop_requested),
+        votes_from_(settings.num_processes > 1 ? settings.stop_votes : nullptr),
+        begun_(static_cast<size_t>(num_replicas), 0) {}
+
+  // Whether `replica` may begin `step` (its steps come in order); false from the agreed stop on.
+  bool may_begin(int replica, int64_t step) {
+    if (!stop_requested_) return true;
+    if (votes_from_ != nullptr) return vote_on(step);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stop_at_ == kNever && stop_requested_())
+      stop_at_.store(*std::max_element(begun_.begin(), begun_.end()), std::memory_order_release);
+    if (step >= stop_at_.load(std::memory_order_relaxed)) return false;
+    begun_[static_cast<size_t>(replica)] = step + 1;
+    return true;
+  }
+  // The step every device stops before (all of them begin the steps below it); kNever: none.
+  int64_t stop_at() const { return stop_at_.load(std::memory_order_acquire); }
+  // The run's end: votes still in flight complete (every process started the same ones).
+  void settle() {
+    for (auto& vote : votes_) vote->any_yes();
+    votes_.clear();
+  }
+
+ private:
+  bool vote_on(int64_t step) {  // one device per process: only its thread comes here
+    if (votes_.size() == kVoteLag) {
+      const bool stop = votes_.front()->any_yes();
+      votes_.pop_front();
+      if (stop) {
+        stop_at_.store(step, std::memory_order_release);
+        settle();
+        return false;
+      }
+    }
+    votes_.push_back(votes_from_->start_vote(stop_requested_()));
+    return true;
+  }
+
+  const std::function<bool()>& stop_requested_;
+  const ProcessGroup* votes_from_;
+  std::mutex mutex_;
+  std::vector<int64_t> begun_;  // per replica: steps begun
+  std::atomic<int64_t> stop_at_{kNever};
+  std::deque<std::unique_ptr<ProcessGroup::Vote>> votes_;
+};
+
 // What the threads of one run share: the step counts, the barrier, the clock marks, and the first
 // failure (after which every thread stops at its next chance).
 struct Runner::RunState {
@@ -193,6 +256,7 @@ struct Runner::RunState {
         capturable(capturable),
         replay(settings.cuda_graph && capturable),
         barrier(num_replicas),
+        stop_gate(settings, num_replicas),
         threads_running(num_replicas) {}
 
   const int64_t warmup, measured_end, total_steps, steps_per_epoch;
@@ -201,7 +265,9 @@ struct Runner::RunState {
   // replayed with --cuda_graph; without it the capture only counts the step's kernels.
   const bool capturable, replay;
   ThreadBarrier barrier;
+  StopGate stop_gate;
   Clock::time_point wall_start, wall_end;
+  bool measurement_ended = false;  // wall_end is set
   std::vector<Clock::time_point> epoch_marks;  // the run's start, then every epoch's end
 
   std::mutex mutex;                    // guards what follows, but `failed`
@@ -249,9 +315,10 @@ void Runner::capture_step(ReplicaState& state, const RunState& run, const std::f
     std::unique_ptr<CapturedWork> captured = device.capture([&] {
       state.model->forward(StepContext{state.loss.as<float>(), state.loss_cursor.as<int32_t>(),
                                        state.optimizer->loss_scale()});
-      state.model->backward(silent);
+      if (!settings_.forward_only) state.model->backward(silent);
     });
-    if (captured) state.kernels_per_step = captured->kernel_count() + strategy_.launches_per_step();
+    if (captured)
+      state.kernels_per_step = captured->kernel_count() + (settings_.forward_only ? 0 : strategy_.launches_per_step());
   }
 }
 
@@ -273,9 +340,11 @@ void Runner::drive_device(ReplicaState& state, RunState& run) {
       // loss_cursor is also the step number: append_scalar advances it at the end of the step.
       state.model->forward(StepContext{state.loss.as<float>(), state.loss_cursor.as<int32_t>(),
                                        state.optimizer->loss_scale()});
-      state.announcer->begin_step();
-      state.model->backward(*state.announcer);
-      strategy_.finish_step(state.index, step + 1);
+      if (!settings_.forward_only) {
+        state.announcer->begin_step();
+        state.model->backward(*state.announcer);
+        strategy_.finish_step(state.index, step + 1);
+      }
       device.ops().append_scalar(state.loss.as<float>(), state.losses.as<float>(), state.loss_cursor.as<int32_t>());
     };
     if (run.warmup == 0 || run.steps_per_epoch > 0) {
@@ -286,6 +355,7 @@ void Runner::drive_device(ReplicaState& state, RunState& run) {
       });
     }
     for (int64_t step = 0; step < run.total_steps; ++step) {
+      if (!run.stop_gate.may_begin(state.index, step)) break;
       if (step == 1) capture_step(state, run, [&] { enqueue_step(step); });
       const bool profiled = settings_.profile_step > 0 && step == run.warmup + settings_.profile_step - 1;
       if (profiled) {
@@ -318,14 +388,21 @@ void Runner::drive_device(ReplicaState& state, RunState& run) {
           const Clock::time_point now = Clock::now();
           if (epoch_done) run.epoch_marks.push_back(now);
           if (warmup_done) start_measurement(run, now);
-          if (measurement_done) run.wall_end = now;
+          if (measurement_done) {
+            run.wall_end = now;
+            run.measurement_ended = true;
+          }
         });
       }
       if (run.failed.load(std::memory_order_relaxed)) return;
     }
+    run.stop_gate.settle();
     device.synchronize();
     run.barrier.arrive_and_wait([&] {
-      if (run.measured_end == run.total_steps) run.wall_end = Clock::now();
+      if (!run.measurement_ended) {  // the last measured step, or a stop before it
+        run.wall_end = Clock::now();
+        run.measurement_ended = true;
+      }
     });
   } catch (...) {
     fail(run, std::current_exception());
@@ -339,18 +416,28 @@ void Runner::report_progress(RunState& run, StallWatch& stall_watch, const Progr
                              const PhaseCallback& on_phase) {
   std::vector<double> measured_ms;
   int64_t timed_until = run.warmup;  // measured steps [warmup, timed_until) are in measured_ms
+  // Steps at or past an agreed early stop are never enqueued: stop waiting for them.
+  auto stopped_before = [&](int64_t step) { return step >= run.stop_gate.stop_at(); };
   for (int64_t step = 0; step < run.measured_end && !run.failed; ++step) {
     const int64_t measured = step + 1 - run.warmup;
     const bool display =
         measured > 0 && (measured % settings_.display_every == 0 || step + 1 == run.measured_end);
     if (!display && !(step + 1 == run.warmup)) continue;
     for (auto& state : replicas_) {
-      while (state->steps_enqueued.load(std::memory_order_acquire) <= step && !run.failed) {
+      while (state->steps_enqueued.load(std::memory_order_acquire) <= step && !run.failed && !stopped_before(step)) {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
         stall_watch.poll();
       }
     }
     if (run.failed) return;
+    if (stopped_before(step)) {
+      const int64_t done = std::max<int64_t>(0, run.stop_gate.stop_at() - run.warmup);
+      if (on_phase)
+        on_phase(done == 0 ? "Stopped early, before the first measured step"
+                           : "Stopped early, after measured step " + std::to_string(done) + " of " +
+                                 std::to_string(settings_.num_batches));
+      return;
+    }
     for (auto& state : replicas_) {
       while (!state->step_stop[step]->query() && !run.failed) {
         std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -364,7 +451,7 @@ void Runner::report_progress(RunState& run, StallWatch& stall_watch, const Progr
     for (; timed_until <= step; ++timed_until) measured_ms.push_back(step_time_ms(timed_until));
     if (on_progress) on_progress(ProgressSnapshot{measured, measured_ms, step_loss(step)});
   }
-  if (!run.failed && run.measured_end < run.total_steps && on_phase)
+  if (!run.failed && run.measured_end < run.total_steps && !stopped_before(run.measured_end) && on_phase)
     on_phase("Done measuring; running " + std::to_string(run.total_steps - run.measured_end) + " untimed steps");
 }
 
@@ -407,12 +494,15 @@ void Runner::wait_for_devices(RunState& run, StallWatch& stall_watch) {
 // norm, the strategy's traffic and the feed's waits: read once all devices are idle.
 RunMeasurements Runner::collect_measurements(const RunState& run) {
   RunMeasurements result;
-  result.warmup_steps = run.warmup;
-  for (int64_t step = 0; step < run.total_steps; ++step) {
+  const int64_t steps_run = std::min(run.total_steps, run.stop_gate.stop_at());
+  result.stopped_early = steps_run < run.total_steps;
+  result.warmup_steps = std::min(run.warmup, steps_run);
+  const int64_t measured_steps = std::max<int64_t>(0, std::min(run.measured_end, steps_run) - run.warmup);
+  for (int64_t step = 0; step < steps_run; ++step) {
     result.step_time_ms.push_back(step_time_ms(step));
     result.step_loss.push_back(step_loss(step));
   }
-  result.total_time_s = std::chrono::duration<double>(run.wall_end - run.wall_start).count();
+  if (measured_steps > 0) result.total_time_s = std::chrono::duration<double>(run.wall_end - run.wall_start).count();
   result.measured_from = run.wall_start;
   result.measured_until = run.wall_end;
   ReplicaState& first = *replicas_.front();
@@ -421,13 +511,13 @@ RunMeasurements Runner::collect_measurements(const RunState& run) {
   result.param_norm = std::sqrt(first.device->ops().sum_squares(first.parameters->parameters(),
                                                                first.parameters->count(), scratch.data()));
   result.num_parameters = static_cast<int64_t>(model_.layout().total_count());
-  result.comm = strategy_.communication_summary(settings_.num_batches);
+  if (measured_steps > 0) result.comm = strategy_.communication_summary(measured_steps);
   result.cuda_graph = first.replayable_step != nullptr;
   result.kernels_per_step = first.kernels_per_step;
   result.final_loss_scale = first.optimizer->current_loss_scale();
-  result.trailing_steps = run.total_steps - run.measured_end;
+  result.trailing_steps = std::max<int64_t>(0, steps_run - run.measured_end);
   if (settings_.data != nullptr) {
-    for (int64_t step = 0; step < run.total_steps; ++step) {
+    for (int64_t step = 0; step < steps_run; ++step) {
       double waited = 0;
       int64_t items = 0;
       for (const auto& state : replicas_) {

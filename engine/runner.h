@@ -20,6 +20,7 @@
 #include "engine/device.h"
 #include "engine/model.h"
 #include "engine/optimizer.h"
+#include "engine/process_group.h"
 #include "engine/strategy.h"
 
 namespace dpbench {
@@ -34,6 +35,9 @@ struct RunnerSettings {
   // 16-bit type of the weight copy the model's ops read (--precision=fp16|bf16); f32: none.
   DataType weight_copy_type = DataType::f32;
   bool cuda_graph = false;  // replay steps as CUDA graphs where possible (see Runner::run)
+  // Inference: each step is the model's forward pass (and loss) only; the strategy's hooks never
+  // run, so nothing is exchanged or updated (the CLI allows it with independent replicas only).
+  bool forward_only = false;
   int profile_step = 0;     // measured step (from 1) bracketed for a profiler; 0: none
   // Steps run after the measured ones, untimed (epochs after --timed_epochs).
   int64_t num_trailing_batches = 0;
@@ -60,6 +64,12 @@ struct RunnerSettings {
   // peers (several GPUs, several processes); a lone device cannot hang on anyone.
   std::chrono::milliseconds no_progress_timeout{0};
   std::function<void(const std::string& waiting_for)> on_no_progress;
+  // Asked by each device's thread before it begins a step: true stops the run early (Ctrl-C),
+  // every device after the same step (Note [stopping early] in runner.cpp). Unset: never.
+  std::function<bool()> stop_requested;
+  // Multi-process runs (one device per process): the processes agree on the step to stop after
+  // through votes of this group.
+  const ProcessGroup* stop_votes = nullptr;
 };
 
 // Handed to the progress callback every `display_every` measured steps and after the last one.
@@ -91,6 +101,9 @@ struct RunMeasurements {
   std::vector<int64_t> step_items;
   double host_wait_s = 0;            // the most any device's thread waited for or built batches
   std::vector<double> epoch_time_s;  // wall time of each epoch (steps_per_epoch > 0)
+  // stop_requested stopped the run before its last step: the vectors above hold the steps that
+  // ran (warm-up first), so the measured ones may be fewer than asked for, or none.
+  bool stopped_early = false;
 };
 
 class Runner {
@@ -110,6 +123,7 @@ class Runner {
   struct ReplicaState;
   struct RunState;
   class StallWatch;
+  class StopGate;
   double step_time_ms(int64_t step) const;
   double step_loss(int64_t step) const;
   // The parts of run(), in runner.cpp.

@@ -43,7 +43,7 @@ class CnnReplica : public ModelReplica {
   CnnReplica(const CnnModel& model, Device& device, ParameterSet& params, const ReplicaShard& shard)
       : model_(model),
         device_(device),
-        network_(model.network(), device, params, shard),
+        network_(model.network(), device, params, shard, !model.forward_only()),
         labels_(device.allocate(sizeof(int32_t) * shard.batch_size)),
         loss_(device, shard.batch_size, model.images().classes) {
     fill_synthetic_images(shard);
@@ -125,7 +125,7 @@ class CnnReplica : public ModelReplica {
 
 CnnModel::CnnModel(std::string name, const ModelSettings& config, const ImageSpec& images,
                    const BuildGraph& build)
-    : name_(std::move(name)), images_(images), batch_size_(config.batch_size) {
+    : name_(std::move(name)), images_(images), batch_size_(config.batch_size), forward_only_(config.forward_only) {
   if (batch_size_ <= 0) throw ConfigError(name_ + ": the batch size must be positive");
   const Tensor4 input{batch_size_, images.channels, images.height, images.width,
                       parse_data_format(config.data_format), config.activation_type()};
@@ -136,6 +136,7 @@ CnnModel::CnnModel(std::string name, const ModelSettings& config, const ImageSpe
     throw RuntimeError(name_ + ": the network ends in " + describe(out) + ", not " +
                        std::to_string(images.classes) + " fp32 logits per sample");
   layout_.finalize();
+  if (forward_only_) network_->prepare_for_inference();
   network_->finalize(logits);
 }
 

@@ -41,11 +41,13 @@ class CnnModel : public Model {
 
   const Network& network() const { return *network_; }
   const ImageSpec& images() const { return images_; }
+  bool forward_only() const { return forward_only_; }  // replicas run inference passes
 
  private:
   std::string name_;
   ImageSpec images_;
   int batch_size_;
+  bool forward_only_;
   ParameterLayout layout_;
   std::unique_ptr<Network> network_;
 };

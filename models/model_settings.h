@@ -58,6 +58,9 @@ struct ModelSettings : DevicePlacement {
   std::string data_format = "NCHW";
   std::string precision = "fp32";
   uint64_t seed = 1234;
+  // Inference: forward passes only (batch norm with its running statistics, no dropout), no
+  // backward pass, no exchange, no update (tf_cnn_benchmarks' --forward_only).
+  bool forward_only = false;
   SequenceConfig sequence;  // nmt and rnnlm only
   DataConfig data;
 

@@ -8,6 +8,7 @@
 #include "models/layers/concat.h"
 #include "models/layers/dropout.h"
 #include "models/layers/fully_connected.h"
+#include "models/layers/normalised_residual_add.h"
 #include "models/layers/relu.h"
 #include "models/layers/residual_add.h"
 
@@ -95,6 +96,46 @@ TensorId Network::find(const std::string& name) const {
   return nodes_[it->second].output;
 }
 
+void Network::prepare_for_inference() {
+  if (finalized_) throw RuntimeError("Network: prepare_for_inference() comes before finalize()");
+  inference_only_ = true;
+  // A batch norm without ReLU whose output only `reader` reads: it can run inside that reader.
+  auto fusable_norm = [&](TensorId tensor, int reader) -> const BatchNormLayer* {
+    const TensorInfo& info = tensors_[tensor];
+    if (info.producer < 0 || info.consumers != std::vector<int>{reader}) return nullptr;
+    const auto* norm = dynamic_cast<const BatchNormLayer*>(nodes_[info.producer].layer.get());
+    return norm != nullptr && !norm->fused_relu() ? norm : nullptr;
+  };
+  // The reader takes the batch norm's input in place of its output.
+  auto bypass = [&](Node& reader, int reader_index, size_t input) {
+    Node& norm = nodes_[tensors_[reader.inputs[input]].producer];
+    norm.fused_away = true;
+    tensors_[reader.inputs[input]].consumers.clear();
+    const TensorId source = norm.inputs[0];
+    std::vector<int>& consumers = tensors_[source].consumers;
+    std::replace(consumers.begin(), consumers.end(), tensors_[reader.inputs[input]].producer, reader_index);
+    std::sort(consumers.begin(), consumers.end());
+    reader.inputs[input] = source;
+  };
+  for (size_t index = 0; index < nodes_.size(); ++index) {
+    Node& node = nodes_[index];
+    const auto* add = dynamic_cast<const ResidualAddLayer*>(node.layer.get());
+    if (add == nullptr) continue;
+    const int reader = static_cast<int>(index);
+    const BatchNormLayer* main_norm = fusable_norm(node.inputs[0], reader);
+    if (main_norm == nullptr) continue;
+    const BatchNormLayer* shortcut_norm = fusable_norm(node.inputs[1], reader);
+    // The source tensors must differ, as every node's inputs do.
+    if (shortcut_norm != nullptr &&
+        nodes_[tensors_[node.inputs[0]].producer].inputs[0] == nodes_[tensors_[node.inputs[1]].producer].inputs[0])
+      shortcut_norm = nullptr;
+    auto fused = std::make_unique<NormalisedResidualAddLayer>(*add, *main_norm, shortcut_norm);
+    bypass(node, reader, 0);
+    if (shortcut_norm != nullptr) bypass(node, reader, 1);
+    node.layer = std::move(fused);
+  }
+}
+
 void Network::finalize(TensorId logits) {
   if (logits <= 0 || logits >= static_cast<TensorId>(tensors_.size()))
     throw RuntimeError("Network: the logits must be a node's output");
@@ -124,9 +165,14 @@ void Network::plan_buffers() {
       out.value_buffer = tensors_[node.inputs[0]].value_buffer;
       out.gradient_buffer = tensors_[node.inputs[0]].gradient_buffer;
     } else {
+      // A node whose work a later one does produces nothing (prepare_for_inference).
+      if (node.fused_away) continue;
       out.value_buffer = new_buffer(out.shape);
-      // The fused loss turns the logits into their gradient, so they share a buffer.
-      out.gradient_buffer = node.output == logits_ ? out.value_buffer : new_buffer(out.shape);
+      // The fused loss turns the logits into their gradient, so they share a buffer; inference
+      // needs no other gradient.
+      out.gradient_buffer = node.output == logits_ ? out.value_buffer
+                            : inference_only_      ? -1
+                                                   : new_buffer(out.shape);
     }
   }
   const Node& logits_producer = nodes_[tensors_[logits_].producer];
@@ -140,6 +186,7 @@ void Network::plan_gradient_accumulation() {
     Node& node = nodes_[index];
     node.scratch_offset.assign(node.inputs.size(), -1);
     node.accumulate.assign(node.inputs.size(), false);
+    if (inference_only_) continue;  // no backward
     size_t offset = 0;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const TensorInfo& in = tensors_[node.inputs[i]];
@@ -163,7 +210,7 @@ void Network::initialize(uint64_t seed, std::vector<float>& host_params) const {
 // ---- NetworkReplica -------------------------------------------------------------------------
 
 NetworkReplica::NetworkReplica(const Network& network, Device& device, ParameterSet& params,
-                               const ReplicaShard& shard)
+                               const ReplicaShard& shard, bool training)
     : network_(network), device_(device), params_(params) {
   for (size_t bytes : network.buffer_bytes()) buffers_.push_back(device.allocate(bytes));
   Backend& ops = device.ops();
@@ -186,6 +233,7 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
     pass.state = states_[index].get();
     pass.workspace = workspace_.data();
     pass.workspace_bytes = workspace_bytes;
+    pass.training = training;
     pass.accumulate_dx = node.accumulate;
     std::vector<Accumulation> accumulations;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
@@ -205,7 +253,8 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
 }
 
 void* NetworkReplica::values(TensorId tensor) const {
-  return buffers_.at(network_.value_buffer(tensor)).data();
+  const int buffer = network_.value_buffer(tensor);
+  return buffer < 0 ? nullptr : buffers_.at(buffer).data();  // none: a node fused away
 }
 
 void* NetworkReplica::gradients(TensorId tensor) const {
@@ -215,7 +264,8 @@ void* NetworkReplica::gradients(TensorId tensor) const {
 
 void NetworkReplica::forward(const int32_t* step) {
   const std::vector<Network::Node>& nodes = network_.nodes();
-  for (size_t index = 0; index < nodes.size(); ++index) nodes[index].layer->forward(passes_[index], step);
+  for (size_t index = 0; index < nodes.size(); ++index)
+    if (!nodes[index].fused_away) nodes[index].layer->forward(passes_[index], step);
 }
 
 void NetworkReplica::backward(const int32_t* step, GradientAnnouncer& announcer) {

@@ -55,6 +55,12 @@ class Network {
   // Any layer; it must already have declared its parameters (in forward order).
   TensorId add_node(std::unique_ptr<Layer> layer, const std::vector<TensorId>& inputs);
 
+  // Inference only (--forward_only), after building and before finalize: the network will run
+  // forward passes only, so no tensor gets a gradient buffer, and a residual add fed by batch
+  // norms without ReLU (read by nothing else) applies them in its own pass
+  // (models/layers/normalised_residual_add.h): those batch-norm nodes no longer run.
+  void prepare_for_inference();
+
   // Ends building: `logits` (n, classes, 1, 1) is what the loss reads. Plans buffers and gradients.
   void finalize(TensorId logits);
 
@@ -69,6 +75,7 @@ class Network {
     // bytes) and is then added; -1 = no scratch.
     std::vector<long long> scratch_offset;
     std::vector<bool> accumulate;
+    bool fused_away = false;  // inference: a later node does this one's work (prepare_for_inference)
   };
   const std::vector<Node>& nodes() const { return nodes_; }
   // The output of the node called `name`; throws when there is none.
@@ -102,18 +109,20 @@ class Network {
   std::vector<size_t> buffer_bytes_;
   size_t scratch_bytes_ = 0;
   bool finalized_ = false;
+  bool inference_only_ = false;
 };
 
 // One replica's activations, activation gradients, layer states and workspace, all allocated
 // here once; forward and backward only enqueue ops.
 class NetworkReplica {
  public:
+  // `training` false: inference passes (LayerPass::training), forward only.
   NetworkReplica(const Network& network, Device& device, ParameterSet& params,
-                 const ReplicaShard& shard);
+                 const ReplicaShard& shard, bool training = true);
 
   // A tensor's buffers hold its shape's type.
-  void* values(TensorId tensor) const;
-  void* gradients(TensorId tensor) const;  // nullptr for the input
+  void* values(TensorId tensor) const;     // nullptr for the output of a node fused away
+  void* gradients(TensorId tensor) const;  // nullptr for the input, and in inference
 
   // Every node in order; the logits end up in values(logits()).
   void forward(const int32_t* step);

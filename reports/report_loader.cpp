@@ -283,6 +283,14 @@ LoadedResults load_results(const std::vector<std::string>& paths) {
       loaded.skipped.push_back({file.path, why_not});
       continue;
     }
+    // A run stopped early measured fewer steps than its configuration says: a table would put it
+    // beside complete runs of the same configuration as if it were one.
+    if (entry.result.summary.interrupted) {
+      loaded.skipped.push_back(
+          {file.path, "an interrupted run (stopped early, after " + std::to_string(entry.result.summary.measured_steps) +
+                          " measured steps); run it again to include it"});
+      continue;
+    }
     std::vector<size_t>& same_hash = results_by_hash[std::hash<std::string>{}(text)];
     const auto copy = std::find_if(same_hash.begin(), same_hash.end(), [&](size_t i) { return texts[i] == text; });
     if (copy != same_hash.end()) {

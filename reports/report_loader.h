@@ -2,7 +2,7 @@
 // *.json, following links to folders but never round a loop) in any mix, each file read and
 // validated, anything that is not a usable schema_version 1 result set aside with a note that
 // names it and says why, so no table silently leaves it out: another schema, numbers no run can
-// produce, a FIFO, socket, device or broken link found in a folder, a second copy of one result.
+// produce, a run that was interrupted (summary.interrupted), a FIFO, socket, device or broken link found in a folder, a second copy of one result.
 // Nothing here blocks on a FIFO (engine/file_checks.h).
 #pragma once
 

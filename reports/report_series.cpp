@@ -57,8 +57,8 @@ bool option_less(const std::string& a, const std::string& b) {
 // and form one comparison), then the strategy.
 bool key_less(const SeriesKey& a, const SeriesKey& b) {
   auto workload = [](const SeriesKey& k) {
-    return std::tie(k.scaling, k.model, k.encoder_type, k.direction, k.precision, k.data_format, k.data, k.batch,
-                    k.backend, k.device_name, k.unit);
+    return std::tie(k.scaling, k.forward_only, k.model, k.encoder_type, k.direction, k.precision, k.data_format,
+                    k.data, k.batch, k.backend, k.device_name, k.unit);
   };
   if (workload(a) != workload(b)) return workload(a) < workload(b);
   if (a.strategy_rank != b.strategy_rank) return a.strategy_rank < b.strategy_rank;
@@ -80,7 +80,9 @@ std::string model_label(const SeriesKey& key) {
 
 // The parts of a workload label after the model: precision, layout (images only), backend, batch.
 std::vector<std::string> workload_details(const SeriesKey& key) {
-  std::vector<std::string> parts = {key.precision};
+  std::vector<std::string> parts;
+  if (key.forward_only) parts.push_back("inference (forward only)");
+  parts.push_back(key.precision);
   if (key.encoder_type.empty() && !key.data_format.empty()) parts.push_back(key.data_format);
   if (!key.data.empty()) parts.push_back(key.data);
   if (key.backend == "reference") parts.push_back("reference backend");
@@ -199,7 +201,8 @@ Series make_series(const SeriesKey& key, std::vector<LoadedResult> runs) {
 const char* scaling_name(Scaling scaling) { return scaling == Scaling::weak ? "weak" : "strong"; }
 
 KeyFields SeriesKey::workload_fields() const {
-  return {{"scaling", scaling_name(scaling)}, {"model", model},     {"encoder_type", encoder_type},
+  return {{"scaling", scaling_name(scaling)}, {"mode", forward_only ? "inference" : "training"},
+          {"model", model},     {"encoder_type", encoder_type},
           {"direction", direction},           {"precision", precision}, {"data_format", data_format},
           {"data", data}, {"fixed_batch", std::to_string(batch)},   {"backend", backend},
           {"device_name", device_name}, {"unit", unit}};
@@ -266,6 +269,7 @@ SeriesKey series_key_of(const Result& result, const StrategyCatalog& strategies)
   // summary.math is what ran (a tf32 request computes fp32 on the reference backend).
   key.precision = result.summary.math.empty() ? config_text(config, "precision") : result.summary.math;
   key.data_format = config_text(config, "data_format");
+  key.forward_only = config_text(config, "forward_only") == "true";  // absent before the flag existed
   key.backend = result.environment.backend;
   key.device_name = device_name_of(result);
   key.unit = result.summary.unit;

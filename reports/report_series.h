@@ -29,6 +29,7 @@ struct SeriesKey {
   int64_t batch = 0;  // per GPU (weak) or total (strong)
   std::string model, encoder_type, direction;  // encoder_type, direction: sequence models only
   std::string precision, data_format;
+  bool forward_only = false;  // inference runs (--forward_only) form series of their own
   std::string backend;      // "cuda" | "reference"
   std::string device_name;  // the GPUs' name ("" on the reference backend, whose devices are all alike)
   std::string unit;         // "images/s", "words/s", ...

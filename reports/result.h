@@ -59,6 +59,9 @@ struct Summary {
   double total_time_s = 0;     // host wall clock over the measured steps
   int64_t measured_steps = 0;
   int64_t warmup_steps = 0;
+  // Stopped early (Ctrl-C, SIGTERM): the statistics cover the steps measured before the stop,
+  // fewer than the run asked for (config.num_batches). Reports leave such runs out.
+  bool interrupted = false;
   int64_t num_devices = 0;
   int64_t global_batch_size = 0;
   int64_t items_per_step = 0;  // global

@@ -100,6 +100,7 @@ Result assemble_result(const ResultInputs& run) {
   summary.unit = run.unit + "/s";
   summary.measured_steps = measured_steps;
   summary.warmup_steps = run.warmup_steps;
+  summary.interrupted = run.interrupted;
   summary.num_devices = run.num_devices;
   summary.global_batch_size = run.global_batch_size;
   summary.items_per_step = items_per_step;

@@ -37,6 +37,7 @@ struct ResultInputs {
   std::vector<double> step_loss;     // all steps
   int64_t warmup_steps = 0;
   int64_t trailing_steps = 0;        // untimed, after the measured ones
+  bool interrupted = false;          // stopped before its last step (Ctrl-C, SIGTERM)
   double total_time_s = 0;           // the measured steps' wall clock
   double param_norm = 0;
   int64_t num_parameters = 0;

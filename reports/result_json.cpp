@@ -29,6 +29,7 @@ json summary_to_json(const Summary& summary) {
           {"total_time_s", summary.total_time_s},
           {"measured_steps", summary.measured_steps},
           {"warmup_steps", summary.warmup_steps},
+          {"interrupted", summary.interrupted},
           {"num_devices", summary.num_devices},
           {"global_batch_size", summary.global_batch_size},
           {"items_per_step", summary.items_per_step},
@@ -181,6 +182,8 @@ Summary summary_from_json(const json& document) {
   summary.total_time_s = double_member(object, where, "total_time_s");
   summary.measured_steps = integer_member(object, where, "measured_steps");
   summary.warmup_steps = integer_member(object, where, "warmup_steps");
+  // Added later: older results were never interrupted (a stopped run wrote nothing).
+  summary.interrupted = object.contains("interrupted") && bool_member(object, where, "interrupted");
   summary.num_devices = integer_member(object, where, "num_devices");
   summary.global_batch_size = integer_member(object, where, "global_batch_size");
   summary.items_per_step = integer_member(object, where, "items_per_step");

@@ -84,9 +84,13 @@ left behind by a sweep that was killed keeps DIR locked until it ends. Once it h
 sweep removes the temporary files (NAME.tmp.PID) that a dpbench killed while writing left in DIR,
 when no process PID exists.
 
-Stopping: SIGINT, SIGTERM or SIGHUP ends the running dpbench (its whole process group: mpirun
-and its local ranks too) with the same signal, SIGKILL after 10 s, ends the progress line with
-"interrupted", says what ran and what did not, and exits 128 + the signal number. Every run gets
+Stopping: SIGINT, SIGTERM or SIGHUP ends the progress line with "interrupted" and passes the
+signal on to the running dpbench (its whole process group: mpirun and its local ranks too). On
+SIGINT or SIGTERM dpbench stops after its current step and writes what it measured as a result
+marked interrupted (summary.interrupted; reports skip it with a note); a second signal to the
+sweep is passed on and stops it at once, and SIGKILL follows after 30 s. The sweep then says what
+ran and what did not and exits 128 + the signal number; the same command run again resumes: it
+skips the runs whose results are present and runs the interrupted one again. Every run gets
 DPBENCH_END_WITH_PID=PID@HOST of the sweep in its environment (with mpirun also passed on by -x, as
 is DPBENCH_RUN_TAG; neither is shown in the printed commands): dpbench on the sweep's host ends
 itself, writing no result, soon after the sweep has ended, even when the sweep was killed by
@@ -300,8 +304,9 @@ if [ -z "$json_tool" ]; then
   else json_tool="grep"; fi
 fi
 
-# Prints "RATE UNIT RUN_TAG" of a complete result (a JSON object with a "summary" object; RUN_TAG
-# is invocation.run_tag, "-" when there is none); fails otherwise.
+# Prints "RATE UNIT RUN_TAG STATE" of a complete result (a JSON object with a "summary" object;
+# RUN_TAG is invocation.run_tag, "-" when there is none; STATE is "interrupted" for a run stopped
+# early, whose summary.interrupted is true, else "complete"); fails otherwise.
 read_result() {
   [ -f "$1" ] && [ -s "$1" ] || return 1
   case $json_tool in
@@ -321,24 +326,27 @@ ok = isinstance(rate, (int, float)) and not isinstance(rate, bool)
 invocation = doc.get("invocation")
 tag = invocation.get("run_tag") if isinstance(invocation, dict) else None
 print(rate if ok else "?", unit if isinstance(unit, str) and unit and " " not in unit else "items/s",
-      tag if isinstance(tag, str) and tag and not any(c.isspace() for c in tag) else "-")
+      tag if isinstance(tag, str) and tag and not any(c.isspace() for c in tag) else "-",
+      "interrupted" if summary.get("interrupted") is True else "complete")
 PY
       ;;
     jq)
       jq -r 'if type == "object" and (.summary | type) == "object"
              then "\(.summary.items_per_sec | if type == "number" then . else "?" end) \(.summary.unit // "items/s") \(
                    .invocation | if type == "object" then .run_tag else null end
-                   | if type == "string" and test("^\\S+$") then . else "-" end)"
+                   | if type == "string" and test("^\\S+$") then . else "-" end) \(
+                   if .summary.interrupted == true then "interrupted" else "complete" end)"
              else error("no summary") end' "$1" 2>/dev/null
       ;;
     grep)
       # No JSON parser: complete means a "summary" key and a last non-blank character '}'.
       grep -q '"summary"' "$1" && [ "$(tr -d '[:space:]' <"$1" | tail -c 1)" = "}" ] || return 1
-      local rate unit tag
+      local rate unit tag state=complete
       rate=$(grep -o '"items_per_sec": *[-0-9.eE+]*' "$1" | head -n 1 | sed 's/.*: *//')
       unit=$(grep -o '"unit": *"[^" ]*"' "$1" | head -n 1 | sed 's/.*: *"//; s/"$//')
       tag=$(grep -o '"run_tag": *"[^"[:space:]]*"' "$1" | head -n 1 | sed 's/.*: *"//; s/"$//')
-      echo "${rate:-?} ${unit:-items/s} ${tag:--}"
+      if grep -q '"interrupted": *true' "$1"; then state=interrupted; fi
+      echo "${rate:-?} ${unit:-items/s} ${tag:--} $state"
       ;;
     *) echo "$prog: SWEEP_JSON_TOOL=$json_tool: accepted: python3, jq, grep" >&2; return 1 ;;
   esac
@@ -348,13 +356,15 @@ PY
 # that is there runs again) for $result, $args_file, $tag_file and $args_line.
 judge_result() {
   present="" stale=""
-  local found rate unit tag
+  local found rate unit tag state
   if ! found=$(read_result "$result"); then
     if [ -f "$result" ]; then stale="incomplete result file"; fi
     return 0
   fi
-  read -r rate unit tag <<<"$found"
-  if [ -f "$args_file" ] && [ "$(cat "$args_file")" != "$args_line" ]; then
+  read -r rate unit tag state <<<"$found"
+  if [ "$state" = interrupted ]; then
+    stale="the result of an interrupted run"
+  elif [ -f "$args_file" ] && [ "$(cat "$args_file")" != "$args_line" ]; then
     stale="made with other arguments, see $args_file"
   elif [ ! -f "$args_file" ] || [ ! -f "$tag_file" ] || [ "$tag" != "$(cat "$tag_file")" ]; then
     stale="result not from the recorded run"
@@ -383,7 +393,7 @@ count() { if (($1 == 1)); then printf '1 %s' "$2"; else printf '%d %ss' "$1" "$2
 # sweep only; the trap passes the signal on to the child's whole group (mpirun's local ranks too)
 # and waits for it. A background child without job control would ignore SIGINT: set -m avoids
 # that as well. For SIGKILL, which no trap sees, dpbench watches DPBENCH_END_WITH_PID itself.
-child="" line_open=0 rc=0
+child="" line_open=0 rc=0 run_running=0
 
 # run_child LOG COMMAND...: runs COMMAND (stdin /dev/null, output to LOG), its exit status in rc.
 run_child() {
@@ -405,24 +415,50 @@ process_gone() {
   [[ $why == *"No such process"* ]]
 }
 
-# stop_child SIGNAL: sends SIGNAL to the running child's process group, SIGKILL after 10 s, and
-# waits (at most 5 s more) until the group is gone.
+# stop_child SIGNAL: sends SIGNAL to the running child's process group, SIGKILL after
+# $stop_grace_tenths tenths of a second, and waits (at most 5 s more) until the group is gone.
+# dpbench stops after its current step on SIGINT or SIGTERM and keeps what it measured; a second
+# signal to the sweep meanwhile is passed on, and ends dpbench at once.
+stop_grace_tenths=${SWEEP_STOP_GRACE_TENTHS:-300}
 stop_child() {
   [ -n "$child" ] || return 0
   kill -s "$1" -- "-$child" 2>/dev/null || true
   local tenths=0
-  while kill -0 -- "-$child" 2>/dev/null && ((tenths < 150)); do
-    ((++tenths != 100)) || kill -s KILL -- "-$child" 2>/dev/null || true
+  while kill -0 -- "-$child" 2>/dev/null && ((tenths < stop_grace_tenths + 50)); do
+    ((++tenths != stop_grace_tenths)) || kill -s KILL -- "-$child" 2>/dev/null || true
     sleep 0.1
   done
 }
 
+# pass_on SIGNAL: a second signal while the child stops: it ends at once.
+pass_on() {
+  [ -z "$child" ] || kill -s "$1" -- "-$child" 2>/dev/null || true
+}
+
+# Says what ran and what did not, and how to go on, once the sweep is stopped: the run that was
+# stopped keeps its partial result (marked interrupted) when dpbench could write one, and a
+# rerun of the same command runs it again and those after it, skipping the rest.
+say_stopped() {
+  local not_run=$((total - ran - skipped - failed)) kept="" found
+  if ((run_running)) && found=$(read_result "$result") && [ "${found##* }" = interrupted ]; then
+    kept=" (the interrupted one kept its partial result, marked interrupted, in $result)"
+  fi
+  echo "$prog: stopped after $ran ran, $skipped skipped, $failed failed of $total; not run: $not_run$kept;" \
+    "run the same command again to resume" >&2 || true
+}
+
 # on_signal SIGNAL EXIT_CODE: ends the running child and the sweep.
 on_signal() {
-  trap '' INT TERM HUP PIPE
+  trap 'pass_on INT' INT
+  trap 'pass_on TERM' TERM
+  trap 'pass_on HUP' HUP
+  trap '' PIPE
+  if ((line_open)); then finish_line "interrupted" || true; fi
+  if ((run_running)) && [ "$1" != HUP ]; then
+    echo "$prog: SIG$1: dpbench stops after its current step and keeps what it measured (SIG$1 again stops it at once)" >&2 || true
+  fi
   stop_child "$1"
-  if ((line_open)); then echo "interrupted" || true; fi
-  echo "$prog: stopped after $ran ran, $skipped skipped, $failed failed of $total" >&2 || true
+  say_stopped
   exit "$2"
 }
 
@@ -506,15 +542,17 @@ launch_run() {
   local started=$SECONDS why="" found rate unit found_tag last outcome
   tag="$$-$(date +%s%N)-$index"  # new for every launch: a result names the launch that made it
   if why=$(prepare_run); then
+    run_running=1
     run_child "$log" env DPBENCH_RUN_TAG="$tag" "${env_words[@]}" "${run_launch[@]}" "${args[@]}"
     if ((rc == 130 || rc == 143)); then
       finish_line "interrupted (exit $rc)"
-      echo "$prog: stopped after $ran ran, $skipped skipped, $failed failed of $total" >&2
+      say_stopped
       exit "$rc"
     fi
+    run_running=0
     if ((rc == 0)); then
       if found=$(read_result "$result"); then
-        read -r rate unit found_tag <<<"$found"
+        read -r rate unit found_tag _ <<<"$found"
         # A result without a tag comes from a dpbench that predates DPBENCH_RUN_TAG.
         if [ "$found_tag" = "$tag" ] || [ "$found_tag" = - ]; then
           ran=$((ran + 1))

@@ -131,6 +131,8 @@ class CudaBackend final : public Backend {
                            float epsilon, bool relu, void* dx, float* dgamma, float* dbeta,
                            void* workspace) override;
   size_t batch_norm_workspace_bytes(const Tensor4& shape) override;
+  void batch_norm_inference(const Tensor4& shape, const void* x, const InferenceNorm& norm, const void* z,
+                            const InferenceNorm* z_norm, bool relu, void* y) override;
   void pool_forward(const PoolGeometry& g, const void* x, void* y) override;
   void pool_backward(const PoolGeometry& g, const void* x, const void* y, const void* dy,
                      void* dx) override;

@@ -126,6 +126,11 @@ void CudaBackend::batch_norm_forward_training(const Tensor4& shape, const void* 
                                           saved_mean, saved_inv_std, workspace);
 }
 
+void CudaBackend::batch_norm_inference(const Tensor4& shape, const void* x, const InferenceNorm& norm,
+                                       const void* z, const InferenceNorm* z_norm, bool relu, void* y) {
+  cuda_kernels::launch_batch_norm_inference(stream_, shape, x, norm, z, z_norm, relu, y);
+}
+
 void CudaBackend::batch_norm_backward(const Tensor4& shape, const void* x, const void* y,
                                       const void* dy, const float* gamma, const float* saved_mean,
                                       const float* saved_inv_std, float /*epsilon*/, bool relu,

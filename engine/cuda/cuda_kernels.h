@@ -170,6 +170,9 @@ size_t batch_norm_workspace_bytes(const Tensor4& shape);
 void launch_batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const void* x,
                                const float* gamma, const float* beta, float epsilon, bool relu,
                                void* y, float* saved_mean, float* saved_inv_std, void* workspace);
+// Inference mode from given statistics; needs no workspace.
+void launch_batch_norm_inference(cudaStream_t stream, const Tensor4& shape, const void* x, const InferenceNorm& norm,
+                                 const void* z, const InferenceNorm* z_norm, bool relu, void* y);
 void launch_batch_norm_backward(cudaStream_t stream, const Tensor4& shape, const void* x,
                                 const void* y, const void* dy, const float* gamma,
                                 const float* saved_mean, const float* saved_inv_std, bool relu,

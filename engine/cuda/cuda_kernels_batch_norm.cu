@@ -1,4 +1,4 @@
-// Batch normalisation in training mode, optionally with the following ReLU fused in, for NCHW and
+// Batch normalisation in training mode (and, in one pass, in inference mode), optionally with the following ReLU fused in, for NCHW and
 // NHWC alike (cuDNN's legacy kernels are slow in NCHW and far slower in NHWC), on x, y, dy and dx
 // stored as fp32, fp16 or bf16. Every sum and statistic is fp32 or double whatever the storage:
 // 16-bit values are widened on load and rounded once (to nearest) on store, so a 16-bit call does
@@ -469,6 +469,68 @@ __global__ void __launch_bounds__(kThreads)
   });
 }
 
+// Inference reads x and, with a residual, z: item u's element k as input(u, k) and residual(u, k).
+template <typename T, int kVec, bool kAdd>
+struct InferenceGroup {
+  const T *x, *z;
+  Pack<T, kVec> xs[kUnroll], zs[kUnroll];
+
+  __device__ InferenceGroup(const T* x, const T* z) : x(x), z(z) {}
+  __device__ __forceinline__ void load(const long long* offsets, const bool* present) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (!present[u]) continue;
+      xs[u] = load_pack<kVec>(x, offsets[u]);
+      if (kAdd) zs[u] = load_pack<kVec>(z, offsets[u]);
+    }
+  }
+  __device__ __forceinline__ float input(int u, int k) const { return element(xs[u], k); }
+  __device__ __forceinline__ float residual(int u, int k) const { return element(zs[u], k); }
+};
+
+// A thread's lanes of one InferenceNorm, as y = scale * v + shift (scale = gamma * rsqrt(variance
+// + epsilon), shift = beta - scale * mean), worked out once as the thread starts.
+template <int kLanes>
+struct LaneNorm {
+  float scale[kLanes], shift[kLanes];
+  __device__ LaneNorm(int first_channel, const InferenceNorm& norm) {
+    float mean[kLanes], variance[kLanes];
+    load_lanes(first_channel, {norm.gamma, norm.mean, norm.variance, norm.beta}, {&scale, &mean, &variance, &shift});
+#pragma unroll
+    for (int k = 0; k < kLanes; ++k) {
+      scale[k] *= rsqrtf(variance[k] + norm.epsilon);
+      shift[k] = fmaf(-scale[k], mean[k], shift[k]);
+    }
+  }
+};
+
+// Inference (Backend::batch_norm_inference): y = act(norm(x) + residual) with residual 0 (no
+// kAdd), z, or z_norm(z) (kNormZ), from given statistics: no statistics sweep, no finalize kernel,
+// no workspace; one read of x (and z) and one write of y. Each thread stores only elements it has
+// loaded, so y may alias x or z.
+template <typename T, bool kNhwc, int kVec, bool kRelu, bool kAdd, bool kNormZ>
+__global__ void __launch_bounds__(kThreads)
+    batch_norm_inference_kernel(Tiling t, const T* x, InferenceNorm norm, const T* z, InferenceNorm z_norm, T* y) {
+  constexpr int kLanes = kNhwc ? kVec : 1;
+  ThreadWork<kNhwc> work = place_thread<kNhwc>(t);
+  if (!work.active) return;
+  const LaneNorm<kLanes> x_lanes(work.first_channel, norm);
+  LaneNorm<kLanes> z_lanes = x_lanes;  // unused without kNormZ
+  if (kNormZ) z_lanes = LaneNorm<kLanes>(work.first_channel, z_norm);
+  InferenceGroup<T, kVec, kAdd> group(x, z);
+  walk_groups(work, t, group, [&](int u, long long offset) {
+    float out[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      const int lane = kNhwc ? k : 0;
+      float value = fmaf(x_lanes.scale[lane], group.input(u, k), x_lanes.shift[lane]);
+      if (kAdd) value += kNormZ ? fmaf(z_lanes.scale[lane], group.residual(u, k), z_lanes.shift[lane]) : group.residual(u, k);
+      out[k] = kRelu ? (value > 0.0f ? value : 0.0f) : value;
+    }
+    store_pack(y, offset, round_pack<T, kVec>(out));
+  });
+}
+
 // ---- backward --------------------------------------------------------------------------------
 
 // Per (channel, chunk): sum of dy' and of dy' * (x - mean), dy' = dy masked by y > 0 with relu
@@ -665,6 +727,29 @@ void batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const T* x, c
 }
 
 template <typename T>
+void batch_norm_inference(cudaStream_t stream, const Tensor4& shape, const T* x, const InferenceNorm& norm, const T* z,
+                          const InferenceNorm* z_norm, bool relu, T* y) {
+  const Tiling t = make_tiling(shape, choose_vec(shape, {x, y, z}));
+  const dim3 grid(static_cast<unsigned>(t.channel_tiles), static_cast<unsigned>(t.chunks));
+  const InferenceNorm no_norm{};
+  dispatch<T>(t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
+    constexpr bool kNhwc = decltype(nhwc)::value, kRelu = decltype(fused_relu)::value;
+    constexpr int kVec = decltype(vec_width)::value;
+    if (z == nullptr) {
+      batch_norm_inference_kernel<T, kNhwc, kVec, kRelu, false, false>
+          <<<grid, kThreads, 0, stream>>>(t, x, norm, z, no_norm, y);
+    } else if (z_norm == nullptr) {
+      batch_norm_inference_kernel<T, kNhwc, kVec, kRelu, true, false>
+          <<<grid, kThreads, 0, stream>>>(t, x, norm, z, no_norm, y);
+    } else {
+      batch_norm_inference_kernel<T, kNhwc, kVec, kRelu, true, true>
+          <<<grid, kThreads, 0, stream>>>(t, x, norm, z, *z_norm, y);
+    }
+  });
+  DPB_CUDA_CHECK_LAUNCH(batch_norm_inference_kernel);
+}
+
+template <typename T>
 void batch_norm_backward(cudaStream_t stream, const Tensor4& shape, const T* x, const T* y,
                          const T* dy, const float* gamma, const float* saved_mean,
                          const float* saved_inv_std, bool relu, T* dx, float* dgamma,
@@ -714,6 +799,17 @@ void launch_batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const 
     using T = decltype(tag);
     batch_norm_forward(stream, shape, static_cast<const T*>(x), gamma, beta, epsilon, relu,
                        static_cast<T*>(y), saved_mean, saved_inv_std, workspace);
+  });
+}
+
+void launch_batch_norm_inference(cudaStream_t stream, const Tensor4& shape, const void* x, const InferenceNorm& norm,
+                                 const void* z, const InferenceNorm* z_norm, bool relu, void* y) {
+  check_shape(shape, "batch_norm_inference");
+  if (shape.count() == 0) return;
+  with_storage_type(shape.type, "batch_norm_inference", [&](auto tag) {
+    using T = decltype(tag);
+    batch_norm_inference(stream, shape, static_cast<const T*>(x), norm, static_cast<const T*>(z), z_norm,
+                         relu, static_cast<T*>(y));
   });
 }
 

@@ -114,6 +114,8 @@ MpiContext::MpiContext() {
 
   DPB_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &liveness_comm_));
   DPB_MPI_CHECK(MPI_Comm_set_errhandler(liveness_comm_, MPI_ERRORS_RETURN));
+  DPB_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &vote_comm_));
+  DPB_MPI_CHECK(MPI_Comm_set_errhandler(vote_comm_, MPI_ERRORS_RETURN));
   responder_ = std::thread([this] { answer_liveness_probes(); });
 }
 
@@ -121,6 +123,7 @@ MpiContext::~MpiContext() {
   stop_responder_ = true;
   if (responder_.joinable()) responder_.join();
   if (liveness_comm_ != MPI_COMM_NULL) MPI_Comm_free(&liveness_comm_);
+  if (vote_comm_ != MPI_COMM_NULL) MPI_Comm_free(&vote_comm_);
   g_rank_for_messages = -1;
   MPI_Finalize();
 }
@@ -213,6 +216,38 @@ ProcessGroup::StallDiagnosis MpiContext::diagnose_stall() const {
                           : silent + " stopped answering (frozen, stopped or cut off); look at " +
                                 (silent.find(',') == std::string::npos ? "that process" : "those processes");
   return diagnosis;
+}
+
+namespace {
+
+// The vote's buffers live in the object, which outlives the non-blocking reduction.
+class MpiVote final : public ProcessGroup::Vote {
+ public:
+  explicit MpiVote(std::function<void(MPI_Request*)> wait) : wait_(std::move(wait)) {}
+  ~MpiVote() override {
+    try {
+      if (request_ != MPI_REQUEST_NULL) wait_(&request_);
+    } catch (...) {
+    }
+  }
+  bool any_yes() override {
+    if (request_ != MPI_REQUEST_NULL) wait_(&request_);
+    return outcome_ != 0;
+  }
+  int mine_ = 0, outcome_ = 0;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+
+ private:
+  std::function<void(MPI_Request*)> wait_;
+};
+
+}  // namespace
+
+std::unique_ptr<ProcessGroup::Vote> MpiContext::start_vote(bool yes) const {
+  auto vote = std::make_unique<MpiVote>([this](MPI_Request* request) { wait(request, "a vote between ranks"); });
+  vote->mine_ = yes ? 1 : 0;
+  DPB_MPI_CHECK(MPI_Iallreduce(&vote->mine_, &vote->outcome_, 1, MPI_INT, MPI_LOR, vote_comm_, &vote->request_));
+  return vote;
 }
 
 void MpiContext::broadcast(void* data, size_t bytes, int root) const {

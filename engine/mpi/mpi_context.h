@@ -52,6 +52,9 @@ class MpiContext final : public ProcessGroup {
 
   void set_stall_handler(double timeout_seconds, std::function<void(const std::string& what)> on_stall) override;
   StallDiagnosis diagnose_stall() const override;
+  // A logical OR of every rank's vote (MPI_Iallreduce on a communicator of its own, so votes never
+  // match the collectives of the main thread).
+  std::unique_ptr<Vote> start_vote(bool yes) const override;
 
  private:
   // Waits for a non-blocking collective, calling the stall handler when it makes no progress.
@@ -64,6 +67,7 @@ class MpiContext final : public ProcessGroup {
   std::function<void(const std::string&)> on_stall_;
   // Its own communicator, so probes and replies never match a collective's messages.
   MPI_Comm liveness_comm_ = MPI_COMM_NULL;
+  MPI_Comm vote_comm_ = MPI_COMM_NULL;
   std::atomic<bool> stop_responder_{false};
   std::thread responder_;
 };

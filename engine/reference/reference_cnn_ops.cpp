@@ -243,6 +243,33 @@ void ReferenceBackend::batch_norm_forward_training(const Tensor4& shape, const v
   });
 }
 
+void ReferenceBackend::batch_norm_inference(const Tensor4& shape, const void* x, const InferenceNorm& norm,
+                                            const void* z, const InferenceNorm* z_norm, bool relu, void* y) {
+  const ChannelView v = channel_view(shape);
+  auto scale_of = [](const InferenceNorm& n, int c) {
+    return double(n.gamma[c]) / std::sqrt(double(n.variance[c]) + n.epsilon);
+  };
+  with_type(shape.type, [&](auto tag) {
+    constexpr DataType T = decltype(tag)::value;
+    for (size_t o = 0; o < v.outer; ++o) {
+      for (int c = 0; c < v.channels; ++c) {
+        const double scale = scale_of(norm, c);
+        const double z_scale = z_norm != nullptr ? scale_of(*z_norm, c) : 1.0;
+        for (size_t i = 0; i < v.inner; ++i) {
+          const size_t at = v.at(o, c, i);
+          double value = scale * (load_as_float(T, x, at) - double(norm.mean[c])) + norm.beta[c];
+          if (z != nullptr) {
+            const double residual = load_as_float(T, z, at);
+            value += z_norm != nullptr ? z_scale * (residual - double(z_norm->mean[c])) + z_norm->beta[c] : residual;
+          }
+          const float result = static_cast<float>(value);
+          store_from_float(T, y, at, relu ? (result > 0.0f ? result : 0.0f) : result);
+        }
+      }
+    }
+  });
+}
+
 void ReferenceBackend::batch_norm_backward(const Tensor4& shape, const void* x, const void* y,
                                            const void* dy, const float* gamma,
                                            const float* saved_mean, const float* saved_inv_std,

@@ -2,6 +2,7 @@
 #include "models/layers/batch_norm.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "engine/errors.h"
 
@@ -11,6 +12,7 @@ namespace {
 struct BatchNormState : LayerState {
   Buffer saved_mean;     // (c)
   Buffer saved_inv_std;  // (c)
+  Buffer running_mean, running_variance;  // (c) each, for inference
 };
 
 }  // namespace
@@ -36,6 +38,11 @@ std::unique_ptr<LayerState> BatchNormLayer::create_state(Device& device, const R
   auto state = std::make_unique<BatchNormState>();
   state->saved_mean = device.allocate(sizeof(float) * shape_.c);
   state->saved_inv_std = device.allocate(sizeof(float) * shape_.c);
+  state->running_mean = device.allocate(sizeof(float) * shape_.c);
+  state->running_variance = device.allocate(sizeof(float) * shape_.c);
+  const std::vector<float> zeros(static_cast<size_t>(shape_.c), 0.0f), ones(static_cast<size_t>(shape_.c), 1.0f);
+  device.copy_from_host(state->running_mean.data(), zeros.data(), sizeof(float) * zeros.size());
+  device.copy_from_host(state->running_variance.data(), ones.data(), sizeof(float) * ones.size());
   return state;
 }
 
@@ -43,8 +50,19 @@ size_t BatchNormLayer::workspace_bytes(Backend& ops) const {
   return ops.batch_norm_workspace_bytes(shape_);
 }
 
+InferenceNorm BatchNormLayer::inference_norm(const ParameterSet& params, const LayerState& state) const {
+  const auto& statistics = static_cast<const BatchNormState&>(state);
+  return InferenceNorm{params.parameter(gamma_id_), params.parameter(beta_id_), statistics.running_mean.as<float>(),
+                       statistics.running_variance.as<float>(), epsilon_};
+}
+
 void BatchNormLayer::forward(const LayerPass& pass, const int32_t*) const {
   auto& state = static_cast<BatchNormState&>(*pass.state);
+  if (!pass.training) {
+    pass.ops->batch_norm_inference(shape_, pass.x[0], inference_norm(*pass.params, state), nullptr, nullptr, relu_,
+                                   pass.y);
+    return;
+  }
   pass.ops->batch_norm_forward_training(shape_, pass.x[0], pass.params->parameter(gamma_id_),
                                         pass.params->parameter(beta_id_), epsilon_, relu_, pass.y,
                                         state.saved_mean.as<float>(),

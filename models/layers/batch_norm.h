@@ -1,7 +1,9 @@
-// Batch normalisation in training mode (statistics of the current batch, per channel), with a
-// learned scale (gamma) and shift (beta), optionally followed by a ReLU fused into the same
-// backend op (one pass over the activations instead of two). Running statistics for inference are
-// not kept: a training benchmark never reads them, and they are not parameters.
+// Batch normalisation with a learned scale (gamma) and shift (beta), optionally followed by a
+// ReLU fused into the same backend op (one pass over the activations instead of two). Training
+// uses the statistics of the current batch, per channel. Inference (--forward_only) uses running
+// statistics, which a model that was never trained holds at their initial values, mean 0 and
+// variance 1 (as tf_cnn_benchmarks' forward-only runs); training does not update them: a training
+// benchmark never reads them, and they are not parameters.
 #pragma once
 
 #include "models/layers/layer.h"
@@ -22,6 +24,11 @@ class BatchNormLayer : public Layer {
   bool backward_reads_output() const override { return relu_; }
   void forward(const LayerPass& pass, const int32_t* step) const override;
   void backward(const LayerPass& pass, const int32_t* step) const override;
+
+  bool fused_relu() const { return relu_; }
+  // Inference: this layer's normalisation on one replica, from its parameters and the running
+  // statistics in `state` (made by create_state).
+  InferenceNorm inference_norm(const ParameterSet& params, const LayerState& state) const;
 
  private:
   Tensor4 shape_;

@@ -27,6 +27,10 @@ std::unique_ptr<LayerState> DropoutLayer::create_state(Device&, const ReplicaSha
 }
 
 void DropoutLayer::forward(const LayerPass& pass, const int32_t* step) const {
+  if (!pass.training) {  // inference keeps every unit, unscaled
+    if (pass.y != pass.x[0]) pass.ops->copy(pass.y, pass.x[0], output_shape().bytes());
+    return;
+  }
   const auto& state = static_cast<const DropoutState&>(*pass.state);
   pass.ops->dropout_forward(output_shape().type, pass.x[0], pass.y, output_shape().count(), rate_,
                             state.seed, state.first_index, step);

@@ -37,6 +37,9 @@ struct LayerPass {
   void* dy = nullptr;  // output gradient
   LayerState* state = nullptr;
   void* workspace = nullptr;  // shared by all layers of the replica
+  // false in inference (--forward_only): batch norm uses its running statistics, dropout passes
+  // its input through, and backward is never called.
+  bool training = true;
   size_t workspace_bytes = 0;
 };
 

@@ -17,6 +17,8 @@ class ResidualAddLayer : public Layer {
   void forward(const LayerPass& pass, const int32_t* step) const override;
   void backward(const LayerPass& pass, const int32_t* step) const override;
 
+  bool fused_relu() const { return relu_; }
+
  private:
   bool relu_;
 };

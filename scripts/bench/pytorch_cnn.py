@@ -5,6 +5,8 @@ The same networks (torchvision's resnet50/101/152, inception_v3 without the auxi
 and the Keras CIFAR-10 CNN), the same batch, optimizer (SGD with momentum) and precision, synthetic
 data resident on the GPU, eager or torch.compile. Warm-up steps are skipped; then host wall clock
 over the measured steps after a device synchronisation; throughput = images / wall time.
+--forward_only is dpbench's inference: the model in eval mode (batch norm on its running
+statistics, no dropout), forward pass and loss under torch.inference_mode(), nothing else.
 Prints one JSON line."""
 import argparse
 import json
@@ -88,6 +90,26 @@ def make_step(model, optimizer, images, labels, precision, compiled=False):
     return step
 
 
+def make_inference_step(model, images, labels, precision, compiled=False):
+    """One inference step (forward and loss, as dpbench's --forward_only computes) returning the loss:
+    eval mode, torch.inference_mode(), autocast for fp16 and bf16."""
+    model.eval()
+    loss_fn = nn.CrossEntropyLoss()
+    autocast_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
+
+    def forward():
+        with torch.autocast("cuda", dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
+            return loss_fn(model(images), labels)
+
+    forward_fn = torch.compile(forward) if compiled else forward
+
+    def step():
+        with torch.inference_mode():
+            return forward_fn()
+
+    return step
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default="resnet50", choices=sorted(IMAGE_SIZE))
@@ -95,6 +117,8 @@ def main():
     parser.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "fp16", "bf16"])
     parser.add_argument("--data_format", default="NCHW", choices=["NCHW", "NHWC"])
     parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+    parser.add_argument("--forward_only", action="store_true",
+                        help="inference: eval mode, forward and loss under torch.inference_mode()")
     parser.add_argument("--num_batches", type=int, default=100)
     parser.add_argument("--num_warmup_batches", type=int, default=10)
     parser.add_argument("--learning_rate", type=float, default=0.01)
@@ -110,7 +134,10 @@ def main():
     parameters = sum(p.numel() for p in model.parameters())
     optimizer = make_optimizer(model, args.learning_rate)
     images, labels = synthetic_batch(args.model, args.batch_size, classes, device, args.data_format)
-    step = make_step(model, optimizer, images, labels, args.precision, compiled=args.compile)
+    if args.forward_only:
+        step = make_inference_step(model, images, labels, args.precision, compiled=args.compile)
+    else:
+        step = make_step(model, optimizer, images, labels, args.precision, compiled=args.compile)
 
     for _ in range(args.num_warmup_batches):
         step()
@@ -127,7 +154,8 @@ def main():
         torch.cuda.profiler.stop()
     print(json.dumps({"framework": "pytorch", "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
                       "model": args.model, "batch_size": args.batch_size, "precision": args.precision,
-                      "data_format": args.data_format, "compiled": args.compile, "num_parameters": parameters,
+                      "data_format": args.data_format, "compiled": args.compile,
+                      "forward_only": args.forward_only, "num_parameters": parameters,
                       "images_per_sec": args.batch_size * args.num_batches / elapsed, "total_time_s": elapsed,
                       "final_loss": float(loss.detach())}))
 

@@ -17,7 +17,8 @@ WORKLOAD:
   cnn      ENTRY = MODEL[:BATCH][+--flag=value...] (default resnet50:64), per precision of
            PRECISIONS (default fp32) and layout of FORMATS (NCHW): dpbench on one GPU, then
            scripts/bench/pytorch_cnn.py per twin of TWINS ("eager compiled"; compiled runs
-           --compile). NUM_BATCHES 100, NUM_WARMUP 20.
+           --compile). NUM_BATCHES 100, NUM_WARMUP 20. MODEL:BATCH+--forward_only compares inference
+           (the twins in eval mode under torch.inference_mode()).
   rnn      ENTRY as cnn (default 'nmt:384 nmt:384+--encoder_type=dynamic rnnlm:512'; nmt runs
            cudnn_lstm, bi), per precision of PRECISIONS (tf32); twin scripts/bench/pytorch_rnn.py
            (TWINS=eager). NUM_BATCHES 40, NUM_WARMUP 10.

@@ -146,3 +146,30 @@ TEST_CASE("cifar10_cnn trains in bf16 and fp16 on the GPU as on the reference ba
     CHECK(std::abs(g - c) <= 1e-3 * std::abs(c));
   }
 }
+
+TEST_CASE("forward-only runs on the GPU give the reference backend's losses, the same every step", "[gpu]") {
+  // Inference: batch norm on its running statistics (mean 0, variance 1), dropout off, no update;
+  // resnet50 at 32x32 (CIFAR-10's shape) has the batch norms, cifar10_cnn the dropouts.
+  TempDir dir;
+  for (const char* model : {"resnet50", "cifar10_cnn"}) {
+    for (const char* precision : {"fp32", "bf16"}) {
+      for (const char* format : {"NCHW", "NHWC"}) {
+        const std::vector<std::string> extra = {"--forward_only", "--data_name=cifar10",
+                                                std::string("--precision=") + precision};
+        const nlohmann::json gpu = train(dir, "gpu", model, format, 4, 3, "0.01", extra);
+        const nlohmann::json cpu = train(dir, "cpu", model, format, 4, 3, "0.01", extra);
+        // bf16: both backends round the same activations, in different orders of summation.
+        const double rtol = std::string(precision) == "fp32" ? 1e-3 : 2e-2;
+        for (size_t step = 0; step < 3; ++step) {
+          const double g = gpu["steps"][step]["loss"], c = cpu["steps"][step]["loss"];
+          INFO(model << " " << precision << " " << format << " step " << step << ": gpu " << g << ", reference " << c);
+          CHECK(std::isfinite(g));
+          CHECK(g == gpu["steps"][0]["loss"].get<double>());  // nothing changes between steps
+          CHECK(std::abs(g - c) <= 1e-4 + rtol * std::abs(c));
+        }
+        CHECK(gpu["summary"]["param_norm"].get<double>() ==
+              Approx(cpu["summary"]["param_norm"].get<double>()).epsilon(1e-6));
+      }
+    }
+  }
+}

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/cuda/cuda_controls.h"
@@ -235,6 +236,73 @@ TEST_CASE("cuda batch norm matches the reference in both formats, with and witho
                          4 * kEps * (2.0 + scale.x_hat_max * scale.x_hat_max));
             check_close(dx_gpu.values(), dx_ref.values(), dx_atol + storage_atol(type), y_rtol,
                         "batch norm dx " + what);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda batch norm in inference matches the reference in both formats, in place too", "[gpu]") {
+  auto gpu = make_gpu();
+  ReferenceBackend reference;
+  Backend& ops = gpu->ops();
+  // Scalar and vector paths (c or h*w not a multiple of 4, a misaligned pointer), many tiles.
+  const std::pair<Tensor4, size_t> cases[] = {{{2, 3, 5, 7}, 0},    {{8, 64, 14, 14}, 0}, {{4, 2048, 2, 3}, 0},
+                                              {{8, 64, 56, 56}, 0}, {{8, 16, 4, 4}, 1},   {{1, 13, 9, 9}, 0}};
+  enum class Residual { none, plain, normalised };
+  uint64_t stream = 900;
+  for (DataType type : kAllTypes) {
+    for (bool relu : {false, true}) {
+      for (Residual residual : {Residual::none, Residual::plain, Residual::normalised}) {
+        for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
+          for (const auto& [base, offset] : cases) {
+            Tensor4 shape = base;
+            shape.format = format;
+            shape.type = type;
+            const std::string what = "inference batch norm " + describe(shape) + (relu ? " relu" : "") +
+                                     (residual == Residual::plain ? " + z" : residual == Residual::normalised ? " + bn(z)" : "") +
+                                     (offset ? " misaligned" : "");
+            const size_t count = shape.count();
+            const int channels = shape.c;
+            const std::vector<float> x = rounded(type, random_vector(count, stream++, -2.0f, 2.0f));
+            const std::vector<float> z = rounded(type, random_vector(count, stream++, -2.0f, 2.0f));
+            std::vector<std::vector<float>> norms;  // gamma, beta, mean, variance; then z's
+            for (int k = 0; k < 2; ++k) {
+              norms.push_back(random_vector(channels, stream++, 0.5f, 1.5f));
+              norms.push_back(random_vector(channels, stream++, -0.5f, 0.5f));
+              norms.push_back(random_vector(channels, stream++, -1.0f, 1.0f));
+              norms.push_back(random_vector(channels, stream++, 0.25f, 4.0f));
+            }
+            const float epsilon = 1.001e-5f;
+            auto host_norm = [&](int k) {
+              return InferenceNorm{norms[4 * k].data(), norms[4 * k + 1].data(), norms[4 * k + 2].data(),
+                                   norms[4 * k + 3].data(), epsilon};
+            };
+            const InferenceNorm ref_z_norm = host_norm(1);
+            HostTensor x_ref(type, x), z_ref(type, z), y_ref(type, count);
+            reference.batch_norm_inference(shape, x_ref.data(), host_norm(0),
+                                           residual == Residual::none ? nullptr : z_ref.data(),
+                                           residual == Residual::normalised ? &ref_z_norm : nullptr, relu, y_ref.data());
+            GpuTensor x_gpu(*gpu, type, x, offset), z_gpu(*gpu, type, z, offset), y_gpu(*gpu, type, count, offset);
+            std::vector<GpuArray<float>> arrays;
+            arrays.reserve(norms.size());
+            for (const std::vector<float>& values : norms) arrays.emplace_back(*gpu, values);
+            auto gpu_norm = [&](int k) {
+              return InferenceNorm{arrays[4 * k].data(), arrays[4 * k + 1].data(), arrays[4 * k + 2].data(),
+                                   arrays[4 * k + 3].data(), epsilon};
+            };
+            const InferenceNorm gpu_z_norm = gpu_norm(1);
+            auto run = [&](void* out) {
+              ops.batch_norm_inference(shape, x_gpu.data(), gpu_norm(0), residual == Residual::none ? nullptr : z_gpu.data(),
+                                       residual == Residual::normalised ? &gpu_z_norm : nullptr, relu, out);
+            };
+            run(y_gpu.data());
+            // rsqrtf and fmas in fp32 against double: a few fp32 ulps, then one rounding to T.
+            const double rtol = storage_rtol(type) + 4e-6, atol = storage_atol(type) + 4e-6;
+            check_close(y_gpu.values(), y_ref.values(), atol, rtol, what);
+            run(x_gpu.data());  // in place over x
+            check_identical(x_gpu.values(), y_gpu.values(), what + ", in place");
           }
         }
       }

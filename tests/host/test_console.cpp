@@ -38,18 +38,30 @@ TEST_CASE("the summary reports totals, distribution, execution mode and final st
   result.summary.param_norm = 3.5;
   result.summary.num_parameters = 42;
   const std::string text = format_summary(result);
-  CHECK_THAT(text, Catch::Contains("total images/s: 1234.5"));
-  CHECK_THAT(text, Catch::Contains("10 measured steps in 0.500 s (2 devices, 64 items per step), 3 warm-up steps skipped"));
-  CHECK_THAT(text, Catch::Contains("median 49.000"));
-  CHECK_THAT(text, Catch::Contains("p95 52.000"));
-  CHECK_THAT(text, Catch::Contains("replayed as one CUDA graph"));
-  CHECK_THAT(text, Catch::Contains("final loss 0.250000, param_norm 3.500000, 42 parameters"));
+  CHECK_THAT(text, Catch::Contains("total images/s: 1234.5\n"));
+  CHECK_THAT(text, Catch::Contains("\nMeasured:     10 steps in 0.500 s (2 devices, 64 items per step); 3 warm-up steps skipped\n"));
+  // The statistics in columns under their names.
+  CHECK_THAT(text, Catch::Contains("\nStep time ms:       mean    median    stddev       min       max        p5       p95\n"
+                                   "                  50.000    49.000     1.000    48.000    53.000    48.500    52.000\n"));
+  CHECK_THAT(text, Catch::Contains("\nExecution:    each step replayed as one CUDA graph per device\n"));
+  CHECK_THAT(text, Catch::Contains("\nFinal state:  loss 0.250000, param_norm 3.500000, 42 parameters\n"));
+  CHECK_THAT(text, !Catch::Contains("Interrupted"));
 
   result.summary.measured_steps = 1;  // singular where there is one
   result.summary.num_devices = 1;
   result.summary.warmup_steps = 1;
   CHECK_THAT(format_summary(result),
-             Catch::Contains("1 measured step in 0.500 s (1 device, 64 items per step), 1 warm-up step skipped"));
+             Catch::Contains("Measured:     1 step in 0.500 s (1 device, 64 items per step); 1 warm-up step skipped"));
+}
+
+TEST_CASE("the summary of an interrupted run says how many of the asked-for steps it covers", "[console]") {
+  Result result;
+  result.summary.unit = "images/s";
+  result.summary.measured_steps = 7;
+  result.summary.interrupted = true;
+  result.config = {{"num_batches", 100}};
+  CHECK_THAT(format_summary(result),
+             Catch::Contains("\nInterrupted:  stopped early, after 7 of 100 measured steps; the figures cover those\n"));
 }
 
 namespace {

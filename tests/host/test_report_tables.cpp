@@ -185,6 +185,22 @@ TEST_CASE("report groups series by strategy options, precision, layout and model
                       "replicated (nccl, repacking 4, no overlap, fp16 transfer) | replicated (xring) |\n"));
 }
 
+TEST_CASE("report keeps inference runs apart from training runs and says which they are", "[report]") {
+  TempDir dir;
+  write_fixture(dir, "train_1.json", run_of(kIndependent, 1, 1000));
+  write_fixture(dir, "infer_1.json", run_of(with(kIndependent, "--forward_only"), 1, 3000));
+  write_fixture(dir, "infer_2.json", run_of(with(kIndependent, "--forward_only"), 2, 6000));
+  const Report report = report_of({dir.path().string()});
+  REQUIRE(report.series.size() == 2);
+  CHECK(report.series[0].title == "resnet50, independent, fp32, NCHW, batch 64 per GPU (weak scaling)");
+  CHECK(report.series[1].title ==
+        "resnet50, independent, inference (forward only), fp32, NCHW, batch 64 per GPU (weak scaling)");
+  REQUIRE(report.series[1].rows.size() == 2);
+  CHECK(*report.series[1].rows[1].speedup == Approx(2.0));  // against the inference run on 1 GPU
+  REQUIRE(report.comparisons.size() == 2);
+  CHECK(report.comparisons[1].title == "resnet50, inference (forward only), fp32, NCHW, batch 64 per GPU (weak scaling)");
+}
+
 TEST_CASE("report keeps strong and weak scaling apart even at equal batches", "[report]") {
   TempDir dir;
   // Weak at 64 per GPU and strong at total 64 agree on the 1-GPU run's batch, but not beyond.
@@ -294,18 +310,18 @@ TEST_CASE("report csv has one row per series and GPU count with the key fields",
   write_fixture(dir, "ps.json", run_of(kServerCpu, 2, 1500));
   const std::string csv = with_placeholder(render_csv(report_of({dir.path().string()})), dir);
   CHECK(csv ==
-        "series,scaling,model,encoder_type,direction,precision,data_format,data,fixed_batch,backend,device_name,unit,"
+        "series,scaling,mode,model,encoder_type,direction,precision,data_format,data,fixed_batch,backend,device_name,unit,"
         "variable_update,all_reduce_spec,local_parameter_device,gradient_repacking,bucket_cap_mb,"
         "agg_small_grads_max_bytes,agg_small_grads_max_group,overlap_comm,compact_gradient_transfer,"
         "sparse_embedding_grads,sharded_update,gpu_number,batch_size_per_gpu,total_batch,measured_batches,total_time_s,"
         "items_per_sec,speedup,efficiency_pct,jitter,runs,file\n"
-        "\"resnet50, parameter_server (cpu), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,resnet50,,,fp32,NCHW,"
+        "\"resnet50, parameter_server (cpu), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,training,resnet50,,,fp32,NCHW,"
         ",64,cuda,NVIDIA H100 80GB HBM3,images/s,parameter_server,,cpu,0,25.0,0,10,true,,,,"
         "2,64,128,100,8.533333333333333,1500.0,,,10.0,1,<dir>/ps.json\n"
-        "\"resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,resnet50,,,fp32,NCHW,"
+        "\"resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,training,resnet50,,,fp32,NCHW,"
         ",64,cuda,NVIDIA H100 80GB HBM3,images/s,replicated,nccl,,0,25.0,0,10,true,none,false,false,"
         "1,64,64,100,6.4,1000.0,1.0,100.0,10.0,1,<dir>/one.json\n"
-        "\"resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,resnet50,,,fp32,NCHW,"
+        "\"resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,training,resnet50,,,fp32,NCHW,"
         ",64,cuda,NVIDIA H100 80GB HBM3,images/s,replicated,nccl,,0,25.0,0,10,true,none,false,false,"
         "2,64,128,100,6.7368421052631575,1900.0,1.9,95.0,10.0,1,<dir>/two.json\n");
 }
@@ -320,6 +336,7 @@ TEST_CASE("report json is an array of series objects with their rows", "[report]
   const nlohmann::json& series = document[0];
   CHECK(series["title"] == "resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)");
   CHECK(series["scaling"] == "weak");
+  CHECK(series["key"]["mode"] == "training");
   CHECK(series["unit"] == "images/s");
   CHECK(series["baseline_missing"] == false);
   CHECK(series["key"]["variable_update"] == "replicated");

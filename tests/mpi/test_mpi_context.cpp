@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <thread>
 #include <string>
 #include <vector>
@@ -46,6 +47,17 @@ TEST_CASE("all_gather returns every rank's value by rank", "[mpi]") {
   const std::vector<double> values = g_mpi->all_gather(1.5 * g_mpi->rank() + 0.25);
   REQUIRE(values.size() == static_cast<size_t>(g_mpi->size()));
   for (int r = 0; r < g_mpi->size(); ++r) CHECK(values[r] == 1.5 * r + 0.25);
+}
+
+TEST_CASE("votes started without waiting agree on every rank: yes when any rank said yes", "[mpi]") {
+  // Several in flight at once, read later, as the runner reads its stop votes.
+  std::vector<std::unique_ptr<ProcessGroup::Vote>> votes;
+  for (int v = 0; v < 6; ++v) votes.push_back(g_mpi->start_vote(v == 2 ? g_mpi->rank() == g_mpi->size() - 1 : v == 4));
+  std::vector<bool> outcomes;
+  for (auto& vote : votes) outcomes.push_back(vote->any_yes());
+  CHECK(outcomes == std::vector<bool>{false, false, true, false, true, false});
+  CHECK(votes[2]->any_yes());  // read again: the same outcome
+  g_mpi->start_vote(false);    // dropped unread: it completes before it goes
 }
 
 TEST_CASE("the flag check passes equal texts and names the rank and line that differ", "[mpi]") {

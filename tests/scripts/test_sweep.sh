@@ -501,8 +501,11 @@ fake_signal_tests() {
     expect_rc "$code" "sweep stopped by SIG$sig"
     check "SIG$sig: the progress line ends 'interrupted': $(cat "$tmp/stdout")" [ "$(tail -n 1 "$tmp/stdout")" = \
       "[2/3] m replicated+--fake_sleep=30 1 GPU ... interrupted" ]
-    check "SIG$sig: what ran and what did not: $(cat "$tmp/stderr")" [ "$(cat "$tmp/stderr")" = \
-      "sweep.sh: stopped after 1 ran, 0 skipped, 0 failed of 3" ]
+    local said="sweep.sh: stopped after 1 ran, 0 skipped, 0 failed of 3; not run: 2; run the same command again to resume"
+    [ "$sig" = HUP ] ||
+      said="sweep.sh: SIG$sig: dpbench stops after its current step and keeps what it measured (SIG$sig again stops it at once)
+$said"
+    check "SIG$sig: what ran and what did not: $(cat "$tmp/stderr")" [ "$(cat "$tmp/stderr")" = "$said" ]
     check "SIG$sig: the run has ended" gone "$run"
     check "SIG$sig: nothing of its process group is left: $(processes_with pgrp "$run")" [ -z "$(processes_with pgrp "$run")" ]
     check "SIG$sig: no report after a stop" [ ! -e "$o/REPORT.md" ]
@@ -692,7 +695,8 @@ reference_tests() {
   reference_stop_tests "$d"
 }
 
-# A stopped sweep leaves no dpbench running: SIGTERM ends it through the sweep's trap, SIGKILL
+# A stopped sweep leaves no dpbench running: SIGTERM stops it through the sweep's trap (it keeps
+# what it measured, marked interrupted, and the same command run again runs it again), SIGKILL
 # through dpbench's watch of DPBENCH_END_WITH_PID.
 reference_stop_tests() {
   local d=$1 o=$tmp/stop pid run
@@ -705,13 +709,20 @@ reference_stop_tests() {
   pid=$bg
   wait_until 20 "dpbench to start under the sweep" has_dpbench_child "$pid"
   run=$(dpbench_child_of "$pid")
+  wait_until 30 "dpbench to measure" grep -q "^Done warm up" "$o/logs/$name.log"
   kill -s TERM "$pid"
   wait_sweep stop "$pid" 20
   expect_rc 143 "sweep stopped by SIGTERM"
   check "SIGTERM: the progress line: $(cat "$tmp/stdout")" [ "$(tail -n 1 "$tmp/stdout")" = "[1/1] trivial independent 2 devices ... interrupted" ]
-  check "SIGTERM: what ran: $(cat "$tmp/stderr")" [ "$(cat "$tmp/stderr")" = "sweep.sh: stopped after 0 ran, 0 skipped, 0 failed of 1" ]
+  check "SIGTERM: what ran and what did not: $(cat "$tmp/stderr")" [ "$(cat "$tmp/stderr")" = \
+"sweep.sh: SIGTERM: dpbench stops after its current step and keeps what it measured (SIGTERM again stops it at once)
+sweep.sh: stopped after 0 ran, 0 skipped, 0 failed of 1; not run: 1 (the interrupted one kept its partial result, marked interrupted, in $o/$name.json); run the same command again to resume" ]
   check "SIGTERM: dpbench (pid $run) has ended" gone "$run"
-  check "SIGTERM: no result" [ ! -e "$o/$name.json" ]
+  check "SIGTERM: the partial result is marked interrupted" grep -qE '"interrupted": *true' "$o/$name.json"
+  sweep --dry-run "${endless[@]}"
+  expect_rc 0 "a dry run after the stop"
+  check "the interrupted run would run again: $(cat "$tmp/stdout")" grep -q -- "--result_file=$o/$name.json" "$tmp/stdout"
+  check "it is not skipped: $(cat "$tmp/stdout")" [ "$(grep -c '^# present' "$tmp/stdout")" = 0 ]
 
   # dpbench must end itself within a few seconds of its sweep's SIGKILL.
   grep -q DPBENCH_END_WITH_PID "$d" ||

@@ -1,0 +1,48 @@
+// The fused inference join (see normalised_residual_add.h): one backend pass.
+#include "models/layers/normalised_residual_add.h"
+
+#include "engine/errors.h"
+
+namespace dpbench {
+namespace {
+
+// The running statistics of the fused batch norms, one state each, as those layers make them.
+struct FusedNormsState : LayerState {
+  std::unique_ptr<LayerState> main, shortcut;
+};
+
+}  // namespace
+
+NormalisedResidualAddLayer::NormalisedResidualAddLayer(const ResidualAddLayer& add, const BatchNormLayer& main_norm,
+                                                       const BatchNormLayer* shortcut_norm)
+    : Layer(add.name(), add.output_shape()),
+      main_norm_(main_norm),
+      shortcut_norm_(shortcut_norm),
+      relu_(add.fused_relu()) {
+  if (main_norm.fused_relu() || (shortcut_norm != nullptr && shortcut_norm->fused_relu()))
+    throw RuntimeError(name() + ": a batch norm with a ReLU of its own cannot be fused into the add");
+}
+
+std::unique_ptr<LayerState> NormalisedResidualAddLayer::create_state(Device& device, const ReplicaShard& shard) const {
+  auto state = std::make_unique<FusedNormsState>();
+  state->main = main_norm_.create_state(device, shard);
+  if (shortcut_norm_ != nullptr) state->shortcut = shortcut_norm_->create_state(device, shard);
+  return state;
+}
+
+void NormalisedResidualAddLayer::forward(const LayerPass& pass, const int32_t*) const {
+  const auto& state = static_cast<const FusedNormsState&>(*pass.state);
+  const InferenceNorm main = main_norm_.inference_norm(*pass.params, *state.main);
+  if (shortcut_norm_ == nullptr) {
+    pass.ops->batch_norm_inference(output_shape(), pass.x[0], main, pass.x[1], nullptr, relu_, pass.y);
+    return;
+  }
+  const InferenceNorm shortcut = shortcut_norm_->inference_norm(*pass.params, *state.shortcut);
+  pass.ops->batch_norm_inference(output_shape(), pass.x[0], main, pass.x[1], &shortcut, relu_, pass.y);
+}
+
+void NormalisedResidualAddLayer::backward(const LayerPass&, const int32_t*) const {
+  throw RuntimeError(name() + ": the fused inference join has no backward pass");
+}
+
+}  // namespace dpbench
