@@ -106,6 +106,19 @@ std::string format_progress_line(const ProgressSnapshot& snapshot, int64_t items
 
 namespace {
 
+// "123.4 TFLOP/s per device (3.16e+12 FLOPs per device step), MFU 12.5% of 989.5"; without a peak,
+// "MFU: none (the reason)".
+std::string describe_flops(const nlohmann::json& flops) {
+  std::string text = fmt::format("{:.4g} TFLOP/s per device ({:.3g} FLOPs per device step)",
+                                 flops.value("tflops_per_sec_per_device", 0.0),
+                                 flops.value("model_flops_per_step_per_device", 0.0));
+  const auto mfu = flops.find("mfu");
+  if (mfu != flops.end() && mfu->is_number())
+    return text + fmt::format(", MFU {:.1f}% of {:g}", 100.0 * mfu->get<double>(),
+                              flops.value("peak_tflops_per_device", 0.0));
+  return text + ", MFU: none (" + flops.value("mfu_reason", std::string("no peak")) + ")";
+}
+
 std::string describe_math(const Summary& s) {
   if (s.math == "tf32") return "tf32 (tensor cores, fp32 accumulation)";
   if (s.math == "fp16" || s.math == "bf16") {
@@ -144,6 +157,7 @@ std::string format_summary(const Result& result) {
   }
   if (s.jitter) text += row("Jitter:", fmt::format("{:.1f} {}", *s.jitter, s.unit));
   text += row("Math:", describe_math(s));
+  if (s.flops.contains("tflops_per_sec_per_device")) text += row("FLOPs:", describe_flops(s.flops));
   if (s.data.contains("wait_ms_per_step"))
     text += row("Data:", fmt::format("{}, compute waited {:.3f} ms per step for its batch ({:.1f}% of step time)",
                                      s.data.value("feed", std::string()), s.data["wait_ms_per_step"].get<double>(),

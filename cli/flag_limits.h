@@ -26,6 +26,8 @@ inline constexpr int kMaxLayers = 1024;
 inline constexpr int kMaxSequenceLength = 65536;
 
 inline constexpr int kMaxCollectiveTimeoutSeconds = 86400;
+// --peak_tflops: a thousand times today's largest GPU.
+inline constexpr double kMaxPeakTflops = 1e6;
 
 // comm_bench.
 inline constexpr int kMaxBenchIterations = 1'000'000;

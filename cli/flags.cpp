@@ -276,6 +276,11 @@ std::vector<FlagSpec> run_flag_specs() {
        "rendezvous between ranks or a multi-GPU step makes no progress this long",
        format_number(defaults.collective_timeout), {}},
 
+      {"peak_tflops", "Measurement", "TFLOPS",
+       "Peak dense TFLOP/s of one device for the math that runs, the denominator of summary.flops.mfu "
+       "(0: from dpbench's table of GPUs: H100, H200, GH200, A100)",
+       format_number(defaults.peak_tflops), {}},
+
       {"result_file", "Output", "PATH",
        "JSON result file, written atomically (a link is followed; a device, FIFO or - is written through); "
        "--result_file= writes none",
@@ -546,6 +551,7 @@ nlohmann::json config_to_json(const RunConfig& config) {
       {"deterministic", config.deterministic},
       {"profile_step", config.profile_step},
       {"collective_timeout", config.collective_timeout},
+      {"peak_tflops", config.peak_tflops},
       {"result_file", config.result_file},
   };
   add_sequence_flags(config, json);

@@ -304,6 +304,10 @@ void resolve_measurement(const GivenFlags& flags, RunConfig* config) {
   if (!(config->collective_timeout >= 1.0) || config->collective_timeout > kMaxCollectiveTimeoutSeconds)
     reject("collective_timeout", timeout_text,
            "accepted: 1 to " + std::to_string(kMaxCollectiveTimeoutSeconds) + " seconds (a day)");
+  const std::string peak_text = flags.text("peak_tflops");
+  config->peak_tflops = parse_finite_number("peak_tflops", peak_text, "TFLOP/s, e.g. 989.5");
+  if (!(config->peak_tflops >= 0) || config->peak_tflops > kMaxPeakTflops)
+    reject("peak_tflops", peak_text, "accepted: 0 (from the table of GPUs) or a positive figure up to 1000000 TFLOP/s");
   if (config->profile_step > config->num_batches) {
     reject("profile_step", flags.text("profile_step"),
            "is past the last measured step; give 1.." + std::to_string(config->num_batches) + " or 0");

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <thread>
 
 #include "cli/app.h"
@@ -16,6 +17,7 @@
 #include "engine/data/text_content.h"
 #include "engine/device_factory.h"
 #include "engine/environment.h"
+#include "engine/gpu_peaks.h"
 #include "engine/gpu_telemetry.h"
 #include "engine/errors.h"
 #include "engine/process_group.h"
@@ -198,10 +200,23 @@ RunnerSettings runner_settings(const RunConfig& config) {
 
 namespace {
 
+// MFU's denominator: --peak_tflops, else the table's figure for this GPU and the math that runs
+// (on CUDA, the precision asked for); none (0) on the reference backend or for a GPU the table
+// lacks, with the reason.
+PeakThroughput peak_of(const RunConfig& config, const std::vector<DeviceDescription>& devices) {
+  if (config.peak_tflops > 0) return {config.peak_tflops, "--peak_tflops"};
+  if (config.backend != BackendKind::cuda)
+    return {0, "the reference backend's devices are host threads with no peak figure; give --peak_tflops for one"};
+  const std::string name = devices.empty() ? std::string() : devices.front().name;
+  if (std::optional<PeakThroughput> peak = gpu_peak_tflops(name, config.precision)) return *peak;
+  return {0, "no peak figure for " + name + " at " + config.precision + " in dpbench's table; give --peak_tflops"};
+}
+
 // What the result is made of (reports/result_assembly.h), in the result's own terms.
-ResultInputs result_inputs(const RunConfig& config, const RunMeasurements& measured, const std::string& unit,
+ResultInputs result_inputs(const RunConfig& config, const RunMeasurements& measured, const Model& model,
                            int64_t items_per_step, const std::vector<DeviceDescription>& devices,
                            const nlohmann::json& data_summary) {
+  const std::string unit = model.unit();
   ResultInputs run;
   run.tool_version = DPBENCH_VERSION;
   run.git_sha = DPBENCH_GIT_SHA;
@@ -209,6 +224,9 @@ ResultInputs result_inputs(const RunConfig& config, const RunMeasurements& measu
   run.config = config_to_json(config);
   run.unit = unit;
   run.items_per_step = items_per_step;
+  // A forward-only step runs the forward pass alone.
+  const StepFlops per_sample = model.flops_per_sample();
+  run.flops_per_device_step = (config.forward_only ? per_sample.forward : per_sample.training()) * config.batch_size;
   run.num_devices = config.world_devices();
   run.global_batch_size = config.global_batch_size();
   run.precision = config.precision;
@@ -232,6 +250,9 @@ ResultInputs result_inputs(const RunConfig& config, const RunMeasurements& measu
   run.step_items = measured.step_items;
   run.host_wait_s = measured.host_wait_s;
   run.epoch_time_s = measured.epoch_time_s;
+  const PeakThroughput peak = peak_of(config, devices);
+  run.peak_tflops_per_device = peak.tflops;
+  run.peak_source = peak.source;
   return run;
 }
 
@@ -338,7 +359,7 @@ Result run_benchmark(const ParsedRunFlags& flags) {
                                                        " before any step was measured; no result written");
   }
 
-  Result result = assemble_result(result_inputs(effective, measured, unit, items_per_step, descriptions, data_summary));
+  Result result = assemble_result(result_inputs(effective, measured, *model, items_per_step, descriptions, data_summary));
   result.invocation = describe_invocation(flags.arguments);
   // This process's GPUs only: under mpirun each rank samples its own.
   result.summary.gpu_telemetry = telemetry.summarize(

@@ -60,6 +60,8 @@ struct RunConfig : ModelSettings, StrategyOptions {
   // before every rank ends with one line naming the rank that stopped answering (PyTorch DDP's
   // timeout is 600 s; a step here takes well under a second to minutes).
   double collective_timeout = 300;
+  // MFU's denominator, dense TFLOP/s of one device; 0: from the table of GPUs (engine/gpu_peaks.h).
+  double peak_tflops = 0;
 
   // Output
   std::string result_file = "dpbench_result.json";  // empty: write none

@@ -73,6 +73,20 @@ class ModelReplica {
   virtual std::vector<InputBuffer> inputs() const = 0;
 };
 
+// Floating-point operations of a training step: the multiply-adds of convolutions
+// and matrix products (LSTM gates and recurrences included), 2 FLOPs each, as MFU figures count
+// them; element-wise ops, normalisation, pooling and softmax are left out.
+struct StepFlops {
+  double forward = 0;   // the forward pass and the loss's projection
+  double backward = 0;  // the backward pass as it runs: input gradients only where something needs them
+  double training() const { return forward + backward; }
+  StepFlops& operator+=(const StepFlops& other) {
+    forward += other.forward;
+    backward += other.backward;
+    return *this;
+  }
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -82,6 +96,9 @@ class Model {
   virtual std::string unit() const = 0;
   // Items counted per sample (1 image; source + target words per sentence pair for nmt).
   virtual int64_t items_per_sample() const { return 1; }
+  // FLOPs a training step spends on one sample (see StepFlops); every model's count is linear in
+  // the batch, so a replica's step is this times its batch.
+  virtual StepFlops flops_per_sample() const = 0;
   // Deterministic initial values from the seed, identical for every replica and backend.
   virtual std::vector<float> initial_parameters(uint64_t seed) const = 0;
   virtual std::unique_ptr<ModelReplica> create_replica(Device& device, ParameterSet& parameters,

@@ -5,6 +5,7 @@
 #include "engine/counter_random.h"
 #include "engine/errors.h"
 #include "models/layers/softmax_cross_entropy.h"
+#include "models/model_flops.h"
 
 namespace dpbench {
 
@@ -139,6 +140,8 @@ CnnModel::CnnModel(std::string name, const ModelSettings& config, const ImageSpe
   if (forward_only_) network_->prepare_for_inference();
   network_->finalize(logits);
 }
+
+StepFlops CnnModel::flops_per_sample() const { return per_sample(network_->flops(), batch_size_); }
 
 std::vector<float> CnnModel::initial_parameters(uint64_t seed) const {
   std::vector<float> values(layout_.total_count());

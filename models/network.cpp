@@ -203,6 +203,17 @@ void Network::plan_gradient_accumulation() {
   }
 }
 
+StepFlops Network::flops() const {
+  StepFlops total;
+  for (const Node& node : nodes_) {
+    if (node.fused_away) continue;
+    const bool input_gradient = std::any_of(node.inputs.begin(), node.inputs.end(),
+                                            [&](TensorId in) { return in != input(); });
+    total += node.layer->flops(input_gradient);
+  }
+  return total;
+}
+
 void Network::initialize(uint64_t seed, std::vector<float>& host_params) const {
   for (const Node& node : nodes_) node.layer->initialize(layout_, seed, host_params);
 }

@@ -89,6 +89,8 @@ class Network {
   size_t scratch_bytes() const { return scratch_bytes_; }
 
   void initialize(uint64_t seed, std::vector<float>& host_params) const;
+  // FLOPs of the nodes that run, over the whole batch; no input gradient for the network input.
+  StepFlops flops() const;
 
  private:
   struct TensorInfo {

@@ -4,6 +4,7 @@
 #include "engine/counter_random.h"
 #include "models/layers/dense.h"
 #include "models/image_inputs.h"
+#include "models/model_flops.h"
 #include "models/layers/softmax_cross_entropy.h"
 
 namespace dpbench {
@@ -47,6 +48,12 @@ class TrivialModel : public Model {
   std::string name() const override { return "trivial"; }
   const ParameterLayout& layout() const override { return layout_; }
   std::string unit() const override { return "images"; }
+  // Two dense layers; the first needs no input gradient (its input is the images).
+  StepFlops flops_per_sample() const override {
+    StepFlops flops = matmul_flops(1, kInputs, kHidden, false);
+    flops += matmul_flops(1, kHidden, kClasses, true);
+    return flops;
+  }
 
   std::vector<float> initial_parameters(uint64_t seed) const override {
     std::vector<float> values(layout_.total_count());

@@ -79,6 +79,31 @@ std::string math_of(const ResultInputs& run) {
   return run.environment.backend == "cuda" ? "tf32" : "fp32";
 }
 
+// FLOPs per step, the achieved TFLOP/s per device (the steps' FLOPs over the measured wall time:
+// items / items per fixed-size step counts a smaller last batch of real data for what it is) and
+// MFU against the device's peak.
+nlohmann::json describe_flops(const ResultInputs& run, const Summary& summary) {
+  nlohmann::json flops = {
+      {"counted", "multiply-adds of convolutions and matrix products (LSTM gates included), 2 FLOPs each; "
+                  "the passes as they run"},
+      {"model_flops_per_step", run.flops_per_device_step * static_cast<double>(run.num_devices)},
+      {"model_flops_per_step_per_device", run.flops_per_device_step}};
+  const double steps_per_sec =
+      run.items_per_step > 0 ? summary.items_per_sec / static_cast<double>(run.items_per_step) : 0.0;
+  const double achieved = run.flops_per_device_step * steps_per_sec / 1e12;
+  flops["tflops_per_sec_per_device"] = achieved;
+  if (run.peak_tflops_per_device > 0) {
+    flops["peak_tflops_per_device"] = run.peak_tflops_per_device;
+    flops["peak_source"] = run.peak_source;
+    flops["mfu"] = achieved / run.peak_tflops_per_device;
+  } else {
+    flops["peak_tflops_per_device"] = nullptr;
+    flops["mfu"] = nullptr;
+    flops["mfu_reason"] = run.peak_source;
+  }
+  return flops;
+}
+
 }  // namespace
 
 Result assemble_result(const ResultInputs& run) {
@@ -126,6 +151,7 @@ Result assemble_result(const ResultInputs& run) {
   summary.data = run.data;
   if (fed) describe_data_waits(run, result.steps, measured_steps, summary.data);
   if (!run.epoch_time_s.empty()) describe_epochs(run, summary.data);
+  summary.flops = describe_flops(run, summary);
   return result;
 }
 

@@ -51,6 +51,12 @@ struct ResultInputs {
   std::vector<int64_t> step_items;
   double host_wait_s = 0;
   std::vector<double> epoch_time_s;  // each epoch's wall time; empty without epochs
+
+  // The model's FLOPs in one device's step (training, or forward only), and the peak of one
+  // device that MFU divides by: 0 where none is known, peak_source then saying why.
+  double flops_per_device_step = 0;
+  double peak_tflops_per_device = 0;
+  std::string peak_source;
 };
 
 Result assemble_result(const ResultInputs& run);

@@ -48,7 +48,8 @@ json summary_to_json(const Summary& summary) {
           {"loss_scaling", summary.loss_scaling},
           {"final_loss_scale", summary.final_loss_scale},
           {"data", summary.data},
-          {"gpu_telemetry", summary.gpu_telemetry}};
+          {"gpu_telemetry", summary.gpu_telemetry},
+          {"flops", summary.flops}};
 }
 
 // ---- reading ----------------------------------------------------------------------------------
@@ -209,6 +210,7 @@ Summary summary_from_json(const json& document) {
   if (object.contains("data")) summary.data = object_member(object, where, "data");
   // Added later too: older results have no telemetry.
   if (object.contains("gpu_telemetry")) summary.gpu_telemetry = object_member(object, where, "gpu_telemetry");
+  if (object.contains("flops")) summary.flops = object_member(object, where, "flops");
   return summary;
 }
 

@@ -3,7 +3,12 @@
 
 #include <algorithm>
 
+#include "models/model_flops.h"
+
 namespace dpbench {
+
+StepFlops Conv2dLayer::flops(bool input_gradient) const { return conv_flops(geometry_, input_gradient); }
+
 namespace {
 
 // Workspace offsets stay aligned for cuDNN and vector loads.

@@ -25,6 +25,7 @@ class Conv2dLayer : public Layer {
               const Conv2dOptions& options);
 
   const ConvGeometry& geometry() const { return geometry_; }
+  StepFlops flops(bool input_gradient) const override;
 
   void initialize(const ParameterLayout& layout, uint64_t seed,
                   std::vector<float>& host_params) const override;

@@ -1,7 +1,14 @@
 // Fully connected layer: the dense layer's GEMMs on the flattened input.
 #include "models/layers/fully_connected.h"
 
+#include "models/model_flops.h"
+
 namespace dpbench {
+
+StepFlops FullyConnectedLayer::flops(bool input_gradient) const {
+  return matmul_flops(input_.n, static_cast<double>(input_.c) * input_.h * input_.w, dense_.outputs(), input_gradient);
+}
+
 namespace {
 
 // The fp32 copy of a 16-bit input, kept from forward for the weight gradient.

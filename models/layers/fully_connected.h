@@ -26,6 +26,7 @@ class FullyConnectedLayer : public Layer {
                   std::vector<float>& host_params) const override;
   std::unique_ptr<LayerState> create_state(Device& device, const ReplicaShard& shard) const override;
   size_t workspace_bytes(Backend& ops) const override;
+  StepFlops flops(bool input_gradient) const override;
   void forward(const LayerPass& pass, const int32_t* step) const override;
   void backward(const LayerPass& pass, const int32_t* step) const override;
 

@@ -65,6 +65,9 @@ class Layer {
   virtual std::unique_ptr<LayerState> create_state(Device& device, const ReplicaShard& shard) const {
     return nullptr;
   }
+  // FLOPs of this layer's passes over its whole batch (engine/model.h's StepFlops: convolutions
+  // and matrix products only); `input_gradient`: backward computes the input's gradient.
+  virtual StepFlops flops(bool input_gradient) const { return {}; }
   // Scratch the passes need; the replica allocates the maximum over its layers once.
   virtual size_t workspace_bytes(Backend& ops) const { return 0; }
 

@@ -9,6 +9,7 @@
 
 #include "engine/counter_random.h"
 #include "engine/errors.h"
+#include "models/model_flops.h"
 #include "models/sequence/embedding.h"
 #include "models/sequence/sequence_models.h"
 #include "models/sequence/vocabulary_loss.h"
@@ -78,6 +79,16 @@ class NmtModel final : public Model {
   std::string unit() const override { return "words"; }
   // Source plus target tokens, as the seed tables count words.
   int64_t items_per_sample() const override { return shape_.src_len + shape_.tgt_len; }
+  // Every stack's gates (the embeddings' gradients need each stack's input gradient) and the
+  // vocabulary projection of every target token.
+  StepFlops flops_per_sample() const override {
+    StepFlops flops;
+    for (const auto& encoder : encoders_) flops += lstm_flops(encoder->geometry(), true);
+    flops += lstm_flops(decoder_->geometry(), true);
+    flops += matmul_flops(static_cast<double>(shape_.tgt_len) * shape_.batch, projection_->hidden(),
+                          projection_->vocab(), true);
+    return per_sample(flops, shape_.batch);
+  }
 
   std::vector<float> initial_parameters(uint64_t seed) const override {
     std::vector<float> values(layout_.total_count());

@@ -11,6 +11,7 @@
 
 #include "engine/counter_random.h"
 #include "engine/errors.h"
+#include "models/model_flops.h"
 #include "models/sequence/embedding.h"
 #include "models/sequence/sequence_models.h"
 #include "models/sequence/vocabulary_loss.h"
@@ -46,6 +47,14 @@ class RnnlmModel final : public Model {
   const ParameterLayout& layout() const override { return layout_; }
   std::string unit() const override { return "tokens"; }
   int64_t items_per_sample() const override { return shape_.seq_len; }
+  // The LSTM's gates (the embedding's gradient needs its input gradient) and the vocabulary
+  // projection of every token.
+  StepFlops flops_per_sample() const override {
+    StepFlops flops = lstm_flops(lstm_->geometry(), true);
+    flops += matmul_flops(static_cast<double>(shape_.seq_len) * shape_.batch, projection_->hidden(),
+                          projection_->vocab(), true);
+    return per_sample(flops, shape_.batch);
+  }
 
   std::vector<float> initial_parameters(uint64_t seed) const override {
     std::vector<float> values(layout_.total_count());
