@@ -69,6 +69,14 @@ void combine_across_processes(const ProcessGroup& group, RunMeasurements& m) {
   combine(scalars, false);
   m.total_time_s = scalars[0];
   m.host_wait_s = scalars[1];
+  // Every rank's devices' step phases, rank after rank (each rank drives as many devices).
+  std::vector<double> phases;
+  for (const StepPhases& p : m.step_phases)
+    phases.insert(phases.end(), {p.data_ms, p.forward_ms, p.backward_ms, p.own_step_ms, p.exposed_comm_ms});
+  const std::vector<double> all_phases = gather_values(group, phases);
+  m.step_phases.clear();
+  for (size_t i = 0; i + 5 <= all_phases.size(); i += 5)
+    m.step_phases.push_back({all_phases[i], all_phases[i + 1], all_phases[i + 2], all_phases[i + 3], all_phases[i + 4]});
   if (!m.step_items.empty()) {
     const std::vector<int64_t> all = gather_values(group, m.step_items);
     for (size_t i = 0; i < steps; ++i) {
@@ -176,6 +184,8 @@ RunnerSettings runner_settings(const RunConfig& config) {
   settings.optimizer = optimizer_config(config);
   settings.weight_copy_type = config.activation_type();
   settings.cuda_graph = config.cuda_graph;
+  // The reference backend's stopwatch reads the host clock, which costs nothing: every step.
+  if (config.backend != BackendKind::cuda) settings.time_parts_every = 1;
   settings.forward_only = config.forward_only;
   settings.profile_step = config.profile_step;
   settings.process_rank = config.process_rank;
@@ -250,6 +260,8 @@ ResultInputs result_inputs(const RunConfig& config, const RunMeasurements& measu
   run.step_items = measured.step_items;
   run.host_wait_s = measured.host_wait_s;
   run.epoch_time_s = measured.epoch_time_s;
+  for (const StepPhases& p : measured.step_phases)
+    run.device_phases.push_back({p.data_ms, p.forward_ms, p.backward_ms, p.own_step_ms, p.exposed_comm_ms});
   const PeakThroughput peak = peak_of(config, devices);
   run.peak_tflops_per_device = peak.tflops;
   run.peak_source = peak.source;

@@ -326,6 +326,9 @@ class Backend {
   virtual void write_timestamp(int64_t* slot) = 0;
   // *total += clock now - *start, in nanoseconds.
   virtual void add_elapsed_since(const int64_t* start, int64_t* total) = 0;
+  // One lap of a stopwatch: *total += now - *clock, then *clock = now (one op where
+  // add_elapsed_since and write_timestamp would be two).
+  virtual void lap(int64_t* clock, int64_t* total) = 0;
 
   // ---- reductions (blocking: they wait for the stream and return to the host) --------------
   // Sum of squares accumulated in double. `scratch` holds at least sum_squares_scratch_bytes().

@@ -266,6 +266,10 @@ class CountingBackend final : public Backend {
     counted();
     inner_.add_elapsed_since(start, total);
   }
+  void lap(int64_t* clock, int64_t* total) override {
+    counted();
+    inner_.lap(clock, total);
+  }
   double sum_squares(const float* x, size_t n, void* scratch) override {
     counted();
     return inner_.sum_squares(x, n, scratch);

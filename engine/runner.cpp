@@ -63,6 +63,16 @@ std::string describe_failure(const std::exception_ptr& error) {
   }
 }
 
+constexpr int kPhases = 3;  // data, forward, backward: the laps of a step's stopwatch
+enum PhaseSlot { kDataPhase = 0, kForwardPhase = 1, kBackwardPhase = 2 };
+
+std::vector<int64_t> read_totals(Device& device, const Buffer& totals) {
+  std::vector<int64_t> values(kPhases);
+  device.make_current();
+  device.copy_to_host(values.data(), totals.data(), sizeof(int64_t) * kPhases);
+  return values;
+}
+
 }  // namespace
 
 struct Runner::ReplicaState {
@@ -78,6 +88,11 @@ struct Runner::ReplicaState {
   Buffer loss;                                                 // the step's loss, on the device
   Buffer loss_cursor;                                          // int32: next step's slot in `losses`
   std::unique_ptr<CapturedWork> replayable_step;               // the step as a CUDA graph
+  // The step's stopwatch (int64 ns, on the device): the clock of the last lap, and the laps'
+  // totals over every step so far: data, forward, backward (StepPhases); read when idle.
+  // Only the timed steps (RunState::times_parts) add to the totals, so they hold measured steps only.
+  Buffer phase_clock, phase_totals;
+  std::unique_ptr<CapturedWork> replayable_timed_step;  // the step as a CUDA graph, with the laps
   int64_t kernels_per_step = -1;  // kernel nodes of the captured step; -1: not captured
   std::atomic<int64_t> steps_enqueued{0};
 };
@@ -114,6 +129,11 @@ Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_p
     state->losses = device.allocate_host_visible(sizeof(float) * total_steps);
     std::fill_n(state->losses.as<float>(), total_steps, std::nanf(""));
     state->loss = device.allocate(sizeof(float));
+    state->phase_clock = device.allocate(sizeof(int64_t));
+    state->phase_totals = device.allocate(sizeof(int64_t) * kPhases);
+    const std::vector<int64_t> no_time(kPhases + 1, 0);
+    device.copy_from_host(state->phase_clock.data(), no_time.data(), sizeof(int64_t));
+    device.copy_from_host(state->phase_totals.data(), no_time.data(), sizeof(int64_t) * kPhases);
     state->loss_cursor = device.allocate(sizeof(int32_t));
     const int32_t first_slot = 0;
     device.copy_from_host(state->loss_cursor.data(), &first_slot, sizeof(first_slot));
@@ -257,15 +277,26 @@ struct Runner::RunState {
         replay(settings.cuda_graph && capturable),
         barrier(num_replicas),
         stop_gate(settings, num_replicas),
+        timed_every(std::max(1, settings.time_parts_every)),
+        timed_offset(std::min<int64_t>(timed_every / 2, settings.num_batches - 1)),
         threads_running(num_replicas) {}
 
   const int64_t warmup, measured_end, total_steps, steps_per_epoch;
+  // Note [timed parts of a step]: the stopwatch that splits a step into its parts (StepPhases)
+  // costs a few tiny kernels, a visible share of a step of tens of microseconds, so it runs on
+  // one measured step in `timed_every` only (a second CUDA graph, with the laps, is replayed
+  // then); the parts' means come from those steps.
+  bool times_parts(int64_t step) const {
+    return step >= warmup && step < measured_end && (step - warmup) % timed_every == timed_offset;
+  }
   // A step can be captured when nothing in it changes from step to step on the host side: the
   // strategy says so for its hooks (Adam reads its step on the device). A captured step is
   // replayed with --cuda_graph; without it the capture only counts the step's kernels.
   const bool capturable, replay;
   ThreadBarrier barrier;
   StopGate stop_gate;
+  const int timed_every;
+  const int64_t timed_offset;
   Clock::time_point wall_start, wall_end;
   bool measurement_ended = false;  // wall_end is set
   std::vector<Clock::time_point> epoch_marks;  // the run's start, then every epoch's end
@@ -297,15 +328,20 @@ void Runner::start_measurement(RunState& run, Clock::time_point now) {
   run.wall_start = now;
 }
 
-// Step 1's work recorded once: replayed from then on with --cuda_graph, else only counted. Step 0
-// runs eagerly before, so libraries finish their lazy set-up outside the capture; the capture
-// itself runs nothing, the replay right after it is step 1.
-void Runner::capture_step(ReplicaState& state, const RunState& run, const std::function<void()>& enqueue_step) {
+// Step 1's work recorded once: replayed from then on with --cuda_graph, else only counted (its
+// kernels, without the stopwatch's). Step 0 runs eagerly before, so libraries finish their lazy
+// set-up outside the capture; the capture itself runs nothing, the replay right after it is
+// step 1. The timed steps replay a second capture, with the laps.
+void Runner::capture_step(ReplicaState& state, const RunState& run,
+                          const std::function<void(bool timed)>& enqueue_step) {
   Device& device = *state.device;
   if (run.capturable) {
-    std::unique_ptr<CapturedWork> captured = device.capture(enqueue_step);
+    std::unique_ptr<CapturedWork> captured = device.capture([&] { enqueue_step(false); });
     if (captured) state.kernels_per_step = captured->kernel_count();
-    if (run.replay) state.replayable_step = std::move(captured);
+    if (run.replay && captured) {
+      state.replayable_step = std::move(captured);
+      state.replayable_timed_step = device.capture([&] { enqueue_step(true); });
+    }
   } else if (strategy_.launches_per_step() >= 0) {
     // The step cannot be replayed (its exchange makes host decisions), but its kernels can still
     // be counted: the model's forward and backward from a capture that is never launched, plus
@@ -336,13 +372,18 @@ void Runner::drive_device(ReplicaState& state, RunState& run) {
   try {
     Device& device = *state.device;
     device.make_current();
-    auto enqueue_step = [&](int64_t step) {
+    int64_t* clock = state.phase_clock.as<int64_t>();
+    int64_t* phase_totals = state.phase_totals.as<int64_t>();
+    // `timed`: with the stopwatch's laps after forward and backward (Note [timed parts of a step]).
+    auto enqueue_step = [&](int64_t step, bool timed) {
       // loss_cursor is also the step number: append_scalar advances it at the end of the step.
       state.model->forward(StepContext{state.loss.as<float>(), state.loss_cursor.as<int32_t>(),
                                        state.optimizer->loss_scale()});
+      if (timed) device.ops().lap(clock, phase_totals + kForwardPhase);
       if (!settings_.forward_only) {
         state.announcer->begin_step();
         state.model->backward(*state.announcer);
+        if (timed) device.ops().lap(clock, phase_totals + kBackwardPhase);
         strategy_.finish_step(state.index, step + 1);
       }
       device.ops().append_scalar(state.loss.as<float>(), state.losses.as<float>(), state.loss_cursor.as<int32_t>());
@@ -356,7 +397,8 @@ void Runner::drive_device(ReplicaState& state, RunState& run) {
     }
     for (int64_t step = 0; step < run.total_steps; ++step) {
       if (!run.stop_gate.may_begin(state.index, step)) break;
-      if (step == 1) capture_step(state, run, [&] { enqueue_step(step); });
+      if (step == 1) capture_step(state, run, [&](bool timed) { enqueue_step(step, timed); });
+      const bool timed = run.times_parts(step);
       const bool profiled = settings_.profile_step > 0 && step == run.warmup + settings_.profile_step - 1;
       if (profiled) {
         device.synchronize();  // the range then holds this step's work and nothing before it
@@ -364,11 +406,15 @@ void Runner::drive_device(ReplicaState& state, RunState& run) {
       }
       // The step's time includes waiting for its batch (the feed's copy, or its build).
       state.step_start[step]->record(StreamKind::compute);
-      if (state.feed) state.feed->enqueue(step);
+      if (timed) device.ops().write_timestamp(clock);  // the stopwatch's start; laps follow each part
+      if (state.feed) {
+        state.feed->enqueue(step);
+        if (timed) device.ops().lap(clock, phase_totals + kDataPhase);
+      }
       if (state.replayable_step) {
-        state.replayable_step->launch();
+        (timed && state.replayable_timed_step ? state.replayable_timed_step : state.replayable_step)->launch();
       } else {
-        enqueue_step(step);
+        enqueue_step(step, timed);
       }
       state.step_stop[step]->record(StreamKind::compute);
       if (state.feed) state.feed->after_step(step);
@@ -528,6 +574,27 @@ RunMeasurements Runner::collect_measurements(const RunState& run) {
       result.step_items.push_back(items);
     }
     for (const auto& state : replicas_) result.host_wait_s = std::max(result.host_wait_s, state->feed->host_wait_seconds());
+  }
+  // The parts of the timed steps (Note [timed parts of a step]); each device's own step time over
+  // the same steps, so its parts and its step belong together.
+  std::vector<int64_t> timed_steps;
+  for (int64_t step = run.warmup; step < run.warmup + measured_steps; ++step)
+    if (run.times_parts(step)) timed_steps.push_back(step);
+  if (!timed_steps.empty()) {
+    const std::vector<double> exposed = strategy_.exposed_comm_ms_per_step(measured_steps);
+    const double timed = static_cast<double>(timed_steps.size());
+    for (size_t r = 0; r < replicas_.size(); ++r) {
+      ReplicaState& state = *replicas_[r];
+      const std::vector<int64_t> totals = read_totals(*state.device, state.phase_totals);
+      StepPhases phases;
+      phases.data_ms = static_cast<double>(totals[kDataPhase]) / 1e6 / timed;
+      phases.forward_ms = static_cast<double>(totals[kForwardPhase]) / 1e6 / timed;
+      phases.backward_ms = static_cast<double>(totals[kBackwardPhase]) / 1e6 / timed;
+      for (int64_t step : timed_steps)
+        phases.own_step_ms += state.step_stop[step]->elapsed_ms_since(*state.step_start[step]) / timed;
+      if (r < exposed.size()) phases.exposed_comm_ms = exposed[r];
+      result.step_phases.push_back(phases);
+    }
   }
   for (size_t e = 1; e < run.epoch_marks.size(); ++e)
     result.epoch_time_s.push_back(std::chrono::duration<double>(run.epoch_marks[e] - run.epoch_marks[e - 1]).count());

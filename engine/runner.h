@@ -38,6 +38,9 @@ struct RunnerSettings {
   // Inference: each step is the model's forward pass (and loss) only; the strategy's hooks never
   // run, so nothing is exchanged or updated (the CLI allows it with independent replicas only).
   bool forward_only = false;
+  // One measured step in this many times its parts (StepPhases; Note [timed parts of a step] in
+  // runner.cpp): the stopwatch's kernels would cost a short step a few percent.
+  int time_parts_every = 10;
   int profile_step = 0;     // measured step (from 1) bracketed for a profiler; 0: none
   // Steps run after the measured ones, untimed (epochs after --timed_epochs).
   int64_t num_trailing_batches = 0;
@@ -79,6 +82,16 @@ struct ProgressSnapshot {
   double loss = 0;                         // this step's loss, mean over replicas
 };
 
+// One device's mean time per measured step in the parts of its step, from clocks its compute
+// stream reads itself (Backend::lap), so a step replayed as a CUDA graph times itself.
+struct StepPhases {
+  double data_ms = 0;      // waiting for its batch (host-fed data; 0 with data kept on the device)
+  double forward_ms = 0;   // the forward pass and the loss
+  double backward_ms = 0;  // the backward pass, with the exchanges it starts (0 for --forward_only)
+  double own_step_ms = 0;  // its whole step, start to stop (the step's time is the slowest device's)
+  double exposed_comm_ms = 0;  // after backward: waiting for the exchange (0 where none)
+};
+
 struct RunMeasurements {
   std::vector<double> step_time_ms;  // all steps, warm-up first (max over devices)
   std::vector<double> step_loss;     // all steps (mean over replicas)
@@ -101,6 +114,7 @@ struct RunMeasurements {
   std::vector<int64_t> step_items;
   double host_wait_s = 0;            // the most any device's thread waited for or built batches
   std::vector<double> epoch_time_s;  // wall time of each epoch (steps_per_epoch > 0)
+  std::vector<StepPhases> step_phases;  // per device, over the measured steps; empty when none was
   // stop_requested stopped the run before its last step: the vectors above hold the steps that
   // ran (warm-up first), so the measured ones may be fewer than asked for, or none.
   bool stopped_early = false;
@@ -128,7 +142,7 @@ class Runner {
   double step_loss(int64_t step) const;
   // The parts of run(), in runner.cpp.
   void drive_device(ReplicaState& state, RunState& run);
-  void capture_step(ReplicaState& state, const RunState& run, const std::function<void()>& enqueue_step);
+  void capture_step(ReplicaState& state, const RunState& run, const std::function<void(bool timed)>& enqueue_step);
   void start_measurement(RunState& run, std::chrono::steady_clock::time_point now);
   void fail(RunState& run, std::exception_ptr error);
   void report_progress(RunState& run, StallWatch& stall_watch, const ProgressCallback& on_progress,

@@ -50,6 +50,10 @@ class Strategy {
   virtual nlohmann::json communication_summary(int64_t measured_steps) const {
     return nlohmann::json::object();
   }
+  // Per replica, the mean time per measured step its compute stream waited for communication
+  // (exposed communication), in ms; empty where nothing is exchanged. Called once after the run,
+  // with every device idle.
+  virtual std::vector<double> exposed_comm_ms_per_step(int64_t measured_steps) const { return {}; }
   // Work the hooks enqueue per step on one device (exchange and update: backend ops, copies,
   // collectives, host functions, as the device counts them: Device::enqueued), for the kernel
   // count of a step that is not captured as a graph; -1: not known.

@@ -87,6 +87,8 @@ struct Summary {
   // The GPUs' clocks, power, limits and energy over the measured steps (engine/gpu_telemetry.h);
   // {"available": false, "reason": ...} where they could not be read (reference backend, no NVML).
   nlohmann::json gpu_telemetry = nlohmann::json::object();
+  // Where a step's time went, per device and on average; see "Time breakdown" in README.md.
+  nlohmann::json breakdown = nlohmann::json::object();
   // The model's FLOPs per step and the throughput and MFU they make; see "Result JSON" in README.md.
   nlohmann::json flops = nlohmann::json::object();
 };

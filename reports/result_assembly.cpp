@@ -79,6 +79,59 @@ std::string math_of(const ResultInputs& run) {
   return run.environment.backend == "cuda" ? "tf32" : "fp32";
 }
 
+// Note [step time breakdown]
+// A device's wall time per measured step, split into parts that add up to it:
+//   data_wait + forward + backward + exposed_comm + update + straggler_wait + host_gap.
+// data_wait, forward and backward come from the device's own clocks (laps of its compute stream,
+// on one measured step in ten on a GPU: Note [timed parts of a step] in engine/runner.cpp);
+// exposed_comm is its compute stream waiting for the exchange after backward; update is the rest
+// of its own step (the optimizer, parameter-server transfers and host reductions, the loss's
+// bookkeeping). The wall time per step left over is the device's idle time between its steps:
+// straggler_wait is the part of it the slowest device explains (how much longer the step, the
+// slowest device's, took than this device's own), host_gap the rest (the host launching, barriers,
+// drains). Waiting for a slower peer inside a collective is exposed communication. With every
+// kernel launched from the host, launch gaps inside a step fall into the part they interrupt.
+nlohmann::json describe_breakdown(const ResultInputs& run, const Summary& summary) {
+  // The step is the slowest device's (the phases are means over the same timed steps).
+  double step_mean = 0;
+  for (const DevicePhases& p : run.device_phases) step_mean = std::max(step_mean, p.own_step_ms);
+  const double wall_ms = summary.total_time_s * 1000.0 / static_cast<double>(summary.measured_steps);
+  const char* keys[] = {"data_wait_ms", "forward_ms", "backward_ms", "exposed_comm_ms", "update_ms",
+                        "straggler_wait_ms", "host_gap_ms"};
+  nlohmann::json per_device = nlohmann::json::array();
+  std::vector<double> mean(7, 0.0);
+  for (size_t d = 0; d < run.device_phases.size(); ++d) {
+    const DevicePhases& p = run.device_phases[d];
+    const double update = std::max(0.0, p.own_step_ms - p.data_ms - p.forward_ms - p.backward_ms - p.exposed_comm_ms);
+    const double between_steps = std::max(0.0, wall_ms - p.own_step_ms);
+    const double straggler = std::min(between_steps, std::max(0.0, step_mean - p.own_step_ms));
+    const double parts[] = {p.data_ms, p.forward_ms, p.backward_ms, p.exposed_comm_ms, update, straggler,
+                            between_steps - straggler};
+    nlohmann::json device = {{"device", d}};
+    for (int k = 0; k < 7; ++k) {
+      device[keys[k]] = parts[k];
+      mean[k] += parts[k] / static_cast<double>(run.device_phases.size());
+    }
+    per_device.push_back(device);
+  }
+  nlohmann::json per_step = nlohmann::json::object(), window = nlohmann::json::object();
+  double sum = 0;
+  for (int k = 0; k < 7; ++k) {
+    per_step[keys[k]] = mean[k];
+    window[std::string(keys[k]).replace(std::string(keys[k]).size() - 3, 3, "_s")] =
+        mean[k] * static_cast<double>(summary.measured_steps) / 1000.0;
+    sum += mean[k];
+  }
+  return {{"parts", "data_wait + forward + backward + exposed_comm + update + straggler_wait + host_gap = wall time "
+                    "per step"},
+          {"wall_ms_per_step", wall_ms},
+          {"step_ms", step_mean},
+          {"parts_sum_ms", sum},
+          {"ms_per_step", per_step},
+          {"window_s", window},
+          {"per_device", per_device}};
+}
+
 // FLOPs per step, the achieved TFLOP/s per device (the steps' FLOPs over the measured wall time:
 // items / items per fixed-size step counts a smaller last batch of real data for what it is) and
 // MFU against the device's peak.
@@ -152,6 +205,8 @@ Result assemble_result(const ResultInputs& run) {
   if (fed) describe_data_waits(run, result.steps, measured_steps, summary.data);
   if (!run.epoch_time_s.empty()) describe_epochs(run, summary.data);
   summary.flops = describe_flops(run, summary);
+  if (!run.device_phases.empty() && measured_steps > 0)
+    summary.breakdown = describe_breakdown(run, summary);
   return result;
 }
 

@@ -16,6 +16,13 @@
 
 namespace dpbench {
 
+// One device's mean time per measured step in the parts of its step (the runner's clocks).
+struct DevicePhases {
+  double data_ms = 0, forward_ms = 0, backward_ms = 0;
+  double own_step_ms = 0;      // its step, start to stop
+  double exposed_comm_ms = 0;  // its compute stream waiting for communication
+};
+
 struct ResultInputs {
   // Who measured, where, with which flags.
   std::string tool_version, git_sha;
@@ -54,6 +61,7 @@ struct ResultInputs {
 
   // The model's FLOPs in one device's step (training, or forward only), and the peak of one
   // device that MFU divides by: 0 where none is known, peak_source then saying why.
+  std::vector<DevicePhases> device_phases;  // every device of the run, for summary.breakdown
   double flops_per_device_step = 0;
   double peak_tflops_per_device = 0;
   std::string peak_source;

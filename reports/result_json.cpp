@@ -49,6 +49,7 @@ json summary_to_json(const Summary& summary) {
           {"final_loss_scale", summary.final_loss_scale},
           {"data", summary.data},
           {"gpu_telemetry", summary.gpu_telemetry},
+          {"breakdown", summary.breakdown},
           {"flops", summary.flops}};
 }
 
@@ -211,6 +212,7 @@ Summary summary_from_json(const json& document) {
   // Added later too: older results have no telemetry.
   if (object.contains("gpu_telemetry")) summary.gpu_telemetry = object_member(object, where, "gpu_telemetry");
   if (object.contains("flops")) summary.flops = object_member(object, where, "flops");
+  if (object.contains("breakdown")) summary.breakdown = object_member(object, where, "breakdown");
   return summary;
 }
 

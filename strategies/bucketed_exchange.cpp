@@ -122,6 +122,14 @@ void BucketedExchangeStrategy::begin_measurement() {
   for (size_t r = 0; r < meters_.size(); ++r) measured_from_[r] = meters_[r]->totals();
 }
 
+std::vector<double> BucketedExchangeStrategy::exposed_comm_ms_per_step(int64_t measured_steps) const {
+  if (alone_ || measured_steps <= 0) return {};
+  std::vector<double> waits;
+  for (size_t r = 0; r < meters_.size(); ++r)
+    waits.push_back((meters_[r]->totals().wait_ms - measured_from_[r].wait_ms) / static_cast<double>(measured_steps));
+  return waits;
+}
+
 nlohmann::json BucketedExchangeStrategy::communication_summary(int64_t measured_steps) const {
   const TrafficModel model = traffic();
   nlohmann::json comm;

@@ -42,6 +42,7 @@ class BucketedExchangeStrategy : public Strategy {
   void finish_step(int replica, int64_t step) final;
   void begin_measurement() final;
   nlohmann::json communication_summary(int64_t measured_steps) const final;
+  std::vector<double> exposed_comm_ms_per_step(int64_t measured_steps) const override;
   int64_t launches_per_step() const final;
   // Replayable when the exchange is nothing but the communicator's collectives, captured.
   bool step_is_replayable() const override;

@@ -159,6 +159,8 @@ void CudaBackend::append_scalar(const float* value, float* history, int32_t* cur
 
 void CudaBackend::write_timestamp(int64_t* slot) { cuda_kernels::launch_write_timestamp(stream_, slot); }
 
+void CudaBackend::lap(int64_t* clock, int64_t* total) { cuda_kernels::launch_lap(stream_, clock, total); }
+
 void CudaBackend::add_elapsed_since(const int64_t* start, int64_t* total) {
   cuda_kernels::launch_add_elapsed_since(stream_, start, total);
 }

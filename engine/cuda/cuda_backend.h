@@ -183,6 +183,7 @@ class CudaBackend final : public Backend {
   void append_scalar(const float* value, float* history, int32_t* cursor) override;
   void write_timestamp(int64_t* slot) override;
   void add_elapsed_since(const int64_t* start, int64_t* total) override;
+  void lap(int64_t* clock, int64_t* total) override;
   double sum_squares(const float* x, size_t n, void* scratch) override;
   size_t sum_squares_scratch_bytes() const override;
 

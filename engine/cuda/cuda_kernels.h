@@ -42,6 +42,7 @@ void launch_fill_labels_by_index(cudaStream_t stream, int32_t* labels, size_t n,
 void launch_append_scalar(cudaStream_t stream, const float* value, float* history, int32_t* cursor);
 void launch_write_timestamp(cudaStream_t stream, int64_t* slot);
 void launch_add_elapsed_since(cudaStream_t stream, const int64_t* start, int64_t* total);
+void launch_lap(cudaStream_t stream, int64_t* clock, int64_t* total);
 
 // ---- reductions (cuda_kernels_reduce.cu); deterministic: no atomics, fixed summation order --
 void launch_bias_gradient(cudaStream_t stream, const float* dy, float* dbias, int rows, int cols);

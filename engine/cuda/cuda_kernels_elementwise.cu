@@ -292,11 +292,21 @@ __global__ void write_timestamp_kernel(int64_t* slot) { *slot = global_timer_ns(
 __global__ void add_elapsed_since_kernel(const int64_t* start, int64_t* total) {
   *total += global_timer_ns() - *start;
 }
+__global__ void lap_kernel(int64_t* clock, int64_t* total) {
+  const int64_t now = global_timer_ns();
+  *total += now - *clock;
+  *clock = now;
+}
 }  // namespace
 
 void launch_write_timestamp(cudaStream_t stream, int64_t* slot) {
   write_timestamp_kernel<<<1, 1, 0, stream>>>(slot);
   DPB_CUDA_CHECK_LAUNCH(write_timestamp_kernel);
+}
+
+void launch_lap(cudaStream_t stream, int64_t* clock, int64_t* total) {
+  lap_kernel<<<1, 1, 0, stream>>>(clock, total);
+  DPB_CUDA_CHECK_LAUNCH(lap_kernel);
 }
 
 void launch_add_elapsed_since(cudaStream_t stream, const int64_t* start, int64_t* total) {

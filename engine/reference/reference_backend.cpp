@@ -301,6 +301,12 @@ void ReferenceBackend::add_elapsed_since(const int64_t* start, int64_t* total) {
   *total += steady_clock_ns() - *start;
 }
 
+void ReferenceBackend::lap(int64_t* clock, int64_t* total) {
+  const int64_t now = steady_clock_ns();
+  *total += now - *clock;
+  *clock = now;
+}
+
 double ReferenceBackend::sum_squares(const float* x, size_t n, void* /*scratch*/) {
   double sum = 0.0;
   for (size_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
