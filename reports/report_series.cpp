@@ -164,6 +164,41 @@ std::string repeated_runs_note(const SeriesRow& row, const std::string& unit) {
          which + " by processing speed.";
 }
 
+// Note [where the efficiency went]
+// Weak scaling: every GPU has the 1-GPU run's batch, so an N-GPU run at efficiency e takes 1 / e
+// of the 1-GPU run's wall time per step, and the lost points, 100 - e, are the extra time per step
+// over the N-GPU run's time (x 100). That extra time is split by the parts of summary.breakdown
+// that grew: exposed communication, straggler wait, data wait and host gaps, each part's growth
+// over the N-GPU run's wall time per step in points; clock loss is the compute (forward, backward,
+// update) the N-GPU run spent above what it would have at the 1-GPU run's mean SM clock (from the
+// GPU telemetry; 0 where either run lacks it); `other` is what the named parts leave, so the parts
+// add up to the lost points (compute that grew for another reason: contention for memory or
+// PCIe, different algorithms).
+std::optional<EfficiencyLoss> efficiency_loss(const Result& run, const Result& single, double efficiency_pct) {
+  const json& parts = run.summary.breakdown, & single_parts = single.summary.breakdown;
+  if (!parts.contains("ms_per_step") || !single_parts.contains("ms_per_step")) return std::nullopt;
+  const double wall_ms = parts.value("wall_ms_per_step", 0.0);
+  if (!(wall_ms > 0)) return std::nullopt;
+  auto part = [](const json& breakdown, const char* key) { return breakdown["ms_per_step"].value(key, 0.0); };
+  auto growth_points = [&](const char* key) { return 100.0 * (part(parts, key) - part(single_parts, key)) / wall_ms; };
+  EfficiencyLoss loss;
+  loss.exposed_comm = growth_points("exposed_comm_ms");
+  loss.straggler = growth_points("straggler_wait_ms");
+  loss.data = growth_points("data_wait_ms");
+  loss.host = growth_points("host_gap_ms");
+  const json& clocks = run.summary.gpu_telemetry, & single_clocks = single.summary.gpu_telemetry;
+  if (clocks.contains("sm_clock_mhz_mean") && single_clocks.contains("sm_clock_mhz_mean")) {
+    const double clock = clocks["sm_clock_mhz_mean"].get<double>(), single_clock = single_clocks["sm_clock_mhz_mean"].get<double>();
+    if (clock > 0 && single_clock > 0) {
+      loss.clock_known = true;
+      const double compute = part(parts, "forward_ms") + part(parts, "backward_ms") + part(parts, "update_ms");
+      loss.clock = 100.0 * compute * (1.0 - clock / single_clock) / wall_ms;
+    }
+  }
+  loss.other = (100.0 - efficiency_pct) - (loss.exposed_comm + loss.straggler + loss.clock + loss.data + loss.host);
+  return loss;
+}
+
 Series make_series(const SeriesKey& key, std::vector<LoadedResult> runs) {
   Series series;
   series.key = key;
@@ -185,6 +220,8 @@ Series make_series(const SeriesKey& key, std::vector<LoadedResult> runs) {
     if (!baseline) continue;
     row.speedup = row.run().result.summary.items_per_sec / baseline->run().result.summary.items_per_sec;
     row.efficiency_pct = 100.0 * *row.speedup / static_cast<double>(row.num_devices);
+    if (row.num_devices > 1 && key.scaling == Scaling::weak)
+      row.efficiency_loss = efficiency_loss(row.run().result, baseline->run().result, *row.efficiency_pct);
   }
   if (series.baseline_missing) {
     series.notes.push_back("The 1-GPU run is missing: speedup and efficiency are n/a (both are relative to the "

@@ -58,12 +58,22 @@ std::string workload_label(const SeriesKey& key);
 // "resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)"
 std::string series_label(const SeriesKey& key);
 
+// Where an N-GPU run's scaling efficiency went, in points of efficiency (the lost points, 100 -
+// efficiency, split by the parts of summary.breakdown that grew against the 1-GPU run; Note
+// [where the efficiency went] in report_series.cpp). Weak scaling only.
+struct EfficiencyLoss {
+  double exposed_comm = 0, straggler = 0, clock = 0, data = 0, host = 0, other = 0;
+  bool clock_known = false;  // both runs have the GPUs' mean SM clock (telemetry)
+};
+
 struct SeriesRow {
   int64_t num_devices = 0;
   std::vector<LoadedResult> runs;  // every run at this GPU count, slowest first
   size_t chosen = 0;               // the median run by items_per_sec (the slower middle one of an even count)
   std::optional<double> speedup;   // items_per_sec / the 1-GPU row's; none without a 1-GPU row
   std::optional<double> efficiency_pct;  // 100 x speedup / num_devices
+  // More than one GPU, weak scaling, and breakdowns in this run and the 1-GPU run.
+  std::optional<EfficiencyLoss> efficiency_loss;
   const LoadedResult& run() const { return runs[chosen]; }
 };
 

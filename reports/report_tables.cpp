@@ -72,6 +72,25 @@ std::string series_table(const Series& series) {
   return text;
 }
 
+// The efficiency decomposition of a series' multi-GPU rows (Note [where the efficiency went] in
+// report_series.cpp); "" when no row has one.
+std::string efficiency_loss_table(const Series& series) {
+  std::string rows;
+  for (const SeriesRow& row : series.rows) {
+    if (!row.efficiency_loss) continue;
+    const EfficiencyLoss& loss = *row.efficiency_loss;
+    rows += markdown_row({std::to_string(row.num_devices), format_fixed(*row.efficiency_pct, 1),
+                          format_fixed(loss.exposed_comm, 1), format_fixed(loss.straggler, 1),
+                          loss.clock_known ? format_fixed(loss.clock, 1) : "n/a", format_fixed(loss.data, 1),
+                          format_fixed(loss.host, 1), format_fixed(loss.other, 1)});
+  }
+  if (rows.empty()) return "";
+  const std::vector<std::string> header = {"GPU number", "Efficiency %", "Exposed communication", "Straggler wait",
+                                           "Clock loss", "Data wait", "Host gaps", "Other"};
+  return "\nWhere the efficiency went (points lost against 1 GPU, by the parts of the step that grew):\n\n" +
+         markdown_row(header) + right_aligned_rule(header.size()) + rows;
+}
+
 std::string notes_list(const std::vector<std::string>& notes) {
   if (notes.empty()) return "";
   std::string text = "\n";
@@ -117,6 +136,27 @@ json json_number(std::optional<double> value) {
   return value && std::isfinite(*value) ? json(*value) : json(nullptr);
 }
 
+// The decomposition's columns, in order (CSV) and by name (JSON).
+const char* const kLossColumns[] = {"loss_exposed_comm_pts", "loss_straggler_pts", "loss_clock_pts",
+                                    "loss_data_pts",         "loss_host_pts",      "loss_other_pts"};
+std::vector<std::optional<double>> loss_values(const SeriesRow& row) {
+  if (!row.efficiency_loss) return std::vector<std::optional<double>>(6);
+  const EfficiencyLoss& loss = *row.efficiency_loss;
+  return {loss.exposed_comm, loss.straggler, loss.clock_known ? std::optional<double>(loss.clock) : std::nullopt,
+          loss.data,         loss.host,      loss.other};
+}
+
+json efficiency_loss_json(const SeriesRow& row) {
+  if (!row.efficiency_loss) return nullptr;
+  const std::vector<std::optional<double>> values = loss_values(row);
+  json loss = json::object();
+  for (size_t i = 0; i < values.size(); ++i) {
+    std::string name = kLossColumns[i];
+    loss[name.substr(5, name.size() - 9)] = json_number(values[i]);  // "loss_X_pts" -> "X"
+  }
+  return loss;
+}
+
 json row_to_json(const SeriesRow& row) {
   const Summary& summary = row.run().result.summary;
   return {{"gpu_number", row.num_devices},
@@ -128,6 +168,7 @@ json row_to_json(const SeriesRow& row) {
           {"speedup", json_number(row.speedup)},
           {"efficiency_pct", json_number(row.efficiency_pct)},
           {"jitter", json_number(summary.jitter)},
+          {"efficiency_loss_points", efficiency_loss_json(row)},
           {"runs", row.runs.size()},
           {"file", row.run().path}};
 }
@@ -167,7 +208,8 @@ std::string render_markdown(const Report& report) {
     }
     for (size_t index : comparison.series) {
       const Series& series = report.series[index];
-      text += "\n### " + series.title + "\n\n" + series_table(series) + notes_list(series.notes);
+      text += "\n### " + series.title + "\n\n" + series_table(series) + efficiency_loss_table(series) +
+              notes_list(series.notes);
     }
     text += "\n### Comparison: " + comparison.title + "\n\n" + comparison_table(report, comparison);
   }
@@ -183,8 +225,10 @@ std::string render_csv(const Report& report) {
   if (!report.series.empty())
     for (const auto& field : report.series.front().key.fields()) header.push_back(field.first);
   for (const char* column : {"gpu_number", "batch_size_per_gpu", "total_batch", "measured_batches", "total_time_s",
-                             "items_per_sec", "speedup", "efficiency_pct", "jitter", "runs", "file"})
+                             "items_per_sec", "speedup", "efficiency_pct", "jitter"})
     header.push_back(column);
+  for (const char* column : kLossColumns) header.push_back(column);
+  for (const char* column : {"runs", "file"}) header.push_back(column);
   std::string text;
   for (size_t i = 0; i < header.size(); ++i) text += (i ? "," : "") + header[i];
   text += "\n";
@@ -196,8 +240,9 @@ std::string render_csv(const Report& report) {
       text += key + "," + std::to_string(row.num_devices) + "," + std::to_string(batch_per_gpu(row.run().result)) +
               "," + std::to_string(summary.global_batch_size) + "," + std::to_string(summary.measured_steps) + "," +
               csv_number(summary.total_time_s) + "," + csv_number(summary.items_per_sec) + "," +
-              csv_number(row.speedup) + "," + csv_number(row.efficiency_pct) + "," + csv_number(summary.jitter) +
-              "," + std::to_string(row.runs.size()) + "," + csv_field(row.run().path) + "\n";
+              csv_number(row.speedup) + "," + csv_number(row.efficiency_pct) + "," + csv_number(summary.jitter);
+      for (const std::optional<double>& value : loss_values(row)) text += "," + csv_number(value);
+      text += "," + std::to_string(row.runs.size()) + "," + csv_field(row.run().path) + "\n";
     }
   }
   return text;

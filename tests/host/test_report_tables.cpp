@@ -314,16 +314,17 @@ TEST_CASE("report csv has one row per series and GPU count with the key fields",
         "variable_update,all_reduce_spec,local_parameter_device,gradient_repacking,bucket_cap_mb,"
         "agg_small_grads_max_bytes,agg_small_grads_max_group,overlap_comm,compact_gradient_transfer,"
         "sparse_embedding_grads,sharded_update,gpu_number,batch_size_per_gpu,total_batch,measured_batches,total_time_s,"
-        "items_per_sec,speedup,efficiency_pct,jitter,runs,file\n"
+        "items_per_sec,speedup,efficiency_pct,jitter,loss_exposed_comm_pts,loss_straggler_pts,loss_clock_pts,"
+        "loss_data_pts,loss_host_pts,loss_other_pts,runs,file\n"
         "\"resnet50, parameter_server (cpu), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,training,resnet50,,,fp32,NCHW,"
         ",64,cuda,NVIDIA H100 80GB HBM3,images/s,parameter_server,,cpu,0,25.0,0,10,true,,,,"
-        "2,64,128,100,8.533333333333333,1500.0,,,10.0,1,<dir>/ps.json\n"
+        "2,64,128,100,8.533333333333333,1500.0,,,10.0,,,,,,,1,<dir>/ps.json\n"
         "\"resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,training,resnet50,,,fp32,NCHW,"
         ",64,cuda,NVIDIA H100 80GB HBM3,images/s,replicated,nccl,,0,25.0,0,10,true,none,false,false,"
-        "1,64,64,100,6.4,1000.0,1.0,100.0,10.0,1,<dir>/one.json\n"
+        "1,64,64,100,6.4,1000.0,1.0,100.0,10.0,,,,,,,1,<dir>/one.json\n"
         "\"resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,training,resnet50,,,fp32,NCHW,"
         ",64,cuda,NVIDIA H100 80GB HBM3,images/s,replicated,nccl,,0,25.0,0,10,true,none,false,false,"
-        "2,64,128,100,6.7368421052631575,1900.0,1.9,95.0,10.0,1,<dir>/two.json\n");
+        "2,64,128,100,6.7368421052631575,1900.0,1.9,95.0,10.0,,,,,,,1,<dir>/two.json\n");
 }
 
 TEST_CASE("report json is an array of series objects with their rows", "[report]") {
@@ -411,4 +412,70 @@ TEST_CASE("report keeps data sets and feeds apart and names them", "[report]") {
                       "resnet50, replicated (nccl), fp32, NCHW, synthetic, host feed (synchronous), batch 64 per GPU (weak scaling)",
                   });
   CHECK(report.comparisons.size() == 4);  // one workload each: a feed is part of the workload
+}
+
+namespace {
+
+// A fixture with a breakdown (ms per step) and the GPUs' mean SM clock.
+void write_with_breakdown(const TempDir& dir, const std::string& name, int gpus, double speed,
+                          const nlohmann::json& ms_per_step, double wall_ms, double clock_mhz) {
+  Result result = make_fixture_result(run_of(kReplicated, gpus, speed));
+  result.summary.breakdown = {{"wall_ms_per_step", wall_ms}, {"ms_per_step", ms_per_step}};
+  result.summary.gpu_telemetry = {{"available", true}, {"sm_clock_mhz_mean", clock_mhz}};
+  write_result_atomically(result, dir.file(name));
+}
+
+}  // namespace
+
+TEST_CASE("report says where each multi-GPU run's efficiency went, in points that add up", "[report]") {
+  TempDir dir;
+  // 1 GPU: 64 images in 10 ms; 2 GPUs: 128 images at 11.5 ms a step, efficiency 10 / 11.5 = 86.96%.
+  write_with_breakdown(dir, "one.json", 1, 6400,
+                       {{"forward_ms", 4.0}, {"backward_ms", 5.0}, {"update_ms", 1.0}, {"exposed_comm_ms", 0.0},
+                        {"straggler_wait_ms", 0.0}, {"data_wait_ms", 0.0}, {"host_gap_ms", 0.0}},
+                       10.0, 1980);
+  write_with_breakdown(dir, "two.json", 2, 12800 / 1.15,
+                       {{"forward_ms", 4.1}, {"backward_ms", 5.1}, {"update_ms", 1.0}, {"exposed_comm_ms", 0.9},
+                        {"straggler_wait_ms", 0.2}, {"data_wait_ms", 0.0}, {"host_gap_ms", 0.2}},
+                       11.5, 1950);
+  const Report report = report_of({dir.path().string()});
+  REQUIRE(report.series.size() == 1);
+  const SeriesRow& row = report.series[0].rows[1];
+  REQUIRE(row.efficiency_loss.has_value());
+  const EfficiencyLoss& loss = *row.efficiency_loss;
+  CHECK(*row.efficiency_pct == Approx(100.0 / 1.15));
+  CHECK(loss.exposed_comm == Approx(100 * 0.9 / 11.5));
+  CHECK(loss.straggler == Approx(100 * 0.2 / 11.5));
+  CHECK(loss.host == Approx(100 * 0.2 / 11.5));
+  CHECK(loss.data == Approx(0.0));
+  REQUIRE(loss.clock_known);
+  CHECK(loss.clock == Approx(100 * 10.2 * (1 - 1950.0 / 1980.0) / 11.5));  // compute at 1950 instead of 1980 MHz
+  const double lost = 100 - *row.efficiency_pct;
+  CHECK(loss.exposed_comm + loss.straggler + loss.clock + loss.data + loss.host + loss.other == Approx(lost));
+  CHECK_FALSE(report.series[0].rows[0].efficiency_loss.has_value());  // 1 GPU: nothing lost
+
+  const std::string markdown = render_markdown(report);
+  CHECK_THAT(markdown, Contains("Where the efficiency went (points lost against 1 GPU"));
+  CHECK_THAT(markdown, Contains("| 2 | 87.0 | 7.8 | 1.7 | 1.3 | 0.0 | 1.7 | 0.4 |\n"));
+  const nlohmann::json rows = nlohmann::json::parse(render_json(report))[0]["rows"];
+  CHECK(rows[0]["efficiency_loss_points"].is_null());
+  CHECK(rows[1]["efficiency_loss_points"]["exposed_comm"].get<double>() == Approx(100 * 0.9 / 11.5));
+  CHECK_THAT(render_csv(report), Contains("loss_exposed_comm_pts"));
+}
+
+TEST_CASE("reference runs on 1 and 2 devices give a decomposition whose parts add up to the lost points", "[report]") {
+  TempDir dir;
+  for (const char* gpus : {"1", "2"})
+    REQUIRE(run_cli({"--device=cpu", "--model=trivial", "--variable_update=replicated", "--batch_size=16",
+                     std::string("--num_gpus=") + gpus, "--num_batches=10", "--num_warmup_batches=2",
+                     "--result_file=" + dir.file(std::string("g") + gpus + ".json")}) == 0);
+  const Report report = report_of({dir.path().string()});
+  REQUIRE(report.series.size() == 1);
+  REQUIRE(report.series[0].rows.size() == 2);
+  const SeriesRow& row = report.series[0].rows[1];
+  REQUIRE(row.efficiency_loss.has_value());
+  const EfficiencyLoss& loss = *row.efficiency_loss;
+  CHECK_FALSE(loss.clock_known);  // no telemetry on the reference backend
+  CHECK(loss.exposed_comm + loss.straggler + loss.data + loss.host + loss.other ==
+        Approx(100 - *row.efficiency_pct));
 }
