@@ -133,6 +133,24 @@ std::string safe_file_stem(const std::string& text) {
   return stem.empty() ? "figure" : stem;
 }
 
+// Where each multi-GPU run's efficiency went (Note [where the efficiency went] in
+// report_series.cpp): one stacked bar per GPU count.
+static StackedBarChart efficiency_loss_chart(const Series& series) {
+  StackedBarChart chart;
+  chart.title = "Where the efficiency went: " + series.title;
+  chart.x_label = series.key.backend == "reference" ? "devices" : "GPUs";
+  chart.y_label = "points of efficiency lost against 1 " + std::string(series.key.backend == "reference" ? "device" : "GPU");
+  chart.parts = {"exposed communication", "straggler wait", "clock loss", "data wait", "host gaps", "other"};
+  for (const SeriesRow& row : series.rows) {
+    if (!row.efficiency_loss) continue;
+    const EfficiencyLoss& loss = *row.efficiency_loss;
+    chart.categories.push_back(std::to_string(row.num_devices) + " " + devices_word(series.key, row.num_devices) + " (" +
+                               format_fixed(*row.efficiency_pct, 1) + "%)");
+    chart.values.push_back({loss.exposed_comm, loss.straggler, loss.clock, loss.data, loss.host, loss.other});
+  }
+  return chart;
+}
+
 std::vector<PlotFile> build_report_plots(const Report& report, std::vector<std::string>* notes) {
   std::vector<PlotFile> plots;
   std::set<std::string> used;
@@ -150,6 +168,11 @@ std::vector<PlotFile> build_report_plots(const Report& report, std::vector<std::
     const std::string stem =
         "steps_" + safe_file_stem(series.title) + "_" + std::to_string(largest.num_devices) + "gpu";
     plots.push_back({unique_name(stem, &used), render_svg(step_time_chart(series, largest))});
+  }
+  for (const Series& series : report.series) {
+    const StackedBarChart chart = efficiency_loss_chart(series);
+    if (!chart.categories.empty())
+      plots.push_back({unique_name("efficiency_" + safe_file_stem(series.title), &used), render_svg(chart)});
   }
   return plots;
 }

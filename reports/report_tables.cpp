@@ -79,10 +79,11 @@ std::string efficiency_loss_table(const Series& series) {
   for (const SeriesRow& row : series.rows) {
     if (!row.efficiency_loss) continue;
     const EfficiencyLoss& loss = *row.efficiency_loss;
+    auto points = [](double value) { return format_fixed(std::fabs(value) < 0.05 ? 0.0 : value, 1); };  // no "-0.0"
     rows += markdown_row({std::to_string(row.num_devices), format_fixed(*row.efficiency_pct, 1),
-                          format_fixed(loss.exposed_comm, 1), format_fixed(loss.straggler, 1),
-                          loss.clock_known ? format_fixed(loss.clock, 1) : "n/a", format_fixed(loss.data, 1),
-                          format_fixed(loss.host, 1), format_fixed(loss.other, 1)});
+                          points(loss.exposed_comm), points(loss.straggler),
+                          loss.clock_known ? points(loss.clock) : "n/a", points(loss.data), points(loss.host),
+                          points(loss.other)});
   }
   if (rows.empty()) return "";
   const std::vector<std::string> header = {"GPU number", "Efficiency %", "Exposed communication", "Straggler wait",

@@ -243,4 +243,86 @@ std::string render_svg(const LineChart& chart) {
   return svg + "</g>\n</svg>\n";
 }
 
+std::string render_svg(const StackedBarChart& chart) {
+  double y_max = 0;
+  bool clipped = false;
+  for (const std::vector<double>& bar : chart.values) {
+    double total = 0;
+    for (double value : bar) {
+      if (std::isfinite(value) && value > 0) total += value;
+      else if (value != 0) clipped = true;
+    }
+    y_max = std::max(y_max, total);
+  }
+  const std::vector<double> y_ticks = nice_ticks(0, y_max > 0 ? y_max : 1, 6);
+  size_t longest_label = 0;
+  for (const std::string& part : chart.parts) longest_label = std::max(longest_label, part.size());
+  const double legend_width = std::clamp(40 + kCharWidth * static_cast<double>(longest_label), 120.0, 420.0);
+  const double width = kWidthWithoutLegend + legend_width;
+  const std::vector<std::string> title = title_lines(chart.title, width);
+  const double top = kMarginTop + kTitleLineHeight * static_cast<double>(title.size() - 1);
+  const double height = top + kPlotHeight + kMarginBottom;
+  const size_t bars = std::max<size_t>(1, chart.categories.size());
+  const PlotArea area{kMarginLeft, top, kWidthWithoutLegend - kMarginLeft - kLegendGap, kPlotHeight,
+                      0, static_cast<double>(bars), y_ticks.back()};
+
+  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + coordinate(width) + "\" height=\"" +
+                    coordinate(height) + "\" viewBox=\"0 0 " + coordinate(width) + " " + coordinate(height) +
+                    "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  svg += "<title>" + escape_xml(chart.title) + "</title>\n";
+  svg += "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n";
+  for (size_t i = 0; i < title.size(); ++i) {
+    svg += text_element(width / 2, 26 + kTitleLineHeight * static_cast<double>(i), "middle", title[i],
+                        " class=\"title\" font-size=\"15\" font-weight=\"bold\"");
+  }
+  const double bottom = area.top + area.height;
+  svg += "<g class=\"grid\">\n";
+  for (double tick : y_ticks) svg += line_element(area.left, area.y(tick), area.left + area.width, area.y(tick), "#e4e4e4");
+  svg += "</g>\n<g class=\"bars\">\n";
+  const double slot = area.width / static_cast<double>(bars), bar_width = slot * 0.5;
+  for (size_t b = 0; b < chart.categories.size(); ++b) {
+    const double x = area.left + slot * (static_cast<double>(b) + 0.25);
+    double stacked = 0;
+    for (size_t p = 0; p < chart.parts.size() && b < chart.values.size() && p < chart.values[b].size(); ++p) {
+      const double value = chart.values[b][p];
+      if (!(std::isfinite(value) && value > 0)) continue;
+      const double y_top = area.y(stacked + value), y_bottom = area.y(stacked);
+      svg += "<rect x=\"" + coordinate(x) + "\" y=\"" + coordinate(y_top) + "\" width=\"" + coordinate(bar_width) +
+             "\" height=\"" + coordinate(std::max(0.0, y_bottom - y_top)) + "\" fill=\"" +
+             kPalette[p % std::size(kPalette)] + "\"><title>" + escape_xml(chart.categories[b] + ": " + chart.parts[p] +
+                                                                      " " + tick_label(value)) +
+             "</title></rect>\n";
+      stacked += value;
+    }
+    svg += text_element(x + bar_width / 2, bottom + 18, "middle", chart.categories[b]);
+  }
+  svg += "</g>\n<g class=\"axes\">\n";
+  svg += line_element(area.left, bottom, area.left + area.width, bottom, "#000");
+  svg += line_element(area.left, area.top, area.left, bottom, "#000");
+  for (double tick : y_ticks) {
+    svg += line_element(area.left - 5, area.y(tick), area.left, area.y(tick), "#000");
+    svg += text_element(area.left - 8, area.y(tick) + 4, "end", tick_label(tick));
+  }
+  svg += text_element(area.left + area.width / 2, bottom + 42, "middle", chart.x_label, " class=\"axis-label\"");
+  const double y_label_x = 18, y_label_y = area.top + area.height / 2;
+  svg += text_element(y_label_x, y_label_y, "middle", chart.y_label,
+                      " class=\"axis-label\" transform=\"rotate(-90 " + coordinate(y_label_x) + " " +
+                          coordinate(y_label_y) + ")\"");
+  svg += "</g>\n";
+  if (clipped) {
+    svg += text_element(area.left + area.width, area.top - 6, "end", "negative parts are drawn as 0",
+                        " class=\"note\" font-size=\"11\" fill=\"#555\"");
+  }
+  svg += "<g class=\"legend\">\n";
+  double legend_y = area.top + 8;
+  const double legend_x = kWidthWithoutLegend + 4;
+  // Top part first, as the bars stack.
+  for (size_t p = chart.parts.size(); p-- > 0; legend_y += 20) {
+    svg += "<rect x=\"" + coordinate(legend_x) + "\" y=\"" + coordinate(legend_y - 7) + "\" width=\"24\" height=\"14\" fill=\"" +
+           kPalette[p % std::size(kPalette)] + "\"/>\n";
+    svg += text_element(legend_x + 30, legend_y + 4, "start", chart.parts[p]);
+  }
+  return svg + "</g>\n</svg>\n";
+}
+
 }  // namespace dpbench

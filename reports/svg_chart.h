@@ -1,5 +1,5 @@
 // A dependency-free SVG line chart: lines of (x, y) points, axes with ticks and labels, a title,
-// a legend, an optional shaded x-range (e.g. warm-up steps). The figures of `dpbench report
+// a legend, an optional shaded x-range (e.g. warm-up steps); and a stacked bar chart. The figures of `dpbench report
 // --plots` are built on it (reports/report_plots.*); it knows nothing about results.
 #pragma once
 
@@ -38,6 +38,18 @@ struct LineChart {
 
 // A complete SVG document (y axis from 0). One <polyline> per line, in order.
 std::string render_svg(const LineChart& chart);
+
+// Bars of stacked parts, one bar per category (e.g. a GPU count), parts bottom first.
+struct StackedBarChart {
+  std::string title, x_label, y_label;
+  std::vector<std::string> categories;  // under each bar
+  std::vector<std::string> parts;       // the legend, bottom part first
+  // values[category][part]; a negative or non-finite part is drawn as 0, and the chart says so.
+  std::vector<std::vector<double>> values;
+};
+
+// A complete SVG document (y axis from 0): one <rect> per drawn part, bars left to right.
+std::string render_svg(const StackedBarChart& chart);
 
 // Round tick values (1, 2 or 5 x 10^k apart, about `target` of them) from at or below `low` to at
 // or above `high`.

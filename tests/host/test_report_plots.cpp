@@ -209,3 +209,37 @@ TEST_CASE("report --plots writes the figures into a new folder", "[report]") {
                                           "steps_resnet50_replicated_nccl_fp32_nchw_batch_64_per_gpu_weak_scaling_2gpu.svg"});
   CHECK_THAT(read_text_file(plots + "/" + names[0]), StartsWith("<svg"));
 }
+
+TEST_CASE("report svg stacked bars: one bar per category, parts stacked, negatives drawn as 0", "[report]") {
+  StackedBarChart chart;
+  chart.title = "Where the efficiency went";
+  chart.x_label = "GPUs";
+  chart.y_label = "points";
+  chart.categories = {"2 GPUs (95.0%)", "4 GPUs (90.0%)"};
+  chart.parts = {"exposed communication", "other"};
+  chart.values = {{3.0, 2.0}, {8.0, -1.0}};
+  const std::string svg = render_svg(chart);
+  CHECK_THAT(svg, StartsWith("<svg xmlns="));
+  CHECK_THAT(svg, EndsWith("</svg>\n"));
+  CHECK(count_of(svg, "<title>2 GPUs (95.0%): ") == 2);  // both parts of the first bar
+  CHECK(count_of(svg, "<title>4 GPUs (90.0%): ") == 1);  // the negative part is not drawn
+  CHECK_THAT(svg, Contains("negative parts are drawn as 0"));
+  CHECK_THAT(svg, Contains(">exposed communication</text>"));
+  CHECK_THAT(svg, Contains(">4 GPUs (90.0%)</text>"));
+}
+
+TEST_CASE("report plots: an efficiency figure for a series whose runs carry breakdowns", "[report]") {
+  TempDir dir;
+  for (const char* gpus : {"1", "2"})
+    REQUIRE(run_cli({"--device=cpu", "--model=trivial", "--variable_update=replicated", "--batch_size=16",
+                     std::string("--num_gpus=") + gpus, "--num_batches=10", "--num_warmup_batches=2",
+                     "--result_file=" + dir.file(std::string("g") + gpus + ".json")}) == 0);
+  std::vector<std::string> notes;
+  const std::vector<PlotFile> plots = build_report_plots(report_of({dir.path().string()}), &notes);
+  const auto efficiency = std::find_if(plots.begin(), plots.end(), [](const PlotFile& plot) {
+    return plot.name.rfind("efficiency_", 0) == 0;
+  });
+  REQUIRE(efficiency != plots.end());
+  CHECK_THAT(efficiency->svg, Contains(">2 devices ("));
+  CHECK_THAT(efficiency->svg, Contains("points of efficiency lost against 1 device"));
+}
