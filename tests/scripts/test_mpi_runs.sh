@@ -2,9 +2,9 @@
 # Multi-process runs of the real dpbench under mpirun on the reference backend:
 # distributed_all_reduce (and its horovod spelling) and distributed_replicated on 2 and 4 ranks
 # train bit for bit what one process with as many devices trains with replicated and
-# parameter_server; one result from rank 0 (or one per rank with {rank}); ranks that disagree
-# on flags, a rank that fails alone, and a rank that freezes (SIGSTOP) end the job with a message
-# and no hang.
+# parameter_server; one result from rank 0 (or one per rank with {rank}) with every rank's device in
+# its breakdown; ranks that disagree on flags, a rank that fails alone, and a rank that freezes
+# (SIGSTOP) end the job with a message and no hang.
 # Usage: test_mpi_runs.sh MPIEXEC DPBENCH
 set -uo pipefail
 mpiexec=${1:?usage: test_mpi_runs.sh MPIEXEC DPBENCH}
@@ -41,6 +41,11 @@ compare() {  # ranks, distributed strategy, single-process strategy, model flags
   [ "$(field "$work/$tag.mpi.json" 'd["summary"]["num_devices"]')" = "$ranks" ] || fail "$tag: num_devices"
   [ "$(field "$work/$tag.mpi.json" 'len(d["environment"]["devices"])')" = "$ranks" ] || fail "$tag: devices listed"
   [ "$(field "$work/$tag.mpi.json" 'd["summary"]["measured_steps"]')" = 3 ] || fail "$tag: measured steps"
+  # The breakdown lists every rank's device, and the FLOPs count the job's devices.
+  [ "$(field "$work/$tag.mpi.json" 'len(d["summary"]["breakdown"]["per_device"])')" = "$ranks" ] ||
+    fail "$tag: breakdown devices"
+  [ "$(field "$work/$tag.mpi.json" 'round(d["summary"]["flops"]["model_flops_per_step"] / d["summary"]["flops"]["model_flops_per_step_per_device"])')" = "$ranks" ] ||
+    fail "$tag: FLOPs per step of the job"
   # Quiet ranks: one summary in the output.
   [ "$(grep -c '^total ' "$work/$tag.mpi.log")" = 1 ] || fail "$tag: expected one summary, from rank 0"
 }
