@@ -415,11 +415,11 @@ process_gone() {
   [[ $why == *"No such process"* ]]
 }
 
-# stop_child SIGNAL: sends SIGNAL to the running child's process group, SIGKILL after
-# $stop_grace_tenths tenths of a second, and waits (at most 5 s more) until the group is gone.
-# dpbench stops after its current step on SIGINT or SIGTERM and keeps what it measured; a second
-# signal to the sweep meanwhile is passed on, and ends dpbench at once.
-stop_grace_tenths=${SWEEP_STOP_GRACE_TENTHS:-300}
+# stop_child SIGNAL: sends SIGNAL to the running child's process group, SIGKILL after 30 s, and
+# waits (at most 5 s more) until the group is gone. On SIGINT or SIGTERM dpbench stops after its
+# current step and keeps what it measured (the 30 s are for that); a second signal to the sweep
+# meanwhile is passed on and ends it at once.
+stop_grace_tenths=300
 stop_child() {
   [ -n "$child" ] || return 0
   kill -s "$1" -- "-$child" 2>/dev/null || true
