@@ -31,6 +31,7 @@ struct NmtShape {
   bool bidirectional;
   int batch;  // per replica
   int loss_chunk_rows;
+  bool forward_only;  // inference: the loss computes no gradients
 };
 
 RnnGeometry lstm_geometry(int seq_len, int batch, int input, int units, int layers, bool bi) {
@@ -188,7 +189,7 @@ class NmtReplica final : public ModelReplica {
     // Sum over a sentence's tokens, mean over sentences: every token's gradient weighs 1 / B.
     loss_->forward_backward(params_, decoder_->output(), target_ids_.as<int32_t>() + batch_, 1.0f, 1.0f,
                             decoder_output_gradient_.as<float>(), context.loss_out, context.loss_scale,
-                            target_weights_.as<float>());
+                            target_weights_.as<float>(), !s.forward_only);
   }
 
   void backward(GradientAnnouncer& announcer) override {
@@ -279,7 +280,7 @@ std::unique_ptr<Model> create_nmt_model(const ModelSettings& config) {
   NmtShape s{q.src_vocab_size, q.tgt_vocab_size, q.embedding_dim, q.num_units, q.num_encoder_layers,
              q.num_decoder_layers, q.src_max_len, q.tgt_max_len,
              parse_lstm_implementation(q.encoder_type), q.direction == "bi", config.batch_size,
-             q.loss_chunk_rows};
+             q.loss_chunk_rows, config.forward_only};
   if (s.bidirectional && s.encoder_layers % 2 != 0)
     throw ConfigError("--num_encoder_layers=" + std::to_string(s.encoder_layers) +
                       ": a bidirectional encoder needs an even number of layers (half per direction); "

@@ -24,6 +24,7 @@ struct RnnlmShape {
   LstmImplementation implementation;
   int batch;  // per replica
   int loss_chunk_rows;
+  bool forward_only;  // inference: the loss computes no gradients
 };
 
 class RnnlmModel final : public Model {
@@ -106,7 +107,7 @@ class RnnlmReplica final : public ModelReplica {
     lstm_->forward(params_, embedded_.as<float>(), nullptr, nullptr, nullptr, nullptr);
     loss_->forward_backward(params_, lstm_->output(), tokens_.as<int32_t>() + batch_, 1.0f, 1.0f,
                             output_gradient_.as<float>(), context.loss_out, context.loss_scale,
-                            token_weights_.as<float>());
+                            token_weights_.as<float>(), !s.forward_only);
   }
 
   void backward(GradientAnnouncer& announcer) override {
@@ -160,7 +161,7 @@ std::unique_ptr<Model> create_rnnlm_model(const ModelSettings& config) {
   const SequenceConfig& q = config.sequence;
   return std::make_unique<RnnlmModel>(RnnlmShape{q.vocab_size, q.embedding_dim, q.num_units, q.num_layers,
                                                  q.seq_len, parse_lstm_implementation(q.encoder_type),
-                                                 config.batch_size, q.loss_chunk_rows});
+                                                 config.batch_size, q.loss_chunk_rows, config.forward_only});
 }
 
 }  // namespace dpbench

@@ -48,7 +48,7 @@ void VocabularyLossReplica::finish_weight_gradient() {
 void VocabularyLossReplica::forward_backward(const ParameterSet& params, const float* h,
                                              const int32_t* labels, float loss_weight,
                                              float gradient_scale, float* dh, float* loss_out,
-                                             const float* loss_scale, const float* row_weights) {
+                                             const float* loss_scale, const float* row_weights, bool gradients) {
   Backend& ops = device_.ops();
   const int H = projection_.hidden(), V = projection_.vocab();
   const float* P = params.parameter(projection_.weights_id());  // (V, H)
@@ -62,6 +62,7 @@ void VocabularyLossReplica::forward_backward(const ParameterSet& params, const f
     ops.softmax_cross_entropy_rows(logits, labels + first, rows, V, gradient_scale,
                                    row_losses_.as<float>() + first, logits, loss_scale,
                                    row_weights != nullptr ? row_weights + first : nullptr);
+    if (!gradients) continue;
     // dh (rows, H) = dlogits P;  dP (V, H) (+)= dlogits^T h
     if (overlap_weight_gradient_) {
       // The only chunk: its logits stay untouched until the next step, so dP can run beside dh

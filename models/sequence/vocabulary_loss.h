@@ -54,9 +54,11 @@ class VocabularyLossReplica {
   //   dh (rows, hidden) and the projection's gradient (both overwritten), each row's gradient
   //   scaled by gradient_scale (and by row_weights[r] and *loss_scale when given).
   // row_weights: device memory (rows) or nullptr; weight 0 masks a padded token out.
+  // `gradients` false (inference, --forward_only): the loss alone; dh and the projection's
+  // gradient are not computed (the logits' gradient still replaces the logits in place).
   void forward_backward(const ParameterSet& params, const float* h, const int32_t* labels,
                         float loss_weight, float gradient_scale, float* dh, float* loss_out,
-                        const float* loss_scale, const float* row_weights = nullptr);
+                        const float* loss_scale, const float* row_weights = nullptr, bool gradients = true);
   int chunk_rows() const { return chunk_rows_; }
   // The compute stream waits for the projection's weight gradient (a no-op when it was computed
   // in line); call it before announcing the projection's gradient range, every step.

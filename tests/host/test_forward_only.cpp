@@ -207,3 +207,21 @@ TEST_CASE("the fused inference joins compute what the batch norms and the adds c
     CHECK(fused.gradient_buffer(fused_logits) == fused.value_buffer(fused_logits));
   }
 }
+
+TEST_CASE("forward-only sequence models compute the training run's first loss every step", "[forward_only]") {
+  TempDir dir;
+  const std::vector<std::vector<std::string>> models = {
+      {"--model=rnnlm", "--vocab_size=50", "--embedding_dim=8", "--num_units=8", "--seq_len=6", "--batch_size=4"},
+      {"--model=nmt", "--src_vocab_size=40", "--tgt_vocab_size=30", "--embedding_dim=8", "--num_units=8",
+       "--src_max_len=5", "--tgt_max_len=4", "--batch_size=3", "--encoder_type=cudnn_lstm", "--direction=bi"}};
+  for (const std::vector<std::string>& model : models) {
+    const nlohmann::json forward = run_forward_only(dir, model);
+    std::vector<std::string> train = model;
+    const std::string out = dir.file("train.json");
+    train.insert(train.end(), {"--device=cpu", "--num_warmup_batches=0", "--num_batches=2", "--result_file=" + out});
+    REQUIRE(run_cli(train) == 0);
+    const double first = read_json(out)["steps"][0]["loss"].get<double>();
+    // The loss needs no gradient: the same value with them (training's first step) and without.
+    for (double loss : losses_of(forward)) CHECK(loss == first);
+  }
+}
