@@ -97,6 +97,36 @@ std::string line_element(double x1, double y1, double x2, double y2, const std::
          coordinate(y2) + "\" stroke=\"" + stroke + "\"" + extra + "/>\n";
 }
 
+// The y axis' ticks and labels, then both axis labels: the end of every chart's axes.
+std::string y_ticks_and_axis_labels(const PlotArea& area, const std::vector<double>& y_ticks, const std::string& x_label,
+                                    const std::string& y_label) {
+  std::string svg;
+  for (double tick : y_ticks) {
+    svg += line_element(area.left - 5, area.y(tick), area.left, area.y(tick), "#000");
+    svg += text_element(area.left - 8, area.y(tick) + 4, "end", tick_label(tick));
+  }
+  svg += text_element(area.left + area.width / 2, area.top + area.height + 42, "middle", x_label, " class=\"axis-label\"");
+  const double y_label_x = 18, y_label_y = area.top + area.height / 2;
+  svg += text_element(y_label_x, y_label_y, "middle", y_label,
+                      " class=\"axis-label\" transform=\"rotate(-90 " + coordinate(y_label_x) + " " +
+                          coordinate(y_label_y) + ")\"");
+  return svg;
+}
+
+// The document's start: its size, title (as a tooltip and drawn in `lines`) and white background.
+std::string document_start(double width, double height, const std::string& title, const std::vector<std::string>& lines) {
+  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + coordinate(width) + "\" height=\"" +
+                    coordinate(height) + "\" viewBox=\"0 0 " + coordinate(width) + " " + coordinate(height) +
+                    "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  svg += "<title>" + escape_xml(title) + "</title>\n";
+  svg += "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n";
+  for (size_t i = 0; i < lines.size(); ++i) {
+    svg += text_element(width / 2, 26 + kTitleLineHeight * static_cast<double>(i), "middle", lines[i],
+                        " class=\"title\" font-size=\"15\" font-weight=\"bold\"");
+  }
+  return svg;
+}
+
 std::string axes_and_grid(const PlotArea& area, const std::vector<double>& x_ticks, const std::vector<double>& y_ticks,
                           const LineChart& chart) {
   std::string svg = "<g class=\"grid\">\n";
@@ -110,16 +140,7 @@ std::string axes_and_grid(const PlotArea& area, const std::vector<double>& x_tic
     svg += line_element(area.x(tick), bottom, area.x(tick), bottom + 5, "#000");
     svg += text_element(area.x(tick), bottom + 18, "middle", tick_label(tick));
   }
-  for (double tick : y_ticks) {
-    svg += line_element(area.left - 5, area.y(tick), area.left, area.y(tick), "#000");
-    svg += text_element(area.left - 8, area.y(tick) + 4, "end", tick_label(tick));
-  }
-  svg += text_element(area.left + area.width / 2, bottom + 42, "middle", chart.x_label, " class=\"axis-label\"");
-  const double y_label_x = 18, y_label_y = area.top + area.height / 2;
-  svg += text_element(y_label_x, y_label_y, "middle", chart.y_label,
-                      " class=\"axis-label\" transform=\"rotate(-90 " + coordinate(y_label_x) + " " +
-                          coordinate(y_label_y) + ")\"");
-  return svg + "</g>\n";
+  return svg + y_ticks_and_axis_labels(area, y_ticks, chart.x_label, chart.y_label) + "</g>\n";
 }
 
 std::string polyline(const PlotArea& area, const ChartLine& line, const std::string& color) {
@@ -204,15 +225,7 @@ std::string render_svg(const LineChart& chart) {
   const PlotArea area{kMarginLeft, top, kWidthWithoutLegend - kMarginLeft - kLegendGap, kPlotHeight,
                       x_min, x_max, y_ticks.back()};
 
-  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + coordinate(width) + "\" height=\"" +
-                    coordinate(height) + "\" viewBox=\"0 0 " + coordinate(width) + " " + coordinate(height) +
-                    "\" font-family=\"sans-serif\" font-size=\"12\">\n";
-  svg += "<title>" + escape_xml(chart.title) + "</title>\n";
-  svg += "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n";
-  for (size_t i = 0; i < title.size(); ++i) {
-    svg += text_element(width / 2, 26 + kTitleLineHeight * static_cast<double>(i), "middle", title[i],
-                        " class=\"title\" font-size=\"15\" font-weight=\"bold\"");
-  }
+  std::string svg = document_start(width, height, chart.title, title);
   if (chart.shaded) {
     const double from = area.x(chart.shaded->x_from), to = area.x(chart.shaded->x_to);
     svg += "<rect class=\"shaded\" x=\"" + coordinate(from) + "\" y=\"" + coordinate(area.top) + "\" width=\"" +
@@ -266,15 +279,7 @@ std::string render_svg(const StackedBarChart& chart) {
   const PlotArea area{kMarginLeft, top, kWidthWithoutLegend - kMarginLeft - kLegendGap, kPlotHeight,
                       0, static_cast<double>(bars), y_ticks.back()};
 
-  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + coordinate(width) + "\" height=\"" +
-                    coordinate(height) + "\" viewBox=\"0 0 " + coordinate(width) + " " + coordinate(height) +
-                    "\" font-family=\"sans-serif\" font-size=\"12\">\n";
-  svg += "<title>" + escape_xml(chart.title) + "</title>\n";
-  svg += "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n";
-  for (size_t i = 0; i < title.size(); ++i) {
-    svg += text_element(width / 2, 26 + kTitleLineHeight * static_cast<double>(i), "middle", title[i],
-                        " class=\"title\" font-size=\"15\" font-weight=\"bold\"");
-  }
+  std::string svg = document_start(width, height, chart.title, title);
   const double bottom = area.top + area.height;
   svg += "<g class=\"grid\">\n";
   for (double tick : y_ticks) svg += line_element(area.left, area.y(tick), area.left + area.width, area.y(tick), "#e4e4e4");
@@ -299,16 +304,7 @@ std::string render_svg(const StackedBarChart& chart) {
   svg += "</g>\n<g class=\"axes\">\n";
   svg += line_element(area.left, bottom, area.left + area.width, bottom, "#000");
   svg += line_element(area.left, area.top, area.left, bottom, "#000");
-  for (double tick : y_ticks) {
-    svg += line_element(area.left - 5, area.y(tick), area.left, area.y(tick), "#000");
-    svg += text_element(area.left - 8, area.y(tick) + 4, "end", tick_label(tick));
-  }
-  svg += text_element(area.left + area.width / 2, bottom + 42, "middle", chart.x_label, " class=\"axis-label\"");
-  const double y_label_x = 18, y_label_y = area.top + area.height / 2;
-  svg += text_element(y_label_x, y_label_y, "middle", chart.y_label,
-                      " class=\"axis-label\" transform=\"rotate(-90 " + coordinate(y_label_x) + " " +
-                          coordinate(y_label_y) + ")\"");
-  svg += "</g>\n";
+  svg += y_ticks_and_axis_labels(area, y_ticks, chart.x_label, chart.y_label) + "</g>\n";
   if (clipped) {
     svg += text_element(area.left + area.width, area.top - 6, "end", "negative parts are drawn as 0",
                         " class=\"note\" font-size=\"11\" fill=\"#555\"");
