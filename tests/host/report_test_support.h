@@ -115,6 +115,20 @@ inline std::string with_placeholder(std::string text, const TempDir& dir) {
   return text;
 }
 
+// Real runs of a small series on the reference backend (trivial, replicated, batch 16 per device,
+// 10 measured steps), one result per device count in `dir`: results with breakdowns and step
+// records as dpbench writes them. False when a run fails.
+inline bool run_reference_series(const TempDir& dir, const std::vector<int>& device_counts) {
+  for (int devices : device_counts) {
+    const std::string count = std::to_string(devices);
+    if (run_cli({"--device=cpu", "--model=trivial", "--variable_update=replicated", "--batch_size=16",
+                 "--num_gpus=" + count, "--num_batches=10", "--num_warmup_batches=2",
+                 "--result_file=" + dir.file("g" + count + ".json")}) != 0)
+      return false;
+  }
+  return true;
+}
+
 inline Report report_of(const std::vector<std::string>& paths) { return build_report(load_results(paths), strategy_catalog_for_reports()); }
 
 }  // namespace dpbench::testing

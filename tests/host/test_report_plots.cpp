@@ -230,10 +230,7 @@ TEST_CASE("report svg stacked bars: one bar per category, parts stacked, negativ
 
 TEST_CASE("report plots: an efficiency figure for a series whose runs carry breakdowns", "[report]") {
   TempDir dir;
-  for (const char* gpus : {"1", "2"})
-    REQUIRE(run_cli({"--device=cpu", "--model=trivial", "--variable_update=replicated", "--batch_size=16",
-                     std::string("--num_gpus=") + gpus, "--num_batches=10", "--num_warmup_batches=2",
-                     "--result_file=" + dir.file(std::string("g") + gpus + ".json")}) == 0);
+  REQUIRE(run_reference_series(dir, {1, 2}));
   std::vector<std::string> notes;
   const std::vector<PlotFile> plots = build_report_plots(report_of({dir.path().string()}), &notes);
   const auto efficiency = std::find_if(plots.begin(), plots.end(), [](const PlotFile& plot) {

@@ -465,10 +465,7 @@ TEST_CASE("report says where each multi-GPU run's efficiency went, in points tha
 
 TEST_CASE("reference runs on 1 and 2 devices give a decomposition whose parts add up to the lost points", "[report]") {
   TempDir dir;
-  for (const char* gpus : {"1", "2"})
-    REQUIRE(run_cli({"--device=cpu", "--model=trivial", "--variable_update=replicated", "--batch_size=16",
-                     std::string("--num_gpus=") + gpus, "--num_batches=10", "--num_warmup_batches=2",
-                     "--result_file=" + dir.file(std::string("g") + gpus + ".json")}) == 0);
+  REQUIRE(run_reference_series(dir, {1, 2}));
   const Report report = report_of({dir.path().string()});
   REQUIRE(report.series.size() == 1);
   REQUIRE(report.series[0].rows.size() == 2);
