@@ -285,6 +285,19 @@ std::vector<FlagSpec> run_flag_specs() {
        "JSON result file, written atomically (a link is followed; a device, FIFO or - is written through); "
        "--result_file= writes none",
        defaults.result_file, {}},
+      {"trace_file", "Output", "PATH",
+       "Timeline of a few steps as Chrome Trace Event JSON (open it in ui.perfetto.dev or "
+       "chrome://tracing): a process per device, a thread per stream, spans per layer group, "
+       "bucket exchange and update (empty: none)",
+       defaults.trace_file, {}},
+      {"trace_steps", "Output", "A:B",
+       "Steps --trace_file records: measured steps A to B (from 1), or warm-up steps as wK, e.g. "
+       "w1:w3 (default: 5 steps from the middle of the measured ones; at most 100)",
+       defaults.trace_steps, {}},
+      {"nvtx", "Output", "BOOL",
+       "NVTX ranges named like the trace's spans, for Nsight Systems (replayed CUDA graphs show them "
+       "once, at capture; --cuda_graph=false shows them every step)",
+       defaults.nvtx ? "true" : "false", "true"},
   };
   for (FlagSpec& spec : specs) say_which_strategies_take(spec);
   return specs;
@@ -553,6 +566,9 @@ nlohmann::json config_to_json(const RunConfig& config) {
       {"collective_timeout", config.collective_timeout},
       {"peak_tflops", config.peak_tflops},
       {"result_file", config.result_file},
+      {"trace_file", config.trace_file},
+      {"trace_steps", config.trace_steps},
+      {"nvtx", config.nvtx},
   };
   add_sequence_flags(config, json);
   add_synchronisation_flags(config, json);

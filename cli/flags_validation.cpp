@@ -2,6 +2,7 @@
 // of the form "--flag=value: what is wrong; what is accepted", and defaults that depend on other
 // flags (the model's batch size and optimizer, the device list, the backend) are filled in here.
 #include "cli/flags_validation.h"
+#include "cli/traced_steps.h"
 
 #include <unistd.h>
 
@@ -328,6 +329,24 @@ void check_result_file(const std::string& path_text, int process_rank) {
   }
 }
 
+// --trace_file, --trace_steps, --nvtx. With --num_epochs the measured steps are known only once
+// the data set is read: the window is checked then (run_command.cpp), with the same words.
+void resolve_trace(const GivenFlags& flags, RunConfig* config) {
+  config->nvtx = parse_bool("nvtx", flags.text("nvtx"));
+  config->trace_file = flags.text("trace_file");
+  config->trace_steps = flags.text("trace_steps");
+  if (config->trace_file.empty()) {
+    if (!config->trace_steps.empty())
+      reject("trace_steps", config->trace_steps, "says which steps --trace_file records; give --trace_file=PATH too");
+    return;
+  }
+  if (config->trace_file == config->result_file)
+    reject("trace_file", config->trace_file, "is also --result_file; give the trace a name of its own");
+  if (config->data.num_epochs == 0)
+    resolve_traced_steps(config->trace_steps, config->num_warmup_batches, config->num_batches);
+  if (config->process_rank == 0) check_output_path(config->trace_file, "--trace_file");  // rank 0 writes it
+}
+
 }  // namespace
 
 RunConfig resolve_run_config(const GivenFlags& flags, const DeviceInventory& inventory,
@@ -346,6 +365,7 @@ RunConfig resolve_run_config(const GivenFlags& flags, const DeviceInventory& inv
   resolve_data(flags, &config);
   config.result_file = flags.text("result_file");
   check_result_file(config.result_file, config.process_rank);
+  resolve_trace(flags, &config);
   return config;
 }
 

@@ -13,6 +13,8 @@
 #include "cli/flag_limits.h"
 #include "cli/interrupt_signals.h"
 #include "cli/log.h"
+#include "cli/trace_output.h"
+#include "cli/traced_steps.h"
 #include "engine/cuda/cuda_controls.h"
 #include "engine/data/text_content.h"
 #include "engine/device_factory.h"
@@ -192,6 +194,7 @@ RunnerSettings runner_settings(const RunConfig& config) {
   settings.num_processes = config.num_processes;
   settings.stop_requested = [] { return interrupt_signal() != 0; };
   settings.stop_votes = process_group();
+  settings.nvtx = config.nvtx;
   // A device stuck in an NCCL wait after another failed would hold the process forever: end it
   // with the failure's message instead (no result is written; nothing was).
   settings.on_stuck_devices = [](const std::string& failure) {
@@ -353,6 +356,12 @@ Result run_benchmark(const ParsedRunFlags& flags) {
                  std::to_string(settings.steps_per_epoch) + " steps, timed " +
                  std::to_string(data_config.timed_epoch_first) + ".." + std::to_string(data_config.timed_epoch_last);
   print(data_line + "\n");
+  if (!config.trace_file.empty()) {
+    const TracedStepWindow window =
+        resolve_traced_steps(config.trace_steps, settings.num_warmup_batches, settings.num_batches);
+    settings.first_traced_step = window.first;
+    settings.last_traced_step = window.last;
+  }
 
   Runner runner(*model, *strategy, devices, settings);
 
@@ -389,6 +398,8 @@ Result run_benchmark(const ParsedRunFlags& flags) {
     write_result_atomically(result, path);
     print("Result written to " + path + "\n");
   }
+  if (!config.trace_file.empty())
+    print(write_run_trace(config, measured.timelines, static_cast<int>(devices.size()), measured.warmup_steps));
   return result;
 }
 

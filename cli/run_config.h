@@ -65,6 +65,13 @@ struct RunConfig : ModelSettings, StrategyOptions {
 
   // Output
   std::string result_file = "dpbench_result.json";  // empty: write none
+  // Chrome Trace Event JSON of a few steps (engine/step_trace.h); empty: no trace.
+  std::string trace_file;
+  // The steps it records, as --trace_steps gave them: measured steps count from 1, warm-up steps
+  // are wK (K from 1); empty: kDefaultTracedSteps steps from the middle of the measured window.
+  std::string trace_steps;
+  // NVTX ranges named like the trace's spans, for Nsight Systems.
+  bool nvtx = false;
 
   // fp16 loss scaling (--fp16_loss_scale, --fp16_enable_auto_loss_scale,
   // --fp16_inc_loss_scale_every_n); only with --precision=fp16.

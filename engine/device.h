@@ -12,6 +12,7 @@
 #include "engine/backend.h"
 #include "engine/backend_kind.h"
 #include "engine/data_type.h"
+#include "engine/step_trace.h"
 
 namespace dpbench {
 
@@ -99,7 +100,7 @@ class CapturedWork {
 class Device {
  public:
   virtual ~Device() = default;
-  Device() = default;
+  Device() : trace_(std::make_unique<StepTrace>(*this)) {}
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 
@@ -153,7 +154,12 @@ class Device {
   // --profile-from-start off` sees only the work in between. No-op where there is no profiler.
   virtual void set_profiler_capture(bool on) {}
 
+  // The timeline of its traced steps (--trace_file) and NVTX ranges (--nvtx): whatever enqueues
+  // work marks its spans here (engine/step_trace.h).
+  StepTrace& trace() { return *trace_; }
+
  private:
+  std::unique_ptr<StepTrace> trace_;
   std::atomic<int64_t> enqueued_[kNumStreamKinds] = {};
 };
 

@@ -35,6 +35,8 @@ Optimizer::Optimizer(Device& device, const OptimizerConfig& config, size_t count
 }
 
 void Optimizer::begin_update(const float* grads, size_t count, StreamKind stream) {
+  StepTrace& trace = device_->trace();
+  if (trace.annotating()) update_span_ = trace.begin(stream, "optimizer update", "optimizer");
   if (config_.loss_scaling == LossScaling::automatic)
     device_->ops(stream).find_non_finite(grads, count, loss_scale_state_.as<LossScaleState>());
 }
@@ -43,6 +45,8 @@ void Optimizer::end_update(StreamKind stream) {
   if (config_.loss_scaling == LossScaling::automatic)
     device_->ops(stream).update_loss_scale(loss_scale_state_.as<LossScaleState>(),
                                            config_.loss_scale_increase_every);
+  device_->trace().end(update_span_);
+  update_span_ = StepTrace::Span{};
 }
 
 const float* Optimizer::loss_scale() const {

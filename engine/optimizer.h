@@ -66,6 +66,7 @@ class Optimizer {
   Buffer second_moment_;  // Adam's v
   Buffer loss_scale_state_;  // one LossScaleState, with loss scaling only
   const int32_t* device_step_ = nullptr;
+  StepTrace::Span update_span_;  // begin_update to end_update, in a trace
 };
 
 }  // namespace dpbench

@@ -73,6 +73,11 @@ std::vector<int64_t> read_totals(Device& device, const Buffer& totals) {
   return values;
 }
 
+// A step as the trace names it: measured steps from 1, warm-up steps apart.
+std::string step_label(int64_t step, int64_t warmup) {
+  return step < warmup ? "warm-up step " + std::to_string(step + 1) : "step " + std::to_string(step - warmup + 1);
+}
+
 }  // namespace
 
 struct Runner::ReplicaState {
@@ -93,6 +98,9 @@ struct Runner::ReplicaState {
   // Only the timed steps (RunState::times_parts) add to the totals, so they hold measured steps only.
   Buffer phase_clock, phase_totals;
   std::unique_ptr<CapturedWork> replayable_timed_step;  // the step as a CUDA graph, with the laps
+  // Per traced step (by row), its own graph, with the stamps that go to its row of the trace
+  // (nullptr for step 0, which runs before any capture); made with step 1's capture.
+  std::vector<std::unique_ptr<CapturedWork>> traced_steps;
   int64_t kernels_per_step = -1;  // kernel nodes of the captured step; -1: not captured
   std::atomic<int64_t> steps_enqueued{0};
 };
@@ -134,6 +142,10 @@ Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_p
     const std::vector<int64_t> no_time(kPhases + 1, 0);
     device.copy_from_host(state->phase_clock.data(), no_time.data(), sizeof(int64_t));
     device.copy_from_host(state->phase_totals.data(), no_time.data(), sizeof(int64_t) * kPhases);
+    if (settings.first_traced_step >= 0 || settings.nvtx)
+      device.trace().prepare(settings.first_traced_step < 0 ? 0
+                                 : static_cast<int>(settings.last_traced_step - settings.first_traced_step + 1),
+                             settings.nvtx);
     state->loss_cursor = device.allocate(sizeof(int32_t));
     const int32_t first_slot = 0;
     device.copy_from_host(state->loss_cursor.data(), &first_slot, sizeof(first_slot));
@@ -279,6 +291,8 @@ struct Runner::RunState {
         stop_gate(settings, num_replicas),
         timed_every(std::max(1, settings.time_parts_every)),
         timed_offset(std::min<int64_t>(timed_every / 2, settings.num_batches - 1)),
+        first_traced(settings.first_traced_step),
+        last_traced(settings.last_traced_step),
         threads_running(num_replicas) {}
 
   const int64_t warmup, measured_end, total_steps, steps_per_epoch;
@@ -297,6 +311,8 @@ struct Runner::RunState {
   StopGate stop_gate;
   const int timed_every;
   const int64_t timed_offset;
+  const int64_t first_traced, last_traced;
+  bool traces(int64_t step) const { return first_traced >= 0 && step >= first_traced && step <= last_traced; }
   Clock::time_point wall_start, wall_end;
   bool measurement_ended = false;  // wall_end is set
   std::vector<Clock::time_point> epoch_marks;  // the run's start, then every epoch's end
@@ -328,6 +344,36 @@ void Runner::start_measurement(RunState& run, Clock::time_point now) {
   run.wall_start = now;
 }
 
+// Note [traced steps]: a traced step's spans end in stamps its streams write into the step's own
+// row of the device's trace (engine/step_trace.h). A replayed graph cannot change where it writes,
+// so each traced step of a replayed run is captured as a graph of its own, with the stamps in,
+// and launched once when its step comes; the untraced steps replay the graph without them and
+// cost nothing more. The graphs are captured with step 1's, before the measured steps: captured
+// at their own step, the host's capture would leave the GPU idle inside the step it times. The
+// step's own span and the data feed's are enqueued around the launch, outside the graph.
+void Runner::capture_traced_steps(ReplicaState& state, const RunState& run,
+                                  const std::function<void(int64_t step, bool timed)>& enqueue_step) {
+  if (run.first_traced < 0) return;
+  StepTrace& trace = state.device->trace();
+  for (int64_t step = run.first_traced; step <= run.last_traced; ++step) {
+    const int row = static_cast<int>(step - run.first_traced);
+    std::unique_ptr<CapturedWork> captured;
+    if (step >= 1) {  // step 0 runs before any capture, eagerly
+      trace.begin_capture(row, step, step >= run.warmup);
+      try {
+        captured = state.device->capture([&] { enqueue_step(step, run.times_parts(step)); });
+      } catch (...) {
+        trace.end_step();
+        throw;
+      }
+      trace.end_step();
+      if (!captured) throw RuntimeError("traced step " + std::to_string(step) + " could not be captured");
+    }
+    state.traced_steps.push_back(std::move(captured));
+  }
+}
+
+//
 // Step 1's work recorded once: replayed from then on with --cuda_graph, else only counted (its
 // kernels, without the stopwatch's). Step 0 runs eagerly before, so libraries finish their lazy
 // set-up outside the capture; the capture itself runs nothing, the replay right after it is
@@ -375,17 +421,24 @@ void Runner::drive_device(ReplicaState& state, RunState& run) {
     int64_t* clock = state.phase_clock.as<int64_t>();
     int64_t* phase_totals = state.phase_totals.as<int64_t>();
     // `timed`: with the stopwatch's laps after forward and backward (Note [timed parts of a step]).
+    StepTrace& trace = device.trace();
     auto enqueue_step = [&](int64_t step, bool timed) {
+      StepTrace::Span pass;
+      if (trace.annotating()) pass = trace.begin(StreamKind::compute, "forward", "forward");
       // loss_cursor is also the step number: append_scalar advances it at the end of the step.
       state.model->forward(StepContext{state.loss.as<float>(), state.loss_cursor.as<int32_t>(),
                                        state.optimizer->loss_scale()});
       if (timed) device.ops().lap(clock, phase_totals + kForwardPhase);
       if (!settings_.forward_only) {
+        if (trace.annotating()) pass = trace.next(pass, "backward", "backward");
         state.announcer->begin_step();
         state.model->backward(*state.announcer);
         if (timed) device.ops().lap(clock, phase_totals + kBackwardPhase);
+        trace.end(pass);
+        pass = StepTrace::Span{};
         strategy_.finish_step(state.index, step + 1);
       }
+      trace.end(pass);
       device.ops().append_scalar(state.loss.as<float>(), state.losses.as<float>(), state.loss_cursor.as<int32_t>());
     };
     if (run.warmup == 0 || run.steps_per_epoch > 0) {
@@ -397,12 +450,24 @@ void Runner::drive_device(ReplicaState& state, RunState& run) {
     }
     for (int64_t step = 0; step < run.total_steps; ++step) {
       if (!run.stop_gate.may_begin(state.index, step)) break;
-      if (step == 1) capture_step(state, run, [&](bool timed) { enqueue_step(step, timed); });
+      if (step == 1) {
+        capture_step(state, run, [&](bool timed) { enqueue_step(step, timed); });
+        if (state.replayable_step) capture_traced_steps(state, run, enqueue_step);
+      }
       const bool timed = run.times_parts(step);
       const bool profiled = settings_.profile_step > 0 && step == run.warmup + settings_.profile_step - 1;
       if (profiled) {
         device.synchronize();  // the range then holds this step's work and nothing before it
         device.set_profiler_capture(true);
+      }
+      const bool traced = run.traces(step);
+      const size_t traced_row = traced ? static_cast<size_t>(step - run.first_traced) : 0;
+      if (traced) trace.begin_step(static_cast<int>(traced_row), step, step >= run.warmup);
+      StepTrace::Span host_span, step_span;
+      if (trace.annotating()) {
+        const std::string label = step_label(step, run.warmup);
+        host_span = trace.begin_host(HostTrack::device_thread, "enqueue " + label, "host");
+        step_span = trace.begin(StreamKind::compute, label, "step");
       }
       // The step's time includes waiting for its batch (the feed's copy, or its build).
       state.step_start[step]->record(StreamKind::compute);
@@ -411,12 +476,17 @@ void Runner::drive_device(ReplicaState& state, RunState& run) {
         state.feed->enqueue(step);
         if (timed) device.ops().lap(clock, phase_totals + kDataPhase);
       }
-      if (state.replayable_step) {
+      if (state.replayable_step && traced) {
+        state.traced_steps.at(traced_row)->launch();  // its own graph (Note [traced steps])
+      } else if (state.replayable_step) {
         (timed && state.replayable_timed_step ? state.replayable_timed_step : state.replayable_step)->launch();
       } else {
         enqueue_step(step, timed);
       }
+      trace.end(step_span);
       state.step_stop[step]->record(StreamKind::compute);
+      trace.end_host(host_span);
+      if (traced) trace.end_step();
       if (state.feed) state.feed->after_step(step);
       if (profiled) {
         device.synchronize();
@@ -596,6 +666,9 @@ RunMeasurements Runner::collect_measurements(const RunState& run) {
       result.step_phases.push_back(phases);
     }
   }
+  if (run.first_traced >= 0)
+    for (const auto& state : replicas_)
+      result.timelines.push_back(state->device->trace().collect(state->device->index(), state->device->description().name));
   for (size_t e = 1; e < run.epoch_marks.size(); ++e)
     result.epoch_time_s.push_back(std::chrono::duration<double>(run.epoch_marks[e] - run.epoch_marks[e - 1]).count());
   return result;

@@ -73,6 +73,10 @@ struct RunnerSettings {
   // Multi-process runs (one device per process): the processes agree on the step to stop after
   // through votes of this group.
   const ProcessGroup* stop_votes = nullptr;
+  // Steps recorded into each device's timeline (engine/step_trace.h), 0-based over the run with
+  // warm-up first, inclusive; first_traced_step < 0: none. `nvtx`: every span is also an NVTX range.
+  int64_t first_traced_step = -1, last_traced_step = -1;
+  bool nvtx = false;
 };
 
 // Handed to the progress callback every `display_every` measured steps and after the last one.
@@ -115,6 +119,7 @@ struct RunMeasurements {
   double host_wait_s = 0;            // the most any device's thread waited for or built batches
   std::vector<double> epoch_time_s;  // wall time of each epoch (steps_per_epoch > 0)
   std::vector<StepPhases> step_phases;  // per device, over the measured steps; empty when none was
+  std::vector<DeviceTimeline> timelines;  // per device, its traced steps; empty without tracing
   // stop_requested stopped the run before its last step: the vectors above hold the steps that
   // ran (warm-up first), so the measured ones may be fewer than asked for, or none.
   bool stopped_early = false;
@@ -143,6 +148,8 @@ class Runner {
   // The parts of run(), in runner.cpp.
   void drive_device(ReplicaState& state, RunState& run);
   void capture_step(ReplicaState& state, const RunState& run, const std::function<void(bool timed)>& enqueue_step);
+  void capture_traced_steps(ReplicaState& state, const RunState& run,
+                            const std::function<void(int64_t step, bool timed)>& enqueue_step);
   void start_measurement(RunState& run, std::chrono::steady_clock::time_point now);
   void fail(RunState& run, std::exception_ptr error);
   void report_progress(RunState& run, StallWatch& stall_watch, const ProgressCallback& on_progress,

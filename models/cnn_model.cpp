@@ -58,6 +58,7 @@ class CnnReplica : public ModelReplica {
     network_.forward(step_);
     // The logits' gradient buffer is the logits buffer: dlogits replace them here.
     const TensorId logits = model_.network().logits();
+    TracedSpan span(device_, StreamKind::compute, "loss", "forward");
     loss_.forward_backward(device_.ops(), static_cast<float*>(network_.gradients(logits)),
                            labels_.as<int32_t>(), context.loss_out, context.loss_scale);
   }

@@ -39,6 +39,7 @@ TensorId max_pool_3x3_stride_2(Network& net, TensorId x, const std::string& name
 
 // 35x35: 64 + 64 + 96 + pool_features channels.
 TensorId inception_a(Network& net, TensorId x, const std::string& name, int pool_features) {
+  net.set_group(name);  // a module is one span in a trace
   const TensorId b1 = basic_conv(net, x, name + ".branch1x1", 64, 1, 1);
   TensorId b5 = basic_conv(net, x, name + ".branch5x5_1", 48, 1, 1);
   b5 = basic_conv(net, b5, name + ".branch5x5_2", 64, 5, 5, 1, 2, 2);
@@ -52,6 +53,7 @@ TensorId inception_a(Network& net, TensorId x, const std::string& name, int pool
 
 // 35x35 -> 17x17: 384 + 96 + input channels.
 TensorId inception_b(Network& net, TensorId x, const std::string& name) {
+  net.set_group(name);  // a module is one span in a trace
   const TensorId b3 = basic_conv(net, x, name + ".branch3x3", 384, 3, 3, 2);
   TensorId dbl = basic_conv(net, x, name + ".branch3x3dbl_1", 64, 1, 1);
   dbl = basic_conv(net, dbl, name + ".branch3x3dbl_2", 96, 3, 3, 1, 1, 1);
@@ -62,6 +64,7 @@ TensorId inception_b(Network& net, TensorId x, const std::string& name) {
 
 // 17x17: 4 x 192 channels; 7x7 convolutions factorised into 1x7 and 7x1.
 TensorId inception_c(Network& net, TensorId x, const std::string& name, int channels_7x7) {
+  net.set_group(name);  // a module is one span in a trace
   const int c7 = channels_7x7;
   const TensorId b1 = basic_conv(net, x, name + ".branch1x1", 192, 1, 1);
   TensorId b7 = basic_conv(net, x, name + ".branch7x7_1", c7, 1, 1);
@@ -79,6 +82,7 @@ TensorId inception_c(Network& net, TensorId x, const std::string& name, int chan
 
 // 17x17 -> 8x8: 320 + 192 + input channels.
 TensorId inception_d(Network& net, TensorId x, const std::string& name) {
+  net.set_group(name);  // a module is one span in a trace
   TensorId b3 = basic_conv(net, x, name + ".branch3x3_1", 192, 1, 1);
   b3 = basic_conv(net, b3, name + ".branch3x3_2", 320, 3, 3, 2);
   TensorId b7 = basic_conv(net, x, name + ".branch7x7x3_1", 192, 1, 1);
@@ -93,6 +97,7 @@ TensorId inception_d(Network& net, TensorId x, const std::string& name) {
 // and 3x1 convolutions of one tensor; concatenating all six pieces at once equals torchvision's
 // nested concatenation.
 TensorId inception_e(Network& net, TensorId x, const std::string& name) {
+  net.set_group(name);  // a module is one span in a trace
   const TensorId b1 = basic_conv(net, x, name + ".branch1x1", 320, 1, 1);
   const TensorId b3 = basic_conv(net, x, name + ".branch3x3_1", 384, 1, 1);
   const TensorId b3a = basic_conv(net, b3, name + ".branch3x3_2a", 384, 1, 3, 1, 0, 1);
@@ -125,6 +130,7 @@ TensorId build_inception3(Network& net, TensorId images) {
   x = inception_d(net, x, "Mixed_7a");                                  // (n, 1280, 8, 8)
   x = inception_e(net, x, "Mixed_7b");                                  // (n, 2048, 8, 8)
   x = inception_e(net, x, "Mixed_7c");                                  // (n, 2048, 8, 8)
+  net.set_group("");
   x = net.global_average_pool(x, "avgpool");                            // (n, 2048, 1, 1)
   x = net.dropout(x, "dropout", 0.5f);
   return net.fully_connected(x, "fc", 1000);

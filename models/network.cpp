@@ -40,6 +40,7 @@ TensorId Network::add_node(std::unique_ptr<Layer> layer, const std::vector<Tenso
   const int index = static_cast<int>(nodes_.size());
   for (TensorId input : inputs) tensors_[input].consumers.push_back(index);
   Node node;
+  node.group = group_.empty() ? layer->name() : group_;
   node.inputs = inputs;
   node.output = make_tensor(layer->output_shape(), index);
   node.layer = std::move(layer);
@@ -273,17 +274,48 @@ void* NetworkReplica::gradients(TensorId tensor) const {
   return buffer < 0 ? nullptr : buffers_.at(buffer).data();
 }
 
+namespace {
+
+// The spans of a pass over the nodes, one per run of nodes of one group, each beginning where the
+// previous ends (one stamp per boundary, engine/step_trace.h).
+class GroupSpans {
+ public:
+  GroupSpans(Device& device, const char* category) : trace_(device.trace()), category_(category) {}
+  ~GroupSpans() {
+    if (open_) trace_.end(span_);
+  }
+  void enter(const std::string& group) {
+    if (!trace_.annotating() || (open_ && *open_ == group)) return;
+    span_ = open_ ? trace_.next(span_, group, category_) : trace_.begin(StreamKind::compute, group, category_);
+    open_ = &group;
+  }
+
+ private:
+  StepTrace& trace_;
+  const char* category_;
+  StepTrace::Span span_;
+  const std::string* open_ = nullptr;  // the group of the open span
+};
+
+}  // namespace
+
 void NetworkReplica::forward(const int32_t* step) {
   const std::vector<Network::Node>& nodes = network_.nodes();
-  for (size_t index = 0; index < nodes.size(); ++index)
-    if (!nodes[index].fused_away) nodes[index].layer->forward(passes_[index], step);
+  GroupSpans spans(device_, "forward");
+  for (size_t index = 0; index < nodes.size(); ++index) {
+    if (nodes[index].fused_away) continue;
+    spans.enter(nodes[index].group);
+    nodes[index].layer->forward(passes_[index], step);
+  }
 }
 
 void NetworkReplica::backward(const int32_t* step, GradientAnnouncer& announcer) {
   const std::vector<Network::Node>& nodes = network_.nodes();
   Backend& ops = device_.ops();
+  GroupSpans spans(device_, "backward");
   for (size_t index = nodes.size(); index-- > 0;) {
     const Layer& layer = *nodes[index].layer;
+    spans.enter(nodes[index].group);
     layer.backward(passes_[index], step);
     for (const Accumulation& a : accumulations_[index])
       ops.add_tensors(a.shape.type, a.scratch, a.gradient, a.gradient, a.shape.count(), false);

@@ -54,6 +54,9 @@ class Network {
   TensorId fully_connected(TensorId x, const std::string& name, int outputs);
   // Any layer; it must already have declared its parameters (in forward order).
   TensorId add_node(std::unique_ptr<Layer> layer, const std::vector<TensorId>& inputs);
+  // The nodes added from now on form one span, `name`, in a trace's forward and backward passes
+  // (a ResNet block, an Inception module); empty: each node is a span of its own.
+  void set_group(const std::string& name) { group_ = name; }
 
   // Inference only (--forward_only), after building and before finalize: the network will run
   // forward passes only, so no tensor gets a gradient buffer, and a residual add fed by batch
@@ -76,6 +79,7 @@ class Network {
     std::vector<long long> scratch_offset;
     std::vector<bool> accumulate;
     bool fused_away = false;  // inference: a later node does this one's work (prepare_for_inference)
+    std::string group;        // its span in a trace: the group set when it was added, or its own name
   };
   const std::vector<Node>& nodes() const { return nodes_; }
   // The output of the node called `name`; throws when there is none.
@@ -112,6 +116,7 @@ class Network {
   size_t scratch_bytes_ = 0;
   bool finalized_ = false;
   bool inference_only_ = false;
+  std::string group_;  // set_group's
 };
 
 // One replica's activations, activation gradients, layer states and workspace, all allocated

@@ -34,6 +34,7 @@ TensorId conv_bn(Network& net, TensorId x, const std::string& conv_name,
 
 // 1x1 (width) -> 3x3 (width, stride) -> 1x1 (4 * width), plus the shortcut, then ReLU.
 TensorId bottleneck(Network& net, TensorId x, const std::string& name, int width, int stride) {
+  net.set_group(name);  // one span per block in a trace
   const int out_channels = width * kExpansion;
   // The first block of a stage changes shape, so its shortcut is a strided 1x1 conv + BN.
   const bool downsample = stride != 1 || net.shape(x).c != out_channels;
@@ -61,6 +62,7 @@ TensorId build_resnet(Network& net, TensorId images, const std::vector<int>& blo
       x = bottleneck(net, x, name, widths[stage], stride);
     }
   }
+  net.set_group("");
   x = net.global_average_pool(x, "avgpool");  // (n, 2048, 1, 1)
   return net.fully_connected(x, "fc", classes);
 }

@@ -35,6 +35,8 @@ void BucketedExchangeStrategy::setup(const ParameterLayout& layout, std::vector<
   measured_from_.resize(replicas.size());
   prepare(layout);
   alone_ = world_size() == 1 && !exchanges_alone();
+  exchange_name_ = traffic().exchange;
+  ready_instants_.assign(replicas.size(), std::vector<int>(plan_.size(), -1));
   first_step_communication_start_ = replicas_.front().device->enqueued(StreamKind::communication);
 }
 
@@ -80,9 +82,27 @@ void BucketedExchangeStrategy::counting_first_step(int replica, Hook&& hook) {
 void BucketedExchangeStrategy::on_gradients_ready(int replica, GradientRange range, const Event& ready) {
   counting_first_step(replica, [&] {
     const std::vector<size_t> completed = trackers_[replica]->mark_ready(range);
+    StepTrace& trace = replicas_[replica].device->trace();
+    if (trace.recording())
+      for (size_t index : completed)
+        ready_instants_[replica][index] = trace.instant(StreamKind::compute, "gradient ready", {{"bucket", index}});
     if (!options_.overlap_comm || alone_) return;
-    for (size_t index : completed) exchange(replica, index, ready);
+    for (size_t index : completed) start_exchange(replica, index, ready);
   });
+}
+
+void BucketedExchangeStrategy::start_exchange(int replica, size_t index, const Event& ready) {
+  if (replicas_[replica].device->trace().recording()) {
+    const GradientRange& range = plan_[index];
+    meter(replica).label_next_transfer("exchange " + std::to_string(index),
+                                       {{"bucket", index},
+                                        {"elements", range.count},
+                                        {"bytes", range.count * sizeof(float)},
+                                        {"exchange", exchange_name_}},
+                                       ready_instants_[replica][index]);
+    ready_instants_[replica][index] = -1;
+  }
+  exchange(replica, index, ready);
 }
 
 void BucketedExchangeStrategy::finish_step(int replica, int64_t step) {
@@ -110,7 +130,7 @@ void BucketedExchangeStrategy::finish_exchanges(int replica, int64_t step) {
   if (!options_.overlap_comm) {
     Event& done = *backward_done_[replica];
     done.record(StreamKind::compute);
-    for (size_t index = 0; index < plan_.size(); ++index) exchange(replica, index, done);
+    for (size_t index = 0; index < plan_.size(); ++index) start_exchange(replica, index, done);
   }
   complete_step(replica, step);
   trackers_[replica]->begin_step();

@@ -88,6 +88,9 @@ class BucketedExchangeStrategy : public Strategy {
   void counting_first_step(int replica, Hook&& hook);
   // finish_step's work: the exchanges left (--overlap_comm=false), then complete_step.
   void finish_exchanges(int replica, int64_t step);
+  // exchange(), its transfer labelled for a traced step: "exchange <index>", with an arrow from
+  // the range's "gradient ready" instant.
+  void start_exchange(int replica, size_t index, const Event& ready);
 
   StrategyOptions options_;
   int num_processes_ = 1, process_rank_ = 0;  // the run's DevicePlacement
@@ -104,6 +107,9 @@ class BucketedExchangeStrategy : public Strategy {
   int64_t first_step_communication_start_ = 0;
   int64_t first_step_compute_ = 0;
   std::atomic<int64_t> kernels_first_step_{-1};
+  std::string exchange_name_;  // traffic().exchange, for the trace's spans
+  // Per replica, per planned range: this step's "gradient ready" instant in the trace (-1: none).
+  std::vector<std::vector<int>> ready_instants_;
 };
 
 // Options of plan_exchanges from the strategy's options.

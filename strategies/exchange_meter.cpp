@@ -12,21 +12,39 @@ ExchangeMeter::ExchangeMeter(Device& device) : device_(&device) {
   device.copy_from_host(clocks_.data(), zeros, sizeof(zeros));
 }
 
+void ExchangeMeter::label_next_transfer(std::string name, nlohmann::json args, int ready_instant) {
+  next_name_ = std::move(name);
+  next_args_ = std::move(args);
+  next_ready_instant_ = ready_instant;
+}
+
 void ExchangeMeter::begin_transfer(StreamKind stream) {
   device_->ops(stream).write_timestamp(clocks_.as<int64_t>() + kTransferStart);
+  StepTrace& trace = device_->trace();
+  if (trace.annotating()) {
+    transfer_span_ = trace.begin(stream, next_name_, "communication", next_args_);
+    trace.flow(next_ready_instant_, transfer_span_);
+  }
+  label_next_transfer("transfer", nullptr);
 }
 
 void ExchangeMeter::end_transfer(StreamKind stream) {
   int64_t* clocks = clocks_.as<int64_t>();
   device_->ops(stream).add_elapsed_since(clocks + kTransferStart, clocks + kTransferTotal);
+  device_->trace().end_with_instant(transfer_span_, "exchange done");
+  transfer_span_ = StepTrace::Span{};
 }
 
 void ExchangeMeter::begin_wait() {
   device_->ops(StreamKind::compute).write_timestamp(clocks_.as<int64_t>() + kWaitStart);
+  StepTrace& trace = device_->trace();
+  if (trace.annotating()) wait_span_ = trace.begin(StreamKind::compute, "wait for exchange", "exposed communication");
 }
 
 void ExchangeMeter::end_wait() {
   int64_t* clocks = clocks_.as<int64_t>();
+  device_->trace().end(wait_span_);
+  wait_span_ = StepTrace::Span{};
   device_->ops(StreamKind::compute).add_elapsed_since(clocks + kWaitStart, clocks + kWaitTotal);
 }
 

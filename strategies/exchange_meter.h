@@ -6,6 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/device.h"
 
@@ -19,7 +22,12 @@ struct ExchangeTimes {
 class ExchangeMeter {
  public:
   explicit ExchangeMeter(Device& device);
-  // Around the transfers of one exchange, on the stream that runs them.
+  // What the next transfer is, for a trace (engine/step_trace.h): its span's name and args and
+  // the "gradient ready" instant its arrow comes from (-1: none). begin_transfer takes it; set it
+  // only while the device's trace records.
+  void label_next_transfer(std::string name, nlohmann::json args, int ready_instant = -1);
+  // Around the transfers of one exchange, on the stream that runs them; a traced step gets a
+  // span for each, ending in an "exchange done" instant.
   void begin_transfer(StreamKind stream);
   void end_transfer(StreamKind stream);
   // Around the compute stream's wait for communication.
@@ -33,6 +41,10 @@ class ExchangeMeter {
   // int64 nanoseconds: transfer start, transfer total, wait start, wait total. A stamp and its
   // total are written by one stream, in order, so one slot per kind is enough.
   Buffer clocks_;
+  std::string next_name_ = "transfer";
+  nlohmann::json next_args_;
+  int next_ready_instant_ = -1;
+  StepTrace::Span transfer_span_, wait_span_;
 };
 
 }  // namespace dpbench

@@ -158,6 +158,9 @@ void ParameterServerStrategy::complete_on_gpus(int replica, int64_t step) {
   updated_[replica]->record(StreamKind::compute);
   // Then every tensor travels back from its owner.
   device.wait(StreamKind::communication, *updated_[replica]);
+  if (device.trace().recording())
+    clocks.label_next_transfer("broadcast parameters", {{"bytes", self.parameters->count() * sizeof(float)},
+                                                        {"exchange", "broadcast from each tensor's owner"}});
   clocks.begin_transfer(StreamKind::communication);
   communicator()->group_start(replica);
   for (const auto& runs : runs_)
@@ -198,7 +201,11 @@ void ParameterServerStrategy::exchange_through_host(int replica, size_t index, c
     float* sum = host.gradient_sum.as<float>();
     float* master = host.master.as<float>();
     HostServer* server = &host;
+    const StepTrace::HostTimes traced = first.trace().deferred_host_span(
+        HostTrack::host_workers, "host reduction and update " + std::to_string(index), "parameter server",
+        {{"bucket", index}, {"elements", range.count}, {"threads", host.threads.threads()}});
     first.enqueue_host_function(StreamKind::communication, [=] {
+      if (traced.begin_ns) *traced.begin_ns = host_clock_ns();
       const float inverse = 1.0f / static_cast<float>(parts.size());
       server->threads.parallel_for(range.count, [&](size_t begin, size_t end) {
         for (size_t e = range.offset + begin; e < range.offset + end; ++e) {
@@ -209,6 +216,7 @@ void ParameterServerStrategy::exchange_through_host(int replica, size_t index, c
         server->optimizer->apply(master, sum, GradientRange{range.offset + begin, end - begin}, step,
                                  StreamKind::compute, nullptr);
       });
+      if (traced.end_ns) *traced.end_ns = host_clock_ns();
     });
     host.updated->record(StreamKind::communication);
     replicas()[replica].device->make_current();
@@ -225,6 +233,9 @@ void ParameterServerStrategy::complete_through_host(int replica, int64_t step) {
   host.backward_end[replica]->record(StreamKind::compute);
   device.wait(StreamKind::communication, *host.backward_end[replica]);
   device.wait(StreamKind::communication, *host.updated);
+  if (device.trace().recording())
+    clocks.label_next_transfer("fetch parameters", {{"bytes", self.parameters->count() * sizeof(float)},
+                                                    {"exchange", "copy from the host's master parameters"}});
   clocks.begin_transfer(StreamKind::communication);
   device.ops(StreamKind::communication)
       .copy(self.parameters->parameters(), host.master.data(), self.parameters->count() * sizeof(float));

@@ -86,22 +86,33 @@ void DeviceFeed::copy_slot_to_inputs(const char* slot, Backend& ops) {
 }
 
 void DeviceFeed::enqueue(int64_t step) {
+  StepTrace& trace = device_.trace();
   if (settings_.mode == FeedMode::synchronous) {
     const Clock::time_point start = Clock::now();
+    const StepTrace::Span build = trace.begin_host(HostTrack::device_thread, "build batch", "data");
     build_into(step, host_slots_[0].as<char>());  // the previous step has finished (after_step)
+    trace.end_host(build);
     host_wait_seconds_ += seconds_since(start);
+    TracedSpan copy(device_, StreamKind::compute, "batch copy", "data");
     copy_slot_to_inputs(host_slots_[0].as<char>(), device_.ops());
   } else if (settings_.mode == FeedMode::prefetch) {
     double waited = 0;
+    const StepTrace::Span wait = trace.begin_host(HostTrack::device_thread, "wait for loaders", "data");
     const int slot = pipeline_->acquire(step, &waited);
+    trace.end_host(wait);
     host_wait_seconds_ += waited;
     const size_t k = static_cast<size_t>(slot);
     // The staging slot is free once the compute stream has moved its previous batch out.
     if (step >= settings_.depth) device_.wait(StreamKind::copy, *consumed_[k]);
-    device_.ops(StreamKind::copy).copy(device_slots_[k].data(), host_slots_[k].data(), slot_bytes_);
+    {
+      TracedSpan copy(device_, StreamKind::copy, "batch copy to the device", "data", {{"bytes", slot_bytes_}});
+      device_.ops(StreamKind::copy).copy(device_slots_[k].data(), host_slots_[k].data(), slot_bytes_);
+    }
     copied_[k]->record(StreamKind::copy);
     PrefetchPipeline* pipeline = pipeline_.get();
     device_.enqueue_host_function(StreamKind::copy, [pipeline, step] { pipeline->release(step); });
+    // The compute stream's span holds its wait for the copy: the step's data wait.
+    TracedSpan data(device_, StreamKind::compute, "data wait and move", "data");
     device_.wait(StreamKind::compute, *copied_[k]);
     copy_slot_to_inputs(device_slots_[k].as<char>(), device_.ops());
     consumed_[k]->record(StreamKind::compute);

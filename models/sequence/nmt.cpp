@@ -172,21 +172,28 @@ class NmtReplica final : public ModelReplica {
     Backend& ops = device_.ops();
     const size_t source_tokens = static_cast<size_t>(s.src_len) * batch_;
     const size_t target_tokens = static_cast<size_t>(s.tgt_len) * batch_;
-    model_.source_embedding().forward(ops, params_, source_ids_.as<int32_t>(), source_tokens,
-                                      source_embedded_.as<float>());
-    encoders_[0]->forward(params_, source_embedded_.as<float>(), nullptr, nullptr,
-                          encoder_h_.as<float>(), encoder_c_.as<float>());
-    if (encoders_.size() == 2) {
-      model_.source_embedding().forward(ops, params_, reversed_source_ids_.as<int32_t>(), source_tokens,
-                                        reversed_source_embedded_.as<float>());
-      encoders_[1]->forward(params_, reversed_source_embedded_.as<float>(), nullptr, nullptr,
+    {
+      TracedSpan span(device_, StreamKind::compute, "encoder", "forward");
+      model_.source_embedding().forward(ops, params_, source_ids_.as<int32_t>(), source_tokens,
+                                        source_embedded_.as<float>());
+      encoders_[0]->forward(params_, source_embedded_.as<float>(), nullptr, nullptr,
                             encoder_h_.as<float>(), encoder_c_.as<float>());
+      if (encoders_.size() == 2) {
+        model_.source_embedding().forward(ops, params_, reversed_source_ids_.as<int32_t>(), source_tokens,
+                                          reversed_source_embedded_.as<float>());
+        encoders_[1]->forward(params_, reversed_source_embedded_.as<float>(), nullptr, nullptr,
+                              encoder_h_.as<float>(), encoder_c_.as<float>());
+      }
     }
-    model_.target_embedding().forward(ops, params_, target_ids_.as<int32_t>(), target_tokens,
-                                      target_embedded_.as<float>());
-    decoder_->forward(params_, target_embedded_.as<float>(), encoder_h_.as<float>(),
-                      encoder_c_.as<float>(), nullptr, nullptr);
+    {
+      TracedSpan span(device_, StreamKind::compute, "decoder", "forward");
+      model_.target_embedding().forward(ops, params_, target_ids_.as<int32_t>(), target_tokens,
+                                        target_embedded_.as<float>());
+      decoder_->forward(params_, target_embedded_.as<float>(), encoder_h_.as<float>(),
+                        encoder_c_.as<float>(), nullptr, nullptr);
+    }
     // Sum over a sentence's tokens, mean over sentences: every token's gradient weighs 1 / B.
+    TracedSpan span(device_, StreamKind::compute, "projection and loss", "forward");
     loss_->forward_backward(params_, decoder_->output(), target_ids_.as<int32_t>() + batch_, 1.0f, 1.0f,
                             decoder_output_gradient_.as<float>(), context.loss_out, context.loss_scale,
                             target_weights_.as<float>(), !s.forward_only);
@@ -198,19 +205,28 @@ class NmtReplica final : public ModelReplica {
     const ParameterLayout& layout = params_.layout();
     const size_t source_tokens = static_cast<size_t>(s.src_len) * batch_;
     const size_t target_tokens = static_cast<size_t>(s.tgt_len) * batch_;
-    decoder_->backward(params_, target_embedded_.as<float>(), encoder_h_.as<float>(),
-                       encoder_c_.as<float>(), decoder_output_gradient_.as<float>(), nullptr,
-                       nullptr, target_embedded_gradient_.as<float>(),
-                       encoder_h_gradient_.as<float>(), encoder_c_gradient_.as<float>());
-    announcer.announce(model_.decoder().gradient_range(layout));
-    loss_->finish_weight_gradient();
-    announcer.announce(model_.projection().gradient_range(layout));
-    model_.target_embedding().backward(ops, params_, target_ids_.as<int32_t>(), target_tokens,
-                                       target_embedded_gradient_.as<float>(), true);
-    announcer.announce(model_.target_embedding().gradient_range(layout));
-
+    {
+      TracedSpan span(device_, StreamKind::compute, "decoder", "backward");
+      decoder_->backward(params_, target_embedded_.as<float>(), encoder_h_.as<float>(),
+                         encoder_c_.as<float>(), decoder_output_gradient_.as<float>(), nullptr,
+                         nullptr, target_embedded_gradient_.as<float>(),
+                         encoder_h_gradient_.as<float>(), encoder_c_gradient_.as<float>());
+      announcer.announce(model_.decoder().gradient_range(layout));
+    }
+    {
+      TracedSpan span(device_, StreamKind::compute, "projection", "backward");
+      loss_->finish_weight_gradient();
+      announcer.announce(model_.projection().gradient_range(layout));
+    }
+    {
+      TracedSpan span(device_, StreamKind::compute, "target embedding", "backward");
+      model_.target_embedding().backward(ops, params_, target_ids_.as<int32_t>(), target_tokens,
+                                         target_embedded_gradient_.as<float>(), true);
+      announcer.announce(model_.target_embedding().gradient_range(layout));
+    }
     // The encoder outputs feed nothing: only the final states' gradients flow back. The stacks
     // go in layout order (the backward-in-time stack was declared last, so it comes first).
+    TracedSpan span(device_, StreamKind::compute, "encoder", "backward");
     if (encoders_.size() == 2) {
       encoders_[1]->backward(params_, reversed_source_embedded_.as<float>(), nullptr, nullptr,
                              nullptr, encoder_h_gradient_.as<float>(), encoder_c_gradient_.as<float>(),

@@ -103,8 +103,12 @@ class RnnlmReplica final : public ModelReplica {
   void forward(const StepContext& context) override {
     const RnnlmShape& s = model_.shape();
     const size_t tokens = static_cast<size_t>(s.seq_len) * batch_;
-    model_.embedding().forward(device_.ops(), params_, tokens_.as<int32_t>(), tokens, embedded_.as<float>());
-    lstm_->forward(params_, embedded_.as<float>(), nullptr, nullptr, nullptr, nullptr);
+    {
+      TracedSpan span(device_, StreamKind::compute, "embedding and lstm", "forward");
+      model_.embedding().forward(device_.ops(), params_, tokens_.as<int32_t>(), tokens, embedded_.as<float>());
+      lstm_->forward(params_, embedded_.as<float>(), nullptr, nullptr, nullptr, nullptr);
+    }
+    TracedSpan span(device_, StreamKind::compute, "projection and loss", "forward");
     loss_->forward_backward(params_, lstm_->output(), tokens_.as<int32_t>() + batch_, 1.0f, 1.0f,
                             output_gradient_.as<float>(), context.loss_out, context.loss_scale,
                             token_weights_.as<float>(), !s.forward_only);
@@ -114,11 +118,18 @@ class RnnlmReplica final : public ModelReplica {
     const RnnlmShape& s = model_.shape();
     const ParameterLayout& layout = params_.layout();
     const size_t tokens = static_cast<size_t>(s.seq_len) * batch_;
-    lstm_->backward(params_, embedded_.as<float>(), nullptr, nullptr, output_gradient_.as<float>(),
-                    nullptr, nullptr, embedded_gradient_.as<float>(), nullptr, nullptr);
-    announcer.announce(model_.lstm().gradient_range(layout));
-    loss_->finish_weight_gradient();
-    announcer.announce(model_.projection().gradient_range(layout));
+    {
+      TracedSpan span(device_, StreamKind::compute, "lstm", "backward");
+      lstm_->backward(params_, embedded_.as<float>(), nullptr, nullptr, output_gradient_.as<float>(),
+                      nullptr, nullptr, embedded_gradient_.as<float>(), nullptr, nullptr);
+      announcer.announce(model_.lstm().gradient_range(layout));
+    }
+    {
+      TracedSpan span(device_, StreamKind::compute, "projection", "backward");
+      loss_->finish_weight_gradient();
+      announcer.announce(model_.projection().gradient_range(layout));
+    }
+    TracedSpan span(device_, StreamKind::compute, "embedding", "backward");
     model_.embedding().backward(device_.ops(), params_, tokens_.as<int32_t>(), tokens,
                                 embedded_gradient_.as<float>(), true);
     announcer.announce(model_.embedding().gradient_range(layout));

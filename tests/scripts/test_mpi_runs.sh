@@ -3,7 +3,7 @@
 # distributed_all_reduce (and its horovod spelling) and distributed_replicated on 2 and 4 ranks
 # train bit for bit what one process with as many devices trains with replicated and
 # parameter_server; one result from rank 0 (or one per rank with {rank}) with every rank's device in
-# its breakdown; ranks that disagree on flags, a rank that fails alone, and a rank that freezes
+# its breakdown; a trace merged from every rank; ranks that disagree on flags, a rank that fails alone, and a rank that freezes
 # (SIGSTOP) end the job with a message and no hang.
 # Usage: test_mpi_runs.sh MPIEXEC DPBENCH
 set -uo pipefail
@@ -91,6 +91,53 @@ if timeout 60 "$mpiexec" -n 2 "$dpbench" "${common[@]}" --variable_update=distri
 else
   fail "per-rank run failed: $(tail -n 2 "$work/per_rank.log")"
 fi
+
+# --trace_file under mpirun: one timeline with every rank (rank 0 merges them, each rank's clock
+# aligned to its own), whose exchanges overlap backward on each rank's communication stream and
+# whose spans lie inside their step.
+check_trace() {  # trace file, ranks
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+trace, ranks = json.load(open(sys.argv[1])), int(sys.argv[2])
+events = trace["traceEvents"]
+names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+assert sorted(names) == list(range(ranks)), names
+for pid, name in names.items():
+    assert name.startswith(f"rank {pid} ("), name
+    threads = {e["args"]["name"]: e["tid"] for e in events
+               if e["ph"] == "M" and e["name"] == "thread_name" and e["pid"] == pid}
+    compute, comm = threads["compute stream"], threads["communication stream"]
+    spans = [e for e in events if e["ph"] == "X" and e["pid"] == pid]
+    steps = {e["args"]["run_step"]: e for e in spans if e["cat"] == "step"}
+    assert steps, f"rank {pid}: no steps"
+    for run_step, step in steps.items():
+        mine = [e for e in spans if e["args"]["run_step"] == run_step and e["tid"] in (compute, comm)]
+        for e in mine:
+            assert step["ts"] - 20 <= e["ts"] and e["ts"] + e["dur"] <= step["ts"] + step["dur"] + 20, (pid, e["name"])
+        backward = next(e for e in mine if e["name"] == "backward")
+        exchanges = sorted((e for e in mine if e["tid"] == comm and e["name"].startswith("exchange ")),
+                           key=lambda e: e["ts"])
+        assert exchanges, f"rank {pid} step {run_step}: no exchange"
+        first = exchanges[0]
+        assert first["ts"] < backward["ts"] + backward["dur"] and backward["ts"] < first["ts"] + first["dur"], \
+            f"rank {pid} step {run_step}: the first exchange does not overlap backward"
+PY
+}
+small_nmt=(--model=nmt --batch_size=4 --src_vocab_size=300 --tgt_vocab_size=300 --embedding_dim=16 --num_units=16
+           --src_max_len=6 --tgt_max_len=5 --bucket_cap_mb=0)
+for strategy in distributed_all_reduce distributed_replicated; do
+  for model in resnet50 nmt; do
+    tag=trace_${strategy}_$model
+    if [ "$model" = nmt ]; then flags=("${small_nmt[@]}"); else flags=(--model=resnet50 --data_name=cifar10 --batch_size=1); fi
+    if timeout 120 "$mpiexec" -n 2 "$dpbench" "${common[@]}" "${flags[@]}" --variable_update="$strategy" \
+        --result_file= --trace_file="$work/$tag.trace.json" > "$work/$tag.log" 2>&1; then
+      check_trace "$work/$tag.trace.json" 2 || fail "$tag: the merged trace is wrong"
+      [ "$(grep -c '^Trace written to' "$work/$tag.log")" = 1 ] || fail "$tag: expected one 'Trace written' line"
+    else
+      fail "$tag: run failed: $(tail -n 3 "$work/$tag.log")"
+    fi
+  done
+done
 
 # Ranks that disagree on a flag: every rank stops with the flag named, nothing written.
 timeout 60 "$mpiexec" -n 1 "$dpbench" "${common[@]}" --variable_update=distributed_all_reduce --seed=1 \
