@@ -276,6 +276,11 @@ std::vector<FlagSpec> run_flag_specs() {
        "rendezvous between ranks or a multi-GPU step makes no progress this long",
        format_number(defaults.collective_timeout), {}},
 
+      {"rendezvous_port", "Measurement", "PORT",
+       "Started by torchrun or srun without MPI: the port rank 0 listens on for the other ranks "
+       "(0: MASTER_PORT; under srun without it, one derived from the job and step ids)",
+       std::to_string(defaults.rendezvous_port), {}},
+
       {"peak_tflops", "Measurement", "TFLOPS",
        "Peak dense TFLOP/s of one device for the math that runs, the denominator of summary.flops.mfu "
        "(0: from dpbench's table of GPUs: H100, H200, GH200, A100)",
@@ -564,6 +569,7 @@ nlohmann::json config_to_json(const RunConfig& config) {
       {"deterministic", config.deterministic},
       {"profile_step", config.profile_step},
       {"collective_timeout", config.collective_timeout},
+      {"rendezvous_port", config.rendezvous_port},
       {"peak_tflops", config.peak_tflops},
       {"result_file", config.result_file},
       {"trace_file", config.trace_file},

@@ -18,6 +18,7 @@
 
 #include "cli/flag_limits.h"
 #include "cli/flag_parsing.h"
+#include "cli/launch_flags.h"
 #include "engine/process_group.h"
 #include "engine/errors.h"
 #include "models/model_registry.h"
@@ -123,11 +124,18 @@ void resolve_devices(const GivenFlags& flags, const DeviceInventory& inventory, 
                  " host devices; use --num_gpus<=" + std::to_string(kMaxReferenceDevices));
     }
     config->gpu_indices.clear();
-    const int first = process_group() != nullptr && num_gpus == 1 ? process_group()->local_rank() : 0;
+    // One process per GPU: a process that sees a single GPU (srun --gpus-per-task=1, or
+    // CUDA_VISIBLE_DEVICES set per process) takes it; one that sees several takes its host-local
+    // rank's.
+    const ProcessGroup* group = process_group();
+    const bool sees_one_gpu = on_cuda && device_limit == 1;
+    const int first = group != nullptr && num_gpus == 1 && !sees_one_gpu ? group->local_rank() : 0;
     if (first >= device_limit)
       throw ConfigError("this host runs more processes than it has " + std::string(on_cuda ? "GPUs" : "devices") +
-                        " (local rank " + std::to_string(first) + ", " + std::to_string(device_limit) +
-                        " devices); start at most that many ranks per host");
+                        ": local rank " + std::to_string(first) + " (from " + group->launcher() + "'s variables), " +
+                        std::to_string(device_limit) + " " + (on_cuda ? "GPUs visible" : "devices") +
+                        "; start at most that many ranks per host, give each process one GPU "
+                        "(CUDA_VISIBLE_DEVICES, srun --gpus-per-task=1), or name it with --gpu_indices");
     for (int index = 0; index < num_gpus; ++index) config->gpu_indices.push_back(first + index);
   }
   config->num_gpus = config->num_devices();
@@ -300,11 +308,8 @@ void resolve_measurement(const GivenFlags& flags, RunConfig* config) {
       parse_int_at_least("display_every", flags.text("display_every"), 1, "must be at least 1");
   config->profile_step = parse_int_at_least("profile_step", flags.text("profile_step"), 0,
                                             "must be at least 0 (0: no profiled step)");
-  const std::string timeout_text = flags.text("collective_timeout");
-  config->collective_timeout = parse_finite_number("collective_timeout", timeout_text, "a number of seconds, e.g. 300");
-  if (!(config->collective_timeout >= 1.0) || config->collective_timeout > kMaxCollectiveTimeoutSeconds)
-    reject("collective_timeout", timeout_text,
-           "accepted: 1 to " + std::to_string(kMaxCollectiveTimeoutSeconds) + " seconds (a day)");
+  config->collective_timeout = parse_collective_timeout(flags.text("collective_timeout"));
+  config->rendezvous_port = parse_rendezvous_port(flags.text("rendezvous_port"));
   const std::string peak_text = flags.text("peak_tflops");
   config->peak_tflops = parse_finite_number("peak_tflops", peak_text, "TFLOP/s, e.g. 989.5");
   if (!(config->peak_tflops >= 0) || config->peak_tflops > kMaxPeakTflops)

@@ -1,7 +1,9 @@
-// The thin dpbench executable: everything lives in dpbench_core (cli/app.cpp). Started by mpirun
-// (and built with MPI), it first joins the job: MPI is initialised, the process group installed
-// for the run to find, and a rank that fails ends the whole job (MPI_Abort) rather than leaving
-// the others waiting in a collective.
+// The thin dpbench executable: everything lives in dpbench_core (cli/app.cpp). Started by a
+// launcher (engine/launch_environment.h), it first joins the job: through MPI where mpirun (or
+// srun with PMI) started it and dpbench was built with MPI, else through a rendezvous at rank 0
+// (torchrun, srun --mpi=none: engine/tcp_process_group.h). The process group is installed for the
+// run to find, and a rank that fails ends the whole job rather than leaving the others waiting in
+// a collective.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -9,34 +11,58 @@
 
 #include "cli/app.h"
 #include "cli/interrupt_signals.h"
+#include "cli/launch_flags.h"
+#include "engine/errors.h"
+#include "engine/launch_environment.h"
+#include "engine/process_group.h"
+#include "engine/tcp_process_group.h"
 
 #ifdef DPBENCH_HAVE_MPI
 #include "engine/mpi/mpi_context.h"
-#include "engine/process_group.h"
 #endif
+
+namespace {
+
+// Joins the job this process belongs to; nullptr when no launcher started it (or it only reads
+// files). Throws with the line to print when it cannot.
+std::unique_ptr<dpbench::ProcessGroup> join_job(const std::vector<std::string>& args) {
+  const bool offline = !args.empty() && (args.front() == "report" || args.front() == "strategies");
+  if (offline) return nullptr;
+  dpbench::LaunchEnvironment launch = dpbench::detect_launch_environment();
+  if (launch.launcher == dpbench::Launcher::none) return nullptr;
+  if (launch.through_mpi) {
+#ifdef DPBENCH_HAVE_MPI
+    return std::make_unique<dpbench::MpiContext>();
+#else
+    throw dpbench::ConfigError("started by " + launch.source +
+                               ", and this dpbench was built without MPI; rebuild it where an MPI library is "
+                               "installed (libopenmpi-dev), or start it with torchrun or srun --mpi=none");
+#endif
+  }
+  const dpbench::LaunchSettings settings = dpbench::launch_settings_from(args);
+  if (settings.rendezvous_port > 0) launch.rendezvous_port = settings.rendezvous_port;
+  return std::make_unique<dpbench::TcpProcessGroup>(launch, settings.timeout_seconds);
+}
+
+}  // namespace
 
 int main(int argc, char* argv[]) {
   const std::vector<std::string> args(argv + 1, argv + argc);
-#ifdef DPBENCH_HAVE_MPI
-  const bool offline = !args.empty() && args.front() == "report";  // reads files only
-  if (dpbench::MpiContext::launched_by_mpi() && !offline) {
-    std::unique_ptr<dpbench::MpiContext> mpi;
-    try {
-      mpi = std::make_unique<dpbench::MpiContext>();
-    } catch (const std::exception& error) {
-      std::fprintf(stderr, "dpbench: error: %s\n", error.what());
-      return 1;
-    }
-    dpbench::set_process_group(mpi.get());
-    const int code = dpbench::dpbench_main(args);
-    // An interrupted run stopped on every rank after the same step (the ranks agreed on it), so
-    // none waits for another: the job ends normally.
-    const bool interrupted = dpbench::interrupt_signal() != 0 &&
-                             code == dpbench::interrupted_exit_code(dpbench::interrupt_signal());
-    if (code != 0 && !interrupted && mpi->size() > 1) mpi->abort(code);
-    dpbench::set_process_group(nullptr);
-    return code;
+  std::unique_ptr<dpbench::ProcessGroup> group;
+  try {
+    group = join_job(args);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "dpbench: error: %s\n", error.what());
+    return 1;
   }
-#endif
-  return dpbench::dpbench_main(args);
+  if (!group) return dpbench::dpbench_main(args);
+  dpbench::set_process_group(group.get());
+  const int code = dpbench::dpbench_main(args);
+  // An interrupted run stopped on every rank after the same step (the ranks agreed on it), so
+  // none waits for another: the job ends normally.
+  const bool interrupted = dpbench::interrupt_signal() != 0 &&
+                           code == dpbench::interrupted_exit_code(dpbench::interrupt_signal());
+  if (code != 0 && !interrupted && group->size() > 1) group->abort(code);
+  dpbench::set_process_group(nullptr);
+  return code;
 }

@@ -388,6 +388,7 @@ Result run_benchmark(const ParsedRunFlags& flags) {
       result.summary.items_per_sec * result.summary.total_time_s);
   if (group != nullptr) result.summary.gpu_telemetry["scope"] = "the GPU of rank " + std::to_string(group->rank());
   if (group != nullptr) describe_every_process(*group, result.environment);
+  if (group != nullptr) result.environment.launcher = group->launcher();
   print(format_summary(result));
   // One result for the job, from rank 0; "{rank}" in the name asks every rank for its own copy.
   std::string path = config.result_file;

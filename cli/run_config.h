@@ -60,6 +60,9 @@ struct RunConfig : ModelSettings, StrategyOptions {
   // before every rank ends with one line naming the rank that stopped answering (PyTorch DDP's
   // timeout is 600 s; a step here takes well under a second to minutes).
   double collective_timeout = 300;
+  // Without MPI (torchrun, srun --mpi=none): the port rank 0 listens on for the others; 0: the
+  // launcher's MASTER_PORT, or under srun one derived from the job and step ids.
+  int rendezvous_port = 0;
   // MFU's denominator, dense TFLOP/s of one device; 0: from the table of GPUs (engine/gpu_peaks.h).
   double peak_tflops = 0;
 

@@ -28,8 +28,12 @@ class ProcessGroup {
   virtual void all_gather_bytes(const void* send, size_t bytes, void* recv) const = 0;
   // Every rank's text, by rank (texts of any length).
   virtual std::vector<std::string> all_gather_text(const std::string& text) const = 0;
-  // ConfigError on every rank when `text` differs between ranks (see MpiContext).
-  virtual void require_same_on_every_rank(const std::string& what, const std::string& text) const = 0;
+  // Collective: throws ConfigError on every rank if `text` (e.g. the resolved flags) is not the
+  // same on all ranks; the message names `what`, the first rank that differs from rank 0 and the
+  // first line where the two differ. Built on the two exchanges above.
+  void require_same_on_every_rank(const std::string& what, const std::string& text) const;
+  // Which launcher started the job ("mpirun", "srun", "torchrun"), for the result's environment.
+  virtual std::string launcher() const = 0;
   // Ends every process of the job: for a rank that failed while others may wait in a collective.
   [[noreturn]] virtual void abort(int exit_code) const = 0;
 
@@ -57,6 +61,9 @@ class ProcessGroup {
     bool speaker = false;  // this rank is the lowest one that answers: it says the line for the job
   };
   virtual StallDiagnosis diagnose_stall() const = 0;
+  // The diagnosis' words for the ranks that did not answer ("rank 2 (host-b), rank 3 (host-b)";
+  // empty: every rank answered).
+  static std::string describe_silent_ranks(const std::string& silent);
 };
 
 // The run's process group, or nullptr for a single-process run.

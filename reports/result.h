@@ -48,6 +48,8 @@ struct EnvironmentRecord {
   std::string hostname;
   std::string date;      // ISO 8601, UTC
   std::string backend;   // "cuda" | "reference"
+  // What started the processes: "none" (one process), "mpirun", "srun" or "torchrun".
+  std::string launcher = "none";
   std::vector<DeviceRecord> devices;
   // Versions actually loaded at run time ("" when not applicable, e.g. no driver).
   std::string cuda_runtime, cuda_driver, driver, cudnn, nccl, cublas;

@@ -153,6 +153,7 @@ EnvironmentRecord environment_from_json(const json& document) {
   environment.hostname = string_member(object, where, "hostname");
   environment.date = string_member(object, where, "date");
   environment.backend = string_member(object, where, "backend");
+  if (object.contains("launcher")) environment.launcher = string_member(object, where, "launcher");
   const json& devices = member(object, where, "devices");
   expect(devices.is_array(), devices, "environment.devices", "an array");
   for (size_t i = 0; i < devices.size(); ++i) {
@@ -252,6 +253,7 @@ nlohmann::json environment_to_json(const EnvironmentRecord& environment) {
   json object = {{"hostname", environment.hostname},
                  {"date", environment.date},
                  {"backend", environment.backend},
+                 {"launcher", environment.launcher},
                  {"devices", std::move(devices)}};
   // The CUDA libraries only where a run used them (none on the reference backend).
   for (const auto& [key, version] : cuda_library_fields(environment))

@@ -35,6 +35,12 @@ Options:
                       for the distributed strategies only (each rank drives the GPU of its
                       host-local rank; with --select=visible the job's CUDA_VISIBLE_DEVICES).
                       Flags for mpirun itself (hosts, -x VAR) go in \$MPIRUN_ARGS (split on spaces)
+  --launcher=srun     the same through Slurm: \$SRUN (default srun) \$SRUN_ARGS -n N dpbench ...
+                      (e.g. SRUN_ARGS='--gpus-per-task=1 --mpi=none': a task that sees one GPU
+                      uses it)
+  --launcher=torchrun the same through torchrun: \$TORCHRUN (default torchrun) \$TORCHRUN_ARGS
+                      --nproc_per_node=N --no-python dpbench ... (e.g. TORCHRUN_ARGS='--nnodes=2
+                      --rdzv-endpoint=HOST:PORT' for several hosts)
   --dry-run           print every command (with its environment) and run nothing; a command
                       whose result is present is printed as "# present, would skip: COMMAND"
   --no-report         do not run \`dpbench report\` at the end
@@ -50,10 +56,10 @@ Strategy tokens: BASE[+FLAG]...
   independent                      --variable_update=independent
   replicated:SPEC                  --variable_update=replicated --all_reduce_spec=SPEC (e.g. xring, nccl#2)
   parameter_server:DEVICE          --variable_update=parameter_server --local_parameter_device=DEVICE
-  distributed_all_reduce           --variable_update=distributed_all_reduce (--launcher=mpirun)
+  distributed_all_reduce           --variable_update=distributed_all_reduce (--launcher=mpirun, srun or torchrun)
                                    The sweep asks dpbench what a BASE stands for, so tokens and dpbench
                                    always agree; the strategies that run one process per GPU need
-                                   --launcher=mpirun, the others refuse it.
+                                   a --launcher, the others refuse one.
   BASE+--flag=value[+--flag2=...]  BASE plus raw dpbench flags for this strategy only, e.g.
                                    'replicated:nccl+--overlap_comm=false' (a value cannot hold + or ;)
   The file-name part of a token: ':' and '#' become '-', each '+--' becomes '+', other characters
@@ -85,7 +91,7 @@ sweep removes the temporary files (NAME.tmp.PID) that a dpbench killed while wri
 when no process PID exists.
 
 Stopping: SIGINT, SIGTERM or SIGHUP ends the progress line with "interrupted" and passes the
-signal on to the running dpbench (its whole process group: mpirun and its local ranks too). On
+signal on to the running dpbench (its whole process group: the launcher and its local ranks too). On
 SIGINT or SIGTERM dpbench stops after its current step and writes what it measured as a result
 marked interrupted (summary.interrupted; reports skip it with a note); a second signal to the
 sweep is passed on and stops it at once, and SIGKILL follows after 30 s. The sweep then says what
@@ -169,12 +175,16 @@ have "$models_arg" || die "--models is missing (e.g. --models=resnet50,nmt; see 
 have "$gpus_arg" || die "--gpus is missing (e.g. --gpus=1,2,4; see --help)"
 have "$strategies_arg" || die "--strategies is missing (e.g. --strategies='independent;replicated:nccl'; see --help)"
 have "$out_arg" || die "--out is missing (e.g. --out=results/; see --help)"
-case $launcher in none | mpirun) ;; *) die "--launcher=$launcher: accepted: none, mpirun" ;; esac
+case $launcher in none | mpirun | srun | torchrun) ;; *) die "--launcher=$launcher: accepted: none, mpirun, srun, torchrun" ;; esac
 [ "$launcher" = none ] || [ "$select" = visible ] ||
-  die "--select=$select with --launcher=mpirun: each rank picks the GPU of its local rank; use --select=visible"
-mpirun_cmd=${MPIRUN:-mpirun}
-mpirun_args=()
-if [ -n "${MPIRUN_ARGS:-}" ]; then read -r -a mpirun_args <<<"$MPIRUN_ARGS"; fi
+  die "--select=$select with --launcher=$launcher: each rank picks the GPU of its local rank; use --select=visible"
+# The launcher's command and its own arguments (split on spaces).
+launcher_cmd=() launcher_args=()
+case $launcher in
+  mpirun) launcher_cmd=("${MPIRUN:-mpirun}") && read -r -a launcher_args <<<"${MPIRUN_ARGS:-}" ;;
+  srun) launcher_cmd=("${SRUN:-srun}") && read -r -a launcher_args <<<"${SRUN_ARGS:-}" ;;
+  torchrun) launcher_cmd=("${TORCHRUN:-torchrun}") && read -r -a launcher_args <<<"${TORCHRUN_ARGS:-}" ;;
+esac
 case $select in visible | indices) ;; *) die "--select=$select: accepted: visible, indices" ;; esac
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || die "--repeats=$repeats: must be a positive integer"
 if [ -n "$rounds" ]; then
@@ -256,11 +266,11 @@ for token in "${raw_tokens[@]}"; do
   base=${token%%+*}
   flags=() layout=""
   base_flags "$base"
-  if [ "$layout" = one_process_per_gpu ] && [ "$launcher" != mpirun ]; then
-    strategy_error "$token" "'$base' runs one process per GPU; add --launcher=mpirun"
+  if [ "$layout" = one_process_per_gpu ] && [ "$launcher" = none ]; then
+    strategy_error "$token" "'$base' runs one process per GPU; add --launcher=mpirun (or srun, torchrun)"
   fi
-  if [ "$layout" = one_process ] && [ "$launcher" = mpirun ]; then
-    strategy_error "$token" "--launcher=mpirun starts one process per GPU, and '$base' runs as one process driving every device"
+  if [ "$layout" = one_process ] && [ "$launcher" != none ]; then
+    strategy_error "$token" "--launcher=$launcher starts one process per GPU, and '$base' runs as one process driving every device"
   fi
   slug=${base//[:#]/-}
   [[ $token == *+ ]] && strategy_error "$token" "a '+' with no flag after it"
@@ -625,12 +635,22 @@ sweep_combination() {
     label+=" r$r"
   fi
   result=$out/$name.json
-  if [ "$launcher" = mpirun ]; then
-    # One GPU per rank: the rank count is the device count. The sweep's own variables are
-    # passed on explicitly (-x): mpirun need not pass its environment to the ranks.
+  if [ "$launcher" != none ]; then
+    # One GPU per rank: the rank count is the device count. mpirun is given the sweep's own
+    # variables explicitly (-x), as it need not pass its environment to the ranks; srun and
+    # torchrun pass theirs.
     args=(--model="$model" "${flags[@]}" "${extra[@]}")
-    launch=("$mpirun_cmd" "${mpirun_args[@]}" -np "$n" "$dpbench")
-    run_launch=("$mpirun_cmd" "${mpirun_args[@]}" -x DPBENCH_END_WITH_PID -x DPBENCH_RUN_TAG -np "$n" "$dpbench")
+    case $launcher in
+      mpirun)
+        launch=("${launcher_cmd[@]}" "${launcher_args[@]}" -np "$n" "$dpbench")
+        run_launch=("${launcher_cmd[@]}" "${launcher_args[@]}" -x DPBENCH_END_WITH_PID -x DPBENCH_RUN_TAG -np "$n" "$dpbench") ;;
+      srun)
+        launch=("${launcher_cmd[@]}" "${launcher_args[@]}" -n "$n" "$dpbench")
+        run_launch=("${launch[@]}") ;;
+      torchrun)
+        launch=("${launcher_cmd[@]}" "${launcher_args[@]}" --nproc_per_node="$n" --no-python "$dpbench")
+        run_launch=("${launch[@]}") ;;
+    esac
   else
     args=(--model="$model" --num_gpus="$n" "${select_flags[@]}" "${flags[@]}" "${extra[@]}")
     launch=("$dpbench")

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "engine/errors.h"
+#include "engine/launch_environment.h"
 
 namespace dpbench {
 namespace {
@@ -32,13 +33,6 @@ int g_rank_for_messages = -1;  // set once MPI is up, so a failing call can say 
     const int dpb_status_ = (call);                                           \
     if (dpb_status_ != MPI_SUCCESS) throw_mpi_error(#call, dpb_status_, __FILE__, __LINE__); \
   } while (0)
-
-// FNV-1a: equal texts give equal digests; a rank compares digests before sending any text.
-uint64_t digest(const std::string& text) {
-  uint64_t hash = 1469598103934665603ull;
-  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
-  return hash;
-}
 
 // Note [naming the rank that stopped answering]
 // A rank that is frozen (SIGSTOP, a stuck driver call, a swapped-out host) leaves every collective
@@ -66,20 +60,9 @@ void back_off(int polls) {
   }
 }
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
 }  // namespace
 
-bool MpiContext::launched_by_mpi() {
-  for (const char* variable : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK"})
-    if (std::getenv(variable) != nullptr) return true;
-  return false;
-}
+bool MpiContext::launched_by_mpi() { return detect_launch_environment().through_mpi; }
 
 MpiContext::MpiContext() {
   int initialized = 0;
@@ -210,11 +193,7 @@ ProcessGroup::StallDiagnosis MpiContext::diagnose_stall() const {
               hostnames_[static_cast<size_t>(r)] + ")";
   }
   diagnosis.speaker = lowest_answering == rank_;
-  diagnosis.message = silent.empty()
-                          ? "every rank still answers, so the wait is inside a rank (a hung GPU or driver call, or "
-                            "ranks in different collectives)"
-                          : silent + " stopped answering (frozen, stopped or cut off); look at " +
-                                (silent.find(',') == std::string::npos ? "that process" : "those processes");
+  diagnosis.message = describe_silent_ranks(silent);
   return diagnosis;
 }
 
@@ -290,31 +269,7 @@ std::vector<double> MpiContext::all_gather(double value) const {
   return values;
 }
 
-void MpiContext::require_same_on_every_rank(const std::string& what, const std::string& text) const {
-  const uint64_t mine[2] = {digest(text), text.size()};
-  std::vector<uint64_t> all(2 * static_cast<size_t>(size_));
-  all_gather_bytes(mine, sizeof mine, all.data());
-  int differing = -1;
-  for (int r = 1; r < size_ && differing < 0; ++r)
-    if (all[2 * r] != all[0] || all[2 * r + 1] != all[1]) differing = r;
-  if (differing < 0) return;
-
-  // Every rank learns both texts, so every rank can say the same thing before it stops.
-  auto text_of = [&](int root) {
-    std::string copy = rank_ == root ? text : std::string(all[2 * root + 1], '\0');
-    if (!copy.empty()) broadcast(copy.data(), copy.size(), root);
-    return copy;
-  };
-  const std::vector<std::string> first = lines_of(text_of(0)), other = lines_of(text_of(differing));
-  size_t line = 0;
-  while (line < first.size() && line < other.size() && first[line] == other[line]) ++line;
-  auto quoted = [](const std::vector<std::string>& lines, size_t i) {
-    return i < lines.size() ? "'" + lines[i] + "'" : std::string("nothing");
-  };
-  throw ConfigError("the ranks disagree on " + what + ": rank " + std::to_string(differing) + " has " +
-                    quoted(other, line) + " where rank 0 has " + quoted(first, line) +
-                    "; start every rank with the same flags (and the same dpbench)");
-}
+std::string MpiContext::launcher() const { return launcher_name(detect_launch_environment().launcher); }
 
 void MpiContext::abort(int exit_code) const {
   MPI_Abort(MPI_COMM_WORLD, exit_code);

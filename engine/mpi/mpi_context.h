@@ -35,6 +35,7 @@ class MpiContext final : public ProcessGroup {
   int size() const override { return size_; }
   int local_rank() const override { return local_rank_; }  // among the ranks on this host: picks the GPU
   int local_size() const { return local_size_; }
+  std::string launcher() const override;  // srun (with PMI/PMIx) or mpirun
   const std::vector<std::string>& hostnames() const override { return hostnames_; }  // by rank
 
   // root's `bytes` bytes at `data` into every rank's `data`.
@@ -43,10 +44,6 @@ class MpiContext final : public ProcessGroup {
   std::vector<std::string> all_gather_text(const std::string& text) const override;
   // Every rank's `value`, by rank.
   std::vector<double> all_gather(double value) const;
-  // Collective: throws ConfigError on every rank if `text` (e.g. the resolved flags) is not the
-  // same on all ranks; the message names `what`, the first rank that differs from rank 0 and the
-  // first line where the two differ.
-  void require_same_on_every_rank(const std::string& what, const std::string& text) const override;
   // Ends the whole job (MPI_Abort): for a rank that failed while others may wait in a collective.
   [[noreturn]] void abort(int exit_code) const override;
 

@@ -222,7 +222,7 @@ EOF
   expect_usage_error "a '+' with no flag after it" "${ok[@]}" --strategies='independent+'
   expect_usage_error "--model is set by the sweep" "${ok[@]}" --strategies='replicated+--model=vgg16'
   expect_usage_error "both write results named 'independent'" "${ok[@]}" --strategies='independent;independent'
-  expect_usage_error "runs one process per GPU; add --launcher=mpirun" "${ok[@]}" --strategies='distributed_all_reduce'
+  expect_usage_error "runs one process per GPU; add --launcher=mpirun (or srun, torchrun)" "${ok[@]}" --strategies='distributed_all_reduce'
   expect_usage_error "--rounds=0: must be a positive integer" "${ok[@]}" --strategies=independent --rounds=0
   expect_usage_error "give one of them (--rounds interleaves the repeats)" "${ok[@]}" --strategies=independent \
     --rounds=2 --repeats=3
@@ -233,7 +233,8 @@ EOF
   expect_usage_error "'0' is not a positive integer" "${ok[@]}" --gpus=1,0 --strategies=independent
   expect_usage_error "and 'independent' runs as one process" "${ok[@]}" --strategies=independent --launcher=mpirun
   expect_usage_error "independent takes no ':VALUE'" "${ok[@]}" --strategies='independent:gpu'
-  expect_usage_error "--launcher=srun: accepted: none, mpirun" "${ok[@]}" --strategies=independent --launcher=srun
+  expect_usage_error "--launcher=pbs: accepted: none, mpirun, srun, torchrun" "${ok[@]}" --strategies=horovod --launcher=pbs
+  expect_usage_error "--launcher=torchrun starts one process per GPU, and 'independent'" "${ok[@]}" --strategies=independent --launcher=torchrun
   expect_usage_error "use --select=visible" "${ok[@]}" --strategies=horovod --launcher=mpirun --select=indices
 
   # mpirun: N ranks, no --num_gpus, the GPUs through CUDA_VISIBLE_DEVICES, MPIRUN_ARGS before -np.
@@ -246,6 +247,19 @@ EOF
     "CUDA_VISIBLE_DEVICES=0,1 /opt/mpi/bin/mpirun -x NCCL_NVLS_ENABLE -np 2 $d --model=nmt --variable_update=horovod --result_file=$o/nmt__horovod__2gpu.json" ]
   check "mpirun command with flags: $(sed -n 2p "$tmp/stdout")" [ "$(sed -n 2p "$tmp/stdout")" = \
     "CUDA_VISIBLE_DEVICES=0,1 /opt/mpi/bin/mpirun -x NCCL_NVLS_ENABLE -np 2 $d --model=nmt --variable_update=distributed_replicated --overlap_comm=false --result_file=$o/nmt__distributed_replicated+overlap_comm=false__2gpu.json" ]
+  # srun and torchrun: N tasks (workers), their own arguments first.
+  rc=0
+  SRUN=/opt/slurm/bin/srun SRUN_ARGS="--gpus-per-task=1 --mpi=none" bash "$sweep" --models=nmt --gpus=2 \
+    --strategies=horovod --launcher=srun --out="$o" --dpbench="$d" --dry-run >"$tmp/stdout" 2>"$tmp/stderr" || rc=$?
+  expect_rc 0 "dry run, --launcher=srun"
+  check "srun command: $(head -n 1 "$tmp/stdout")" [ "$(head -n 1 "$tmp/stdout")" = \
+    "CUDA_VISIBLE_DEVICES=0,1 /opt/slurm/bin/srun --gpus-per-task=1 --mpi=none -n 2 $d --model=nmt --variable_update=horovod --result_file=$o/nmt__horovod__2gpu.json" ]
+  rc=0
+  TORCHRUN_ARGS="--nnodes=1" bash "$sweep" --models=nmt --gpus=2 --strategies=distributed_replicated \
+    --launcher=torchrun --out="$o" --dpbench="$d" --dry-run >"$tmp/stdout" 2>"$tmp/stderr" || rc=$?
+  expect_rc 0 "dry run, --launcher=torchrun"
+  check "torchrun command: $(head -n 1 "$tmp/stdout")" [ "$(head -n 1 "$tmp/stdout")" = \
+    "CUDA_VISIBLE_DEVICES=0,1 torchrun --nnodes=1 --nproc_per_node=2 --no-python $d --model=nmt --variable_update=distributed_replicated --result_file=$o/nmt__distributed_replicated__2gpu.json" ]
   expect_usage_error "--num_gpus after --" "${ok[@]}" --strategies=independent -- --num_gpus=8
   expect_usage_error "unknown option '--model=x'" "${ok[@]}" --strategies=independent --model=x
   expect_usage_error "unexpected argument 'resnet50'" "${ok[@]}" --strategies=independent resnet50

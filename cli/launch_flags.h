@@ -1,0 +1,25 @@
+// The two flags a process needs before it can read the rest: a job started without MPI meets at
+// rank 0 (engine/tcp_process_group.h) before the flags are parsed (their parsing already asks the
+// process group which GPU is this rank's), so --rendezvous_port and --collective_timeout are read
+// from the arguments first, with the words the full parse uses.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dpbench {
+
+struct LaunchSettings {
+  int rendezvous_port = 0;        // 0: the launcher's (MASTER_PORT, or derived under srun)
+  double timeout_seconds = 300;   // --collective_timeout's default
+};
+
+// ConfigError for a malformed value of either flag.
+LaunchSettings launch_settings_from(const std::vector<std::string>& args);
+
+// The validated value of --rendezvous_port (0 to 65535), shared with the full parse.
+int parse_rendezvous_port(const std::string& text);
+// The validated value of --collective_timeout (1 s to a day), shared with the full parse.
+double parse_collective_timeout(const std::string& text);
+
+}  // namespace dpbench

@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# dpbench started the ways clusters start jobs, without MPI, on the reference backend: processes
+# given torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) and srun's
+# (SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_LOCALID, ...) meet at rank 0 and train bit for bit
+# what one process with as many devices trains; the result names the launcher; a merged trace;
+# ranks that disagree on flags, a rank that never arrives, a failing rank, a rank killed mid-run
+# (rank 0 or another) and a frozen one each end the job with one line and no hang. With PyTorch installed,
+# also under the real torchrun (python3 -m torch.distributed.run --no-python).
+# Usage: test_launchers.sh DPBENCH
+set -uo pipefail
+dpbench=${1:?usage: test_launchers.sh DPBENCH}
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+field() {  # result file, python expression over d
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
+# A port nobody listens on, different for every job of this script.
+next_port=$((20000 + RANDOM % 20000))
+port() { next_port=$((next_port + 2)); echo "$next_port"; }
+
+common=(--device=cpu --num_batches=3 --num_warmup_batches=1)
+small_rnnlm=(--model=rnnlm --vocab_size=50 --embedding_dim=8 --num_units=8 --seq_len=6 --batch_size=4)
+
+# start_ranks LAUNCHER RANKS PORT TAG FLAGS...: every rank in the background with the launcher's
+# variables, its output in $work/TAG.R.log; the pids in launched[].
+start_ranks() {
+  local launcher=$1 ranks=$2 port=$3 tag=$4 r
+  shift 4
+  launched=()
+  for ((r = 0; r < ranks; r++)); do
+    if [ "$launcher" = torchrun ]; then
+      RANK=$r WORLD_SIZE=$ranks LOCAL_RANK=$r LOCAL_WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        "$dpbench" "$@" > "$work/$tag.$r.log" 2>&1 &
+    else
+      SLURM_JOB_ID=77 SLURM_STEP_ID=0 SLURM_PROCID=$r SLURM_STEP_NUM_TASKS=$ranks SLURM_NTASKS=$ranks SLURM_LOCALID=$r \
+        SLURM_STEP_NODELIST=localhost MASTER_PORT=$port "$dpbench" "$@" > "$work/$tag.$r.log" 2>&1 &
+    fi
+    launched+=($!)
+    pids+=($!)
+  done
+}
+# wait_ranks SECONDS: waits for launched[]; 0 when every rank exited 0; 124 when one still ran.
+wait_ranks() {
+  local deadline=$((SECONDS + $1)) pid status=0 code
+  for pid in "${launched[@]}"; do
+    while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -9 "$pid" 2>/dev/null
+      status=124
+    fi
+    wait "$pid"
+    code=$?
+    [ "$status" = 0 ] && [ "$code" != 0 ] && status=$code
+  done
+  return "$status"
+}
+
+# Same training as one process with as many devices, under both launchers' variables.
+compare() {  # launcher, ranks, distributed strategy, single-process strategy, model flags...
+  local launcher=$1 ranks=$2 distributed=$3 single=$4
+  shift 4
+  local tag="${launcher}_${distributed}_${ranks}_$1"
+  start_ranks "$launcher" "$ranks" "$(port)" "$tag" "${common[@]}" "$@" --variable_update="$distributed" \
+    --result_file="$work/$tag.json"
+  if ! wait_ranks 120; then
+    fail "$tag: the job failed: $(tail -n 2 "$work/$tag.0.log")"
+    return
+  fi
+  "$dpbench" "${common[@]}" "$@" --num_gpus="$ranks" --variable_update="$single" \
+    --result_file="$work/$tag.one.json" > "$work/$tag.one.log" 2>&1 || { fail "$tag: single process failed"; return; }
+  local a b
+  a=$(field "$work/$tag.json" 'repr(d["summary"]["param_norm"])')
+  b=$(field "$work/$tag.one.json" 'repr(d["summary"]["param_norm"])')
+  [ "$a" = "$b" ] || fail "$tag: param_norm $a ($launcher) != $b ($single, one process)"
+  [ "$(field "$work/$tag.json" 'd["environment"]["launcher"]')" = "$launcher" ] || fail "$tag: environment.launcher"
+  [ "$(field "$work/$tag.json" 'd["summary"]["num_devices"]')" = "$ranks" ] || fail "$tag: num_devices"
+  [ "$(cat "$work/$tag".[0-9]*.log | grep -c '^total ')" = 1 ] || fail "$tag: expected one summary, from rank 0"
+}
+
+for launcher in torchrun srun; do
+  for ranks in 2 4; do
+    compare "$launcher" "$ranks" distributed_all_reduce replicated --model=trivial --batch_size=8
+    compare "$launcher" "$ranks" distributed_replicated parameter_server "${small_rnnlm[@]}"
+  done
+done
+compare torchrun 2 horovod replicated "${small_rnnlm[@]}" --compact_gradient_transfer=bf16 --sparse_embedding_grads
+
+# A trace of a torchrun job: one file, every rank's process.
+start_ranks torchrun 2 "$(port)" trace "${common[@]}" --model=trivial --batch_size=8 \
+  --variable_update=distributed_all_reduce --result_file= --trace_file="$work/trace.json"
+if wait_ranks 60; then
+  [ "$(field "$work/trace.json" 'len({e["pid"] for e in d["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"})')" = 2 ] ||
+    fail "trace: expected a process per rank"
+else
+  fail "trace: the job failed: $(tail -n 2 "$work/trace.0.log")"
+fi
+
+# Ranks that disagree on a flag: every rank stops naming it, nothing written.
+p=$(port)
+RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$p "$dpbench" "${common[@]}" --seed=1 \
+  --variable_update=distributed_all_reduce --result_file="$work/mismatch.json" > "$work/mismatch.0.log" 2>&1 &
+first=$!
+RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$p "$dpbench" "${common[@]}" --seed=2 \
+  --variable_update=distributed_all_reduce --result_file="$work/mismatch.json" > "$work/mismatch.1.log" 2>&1 &
+second=$!
+pids+=("$first" "$second")
+launched=("$first" "$second")
+wait_ranks 60
+code=$?
+{ [ "$code" != 0 ] && [ "$code" != 124 ]; } || fail "flag mismatch: exit $code"
+grep -q "the ranks disagree on the resolved flags.*seed" "$work"/mismatch.*.log || fail "flag mismatch: no line names --seed"
+[ ! -e "$work/mismatch.json" ] || fail "flag mismatch: a result was written"
+
+# A rank that never arrives: the others give up after --collective_timeout with one line.
+start_ranks torchrun 1 "$(port)" alone0 "${common[@]}" --collective_timeout=2 --result_file=
+# (a job of one process: no rendezvous at all; now one of two)
+wait_ranks 30 || fail "a one-process torchrun job failed: $(tail -n 2 "$work/alone0.0.log")"
+p=$(port)
+RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$p timeout 30 "$dpbench" "${common[@]}" \
+  --collective_timeout=2 --result_file= > "$work/missing.log" 2>&1
+code=$?
+{ [ "$code" != 0 ] && [ "$code" != 124 ]; } || fail "a missing rank: rank 0 exit $code"
+grep -q "rank 1 of 2 did not arrive within 2 s" "$work/missing.log" || fail "a missing rank: $(tail -n 1 "$work/missing.log")"
+RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$p timeout 30 "$dpbench" "${common[@]}" \
+  --collective_timeout=2 --result_file= > "$work/no_root.log" 2>&1
+code=$?
+{ [ "$code" != 0 ] && [ "$code" != 124 ]; } || fail "no rank 0: exit $code"
+grep -q "could not reach rank 0 at 127.0.0.1:$p within 2 s" "$work/no_root.log" || fail "no rank 0: $(tail -n 1 "$work/no_root.log")"
+
+# A rank that fails alone (a missing data directory) ends the job; the other does not hang.
+p=$(port)
+RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$p "$dpbench" "${common[@]}" \
+  --variable_update=distributed_all_reduce --result_file="$work/fails.json" > "$work/fails.0.log" 2>&1 &
+first=$!
+RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$p "$dpbench" "${common[@]}" \
+  --variable_update=distributed_all_reduce --data_dir="$work/nowhere" --result_file="$work/fails.json" \
+  > "$work/fails.1.log" 2>&1 &
+second=$!
+pids+=("$first" "$second")
+launched=("$first" "$second")
+wait_ranks 60
+code=$?
+{ [ "$code" != 0 ] && [ "$code" != 124 ]; } || fail "a failing rank: exit $code (124: the job hung)"
+[ ! -e "$work/fails.json" ] || fail "a failing rank: a result was written"
+
+# A rank killed mid-run (SIGKILL: it says nothing): the job ends with one line naming it.
+for victim in 1 0; do
+  start_ranks torchrun 2 "$(port)" "killed$victim" --device=cpu --model=trivial --num_batches=1000000 \
+    --num_warmup_batches=0 --display_every=100000 --variable_update=distributed_all_reduce --result_file=
+  sleep 3
+  kill -9 "${launched[$victim]}"
+  wait_ranks 30
+  code=$?
+  [ "$code" != 124 ] || fail "killed rank $victim: the job still ran 30 s later"
+  lines=$(cat "$work/killed$victim".*.log | grep -c "rank $victim ($(hostname)) ended without finishing")
+  [ "$lines" = 1 ] || fail "killed rank $victim: $lines lines name it, expected one: $(tail -q -n 1 "$work/killed$victim".*.log)"
+done
+
+# A rank that freezes (SIGSTOP): after --collective_timeout rank 0 names it in one line.
+start_ranks torchrun 2 "$(port)" frozen --device=cpu --model=trivial --num_batches=1000000 --num_warmup_batches=0 \
+  --display_every=100000 --variable_update=distributed_all_reduce --collective_timeout=3 --result_file=
+sleep 3
+kill -STOP "${launched[1]}"
+deadline=$((SECONDS + 40))
+while kill -0 "${launched[0]}" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
+kill -0 "${launched[0]}" 2>/dev/null && fail "frozen rank: rank 0 still runs 40 s after rank 1 froze (timeout 3 s)"
+kill -9 "${launched[@]}" 2>/dev/null
+grep -q "rank 1 ($(hostname)) stopped answering" "$work/frozen.0.log" ||
+  fail "frozen rank: no line names rank 1: $(tail -n 2 "$work/frozen.0.log")"
+
+# The real torchrun, where PyTorch is installed.
+if python3 -c "import torch.distributed.run" 2>/dev/null; then
+  if timeout 120 python3 -m torch.distributed.run --nproc_per_node=2 --master_port="$(port)" --no-python \
+      "$dpbench" "${common[@]}" --model=trivial --batch_size=8 --variable_update=distributed_all_reduce \
+      --result_file="$work/real_torchrun.json" > "$work/real_torchrun.log" 2>&1; then
+    [ "$(field "$work/real_torchrun.json" 'd["environment"]["launcher"]')" = torchrun ] || fail "real torchrun: launcher"
+  else
+    fail "real torchrun: $(tail -n 3 "$work/real_torchrun.log")"
+  fi
+else
+  echo "skip: the real torchrun (PyTorch is not installed here)"
+fi
+
+if [ "$failures" -gt 0 ]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "every launcher agrees"
