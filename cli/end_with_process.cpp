@@ -39,7 +39,7 @@ void end_with_process_from_environment() {
       pid > 4194304)
     throw ConfigError(std::string(kEndWithPidVariable) + "=" + printable_prefix(value) +
                       ": not PID or PID@HOST; unset it, or name the process whose end should stop this run");
-  if (host_given && std::string(end + 1) != host_name()) return;
+  if (host_given && std::string(end + 1) != machine_host_name()) return;
   static bool watching = false;  // once per process, though tests may call dpbench_main often
   if (watching) return;
   watching = true;

@@ -199,6 +199,10 @@ std::vector<FlagSpec> run_flag_specs() {
        "With --all_reduce_spec=nccl: reduce-scatter each range, update only this replica's 1/N shard, all-gather "
        "the updated parameters (the optimizer's work split N ways) instead of all-reducing gradients",
        defaults.sharded_update ? "true" : "false", "true"},
+      {"hierarchical_all_reduce", "Synchronisation", "BOOL",
+       "distributed_all_reduce: reduce-scatter inside each host, all-reduce each piece across hosts (one "
+       "communicator per host-local rank), all-gather inside each host (Horovod's hierarchical all-reduce)",
+       defaults.hierarchical_all_reduce ? "true" : "false", "true"},
 
       {"optimizer", "Optimizer", "sgd|momentum|adam", "Optimizer" + per_model(optimizer), {}, {}},
       {"learning_rate", "Optimizer", "X", "Learning rate, > 0" + per_model(rate), {}, {}},

@@ -63,6 +63,7 @@ void parse_exchange_flags(const GivenFlags& flags, RunConfig* config) {
   require_one_of("compact_gradient_transfer", compact, {"none", "fp16", "bf16"}, "transfer type");
   config->compact_gradient_transfer = compact == "none" ? "" : compact;
   config->sharded_update = parse_bool("sharded_update", flags.text("sharded_update"));
+  config->hierarchical_all_reduce = parse_bool("hierarchical_all_reduce", flags.text("hierarchical_all_reduce"));
 }
 
 
@@ -79,10 +80,17 @@ std::string strategies_with(ProcessLayout layout, const std::string& option = ""
   return text;
 }
 
-// An option the run's strategy does not take: say which strategies of the same layout do.
+// An option the run's strategy does not take: say which strategies of the same layout do (or,
+// where none does, of the other: one process per GPU under a launcher).
 [[noreturn]] void refuse_option(const GivenFlags& flags, const SynchronisationOption& option,
                                 const StrategyEntry& entry, const RunConfig& config) {
-  const std::string takers = strategies_with(entry.processes, option.flag);
+  std::string takers = strategies_with(entry.processes, option.flag);
+  if (takers.empty()) {
+    const ProcessLayout other = entry.processes == ProcessLayout::one_process ? ProcessLayout::one_process_per_gpu
+                                                                             : ProcessLayout::one_process;
+    takers = strategies_with(other, option.flag);
+    if (other == ProcessLayout::one_process_per_gpu) takers += " (one process per GPU, under mpirun, srun or torchrun)";
+  }
   if (entry.options.empty())
     reject(option.flag, flags.text(option.flag),
            asked_strategy(config) + " exchanges no gradients; drop --" + option.flag + ", or use --variable_update=" +

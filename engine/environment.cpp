@@ -2,6 +2,8 @@
 // not from the headers dpbench was compiled with.
 #include "engine/environment.h"
 
+#include <cstdlib>
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -56,10 +58,15 @@ LibraryVersions loaded_library_versions() {
   return versions;
 }
 
-std::string host_name() {
+std::string machine_host_name() {
   char buffer[256] = {};
   if (gethostname(buffer, sizeof(buffer) - 1) != 0) return "unknown";
   return buffer;
+}
+
+std::string host_name() {
+  const char* simulated = std::getenv(kHostNameVariable);
+  return simulated != nullptr && *simulated != '\0' ? std::string(simulated) : machine_host_name();
 }
 
 std::string utc_timestamp_iso8601() {

@@ -16,7 +16,12 @@ struct LibraryVersions {
 };
 
 LibraryVersions loaded_library_versions();
+// The host this process counts as: DPBENCH_HOST_NAME when set (two simulated hosts on one
+// machine: the ranks' grouping by host, hierarchical all-reduce, the result), else the machine's.
 std::string host_name();
+inline constexpr const char* kHostNameVariable = "DPBENCH_HOST_NAME";
+// The machine's own name (gethostname), whatever DPBENCH_HOST_NAME says.
+std::string machine_host_name();
 std::string utc_timestamp_iso8601();
 
 }  // namespace dpbench

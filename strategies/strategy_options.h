@@ -30,6 +30,9 @@ struct StrategyOptions {
   // it and the updated parameters are all-gathered (the optimizer's work split N ways) instead of
   // all-reducing the gradients and every replica updating all of them.
   bool sharded_update = false;
+  // distributed_all_reduce: reduce-scatter inside each host, all-reduce across hosts, all-gather
+  // inside each host (strategies/exchange_methods/hierarchical_all_reduce.h).
+  bool hierarchical_all_reduce = false;
 };
 
 }  // namespace dpbench

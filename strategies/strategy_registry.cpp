@@ -69,6 +69,19 @@ void validate_parameter_server(const StrategyRequest& request) {
                       "use a fixed --fp16_loss_scale, or --variable_update=replicated");
 }
 
+// The hierarchy is its own exchange: the other ways a range can travel are refused beside it.
+void validate_hierarchical(const StrategyRequest& request) {
+  const StrategyOptions& options = request.options;
+  if (!options.hierarchical_all_reduce) return;
+  const std::pair<const char*, bool> others[] = {{"compact_gradient_transfer", !options.compact_gradient_transfer.empty()},
+                                                 {"sparse_embedding_grads", options.sparse_embedding_grads},
+                                                 {"sharded_update", options.sharded_update}};
+  for (const auto& [other, given] : others)
+    if (given)
+      throw ConfigError("--hierarchical_all_reduce with " + request.typed(other) +
+                        ": the hierarchy all-reduces fp32 gradients in three phases of its own; drop one of the two flags");
+}
+
 // Across processes every gradient byte moves by NCCL; our own algorithms need one process.
 void validate_distributed_all_reduce(const StrategyRequest& request) {
   const std::string& spec = request.options.all_reduce_spec;
@@ -77,6 +90,7 @@ void validate_distributed_all_reduce(const StrategyRequest& request) {
                       "every gradient byte with NCCL across the processes; use nccl or nccl#k (peer copies "
                       "and host sums need the GPUs in one process: --variable_update=replicated)");
   validate_all_reduce(request);
+  validate_hierarchical(request);
 }
 
 void validate_distributed_replicated(const StrategyRequest& request) {
@@ -110,6 +124,8 @@ std::vector<StrategyEntry> make_registry() {
   };
   const std::vector<std::string> all_reduce_options = with_cutting(
       {"all_reduce_spec", "compact_gradient_transfer", "sparse_embedding_grads", "sharded_update"});
+  std::vector<std::string> distributed_all_reduce_options = all_reduce_options;
+  distributed_all_reduce_options.push_back("hierarchical_all_reduce");
   return {
       {"independent", "every replica updates from its own gradients; nothing is exchanged",
        StrategyFamily::independent, ProcessLayout::one_process, "", {}, "", nothing_to_check,
@@ -119,11 +135,11 @@ std::vector<StrategyEntry> make_registry() {
        validate_parameter_server, parameter_server},
       {"replicated", "every device holds a copy; gradients are all-reduced", StrategyFamily::all_reduce,
        ProcessLayout::one_process, "", all_reduce_options, "all_reduce_spec", validate_all_reduce, replicated},
-      {"distributed_all_reduce", "one process per GPU (mpirun); gradients all-reduced with NCCL",
-       StrategyFamily::all_reduce, ProcessLayout::one_process_per_gpu, "", all_reduce_options, "",
+      {"distributed_all_reduce", "one process per GPU (mpirun, srun, torchrun); gradients all-reduced with NCCL",
+       StrategyFamily::all_reduce, ProcessLayout::one_process_per_gpu, "", distributed_all_reduce_options, "",
        validate_distributed_all_reduce, replicated},
       {"distributed_replicated",
-       "parameter server across processes (mpirun): NCCL reduce to the owner, broadcast back",
+       "parameter server across processes (mpirun, srun, torchrun): NCCL reduce to the owner, broadcast back",
        StrategyFamily::parameter_server, ProcessLayout::one_process_per_gpu, "",
        with_cutting({"local_parameter_device"}), "", validate_distributed_replicated, parameter_server},
       {"horovod", "tf_cnn_benchmarks' spelling of distributed_all_reduce", StrategyFamily::all_reduce,

@@ -110,6 +110,10 @@ std::vector<SynchronisationOption> make_options() {
       {"sharded_update", "shards the update of its replicas", [](const StrategyOptions& c) { return nlohmann::json(c.sharded_update); },
        when_changed("sharded_update",
                     [](const std::string& value) { return value == "true" ? "sharded update" : ""; })},
+      {"hierarchical_all_reduce", "all-reduces inside each host, then across hosts",
+       [](const StrategyOptions& c) { return nlohmann::json(c.hierarchical_all_reduce); },
+       when_changed("hierarchical_all_reduce",
+                    [](const std::string& value) { return value == "true" ? "hierarchical" : ""; })},
   };
 }
 

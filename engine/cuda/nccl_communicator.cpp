@@ -85,7 +85,7 @@ class NcclCommunicator final : public Communicator {
  public:
   explicit NcclCommunicator(const std::vector<CudaDevice*>& devices);
   // One rank of a communicator across processes: this process's GPU is rank group.rank() of
-  // group.size(); rank 0's ncclUniqueId reaches the others through the group (MPI).
+  // group.size(); rank 0's ncclUniqueId reaches the others through the group (MPI, or the rendezvous of a job without it).
   NcclCommunicator(CudaDevice* device, const ProcessGroup& group);
   ~NcclCommunicator() override;
 

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <thread>
 
+#include "engine/environment.h"
 #include "engine/errors.h"
 #include "engine/launch_environment.h"
 
@@ -81,19 +83,22 @@ MpiContext::MpiContext() {
   DPB_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
   g_rank_for_messages = rank_;
 
-  MPI_Comm host = MPI_COMM_NULL;
-  DPB_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host));
-  DPB_MPI_CHECK(MPI_Comm_rank(host, &local_rank_));
-  DPB_MPI_CHECK(MPI_Comm_size(host, &local_size_));
-  DPB_MPI_CHECK(MPI_Comm_free(&host));
-
-  char name[MPI_MAX_PROCESSOR_NAME] = {0};
-  int length = 0;
-  DPB_MPI_CHECK(MPI_Get_processor_name(name, &length));
-  std::vector<char> names(static_cast<size_t>(size_) * MPI_MAX_PROCESSOR_NAME, '\0');
-  DPB_MPI_CHECK(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME,
-                              MPI_CHAR, MPI_COMM_WORLD));
-  for (int r = 0; r < size_; ++r) hostnames_.emplace_back(names.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME);
+  // Every rank's host (DPBENCH_HOST_NAME where two hosts are simulated on one machine); a rank's
+  // host-local rank is its place among the ranks of its host.
+  constexpr int kNameBytes = 256;
+  char name[kNameBytes] = {0};
+  const std::string mine = host_name();
+  std::snprintf(name, sizeof name, "%s", mine.c_str());
+  std::vector<char> names(static_cast<size_t>(size_) * kNameBytes, '\0');
+  DPB_MPI_CHECK(MPI_Allgather(name, kNameBytes, MPI_CHAR, names.data(), kNameBytes, MPI_CHAR, MPI_COMM_WORLD));
+  for (int r = 0; r < size_; ++r) hostnames_.emplace_back(names.data() + static_cast<size_t>(r) * kNameBytes);
+  local_rank_ = 0;
+  local_size_ = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (hostnames_[static_cast<size_t>(r)] != mine) continue;
+    if (r < rank_) ++local_rank_;
+    ++local_size_;
+  }
 
   DPB_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &liveness_comm_));
   DPB_MPI_CHECK(MPI_Comm_set_errhandler(liveness_comm_, MPI_ERRORS_RETURN));

@@ -15,7 +15,7 @@ class ProcessCommunicator final : public Communicator {
   explicit ProcessCommunicator(const ProcessGroup& group) : group_(group) {}
 
   int size() const override { return group_.size(); }
-  std::string description() const override { return "reference, " + std::to_string(size()) + " processes (MPI)"; }
+  std::string description() const override { return "reference, " + std::to_string(size()) + " processes (through the " + group_.launcher() + " job's host exchanges)"; }
   bool capturable() const override { return false; }
 
   void all_reduce(int rank, const void* send, void* recv, size_t count, DataType type, ReduceOp op,

@@ -8,6 +8,7 @@
 #include "engine/errors.h"
 #include "strategies/exchange_methods/compact_transfer.h"
 #include "strategies/exchange_methods/dense_all_reduce.h"
+#include "strategies/exchange_methods/hierarchical_all_reduce.h"
 #include "strategies/exchange_methods/peer_all_reduce.h"
 #include "strategies/exchange_methods/sharded_update.h"
 #include "strategies/exchange_methods/sparse_rows.h"
@@ -24,6 +25,10 @@ bool on_nccl(const AllReduceSpec& spec) { return spec.algorithm == "nccl"; }
 
 const std::vector<MethodEntry>& dense_methods() {
   static const std::vector<MethodEntry> entries = {
+      {[](const AllReduceSpec& spec, const StrategyOptions& options) {
+         return on_nccl(spec) && options.hierarchical_all_reduce;
+       },
+       [](const AllReduceSpec& spec, const StrategyOptions&) { return std::make_unique<HierarchicalAllReduce>(spec); }},
       {[](const AllReduceSpec& spec, const StrategyOptions& options) {
          return on_nccl(spec) && options.sharded_update;
        },

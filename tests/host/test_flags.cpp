@@ -355,6 +355,11 @@ TEST_CASE("flag --sparse_embedding_grads: replicated models with embedding table
   CHECK(error_of({"--variable_update=replicated", "--sparse_embedding_grads"}) ==
         "--sparse_embedding_grads=true: --model=trivial has no embedding tables (only nmt and rnnlm have); drop "
         "--sparse_embedding_grads");
+  CHECK(error_of({"--variable_update=replicated", "--hierarchical_all_reduce"}) ==
+        "--hierarchical_all_reduce=true: only --variable_update=distributed_all_reduce (one process per GPU, under "
+        "mpirun, srun or torchrun) all-reduces inside each host, then across hosts, and this run is "
+        "--variable_update=replicated; drop --hierarchical_all_reduce or use --variable_update=distributed_all_reduce "
+        "(one process per GPU, under mpirun, srun or torchrun)");
   CHECK_THAT(error_of({"--model=resnet50", "--variable_update=replicated", "--sparse_embedding_grads=1"}),
              Contains("--sparse_embedding_grads=1: --model=resnet50 has no embedding tables"));
   CHECK(error_of({"--model=nmt", "--variable_update=parameter_server", "--sparse_embedding_grads"}) ==

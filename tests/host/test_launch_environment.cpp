@@ -154,3 +154,13 @@ TEST_CASE("a launched process takes the one GPU it sees, else its host-local ran
   CHECK_THROWS_WITH(gpus_chosen(2, 3), Catch::Matchers::Contains("local rank 3 (from torchrun's variables), 2 GPUs visible") &&
                                            Catch::Matchers::Contains("CUDA_VISIBLE_DEVICES"));
 }
+
+TEST_CASE("the hierarchical all-reduce refuses the other ways a range can travel", "[launchers]") {
+  for (const std::string other : {"--compact_gradient_transfer=bf16", "--sharded_update"}) {
+    INFO(other);
+    CHECK_THROWS_WITH(gpus_chosen(4, 1, {"--hierarchical_all_reduce", other}),
+                      Catch::Matchers::StartsWith("--hierarchical_all_reduce with " + other.substr(0, other.find('=')) ) &&
+                          Catch::Matchers::Contains("drop one of the two flags"));
+  }
+  CHECK(gpus_chosen(4, 1, {"--hierarchical_all_reduce"}) == std::vector<int>{1});
+}

@@ -2,7 +2,8 @@
 # dpbench started the ways clusters start jobs, without MPI, on the reference backend: processes
 # given torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) and srun's
 # (SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_LOCALID, ...) meet at rank 0 and train bit for bit
-# what one process with as many devices trains; the result names the launcher; a merged trace;
+# what one process with as many devices trains; the result names the launcher; two hosts simulated
+# on one machine (DPBENCH_HOST_NAME), flat and hierarchical all-reduce; a merged trace;
 # ranks that disagree on flags, a rank that never arrives, a failing rank, a rank killed mid-run
 # (rank 0 or another) and a frozen one each end the job with one line and no hang. With PyTorch installed,
 # also under the real torchrun (python3 -m torch.distributed.run --no-python).
@@ -91,6 +92,62 @@ for launcher in torchrun srun; do
   done
 done
 compare torchrun 2 horovod replicated "${small_rnnlm[@]}" --compact_gradient_transfer=bf16 --sparse_embedding_grads
+
+# Two hosts simulated on one machine (DPBENCH_HOST_NAME), 2 ranks each: the flat and the
+# hierarchical all-reduce train the same model as one process with 4 devices (to rounding: the
+# hierarchy sums in another order), and the result names both hosts.
+two_hosts() {  # tag, flags...
+  local tag=$1 p r host
+  shift
+  p=$(port)
+  launched=()
+  for r in 0 1 2 3; do
+    host=hostA
+    ((r >= 2)) && host=hostB
+    DPBENCH_HOST_NAME=$host RANK=$r WORLD_SIZE=4 LOCAL_RANK=$((r % 2)) LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
+      MASTER_PORT=$p "$dpbench" "${common[@]}" "$@" --result_file="$work/$tag.json" > "$work/$tag.$r.log" 2>&1 &
+    launched+=($!)
+    pids+=($!)
+  done
+  wait_ranks 120 || fail "$tag: the job failed: $(tail -n 2 "$work/$tag.0.log")"
+}
+close_to() {  # a, b: equal to 1e-9, relative
+  python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(0 if abs(a - b) <= 1e-9 * abs(b) else 1)' "$1" "$2"
+}
+for model in trivial rnnlm; do
+  if [ "$model" = trivial ]; then flags=(--model=trivial --batch_size=8); else flags=("${small_rnnlm[@]}"); fi
+  two_hosts "flat_$model" "${flags[@]}" --variable_update=distributed_all_reduce
+  two_hosts "hierarchical_$model" "${flags[@]}" --variable_update=distributed_all_reduce --hierarchical_all_reduce
+  "$dpbench" "${common[@]}" "${flags[@]}" --num_gpus=4 --variable_update=replicated \
+    --result_file="$work/one_$model.json" > "$work/one_$model.log" 2>&1 || fail "$model: one process failed"
+  one=$(field "$work/one_$model.json" 'repr(d["summary"]["param_norm"])')
+  for tag in "flat_$model" "hierarchical_$model"; do
+    [ -f "$work/$tag.json" ] || continue
+    got=$(field "$work/$tag.json" 'repr(d["summary"]["param_norm"])')
+    close_to "$got" "$one" || fail "$tag: param_norm $got, one process $one"
+    [ "$(field "$work/$tag.json" 'd["environment"]["hostname"]')" = hostA,hostB ] || fail "$tag: the hosts"
+  done
+  [ -f "$work/hierarchical_$model.json" ] &&
+    { [ "$(field "$work/hierarchical_$model.json" '(d["summary"]["comm"]["hierarchy"]["hosts"], d["summary"]["comm"]["hierarchy"]["ranks_per_host"])')" = "(2, 2)" ] ||
+      fail "hierarchical_$model: summary.comm.hierarchy"; }
+done
+# Hosts of unequal rank counts: refused with one line.
+p=$(port)
+launched=()
+for r in 0 1 2; do
+  host=hostA
+  ((r == 2)) && host=hostB
+  DPBENCH_HOST_NAME=$host RANK=$r WORLD_SIZE=3 LOCAL_RANK=$((r % 2)) MASTER_ADDR=127.0.0.1 MASTER_PORT=$p "$dpbench" \
+    "${common[@]}" --variable_update=distributed_all_reduce --hierarchical_all_reduce --result_file= \
+    > "$work/uneven.$r.log" 2>&1 &
+  launched+=($!)
+  pids+=($!)
+done
+wait_ranks 60
+code=$?
+{ [ "$code" != 0 ] && [ "$code" != 124 ]; } || fail "unequal hosts: exit $code"
+grep -q "needs as many ranks on every host, and hostA runs 2 while hostB runs 1" "$work"/uneven.*.log ||
+  fail "unequal hosts: $(tail -q -n 1 "$work"/uneven.*.log)"
 
 # A trace of a torchrun job: one file, every rank's process.
 start_ranks torchrun 2 "$(port)" trace "${common[@]}" --model=trivial --batch_size=8 \

@@ -3,7 +3,7 @@
 # distributed_all_reduce (and its horovod spelling) and distributed_replicated on 2 and 4 ranks
 # train bit for bit what one process with as many devices trains with replicated and
 # parameter_server; one result from rank 0 (or one per rank with {rank}) with every rank's device in
-# its breakdown; a trace merged from every rank; ranks that disagree on flags, a rank that fails alone, and a rank that freezes
+# its breakdown; hierarchical all-reduce on two simulated hosts; a trace merged from every rank; ranks that disagree on flags, a rank that fails alone, and a rank that freezes
 # (SIGSTOP) end the job with a message and no hang.
 # Usage: test_mpi_runs.sh MPIEXEC DPBENCH
 set -uo pipefail
@@ -56,6 +56,23 @@ for ranks in 2 4; do
   compare "$ranks" horovod replicated "${small_rnnlm[@]}" --compact_gradient_transfer=bf16 --sparse_embedding_grads
   compare "$ranks" distributed_replicated parameter_server "${small_rnnlm[@]}"
 done
+
+# Two hosts simulated on one machine (DPBENCH_HOST_NAME per application context), 2 ranks each:
+# hierarchical all-reduce trains what one process with 4 devices trains, to rounding.
+if timeout 120 "$mpiexec" -n 2 -x DPBENCH_HOST_NAME=hostA "$dpbench" "${common[@]}" "${small_rnnlm[@]}" \
+    --variable_update=distributed_all_reduce --hierarchical_all_reduce --result_file="$work/hier.mpi.json" : \
+    -n 2 -x DPBENCH_HOST_NAME=hostB "$dpbench" "${common[@]}" "${small_rnnlm[@]}" \
+    --variable_update=distributed_all_reduce --hierarchical_all_reduce --result_file="$work/hier.mpi.json" \
+    > "$work/hier.mpi.log" 2>&1 &&
+   "$dpbench" "${common[@]}" "${small_rnnlm[@]}" --num_gpus=4 --variable_update=replicated \
+    --result_file="$work/hier.one.json" > "$work/hier.one.log" 2>&1; then
+  python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(0 if abs(a - b) <= 1e-9 * abs(b) else 1)' \
+    "$(norm "$work/hier.mpi.json")" "$(norm "$work/hier.one.json")" ||
+    fail "hierarchical on two simulated hosts: param_norm $(norm "$work/hier.mpi.json") != $(norm "$work/hier.one.json")"
+  [ "$(field "$work/hier.mpi.json" 'd["environment"]["hostname"]')" = hostA,hostB ] || fail "hierarchical: the hosts"
+else
+  fail "hierarchical on two simulated hosts: $(tail -n 3 "$work/hier.mpi.log")"
+fi
 
 # Real data: every rank reads its shard of each global batch (CIFAR-format files written here).
 python3 - "$work/cifar" <<'PY'
