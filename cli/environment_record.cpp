@@ -10,6 +10,8 @@ EnvironmentRecord describe_environment(BackendKind backend, const std::vector<De
   environment.hostname = host_name();
   environment.date = utc_timestamp_iso8601();
   environment.backend = backend_name(backend);
+  environment.cpu_model = cpu_model_name();
+  environment.variables = variables_with_prefixes({"NCCL_", "CUDA_"});
   for (const DeviceDescription& device : devices)
     environment.devices.push_back(
         {device.index, device.name, device.memory_bytes, device.compute_capability, device.pci_bus_id});

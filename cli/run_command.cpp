@@ -106,6 +106,8 @@ void describe_every_process(const ProcessGroup& group, EnvironmentRecord& enviro
   std::string joined;
   for (const std::string& host : hosts) joined += (joined.empty() ? "" : ",") + host;
   environment.hostname = joined;
+  environment.ranks_per_host.clear();
+  for (const std::string& host : group.hostnames()) ++environment.ranks_per_host[host];
 }
 
 // The resolved flags as every rank must agree on them (each rank's GPU index is its own).

@@ -69,6 +69,31 @@ std::string host_name() {
   return simulated != nullptr && *simulated != '\0' ? std::string(simulated) : machine_host_name();
 }
 
+std::string cpu_model_name() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const size_t start = line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? std::string() : line.substr(start);
+  }
+  return "";
+}
+
+std::map<std::string, std::string> variables_with_prefixes(const std::vector<std::string>& prefixes) {
+  std::map<std::string, std::string> found;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const std::string text(*entry);
+    const size_t equals = text.find('=');
+    if (equals == std::string::npos) continue;
+    const std::string name = text.substr(0, equals);
+    for (const std::string& prefix : prefixes)
+      if (name.rfind(prefix, 0) == 0) found[name] = text.substr(equals + 1);
+  }
+  return found;
+}
+
 std::string utc_timestamp_iso8601() {
   std::time_t now = std::time(nullptr);
   std::tm utc{};

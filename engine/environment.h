@@ -2,7 +2,9 @@
 // (which can differ from the ones dpbench was built against).
 #pragma once
 
+#include <map>
 #include <string>
+#include <vector>
 
 namespace dpbench {
 
@@ -23,5 +25,9 @@ inline constexpr const char* kHostNameVariable = "DPBENCH_HOST_NAME";
 // The machine's own name (gethostname), whatever DPBENCH_HOST_NAME says.
 std::string machine_host_name();
 std::string utc_timestamp_iso8601();
+// /proc/cpuinfo's first "model name" ("" where there is none).
+std::string cpu_model_name();
+// The environment variables whose names start with one of `prefixes`, name -> value.
+std::map<std::string, std::string> variables_with_prefixes(const std::vector<std::string>& prefixes);
 
 }  // namespace dpbench

@@ -17,6 +17,17 @@ using NvmlDevice = struct NvmlDeviceOpaque*;
 constexpr NvmlReturn kNvmlSuccess = 0;
 constexpr int kNvmlClockSm = 1;           // NVML_CLOCK_SM
 constexpr int kNvmlTemperatureGpu = 0;    // NVML_TEMPERATURE_GPU
+constexpr int kNvmlP2pNvlink = 2;         // NVML_P2P_CAPS_INDEX_NVLINK
+constexpr int kNvmlP2pStatusOk = 0;       // NVML_P2P_STATUS_OK
+constexpr unsigned kNvmlMaxLinks = 18;    // NVML_NVLINK_MAX_LINKS
+struct NvmlMemory {                       // nvmlMemory_t
+  unsigned long long total, free, used;
+};
+struct NvmlPciInfo {                      // nvmlPciInfo_t (v2/v3)
+  char bus_id_legacy[16];
+  unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
+  char bus_id[32];
+};
 
 }  // namespace
 
@@ -33,6 +44,13 @@ struct GpuTelemetry::Nvml {
   NvmlReturn (*energy)(NvmlDevice, unsigned long long*) = nullptr;  // mJ
   NvmlReturn (*reasons)(NvmlDevice, unsigned long long*) = nullptr;
   NvmlReturn (*temperature)(NvmlDevice, int, unsigned*) = nullptr;
+  // Optional: memory in use, and the links between the host's GPUs.
+  NvmlReturn (*memory)(NvmlDevice, NvmlMemory*) = nullptr;
+  NvmlReturn (*count)(unsigned*) = nullptr;
+  NvmlReturn (*handle_by_index)(unsigned, NvmlDevice*) = nullptr;
+  NvmlReturn (*pci_info)(NvmlDevice, NvmlPciInfo*) = nullptr;
+  NvmlReturn (*p2p_status)(NvmlDevice, NvmlDevice, int, int*) = nullptr;
+  NvmlReturn (*nvlink_state)(NvmlDevice, unsigned, unsigned*) = nullptr;
   std::vector<NvmlDevice> handles;
   bool initialised = false;
 
@@ -49,6 +67,38 @@ struct GpuTelemetry::Nvml {
     return function != nullptr;
   }
 };
+
+namespace {
+
+// Its active NVLinks, and every GPU of the host NVML reports NVLink peer access to (through
+// NVSwitches too, where the links themselves end at a switch).
+template <typename NvmlTable>
+void describe_links(const NvmlTable& nvml, NvmlDevice handle, TelemetryDevice& device) {
+  if (nvml.nvlink_state) {
+    int active = 0;
+    bool answered = false;
+    for (unsigned link = 0; link < kNvmlMaxLinks; ++link) {
+      unsigned state = 0;
+      if (nvml.nvlink_state(handle, link, &state) != kNvmlSuccess) continue;
+      answered = true;
+      active += state != 0;
+    }
+    if (answered) device.nvlinks_active = active;
+  }
+  unsigned count = 0;
+  if (!nvml.count || !nvml.handle_by_index || !nvml.pci_info || !nvml.p2p_status || nvml.count(&count) != kNvmlSuccess)
+    return;
+  for (unsigned index = 0; index < count; ++index) {
+    NvmlDevice other = nullptr;
+    NvmlPciInfo pci{};
+    int status = -1;
+    if (nvml.handle_by_index(index, &other) != kNvmlSuccess || other == handle) continue;
+    if (nvml.p2p_status(handle, other, kNvmlP2pNvlink, &status) != kNvmlSuccess || status != kNvmlP2pStatusOk) continue;
+    if (nvml.pci_info(other, &pci) == kNvmlSuccess) device.nvlink_peers.emplace_back(pci.bus_id);
+  }
+}
+
+}  // namespace
 
 GpuTelemetry::GpuTelemetry(const std::vector<std::string>& pci_bus_ids, std::chrono::milliseconds period)
     : period_(period) {
@@ -78,6 +128,12 @@ GpuTelemetry::GpuTelemetry(const std::vector<std::string>& pci_bus_ids, std::chr
     return;
   }
   nvml->bind(nvml->energy, "nvmlDeviceGetTotalEnergyConsumption");  // optional: older GPUs lack it
+  nvml->bind(nvml->memory, "nvmlDeviceGetMemoryInfo");
+  nvml->bind(nvml->count, "nvmlDeviceGetCount_v2");
+  nvml->bind(nvml->handle_by_index, "nvmlDeviceGetHandleByIndex_v2");
+  if (!nvml->bind(nvml->pci_info, "nvmlDeviceGetPciInfo_v3")) nvml->bind(nvml->pci_info, "nvmlDeviceGetPciInfo_v2");
+  nvml->bind(nvml->p2p_status, "nvmlDeviceGetP2PStatus");
+  nvml->bind(nvml->nvlink_state, "nvmlDeviceGetNvLinkState");
   const NvmlReturn started = nvml->init();
   if (started != kNvmlSuccess) {
     reason_ = "nvmlInit failed: " + nvml->describe(started);
@@ -96,6 +152,7 @@ GpuTelemetry::GpuTelemetry(const std::vector<std::string>& pci_bus_ids, std::chr
     unsigned value = 0;
     if (nvml->max_clock(handle, kNvmlClockSm, &value) == kNvmlSuccess) device.max_sm_clock_mhz = value;
     if (nvml->power_limit(handle, &value) == kNvmlSuccess) device.power_limit_w = value / 1000.0;
+    describe_links(*nvml, handle, device);
     nvml->handles.push_back(handle);
     devices_.push_back(device);
   }
@@ -126,6 +183,8 @@ void GpuTelemetry::sample_loop() {
       if (nvml_->reasons(handle, &bits) == kNvmlSuccess) sample.clock_limit_reasons = bits;
       unsigned long long millijoules = 0;
       if (nvml_->energy && nvml_->energy(handle, &millijoules) == kNvmlSuccess) sample.energy_j = millijoules / 1000.0;
+      NvmlMemory memory{};
+      if (nvml_->memory && nvml_->memory(handle, &memory) == kNvmlSuccess) sample.memory_used_bytes = memory.used;
       taken.push_back(sample);
     }
     {
@@ -165,7 +224,9 @@ nlohmann::json summarize_telemetry(const std::vector<TelemetryDevice>& devices,
     json entry = {{"pci_bus_id", devices[d].pci_bus_id},
                   {"samples", count},
                   {"max_sm_clock_mhz", devices[d].max_sm_clock_mhz},
-                  {"power_limit_w", devices[d].power_limit_w}};
+                  {"power_limit_w", devices[d].power_limit_w},
+                  {"nvlink_peers", devices[d].nvlink_peers}};
+    if (devices[d].nvlinks_active >= 0) entry["nvlinks_active"] = devices[d].nvlinks_active;
     if (count == 0) {
       energy_everywhere = false;
       per_device.push_back(entry);
@@ -189,6 +250,9 @@ nlohmann::json summarize_telemetry(const std::vector<TelemetryDevice>& devices,
     entry["sm_clock_mhz"] = {{"mean", clock_sum / n}, {"min", clock_min}, {"max", clock_max}};
     entry["power_w"] = {{"mean", power_sum / n}, {"max", power_max}};
     entry["temperature_c_max"] = hottest;
+    double memory_max = -1;
+    for (const TelemetrySample* sample : mine) memory_max = std::max(memory_max, sample->memory_used_bytes);
+    if (memory_max >= 0) entry["memory_used_max_mib"] = memory_max / (1024.0 * 1024.0);
     entry["power_capped_share"] = power_capped / n;
     entry["thermal_limited_share"] = thermal / n;
     entry["hardware_slowdown_share"] = hardware / n;

@@ -33,6 +33,7 @@ struct TelemetrySample {
   double temperature_c = 0;
   uint64_t clock_limit_reasons = 0;
   double energy_j = -1;          // the GPU's energy counter since driver load; < 0: not supported
+  double memory_used_bytes = -1;  // the GPU's memory in use, every process's; < 0: not known
 };
 
 // What does not change during a run, per GPU.
@@ -40,12 +41,16 @@ struct TelemetryDevice {
   std::string pci_bus_id;
   double max_sm_clock_mhz = 0;
   double power_limit_w = 0;
+  // Its NVLinks: how many are up (-1: not known) and the host's GPUs it reaches over NVLink
+  // (directly or through NVSwitches), by PCI bus id.
+  int nvlinks_active = -1;
+  std::vector<std::string> nvlink_peers;
 };
 
 // The measured window's telemetry as the result's summary.gpu_telemetry (README, "Result JSON"):
 // per GPU the SM clock (mean, min, max), power (mean, max, limit), hottest temperature, the share
-// of samples whose clocks the power cap, thermal limits or a hardware slowdown held back, and the
-// energy used; in all, joules per step and items per joule. Samples outside [from, to] are
+// of samples whose clocks the power cap, thermal limits or a hardware slowdown held back, the most
+// memory in use, its NVLinks and NVLink peers, and the energy used; in all, joules per step and items per joule. Samples outside [from, to] are
 // ignored; energy comes from the counter's rate between the window's first and last sample.
 nlohmann::json summarize_telemetry(const std::vector<TelemetryDevice>& devices,
                                    const std::vector<TelemetrySample>& samples, TelemetryClock::time_point from,

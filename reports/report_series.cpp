@@ -125,7 +125,8 @@ bool is_expected_to_vary(const std::string& flag, Scaling scaling) {
   static const std::set<std::string> always = {"num_gpus",     "gpu_indices", "result_file",
                                                "display_every", "num_batches", "num_warmup_batches",
                                                "profile_step", "device",      "seed",
-                                               "use_fp16",     "independent_replica"};
+                                               "use_fp16",     "independent_replica", "trace_file",
+                                               "trace_steps",  "rendezvous_port"};
   return always.count(flag) > 0 || (scaling == Scaling::strong && flag == "batch_size");
 }
 
@@ -151,6 +152,45 @@ std::vector<std::string> config_difference_notes(const Series& series) {
     notes.push_back("The runs differ in " + flag + " (" + join({seen.begin(), seen.end()}, ", ") +
                     "): the rows are not like for like.");
   }
+  return notes;
+}
+
+// Notes where the series' runs ran on different topologies: over different numbers of hosts (a
+// 4-GPU run on two hosts beside 1- and 2-GPU runs on one), or with different NCCL_* / CUDA_*
+// environment variables. The GPU count differs by design; how the GPUs are spread does not.
+std::vector<std::string> topology_difference_notes(const Series& series) {
+  std::map<int, std::set<int64_t>> gpu_counts_by_hosts;
+  std::map<std::string, std::set<std::string>> variables;
+  std::set<std::string> names;
+  for (const SeriesRow& row : series.rows)
+    for (const LoadedResult& run : row.runs)
+      for (const auto& [name, value] : run.result.environment.variables) names.insert(name);
+  for (const SeriesRow& row : series.rows) {
+    for (const LoadedResult& run : row.runs) {
+      const EnvironmentRecord& environment = run.result.environment;
+      const int hosts = environment.ranks_per_host.empty() ? 1 : static_cast<int>(environment.ranks_per_host.size());
+      gpu_counts_by_hosts[hosts].insert(run.result.summary.num_devices);
+      for (const std::string& name : names) {
+        const auto found = environment.variables.find(name);
+        variables[name].insert(found == environment.variables.end() ? "(unset)" : found->second);
+      }
+    }
+  }
+  std::vector<std::string> notes;
+  if (gpu_counts_by_hosts.size() > 1) {
+    std::vector<std::string> parts;
+    for (const auto& [hosts, counts] : gpu_counts_by_hosts) {
+      std::vector<std::string> gpus;
+      for (int64_t count : counts) gpus.push_back(std::to_string(count));
+      parts.push_back(std::to_string(hosts) + (hosts == 1 ? " host (" : " hosts (") + join(gpus, ", ") + " GPUs)");
+    }
+    notes.push_back("The runs span different numbers of hosts: " + join(parts, "; ") +
+                    ": the traffic between hosts is part of the difference.");
+  }
+  for (const auto& [name, seen] : variables)
+    if (seen.size() > 1)
+      notes.push_back("The runs differ in " + name + " (" + join({seen.begin(), seen.end()}, ", ") +
+                      "): the rows are not like for like.");
   return notes;
 }
 
@@ -230,6 +270,7 @@ Series make_series(const SeriesKey& key, std::vector<LoadedResult> runs) {
   for (const SeriesRow& row : series.rows)
     if (row.runs.size() > 1) series.notes.push_back(repeated_runs_note(row, key.unit));
   for (std::string& note : config_difference_notes(series)) series.notes.push_back(std::move(note));
+  for (std::string& note : topology_difference_notes(series)) series.notes.push_back(std::move(note));
   return series;
 }
 

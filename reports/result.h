@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,6 +51,10 @@ struct EnvironmentRecord {
   std::string backend;   // "cuda" | "reference"
   // What started the processes: "none" (one process), "mpirun", "srun" or "torchrun".
   std::string launcher = "none";
+  std::map<std::string, int> ranks_per_host;  // multi-process runs: host -> its ranks
+  std::string cpu_model;                      // /proc/cpuinfo's "model name"; "" where unknown
+  // The NCCL_* and CUDA_* environment variables that were set (rank 0's), name -> value.
+  std::map<std::string, std::string> variables;
   std::vector<DeviceRecord> devices;
   // Versions actually loaded at run time ("" when not applicable, e.g. no driver).
   std::string cuda_runtime, cuda_driver, driver, cudnn, nccl, cublas;

@@ -154,6 +154,21 @@ EnvironmentRecord environment_from_json(const json& document) {
   environment.date = string_member(object, where, "date");
   environment.backend = string_member(object, where, "backend");
   if (object.contains("launcher")) environment.launcher = string_member(object, where, "launcher");
+  if (object.contains("cpu_model")) environment.cpu_model = string_member(object, where, "cpu_model");
+  for (const char* key : {"ranks_per_host", "variables"}) {
+    if (!object.contains(key)) continue;
+    const json& map = object[key];
+    expect(map.is_object(), map, join(where, key), "an object");
+    for (const auto& [name, value] : map.items()) {
+      if (std::string(key) == "ranks_per_host") {
+        expect(value.is_number_integer(), value, join(where, key) + "." + name, "an integer");
+        environment.ranks_per_host[name] = value.get<int>();
+      } else {
+        expect(value.is_string(), value, join(where, key) + "." + name, "a string");
+        environment.variables[name] = value.get<std::string>();
+      }
+    }
+  }
   const json& devices = member(object, where, "devices");
   expect(devices.is_array(), devices, "environment.devices", "an array");
   for (size_t i = 0; i < devices.size(); ++i) {
@@ -254,7 +269,10 @@ nlohmann::json environment_to_json(const EnvironmentRecord& environment) {
                  {"date", environment.date},
                  {"backend", environment.backend},
                  {"launcher", environment.launcher},
+                 {"cpu_model", environment.cpu_model},
+                 {"variables", environment.variables},
                  {"devices", std::move(devices)}};
+  if (!environment.ranks_per_host.empty()) object["ranks_per_host"] = environment.ranks_per_host;
   // The CUDA libraries only where a run used them (none on the reference backend).
   for (const auto& [key, version] : cuda_library_fields(environment))
     if (!version->empty()) object[key] = *version;
