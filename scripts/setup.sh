@@ -2,10 +2,18 @@
 # Installs dpbench's build dependencies from Debian's packages, idempotently: packages already
 # present are not touched and apt-get runs only when something is missing.
 # The CUDA toolkit (nvcc, cuBLAS) with cuDNN and NCCL must already be installed (/usr/local/cuda).
+# --slurm also installs Slurm and munge for the test that starts a one-node cluster
+# (tests/scripts/test_slurm.sh); CI asks for it, a workstation need not (the packages bring
+# services a machine that is no cluster does not want).
 set -euo pipefail
 
 packages=(cmake g++ make libcxxopts-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
           libopenmpi-dev openmpi-bin)
+case ${1:-} in
+  --slurm) packages+=(slurm-wlm munge) ;;
+  "") ;;
+  *) echo "setup: error: unknown option '$1'; accepted: --slurm" >&2; exit 2 ;;
+esac
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
