@@ -195,6 +195,31 @@ rank_pid() {  # the dpbench process of rank $2 below pid $1
     fi
   done
 }
+# A rank killed mid-run (SIGKILL): mpirun ends the job, naming the rank; nobody hangs.
+"$mpiexec" -n 2 "$dpbench" --device=cpu --model=trivial --num_batches=1000000 --num_warmup_batches=0 \
+  --display_every=1000 --variable_update=distributed_all_reduce --result_file= > "$work/killed.log" 2>&1 &
+job=$!
+victim=""
+for _ in $(seq 100); do
+  victim=$(rank_pid "$job" 1)
+  [ -n "$victim" ] && break
+  sleep 0.1
+done
+if [ -z "$victim" ]; then
+  fail "killed rank: rank 1's process was not found"
+  kill -9 "$job" 2>/dev/null
+else
+  sleep 2
+  kill -9 "$victim"
+  for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$job" 2>/dev/null; then
+    fail "killed rank: the job still runs 30 s after rank 1 was killed"
+    kill -9 "$job" 2>/dev/null
+  fi
+  if wait "$job"; then fail "killed rank: exit 0"; fi
+  grep -qiE "rank 1|process 1" "$work/killed.log" || fail "killed rank: nothing names rank 1: $(tail -n 3 "$work/killed.log")"
+fi
+
 "$mpiexec" -n 2 "$dpbench" --device=cpu --model=trivial --num_batches=1000000 --num_warmup_batches=0 \
   --display_every=1000 --variable_update=distributed_all_reduce --collective_timeout=3 \
   --result_file="$work/frozen.json" > "$work/frozen.log" 2>&1 &
