@@ -177,8 +177,7 @@ code=$?
 grep -q "rank 1 of 2" "$work/alone.log" || fail "one failing rank: the message does not name the rank"
 [ ! -e "$work/alone.json" ] || fail "one failing rank: a result was written"
 
-# A rank that freezes (SIGSTOP) mid-run: after --collective_timeout the job ends with one line
-# naming the frozen rank and its host, and no result.
+# Ranks that end or freeze mid-run: finding the process of a rank.
 descendants() {  # every process below pid $1
   local child
   for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do
@@ -195,16 +194,20 @@ rank_pid() {  # the dpbench process of rank $2 below pid $1
     fi
   done
 }
+wait_for_rank_pid() {  # job, rank: its pid once it runs (10 s at most); empty if never
+  local pid=""
+  for _ in $(seq 100); do
+    pid=$(rank_pid "$1" "$2")
+    [ -n "$pid" ] && break
+    sleep 0.1
+  done
+  echo "$pid"
+}
 # A rank killed mid-run (SIGKILL): mpirun ends the job, naming the rank; nobody hangs.
 "$mpiexec" -n 2 "$dpbench" --device=cpu --model=trivial --num_batches=1000000 --num_warmup_batches=0 \
   --display_every=1000 --variable_update=distributed_all_reduce --result_file= > "$work/killed.log" 2>&1 &
 job=$!
-victim=""
-for _ in $(seq 100); do
-  victim=$(rank_pid "$job" 1)
-  [ -n "$victim" ] && break
-  sleep 0.1
-done
+victim=$(wait_for_rank_pid "$job" 1)
 if [ -z "$victim" ]; then
   fail "killed rank: rank 1's process was not found"
   kill -9 "$job" 2>/dev/null
@@ -220,16 +223,13 @@ else
   grep -qiE "rank 1|process 1" "$work/killed.log" || fail "killed rank: nothing names rank 1: $(tail -n 3 "$work/killed.log")"
 fi
 
+# A rank that freezes (SIGSTOP) mid-run: after --collective_timeout the job ends with one line
+# naming the frozen rank and its host, and no result.
 "$mpiexec" -n 2 "$dpbench" --device=cpu --model=trivial --num_batches=1000000 --num_warmup_batches=0 \
   --display_every=1000 --variable_update=distributed_all_reduce --collective_timeout=3 \
   --result_file="$work/frozen.json" > "$work/frozen.log" 2>&1 &
 job=$!
-frozen=""
-for _ in $(seq 100); do
-  frozen=$(rank_pid "$job" 1)
-  [ -n "$frozen" ] && break
-  sleep 0.1
-done
+frozen=$(wait_for_rank_pid "$job" 1)
 if [ -z "$frozen" ]; then
   fail "frozen rank: rank 1's process was not found"
   kill -9 "$job" 2>/dev/null
