@@ -105,7 +105,9 @@ void DeviceFeed::enqueue(int64_t step) {
     // The staging slot is free once the compute stream has moved its previous batch out.
     if (step >= settings_.depth) device_.wait(StreamKind::copy, *consumed_[k]);
     {
-      TracedSpan copy(device_, StreamKind::copy, "batch copy to the device", "data", {{"bytes", slot_bytes_}});
+      // The args only for a traced step: no allocation on the others.
+      TracedSpan copy(device_, StreamKind::copy, "batch copy to the device", "data",
+                      trace.recording() ? nlohmann::json{{"bytes", slot_bytes_}} : nlohmann::json());
       device_.ops(StreamKind::copy).copy(device_slots_[k].data(), host_slots_[k].data(), slot_bytes_);
     }
     copied_[k]->record(StreamKind::copy);
