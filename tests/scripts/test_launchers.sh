@@ -17,11 +17,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-field() {  # result file, python expression over d
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
-}
+# shellcheck source=tests/scripts/result_checks.sh
+source "$(dirname "$0")/result_checks.sh"
 # A port nobody listens on, different for every job of this script.
 next_port=$((20000 + RANDOM % 20000))
 port() { next_port=$((next_port + 2)); echo "$next_port"; }
@@ -77,8 +74,8 @@ compare() {  # launcher, ranks, distributed strategy, single-process strategy, m
   "$dpbench" "${common[@]}" "$@" --num_gpus="$ranks" --variable_update="$single" \
     --result_file="$work/$tag.one.json" > "$work/$tag.one.log" 2>&1 || { fail "$tag: single process failed"; return; }
   local a b
-  a=$(field "$work/$tag.json" 'repr(d["summary"]["param_norm"])')
-  b=$(field "$work/$tag.one.json" 'repr(d["summary"]["param_norm"])')
+  a=$(norm "$work/$tag.json")
+  b=$(norm "$work/$tag.one.json")
   [ "$a" = "$b" ] || fail "$tag: param_norm $a ($launcher) != $b ($single, one process)"
   [ "$(field "$work/$tag.json" 'd["environment"]["launcher"]')" = "$launcher" ] || fail "$tag: environment.launcher"
   [ "$(field "$work/$tag.json" 'd["summary"]["num_devices"]')" = "$ranks" ] || fail "$tag: num_devices"
@@ -111,19 +108,16 @@ two_hosts() {  # tag, flags...
   done
   wait_ranks 120 || fail "$tag: the job failed: $(tail -n 2 "$work/$tag.0.log")"
 }
-close_to() {  # a, b: equal to 1e-9, relative
-  python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(0 if abs(a - b) <= 1e-9 * abs(b) else 1)' "$1" "$2"
-}
 for model in trivial rnnlm; do
   if [ "$model" = trivial ]; then flags=(--model=trivial --batch_size=8); else flags=("${small_rnnlm[@]}"); fi
   two_hosts "flat_$model" "${flags[@]}" --variable_update=distributed_all_reduce
   two_hosts "hierarchical_$model" "${flags[@]}" --variable_update=distributed_all_reduce --hierarchical_all_reduce
   "$dpbench" "${common[@]}" "${flags[@]}" --num_gpus=4 --variable_update=replicated \
     --result_file="$work/one_$model.json" > "$work/one_$model.log" 2>&1 || fail "$model: one process failed"
-  one=$(field "$work/one_$model.json" 'repr(d["summary"]["param_norm"])')
+  one=$(norm "$work/one_$model.json")
   for tag in "flat_$model" "hierarchical_$model"; do
     [ -f "$work/$tag.json" ] || continue
-    got=$(field "$work/$tag.json" 'repr(d["summary"]["param_norm"])')
+    got=$(norm "$work/$tag.json")
     close_to "$got" "$one" || fail "$tag: param_norm $got, one process $one"
     [ "$(field "$work/$tag.json" 'd["environment"]["hostname"]')" = hostA,hostB ] || fail "$tag: the hosts"
   done
@@ -245,8 +239,4 @@ else
   echo "skip: the real torchrun (PyTorch is not installed here)"
 fi
 
-if [ "$failures" -gt 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "every launcher agrees"
+finish "every launcher agrees"

@@ -12,15 +12,9 @@ dpbench=${2:?dpbench binary}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+# shellcheck source=tests/scripts/result_checks.sh
+source "$(dirname "$0")/result_checks.sh"
 
-norm() {  # result file -> param_norm (full precision)
-  python3 -c 'import json,sys; print(repr(json.load(open(sys.argv[1]))["summary"]["param_norm"]))' "$1"
-}
-field() {  # result file, python expression over d
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
-}
 
 small_rnnlm=(--model=rnnlm --vocab_size=50 --embedding_dim=8 --num_units=8 --seq_len=6 --batch_size=4)
 common=(--device=cpu --num_batches=3 --num_warmup_batches=1)
@@ -66,8 +60,7 @@ if timeout 120 "$mpiexec" -n 2 -x DPBENCH_HOST_NAME=hostA "$dpbench" "${common[@
     > "$work/hier.mpi.log" 2>&1 &&
    "$dpbench" "${common[@]}" "${small_rnnlm[@]}" --num_gpus=4 --variable_update=replicated \
     --result_file="$work/hier.one.json" > "$work/hier.one.log" 2>&1; then
-  python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(0 if abs(a - b) <= 1e-9 * abs(b) else 1)' \
-    "$(norm "$work/hier.mpi.json")" "$(norm "$work/hier.one.json")" ||
+  close_to "$(norm "$work/hier.mpi.json")" "$(norm "$work/hier.one.json")" ||
     fail "hierarchical on two simulated hosts: param_norm $(norm "$work/hier.mpi.json") != $(norm "$work/hier.one.json")"
   [ "$(field "$work/hier.mpi.json" 'd["environment"]["hostname"]')" = hostA,hostB ] || fail "hierarchical: the hosts"
 else
@@ -256,8 +249,4 @@ else
   [ ! -e "$work/frozen.json" ] || fail "frozen rank: a result was written"
 fi
 
-if [ "$failures" -gt 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "all MPI runs agree"
+finish "all MPI runs agree"

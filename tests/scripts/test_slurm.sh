@@ -22,11 +22,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-field() {  # result file, python expression over d
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
-}
+# shellcheck source=tests/scripts/result_checks.sh
+source "$(dirname "$0")/result_checks.sh"
 
 # munge: a key of our own and a socket in the work folder (its daemon refuses to run as root
 # without --force).
@@ -95,8 +92,8 @@ compare() {  # tasks, srun's --mpi, distributed strategy, single-process strateg
   "$dpbench" "${common[@]}" "$@" --num_gpus="$tasks" --variable_update="$single" --result_file="$work/$tag.one.json" \
     >/dev/null 2>&1 || { fail "$tag: one process failed"; return; }
   local a b
-  a=$(field "$work/$tag.json" 'repr(d["summary"]["param_norm"])')
-  b=$(field "$work/$tag.one.json" 'repr(d["summary"]["param_norm"])')
+  a=$(norm "$work/$tag.json")
+  b=$(norm "$work/$tag.one.json")
   [ "$a" = "$b" ] || fail "$tag: param_norm $a (srun) != $b ($single, one process)"
   [ "$(field "$work/$tag.json" 'd["environment"]["launcher"]')" = srun ] || fail "$tag: environment.launcher"
   [ "$(field "$work/$tag.json" 'd["summary"]["num_devices"]')" = "$tasks" ] || fail "$tag: num_devices"
@@ -139,8 +136,4 @@ else
     fail "killed task: expected one line naming rank 1: $(tail -n 3 "$work/killed.log")"
 fi
 
-if [ "$failures" -gt 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "srun agrees"
+finish "srun agrees"
