@@ -5,6 +5,7 @@
 // hierarchical exchange does (each phase on every rank at once).
 #pragma once
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,10 @@ class ProcessSubgroup final : public ProcessGroup {
   void broadcast(void* data, size_t bytes, int root) const override;
   void all_gather_bytes(const void* send, size_t bytes, void* recv) const override;
   std::vector<std::string> all_gather_text(const std::string& text) const override;
-  [[noreturn]] void abort(int exit_code) const override { parent_.abort(exit_code); }
+  [[noreturn]] void abort(int exit_code) const override {
+    parent_.abort(exit_code);
+    std::abort();  // never reached: the parent's abort does not return, but a virtual call says nothing
+  }
   std::unique_ptr<Vote> start_vote(bool yes) const override { return parent_.start_vote(yes); }
   void set_stall_handler(double, std::function<void(const std::string&)>) override {}  // the parent's holds
   StallDiagnosis diagnose_stall() const override { return parent_.diagnose_stall(); }
