@@ -66,14 +66,24 @@ class Backend {
 
   // ---- dense linear algebra ----------------------------------------------------------------
   // C (m, n) = alpha * op(A) (m, k) * op(B) (k, n) + beta * C, all row-major with leading dims.
+  // A and B hold `ab_type`, C holds `c_type` (fp32, or ab_type); the products accumulate in fp32
+  // (the 16-bit types on tensor cores) and C is rounded to its type once. fp32 A, B with fp32 C
+  // is the plain fp32 GEMM (TF32 on cuda under --precision=tf32).
   virtual void gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha,
-                    const float* a, int lda, const float* b, int ldb, float beta, float* c,
-                    int ldc) = 0;
+                    DataType ab_type, const void* a, int lda, const void* b, int ldb, float beta,
+                    DataType c_type, void* c, int ldc) = 0;
+  void gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha, const float* a,
+            int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+    gemm(trans_a, trans_b, m, n, k, alpha, DataType::f32, a, lda, b, ldb, beta, DataType::f32, c, ldc);
+  }
 
   // y (rows, cols) += bias (cols) broadcast over rows.
   virtual void add_bias(float* y, const float* bias, int rows, int cols) = 0;
-  // dbias (cols) = sum over rows of dy (rows, cols)  (overwrites).
-  virtual void bias_gradient(const float* dy, float* dbias, int rows, int cols) = 0;
+  // dbias (cols, fp32) = sum over rows of dy (rows, cols; of `dy_type`)  (overwrites).
+  virtual void bias_gradient(DataType dy_type, const void* dy, float* dbias, int rows, int cols) = 0;
+  void bias_gradient(const float* dy, float* dbias, int rows, int cols) {
+    bias_gradient(DataType::f32, dy, dbias, rows, cols);
+  }
 
   // ---- element-wise ------------------------------------------------------------------------
   // Ops taking a DataType read and write buffers of that type (void*) and compute in fp32; the
@@ -81,7 +91,9 @@ class Backend {
   virtual void relu_forward(DataType type, const void* x, void* y, size_t n) = 0;
   // dx = dy where y > 0, else 0 (y is the forward output). dx may alias dy.
   virtual void relu_backward(DataType type, const void* y, const void* dy, void* dx, size_t n) = 0;
-  virtual void fill(float* x, size_t n, float value) = 0;
+  // x[0, n) = value rounded to `type`.
+  virtual void fill(DataType type, void* x, size_t n, float value) = 0;
+  void fill(float* x, size_t n, float value) { fill(DataType::f32, x, n, value); }
   virtual void scale(float* x, size_t n, float alpha) = 0;              // x *= alpha
   virtual void axpy(float alpha, const float* x, float* y, size_t n) = 0;  // y += alpha * x
   // y = a + b, then max(0, .) when `relu` (a residual join). y may alias a or b.
@@ -125,13 +137,22 @@ class Backend {
   //   row_losses[r] = -log softmax(logits[r])[labels[r]] (* row_weights[r])
   //   dlogits[r] = (softmax(logits[r]) - onehot(labels[r])) * gradient_scale (* row_weights[r])
   //                (* *loss_scale)
-  // dlogits may alias logits. row_weights (device memory, rows values, or nullptr) mask padded
+  // logits and dlogits hold `logits_type` (fp32 or 16-bit; the arithmetic is fp32 and dlogits are
+  // rounded once); row_losses are fp32. dlogits may alias logits. row_weights (device memory, rows values, or nullptr) mask padded
   // tokens out of a loss (weight 0) and carry its normalisation when it changes from batch to
   // batch (real text); read on the device, so a replayed graph sees each batch's.
-  virtual void softmax_cross_entropy_rows(const float* logits, const int32_t* labels, int rows,
-                                          int classes, float gradient_scale, float* row_losses,
-                                          float* dlogits, const float* loss_scale = nullptr,
+  virtual void softmax_cross_entropy_rows(DataType logits_type, const void* logits,
+                                          const int32_t* labels, int rows, int classes,
+                                          float gradient_scale, float* row_losses, void* dlogits,
+                                          const float* loss_scale = nullptr,
                                           const float* row_weights = nullptr) = 0;
+  void softmax_cross_entropy_rows(const float* logits, const int32_t* labels, int rows, int classes,
+                                  float gradient_scale, float* row_losses, float* dlogits,
+                                  const float* loss_scale = nullptr,
+                                  const float* row_weights = nullptr) {
+    softmax_cross_entropy_rows(DataType::f32, logits, labels, rows, classes, gradient_scale,
+                               row_losses, dlogits, loss_scale, row_weights);
+  }
   // out[0] = scale * sum of x[0, n), summed in a fixed order (the same result every run).
   virtual void sum_scaled(const float* x, size_t n, float scale, float* out) = 0;
 
@@ -140,12 +161,20 @@ class Backend {
   // of another device of the same backend (a peer copy) or host-visible memory.
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
 
-  // Embedding lookup: y (n, dim), row i = table[ids[i]] with table (vocab, dim).
-  virtual void embedding_forward(const float* table, const int32_t* ids, size_t n, int dim,
-                                 float* y) = 0;
+  // Embedding lookup: y (n, dim), row i = table[ids[i]] with table (vocab, dim), both of `type`
+  // (a 16-bit run gathers from the 16-bit weight copy).
+  virtual void embedding_forward(DataType type, const void* table, const int32_t* ids, size_t n,
+                                 int dim, void* y) = 0;
+  void embedding_forward(const float* table, const int32_t* ids, size_t n, int dim, float* y) {
+    embedding_forward(DataType::f32, table, ids, n, dim, y);
+  }
   // dtable[ids[i]] += dy[i] for every i (several i may share a row): callers zero dtable first.
-  virtual void embedding_backward(const int32_t* ids, const float* dy, size_t n, int dim,
-                                  float* dtable) = 0;
+  // dy holds `dy_type`; dtable (the gradient) is fp32 and sums in fp32.
+  virtual void embedding_backward(const int32_t* ids, DataType dy_type, const void* dy, size_t n,
+                                  int dim, float* dtable) = 0;
+  void embedding_backward(const int32_t* ids, const float* dy, size_t n, int dim, float* dtable) {
+    embedding_backward(ids, DataType::f32, dy, n, dim, dtable);
+  }
   // The distinct ids among ids[0, n), ascending, in rows[0, *count) (rows holds n; count is
   // device memory): the embedding rows a step touched, for exchanging only those.
   // `workspace` holds embedding_touched_rows_workspace_bytes(n, vocab) bytes.
@@ -163,44 +192,57 @@ class Backend {
 
   // A stacked LSTM over the whole sequence (cuDNN's fused RNN on cuda).
   //   x (T, B, in), y (T, B, H * D); hx, cx, hy, cy (L * D, B, H); weights: canonical layout.
+  //   Every one of them holds g.type: fp32, or a 16-bit type (the weights are then the 16-bit
+  //   weight copy) with fp32 arithmetic inside (cuDNN's math precision float).
   //   hx, cx == nullptr: zero initial state; hy, cy == nullptr: final state not wanted.
   //   reserve (lstm_reserve_bytes) keeps what the backward passes need; it must not be touched
   //   between lstm_forward and the two backward calls. workspace: lstm_workspace_bytes.
-  virtual void lstm_forward(const RnnGeometry& g, const float* x, const float* hx, const float* cx,
-                            const float* weights, float* y, float* hy, float* cy, void* reserve,
+  virtual void lstm_forward(const RnnGeometry& g, const void* x, const void* hx, const void* cx,
+                            const void* weights, void* y, void* hy, void* cy, void* reserve,
                             void* workspace) = 0;
   // Gradients of the inputs: dx (T, B, in), dhx, dcx (L * D, B, H), all overwritten (nullptr: not
-  // wanted), from dy (nullptr: zero, the outputs feed nothing) and dhy, dcy (nullptr: zero).
-  // Runs after lstm_forward and before lstm_backward_weights, with the same reserve.
-  virtual void lstm_backward_data(const RnnGeometry& g, const float* y, const float* dy,
-                                  const float* dhy, const float* dcy, const float* weights,
-                                  const float* hx, const float* cx, float* dx, float* dhx,
-                                  float* dcx, void* reserve, void* workspace) = 0;
-  // dweights (canonical layout) += d(loss)/d(weights): it ADDS, as cuDNN does, so callers zero
-  // it first. Runs after lstm_backward_data.
-  virtual void lstm_backward_weights(const RnnGeometry& g, const float* x, const float* hx,
-                                     const float* y, float* dweights, void* reserve,
+  // wanted), from dy (nullptr: zero, the outputs feed nothing) and dhy, dcy (nullptr: zero); all
+  // of g.type. Runs after lstm_forward and before lstm_backward_weights, with the same reserve.
+  virtual void lstm_backward_data(const RnnGeometry& g, const void* y, const void* dy,
+                                  const void* dhy, const void* dcy, const void* weights,
+                                  const void* hx, const void* cx, void* dx, void* dhx,
+                                  void* dcx, void* reserve, void* workspace) = 0;
+  // dweights (canonical layout, fp32 whatever g.type: the gradient) += d(loss)/d(weights): it
+  // ADDS, as cuDNN does, so callers zero it first. x, hx, y of g.type. Runs after
+  // lstm_backward_data.
+  virtual void lstm_backward_weights(const RnnGeometry& g, const void* x, const void* hx,
+                                     const void* y, float* dweights, void* reserve,
                                      void* workspace) = 0;
   // The cuda backend prepares (and caches per geometry) its descriptors here; layers call these
   // once at set-up.
   virtual size_t lstm_workspace_bytes(const RnnGeometry& g) = 0;
   virtual size_t lstm_reserve_bytes(const RnnGeometry& g) = 0;
 
-  // One time step of one LSTM layer, for the unrolled ("dynamic") RNN.
+  // One time step of one LSTM layer, for the unrolled ("dynamic") RNN. Every buffer holds `type`
+  // (fp32, or 16-bit with fp32 arithmetic inside and each output rounded once).
   //   gates (B, 4H): pre-activations x W^T + h R^T without the biases, gate order i, f, g, o;
   //   overwritten with the activations (i, f, g, o after their nonlinearities), which is what
   //   lstm_cell_backward reads. bias_input, bias_recurrent (4H) are both added (bW + bR).
   //   c_prev (B, H) (nullptr: zeros) -> c (B, H), h (B, H).
-  virtual void lstm_cell_forward(int batch, int hidden, float* gates, const float* bias_input,
-                                 const float* bias_recurrent, const float* c_prev, float* c,
-                                 float* h) = 0;
+  virtual void lstm_cell_forward(DataType type, int batch, int hidden, void* gates,
+                                 const void* bias_input, const void* bias_recurrent,
+                                 const void* c_prev, void* c, void* h) = 0;
+  void lstm_cell_forward(int batch, int hidden, float* gates, const float* bias_input,
+                         const float* bias_recurrent, const float* c_prev, float* c, float* h) {
+    lstm_cell_forward(DataType::f32, batch, hidden, gates, bias_input, bias_recurrent, c_prev, c, h);
+  }
   // Backward of one step: from the activations the forward left in `gates`, c_prev (nullptr:
   // zeros) and c, and the gradients dh (B, H) and dc (B, H; nullptr: zero, the last step),
   // writes dgates (B, 4H; pre-activation gradients; may alias gates) and dc_prev (B, H; may
-  // alias dc; nullptr: not wanted).
-  virtual void lstm_cell_backward(int batch, int hidden, const float* gates, const float* c_prev,
-                                  const float* c, const float* dh, const float* dc, float* dgates,
-                                  float* dc_prev) = 0;
+  // alias dc; nullptr: not wanted). All of `type`.
+  virtual void lstm_cell_backward(DataType type, int batch, int hidden, const void* gates,
+                                  const void* c_prev, const void* c, const void* dh,
+                                  const void* dc, void* dgates, void* dc_prev) = 0;
+  void lstm_cell_backward(int batch, int hidden, const float* gates, const float* c_prev,
+                          const float* c, const float* dh, const float* dc, float* dgates,
+                          float* dc_prev) {
+    lstm_cell_backward(DataType::f32, batch, hidden, gates, c_prev, c, dh, dc, dgates, dc_prev);
+  }
 
   // ---- optimizers over a flat range (params, grads and state share one layout) -------------
   // `extras` (see UpdateExtras) unscales the gradients, skips a non-finite step and refreshes the

@@ -17,18 +17,28 @@ class CountingBackend final : public Backend {
   BackendKind kind() const override { return inner_.kind(); }
   Backend& implementation() override { return inner_.implementation(); }
 
-  void gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-            const float* b, int ldb, float beta, float* c, int ldc) override {
+  using Backend::bias_gradient;
+  using Backend::embedding_backward;
+  using Backend::embedding_forward;
+  using Backend::fill;
+  using Backend::gemm;
+  using Backend::lstm_cell_backward;
+  using Backend::lstm_cell_forward;
+  using Backend::softmax_cross_entropy_rows;
+
+  void gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha, DataType ab_type,
+            const void* a, int lda, const void* b, int ldb, float beta, DataType c_type, void* c,
+            int ldc) override {
     counted();
-    inner_.gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    inner_.gemm(trans_a, trans_b, m, n, k, alpha, ab_type, a, lda, b, ldb, beta, c_type, c, ldc);
   }
   void add_bias(float* y, const float* bias, int rows, int cols) override {
     counted();
     inner_.add_bias(y, bias, rows, cols);
   }
-  void bias_gradient(const float* dy, float* dbias, int rows, int cols) override {
+  void bias_gradient(DataType dy_type, const void* dy, float* dbias, int rows, int cols) override {
     counted();
-    inner_.bias_gradient(dy, dbias, rows, cols);
+    inner_.bias_gradient(dy_type, dy, dbias, rows, cols);
   }
   void relu_forward(DataType type, const void* x, void* y, size_t n) override {
     counted();
@@ -38,9 +48,9 @@ class CountingBackend final : public Backend {
     counted();
     inner_.relu_backward(type, y, dy, dx, n);
   }
-  void fill(float* x, size_t n, float value) override {
+  void fill(DataType type, void* x, size_t n, float value) override {
     counted();
-    inner_.fill(x, n, value);
+    inner_.fill(type, x, n, value);
   }
   void scale(float* x, size_t n, float alpha) override {
     counted();
@@ -70,12 +80,12 @@ class CountingBackend final : public Backend {
     counted();
     inner_.softmax_cross_entropy(logits, labels, rows, classes, row_losses, loss_out, dlogits, loss_scale);
   }
-  void softmax_cross_entropy_rows(const float* logits, const int32_t* labels, int rows, int classes,
-                                  float gradient_scale, float* row_losses, float* dlogits,
+  void softmax_cross_entropy_rows(DataType logits_type, const void* logits, const int32_t* labels, int rows,
+                                  int classes, float gradient_scale, float* row_losses, void* dlogits,
                                   const float* loss_scale, const float* row_weights) override {
     counted();
-    inner_.softmax_cross_entropy_rows(logits, labels, rows, classes, gradient_scale, row_losses, dlogits,
-                                      loss_scale, row_weights);
+    inner_.softmax_cross_entropy_rows(logits_type, logits, labels, rows, classes, gradient_scale, row_losses,
+                                      dlogits, loss_scale, row_weights);
   }
   void sum_scaled(const float* x, size_t n, float scale, float* out) override {
     counted();
@@ -85,13 +95,15 @@ class CountingBackend final : public Backend {
     counted();
     inner_.copy(dst, src, bytes);
   }
-  void embedding_forward(const float* table, const int32_t* ids, size_t n, int dim, float* y) override {
+  void embedding_forward(DataType type, const void* table, const int32_t* ids, size_t n, int dim,
+                         void* y) override {
     counted();
-    inner_.embedding_forward(table, ids, n, dim, y);
+    inner_.embedding_forward(type, table, ids, n, dim, y);
   }
-  void embedding_backward(const int32_t* ids, const float* dy, size_t n, int dim, float* dtable) override {
+  void embedding_backward(const int32_t* ids, DataType dy_type, const void* dy, size_t n, int dim,
+                          float* dtable) override {
     counted();
-    inner_.embedding_backward(ids, dy, n, dim, dtable);
+    inner_.embedding_backward(ids, dy_type, dy, n, dim, dtable);
   }
   void embedding_touched_rows(const int32_t* ids, size_t n, int vocab, int32_t* rows, int32_t* count,
                               void* workspace) override {
@@ -106,19 +118,19 @@ class CountingBackend final : public Backend {
     counted();
     inner_.gather_rows(table, dim, rows, count, capacity, rows_out, values_out);
   }
-  void lstm_forward(const RnnGeometry& g, const float* x, const float* hx, const float* cx,
-                    const float* weights, float* y, float* hy, float* cy, void* reserve,
+  void lstm_forward(const RnnGeometry& g, const void* x, const void* hx, const void* cx,
+                    const void* weights, void* y, void* hy, void* cy, void* reserve,
                     void* workspace) override {
     counted();
     inner_.lstm_forward(g, x, hx, cx, weights, y, hy, cy, reserve, workspace);
   }
-  void lstm_backward_data(const RnnGeometry& g, const float* y, const float* dy, const float* dhy,
-                          const float* dcy, const float* weights, const float* hx, const float* cx, float* dx,
-                          float* dhx, float* dcx, void* reserve, void* workspace) override {
+  void lstm_backward_data(const RnnGeometry& g, const void* y, const void* dy, const void* dhy,
+                          const void* dcy, const void* weights, const void* hx, const void* cx, void* dx,
+                          void* dhx, void* dcx, void* reserve, void* workspace) override {
     counted();
     inner_.lstm_backward_data(g, y, dy, dhy, dcy, weights, hx, cx, dx, dhx, dcx, reserve, workspace);
   }
-  void lstm_backward_weights(const RnnGeometry& g, const float* x, const float* hx, const float* y,
+  void lstm_backward_weights(const RnnGeometry& g, const void* x, const void* hx, const void* y,
                              float* dweights, void* reserve, void* workspace) override {
     counted();
     inner_.lstm_backward_weights(g, x, hx, y, dweights, reserve, workspace);
@@ -129,15 +141,16 @@ class CountingBackend final : public Backend {
   size_t lstm_reserve_bytes(const RnnGeometry& g) override {
     return inner_.lstm_reserve_bytes(g);
   }
-  void lstm_cell_forward(int batch, int hidden, float* gates, const float* bias_input,
-                         const float* bias_recurrent, const float* c_prev, float* c, float* h) override {
+  void lstm_cell_forward(DataType type, int batch, int hidden, void* gates, const void* bias_input,
+                         const void* bias_recurrent, const void* c_prev, void* c, void* h) override {
     counted();
-    inner_.lstm_cell_forward(batch, hidden, gates, bias_input, bias_recurrent, c_prev, c, h);
+    inner_.lstm_cell_forward(type, batch, hidden, gates, bias_input, bias_recurrent, c_prev, c, h);
   }
-  void lstm_cell_backward(int batch, int hidden, const float* gates, const float* c_prev, const float* c,
-                          const float* dh, const float* dc, float* dgates, float* dc_prev) override {
+  void lstm_cell_backward(DataType type, int batch, int hidden, const void* gates, const void* c_prev,
+                          const void* c, const void* dh, const void* dc, void* dgates,
+                          void* dc_prev) override {
     counted();
-    inner_.lstm_cell_backward(batch, hidden, gates, c_prev, c, dh, dc, dgates, dc_prev);
+    inner_.lstm_cell_backward(type, batch, hidden, gates, c_prev, c, dh, dc, dgates, dc_prev);
   }
   void sgd_update(float* params, const float* grads, size_t n, float learning_rate,
                   const UpdateExtras& extras) override {

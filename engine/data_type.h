@@ -13,6 +13,14 @@ enum class DataType : uint8_t { f32, f16, bf16 };
 
 inline size_t data_type_bytes(DataType type) { return type == DataType::f32 ? 4 : 2; }
 
+// The address of element `index` of a buffer of `type`.
+inline void* element_at(void* data, DataType type, size_t index) {
+  return static_cast<char*>(data) + index * data_type_bytes(type);
+}
+inline const void* element_at(const void* data, DataType type, size_t index) {
+  return static_cast<const char*>(data) + index * data_type_bytes(type);
+}
+
 inline const char* data_type_name(DataType type) {
   switch (type) {
     case DataType::f16: return "fp16";

@@ -17,6 +17,8 @@
 
 #include <cstddef>
 
+#include "engine/data_type.h"
+
 namespace dpbench {
 
 struct RnnGeometry {
@@ -26,13 +28,15 @@ struct RnnGeometry {
   int hidden_size = 1;  // H
   int num_layers = 1;
   bool bidirectional = false;
+  // Storage type of x, y, the states and the weights the LSTM reads (its weight gradient is fp32).
+  DataType type = DataType::f32;
 
   int directions() const { return bidirectional ? 2 : 1; }
   int pseudo_layers() const { return num_layers * directions(); }
   int output_size() const { return hidden_size * directions(); }
   int layer_input_size(int layer) const { return layer == 0 ? input_size : output_size(); }
 
-  // Floats of one pseudo-layer's two matrices, and of the whole canonical layout.
+  // Elements of one pseudo-layer's two matrices, and of the whole canonical layout.
   size_t matrices_count(int layer) const {
     const size_t gates = 4 * static_cast<size_t>(hidden_size);
     return gates * layer_input_size(layer) + gates * hidden_size;
@@ -45,7 +49,7 @@ struct RnnGeometry {
   size_t weight_count() const {
     return all_matrices_count() + 8 * static_cast<size_t>(hidden_size) * pseudo_layers();
   }
-  // Offsets (in floats) of the parts of pseudo-layer (layer, direction).
+  // Offsets (in elements) of the parts of pseudo-layer (layer, direction).
   size_t input_weights_offset(int layer, int direction) const {
     size_t offset = 0;
     for (int l = 0; l < layer; ++l) offset += matrices_count(l) * directions();
@@ -69,7 +73,7 @@ struct RnnGeometry {
   bool operator==(const RnnGeometry& o) const {
     return seq_len == o.seq_len && batch == o.batch && input_size == o.input_size &&
            hidden_size == o.hidden_size && num_layers == o.num_layers &&
-           bidirectional == o.bidirectional;
+           bidirectional == o.bidirectional && type == o.type;
   }
 };
 

@@ -1,5 +1,6 @@
-// CudaBackend: cuBLAS for GEMM, the launchers of cuda_kernels.h for everything else. Every op is
-// asynchronous on the bound stream except sum_squares, which returns its result to the host.
+// CudaBackend: cuBLAS for GEMM (fp32, or 16-bit inputs with fp32 accumulation), the launchers of
+// cuda_kernels.h for everything else. Every op is asynchronous on the bound stream except
+// sum_squares, which returns its result to the host.
 #include "engine/cuda/cuda_backend.h"
 
 #include <cmath>
@@ -12,6 +13,25 @@
 #include "engine/errors.h"
 
 namespace dpbench {
+namespace {
+
+// The handle's math mode: pure fp32 or TF32 for fp32 GEMMs. Reductions stay in the fp32
+// accumulator whatever C's type: cuBLAS may otherwise sum split-K partials in a 16-bit C's own
+// type, and a 16-bit C would be rounded more than once (no effect on fp32 C).
+cublasMath_t cublas_math_mode(bool tf32) {
+  return static_cast<cublasMath_t>((tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) |
+                                   CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
+}
+
+cudaDataType_t cublas_data_type(DataType type) {
+  switch (type) {
+    case DataType::f16: return CUDA_R_16F;
+    case DataType::bf16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
+
+}  // namespace
 
 CudaBackend::CudaBackend(cudaStream_t stream, cublasHandle_t cublas, cudnnHandle_t cudnn)
     : stream_(stream),
@@ -21,7 +41,7 @@ CudaBackend::CudaBackend(cudaStream_t stream, cublasHandle_t cublas, cudnnHandle
       rnn_plans_(std::make_unique<RnnPlans>()) {
   DPB_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
   // Explicitly pure fp32: TF32 tensor-core math would differ from the reference by ~1e-3.
-  DPB_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+  DPB_CUBLAS_CHECK(cublasSetMathMode(cublas_, cublas_math_mode(false)));
   DPB_CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
 }
 
@@ -30,7 +50,7 @@ void CudaBackend::set_tf32(bool enabled) {
   // The fused LSTM likewise: DEFAULT lets cuDNN run its fp32 GEMMs on TF32 tensor cores, FMA
   // keeps them exact fp32 (what the [gpu] tests compare with the reference backend).
   rnn_math_type_ = enabled ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
-  DPB_CUBLAS_CHECK(cublasSetMathMode(cublas_, enabled ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  DPB_CUBLAS_CHECK(cublasSetMathMode(cublas_, cublas_math_mode(enabled)));
 }
 
 // Out of line: CudnnPlans and RnnPlans are complete only here.
@@ -39,24 +59,40 @@ void CudaBackend::set_deterministic(bool deterministic) { deterministic_ = deter
 CudaBackend::~CudaBackend() = default;
 
 void CudaBackend::gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha,
-                       const float* a, int lda, const float* b, int ldb, float beta, float* c,
-                       int ldc) {
+                       DataType ab_type, const void* a, int lda, const void* b, int ldb, float beta,
+                       DataType c_type, void* c, int ldc) {
   if (m <= 0 || n <= 0) return;
   // cuBLAS is column-major, and a row-major matrix read column-major is its transpose. So the
   // row-major C = op(A) op(B) is computed as the column-major C^T (n, m) = op(B)^T op(A)^T,
   // which passes B first, A second, with the same transpose flags and dimensions n, m, k.
   const cublasOperation_t op_b = trans_b == Transpose::yes ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_a = trans_a == Transpose::yes ? CUBLAS_OP_T : CUBLAS_OP_N;
-  DPB_CUBLAS_CHECK(
-      cublasSgemm(cublas_, op_b, op_a, n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc));
+  if (ab_type == DataType::f32 && c_type == DataType::f32) {
+    DPB_CUBLAS_CHECK(cublasSgemm(cublas_, op_b, op_a, n, m, k, &alpha, static_cast<const float*>(b),
+                                 ldb, static_cast<const float*>(a), lda, &beta,
+                                 static_cast<float*>(c), ldc));
+    return;
+  }
+  if (ab_type == DataType::f32 || (c_type != DataType::f32 && c_type != ab_type)) {
+    throw RuntimeError(std::string("CudaBackend::gemm: A and B of ") + data_type_name(ab_type) +
+                       " with C of " + data_type_name(c_type) +
+                       " (16-bit A and B take C of fp32 or of their own type)");
+  }
+  // The default algorithm runs 16-bit inputs on tensor cores; alpha and beta are fp32, as the
+  // compute type asks.
+  DPB_CUBLAS_CHECK(cublasGemmEx(cublas_, op_b, op_a, n, m, k, &alpha, b, cublas_data_type(ab_type),
+                                ldb, a, cublas_data_type(ab_type), lda, &beta, c,
+                                cublas_data_type(c_type), ldc, CUBLAS_COMPUTE_32F,
+                                CUBLAS_GEMM_DEFAULT));
 }
 
 void CudaBackend::add_bias(float* y, const float* bias, int rows, int cols) {
   cuda_kernels::launch_add_bias(stream_, y, bias, rows, cols);
 }
 
-void CudaBackend::bias_gradient(const float* dy, float* dbias, int rows, int cols) {
-  cuda_kernels::launch_bias_gradient(stream_, dy, dbias, rows, cols);
+void CudaBackend::bias_gradient(DataType dy_type, const void* dy, float* dbias, int rows,
+                                int cols) {
+  cuda_kernels::launch_bias_gradient(stream_, dy_type, dy, dbias, rows, cols);
 }
 
 void CudaBackend::relu_forward(DataType type, const void* x, void* y, size_t n) {
@@ -67,8 +103,8 @@ void CudaBackend::relu_backward(DataType type, const void* y, const void* dy, vo
   cuda_kernels::launch_relu_backward(stream_, type, y, dy, dx, n);
 }
 
-void CudaBackend::fill(float* x, size_t n, float value) {
-  cuda_kernels::launch_fill(stream_, x, n, value);
+void CudaBackend::fill(DataType type, void* x, size_t n, float value) {
+  cuda_kernels::launch_fill(stream_, type, x, n, value);
 }
 
 void CudaBackend::scale(float* x, size_t n, float alpha) {

@@ -9,6 +9,7 @@
 #include <cudnn.h>
 
 #include <memory>
+#include <string>
 
 #include "engine/backend.h"
 
@@ -53,31 +54,48 @@ class CudaBackend final : public Backend {
   // How many geometries have had their convolution algorithms chosen (searched or looked up):
   // the cache's witness that a geometry is prepared once, not per call.
   size_t conv_algorithm_searches() const { return conv_algorithm_searches_; }
-  // How many fused-LSTM plans (geometry and math type) have been built: the cache's witness that
-  // a geometry is prepared once, not per call.
+  // How many fused-LSTM plans (geometry, data type included, and math type) have been built: the
+  // cache's witness that a geometry is prepared once, not per call.
   size_t lstm_plans_created() const;
   // Whether cuDNN's weight space for `g` is the canonical layout itself, so the ops hand the
   // caller's weights and gradients to cuDNN as they are (otherwise they are repacked through a
-  // copy the plan owns). Prepares the plan if needed.
+  // copy the plan owns; 16-bit gradients always are, Note [16-bit fused LSTM] in
+  // cudnn_rnn_plans.h). Prepares the plan if needed.
   bool lstm_weights_zero_copy(const RnnGeometry& g);
   // Tests only: plans built while this is on take the repacking path even where cuDNN's layout
   // is the canonical one, so that path can be checked on a cuDNN that never needs it.
   void set_lstm_always_repack(bool always) { lstm_always_repack_ = always; }
-
-  void gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha, const float* a,
-            int lda, const float* b, int ldb, float beta, float* c, int ldc) override;
-  void add_bias(float* y, const float* bias, int rows, int cols) override;
-  void bias_gradient(const float* dy, float* dbias, int rows, int cols) override;
+  // The cuDNN algorithm of `g`'s plan (rnn_algorithm_name; prepares the plan if needed), and, for
+  // tests, one to build later plans with (a cudnnRNNAlgo_t; kChooseLstmAlgorithm: the fastest,
+  // Note [LSTM algorithm] in cudnn_rnn_plans.h).
+  std::string lstm_algorithm(const RnnGeometry& g);
+  void set_lstm_algorithm(int algorithm) { lstm_algorithm_ = algorithm; }
 
   // The float* conveniences of Backend, which overriding the typed ops would otherwise hide.
   using Backend::add_tensors;
   using Backend::add_tensors_backward;
+  using Backend::bias_gradient;
+  using Backend::embedding_backward;
+  using Backend::embedding_forward;
+  using Backend::fill;
+  using Backend::gemm;
+  using Backend::lstm_cell_backward;
+  using Backend::lstm_cell_forward;
   using Backend::relu_backward;
   using Backend::relu_forward;
+  using Backend::softmax_cross_entropy_rows;
+
+  // fp32: cublasSgemm (TF32 under set_tf32); 16-bit A and B: cublasGemmEx on tensor cores with
+  // fp32 accumulation, C fp32 or of the inputs' type.
+  void gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha,
+            DataType ab_type, const void* a, int lda, const void* b, int ldb, float beta,
+            DataType c_type, void* c, int ldc) override;
+  void add_bias(float* y, const float* bias, int rows, int cols) override;
+  void bias_gradient(DataType dy_type, const void* dy, float* dbias, int rows, int cols) override;
 
   void relu_forward(DataType type, const void* x, void* y, size_t n) override;
   void relu_backward(DataType type, const void* y, const void* dy, void* dx, size_t n) override;
-  void fill(float* x, size_t n, float value) override;
+  void fill(DataType type, void* x, size_t n, float value) override;
   void scale(float* x, size_t n, float alpha) override;
   void axpy(float alpha, const float* x, float* y, size_t n) override;
   void add_tensors(DataType type, const void* a, const void* b, void* y, size_t n,
@@ -146,39 +164,38 @@ class CudaBackend final : public Backend {
                           const Tensor4& dst_shape, void* dst) override;
 
   // Sequence ops: engine/{reference,cuda}/..._sequence_ops; the fused LSTM in cuda_rnn_ops.cpp
-  void softmax_cross_entropy_rows(const float* logits, const int32_t* labels, int rows,
-                                  int classes, float gradient_scale, float* row_losses,
-                                  float* dlogits, const float* loss_scale = nullptr,
+  void softmax_cross_entropy_rows(DataType logits_type, const void* logits, const int32_t* labels,
+                                  int rows, int classes, float gradient_scale, float* row_losses,
+                                  void* dlogits, const float* loss_scale = nullptr,
                                   const float* row_weights = nullptr) override;
   void sum_scaled(const float* x, size_t n, float scale, float* out) override;
   void copy(void* dst, const void* src, size_t bytes) override;
-  void embedding_forward(const float* table, const int32_t* ids, size_t n, int dim,
-                         float* y) override;
-  void embedding_backward(const int32_t* ids, const float* dy, size_t n, int dim,
+  void embedding_forward(DataType type, const void* table, const int32_t* ids, size_t n, int dim,
+                         void* y) override;
+  void embedding_backward(const int32_t* ids, DataType dy_type, const void* dy, size_t n, int dim,
                           float* dtable) override;
   void embedding_touched_rows(const int32_t* ids, size_t n, int vocab, int32_t* rows,
                               int32_t* count, void* workspace) override;
   size_t embedding_touched_rows_workspace_bytes(size_t n, int vocab) override;
   void gather_rows(const float* table, int dim, const int32_t* rows, const int32_t* count,
                    size_t capacity, int32_t* rows_out, float* values_out) override;
-  void lstm_forward(const RnnGeometry& g, const float* x, const float* hx, const float* cx,
-                    const float* weights, float* y, float* hy, float* cy, void* reserve,
+  void lstm_forward(const RnnGeometry& g, const void* x, const void* hx, const void* cx,
+                    const void* weights, void* y, void* hy, void* cy, void* reserve,
                     void* workspace) override;
-  void lstm_backward_data(const RnnGeometry& g, const float* y, const float* dy, const float* dhy,
-                          const float* dcy, const float* weights, const float* hx,
-                          const float* cx, float* dx, float* dhx, float* dcx, void* reserve,
-                          void* workspace) override;
-  void lstm_backward_weights(const RnnGeometry& g, const float* x, const float* hx,
-                             const float* y, float* dweights, void* reserve,
-                             void* workspace) override;
+  void lstm_backward_data(const RnnGeometry& g, const void* y, const void* dy, const void* dhy,
+                          const void* dcy, const void* weights, const void* hx, const void* cx,
+                          void* dx, void* dhx, void* dcx, void* reserve, void* workspace) override;
+  // In 16-bit cuDNN writes 16-bit weight gradients: into the plan's scratch, whose values are then
+  // widened and added to the fp32 dweights.
+  void lstm_backward_weights(const RnnGeometry& g, const void* x, const void* hx, const void* y,
+                             float* dweights, void* reserve, void* workspace) override;
   size_t lstm_workspace_bytes(const RnnGeometry& g) override;
   size_t lstm_reserve_bytes(const RnnGeometry& g) override;
-  void lstm_cell_forward(int batch, int hidden, float* gates, const float* bias_input,
-                         const float* bias_recurrent, const float* c_prev, float* c,
-                         float* h) override;
-  void lstm_cell_backward(int batch, int hidden, const float* gates, const float* c_prev,
-                          const float* c, const float* dh, const float* dc, float* dgates,
-                          float* dc_prev) override;
+  void lstm_cell_forward(DataType type, int batch, int hidden, void* gates, const void* bias_input,
+                         const void* bias_recurrent, const void* c_prev, void* c, void* h) override;
+  void lstm_cell_backward(DataType type, int batch, int hidden, const void* gates,
+                          const void* c_prev, const void* c, const void* dh, const void* dc,
+                          void* dgates, void* dc_prev) override;
 
   void append_scalar(const float* value, float* history, int32_t* cursor) override;
   void write_timestamp(int64_t* slot) override;
@@ -193,8 +210,9 @@ class CudaBackend final : public Backend {
   ConvPlan& conv_plan(const ConvGeometry& g, bool benchmark);
   void choose_conv_algorithms(const ConvGeometry& g, ConvPlan& plan, bool benchmark);
   PoolPlan& pool_plan(const PoolGeometry& g);
-  // The fused LSTM's plan for `g` with the current RNN math type, built on first use (which must
-  // not be inside a stream capture: building allocates device memory).
+  // The fused LSTM's plan for `g` with its math type (the current fp32 one, or tensor ops for
+  // 16-bit data), built on first use (which must not be inside a stream capture: building
+  // allocates device memory).
   RnnPlan& rnn_plan(const RnnGeometry& g);
 
   cudaStream_t stream_;
@@ -210,10 +228,12 @@ class CudaBackend final : public Backend {
   cudnnMathType_t conv_math_type_ = CUDNN_FMA_MATH;
   size_t conv_algorithm_searches_ = 0;
   std::unique_ptr<CudnnPlans> plans_;
-  // Of the fused LSTM (fp32 only): FMA_MATH (exact fp32) or DEFAULT_MATH (TF32 allowed), with
-  // set_tf32. Part of the plan's key, so a change takes effect for geometries prepared after it.
+  // Of the fused LSTM on fp32 data: FMA_MATH (exact fp32) or DEFAULT_MATH (TF32 allowed), with
+  // set_tf32 (16-bit data always gets TENSOR_OP_MATH). Part of the plan's key, so a change takes
+  // effect for geometries prepared after it.
   cudnnMathType_t rnn_math_type_ = CUDNN_FMA_MATH;
   bool lstm_always_repack_ = false;  // part of the plan key too
+  int lstm_algorithm_ = -1;          // kChooseLstmAlgorithm; part of the plan key too
   std::unique_ptr<RnnPlans> rnn_plans_;
 };
 

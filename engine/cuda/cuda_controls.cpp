@@ -3,6 +3,7 @@
 
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_device.h"
+#include "engine/cuda/cudnn_rnn_plans.h"
 #include "engine/errors.h"
 
 namespace dpbench {
@@ -23,6 +24,12 @@ void set_deterministic(Device& device, bool deterministic) {
   auto* cuda_device = dynamic_cast<CudaDevice*>(&device);
   if (cuda_device == nullptr) throw RuntimeError("set_deterministic: not a CUDA device");
   cuda_device->set_deterministic(deterministic);
+}
+
+void set_lstm_algorithm(Device& device, const std::string& name) {
+  auto* cuda_device = dynamic_cast<CudaDevice*>(&device);
+  if (cuda_device == nullptr) throw RuntimeError("set_lstm_algorithm: not a CUDA device");
+  cuda_device->set_lstm_algorithm(rnn_algorithm_from_name(name));
 }
 
 size_t conv_algorithm_searches(const Backend& backend) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace dpbench {
 
@@ -18,6 +19,11 @@ void set_tf32(Device& device, bool enabled);
 
 // CudaDevice::set_deterministic. Throws RuntimeError unless `device` is a CUDA device.
 void set_deterministic(Device& device, bool deterministic);
+
+// CudaDevice::set_lstm_algorithm: "fastest", "standard", "persist_static" or
+// "persist_static_small_h" (--lstm_algorithm). Throws RuntimeError unless `device` is a CUDA
+// device and the name one of those.
+void set_lstm_algorithm(Device& device, const std::string& name);
 
 // CudaBackend::conv_algorithm_searches. Throws RuntimeError unless `backend` is a CUDA backend.
 size_t conv_algorithm_searches(const Backend& backend);

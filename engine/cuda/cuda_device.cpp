@@ -132,6 +132,7 @@ void CudaDevice::create_backend(StreamKind stream) {
   backend->set_cudnn_benchmark(cudnn_benchmark_.load());
   backend->set_tf32(tf32_.load());
   backend->set_deterministic(deterministic_.load());
+  backend->set_lstm_algorithm(lstm_algorithm_.load());
   cublas_handles_[slot] = std::move(cublas);
   cudnn_handles_[slot] = std::move(cudnn);
   counted_[slot] = std::make_unique<CountingBackend>(*backend, *this, stream);
@@ -156,6 +157,13 @@ void CudaDevice::set_deterministic(bool deterministic) {
   deterministic_.store(deterministic);
   for (auto& backend : backends_) {
     if (backend) backend->set_deterministic(deterministic);
+  }
+}
+
+void CudaDevice::set_lstm_algorithm(int algorithm) {
+  lstm_algorithm_.store(algorithm);
+  for (auto& backend : backends_) {
+    if (backend) backend->set_lstm_algorithm(algorithm);
   }
 }
 

@@ -52,6 +52,9 @@ class CudaDevice final : public Device {
   // Same bits on every run and in every process (CudaBackend::set_deterministic), for every
   // backend of this device, present and future. Call at set-up, like set_cudnn_benchmark.
   void set_deterministic(bool deterministic);
+  // cudnn_lstm's cuDNN algorithm (CudaBackend::set_lstm_algorithm; kChooseLstmAlgorithm: the
+  // fastest), for every backend of this device, present and future. Call at set-up.
+  void set_lstm_algorithm(int algorithm);
 
  private:
   void create_backend(StreamKind stream);
@@ -70,6 +73,7 @@ class CudaDevice final : public Device {
   std::atomic<bool> cudnn_benchmark_{true};
   std::atomic<bool> tf32_{false};
   std::atomic<bool> deterministic_{false};
+  std::atomic<int> lstm_algorithm_{-1};  // kChooseLstmAlgorithm
 };
 
 }  // namespace dpbench

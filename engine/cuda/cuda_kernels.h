@@ -23,7 +23,8 @@ void launch_add_bias(cudaStream_t stream, float* y, const float* bias, int rows,
 void launch_relu_forward(cudaStream_t stream, DataType type, const void* x, void* y, size_t n);
 void launch_relu_backward(cudaStream_t stream, DataType type, const void* y, const void* dy,
                           void* dx, size_t n);
-void launch_fill(cudaStream_t stream, float* x, size_t n, float value);
+// x[0, n) = value rounded to `type`.
+void launch_fill(cudaStream_t stream, DataType type, void* x, size_t n, float value);
 void launch_scale(cudaStream_t stream, float* x, size_t n, float alpha);
 void launch_axpy(cudaStream_t stream, float alpha, const float* x, float* y, size_t n);
 void launch_add_tensors(cudaStream_t stream, DataType type, const void* a, const void* b, void* y,
@@ -45,7 +46,9 @@ void launch_add_elapsed_since(cudaStream_t stream, const int64_t* start, int64_t
 void launch_lap(cudaStream_t stream, int64_t* clock, int64_t* total);
 
 // ---- reductions (cuda_kernels_reduce.cu); deterministic: no atomics, fixed summation order --
-void launch_bias_gradient(cudaStream_t stream, const float* dy, float* dbias, int rows, int cols);
+// dbias (cols, fp32) = column sums of dy (rows, cols) of `dy_type`, summed in fp32.
+void launch_bias_gradient(cudaStream_t stream, DataType dy_type, const void* dy, float* dbias,
+                          int rows, int cols);
 // Leaves the sum of squares of x in scratch[0]; scratch holds kSumSquaresMaxPartials doubles.
 void launch_sum_squares(cudaStream_t stream, const float* x, size_t n, double* scratch);
 // Loss scaling (Backend::find_non_finite, Backend::update_loss_scale).
@@ -76,24 +79,27 @@ void launch_adam_update(cudaStream_t stream, float* params, const float* grads, 
 // ---- sequence ops (cuda_kernels_sequence.cu); Backend's sequence-op semantics ----------------
 // Row-wise softmax cross-entropy (Backend::softmax_cross_entropy_rows): one block per row, the
 // row read twice (an online max-and-sum pass, then the gradient pass), never held on chip.
-void launch_softmax_cross_entropy_rows(cudaStream_t stream, const float* logits,
+// logits and dlogits hold `type`; the statistics and row_losses are fp32.
+void launch_softmax_cross_entropy_rows(cudaStream_t stream, DataType type, const void* logits,
                                        const int32_t* labels, int rows, int classes,
-                                       float gradient_scale, float* row_losses, float* dlogits,
+                                       float gradient_scale, float* row_losses, void* dlogits,
                                        const float* loss_scale, const float* row_weights);
 // out[0] = scale * sum of x[0, n): one block, in double, in an order that depends on n alone.
 void launch_sum_scaled(cudaStream_t stream, const float* x, size_t n, float scale, float* out);
-// y (n, dim), row i = table[ids[i]]; ids must lie in [0, vocab).
-void launch_embedding_forward(cudaStream_t stream, const float* table, const int32_t* ids,
-                              size_t n, int dim, float* y);
-// dtable[ids[i]] += dy[i] (n, dim), by atomic adds: rows shared by several ids sum in no fixed
-// order.
-void launch_embedding_backward(cudaStream_t stream, const int32_t* ids, const float* dy, size_t n,
-                               int dim, float* dtable);
+// y (n, dim), row i = table[ids[i]], both of `type` (rows copied as they are stored); ids must
+// lie in [0, vocab).
+void launch_embedding_forward(cudaStream_t stream, DataType type, const void* table,
+                              const int32_t* ids, size_t n, int dim, void* y);
+// dtable[ids[i]] += dy[i] (n, dim), dy of `dy_type` widened to the fp32 dtable, by atomic adds:
+// rows shared by several ids sum in no fixed order.
+void launch_embedding_backward(cudaStream_t stream, const int32_t* ids, DataType dy_type,
+                               const void* dy, size_t n, int dim, float* dtable);
 // The same sum in a fixed order (--deterministic): ids sorted stably (CUB), then each distinct
-// id's dy rows summed in position order and added to its row once. `workspace` holds
+// id's dy rows summed in position order (in fp32) and added to its row once. `workspace` holds
 // embedding_backward_sorted_workspace_bytes(n).
-void launch_embedding_backward_sorted(cudaStream_t stream, const int32_t* ids, const float* dy,
-                                      size_t n, int dim, float* dtable, void* workspace);
+void launch_embedding_backward_sorted(cudaStream_t stream, const int32_t* ids, DataType dy_type,
+                                      const void* dy, size_t n, int dim, float* dtable,
+                                      void* workspace);
 size_t embedding_backward_sorted_workspace_bytes(size_t n);
 // The distinct ids in [0, vocab) among ids[0, n), ascending, into rows[0, *count): a flag per
 // vocabulary row in the workspace, then a compaction of the flagged row numbers (CUB).
@@ -104,28 +110,33 @@ size_t embedding_touched_rows_workspace_bytes(int vocab);
 // the device, so the padding past it is written without the host.
 void launch_gather_rows(cudaStream_t stream, const float* table, int dim, const int32_t* rows,
                         const int32_t* count, size_t capacity, int32_t* rows_out, float* values_out);
-// One LSTM time step (Backend::lstm_cell_forward / lstm_cell_backward): one thread per (b, h)
-// (per 4 consecutive h where rows allow float4), all four gates of it in the thread.
-void launch_lstm_cell_forward(cudaStream_t stream, int batch, int hidden, float* gates,
-                              const float* bias_input, const float* bias_recurrent,
-                              const float* c_prev, float* c, float* h);
-void launch_lstm_cell_backward(cudaStream_t stream, int batch, int hidden, const float* gates,
-                               const float* c_prev, const float* c, const float* dh,
-                               const float* dc, float* dgates, float* dc_prev);
-// A run of `count` floats at `canonical` in the canonical LSTM weight layout (rnn_geometry.h) and
-// at `packed` in cuDNN's weight space, for layouts that differ (offsets in floats).
+
+// ---- LSTM (cuda_kernels_lstm.cu) ------------------------------------------------------------
+// One LSTM time step (Backend::lstm_cell_forward / lstm_cell_backward), every buffer of `type`:
+// one thread per (b, h) (per 16 bytes of consecutive h where rows allow), all four gates of it
+// in the thread.
+void launch_lstm_cell_forward(cudaStream_t stream, DataType type, int batch, int hidden,
+                              void* gates, const void* bias_input, const void* bias_recurrent,
+                              const void* c_prev, void* c, void* h);
+void launch_lstm_cell_backward(cudaStream_t stream, DataType type, int batch, int hidden,
+                               const void* gates, const void* c_prev, const void* c,
+                               const void* dh, const void* dc, void* dgates, void* dc_prev);
+// A run of `count` elements at `canonical` in the canonical LSTM weight layout (rnn_geometry.h)
+// and at `packed` in cuDNN's weight space (offsets in elements of the weights' type).
 struct WeightBlock {
   size_t canonical = 0;
   size_t packed = 0;
   size_t count = 0;
 };
 // packed[block.packed + i] = canonical[block.canonical + i] for every block (device table of
-// block_count entries, none longer than max_count).
-void launch_pack_weights(cudaStream_t stream, const WeightBlock* blocks, int block_count,
-                         size_t max_count, const float* canonical, float* packed);
-// canonical[block.canonical + i] += packed[block.packed + i] for every block.
-void launch_add_unpacked_weights(cudaStream_t stream, const WeightBlock* blocks, int block_count,
-                                 size_t max_count, const float* packed, float* canonical);
+// block_count entries, none longer than max_count), both of `type`.
+void launch_pack_weights(cudaStream_t stream, DataType type, const WeightBlock* blocks,
+                         int block_count, size_t max_count, const void* canonical, void* packed);
+// canonical[block.canonical + i] += packed[block.packed + i] for every block: packed holds
+// `packed_type` (cuDNN's weight gradients), canonical is the fp32 gradient.
+void launch_add_unpacked_weights(cudaStream_t stream, DataType packed_type,
+                                 const WeightBlock* blocks, int block_count, size_t max_count,
+                                 const void* packed, float* canonical);
 
 // ---- image ops (cuda_kernels_cnn.cu); the rest of the image ops are cuDNN calls -------------
 // A 4-D tensor seen as `outer` blocks of (channels x inner): NCHW is outer = n, inner = h * w;

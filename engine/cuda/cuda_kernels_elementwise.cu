@@ -1,6 +1,7 @@
 // Element-wise kernels: bias add, ReLU, residual joins, type conversion, fill/scale/axpy and the
 // synthetic-data fills. All are memory-bound grid-stride loops; kernels first, launchers after.
-// The typed ones (ReLU, joins, conversion) keep fp32, fp16 or bf16 in memory and compute in fp32.
+// The typed ones (ReLU, joins, conversion, the 16-bit fill) keep fp32, fp16 or bf16 in memory and
+// compute in fp32.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -172,6 +173,20 @@ struct AddTensorsBackward {
   }
 };
 
+// x = value rounded to T (to nearest even, as the reference's store_from_float).
+template <typename T>
+struct Fill {
+  T* x;
+  float value;
+  template <int K>
+  __device__ void apply(size_t i) const {
+    float v[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) v[k] = value;
+    store<K>(x + i, v);
+  }
+};
+
 // dst = src * scale: the product is rounded to fp32 first, then to the destination type, which
 // is what the reference's store_from_float(load_as_float(src) * scale) does too.
 template <typename Source, typename Destination>
@@ -234,9 +249,17 @@ void launch_add_bias(cudaStream_t stream, float* y, const float* bias, int rows,
   DPB_CUDA_CHECK_LAUNCH(add_bias_kernel);
 }
 
-void launch_fill(cudaStream_t stream, float* x, size_t n, float value) {
+void launch_fill(cudaStream_t stream, DataType type, void* x, size_t n, float value) {
   if (n == 0) return;
-  fill_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(x, n, value);
+  if (type == DataType::f32) {
+    fill_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(static_cast<float*>(x), n, value);
+    DPB_CUDA_CHECK_LAUNCH(fill_kernel);
+    return;
+  }
+  with_storage_type(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    launch_elementwise<kPackOf<T>>(stream, Fill<T>{static_cast<T*>(x), value}, n, aligned16(x));
+  });
   DPB_CUDA_CHECK_LAUNCH(fill_kernel);
 }
 

@@ -1,4 +1,5 @@
-// Deterministic reductions: bias gradient (column sums) and the sum of squares behind param_norm.
+// Deterministic reductions: bias gradient (column sums of fp32 or 16-bit rows, summed in fp32) and
+// the sum of squares behind param_norm.
 // No atomics anywhere, so the same input gives the same bits on every run and every GPU count.
 // Also the loss-scaling pair: the search for a non-finite gradient (an "any" reduction, where
 // every finding writes the same 1, so order cannot matter) and the one-thread scale update.
@@ -7,30 +8,41 @@
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cuda_launch.cuh"
+#include "engine/cuda/cuda_packs.cuh"
 
 namespace dpbench::cuda_kernels {
 namespace {
 
-constexpr int kColumnTile = 32;  // columns per block: one warp reads 32 adjacent floats
+constexpr int kColumnTile = 32;  // threads per row of a block: one warp reads adjacent columns
 constexpr int kRowLanes = 16;    // rows summed in parallel per column
 
-// dbias (cols) = column sums of dy (rows, cols). Block (32, 16): thread (x, y) sums the rows
-// y, y+16, ... of column x in order, then the 16 partial sums are added in a fixed order.
-__global__ void bias_gradient_kernel(const float* dy, float* dbias, int rows, int cols) {
-  __shared__ float partial[kRowLanes][kColumnTile + 1];  // +1 avoids bank conflicts
-  const int column = blockIdx.x * kColumnTile + threadIdx.x;
-  float sum = 0.0f;
-  if (column < cols) {
+// dbias (cols, fp32) = column sums of dy (rows, cols) of T. Block (32, 16): thread (x, y) sums
+// the rows y, y+16, ... of its kVec adjacent columns in order, in fp32, then the 16 partial sums
+// of each column are added in a fixed order. 16-bit rows go two columns to a thread, so that a
+// warp still reads 128 contiguous bytes of a row; kVec > 1 needs cols to be a multiple of it.
+template <typename T, int kVec>
+__global__ void bias_gradient_kernel(const T* dy, float* dbias, int rows, int cols) {
+  __shared__ float partial[kVec][kRowLanes][kColumnTile + 1];  // +1 avoids bank conflicts
+  const int first_column = (blockIdx.x * kColumnTile + threadIdx.x) * kVec;
+  float sum[kVec] = {};
+  if (first_column < cols) {
     for (int row = threadIdx.y; row < rows; row += kRowLanes) {
-      sum += dy[static_cast<size_t>(row) * cols + column];
+      const T* row_start = dy + static_cast<size_t>(row) * cols;  // (cols)
+      const Pack<T, kVec> values = load_pack<kVec>(row_start + first_column);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) sum[k] += element(values, k);
     }
   }
-  partial[threadIdx.y][threadIdx.x] = sum;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) partial[k][threadIdx.y][threadIdx.x] = sum[k];
   __syncthreads();
-  if (threadIdx.y == 0 && column < cols) {
-    float total = 0.0f;
-    for (int lane = 0; lane < kRowLanes; ++lane) total += partial[lane][threadIdx.x];
-    dbias[column] = total;
+  if (threadIdx.y == 0 && first_column < cols) {
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      float total = 0.0f;
+      for (int lane = 0; lane < kRowLanes; ++lane) total += partial[k][lane][threadIdx.x];
+      dbias[first_column + k] = total;
+    }
   }
 }
 
@@ -101,11 +113,24 @@ __global__ void update_loss_scale_kernel(LossScaleState* state, int increase_eve
 
 }  // namespace
 
-void launch_bias_gradient(cudaStream_t stream, const float* dy, float* dbias, int rows, int cols) {
+void launch_bias_gradient(cudaStream_t stream, DataType dy_type, const void* dy, float* dbias,
+                          int rows, int cols) {
   if (cols <= 0) return;
   const dim3 block(kColumnTile, kRowLanes);
-  const dim3 grid((cols + kColumnTile - 1) / kColumnTile);
-  bias_gradient_kernel<<<grid, block, 0, stream>>>(dy, dbias, rows, cols);
+  with_storage_type(dy_type, "bias_gradient", [&](auto tag) {
+    using T = decltype(tag);
+    const T* typed = static_cast<const T*>(dy);
+    if constexpr (sizeof(T) == 2) {
+      // Pairs of columns need every row to start on 4 bytes: an even width, an aligned start.
+      if (cols % 2 == 0 && aligned_to({dy}, 4)) {
+        const dim3 grid((cols + 2 * kColumnTile - 1) / (2 * kColumnTile));
+        bias_gradient_kernel<T, 2><<<grid, block, 0, stream>>>(typed, dbias, rows, cols);
+        return;
+      }
+    }
+    const dim3 grid((cols + kColumnTile - 1) / kColumnTile);
+    bias_gradient_kernel<T, 1><<<grid, block, 0, stream>>>(typed, dbias, rows, cols);
+  });
   DPB_CUDA_CHECK_LAUNCH(bias_gradient_kernel);
 }
 

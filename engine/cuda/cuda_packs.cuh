@@ -129,6 +129,17 @@ __device__ __forceinline__ void store_pack(T* base, long long at, const Pack<T, 
   store_pack<kVec>(base + at * kVec, pack);
 }
 
+// One element at p, widened; one value rounded to T and stored at p (any alignment of T).
+template <typename T>
+__device__ __forceinline__ float load_widened(const T* p) {
+  return element(load_pack<1>(p), 0);
+}
+template <typename T>
+__device__ __forceinline__ void store_rounded(T* p, float value) {
+  const float values[1] = {value};
+  store_pack<1>(p, round_pack<T, 1>(values));
+}
+
 // Host side. Calls run(T{}) with T the storage type of `type`.
 template <typename Run>
 void with_storage_type(DataType type, const char* op, Run run) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "engine/rnn_geometry.h"
 
@@ -20,5 +21,12 @@ bool lstm_weights_zero_copy(Backend& backend, const RnnGeometry& g);
 // CudaBackend::set_lstm_always_repack (tests of the repacking path). Throws RuntimeError unless
 // `backend` is a CUDA backend.
 void set_lstm_always_repack(Backend& backend, bool always);
+
+// The cuDNN algorithm `g`'s plan runs ("standard", "persist_static", "persist_static_small_h";
+// prepares the plan), and, for tests, the one later plans are built with: one of those names, or
+// "fastest" (the default: Note [LSTM algorithm] in cudnn_rnn_plans.h). Throw RuntimeError unless
+// `backend` is a CUDA backend.
+std::string lstm_algorithm(Backend& backend, const RnnGeometry& g);
+void set_lstm_algorithm(Backend& backend, const std::string& name);
 
 }  // namespace dpbench

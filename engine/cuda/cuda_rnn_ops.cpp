@@ -3,11 +3,14 @@
 // reserve belong to the caller (sized by lstm_workspace_bytes / lstm_reserve_bytes); the plan owns
 // only what the calls cannot be given: the device array of sequence lengths, buffers standing in
 // for a missing dy or dx, and, where cuDNN's weight layout is not the canonical one, its own
-// packed copy of the weights and their gradients. Nothing here synchronises or allocates once a
-// plan is ready, so the calls can be captured in a CUDA graph.
+// packed copy of the weights and their gradients; 16-bit data is read and written by cuDNN in its
+// own type, its weight gradients passing through the plan's scratch (Note [16-bit fused LSTM] in
+// cudnn_rnn_plans.h). Nothing here synchronises or allocates once a plan is ready, so the calls
+// can be captured in a CUDA graph.
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <cstdint>
 #include <string>
 
 #include "engine/cuda/cuda_backend.h"
@@ -45,10 +48,21 @@ void require_buffers(const RnnPlan& plan, const void* workspace, const void* res
 
 // The weights as cuDNN reads them: the caller's (zero copy), or packed into the plan's copy. Packed
 // on every call: plans are shared by layers of one geometry, so the copy may hold another layer's.
-const float* cudnn_weights(cudaStream_t stream, RnnPlan& plan, const float* weights) {
-  if (plan.zero_copy) return weights;
-  float* packed = plan.packed_weights.as<float>();
-  cuda_kernels::launch_pack_weights(stream, plan.blocks.as<cuda_kernels::WeightBlock>(),
+// 16-bit weights not on a 16-byte boundary are packed too (Note [16-bit fused LSTM]); fp32 ones
+// go as they are, as they always have.
+const void* cudnn_weights(cudaStream_t stream, RnnPlan& plan, const void* weights) {
+  const DataType type = plan.geometry.type;
+  if (plan.zero_copy &&
+      (type == DataType::f32 || reinterpret_cast<uintptr_t>(weights) % 16 == 0)) {
+    return weights;
+  }
+  if (plan.packed_weights.data() == nullptr) {
+    refuse_inside_capture(stream, "preparing the packed copy of unaligned 16-bit LSTM weights");
+    plan.packed_weights = DeviceMemory(plan.weight_space_bytes);
+    DPB_CUDA_CHECK(cudaMemsetAsync(plan.packed_weights.data(), 0, plan.weight_space_bytes, stream));
+  }
+  void* packed = plan.packed_weights.data();
+  cuda_kernels::launch_pack_weights(stream, type, plan.blocks.as<cuda_kernels::WeightBlock>(),
                                     plan.block_count, plan.largest_block, weights, packed);
   return packed;
 }
@@ -56,12 +70,22 @@ const float* cudnn_weights(cudaStream_t stream, RnnPlan& plan, const float* weig
 }  // namespace
 
 RnnPlan& CudaBackend::rnn_plan(const RnnGeometry& g) {
-  const RnnKey key = rnn_key(g, rnn_math_type_, lstm_always_repack_);
+  // 16-bit data is what tensor cores are for; fp32 keeps the backend's FMA or TF32 choice.
+  const cudnnMathType_t math_type = g.type == DataType::f32 ? rnn_math_type_ : CUDNN_TENSOR_OP_MATH;
+  // Timing candidates could choose differently from run to run: --deterministic and
+  // --cudnn_benchmark=false keep the standard algorithm (Note [LSTM algorithm]).
+  const int algorithm = lstm_algorithm_ != kChooseLstmAlgorithm ? lstm_algorithm_
+                        : cudnn_benchmark_ && !deterministic_ ? kChooseLstmAlgorithm
+                                                              : static_cast<int>(CUDNN_RNN_ALGO_STANDARD);
+  const RnnKey key = rnn_key(g, math_type, lstm_always_repack_, algorithm);
   auto found = rnn_plans_->plans.find(key);
   if (found != rnn_plans_->plans.end()) return *found->second;
   refuse_inside_capture(stream_, "building an LSTM plan");
   std::unique_ptr<RnnPlan> plan =
-      build_rnn_plan(cudnn_, stream_, g, rnn_math_type_, lstm_always_repack_);
+      algorithm == kChooseLstmAlgorithm
+          ? fastest_rnn_plan(cudnn_, stream_, g, math_type, lstm_always_repack_)
+          : build_rnn_plan(cudnn_, stream_, g, math_type, lstm_always_repack_,
+                           static_cast<cudnnRNNAlgo_t>(algorithm));
   RnnPlan& ready = *plan;
   rnn_plans_->plans.emplace(key, std::move(plan));
   ++rnn_plans_->created;
@@ -69,6 +93,8 @@ RnnPlan& CudaBackend::rnn_plan(const RnnGeometry& g) {
 }
 
 size_t CudaBackend::lstm_plans_created() const { return rnn_plans_->created; }
+
+std::string CudaBackend::lstm_algorithm(const RnnGeometry& g) { return rnn_algorithm_name(rnn_plan(g).algorithm); }
 
 bool CudaBackend::lstm_weights_zero_copy(const RnnGeometry& g) { return rnn_plan(g).zero_copy; }
 
@@ -78,12 +104,12 @@ size_t CudaBackend::lstm_workspace_bytes(const RnnGeometry& g) {
 
 size_t CudaBackend::lstm_reserve_bytes(const RnnGeometry& g) { return rnn_plan(g).reserve_bytes; }
 
-void CudaBackend::lstm_forward(const RnnGeometry& g, const float* x, const float* hx,
-                               const float* cx, const float* weights, float* y, float* hy,
-                               float* cy, void* reserve, void* workspace) {
+void CudaBackend::lstm_forward(const RnnGeometry& g, const void* x, const void* hx, const void* cx,
+                               const void* weights, void* y, void* hy, void* cy, void* reserve,
+                               void* workspace) {
   RnnPlan& plan = rnn_plan(g);
   require_buffers(plan, workspace, reserve, "lstm_forward");
-  const float* cudnn_w = cudnn_weights(stream_, plan, weights);
+  const void* cudnn_w = cudnn_weights(stream_, plan, weights);
   // hx, cx == nullptr: zero initial state; hy, cy == nullptr: not written (cuDNN's own rules).
   DPB_CUDNN_CHECK(cudnnRNNForward(
       cudnn_, plan.rnn.get(), CUDNN_FWD_MODE_TRAINING, plan.sequence_lengths.as<int32_t>(),
@@ -92,29 +118,31 @@ void CudaBackend::lstm_forward(const RnnGeometry& g, const float* x, const float
       reserve));
 }
 
-void CudaBackend::lstm_backward_data(const RnnGeometry& g, const float* y, const float* dy,
-                                     const float* dhy, const float* dcy, const float* weights,
-                                     const float* hx, const float* cx, float* dx, float* dhx,
-                                     float* dcx, void* reserve, void* workspace) {
+void CudaBackend::lstm_backward_data(const RnnGeometry& g, const void* y, const void* dy,
+                                     const void* dhy, const void* dcy, const void* weights,
+                                     const void* hx, const void* cx, void* dx, void* dhx,
+                                     void* dcx, void* reserve, void* workspace) {
   RnnPlan& plan = rnn_plan(g);
   require_buffers(plan, workspace, reserve, "lstm_backward_data");
-  // cuDNN takes no nullptr for dy or dx: stand-ins, made once per plan on first need.
+  // cuDNN takes no nullptr for dy or dx: stand-ins of g.type (all-zero bytes are zeros in every
+  // type), made once per plan on first need.
+  const size_t element_bytes = data_type_bytes(g.type);
   if (dy == nullptr) {
     if (plan.zero_dy.data() == nullptr) {
       refuse_inside_capture(stream_, "preparing lstm_backward_data without dy");
-      plan.zero_dy = DeviceMemory(g.output_count() * sizeof(float));
+      plan.zero_dy = DeviceMemory(g.output_count() * element_bytes);
       DPB_CUDA_CHECK(cudaMemsetAsync(plan.zero_dy.data(), 0, plan.zero_dy.bytes(), stream_));
     }
-    dy = plan.zero_dy.as<float>();
+    dy = plan.zero_dy.data();
   }
   if (dx == nullptr) {
     if (plan.dx_scratch.data() == nullptr) {
       refuse_inside_capture(stream_, "preparing lstm_backward_data without dx");
-      plan.dx_scratch = DeviceMemory(g.input_count() * sizeof(float));
+      plan.dx_scratch = DeviceMemory(g.input_count() * element_bytes);
     }
-    dx = plan.dx_scratch.as<float>();
+    dx = plan.dx_scratch.data();
   }
-  const float* cudnn_w = cudnn_weights(stream_, plan, weights);
+  const void* cudnn_w = cudnn_weights(stream_, plan, weights);
   // hx, cx, dhy, dcy == nullptr: zeros; dhx, dcx == nullptr: not written.
   DPB_CUDNN_CHECK(cudnnRNNBackwardData_v8(
       cudnn_, plan.rnn.get(), plan.sequence_lengths.as<int32_t>(), plan.y.get(), y, dy,
@@ -123,23 +151,25 @@ void CudaBackend::lstm_backward_data(const RnnGeometry& g, const float* y, const
       reserve));
 }
 
-void CudaBackend::lstm_backward_weights(const RnnGeometry& g, const float* x, const float* hx,
-                                        const float* y, float* dweights, void* reserve,
+void CudaBackend::lstm_backward_weights(const RnnGeometry& g, const void* x, const void* hx,
+                                        const void* y, float* dweights, void* reserve,
                                         void* workspace) {
   RnnPlan& plan = rnn_plan(g);
   require_buffers(plan, workspace, reserve, "lstm_backward_weights");
-  // CUDNN_WGRAD_MODE_ADD adds into the weight gradients: the op's contract.
-  float* cudnn_dw = dweights;
-  if (!plan.zero_copy) {
-    cudnn_dw = plan.packed_dweights.as<float>();
+  // CUDNN_WGRAD_MODE_ADD adds into the weight gradients: the op's contract. Through the scratch,
+  // cuDNN adds to zeros and the kernel after it adds the sum (widened from 16-bit) to dweights.
+  void* cudnn_dw = dweights;
+  if (plan.gradients_through_scratch) {
+    cudnn_dw = plan.packed_dweights.data();
     DPB_CUDA_CHECK(cudaMemsetAsync(cudnn_dw, 0, plan.weight_space_bytes, stream_));
   }
   DPB_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(
       cudnn_, plan.rnn.get(), CUDNN_WGRAD_MODE_ADD, plan.sequence_lengths.as<int32_t>(),
       plan.x.get(), x, plan.state.get(), hx, plan.y.get(), y, plan.weight_space_bytes, cudnn_dw,
       plan.workspace_bytes, workspace, plan.reserve_bytes, reserve));
-  if (!plan.zero_copy) {
-    cuda_kernels::launch_add_unpacked_weights(stream_, plan.blocks.as<cuda_kernels::WeightBlock>(),
+  if (plan.gradients_through_scratch) {
+    cuda_kernels::launch_add_unpacked_weights(stream_, g.type,
+                                              plan.blocks.as<cuda_kernels::WeightBlock>(),
                                               plan.block_count, plan.largest_block, cudnn_dw,
                                               dweights);
   }
@@ -155,6 +185,18 @@ bool lstm_weights_zero_copy(Backend& backend, const RnnGeometry& g) {
   auto* cuda_backend = dynamic_cast<CudaBackend*>(&backend.implementation());
   if (cuda_backend == nullptr) throw RuntimeError("lstm_weights_zero_copy: not a CUDA backend");
   return cuda_backend->lstm_weights_zero_copy(g);
+}
+
+std::string lstm_algorithm(Backend& backend, const RnnGeometry& g) {
+  auto* cuda_backend = dynamic_cast<CudaBackend*>(&backend.implementation());
+  if (cuda_backend == nullptr) throw RuntimeError("lstm_algorithm: not a CUDA backend");
+  return cuda_backend->lstm_algorithm(g);
+}
+
+void set_lstm_algorithm(Backend& backend, const std::string& name) {
+  auto* cuda_backend = dynamic_cast<CudaBackend*>(&backend.implementation());
+  if (cuda_backend == nullptr) throw RuntimeError("set_lstm_algorithm: not a CUDA backend");
+  cuda_backend->set_lstm_algorithm(rnn_algorithm_from_name(name));
 }
 
 void set_lstm_always_repack(Backend& backend, bool always) {

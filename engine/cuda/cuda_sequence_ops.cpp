@@ -1,7 +1,8 @@
 // CudaBackend's sequence ops other than the fused LSTM (which is cuda_rnn_ops.cpp): the row-wise
 // softmax cross-entropy and the reproducible scaled sum of the summed-token losses, device copies,
 // embeddings, the rows they touched and their packing for a sparse exchange, and the LSTM cell of
-// the unrolled RNN. The kernels are in cuda_kernels_sequence.cu; everything is asynchronous on the
+// the unrolled RNN, on fp32 or 16-bit data (gradients of tables are fp32). The kernels are in
+// cuda_kernels_sequence.cu and cuda_kernels_lstm.cu; everything is asynchronous on the
 // backend's stream and allocates nothing once warm (the deterministic scatter-add grows its
 // workspace in the eager first step), so a step made of these ops can be captured as a CUDA graph.
 #include <cuda_runtime.h>
@@ -17,17 +18,18 @@
 
 namespace dpbench {
 
-void CudaBackend::softmax_cross_entropy_rows(const float* logits, const int32_t* labels, int rows,
-                                             int classes, float gradient_scale, float* row_losses,
-                                             float* dlogits, const float* loss_scale,
+void CudaBackend::softmax_cross_entropy_rows(DataType logits_type, const void* logits,
+                                             const int32_t* labels, int rows, int classes,
+                                             float gradient_scale, float* row_losses,
+                                             void* dlogits, const float* loss_scale,
                                              const float* row_weights) {
   if (rows > 0 && classes <= 0) {
     throw RuntimeError("CudaBackend::softmax_cross_entropy_rows: " + std::to_string(classes) +
                        " classes");
   }
-  cuda_kernels::launch_softmax_cross_entropy_rows(stream_, logits, labels, rows, classes,
-                                                  gradient_scale, row_losses, dlogits, loss_scale,
-                                                  row_weights);
+  cuda_kernels::launch_softmax_cross_entropy_rows(stream_, logits_type, logits, labels, rows,
+                                                  classes, gradient_scale, row_losses, dlogits,
+                                                  loss_scale, row_weights);
 }
 
 void CudaBackend::sum_scaled(const float* x, size_t n, float scale, float* out) {
@@ -41,15 +43,15 @@ void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
   DPB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
 }
 
-void CudaBackend::embedding_forward(const float* table, const int32_t* ids, size_t n, int dim,
-                                    float* y) {
-  cuda_kernels::launch_embedding_forward(stream_, table, ids, n, dim, y);
+void CudaBackend::embedding_forward(DataType type, const void* table, const int32_t* ids, size_t n,
+                                    int dim, void* y) {
+  cuda_kernels::launch_embedding_forward(stream_, type, table, ids, n, dim, y);
 }
 
-void CudaBackend::embedding_backward(const int32_t* ids, const float* dy, size_t n, int dim,
-                                     float* dtable) {
+void CudaBackend::embedding_backward(const int32_t* ids, DataType dy_type, const void* dy, size_t n,
+                                     int dim, float* dtable) {
   if (!deterministic_) {
-    cuda_kernels::launch_embedding_backward(stream_, ids, dy, n, dim, dtable);
+    cuda_kernels::launch_embedding_backward(stream_, ids, dy_type, dy, n, dim, dtable);
     return;
   }
   const size_t needed = cuda_kernels::embedding_backward_sorted_workspace_bytes(n);
@@ -66,7 +68,7 @@ void CudaBackend::embedding_backward(const int32_t* ids, const float* dy, size_t
     embedding_scratch_.reset();
     embedding_scratch_ = std::make_unique<DeviceMemory>(needed);
   }
-  cuda_kernels::launch_embedding_backward_sorted(stream_, ids, dy, n, dim, dtable,
+  cuda_kernels::launch_embedding_backward_sorted(stream_, ids, dy_type, dy, n, dim, dtable,
                                                  embedding_scratch_->data());
 }
 
@@ -85,17 +87,17 @@ void CudaBackend::gather_rows(const float* table, int dim, const int32_t* rows, 
   cuda_kernels::launch_gather_rows(stream_, table, dim, rows, count, capacity, rows_out, values_out);
 }
 
-void CudaBackend::lstm_cell_forward(int batch, int hidden, float* gates, const float* bias_input,
-                                    const float* bias_recurrent, const float* c_prev, float* c,
-                                    float* h) {
-  cuda_kernels::launch_lstm_cell_forward(stream_, batch, hidden, gates, bias_input,
+void CudaBackend::lstm_cell_forward(DataType type, int batch, int hidden, void* gates,
+                                    const void* bias_input, const void* bias_recurrent,
+                                    const void* c_prev, void* c, void* h) {
+  cuda_kernels::launch_lstm_cell_forward(stream_, type, batch, hidden, gates, bias_input,
                                          bias_recurrent, c_prev, c, h);
 }
 
-void CudaBackend::lstm_cell_backward(int batch, int hidden, const float* gates,
-                                     const float* c_prev, const float* c, const float* dh,
-                                     const float* dc, float* dgates, float* dc_prev) {
-  cuda_kernels::launch_lstm_cell_backward(stream_, batch, hidden, gates, c_prev, c, dh, dc,
+void CudaBackend::lstm_cell_backward(DataType type, int batch, int hidden, const void* gates,
+                                     const void* c_prev, const void* c, const void* dh,
+                                     const void* dc, void* dgates, void* dc_prev) {
+  cuda_kernels::launch_lstm_cell_backward(stream_, type, batch, hidden, gates, c_prev, c, dh, dc,
                                           dgates, dc_prev);
 }
 

@@ -14,11 +14,39 @@
 
 namespace dpbench {
 
+using reference_detail::WidenedInput;
+using reference_detail::WidenedOutput;
 using reference_detail::with_type;
 
+namespace {
+
+// Elements a row-major (rows, cols) matrix with leading dimension ld spans.
+size_t matrix_span(int rows, int cols, int ld) {
+  if (rows <= 0 || cols <= 0) return 0;
+  return static_cast<size_t>(rows - 1) * static_cast<size_t>(ld) + static_cast<size_t>(cols);
+}
+
+}  // namespace
+
 void ReferenceBackend::gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha,
-                            const float* a, int lda, const float* b, int ldb, float beta, float* c,
-                            int ldc) {
+                            DataType ab_type, const void* a, int lda, const void* b, int ldb,
+                            float beta, DataType c_type, void* c, int ldc) {
+  if (c_type != DataType::f32 && c_type != ab_type)
+    throw RuntimeError(std::string("gemm: C of ") + data_type_name(c_type) + " with A and B of " +
+                       data_type_name(ab_type) + " (C is fp32 or the inputs' type)");
+  const WidenedInput a_values(ab_type, a,
+                              trans_a == Transpose::no ? matrix_span(m, k, lda) : matrix_span(k, m, lda));
+  const WidenedInput b_values(ab_type, b,
+                              trans_b == Transpose::no ? matrix_span(k, n, ldb) : matrix_span(n, k, ldb));
+  const WidenedOutput c_values(c_type, c, matrix_span(m, n, ldc));
+  gemm_f32(trans_a, trans_b, m, n, k, alpha, a_values.get(), lda, b_values.get(), ldb, beta,
+           c_values.get(), ldc);
+  c_values.store();
+}
+
+void ReferenceBackend::gemm_f32(Transpose trans_a, Transpose trans_b, int m, int n, int k,
+                                float alpha, const float* a, int lda, const float* b, int ldb,
+                                float beta, float* c, int ldc) {
   if (m <= 0 || n <= 0) return;
   // thread_local: one scratch per runner thread, so the reference devices never share state.
   thread_local std::vector<double> a_row;       // (k): row i of op(A)
@@ -65,7 +93,10 @@ void ReferenceBackend::add_bias(float* y, const float* bias, int rows, int cols)
   }
 }
 
-void ReferenceBackend::bias_gradient(const float* dy, float* dbias, int rows, int cols) {
+void ReferenceBackend::bias_gradient(DataType dy_type, const void* dy_data, float* dbias, int rows,
+                                     int cols) {
+  const WidenedInput dy_values(dy_type, dy_data, matrix_span(rows, cols, cols));
+  const float* dy = dy_values.get();
   std::vector<double> sums(static_cast<size_t>(std::max(cols, 0)), 0.0);
   for (int r = 0; r < rows; ++r) {
     const float* dy_row = dy + static_cast<size_t>(r) * cols;
@@ -94,7 +125,11 @@ void ReferenceBackend::relu_backward(DataType type, const void* y, const void* d
   });
 }
 
-void ReferenceBackend::fill(float* x, size_t n, float value) { std::fill(x, x + n, value); }
+void ReferenceBackend::fill(DataType type, void* x, size_t n, float value) {
+  with_type(type, [&](auto tag) {
+    for (size_t i = 0; i < n; ++i) store_from_float(decltype(tag)::value, x, i, value);
+  });
+}
 
 void ReferenceBackend::scale(float* x, size_t n, float alpha) {
   for (size_t i = 0; i < n; ++i) x[i] *= alpha;

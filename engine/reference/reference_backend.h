@@ -1,7 +1,8 @@
 // ReferenceBackend: the host oracle. Plain, synchronous C++ for every Backend op, accumulating in
 // double where order matters, so [gpu] tests and the CI end-to-end runs have a trustworthy baseline.
 // 16-bit buffers (fp16, bf16) are read as floats and every result is rounded once to the storage
-// type, which is what the GPU's fp32-inside kernels store.
+// type, which is what the GPU's fp32-inside kernels store. The 16-bit GEMMs, losses and LSTMs are
+// the fp32 op on the widened inputs with its outputs rounded (reference_storage.h's Widened).
 #pragma once
 
 #include "engine/backend.h"
@@ -17,17 +18,26 @@ class ReferenceBackend final : public Backend {
   // The typed overrides below would otherwise hide Backend's fp32 conveniences.
   using Backend::add_tensors;
   using Backend::add_tensors_backward;
+  using Backend::bias_gradient;
+  using Backend::embedding_backward;
+  using Backend::embedding_forward;
+  using Backend::fill;
+  using Backend::gemm;
+  using Backend::lstm_cell_backward;
+  using Backend::lstm_cell_forward;
   using Backend::relu_backward;
   using Backend::relu_forward;
+  using Backend::softmax_cross_entropy_rows;
 
-  void gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha, const float* a,
-            int lda, const float* b, int ldb, float beta, float* c, int ldc) override;
+  void gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha, DataType ab_type,
+            const void* a, int lda, const void* b, int ldb, float beta, DataType c_type, void* c,
+            int ldc) override;
   void add_bias(float* y, const float* bias, int rows, int cols) override;
-  void bias_gradient(const float* dy, float* dbias, int rows, int cols) override;
+  void bias_gradient(DataType dy_type, const void* dy, float* dbias, int rows, int cols) override;
 
   void relu_forward(DataType type, const void* x, void* y, size_t n) override;
   void relu_backward(DataType type, const void* y, const void* dy, void* dx, size_t n) override;
-  void fill(float* x, size_t n, float value) override;
+  void fill(DataType type, void* x, size_t n, float value) override;
   void scale(float* x, size_t n, float alpha) override;
   void axpy(float alpha, const float* x, float* y, size_t n) override;
   void add_tensors(DataType type, const void* a, const void* b, void* y, size_t n,
@@ -95,39 +105,36 @@ class ReferenceBackend final : public Backend {
                           const Tensor4& dst_shape, void* dst) override;
 
   // Sequence ops: engine/{reference,cuda}/..._sequence_ops
-  void softmax_cross_entropy_rows(const float* logits, const int32_t* labels, int rows,
-                                  int classes, float gradient_scale, float* row_losses,
-                                  float* dlogits, const float* loss_scale = nullptr,
+  void softmax_cross_entropy_rows(DataType logits_type, const void* logits, const int32_t* labels,
+                                  int rows, int classes, float gradient_scale, float* row_losses,
+                                  void* dlogits, const float* loss_scale = nullptr,
                                   const float* row_weights = nullptr) override;
   void sum_scaled(const float* x, size_t n, float scale, float* out) override;
   void copy(void* dst, const void* src, size_t bytes) override;
-  void embedding_forward(const float* table, const int32_t* ids, size_t n, int dim,
-                         float* y) override;
-  void embedding_backward(const int32_t* ids, const float* dy, size_t n, int dim,
+  void embedding_forward(DataType type, const void* table, const int32_t* ids, size_t n, int dim,
+                         void* y) override;
+  void embedding_backward(const int32_t* ids, DataType dy_type, const void* dy, size_t n, int dim,
                           float* dtable) override;
   void embedding_touched_rows(const int32_t* ids, size_t n, int vocab, int32_t* rows,
                               int32_t* count, void* workspace) override;
   size_t embedding_touched_rows_workspace_bytes(size_t n, int vocab) override;
   void gather_rows(const float* table, int dim, const int32_t* rows, const int32_t* count,
                    size_t capacity, int32_t* rows_out, float* values_out) override;
-  void lstm_forward(const RnnGeometry& g, const float* x, const float* hx, const float* cx,
-                    const float* weights, float* y, float* hy, float* cy, void* reserve,
+  void lstm_forward(const RnnGeometry& g, const void* x, const void* hx, const void* cx,
+                    const void* weights, void* y, void* hy, void* cy, void* reserve,
                     void* workspace) override;
-  void lstm_backward_data(const RnnGeometry& g, const float* y, const float* dy, const float* dhy,
-                          const float* dcy, const float* weights, const float* hx,
-                          const float* cx, float* dx, float* dhx, float* dcx, void* reserve,
-                          void* workspace) override;
-  void lstm_backward_weights(const RnnGeometry& g, const float* x, const float* hx,
-                             const float* y, float* dweights, void* reserve,
-                             void* workspace) override;
+  void lstm_backward_data(const RnnGeometry& g, const void* y, const void* dy, const void* dhy,
+                          const void* dcy, const void* weights, const void* hx, const void* cx,
+                          void* dx, void* dhx, void* dcx, void* reserve, void* workspace) override;
+  void lstm_backward_weights(const RnnGeometry& g, const void* x, const void* hx, const void* y,
+                             float* dweights, void* reserve, void* workspace) override;
   size_t lstm_workspace_bytes(const RnnGeometry& g) override;
   size_t lstm_reserve_bytes(const RnnGeometry& g) override;
-  void lstm_cell_forward(int batch, int hidden, float* gates, const float* bias_input,
-                         const float* bias_recurrent, const float* c_prev, float* c,
-                         float* h) override;
-  void lstm_cell_backward(int batch, int hidden, const float* gates, const float* c_prev,
-                          const float* c, const float* dh, const float* dc, float* dgates,
-                          float* dc_prev) override;
+  void lstm_cell_forward(DataType type, int batch, int hidden, void* gates, const void* bias_input,
+                         const void* bias_recurrent, const void* c_prev, void* c, void* h) override;
+  void lstm_cell_backward(DataType type, int batch, int hidden, const void* gates, const void* c_prev,
+                          const void* c, const void* dh, const void* dc, void* dgates,
+                          void* dc_prev) override;
 
   void append_scalar(const float* value, float* history, int32_t* cursor) override;
   void write_timestamp(int64_t* slot) override;
@@ -135,6 +142,18 @@ class ReferenceBackend final : public Backend {
   void add_elapsed_since(const int64_t* start, int64_t* total) override;
   double sum_squares(const float* x, size_t n, void* scratch) override;
   size_t sum_squares_scratch_bytes() const override { return 0; }
+
+ private:
+  // The fp32 ops; a 16-bit op widens its inputs, runs one of these and rounds its outputs once.
+  void gemm_f32(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha,
+                const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
+  void lstm_forward_f32(const RnnGeometry& g, const float* x, const float* hx, const float* cx,
+                        const float* weights, float* y, float* hy, float* cy, void* reserve);
+  void lstm_backward_data_f32(const RnnGeometry& g, const float* dy, const float* dhy,
+                              const float* dcy, const float* weights, const float* cx, float* dx,
+                              float* dhx, float* dcx, void* reserve, void* workspace);
+  void lstm_backward_weights_f32(const RnnGeometry& g, const float* x, const float* hx,
+                                 const float* y, float* dweights, void* reserve);
 };
 
 }  // namespace dpbench

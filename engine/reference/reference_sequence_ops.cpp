@@ -11,8 +11,12 @@
 
 #include "engine/errors.h"
 #include "engine/reference/reference_backend.h"
+#include "engine/reference/reference_storage.h"
 
 namespace dpbench {
+
+using reference_detail::WidenedInput;
+using reference_detail::WidenedOutput;
 
 namespace {
 
@@ -159,10 +163,17 @@ Float* layer_output(const LstmReserve& reserve, Float* y, int layer) {
 
 // ---- loss ---------------------------------------------------------------------------------------
 
-void ReferenceBackend::softmax_cross_entropy_rows(const float* logits, const int32_t* labels,
-                                                  int rows, int classes, float gradient_scale,
-                                                  float* row_losses, float* dlogits,
-                                                  const float* loss_scale, const float* row_weights) {
+void ReferenceBackend::softmax_cross_entropy_rows(DataType logits_type, const void* logits_data,
+                                                  const int32_t* labels, int rows, int classes,
+                                                  float gradient_scale, float* row_losses,
+                                                  void* dlogits_data, const float* loss_scale,
+                                                  const float* row_weights) {
+  const size_t count = static_cast<size_t>(std::max(rows, 0)) * static_cast<size_t>(std::max(classes, 0));
+  // Widened before anything is written: dlogits may alias logits.
+  const WidenedInput logits_values(logits_type, logits_data, count);
+  const WidenedOutput dlogits_values(logits_type, dlogits_data, count);
+  const float* logits = logits_values.get();
+  float* dlogits = dlogits_values.get();
   // Every scale applied in double before the one rounding, as softmax_cross_entropy does.
   const double common =
       static_cast<double>(gradient_scale) * (loss_scale != nullptr ? *loss_scale : 1.0);
@@ -189,6 +200,7 @@ void ReferenceBackend::softmax_cross_entropy_rows(const float* logits, const int
       dx[j] = static_cast<float>((probability - (j == label ? 1.0 : 0.0)) * scale);
     }
   }
+  dlogits_values.store();
 }
 
 void ReferenceBackend::sum_scaled(const float* x, size_t n, float scale, float* out) {
@@ -203,17 +215,19 @@ void ReferenceBackend::copy(void* dst, const void* src, size_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, bytes);
 }
 
-void ReferenceBackend::embedding_forward(const float* table, const int32_t* ids, size_t n,
-                                         int dim, float* y) {
-  const size_t row_floats = static_cast<size_t>(dim);
+void ReferenceBackend::embedding_forward(DataType type, const void* table, const int32_t* ids,
+                                         size_t n, int dim, void* y) {
+  const size_t row_bytes = static_cast<size_t>(dim) * data_type_bytes(type);
   for (size_t i = 0; i < n; ++i) {
-    const float* row = table + static_cast<size_t>(ids[i]) * row_floats;  // (dim)
-    std::copy(row, row + row_floats, y + i * row_floats);
+    const char* row = static_cast<const char*>(table) + static_cast<size_t>(ids[i]) * row_bytes;
+    std::memcpy(static_cast<char*>(y) + i * row_bytes, row, row_bytes);
   }
 }
 
-void ReferenceBackend::embedding_backward(const int32_t* ids, const float* dy, size_t n, int dim,
-                                          float* dtable) {
+void ReferenceBackend::embedding_backward(const int32_t* ids, DataType dy_type, const void* dy_data,
+                                          size_t n, int dim, float* dtable) {
+  const WidenedInput dy_values(dy_type, dy_data, n * static_cast<size_t>(std::max(dim, 0)));
+  const float* dy = dy_values.get();
   // In the order of i, one float add each: a row shared by several ids sums them in that order.
   const size_t row_floats = static_cast<size_t>(dim);
   for (size_t i = 0; i < n; ++i) {
@@ -268,10 +282,25 @@ size_t ReferenceBackend::lstm_reserve_bytes(const RnnGeometry& g) {
   return LstmReserve{g, nullptr}.total_floats() * sizeof(float);
 }
 
-void ReferenceBackend::lstm_forward(const RnnGeometry& g, const float* x, const float* hx,
-                                    const float* cx, const float* weights, float* y, float* hy,
-                                    float* cy, void* reserve_memory, void* /*workspace*/) {
+void ReferenceBackend::lstm_forward(const RnnGeometry& g, const void* x, const void* hx,
+                                    const void* cx, const void* weights, void* y, void* hy,
+                                    void* cy, void* reserve, void* /*workspace*/) {
   require_non_empty(g, "lstm_forward");
+  const DataType type = g.type;
+  const WidenedInput x_values(type, x, g.input_count()), hx_values(type, hx, g.state_count()),
+      cx_values(type, cx, g.state_count()), weight_values(type, weights, g.weight_count());
+  const WidenedOutput y_values(type, y, g.output_count()), hy_values(type, hy, g.state_count()),
+      cy_values(type, cy, g.state_count());
+  lstm_forward_f32(g, x_values.get(), hx_values.get(), cx_values.get(), weight_values.get(),
+                   y_values.get(), hy_values.get(), cy_values.get(), reserve);
+  y_values.store();
+  hy_values.store();
+  cy_values.store();
+}
+
+void ReferenceBackend::lstm_forward_f32(const RnnGeometry& g, const float* x, const float* hx,
+                                        const float* cx, const float* weights, float* y, float* hy,
+                                        float* cy, void* reserve_memory) {
   const LstmReserve reserve{g, static_cast<float*>(reserve_memory)};
   const int T = g.seq_len, B = g.batch, H = g.hidden_size, D = g.directions();
   const int output_size = g.output_size();  // H * D, the row stride of every layer output
@@ -291,8 +320,8 @@ void ReferenceBackend::lstm_forward(const RnnGeometry& g, const float* x, const 
         const int t = time_at(d, s, T);
         float* gates = reserve.activations(p, t);  // (B, 4H)
         // gates = x_t W^T + h_prev R^T, then the cell adds both biases.
-        gemm(Transpose::no, Transpose::yes, B, 4 * H, in, 1.0f,
-             input + static_cast<size_t>(t) * B * in, in, W, in, 0.0f, gates, 4 * H);
+        gemm_f32(Transpose::no, Transpose::yes, B, 4 * H, in, 1.0f,
+                 input + static_cast<size_t>(t) * B * in, in, W, in, 0.0f, gates, 4 * H);
         const float* h_prev = nullptr;  // (B, H) with row stride h_prev_stride; nullptr: zeros
         int h_prev_stride = H;
         const float* c_prev = nullptr;
@@ -306,8 +335,8 @@ void ReferenceBackend::lstm_forward(const RnnGeometry& g, const float* x, const 
           if (cx != nullptr) c_prev = cx + p * state;
         }
         if (h_prev != nullptr) {
-          gemm(Transpose::no, Transpose::yes, B, 4 * H, H, 1.0f, h_prev, h_prev_stride, R, H,
-               1.0f, gates, 4 * H);
+          gemm_f32(Transpose::no, Transpose::yes, B, 4 * H, H, 1.0f, h_prev, h_prev_stride, R, H,
+                   1.0f, gates, 4 * H);
         }
         cell_forward_rows(B, H, gates, bias_input, bias_recurrent, c_prev, reserve.cells(p, t),
                           output + static_cast<size_t>(t) * B * output_size + d * H,
@@ -331,12 +360,30 @@ void ReferenceBackend::lstm_forward(const RnnGeometry& g, const float* x, const 
 
 // Needs no h: the gate activations and cells in the reserve are all the chain rule reads here, so
 // y and hx go unused.
-void ReferenceBackend::lstm_backward_data(const RnnGeometry& g, const float* /*y*/,
-                                          const float* dy, const float* dhy, const float* dcy,
-                                          const float* weights, const float* /*hx*/,
-                                          const float* cx, float* dx, float* dhx, float* dcx,
-                                          void* reserve_memory, void* workspace_memory) {
+void ReferenceBackend::lstm_backward_data(const RnnGeometry& g, const void* /*y*/, const void* dy,
+                                          const void* dhy, const void* dcy, const void* weights,
+                                          const void* /*hx*/, const void* cx, void* dx, void* dhx,
+                                          void* dcx, void* reserve, void* workspace) {
   require_non_empty(g, "lstm_backward_data");
+  const DataType type = g.type;
+  const WidenedInput dy_values(type, dy, g.output_count()), dhy_values(type, dhy, g.state_count()),
+      dcy_values(type, dcy, g.state_count()), weight_values(type, weights, g.weight_count()),
+      cx_values(type, cx, g.state_count());
+  const WidenedOutput dx_values(type, dx, g.input_count()), dhx_values(type, dhx, g.state_count()),
+      dcx_values(type, dcx, g.state_count());
+  lstm_backward_data_f32(g, dy_values.get(), dhy_values.get(), dcy_values.get(), weight_values.get(),
+                         cx_values.get(), dx_values.get(), dhx_values.get(), dcx_values.get(), reserve,
+                         workspace);
+  dx_values.store();
+  dhx_values.store();
+  dcx_values.store();
+}
+
+void ReferenceBackend::lstm_backward_data_f32(const RnnGeometry& g, const float* dy,
+                                              const float* dhy, const float* dcy,
+                                              const float* weights, const float* cx, float* dx,
+                                              float* dhx, float* dcx, void* reserve_memory,
+                                              void* workspace_memory) {
   const LstmReserve reserve{g, static_cast<float*>(reserve_memory)};
   const LstmWorkspace workspace{g, static_cast<float*>(workspace_memory)};
   const int T = g.seq_len, B = g.batch, H = g.hidden_size, D = g.directions();
@@ -388,11 +435,11 @@ void ReferenceBackend::lstm_backward_data(const RnnGeometry& g, const float* /*y
         cell_backward_rows(B, H, reserve.activations(p, t), c_prev, reserve.cells(p, t),
                            dh_total, dc, dgates, dc);
         // dh_prev = dgates R;  d_input_t (+)= dgates W (the second direction adds to the first).
-        gemm(Transpose::no, Transpose::no, B, H, 4 * H, 1.0f, dgates, 4 * H, R, H, 0.0f,
-             dh_recurrent, H);
+        gemm_f32(Transpose::no, Transpose::no, B, H, 4 * H, 1.0f, dgates, 4 * H, R, H, 0.0f,
+                 dh_recurrent, H);
         if (d_input != nullptr) {
-          gemm(Transpose::no, Transpose::no, B, in, 4 * H, 1.0f, dgates, 4 * H, W, in,
-               d == 0 ? 0.0f : 1.0f, d_input + static_cast<size_t>(t) * B * in, in);
+          gemm_f32(Transpose::no, Transpose::no, B, in, 4 * H, 1.0f, dgates, 4 * H, W, in,
+                   d == 0 ? 0.0f : 1.0f, d_input + static_cast<size_t>(t) * B * in, in);
         }
       }
       if (dhx != nullptr) std::copy(dh_recurrent, dh_recurrent + state, dhx + p * state);
@@ -402,10 +449,18 @@ void ReferenceBackend::lstm_backward_data(const RnnGeometry& g, const float* /*y
   }
 }
 
-void ReferenceBackend::lstm_backward_weights(const RnnGeometry& g, const float* x,
-                                             const float* hx, const float* y, float* dweights,
-                                             void* reserve_memory, void* /*workspace*/) {
+void ReferenceBackend::lstm_backward_weights(const RnnGeometry& g, const void* x, const void* hx,
+                                             const void* y, float* dweights, void* reserve,
+                                             void* /*workspace*/) {
   require_non_empty(g, "lstm_backward_weights");
+  const WidenedInput x_values(g.type, x, g.input_count()), hx_values(g.type, hx, g.state_count()),
+      y_values(g.type, y, g.output_count());
+  lstm_backward_weights_f32(g, x_values.get(), hx_values.get(), y_values.get(), dweights, reserve);
+}
+
+void ReferenceBackend::lstm_backward_weights_f32(const RnnGeometry& g, const float* x,
+                                                 const float* hx, const float* y, float* dweights,
+                                                 void* reserve_memory) {
   const LstmReserve reserve{g, static_cast<float*>(reserve_memory)};
   const int T = g.seq_len, B = g.batch, H = g.hidden_size, D = g.directions();
   const size_t gates_count = 4 * static_cast<size_t>(H);
@@ -462,16 +517,35 @@ void ReferenceBackend::lstm_backward_weights(const RnnGeometry& g, const float* 
   }
 }
 
-void ReferenceBackend::lstm_cell_forward(int batch, int hidden, float* gates,
-                                         const float* bias_input, const float* bias_recurrent,
-                                         const float* c_prev, float* c, float* h) {
-  cell_forward_rows(batch, hidden, gates, bias_input, bias_recurrent, c_prev, c, h, hidden);
+void ReferenceBackend::lstm_cell_forward(DataType type, int batch, int hidden, void* gates,
+                                         const void* bias_input, const void* bias_recurrent,
+                                         const void* c_prev, void* c, void* h) {
+  const size_t states = static_cast<size_t>(batch) * hidden, gate_count = 4 * states;
+  const WidenedInput bias_input_values(type, bias_input, 4 * static_cast<size_t>(hidden)),
+      bias_recurrent_values(type, bias_recurrent, 4 * static_cast<size_t>(hidden)),
+      c_prev_values(type, c_prev, states);
+  const WidenedOutput gate_values(type, gates, gate_count), c_values(type, c, states),
+      h_values(type, h, states);
+  cell_forward_rows(batch, hidden, gate_values.get(), bias_input_values.get(),
+                    bias_recurrent_values.get(), c_prev_values.get(), c_values.get(),
+                    h_values.get(), hidden);
+  gate_values.store();
+  c_values.store();
+  h_values.store();
 }
 
-void ReferenceBackend::lstm_cell_backward(int batch, int hidden, const float* gates,
-                                          const float* c_prev, const float* c, const float* dh,
-                                          const float* dc, float* dgates, float* dc_prev) {
-  cell_backward_rows(batch, hidden, gates, c_prev, c, dh, dc, dgates, dc_prev);
+void ReferenceBackend::lstm_cell_backward(DataType type, int batch, int hidden, const void* gates,
+                                          const void* c_prev, const void* c, const void* dh,
+                                          const void* dc, void* dgates, void* dc_prev) {
+  const size_t states = static_cast<size_t>(batch) * hidden, gate_count = 4 * states;
+  // Inputs widened before any output is written: dgates may alias gates, dc_prev dc.
+  const WidenedInput gate_values(type, gates, gate_count), c_prev_values(type, c_prev, states),
+      c_values(type, c, states), dh_values(type, dh, states), dc_values(type, dc, states);
+  const WidenedOutput dgate_values(type, dgates, gate_count), dc_prev_values(type, dc_prev, states);
+  cell_backward_rows(batch, hidden, gate_values.get(), c_prev_values.get(), c_values.get(),
+                     dh_values.get(), dc_values.get(), dgate_values.get(), dc_prev_values.get());
+  dgate_values.store();
+  dc_prev_values.store();
 }
 
 }  // namespace dpbench

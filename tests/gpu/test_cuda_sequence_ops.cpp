@@ -5,10 +5,12 @@
 // initial states and output gradients). Also: the fused LSTM's plans are built once per
 // geometry and take the canonical weights without a copy, the ops replay from a captured CUDA
 // graph, and Adam reading its step on the device equals Adam given the step by the host.
+// Then the same ops on 16-bit data (fp16, bf16), GEMM, bias gradient and fill included, against
+// the reference's typed ops on the same rounded inputs.
 //
 // Comparison: |gpu - ref| <= atol + rtol * |ref| per element, TF32 off (exact fp32 on the GPU).
-// The reference accumulates in double, so the tolerances cover the GPU's fp32 rounding; each one
-// says where it comes from. eps = 2^-23.
+// The reference accumulates in double, so the tolerances cover the GPU's fp32 rounding (and a
+// 16-bit result's own rounding); each one says where it comes from. eps = 2^-23.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -22,6 +24,7 @@
 
 #include "engine/cuda/cuda_controls.h"
 #include "engine/cuda/cuda_rnn_controls.h"
+#include "engine/errors.h"
 #include "engine/reference/reference_backend.h"
 #include "engine/rnn_geometry.h"
 #include "tests/gpu/gpu_test_support.h"
@@ -53,6 +56,26 @@ std::vector<float> slice(const std::vector<float>& values, size_t count) {
   return std::vector<float>(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(count));
 }
 
+constexpr DataType kHalfTypes[] = {DataType::f16, DataType::bf16};
+
+double max_magnitude(const std::vector<float>& values) {
+  double largest = 0.0;
+  for (float v : values) largest = std::max(largest, std::fabs(static_cast<double>(v)));
+  return largest;
+}
+
+std::vector<float> difference(const std::vector<float>& a, const std::vector<float>& b) {
+  std::vector<float> result(a.size());
+  for (size_t i = 0; i < a.size(); ++i) result[i] = a[i] - b[i];
+  return result;
+}
+
+// random_vector's values as `type` holds them.
+std::vector<float> random_of(DataType type, size_t n, uint64_t stream, float lo = -1.0f,
+                             float hi = 1.0f) {
+  return rounded(type, random_vector(n, stream, lo, hi));
+}
+
 std::string describe(const RnnGeometry& g) {
   return "T" + std::to_string(g.seq_len) + " B" + std::to_string(g.batch) + " in" +
          std::to_string(g.input_size) + " H" + std::to_string(g.hidden_size) + " L" +
@@ -73,67 +96,99 @@ RnnGeometry lstm_geometry(bool bidirectional) {
 
 }  // namespace
 
-TEST_CASE("cuda softmax_cross_entropy_rows matches the reference on vocabulary-sized rows, scaled "
-          "and in place",
-          "[gpu]") {
-  auto gpu = make_exact_gpu();
-  ReferenceBackend reference;
+namespace {
+
+// Softmax cross-entropy over rows of `type` (fp32 or 16-bit) against the reference's op on the
+// same (rounded) logits, on the benchmark's vocabulary sizes and short rows, in place and not,
+// aligned and not, with and without loss scale and row weights.
+void compare_softmax_rows(Device& gpu, ReferenceBackend& reference, DataType type,
+                          uint64_t stream) {
   struct Shape { int rows, classes; float offset; };
   // 50000 and 10001: the benchmark's vocabularies (rows far longer than shared memory; 10001
   // leaves every row differently aligned). An offset of 100 checks the max subtraction: exp(100)
   // overflows fp32, so only a max-shifted sum gives a finite loss.
-  const Shape shapes[] = {{7, 50000, 0.0f}, {7, 10001, 0.0f}, {7, 5, 0.0f}, {7, 10001, 100.0f},
-                          {3, 129, 0.0f}};
-  // Variants: where logits and dlogits live. Offset 1 misaligns a buffer for float4 access.
-  struct Variant { bool in_place; size_t logits_offset, dlogits_offset; bool scaled; };
-  const Variant variants[] = {{true, 0, 0, false}, {false, 0, 0, true}, {true, 1, 1, true},
-                              {false, 1, 0, false}, {false, 0, 3, true}};
-  uint64_t stream = 200;
+  const Shape shapes[] = {{7, 50000, 0.0f}, {7, 10001, 0.0f}, {7, 10001, 100.0f}, {3, 129, 0.0f},
+                          {7, 5, 0.0f}};
+  // Variants: where logits and dlogits live. Offsets (in elements) misalign a buffer for
+  // 16-byte packs; 1 and 0, or 0 and 3, leave logits and dlogits differently aligned, which
+  // turns the packs off.
+  struct Variant { bool in_place; size_t logits_offset, dlogits_offset; bool scaled, weighted; };
+  const Variant variants[] = {{true, 0, 0, false, false}, {false, 0, 0, true, true},
+                              {true, 1, 1, true, false},  {false, 1, 0, false, true},
+                              {true, 3, 3, true, true},   {false, 0, 3, true, false}};
   for (const Shape& s : shapes) {
     for (const Variant& v : variants) {
       const size_t count = static_cast<size_t>(s.rows) * s.classes;
-      const std::vector<float> logits = random_vector(count, stream++, s.offset - 6.0f, s.offset + 6.0f);
+      const std::vector<float> logits =
+          random_of(type, count, stream++, s.offset - 6.0f, s.offset + 6.0f);
       std::vector<int32_t> labels(s.rows);
-      reference.fill_labels_by_index(labels.data(), labels.size(), 7, kRandomStreamLabels, stream,
-                                     s.classes);
+      reference.fill_labels_by_index(labels.data(), labels.size(), 7, kRandomStreamLabels,
+                                     stream, s.classes);
+      // Row weights in [0, 2], row 1 masked out (a padded token).
+      std::vector<float> weights = random_vector(s.rows, stream++, 0.0f, 2.0f);
+      if (s.rows > 1) weights[1] = 0.0f;
       // Per-token gradients of a loss summed over rows * 3 tokens and scaled by 2^10 (fp16 loss
       // scaling), or plain ones.
       const float gradient_scale = v.scaled ? 1.0f / (3.0f * s.rows) : 1.0f;
       const float loss_scale = 1024.0f;
+      const float* loss_scale_host = v.scaled ? &loss_scale : nullptr;
+      const float* weights_host = v.weighted ? weights.data() : nullptr;
 
-      GpuTensor logits_gpu(*gpu, DataType::f32, logits, v.logits_offset);
-      GpuTensor separate_gpu(*gpu, DataType::f32, count, v.dlogits_offset);
-      GpuArray<int32_t> labels_gpu(*gpu, labels);
-      GpuArray<float> row_losses_gpu(*gpu, s.rows), loss_scale_gpu(*gpu, std::vector<float>{loss_scale});
-      float* dlogits_gpu = static_cast<float*>(v.in_place ? logits_gpu.data() : separate_gpu.data());
-      gpu->ops().softmax_cross_entropy_rows(
-          static_cast<const float*>(logits_gpu.data()), labels_gpu.data(), s.rows, s.classes,
-          gradient_scale, row_losses_gpu.data(), dlogits_gpu, v.scaled ? loss_scale_gpu.data() : nullptr);
+      GpuTensor logits_gpu(gpu, type, logits, v.logits_offset);
+      GpuTensor separate_gpu(gpu, type, count, v.dlogits_offset);
+      GpuArray<int32_t> labels_gpu(gpu, labels);
+      GpuArray<float> row_losses_gpu(gpu, s.rows), weights_gpu(gpu, weights),
+          loss_scale_gpu(gpu, std::vector<float>{loss_scale});
+      gpu.ops().softmax_cross_entropy_rows(
+          type, logits_gpu.data(), labels_gpu.data(), s.rows, s.classes, gradient_scale,
+          row_losses_gpu.data(), v.in_place ? logits_gpu.data() : separate_gpu.data(),
+          v.scaled ? loss_scale_gpu.data() : nullptr, v.weighted ? weights_gpu.data() : nullptr);
 
-      std::vector<float> row_losses(s.rows), dlogits(count);
-      reference.softmax_cross_entropy_rows(logits.data(), labels.data(), s.rows, s.classes,
-                                           gradient_scale, row_losses.data(), dlogits.data(),
-                                           v.scaled ? &loss_scale : nullptr);
+      HostTensor logits_host(type, logits), separate_host(type, count);
+      std::vector<float> row_losses(s.rows);
+      reference.softmax_cross_entropy_rows(
+          type, logits_host.data(), labels.data(), s.rows, s.classes, gradient_scale,
+          row_losses.data(), v.in_place ? logits_host.data() : separate_host.data(),
+          loss_scale_host, weights_host);
 
       // The GPU sums the row's exponentials in fp32 (each thread its share in order, rescaling
       // its running sum when the maximum grows, then a tree), with expf (<= 2 ulp): the sum's
       // relative error stays below ~3 (classes + 16) eps even if every term were rescaled, and
       // that is the absolute error of log(sum), the row loss. Probabilities carry the same
-      // relative error, so dlogits are off by at most that much times the gradient's scale.
-      // Margin 2 on the bound, as the mean softmax test has.
+      // relative error, so dlogits are off by at most that much times the gradient's scale (row
+      // weights <= 2 included). Margin 2 on the bound, as the mean softmax test has. Both read
+      // the same widened logits; 16-bit dlogits then round once to the type.
       const double bound = 2.0 * 3.0 * (s.classes + 16) * kEps;
-      const double gradient_factor = gradient_scale * (v.scaled ? loss_scale : 1.0f);
-      const std::string what = " " + std::to_string(s.rows) + "x" + std::to_string(s.classes) +
-                               " offset " + std::to_string(static_cast<int>(s.offset)) +
+      const double weight_factor = v.weighted ? 2.0 : 1.0;
+      const double gradient_factor =
+          gradient_scale * (v.scaled ? loss_scale : 1.0f) * weight_factor;
+      const std::string what = type_suffix(type) + " " + std::to_string(s.rows) + "x" +
+                               std::to_string(s.classes) + " offset " +
+                               std::to_string(static_cast<int>(s.offset)) +
                                (v.in_place ? " in place" : " separate") + " logits+" +
                                std::to_string(v.logits_offset) + " dlogits+" +
-                               std::to_string(v.dlogits_offset) + (v.scaled ? " scaled" : "");
-      check_close(row_losses_gpu.download(), row_losses, bound, 4 * kEps, "row losses" + what);
+                               std::to_string(v.dlogits_offset) + (v.scaled ? " scaled" : "") +
+                               (v.weighted ? " weighted" : "");
+      check_close(row_losses_gpu.download(), row_losses, bound * weight_factor, 4 * kEps,
+                  "row losses" + what);
       const std::vector<float> dlogits_seen =
           v.in_place ? logits_gpu.values() : separate_gpu.values();
-      check_close(dlogits_seen, dlogits, bound * gradient_factor, bound, "dlogits" + what);
+      const std::vector<float> dlogits =
+          v.in_place ? logits_host.values() : separate_host.values();
+      check_close(dlogits_seen, dlogits, bound * gradient_factor + storage_atol(type),
+                  bound + storage_rtol(type), "dlogits" + what);
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("cuda softmax_cross_entropy_rows matches the reference on vocabulary-sized rows, scaled "
+          "and in place",
+          "[gpu]") {
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  compare_softmax_rows(*gpu, reference, DataType::f32, 200);
 }
 
 TEST_CASE("cuda sum_scaled matches the reference and is reproducible", "[gpu]") {
@@ -317,62 +372,85 @@ TEST_CASE("cuda gather_rows packs the touched rows and zero padding as the refer
   }
 }
 
-TEST_CASE("cuda lstm cell forward and backward match the reference", "[gpu]") {
-  auto gpu = make_exact_gpu();
-  ReferenceBackend reference;
+namespace {
+
+// One LSTM step forward and backward on buffers of `type` against the reference's typed op on the
+// same (rounded) inputs, at the first, a middle and the last step (c_prev and dc nullptr or not).
+void compare_lstm_cell(Device& gpu, ReferenceBackend& reference, DataType type, uint64_t stream) {
   struct Shape { int batch, hidden; };
-  // H 16 moves float4s; H 7 cannot.
-  const Shape shapes[] = {{5, 16}, {3, 7}};
-  uint64_t stream = 340;
+  // 16-byte packs need H to be a multiple of 4 (fp32) or 8 (16-bit): H 16 has them in every type,
+  // H 12 in fp32 only, H 7 in none.
+  const Shape shapes[] = {{5, 16}, {2, 12}, {3, 7}};
   for (const Shape& s : shapes) {
     const size_t gate_count = static_cast<size_t>(s.batch) * 4 * s.hidden;
     const size_t state_count = static_cast<size_t>(s.batch) * s.hidden;
-    for (const bool first_step : {false, true}) {  // first step: c_prev == nullptr; last: dc == nullptr
-      const std::string what = " B" + std::to_string(s.batch) + " H" + std::to_string(s.hidden) +
+    for (const bool first_step : {false, true}) {  // c_prev == nullptr; dc == nullptr
+      const std::string what = type_suffix(type) + " B" + std::to_string(s.batch) + " H" +
+                               std::to_string(s.hidden) +
                                (first_step ? " first/last step" : " middle step");
-      const std::vector<float> pre = random_vector(gate_count, stream++, -3.0f, 3.0f);
-      const std::vector<float> bias_input = random_vector(4 * s.hidden, stream++);
-      const std::vector<float> bias_recurrent = random_vector(4 * s.hidden, stream++);
-      const std::vector<float> c_prev = random_vector(state_count, stream++, -2.0f, 2.0f);
+      const std::vector<float> pre = random_of(type, gate_count, stream++, -3.0f, 3.0f);
+      const std::vector<float> bias_input = random_of(type, 4 * s.hidden, stream++);
+      const std::vector<float> bias_recurrent = random_of(type, 4 * s.hidden, stream++);
+      const std::vector<float> c_prev = random_of(type, state_count, stream++, -2.0f, 2.0f);
 
-      GpuArray<float> gates_gpu(*gpu, pre), bias_input_gpu(*gpu, bias_input),
-          bias_recurrent_gpu(*gpu, bias_recurrent), c_prev_gpu(*gpu, c_prev),
-          c_gpu(*gpu, state_count), h_gpu(*gpu, state_count);
-      gpu->ops().lstm_cell_forward(s.batch, s.hidden, gates_gpu.data(), bias_input_gpu.data(),
-                                   bias_recurrent_gpu.data(), first_step ? nullptr : c_prev_gpu.data(),
-                                   c_gpu.data(), h_gpu.data());
-      std::vector<float> gates = pre, c(state_count), h(state_count);
-      reference.lstm_cell_forward(s.batch, s.hidden, gates.data(), bias_input.data(),
-                                  bias_recurrent.data(), first_step ? nullptr : c_prev.data(),
-                                  c.data(), h.data());
+      GpuTensor gates_gpu(gpu, type, pre), bias_input_gpu(gpu, type, bias_input),
+          bias_recurrent_gpu(gpu, type, bias_recurrent), c_prev_gpu(gpu, type, c_prev),
+          c_gpu(gpu, type, state_count), h_gpu(gpu, type, state_count);
+      gpu.ops().lstm_cell_forward(type, s.batch, s.hidden, gates_gpu.data(), bias_input_gpu.data(),
+                                  bias_recurrent_gpu.data(),
+                                  first_step ? nullptr : c_prev_gpu.data(), c_gpu.data(),
+                                  h_gpu.data());
+      HostTensor gates_host(type, pre), c_host(type, state_count), h_host(type, state_count);
+      const HostTensor bias_input_host(type, bias_input),
+          bias_recurrent_host(type, bias_recurrent), c_prev_host(type, c_prev);
+      reference.lstm_cell_forward(type, s.batch, s.hidden, gates_host.data(),
+                                  bias_input_host.data(), bias_recurrent_host.data(),
+                                  first_step ? nullptr : c_prev_host.data(), c_host.data(),
+                                  h_host.data());
       // Each output is a handful of fp32 operations on values below 4 in magnitude: two bias
       // additions, expf or tanhf (<= 2 ulp), a division, then c = f c_prev + i g and
-      // h = o tanh(c): under 16 roundings of values <= 4, so 64 eps absolute, 16 eps relative.
-      check_close(gates_gpu.download(), gates, 64 * kEps, 16 * kEps, "cell activations" + what);
-      check_close(c_gpu.download(), c, 64 * kEps, 16 * kEps, "cell c" + what);
-      check_close(h_gpu.download(), h, 64 * kEps, 16 * kEps, "cell h" + what);
+      // h = o tanh(c): under 16 roundings of values <= 4, so 64 eps absolute, 16 eps relative;
+      // then, in 16-bit, one rounding to the type.
+      const double atol = 64 * kEps + storage_atol(type), rtol = 16 * kEps + storage_rtol(type);
+      check_close(gates_gpu.values(), gates_host.values(), atol, rtol, "cell activations" + what);
+      check_close(c_gpu.values(), c_host.values(), atol, rtol, "cell c" + what);
+      check_close(h_gpu.values(), h_host.values(), atol, rtol, "cell h" + what);
 
-      // Backward from the reference's activations, dgates over the gates and dc_prev over dc
-      // (the aliases the unrolled layer uses).
-      const std::vector<float> dh = random_vector(state_count, stream++);
-      const std::vector<float> dc = random_vector(state_count, stream++);
-      GpuArray<float> activations_gpu(*gpu, gates), c_out_gpu(*gpu, c), dh_gpu(*gpu, dh),
-          dc_gpu(*gpu, dc);
-      gpu->ops().lstm_cell_backward(s.batch, s.hidden, activations_gpu.data(),
-                                    first_step ? nullptr : c_prev_gpu.data(), c_out_gpu.data(),
-                                    dh_gpu.data(), first_step ? nullptr : dc_gpu.data(),
-                                    activations_gpu.data(), first_step ? nullptr : dc_gpu.data());
-      std::vector<float> dgates = gates, dc_prev = dc;
-      reference.lstm_cell_backward(s.batch, s.hidden, dgates.data(),
-                                   first_step ? nullptr : c_prev.data(), c.data(), dh.data(),
-                                   first_step ? nullptr : dc_prev.data(), dgates.data(),
-                                   first_step ? nullptr : dc_prev.data());
+      // Backward from the reference's activations and c, dgates over the gates and dc_prev over
+      // dc (the aliases the unrolled layer uses).
+      const std::vector<float> dh = random_of(type, state_count, stream++);
+      const std::vector<float> dc = random_of(type, state_count, stream++);
+      GpuTensor activations_gpu(gpu, type, gates_host.values()),
+          c_out_gpu(gpu, type, c_host.values()), dh_gpu(gpu, type, dh), dc_gpu(gpu, type, dc);
+      gpu.ops().lstm_cell_backward(type, s.batch, s.hidden, activations_gpu.data(),
+                                   first_step ? nullptr : c_prev_gpu.data(), c_out_gpu.data(),
+                                   dh_gpu.data(), first_step ? nullptr : dc_gpu.data(),
+                                   activations_gpu.data(), first_step ? nullptr : dc_gpu.data());
+      const HostTensor dh_host(type, dh);
+      HostTensor dgates_host(type, gates_host.values()), dc_prev_host(type, dc);
+      reference.lstm_cell_backward(type, s.batch, s.hidden, dgates_host.data(),
+                                   first_step ? nullptr : c_prev_host.data(), c_host.data(),
+                                   dh_host.data(), first_step ? nullptr : dc_prev_host.data(),
+                                   dgates_host.data(),
+                                   first_step ? nullptr : dc_prev_host.data());
       // Products of up to five factors (each <= 2 in magnitude) and one tanhf: 128 eps absolute
       // (the small factors 1 - t^2 and s (1 - s) cancel, which a relative bound would not cover).
-      check_close(activations_gpu.download(), dgates, 128 * kEps, 16 * kEps, "cell dgates" + what);
-      if (!first_step) check_close(dc_gpu.download(), dc_prev, 128 * kEps, 16 * kEps, "cell dc_prev" + what);
+      const double datol = 128 * kEps + storage_atol(type);
+      check_close(activations_gpu.values(), dgates_host.values(), datol, rtol,
+                  "cell dgates" + what);
+      if (!first_step) {
+        check_close(dc_gpu.values(), dc_prev_host.values(), datol, rtol, "cell dc_prev" + what);
+      }
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("cuda lstm cell forward and backward match the reference", "[gpu]") {
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  compare_lstm_cell(*gpu, reference, DataType::f32, 340);
 }
 
 namespace {
@@ -384,7 +462,7 @@ struct LstmCase {
   bool output_gradient = true;   // dy given (else nullptr: the outputs feed nothing)
   bool state_gradients = true;   // dhy, dcy given
   bool input_gradients = true;   // dx, dhx, dcx wanted
-  size_t weight_offset = 0;      // floats between an aligned allocation and the weights
+  size_t weight_offset = 0;      // elements between an aligned allocation and the weights
   bool repack = false;           // force the plan's repacking path
   std::string name() const {
     return describe(g) + (initial_state ? ", hx/cx" : ", no hx/cx") +
@@ -395,46 +473,80 @@ struct LstmCase {
   }
 };
 
+// bf16 LSTMs need cuDNN 9.13 or later. An older cuDNN must refuse them by name (checked here);
+// the bf16 cases are then skipped with a warning.
+bool lstm_runs(Backend& ops, const RnnGeometry& g) {
+  try {
+    (void)ops.lstm_workspace_bytes(g);
+    return true;
+  } catch (const RuntimeError& error) {
+    if (g.type != DataType::bf16) throw;
+    const std::string message = error.what();
+    INFO(message);
+    CHECK(message.find("has no bf16 LSTM (needs 9.13 or later)") != std::string::npos);
+    WARN("skipped: " << message);
+    return false;
+  }
+}
+
+// What cuDNN's 16-bit LSTM may differ from an fp32 LSTM on the same rounded inputs by, relative to
+// a tensor's largest magnitude. cuDNN keeps each step's h in the type (y: the next layer's input;
+// the next step reads it too) and may keep gate activations and c so as well: a rounding of half
+// a unit each, which the chain over T * layers * directions steps carries and mostly cancels, a
+// few units in all. Four units, plus 1e-3 for what fp32 alone leaves (the fp32 test's 2e-4, with
+// margin): bf16 ~3.2e-2, fp16 ~4.9e-3. A wrong gate order, layout or offset moves results by
+// tens of percent.
+double fused_lstm_tolerance(DataType type) { return 4.0 * unit_in_last_place(type) + 1e-3; }
+
+void check_close_to_scale(const std::vector<float>& gpu, const std::vector<float>& ref,
+                          double relative, const std::string& what) {
+  check_close(gpu, ref, relative * std::max(max_magnitude(ref), 1e-6), 0.0, what);
+}
+
+// The fused LSTM against the reference: forward, backward data and backward weights, in g.type.
+// In 16-bit the reference is an fp32 LSTM on the same rounded inputs, its outputs rounded once.
 void compare_fused_lstm(Device& gpu, ReferenceBackend& reference, const LstmCase& c,
                         uint64_t stream) {
   const RnnGeometry& g = c.g;
-  const std::string what = " (" + c.name() + ")";
+  const DataType type = g.type;
+  const std::string what = type_suffix(type) + " (" + c.name() + ")";
   Backend& ops = gpu.ops();
   // The setting is part of the plan's key: it stays on for every call of this comparison.
   set_lstm_always_repack(ops, c.repack);
+  if (!lstm_runs(ops, g)) {
+    set_lstm_always_repack(ops, false);
+    return;
+  }
   if (c.repack) CHECK_FALSE(lstm_weights_zero_copy(ops, g));
-  const size_t weights = g.weight_count();
   // Weights of the size PyTorch initialises with (U(-1/sqrt(H), 1/sqrt(H))), inputs in [-1, 1].
   const float bound = 1.0f / std::sqrt(static_cast<float>(g.hidden_size));
-  const std::vector<float> w = random_vector(weights, stream + 0, -bound, bound);
-  const std::vector<float> x = random_vector(g.input_count(), stream + 1);
-  const std::vector<float> hx = random_vector(g.state_count(), stream + 2, -0.5f, 0.5f);
-  const std::vector<float> cx = random_vector(g.state_count(), stream + 3, -0.5f, 0.5f);
-  const std::vector<float> dy = random_vector(g.output_count(), stream + 4);
-  const std::vector<float> dhy = random_vector(g.state_count(), stream + 5);
-  const std::vector<float> dcy = random_vector(g.state_count(), stream + 6);
-  const std::vector<float> dw_start = random_vector(weights, stream + 7);  // it adds onto this
+  const std::vector<float> w = random_of(type, g.weight_count(), stream + 0, -bound, bound);
+  const std::vector<float> x = random_of(type, g.input_count(), stream + 1);
+  const std::vector<float> hx = random_of(type, g.state_count(), stream + 2, -0.5f, 0.5f);
+  const std::vector<float> cx = random_of(type, g.state_count(), stream + 3, -0.5f, 0.5f);
+  const std::vector<float> dy = random_of(type, g.output_count(), stream + 4);
+  const std::vector<float> dhy = random_of(type, g.state_count(), stream + 5);
+  const std::vector<float> dcy = random_of(type, g.state_count(), stream + 6);
+  // The weight gradient is fp32 in every type; the op adds onto this.
+  const std::vector<float> dw_start = random_vector(g.weight_count(), stream + 7);
 
   // ---- GPU
-  const size_t workspace_bytes = ops.lstm_workspace_bytes(g);
-  const size_t reserve_bytes = ops.lstm_reserve_bytes(g);
-  Buffer workspace = gpu.allocate(std::max<size_t>(workspace_bytes, 1));
-  Buffer reserve = gpu.allocate(std::max<size_t>(reserve_bytes, 1));
-  GpuTensor w_gpu(gpu, DataType::f32, w, c.weight_offset);
+  Buffer workspace = gpu.allocate(std::max<size_t>(ops.lstm_workspace_bytes(g), 1));
+  Buffer reserve = gpu.allocate(std::max<size_t>(ops.lstm_reserve_bytes(g), 1));
+  GpuTensor w_gpu(gpu, type, w, c.weight_offset);
   GpuTensor dw_gpu(gpu, DataType::f32, dw_start, c.weight_offset);
-  GpuArray<float> x_gpu(gpu, x), hx_gpu(gpu, hx), cx_gpu(gpu, cx), dy_gpu(gpu, dy),
-      dhy_gpu(gpu, dhy), dcy_gpu(gpu, dcy);
-  GpuArray<float> y_gpu(gpu, g.output_count()), hy_gpu(gpu, g.state_count()),
-      cy_gpu(gpu, g.state_count()), dx_gpu(gpu, g.input_count()), dhx_gpu(gpu, g.state_count()),
-      dcx_gpu(gpu, g.state_count());
-  const float* hx_p = c.initial_state ? hx_gpu.data() : nullptr;
-  const float* cx_p = c.initial_state ? cx_gpu.data() : nullptr;
-  const float* w_p = static_cast<const float*>(w_gpu.data());
-  ops.lstm_forward(g, x_gpu.data(), hx_p, cx_p, w_p, y_gpu.data(), hy_gpu.data(), cy_gpu.data(),
-                   reserve.data(), workspace.data());
+  GpuTensor x_gpu(gpu, type, x), hx_gpu(gpu, type, hx), cx_gpu(gpu, type, cx),
+      dy_gpu(gpu, type, dy), dhy_gpu(gpu, type, dhy), dcy_gpu(gpu, type, dcy);
+  GpuTensor y_gpu(gpu, type, g.output_count()), hy_gpu(gpu, type, g.state_count()),
+      cy_gpu(gpu, type, g.state_count()), dx_gpu(gpu, type, g.input_count()),
+      dhx_gpu(gpu, type, g.state_count()), dcx_gpu(gpu, type, g.state_count());
+  const void* hx_p = c.initial_state ? hx_gpu.data() : nullptr;
+  const void* cx_p = c.initial_state ? cx_gpu.data() : nullptr;
+  ops.lstm_forward(g, x_gpu.data(), hx_p, cx_p, w_gpu.data(), y_gpu.data(), hy_gpu.data(),
+                   cy_gpu.data(), reserve.data(), workspace.data());
   ops.lstm_backward_data(g, y_gpu.data(), c.output_gradient ? dy_gpu.data() : nullptr,
                          c.state_gradients ? dhy_gpu.data() : nullptr,
-                         c.state_gradients ? dcy_gpu.data() : nullptr, w_p, hx_p, cx_p,
+                         c.state_gradients ? dcy_gpu.data() : nullptr, w_gpu.data(), hx_p, cx_p,
                          c.input_gradients ? dx_gpu.data() : nullptr,
                          c.input_gradients ? dhx_gpu.data() : nullptr,
                          c.input_gradients ? dcx_gpu.data() : nullptr, reserve.data(),
@@ -442,55 +554,74 @@ void compare_fused_lstm(Device& gpu, ReferenceBackend& reference, const LstmCase
   ops.lstm_backward_weights(g, x_gpu.data(), hx_p, y_gpu.data(),
                             static_cast<float*>(dw_gpu.data()), reserve.data(), workspace.data());
 
-  // ---- reference
+  // ---- reference, on the same values
   std::vector<unsigned char> ref_workspace(std::max<size_t>(reference.lstm_workspace_bytes(g), 1));
   std::vector<unsigned char> ref_reserve(std::max<size_t>(reference.lstm_reserve_bytes(g), 1));
-  std::vector<float> y(g.output_count()), hy(g.state_count()), cy(g.state_count()),
-      dx(g.input_count()), dhx(g.state_count()), dcx(g.state_count()), dw = dw_start;
-  const float* ref_hx = c.initial_state ? hx.data() : nullptr;
-  const float* ref_cx = c.initial_state ? cx.data() : nullptr;
-  reference.lstm_forward(g, x.data(), ref_hx, ref_cx, w.data(), y.data(), hy.data(), cy.data(),
-                         ref_reserve.data(), ref_workspace.data());
-  reference.lstm_backward_data(g, y.data(), c.output_gradient ? dy.data() : nullptr,
-                               c.state_gradients ? dhy.data() : nullptr,
-                               c.state_gradients ? dcy.data() : nullptr, w.data(), ref_hx, ref_cx,
-                               c.input_gradients ? dx.data() : nullptr,
-                               c.input_gradients ? dhx.data() : nullptr,
-                               c.input_gradients ? dcx.data() : nullptr, ref_reserve.data(),
+  const HostTensor w_host(type, w), x_host(type, x), hx_host(type, hx), cx_host(type, cx),
+      dy_host(type, dy), dhy_host(type, dhy), dcy_host(type, dcy);
+  HostTensor y_host(type, g.output_count()), hy_host(type, g.state_count()),
+      cy_host(type, g.state_count()), dx_host(type, g.input_count()),
+      dhx_host(type, g.state_count()), dcx_host(type, g.state_count());
+  std::vector<float> dw = dw_start;
+  const void* ref_hx = c.initial_state ? hx_host.data() : nullptr;
+  const void* ref_cx = c.initial_state ? cx_host.data() : nullptr;
+  reference.lstm_forward(g, x_host.data(), ref_hx, ref_cx, w_host.data(), y_host.data(),
+                         hy_host.data(), cy_host.data(), ref_reserve.data(), ref_workspace.data());
+  reference.lstm_backward_data(g, y_host.data(), c.output_gradient ? dy_host.data() : nullptr,
+                               c.state_gradients ? dhy_host.data() : nullptr,
+                               c.state_gradients ? dcy_host.data() : nullptr, w_host.data(),
+                               ref_hx, ref_cx, c.input_gradients ? dx_host.data() : nullptr,
+                               c.input_gradients ? dhx_host.data() : nullptr,
+                               c.input_gradients ? dcx_host.data() : nullptr, ref_reserve.data(),
                                ref_workspace.data());
-  reference.lstm_backward_weights(g, x.data(), ref_hx, y.data(), dw.data(), ref_reserve.data(),
-                                  ref_workspace.data());
+  reference.lstm_backward_weights(g, x_host.data(), ref_hx, y_host.data(), dw.data(),
+                                  ref_reserve.data(), ref_workspace.data());
 
-  // Every value is the end of a chain of at most T * layers * directions = 24 cell steps (18 for
-  // the odd geometry), each a dot product of <= in + 2H ~ 30-50 terms of O(1) plus expf/tanhf
-  // (<= 2 ulp), errors mostly cancelling: ~1e-4 relative to O(1) values at worst; weight
-  // gradients add T * B = 24 such terms. Typical fp32 errors are ~1e-6; a wrong gate order, bias
-  // or direction moves results by 1e-2 or more.
-  const double atol = 2e-4, rtol = 2e-4;
-  check_close(y_gpu.download(), y, atol, rtol, "lstm y" + what);
-  check_close(hy_gpu.download(), hy, atol, rtol, "lstm hy" + what);
-  check_close(cy_gpu.download(), cy, atol, rtol, "lstm cy" + what);
+  // fp32: every value is the end of a chain of at most T * layers * directions = 24 cell steps
+  // (18 for the odd geometry), each a dot product of <= in + 2H ~ 30-50 terms of O(1) plus
+  // expf/tanhf (<= 2 ulp), errors mostly cancelling: ~1e-4 relative to O(1) values at worst;
+  // weight gradients add T * B = 24 such terms. Typical fp32 errors are ~1e-6; a wrong gate
+  // order, bias or direction moves results by 1e-2 or more. 16-bit: fused_lstm_tolerance, of
+  // each tensor's scale.
+  auto compare = [&](const std::vector<float>& gpu_values, const std::vector<float>& ref_values,
+                     const std::string& name) {
+    if (type == DataType::f32) {
+      check_close(gpu_values, ref_values, 2e-4, 2e-4, name + what);
+    } else {
+      check_close_to_scale(gpu_values, ref_values, fused_lstm_tolerance(type), name + what);
+    }
+  };
+  compare(y_gpu.values(), y_host.values(), "lstm y");
+  compare(hy_gpu.values(), hy_host.values(), "lstm hy");
+  compare(cy_gpu.values(), cy_host.values(), "lstm cy");
   if (c.input_gradients) {
-    check_close(dx_gpu.download(), dx, atol, rtol, "lstm dx" + what);
-    check_close(dhx_gpu.download(), dhx, atol, rtol, "lstm dhx" + what);
-    check_close(dcx_gpu.download(), dcx, atol, rtol, "lstm dcx" + what);
+    compare(dx_gpu.values(), dx_host.values(), "lstm dx");
+    compare(dhx_gpu.values(), dhx_host.values(), "lstm dhx");
+    compare(dcx_gpu.values(), dcx_host.values(), "lstm dcx");
   }
-  check_close(dw_gpu.values(), dw, atol, rtol, "lstm dweights (added onto prefilled)" + what);
+  if (type == DataType::f32) {
+    check_close(dw_gpu.values(), dw, 2e-4, 2e-4, "lstm dweights (added onto prefilled)" + what);
+  } else {
+    // What was added, relative to its own scale (not the prefill's); comparing the sums checks
+    // that it was added onto the prefill, not written over it.
+    const double gradient_scale = std::max(max_magnitude(difference(dw, dw_start)), 1e-6);
+    check_close(dw_gpu.values(), dw, fused_lstm_tolerance(type) * gradient_scale + 4 * kEps,
+                4 * kEps, "lstm dweights (added onto prefilled)" + what);
+  }
   // The weights themselves are read only.
-  check_identical(w_gpu.values(), w, "lstm weights unchanged" + what);
+  check_same_values(w_gpu.values(), w, "lstm weights unchanged" + what);
   set_lstm_always_repack(ops, false);
 }
 
-}  // namespace
-
-TEST_CASE("cuda fused lstm matches the reference: forward, backward data and backward weights",
-          "[gpu]") {
-  auto gpu = make_exact_gpu();
-  ReferenceBackend reference;
+// The fused-LSTM comparisons, all in `type`: uni- and bidirectional with every optional
+// argument given or not, weights off an aligned address (16-bit ones then take the packed copy),
+// the repacking path forced, and odd sizes.
+std::vector<LstmCase> fused_lstm_cases(DataType type) {
   std::vector<LstmCase> cases;
   for (const bool bidirectional : {false, true}) {
     LstmCase full;
     full.g = lstm_geometry(bidirectional);
+    full.g.type = type;
     cases.push_back(full);  // everything given and wanted
     LstmCase zero_state = full;
     zero_state.initial_state = false;
@@ -504,9 +635,10 @@ TEST_CASE("cuda fused lstm matches the reference: forward, backward data and bac
     weights_only.initial_state = false;
     cases.push_back(weights_only);  // dx, dhx, dcx not wanted
   }
-  // The weights one float past an aligned address: a parameter tensor can start anywhere.
+  // The weights one element past an aligned address: a parameter tensor can start anywhere.
   LstmCase unaligned;
   unaligned.g = lstm_geometry(false);
+  unaligned.g.type = type;
   unaligned.weight_offset = 1;
   cases.push_back(unaligned);
   // The repacking path (taken where cuDNN's layout is not the canonical one), forced: weights
@@ -514,6 +646,7 @@ TEST_CASE("cuda fused lstm matches the reference: forward, backward data and bac
   for (const bool bidirectional : {false, true}) {
     LstmCase repacked;
     repacked.g = lstm_geometry(bidirectional);
+    repacked.g.type = type;
     repacked.repack = true;
     repacked.weight_offset = bidirectional ? 1 : 0;
     cases.push_back(repacked);
@@ -526,9 +659,19 @@ TEST_CASE("cuda fused lstm matches the reference: forward, backward data and bac
   odd.g.hidden_size = 7;
   odd.g.num_layers = 3;
   odd.g.bidirectional = true;
+  odd.g.type = type;
   cases.push_back(odd);
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("cuda fused lstm matches the reference: forward, backward data and backward weights",
+          "[gpu]") {
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
   uint64_t stream = 400;
-  for (const LstmCase& c : cases) {
+  for (const LstmCase& c : fused_lstm_cases(DataType::f32)) {
     compare_fused_lstm(*gpu, reference, c, stream);
     stream += 10;
   }
@@ -697,4 +840,332 @@ TEST_CASE("cuda adam reading its step on the device equals adam given the step",
   check_identical(device_m.download(), host_m.download(), "adam m, device step");
   check_identical(device_v.download(), host_v.download(), "adam v, device step");
   check_identical(graph_m.download(), host_m.download(), "adam m, replayed graph");
+}
+
+// ---- 16-bit data (fp16, bf16) ------------------------------------------------------------------
+// Each op against the reference's typed op on the same rounded inputs: both compute in fp32 (the
+// reference in double) and round each result to the type once, so a result may differ by the
+// fp32 bound of the fp32 test plus one unit in the last place of the type (storage_rtol), and in
+// fp16 by one subnormal step (storage_atol).
+
+TEST_CASE("cuda 16-bit gemm matches the reference with fp32 or 16-bit C", "[gpu]") {
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  struct Shape { int m, n, k; Transpose trans_a, trans_b; };
+  const Transpose no = Transpose::no, yes = Transpose::yes;
+  // The models' three products, at the small LSTM's sizes (rows T * B = 24, gates 4H = 32, inputs
+  // 10) and larger and odd ones: x W^T (no, yes), dgates W (no, no), dgates^T x (yes, no).
+  const Shape shapes[] = {{24, 32, 10, no, yes},    {24, 10, 32, no, no},
+                          {32, 10, 24, yes, no},    {256, 512, 384, no, yes},
+                          {256, 384, 512, no, no},  {512, 384, 256, yes, no},
+                          {33, 17, 65, no, yes},    {33, 17, 65, no, no},
+                          {33, 17, 65, yes, no}};
+  uint64_t stream = 700;
+  for (const DataType type : kHalfTypes) {
+    for (const Shape& s : shapes) {
+      for (const DataType c_type : {DataType::f32, type}) {
+        // beta 0 writes C, beta 1 adds to it (the unrolled LSTM's accumulating products). Rows
+        // padded by 3: leading dimensions wider than the rows, 16-bit rows off 16-byte boundaries.
+        for (const auto& [beta, pad] : {std::pair{0.0f, 0}, std::pair{1.0f, 0},
+                                        std::pair{0.0f, 3}, std::pair{1.0f, 3}}) {
+          const int a_rows = s.trans_a == no ? s.m : s.k, a_cols = s.trans_a == no ? s.k : s.m;
+          const int b_rows = s.trans_b == no ? s.k : s.n, b_cols = s.trans_b == no ? s.n : s.k;
+          const int lda = a_cols + pad, ldb = b_cols + pad, ldc = s.n + pad;
+          const std::vector<float> a = random_of(type, size_t{1} * a_rows * lda, stream++);
+          const std::vector<float> b = random_of(type, size_t{1} * b_rows * ldb, stream++);
+          const std::vector<float> c = random_of(c_type, size_t{1} * s.m * ldc, stream++);
+
+          GpuTensor a_gpu(*gpu, type, a), b_gpu(*gpu, type, b), c_gpu(*gpu, c_type, c);
+          gpu->ops().gemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, type, a_gpu.data(), lda,
+                          b_gpu.data(), ldb, beta, c_type, c_gpu.data(), ldc);
+          HostTensor a_host(type, a), b_host(type, b), c_host(c_type, c);
+          reference.gemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, type, a_host.data(), lda,
+                         b_host.data(), ldb, beta, c_type, c_host.data(), ldc);
+          // Products of 16-bit values are exact in fp32; the k of them (|a b| <= 1, ~k/4 in sum)
+          // are summed in fp32 on tensor cores, whose adders may truncate: a linear bound,
+          // k eps times the sum, with margin 2. A 16-bit C adds its own rounding.
+          const double atol = 2.0 * s.k * kEps * s.k / 4.0 + 4 * kEps + storage_atol(c_type);
+          const std::string what = "gemm" + type_suffix(type) + " C" + type_suffix(c_type) +
+                                   " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
+                                   " k=" + std::to_string(s.k) + " trans_a=" +
+                                   std::to_string(s.trans_a == yes) + " trans_b=" +
+                                   std::to_string(s.trans_b == yes) + " beta=" +
+                                   std::to_string(static_cast<int>(beta)) + " pad=" +
+                                   std::to_string(pad);
+          check_close(c_gpu.values(), c_host.values(), atol, 4 * kEps + storage_rtol(c_type), what);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda 16-bit bias_gradient sums in fp32 as the reference does", "[gpu]") {
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  // 512 columns go two to a thread; 129 and 33 one; offset 1 puts the rows off 4-byte boundaries.
+  const std::pair<int, int> shapes[] = {{300, 512}, {300, 129}, {7, 33}, {1000, 256}};
+  for (const DataType type : kHalfTypes) {
+    for (auto [rows, cols] : shapes) {
+      for (const size_t offset : {size_t{0}, size_t{1}}) {
+        const size_t count = static_cast<size_t>(rows) * cols;
+        const std::vector<float> dy = random_of(type, count, 720 + offset);
+        GpuTensor dy_gpu(*gpu, type, dy, offset);
+        GpuArray<float> dbias_gpu(*gpu, random_vector(cols, 721));  // must be overwritten
+        gpu->ops().bias_gradient(type, dy_gpu.data(), dbias_gpu.data(), rows, cols);
+        const HostTensor dy_host(type, dy);
+        std::vector<float> dbias(cols);
+        reference.bias_gradient(type, dy_host.data(), dbias.data(), rows, cols);
+        // The fp32 test's bound: fp32 sums of `rows` terms |dy| <= 1 against double ones.
+        const double atol = 2.0 * std::sqrt(rows) * kEps * rows + kEps;
+        check_close(dbias_gpu.download(), dbias, atol, 4 * kEps,
+                    "bias_gradient" + type_suffix(type) + " " + std::to_string(rows) + "x" +
+                        std::to_string(cols) + " offset " + std::to_string(offset));
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda typed fill rounds the value as the reference does", "[gpu]") {
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  // Values that round (0.1, -1/3), one fp16 cannot hold (1e5: infinity) and an fp16 subnormal.
+  const float values[] = {0.1f, -1.0f / 3.0f, 1e5f, 1e-6f};
+  for (const DataType type : kAllTypes) {
+    for (const size_t n : {size_t{1}, size_t{1001}, size_t{4099}}) {
+      for (const size_t offset : {size_t{0}, size_t{1}}) {
+        for (const float value : values) {
+          // One element more than filled: the fill must stop at n.
+          const std::vector<float> before(n + 1, 7.0f);
+          GpuTensor x_gpu(*gpu, type, before, offset);
+          gpu->ops().fill(type, x_gpu.data(), n, value);
+          HostTensor x_host(type, before);
+          reference.fill(type, x_host.data(), n, value);
+          check_same_values(x_gpu.values(), x_host.values(),
+                            "fill" + type_suffix(type) + " n=" + std::to_string(n) + " offset " +
+                                std::to_string(offset) + " value " + std::to_string(value));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda 16-bit softmax_cross_entropy_rows matches the reference in place and with row "
+          "weights and loss scale",
+          "[gpu]") {
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  compare_softmax_rows(*gpu, reference, DataType::f16, 740);
+  compare_softmax_rows(*gpu, reference, DataType::bf16, 770);
+}
+
+TEST_CASE("cuda 16-bit embedding forward copies rows and backward adds them into the fp32 table",
+          "[gpu]") {
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  const int vocab = 1000;
+  const size_t n = 300;
+  const std::vector<int32_t> ids = repeated_ids(n, 40, vocab, 760);
+  std::map<int32_t, int> uses;
+  for (int32_t id : ids) ++uses[id];
+  int most_uses = 0;
+  for (const auto& entry : uses) most_uses = std::max(most_uses, entry.second);
+  GpuArray<int32_t> ids_gpu(*gpu, ids);
+
+  // dim 512: 16-byte copies and 4-wide adds where aligned; 34: 4-byte copies, single adds; 33:
+  // element by element. Offset 1 misaligns the 16-bit rows.
+  for (const DataType type : kHalfTypes) {
+    for (const int dim : {512, 34, 33}) {
+      for (const size_t offset : {size_t{0}, size_t{1}}) {
+        const std::string what = type_suffix(type) + " dim " + std::to_string(dim) +
+                                 (offset ? " unaligned" : " aligned");
+        const size_t table_count = static_cast<size_t>(vocab) * dim;
+        const std::vector<float> table = random_of(type, table_count, 761);
+        GpuTensor table_gpu(*gpu, type, table, offset), y_gpu(*gpu, type, n * dim, offset);
+        gpu->ops().embedding_forward(type, table_gpu.data(), ids_gpu.data(), n, dim, y_gpu.data());
+        const HostTensor table_host(type, table);
+        HostTensor y_host(type, n * dim);
+        reference.embedding_forward(type, table_host.data(), ids.data(), n, dim, y_host.data());
+        check_same_values(y_gpu.values(), y_host.values(), "embedding_forward" + what);  // a gather
+
+        const std::vector<float> dy = random_of(type, n * dim, 762);
+        GpuTensor dy_gpu(*gpu, type, dy, offset);
+        const HostTensor dy_host(type, dy);
+        std::vector<float> dtable(table_count, 0.0f);
+        reference.embedding_backward(ids.data(), type, dy_host.data(), n, dim, dtable.data());
+        for (const bool deterministic : {false, true}) {
+          set_deterministic(*gpu, deterministic);
+          GpuTensor dtable_gpu(*gpu, DataType::f32, table_count, offset);  // zeros, as callers do
+          gpu->ops().embedding_backward(ids_gpu.data(), type, dy_gpu.data(), n, dim,
+                                        static_cast<float*>(dtable_gpu.data()));
+          if (deterministic) {
+            // The widened rows added in position order in fp32 onto zeros: the reference's bits.
+            check_identical(dtable_gpu.values(), dtable, "embedding_backward sorted" + what);
+          } else {
+            // The fp32 test's bound: k <= most_uses terms |dy| <= 1 added in any order.
+            const double atol = static_cast<double>(most_uses) * most_uses * kEps;
+            check_close(dtable_gpu.values(), dtable, atol, 0.0, "embedding_backward atomic" + what);
+          }
+        }
+        set_deterministic(*gpu, false);
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda 16-bit lstm cell forward and backward match the reference", "[gpu]") {
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  compare_lstm_cell(*gpu, reference, DataType::f16, 780);
+  compare_lstm_cell(*gpu, reference, DataType::bf16, 800);
+}
+
+TEST_CASE("cuda 16-bit fused lstm matches an fp32 lstm on the rounded inputs", "[gpu]") {
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  uint64_t stream = 800;
+  for (const DataType type : kHalfTypes) {
+    for (const LstmCase& c : fused_lstm_cases(type)) {
+      compare_fused_lstm(*gpu, reference, c, stream);
+      stream += 10;
+    }
+  }
+}
+
+TEST_CASE("cuda fused lstm plans of 16-bit and fp32 data are separate plans", "[gpu]") {
+  auto gpu = make_exact_gpu();
+  Backend& ops = gpu->ops();
+  set_lstm_always_repack(ops, false);
+  RnnGeometry fp32 = lstm_geometry(true);
+  fp32.seq_len = 5;  // a shape no other test prepares
+  RnnGeometry fp16 = fp32, bf16 = fp32;
+  fp16.type = DataType::f16;
+  bf16.type = DataType::bf16;
+  const size_t before = lstm_plans_created(ops);
+  (void)ops.lstm_workspace_bytes(fp32);
+  (void)ops.lstm_workspace_bytes(fp16);
+  CHECK(lstm_plans_created(ops) == before + 2);  // one shape, two data types: two plans
+  (void)ops.lstm_reserve_bytes(fp16);
+  (void)ops.lstm_reserve_bytes(fp32);
+  CHECK(lstm_plans_created(ops) == before + 2);  // each found again, not rebuilt
+  if (lstm_runs(ops, bf16)) CHECK(lstm_plans_created(ops) == before + 3);
+
+  // The 16-bit weight copy goes to cuDNN as it is where cuDNN's layout, counted in elements of
+  // the type, is the canonical one: expected for these shapes, as in fp32.
+  RnnGeometry benchmark;
+  benchmark.seq_len = 100;
+  benchmark.batch = 384;
+  benchmark.input_size = 512;
+  benchmark.hidden_size = 512;
+  benchmark.num_layers = 2;
+  for (const DataType type : kHalfTypes) {
+    for (RnnGeometry g : {lstm_geometry(false), lstm_geometry(true), benchmark}) {
+      g.type = type;
+      if (!lstm_runs(ops, g)) continue;
+      INFO(describe(g) << type_suffix(type));
+      CHECK(lstm_weights_zero_copy(ops, g));
+    }
+  }
+}
+
+TEST_CASE("cuda 16-bit fused lstm replays from a captured CUDA graph", "[gpu]") {
+  // The three passes with dy nullptr, dx nullptr and weights off 16-byte boundaries: every
+  // stand-in and the packed copy are made in the eager step, and the replay (scratch zeroed,
+  // weights packed, gradients added back) must give what the eager step gave.
+  auto gpu = make_exact_gpu();
+  Backend& ops = gpu->ops();
+  for (const DataType type : kHalfTypes) {
+    RnnGeometry g = lstm_geometry(true);
+    g.type = type;
+    if (!lstm_runs(ops, g)) continue;
+    GpuTensor x_gpu(*gpu, type, random_of(type, g.input_count(), 820));
+    GpuTensor w_gpu(*gpu, type, random_of(type, g.weight_count(), 821, -0.3f, 0.3f), 1);
+    GpuTensor dhy_gpu(*gpu, type, random_of(type, g.state_count(), 822));
+    GpuTensor y_gpu(*gpu, type, g.output_count()), dhx_gpu(*gpu, type, g.state_count());
+    GpuArray<float> dweights_gpu(*gpu, g.weight_count());
+    Buffer workspace = gpu->allocate(std::max<size_t>(ops.lstm_workspace_bytes(g), 1));
+    Buffer reserve = gpu->allocate(std::max<size_t>(ops.lstm_reserve_bytes(g), 1));
+    auto step = [&] {
+      ops.lstm_forward(g, x_gpu.data(), nullptr, nullptr, w_gpu.data(), y_gpu.data(), nullptr,
+                       nullptr, reserve.data(), workspace.data());
+      ops.lstm_backward_data(g, y_gpu.data(), nullptr, dhy_gpu.data(), nullptr, w_gpu.data(),
+                             nullptr, nullptr, nullptr, dhx_gpu.data(), nullptr, reserve.data(),
+                             workspace.data());
+      ops.fill(dweights_gpu.data(), g.weight_count(), 0.0f);
+      ops.lstm_backward_weights(g, x_gpu.data(), nullptr, y_gpu.data(), dweights_gpu.data(),
+                                reserve.data(), workspace.data());
+    };
+    step();
+    const std::vector<float> eager_y = y_gpu.values(), eager_dhx = dhx_gpu.values(),
+                             eager_dweights = dweights_gpu.download();
+    std::unique_ptr<CapturedWork> graph = gpu->capture(step);
+    REQUIRE(graph != nullptr);
+    ops.fill(type, y_gpu.data(), g.output_count(), -1.0f);
+    ops.fill(type, dhx_gpu.data(), g.state_count(), -1.0f);
+    ops.fill(dweights_gpu.data(), g.weight_count(), -1.0f);
+    graph->launch();
+    gpu->synchronize();
+    // cuDNN may pick other kernels (other summation orders) in a graph: the 16-bit tolerance.
+    const double tolerance = fused_lstm_tolerance(type);
+    check_close_to_scale(y_gpu.values(), eager_y, tolerance, "replayed y" + type_suffix(type));
+    check_close_to_scale(dhx_gpu.values(), eager_dhx, tolerance,
+                         "replayed dhx" + type_suffix(type));
+    check_close_to_scale(dweights_gpu.download(), eager_dweights, tolerance,
+                         "replayed dweights" + type_suffix(type));
+  }
+}
+
+// Note [LSTM algorithm]: plans time cuDNN's persistent algorithms against the standard one and
+// keep the fastest, so each algorithm the choice can land on must compute the same LSTM. Forced
+// one at a time, in every type, on the test shapes and on rnnlm's (128 units, where the
+// persistent kernels win); an algorithm cuDNN refuses at set-up for a shape or type is skipped
+// with a warning, as the choice skips it.
+TEST_CASE("cuda fused lstm algorithms each match the reference where cuDNN offers them", "[gpu]") {
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  Backend& ops = gpu->ops();
+  uint64_t stream = 1200;
+  for (const char* algorithm : {"standard", "persist_static", "persist_static_small_h"}) {
+    set_lstm_algorithm(ops, algorithm);
+    for (const DataType type : {DataType::f32, DataType::bf16, DataType::f16}) {
+      std::vector<LstmCase> cases;
+      for (const bool bidirectional : {false, true}) {
+        LstmCase c;
+        c.g = lstm_geometry(bidirectional);
+        c.g.type = type;
+        cases.push_back(c);
+      }
+      LstmCase rnnlm;
+      rnnlm.g.seq_len = 5;
+      rnnlm.g.batch = 64;
+      rnnlm.g.input_size = 32;
+      rnnlm.g.hidden_size = 128;
+      rnnlm.g.num_layers = 2;
+      rnnlm.g.type = type;
+      rnnlm.initial_state = false;
+      cases.push_back(rnnlm);
+      for (const LstmCase& c : cases) {
+        INFO(algorithm << ": " << c.name());
+        try {
+          (void)ops.lstm_workspace_bytes(c.g);
+        } catch (const RuntimeError& error) {
+          WARN("skipped: cuDNN refuses " << algorithm << " for " << c.name() << ": " << error.what());
+          continue;
+        }
+        CHECK(lstm_algorithm(ops, c.g) == algorithm);
+        compare_fused_lstm(*gpu, reference, c, stream);
+        stream += 10;
+      }
+    }
+  }
+  set_lstm_algorithm(ops, "fastest");
+  // 16-bit: chosen by timing, on a fresh shape: one of the three, and the choice is kept. fp32:
+  // the standard algorithm, untimed.
+  RnnGeometry g = lstm_geometry(false);
+  g.batch = 7;
+  g.type = DataType::f16;
+  const std::string chosen = lstm_algorithm(ops, g);
+  CHECK((chosen == "standard" || chosen == "persist_static" || chosen == "persist_static_small_h"));
+  CHECK(lstm_algorithm(ops, g) == chosen);
+  g.type = DataType::f32;
+  CHECK(lstm_algorithm(ops, g) == "standard");
 }

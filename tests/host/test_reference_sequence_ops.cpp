@@ -517,3 +517,160 @@ TEST_CASE("reference adam reads the step from step_from_zero when it is given", 
   CHECK(v_device == v_host);
   CHECK(params_wrong != params_host);  // so the step number does matter here
 }
+
+namespace {
+
+// `values` rounded to `type` and stored as it (2 bytes per element for the 16-bit types).
+std::vector<uint16_t> stored_as(DataType type, const std::vector<float>& values) {
+  std::vector<uint16_t> stored(values.size());
+  for (size_t i = 0; i < values.size(); ++i) store_from_float(type, stored.data(), i, values[i]);
+  return stored;
+}
+
+std::vector<float> widened(DataType type, const std::vector<uint16_t>& stored) {
+  std::vector<float> values(stored.size());
+  for (size_t i = 0; i < stored.size(); ++i) values[i] = load_as_float(type, stored.data(), i);
+  return values;
+}
+
+std::vector<float> rounded(DataType type, std::vector<float> values) {
+  for (float& v : values) v = round_to(type, v);
+  return values;
+}
+
+}  // namespace
+
+// The 16-bit sequence ops are defined as the fp32 op on the stored (rounded) inputs with each
+// output rounded once: what the GPU's fp32-inside kernels store. Checked here on strided GEMMs
+// with either output type, the in-place loss, the in-place cell backward and the fused LSTM, so
+// that the oracle of the [gpu] tests is itself pinned down.
+TEST_CASE("reference 16-bit sequence ops are the fp32 ops on rounded inputs, rounded once",
+          "[reference][precision]") {
+  ReferenceBackend ops;
+  for (const DataType type : {DataType::bf16, DataType::f16}) {
+    INFO(data_type_name(type));
+    // gemm (no, yes) with lda > k and ldc > n, beta 1; then the same into an fp32 C.
+    const int m = 3, n = 4, k = 5, lda = 7, ldb = 5, ldc = 6;
+    const std::vector<float> a = rounded(type, random_values(m * lda, 1)), b = rounded(type, random_values(n * ldb, 2));
+    const std::vector<float> c0 = rounded(type, random_values(m * ldc, 3));
+    std::vector<float> expected = c0;
+    ops.gemm(Transpose::no, Transpose::yes, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 1.0f, expected.data(), ldc);
+    const std::vector<uint16_t> a16 = stored_as(type, a), b16 = stored_as(type, b);
+    std::vector<uint16_t> c16 = stored_as(type, c0);
+    ops.gemm(Transpose::no, Transpose::yes, m, n, k, 0.5f, type, a16.data(), lda, b16.data(), ldb, 1.0f, type,
+             c16.data(), ldc);
+    const std::vector<float> c = widened(type, c16);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < ldc; ++j) {
+        const size_t e = static_cast<size_t>(i) * ldc + j;
+        // Inside the matrix: the fp32 result rounded; between rows: untouched.
+        CHECK(c[e] == (j < n ? round_to(type, expected[e]) : c0[e]));
+      }
+    std::vector<float> c32(m * ldc, kNaN);
+    std::vector<float> expected32(m * ldc, kNaN);
+    ops.gemm(Transpose::no, Transpose::yes, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, expected32.data(), ldc);
+    ops.gemm(Transpose::no, Transpose::yes, m, n, k, 1.0f, type, a16.data(), lda, b16.data(), ldb, 0.0f,
+             DataType::f32, c32.data(), ldc);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) CHECK(c32[i * ldc + j] == expected32[i * ldc + j]);  // fp32 C: no rounding
+    CHECK_THROWS_AS(ops.gemm(Transpose::no, Transpose::no, 1, 1, 1, 1.0f, type, a16.data(), 1, b16.data(), 1, 0.0f,
+                             type == DataType::bf16 ? DataType::f16 : DataType::bf16, c16.data(), 1),
+                    RuntimeError);
+
+    // softmax_cross_entropy_rows in place on 16-bit logits, weighted rows, a loss scale.
+    const int rows = 3, classes = 6;
+    const std::vector<float> logits = rounded(type, random_values(rows * classes, 4));
+    const std::vector<int32_t> labels = {5, 0, 2};
+    const std::vector<float> weights = {0.5f, 1.0f, 0.0f};
+    const float loss_scale = 8.0f;
+    std::vector<float> expected_gradients(logits.size()), expected_losses(rows), losses(rows);
+    ops.softmax_cross_entropy_rows(logits.data(), labels.data(), rows, classes, 0.25f, expected_losses.data(),
+                                   expected_gradients.data(), &loss_scale, weights.data());
+    std::vector<uint16_t> logits16 = stored_as(type, logits);
+    ops.softmax_cross_entropy_rows(type, logits16.data(), labels.data(), rows, classes, 0.25f, losses.data(),
+                                   logits16.data(), &loss_scale, weights.data());
+    CHECK(losses == expected_losses);  // fp32 losses from the same (rounded) logits
+    CHECK(widened(type, logits16) == rounded(type, expected_gradients));
+
+    // The cell, backward in place (dgates over gates, dc_prev over dc).
+    const int batch = 2, hidden = 3;
+    std::vector<float> gates = rounded(type, random_values(batch * 4 * hidden, 5));
+    const std::vector<float> bias_w = rounded(type, random_values(4 * hidden, 6)),
+                             bias_r = rounded(type, random_values(4 * hidden, 7)),
+                             c_prev = rounded(type, random_values(batch * hidden, 8));
+    std::vector<uint16_t> gates16 = stored_as(type, gates), c16_cell(batch * hidden), h16(batch * hidden);
+    const std::vector<uint16_t> bias_w16 = stored_as(type, bias_w), bias_r16 = stored_as(type, bias_r),
+                                c_prev16 = stored_as(type, c_prev);
+    std::vector<float> c_cell(batch * hidden), h(batch * hidden);
+    ops.lstm_cell_forward(batch, hidden, gates.data(), bias_w.data(), bias_r.data(), c_prev.data(), c_cell.data(),
+                          h.data());
+    ops.lstm_cell_forward(type, batch, hidden, gates16.data(), bias_w16.data(), bias_r16.data(), c_prev16.data(),
+                          c16_cell.data(), h16.data());
+    CHECK(widened(type, gates16) == rounded(type, gates));
+    CHECK(widened(type, c16_cell) == rounded(type, c_cell));
+    CHECK(widened(type, h16) == rounded(type, h));
+    // Backward from the 16-bit forward's stored activations.
+    const std::vector<float> activations = widened(type, gates16), cells = widened(type, c16_cell);
+    const std::vector<float> dh = rounded(type, random_values(batch * hidden, 9)),
+                             dc = rounded(type, random_values(batch * hidden, 10));
+    std::vector<float> dgates(activations.size()), dc_prev(dc.size());
+    ops.lstm_cell_backward(batch, hidden, activations.data(), c_prev.data(), cells.data(), dh.data(), dc.data(),
+                           dgates.data(), dc_prev.data());
+    std::vector<uint16_t> dc16 = stored_as(type, dc);
+    const std::vector<uint16_t> dh16 = stored_as(type, dh), cells16 = stored_as(type, cells);
+    ops.lstm_cell_backward(type, batch, hidden, gates16.data(), c_prev16.data(), cells16.data(), dh16.data(),
+                           dc16.data(), gates16.data(), dc16.data());
+    CHECK(widened(type, gates16) == rounded(type, dgates));
+    CHECK(widened(type, dc16) == rounded(type, dc_prev));
+
+    // Embeddings: the forward gathers stored rows bit for bit; the backward adds widened rows to fp32.
+    const std::vector<float> table = rounded(type, random_values(4 * 3, 11));
+    const std::vector<int32_t> ids = {2, 0, 2};
+    const std::vector<uint16_t> table16 = stored_as(type, table);
+    std::vector<uint16_t> y16(ids.size() * 3);
+    ops.embedding_forward(type, table16.data(), ids.data(), ids.size(), 3, y16.data());
+    for (size_t i = 0; i < ids.size(); ++i)
+      for (int j = 0; j < 3; ++j) CHECK(y16[i * 3 + j] == table16[ids[i] * 3 + j]);
+    std::vector<float> dtable(12, 0.0f), expected_dtable(12, 0.0f);
+    const std::vector<float> dy = widened(type, y16);
+    ops.embedding_backward(ids.data(), dy.data(), ids.size(), 3, expected_dtable.data());
+    ops.embedding_backward(ids.data(), type, y16.data(), ids.size(), 3, dtable.data());
+    CHECK(dtable == expected_dtable);
+
+    // The fused LSTM: bidirectional, two layers, given initial states; outputs are the fp32
+    // LSTM's on the rounded inputs, rounded; the weight gradient (fp32) is not rounded.
+    RnnGeometry g = two_layer_geometry(true);
+    const std::vector<float> x = rounded(type, random_values(g.input_count(), 12)),
+                             hx = rounded(type, random_values(g.state_count(), 13)),
+                             cx = rounded(type, random_values(g.state_count(), 14)),
+                             w = rounded(type, random_values(g.weight_count(), 15)),
+                             dy_seq = rounded(type, random_values(g.output_count(), 16));
+    std::vector<float> y32(g.output_count()), hy32(g.state_count()), cy32(g.state_count()), dx32(g.input_count()),
+        dw32(g.weight_count(), 0.0f);
+    std::vector<float> reserve = scratch(ops.lstm_reserve_bytes(g)), workspace = scratch(ops.lstm_workspace_bytes(g));
+    ops.lstm_forward(g, x.data(), hx.data(), cx.data(), w.data(), y32.data(), hy32.data(), cy32.data(),
+                     reserve.data(), workspace.data());
+    ops.lstm_backward_data(g, y32.data(), dy_seq.data(), nullptr, nullptr, w.data(), hx.data(), cx.data(),
+                           dx32.data(), nullptr, nullptr, reserve.data(), workspace.data());
+    const std::vector<float> y_rounded = rounded(type, y32);
+    ops.lstm_backward_weights(g, x.data(), hx.data(), y_rounded.data(), dw32.data(), reserve.data(),
+                              workspace.data());
+    g.type = type;
+    const std::vector<uint16_t> x16 = stored_as(type, x), hx16 = stored_as(type, hx), cx16 = stored_as(type, cx),
+                                w16 = stored_as(type, w), dy16 = stored_as(type, dy_seq);
+    std::vector<uint16_t> y_16(g.output_count()), hy16(g.state_count()), cy16(g.state_count()),
+        dx16(g.input_count());
+    std::vector<float> dw16(g.weight_count(), 0.0f);
+    ops.lstm_forward(g, x16.data(), hx16.data(), cx16.data(), w16.data(), y_16.data(), hy16.data(), cy16.data(),
+                     reserve.data(), workspace.data());
+    ops.lstm_backward_data(g, y_16.data(), dy16.data(), nullptr, nullptr, w16.data(), hx16.data(), cx16.data(),
+                           dx16.data(), nullptr, nullptr, reserve.data(), workspace.data());
+    ops.lstm_backward_weights(g, x16.data(), hx16.data(), y_16.data(), dw16.data(), reserve.data(),
+                              workspace.data());
+    CHECK(widened(type, y_16) == y_rounded);
+    CHECK(widened(type, hy16) == rounded(type, hy32));
+    CHECK(widened(type, cy16) == rounded(type, cy32));
+    CHECK(widened(type, dx16) == rounded(type, dx32));
+    CHECK(dw16 == dw32);
+  }
+}
