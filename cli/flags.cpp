@@ -124,6 +124,11 @@ std::vector<FlagSpec> run_flag_specs() {
        "one time step at a time, as TensorFlow's dynamic_rnn); the seeds' uni and bi mean dynamic "
        "with that --direction (default: nmt dynamic, rnnlm cudnn_lstm)",
        {}, {}},
+      {"lstm_algorithm", "Sequence models", "NAME",
+       "cudnn_lstm: cuDNN's RNN algorithm, fastest (each shape's standard and persistent algorithms "
+       "timed once at set-up; standard under --deterministic or --cudnn_benchmark=false), standard, "
+       "persist_static or persist_static_small_h (default: fastest)",
+       {}, {}},
       {"direction", "Sequence models", "uni|bi",
        "nmt encoder: bi = half the encoder layers read forwards, half backwards (default: bi)", {}, {}},
       {"src_vocab_size", "Sequence models", "N", "nmt source vocabulary (default: 50000)", {}, {}},
@@ -501,7 +506,8 @@ void add_sequence_flags(const RunConfig& config, nlohmann::json& json) {
       {"num_units", q.num_units},             {"num_encoder_layers", q.num_encoder_layers},
       {"num_decoder_layers", q.num_decoder_layers}, {"num_layers", q.num_layers},
       {"src_max_len", q.src_max_len},         {"tgt_max_len", q.tgt_max_len},
-      {"seq_len", q.seq_len},                 {"loss_chunk_rows", q.loss_chunk_rows}};
+      {"seq_len", q.seq_len},                 {"loss_chunk_rows", q.loss_chunk_rows},
+      {"lstm_algorithm", q.lstm_algorithm}};
   for (const auto& [name, unused] : model->sequence_flags) json[name] = values.at(name);
 }
 

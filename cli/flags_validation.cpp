@@ -276,6 +276,15 @@ void resolve_sequence(const GivenFlags& flags, const ModelEntry& model, RunConfi
   integer("tgt_max_len", &q.tgt_max_len, 1, kMaxSequenceLength);
   integer("seq_len", &q.seq_len, 1, kMaxSequenceLength);
   integer("loss_chunk_rows", &q.loss_chunk_rows, 0, INT_MAX);
+  if (values.count("lstm_algorithm")) {
+    q.lstm_algorithm = values["lstm_algorithm"];
+    require_one_of("lstm_algorithm", q.lstm_algorithm,
+                   {"fastest", "standard", "persist_static", "persist_static_small_h"}, "cuDNN LSTM algorithm");
+    if (flags.was_given("lstm_algorithm") && q.encoder_type != "cudnn_lstm")
+      reject("lstm_algorithm", q.lstm_algorithm,
+             "picks cuDNN's fused RNN algorithm, and this run's LSTMs are --encoder_type=" + q.encoder_type +
+                 " (our GEMMs and cell kernels); give --encoder_type=cudnn_lstm or drop the flag");
+  }
 }
 
 void resolve_optimizer(const GivenFlags& flags, const ModelEntry& model, RunConfig* config) {

@@ -300,6 +300,7 @@ Result run_benchmark(const ParsedRunFlags& flags) {
     if (device->kind() == BackendKind::cuda) {
       set_cudnn_benchmark(*device, config.cudnn_benchmark);
       set_deterministic(*device, config.deterministic);
+      set_lstm_algorithm(*device, config.sequence.lstm_algorithm);
       // 16-bit runs keep their few fp32 GEMMs (the classifier) on TF32 tensor cores too.
       set_tf32(*device, config.precision != "fp32");
     }

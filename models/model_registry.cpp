@@ -32,16 +32,17 @@ const std::vector<ModelEntry>& model_registry() {
        [](const ModelSettings& config) { return create_cifar10_cnn_model(config); },
        cnn_inputs(CnnDataSets::cifar10)},
       {"nmt", "LSTM encoder-decoder NMT without attention (the seed runs' configuration)", true,
-       false, {384, "adam", 1e-3},
+       true, {384, "adam", 1e-3},
        [](const ModelSettings& config) { return create_nmt_model(config); }, nmt_inputs(),
        {{"encoder_type", "dynamic"}, {"direction", "bi"}, {"src_vocab_size", "50000"},
         {"tgt_vocab_size", "50000"}, {"embedding_dim", "512"}, {"num_units", "512"},
         {"num_encoder_layers", "4"}, {"num_decoder_layers", "4"}, {"src_max_len", "100"},
-        {"tgt_max_len", "100"}, {"loss_chunk_rows", "0"}}},
-      {"rnnlm", "LSTM language model (vocabulary 10001, 2 x 128 units)", true, false,
+        {"tgt_max_len", "100"}, {"loss_chunk_rows", "0"}, {"lstm_algorithm", "fastest"}}},
+      {"rnnlm", "LSTM language model (vocabulary 10001, 2 x 128 units)", true, true,
        {512, "adam", 1e-3}, [](const ModelSettings& config) { return create_rnnlm_model(config); }, rnnlm_inputs(),
        {{"encoder_type", "cudnn_lstm"}, {"vocab_size", "10001"}, {"embedding_dim", "32"},
-        {"num_units", "128"}, {"num_layers", "2"}, {"seq_len", "50"}, {"loss_chunk_rows", "0"}}},
+        {"num_units", "128"}, {"num_layers", "2"}, {"seq_len", "50"}, {"loss_chunk_rows", "0"},
+        {"lstm_algorithm", "fastest"}}},
   };
   return entries;
 }
@@ -51,7 +52,7 @@ const std::vector<std::string>& sequence_flag_names() {
       "encoder_type", "direction",          "src_vocab_size",     "tgt_vocab_size",
       "vocab_size",   "embedding_dim",      "num_units",          "num_encoder_layers",
       "num_decoder_layers", "num_layers",   "src_max_len",        "tgt_max_len",
-      "seq_len",      "loss_chunk_rows"};
+      "seq_len",      "loss_chunk_rows",    "lstm_algorithm"};
   return names;
 }
 

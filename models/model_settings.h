@@ -25,6 +25,9 @@ struct SequenceConfig {
   int src_max_len = 0, tgt_max_len = 0;                // nmt
   int seq_len = 0;                                     // rnnlm
   int loss_chunk_rows = 0;  // rows of logits per chunk of the vocabulary loss; 0: automatic
+  // cudnn_lstm's cuDNN algorithm: fastest (timed per shape) | standard | persist_static |
+  // persist_static_small_h (Note [LSTM algorithm] in engine/cuda/cudnn_rnn_plans.h)
+  std::string lstm_algorithm = "fastest";
 };
 
 // Where the batches come from and how they reach the devices (engine/data/, models/batch_sources.h).

@@ -19,15 +19,15 @@ void EmbeddingTable::initialize(const ParameterLayout& layout, uint64_t seed,
 }
 
 void EmbeddingTable::forward(Backend& ops, const ParameterSet& params, const int32_t* ids,
-                             size_t n, float* y) const {
-  ops.embedding_forward(params.parameter(table_id_), ids, n, dim_, y);
+                             size_t n, DataType type, void* y) const {
+  ops.embedding_forward(type, params.parameter_as(table_id_, type), ids, n, dim_, y);
 }
 
 void EmbeddingTable::backward(Backend& ops, const ParameterSet& params, const int32_t* ids,
-                              size_t n, const float* dy, bool first) const {
+                              size_t n, DataType type, const void* dy, bool first) const {
   float* dtable = params.gradient(table_id_);
   if (first) ops.fill(dtable, static_cast<size_t>(vocab_) * dim_, 0.0f);
-  ops.embedding_backward(ids, dy, n, dim_, dtable);
+  ops.embedding_backward(ids, type, dy, n, dim_, dtable);
 }
 
 void fill_sequence_tokens(Backend& ops, int32_t* ids, int seq_len, const ReplicaShard& shard,

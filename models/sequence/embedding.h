@@ -28,12 +28,14 @@ class EmbeddingTable {
   // Uniform in [-0.1, 0.1], as TensorFlow's NMT initialised every variable.
   void initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& host_params) const;
 
-  // y (n, dim) = rows of the table picked by ids (n).
-  void forward(Backend& ops, const ParameterSet& params, const int32_t* ids, size_t n, float* y) const;
-  // The table's gradient = the scatter-add of dy (n, dim) over ids; zeroes it first when `first`
-  // (a table read twice adds its second gradient to the first).
-  void backward(Backend& ops, const ParameterSet& params, const int32_t* ids, size_t n,
-                const float* dy, bool first) const;
+  // y (n, dim; of `type`) = rows of the table picked by ids (n); a 16-bit y gathers from the
+  // 16-bit weight copy.
+  void forward(Backend& ops, const ParameterSet& params, const int32_t* ids, size_t n, DataType type,
+               void* y) const;
+  // The table's (fp32) gradient = the scatter-add of dy (n, dim; of `type`) over ids; zeroes it
+  // first when `first` (a table read twice adds its second gradient to the first).
+  void backward(Backend& ops, const ParameterSet& params, const int32_t* ids, size_t n, DataType type,
+                const void* dy, bool first) const;
 
  private:
   int vocab_, dim_, table_id_;

@@ -26,38 +26,34 @@ void LstmStack::initialize(const ParameterLayout& layout, uint64_t seed,
 
 namespace {
 
-size_t floats(size_t count) { return count * sizeof(float); }
-
 // cuDNN-style: one call per pass for the whole stack.
 class FusedLstmReplica final : public LstmStackReplica {
  public:
   FusedLstmReplica(const LstmStack& stack, Device& device)
       : stack_(stack), device_(device), g_(stack.geometry()) {
     Backend& ops = device.ops();
-    output_ = device.allocate(floats(g_.output_count()));
+    output_ = device.allocate(g_.output_count() * data_type_bytes(g_.type));
     reserve_ = device.allocate(std::max<size_t>(ops.lstm_reserve_bytes(g_), 16));
     workspace_ = device.allocate(std::max<size_t>(ops.lstm_workspace_bytes(g_), 16));
   }
 
-  void forward(const ParameterSet& params, const float* x, const float* hx, const float* cx,
-               float* hy, float* cy) override {
-    device_.ops().lstm_forward(g_, x, hx, cx, params.parameter(stack_.parameter_id()),
-                               output_.as<float>(), hy, cy, reserve_.data(), workspace_.data());
+  void forward(const ParameterSet& params, const void* x, const void* hx, const void* cx, void* hy,
+               void* cy) override {
+    device_.ops().lstm_forward(g_, x, hx, cx, params.parameter_as(stack_.parameter_id(), g_.type),
+                               output_.data(), hy, cy, reserve_.data(), workspace_.data());
   }
-  const float* output() const override { return output_.as<float>(); }
+  const void* output() const override { return output_.data(); }
 
-  void backward(const ParameterSet& params, const float* x, const float* hx, const float* cx,
-                float* dy, const float* dhy, const float* dcy, float* dx, float* dhx,
-                float* dcx) override {
+  void backward(const ParameterSet& params, const void* x, const void* hx, const void* cx, void* dy,
+                const void* dhy, const void* dcy, void* dx, void* dhx, void* dcx) override {
     Backend& ops = device_.ops();
-    const float* weights = params.parameter(stack_.parameter_id());
+    const void* weights = params.parameter_as(stack_.parameter_id(), g_.type);
     float* dweights = params.gradient(stack_.parameter_id());
-    ops.lstm_backward_data(g_, output_.as<float>(), dy, dhy, dcy, weights, hx, cx, dx, dhx, dcx,
+    ops.lstm_backward_data(g_, output_.data(), dy, dhy, dcy, weights, hx, cx, dx, dhx, dcx,
                            reserve_.data(), workspace_.data());
     // The weight pass adds to what is there (cuDNN's only mode), so the gradient starts at zero.
     ops.fill(dweights, g_.weight_count(), 0.0f);
-    ops.lstm_backward_weights(g_, x, hx, output_.as<float>(), dweights, reserve_.data(),
-                              workspace_.data());
+    ops.lstm_backward_weights(g_, x, hx, output_.data(), dweights, reserve_.data(), workspace_.data());
   }
 
  private:
@@ -71,7 +67,8 @@ class FusedLstmReplica final : public LstmStackReplica {
 
 // dynamic_rnn: each layer runs over the whole sequence before the next one starts, so the input
 // projection x W^T of a layer is one GEMM over all T * B rows; the recurrence then costs one
-// small GEMM and one cell kernel per step.
+// small GEMM and one cell kernel per step. Under mixed precision every activation and GEMM input
+// is 16-bit; the weight-gradient GEMMs write the fp32 gradient directly.
 class UnrolledLstmReplica final : public LstmStackReplica {
  public:
   UnrolledLstmReplica(const LstmStack& stack, Device& device, StateSlots slots)
@@ -79,106 +76,110 @@ class UnrolledLstmReplica final : public LstmStackReplica {
     const size_t T = g_.seq_len, B = g_.batch, H = g_.hidden_size;
     for (int l = 0; l < g_.num_layers; ++l) {
       Layer layer;
-      layer.gates = device.allocate(floats(T * B * 4 * H));
-      layer.hidden = device.allocate(floats((T + 1) * B * H));
-      layer.cell = device.allocate(floats((T + 1) * B * H));
-      layer.hidden_gradient = device.allocate(floats(T * B * H));
+      layer.gates = device.allocate(bytes(T * B * 4 * H));
+      layer.hidden = device.allocate(bytes((T + 1) * B * H));
+      layer.cell = device.allocate(bytes((T + 1) * B * H));
+      layer.hidden_gradient = device.allocate(bytes(T * B * H));
       layers_.push_back(std::move(layer));
     }
-    cell_gradient_ = device.allocate(floats(B * H));
+    cell_gradient_ = device.allocate(bytes(B * H));
   }
 
-  void forward(const ParameterSet& params, const float* x, const float* hx, const float* cx,
-               float* hy, float* cy) override {
+  void forward(const ParameterSet& params, const void* x, const void* hx, const void* cx, void* hy,
+               void* cy) override {
     Backend& ops = device_.ops();
+    const DataType type = g_.type;
     const int T = g_.seq_len, B = g_.batch, H = g_.hidden_size, G = 4 * H;
     const size_t step_states = static_cast<size_t>(B) * H;
-    const float* weights = params.parameter(stack_.parameter_id());
+    const void* weights = params.parameter_as(stack_.parameter_id(), type);
     for (int l = 0; l < g_.num_layers; ++l) {
       Layer& layer = layers_[l];
       const int in = g_.layer_input_size(l);
-      const float* input = l == 0 ? x : layers_[l - 1].hidden.as<float>() + step_states;  // (T, B, in)
-      const float* W = weights + g_.input_weights_offset(l, 0);      // (4H, in)
-      const float* R = weights + g_.recurrent_weights_offset(l, 0);  // (4H, H)
-      float* gates = layer.gates.as<float>();                        // (T, B, 4H)
-      float* hidden = layer.hidden.as<float>();                      // (T + 1, B, H), [0] = h0
-      float* cell = layer.cell.as<float>();                          // (T + 1, B, H), [0] = c0
+      const void* input = l == 0 ? x : at(layers_[l - 1].hidden.data(), step_states);  // (T, B, in)
+      const void* W = at(weights, g_.input_weights_offset(l, 0));      // (4H, in)
+      const void* R = at(weights, g_.recurrent_weights_offset(l, 0));  // (4H, H)
+      void* gates = layer.gates.data();                                // (T, B, 4H)
+      void* hidden = layer.hidden.data();                              // (T + 1, B, H), [0] = h0
+      void* cell = layer.cell.data();                                  // (T + 1, B, H), [0] = c0
       set_initial_state(ops, hidden, hx, l);
       set_initial_state(ops, cell, cx, l);
-      ops.gemm(Transpose::no, Transpose::yes, T * B, G, in, 1.0f, input, in, W, in, 0.0f, gates, G);
+      ops.gemm(Transpose::no, Transpose::yes, T * B, G, in, 1.0f, type, input, in, W, in, 0.0f, type,
+               gates, G);
       for (int t = 0; t < T; ++t) {
-        float* step_gates = gates + static_cast<size_t>(t) * B * G;
-        ops.gemm(Transpose::no, Transpose::yes, B, G, H, 1.0f, hidden + t * step_states, H, R, H,
-                 1.0f, step_gates, G);
-        ops.lstm_cell_forward(B, H, step_gates, weights + g_.input_bias_offset(l, 0),
-                              weights + g_.recurrent_bias_offset(l, 0), cell + t * step_states,
-                              cell + (t + 1) * step_states, hidden + (t + 1) * step_states);
+        void* step_gates = at(gates, static_cast<size_t>(t) * B * G);
+        ops.gemm(Transpose::no, Transpose::yes, B, G, H, 1.0f, type, at(hidden, t * step_states), H, R,
+                 H, 1.0f, type, step_gates, G);
+        ops.lstm_cell_forward(type, B, H, step_gates, at(weights, g_.input_bias_offset(l, 0)),
+                              at(weights, g_.recurrent_bias_offset(l, 0)), at(cell, t * step_states),
+                              at(cell, (t + 1) * step_states), at(hidden, (t + 1) * step_states));
       }
-      if (hy != nullptr) ops.copy(slot(hy, l), hidden + T * step_states, floats(step_states));
-      if (cy != nullptr) ops.copy(slot(cy, l), cell + T * step_states, floats(step_states));
+      if (hy != nullptr) ops.copy(slot(hy, l), at(hidden, T * step_states), bytes(step_states));
+      if (cy != nullptr) ops.copy(slot(cy, l), at(cell, T * step_states), bytes(step_states));
     }
   }
 
-  const float* output() const override {
-    return layers_.back().hidden.as<float>() + static_cast<size_t>(g_.batch) * g_.hidden_size;
+  const void* output() const override {
+    return at(layers_.back().hidden.data(), static_cast<size_t>(g_.batch) * g_.hidden_size);
   }
 
-  void backward(const ParameterSet& params, const float* x, const float* hx, const float* cx,
-                float* dy, const float* dhy, const float* dcy, float* dx, float* dhx,
-                float* dcx) override {
+  void backward(const ParameterSet& params, const void* x, const void* hx, const void* cx, void* dy,
+                const void* dhy, const void* dcy, void* dx, void* dhx, void* dcx) override {
     Backend& ops = device_.ops();
+    const DataType type = g_.type;
     const int T = g_.seq_len, B = g_.batch, H = g_.hidden_size, G = 4 * H;
     const size_t step_states = static_cast<size_t>(B) * H;
-    const float* weights = params.parameter(stack_.parameter_id());
+    const void* weights = params.parameter_as(stack_.parameter_id(), type);
     float* dweights = params.gradient(stack_.parameter_id());
-    float* dc = cell_gradient_.as<float>();  // (B, H), carried from step t to t - 1
+    void* dc = cell_gradient_.data();  // (B, H), carried from step t to t - 1
     for (int l = g_.num_layers - 1; l >= 0; --l) {
       Layer& layer = layers_[l];
       const int in = g_.layer_input_size(l);
-      const float* input = l == 0 ? x : layers_[l - 1].hidden.as<float>() + step_states;
-      const float* W = weights + g_.input_weights_offset(l, 0);
-      const float* R = weights + g_.recurrent_weights_offset(l, 0);
-      float* gates = layer.gates.as<float>();  // activations in, gate gradients out
-      const float* hidden = layer.hidden.as<float>();
-      const float* cell = layer.cell.as<float>();
+      const void* input = l == 0 ? x : at(layers_[l - 1].hidden.data(), step_states);
+      const void* W = at(weights, g_.input_weights_offset(l, 0));
+      const void* R = at(weights, g_.recurrent_weights_offset(l, 0));
+      void* gates = layer.gates.data();  // activations in, gate gradients out
+      const void* hidden = layer.hidden.data();
+      const void* cell = layer.cell.data();
       // dh (T, B, H): what the layer above (or the caller) sends; the recurrence adds to it.
-      float* dh = layer.hidden_gradient.as<float>();
+      void* dh = layer.hidden_gradient.data();
       if (l == g_.num_layers - 1) {
         if (dy != nullptr) {
           dh = dy;
         } else {
-          ops.fill(dh, static_cast<size_t>(T) * step_states, 0.0f);
+          ops.fill(type, dh, static_cast<size_t>(T) * step_states, 0.0f);
         }
       }
-      float* last_dh = dh + static_cast<size_t>(T - 1) * step_states;
-      if (dhy != nullptr) ops.axpy(1.0f, slot(dhy, l), last_dh, step_states);
+      void* last_dh = at(dh, static_cast<size_t>(T - 1) * step_states);
+      if (dhy != nullptr) ops.add_tensors(type, last_dh, slot(dhy, l), last_dh, step_states, false);
       if (dcy != nullptr) {
-        ops.copy(dc, slot(dcy, l), floats(step_states));
+        ops.copy(dc, slot(dcy, l), bytes(step_states));
       } else {
-        ops.fill(dc, step_states, 0.0f);
+        ops.fill(type, dc, step_states, 0.0f);
       }
       for (int t = T - 1; t >= 0; --t) {
-        float* step_gates = gates + static_cast<size_t>(t) * B * G;
-        ops.lstm_cell_backward(B, H, step_gates, cell + t * step_states,
-                               cell + (t + 1) * step_states, dh + t * step_states, dc, step_gates, dc);
+        void* step_gates = at(gates, static_cast<size_t>(t) * B * G);
+        ops.lstm_cell_backward(type, B, H, step_gates, at(cell, t * step_states),
+                               at(cell, (t + 1) * step_states), at(dh, t * step_states), dc, step_gates, dc);
         if (t > 0)
-          ops.gemm(Transpose::no, Transpose::no, B, H, G, 1.0f, step_gates, G, R, H, 1.0f,
-                   dh + (t - 1) * step_states, H);
+          ops.gemm(Transpose::no, Transpose::no, B, H, G, 1.0f, type, step_gates, G, R, H, 1.0f, type,
+                   at(dh, (t - 1) * step_states), H);
       }
       if (dhx != nullptr)
-        ops.gemm(Transpose::no, Transpose::no, B, H, G, 1.0f, gates, G, R, H, 0.0f, slot(dhx, l), H);
-      if (dcx != nullptr) ops.copy(slot(dcx, l), dc, floats(step_states));
-      // Weight gradients over all steps at once: dW = dgates^T x, dR = dgates^T h_{t-1}.
-      ops.gemm(Transpose::yes, Transpose::no, G, in, T * B, 1.0f, gates, G, input, in, 0.0f,
-               dweights + g_.input_weights_offset(l, 0), in);
-      ops.gemm(Transpose::yes, Transpose::no, G, H, T * B, 1.0f, gates, G, hidden, H, 0.0f,
-               dweights + g_.recurrent_weights_offset(l, 0), H);
+        ops.gemm(Transpose::no, Transpose::no, B, H, G, 1.0f, type, gates, G, R, H, 0.0f, type, slot(dhx, l), H);
+      if (dcx != nullptr) ops.copy(slot(dcx, l), dc, bytes(step_states));
+      // Weight gradients over all steps at once, into the fp32 gradient: dW = dgates^T x,
+      // dR = dgates^T h_{t-1}.
+      ops.gemm(Transpose::yes, Transpose::no, G, in, T * B, 1.0f, type, gates, G, input, in, 0.0f,
+               DataType::f32, dweights + g_.input_weights_offset(l, 0), in);
+      ops.gemm(Transpose::yes, Transpose::no, G, H, T * B, 1.0f, type, gates, G, hidden, H, 0.0f,
+               DataType::f32, dweights + g_.recurrent_weights_offset(l, 0), H);
       float* dbias_input = dweights + g_.input_bias_offset(l, 0);
-      ops.bias_gradient(gates, dbias_input, T * B, G);
-      ops.copy(dweights + g_.recurrent_bias_offset(l, 0), dbias_input, floats(G));
-      float* dinput = l > 0 ? layers_[l - 1].hidden_gradient.as<float>() : dx;
+      ops.bias_gradient(type, gates, dbias_input, T * B, G);
+      ops.copy(dweights + g_.recurrent_bias_offset(l, 0), dbias_input, sizeof(float) * G);
+      void* dinput = l > 0 ? layers_[l - 1].hidden_gradient.data() : dx;
       if (dinput != nullptr)
-        ops.gemm(Transpose::no, Transpose::no, T * B, in, G, 1.0f, gates, G, W, in, 0.0f, dinput, in);
+        ops.gemm(Transpose::no, Transpose::no, T * B, in, G, 1.0f, type, gates, G, W, in, 0.0f, type,
+                 dinput, in);
     }
     (void)hx;
     (void)cx;  // the forward kept the initial states in hidden[0] and cell[0]
@@ -189,18 +190,19 @@ class UnrolledLstmReplica final : public LstmStackReplica {
     Buffer gates, hidden, cell, hidden_gradient;
   };
 
-  float* slot(float* states, int layer) const {
-    return states + static_cast<size_t>(layer * slots_.stride + slots_.offset) * g_.batch * g_.hidden_size;
+  size_t bytes(size_t count) const { return count * data_type_bytes(g_.type); }
+  void* at(void* base, size_t elements) const { return element_at(base, g_.type, elements); }
+  const void* at(const void* base, size_t elements) const { return element_at(base, g_.type, elements); }
+  void* slot(void* states, int layer) const {
+    return at(states, static_cast<size_t>(layer * slots_.stride + slots_.offset) * g_.batch * g_.hidden_size);
   }
-  const float* slot(const float* states, int layer) const {
-    return slot(const_cast<float*>(states), layer);
-  }
-  void set_initial_state(Backend& ops, float* first_step, const float* given, int layer) {
+  const void* slot(const void* states, int layer) const { return slot(const_cast<void*>(states), layer); }
+  void set_initial_state(Backend& ops, void* first_step, const void* given, int layer) {
     const size_t count = static_cast<size_t>(g_.batch) * g_.hidden_size;
     if (given != nullptr) {
-      ops.copy(first_step, slot(given, layer), floats(count));
+      ops.copy(first_step, slot(given, layer), bytes(count));
     } else {
-      ops.fill(first_step, count, 0.0f);
+      ops.fill(g_.type, first_step, count, 0.0f);
     }
   }
 

@@ -6,7 +6,9 @@
 //             one fused cell kernel, forward and backward; unidirectional only (a bidirectional
 //             encoder is two stacks, the second reading the sequence reversed).
 // Both keep their weights as ONE parameter tensor in the canonical layout of engine/rnn_geometry.h,
-// so a unidirectional stack has the same parameters either way.
+// so a unidirectional stack has the same parameters either way. Activations, states and the weights
+// the stack reads have the geometry's type (16-bit under mixed precision: the weight copy); the
+// weight gradient is fp32.
 #pragma once
 
 #include <memory>
@@ -55,17 +57,18 @@ class LstmStack {
 class LstmStackReplica {
  public:
   virtual ~LstmStackReplica() = default;
+  // Every buffer below holds the geometry's type.
   // x (T, B, in); hx, cx: initial states in the slots (nullptr: zeros); the final states are
   // written to hy, cy (nullptr: not wanted). The outputs stay in output().
-  virtual void forward(const ParameterSet& params, const float* x, const float* hx,
-                       const float* cx, float* hy, float* cy) = 0;
-  virtual const float* output() const = 0;  // (T, B, H * directions)
+  virtual void forward(const ParameterSet& params, const void* x, const void* hx, const void* cx,
+                       void* hy, void* cy) = 0;
+  virtual const void* output() const = 0;  // (T, B, H * directions)
   // From dy (T, B, H * directions; overwritten; nullptr: the outputs feed nothing) and dhy, dcy
   // (slots; nullptr: zero): dx (T, B, in; nullptr: not wanted), dhx, dcx (slots; nullptr: not
   // wanted), and the stack's weight gradient (overwritten). x, hx, cx are the forward's.
-  virtual void backward(const ParameterSet& params, const float* x, const float* hx,
-                        const float* cx, float* dy, const float* dhy, const float* dcy, float* dx,
-                        float* dhx, float* dcx) = 0;
+  virtual void backward(const ParameterSet& params, const void* x, const void* hx, const void* cx,
+                        void* dy, const void* dhy, const void* dcy, void* dx, void* dhx,
+                        void* dcx) = 0;
 };
 
 std::unique_ptr<LstmStackReplica> create_lstm_stack_replica(const LstmStack& stack, Device& device,

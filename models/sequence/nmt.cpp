@@ -32,9 +32,11 @@ struct NmtShape {
   int batch;  // per replica
   int loss_chunk_rows;
   bool forward_only;  // inference: the loss computes no gradients
+  DataType type;      // activations and the weight copy the ops read (--precision)
 };
 
-RnnGeometry lstm_geometry(int seq_len, int batch, int input, int units, int layers, bool bi) {
+RnnGeometry lstm_geometry(int seq_len, int batch, int input, int units, int layers, bool bi,
+                          DataType type) {
   RnnGeometry g;
   g.seq_len = seq_len;
   g.batch = batch;
@@ -42,6 +44,7 @@ RnnGeometry lstm_geometry(int seq_len, int batch, int input, int units, int laye
   g.hidden_size = units;
   g.num_layers = layers;
   g.bidirectional = bi;
+  g.type = type;
   return g;
 }
 
@@ -56,11 +59,11 @@ class NmtModel final : public Model {
       const int layers = s.bidirectional ? s.encoder_layers / 2 : s.encoder_layers;
       encoders_.push_back(std::make_unique<LstmStack>(
           layout_, "encoder/lstm",
-          lstm_geometry(s.src_len, B, s.embedding, s.units, layers, s.bidirectional),
+          lstm_geometry(s.src_len, B, s.embedding, s.units, layers, s.bidirectional, s.type),
           s.implementation));
     } else {
       // dynamic_rnn's bidirectional encoder: two independent stacks, one reading backwards.
-      const RnnGeometry half = lstm_geometry(s.src_len, B, s.embedding, s.units, s.encoder_layers / 2, false);
+      const RnnGeometry half = lstm_geometry(s.src_len, B, s.embedding, s.units, s.encoder_layers / 2, false, s.type);
       encoders_.push_back(std::make_unique<LstmStack>(layout_, "encoder/forward_lstm", half, s.implementation));
       encoders_.push_back(std::make_unique<LstmStack>(layout_, "encoder/backward_lstm", half, s.implementation));
     }
@@ -71,7 +74,8 @@ class NmtModel final : public Model {
     projection_ = std::make_unique<VocabularyProjection>(layout_, "decoder/projection", s.units, s.tgt_vocab);
     decoder_ = std::make_unique<LstmStack>(
         layout_, "decoder/lstm",
-        lstm_geometry(s.tgt_len, B, s.embedding, s.units, s.decoder_layers, false), s.implementation);
+        lstm_geometry(s.tgt_len, B, s.embedding, s.units, s.decoder_layers, false, s.type),
+        s.implementation);
     layout_.finalize();
   }
 
@@ -132,6 +136,7 @@ class NmtReplica final : public ModelReplica {
     const size_t B = shard.batch_size;
     const size_t source_tokens = s.src_len * B, target_tokens = s.tgt_len * B;
     const size_t states = static_cast<size_t>(s.decoder_layers) * B * s.units;
+    const size_t element = data_type_bytes(s.type);  // of every activation, state and gradient
     Backend& ops = device.ops();
     source_ids_ = device.allocate(sizeof(int32_t) * source_tokens);
     fill_sequence_tokens(ops, source_ids_.as<int32_t>(), s.src_len, shard, kRandomStreamInputs, s.src_vocab);
@@ -141,29 +146,29 @@ class NmtReplica final : public ModelReplica {
                          s.tgt_vocab);
     target_weights_ = device.allocate(sizeof(float) * target_tokens);
     ops.fill(target_weights_.as<float>(), target_tokens, 1.0f / static_cast<float>(B));
-    source_embedded_ = device.allocate(sizeof(float) * source_tokens * s.embedding);
-    source_embedded_gradient_ = device.allocate(sizeof(float) * source_tokens * s.embedding);
+    source_embedded_ = device.allocate(element * source_tokens * s.embedding);
+    source_embedded_gradient_ = device.allocate(element * source_tokens * s.embedding);
     if (model.two_encoder_stacks()) {
       reversed_source_ids_ = device.allocate(sizeof(int32_t) * source_tokens);
       fill_sequence_tokens(ops, reversed_source_ids_.as<int32_t>(), s.src_len, shard, kRandomStreamInputs,
                            s.src_vocab, /*reversed=*/true);
-      reversed_source_embedded_ = device.allocate(sizeof(float) * source_tokens * s.embedding);
-      reversed_source_embedded_gradient_ = device.allocate(sizeof(float) * source_tokens * s.embedding);
+      reversed_source_embedded_ = device.allocate(element * source_tokens * s.embedding);
+      reversed_source_embedded_gradient_ = device.allocate(element * source_tokens * s.embedding);
       encoders_.push_back(create_lstm_stack_replica(*model.encoders()[0], device, StateSlots{2, 0}));
       encoders_.push_back(create_lstm_stack_replica(*model.encoders()[1], device, StateSlots{2, 1}));
     } else {
       encoders_.push_back(create_lstm_stack_replica(*model.encoders()[0], device));
     }
-    target_embedded_ = device.allocate(sizeof(float) * target_tokens * s.embedding);
-    target_embedded_gradient_ = device.allocate(sizeof(float) * target_tokens * s.embedding);
-    encoder_h_ = device.allocate(sizeof(float) * states);
-    encoder_c_ = device.allocate(sizeof(float) * states);
-    encoder_h_gradient_ = device.allocate(sizeof(float) * states);
-    encoder_c_gradient_ = device.allocate(sizeof(float) * states);
+    target_embedded_ = device.allocate(element * target_tokens * s.embedding);
+    target_embedded_gradient_ = device.allocate(element * target_tokens * s.embedding);
+    encoder_h_ = device.allocate(element * states);
+    encoder_c_ = device.allocate(element * states);
+    encoder_h_gradient_ = device.allocate(element * states);
+    encoder_c_gradient_ = device.allocate(element * states);
     decoder_ = create_lstm_stack_replica(model.decoder(), device);
-    decoder_output_gradient_ = device.allocate(sizeof(float) * target_tokens * s.units);
+    decoder_output_gradient_ = device.allocate(element * target_tokens * s.units);
     loss_ = std::make_unique<VocabularyLossReplica>(model.projection(), device,
-                                                     static_cast<int>(target_tokens), s.loss_chunk_rows);
+                                                     static_cast<int>(target_tokens), s.loss_chunk_rows, s.type);
     batch_ = static_cast<int>(B);
   }
 
@@ -174,28 +179,28 @@ class NmtReplica final : public ModelReplica {
     const size_t target_tokens = static_cast<size_t>(s.tgt_len) * batch_;
     {
       TracedSpan span(device_, StreamKind::compute, "encoder", "forward");
-      model_.source_embedding().forward(ops, params_, source_ids_.as<int32_t>(), source_tokens,
-                                        source_embedded_.as<float>());
-      encoders_[0]->forward(params_, source_embedded_.as<float>(), nullptr, nullptr,
-                            encoder_h_.as<float>(), encoder_c_.as<float>());
+      model_.source_embedding().forward(ops, params_, source_ids_.as<int32_t>(), source_tokens, s.type,
+                                        source_embedded_.data());
+      encoders_[0]->forward(params_, source_embedded_.data(), nullptr, nullptr,
+                            encoder_h_.data(), encoder_c_.data());
       if (encoders_.size() == 2) {
-        model_.source_embedding().forward(ops, params_, reversed_source_ids_.as<int32_t>(), source_tokens,
-                                          reversed_source_embedded_.as<float>());
-        encoders_[1]->forward(params_, reversed_source_embedded_.as<float>(), nullptr, nullptr,
-                              encoder_h_.as<float>(), encoder_c_.as<float>());
+        model_.source_embedding().forward(ops, params_, reversed_source_ids_.as<int32_t>(), source_tokens, s.type,
+                                          reversed_source_embedded_.data());
+        encoders_[1]->forward(params_, reversed_source_embedded_.data(), nullptr, nullptr,
+                              encoder_h_.data(), encoder_c_.data());
       }
     }
     {
       TracedSpan span(device_, StreamKind::compute, "decoder", "forward");
-      model_.target_embedding().forward(ops, params_, target_ids_.as<int32_t>(), target_tokens,
-                                        target_embedded_.as<float>());
-      decoder_->forward(params_, target_embedded_.as<float>(), encoder_h_.as<float>(),
-                        encoder_c_.as<float>(), nullptr, nullptr);
+      model_.target_embedding().forward(ops, params_, target_ids_.as<int32_t>(), target_tokens, s.type,
+                                        target_embedded_.data());
+      decoder_->forward(params_, target_embedded_.data(), encoder_h_.data(),
+                        encoder_c_.data(), nullptr, nullptr);
     }
     // Sum over a sentence's tokens, mean over sentences: every token's gradient weighs 1 / B.
     TracedSpan span(device_, StreamKind::compute, "projection and loss", "forward");
     loss_->forward_backward(params_, decoder_->output(), target_ids_.as<int32_t>() + batch_, 1.0f, 1.0f,
-                            decoder_output_gradient_.as<float>(), context.loss_out, context.loss_scale,
+                            decoder_output_gradient_.data(), context.loss_out, context.loss_scale,
                             target_weights_.as<float>(), !s.forward_only);
   }
 
@@ -207,10 +212,10 @@ class NmtReplica final : public ModelReplica {
     const size_t target_tokens = static_cast<size_t>(s.tgt_len) * batch_;
     {
       TracedSpan span(device_, StreamKind::compute, "decoder", "backward");
-      decoder_->backward(params_, target_embedded_.as<float>(), encoder_h_.as<float>(),
-                         encoder_c_.as<float>(), decoder_output_gradient_.as<float>(), nullptr,
-                         nullptr, target_embedded_gradient_.as<float>(),
-                         encoder_h_gradient_.as<float>(), encoder_c_gradient_.as<float>());
+      decoder_->backward(params_, target_embedded_.data(), encoder_h_.data(),
+                         encoder_c_.data(), decoder_output_gradient_.data(), nullptr,
+                         nullptr, target_embedded_gradient_.data(),
+                         encoder_h_gradient_.data(), encoder_c_gradient_.data());
       announcer.announce(model_.decoder().gradient_range(layout));
     }
     {
@@ -220,28 +225,28 @@ class NmtReplica final : public ModelReplica {
     }
     {
       TracedSpan span(device_, StreamKind::compute, "target embedding", "backward");
-      model_.target_embedding().backward(ops, params_, target_ids_.as<int32_t>(), target_tokens,
-                                         target_embedded_gradient_.as<float>(), true);
+      model_.target_embedding().backward(ops, params_, target_ids_.as<int32_t>(), target_tokens, s.type,
+                                         target_embedded_gradient_.data(), true);
       announcer.announce(model_.target_embedding().gradient_range(layout));
     }
     // The encoder outputs feed nothing: only the final states' gradients flow back. The stacks
     // go in layout order (the backward-in-time stack was declared last, so it comes first).
     TracedSpan span(device_, StreamKind::compute, "encoder", "backward");
     if (encoders_.size() == 2) {
-      encoders_[1]->backward(params_, reversed_source_embedded_.as<float>(), nullptr, nullptr,
-                             nullptr, encoder_h_gradient_.as<float>(), encoder_c_gradient_.as<float>(),
-                             reversed_source_embedded_gradient_.as<float>(), nullptr, nullptr);
+      encoders_[1]->backward(params_, reversed_source_embedded_.data(), nullptr, nullptr,
+                             nullptr, encoder_h_gradient_.data(), encoder_c_gradient_.data(),
+                             reversed_source_embedded_gradient_.data(), nullptr, nullptr);
       announcer.announce(model_.encoders()[1]->gradient_range(layout));
     }
-    encoders_[0]->backward(params_, source_embedded_.as<float>(), nullptr, nullptr, nullptr,
-                           encoder_h_gradient_.as<float>(), encoder_c_gradient_.as<float>(),
-                           source_embedded_gradient_.as<float>(), nullptr, nullptr);
+    encoders_[0]->backward(params_, source_embedded_.data(), nullptr, nullptr, nullptr,
+                           encoder_h_gradient_.data(), encoder_c_gradient_.data(),
+                           source_embedded_gradient_.data(), nullptr, nullptr);
     announcer.announce(model_.encoders()[0]->gradient_range(layout));
-    model_.source_embedding().backward(ops, params_, source_ids_.as<int32_t>(), source_tokens,
-                                       source_embedded_gradient_.as<float>(), true);
+    model_.source_embedding().backward(ops, params_, source_ids_.as<int32_t>(), source_tokens, s.type,
+                                       source_embedded_gradient_.data(), true);
     if (encoders_.size() == 2)
-      model_.source_embedding().backward(ops, params_, reversed_source_ids_.as<int32_t>(), source_tokens,
-                                         reversed_source_embedded_gradient_.as<float>(), false);
+      model_.source_embedding().backward(ops, params_, reversed_source_ids_.as<int32_t>(), source_tokens, s.type,
+                                         reversed_source_embedded_gradient_.data(), false);
     announcer.announce(model_.source_embedding().gradient_range(layout));
   }
 
@@ -296,7 +301,7 @@ std::unique_ptr<Model> create_nmt_model(const ModelSettings& config) {
   NmtShape s{q.src_vocab_size, q.tgt_vocab_size, q.embedding_dim, q.num_units, q.num_encoder_layers,
              q.num_decoder_layers, q.src_max_len, q.tgt_max_len,
              parse_lstm_implementation(q.encoder_type), q.direction == "bi", config.batch_size,
-             q.loss_chunk_rows, config.forward_only};
+             q.loss_chunk_rows, config.forward_only, config.activation_type()};
   if (s.bidirectional && s.encoder_layers % 2 != 0)
     throw ConfigError("--num_encoder_layers=" + std::to_string(s.encoder_layers) +
                       ": a bidirectional encoder needs an even number of layers (half per direction); "

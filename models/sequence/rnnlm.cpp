@@ -25,6 +25,7 @@ struct RnnlmShape {
   int batch;  // per replica
   int loss_chunk_rows;
   bool forward_only;  // inference: the loss computes no gradients
+  DataType type;      // activations and the weight copy the ops read (--precision)
 };
 
 class RnnlmModel final : public Model {
@@ -37,6 +38,7 @@ class RnnlmModel final : public Model {
     g.input_size = s.embedding;
     g.hidden_size = s.units;
     g.num_layers = s.layers;
+    g.type = s.type;
     // Declared before the LSTM: its gradient is final only after the LSTM's backward pass, which
     // it overlaps (see VocabularyLossReplica).
     projection_ = std::make_unique<VocabularyProjection>(layout_, "projection", s.units, s.vocab);
@@ -92,12 +94,13 @@ class RnnlmReplica final : public ModelReplica {
                          s.vocab);
     token_weights_ = device.allocate(sizeof(float) * tokens);
     device.ops().fill(token_weights_.as<float>(), tokens, 1.0f / static_cast<float>(tokens));
-    embedded_ = device.allocate(sizeof(float) * tokens * s.embedding);
-    embedded_gradient_ = device.allocate(sizeof(float) * tokens * s.embedding);
-    output_gradient_ = device.allocate(sizeof(float) * tokens * s.units);
+    const size_t element = data_type_bytes(s.type);  // of every activation and its gradient
+    embedded_ = device.allocate(element * tokens * s.embedding);
+    embedded_gradient_ = device.allocate(element * tokens * s.embedding);
+    output_gradient_ = device.allocate(element * tokens * s.units);
     lstm_ = create_lstm_stack_replica(model.lstm(), device);
     loss_ = std::make_unique<VocabularyLossReplica>(model.projection(), device, static_cast<int>(tokens),
-                                                     s.loss_chunk_rows);
+                                                     s.loss_chunk_rows, s.type);
   }
 
   void forward(const StepContext& context) override {
@@ -105,12 +108,13 @@ class RnnlmReplica final : public ModelReplica {
     const size_t tokens = static_cast<size_t>(s.seq_len) * batch_;
     {
       TracedSpan span(device_, StreamKind::compute, "embedding and lstm", "forward");
-      model_.embedding().forward(device_.ops(), params_, tokens_.as<int32_t>(), tokens, embedded_.as<float>());
-      lstm_->forward(params_, embedded_.as<float>(), nullptr, nullptr, nullptr, nullptr);
+      model_.embedding().forward(device_.ops(), params_, tokens_.as<int32_t>(), tokens, s.type,
+                                 embedded_.data());
+      lstm_->forward(params_, embedded_.data(), nullptr, nullptr, nullptr, nullptr);
     }
     TracedSpan span(device_, StreamKind::compute, "projection and loss", "forward");
     loss_->forward_backward(params_, lstm_->output(), tokens_.as<int32_t>() + batch_, 1.0f, 1.0f,
-                            output_gradient_.as<float>(), context.loss_out, context.loss_scale,
+                            output_gradient_.data(), context.loss_out, context.loss_scale,
                             token_weights_.as<float>(), !s.forward_only);
   }
 
@@ -120,8 +124,8 @@ class RnnlmReplica final : public ModelReplica {
     const size_t tokens = static_cast<size_t>(s.seq_len) * batch_;
     {
       TracedSpan span(device_, StreamKind::compute, "lstm", "backward");
-      lstm_->backward(params_, embedded_.as<float>(), nullptr, nullptr, output_gradient_.as<float>(),
-                      nullptr, nullptr, embedded_gradient_.as<float>(), nullptr, nullptr);
+      lstm_->backward(params_, embedded_.data(), nullptr, nullptr, output_gradient_.data(), nullptr,
+                      nullptr, embedded_gradient_.data(), nullptr, nullptr);
       announcer.announce(model_.lstm().gradient_range(layout));
     }
     {
@@ -130,8 +134,8 @@ class RnnlmReplica final : public ModelReplica {
       announcer.announce(model_.projection().gradient_range(layout));
     }
     TracedSpan span(device_, StreamKind::compute, "embedding", "backward");
-    model_.embedding().backward(device_.ops(), params_, tokens_.as<int32_t>(), tokens,
-                                embedded_gradient_.as<float>(), true);
+    model_.embedding().backward(device_.ops(), params_, tokens_.as<int32_t>(), tokens, s.type,
+                                embedded_gradient_.data(), true);
     announcer.announce(model_.embedding().gradient_range(layout));
   }
 
@@ -172,7 +176,8 @@ std::unique_ptr<Model> create_rnnlm_model(const ModelSettings& config) {
   const SequenceConfig& q = config.sequence;
   return std::make_unique<RnnlmModel>(RnnlmShape{q.vocab_size, q.embedding_dim, q.num_units, q.num_layers,
                                                  q.seq_len, parse_lstm_implementation(q.encoder_type),
-                                                 config.batch_size, q.loss_chunk_rows, config.forward_only});
+                                                 config.batch_size, q.loss_chunk_rows, config.forward_only,
+                                                 config.activation_type()});
 }
 
 }  // namespace dpbench

@@ -28,11 +28,11 @@ int default_loss_chunk_rows(int rows, int vocab) {
 }
 
 VocabularyLossReplica::VocabularyLossReplica(const VocabularyProjection& projection,
-                                             Device& device, int rows, int chunk_rows)
-    : projection_(projection), device_(device), rows_(rows) {
+                                             Device& device, int rows, int chunk_rows, DataType type)
+    : projection_(projection), device_(device), rows_(rows), type_(type) {
   chunk_rows_ = chunk_rows > 0 ? std::min(chunk_rows, rows)
                                : default_loss_chunk_rows(rows, projection.vocab());
-  logits_ = device.allocate(sizeof(float) * static_cast<size_t>(chunk_rows_) * projection.vocab());
+  logits_ = device.allocate(data_type_bytes(type) * static_cast<size_t>(chunk_rows_) * projection.vocab());
   row_losses_ = device.allocate(sizeof(float) * static_cast<size_t>(rows));
   overlap_weight_gradient_ = chunk_rows_ >= rows_;
   if (overlap_weight_gradient_) {
@@ -45,21 +45,23 @@ void VocabularyLossReplica::finish_weight_gradient() {
   if (overlap_weight_gradient_) device_.wait(StreamKind::compute, *weight_gradient_done_);
 }
 
-void VocabularyLossReplica::forward_backward(const ParameterSet& params, const float* h,
+void VocabularyLossReplica::forward_backward(const ParameterSet& params, const void* h,
                                              const int32_t* labels, float loss_weight,
-                                             float gradient_scale, float* dh, float* loss_out,
+                                             float gradient_scale, void* dh, float* loss_out,
                                              const float* loss_scale, const float* row_weights, bool gradients) {
   Backend& ops = device_.ops();
   const int H = projection_.hidden(), V = projection_.vocab();
-  const float* P = params.parameter(projection_.weights_id());  // (V, H)
+  const DataType type = type_;
+  const void* P = params.parameter_as(projection_.weights_id(), type);  // (V, H)
   float* dP = params.gradient(projection_.weights_id());
-  float* logits = logits_.as<float>();
+  void* logits = logits_.data();
   for (int first = 0; first < rows_; first += chunk_rows_) {
     const int rows = std::min(chunk_rows_, rows_ - first);
-    const float* h_chunk = h + static_cast<size_t>(first) * H;
+    const void* h_chunk = element_at(h, type, static_cast<size_t>(first) * H);
     // logits (rows, V) = h (rows, H) P^T
-    ops.gemm(Transpose::no, Transpose::yes, rows, V, H, 1.0f, h_chunk, H, P, H, 0.0f, logits, V);
-    ops.softmax_cross_entropy_rows(logits, labels + first, rows, V, gradient_scale,
+    ops.gemm(Transpose::no, Transpose::yes, rows, V, H, 1.0f, type, h_chunk, H, P, H, 0.0f, type,
+             logits, V);
+    ops.softmax_cross_entropy_rows(type, logits, labels + first, rows, V, gradient_scale,
                                    row_losses_.as<float>() + first, logits, loss_scale,
                                    row_weights != nullptr ? row_weights + first : nullptr);
     if (!gradients) continue;
@@ -70,14 +72,15 @@ void VocabularyLossReplica::forward_backward(const ParameterSet& params, const f
       logits_gradient_ready_->record(StreamKind::compute);
       device_.wait(StreamKind::auxiliary, *logits_gradient_ready_);
       device_.ops(StreamKind::auxiliary)
-          .gemm(Transpose::yes, Transpose::no, V, H, rows, 1.0f, logits, V, h_chunk, H, 0.0f, dP, H);
+          .gemm(Transpose::yes, Transpose::no, V, H, rows, 1.0f, type, logits, V, h_chunk, H, 0.0f,
+                DataType::f32, dP, H);
       weight_gradient_done_->record(StreamKind::auxiliary);
     }
-    ops.gemm(Transpose::no, Transpose::no, rows, H, V, 1.0f, logits, V, P, H, 0.0f,
-             dh + static_cast<size_t>(first) * H, H);
+    ops.gemm(Transpose::no, Transpose::no, rows, H, V, 1.0f, type, logits, V, P, H, 0.0f, type,
+             element_at(dh, type, static_cast<size_t>(first) * H), H);
     if (!overlap_weight_gradient_)
-      ops.gemm(Transpose::yes, Transpose::no, V, H, rows, 1.0f, logits, V, h_chunk, H,
-               first == 0 ? 0.0f : 1.0f, dP, H);
+      ops.gemm(Transpose::yes, Transpose::no, V, H, rows, 1.0f, type, logits, V, h_chunk, H,
+               first == 0 ? 0.0f : 1.0f, DataType::f32, dP, H);
   }
   ops.sum_scaled(row_losses_.as<float>(), static_cast<size_t>(rows_), loss_weight, loss_out);
 }

@@ -1,6 +1,9 @@
 // The output side of a sequence model: hidden states projected onto the vocabulary (no bias) and
 // softmax cross-entropy against the next tokens, forward and backward in one pass.
 //
+// Under mixed precision h, dh, the logits and the projection's weights (its 16-bit copy) are 16-bit
+// (the GEMMs and the softmax accumulate in fp32), the projection's gradient and the loss fp32.
+//
 // At vocabulary 50000 the logits of a batch (38400 x 50000 floats at nmt's defaults, 7.7 GB) are
 // the largest tensor of the step, so only one buffer of them exists, each row's logits become
 // their gradient in place, and the two backward GEMMs consume them right there. Batches whose
@@ -45,9 +48,10 @@ int default_loss_chunk_rows(int rows, int vocab);
 // pass, latency-bound by its time steps); finish_weight_gradient() joins it.
 class VocabularyLossReplica {
  public:
-  // `rows` hidden states per step, `chunk_rows` of them at a time (0: default_loss_chunk_rows).
+  // `rows` hidden states per step, `chunk_rows` of them at a time (0: default_loss_chunk_rows);
+  // h, dh and the logits hold `type`.
   VocabularyLossReplica(const VocabularyProjection& projection, Device& device, int rows,
-                        int chunk_rows);
+                        int chunk_rows, DataType type = DataType::f32);
 
   // h (rows, hidden), labels (rows) ->
   //   loss_out (1) = loss_weight * sum of the rows' cross-entropies (each times row_weights[r]),
@@ -56,8 +60,8 @@ class VocabularyLossReplica {
   // row_weights: device memory (rows) or nullptr; weight 0 masks a padded token out.
   // `gradients` false (inference, --forward_only): the loss alone; dh and the projection's
   // gradient are not computed (the logits' gradient still replaces the logits in place).
-  void forward_backward(const ParameterSet& params, const float* h, const int32_t* labels,
-                        float loss_weight, float gradient_scale, float* dh, float* loss_out,
+  void forward_backward(const ParameterSet& params, const void* h, const int32_t* labels,
+                        float loss_weight, float gradient_scale, void* dh, float* loss_out,
                         const float* loss_scale, const float* row_weights = nullptr, bool gradients = true);
   int chunk_rows() const { return chunk_rows_; }
   // The compute stream waits for the projection's weight gradient (a no-op when it was computed
@@ -68,6 +72,7 @@ class VocabularyLossReplica {
   const VocabularyProjection& projection_;
   Device& device_;
   int rows_, chunk_rows_;
+  DataType type_;
   Buffer logits_;      // (chunk_rows, vocab), then its gradient
   Buffer row_losses_;  // (rows)
   bool overlap_weight_gradient_ = false;

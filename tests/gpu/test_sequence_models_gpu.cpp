@@ -1,12 +1,13 @@
 // [gpu] The sequence models on a GPU: cudnn_lstm (cuDNN's fused RNN) and dynamic (our GEMMs and
 // cell kernels) compute the same network; both match the reference backend; nmt and rnnlm learn
 // their fixed batch through the CLI with Adam replayed as CUDA graphs, and the result counts the
-// kernels of a step.
+// kernels of a step; in bf16 and fp16 they match the reference backend's 16-bit ops and learn too.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/device_factory.h"
@@ -127,5 +128,71 @@ TEST_CASE("nmt and rnnlm learn their fixed batch on the GPU, Adam replayed as a 
     // Each unrolled step and layer runs at least a GEMM and a cell kernel forward and a cell
     // kernel and (but for the first step) a GEMM backward.
     if (c.unrolled_steps > 0) CHECK(kernels >= 4 * c.unrolled_steps - 4 * 4);
+  }
+}
+
+// Mixed precision: the GPU's 16-bit sequence ops against the reference backend's (the fp32 op on
+// the rounded inputs, rounded once). Both round at the same places, but cuBLAS, cuDNN and our
+// kernels sum in other orders than the host, and a rounding boundary crossed differently moves a
+// value by a whole 16-bit unit, which the next ops carry along: so the bound is a few units of
+// the type relative to the largest gradient (bf16 2^-8, fp16 2^-11), not the fp32 bound above.
+TEST_CASE("nmt and rnnlm in bf16 and fp16 on the GPU match the reference backend", "[gpu]") {
+  std::vector<dpbench::RunConfig> configs;
+  for (const char* type : {"cudnn_lstm", "dynamic"})
+    for (const char* direction : {"uni", "bi"}) configs.push_back(small_nmt(type, direction));
+  for (const char* type : {"cudnn_lstm", "dynamic"})
+    configs.push_back(sequence_config("rnnlm", 6, {{"encoder_type", type}, {"vocab_size", "333"},
+                                                   {"embedding_dim", "12"}, {"num_units", "36"},
+                                                   {"seq_len", "9"}, {"loss_chunk_rows", "20"}}));
+  for (dpbench::RunConfig config : configs) {
+    for (const auto& [precision, type, tolerance] :
+         {std::tuple{"bf16", dpbench::DataType::bf16, 4e-2}, std::tuple{"fp16", dpbench::DataType::f16, 6e-3}}) {
+      INFO(config.model << " " << config.sequence.encoder_type << " " << config.sequence.direction << " "
+                        << precision);
+      config.precision = precision;
+      const auto model = build_model(config);
+      const std::vector<float> values = model->initial_parameters(9);
+      ModelProbe gpu(*model, dpbench::create_cuda_device(0), config.batch_size, 42, type);
+      ModelProbe reference(*model, dpbench::create_reference_device(0), config.batch_size, 42, type);
+      CHECK(gpu.loss_at(values) == Approx(reference.loss_at(values)).epsilon(tolerance / 4));
+      const std::vector<float> a = gpu.gradients(), b = reference.gradients();
+      const double largest = largest_magnitude(b);
+      REQUIRE(largest > 0);
+      double worst = 0;
+      for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]));
+      INFO("largest gradient " << largest << ", largest difference " << worst);
+      CHECK(worst <= tolerance * largest);
+    }
+  }
+}
+
+TEST_CASE("nmt and rnnlm learn their fixed batch on the GPU in bf16 and fp16", "[gpu]") {
+  TempDir dir;
+  const std::vector<std::string> nmt = {"--model=nmt", "--batch_size=16", "--src_vocab_size=500",
+                                        "--tgt_vocab_size=400", "--embedding_dim=32", "--num_units=32",
+                                        "--num_encoder_layers=2", "--num_decoder_layers=2",
+                                        "--src_max_len=10", "--tgt_max_len=10"};
+  const std::vector<std::string> rnnlm = {"--model=rnnlm", "--batch_size=16", "--vocab_size=300", "--seq_len=12"};
+  int index = 0;
+  for (const auto* base : {&nmt, &rnnlm}) {
+    for (const std::string encoder : {"cudnn_lstm", "dynamic"}) {
+      for (const std::string precision : {"bf16", "fp16"}) {
+        std::vector<std::string> args = *base;
+        const std::string file = dir.file("mixed" + std::to_string(index++) + ".json");
+        args.insert(args.end(), {"--encoder_type=" + encoder, "--precision=" + precision, "--device=gpu",
+                                 "--num_batches=60", "--num_warmup_batches=0", "--learning_rate=0.02",
+                                 "--display_every=1000", "--result_file=" + file});
+        if (precision == "fp16") args.push_back("--fp16_enable_auto_loss_scale");
+        REQUIRE(run_cli(args) == 0);
+        const nlohmann::json result = read_json(file);
+        const auto& steps = result["steps"];
+        INFO(args[0] << " " << encoder << " " << precision);
+        CHECK(result["summary"]["math"] == precision);
+        CHECK(result["summary"]["cuda_graph"] == true);
+        const double first = steps[0]["loss"], last = steps[59]["loss"];
+        INFO("first loss " << first << ", last " << last);
+        CHECK(last < 0.6 * first);
+      }
+    }
   }
 }

@@ -22,8 +22,10 @@ class RecordingAnnouncer final : public GradientAnnouncer {
 
 class ModelProbe {
  public:
-  ModelProbe(const Model& model, std::unique_ptr<Device> device, int batch, uint64_t data_seed = 42)
-      : device_(std::move(device)), params_(*device_, model.layout()) {
+  // weight_copy_type: the 16-bit weight copy a mixed-precision model reads (f32: none).
+  ModelProbe(const Model& model, std::unique_ptr<Device> device, int batch, uint64_t data_seed = 42,
+             DataType weight_copy_type = DataType::f32)
+      : device_(std::move(device)), params_(*device_, model.layout(), weight_copy_type) {
     loss_ = device_->allocate(sizeof(float));
     step_ = device_->allocate(sizeof(int32_t));
     const int32_t zero = 0;

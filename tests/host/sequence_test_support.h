@@ -35,6 +35,7 @@ inline RunConfig sequence_config(const std::string& model, int batch,
   for (const auto& [name, value] : values) {
     if (name == "encoder_type") q.encoder_type = value;
     else if (name == "direction") q.direction = value;
+    else if (name == "lstm_algorithm") q.lstm_algorithm = value;
     else *integers.at(name) = std::stoi(value);
   }
   return config;

@@ -1,13 +1,16 @@
 // The sequence models (nmt, rnnlm) on the reference backend: exact parameter counts at the seed
 // defaults, backward against finite differences of the loss for every encoder variant, the
 // fused (cudnn_lstm) and unrolled (dynamic) LSTMs computing the same network, training end to
-// end through the CLI, and the sequence flags' validation.
+// end through the CLI, mixed precision (bf16, fp16 with loss scaling) against fp32, and the
+// sequence flags' validation.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/device_factory.h"
@@ -187,6 +190,7 @@ TEST_CASE("nmt and rnnlm learn their fixed batch end to end on the reference bac
   CHECK(rnnlm["summary"]["unit"] == "tokens/s");
   CHECK(rnnlm["summary"]["items_per_step"] == 4 * 6);
   CHECK(rnnlm["config"]["num_layers"] == 2);
+  CHECK(rnnlm["config"]["lstm_algorithm"] == "fastest");
   CHECK_FALSE(rnnlm["config"].contains("src_vocab_size"));
   CHECK(rnnlm["summary"]["kernel_launches_per_step"].is_null());  // reference: nothing captured
 }
@@ -207,6 +211,115 @@ TEST_CASE("sequence flags that do not fit are refused with one line and no resul
   CHECK(refused({"--model=nmt", "--num_encoder_layers=3", "--num_decoder_layers=3"}));  // odd, bi
   CHECK(refused({"--model=nmt", "--num_decoder_layers=2"}));      // 4 encoder layers
   CHECK(refused({"--model=nmt", "--num_units=0"}));
-  CHECK(refused({"--model=nmt", "--precision=bf16"}));           // fp32 / tf32 only
   CHECK(refused({"--model=rnnlm", "--loss_chunk_rows=-1"}));
+  CHECK(refused({"--model=rnnlm", "--lstm_algorithm=persistent"}));
+  CHECK(refused({"--model=nmt", "--lstm_algorithm=standard"}));  // nmt's default encoder is dynamic
+  CHECK(refused({"--model=resnet50", "--lstm_algorithm=standard"}));
+}
+
+namespace {
+
+struct PrecisionCase {
+  std::string name;
+  dpbench::RunConfig config;
+  int batch;
+};
+
+std::vector<PrecisionCase> precision_cases() {
+  const std::map<std::string, std::string> rnnlm_shape = {{"vocab_size", "17"}, {"embedding_dim", "6"},
+                                                          {"num_units", "8"}, {"seq_len", "5"}};
+  std::vector<PrecisionCase> cases;
+  for (const char* encoder : {"cudnn_lstm", "dynamic"}) {
+    for (const char* direction : {"uni", "bi"})
+      cases.push_back({std::string("nmt ") + encoder + " " + direction, tiny_nmt(encoder, direction), 3});
+    std::map<std::string, std::string> shape = rnnlm_shape;
+    shape["encoder_type"] = encoder;
+    cases.push_back({std::string("rnnlm ") + encoder, sequence_config("rnnlm", 4, shape), 4});
+  }
+  return cases;
+}
+
+}  // namespace
+
+// 16-bit storage changes the numbers by its rounding and nothing else: the loss and every
+// gradient of each encoder variant stay within a few roundings of the fp32 network's (bf16 keeps
+// 8 significant bits, relative 2^-9 per rounding; fp16 11, 2^-12), and most gradients differ from
+// them (the 16-bit path really ran; a loss averaged over a few tokens can round to the same float).
+// The weight gradient is fp32 in every precision.
+TEST_CASE("nmt and rnnlm in bf16 and fp16 compute the fp32 network's loss and gradients",
+          "[sequence_models][precision]") {
+  for (const PrecisionCase& c : precision_cases()) {
+    const auto fp32_model = build_model(c.config);
+    ModelProbe fp32_probe(*fp32_model, dpbench::create_reference_device(0), c.batch);
+    const std::vector<float> values = fp32_model->initial_parameters(5);
+    const double fp32_loss = fp32_probe.loss_at(values);
+    const std::vector<float> fp32_gradients = fp32_probe.gradients();
+    double largest = 0;
+    for (float g : fp32_gradients) largest = std::max(largest, static_cast<double>(std::abs(g)));
+    REQUIRE(largest > 0);
+    for (const auto& [precision, type, tolerance] :
+         {std::tuple{"bf16", dpbench::DataType::bf16, 2e-2}, std::tuple{"fp16", dpbench::DataType::f16, 3e-3}}) {
+      INFO(c.name << " " << precision);
+      dpbench::RunConfig config = c.config;
+      config.precision = precision;
+      const auto model = build_model(config);
+      ModelProbe probe(*model, dpbench::create_reference_device(0), c.batch, 42, type);
+      const double loss = probe.loss_at(values);
+      CHECK(loss == Approx(fp32_loss).epsilon(tolerance / 2));
+      const std::vector<float> gradients = probe.gradients();
+      double worst = 0;
+      size_t differing = 0;
+      for (size_t i = 0; i < gradients.size(); ++i) {
+        worst = std::max(worst, std::abs(static_cast<double>(gradients[i]) - fp32_gradients[i]));
+        differing += gradients[i] != fp32_gradients[i];
+      }
+      INFO("largest fp32 gradient " << largest << ", largest difference " << worst);
+      CHECK(worst <= tolerance * largest);
+      CHECK(differing > gradients.size() / 4);
+    }
+  }
+}
+
+TEST_CASE("nmt and rnnlm train in bf16 and in fp16 with automatic loss scaling as in fp32",
+          "[sequence_models][precision]") {
+  TempDir dir;
+  const std::vector<std::string> small_nmt = {
+      "--model=nmt", "--batch_size=4", "--src_vocab_size=20", "--tgt_vocab_size=20",
+      "--embedding_dim=8", "--num_units=8", "--num_encoder_layers=2", "--num_decoder_layers=2",
+      "--src_max_len=5", "--tgt_max_len=5", "--num_batches=60", "--learning_rate=0.05"};
+  const std::vector<std::string> small_rnnlm = {"--model=rnnlm", "--batch_size=4", "--vocab_size=30",
+                                                "--seq_len=6", "--num_units=16", "--embedding_dim=8",
+                                                "--num_batches=60", "--learning_rate=0.05"};
+  for (const std::string encoder : {"cudnn_lstm", "dynamic"}) {
+    for (const auto* base : {&small_nmt, &small_rnnlm}) {
+      std::vector<std::string> args = *base;
+      args.push_back("--encoder_type=" + encoder);
+      const std::string model = (*base)[0].substr(8);
+      const nlohmann::json fp32 = train(dir, model + encoder + "fp32", args);
+      std::vector<std::string> bf16_args = args, fp16_args = args;
+      bf16_args.push_back("--precision=bf16");
+      fp16_args.insert(fp16_args.end(), {"--use_fp16", "--fp16_enable_auto_loss_scale", "--fp16_loss_scale=1024",
+                                         "--fp16_inc_loss_scale_every_n=20"});
+      const nlohmann::json bf16 = train(dir, model + encoder + "bf16", bf16_args);
+      const nlohmann::json fp16 = train(dir, model + encoder + "fp16", fp16_args);
+      INFO(model << " " << encoder);
+      CHECK(bf16["summary"]["math"] == "bf16");
+      CHECK(fp16["summary"]["math"] == "fp16");
+      CHECK(fp16["summary"]["loss_scaling"] == "automatic");
+      // 60 steps without an overflow double the scale three times (every 20 good steps).
+      CHECK(fp16["summary"]["final_loss_scale"] == 8192.0);
+      const double fp32_first = mean_loss(fp32["steps"], 0, 3), fp32_last = mean_loss(fp32["steps"], 55, 5);
+      for (const nlohmann::json* result : {&bf16, &fp16}) {
+        const auto& steps = (*result)["steps"];
+        REQUIRE(steps.size() == 60);
+        for (const auto& step : steps) CHECK(std::isfinite(step["loss"].get<double>()));
+        INFO((*result)["summary"]["math"] << ": first " << mean_loss(steps, 0, 3) << ", last "
+                                          << mean_loss(steps, 55, 5) << "; fp32 " << fp32_first << ", "
+                                          << fp32_last);
+        CHECK(mean_loss(steps, 0, 3) == Approx(fp32_first).epsilon(0.02));
+        // Learned as fp32 learned: the loss falls as far, give or take a tenth of the way.
+        CHECK(mean_loss(steps, 55, 5) < fp32_last + 0.1 * (fp32_first - fp32_last));
+      }
+    }
+  }
 }
