@@ -41,7 +41,7 @@ def parse_args():
                    help="per GPU; default: CNNs 64, nmt 384, rnnlm 512 (as the single-GPU twins)")
     p.add_argument("--precision", default=None, choices=["fp32", "tf32", "fp16", "bf16"],
                    help="default: CNNs fp32, nmt and rnnlm tf32 (as the single-GPU twins); "
-                        "fp16 and bf16: CNNs only")
+                        "fp16 and bf16: AMP, as the single-GPU twins run it")
     p.add_argument("--data_format", default="NCHW", choices=["NCHW", "NHWC"], help="CNNs only")
     p.add_argument("--image_size", type=int, default=None,
                    help="CNNs only: images of this size (e.g. 32, dpbench's ResNets on CIFAR data)")
@@ -59,8 +59,6 @@ def parse_args():
     sequence = a.model in SEQUENCE_MODELS
     if sequence:
         pytorch_rnn.resolve_defaults(a)   # encoder_type, batch_size, embedding_dim, num_units
-        if a.precision in ("fp16", "bf16"):
-            p.error(f"--precision={a.precision}: nmt and rnnlm run fp32 or tf32 (as pytorch_rnn.py)")
     a.batch_size = a.batch_size or (384 if a.model == "nmt" else 512 if a.model == "rnnlm" else 64)
     a.precision = a.precision or ("tf32" if sequence else "fp32")
     if a.learning_rate is None:
@@ -117,7 +115,7 @@ def main():
                                   static_graph=a.static_graph)
     if sequence:
         optimizer = pytorch_rnn.make_optimizer(model, a.learning_rate)
-        step = pytorch_rnn.make_step(ddp, optimizer, inputs)
+        step = pytorch_rnn.make_step(ddp, optimizer, inputs, a.precision)
     else:
         optimizer = pytorch_cnn.make_optimizer(model, a.learning_rate)
         step = pytorch_cnn.make_step(ddp, optimizer, images, labels, a.precision)
@@ -151,6 +149,9 @@ def main():
         if sequence:
             result.update(encoder_type=a.encoder_type, direction=a.direction if a.model == "nmt" else None)
         result.update(batch_size=a.batch_size, global_batch_size=a.batch_size * world, precision=a.precision)
+        if sequence:
+            result.update(amp=a.precision in pytorch_rnn.AMP_DTYPES,
+                          lstm_dtype=pytorch_rnn.DTYPE_NAMES.get(model.lstm_dtype, str(model.lstm_dtype)))
         if not sequence:
             result.update(data_format=a.data_format, compiled=False)
         result.update(num_parameters=parameters)

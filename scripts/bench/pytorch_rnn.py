@@ -9,21 +9,66 @@ implementations, as dpbench's --encoder_type:
               write TensorFlow's dynamic_rnn in PyTorch); --direction=bi: separate forward and
               backward stacks of num_encoder_layers/2 cells, the backward one reading reversed
 rnnlm: embedding -> nn.LSTM (or the LSTMCell loop) -> projection without bias, mean token loss.
+
+--precision: fp32 (no TF32 anywhere); tf32 (the default: TF32 for the GEMMs and cuDNN's RNNs);
+bf16 or fp16: PyTorch AMP. The weights, their gradients and Adam's state stay fp32; the forward
+pass (loss included, computed as in fp32) runs under torch.autocast with that dtype, so the LSTMs
+(cuDNN's RNN, or the LSTMCells and their fused cell kernel), the vocabulary projection and their
+backward passes run in 16 bits on 16-bit copies of the weights, while the embedding lookups and the
+softmax cross-entropy stay fp32 (TF32 allowed there, as an AMP user has it); fp16 scales the loss
+(GradScaler; steps whose gradients overflow are skipped, as AMP does). One exception to stock
+autocast: it runs cuDNN's RNN in fp16 whatever its dtype (aten/src/ATen/cudnn/AutocastRNN.cpp casts
+to at::kHalf). That is what a user of AMP gets, and the default (--cudnn_lstm_dtype=autocast);
+--cudnn_lstm_dtype=bf16 makes the cudnn_lstm twin cast its LSTMs' weights, input and state to bf16
+itself and run nn.LSTM with autocast off: cuDNN's bf16 RNN (cuDNN >= 9.13; PyTorch 2.11 bundles
+9.19). lstm_dtype in the JSON line is what the LSTMs' outputs were.
+
 Synthetic tokens resident on the GPU; warm-up steps skipped; then host wall clock over the
 measured steps after a device synchronisation. Prints one JSON line (items_per_sec = words/s for
-nmt, counting source + target tokens; tokens/s for rnnlm)."""
+nmt, counting source + target tokens; tokens/s for rnnlm; precision; amp: true for bf16 and fp16)."""
 import argparse
+import contextlib
 import json
 import time
+import warnings
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+PRECISIONS = ["fp32", "tf32", "bf16", "fp16"]
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+# The bf16 cudnn_lstm path hands cuDNN per-weight bf16 copies, which it packs into its weight buffer
+# each call (what autocast's own cast does too); PyTorch warns about that once.
+warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous")
+
 
 def uniform_(module, scale=0.1):
     for p in module.parameters():
         nn.init.uniform_(p, -scale, scale)
+
+
+def run_lstm(lstm, x, state, dtype):
+    """nn.LSTM `lstm` on x (and state, or None). dtype None: as called (under autocast, stock AMP).
+    dtype bf16: cuDNN's RNN in bf16, which stock autocast cannot give (it casts cuDNN's RNN to fp16):
+    bf16 copies of the fp32 weights (autograd takes their gradients back to the fp32 weights), the
+    input and the state cast to bf16, autocast off for the call."""
+    if dtype is None:
+        return lstm(x, state)
+    weights = {name: w.to(dtype) for name, w in lstm.named_parameters()}
+    if state is not None:
+        state = tuple(s.to(dtype) for s in state)
+    with torch.autocast("cuda", enabled=False):
+        return torch.func.functional_call(lstm, weights, (x.to(dtype), state))
+
+
+def lstm_dtype(a):
+    """The dtype run_lstm casts nn.LSTM to: bf16 under --precision=bf16 with
+    --cudnn_lstm_dtype=bf16, else None (as called: stock autocast)."""
+    wanted = getattr(a, "precision", None) == "bf16" and getattr(a, "cudnn_lstm_dtype", "autocast") == "bf16"
+    return torch.bfloat16 if wanted else None
 
 
 class CellStack(nn.Module):
@@ -69,14 +114,16 @@ class Nmt(nn.Module):
             self.backward_encoder = CellStack(E, H, L // 2) if bi else None
             self.decoder = CellStack(E, H, a.num_decoder_layers)
         self.projection = nn.Linear(H, a.tgt_vocab_size, bias=False)
+        self.rnn_dtype = lstm_dtype(a) if a.encoder_type == "cudnn_lstm" else None
+        self.lstm_dtype = None  # what the decoder's outputs were, set by forward
         uniform_(self)
 
     def forward(self, src, tgt_in, tgt_out):
         B = src.shape[1]
         x = self.src_embedding(src)
         if self.a.encoder_type == "cudnn_lstm":
-            _, state = self.encoder(x)                      # (L * D, B, H), pseudo-layer order
-            y, _ = self.decoder(self.tgt_embedding(tgt_in), state)
+            _, state = run_lstm(self.encoder, x, None, self.rnn_dtype)  # (L * D, B, H), pseudo-layer order
+            y, _ = run_lstm(self.decoder, self.tgt_embedding(tgt_in), state, self.rnn_dtype)
         else:
             _, (h, c) = self.encoder(x)
             if self.backward_encoder is not None:          # interleave: fw l0, bw l0, fw l1, ...
@@ -84,6 +131,7 @@ class Nmt(nn.Module):
                 h = [s for pair in zip(h, hb) for s in pair]
                 c = [s for pair in zip(c, cb) for s in pair]
             y, _ = self.decoder(self.tgt_embedding(tgt_in), (h, c))
+        self.lstm_dtype = y.dtype
         logits = self.projection(y.reshape(-1, y.shape[-1]))
         return F.cross_entropy(logits, tgt_out.reshape(-1), reduction="sum") / B
 
@@ -97,10 +145,14 @@ class Rnnlm(nn.Module):
         else:
             self.lstm = CellStack(a.embedding_dim, a.num_units, a.num_layers)
         self.projection = nn.Linear(a.num_units, a.vocab_size, bias=False)
+        self.rnn_dtype = lstm_dtype(a) if a.encoder_type == "cudnn_lstm" else None
+        self.lstm_dtype = None  # what the LSTM's outputs were, set by forward
         uniform_(self)
 
     def forward(self, tokens, labels):
-        y, _ = self.lstm(self.embedding(tokens))
+        x = self.embedding(tokens)
+        y, _ = self.lstm(x) if self.rnn_dtype is None else run_lstm(self.lstm, x, None, self.rnn_dtype)
+        self.lstm_dtype = y.dtype
         return F.cross_entropy(self.projection(y.reshape(-1, y.shape[-1])), labels.reshape(-1))
 
 
@@ -120,6 +172,9 @@ def add_model_arguments(p):
     p.add_argument("--src_max_len", type=int, default=100)
     p.add_argument("--tgt_max_len", type=int, default=100)
     p.add_argument("--seq_len", type=int, default=50)
+    p.add_argument("--cudnn_lstm_dtype", default="autocast", choices=["autocast", "bf16"],
+                   help="nn.LSTM under --precision=bf16: as stock autocast runs it (cuDNN's RNN in fp16, "
+                        "the default) or cast to bf16 by the twin (cuDNN's bf16 RNN)")
 
 
 def resolve_defaults(a):
@@ -132,8 +187,9 @@ def resolve_defaults(a):
 
 
 def set_precision(precision):
-    """TF32 for GEMMs and cuDNN's RNNs only with --precision=tf32; cuDNN autotuning on."""
-    tf32 = precision == "tf32"
+    """TF32 for GEMMs and cuDNN's RNNs with --precision=tf32 and under AMP (bf16, fp16: for the math
+    autocast leaves in fp32, as an AMP user has it), not with fp32; cuDNN autotuning on."""
+    tf32 = precision != "fp32"
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cudnn.benchmark = True
@@ -161,15 +217,20 @@ def make_optimizer(model, learning_rate):
     return torch.optim.Adam(model.parameters(), lr=learning_rate, fused=True)
 
 
-def make_step(model, optimizer, inputs):
-    """One training step as a function returning the loss (the model returns it). `model` may be
-    wrapped (DDP)."""
+def make_step(model, optimizer, inputs, precision="tf32"):
+    """One training step as a function returning the loss (the model returns it). bf16 and fp16 run
+    the forward pass under autocast (AMP: fp32 weights, gradients and optimizer state); fp16 scales
+    the loss (GradScaler). `model` may be wrapped (DDP)."""
+    autocast_dtype = AMP_DTYPES.get(precision)
+    scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        loss = model(*inputs)
-        loss.backward()
-        optimizer.step()
+        with torch.autocast("cuda", dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext():
+            loss = model(*inputs)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)  # fused Adam unscales the gradients itself
+        scaler.update()
         return loss
 
     return step
@@ -180,10 +241,15 @@ def main():
     p.add_argument("--model", default="nmt", choices=["nmt", "rnnlm"])
     p.add_argument("--batch_size", type=int, default=None, help="default: nmt 384, rnnlm 512")
     add_model_arguments(p)
-    p.add_argument("--precision", default="tf32", choices=["fp32", "tf32"])
+    p.add_argument("--precision", default="tf32", choices=PRECISIONS,
+                   help="fp32; tf32 (default); bf16 or fp16: AMP (autocast, fp32 weights; fp16 with "
+                        "GradScaler)")
     p.add_argument("--learning_rate", type=float, default=1e-3)
     p.add_argument("--num_batches", type=int, default=40)
     p.add_argument("--num_warmup_batches", type=int, default=10)
+    p.add_argument("--profile_step", type=int, default=0,
+                   help="run one extra step bracketed by cudaProfilerStart/Stop (for ncu "
+                        "--profile-from-start off) after the measurement; 0: none")
     a = p.parse_args()
     resolve_defaults(a)
     nmt = a.model == "nmt"
@@ -194,7 +260,7 @@ def main():
     model = build_model(a, dev)
     inputs, items = synthetic_inputs(a, dev)
     optimizer = make_optimizer(model, a.learning_rate)
-    step = make_step(model, optimizer, inputs)
+    step = make_step(model, optimizer, inputs, a.precision)
 
     for _ in range(a.num_warmup_batches):
         step()
@@ -204,10 +270,16 @@ def main():
         loss = step()
     torch.cuda.synchronize()
     elapsed = time.perf_counter() - start
+    if a.profile_step:
+        torch.cuda.profiler.start()
+        step()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
     print(json.dumps({"framework": "pytorch", "torch": torch.__version__,
                       "cudnn": torch.backends.cudnn.version(), "model": a.model,
                       "encoder_type": a.encoder_type, "direction": a.direction if nmt else None,
-                      "batch_size": B, "precision": a.precision,
+                      "batch_size": B, "precision": a.precision, "amp": a.precision in AMP_DTYPES,
+                      "lstm_dtype": DTYPE_NAMES.get(model.lstm_dtype, str(model.lstm_dtype)),
                       "num_parameters": sum(q.numel() for q in model.parameters()),
                       "items_per_sec": items * a.num_batches / elapsed, "total_time_s": elapsed,
                       "final_loss": float(loss.detach())}))

@@ -15,17 +15,18 @@ Files: OUT_DIR/KEY_gN__dpbench.json and KEY_gN__TWIN.json (the twin's JSON line)
 
 WORKLOAD:
   cnn      ENTRY = MODEL[:BATCH][+--flag=value...] (default resnet50:64), per precision of
-           PRECISIONS (default fp32) and layout of FORMATS (NCHW): dpbench on one GPU, then
-           scripts/bench/pytorch_cnn.py per twin of TWINS ("eager compiled"; compiled runs
-           --compile). NUM_BATCHES 100, NUM_WARMUP 20. MODEL:BATCH+--forward_only compares inference
-           (the twins in eval mode under torch.inference_mode()).
+           PRECISIONS (default: the entry's --precision, else fp32) and layout of FORMATS (NCHW):
+           dpbench on one GPU, then scripts/bench/pytorch_cnn.py per twin of TWINS ("eager
+           compiled"; compiled runs --compile). NUM_BATCHES 100, NUM_WARMUP 20. MODEL:BATCH+--forward_only
+           compares inference (the twins in eval mode under torch.inference_mode()).
   rnn      ENTRY as cnn (default 'nmt:384 nmt:384+--encoder_type=dynamic rnnlm:512'; nmt runs
-           cudnn_lstm, bi), per precision of PRECISIONS (tf32); twin scripts/bench/pytorch_rnn.py
+           cudnn_lstm, bi), per precision of PRECISIONS (default: the entry's --precision, else
+           tf32; bf16 and fp16: the twin runs PyTorch AMP); twin scripts/bench/pytorch_rnn.py
            (TWINS=eager). NUM_BATCHES 40, NUM_WARMUP 10.
   trivial  ENTRY = GPU counts (default 1 2 4): trivial, independent, BATCH (64) per GPU, long runs
            so fixed costs do not blur the ratio; twin scripts/bench/pytorch_trivial.py (TWINS=torch).
            NUM_BATCHES 20000, NUM_WARMUP 200.
-  ddp      ENTRY as cnn (default resnet50:64), per precision and layout as cnn (nmt, rnnlm: tf32):
+  ddp      ENTRY as cnn (default resnet50:64), per precision and layout as cnn (nmt, rnnlm: as rnn):
            scripts/sweep.sh once over GPUS ("1 2 4") x STRATEGIES (sweep tokens, default
            'independent;replicated:nccl;parameter_server:gpu'), then on each count the PyTorch DDP
            twin (torchrun, scripts/bench/pytorch_ddp.py; TWINS=ddp); last `dpbench comm_bench`'s
@@ -37,6 +38,7 @@ DPBENCH_BUILD_DIR (build), DPBENCH_DEVICE (gpu; cpu: the reference backend, with
 dry check).
 e.g. compare_pytorch.sh cnn /tmp/cnn resnet50:64 resnet50:128 inception3:64 vgg16:64   (FORMATS="NCHW NHWC")
      compare_pytorch.sh ddp /tmp/ddp resnet50:64 nmt:384
+     PRECISIONS=bf16 compare_pytorch.sh rnn /tmp/rnn_bf16   (or one entry: nmt:384+--precision=bf16)
 EOF
 }
 
@@ -107,7 +109,8 @@ else
   read -r -a counts <<<"${GPUS:-1 2 4}"
   for entry in "${entries[@]}"; do
     parse_entry "$entry"
-    precisions=${PRECISIONS:-$(model_flags "$entry_model" | grep -o 'precision=[a-z0-9]*' | cut -d= -f2)}
+    # PRECISIONS, else the entry's own --precision (model_flags' default unless the entry gives one).
+    precisions=${PRECISIONS:-$(printf '%s\n' "${entry_flags[@]}" | grep -o '^--precision=[a-z0-9]*' | cut -d= -f2)}
     precisions=${precisions:-fp32}
     formats=${FORMATS:-NCHW}
     case $entry_model in nmt | rnnlm) formats=- ;; esac
