@@ -1,0 +1,765 @@
+// CudnnGraphConvolutions (cudnn_graph_conv.h): convolutions as cuDNN operation graphs. First the
+// descriptor plumbing (an owner, one checked setter), then the graphs of each pass, then engine
+// choice (heuristics, note filters, timing), then the class.
+#include "engine/cuda/cudnn_graph_conv.h"
+
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cuda_device.h"
+#include "engine/cuda/cuda_raii.h"
+#include "engine/cuda/cudnn_plans.h"
+#include "engine/cuda/cudnn_raii.h"
+
+namespace dpbench {
+namespace {
+
+// Note [graph convolution plans]
+// A plan is one finalized cuDNN execution plan for one (geometry with its types, pass, epilogue)
+// of an object whose TF32 choice is fixed. It is chosen once, in prepare():
+//   1. the operation graph: the convolution, then for bias_relu an fp32 add of the (1, K, 1, 1)
+//      bias and a ReLU, both on fp32 virtual tensors so the epilogue rounds once, to the output
+//      type. accumulate asks the convolution for beta = 1 (the pre-compiled engines blend with
+//      the old dx); where no engine takes that, dgrad + dx becomes a fused pointwise add whose
+//      second input is dx itself, read before it is written. On an H100 with cuDNN 9.14 every
+//      geometry of the [gpu] tests took beta = 1; the fused add, forced, ran right in NHWC
+//      16-bit and found no engine elsewhere;
+//   2. engine configs from heuristics mode A, or from the fallback list where mode A yields no
+//      usable plan; configs whose numerical notes break the fp32-compute contract are skipped:
+//      tensor cores on fp32 data (that is TF32) unless allowed, inputs converted down, reductions
+//      in reduced precision;
+//   3. execution plans finalized for the first kMaxCandidatePlans configs that cuDNN accepts and
+//      whose workspace fits the caller's limit;
+//   4. each timed on the caller's buffers (one warm-up, then kTimedRuns between CUDA events); the
+//      fastest is kept. Timing, not the heuristics' order: the order is a model's guess, which
+//      is why the classic path times its algorithms too (cuda_conv_ops.cpp).
+//      Runtime-compiled candidates cost a compilation each: on that H100 a fused bias + ReLU plan
+//      took 0.3 to 4.6 s to prepare, the four plain passes of a 16-bit geometry 0.2 to 2.6 s.
+// A graph no engine runs is remembered as unsupported, so a caller that falls back asks once.
+constexpr int kMaxCandidatePlans = 8;
+constexpr int kTimedRuns = 3;
+// Promised to cuDNN for every tensor's base address and checked on every pointer: the fastest
+// engines load 16 bytes at a time, and cudaMalloc gives 256.
+constexpr int64_t kByteAlignment = 16;
+
+// The variant pack's tensors are at most x, w, y and bias (or the old dx).
+constexpr int kMaxGraphInputsOutputs = 4;
+
+enum TensorUid : int64_t {
+  kUidX = 1,  // x, or dx
+  kUidW,      // w, or dw
+  kUidY,      // y, or dy
+  kUidBias,
+  kUidOldDx,  // dx before the accumulation: the same buffer as kUidX
+  kUidConvolved,  // virtual: the convolution's fp32 result before the epilogue
+  kUidBiased,     // virtual: conv + bias, before the ReLU
+};
+
+// Owner of one backend descriptor; like CudnnObject, but the create call takes a type.
+class BackendDescriptor {
+ public:
+  BackendDescriptor() = default;
+  explicit BackendDescriptor(cudnnBackendDescriptorType_t type) {
+    DPB_CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &native_));
+  }
+  ~BackendDescriptor() {
+    if (native_ != nullptr) (void)cudnnBackendDestroyDescriptor(native_);
+  }
+  BackendDescriptor(BackendDescriptor&& other) noexcept
+      : native_(std::exchange(other.native_, nullptr)) {}
+  BackendDescriptor& operator=(BackendDescriptor&& other) noexcept {
+    std::swap(native_, other.native_);
+    return *this;
+  }
+  BackendDescriptor(const BackendDescriptor&) = delete;
+  BackendDescriptor& operator=(const BackendDescriptor&) = delete;
+
+  cudnnBackendDescriptor_t get() const { return native_; }
+
+ private:
+  cudnnBackendDescriptor_t native_ = nullptr;
+};
+
+// cuDNN 9 explains a backend failure (which attribute, which rule) only through this.
+std::string last_cudnn_message() {
+  std::array<char, 1024> text{};
+  cudnnGetLastErrorString(text.data(), text.size());
+  return text.data();
+}
+
+// The one way attributes are set. The macro names the call; which attribute failed, and cuDNN's
+// account of why, are added here, since every set call reads the same.
+void set_attribute(const BackendDescriptor& descriptor, cudnnBackendAttributeName_t name,
+                   cudnnBackendAttributeType_t type, int64_t count, const void* values) {
+  try {
+    DPB_CUDNN_CHECK(cudnnBackendSetAttribute(descriptor.get(), name, type, count, values));
+  } catch (const RuntimeError& error) {
+    throw RuntimeError(std::string(error.what()) + " setting attribute " + std::to_string(name) +
+                       ": " + last_cudnn_message());
+  }
+}
+
+void set_descriptor(const BackendDescriptor& descriptor, cudnnBackendAttributeName_t name,
+                    const BackendDescriptor& value) {
+  const cudnnBackendDescriptor_t native = value.get();
+  set_attribute(descriptor, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &native);
+}
+
+void finalize(const BackendDescriptor& descriptor, const char* what) {
+  try {
+    DPB_CUDNN_CHECK(cudnnBackendFinalize(descriptor.get()));
+  } catch (const RuntimeError& error) {
+    throw RuntimeError(std::string(error.what()) + " finalizing " + what + ": " +
+                       last_cudnn_message());
+  }
+}
+
+bool is_not_supported(cudnnStatus_t status) {
+  return CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+// ---- the operation graphs -----------------------------------------------------------------------
+
+// A graph and every descriptor it was built from. cuDNN does not promise that a finalized plan
+// stands alone, so the parts live as long as the plan does (cudnn-frontend keeps them too).
+struct OperationGraph {
+  std::deque<BackendDescriptor> parts;  // a deque: add_tensor hands out references into it
+  BackendDescriptor graph;
+  std::array<int64_t, kMaxGraphInputsOutputs> io_uids{};  // the non-virtual tensors
+  int io_count = 0;
+};
+
+using Dims = std::array<int64_t, 4>;
+
+// Dims are logical (n, c, h, w) in either layout, as the graph API wants them; the layout is in
+// the strides. A filter is (k, c, r, s) with the same rule (KCRS or KRSC).
+Dims packed_strides(const Dims& dims, DataFormat format) {
+  const int64_t c = dims[1], h = dims[2], w = dims[3];
+  if (format == DataFormat::nchw) return {c * h * w, h * w, w, 1};
+  return {h * w * c, 1, w * c, c};
+}
+
+const BackendDescriptor& add_tensor(OperationGraph& graph, TensorUid uid, cudnnDataType_t type,
+                                    const Dims& dims, DataFormat format, bool is_virtual) {
+  BackendDescriptor tensor(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  const Dims strides = packed_strides(dims, format);
+  const int64_t id = uid;
+  set_attribute(tensor, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
+  set_attribute(tensor, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims.data());
+  set_attribute(tensor, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.data());
+  set_attribute(tensor, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &id);
+  set_attribute(tensor, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &kByteAlignment);
+  set_attribute(tensor, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
+  finalize(tensor, "a tensor descriptor");
+  if (!is_virtual) graph.io_uids[static_cast<size_t>(graph.io_count++)] = uid;
+  graph.parts.push_back(std::move(tensor));
+  return graph.parts.back();
+}
+
+const BackendDescriptor& add_convolution_descriptor(OperationGraph& graph, const ConvGeometry& g) {
+  BackendDescriptor convolution(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;  // fp32 arithmetic whatever the data type
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  const int64_t spatial_dims = 2;
+  const std::array<int64_t, 2> strides{g.stride_h, g.stride_w}, padding{g.pad_h, g.pad_w},
+      dilations{1, 1};
+  set_attribute(convolution, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+  set_attribute(convolution, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1,
+                &mode);
+  set_attribute(convolution, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1,
+                &spatial_dims);
+  set_attribute(convolution, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2,
+                strides.data());
+  // Symmetric padding: the same zeros after as before (ConvGeometry's rule).
+  set_attribute(convolution, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2,
+                padding.data());
+  set_attribute(convolution, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2,
+                padding.data());
+  set_attribute(convolution, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2,
+                dilations.data());
+  finalize(convolution, "the convolution descriptor");
+  graph.parts.push_back(std::move(convolution));
+  return graph.parts.back();
+}
+
+// The attribute names of one convolution pass's operation descriptor, in (alpha, beta,
+// descriptor, x, w, y) order; for backward_data x is dx and y is dy, for backward_filter w is dw.
+struct ConvolutionAttributes {
+  cudnnBackendDescriptorType_t type;
+  cudnnBackendAttributeName_t alpha, beta, convolution, x, w, y;
+};
+
+ConvolutionAttributes convolution_attributes(ConvPass pass) {
+  switch (pass) {
+    case ConvPass::backward_data:
+      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY};
+    case ConvPass::backward_filter:
+      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY};
+    default:
+      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y};
+  }
+}
+
+void add_pointwise(OperationGraph& graph, cudnnPointwiseMode_t mode, const BackendDescriptor& x,
+                   const BackendDescriptor* b, const BackendDescriptor& y) {
+  BackendDescriptor pointwise(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+  const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
+  set_attribute(pointwise, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+  set_attribute(pointwise, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &precision);
+  finalize(pointwise, "a pointwise descriptor");
+  BackendDescriptor operation(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+  set_descriptor(operation, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pointwise);
+  set_descriptor(operation, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
+  if (b != nullptr) set_descriptor(operation, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b);
+  set_descriptor(operation, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
+  finalize(operation, "a pointwise operation");
+  graph.parts.push_back(std::move(pointwise));
+  graph.parts.push_back(std::move(operation));
+}
+
+// How dgrad's accumulation is expressed (Note [graph convolution plans], step 1).
+enum class AccumulateBy { beta, fused_add };
+
+// The graph of (g, pass, epilogue); false, with cuDNN's reason in `refusal`, when cuDNN refuses
+// the graph itself as unsupported.
+bool build_operation_graph(cudnnHandle_t handle, const ConvGeometry& g, ConvPass pass,
+                           ConvEpilogue epilogue, AccumulateBy accumulate_by,
+                           OperationGraph& graph, std::string& refusal) {
+  const cudnnDataType_t type = cudnn_data_type(g.input.type);
+  const DataFormat format = g.input.format;
+  const Dims x_dims{g.input.n, g.input.c, g.input.h, g.input.w};
+  const Dims w_dims{g.filter.k, g.filter.c, g.filter.r, g.filter.s};
+  const Dims y_dims{g.output.n, g.output.c, g.output.h, g.output.w};
+  const bool fused_bias_relu = epilogue == ConvEpilogue::bias_relu;
+  const bool fused_add =
+      epilogue == ConvEpilogue::accumulate && accumulate_by == AccumulateBy::fused_add;
+
+  // The convolution's own output is virtual fp32 when an epilogue follows it.
+  const bool output_is_x = pass == ConvPass::backward_data;
+  const bool convolved_virtual = fused_bias_relu || fused_add;
+  const auto& x = convolved_virtual && output_is_x
+                      ? add_tensor(graph, kUidConvolved, CUDNN_DATA_FLOAT, x_dims, format, true)
+                      : add_tensor(graph, kUidX, type, x_dims, format, false);
+  const auto& w = add_tensor(graph, kUidW, type, w_dims, format, false);
+  const auto& y = convolved_virtual && !output_is_x
+                      ? add_tensor(graph, kUidConvolved, CUDNN_DATA_FLOAT, y_dims, format, true)
+                      : add_tensor(graph, kUidY, type, y_dims, format, false);
+  const auto& convolution = add_convolution_descriptor(graph, g);
+
+  const ConvolutionAttributes names = convolution_attributes(pass);
+  BackendDescriptor operation(names.type);
+  const float alpha = 1.0f;
+  const float beta = epilogue == ConvEpilogue::accumulate && !fused_add ? 1.0f : 0.0f;
+  set_attribute(operation, names.alpha, CUDNN_TYPE_FLOAT, 1, &alpha);
+  set_attribute(operation, names.beta, CUDNN_TYPE_FLOAT, 1, &beta);
+  set_descriptor(operation, names.convolution, convolution);
+  set_descriptor(operation, names.x, x);
+  set_descriptor(operation, names.w, w);
+  set_descriptor(operation, names.y, y);
+  finalize(operation, "the convolution operation");
+  graph.parts.push_back(std::move(operation));
+  std::vector<cudnnBackendDescriptor_t> operations{graph.parts.back().get()};
+
+  if (fused_bias_relu) {
+    const Dims bias_dims{1, g.output.c, 1, 1};
+    const auto& bias = add_tensor(graph, kUidBias, CUDNN_DATA_FLOAT, bias_dims, format, false);
+    const auto& biased = add_tensor(graph, kUidBiased, CUDNN_DATA_FLOAT, y_dims, format, true);
+    const auto& output = add_tensor(graph, kUidY, type, y_dims, format, false);
+    add_pointwise(graph, CUDNN_POINTWISE_ADD, y, &bias, biased);
+    operations.push_back(graph.parts.back().get());
+    add_pointwise(graph, CUDNN_POINTWISE_RELU_FWD, biased, nullptr, output);
+    operations.push_back(graph.parts.back().get());
+  } else if (fused_add) {
+    const auto& old_dx = add_tensor(graph, kUidOldDx, type, x_dims, format, false);
+    const auto& dx = add_tensor(graph, kUidX, type, x_dims, format, false);
+    add_pointwise(graph, CUDNN_POINTWISE_ADD, x, &old_dx, dx);
+    operations.push_back(graph.parts.back().get());
+  }
+
+  graph.graph = BackendDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  set_attribute(graph.graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                static_cast<int64_t>(operations.size()), operations.data());
+  // Deprecated since cuDNN 9.8 in favour of device-property descriptors, which only matter when
+  // building for a device other than the handle's; still accepted, and required before 9.8.
+  set_attribute(graph.graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+  const cudnnStatus_t status = cudnnBackendFinalize(graph.graph.get());
+  if (is_not_supported(status)) {
+    refusal = last_cudnn_message();
+    return false;
+  }
+  DPB_CUDNN_CHECK(status);
+  return true;
+}
+
+// ---- engine choice ------------------------------------------------------------------------------
+
+struct EngineNotes {
+  int64_t index = -1;  // cuDNN's global engine index
+  bool runtime_compiled = false;
+  bool tensor_cores = false;
+  bool down_converts_inputs = false;
+  bool reduces_in_reduced_precision = false;
+};
+
+EngineNotes engine_notes(const BackendDescriptor& config) {
+  BackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t native = engine.get();
+  int64_t count = 0;
+  DPB_CUDNN_CHECK(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
+                                           CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &native));
+  EngineNotes notes;
+  DPB_CUDNN_CHECK(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
+                                           CUDNN_TYPE_INT64, 1, &count, &notes.index));
+  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> numerical{};
+  DPB_CUDNN_CHECK(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                                           CUDNN_TYPE_NUMERICAL_NOTE,
+                                           static_cast<int64_t>(numerical.size()), &count,
+                                           numerical.data()));
+  for (int64_t i = 0; i < std::min<int64_t>(count, numerical.size()); ++i) {
+    const cudnnBackendNumericalNote_t note = numerical[static_cast<size_t>(i)];
+    notes.tensor_cores |= note == CUDNN_NUMERICAL_NOTE_TENSOR_CORE;
+    notes.down_converts_inputs |= note == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
+    notes.reduces_in_reduced_precision |= note == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION;
+  }
+  std::array<cudnnBackendBehaviorNote_t, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT> behavior{};
+  DPB_CUDNN_CHECK(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE,
+                                           CUDNN_TYPE_BEHAVIOR_NOTE,
+                                           static_cast<int64_t>(behavior.size()), &count,
+                                           behavior.data()));
+  for (int64_t i = 0; i < std::min<int64_t>(count, behavior.size()); ++i) {
+    notes.runtime_compiled |=
+        behavior[static_cast<size_t>(i)] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
+  }
+  return notes;
+}
+
+// Any refusal is an empty list: a mode that has nothing for a graph says so in several ways, and
+// the caller then tries the fallback list or reports the graph unsupported.
+std::vector<BackendDescriptor> heuristic_configs(const BackendDescriptor& graph,
+                                                 cudnnBackendHeurMode_t mode,
+                                                 std::string& refusal) {
+  BackendDescriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  set_descriptor(heuristics, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
+  set_attribute(heuristics, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+  if (cudnnBackendFinalize(heuristics.get()) != CUDNN_STATUS_SUCCESS) {
+    refusal = last_cudnn_message();
+    return {};
+  }
+  int64_t available = 0;
+  DPB_CUDNN_CHECK(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                           CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &available, nullptr));
+  // The results are copied into descriptors the caller created.
+  std::vector<BackendDescriptor> configs;
+  std::vector<cudnnBackendDescriptor_t> natives;
+  for (int64_t i = 0; i < available; ++i) {
+    configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    natives.push_back(configs.back().get());
+  }
+  int64_t returned = 0;
+  DPB_CUDNN_CHECK(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                           CUDNN_TYPE_BACKEND_DESCRIPTOR, available, &returned,
+                                           natives.data()));
+  configs.resize(static_cast<size_t>(std::min(returned, available)));
+  return configs;
+}
+
+struct CandidatePlan {
+  BackendDescriptor config, plan;
+  EngineNotes notes;
+  size_t workspace_bytes = 0;
+};
+
+// Why a graph found no plan, for GraphConvolutionUnsupported's message.
+struct CandidateCounts {
+  int configs = 0, excluded_by_notes = 0, not_finalized = 0, over_workspace = 0, failed_to_run = 0;
+  std::string last_refusal;  // cuDNN's own words for the last graph, heuristics or plan refused
+  std::string text() const {
+    return std::to_string(configs) + " engine configs, " + std::to_string(excluded_by_notes) +
+           " excluded by numerical notes, " + std::to_string(not_finalized) +
+           " not finalized, " + std::to_string(over_workspace) + " over the workspace limit, " +
+           std::to_string(failed_to_run) + " failed to run" +
+           (last_refusal.empty() ? "" : "; cuDNN: " + last_refusal);
+  }
+};
+
+// Steps 2 and 3 of Note [graph convolution plans] for one heuristics mode.
+std::vector<CandidatePlan> candidate_plans(cudnnHandle_t handle, const OperationGraph& graph,
+                                           cudnnBackendHeurMode_t mode, bool fp32_data,
+                                           bool allow_tf32, size_t workspace_limit,
+                                           CandidateCounts& counts) {
+  std::vector<CandidatePlan> candidates;
+  for (BackendDescriptor& config : heuristic_configs(graph.graph, mode, counts.last_refusal)) {
+    if (static_cast<int>(candidates.size()) == kMaxCandidatePlans) break;
+    ++counts.configs;
+    const EngineNotes notes = engine_notes(config);
+    if ((fp32_data && notes.tensor_cores && !allow_tf32) || notes.down_converts_inputs ||
+        notes.reduces_in_reduced_precision) {
+      ++counts.excluded_by_notes;
+      continue;
+    }
+    BackendDescriptor plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    // Deprecated like the graph's handle (see build_operation_graph), still accepted.
+    set_attribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+    set_descriptor(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
+    // Any refusal here means this engine cannot run this graph after all (the heuristics
+    // over-promise, runtime compilation fails for a shape): the next config is tried.
+    if (cudnnBackendFinalize(plan.get()) != CUDNN_STATUS_SUCCESS) {
+      ++counts.not_finalized;
+      counts.last_refusal = last_cudnn_message();
+      continue;
+    }
+    int64_t workspace = 0, count = 0;
+    DPB_CUDNN_CHECK(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                             CUDNN_TYPE_INT64, 1, &count, &workspace));
+    if (static_cast<size_t>(workspace) > workspace_limit) {
+      ++counts.over_workspace;
+      continue;
+    }
+    candidates.push_back(
+        {std::move(config), std::move(plan), notes, static_cast<size_t>(workspace)});
+  }
+  return candidates;
+}
+
+// The device buffers of one run, by the geometry's roles (see prepare()).
+struct ConvPointers {
+  const void* x = nullptr;
+  const void* w = nullptr;
+  const void* y = nullptr;
+  const void* bias = nullptr;
+};
+
+void require_aligned(const void* pointer, const char* what) {
+  if (reinterpret_cast<uintptr_t>(pointer) % static_cast<uintptr_t>(kByteAlignment) != 0) {
+    throw RuntimeError(std::string("CudnnGraphConvolutions: the ") + what +
+                       " buffer is not 16-byte aligned, as every plan was promised");
+  }
+}
+
+// Host-side only: cuDNN copies the pointers into a descriptor, no device memory is touched.
+BackendDescriptor variant_pack(const OperationGraph& graph, const ConvPointers& pointers,
+                               void* workspace) {
+  std::array<void*, kMaxGraphInputsOutputs> data{};
+  for (int i = 0; i < graph.io_count; ++i) {
+    const int64_t uid = graph.io_uids[static_cast<size_t>(i)];
+    const void* pointer = uid == kUidW ? pointers.w
+                          : uid == kUidY ? pointers.y
+                          : uid == kUidBias ? pointers.bias
+                          : pointers.x;  // kUidX and kUidOldDx: dx is read and written in place
+    // The variant pack takes inputs and outputs alike as void*; inputs are only read.
+    data[static_cast<size_t>(i)] = const_cast<void*>(pointer);
+  }
+  BackendDescriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  set_attribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, graph.io_count,
+                graph.io_uids.data());
+  set_attribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, graph.io_count,
+                data.data());
+  set_attribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+  finalize(pack, "the variant pack");
+  return pack;
+}
+
+// Milliseconds per run of `plan` on the caller's buffers, or a negative value when it failed to
+// run (the candidate is then dropped).
+float time_plan(cudnnHandle_t handle, cudaStream_t stream, const BackendDescriptor& plan,
+                const BackendDescriptor& pack) {
+  if (cudnnBackendExecute(handle, plan.get(), pack.get()) != CUDNN_STATUS_SUCCESS) {
+    (void)cudaGetLastError();  // a refused launch is this candidate's answer, not the thread's
+    return -1.0f;
+  }
+  CudaEvent start(/*timing=*/true), stop(/*timing=*/true);
+  DPB_CUDA_CHECK(cudaEventRecord(start.get(), stream));
+  for (int run = 0; run < kTimedRuns; ++run) {
+    if (cudnnBackendExecute(handle, plan.get(), pack.get()) != CUDNN_STATUS_SUCCESS) {
+      (void)cudaGetLastError();
+      DPB_CUDA_CHECK(cudaStreamSynchronize(stream));
+      return -1.0f;
+    }
+  }
+  DPB_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
+  DPB_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+  float milliseconds = 0.0f;
+  DPB_CUDA_CHECK(cudaEventElapsedTime(&milliseconds, start.get(), stop.get()));
+  return milliseconds / kTimedRuns;
+}
+
+const char* pass_name(ConvPass pass) {
+  switch (pass) {
+    case ConvPass::backward_data: return "backward-data";
+    case ConvPass::backward_filter: return "backward-filter";
+    default: return "forward";
+  }
+}
+
+const char* epilogue_name(ConvEpilogue epilogue) {
+  switch (epilogue) {
+    case ConvEpilogue::bias_relu: return " + bias + relu";
+    case ConvEpilogue::accumulate: return " accumulating";
+    default: return "";
+  }
+}
+
+std::string describe_choice(const CandidatePlan& chosen, int timed, bool fallback_list,
+                            ConvEpilogue epilogue, AccumulateBy accumulate_by) {
+  char workspace[32];
+  std::snprintf(workspace, sizeof(workspace), "%.1f MiB",
+                static_cast<double>(chosen.workspace_bytes) / (1 << 20));
+  std::string text = "engine " + std::to_string(chosen.notes.index) +
+                     (chosen.notes.runtime_compiled ? " (runtime compiled)" : "") + ", " +
+                     workspace + " workspace, fastest of " + std::to_string(timed) + " timed";
+  if (fallback_list) text += ", from the fallback list";
+  if (epilogue == ConvEpilogue::accumulate) {
+    text += accumulate_by == AccumulateBy::beta ? ", beta 1" : ", fused add";
+  }
+  return text;
+}
+
+}  // namespace
+
+// ---- the class ----------------------------------------------------------------------------------
+
+struct CudnnGraphConvolutions::Impl {
+  struct Plan {
+    OperationGraph graph;
+    CandidatePlan chosen;
+    std::string description;
+    std::string unsupported;  // non-empty: no engine runs this graph, and why
+  };
+  using Key = std::tuple<ConvKey, ConvPass, ConvEpilogue>;
+
+  // First member, destroyed last: the plans refer to it.
+  std::unique_ptr<CudnnHandle> owned_handle;
+  cudnnHandle_t handle = nullptr;
+  bool allow_tf32 = false;
+  std::map<Key, Plan> plans;
+
+  Plan build(const ConvGeometry& g, ConvPass pass, ConvEpilogue epilogue, size_t workspace_limit,
+             const ConvPointers& pointers, void* workspace);
+  const Plan& find(const ConvGeometry& g, ConvPass pass, ConvEpilogue epilogue,
+                   void* workspace, size_t workspace_bytes) const;
+  void run(const ConvGeometry& g, ConvPass pass, ConvEpilogue epilogue,
+           const ConvPointers& pointers, void* workspace, size_t workspace_bytes) const;
+};
+
+CudnnGraphConvolutions::Impl::Plan CudnnGraphConvolutions::Impl::build(
+    const ConvGeometry& g, ConvPass pass, ConvEpilogue epilogue, size_t workspace_limit,
+    const ConvPointers& pointers, void* workspace) {
+  cudaStream_t stream = nullptr;
+  DPB_CUDNN_CHECK(cudnnGetStream(handle, &stream));
+  const std::string what = std::string(data_type_name(g.input.type)) + " " + pass_name(pass) +
+                           epilogue_name(epilogue) + " of " + dpbench::describe(g);
+  Plan plan;
+  CandidateCounts counts;
+  const std::vector<AccumulateBy> ways = epilogue == ConvEpilogue::accumulate
+                                             ? std::vector<AccumulateBy>{AccumulateBy::beta,
+                                                                         AccumulateBy::fused_add}
+                                             : std::vector<AccumulateBy>{AccumulateBy::beta};
+  for (AccumulateBy accumulate_by : ways) {
+    OperationGraph graph;
+    if (!build_operation_graph(handle, g, pass, epilogue, accumulate_by, graph,
+                               counts.last_refusal)) {
+      continue;
+    }
+    bool fallback_list = false;
+    std::vector<CandidatePlan> candidates =
+        candidate_plans(handle, graph, CUDNN_HEUR_MODE_A, g.input.type == DataType::f32,
+                        allow_tf32, workspace_limit, counts);
+    if (candidates.empty()) {
+      fallback_list = true;
+      candidates = candidate_plans(handle, graph, CUDNN_HEUR_MODE_FALLBACK,
+                                   g.input.type == DataType::f32, allow_tf32, workspace_limit,
+                                   counts);
+    }
+    const BackendDescriptor pack = variant_pack(graph, pointers, workspace);
+    int fastest = -1, timed = 0;
+    float fastest_ms = 0.0f;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const float ms = time_plan(handle, stream, candidates[i].plan, pack);
+      if (ms < 0.0f) {
+        ++counts.failed_to_run;
+        continue;
+      }
+      ++timed;
+      if (fastest < 0 || ms < fastest_ms) {
+        fastest = static_cast<int>(i);
+        fastest_ms = ms;
+      }
+    }
+    if (fastest < 0) continue;
+    plan.chosen = std::move(candidates[static_cast<size_t>(fastest)]);
+    plan.description = describe_choice(plan.chosen, timed, fallback_list, epilogue, accumulate_by);
+    plan.graph = std::move(graph);
+    return plan;
+  }
+  plan.unsupported = "cuDNN's graph API runs no " + what + " within " +
+                     std::to_string(workspace_limit >> 20) + " MiB of workspace (" +
+                     counts.text() + ")";
+  return plan;
+}
+
+const CudnnGraphConvolutions::Impl::Plan& CudnnGraphConvolutions::Impl::find(
+    const ConvGeometry& g, ConvPass pass, ConvEpilogue epilogue, void* workspace,
+    size_t workspace_bytes) const {
+  const auto found = plans.find(Key{conv_key(g), pass, epilogue});
+  if (found == plans.end()) {
+    throw RuntimeError(std::string("CudnnGraphConvolutions: the ") + pass_name(pass) +
+                       epilogue_name(epilogue) + " of " + dpbench::describe(g) +
+                       " was not prepared");
+  }
+  const Plan& plan = found->second;
+  if (!plan.unsupported.empty()) throw GraphConvolutionUnsupported(plan.unsupported);
+  if (workspace_bytes < plan.chosen.workspace_bytes ||
+      (plan.chosen.workspace_bytes > 0 && workspace == nullptr)) {
+    throw RuntimeError("CudnnGraphConvolutions: a workspace of " +
+                       std::to_string(workspace == nullptr ? 0 : workspace_bytes) +
+                       " bytes is smaller than the " + std::to_string(plan.chosen.workspace_bytes) +
+                       " bytes prepare() asked for");
+  }
+  return plan;
+}
+
+void CudnnGraphConvolutions::Impl::run(const ConvGeometry& g, ConvPass pass, ConvEpilogue epilogue,
+                                       const ConvPointers& pointers, void* workspace,
+                                       size_t workspace_bytes) const {
+  const Plan& plan = find(g, pass, epilogue, workspace, workspace_bytes);
+  require_aligned(pointers.x, "x");
+  require_aligned(pointers.w, "w");
+  require_aligned(pointers.y, "y");
+  require_aligned(pointers.bias, "bias");
+  // Built per call rather than cached by pointers: a handful of host-side attribute copies, no
+  // device memory, and nothing to go stale when the caller's buffers move.
+  const BackendDescriptor pack = variant_pack(plan.graph, pointers, workspace);
+  DPB_CUDNN_CHECK(cudnnBackendExecute(handle, plan.chosen.plan.get(), pack.get()));
+}
+
+CudnnGraphConvolutions::CudnnGraphConvolutions(cudnnHandle_t handle, bool allow_tf32)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->handle = handle;
+  impl_->allow_tf32 = allow_tf32;
+}
+
+CudnnGraphConvolutions::CudnnGraphConvolutions(Device& device, StreamKind stream, bool allow_tf32)
+    : impl_(std::make_unique<Impl>()) {
+  auto* cuda_device = dynamic_cast<CudaDevice*>(&device);
+  if (cuda_device == nullptr) throw RuntimeError("CudnnGraphConvolutions: not a CUDA device");
+  impl_->owned_handle = std::make_unique<CudnnHandle>();
+  DPB_CUDNN_CHECK(cudnnSetStream(impl_->owned_handle->get(), cuda_device->stream(stream)));
+  impl_->handle = impl_->owned_handle->get();
+  impl_->allow_tf32 = allow_tf32;
+}
+
+CudnnGraphConvolutions::~CudnnGraphConvolutions() = default;
+
+size_t CudnnGraphConvolutions::prepare(const ConvGeometry& g, ConvPass pass,
+                                       ConvEpilogue epilogue, size_t workspace_limit, void* x,
+                                       void* w, void* y, const float* bias, void* workspace) {
+  const Impl::Key key{conv_key(g), pass, epilogue};
+  auto found = impl_->plans.find(key);
+  if (found == impl_->plans.end()) {
+    if ((epilogue == ConvEpilogue::bias_relu && pass != ConvPass::forward) ||
+        (epilogue == ConvEpilogue::accumulate && pass != ConvPass::backward_data) ||
+        (epilogue == ConvEpilogue::bias_relu && bias == nullptr)) {
+      throw RuntimeError(std::string("CudnnGraphConvolutions: no ") + pass_name(pass) +
+                         epilogue_name(epilogue) + " (bias_relu is forward only and needs a "
+                         "bias, accumulate is backward-data only)");
+    }
+    // The classic descriptors check the geometry's consistency and its output shape against
+    // cuDNN's own arithmetic; built once here for that alone, so the rule lives in one place.
+    ConvPlan checked;
+    describe_convolution(checked, g, CUDNN_DEFAULT_MATH);
+    require_aligned(x, "x");
+    require_aligned(w, "w");
+    require_aligned(y, "y");
+    require_aligned(bias, "bias");
+    require_aligned(workspace, "workspace");
+    // Timing synchronises, which a stream being captured into a graph forbids.
+    cudaStream_t stream = nullptr;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    DPB_CUDNN_CHECK(cudnnGetStream(impl_->handle, &stream));
+    DPB_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    if (capture != cudaStreamCaptureStatusNone) {
+      throw RuntimeError("CudnnGraphConvolutions: prepare() of a new geometry (" +
+                         dpbench::describe(g) + ") during a stream capture");
+    }
+    found = impl_->plans
+                .emplace(key, impl_->build(g, pass, epilogue, workspace_limit,
+                                           ConvPointers{x, w, y, bias}, workspace))
+                .first;
+  }
+  const Impl::Plan& plan = found->second;
+  if (!plan.unsupported.empty()) throw GraphConvolutionUnsupported(plan.unsupported);
+  return plan.chosen.workspace_bytes;
+}
+
+void CudnnGraphConvolutions::forward(const ConvGeometry& g, const void* x, const void* w, void* y,
+                                     void* workspace, size_t workspace_bytes) {
+  impl_->run(g, ConvPass::forward, ConvEpilogue::none, ConvPointers{x, w, y, nullptr}, workspace,
+             workspace_bytes);
+}
+
+void CudnnGraphConvolutions::forward_bias_relu(const ConvGeometry& g, const void* x,
+                                               const void* w, const float* bias, void* y,
+                                               void* workspace, size_t workspace_bytes) {
+  impl_->run(g, ConvPass::forward, ConvEpilogue::bias_relu, ConvPointers{x, w, y, bias},
+             workspace, workspace_bytes);
+}
+
+void CudnnGraphConvolutions::backward_data(const ConvGeometry& g, const void* dy, const void* w,
+                                           void* dx, void* workspace, size_t workspace_bytes,
+                                           bool accumulate) {
+  impl_->run(g, ConvPass::backward_data,
+             accumulate ? ConvEpilogue::accumulate : ConvEpilogue::none,
+             ConvPointers{dx, w, dy, nullptr}, workspace, workspace_bytes);
+}
+
+void CudnnGraphConvolutions::backward_filter(const ConvGeometry& g, const void* x, const void* dy,
+                                             void* dw, void* workspace, size_t workspace_bytes) {
+  impl_->run(g, ConvPass::backward_filter, ConvEpilogue::none, ConvPointers{x, dw, dy, nullptr},
+             workspace, workspace_bytes);
+}
+
+std::string CudnnGraphConvolutions::describe(const ConvGeometry& g, ConvPass pass,
+                                             ConvEpilogue epilogue) const {
+  const auto found = impl_->plans.find(Impl::Key{conv_key(g), pass, epilogue});
+  if (found == impl_->plans.end()) {
+    throw RuntimeError(std::string("CudnnGraphConvolutions::describe: the ") + pass_name(pass) +
+                       epilogue_name(epilogue) + " of " + dpbench::describe(g) +
+                       " was not prepared");
+  }
+  return found->second.unsupported.empty() ? found->second.description
+                                           : "unsupported: " + found->second.unsupported;
+}
+
+size_t CudnnGraphConvolutions::plans_built() const { return impl_->plans.size(); }
+
+}  // namespace dpbench
