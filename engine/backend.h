@@ -294,6 +294,23 @@ class Backend {
   // Bytes of workspace the three passes need. The cuda backend picks (and caches, per geometry)
   // its algorithms here, so layers call it once at set-up; the reference backend needs none.
   virtual size_t conv2d_workspace_bytes(const ConvGeometry& g) = 0;
+  // The forward pass with its epilogue: y = conv(x, w) + bias (c, fp32) per channel, then
+  // max(0, .) with `relu`. The cuda backend runs it as one fused kernel where cuDNN has one that
+  // beats the two passes (prepared by conv2d_bias_workspace_bytes); otherwise, and by default,
+  // conv2d_forward then add_channel_bias.
+  virtual void conv2d_forward_bias(const ConvGeometry& g, const void* x, const void* w,
+                                   const float* bias, bool relu, void* y, void* workspace,
+                                   size_t workspace_bytes) {
+    conv2d_forward(g, x, w, y, workspace, workspace_bytes);
+    add_channel_bias(g.output, y, bias, relu);
+  }
+  // conv2d_workspace_bytes for a layer whose forward is conv2d_forward_bias: also prepares (and
+  // times) the fused path where the backend has one.
+  virtual size_t conv2d_bias_workspace_bytes(const ConvGeometry& g, bool relu) {
+    return conv2d_workspace_bytes(g);
+  }
+  // Whether conv2d_forward_bias of a prepared `g` runs as one fused operation.
+  virtual bool conv2d_forward_bias_fused(const ConvGeometry& g, bool relu) { return false; }
 
   // y (shape) += bias (c) per channel, then max(0, .) when `relu` (a convolution's epilogue).
   virtual void add_channel_bias(const Tensor4& shape, void* y, const float* bias, bool relu) = 0;

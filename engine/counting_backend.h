@@ -204,6 +204,18 @@ class CountingBackend final : public Backend {
   size_t conv2d_workspace_bytes(const ConvGeometry& g) override {
     return inner_.conv2d_workspace_bytes(g);
   }
+  void conv2d_forward_bias(const ConvGeometry& g, const void* x, const void* w, const float* bias, bool relu,
+                           void* y, void* workspace, size_t workspace_bytes) override {
+    counted();
+    if (!inner_.conv2d_forward_bias_fused(g, relu)) counted();  // the convolution, then the bias pass
+    inner_.conv2d_forward_bias(g, x, w, bias, relu, y, workspace, workspace_bytes);
+  }
+  size_t conv2d_bias_workspace_bytes(const ConvGeometry& g, bool relu) override {
+    return inner_.conv2d_bias_workspace_bytes(g, relu);
+  }
+  bool conv2d_forward_bias_fused(const ConvGeometry& g, bool relu) override {
+    return inner_.conv2d_forward_bias_fused(g, relu);
+  }
   void add_channel_bias(const Tensor4& shape, void* y, const float* bias, bool relu) override {
     counted();
     inner_.add_channel_bias(shape, y, bias, relu);

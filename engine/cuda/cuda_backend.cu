@@ -8,6 +8,7 @@
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
+#include "engine/cuda/cudnn_graph_conv.h"
 #include "engine/cuda/cudnn_plans.h"
 #include "engine/cuda/cudnn_rnn_plans.h"
 #include "engine/errors.h"

@@ -21,6 +21,7 @@ struct PoolPlan;
 struct RnnPlans;  // the fused LSTM's descriptors and buffers, per geometry (cudnn_rnn_plans.h)
 struct RnnPlan;
 class DeviceMemory;
+class CudnnGraphConvolutions;  // convolutions through cuDNN's graph API (cudnn_graph_conv.h)
 
 // Owns neither the stream nor the handles (the CudaDevice does). The device that owns them must be
 // current on the calling thread (Device::make_current). One thread drives a backend at a time: the
@@ -136,6 +137,10 @@ class CudaBackend final : public Backend {
   void conv2d_backward_filter(const ConvGeometry& g, const void* x, const void* dy, void* dw,
                               void* workspace, size_t workspace_bytes) override;
   size_t conv2d_workspace_bytes(const ConvGeometry& g) override;
+  void conv2d_forward_bias(const ConvGeometry& g, const void* x, const void* w, const float* bias,
+                           bool relu, void* y, void* workspace, size_t workspace_bytes) override;
+  size_t conv2d_bias_workspace_bytes(const ConvGeometry& g, bool relu) override;
+  bool conv2d_forward_bias_fused(const ConvGeometry& g, bool relu) override;
   void add_channel_bias(const Tensor4& shape, void* y, const float* bias, bool relu) override;
   void channel_bias_gradient(const Tensor4& shape, const void* y, void* dy, float* dbias,
                              bool relu, void* workspace) override;
@@ -209,6 +214,8 @@ class CudaBackend final : public Backend {
   // only matters when the geometry is new.
   ConvPlan& conv_plan(const ConvGeometry& g, bool benchmark);
   void choose_conv_algorithms(const ConvGeometry& g, ConvPlan& plan, bool benchmark);
+  // The graph-API convolutions of this stream, made on first use with the current TF32 choice.
+  CudnnGraphConvolutions& graph_convolutions();
   PoolPlan& pool_plan(const PoolGeometry& g);
   // The fused LSTM's plan for `g` with its math type (the current fp32 one, or tensor ops for
   // 16-bit data), built on first use (which must not be inside a stream capture: building
@@ -228,6 +235,7 @@ class CudaBackend final : public Backend {
   cudnnMathType_t conv_math_type_ = CUDNN_FMA_MATH;
   size_t conv_algorithm_searches_ = 0;
   std::unique_ptr<CudnnPlans> plans_;
+  std::unique_ptr<CudnnGraphConvolutions> graph_convolutions_;
   // Of the fused LSTM on fp32 data: FMA_MATH (exact fp32) or DEFAULT_MATH (TF32 allowed), with
   // set_tf32 (16-bit data always gets TENSOR_OP_MATH). Part of the plan's key, so a change takes
   // effect for geometries prepared after it.

@@ -7,10 +7,13 @@
 #include <cudnn.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/cudnn_graph_conv.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cudnn_plans.h"
@@ -129,12 +132,22 @@ void fill_search_input(cudaStream_t stream, DataType type, void* data, size_t co
   }
 }
 
-// Times every algorithm of each pass on scratch tensors (cuDNN writes the outputs, which here are
-// scratch as well) and keeps the fastest that fits the workspace searched.
-void search_conv_algorithms(cudnnHandle_t cudnn, cudaStream_t stream, const ConvGeometry& g,
-                            ConvPlan& plan) {
-  const cudnnMathType_t math = plan.math_type;
+// The timed time of `algorithm` among cuDNN's Find results, in milliseconds.
+template <typename Perf, typename Algorithm>
+float time_of(const std::vector<Perf>& results, int returned, Algorithm algorithm) {
+  for (int i = 0; i < returned; ++i)
+    if (results[static_cast<size_t>(i)].algo == algorithm) return results[static_cast<size_t>(i)].time;
+  return 0.0f;
+}
+
+// Scratch tensors of a geometry filled like the models' own data, and a workspace: what the
+// algorithm searches time on.
+struct SearchBuffers {
   SearchScratch x, w, y, workspace;
+};
+
+void make_search_buffers(cudaStream_t stream, const ConvGeometry& g, SearchBuffers& buffers) {
+  SearchScratch &x = buffers.x, &w = buffers.w, &y = buffers.y, &workspace = buffers.workspace;
   x.allocate(g.input.bytes());
   w.allocate(g.filter.bytes());
   y.allocate(g.output.bytes());
@@ -158,6 +171,42 @@ void search_conv_algorithms(cudnnHandle_t cudnn, cudaStream_t stream, const Conv
   DPB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   // Leave half of what is free: the search must not starve whatever is allocated next.
   workspace.allocate_at_most(std::min(kMaxConvWorkspaceBytes, free_bytes / 2));
+}
+
+// Note [convolution paths]
+// Each pass runs through the classic API (cudnnConvolutionForward and its backward twins, the
+// algorithm found by cudnnFind*) or through cuDNN's graph API (CudnnGraphConvolutions, whose
+// engines include the sm_90 kernels and runtime-fused ones the classic API cannot reach): both
+// are timed on the same scratch tensors and the faster kept, per pass. Accumulating backward-data
+// passes (a tensor read by two layers) stay classic (beta = 1). The forward with a bias and ReLU
+// (conv2d_forward_bias) runs as one fused graph kernel where that beats the chosen forward plus
+// the bias pass, both timed. Deterministic runs and --cudnn_benchmark=false time nothing and keep
+// the classic heuristics' choices.
+
+// Times every algorithm of each pass on scratch tensors (cuDNN writes the outputs, which here are
+// scratch as well) and keeps the fastest that fits the workspace searched; with `graph`, also
+// each pass's graph-API plan (Note [convolution paths]).
+void search_conv_algorithms(cudnnHandle_t cudnn, cudaStream_t stream, const ConvGeometry& g,
+                            ConvPlan& plan, CudnnGraphConvolutions* graph) {
+  const cudnnMathType_t math = plan.math_type;
+  SearchBuffers buffers;
+  make_search_buffers(stream, g, buffers);
+  SearchScratch &x = buffers.x, &w = buffers.w, &y = buffers.y, &workspace = buffers.workspace;
+  // The graph plan of `pass` when it prepares and beats `classic_ms`; its workspace is recorded.
+  auto graph_wins = [&](ConvPass pass, float classic_ms, float* winning_ms) {
+    if (graph == nullptr) return false;
+    try {
+      const size_t bytes = graph->prepare(g, pass, ConvEpilogue::none, workspace.bytes(), x.data(),
+                                          w.data(), y.data(), nullptr, workspace.data());
+      const double ms = graph->timed_milliseconds(g, pass, ConvEpilogue::none);
+      if (!(ms < classic_ms)) return false;
+      plan.graph_workspace_bytes = std::max(plan.graph_workspace_bytes, bytes);
+      if (winning_ms != nullptr) *winning_ms = static_cast<float>(ms);
+      return true;
+    } catch (const GraphConvolutionUnsupported&) {
+      return false;
+    }
+  };
 
   int returned = 0;
   int max_count = 0;
@@ -169,6 +218,8 @@ void search_conv_algorithms(cudnnHandle_t cudnn, cudaStream_t stream, const Conv
       workspace.bytes()));
   plan.forward_algorithm =
       first_usable_algorithm(forward, returned, workspace.bytes(), "forward", g, math);
+  plan.forward_ms = time_of(forward, returned, plan.forward_algorithm);
+  plan.graph_forward = graph_wins(ConvPass::forward, plan.forward_ms, &plan.forward_ms);
 
   DPB_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnn, &max_count));
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> backward_data(static_cast<size_t>(max_count));
@@ -178,6 +229,8 @@ void search_conv_algorithms(cudnnHandle_t cudnn, cudaStream_t stream, const Conv
       workspace.bytes()));
   plan.backward_data_algorithm =
       first_usable_algorithm(backward_data, returned, workspace.bytes(), "backward-data", g, math);
+  plan.graph_backward_data = graph_wins(
+      ConvPass::backward_data, time_of(backward_data, returned, plan.backward_data_algorithm), nullptr);
 
   DPB_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnn, &max_count));
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> backward_filter(static_cast<size_t>(max_count));
@@ -187,6 +240,8 @@ void search_conv_algorithms(cudnnHandle_t cudnn, cudaStream_t stream, const Conv
       workspace.bytes()));
   plan.backward_filter_algorithm =
       first_usable_algorithm(backward_filter, returned, workspace.bytes(), "backward-filter", g, math);
+  plan.graph_backward_filter = graph_wins(
+      ConvPass::backward_filter, time_of(backward_filter, returned, plan.backward_filter_algorithm), nullptr);
 
   // The scratch is freed on return; nothing queued may still be using it.
   DPB_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -225,6 +280,15 @@ void choose_conv_algorithms_by_heuristics(cudnnHandle_t cudnn, const ConvGeometr
       backward_filter, returned, kMaxConvWorkspaceBytes, "backward-filter", g, math, deterministic);
 }
 
+// The graph API's plans were promised 16-byte aligned tensors; a tensor that starts elsewhere (a
+// parameter after an odd-sized one in the flat buffer, say) takes the classic path, which the
+// plan always has too.
+bool graph_aligned(std::initializer_list<const void*> pointers) {
+  for (const void* pointer : pointers)
+    if (reinterpret_cast<uintptr_t>(pointer) % 16 != 0) return false;
+  return true;
+}
+
 // The Backend contract: every pass gets at least conv2d_workspace_bytes(g).
 void require_workspace(const ConvPlan& plan, const void* workspace, size_t workspace_bytes,
                        const char* caller) {
@@ -246,7 +310,7 @@ void CudaBackend::choose_conv_algorithms(const ConvGeometry& g, ConvPlan& plan, 
   // Deterministic runs never time: a timed choice can differ from run to run and process to
   // process, and with it the bits.
   if (benchmark && !deterministic_ && capture == cudaStreamCaptureStatusNone) {
-    search_conv_algorithms(cudnn_, stream_, g, plan);
+    search_conv_algorithms(cudnn_, stream_, g, plan, &graph_convolutions());
   } else {
     choose_conv_algorithms_by_heuristics(cudnn_, g, plan, deterministic_);
   }
@@ -276,6 +340,73 @@ size_t CudaBackend::conv2d_workspace_bytes(const ConvGeometry& g) {
   return conv_plan(g, cudnn_benchmark_).workspace_bytes();
 }
 
+CudnnGraphConvolutions& CudaBackend::graph_convolutions() {
+  if (!graph_convolutions_)
+    graph_convolutions_ = std::make_unique<CudnnGraphConvolutions>(cudnn_, conv_math_type_ != CUDNN_FMA_MATH);
+  return *graph_convolutions_;
+}
+
+size_t CudaBackend::conv2d_bias_workspace_bytes(const ConvGeometry& g, bool relu) {
+  ConvPlan& plan = conv_plan(g, cudnn_benchmark_);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  DPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
+  // The fused kernel computes bias and ReLU together: a bias without ReLU keeps the two passes.
+  if (plan.fused_bias_relu_decided || !relu || !cudnn_benchmark_ || deterministic_ ||
+      plan.forward_ms <= 0.0f || capture != cudaStreamCaptureStatusNone)
+    return plan.workspace_bytes();
+  plan.fused_bias_relu_decided = true;
+  SearchBuffers buffers;
+  make_search_buffers(stream_, g, buffers);
+  SearchScratch bias;
+  bias.allocate(sizeof(float) * static_cast<size_t>(g.output.c));
+  DPB_CUDA_CHECK(cudaMemsetAsync(bias.data(), 0, bias.bytes(), stream_));
+  // What the fused kernel replaces: the chosen forward (timed by the search) and the bias pass.
+  cudaEvent_t start, stop;
+  DPB_CUDA_CHECK(cudaEventCreate(&start));
+  DPB_CUDA_CHECK(cudaEventCreate(&stop));
+  add_channel_bias(g.output, buffers.y.data(), static_cast<const float*>(bias.data()), true);  // warm-up
+  DPB_CUDA_CHECK(cudaEventRecord(start, stream_));
+  add_channel_bias(g.output, buffers.y.data(), static_cast<const float*>(bias.data()), true);
+  DPB_CUDA_CHECK(cudaEventRecord(stop, stream_));
+  DPB_CUDA_CHECK(cudaEventSynchronize(stop));
+  float bias_ms = 0.0f;
+  DPB_CUDA_CHECK(cudaEventElapsedTime(&bias_ms, start, stop));
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(stop);
+  try {
+    const size_t bytes = graph_convolutions().prepare(
+        g, ConvPass::forward, ConvEpilogue::bias_relu, buffers.workspace.bytes(), buffers.x.data(),
+        buffers.w.data(), buffers.y.data(), static_cast<const float*>(bias.data()), buffers.workspace.data());
+    const double fused_ms = graph_convolutions().timed_milliseconds(g, ConvPass::forward, ConvEpilogue::bias_relu);
+    if (fused_ms < plan.forward_ms + bias_ms) {
+      plan.fused_bias_relu = true;
+      plan.graph_workspace_bytes = std::max(plan.graph_workspace_bytes, bytes);
+    }
+  } catch (const GraphConvolutionUnsupported&) {
+    // No fused engine for this shape or type: the two passes it is.
+  }
+  DPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return plan.workspace_bytes();
+}
+
+bool CudaBackend::conv2d_forward_bias_fused(const ConvGeometry& g, bool relu) {
+  const auto found = plans_->convolutions.find(conv_key(g));
+  return relu && found != plans_->convolutions.end() && found->second.fused_bias_relu;
+}
+
+void CudaBackend::conv2d_forward_bias(const ConvGeometry& g, const void* x, const void* w,
+                                      const float* bias, bool relu, void* y, void* workspace,
+                                      size_t workspace_bytes) {
+  const ConvPlan& plan = conv_plan(g, /*benchmark=*/false);
+  if (relu && plan.fused_bias_relu && graph_aligned({x, w, bias, y, workspace})) {
+    require_workspace(plan, workspace, workspace_bytes, "conv2d_forward_bias");
+    graph_convolutions().forward_bias_relu(g, x, w, bias, y, workspace, workspace_bytes);
+    return;
+  }
+  conv2d_forward(g, x, w, y, workspace, workspace_bytes);
+  add_channel_bias(g.output, y, bias, relu);
+}
+
 // The passes below find their geometry prepared, because the caller had to ask
 // conv2d_workspace_bytes for the workspace it passes. If it did not (a caller bug), the geometry
 // is prepared here by heuristics, which neither allocate nor synchronise, and the workspace check
@@ -285,6 +416,10 @@ void CudaBackend::conv2d_forward(const ConvGeometry& g, const void* x, const voi
                                  void* workspace, size_t workspace_bytes) {
   const ConvPlan& plan = conv_plan(g, /*benchmark=*/false);
   require_workspace(plan, workspace, workspace_bytes, "conv2d_forward");
+  if (plan.graph_forward && graph_aligned({x, w, y, workspace})) {
+    graph_convolutions().forward(g, x, w, y, workspace, workspace_bytes);
+    return;
+  }
   const float one = 1.0f, zero = 0.0f;  // y = 1 * conv + 0 * y: overwrite
   DPB_CUDNN_CHECK(cudnnConvolutionForward(cudnn_, &one, plan.input.get(), x, plan.filter.get(), w,
                                           plan.convolution.get(), plan.forward_algorithm,
@@ -296,6 +431,10 @@ void CudaBackend::conv2d_backward_data(const ConvGeometry& g, const void* dy, co
                                        bool accumulate) {
   const ConvPlan& plan = conv_plan(g, /*benchmark=*/false);
   require_workspace(plan, workspace, workspace_bytes, "conv2d_backward_data");
+  if (plan.graph_backward_data && !accumulate && graph_aligned({dy, w, dx, workspace})) {
+    graph_convolutions().backward_data(g, dy, w, dx, workspace, workspace_bytes);
+    return;
+  }
   // beta = 1 folds a second reader's gradient into the tensor's, with no scratch or extra pass;
   // in 16-bit the blend happens in fp32 before the one rounding of the result.
   const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
@@ -308,6 +447,10 @@ void CudaBackend::conv2d_backward_filter(const ConvGeometry& g, const void* x, c
                                          void* dw, void* workspace, size_t workspace_bytes) {
   const ConvPlan& plan = conv_plan(g, /*benchmark=*/false);
   require_workspace(plan, workspace, workspace_bytes, "conv2d_backward_filter");
+  if (plan.graph_backward_filter && graph_aligned({x, dy, dw, workspace})) {
+    graph_convolutions().backward_filter(g, x, dy, dw, workspace, workspace_bytes);
+    return;
+  }
   const float one = 1.0f, zero = 0.0f;
   DPB_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
       cudnn_, &one, plan.input.get(), x, plan.output.get(), dy, plan.convolution.get(),

@@ -553,6 +553,7 @@ struct CudnnGraphConvolutions::Impl {
     OperationGraph graph;
     CandidatePlan chosen;
     std::string description;
+    float milliseconds = 0.0f;  // the chosen plan's best timed run
     std::string unsupported;  // non-empty: no engine runs this graph, and why
   };
   using Key = std::tuple<ConvKey, ConvPass, ConvEpilogue>;
@@ -617,6 +618,7 @@ CudnnGraphConvolutions::Impl::Plan CudnnGraphConvolutions::Impl::build(
     }
     if (fastest < 0) continue;
     plan.chosen = std::move(candidates[static_cast<size_t>(fastest)]);
+    plan.milliseconds = fastest_ms;
     plan.description = describe_choice(plan.chosen, timed, fallback_list, epilogue, accumulate_by);
     plan.graph = std::move(graph);
     return plan;
@@ -746,6 +748,17 @@ void CudnnGraphConvolutions::backward_filter(const ConvGeometry& g, const void* 
                                              void* dw, void* workspace, size_t workspace_bytes) {
   impl_->run(g, ConvPass::backward_filter, ConvEpilogue::none, ConvPointers{x, dw, dy, nullptr},
              workspace, workspace_bytes);
+}
+
+double CudnnGraphConvolutions::timed_milliseconds(const ConvGeometry& g, ConvPass pass,
+                                                  ConvEpilogue epilogue) const {
+  const auto found = impl_->plans.find(Impl::Key{conv_key(g), pass, epilogue});
+  if (found == impl_->plans.end()) {
+    throw RuntimeError(std::string("CudnnGraphConvolutions::timed_milliseconds: the ") + pass_name(pass) +
+                       epilogue_name(epilogue) + " of " + dpbench::describe(g) + " was not prepared");
+  }
+  if (!found->second.unsupported.empty()) throw GraphConvolutionUnsupported(found->second.unsupported);
+  return found->second.milliseconds;
 }
 
 std::string CudnnGraphConvolutions::describe(const ConvGeometry& g, ConvPass pass,

@@ -82,6 +82,10 @@ class CudnnGraphConvolutions {
   // workspace, fastest of 6 timed". Throws RuntimeError when not prepared.
   std::string describe(const ConvGeometry& g, ConvPass pass, ConvEpilogue epilogue) const;
 
+  // The prepared plan's best time when prepare() timed it, in milliseconds (for choosing between
+  // this path and another). Throws as describe() does, GraphConvolutionUnsupported included.
+  double timed_milliseconds(const ConvGeometry& g, ConvPass pass, ConvEpilogue epilogue) const;
+
   // Plans built (supported or not); prepare() of a cached geometry adds none.
   size_t plans_built() const;
 

@@ -27,11 +27,19 @@ struct ConvPlan {
   size_t forward_workspace_bytes = 0;
   size_t backward_data_workspace_bytes = 0;
   size_t backward_filter_workspace_bytes = 0;
+  // Passes that run through cuDNN's graph API instead (CudnnGraphConvolutions), where its plan
+  // timed faster than the classic algorithm (Note [convolution paths] in cuda_conv_ops.cpp).
+  bool graph_forward = false, graph_backward_data = false, graph_backward_filter = false;
+  // The forward with its bias and ReLU as one graph-API kernel (conv2d_forward_bias); decided
+  // once, by conv2d_bias_workspace_bytes.
+  bool fused_bias_relu = false, fused_bias_relu_decided = false;
+  size_t graph_workspace_bytes = 0;  // the largest of the graph passes' in use
+  float forward_ms = 0.0f;           // the chosen forward's timed run (0: not timed)
 
   // One workspace serves all three passes of a layer.
   size_t workspace_bytes() const {
     return std::max({forward_workspace_bytes, backward_data_workspace_bytes,
-                     backward_filter_workspace_bytes});
+                     backward_filter_workspace_bytes, graph_workspace_bytes});
   }
 };
 

@@ -58,18 +58,22 @@ size_t Conv2dLayer::workspace_bytes(Backend& ops) const {
   // The bias gradient's partial sums and the convolution passes use the workspace in turn,
   // after the staged filter gradient.
   const size_t bias = bias_id_ >= 0 ? ops.channel_bias_workspace_bytes(geometry_.output) : 0;
-  return filter_gradient_staging_bytes() + std::max(ops.conv2d_workspace_bytes(geometry_), bias);
+  const size_t convolution = bias_id_ >= 0 ? ops.conv2d_bias_workspace_bytes(geometry_, relu_)
+                                           : ops.conv2d_workspace_bytes(geometry_);
+  return filter_gradient_staging_bytes() + std::max(convolution, bias);
 }
 
 void Conv2dLayer::forward(const LayerPass& pass, const int32_t*) const {
   Backend& ops = *pass.ops;
-  ops.conv2d_forward(geometry_, pass.x[0], pass.params->parameter_as(weights_id_, geometry_.filter.type),
-                     pass.y, pass.workspace, pass.workspace_bytes);
+  const void* weights = pass.params->parameter_as(weights_id_, geometry_.filter.type);
   if (bias_id_ >= 0) {
-    ops.add_channel_bias(geometry_.output, pass.y, pass.params->parameter(bias_id_), relu_);
-  } else if (relu_) {
-    ops.relu_forward(geometry_.output.type, pass.y, pass.y, geometry_.output.count());
+    // One fused kernel where the backend has one (VGG's and the CIFAR CNN's conv + bias + ReLU).
+    ops.conv2d_forward_bias(geometry_, pass.x[0], weights, pass.params->parameter(bias_id_), relu_, pass.y,
+                            pass.workspace, pass.workspace_bytes);
+    return;
   }
+  ops.conv2d_forward(geometry_, pass.x[0], weights, pass.y, pass.workspace, pass.workspace_bytes);
+  if (relu_) ops.relu_forward(geometry_.output.type, pass.y, pass.y, geometry_.output.count());
 }
 
 void Conv2dLayer::backward(const LayerPass& pass, const int32_t*) const {

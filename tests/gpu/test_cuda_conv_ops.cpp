@@ -228,3 +228,52 @@ TEST_CASE("a cuda convolution given less workspace than it asked for throws", "[
   if (!tested) WARN("no candidate geometry needed a workspace; the refusal went untested");
 }
 
+
+// conv2d_forward_bias: one graph-API kernel (convolution, bias, ReLU) where it timed faster than
+// the chosen forward plus the bias pass, else the two; either way the result of the reference's
+// conv2d_forward then add_channel_bias. The fused kernel rounds once where the two passes round
+// the convolution and then the sum, so 16-bit results may differ by one more unit of the type.
+TEST_CASE("cuda conv2d_forward_bias matches the reference convolution then bias and ReLU", "[gpu]") {
+  ReferenceBackend reference;
+  auto gpu = make_gpu();
+  Backend& ops = gpu->ops();
+  uint64_t stream = 700;
+  int fused = 0, compared = 0;
+  for (DataType type : kAllTypes) {
+    for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
+      for (const ConvCase& c : kConvCases) {
+        for (const bool relu : {true, false}) {
+          const ConvGeometry g = conv_geometry(c, format, type);
+          const size_t workspace_bytes = ops.conv2d_bias_workspace_bytes(g, relu);
+          const bool fused_here = ops.conv2d_forward_bias_fused(g, relu);
+          const std::string what = describe(g) + (relu ? " with ReLU" : " without ReLU") +
+                                   (fused_here ? " (fused)" : " (two passes)");
+          CHECK((relu || !fused_here));  // the fused kernel always applies the ReLU
+          fused += fused_here;
+          const std::vector<float> x = rounded(type, random_vector(g.input.count(), stream++));
+          const std::vector<float> w = rounded(type, random_vector(g.filter.count(), stream++));
+          const std::vector<float> bias = random_vector(static_cast<size_t>(g.output.c), stream++);
+          Buffer workspace = gpu->allocate(std::max<size_t>(workspace_bytes, 1));
+          std::vector<unsigned char> reference_workspace(reference.conv2d_workspace_bytes(g));
+          GpuTensor x_gpu(*gpu, type, x), w_gpu(*gpu, type, w), bias_gpu(*gpu, DataType::f32, bias);
+          GpuTensor y_gpu(*gpu, type, random_vector(g.output.count(), 1));
+          ops.conv2d_forward_bias(g, x_gpu.data(), w_gpu.data(), static_cast<const float*>(bias_gpu.data()), relu,
+                                  y_gpu.data(), workspace.data(), workspace_bytes);
+          HostTensor x_ref(type, x), w_ref(type, w), y_ref(type, g.output.count());
+          reference.conv2d_forward(g, x_ref.data(), w_ref.data(), y_ref.data(), reference_workspace.data(),
+                                   reference_workspace.size());
+          reference.add_channel_bias(g.output, y_ref.data(), bias.data(), relu);
+          const Tolerance forward = conv_tolerance(type, static_cast<double>(c.c) * c.r * c.s, 0.25);
+          // The bias (|b| <= 1) adds one fp32 rounding of a value up to the sum plus 1; 16-bit
+          // adds a second storage rounding at that magnitude.
+          const double extra = type == DataType::f32 ? 2 * kEps : 2 * storage_rtol(type) + storage_atol(type);
+          check_close(y_gpu.values(), y_ref.values(), forward.atol + extra, forward.rtol + extra,
+                      "conv2d_forward_bias " + what);
+          ++compared;
+        }
+      }
+    }
+  }
+  INFO(fused << " of " << compared << " cases ran fused");
+  CHECK(compared == 3 * 2 * 10 * 2);
+}
