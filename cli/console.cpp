@@ -134,15 +134,36 @@ std::string describe_breakdown(const nlohmann::json& per_step) {
   return text + " (per step, mean over devices)";
 }
 
+// "; convolutions (13 shapes): 13 fused bias + ReLU, graph API forward 2, ..." and the LSTMs'
+// cuDNN algorithms, from summary.math_paths; empty where the result has none.
+std::string describe_math_paths(const nlohmann::json& paths) {
+  std::string text;
+  if (paths.contains("convolutions") && paths["convolutions"].value("shapes", 0) > 0) {
+    const nlohmann::json& c = paths["convolutions"];
+    text += fmt::format("; convolutions ({} shapes): fused bias + ReLU {}, graph API forward {}, backward data {}, "
+                        "backward filter {}, the rest cuDNN's classic API",
+                        c.value("shapes", 0), c.value("fused_bias_relu", 0), c.value("graph_api_forward", 0),
+                        c.value("graph_api_backward_data", 0), c.value("graph_api_backward_filter", 0));
+  }
+  if (paths.contains("lstm") && paths["lstm"].value("shapes", 0) > 0) {
+    std::string algorithms;
+    for (const auto& [name, count] : paths["lstm"]["algorithms"].items())
+      algorithms += fmt::format("{}{} {}", algorithms.empty() ? "" : ", ", name, count.get<int>());
+    text += fmt::format("; cuDNN LSTM ({} shapes): {}", paths["lstm"].value("shapes", 0), algorithms);
+  }
+  return text;
+}
+
 std::string describe_math(const Summary& s) {
-  if (s.math == "tf32") return "tf32 (tensor cores, fp32 accumulation)";
+  const std::string paths = describe_math_paths(s.math_paths);
+  if (s.math == "tf32") return "tf32 (tensor cores, fp32 accumulation)" + paths;
   if (s.math == "fp16" || s.math == "bf16") {
     std::string text = s.math + " activations and weight copy, fp32 accumulation and master weights";
     if (s.loss_scaling != "none")
       text += fmt::format("; {} loss scale, {:g} at the end", s.loss_scaling, s.final_loss_scale);
-    return text;
+    return text + paths;
   }
-  return s.math;
+  return s.math + paths;
 }
 
 }  // namespace

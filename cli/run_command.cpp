@@ -385,6 +385,9 @@ Result run_benchmark(const ParsedRunFlags& flags) {
 
   Result result = assemble_result(result_inputs(effective, measured, *model, items_per_step, descriptions, data_summary));
   result.invocation = describe_invocation(flags.arguments);
+  // The kernels the first GPU's plans chose (every GPU of a run prepares the same shapes).
+  if (!devices.empty() && devices.front()->kind() == BackendKind::cuda)
+    result.summary.math_paths = math_paths(*devices.front());
   // This process's GPUs only: under mpirun each rank samples its own.
   result.summary.gpu_telemetry = telemetry.summarize(
       measured.measured_from, measured.measured_until, result.summary.measured_steps,

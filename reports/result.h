@@ -88,6 +88,9 @@ struct Summary {
   std::string math = "fp32";
   std::string loss_scaling = "none";  // fp16: "fixed" or "automatic"
   double final_loss_scale = 1;        // fp16: the loss scale after the last step
+  // Which kernels ran the convolutions and LSTMs (graph API or classic, fused bias + ReLU, cuDNN's
+  // LSTM algorithm), counted over their shapes on the first GPU; empty on the reference backend.
+  nlohmann::json math_paths = nlohmann::json::object();
   // Where the batches came from and what feeding them cost (data set, feed, waits, epochs);
   // see "Result JSON" in README.md.
   nlohmann::json data = nlohmann::json::object();

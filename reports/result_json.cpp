@@ -47,6 +47,7 @@ json summary_to_json(const Summary& summary) {
           {"math", summary.math},
           {"loss_scaling", summary.loss_scaling},
           {"final_loss_scale", summary.final_loss_scale},
+          {"math_paths", summary.math_paths},
           {"data", summary.data},
           {"gpu_telemetry", summary.gpu_telemetry},
           {"breakdown", summary.breakdown},
@@ -225,6 +226,8 @@ Summary summary_from_json(const json& document) {
   if (object.contains("final_loss_scale"))
     summary.final_loss_scale = double_member(object, where, "final_loss_scale");
   if (object.contains("data")) summary.data = object_member(object, where, "data");
+  // Added later: older results do not say which kernels ran.
+  if (object.contains("math_paths")) summary.math_paths = object_member(object, where, "math_paths");
   // Added later too: older results have no telemetry.
   if (object.contains("gpu_telemetry")) summary.gpu_telemetry = object_member(object, where, "gpu_telemetry");
   if (object.contains("flops")) summary.flops = object_member(object, where, "flops");

@@ -11,6 +11,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/backend.h"
 
 namespace dpbench {
@@ -70,6 +72,8 @@ class CudaBackend final : public Backend {
   // tests, one to build later plans with (a cudnnRNNAlgo_t; kChooseLstmAlgorithm: the fastest,
   // Note [LSTM algorithm] in cudnn_rnn_plans.h).
   std::string lstm_algorithm(const RnnGeometry& g);
+  // What the prepared plans run (math_paths in cuda_controls.h says the shape of it).
+  nlohmann::json math_paths() const;
   void set_lstm_algorithm(int algorithm) { lstm_algorithm_ = algorithm; }
 
   // The float* conveniences of Backend, which overriding the typed ops would otherwise hide.

@@ -32,6 +32,14 @@ void set_lstm_algorithm(Device& device, const std::string& name) {
   cuda_device->set_lstm_algorithm(rnn_algorithm_from_name(name));
 }
 
+nlohmann::json math_paths(Device& device) {
+  auto* cuda_device = dynamic_cast<CudaDevice*>(&device);
+  if (cuda_device == nullptr) throw RuntimeError("math_paths: not a CUDA device");
+  auto* backend = dynamic_cast<CudaBackend*>(&device.ops(StreamKind::compute).implementation());
+  if (backend == nullptr) throw RuntimeError("math_paths: the compute stream has no CUDA backend");
+  return backend->math_paths();
+}
+
 size_t conv_algorithm_searches(const Backend& backend) {
   const auto* cuda_backend = dynamic_cast<const CudaBackend*>(&backend.implementation());
   if (cuda_backend == nullptr) throw RuntimeError("conv_algorithm_searches: not a CUDA backend");

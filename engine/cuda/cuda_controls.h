@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace dpbench {
 
 class Backend;
@@ -24,6 +26,13 @@ void set_deterministic(Device& device, bool deterministic);
 // "persist_static_small_h" (--lstm_algorithm). Throws RuntimeError unless `device` is a CUDA
 // device and the name one of those.
 void set_lstm_algorithm(Device& device, const std::string& name);
+
+// Which kernels the compute stream's prepared plans run, for the result (summary.math_paths):
+//   {"convolutions": {"shapes", "graph_api_forward", "fused_bias_relu", "graph_api_backward_data",
+//                     "graph_api_backward_filter"}  (counts of shapes; the rest run the classic API),
+//    "lstm": {"shapes", "algorithms": {name: shapes}}}
+// Throws RuntimeError unless `device` is a CUDA device.
+nlohmann::json math_paths(Device& device);
 
 // CudaBackend::conv_algorithm_searches. Throws RuntimeError unless `backend` is a CUDA backend.
 size_t conv_algorithm_searches(const Backend& backend);

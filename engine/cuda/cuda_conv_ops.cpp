@@ -17,6 +17,7 @@
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cudnn_plans.h"
+#include "engine/cuda/cudnn_rnn_plans.h"
 #include "engine/errors.h"
 
 namespace dpbench {
@@ -338,6 +339,26 @@ ConvPlan& CudaBackend::conv_plan(const ConvGeometry& g, bool benchmark) {
 
 size_t CudaBackend::conv2d_workspace_bytes(const ConvGeometry& g) {
   return conv_plan(g, cudnn_benchmark_).workspace_bytes();
+}
+
+nlohmann::json CudaBackend::math_paths() const {
+  int shapes = 0, forward = 0, fused = 0, backward_data = 0, backward_filter = 0;
+  for (const auto& [key, plan] : plans_->convolutions) {
+    ++shapes;
+    forward += plan.graph_forward;
+    fused += plan.fused_bias_relu;
+    backward_data += plan.graph_backward_data;
+    backward_filter += plan.graph_backward_filter;
+  }
+  nlohmann::json lstm = {{"shapes", rnn_plans_->plans.size()}, {"algorithms", nlohmann::json::object()}};
+  for (const auto& [key, plan] : rnn_plans_->plans) {
+    nlohmann::json& count = lstm["algorithms"][rnn_algorithm_name(plan->algorithm)];
+    count = count.is_null() ? 1 : count.get<int>() + 1;
+  }
+  return {{"convolutions",
+           {{"shapes", shapes}, {"graph_api_forward", forward}, {"fused_bias_relu", fused},
+            {"graph_api_backward_data", backward_data}, {"graph_api_backward_filter", backward_filter}}},
+          {"lstm", lstm}};
 }
 
 CudnnGraphConvolutions& CudaBackend::graph_convolutions() {

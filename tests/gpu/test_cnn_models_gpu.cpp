@@ -119,6 +119,15 @@ TEST_CASE("every CNN learns its fixed batch on the GPU in bf16 and fp16", "[gpu]
                    << last_three << ", final loss scale " << result["summary"]["final_loss_scale"]);
       for (const auto& step : steps) CHECK(std::isfinite(step["loss"].get<double>()));
       CHECK(result["summary"]["math"] == precision);
+      // Which kernels ran is recorded: every convolution shape, each pass by one path or the other.
+      const nlohmann::json& convolutions = result["summary"]["math_paths"]["convolutions"];
+      CHECK(convolutions["shapes"].get<int>() > 0);
+      for (const char* pass : {"graph_api_forward", "fused_bias_relu", "graph_api_backward_data",
+                               "graph_api_backward_filter"})
+        CHECK(convolutions[pass].get<int>() <= convolutions["shapes"].get<int>());
+      // Only cifar10_cnn and vgg16 have convolutions with a bias to fuse.
+      if (std::string(c.model) != "cifar10_cnn" && std::string(c.model) != "vgg16")
+        CHECK(convolutions["fused_bias_relu"] == 0);
       CHECK(std::isfinite(result["summary"]["param_norm"].get<double>()));
       CHECK(last_three < 0.7 * first);
     }

@@ -189,6 +189,9 @@ TEST_CASE("nmt and rnnlm learn their fixed batch on the GPU in bf16 and fp16", "
         INFO(args[0] << " " << encoder << " " << precision);
         CHECK(result["summary"]["math"] == precision);
         CHECK(result["summary"]["cuda_graph"] == true);
+        // cuDNN's LSTM plans, and their algorithms, only where cudnn_lstm runs.
+        const nlohmann::json& lstm = result["summary"]["math_paths"]["lstm"];
+        CHECK((lstm["shapes"].get<int>() > 0) == (encoder == "cudnn_lstm"));
         const double first = steps[0]["loss"], last = steps[59]["loss"];
         INFO("first loss " << first << ", last " << last);
         CHECK(last < 0.6 * first);

@@ -113,3 +113,20 @@ TEST_CASE("the header's strategy line says how the gradients travel", "[console]
   CHECK(strategy_line(server) ==
         "parameter_server (on cpu, per tensor, small ones batched (up to 4096 bytes, 8 per batch), overlapped)");
 }
+
+TEST_CASE("the summary's math line says which kernels ran the convolutions and LSTMs", "[console]") {
+  Result result;
+  result.summary.unit = "images/s";
+  result.summary.math = "bf16";
+  CHECK_THAT(format_summary(result),
+             Catch::Contains("Math:         bf16 activations and weight copy, fp32 accumulation and master weights\n"));
+  result.summary.math_paths = {
+      {"convolutions",
+       {{"shapes", 13}, {"graph_api_forward", 2}, {"fused_bias_relu", 11}, {"graph_api_backward_data", 9},
+        {"graph_api_backward_filter", 7}}},
+      {"lstm", {{"shapes", 2}, {"algorithms", {{"standard", 1}, {"persist_static_small_h", 1}}}}}};
+  CHECK_THAT(format_summary(result),
+             Catch::Contains("master weights; convolutions (13 shapes): fused bias + ReLU 11, graph API forward 2, "
+                             "backward data 9, backward filter 7, the rest cuDNN's classic API; cuDNN LSTM (2 "
+                             "shapes): persist_static_small_h 1, standard 1\n"));
+}

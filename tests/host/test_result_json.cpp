@@ -71,6 +71,7 @@ Result make_full_result() {
   result.summary.math = "fp16";
   result.summary.loss_scaling = "automatic";
   result.summary.final_loss_scale = 4096;
+  result.summary.math_paths = {{"convolutions", {{"shapes", 3}, {"fused_bias_relu", 1}}}};
   result.steps = {{0, 120.5, 7.25, true}, {1, 55.0, 7.0, false}, {2, 54.5, 6.875, false}};
   return result;
 }
@@ -134,6 +135,7 @@ void check_results_equal(const Result& a, const Result& b) {
   CHECK(a.summary.math == b.summary.math);
   CHECK(a.summary.loss_scaling == b.summary.loss_scaling);
   CHECK(a.summary.final_loss_scale == b.summary.final_loss_scale);
+  CHECK(a.summary.math_paths == b.summary.math_paths);
   REQUIRE(a.steps.size() == b.steps.size());
   for (size_t i = 0; i < a.steps.size(); ++i) {
     CHECK(a.steps[i].step == b.steps[i].step);
@@ -187,7 +189,7 @@ TEST_CASE("result JSON has the DESIGN section 6 shape", "[result_json]") {
                           "warmup_steps", "num_devices", "global_batch_size", "items_per_step",
                           "step_time_ms", "items_per_sec_per_step", "jitter", "final_loss",
                           "num_parameters", "param_norm", "comm", "cuda_graph", "math", "loss_scaling",
-                          "final_loss_scale", "kernel_launches_per_step"}) {
+                          "final_loss_scale", "math_paths", "kernel_launches_per_step"}) {
     CHECK(summary.contains(key));
   }
   for (const char* key : {"count", "mean", "median", "stddev", "min", "max", "p5", "p95"}) {
