@@ -34,6 +34,19 @@ dpbench::RunConfig small_nmt(const std::string& encoder_type, const std::string&
                           {"src_max_len", "7"}, {"tgt_max_len", "6"}, {"loss_chunk_rows", "12"}});
 }
 
+// small_nmt in each encoder and direction, and a small rnnlm of each encoder (odd sizes, two loss
+// chunks).
+std::vector<dpbench::RunConfig> every_small_variant() {
+  std::vector<dpbench::RunConfig> configs;
+  for (const char* type : {"cudnn_lstm", "dynamic"})
+    for (const char* direction : {"uni", "bi"}) configs.push_back(small_nmt(type, direction));
+  for (const char* type : {"cudnn_lstm", "dynamic"})
+    configs.push_back(sequence_config("rnnlm", 6, {{"encoder_type", type}, {"vocab_size", "333"},
+                                                   {"embedding_dim", "12"}, {"num_units", "36"},
+                                                   {"seq_len", "9"}, {"loss_chunk_rows", "20"}}));
+  return configs;
+}
+
 double largest_magnitude(const std::vector<float>& values) {
   double largest = 0;
   for (float v : values) largest = std::max(largest, static_cast<double>(std::abs(v)));
@@ -71,13 +84,7 @@ TEST_CASE("cudnn_lstm and dynamic give the same nmt loss and gradients on the GP
 }
 
 TEST_CASE("nmt and rnnlm on the GPU match the reference backend in every variant", "[gpu]") {
-  std::vector<dpbench::RunConfig> configs;
-  for (const char* type : {"cudnn_lstm", "dynamic"})
-    for (const char* direction : {"uni", "bi"}) configs.push_back(small_nmt(type, direction));
-  for (const char* type : {"cudnn_lstm", "dynamic"})
-    configs.push_back(sequence_config("rnnlm", 6, {{"encoder_type", type}, {"vocab_size", "333"},
-                                                   {"embedding_dim", "12"}, {"num_units", "36"},
-                                                   {"seq_len", "9"}, {"loss_chunk_rows", "20"}}));
+  const std::vector<dpbench::RunConfig> configs = every_small_variant();
   for (const dpbench::RunConfig& config : configs) {
     INFO(config.model << " " << config.sequence.encoder_type << " " << config.sequence.direction);
     const auto model = build_model(config);
@@ -137,14 +144,8 @@ TEST_CASE("nmt and rnnlm learn their fixed batch on the GPU, Adam replayed as a 
 // value by a whole 16-bit unit, which the next ops carry along: so the bound is a few units of
 // the type relative to the largest gradient (bf16 2^-8, fp16 2^-11), not the fp32 bound above.
 TEST_CASE("nmt and rnnlm in bf16 and fp16 on the GPU match the reference backend", "[gpu]") {
-  std::vector<dpbench::RunConfig> configs;
-  for (const char* type : {"cudnn_lstm", "dynamic"})
-    for (const char* direction : {"uni", "bi"}) configs.push_back(small_nmt(type, direction));
-  for (const char* type : {"cudnn_lstm", "dynamic"})
-    configs.push_back(sequence_config("rnnlm", 6, {{"encoder_type", type}, {"vocab_size", "333"},
-                                                   {"embedding_dim", "12"}, {"num_units", "36"},
-                                                   {"seq_len", "9"}, {"loss_chunk_rows", "20"}}));
-  for (dpbench::RunConfig config : configs) {
+  const std::vector<dpbench::RunConfig> configs = every_small_variant();
+  for (dpbench::RunConfig config : configs) {  // a copy: its precision is set below
     for (const auto& [precision, type, tolerance] :
          {std::tuple{"bf16", dpbench::DataType::bf16, 4e-2}, std::tuple{"fp16", dpbench::DataType::f16, 6e-3}}) {
       INFO(config.model << " " << config.sequence.encoder_type << " " << config.sequence.direction << " "

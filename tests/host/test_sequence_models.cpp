@@ -149,6 +149,15 @@ nlohmann::json train(const TempDir& dir, const std::string& name, std::vector<st
   return read_json(dir.file(name + ".json"));
 }
 
+// A small nmt and rnnlm that learn their fixed batch in 60 steps on the reference backend.
+const std::vector<std::string> kSmallNmt = {
+    "--model=nmt", "--batch_size=4", "--src_vocab_size=20", "--tgt_vocab_size=20",
+    "--embedding_dim=8", "--num_units=8", "--num_encoder_layers=2", "--num_decoder_layers=2",
+    "--src_max_len=5", "--tgt_max_len=5", "--num_batches=60", "--learning_rate=0.05"};
+const std::vector<std::string> kSmallRnnlm = {"--model=rnnlm", "--batch_size=4", "--vocab_size=30",
+                                              "--seq_len=6", "--num_units=16", "--embedding_dim=8",
+                                              "--num_batches=60", "--learning_rate=0.05"};
+
 double mean_loss(const nlohmann::json& steps, size_t from, size_t count) {
   double sum = 0;
   for (size_t i = from; i < from + count; ++i) sum += steps[i]["loss"].get<double>();
@@ -160,12 +169,8 @@ double mean_loss(const nlohmann::json& steps, size_t from, size_t count) {
 TEST_CASE("nmt and rnnlm learn their fixed batch end to end on the reference backend",
           "[sequence_models]") {
   TempDir dir;
-  const std::vector<std::string> small_nmt = {
-      "--model=nmt", "--batch_size=4", "--src_vocab_size=20", "--tgt_vocab_size=20",
-      "--embedding_dim=8", "--num_units=8", "--num_encoder_layers=2", "--num_decoder_layers=2",
-      "--src_max_len=5", "--tgt_max_len=5", "--num_batches=60", "--learning_rate=0.05"};
   for (const std::string encoder : {"cudnn_lstm", "dynamic", "uni", "bi"}) {
-    std::vector<std::string> args = small_nmt;
+    std::vector<std::string> args = kSmallNmt;
     args.push_back("--encoder_type=" + encoder);
     const nlohmann::json result = train(dir, "nmt_" + encoder, args);
     INFO(encoder);
@@ -181,9 +186,7 @@ TEST_CASE("nmt and rnnlm learn their fixed batch end to end on the reference bac
     CHECK(result["config"]["encoder_type"] == (encoder == "uni" || encoder == "bi" ? "dynamic" : encoder));
     if (encoder == "uni" || encoder == "bi") CHECK(result["config"]["direction"] == encoder);
   }
-  const nlohmann::json rnnlm =
-      train(dir, "rnnlm", {"--model=rnnlm", "--batch_size=4", "--vocab_size=30", "--seq_len=6",
-                           "--num_units=16", "--embedding_dim=8", "--num_batches=60", "--learning_rate=0.05"});
+  const nlohmann::json rnnlm = train(dir, "rnnlm", kSmallRnnlm);
   const auto& steps = rnnlm["steps"];
   CHECK(mean_loss(steps, 0, 3) == Approx(std::log(30.0)).margin(0.3));  // mean per token
   CHECK(mean_loss(steps, 55, 5) < 0.5 * mean_loss(steps, 0, 3));
@@ -283,15 +286,8 @@ TEST_CASE("nmt and rnnlm in bf16 and fp16 compute the fp32 network's loss and gr
 TEST_CASE("nmt and rnnlm train in bf16 and in fp16 with automatic loss scaling as in fp32",
           "[sequence_models][precision]") {
   TempDir dir;
-  const std::vector<std::string> small_nmt = {
-      "--model=nmt", "--batch_size=4", "--src_vocab_size=20", "--tgt_vocab_size=20",
-      "--embedding_dim=8", "--num_units=8", "--num_encoder_layers=2", "--num_decoder_layers=2",
-      "--src_max_len=5", "--tgt_max_len=5", "--num_batches=60", "--learning_rate=0.05"};
-  const std::vector<std::string> small_rnnlm = {"--model=rnnlm", "--batch_size=4", "--vocab_size=30",
-                                                "--seq_len=6", "--num_units=16", "--embedding_dim=8",
-                                                "--num_batches=60", "--learning_rate=0.05"};
   for (const std::string encoder : {"cudnn_lstm", "dynamic"}) {
-    for (const auto* base : {&small_nmt, &small_rnnlm}) {
+    for (const auto* base : {&kSmallNmt, &kSmallRnnlm}) {
       std::vector<std::string> args = *base;
       args.push_back("--encoder_type=" + encoder);
       const std::string model = (*base)[0].substr(8);
