@@ -322,21 +322,25 @@ class Backend {
   virtual size_t channel_bias_workspace_bytes(const Tensor4& shape) = 0;
 
   // Batch normalisation in training mode: statistics of this batch per channel (biased variance),
-  //   y = gamma * (x - mean) * inv_std + beta,  inv_std = 1 / sqrt(var + epsilon),
-  // and with `relu` the ReLU of that, max(0, y), fused into the same pass. saved_mean and
-  // saved_inv_std (c) are written for the backward pass. y may not alias x (backward reads x).
+  //   y = act(gamma * (x - mean) * inv_std + beta + residual),  inv_std = 1 / sqrt(var + epsilon),
+  // with residual = 0 (nullptr) or a tensor of x's shape (a ResNet block's shortcut, added in the
+  // same pass), and act = max(0, .) with `relu`, else the identity. saved_mean and saved_inv_std
+  // (c) are written for the backward pass. y may not alias x (backward reads x) or residual.
   // `workspace` holds batch_norm_workspace_bytes(shape) bytes; nothing in it outlives the call.
   virtual void batch_norm_forward_training(const Tensor4& shape, const void* x, const float* gamma,
                                            const float* beta, float epsilon, bool relu, void* y,
                                            float* saved_mean, float* saved_inv_std,
-                                           void* workspace) = 0;
+                                           void* workspace, const void* residual) = 0;
   // dx (shape), dgamma and dbeta (c), all overwritten, from dy and the forward's statistics. With
-  // `relu`, dy is first masked by y > 0 (y = the forward's output, read only then). dx may alias
-  // dy (every element of dx is written after its dy has been read), but not x or y.
+  // `relu`, dy is first masked by y > 0 (y = the forward's output, read only then); where the
+  // forward added a residual, that masked dy is its gradient and is written to d_residual
+  // (overwritten; nullptr: none wanted). dx may alias dy (every element of dx is written after its
+  // dy has been read), but not x, y or d_residual.
   virtual void batch_norm_backward(const Tensor4& shape, const void* x, const void* y,
                                    const void* dy, const float* gamma, const float* saved_mean,
                                    const float* saved_inv_std, float epsilon, bool relu, void* dx,
-                                   float* dgamma, float* dbeta, void* workspace) = 0;
+                                   float* dgamma, float* dbeta, void* workspace,
+                                   void* d_residual) = 0;
   // Scratch both batch-norm passes need for `shape` (per-channel partial sums); may be 0.
   virtual size_t batch_norm_workspace_bytes(const Tensor4& shape) = 0;
   // Batch normalisation in inference mode, on given per-channel statistics (the running mean and

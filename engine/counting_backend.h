@@ -230,18 +230,18 @@ class CountingBackend final : public Backend {
   }
   void batch_norm_forward_training(const Tensor4& shape, const void* x, const float* gamma, const float* beta,
                                    float epsilon, bool relu, void* y, float* saved_mean, float* saved_inv_std,
-                                   void* workspace) override {
+                                   void* workspace, const void* residual) override {
     counted();
     inner_.batch_norm_forward_training(shape, x, gamma, beta, epsilon, relu, y, saved_mean, saved_inv_std,
-                                       workspace);
+                                       workspace, residual);
   }
   void batch_norm_backward(const Tensor4& shape, const void* x, const void* y, const void* dy,
                            const float* gamma, const float* saved_mean, const float* saved_inv_std,
                            float epsilon, bool relu, void* dx, float* dgamma, float* dbeta,
-                           void* workspace) override {
+                           void* workspace, void* d_residual) override {
     counted();
     inner_.batch_norm_backward(shape, x, y, dy, gamma, saved_mean, saved_inv_std, epsilon, relu, dx, dgamma,
-                               dbeta, workspace);
+                               dbeta, workspace, d_residual);
   }
   size_t batch_norm_workspace_bytes(const Tensor4& shape) override {
     return inner_.batch_norm_workspace_bytes(shape);

@@ -100,6 +100,11 @@ TensorId Network::find(const std::string& name) const {
 void Network::prepare_for_inference() {
   if (finalized_) throw RuntimeError("Network: prepare_for_inference() comes before finalize()");
   inference_only_ = true;
+  fuse_normalised_joins();
+}
+
+void Network::fuse_normalised_joins() {
+  const bool training = !inference_only_;
   // A batch norm without ReLU whose output only `reader` reads: it can run inside that reader.
   auto fusable_norm = [&](TensorId tensor, int reader) -> const BatchNormLayer* {
     const TensorInfo& info = tensors_[tensor];
@@ -125,12 +130,17 @@ void Network::prepare_for_inference() {
     const int reader = static_cast<int>(index);
     const BatchNormLayer* main_norm = fusable_norm(node.inputs[0], reader);
     if (main_norm == nullptr) continue;
-    const BatchNormLayer* shortcut_norm = fusable_norm(node.inputs[1], reader);
+    const TensorId main_source = nodes_[tensors_[node.inputs[0]].producer].inputs[0];
+    // Training: the batch norm's backward needs a gradient buffer for its input, and the join's
+    // two inputs must differ, as every node's do.
+    if (training && (main_source == input() || main_source == node.inputs[1])) continue;
+    // Training fuses the main path only: a fused shortcut norm would compute its parameter
+    // gradients here but announce them where its own node sits, much earlier in backward.
+    const BatchNormLayer* shortcut_norm = training ? nullptr : fusable_norm(node.inputs[1], reader);
     // The source tensors must differ, as every node's inputs do.
-    if (shortcut_norm != nullptr &&
-        nodes_[tensors_[node.inputs[0]].producer].inputs[0] == nodes_[tensors_[node.inputs[1]].producer].inputs[0])
+    if (shortcut_norm != nullptr && main_source == nodes_[tensors_[node.inputs[1]].producer].inputs[0])
       shortcut_norm = nullptr;
-    auto fused = std::make_unique<NormalisedResidualAddLayer>(*add, *main_norm, shortcut_norm);
+    auto fused = std::make_unique<NormalisedResidualAddLayer>(*add, *main_norm, shortcut_norm, training);
     bypass(node, reader, 0);
     if (shortcut_norm != nullptr) bypass(node, reader, 1);
     node.layer = std::move(fused);
@@ -141,6 +151,7 @@ void Network::finalize(TensorId logits) {
   if (logits <= 0 || logits >= static_cast<TensorId>(tensors_.size()))
     throw RuntimeError("Network: the logits must be a node's output");
   logits_ = logits;
+  if (!inference_only_) fuse_normalised_joins();
   plan_buffers();
   plan_gradient_accumulation();
   finalized_ = true;
@@ -187,7 +198,7 @@ void Network::plan_gradient_accumulation() {
     Node& node = nodes_[index];
     node.scratch_offset.assign(node.inputs.size(), -1);
     node.accumulate.assign(node.inputs.size(), false);
-    if (inference_only_) continue;  // no backward
+    if (inference_only_ || node.fused_away) continue;  // no backward
     size_t offset = 0;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const TensorInfo& in = tensors_[node.inputs[i]];
@@ -316,7 +327,9 @@ void NetworkReplica::backward(const int32_t* step, GradientAnnouncer& announcer)
   for (size_t index = nodes.size(); index-- > 0;) {
     const Layer& layer = *nodes[index].layer;
     spans.enter(nodes[index].group);
-    layer.backward(passes_[index], step);
+    // A node fused into a later one had its backward run there; its parameters' gradients are
+    // final now, and announced here, in node order, as always.
+    if (!nodes[index].fused_away) layer.backward(passes_[index], step);
     for (const Accumulation& a : accumulations_[index])
       ops.add_tensors(a.shape.type, a.scratch, a.gradient, a.gradient, a.shape.count(), false);
     if (layer.has_parameters()) announcer.announce(layer.gradient_range(params_.layout()));

@@ -64,7 +64,10 @@ class Network {
   // (models/layers/normalised_residual_add.h): those batch-norm nodes no longer run.
   void prepare_for_inference();
 
-  // Ends building: `logits` (n, classes, 1, 1) is what the loss reads. Plans buffers and gradients.
+  // Ends building: `logits` (n, classes, 1, 1) is what the loss reads. For training, a residual
+  // add whose main path is a batch norm without ReLU (read by nothing else) runs that batch norm
+  // in its own pass, forward and backward (as prepare_for_inference, main path only). Plans
+  // buffers and gradients.
   void finalize(TensorId logits);
 
   // ---- queries
@@ -78,7 +81,7 @@ class Network {
     // bytes) and is then added; -1 = no scratch.
     std::vector<long long> scratch_offset;
     std::vector<bool> accumulate;
-    bool fused_away = false;  // inference: a later node does this one's work (prepare_for_inference)
+    bool fused_away = false;  // a later node does this one's work (fuse_normalised_joins)
     std::string group;        // its span in a trace: the group set when it was added, or its own name
   };
   const std::vector<Node>& nodes() const { return nodes_; }
@@ -104,6 +107,9 @@ class Network {
     int value_buffer = -1, gradient_buffer = -1;
   };
   TensorId make_tensor(const Tensor4& shape, int producer);
+  // Puts NormalisedResidualAddLayer in place of the residual adds it can take over (for inference
+  // or training, as inference_only_ says).
+  void fuse_normalised_joins();
   void plan_buffers();
   void plan_gradient_accumulation();
 

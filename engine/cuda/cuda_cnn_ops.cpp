@@ -121,8 +121,8 @@ void CudaBackend::batch_norm_forward_training(const Tensor4& shape, const void* 
                                               const float* gamma, const float* beta,
                                               float epsilon, bool relu, void* y,
                                               float* saved_mean, float* saved_inv_std,
-                                              void* workspace) {
-  cuda_kernels::launch_batch_norm_forward(stream_, shape, x, gamma, beta, epsilon, relu, y,
+                                              void* workspace, const void* residual) {
+  cuda_kernels::launch_batch_norm_forward(stream_, shape, x, residual, gamma, beta, epsilon, relu, y,
                                           saved_mean, saved_inv_std, workspace);
 }
 
@@ -134,10 +134,11 @@ void CudaBackend::batch_norm_inference(const Tensor4& shape, const void* x, cons
 void CudaBackend::batch_norm_backward(const Tensor4& shape, const void* x, const void* y,
                                       const void* dy, const float* gamma, const float* saved_mean,
                                       const float* saved_inv_std, float /*epsilon*/, bool relu,
-                                      void* dx, float* dgamma, float* dbeta, void* workspace) {
+                                      void* dx, float* dgamma, float* dbeta, void* workspace,
+                                      void* d_residual) {
   // epsilon is already inside saved_inv_std.
   cuda_kernels::launch_batch_norm_backward(stream_, shape, x, y, dy, gamma, saved_mean,
-                                           saved_inv_std, relu, dx, dgamma, dbeta, workspace);
+                                           saved_inv_std, relu, dx, d_residual, dgamma, dbeta, workspace);
 }
 
 size_t CudaBackend::batch_norm_workspace_bytes(const Tensor4& shape) {

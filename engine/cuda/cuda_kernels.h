@@ -178,9 +178,10 @@ void launch_copy_rows(cudaStream_t stream, const void* src, size_t src_stride, v
 // Deterministic: the work is split by shape alone (not by the GPU), every reduction has a fixed
 // order. The workspace holds per-channel partial results between the passes of one call.
 size_t batch_norm_workspace_bytes(const Tensor4& shape);
-// x, y, dy and dx hold shape.type; everything per channel is fp32.
+// x, residual, y, dy, dx and d_residual hold shape.type; everything per channel is fp32. residual
+// and d_residual may be nullptr (Backend::batch_norm_forward_training and batch_norm_backward).
 void launch_batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const void* x,
-                               const float* gamma, const float* beta, float epsilon, bool relu,
+                               const void* residual, const float* gamma, const float* beta, float epsilon, bool relu,
                                void* y, float* saved_mean, float* saved_inv_std, void* workspace);
 // Inference mode from given statistics; needs no workspace.
 void launch_batch_norm_inference(cudaStream_t stream, const Tensor4& shape, const void* x, const InferenceNorm& norm,
@@ -188,6 +189,7 @@ void launch_batch_norm_inference(cudaStream_t stream, const Tensor4& shape, cons
 void launch_batch_norm_backward(cudaStream_t stream, const Tensor4& shape, const void* x,
                                 const void* y, const void* dy, const float* gamma,
                                 const float* saved_mean, const float* saved_inv_std, bool relu,
-                                void* dx, float* dgamma, float* dbeta, void* workspace);
+                                void* dx, void* d_residual, float* dgamma, float* dbeta,
+                                void* workspace);
 
 }  // namespace dpbench::cuda_kernels

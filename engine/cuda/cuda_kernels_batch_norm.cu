@@ -4,9 +4,11 @@
 // 16-bit values are widened on load and rounded once (to nearest) on store, so a 16-bit call does
 // the fp32 call's arithmetic on rounded inputs. The op is bound by memory, so each call reads its
 // tensors as few times as the arithmetic allows, in 16-byte vectors where it can:
-//   forward:  statistics (read x) -> per-channel finalize -> normalise (read x, write y)
-//   backward: reduction (read x, dy, and y with relu) -> per-channel finalize
-//             -> dx (read x, dy, and y with relu; write dx)
+//   forward:  statistics (read x) -> per-channel finalize -> normalise (read x, and the residual
+//             where a ResNet block's shortcut is added in the same pass; write y)
+//   backward: reduction (read x, dy, and y with relu; with a residual, write its gradient, the
+//             masked dy) -> per-channel finalize -> dx (read x, and dy, y with relu, or the
+//             residual's gradient where it was written; write dx)
 // Both sweeps of a call walk the tensor with one tiling (Tiling below): many blocks per channel,
 // each leaving a partial result per channel in the workspace, which a small finalize kernel then
 // combines in double. Kernels first, launchers after.
@@ -441,41 +443,14 @@ __global__ void batch_norm_forward_finalize_kernel(Tiling t, const float* partia
   }
 }
 
-// y = scale * ((x - mean_hi) - mean_lo) + beta, then max(0, y) with relu, rounded to T. x - mean_hi
-// is exact when the two are close, which is when it matters. Rounding after the ReLU equals
-// rounding before it (rounding keeps the sign), so the stored y > 0 exactly where the backward
-// mask will look for it.
-template <typename T, bool kNhwc, int kVec, bool kRelu>
-__global__ void __launch_bounds__(kThreads)
-    batch_norm_normalise_kernel(Tiling t, const T* x, const float* scale, const float* mean_hi,
-                                const float* mean_lo, const float* beta, T* y) {
-  constexpr int kLanes = kNhwc ? kVec : 1;
-  ThreadWork<kNhwc> work = place_thread<kNhwc>(t);
-  if (!work.active) return;
-  float lane_scale[kLanes], lane_hi[kLanes], lane_lo[kLanes], lane_beta[kLanes];
-  load_lanes(work.first_channel, {scale, mean_hi, mean_lo, beta},
-             {&lane_scale, &lane_hi, &lane_lo, &lane_beta});
-  ForwardGroup<T, kVec> group(x);
-  walk_groups(work, t, group, [&](int u, long long offset) {
-    float out[kVec];
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) {
-      const int lane = kNhwc ? k : 0;
-      const float centred = (group.input(u, k) - lane_hi[lane]) - lane_lo[lane];
-      const float normalised = fmaf(lane_scale[lane], centred, lane_beta[lane]);
-      out[k] = kRelu ? (normalised > 0.0f ? normalised : 0.0f) : normalised;
-    }
-    store_pack(y, offset, round_pack<T, kVec>(out));
-  });
-}
-
-// Inference reads x and, with a residual, z: item u's element k as input(u, k) and residual(u, k).
+// The normalise passes read x and, with a residual, z: item u's element k as input(u, k) and
+// residual(u, k).
 template <typename T, int kVec, bool kAdd>
-struct InferenceGroup {
+struct NormaliseGroup {
   const T *x, *z;
   Pack<T, kVec> xs[kUnroll], zs[kUnroll];
 
-  __device__ InferenceGroup(const T* x, const T* z) : x(x), z(z) {}
+  __device__ NormaliseGroup(const T* x, const T* z) : x(x), z(z) {}
   __device__ __forceinline__ void load(const long long* offsets, const bool* present) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -487,6 +462,35 @@ struct InferenceGroup {
   __device__ __forceinline__ float input(int u, int k) const { return element(xs[u], k); }
   __device__ __forceinline__ float residual(int u, int k) const { return element(zs[u], k); }
 };
+
+// y = scale * ((x - mean_hi) - mean_lo) + beta (+ z with kAdd), then max(0, y) with relu, rounded
+// to T. x - mean_hi is exact when the two are close, which is when it matters. Rounding after the
+// ReLU equals rounding before it (rounding keeps the sign), so the stored y > 0 exactly where the
+// backward mask will look for it.
+template <typename T, bool kNhwc, int kVec, bool kRelu, bool kAdd>
+__global__ void __launch_bounds__(kThreads)
+    batch_norm_normalise_kernel(Tiling t, const T* x, const T* z, const float* scale, const float* mean_hi,
+                                const float* mean_lo, const float* beta, T* y) {
+  constexpr int kLanes = kNhwc ? kVec : 1;
+  ThreadWork<kNhwc> work = place_thread<kNhwc>(t);
+  if (!work.active) return;
+  float lane_scale[kLanes], lane_hi[kLanes], lane_lo[kLanes], lane_beta[kLanes];
+  load_lanes(work.first_channel, {scale, mean_hi, mean_lo, beta},
+             {&lane_scale, &lane_hi, &lane_lo, &lane_beta});
+  NormaliseGroup<T, kVec, kAdd> group(x, z);
+  walk_groups(work, t, group, [&](int u, long long offset) {
+    float out[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      const int lane = kNhwc ? k : 0;
+      const float centred = (group.input(u, k) - lane_hi[lane]) - lane_lo[lane];
+      float value = fmaf(lane_scale[lane], centred, lane_beta[lane]);
+      if (kAdd) value += group.residual(u, k);
+      out[k] = kRelu ? (value > 0.0f ? value : 0.0f) : value;
+    }
+    store_pack(y, offset, round_pack<T, kVec>(out));
+  });
+}
 
 // A thread's lanes of one InferenceNorm, as y = scale * v + shift (scale = gamma * rsqrt(variance
 // + epsilon), shift = beta - scale * mean), worked out once as the thread starts.
@@ -517,7 +521,7 @@ __global__ void __launch_bounds__(kThreads)
   const LaneNorm<kLanes> x_lanes(work.first_channel, norm);
   LaneNorm<kLanes> z_lanes = x_lanes;  // unused without kNormZ
   if (kNormZ) z_lanes = LaneNorm<kLanes>(work.first_channel, z_norm);
-  InferenceGroup<T, kVec, kAdd> group(x, z);
+  NormaliseGroup<T, kVec, kAdd> group(x, z);
   walk_groups(work, t, group, [&](int u, long long offset) {
     float out[kVec];
 #pragma unroll
@@ -535,11 +539,14 @@ __global__ void __launch_bounds__(kThreads)
 
 // Per (channel, chunk): sum of dy' and of dy' * (x - mean), dy' = dy masked by y > 0 with relu
 // (the stored y). (x - mean), not x_hat: the finalize kernel applies inv_std once per channel.
-template <typename T, bool kNhwc, int kVec, bool kRelu>
+// With kSplit, dy' is also stored to d_residual (exact: masking a 16-bit dy needs no rounding),
+// the gradient of a residual the forward pass added, which the dx pass then reads in place of dy
+// and y.
+template <typename T, bool kNhwc, int kVec, bool kRelu, bool kSplit>
 __global__ void __launch_bounds__(kThreads)
     batch_norm_backward_reduce_kernel(Tiling t, const T* x, const T* y, const T* dy,
                                       const float* saved_mean, float* partial_dy,
-                                      float* partial_dy_centred) {
+                                      float* partial_dy_centred, T* d_residual) {
   constexpr int kLanes = kNhwc ? kVec : 1;
   __shared__ Sums shared[kThreads * kLanes];
   ThreadWork<kNhwc> work = place_thread<kNhwc>(t);
@@ -551,14 +558,17 @@ __global__ void __launch_bounds__(kThreads)
     sums[k] = {0.0f, 0.0f};
   }
   BackwardGroup<T, kVec, kRelu> group(x, y, dy);
-  walk_groups(work, t, group, [&](int u, long long) {
+  walk_groups(work, t, group, [&](int u, long long offset) {
+    float masked[kVec];
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
       const int lane = kNhwc ? k : 0;
       const float g = group.gradient(u, k);
+      masked[k] = g;
       sums[lane].first += g;
       sums[lane].second = fmaf(g, group.input(u, k) - lane_mean[lane], sums[lane].second);
     }
+    if (kSplit) store_pack(d_residual, offset, round_pack<T, kVec>(masked));
   });
   store_block_partials(sums, work, t, shared, partial_dy, partial_dy_centred);
 }
@@ -703,10 +713,10 @@ Sweeps plan_sweeps(const Tensor4& shape, std::initializer_list<const void*> poin
 }
 
 template <typename T>
-void batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const T* x, const float* gamma,
-                        const float* beta, float epsilon, bool relu, T* y, float* saved_mean,
-                        float* saved_inv_std, void* workspace) {
-  const Sweeps plan = plan_sweeps(shape, {x, y}, workspace);
+void batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const T* x, const T* z,
+                        const float* gamma, const float* beta, float epsilon, bool relu, T* y,
+                        float* saved_mean, float* saved_inv_std, void* workspace) {
+  const Sweeps plan = plan_sweeps(shape, {x, y, z}, workspace);
   const Workspace& w = plan.w;
   dispatch<T>(plan.t, false, [&](auto nhwc, auto vec_width, auto) {
     batch_norm_statistics_kernel<T, decltype(nhwc)::value, decltype(vec_width)::value>
@@ -718,10 +728,15 @@ void batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const T* x, c
       w.coefficient[0], w.coefficient[1], w.coefficient[2]);
   DPB_CUDA_CHECK_LAUNCH(batch_norm_forward_finalize_kernel);
   dispatch<T>(plan.t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
-    batch_norm_normalise_kernel<T, decltype(nhwc)::value, decltype(vec_width)::value,
-                                decltype(fused_relu)::value>
-        <<<plan.grid, kThreads, 0, stream>>>(plan.t, x, w.coefficient[0], w.coefficient[1],
-                                             w.coefficient[2], beta, y);
+    constexpr bool kNhwc = decltype(nhwc)::value, kRelu = decltype(fused_relu)::value;
+    constexpr int kVec = decltype(vec_width)::value;
+    if (z == nullptr) {
+      batch_norm_normalise_kernel<T, kNhwc, kVec, kRelu, false><<<plan.grid, kThreads, 0, stream>>>(
+          plan.t, x, z, w.coefficient[0], w.coefficient[1], w.coefficient[2], beta, y);
+    } else {
+      batch_norm_normalise_kernel<T, kNhwc, kVec, kRelu, true><<<plan.grid, kThreads, 0, stream>>>(
+          plan.t, x, z, w.coefficient[0], w.coefficient[1], w.coefficient[2], beta, y);
+    }
   });
   DPB_CUDA_CHECK_LAUNCH(batch_norm_normalise_kernel);
 }
@@ -752,25 +767,33 @@ void batch_norm_inference(cudaStream_t stream, const Tensor4& shape, const T* x,
 template <typename T>
 void batch_norm_backward(cudaStream_t stream, const Tensor4& shape, const T* x, const T* y,
                          const T* dy, const float* gamma, const float* saved_mean,
-                         const float* saved_inv_std, bool relu, T* dx, float* dgamma,
-                         float* dbeta, void* workspace) {
-  const Sweeps plan = plan_sweeps(shape, {x, relu ? y : nullptr, dy, dx}, workspace);
+                         const float* saved_inv_std, bool relu, T* dx, T* d_residual,
+                         float* dgamma, float* dbeta, void* workspace) {
+  const Sweeps plan = plan_sweeps(shape, {x, relu ? y : nullptr, dy, dx, d_residual}, workspace);
   const Workspace& w = plan.w;
   dispatch<T>(plan.t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
-    batch_norm_backward_reduce_kernel<T, decltype(nhwc)::value, decltype(vec_width)::value,
-                                      decltype(fused_relu)::value>
-        <<<plan.grid, kThreads, 0, stream>>>(plan.t, x, y, dy, saved_mean, w.partial_a,
-                                             w.partial_b);
+    constexpr bool kNhwc = decltype(nhwc)::value, kRelu = decltype(fused_relu)::value;
+    constexpr int kVec = decltype(vec_width)::value;
+    if (d_residual == nullptr) {
+      batch_norm_backward_reduce_kernel<T, kNhwc, kVec, kRelu, false><<<plan.grid, kThreads, 0, stream>>>(
+          plan.t, x, y, dy, saved_mean, w.partial_a, w.partial_b, d_residual);
+    } else {
+      batch_norm_backward_reduce_kernel<T, kNhwc, kVec, kRelu, true><<<plan.grid, kThreads, 0, stream>>>(
+          plan.t, x, y, dy, saved_mean, w.partial_a, w.partial_b, d_residual);
+    }
   });
   DPB_CUDA_CHECK_LAUNCH(batch_norm_backward_reduce_kernel);
   batch_norm_backward_finalize_kernel<<<finalize_blocks(plan.t), kThreads, 0, stream>>>(
       plan.t, w.partial_a, w.partial_b, gamma, saved_inv_std, dgamma, dbeta, w.coefficient[0],
       w.coefficient[1], w.coefficient[2]);
   DPB_CUDA_CHECK_LAUNCH(batch_norm_backward_finalize_kernel);
-  dispatch<T>(plan.t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
+  // Where the reduction left the masked dy in d_residual, dx reads that alone (no mask to apply).
+  const T* gradient = d_residual != nullptr ? d_residual : dy;
+  const bool mask = relu && d_residual == nullptr;
+  dispatch<T>(plan.t, mask, [&](auto nhwc, auto vec_width, auto fused_relu) {
     batch_norm_dx_kernel<T, decltype(nhwc)::value, decltype(vec_width)::value,
                          decltype(fused_relu)::value>
-        <<<plan.grid, kThreads, 0, stream>>>(plan.t, x, y, dy, saved_mean, w.coefficient[0],
+        <<<plan.grid, kThreads, 0, stream>>>(plan.t, x, y, gradient, saved_mean, w.coefficient[0],
                                              w.coefficient[1], w.coefficient[2], dx);
   });
   DPB_CUDA_CHECK_LAUNCH(batch_norm_dx_kernel);
@@ -792,12 +815,14 @@ size_t batch_norm_workspace_bytes(const Tensor4& shape) {
 }
 
 void launch_batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const void* x,
-                               const float* gamma, const float* beta, float epsilon, bool relu,
-                               void* y, float* saved_mean, float* saved_inv_std, void* workspace) {
+                               const void* residual, const float* gamma, const float* beta,
+                               float epsilon, bool relu, void* y, float* saved_mean,
+                               float* saved_inv_std, void* workspace) {
   if (!check_call(shape, workspace, "batch_norm_forward_training")) return;
   with_storage_type(shape.type, "batch_norm_forward_training", [&](auto tag) {
     using T = decltype(tag);
-    batch_norm_forward(stream, shape, static_cast<const T*>(x), gamma, beta, epsilon, relu,
+    batch_norm_forward(stream, shape, static_cast<const T*>(x), static_cast<const T*>(residual), gamma,
+                       beta, epsilon, relu,
                        static_cast<T*>(y), saved_mean, saved_inv_std, workspace);
   });
 }
@@ -816,13 +841,14 @@ void launch_batch_norm_inference(cudaStream_t stream, const Tensor4& shape, cons
 void launch_batch_norm_backward(cudaStream_t stream, const Tensor4& shape, const void* x,
                                 const void* y, const void* dy, const float* gamma,
                                 const float* saved_mean, const float* saved_inv_std, bool relu,
-                                void* dx, float* dgamma, float* dbeta, void* workspace) {
+                                void* dx, void* d_residual, float* dgamma, float* dbeta,
+                                void* workspace) {
   if (!check_call(shape, workspace, "batch_norm_backward")) return;
   with_storage_type(shape.type, "batch_norm_backward", [&](auto tag) {
     using T = decltype(tag);
     batch_norm_backward(stream, shape, static_cast<const T*>(x), static_cast<const T*>(y),
                         static_cast<const T*>(dy), gamma, saved_mean, saved_inv_std, relu,
-                        static_cast<T*>(dx), dgamma, dbeta, workspace);
+                        static_cast<T*>(dx), static_cast<T*>(d_residual), dgamma, dbeta, workspace);
   });
 }
 

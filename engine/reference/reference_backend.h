@@ -84,11 +84,11 @@ class ReferenceBackend final : public Backend {
   void batch_norm_forward_training(const Tensor4& shape, const void* x, const float* gamma,
                                    const float* beta, float epsilon, bool relu, void* y,
                                    float* saved_mean, float* saved_inv_std,
-                                   void* workspace) override;
+                                   void* workspace, const void* residual) override;
   void batch_norm_backward(const Tensor4& shape, const void* x, const void* y, const void* dy,
                            const float* gamma, const float* saved_mean, const float* saved_inv_std,
                            float epsilon, bool relu, void* dx, float* dgamma, float* dbeta,
-                           void* workspace) override;
+                           void* workspace, void* d_residual) override;
   size_t batch_norm_workspace_bytes(const Tensor4&) override { return 0; }
   void batch_norm_inference(const Tensor4& shape, const void* x, const InferenceNorm& norm, const void* z,
                             const InferenceNorm* z_norm, bool relu, void* y) override;

@@ -201,7 +201,7 @@ void ReferenceBackend::batch_norm_forward_training(const Tensor4& shape, const v
                                                    const float* gamma, const float* beta,
                                                    float epsilon, bool relu, void* y,
                                                    float* saved_mean, float* saved_inv_std,
-                                                   void* /*workspace*/) {
+                                                   void* /*workspace*/, const void* residual) {
   const ChannelView v = channel_view(shape);
   const double count = static_cast<double>(v.outer * v.inner);  // M = n * h * w per channel
   std::vector<double> mean(static_cast<size_t>(v.channels), 0.0);
@@ -233,10 +233,11 @@ void ReferenceBackend::batch_norm_forward_training(const Tensor4& shape, const v
       for (int c = 0; c < v.channels; ++c) {
         for (size_t i = 0; i < v.inner; ++i) {
           const size_t at = v.at(o, c, i);
-          const float normalised = static_cast<float>(
-              double(gamma[c]) * (load_as_float(T, x, at) - mean[c]) * inv_std[c] + beta[c]);
+          double value = double(gamma[c]) * (load_as_float(T, x, at) - mean[c]) * inv_std[c] + beta[c];
+          if (residual != nullptr) value += load_as_float(T, residual, at);
+          const float result = static_cast<float>(value);
           // The same comparison as relu_forward, so the fused op equals the two ops in sequence.
-          store_from_float(T, y, at, relu ? (normalised > 0.0f ? normalised : 0.0f) : normalised);
+          store_from_float(T, y, at, relu ? (result > 0.0f ? result : 0.0f) : result);
         }
       }
     }
@@ -274,7 +275,7 @@ void ReferenceBackend::batch_norm_backward(const Tensor4& shape, const void* x, 
                                            const void* dy, const float* gamma,
                                            const float* saved_mean, const float* saved_inv_std,
                                            float /*epsilon*/, bool relu, void* dx, float* dgamma,
-                                           float* dbeta, void* /*workspace*/) {
+                                           float* dbeta, void* /*workspace*/, void* d_residual) {
   // epsilon is already inside saved_inv_std; it stays in the signature for symmetry with forward.
   const ChannelView v = channel_view(shape);
   const double count = static_cast<double>(v.outer * v.inner);
@@ -297,6 +298,18 @@ void ReferenceBackend::batch_norm_backward(const Tensor4& shape, const void* x, 
           const double g = masked_dy(at);
           sum_dy[c] += g;
           sum_dy_xhat[c] += g * xhat(at, c);
+        }
+      }
+    }
+    // The residual's gradient: dy' itself (a masked 16-bit dy is exact in 16 bits). Written after
+    // the sums, before dx, so dx may still alias dy.
+    if (d_residual != nullptr) {
+      for (size_t o = 0; o < v.outer; ++o) {
+        for (int c = 0; c < v.channels; ++c) {
+          for (size_t i = 0; i < v.inner; ++i) {
+            const size_t at = v.at(o, c, i);
+            store_from_float(T, d_residual, at, static_cast<float>(masked_dy(at)));
+          }
         }
       }
     }

@@ -57,27 +57,37 @@ InferenceNorm BatchNormLayer::inference_norm(const ParameterSet& params, const L
 }
 
 void BatchNormLayer::forward(const LayerPass& pass, const int32_t*) const {
-  auto& state = static_cast<BatchNormState&>(*pass.state);
   if (!pass.training) {
-    pass.ops->batch_norm_inference(shape_, pass.x[0], inference_norm(*pass.params, state), nullptr, nullptr, relu_,
-                                   pass.y);
+    pass.ops->batch_norm_inference(shape_, pass.x[0], inference_norm(*pass.params, *pass.state), nullptr, nullptr,
+                                   relu_, pass.y);
     return;
   }
-  pass.ops->batch_norm_forward_training(shape_, pass.x[0], pass.params->parameter(gamma_id_),
-                                        pass.params->parameter(beta_id_), epsilon_, relu_, pass.y,
-                                        state.saved_mean.as<float>(),
-                                        state.saved_inv_std.as<float>(), pass.workspace);
+  forward_training(pass, *pass.state, pass.x[0], nullptr, relu_, pass.y);
 }
 
 void BatchNormLayer::backward(const LayerPass& pass, const int32_t*) const {
+  backward_training(pass, *pass.state, pass.x[0], pass.y, pass.dy, relu_, pass.dx[0], nullptr);
+}
+
+void BatchNormLayer::forward_training(const LayerPass& pass, LayerState& layer_state, const void* x,
+                                      const void* residual, bool relu, void* y) const {
+  auto& state = static_cast<BatchNormState&>(layer_state);
+  pass.ops->batch_norm_forward_training(shape_, x, pass.params->parameter(gamma_id_),
+                                        pass.params->parameter(beta_id_), epsilon_, relu, y,
+                                        state.saved_mean.as<float>(), state.saved_inv_std.as<float>(),
+                                        pass.workspace, residual);
+}
+
+void BatchNormLayer::backward_training(const LayerPass& pass, LayerState& layer_state, const void* x,
+                                       const void* y, const void* dy, bool relu, void* dx,
+                                       void* d_residual) const {
   // The backend always produces dx; a batch norm straight on the images would need a scratch.
-  if (pass.dx[0] == nullptr) throw RuntimeError(name() + ": batch norm of the network input");
-  auto& state = static_cast<BatchNormState&>(*pass.state);
-  pass.ops->batch_norm_backward(shape_, pass.x[0], pass.y, pass.dy,
-                                pass.params->parameter(gamma_id_), state.saved_mean.as<float>(),
-                                state.saved_inv_std.as<float>(), epsilon_, relu_, pass.dx[0],
+  if (dx == nullptr) throw RuntimeError(name() + ": batch norm of the network input");
+  auto& state = static_cast<BatchNormState&>(layer_state);
+  pass.ops->batch_norm_backward(shape_, x, y, dy, pass.params->parameter(gamma_id_), state.saved_mean.as<float>(),
+                                state.saved_inv_std.as<float>(), epsilon_, relu, dx,
                                 pass.params->gradient(gamma_id_), pass.params->gradient(beta_id_),
-                                pass.workspace);
+                                pass.workspace, d_residual);
 }
 
 }  // namespace dpbench

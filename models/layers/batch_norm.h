@@ -29,6 +29,14 @@ class BatchNormLayer : public Layer {
   // Inference: this layer's normalisation on one replica, from its parameters and the running
   // statistics in `state` (made by create_state).
   InferenceNorm inference_norm(const ParameterSet& params, const LayerState& state) const;
+  // Training passes for a layer that runs this batch norm inside its own pass (a ResNet block's
+  // join, models/layers/normalised_residual_add.h), on `state` made by create_state and that
+  // layer's pass: y = act(bn(x) + residual) (act: ReLU with `relu`), and backward the gradients
+  // of x, gamma and beta, and of the residual (the masked dy) into d_residual.
+  void forward_training(const LayerPass& pass, LayerState& state, const void* x, const void* residual,
+                        bool relu, void* y) const;
+  void backward_training(const LayerPass& pass, LayerState& state, const void* x, const void* y,
+                         const void* dy, bool relu, void* dx, void* d_residual) const;
 
  private:
   Tensor4 shape_;

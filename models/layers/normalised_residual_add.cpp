@@ -1,4 +1,4 @@
-// The fused inference join (see normalised_residual_add.h): one backend pass.
+// The fused join (see normalised_residual_add.h): one backend call each way.
 #include "models/layers/normalised_residual_add.h"
 
 #include "engine/errors.h"
@@ -6,7 +6,8 @@
 namespace dpbench {
 namespace {
 
-// The running statistics of the fused batch norms, one state each, as those layers make them.
+// The fused batch norms' states (batch statistics for backward, running statistics for
+// inference), one each, as those layers make them.
 struct FusedNormsState : LayerState {
   std::unique_ptr<LayerState> main, shortcut;
 };
@@ -14,13 +15,16 @@ struct FusedNormsState : LayerState {
 }  // namespace
 
 NormalisedResidualAddLayer::NormalisedResidualAddLayer(const ResidualAddLayer& add, const BatchNormLayer& main_norm,
-                                                       const BatchNormLayer* shortcut_norm)
+                                                       const BatchNormLayer* shortcut_norm, bool training)
     : Layer(add.name(), add.output_shape()),
       main_norm_(main_norm),
       shortcut_norm_(shortcut_norm),
-      relu_(add.fused_relu()) {
+      relu_(add.fused_relu()),
+      training_(training) {
   if (main_norm.fused_relu() || (shortcut_norm != nullptr && shortcut_norm->fused_relu()))
     throw RuntimeError(name() + ": a batch norm with a ReLU of its own cannot be fused into the add");
+  if (training && shortcut_norm != nullptr)
+    throw RuntimeError(name() + ": a training join fuses the main path's batch norm only");
 }
 
 std::unique_ptr<LayerState> NormalisedResidualAddLayer::create_state(Device& device, const ReplicaShard& shard) const {
@@ -32,6 +36,11 @@ std::unique_ptr<LayerState> NormalisedResidualAddLayer::create_state(Device& dev
 
 void NormalisedResidualAddLayer::forward(const LayerPass& pass, const int32_t*) const {
   const auto& state = static_cast<const FusedNormsState&>(*pass.state);
+  if (pass.training) {
+    if (!training_) throw RuntimeError(name() + ": this join was fused for inference only");
+    main_norm_.forward_training(pass, *state.main, pass.x[0], pass.x[1], relu_, pass.y);
+    return;
+  }
   const InferenceNorm main = main_norm_.inference_norm(*pass.params, *state.main);
   if (shortcut_norm_ == nullptr) {
     pass.ops->batch_norm_inference(output_shape(), pass.x[0], main, pass.x[1], nullptr, relu_, pass.y);
@@ -41,8 +50,11 @@ void NormalisedResidualAddLayer::forward(const LayerPass& pass, const int32_t*) 
   pass.ops->batch_norm_inference(output_shape(), pass.x[0], main, pass.x[1], &shortcut, relu_, pass.y);
 }
 
-void NormalisedResidualAddLayer::backward(const LayerPass&, const int32_t*) const {
-  throw RuntimeError(name() + ": the fused inference join has no backward pass");
+void NormalisedResidualAddLayer::backward(const LayerPass& pass, const int32_t*) const {
+  if (!training_) throw RuntimeError(name() + ": the join fused for inference has no backward pass");
+  const auto& state = static_cast<const FusedNormsState&>(*pass.state);
+  // dx[1] is the shortcut's gradient (or the scratch the network then adds into it).
+  main_norm_.backward_training(pass, *state.main, pass.x[0], pass.y, pass.dy, relu_, pass.dx[0], pass.dx[1]);
 }
 
 }  // namespace dpbench

@@ -106,7 +106,7 @@ std::vector<float> distinct_plane_values(const Tensor4& shape, uint64_t stream) 
 
 }  // namespace
 
-TEST_CASE("cuda batch norm matches the reference in both formats, with and without ReLU",
+TEST_CASE("cuda batch norm matches the reference in both formats, with and without ReLU and a residual",
           "[gpu]") {
   auto gpu = make_gpu();
   ReferenceBackend reference;
@@ -135,107 +135,118 @@ TEST_CASE("cuda batch norm matches the reference in both formats, with and witho
     const std::vector<float> epsilons =
         type == DataType::f32 ? std::vector<float>{1e-3f, 1.001e-5f} : std::vector<float>{1e-3f};
     for (float epsilon : epsilons) {
-      for (bool relu : {false, true}) {
-        for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
-          for (const Case& test : cases) {
-            Tensor4 shape = test.shape;
-            shape.format = format;
-            shape.type = type;
-            const std::string what = describe(shape) + " epsilon " + std::to_string(epsilon) +
-                                     (relu ? " relu" : "") + " centre " +
-                                     std::to_string(test.centre) +
-                                     (test.offset ? " misaligned" : "");
-            const int channels = shape.c;
-            const size_t count = shape.count();
-            const size_t m = count / channels;  // elements per channel
-            const std::vector<float> x = rounded(
-                type, random_vector(count, stream++, test.centre - test.half_width,
-                                    test.centre + test.half_width));
-            const std::vector<float> gamma = random_vector(channels, stream++, 0.5f, 1.5f);
-            const std::vector<float> beta = random_vector(channels, stream++, -0.5f, 0.5f);
-            const std::vector<float> dy = rounded(type, random_vector(count, stream++));
+      // A residual (a ResNet join: y = act(bn(x) + z), z's gradient the masked dy) with one epsilon.
+      for (bool residual : {false, true}) {
+        if (residual && epsilon != epsilons.front()) continue;
+        for (bool relu : {false, true}) {
+          for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
+            for (const Case& test : cases) {
+              Tensor4 shape = test.shape;
+              shape.format = format;
+              shape.type = type;
+              const std::string what = describe(shape) + " epsilon " + std::to_string(epsilon) +
+                                       (relu ? " relu" : "") + (residual ? " + z" : "") + " centre " +
+                                       std::to_string(test.centre) +
+                                       (test.offset ? " misaligned" : "");
+              const int channels = shape.c;
+              const size_t count = shape.count();
+              const size_t m = count / channels;  // elements per channel
+              const std::vector<float> x = rounded(
+                  type, random_vector(count, stream++, test.centre - test.half_width,
+                                      test.centre + test.half_width));
+              const std::vector<float> gamma = random_vector(channels, stream++, 0.5f, 1.5f);
+              const std::vector<float> beta = random_vector(channels, stream++, -0.5f, 0.5f);
+              const std::vector<float> dy = rounded(type, random_vector(count, stream++));
+              const std::vector<float> z = rounded(type, random_vector(count, stream++, -1.0f, 1.0f));
 
-            HostTensor x_ref(type, x), y_ref(type, count), dy_ref(type, dy), dx_ref(type, count);
-            std::vector<float> mean(channels), inv_std(channels), dgamma(channels),
-                dbeta(channels);
-            reference.batch_norm_forward_training(shape, x_ref.data(), gamma.data(), beta.data(),
-                                                  epsilon, relu, y_ref.data(), mean.data(),
-                                                  inv_std.data(), nullptr);
-            reference.batch_norm_backward(shape, x_ref.data(), y_ref.data(), dy_ref.data(),
-                                          gamma.data(), mean.data(), inv_std.data(), epsilon,
-                                          relu, dx_ref.data(), dgamma.data(), dbeta.data(),
-                                          nullptr);
-            const std::vector<float> y = y_ref.values();
+              HostTensor x_ref(type, x), y_ref(type, count), dy_ref(type, dy), dx_ref(type, count),
+                  z_ref(type, z), dz_ref(type, count);
+              std::vector<float> mean(channels), inv_std(channels), dgamma(channels),
+                  dbeta(channels);
+              reference.batch_norm_forward_training(shape, x_ref.data(), gamma.data(), beta.data(),
+                                                    epsilon, relu, y_ref.data(), mean.data(),
+                                                    inv_std.data(), nullptr, residual ? z_ref.data() : nullptr);
+              reference.batch_norm_backward(shape, x_ref.data(), y_ref.data(), dy_ref.data(),
+                                            gamma.data(), mean.data(), inv_std.data(), epsilon,
+                                            relu, dx_ref.data(), dgamma.data(), dbeta.data(),
+                                            nullptr, residual ? dz_ref.data() : nullptr);
+              const std::vector<float> y = y_ref.values();
 
-            const size_t offset = test.offset;
-            GpuTensor x_gpu(*gpu, type, x, offset), y_gpu(*gpu, type, count, offset),
-                dx_gpu(*gpu, type, random_vector(count, 3), offset),
-                dy_gpu(*gpu, type, dy, offset), reference_y_gpu(*gpu, type, y, offset);
-            GpuArray<float> gamma_gpu(*gpu, gamma), beta_gpu(*gpu, beta),
-                mean_gpu(*gpu, channels), inv_std_gpu(*gpu, channels),
-                reference_mean_gpu(*gpu, mean), reference_inv_std_gpu(*gpu, inv_std),
-                dgamma_gpu(*gpu, random_vector(channels, 1)),
-                dbeta_gpu(*gpu, random_vector(channels, 2));
-            GpuArray<float> workspace =
-                batch_norm_workspace(*gpu, ops.batch_norm_workspace_bytes(shape));
-            ops.batch_norm_forward_training(shape, x_gpu.data(), gamma_gpu.data(),
-                                            beta_gpu.data(), epsilon, relu, y_gpu.data(),
-                                            mean_gpu.data(), inv_std_gpu.data(), workspace.data());
-            // The backward gets the reference's statistics and output, so it is judged on its
-            // own arithmetic, and the ReLU masks agree even where an output is within rounding
-            // of 0.
-            ops.batch_norm_backward(shape, x_gpu.data(), reference_y_gpu.data(), dy_gpu.data(),
-                                    gamma_gpu.data(), reference_mean_gpu.data(),
-                                    reference_inv_std_gpu.data(), epsilon, relu, dx_gpu.data(),
-                                    dgamma_gpu.data(), dbeta_gpu.data(), workspace.data());
+              const size_t offset = test.offset;
+              GpuTensor x_gpu(*gpu, type, x, offset), y_gpu(*gpu, type, count, offset),
+                  dx_gpu(*gpu, type, random_vector(count, 3), offset),
+                  dy_gpu(*gpu, type, dy, offset), reference_y_gpu(*gpu, type, y, offset),
+                  z_gpu(*gpu, type, z, offset), dz_gpu(*gpu, type, random_vector(count, 4), offset);
+              GpuArray<float> gamma_gpu(*gpu, gamma), beta_gpu(*gpu, beta),
+                  mean_gpu(*gpu, channels), inv_std_gpu(*gpu, channels),
+                  reference_mean_gpu(*gpu, mean), reference_inv_std_gpu(*gpu, inv_std),
+                  dgamma_gpu(*gpu, random_vector(channels, 1)),
+                  dbeta_gpu(*gpu, random_vector(channels, 2));
+              GpuArray<float> workspace =
+                  batch_norm_workspace(*gpu, ops.batch_norm_workspace_bytes(shape));
+              ops.batch_norm_forward_training(shape, x_gpu.data(), gamma_gpu.data(),
+                                              beta_gpu.data(), epsilon, relu, y_gpu.data(),
+                                              mean_gpu.data(), inv_std_gpu.data(), workspace.data(),
+                                              residual ? z_gpu.data() : nullptr);
+              // The backward gets the reference's statistics and output, so it is judged on its
+              // own arithmetic, and the ReLU masks agree even where an output is within rounding
+              // of 0.
+              ops.batch_norm_backward(shape, x_gpu.data(), reference_y_gpu.data(), dy_gpu.data(),
+                                      gamma_gpu.data(), reference_mean_gpu.data(),
+                                      reference_inv_std_gpu.data(), epsilon, relu, dx_gpu.data(),
+                                      dgamma_gpu.data(), dbeta_gpu.data(), workspace.data(),
+                                      residual ? dz_gpu.data() : nullptr);
 
-            std::vector<float> dy_passed = dy;
-            if (relu) {
-              for (size_t i = 0; i < count; ++i) dy_passed[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+              std::vector<float> dy_passed = dy;
+              if (relu) {
+                for (size_t i = 0; i < count; ++i) dy_passed[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+              }
+              const BatchNormScale scale = batch_norm_scale(shape, x, dy_passed, mean, inv_std);
+              const double gamma_max = 1.5, beta_max = 0.5;
+              const double y_rtol = 4 * kEps + storage_rtol(type);
+
+              // Forward. The kernels accumulate in float only over short runs (a thread's items,
+              // then a tree of at most 8 levels in the block; the partials are combined in
+              // double), with Welford updates and Chan merges that subtract only values close to
+              // each other. Their rounding is a few eps relative to the values involved, |x| <=
+              // |mean| + a few std: eps * condition relative to the spread. delta, 32 times that,
+              // bounds the relative error of the variance and of inv_std; a naive float E[x^2] -
+              // E[x]^2 would be off by ~sqrt(m) * eps * condition^2 (~1 for centre 100).
+              const double delta = 32.0 * kEps * scale.condition;
+              // The mean: a few eps of the values averaged, and a float rounding on either side.
+              const double mean_atol = 8.0 * kEps * scale.mean_spread;
+              check_close(mean_gpu.download(), mean, mean_atol, 0.0, "saved mean " + what);
+              check_close(inv_std_gpu.download(), inv_std, 0.0, delta, "saved inv_std " + what);
+              // y = gamma * x_hat + beta (then ReLU, which is 1-Lipschitz): x_hat carries
+              // inv_std's relative error and the mean's error times inv_std; a few roundings of y
+              // itself, and in 16-bit the final rounding to the type.
+              check_close(y_gpu.values(), y,
+                          gamma_max * (delta * scale.x_hat_max + mean_atol * scale.inv_std_max) +
+                              4 * kEps * (gamma_max * scale.x_hat_max + beta_max + (residual ? 1.0 : 0.0)) +
+                              storage_atol(type),
+                          y_rtol, "batch norm y " + what);
+
+              // Backward, from the same statistics. dbeta and dgamma / inv_std are sums of m
+              // terms |dy'| and |dy' (x - mean)| <= |dy'| x_hat_max / inv_std; a float chain of at
+              // most (items per thread + 8) additions, < sqrt(m) + 16 for these shapes, rounds
+              // each by eps relative to the sum of magnitudes.
+              const double chain = std::sqrt(static_cast<double>(m)) + 16.0;
+              const double dbeta_atol = chain * kEps * scale.dy_abs_sum;
+              const double dgamma_atol = 2.0 * chain * kEps * scale.dy_abs_sum * scale.x_hat_max;
+              check_close(dbeta_gpu.download(), dbeta, dbeta_atol, 4 * kEps, "dbeta " + what);
+              check_close(dgamma_gpu.download(), dgamma, dgamma_atol, 4 * kEps, "dgamma " + what);
+              // dx = a dy' + b (x - mean) + c, a = gamma inv_std, b = -a inv_std dgamma / m,
+              // c = -a dbeta / m: b (x - mean) inherits dgamma's error times x_hat / m, c dbeta's
+              // over m; the three terms are at most a, a x_hat^2 and a, each rounded a few times.
+              const double a_max = gamma_max * scale.inv_std_max;
+              const double dx_atol =
+                  a_max * ((scale.x_hat_max * dgamma_atol + dbeta_atol) / static_cast<double>(m) +
+                           4 * kEps * (2.0 + scale.x_hat_max * scale.x_hat_max));
+              check_close(dx_gpu.values(), dx_ref.values(), dx_atol + storage_atol(type), y_rtol,
+                          "batch norm dx " + what);
+              // The residual's gradient is the masked dy itself, exact in any type.
+              if (residual) check_identical(dz_gpu.values(), dz_ref.values(), "batch norm dz " + what);
             }
-            const BatchNormScale scale = batch_norm_scale(shape, x, dy_passed, mean, inv_std);
-            const double gamma_max = 1.5, beta_max = 0.5;
-            const double y_rtol = 4 * kEps + storage_rtol(type);
-
-            // Forward. The kernels accumulate in float only over short runs (a thread's items,
-            // then a tree of at most 8 levels in the block; the partials are combined in
-            // double), with Welford updates and Chan merges that subtract only values close to
-            // each other. Their rounding is a few eps relative to the values involved, |x| <=
-            // |mean| + a few std: eps * condition relative to the spread. delta, 32 times that,
-            // bounds the relative error of the variance and of inv_std; a naive float E[x^2] -
-            // E[x]^2 would be off by ~sqrt(m) * eps * condition^2 (~1 for centre 100).
-            const double delta = 32.0 * kEps * scale.condition;
-            // The mean: a few eps of the values averaged, and a float rounding on either side.
-            const double mean_atol = 8.0 * kEps * scale.mean_spread;
-            check_close(mean_gpu.download(), mean, mean_atol, 0.0, "saved mean " + what);
-            check_close(inv_std_gpu.download(), inv_std, 0.0, delta, "saved inv_std " + what);
-            // y = gamma * x_hat + beta (then ReLU, which is 1-Lipschitz): x_hat carries
-            // inv_std's relative error and the mean's error times inv_std; a few roundings of y
-            // itself, and in 16-bit the final rounding to the type.
-            check_close(y_gpu.values(), y,
-                        gamma_max * (delta * scale.x_hat_max + mean_atol * scale.inv_std_max) +
-                            4 * kEps * (gamma_max * scale.x_hat_max + beta_max) +
-                            storage_atol(type),
-                        y_rtol, "batch norm y " + what);
-
-            // Backward, from the same statistics. dbeta and dgamma / inv_std are sums of m
-            // terms |dy'| and |dy' (x - mean)| <= |dy'| x_hat_max / inv_std; a float chain of at
-            // most (items per thread + 8) additions, < sqrt(m) + 16 for these shapes, rounds
-            // each by eps relative to the sum of magnitudes.
-            const double chain = std::sqrt(static_cast<double>(m)) + 16.0;
-            const double dbeta_atol = chain * kEps * scale.dy_abs_sum;
-            const double dgamma_atol = 2.0 * chain * kEps * scale.dy_abs_sum * scale.x_hat_max;
-            check_close(dbeta_gpu.download(), dbeta, dbeta_atol, 4 * kEps, "dbeta " + what);
-            check_close(dgamma_gpu.download(), dgamma, dgamma_atol, 4 * kEps, "dgamma " + what);
-            // dx = a dy' + b (x - mean) + c, a = gamma inv_std, b = -a inv_std dgamma / m,
-            // c = -a dbeta / m: b (x - mean) inherits dgamma's error times x_hat / m, c dbeta's
-            // over m; the three terms are at most a, a x_hat^2 and a, each rounded a few times.
-            const double a_max = gamma_max * scale.inv_std_max;
-            const double dx_atol =
-                a_max * ((scale.x_hat_max * dgamma_atol + dbeta_atol) / static_cast<double>(m) +
-                         4 * kEps * (2.0 + scale.x_hat_max * scale.x_hat_max));
-            check_close(dx_gpu.values(), dx_ref.values(), dx_atol + storage_atol(type), y_rtol,
-                        "batch norm dx " + what);
           }
         }
       }
@@ -330,10 +341,10 @@ TEST_CASE("cuda batch norm: dx may alias dy, and the passes replay as a CUDA gra
       auto step = [&](void* dx) {
         ops.batch_norm_forward_training(shape, x_gpu.data(), gamma_gpu.data(), beta_gpu.data(),
                                         1e-5f, true, y_gpu.data(), mean_gpu.data(),
-                                        inv_std_gpu.data(), workspace.data());
+                                        inv_std_gpu.data(), workspace.data(), nullptr);
         ops.batch_norm_backward(shape, x_gpu.data(), y_gpu.data(), dy_gpu.data(), gamma_gpu.data(),
                                 mean_gpu.data(), inv_std_gpu.data(), 1e-5f, true, dx,
-                                dgamma_gpu.data(), dbeta_gpu.data(), workspace.data());
+                                dgamma_gpu.data(), dbeta_gpu.data(), workspace.data(), nullptr);
       };
       // Eager: the work is split by shape alone and summed in a fixed order, so a second run
       // gives the same bits.
@@ -367,7 +378,7 @@ TEST_CASE("cuda batch norm: dx may alias dy, and the passes replay as a CUDA gra
       GpuTensor eager_y(*gpu, type, count);
       ops.batch_norm_forward_training(shape, x_gpu.data(), gamma_gpu.data(), beta_gpu.data(),
                                       1e-5f, true, eager_y.data(), mean_gpu.data(),
-                                      inv_std_gpu.data(), workspace.data());
+                                      inv_std_gpu.data(), workspace.data(), nullptr);
       check_same_values(replayed_y, eager_y.values(), "graph replay with new x " + what);
     }
   }

@@ -13,6 +13,7 @@
 #include "engine/errors.h"
 #include "cli/run_config.h"
 #include "models/cnn_model.h"
+#include "models/layers/normalised_residual_add.h"
 #include "models/model_registry.h"
 #include "tests/host/test_support.h"
 
@@ -120,12 +121,26 @@ TEST_CASE("initial parameters do not depend on the data format", "[cnn_models]")
 TEST_CASE("the network plans in-place buffers and gradient accumulation", "[cnn_models]") {
   const auto resnet = build("resnet50");
   const dpbench::Network& net = network_of(*resnet);
-  // bn3 -> add (with its ReLU) share one buffer. The block input feeds conv1 and the add (or the
+  // Each block's bn3 runs inside its join (models/layers/normalised_residual_add.h): the bn3 node
+  // is fused away and has no buffers, the join reads conv3's output and writes a buffer of its
+  // own (backward reads conv3's output back). The block input feeds conv1 and the add (or the
   // downsample conv and conv1): the last reader writes its gradient, the conv before it adds to
   // it with beta = 1, so ResNet needs no scratch at all.
   const dpbench::TensorId bn3 = net.find("layer1.1.bn3"), add = net.find("layer1.1.add");
-  CHECK(net.value_buffer(add) == net.value_buffer(bn3));
-  CHECK(net.gradient_buffer(add) == net.gradient_buffer(bn3));
+  const dpbench::TensorId conv3 = net.find("layer1.1.conv3");
+  CHECK(net.value_buffer(bn3) == -1);
+  CHECK(net.gradient_buffer(bn3) == -1);
+  CHECK(net.value_buffer(add) != net.value_buffer(conv3));
+  int joins = 0, fused_away = 0;
+  for (const dpbench::Network::Node& node : net.nodes()) {
+    fused_away += node.fused_away ? 1 : 0;
+    if (dynamic_cast<const dpbench::NormalisedResidualAddLayer*>(node.layer.get()) != nullptr) {
+      ++joins;
+      CHECK(node.inputs[0] == net.find(node.layer->name().substr(0, node.layer->name().size() - 3) + "conv3"));
+    }
+  }
+  CHECK(joins == 16);  // 3 + 4 + 6 + 3 bottlenecks
+  CHECK(fused_away == 16);
   for (const dpbench::Network::Node& node : net.nodes()) {
     if (node.layer->name() == "layer1.1.conv1" || node.layer->name() == "layer2.0.downsample.0")
       CHECK(node.accumulate == std::vector<bool>{true});
@@ -135,8 +150,7 @@ TEST_CASE("the network plans in-place buffers and gradient accumulation", "[cnn_
   // input: bn1's output must not be overwritten.
   CHECK_THROWS_AS(net.find("relu"), dpbench::RuntimeError);
   CHECK(net.value_buffer(net.find("maxpool")) != net.value_buffer(net.find("bn1")));
-  // A fused batch norm + ReLU's backward reads its output, so nothing after it runs in place;
-  // bn3 (no ReLU) is still overwritten by the in-place add checked above.
+  // A fused batch norm + ReLU's backward reads its output, so nothing after it runs in place.
   std::map<dpbench::TensorId, const dpbench::Layer*> producer_of;
   for (const dpbench::Network::Node& node : net.nodes()) producer_of[node.output] = node.layer.get();
   for (const dpbench::Network::Node& node : net.nodes()) {
@@ -165,8 +179,9 @@ namespace {
 
 // A small graph with every layer kind and every kind of edge: a tensor read by three nodes
 // (gradient accumulation, by convolutions with beta = 1 and through scratch for the pooling),
-// branches joined by concat, an in-place residual add fused with its ReLU. With `fused`, bn1's
-// ReLU is fused into it; the parameters are the same either way.
+// branches joined by concat, a residual add with its ReLU whose main path is a batch norm (which
+// the add then runs, models/layers/normalised_residual_add.h). With `fused`, bn1's ReLU is fused
+// into it; the parameters are the same either way.
 dpbench::TensorId build_tiny_graph(dpbench::Network& net, dpbench::TensorId images, bool fused) {
   using namespace dpbench;
   auto conv = [&](TensorId x, const std::string& name, int out, int kernel, bool bias) {
@@ -185,7 +200,8 @@ dpbench::TensorId build_tiny_graph(dpbench::Network& net, dpbench::TensorId imag
                                                               1, Padding::explicit_symmetric, 1});
   const TensorId b = conv(pooled, "branch_b", 4, 1, false);
   const TensorId shortcut = conv(r1, "shortcut", 8, 1, false);
-  TensorId x = net.add(net.concat({a, b}, "concat"), shortcut, "add", /*relu=*/true);
+  const TensorId joined = net.batch_norm(net.concat({a, b}, "concat"), "bn2", 1e-5f);
+  TensorId x = net.add(joined, shortcut, "add", /*relu=*/true);
   x = net.pool(x, "max_pool", PoolOptions{PoolMode::max, 2, 2, Padding::valid, 0});  // (n, 8, 4, 4)
   x = net.dropout(x, "dropout", 0.25f);
   return net.fully_connected(x, "fc", 4);
@@ -217,6 +233,9 @@ TEST_CASE("backward through the graph matches finite differences of the loss", "
       for (const dpbench::Network::Node& node : model.network().nodes()) {
         if (node.layer->name() == "branch_a") CHECK(node.accumulate == std::vector<bool>{true});
         if (node.layer->name() == "shortcut") CHECK(node.accumulate == std::vector<bool>{false});
+        if (node.layer->name() == "add")
+          CHECK(dynamic_cast<const dpbench::NormalisedResidualAddLayer*>(node.layer.get()) != nullptr);
+        CHECK(node.fused_away == (node.layer->name() == "bn2"));
       }
 
       std::unique_ptr<dpbench::Device> device = dpbench::create_reference_device(0);

@@ -109,7 +109,7 @@ std::vector<float> check_batch_norm_gradient(const Tensor4& t, std::vector<float
   std::vector<float> y(t.count()), mean(t.c), inv_std(t.c);
   auto loss = [&] {
     ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, relu,
-                                    y.data(), mean.data(), inv_std.data(), nullptr);
+                                    y.data(), mean.data(), inv_std.data(), nullptr, nullptr);
     return weighted_sum(y, weights);
   };
   loss();
@@ -117,7 +117,7 @@ std::vector<float> check_batch_norm_gradient(const Tensor4& t, std::vector<float
   std::vector<float> dx(t.count()), dgamma(t.c), dbeta(t.c);
   ops.batch_norm_backward(t, x.data(), y.data(), weights.data(), gamma.data(), mean.data(),
                           inv_std.data(), epsilon, relu, dx.data(), dgamma.data(), dbeta.data(),
-                          nullptr);
+                          nullptr, nullptr);
   std::vector<double> fd_x(x.size()), fd_gamma(t.c), fd_beta(t.c);
   for (size_t i = 0; i < x.size(); ++i) fd_x[i] = finite_difference(x[i], 1.0 / 64, loss);
   for (int c = 0; c < t.c; ++c) {
@@ -180,14 +180,14 @@ TEST_CASE("reference batch norm: forward statistics by hand", "[reference_cnn]")
   const std::vector<float> x = {1, 2, 3, 4}, gamma = {2}, beta = {0.5f};
   std::vector<float> y(4), mean(1), inv_std(1);
   ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), 0.0f, /*relu=*/false,
-                                  y.data(), mean.data(), inv_std.data(), nullptr);
+                                  y.data(), mean.data(), inv_std.data(), nullptr, nullptr);
   const double s = 1.0 / std::sqrt(1.25);
   CHECK(mean[0] == 2.5f);
   CHECK(inv_std[0] == Approx(s).epsilon(1e-7));
   check_close(y, std::vector<double>{0.5 - 3 * s, 0.5 - s, 0.5 + s, 0.5 + 3 * s}, 0, 1e-6, "y");
   // The fused ReLU zeroes the two negative outputs (0.5 - s < 0) and keeps the rest.
   ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), 0.0f, /*relu=*/true,
-                                  y.data(), mean.data(), inv_std.data(), nullptr);
+                                  y.data(), mean.data(), inv_std.data(), nullptr, nullptr);
   check_close(y, std::vector<double>{0, 0, 0.5 + s, 0.5 + 3 * s}, 0, 1e-6, "y with relu");
   CHECK(ops.batch_norm_workspace_bytes(t) == 0);
 }
@@ -205,7 +205,7 @@ TEST_CASE("reference batch norm: forward and backward match the definition", "[r
       const std::vector<float> dy = random_values(t.count(), 34);
       std::vector<float> y(t.count()), mean(t.c), inv_std(t.c);
       ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, relu,
-                                      y.data(), mean.data(), inv_std.data(), nullptr);
+                                      y.data(), mean.data(), inv_std.data(), nullptr, nullptr);
       BatchNormExpected e = direct_batch_norm(t, x, gamma, beta, epsilon);
       if (relu) {
         for (double& value : e.y) value = std::max(value, 0.0);
@@ -218,7 +218,7 @@ TEST_CASE("reference batch norm: forward and backward match the definition", "[r
       std::vector<float> dx(t.count()), dgamma(t.c), dbeta(t.c);
       ops.batch_norm_backward(t, x.data(), y.data(), dy.data(), gamma.data(), mean.data(),
                               inv_std.data(), epsilon, relu, dx.data(), dgamma.data(),
-                              dbeta.data(), nullptr);
+                              dbeta.data(), nullptr, nullptr);
       // The documented formula, from the saved float statistics, in double; with relu the
       // gradient only passes where the output is positive.
       const double m = double(t.n) * t.h * t.w;
@@ -521,12 +521,12 @@ TEST_CASE("reference batch norm in fp16 and bf16: fp32 statistics of the stored 
 
         std::vector<float> y(t.count()), mean(t.c), inv_std(t.c);
         ops.batch_norm_forward_training(t32, x.data(), gamma.data(), beta.data(), epsilon, relu,
-                                        y.data(), mean.data(), inv_std.data(), nullptr);
+                                        y.data(), mean.data(), inv_std.data(), nullptr, nullptr);
         REQUIRE(changed_by_rounding(type, y) > y.size() / 4);
         TypedBuffer y16(type, t.count(), 0.0f);
         std::vector<float> mean16(t.c), inv_std16(t.c);
         ops.batch_norm_forward_training(t, x16.data(), gamma.data(), beta.data(), epsilon, relu,
-                                        y16.data(), mean16.data(), inv_std16.data(), nullptr);
+                                        y16.data(), mean16.data(), inv_std16.data(), nullptr, nullptr);
         check_same_bits(mean16, mean, "saved_mean");
         check_same_bits(inv_std16, inv_std, "saved_inv_std");
         check_same_bits(y16.values(), rounded(type, y), "y");
@@ -536,13 +536,13 @@ TEST_CASE("reference batch norm in fp16 and bf16: fp32 statistics of the stored 
         std::vector<float> dx(t.count()), dgamma(t.c), dbeta(t.c);
         ops.batch_norm_backward(t32, x.data(), stored_y.data(), dy.data(), gamma.data(),
                                 mean.data(), inv_std.data(), epsilon, relu, dx.data(),
-                                dgamma.data(), dbeta.data(), nullptr);
+                                dgamma.data(), dbeta.data(), nullptr, nullptr);
         REQUIRE(changed_by_rounding(type, dx) > dx.size() / 4);
         TypedBuffer dx16(type, t.count(), 0.0f);
         std::vector<float> dgamma16(t.c), dbeta16(t.c);
         ops.batch_norm_backward(t, x16.data(), y16.data(), dy16.data(), gamma.data(),
                                 mean16.data(), inv_std16.data(), epsilon, relu, dx16.data(),
-                                dgamma16.data(), dbeta16.data(), nullptr);
+                                dgamma16.data(), dbeta16.data(), nullptr, nullptr);
         check_same_bits(dx16.values(), rounded(type, dx), "dx");
         check_same_bits(dgamma16, dgamma, "dgamma");
         check_same_bits(dbeta16, dbeta, "dbeta");
@@ -551,7 +551,7 @@ TEST_CASE("reference batch norm in fp16 and bf16: fp32 statistics of the stored 
         TypedBuffer in_place = dy16;
         ops.batch_norm_backward(t, x16.data(), y16.data(), in_place.data(), gamma.data(),
                                 mean16.data(), inv_std16.data(), epsilon, relu, in_place.data(),
-                                dgamma16.data(), dbeta16.data(), nullptr);
+                                dgamma16.data(), dbeta16.data(), nullptr, nullptr);
         check_same_bits(in_place.values(), dx16.values(), "dx in place");
       }
     }
@@ -575,10 +575,10 @@ TEST_CASE("reference batch norm: the fused ReLU equals batch norm then ReLU, bit
 
       TypedBuffer bn(type, n, 0.0f), separate_y(type, n, 0.0f), fused_y(type, n, 0.0f);
       ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, false,
-                                      bn.data(), mean.data(), inv_std.data(), nullptr);
+                                      bn.data(), mean.data(), inv_std.data(), nullptr, nullptr);
       ops.relu_forward(type, bn.data(), separate_y.data(), n);
       ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, true,
-                                      fused_y.data(), mean.data(), inv_std.data(), nullptr);
+                                      fused_y.data(), mean.data(), inv_std.data(), nullptr, nullptr);
       check_same_bits(fused_y.values(), separate_y.values(), "forward");
 
       TypedBuffer relu_dx(type, n, 0.0f), separate_dx(type, n, 0.0f), fused_dx(type, n, 0.0f);
@@ -586,10 +586,10 @@ TEST_CASE("reference batch norm: the fused ReLU equals batch norm then ReLU, bit
       ops.relu_backward(type, separate_y.data(), dy.data(), relu_dx.data(), n);
       ops.batch_norm_backward(t, x.data(), bn.data(), relu_dx.data(), gamma.data(), mean.data(),
                               inv_std.data(), epsilon, false, separate_dx.data(), dgamma.data(),
-                              dbeta.data(), nullptr);
+                              dbeta.data(), nullptr, nullptr);
       ops.batch_norm_backward(t, x.data(), fused_y.data(), dy.data(), gamma.data(), mean.data(),
                               inv_std.data(), epsilon, true, fused_dx.data(), fused_dgamma.data(),
-                              fused_dbeta.data(), nullptr);
+                              fused_dbeta.data(), nullptr, nullptr);
       check_same_bits(fused_dx.values(), separate_dx.values(), "dx");
       check_same_bits(fused_dgamma, dgamma, "dgamma");
       check_same_bits(fused_dbeta, dbeta, "dbeta");
@@ -598,8 +598,71 @@ TEST_CASE("reference batch norm: the fused ReLU equals batch norm then ReLU, bit
       TypedBuffer in_place = dy;
       ops.batch_norm_backward(t, x.data(), fused_y.data(), in_place.data(), gamma.data(),
                               mean.data(), inv_std.data(), epsilon, true, in_place.data(),
-                              fused_dgamma.data(), fused_dbeta.data(), nullptr);
+                              fused_dgamma.data(), fused_dbeta.data(), nullptr, nullptr);
       check_same_bits(in_place.values(), fused_dx.values(), "dx in place");
+    }
+  }
+}
+
+TEST_CASE("reference batch norm with a residual equals batch norm then the residual add", "[reference_cnn]") {
+  // A ResNet join in one op: y = act(bn(x) + z), rounded once; backward, z's gradient is the
+  // masked dy and dx what batch norm's backward makes of it, exactly as the add's backward and
+  // then batch norm's would (the same masked values go in).
+  ReferenceBackend ops;
+  const float epsilon = 1e-5f;
+  for (DataType type : {DataType::f32, DataType::f16, DataType::bf16}) {
+    for (DataFormat format : kFormats) {
+      for (bool relu : {false, true}) {
+        INFO(data_type_name(type) << " " << data_format_name(format) << (relu ? " relu" : ""));
+        const Tensor4 t = with_type(Tensor4{2, 5, 3, 4, format}, type);
+        const size_t n = t.count();
+        const TypedBuffer x(type, random_values(n, 81, -1.0f, 2.0f));
+        const TypedBuffer z(type, random_values(n, 82, -1.0f, 1.0f));
+        const TypedBuffer dy(type, random_values(n, 83));
+        const std::vector<float> gamma = random_values(t.c, 84, 0.5f, 1.5f);
+        const std::vector<float> beta = random_values(t.c, 85);
+        std::vector<float> mean(t.c), inv_std(t.c), joined_mean(t.c), joined_inv_std(t.c);
+
+        TypedBuffer bn(type, n, 0.0f), separate_y(type, n, 0.0f), joined_y(type, n, 0.0f);
+        ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, false, bn.data(),
+                                        mean.data(), inv_std.data(), nullptr, nullptr);
+        ops.add_tensors(type, bn.data(), z.data(), separate_y.data(), n, relu);
+        ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, relu, joined_y.data(),
+                                        joined_mean.data(), joined_inv_std.data(), nullptr, z.data());
+        check_same_bits(joined_mean, mean, "saved_mean");
+        check_same_bits(joined_inv_std, inv_std, "saved_inv_std");
+        // One rounding instead of two (bn's, then the sum's): within one unit of the type.
+        const double unit = type == DataType::f32 ? 1e-6 : type == DataType::f16 ? 0x1p-10 : 0x1p-7;
+        const std::vector<float> joined = joined_y.values(), separate = separate_y.values();
+        for (size_t i = 0; i < n; ++i) {
+          INFO("element " << i);
+          CHECK(std::fabs(double(joined[i]) - separate[i]) <= unit * (1.0 + std::fabs(double(separate[i]))));
+          if (relu) CHECK(joined[i] >= 0.0f);
+        }
+
+        // Backward from the joined y (its mask), both ways.
+        TypedBuffer dz_add(type, n, 7.0f), dbn(type, n, 7.0f), separate_dx(type, n, 0.0f);
+        TypedBuffer joined_dx(type, n, 0.0f), joined_dz(type, n, 7.0f);
+        std::vector<float> dgamma(t.c), dbeta(t.c), joined_dgamma(t.c), joined_dbeta(t.c);
+        ops.add_tensors_backward(type, joined_y.data(), dy.data(), relu, dbn.data(), dz_add.data(), n);
+        ops.batch_norm_backward(t, x.data(), bn.data(), dbn.data(), gamma.data(), mean.data(), inv_std.data(),
+                                epsilon, false, separate_dx.data(), dgamma.data(), dbeta.data(), nullptr, nullptr);
+        ops.batch_norm_backward(t, x.data(), joined_y.data(), dy.data(), gamma.data(), mean.data(), inv_std.data(),
+                                epsilon, relu, joined_dx.data(), joined_dgamma.data(), joined_dbeta.data(), nullptr,
+                                joined_dz.data());
+        check_same_bits(joined_dz.values(), dz_add.values(), "dz");
+        check_same_bits(joined_dx.values(), separate_dx.values(), "dx");
+        check_same_bits(joined_dgamma, dgamma, "dgamma");
+        check_same_bits(joined_dbeta, dbeta, "dbeta");
+
+        // dx may alias dy with the residual's gradient written too.
+        TypedBuffer in_place = dy, in_place_dz(type, n, 7.0f);
+        ops.batch_norm_backward(t, x.data(), joined_y.data(), in_place.data(), gamma.data(), mean.data(),
+                                inv_std.data(), epsilon, relu, in_place.data(), joined_dgamma.data(),
+                                joined_dbeta.data(), nullptr, in_place_dz.data());
+        check_same_bits(in_place.values(), separate_dx.values(), "dx in place");
+        check_same_bits(in_place_dz.values(), dz_add.values(), "dz with dx in place");
+      }
     }
   }
 }
@@ -622,17 +685,17 @@ TEST_CASE("reference batch norm in fp16: the ReLU mask is the rounded y", "[refe
     std::vector<float> y(t.count()), mean(t.c), inv_std(t.c), dx(t.count()), dgamma(t.c),
         dbeta(t.c);
     ops.batch_norm_forward_training(t32, x.data(), gamma.data(), beta.data(), epsilon, true,
-                                    y.data(), mean.data(), inv_std.data(), nullptr);
+                                    y.data(), mean.data(), inv_std.data(), nullptr, nullptr);
     ops.batch_norm_backward(t32, x.data(), y.data(), dy.data(), gamma.data(), mean.data(),
                             inv_std.data(), epsilon, true, dx.data(), dgamma.data(), dbeta.data(),
-                            nullptr);
+                            nullptr, nullptr);
     TypedBuffer y16(DataType::f16, t.count(), 0.0f), dx16(DataType::f16, t.count(), 1.0f);
     std::vector<float> dgamma16(t.c), dbeta16(t.c);
     ops.batch_norm_forward_training(t, x16.data(), gamma.data(), beta.data(), epsilon, true,
-                                    y16.data(), mean.data(), inv_std.data(), nullptr);
+                                    y16.data(), mean.data(), inv_std.data(), nullptr, nullptr);
     ops.batch_norm_backward(t, x16.data(), y16.data(), dy16.data(), gamma.data(), mean.data(),
                             inv_std.data(), epsilon, true, dx16.data(), dgamma16.data(),
-                            dbeta16.data(), nullptr);
+                            dbeta16.data(), nullptr, nullptr);
     const std::vector<float> stored_y = y16.values(), stored_dx = dx16.values();
     size_t fp32_positive = 0, fp16_positive = 0, fp16_passed = 0;
     for_each_element(t, [&](int b, int c, int h, int w) {
