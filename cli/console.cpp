@@ -140,10 +140,11 @@ std::string describe_math_paths(const nlohmann::json& paths) {
   std::string text;
   if (paths.contains("convolutions") && paths["convolutions"].value("shapes", 0) > 0) {
     const nlohmann::json& c = paths["convolutions"];
-    text += fmt::format("; convolutions ({}): fused bias + ReLU {}, graph API forward {}, backward data {}, "
-                        "backward filter {}, the rest cuDNN's classic API",
+    text += fmt::format("; convolutions ({}): fused bias + ReLU {}, graph API forward {}, backward data {} "
+                        "(accumulating {}), backward filter {}, the rest cuDNN's classic API",
                         counted(c.value("shapes", 0), "shape"), c.value("fused_bias_relu", 0), c.value("graph_api_forward", 0),
-                        c.value("graph_api_backward_data", 0), c.value("graph_api_backward_filter", 0));
+                        c.value("graph_api_backward_data", 0), c.value("graph_api_backward_data_accumulating", 0),
+                        c.value("graph_api_backward_filter", 0));
   }
   if (paths.contains("lstm") && paths["lstm"].value("shapes", 0) > 0) {
     std::string algorithms;

@@ -218,6 +218,10 @@ class CudaBackend final : public Backend {
   // only matters when the geometry is new.
   ConvPlan& conv_plan(const ConvGeometry& g, bool benchmark);
   void choose_conv_algorithms(const ConvGeometry& g, ConvPlan& plan, bool benchmark);
+  // Once per geometry, at its first accumulating backward-data call outside a capture: whether
+  // the graph API's accumulating plan, within `workspace_bytes`, beats the classic beta = 1
+  // (Note [convolution paths] in cuda_conv_ops.cpp). Synchronises the stream.
+  void decide_graph_accumulate(const ConvGeometry& g, ConvPlan& plan, size_t workspace_bytes);
   // The graph-API convolutions of this stream, made on first use with the current TF32 choice.
   CudnnGraphConvolutions& graph_convolutions();
   PoolPlan& pool_plan(const PoolGeometry& g);

@@ -29,7 +29,8 @@ void set_lstm_algorithm(Device& device, const std::string& name);
 
 // Which kernels the compute stream's prepared plans run, for the result (summary.math_paths):
 //   {"convolutions": {"shapes", "graph_api_forward", "fused_bias_relu", "graph_api_backward_data",
-//                     "graph_api_backward_filter"}  (counts of shapes; the rest run the classic API),
+//                     "graph_api_backward_data_accumulating", "graph_api_backward_filter"}
+//                    (counts of shapes; the rest run the classic API),
 //    "lstm": {"shapes", "algorithms": {name: shapes}}}
 // Throws RuntimeError unless `device` is a CUDA device.
 nlohmann::json math_paths(Device& device);

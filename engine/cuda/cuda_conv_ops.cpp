@@ -178,8 +178,10 @@ void make_search_buffers(cudaStream_t stream, const ConvGeometry& g, SearchBuffe
 // Each pass runs through the classic API (cudnnConvolutionForward and its backward twins, the
 // algorithm found by cudnnFind*) or through cuDNN's graph API (CudnnGraphConvolutions, whose
 // engines include the sm_90 kernels and runtime-fused ones the classic API cannot reach): both
-// are timed on the same scratch tensors and the faster kept, per pass. Accumulating backward-data
-// passes (a tensor read by two layers) stay classic (beta = 1). The forward with a bias and ReLU
+// are timed on the same scratch tensors and the faster kept, per pass. An accumulating
+// backward-data pass (a tensor read by two layers) is decided at its first call, in the eager
+// first step: the graph API's accumulating plan (beta = 1, or a fused add) against the classic
+// chosen algorithm with beta = 1, timed on scratch, within the workspace that call has. The forward with a bias and ReLU
 // (conv2d_forward_bias) runs as one fused graph kernel where that beats the chosen forward plus
 // the bias pass, both timed. Deterministic runs and --cudnn_benchmark=false time nothing and keep
 // the classic heuristics' choices.
@@ -302,6 +304,24 @@ void require_workspace(const ConvPlan& plan, const void* workspace, size_t works
   }
 }
 
+// Milliseconds of one run of `work` on `stream`, after one untimed run.
+template <typename Work>
+float timed_on_stream(cudaStream_t stream, Work work) {
+  work();
+  cudaEvent_t start, stop;
+  DPB_CUDA_CHECK(cudaEventCreate(&start));
+  DPB_CUDA_CHECK(cudaEventCreate(&stop));
+  DPB_CUDA_CHECK(cudaEventRecord(start, stream));
+  work();
+  DPB_CUDA_CHECK(cudaEventRecord(stop, stream));
+  DPB_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0.0f;
+  DPB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(stop);
+  return ms;
+}
+
 }  // namespace
 
 void CudaBackend::choose_conv_algorithms(const ConvGeometry& g, ConvPlan& plan, bool benchmark) {
@@ -342,12 +362,13 @@ size_t CudaBackend::conv2d_workspace_bytes(const ConvGeometry& g) {
 }
 
 nlohmann::json CudaBackend::math_paths() const {
-  int shapes = 0, forward = 0, fused = 0, backward_data = 0, backward_filter = 0;
+  int shapes = 0, forward = 0, fused = 0, backward_data = 0, backward_data_accumulating = 0, backward_filter = 0;
   for (const auto& [key, plan] : plans_->convolutions) {
     ++shapes;
     forward += plan.graph_forward;
     fused += plan.fused_bias_relu;
     backward_data += plan.graph_backward_data;
+    backward_data_accumulating += plan.graph_backward_data_accumulate;
     backward_filter += plan.graph_backward_filter;
   }
   nlohmann::json lstm = {{"shapes", rnn_plans_->plans.size()}, {"algorithms", nlohmann::json::object()}};
@@ -357,7 +378,9 @@ nlohmann::json CudaBackend::math_paths() const {
   }
   return {{"convolutions",
            {{"shapes", shapes}, {"graph_api_forward", forward}, {"fused_bias_relu", fused},
-            {"graph_api_backward_data", backward_data}, {"graph_api_backward_filter", backward_filter}}},
+            {"graph_api_backward_data", backward_data},
+            {"graph_api_backward_data_accumulating", backward_data_accumulating},
+            {"graph_api_backward_filter", backward_filter}}},
           {"lstm", lstm}};
 }
 
@@ -382,18 +405,9 @@ size_t CudaBackend::conv2d_bias_workspace_bytes(const ConvGeometry& g, bool relu
   bias.allocate(sizeof(float) * static_cast<size_t>(g.output.c));
   DPB_CUDA_CHECK(cudaMemsetAsync(bias.data(), 0, bias.bytes(), stream_));
   // What the fused kernel replaces: the chosen forward (timed by the search) and the bias pass.
-  cudaEvent_t start, stop;
-  DPB_CUDA_CHECK(cudaEventCreate(&start));
-  DPB_CUDA_CHECK(cudaEventCreate(&stop));
-  add_channel_bias(g.output, buffers.y.data(), static_cast<const float*>(bias.data()), true);  // warm-up
-  DPB_CUDA_CHECK(cudaEventRecord(start, stream_));
-  add_channel_bias(g.output, buffers.y.data(), static_cast<const float*>(bias.data()), true);
-  DPB_CUDA_CHECK(cudaEventRecord(stop, stream_));
-  DPB_CUDA_CHECK(cudaEventSynchronize(stop));
-  float bias_ms = 0.0f;
-  DPB_CUDA_CHECK(cudaEventElapsedTime(&bias_ms, start, stop));
-  (void)cudaEventDestroy(start);
-  (void)cudaEventDestroy(stop);
+  const float bias_ms = timed_on_stream(stream_, [&] {
+    add_channel_bias(g.output, buffers.y.data(), static_cast<const float*>(bias.data()), true);
+  });
   try {
     const size_t bytes = graph_convolutions().prepare(
         g, ConvPass::forward, ConvEpilogue::bias_relu, buffers.workspace.bytes(), buffers.x.data(),
@@ -447,14 +461,53 @@ void CudaBackend::conv2d_forward(const ConvGeometry& g, const void* x, const voi
                                           workspace, workspace_bytes, &zero, plan.output.get(), y));
 }
 
+void CudaBackend::decide_graph_accumulate(const ConvGeometry& g, ConvPlan& plan, size_t workspace_bytes) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  DPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
+  if (plan.graph_accumulate_decided || !cudnn_benchmark_ || deterministic_ || capture != cudaStreamCaptureStatusNone)
+    return;
+  plan.graph_accumulate_decided = true;
+  SearchBuffers buffers;
+  make_search_buffers(stream_, g, buffers);
+  const size_t limit = std::min(workspace_bytes, buffers.workspace.bytes());
+  const float one = 1.0f;
+  const float classic_ms = timed_on_stream(stream_, [&] {
+    DPB_CUDNN_CHECK(cudnnConvolutionBackwardData(
+        cudnn_, &one, plan.filter.get(), buffers.w.data(), plan.output.get(), buffers.y.data(),
+        plan.convolution.get(), plan.backward_data_algorithm, buffers.workspace.data(), limit, &one,
+        plan.input.get(), buffers.x.data()));
+  });
+  try {
+    const size_t bytes = graph_convolutions().prepare(g, ConvPass::backward_data, ConvEpilogue::accumulate, limit,
+                                                      buffers.x.data(), buffers.w.data(), buffers.y.data(), nullptr,
+                                                      buffers.workspace.data());
+    if (graph_convolutions().timed_milliseconds(g, ConvPass::backward_data, ConvEpilogue::accumulate) < classic_ms) {
+      plan.graph_backward_data_accumulate = true;
+      plan.graph_accumulate_workspace_bytes = bytes;
+    }
+  } catch (const GraphConvolutionUnsupported&) {
+    // No accumulating graph engine for this shape: beta = 1 on the classic algorithm it is.
+  }
+  // The scratch is freed on return; nothing queued may still be using it.
+  DPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
 void CudaBackend::conv2d_backward_data(const ConvGeometry& g, const void* dy, const void* w,
                                        void* dx, void* workspace, size_t workspace_bytes,
                                        bool accumulate) {
-  const ConvPlan& plan = conv_plan(g, /*benchmark=*/false);
+  ConvPlan& plan = conv_plan(g, /*benchmark=*/false);
   require_workspace(plan, workspace, workspace_bytes, "conv2d_backward_data");
   if (plan.graph_backward_data && !accumulate && graph_aligned({dy, w, dx, workspace})) {
     graph_convolutions().backward_data(g, dy, w, dx, workspace, workspace_bytes);
     return;
+  }
+  if (accumulate) {
+    decide_graph_accumulate(g, plan, workspace_bytes);
+    if (plan.graph_backward_data_accumulate && workspace_bytes >= plan.graph_accumulate_workspace_bytes &&
+        graph_aligned({dy, w, dx, workspace})) {
+      graph_convolutions().backward_data(g, dy, w, dx, workspace, workspace_bytes, /*accumulate=*/true);
+      return;
+    }
   }
   // beta = 1 folds a second reader's gradient into the tensor's, with no scratch or extra pass;
   // in 16-bit the blend happens in fp32 before the one rounding of the result.

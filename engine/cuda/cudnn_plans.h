@@ -33,6 +33,11 @@ struct ConvPlan {
   // The forward with its bias and ReLU as one graph-API kernel (conv2d_forward_bias); decided
   // once, by conv2d_bias_workspace_bytes.
   bool fused_bias_relu = false, fused_bias_relu_decided = false;
+  // The accumulating backward-data pass (dx += dgrad, a tensor two layers read) through the graph
+  // API; decided at its first call (decide_graph_accumulate in cuda_conv_ops.cpp). Its workspace
+  // stays out of workspace_bytes(): it was chosen to fit the workspace the layers already had.
+  bool graph_backward_data_accumulate = false, graph_accumulate_decided = false;
+  size_t graph_accumulate_workspace_bytes = 0;
   size_t graph_workspace_bytes = 0;  // the largest of the graph passes' in use
   float forward_ms = 0.0f;           // the chosen forward's timed run (0: not timed)
 
