@@ -2,6 +2,7 @@
 #include "reports/table_cells.h"
 
 #include <cmath>
+#include <cstdio>
 
 namespace dpbench {
 namespace {
@@ -21,14 +22,22 @@ std::string markdown_row(const std::vector<std::string>& cells) {
   return line + "\n";
 }
 
-std::string right_aligned_rule(size_t columns) {
+std::string right_aligned_rule(size_t columns) { return alignment_rule(std::string(columns, 'r')); }
+
+std::string alignment_rule(const std::string& alignments) {
   std::string line = "|";
-  for (size_t i = 0; i < columns; ++i) line += "---:|";
+  for (char alignment : alignments) line += alignment == 'l' ? "---|" : "---:|";
   return line + "\n";
 }
 
 std::string count_of(size_t count, const std::string& noun, const std::string& plural_noun) {
   return std::to_string(count) + " " + (count == 1 ? noun : plural_noun.empty() ? noun + "s" : plural_noun);
+}
+
+std::string percent_text(double pct) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g%%", pct);
+  return text;
 }
 
 std::string csv_field(const std::string& text) {
