@@ -118,6 +118,10 @@ int run_compare_command(const std::vector<std::string>& args) {
   const std::string text = render_in_format(options.format, comparison, render_comparison_markdown,
                                             render_comparison_csv, render_comparison_json);
   write_offline_output("compare", text, options.output);
+  // A gate that compared nothing passes; a changed GPU type or flag must not pass it unnoticed.
+  if (comparison.matched_count() == 0)
+    error_log().warn("compare: no series is in both BASE and NEW, so nothing was compared (each side's series are "
+                     "listed in the output)");
   if (comparison.over_fail_above_count() == 0) return 0;
   error_log().error("compare: " + count_of(comparison.over_fail_above_count(), "series", "series") +
                     " slower beyond the noise by more than --fail_above=" + percent_text(*options.fail_above_pct) +

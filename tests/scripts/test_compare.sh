@@ -64,6 +64,19 @@ expect "5% slower, gate at 10%" 0 "$work/base" "$work/slower" --fail_above=10
 expect "5% slower, no gate" 0 "$work/base" "$work/slower"
 grep -q "| slower |" "$work/stdout" || fail "5% slower, no gate: no 'slower' row: $(cat "$work/stdout")"
 
+# Nothing in common: it passes, but says so.
+python3 - "$work" <<'PY'
+import json, os, sys
+work = sys.argv[1]
+result = json.load(open(f"{work}/base/run.json"))
+result["config"]["batch_size"] = 32
+os.makedirs(f"{work}/other")
+json.dump(result, open(f"{work}/other/run.json", "w"))
+PY
+expect "no series in common" 0 "$work/base" "$work/other" --fail_above=2
+grep -q "^dpbench: warning: compare: no series is in both BASE and NEW" "$work/stderr" ||
+  fail "no series in common: no warning: $(cat "$work/stderr")"
+
 rm -f "$work/out/bad.md"
 expect "a bad --fail_above" 2 "$work/base" "$work/slower" --fail_above=two --output "$work/out/bad.md"
 one_error_line "a bad --fail_above" "--fail_above=two: not a number"
