@@ -33,8 +33,8 @@ namespace dpbench {
 namespace {
 
 // std::mt19937_64's sequence is fixed by the C++ standard (std::uniform_int_distribution's is
-// not), so the same seed draws the same resamples with any standard library. The modulo's bias is
-// below 2^-32 for any count of steps or runs.
+// not), so the same seed draws the same resamples with any standard library. The modulo's bias,
+// count / 2^64, is nothing for any count of steps or runs a result can hold.
 size_t draw_index(std::mt19937_64& random, size_t count) { return static_cast<size_t>(random() % count); }
 
 // One run's steps as prefix sums over two laps, so a block that wraps round the end is one
