@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cli/comm_bench_command.h"
+#include "cli/compare_command.h"
 #include "cli/end_with_process.h"
 #include "cli/flags.h"
 #include "cli/interrupt_signals.h"
@@ -77,11 +78,13 @@ void watch_process_group_collectives(double timeout_seconds) {
 int dpbench_main(const std::vector<std::string>& args) {
   try {
     std::vector<std::string> run_args = args;
-    // report reads files only: no device probing, so it runs anywhere.
+    // report and compare read files only: no device probing, so they run anywhere.
     if (!run_args.empty() && run_args.front() == "report") {
       run_report_command({run_args.begin() + 1, run_args.end()});
       return 0;
     }
+    if (!run_args.empty() && run_args.front() == "compare")
+      return run_compare_command({run_args.begin() + 1, run_args.end()});
     if (!run_args.empty() && run_args.front() == "strategies") {
       run_strategies_command({run_args.begin() + 1, run_args.end()});
       return 0;

@@ -6,8 +6,9 @@
 
 namespace dpbench {
 
-// Dispatches subcommands (`run`, the default; `report`). Returns the process exit code:
-// 0 success, 1 runtime failure, 2 bad command line. Errors are printed as one line on stderr.
+// Dispatches subcommands (`run`, the default; `report`, `compare`, ...). Returns the process exit
+// code: 0 success, 1 runtime failure, 2 bad command line, 3 `compare --fail_above` found a series
+// slower than it allows. Errors are printed as one line on stderr.
 int dpbench_main(const std::vector<std::string>& args);
 
 // Prints the error line (naming the rank under mpirun) and ends the process at once with

@@ -13,36 +13,15 @@
 #include "reports/report_loader.h"
 #include "reports/report_plots.h"
 #include "reports/report_tables.h"
-#include "reports/text_file.h"
 
 namespace dpbench {
 namespace {
 
 namespace fs = std::filesystem;
 
-const char* const kAcceptedFlags = "--output, --format, --plots, --help";
-
-ReportFormat parse_format(const std::string& text) {
-  if (text == "markdown" || text == "md") return ReportFormat::markdown;
-  if (text == "csv") return ReportFormat::csv;
-  if (text == "json") return ReportFormat::json;
-  throw ConfigError("--format=" + text + ": unknown report format; accepted: markdown, csv, json");
-}
-
-std::string quoted_list(const std::vector<std::string>& items) {
-  std::string text;
-  for (const std::string& item : items) text += (text.empty() ? "'" : ", '") + item + "'";
-  return text;
-}
-
 // The checks that need the file system, so that nothing is read before the command line is sound.
 void check_paths(const ReportOptions& options) {
-  const std::vector<std::string> missing = find_missing_paths(options.paths);
-  if (!missing.empty()) {
-    throw ConfigError("report: no such file or folder: " + quoted_list(missing) +
-                      " (give result files or folders that hold them)");
-  }
-  if (!options.output.empty()) check_output_path(options.output, "--output");
+  check_offline_paths("report", options.paths, options.output);
   if (!options.plots_directory.empty()) {
     const std::string& folder = options.plots_directory;
     std::error_code error;
@@ -60,41 +39,14 @@ void inform(const std::string& text) { error_log().info(text); }
 }  // namespace
 
 ReportOptions parse_report_flags(const std::vector<std::string>& args) {
+  const OfflineCommandLine line = parse_offline_command_line("report", args, {"--output", "--format", "--plots"});
   ReportOptions options;
-  bool only_paths_follow = false;
-  std::string format_text = "markdown";
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (only_paths_follow || arg.rfind("-", 0) != 0 || arg == "-") {
-      options.paths.push_back(arg);
-      continue;
-    }
-    if (arg == "--") {
-      only_paths_follow = true;
-      continue;
-    }
-    if (arg == "--help" || arg == "-h") {
-      options.help = true;
-      continue;
-    }
-    const size_t equals = arg.find('=');
-    const std::string name = arg.substr(0, equals);
-    std::string* target = name == "--output"   ? &options.output
-                          : name == "--format" ? &format_text
-                          : name == "--plots"  ? &options.plots_directory
-                                               : nullptr;
-    if (!target) throw ConfigError(arg + ": unknown flag of report; accepted: " + kAcceptedFlags);
-    if (equals != std::string::npos) {
-      *target = arg.substr(equals + 1);
-    } else if (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
-      *target = args[++i];
-    } else {
-      throw ConfigError(name + ": missing a value (dpbench report --help)");
-    }
-    if (target->empty()) throw ConfigError(name + ": empty value (dpbench report --help)");
-  }
+  options.paths = line.paths;
+  options.help = line.help;
   if (options.help) return options;
-  options.format = parse_format(format_text);
+  options.output = line.value("--output");
+  options.plots_directory = line.value("--plots");
+  options.format = parse_report_format(line.value("--format", "markdown"));
   if (options.paths.empty()) {
     throw ConfigError("report: no result files or folders given; usage: dpbench report [flags] PATH... "
                       "(dpbench report --help)");
@@ -123,12 +75,7 @@ std::string report_help_text() {
 }
 
 std::string render_report(const Report& report, ReportFormat format) {
-  switch (format) {
-    case ReportFormat::markdown: return render_markdown(report);
-    case ReportFormat::csv: return render_csv(report);
-    case ReportFormat::json: return render_json(report);
-  }
-  return "";
+  return render_in_format(format, report, render_markdown, render_csv, render_json);
 }
 
 void run_report_command(const std::vector<std::string>& args) {
@@ -146,14 +93,7 @@ void run_report_command(const std::vector<std::string>& args) {
                        std::to_string(examined) + " file(s) examined, " + std::to_string(skipped) + " skipped)");
   }
 
-  const std::string text = render_report(report, options.format);
-  if (options.output.empty()) {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-  } else {
-    write_text_atomically(options.output, text);
-    inform("report written to " + options.output);
-  }
+  write_offline_output("report", render_report(report, options.format), options.output);
 
   if (options.plots_directory.empty()) return;
   std::vector<std::string> notes;

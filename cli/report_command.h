@@ -6,11 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "cli/offline_command.h"
 #include "reports/report_series.h"
 
 namespace dpbench {
-
-enum class ReportFormat { markdown, csv, json };
 
 struct ReportOptions {
   std::vector<std::string> paths;  // result files and folders, any mix

@@ -53,26 +53,6 @@ bool option_less(const std::string& a, const std::string& b) {
   return numeric && number_a != number_b ? number_a < number_b : a < b;
 }
 
-// Total order of series: scaling mode, then the workload (so a workload's series stay together
-// and form one comparison), then the strategy.
-bool key_less(const SeriesKey& a, const SeriesKey& b) {
-  auto workload = [](const SeriesKey& k) {
-    return std::tie(k.scaling, k.forward_only, k.model, k.encoder_type, k.direction, k.precision, k.data_format,
-                    k.data, k.batch, k.backend, k.device_name, k.unit);
-  };
-  if (workload(a) != workload(b)) return workload(a) < workload(b);
-  if (a.strategy_rank != b.strategy_rank) return a.strategy_rank < b.strategy_rank;
-  const KeyFields fields_a = a.strategy_fields(), fields_b = b.strategy_fields();
-  for (size_t i = 0; i < fields_a.size(); ++i) {
-    if (fields_a[i].second != fields_b[i].second) return option_less(fields_a[i].second, fields_b[i].second);
-  }
-  return false;
-}
-
-struct KeyLess {
-  bool operator()(const SeriesKey& a, const SeriesKey& b) const { return key_less(a, b); }
-};
-
 std::string model_label(const SeriesKey& key) {
   if (key.encoder_type.empty()) return key.model;
   return key.model + " (" + key.encoder_type + (key.direction.empty() ? "" : ", " + key.direction) + ")";
@@ -97,25 +77,6 @@ std::string join(const std::vector<std::string>& parts, const std::string& separ
   std::string text;
   for (const std::string& part : parts) text += (text.empty() ? "" : separator) + part;
   return text;
-}
-
-// Two different keys can read the same in words (e.g. the same series on two GPU types): such
-// titles get the key fields that tell them apart appended, so no two tables share a heading.
-void make_titles_unique(std::vector<std::string>& titles, const std::vector<KeyFields>& fields) {
-  std::map<std::string, std::vector<size_t>> by_title;
-  for (size_t i = 0; i < titles.size(); ++i) by_title[titles[i]].push_back(i);
-  for (const auto& [title, indices] : by_title) {
-    if (indices.size() < 2) continue;
-    for (size_t i : indices) {
-      std::vector<std::string> differing;
-      for (size_t f = 0; f < fields[i].size(); ++f) {
-        const bool differs = std::any_of(indices.begin(), indices.end(),
-                                         [&](size_t j) { return fields[j][f].second != fields[i][f].second; });
-        if (differs) differing.push_back(fields[i][f].first + "=" + fields[i][f].second);
-      }
-      titles[i] = title + " [" + join(differing, ", ") + "]";
-    }
-  }
 }
 
 // Config flags that vary between the runs of one series by design or without effect on speed, and
@@ -276,6 +237,39 @@ Series make_series(const SeriesKey& key, std::vector<LoadedResult> runs) {
 
 }  // namespace
 
+// Scaling mode, then the workload (so a workload's series stay together and form one comparison),
+// then the strategy.
+bool SeriesKeyLess::operator()(const SeriesKey& a, const SeriesKey& b) const {
+  auto workload = [](const SeriesKey& k) {
+    return std::tie(k.scaling, k.forward_only, k.model, k.encoder_type, k.direction, k.precision, k.data_format,
+                    k.data, k.batch, k.backend, k.device_name, k.unit);
+  };
+  if (workload(a) != workload(b)) return workload(a) < workload(b);
+  if (a.strategy_rank != b.strategy_rank) return a.strategy_rank < b.strategy_rank;
+  const KeyFields fields_a = a.strategy_fields(), fields_b = b.strategy_fields();
+  for (size_t i = 0; i < fields_a.size(); ++i) {
+    if (fields_a[i].second != fields_b[i].second) return option_less(fields_a[i].second, fields_b[i].second);
+  }
+  return false;
+}
+
+void make_titles_unique(std::vector<std::string>& titles, const std::vector<KeyFields>& fields) {
+  std::map<std::string, std::vector<size_t>> by_title;
+  for (size_t i = 0; i < titles.size(); ++i) by_title[titles[i]].push_back(i);
+  for (const auto& [title, indices] : by_title) {
+    if (indices.size() < 2) continue;
+    for (size_t i : indices) {
+      std::vector<std::string> differing;
+      for (size_t f = 0; f < fields[i].size(); ++f) {
+        const bool differs = std::any_of(indices.begin(), indices.end(),
+                                         [&](size_t j) { return fields[j][f].second != fields[i][f].second; });
+        if (differs) differing.push_back(fields[i][f].first + "=" + fields[i][f].second);
+      }
+      titles[i] = title + " [" + join(differing, ", ") + "]";
+    }
+  }
+}
+
 const char* scaling_name(Scaling scaling) { return scaling == Scaling::weak ? "weak" : "strong"; }
 
 KeyFields SeriesKey::workload_fields() const {
@@ -397,7 +391,7 @@ Report build_report(LoadedResults loaded, const StrategyCatalog& strategies) {
   report.files_examined = loaded.files_examined;
   report.skipped = std::move(loaded.skipped);
 
-  std::map<SeriesKey, std::vector<LoadedResult>, KeyLess> grouped;
+  std::map<SeriesKey, std::vector<LoadedResult>, SeriesKeyLess> grouped;
   for (LoadedResult& run : loaded.results) {
     const SeriesKey key = series_key_of(run.result, strategies);
     grouped[key].push_back(std::move(run));

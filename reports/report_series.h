@@ -50,6 +50,12 @@ struct SeriesKey {
 
 SeriesKey series_key_of(const Result& result, const StrategyCatalog& strategies);
 
+// The order of series in a report: scaling mode, then the workload, then the strategy. Two keys
+// neither of which is less are the same series, so this is also how results are matched to one.
+struct SeriesKeyLess {
+  bool operator()(const SeriesKey& a, const SeriesKey& b) const;
+};
+
 // In words: "replicated (nccl)", "parameter_server (cpu, repacking 4)", "independent".
 std::string strategy_label(const SeriesKey& key);
 // "resnet50, fp32, NCHW, batch 64 per GPU (weak scaling)"; "nmt (dynamic, bi), fp16, total batch
@@ -107,6 +113,11 @@ Report build_report(LoadedResults loaded, const StrategyCatalog& strategies);
 
 // The row of `series` with `num_devices` GPUs, or null.
 const SeriesRow* find_row(const Series& series, int64_t num_devices);
+
+// Two different keys can read the same in words (e.g. the same series on two GPU types): such
+// titles get the key fields that tell them apart appended (`fields[i]` are titles[i]'s key's, all
+// in one order), so no two tables or rows share a heading.
+void make_titles_unique(std::vector<std::string>& titles, const std::vector<KeyFields>& fields);
 
 // "%.<decimals>f"; "n/a" for a non-finite value.
 std::string format_fixed(double value, int decimals);

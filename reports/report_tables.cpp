@@ -6,34 +6,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reports/table_cells.h"
+
 namespace dpbench {
 namespace {
 
 using nlohmann::json;
-
-// A pipe would end a markdown cell early.
-std::string markdown_cell(const std::string& text) {
-  std::string escaped;
-  for (char c : text) escaped += c == '|' ? std::string("\\|") : std::string(1, c);
-  return escaped;
-}
-
-std::string markdown_row(const std::vector<std::string>& cells) {
-  std::string line = "|";
-  for (const std::string& cell : cells) line += " " + markdown_cell(cell) + " |";
-  return line + "\n";
-}
-
-std::string right_aligned_rule(size_t columns) {
-  std::string line = "|";
-  for (size_t i = 0; i < columns; ++i) line += "---:|";
-  return line + "\n";
-}
-
-// "1 file", "3 files"; `plural_noun` for nouns that do not just take an s.
-std::string count_of(size_t count, const std::string& noun, const std::string& plural_noun = "") {
-  return std::to_string(count) + " " + (count == 1 ? noun : plural_noun.empty() ? noun + "s" : plural_noun);
-}
 
 int64_t batch_per_gpu(const Result& result) {
   const auto found = result.config.find("batch_size");
@@ -121,22 +99,6 @@ std::string comparison_table(const Report& report, const Comparison& comparison)
   return text;
 }
 
-std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
-  std::string quoted = "\"";
-  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return quoted + "\"";
-}
-
-// Shortest text that reads back as the same double; empty for none or non-finite.
-std::string csv_number(std::optional<double> value) {
-  return value && std::isfinite(*value) ? json(*value).dump() : "";
-}
-
-json json_number(std::optional<double> value) {
-  return value && std::isfinite(*value) ? json(*value) : json(nullptr);
-}
-
 // The decomposition's columns, in order (CSV) and by name (JSON).
 const char* const kLossColumns[] = {"loss_exposed_comm_pts", "loss_straggler_pts", "loss_clock_pts",
                                     "loss_data_pts",         "loss_host_pts",      "loss_other_pts"};
@@ -189,6 +151,13 @@ std::string series_table_header(const Series& series) {
                                            "Efficiency %",
                                            "Jitter"};
   return markdown_row(header) + right_aligned_rule(header.size());
+}
+
+json series_key_json(const SeriesKey& key) {
+  json fields = json::object();
+  for (const auto& [name, value] : key.fields()) fields[name] = value;
+  fields["fixed_batch"] = key.batch;
+  return fields;
 }
 
 std::string render_markdown(const Report& report) {
@@ -252,13 +221,10 @@ std::string render_csv(const Report& report) {
 std::string render_json(const Report& report) {
   json document = json::array();
   for (const Series& series : report.series) {
-    json key = json::object();
-    for (const auto& [name, value] : series.key.fields()) key[name] = value;
-    key["fixed_batch"] = series.key.batch;
     json rows = json::array();
     for (const SeriesRow& row : series.rows) rows.push_back(row_to_json(row));
     document.push_back({{"title", series.title},
-                        {"key", std::move(key)},
+                        {"key", series_key_json(series.key)},
                         {"unit", series.key.unit},
                         {"scaling", scaling_name(series.key.scaling)},
                         {"baseline_missing", series.baseline_missing},

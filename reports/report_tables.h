@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "reports/report_series.h"
 
 namespace dpbench {
@@ -13,6 +15,9 @@ namespace dpbench {
 // "| GPU number | Batch size per GPU | Total batch | Total time to process 100 batches (s) |
 //  Processing speed (images/s) | Speedup ratio | Efficiency % | Jitter |" (one line).
 std::string series_table_header(const Series& series);
+
+// A series' key as the JSON outputs write it: every key field by name, and fixed_batch as a number.
+nlohmann::json series_key_json(const SeriesKey& key);
 
 std::string render_markdown(const Report& report);
 std::string render_csv(const Report& report);

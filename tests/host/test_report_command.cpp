@@ -26,12 +26,7 @@ void write_text(const std::string& path, const std::string& text) {
 }
 
 std::string config_error_of(const std::vector<std::string>& args) {
-  try {
-    parse_report_flags(args);
-  } catch (const ConfigError& error) {
-    return error.what();
-  }
-  return "(no ConfigError)";
+  return error_message_of<ConfigError>([&] { parse_report_flags(args); }, "ConfigError");
 }
 
 }  // namespace

@@ -36,6 +36,17 @@ class TempDir {
 
 inline int run_cli(std::vector<std::string> args) { return dpbench_main(args); }
 
+// The message of the `Error` that `call` throws, or "(no <what>)": for exact checks of error lines.
+template <typename Error, typename Call>
+std::string error_message_of(Call call, const char* what) {
+  try {
+    call();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return std::string("(no ") + what + ")";
+}
+
 inline nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
   return nlohmann::json::parse(in);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fault injection: tries a few hundred bad inputs and faults on dpbench (reference backend) and
 # checks that each is handled: bad flags, impossible combinations, unwritable, special and linked
-# output paths, FIFOs, empty and binary data files, report folders of junk, signals mid-run, a
+# output paths, FIFOs, empty and binary data files, junk for report and compare, signals mid-run, a
 # vanished parent, a full device. A case is handled when the exit code is the promised one, a
 # rejected input gets exactly one clear line on stderr (no raw binary bytes), and nothing is lost:
 # an earlier result at the path stays byte for byte, a device or FIFO stays what it was, no
@@ -337,6 +337,24 @@ attempt "report --output /dev/null" 0 "$dpbench" report "$work/junk/good.json" -
   settle "report --output /dev/null" lost "/dev/null was replaced" test -c /dev/null
 report_case "--plots at a file" 2 "$work/junk/good.json" --plots "$work/plainfile"
 report_case "--format bogus" 2 "$work/junk/good.json" --format=bogus
+
+# ---- dpbench compare over the same junk: one line and exit 1 for a side without a result ----
+compare_case() {  # name, expected exit, arguments...
+  local name=$1 expected=$2
+  shift 2
+  attempt "compare: $name" "$expected" "$dpbench" compare "$@" && verdict "compare: $name" handled
+}
+compare_case "folders of junk" 0 "$work/junk" "$work/junk"
+compare_case "FIFO named directly" 1 "$work/junk/fifo.json" "$work/junk/good.json"
+compare_case "only junk" 1 "$work/junk/good.json" "$work/junk/text.json"
+compare_case "missing path" 2 "$work/junk/good.json" "$work/nowhere"
+for output in "$work/folder" "$work/missing/c.md" "/proc/version"; do
+  compare_case "--output $output" 2 "$work/junk/good.json" "$work/junk/good.json" --output "$output"
+done
+attempt "compare --output /dev/null" 0 "$dpbench" compare "$work/junk/good.json" "$work/junk/good.json" \
+  --output /dev/null && settle "compare --output /dev/null" lost "/dev/null was replaced" test -c /dev/null
+compare_case "--fail_above bogus" 2 "$work/junk/good.json" "$work/junk/good.json" --fail_above=bogus
+compare_case "--noise_floor out of range" 2 "$work/junk/good.json" "$work/junk/good.json" --noise_floor=100
 
 # ---- signals mid-run: the earlier result stays whole or (SIGINT, SIGTERM after measured steps)
 # is replaced whole by the interrupted run's, marked so; no temporary file stays ----

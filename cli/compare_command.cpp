@@ -1,0 +1,132 @@
+// `dpbench compare` (see the header): flag parsing, loading both sides, writing what reports/
+// renders, and the gate's exit code.
+#include "cli/compare_command.h"
+
+#include <cstdio>
+
+#include "cli/flag_parsing.h"
+#include "cli/log.h"
+#include "cli/strategies_command.h"
+#include "engine/errors.h"
+#include "reports/comparison_tables.h"
+#include "reports/report_loader.h"
+#include "reports/result_comparison.h"
+#include "reports/table_cells.h"
+
+namespace dpbench {
+namespace {
+
+// A percentage of speed: from 0 (any change) to below 100 (a slowdown of 100% is a stop).
+double parse_percentage(const std::string& flag, const std::string& text) {
+  const double pct = parse_finite_number(flag, text, "a percentage from 0 to below 100, e.g. 2");
+  if (pct < 0 || pct >= 100) reject(flag, text, "out of range; accepted: a percentage from 0 to below 100, e.g. 2");
+  return pct;
+}
+
+// Why a side gave no result at all, in one line: the one file's reason, or the first of several.
+std::string why_no_results(const std::string& path, const LoadedResults& loaded) {
+  if (loaded.skipped.empty()) return "no *.json files in it";
+  const SkippedFile& first = loaded.skipped.front();
+  const std::string first_why = (first.path == path ? "" : "'" + first.path + "': ") + first.reason;
+  if (loaded.skipped.size() == 1) return first_why;
+  return std::to_string(loaded.files_examined) + " file(s) examined, " + std::to_string(loaded.skipped.size()) +
+         " skipped (the first, " + first_why + ")";
+}
+
+LoadedResults load_side(const char* side, const std::string& path) {
+  LoadedResults loaded = load_results({path});
+  if (loaded.results.empty())
+    throw RuntimeError(std::string("compare: no dpbench results in ") + side + " '" + path + "': " +
+                       why_no_results(path, loaded));
+  return loaded;
+}
+
+// "resnet50, replicated (nccl), ..., 8 GPUs (-5.2%)" for each series over the gate.
+std::string over_gate_list(const ResultComparison& comparison) {
+  std::vector<std::string> entries;
+  for (const ComparedSeries& entry : comparison.series)
+    if (entry.over_fail_above(comparison.fail_above_pct))
+      entries.push_back(entry.label() + " (" + format_fixed(*entry.speeds.change_pct(), 1) + "%)");
+  return join(entries, "; ");
+}
+
+}  // namespace
+
+CompareOptions parse_compare_flags(const std::vector<std::string>& args) {
+  const OfflineCommandLine line =
+      parse_offline_command_line("compare", args, {"--output", "--format", "--fail_above", "--noise_floor"});
+  CompareOptions options;
+  options.help = line.help;
+  if (options.help) return options;
+  options.output = line.value("--output");
+  options.format = parse_report_format(line.value("--format", "markdown"));
+  if (line.values.count("--fail_above"))
+    options.fail_above_pct = parse_percentage("fail_above", line.value("--fail_above"));
+  if (line.values.count("--noise_floor"))
+    options.settings.noise_floor_pct = parse_percentage("noise_floor", line.value("--noise_floor"));
+  if (line.paths.size() != 2) {
+    throw ConfigError("compare: give two result files or folders, BASE and NEW (got " +
+                      std::to_string(line.paths.size()) + "); usage: dpbench compare [flags] BASE NEW "
+                      "(dpbench compare --help)");
+  }
+  options.base_path = line.paths[0];
+  options.new_path = line.paths[1];
+  check_offline_paths("compare", line.paths, options.output);
+  return options;
+}
+
+std::string compare_help_text() {
+  const ComparisonSettings defaults;
+  return "usage: dpbench compare [flags] BASE NEW\n"
+         "Compares two sets of dpbench results, BASE and NEW (each a result file or a folder searched recursively\n"
+         "for *.json). Series are matched by report's series key (model, strategy and its options, precision, data\n"
+         "format, data, backend, GPU type, batch) and the GPU count; series on one side only are listed. For each\n"
+         "matched series: both speeds (items/s over the measured steps; the mean of a side's runs where it has\n"
+         "several), the ratio NEW / BASE, its " + percent_text(100.0 * defaults.confidence) +
+         " bootstrap confidence interval (" + std::to_string(defaults.resamples) + " resamples of the runs and of\n"
+         "blocks of consecutive steps within them; fixed seed, so the same inputs give the same output), and a\n"
+         "verdict: faster or slower when the whole interval lies above or below 1 and the speed changed by at\n"
+         "least the noise floor, else within noise; too few samples where a side has no run with 2 or more\n"
+         "measured steps. Interrupted runs and files that are not results are skipped with a note.\n\n"
+         "  --output FILE        write the comparison to FILE (atomically) instead of stdout\n"
+         "  --format FORMAT      markdown (default), csv (one row per series of either side), or json\n"
+         "  --fail_above PCT     exit with code 3 when a series is slower beyond the noise and by more than PCT\n"
+         "                       percent (its measured slowdown, the point estimate): a gate for CI and nightly jobs\n"
+         "  --noise_floor PCT    a smaller change of speed is within noise however tight the samples (default " +
+         percent_text(defaults.noise_floor_pct) + ")\n"
+         "  --help               this text\n\n"
+         "Exit codes: 0 compared (and no series over --fail_above); 1 an error (e.g. a side with no usable result);\n"
+         "2 a bad command line; 3 a series slower than --fail_above allows (the output is written all the same).\n"
+         "Example: dpbench compare results/before results/after --fail_above=2 --output COMPARE.md\n";
+}
+
+int run_compare_command(const std::vector<std::string>& args) {
+  const CompareOptions options = parse_compare_flags(args);
+  if (options.help) {
+    std::fputs(compare_help_text().c_str(), stdout);
+    return 0;
+  }
+  LoadedResults base = load_side("BASE", options.base_path);
+  LoadedResults changed = load_side("NEW", options.new_path);
+  for (const auto& [side, loaded] : {std::make_pair("BASE", &base), std::make_pair("NEW", &changed)})
+    for (const SkippedFile& skipped : loaded->skipped)
+      error_log().warn(std::string("compare: skipped ") + side + " " + skipped.path + ": " + skipped.reason);
+
+  const ResultComparison comparison =
+      compare_results(options.base_path, std::move(base), options.new_path, std::move(changed),
+                      strategy_catalog_for_reports(), options.settings, options.fail_above_pct);
+  const std::string text = render_in_format(options.format, comparison, render_comparison_markdown,
+                                            render_comparison_csv, render_comparison_json);
+  write_offline_output("compare", text, options.output);
+  // A gate that compared nothing passes; a changed GPU type or flag must not pass it unnoticed.
+  if (comparison.matched_count() == 0)
+    error_log().warn("compare: no series is in both BASE and NEW, so nothing was compared (each side's series are "
+                     "listed in the output)");
+  if (comparison.over_fail_above_count() == 0) return 0;
+  error_log().error("compare: " + count_of(comparison.over_fail_above_count(), "series", "series") +
+                    " slower beyond the noise by more than --fail_above=" + percent_text(*options.fail_above_pct) +
+                    ": " + over_gate_list(comparison));
+  return kCompareSlowerExitCode;
+}
+
+}  // namespace dpbench

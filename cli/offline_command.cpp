@@ -1,0 +1,85 @@
+// The command line and output shared by the offline subcommands (see offline_command.h).
+#include "cli/offline_command.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "cli/log.h"
+#include "engine/errors.h"
+#include "reports/report_loader.h"
+#include "reports/text_file.h"
+
+namespace dpbench {
+
+OfflineCommandLine parse_offline_command_line(const std::string& command, const std::vector<std::string>& args,
+                                              const std::vector<std::string>& flags) {
+  OfflineCommandLine line;
+  bool only_paths_follow = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (only_paths_follow || arg.rfind("-", 0) != 0 || arg == "-") {
+      line.paths.push_back(arg);
+      continue;
+    }
+    if (arg == "--") {
+      only_paths_follow = true;
+      continue;
+    }
+    if (arg == "--help" || arg == "-h") {
+      line.help = true;
+      continue;
+    }
+    const size_t equals = arg.find('=');
+    const std::string name = arg.substr(0, equals);
+    if (std::find(flags.begin(), flags.end(), name) == flags.end()) {
+      std::string accepted;
+      for (const std::string& flag : flags) accepted += flag + ", ";
+      throw ConfigError(arg + ": unknown flag of " + command + "; accepted: " + accepted + "--help");
+    }
+    std::string& value = line.values[name];
+    if (equals != std::string::npos) {
+      value = arg.substr(equals + 1);
+    } else if (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
+      value = args[++i];
+    } else {
+      throw ConfigError(name + ": missing a value (dpbench " + command + " --help)");
+    }
+    if (value.empty()) throw ConfigError(name + ": empty value (dpbench " + command + " --help)");
+  }
+  return line;
+}
+
+ReportFormat parse_report_format(const std::string& text) {
+  if (text == "markdown" || text == "md") return ReportFormat::markdown;
+  if (text == "csv") return ReportFormat::csv;
+  if (text == "json") return ReportFormat::json;
+  throw ConfigError("--format=" + text + ": unknown report format; accepted: markdown, csv, json");
+}
+
+std::string quoted_list(const std::vector<std::string>& items) {
+  std::string text;
+  for (const std::string& item : items) text += (text.empty() ? "'" : ", '") + item + "'";
+  return text;
+}
+
+void check_offline_paths(const std::string& command, const std::vector<std::string>& paths,
+                         const std::string& output) {
+  const std::vector<std::string> missing = find_missing_paths(paths);
+  if (!missing.empty()) {
+    throw ConfigError(command + ": no such file or folder: " + quoted_list(missing) +
+                      " (give result files or folders that hold them)");
+  }
+  if (!output.empty()) check_output_path(output, "--output");
+}
+
+void write_offline_output(const std::string& command, const std::string& text, const std::string& output) {
+  if (output.empty()) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return;
+  }
+  write_text_atomically(output, text);
+  error_log().info(command + " written to " + output);
+}
+
+}  // namespace dpbench

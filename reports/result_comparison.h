@@ -1,0 +1,62 @@
+// `dpbench compare`'s model: two sets of results (BASE and NEW) grouped into series at a GPU count
+// by report's series key (reports/report_series.h) plus the GPU count, matched key to key, each
+// pair's speeds compared from their per-step samples (reports/speed_comparison.h), and the series
+// found on one side only. Rendered by reports/comparison_tables.h.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "reports/report_loader.h"
+#include "reports/report_series.h"
+#include "reports/speed_comparison.h"
+#include "reports/strategy_catalog.h"
+
+namespace dpbench {
+
+// One side's runs of one series at one GPU count.
+struct ComparedRuns {
+  std::vector<std::string> files;      // every run's path, in path order
+  std::vector<SkippedFile> left_out;   // runs in `files` whose samples cannot take part, and why
+  size_t runs_used() const { return files.size() - left_out.size(); }
+};
+
+struct ComparedSeries {
+  SeriesKey key;
+  int64_t num_devices = 0;
+  std::string title;  // series_label, made unique within the comparison
+  std::optional<ComparedRuns> base_runs, new_runs;  // one absent: the series is on the other side only
+  SpeedComparison speeds;  // on one side only: that side's speed, no ratio
+
+  bool matched() const { return base_runs && new_runs; }
+  std::string label() const;  // "<title>, 8 GPUs"
+  // Slower beyond the noise and by more than `fail_above_pct` (none: no gate, never).
+  bool over_fail_above(std::optional<double> fail_above_pct) const;
+};
+
+// What one side was: the path given, and what its loading found.
+struct ComparedInput {
+  std::string path;
+  size_t results = 0;
+  size_t files_examined = 0;
+  std::vector<SkippedFile> skipped;
+};
+
+struct ResultComparison {
+  ComparedInput base, changed;  // BASE and NEW
+  ComparisonSettings settings;
+  std::optional<double> fail_above_pct;  // the gate, where one was asked for
+  std::vector<ComparedSeries> series;    // in report order (SeriesKeyLess, then GPU count)
+
+  size_t matched_count() const;
+  size_t over_fail_above_count() const;
+};
+
+// Groups, matches and compares. `base_path` and `new_path` only name the sides.
+ResultComparison compare_results(const std::string& base_path, LoadedResults base, const std::string& new_path,
+                                 LoadedResults changed, const StrategyCatalog& strategies,
+                                 const ComparisonSettings& settings, std::optional<double> fail_above_pct);
+
+}  // namespace dpbench
