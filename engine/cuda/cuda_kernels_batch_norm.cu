@@ -346,24 +346,26 @@ __device__ __forceinline__ void load_lanes(int first_channel, const float* const
   }
 }
 
-// The finalize kernels' thread: one warp per channel (blockDim is a multiple of 32, so warps are
-// whole) and the lane within it.
-struct WarpChannel {
-  long long channel;
-  int lane;
-};
-
-__device__ __forceinline__ WarpChannel warp_channel() {
-  return {(static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32,
-          static_cast<int>(threadIdx.x % 32)};
-}
-
 // Sum over the warp, the same value in every lane; a fixed order, so reproducible.
 __device__ __forceinline__ double warp_sum(double value) {
   for (int offset = 16; offset > 0; offset /= 2) {
     value += __shfl_xor_sync(0xffffffffu, value, offset);
   }
   return value;
+}
+
+// Sum over a block of kThreads threads, the same value in every thread; a fixed order (warps, then
+// the warps' totals in turn), so reproducible. Every thread of the block calls it.
+__device__ double block_sum(double value) {
+  __shared__ double warp_totals[kThreads / 32];
+  value = warp_sum(value);
+  if (threadIdx.x % 32 == 0) warp_totals[threadIdx.x / 32] = value;
+  __syncthreads();
+  double total = 0.0;
+#pragma unroll
+  for (int warp = 0; warp < kThreads / 32; ++warp) total += warp_totals[warp];
+  __syncthreads();  // a next call rewrites the totals
+  return total;
 }
 
 __device__ __forceinline__ double chunk_elements(const Tiling& t, int chunk) {
@@ -406,7 +408,9 @@ __global__ void __launch_bounds__(kThreads)
   store_block_partials(state, work, t, shared, partial_mean, partial_m2);
 }
 
-// One warp per channel combines the chunks' moments in double: the mean is the count-weighted
+// One block per channel combines the chunks' moments in double (a warp per channel left most of a
+// step's 53 finalize kernels in ResNet-50 waiting on its lanes' serial loads of up to 1,024
+// chunks): the mean is the count-weighted
 // mean of the chunk means, M2 the chunks' M2 plus each chunk's count * (chunk mean - mean)^2.
 // Leaves the saved statistics and, for the normalise pass, scale = gamma * inv_std and the mean
 // to double precision as a float pair (hi + lo), so y keeps its accuracy when the mean is far
@@ -416,24 +420,23 @@ __global__ void batch_norm_forward_finalize_kernel(Tiling t, const float* partia
                                                    float epsilon, float* saved_mean,
                                                    float* saved_inv_std, float* scale,
                                                    float* mean_hi, float* mean_lo) {
-  const auto [channel, lane] = warp_channel();
-  if (channel >= t.channels) return;
+  const long long channel = blockIdx.x;
   const float* means = partial_mean + channel * t.chunks;
   const float* m2s = partial_m2 + channel * t.chunks;
   double weighted = 0.0;
-  for (int chunk = lane; chunk < t.chunks; chunk += 32) {
+  for (int chunk = threadIdx.x; chunk < t.chunks; chunk += kThreads) {
     weighted += chunk_elements(t, chunk) * means[chunk];
   }
   const double elements = static_cast<double>(t.elements);
-  const double mean = warp_sum(weighted) / elements;
+  const double mean = block_sum(weighted) / elements;
   double m2 = 0.0;
-  for (int chunk = lane; chunk < t.chunks; chunk += 32) {
+  for (int chunk = threadIdx.x; chunk < t.chunks; chunk += kThreads) {
     const double offset = means[chunk] - mean;
     m2 += m2s[chunk] + chunk_elements(t, chunk) * offset * offset;
   }
-  const double variance = warp_sum(m2) / elements;  // biased
+  const double variance = block_sum(m2) / elements;  // biased
   const double inv_std = 1.0 / sqrt(variance + static_cast<double>(epsilon));
-  if (lane == 0) {
+  if (threadIdx.x == 0) {
     const float hi = static_cast<float>(mean);
     saved_mean[channel] = hi;
     saved_inv_std[channel] = static_cast<float>(inv_std);
@@ -573,7 +576,7 @@ __global__ void __launch_bounds__(kThreads)
   store_block_partials(sums, work, t, shared, partial_dy, partial_dy_centred);
 }
 
-// One warp per channel sums the chunks in double: dbeta = sum dy', dgamma = inv_std *
+// One block per channel sums the chunks in double: dbeta = sum dy', dgamma = inv_std *
 // sum dy' (x - mean). dx = gamma * inv_std * (dy' - dbeta / M - x_hat * dgamma / M) becomes
 // dx = a * dy' + b * (x - mean) + c per channel, with a, b, c left for the dx pass.
 __global__ void batch_norm_backward_finalize_kernel(Tiling t, const float* partial_dy,
@@ -581,16 +584,15 @@ __global__ void batch_norm_backward_finalize_kernel(Tiling t, const float* parti
                                                     const float* gamma, const float* saved_inv_std,
                                                     float* dgamma, float* dbeta, float* dy_factor,
                                                     float* centred_factor, float* constant) {
-  const auto [channel, lane] = warp_channel();
-  if (channel >= t.channels) return;
+  const long long channel = blockIdx.x;
   double sum_dy = 0.0, sum_dy_centred = 0.0;
-  for (int chunk = lane; chunk < t.chunks; chunk += 32) {
+  for (int chunk = threadIdx.x; chunk < t.chunks; chunk += kThreads) {
     sum_dy += partial_dy[channel * t.chunks + chunk];
     sum_dy_centred += partial_dy_centred[channel * t.chunks + chunk];
   }
-  sum_dy = warp_sum(sum_dy);
-  sum_dy_centred = warp_sum(sum_dy_centred);
-  if (lane == 0) {
+  sum_dy = block_sum(sum_dy);
+  sum_dy_centred = block_sum(sum_dy_centred);
+  if (threadIdx.x == 0) {
     const double inv_std = saved_inv_std[channel];
     const double a = gamma[channel] * inv_std;
     const double elements = static_cast<double>(t.elements);
@@ -682,10 +684,8 @@ void dispatch(const Tiling& t, bool relu, Launch launch) {
   with_width(std::integral_constant<int, 1>{});
 }
 
-unsigned finalize_blocks(const Tiling& t) {
-  constexpr int kChannelsPerBlock = kThreads / 32;  // one warp each
-  return static_cast<unsigned>(ceil_div(t.channels, kChannelsPerBlock));
-}
+// The finalize kernels run one block of kThreads per channel.
+unsigned finalize_blocks(const Tiling& t) { return static_cast<unsigned>(t.channels); }
 
 // Checks a call's shape and workspace; false when the tensor is empty and there is nothing to do.
 bool check_call(const Tensor4& shape, void* workspace, const char* op) {
