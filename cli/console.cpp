@@ -146,6 +146,11 @@ std::string describe_math_paths(const nlohmann::json& paths) {
                         c.value("graph_api_backward_data", 0), c.value("graph_api_backward_data_accumulating", 0),
                         c.value("graph_api_backward_filter", 0));
   }
+  if (paths.contains("pooling") && paths["pooling"].value("shapes", 0) > 0) {
+    const nlohmann::json& p = paths["pooling"];
+    text += fmt::format("; pooling ({}): backward on dpbench's kernels {}, the rest cuDNN's",
+                        counted(p.value("shapes", 0), "shape"), p.value("own_backward", 0));
+  }
   if (paths.contains("lstm") && paths["lstm"].value("shapes", 0) > 0) {
     std::string algorithms;
     for (const auto& [name, count] : paths["lstm"]["algorithms"].items())

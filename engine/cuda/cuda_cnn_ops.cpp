@@ -1,15 +1,17 @@
-// CudaBackend's image ops other than convolution: pooling through cuDNN (descriptors cached per
-// shape), except the backward of max pooling with disjoint windows (own kernel, much faster);
+// CudaBackend's image ops other than convolution: pooling forward through cuDNN (descriptors
+// cached per shape), its backward through dpbench's kernels where they time faster (or tile);
 // batch norm through cuda_kernels_batch_norm.cu; per-channel bias, dropout and channel slices
 // through cuda_kernels_cnn.cu. Image buffers hold the shape's type (fp32, fp16 or bf16).
 #include <cudnn.h>
 
+#include <algorithm>
 #include <string>
 
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cudnn_plans.h"
+#include "engine/cuda/stream_timing.h"
 #include "engine/errors.h"
 
 namespace dpbench {
@@ -154,30 +156,58 @@ void CudaBackend::pool_forward(const PoolGeometry& g, const void* x, void* y) {
 
 void CudaBackend::pool_backward(const PoolGeometry& g, const void* x, const void* y,
                                 const void* dy, void* dx) {
-  const bool disjoint_windows = g.stride_h >= g.window_h && g.stride_w >= g.window_w;
-  if (g.mode == PoolMode::max && disjoint_windows && g.input.count() < (size_t{1} << 31)) {
-    cuda_kernels::MaxPoolShape shape;
-    shape.n = static_cast<unsigned>(g.input.n);
-    shape.c = static_cast<unsigned>(g.input.c);
-    shape.in_h = static_cast<unsigned>(g.input.h);
-    shape.in_w = static_cast<unsigned>(g.input.w);
-    shape.out_h = g.output.h;
-    shape.out_w = g.output.w;
-    shape.window_h = g.window_h;
-    shape.window_w = g.window_w;
-    shape.stride_h = g.stride_h;
-    shape.stride_w = g.stride_w;
-    shape.pad_h = g.pad_h;
-    shape.pad_w = g.pad_w;
-    cuda_kernels::launch_max_pool_backward_disjoint(stream_, g.input.type, x, dy, dx, shape,
-                                                    g.input.format == DataFormat::nhwc);
-    return;
+  PoolPlan& plan = pool_plan(g);
+  auto cudnn_backward = [&] {
+    const float one = 1.0f, zero = 0.0f;
+    DPB_CUDNN_CHECK(cudnnPoolingBackward(cudnn_, plan.pooling.get(), &one, plan.output.get(), y,
+                                         plan.output.get(), dy, plan.input.get(), x, &zero,
+                                         plan.input.get(), dx));
+  };
+  // dpbench's kernels index in 32 bits.
+  if (g.input.count() >= (size_t{1} << 31)) return cudnn_backward();
+  cuda_kernels::PoolShape shape;
+  shape.n = static_cast<unsigned>(g.input.n);
+  shape.c = static_cast<unsigned>(g.input.c);
+  shape.in_h = static_cast<unsigned>(g.input.h);
+  shape.in_w = static_cast<unsigned>(g.input.w);
+  shape.out_h = g.output.h;
+  shape.out_w = g.output.w;
+  shape.window_h = g.window_h;
+  shape.window_w = g.window_w;
+  shape.stride_h = g.stride_h;
+  shape.stride_w = g.stride_w;
+  shape.pad_h = g.pad_h;
+  shape.pad_w = g.pad_w;
+  shape.include_padding = g.mode == PoolMode::average_include_padding;
+  const bool nhwc = g.input.format == DataFormat::nhwc, max = g.mode == PoolMode::max;
+  if (max && cuda_kernels::pool_tiles_exactly(shape)) {
+    plan.backward_decided = plan.own_backward = true;
+    return cuda_kernels::launch_max_pool_backward_tiled(stream_, g.input.type, x, dy, dx, shape, nhwc);
   }
-  const PoolPlan& plan = pool_plan(g);
-  const float one = 1.0f, zero = 0.0f;
-  DPB_CUDNN_CHECK(cudnnPoolingBackward(cudnn_, plan.pooling.get(), &one, plan.output.get(), y,
-                                       plan.output.get(), dy, plan.input.get(), x, &zero,
-                                       plan.input.get(), dx));
+  auto gather_backward = [&] {
+    cuda_kernels::launch_pool_backward_gather(stream_, g.input.type, x, dy, dx, shape, nhwc, max);
+  };
+  // Which is faster depends on the windows, layout and type (cuDNN is slow in NHWC; the gather
+  // rescans a max window once per element it holds): timed once per shape, outside a capture (in
+  // the eager first step), on the call's own buffers, which both fully overwrite dx.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  DPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
+  if (!plan.backward_decided && deterministic_) {
+    // The same bits on every run: the gather, which is the reference's arithmetic, not a timing.
+    plan.backward_decided = plan.own_backward = true;
+  }
+  if (!plan.backward_decided && capture == cudaStreamCaptureStatusNone) {
+    plan.backward_decided = true;
+    constexpr int kRuns = 3;
+    float cudnn_ms = 1e30f, gather_ms = 1e30f;
+    for (int run = 0; run < kRuns; ++run) {
+      cudnn_ms = std::min(cudnn_ms, timed_on_stream(stream_, cudnn_backward));
+      gather_ms = std::min(gather_ms, timed_on_stream(stream_, gather_backward));
+    }
+    plan.own_backward = gather_ms < cudnn_ms;
+  }
+  if (plan.own_backward) return gather_backward();
+  cudnn_backward();
 }
 
 void CudaBackend::dropout_forward(DataType type, const void* x, void* y, size_t n, float rate,

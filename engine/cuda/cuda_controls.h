@@ -31,6 +31,7 @@ void set_lstm_algorithm(Device& device, const std::string& name);
 //   {"convolutions": {"shapes", "graph_api_forward", "fused_bias_relu", "graph_api_backward_data",
 //                     "graph_api_backward_data_accumulating", "graph_api_backward_filter"}
 //                    (counts of shapes; the rest run the classic API),
+//    "pooling": {"shapes", "own_backward"}  (shapes whose backward runs dpbench's kernel, not cuDNN's),
 //    "lstm": {"shapes", "algorithms": {name: shapes}}}
 // Throws RuntimeError unless `device` is a CUDA device.
 nlohmann::json math_paths(Device& device);

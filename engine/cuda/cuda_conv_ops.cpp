@@ -18,6 +18,7 @@
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cudnn_plans.h"
 #include "engine/cuda/cudnn_rnn_plans.h"
+#include "engine/cuda/stream_timing.h"
 #include "engine/errors.h"
 
 namespace dpbench {
@@ -304,24 +305,6 @@ void require_workspace(const ConvPlan& plan, const void* workspace, size_t works
   }
 }
 
-// Milliseconds of one run of `work` on `stream`, after one untimed run.
-template <typename Work>
-float timed_on_stream(cudaStream_t stream, Work work) {
-  work();
-  cudaEvent_t start, stop;
-  DPB_CUDA_CHECK(cudaEventCreate(&start));
-  DPB_CUDA_CHECK(cudaEventCreate(&stop));
-  DPB_CUDA_CHECK(cudaEventRecord(start, stream));
-  work();
-  DPB_CUDA_CHECK(cudaEventRecord(stop, stream));
-  DPB_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0.0f;
-  DPB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  (void)cudaEventDestroy(start);
-  (void)cudaEventDestroy(stop);
-  return ms;
-}
-
 }  // namespace
 
 void CudaBackend::choose_conv_algorithms(const ConvGeometry& g, ConvPlan& plan, bool benchmark) {
@@ -376,11 +359,17 @@ nlohmann::json CudaBackend::math_paths() const {
     nlohmann::json& count = lstm["algorithms"][rnn_algorithm_name(plan->algorithm)];
     count = count.is_null() ? 1 : count.get<int>() + 1;
   }
+  int pool_shapes = 0, own_pool_backward = 0;
+  for (const auto& [key, plan] : plans_->pools) {
+    ++pool_shapes;
+    own_pool_backward += plan.own_backward;
+  }
   return {{"convolutions",
            {{"shapes", shapes}, {"graph_api_forward", forward}, {"fused_bias_relu", fused},
             {"graph_api_backward_data", backward_data},
             {"graph_api_backward_data_accumulating", backward_data_accumulating},
             {"graph_api_backward_filter", backward_filter}}},
+          {"pooling", {{"shapes", pool_shapes}, {"own_backward", own_pool_backward}}},
           {"lstm", lstm}};
 }
 

@@ -155,16 +155,23 @@ void launch_channel_bias_gradient(cudaStream_t stream, DataType type, const void
                                   float* dbias, bool relu, const ChannelLayout& layout,
                                   float* workspace);
 size_t channel_sum_workspace_bytes(const ChannelLayout& layout);
-// Max pooling whose windows do not overlap (stride >= window in both directions), sizes as
-// unsigned so the kernel indexes in 32 bits (each dimension and n*h*w*c fit: checked by the caller).
-struct MaxPoolShape {
+// A pooling's geometry for the backward kernels, sizes as unsigned so the kernels index in 32 bits
+// (each dimension and n*h*w*c fit: checked by the caller).
+struct PoolShape {
   unsigned n = 0, c = 0, in_h = 0, in_w = 0;
   int out_h = 0, out_w = 0, window_h = 0, window_w = 0, stride_h = 0, stride_w = 0, pad_h = 0, pad_w = 0;
+  bool include_padding = false;  // average pooling's divisor: the whole window, or its part inside
 };
-// dx = the gradient of max pooling, each window's dy sent to its first maximum.
-void launch_max_pool_backward_disjoint(cudaStream_t stream, DataType type, const void* x,
-                                       const void* dy, void* dx, const MaxPoolShape& shape,
-                                       bool nhwc);
+// Windows that tile the input exactly (stride == window, no padding; VGG's 2x2/2).
+bool pool_tiles_exactly(const PoolShape& shape);
+// dx = the gradient of max pooling over windows that tile the input exactly, each window's dy sent
+// to its first maximum; one thread per window. Throws RuntimeError for other windows.
+void launch_max_pool_backward_tiled(cudaStream_t stream, DataType type, const void* x, const void* dy, void* dx,
+                                    const PoolShape& shape, bool nhwc);
+// dx = the gradient of max (`max`) or average pooling over any windows, as the reference computes
+// it, bit for bit: one thread per input element gathers from the windows that hold it.
+void launch_pool_backward_gather(cudaStream_t stream, DataType type, const void* x, const void* dy, void* dx,
+                                 const PoolShape& shape, bool nhwc, bool max);
 // Inverted dropout, forward (in = x) or backward (in = dy): see Backend::dropout_forward. `step`
 // is read on the device. out may alias in.
 void launch_dropout(cudaStream_t stream, DataType type, const void* in, void* out, size_t n,

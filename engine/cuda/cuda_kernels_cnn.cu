@@ -230,17 +230,21 @@ __global__ void sum_channel_parts_kernel(const float* partials, size_t parts, in
   }
 }
 
-// ---- max-pooling backward for windows that do not overlap -----------------------------------
-// cuDNN's deterministic max-pool backward took 10 ms of a 33 ms VGG-16 step in NHWC on an H200.
-// When stride >= window every input lies in at most one window, so each input element can find
-// its window, rescan it for the first maximum (lowest h, then w, as the reference) and take that
-// window's gradient or 0: a gather, with no atomics. Rows are (n, h) in NHWC and (n, c) in NCHW;
-// the column index inside a row needs one 32-bit division. In NHWC a thread may own kVec
-// consecutive channels of one pixel: they share the window, so it scans the window in packs and
-// keeps one running maximum per channel. Values compare as floats, which orders them exactly as
-// the stored 16-bit values.
-template <typename T, bool kNhwc, int kVec>
-__global__ void max_pool_backward_disjoint_kernel(const T* x, const T* dy, T* dx, MaxPoolShape s) {
+// ---- pooling backward as a gather ---------------------------------------------------------------
+// cuDNN's pooling backward is slow in NHWC: its deterministic max-pool backward took 10 ms of a
+// 33 ms VGG-16 step on an H200, and its overlapping windows (ResNet's 3x3/2 stem, Inception's
+// reductions and 3x3/1 branch pools) cost as much again. Here each input element finds the windows
+// that contain it (at most ceil(window / stride) of them per axis) in (oh, ow) order and sums in
+// double what each sends it: max pooling's window gradient where the window's first maximum
+// (lowest h, then w) is this element, found by rescanning the window; average pooling's dy over
+// the window's divisor. Those are the reference's windows, order and double arithmetic, so dx is
+// the reference's bit for bit; a gather, with no atomics. Rows are (n, h) in NHWC and (n, c) in
+// NCHW; the column index inside a row needs one 32-bit division. In NHWC a thread may own kVec
+// consecutive channels of one pixel: they share the windows, so it scans each in packs with one
+// running maximum per channel. Values compare as floats, which orders them exactly as the stored
+// 16-bit values.
+template <typename T, bool kNhwc, int kVec, bool kMax>
+__global__ void pool_backward_gather_kernel(const T* x, const T* dy, T* dx, PoolShape s) {
   static_assert(kNhwc || kVec == 1, "NCHW neighbours lie in different windows");
   const unsigned columns = (kNhwc ? s.in_w * s.c : s.in_h * s.in_w) / kVec;
   const unsigned rows = kNhwc ? s.n * s.in_h : s.n * s.c;
@@ -264,53 +268,64 @@ __global__ void max_pool_backward_disjoint_kernel(const T* x, const T* dy, T* dx
       return kNhwc ? ((static_cast<size_t>(n) * s.in_h + hh) * s.in_w + ww) * s.c + c
                    : ((static_cast<size_t>(n) * s.c + c) * s.in_h + hh) * s.in_w + ww;
     };
+    auto output_at = [&](int oh, int ow) -> size_t {
+      return kNhwc ? ((static_cast<size_t>(n) * s.out_h + oh) * s.out_w + ow) * s.c + c
+                   : ((static_cast<size_t>(n) * s.c + c) * s.out_h + oh) * s.out_w + ow;
+    };
     const size_t self = input_at(h, w);
-    float gradient[kVec];
+    double gradient[kVec];
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) gradient[k] = 0.0f;
-    const int oh = (static_cast<int>(h) + s.pad_h) / s.stride_h;
-    const int ow = (static_cast<int>(w) + s.pad_w) / s.stride_w;
-    const int h0 = oh * s.stride_h - s.pad_h, w0 = ow * s.stride_w - s.pad_w;
-    if (oh < s.out_h && ow < s.out_w && static_cast<int>(h) < h0 + s.window_h &&
-        static_cast<int>(w) < w0 + s.window_w) {
-      const int h_begin = max(h0, 0), h_end = min(h0 + s.window_h, static_cast<int>(s.in_h));
-      const int w_begin = max(w0, 0), w_end = min(w0 + s.window_w, static_cast<int>(s.in_w));
-      size_t best[kVec];
-      float best_value[kVec];
-      const size_t start = input_at(h_begin, w_begin);
-      const Pack<T, kVec> first = load_pack<kVec>(x + start);
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        best[k] = start;
-        best_value[k] = element(first, k);
-      }
-      for (int hh = h_begin; hh < h_end; ++hh) {
-        for (int ww = w_begin; ww < w_end; ++ww) {
-          const size_t at = input_at(hh, ww);
-          const Pack<T, kVec> values = load_pack<kVec>(x + at);
+    for (int k = 0; k < kVec; ++k) gradient[k] = 0.0;
+    // Window oh covers rows oh * stride - pad ... + window - 1: those holding h (padded: hp) run
+    // from the first whose end passes hp to the last that starts at or before it.
+    const int hp = static_cast<int>(h) + s.pad_h, wp = static_cast<int>(w) + s.pad_w;
+    const int oh_first = hp < s.window_h ? 0 : (hp - s.window_h) / s.stride_h + 1;
+    const int ow_first = wp < s.window_w ? 0 : (wp - s.window_w) / s.stride_w + 1;
+    const int oh_last = min(hp / s.stride_h, s.out_h - 1), ow_last = min(wp / s.stride_w, s.out_w - 1);
+    for (int oh = oh_first; oh <= oh_last; ++oh) {
+      for (int ow = ow_first; ow <= ow_last; ++ow) {
+        const int h0 = oh * s.stride_h - s.pad_h, w0 = ow * s.stride_w - s.pad_w;
+        const int h_begin = max(h0, 0), h_end = min(h0 + s.window_h, static_cast<int>(s.in_h));
+        const int w_begin = max(w0, 0), w_end = min(w0 + s.window_w, static_cast<int>(s.in_w));
+        const Pack<T, kVec> window_gradient = load_pack<kVec>(dy + output_at(oh, ow));
+        if constexpr (kMax) {
+          size_t best[kVec];
+          float best_value[kVec];
+          const size_t start = input_at(h_begin, w_begin);
+          const Pack<T, kVec> first = load_pack<kVec>(x + start);
 #pragma unroll
           for (int k = 0; k < kVec; ++k) {
-            if (element(values, k) > best_value[k]) {
-              best_value[k] = element(values, k);
-              best[k] = at;
+            best[k] = start;
+            best_value[k] = element(first, k);
+          }
+          for (int hh = h_begin; hh < h_end; ++hh) {
+            for (int ww = w_begin; ww < w_end; ++ww) {
+              const size_t at = input_at(hh, ww);
+              const Pack<T, kVec> values = load_pack<kVec>(x + at);
+#pragma unroll
+              for (int k = 0; k < kVec; ++k) {
+                if (element(values, k) > best_value[k]) {  // strict: ties keep the earlier position
+                  best_value[k] = element(values, k);
+                  best[k] = at;
+                }
+              }
             }
           }
-        }
-      }
-      bool any_here = false;
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) any_here |= best[k] == self;
-      if (any_here) {
-        const size_t out = kNhwc ? ((static_cast<size_t>(n) * s.out_h + oh) * s.out_w + ow) * s.c + c
-                                 : ((static_cast<size_t>(n) * s.c + c) * s.out_h + oh) * s.out_w + ow;
-        const Pack<T, kVec> window_gradient = load_pack<kVec>(dy + out);
+          for (int k = 0; k < kVec; ++k)
+            if (best[k] == self) gradient[k] += element(window_gradient, k);
+        } else {
+          const double divisor = s.include_padding ? static_cast<double>(s.window_h) * s.window_w
+                                                   : static_cast<double>(h_end - h_begin) * (w_end - w_begin);
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          if (best[k] == self) gradient[k] = element(window_gradient, k);
+          for (int k = 0; k < kVec; ++k) gradient[k] += element(window_gradient, k) / divisor;
         }
       }
     }
-    store_pack<kVec>(dx + self, round_pack<T, kVec>(gradient));  // exact: each came from a T
+    float rounded[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) rounded[k] = static_cast<float>(gradient[k]);
+    store_pack<kVec>(dx + self, round_pack<T, kVec>(rounded));
   }
 }
 
@@ -367,7 +382,7 @@ __global__ void copy_rows_kernel(const Word* src, size_t src_stride, Word* dst, 
 // input element instead and re-reads its window for each, which cost VGG-16 6 ms a step (NHWC,
 // fp32, batch 64, H200) against about 0.5 ms of traffic.
 template <typename T, bool kNhwc, int kVec>
-__global__ void max_pool_backward_tiled_kernel(const T* x, const T* dy, T* dx, MaxPoolShape s,
+__global__ void max_pool_backward_tiled_kernel(const T* x, const T* dy, T* dx, PoolShape s,
                                                size_t windows) {
   static_assert(kNhwc || kVec == 1, "NCHW neighbours lie in different windows");
   const unsigned channel_packs = s.c / kVec;
@@ -556,53 +571,64 @@ void launch_channel_bias_gradient(cudaStream_t stream, DataType type, const void
   DPB_CUDA_CHECK_LAUNCH(sum_channel_parts_kernel);
 }
 
-void launch_max_pool_backward_disjoint(cudaStream_t stream, DataType type, const void* x,
-                                       const void* dy, void* dx, const MaxPoolShape& shape,
-                                       bool nhwc) {
-  const unsigned columns = nhwc ? shape.in_w * shape.c : shape.in_h * shape.in_w;
-  const unsigned rows = nhwc ? shape.n * shape.in_h : shape.n * shape.c;
-  if (columns == 0 || rows == 0) return;
-  const bool tiles_exactly = shape.stride_h == shape.window_h && shape.stride_w == shape.window_w &&
-                             shape.pad_h == 0 && shape.pad_w == 0 &&
-                             static_cast<unsigned>(shape.out_h * shape.stride_h) == shape.in_h &&
-                             static_cast<unsigned>(shape.out_w * shape.stride_w) == shape.in_w;
-  const char* op = tiles_exactly ? "max_pool_backward_tiled" : "max_pool_backward_disjoint";
-  with_storage_type(type, op, [&](auto tag) {
+bool pool_tiles_exactly(const PoolShape& shape) {
+  return shape.stride_h == shape.window_h && shape.stride_w == shape.window_w && shape.pad_h == 0 &&
+         shape.pad_w == 0 && static_cast<unsigned>(shape.out_h * shape.stride_h) == shape.in_h &&
+         static_cast<unsigned>(shape.out_w * shape.stride_w) == shape.in_w;
+}
+
+void launch_max_pool_backward_tiled(cudaStream_t stream, DataType type, const void* x, const void* dy, void* dx,
+                                    const PoolShape& shape, bool nhwc) {
+  if (!pool_tiles_exactly(shape)) throw RuntimeError("max_pool_backward_tiled: the windows do not tile the input");
+  if (shape.n == 0 || shape.c == 0 || shape.in_h == 0 || shape.in_w == 0) return;
+  with_storage_type(type, "max_pool_backward_tiled", [&](auto tag) {
     using T = decltype(tag);
     const T* inputs = static_cast<const T*>(x);
     const T* gradients = static_cast<const T*>(dy);
     T* result = static_cast<T*>(dx);
-    if (tiles_exactly) {
-      auto launch = [&](auto nhwc_tag, auto vec) {
-        constexpr int kVec = decltype(vec)::value;
-        const size_t windows = static_cast<size_t>(shape.n) * shape.c / kVec * shape.out_h * shape.out_w;
-        max_pool_backward_tiled_kernel<T, decltype(nhwc_tag)::value, kVec>
-            <<<grid_for(windows), kBlockSize, 0, stream>>>(inputs, gradients, result, shape, windows);
-      };
-      if (!nhwc) return launch(std::false_type{}, std::integral_constant<int, 1>{});
-      // 16 bytes of channels per thread where the channel count and addresses allow.
-      constexpr int kWide = 16 / static_cast<int>(sizeof(T));
-      if (shape.c % kWide == 0 && aligned_to({inputs, gradients, result}, 16))
-        return launch(std::true_type{}, std::integral_constant<int, kWide>{});
-      return launch(std::true_type{}, std::integral_constant<int, 1>{});
-    }
     auto launch = [&](auto nhwc_tag, auto vec) {
       constexpr int kVec = decltype(vec)::value;
-      const unsigned threads = columns / kVec;
-      const dim3 grid((threads + kBlockSize - 1) / kBlockSize, std::min(rows, 65535u));
-      max_pool_backward_disjoint_kernel<T, decltype(nhwc_tag)::value, kVec>
-          <<<grid, kBlockSize, 0, stream>>>(inputs, gradients, result, shape);
+      const size_t windows = static_cast<size_t>(shape.n) * shape.c / kVec * shape.out_h * shape.out_w;
+      max_pool_backward_tiled_kernel<T, decltype(nhwc_tag)::value, kVec>
+          <<<grid_for(windows), kBlockSize, 0, stream>>>(inputs, gradients, result, shape, windows);
     };
     if (!nhwc) return launch(std::false_type{}, std::integral_constant<int, 1>{});
-    // 16-bit threads take a pack of channels of one pixel (they share the window).
+    // 16 bytes of channels per thread where the channel count and addresses allow.
+    constexpr int kWide = 16 / static_cast<int>(sizeof(T));
+    if (shape.c % kWide == 0 && aligned_to({inputs, gradients, result}, 16))
+      return launch(std::true_type{}, std::integral_constant<int, kWide>{});
+    return launch(std::true_type{}, std::integral_constant<int, 1>{});
+  });
+  DPB_CUDA_CHECK_LAUNCH(max_pool_backward_tiled_kernel);
+}
+
+void launch_pool_backward_gather(cudaStream_t stream, DataType type, const void* x, const void* dy, void* dx,
+                                 const PoolShape& shape, bool nhwc, bool max) {
+  const unsigned columns = nhwc ? shape.in_w * shape.c : shape.in_h * shape.in_w;
+  const unsigned rows = nhwc ? shape.n * shape.in_h : shape.n * shape.c;
+  if (columns == 0 || rows == 0) return;
+  with_storage_type(type, "pool_backward_gather", [&](auto tag) {
+    using T = decltype(tag);
+    const T* inputs = static_cast<const T*>(x);
+    const T* gradients = static_cast<const T*>(dy);
+    T* result = static_cast<T*>(dx);
+    auto launch = [&](auto nhwc_tag, auto vec) {
+      constexpr int kVec = decltype(vec)::value;
+      constexpr bool kNhwc = decltype(nhwc_tag)::value;
+      const unsigned threads = columns / kVec;
+      const dim3 grid((threads + kBlockSize - 1) / kBlockSize, std::min(rows, 65535u));
+      if (max) {
+        pool_backward_gather_kernel<T, kNhwc, kVec, true><<<grid, kBlockSize, 0, stream>>>(inputs, gradients, result, shape);
+      } else {
+        pool_backward_gather_kernel<T, kNhwc, kVec, false><<<grid, kBlockSize, 0, stream>>>(inputs, gradients, result, shape);
+      }
+    };
+    if (!nhwc) return launch(std::false_type{}, std::integral_constant<int, 1>{});
+    // 16-bit threads take a pack of channels of one pixel (they share the windows).
     with_pack_width<T>(pack_width<T>(shape.c, {inputs, gradients, result}),
                        [&](auto vec) { launch(std::true_type{}, vec); });
   });
-  if (tiles_exactly) {
-    DPB_CUDA_CHECK_LAUNCH(max_pool_backward_tiled_kernel);
-  } else {
-    DPB_CUDA_CHECK_LAUNCH(max_pool_backward_disjoint_kernel);
-  }
+  DPB_CUDA_CHECK_LAUNCH(pool_backward_gather_kernel);
 }
 
 void launch_dropout(cudaStream_t stream, DataType type, const void* in, void* out, size_t n,

@@ -51,6 +51,10 @@ struct ConvPlan {
 struct PoolPlan {
   CudnnTensorDescriptor input, output;
   CudnnPoolingDescriptor pooling;
+  // The backward runs dpbench's kernel instead of cuDNN's: the tiled one where the windows tile
+  // the input, else the gather where it timed faster at the first backward call or the run is
+  // deterministic (CudaBackend::pool_backward); decided once.
+  bool own_backward = false, backward_decided = false;
 };
 
 // Keys: every field that changes a descriptor, element types included, flattened (an ordered map

@@ -77,8 +77,8 @@ GpuArray<float> batch_norm_workspace(Device& gpu, size_t bytes) {
 // in [-0.57, 0.57], which fp16 and bf16 represent exactly. Rounding random values to bf16 would
 // leave ties inside windows (8 significant bits), and which of two tied positions cuDNN's
 // overlapping-window backward picks is not part of its contract; distinct values give every
-// window one maximum, so the comparison judges the routing, not the tie rule. (The disjoint-window
-// kernel, ours, is tested on ties separately.)
+// window one maximum, so the comparison judges the routing, not the tie rule. (dpbench's own
+// backward kernels are tested on ties separately.)
 std::vector<float> distinct_plane_values(const Tensor4& shape, uint64_t stream) {
   const size_t plane = static_cast<size_t>(shape.h) * shape.w;
   REQUIRE(plane <= 256);  // so |value| * 2^7 <= 128 fits bf16's 8 significant bits
@@ -386,6 +386,10 @@ TEST_CASE("cuda batch norm: dx may alias dy, and the passes replay as a CUDA gra
 
 TEST_CASE("cuda pooling matches the reference in both formats", "[gpu]") {
   auto gpu = make_gpu();
+  // --deterministic always runs the backward's gather kernel (elsewhere it runs where it times
+  // faster than cuDNN's): the reference's windows, order and arithmetic, so the same bits.
+  auto exact = make_gpu();
+  set_deterministic(*exact, true);
   ReferenceBackend reference;
   struct PoolCase {
     PoolMode mode;
@@ -447,23 +451,6 @@ TEST_CASE("cuda pooling matches the reference in both formats", "[gpu]") {
             check_same_values(y_gpu.values(), y_ref.values(), "max pool forward " + what.str());
             check_close(dx_gpu.values(), dx_ref.values(), 2.0 * overlap * kEps + atol, rtol,
                         "max pool backward " + what.str());
-            if (overlap == 1) {
-              // Disjoint windows (own kernel): with ties everywhere (after a ReLU most values
-              // are 0), the gradient must still go to each window's first maximum, as the
-              // reference's. Each window's dy lands on one position: exact in every type.
-              std::vector<float> tied = x;
-              for (float& v : tied) v = v < 0.0f ? 0.0f : (v > 0.25f ? 1.0f : 0.0f);
-              GpuTensor tied_gpu(*gpu, type, tied);
-              HostTensor tied_ref(type, tied);
-              gpu->ops().pool_forward(g, tied_gpu.data(), y_gpu.data());
-              gpu->ops().pool_backward(g, tied_gpu.data(), y_gpu.data(), dy_gpu.data(),
-                                       dx_gpu.data());
-              reference.pool_forward(g, tied_ref.data(), y_ref.data());
-              reference.pool_backward(g, tied_ref.data(), y_ref.data(), dy_ref.data(),
-                                      dx_ref.data());
-              check_same_values(dx_gpu.values(), dx_ref.values(),
-                                "max pool backward with ties " + what.str());
-            }
           } else {
             // A window's sum of |x| <= 1 rounds up to `window` times, then one division (or a
             // multiplication by a rounded reciprocal); the gradient sums `overlap` such
@@ -472,6 +459,23 @@ TEST_CASE("cuda pooling matches the reference in both formats", "[gpu]") {
                         "average pool forward " + what.str());
             check_close(dx_gpu.values(), dx_ref.values(), 4.0 * (overlap + 2) * kEps + atol, rtol,
                         "average pool backward " + what.str());
+          }
+          // dpbench's own backward kernels, bit for bit; for max pooling also with ties
+          // everywhere (after a ReLU most values are 0): each window's gradient must still go to
+          // its first maximum, as the reference's.
+          std::vector<float> tied = x;
+          for (float& v : tied) v = v < 0.0f ? 0.0f : (v > 0.25f ? 1.0f : 0.0f);
+          for (const std::vector<float>* input : {&x, static_cast<const std::vector<float>*>(&tied)}) {
+            if (input == &tied && c.mode != PoolMode::max) continue;
+            GpuTensor exact_x(*exact, type, *input), exact_dy(*exact, type, dy),
+                exact_y(*exact, type, g.output.count()), exact_dx(*exact, type, random_vector(g.input.count(), 5));
+            HostTensor input_ref(type, *input);
+            exact->ops().pool_forward(g, exact_x.data(), exact_y.data());
+            exact->ops().pool_backward(g, exact_x.data(), exact_y.data(), exact_dy.data(), exact_dx.data());
+            reference.pool_forward(g, input_ref.data(), y_ref.data());
+            reference.pool_backward(g, input_ref.data(), y_ref.data(), dy_ref.data(), dx_ref.data());
+            check_same_values(exact_dx.values(), dx_ref.values(),
+                              "own pool backward" + std::string(input == &tied ? " with ties " : " ") + what.str());
           }
         }
       }

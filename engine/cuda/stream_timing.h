@@ -1,0 +1,29 @@
+// Timing a piece of stream work once, for the choices made at set-up or in the eager first step
+// (which convolution plan, which pooling kernel): events around one run after an untimed one.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "engine/cuda/cuda_check.h"
+
+namespace dpbench {
+
+// Milliseconds of one run of `work` on `stream`, after one untimed run.
+template <typename Work>
+float timed_on_stream(cudaStream_t stream, Work work) {
+  work();
+  cudaEvent_t start, stop;
+  DPB_CUDA_CHECK(cudaEventCreate(&start));
+  DPB_CUDA_CHECK(cudaEventCreate(&stop));
+  DPB_CUDA_CHECK(cudaEventRecord(start, stream));
+  work();
+  DPB_CUDA_CHECK(cudaEventRecord(stop, stream));
+  DPB_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0.0f;
+  DPB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(stop);
+  return ms;
+}
+
+}  // namespace dpbench
