@@ -343,6 +343,17 @@ class Backend {
                                    void* d_residual) = 0;
   // Scratch both batch-norm passes need for `shape` (per-channel partial sums); may be 0.
   virtual size_t batch_norm_workspace_bytes(const Tensor4& shape) = 0;
+  // A join of two batch-normalised tensors in training (a ResNet block whose shortcut is a
+  // convolution with its own batch norm): y = act(bn(x) + bn_z(z)), each batch norm on its own
+  // batch statistics, saved as batch_norm_forward_training saves them, and y written in one pass
+  // (neither normalised tensor is stored). Both use `epsilon`. The backward is batch_norm_backward
+  // of x with d_residual (the gradient of bn_z(z)), then batch_norm_backward of z from it.
+  // `workspace` holds 2 * batch_norm_workspace_bytes(shape) bytes.
+  virtual void batch_norm_pair_forward_training(const Tensor4& shape, const void* x, const float* gamma,
+                                                const float* beta, float* saved_mean, float* saved_inv_std,
+                                                const void* z, const float* z_gamma, const float* z_beta,
+                                                float* z_saved_mean, float* z_saved_inv_std, float epsilon,
+                                                bool relu, void* y, void* workspace) = 0;
   // Batch normalisation in inference mode, on given per-channel statistics (the running mean and
   // variance) instead of the batch's, with what follows it in a ResNet block fused in:
   //   y = act(norm(x) + residual),  norm(v) = gamma * (v - mean) / sqrt(variance + epsilon) + beta,

@@ -246,6 +246,14 @@ class CountingBackend final : public Backend {
   size_t batch_norm_workspace_bytes(const Tensor4& shape) override {
     return inner_.batch_norm_workspace_bytes(shape);
   }
+  void batch_norm_pair_forward_training(const Tensor4& shape, const void* x, const float* gamma, const float* beta,
+                                        float* saved_mean, float* saved_inv_std, const void* z, const float* z_gamma,
+                                        const float* z_beta, float* z_saved_mean, float* z_saved_inv_std,
+                                        float epsilon, bool relu, void* y, void* workspace) override {
+    counted();
+    inner_.batch_norm_pair_forward_training(shape, x, gamma, beta, saved_mean, saved_inv_std, z, z_gamma, z_beta,
+                                            z_saved_mean, z_saved_inv_std, epsilon, relu, y, workspace);
+  }
   void batch_norm_inference(const Tensor4& shape, const void* x, const InferenceNorm& norm, const void* z,
                             const InferenceNorm* z_norm, bool relu, void* y) override {
     counted();

@@ -134,12 +134,17 @@ void Network::fuse_normalised_joins() {
     // Training: the batch norm's backward needs a gradient buffer for its input, and the join's
     // two inputs must differ, as every node's do.
     if (training && (main_source == input() || main_source == node.inputs[1])) continue;
-    // Training fuses the main path only: a fused shortcut norm would compute its parameter
-    // gradients here but announce them where its own node sits, much earlier in backward.
-    const BatchNormLayer* shortcut_norm = training ? nullptr : fusable_norm(node.inputs[1], reader);
-    // The source tensors must differ, as every node's inputs do.
-    if (shortcut_norm != nullptr && main_source == nodes_[tensors_[node.inputs[1]].producer].inputs[0])
-      shortcut_norm = nullptr;
+    // A fused shortcut norm's parameter gradients are computed here and announced where its own
+    // node sits, later in backward: a little overlap lost, nothing early.
+    const BatchNormLayer* shortcut_norm = fusable_norm(node.inputs[1], reader);
+    if (shortcut_norm != nullptr) {
+      const TensorId shortcut_source = nodes_[tensors_[node.inputs[1]].producer].inputs[0];
+      // The source tensors must differ, as every node's inputs do; training needs a gradient
+      // buffer for the shortcut's source and one epsilon for the pair.
+      if (shortcut_source == main_source ||
+          (training && (shortcut_source == input() || shortcut_norm->epsilon() != main_norm->epsilon())))
+        shortcut_norm = nullptr;
+    }
     auto fused = std::make_unique<NormalisedResidualAddLayer>(*add, *main_norm, shortcut_norm, training);
     bypass(node, reader, 0);
     if (shortcut_norm != nullptr) bypass(node, reader, 1);

@@ -65,9 +65,9 @@ class Network {
   void prepare_for_inference();
 
   // Ends building: `logits` (n, classes, 1, 1) is what the loss reads. For training, a residual
-  // add whose main path is a batch norm without ReLU (read by nothing else) runs that batch norm
-  // in its own pass, forward and backward (as prepare_for_inference, main path only). Plans
-  // buffers and gradients.
+  // add whose main path (and perhaps shortcut) is a batch norm without ReLU (read by nothing
+  // else) runs those batch norms in its own pass, forward and backward, as prepare_for_inference
+  // does. Plans buffers and gradients.
   void finalize(TensorId logits);
 
   // ---- queries

@@ -158,6 +158,10 @@ class CudaBackend final : public Backend {
                            float epsilon, bool relu, void* dx, float* dgamma, float* dbeta,
                            void* workspace, void* d_residual) override;
   size_t batch_norm_workspace_bytes(const Tensor4& shape) override;
+  void batch_norm_pair_forward_training(const Tensor4& shape, const void* x, const float* gamma, const float* beta,
+                                        float* saved_mean, float* saved_inv_std, const void* z, const float* z_gamma,
+                                        const float* z_beta, float* z_saved_mean, float* z_saved_inv_std,
+                                        float epsilon, bool relu, void* y, void* workspace) override;
   void batch_norm_inference(const Tensor4& shape, const void* x, const InferenceNorm& norm, const void* z,
                             const InferenceNorm* z_norm, bool relu, void* y) override;
   void pool_forward(const PoolGeometry& g, const void* x, void* y) override;

@@ -128,6 +128,15 @@ void CudaBackend::batch_norm_forward_training(const Tensor4& shape, const void* 
                                           saved_mean, saved_inv_std, workspace);
 }
 
+void CudaBackend::batch_norm_pair_forward_training(const Tensor4& shape, const void* x, const float* gamma,
+                                                   const float* beta, float* saved_mean, float* saved_inv_std,
+                                                   const void* z, const float* z_gamma, const float* z_beta,
+                                                   float* z_saved_mean, float* z_saved_inv_std, float epsilon,
+                                                   bool relu, void* y, void* workspace) {
+  cuda_kernels::launch_batch_norm_pair_forward(stream_, shape, x, gamma, beta, saved_mean, saved_inv_std, z, z_gamma,
+                                               z_beta, z_saved_mean, z_saved_inv_std, epsilon, relu, y, workspace);
+}
+
 void CudaBackend::batch_norm_inference(const Tensor4& shape, const void* x, const InferenceNorm& norm,
                                        const void* z, const InferenceNorm* z_norm, bool relu, void* y) {
   cuda_kernels::launch_batch_norm_inference(stream_, shape, x, norm, z, z_norm, relu, y);

@@ -190,6 +190,12 @@ size_t batch_norm_workspace_bytes(const Tensor4& shape);
 void launch_batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const void* x,
                                const void* residual, const float* gamma, const float* beta, float epsilon, bool relu,
                                void* y, float* saved_mean, float* saved_inv_std, void* workspace);
+// y = act(bn(x) + bn_z(z)), both on their batch statistics (a ResNet join whose shortcut has its own
+// batch norm); `workspace` holds 2 * batch_norm_workspace_bytes(shape).
+void launch_batch_norm_pair_forward(cudaStream_t stream, const Tensor4& shape, const void* x, const float* gamma,
+                                    const float* beta, float* saved_mean, float* saved_inv_std, const void* z,
+                                    const float* z_gamma, const float* z_beta, float* z_saved_mean,
+                                    float* z_saved_inv_std, float epsilon, bool relu, void* y, void* workspace);
 // Inference mode from given statistics; needs no workspace.
 void launch_batch_norm_inference(cudaStream_t stream, const Tensor4& shape, const void* x, const InferenceNorm& norm,
                                  const void* z, const InferenceNorm* z_norm, bool relu, void* y);

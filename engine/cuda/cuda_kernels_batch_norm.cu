@@ -466,21 +466,34 @@ struct NormaliseGroup {
   __device__ __forceinline__ float residual(int u, int k) const { return element(zs[u], k); }
 };
 
-// y = scale * ((x - mean_hi) - mean_lo) + beta (+ z with kAdd), then max(0, y) with relu, rounded
-// to T. x - mean_hi is exact when the two are close, which is when it matters. Rounding after the
+// What the normalise pass adds before the ReLU: nothing, z, or z's own batch norm (the shortcut's,
+// from its coefficients).
+enum Residual : int { kNoResidual, kPlainResidual, kNormalisedResidual };
+
+// The per-channel coefficients a normalise pass reads for one batch norm (the finalize kernel's).
+struct NormaliseCoefficients {
+  const float *scale, *mean_hi, *mean_lo, *beta;
+};
+
+// y = scale * ((x - mean_hi) - mean_lo) + beta (+ z, or + z's batch norm), then max(0, y) with
+// relu, rounded to T. x - mean_hi is exact when the two are close, which is when it matters. Rounding after the
 // ReLU equals rounding before it (rounding keeps the sign), so the stored y > 0 exactly where the
 // backward mask will look for it.
-template <typename T, bool kNhwc, int kVec, bool kRelu, bool kAdd>
+template <typename T, bool kNhwc, int kVec, bool kRelu, int kResidual>
 __global__ void __launch_bounds__(kThreads)
-    batch_norm_normalise_kernel(Tiling t, const T* x, const T* z, const float* scale, const float* mean_hi,
-                                const float* mean_lo, const float* beta, T* y) {
+    batch_norm_normalise_kernel(Tiling t, const T* x, const T* z, NormaliseCoefficients x_norm,
+                                NormaliseCoefficients z_norm, T* y) {
   constexpr int kLanes = kNhwc ? kVec : 1;
   ThreadWork<kNhwc> work = place_thread<kNhwc>(t);
   if (!work.active) return;
   float lane_scale[kLanes], lane_hi[kLanes], lane_lo[kLanes], lane_beta[kLanes];
-  load_lanes(work.first_channel, {scale, mean_hi, mean_lo, beta},
+  load_lanes(work.first_channel, {x_norm.scale, x_norm.mean_hi, x_norm.mean_lo, x_norm.beta},
              {&lane_scale, &lane_hi, &lane_lo, &lane_beta});
-  NormaliseGroup<T, kVec, kAdd> group(x, z);
+  float z_scale[kLanes], z_hi[kLanes], z_lo[kLanes], z_beta[kLanes];
+  if (kResidual == kNormalisedResidual)
+    load_lanes(work.first_channel, {z_norm.scale, z_norm.mean_hi, z_norm.mean_lo, z_norm.beta},
+               {&z_scale, &z_hi, &z_lo, &z_beta});
+  NormaliseGroup<T, kVec, kResidual != kNoResidual> group(x, z);
   walk_groups(work, t, group, [&](int u, long long offset) {
     float out[kVec];
 #pragma unroll
@@ -488,7 +501,9 @@ __global__ void __launch_bounds__(kThreads)
       const int lane = kNhwc ? k : 0;
       const float centred = (group.input(u, k) - lane_hi[lane]) - lane_lo[lane];
       float value = fmaf(lane_scale[lane], centred, lane_beta[lane]);
-      if (kAdd) value += group.residual(u, k);
+      if (kResidual == kPlainResidual) value += group.residual(u, k);
+      if (kResidual == kNormalisedResidual)
+        value += fmaf(z_scale[lane], (group.residual(u, k) - z_hi[lane]) - z_lo[lane], z_beta[lane]);
       out[k] = kRelu ? (value > 0.0f ? value : 0.0f) : value;
     }
     store_pack(y, offset, round_pack<T, kVec>(out));
@@ -712,11 +727,12 @@ Sweeps plan_sweeps(const Tensor4& shape, std::initializer_list<const void*> poin
           dim3(static_cast<unsigned>(t.channel_tiles), static_cast<unsigned>(t.chunks))};
 }
 
+// The statistics sweep and finalize of one batch norm: saved_mean, saved_inv_std and, in the
+// plan's workspace, the coefficients its normalise pass reads.
 template <typename T>
-void batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const T* x, const T* z,
-                        const float* gamma, const float* beta, float epsilon, bool relu, T* y,
-                        float* saved_mean, float* saved_inv_std, void* workspace) {
-  const Sweeps plan = plan_sweeps(shape, {x, y, z}, workspace);
+NormaliseCoefficients batch_norm_statistics(cudaStream_t stream, const Sweeps& plan, const T* x, const float* gamma,
+                                            const float* beta, float epsilon, float* saved_mean,
+                                            float* saved_inv_std) {
   const Workspace& w = plan.w;
   dispatch<T>(plan.t, false, [&](auto nhwc, auto vec_width, auto) {
     batch_norm_statistics_kernel<T, decltype(nhwc)::value, decltype(vec_width)::value>
@@ -727,15 +743,38 @@ void batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const T* x, c
       plan.t, w.partial_a, w.partial_b, gamma, epsilon, saved_mean, saved_inv_std,
       w.coefficient[0], w.coefficient[1], w.coefficient[2]);
   DPB_CUDA_CHECK_LAUNCH(batch_norm_forward_finalize_kernel);
+  return {w.coefficient[0], w.coefficient[1], w.coefficient[2], beta};
+}
+
+// y = act(bn(x) + residual): residual nothing (z null), z, or z's own batch norm (z_gamma given;
+// its statistics in the second half of the workspace).
+template <typename T>
+void batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const T* x, const T* z,
+                        const float* gamma, const float* beta, float epsilon, bool relu, T* y,
+                        float* saved_mean, float* saved_inv_std, void* workspace,
+                        const float* z_gamma = nullptr, const float* z_beta = nullptr,
+                        float* z_saved_mean = nullptr, float* z_saved_inv_std = nullptr) {
+  const Sweeps plan = plan_sweeps(shape, {x, y, z}, workspace);
+  const NormaliseCoefficients x_norm =
+      batch_norm_statistics(stream, plan, x, gamma, beta, epsilon, saved_mean, saved_inv_std);
+  NormaliseCoefficients z_norm = x_norm;  // unused unless z has a norm of its own
+  if (z_gamma != nullptr) {
+    const Sweeps z_plan =
+        plan_sweeps(shape, {x, y, z}, static_cast<char*>(workspace) + batch_norm_workspace_bytes(shape));
+    z_norm = batch_norm_statistics(stream, z_plan, z, z_gamma, z_beta, epsilon, z_saved_mean, z_saved_inv_std);
+  }
   dispatch<T>(plan.t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
     constexpr bool kNhwc = decltype(nhwc)::value, kRelu = decltype(fused_relu)::value;
     constexpr int kVec = decltype(vec_width)::value;
     if (z == nullptr) {
-      batch_norm_normalise_kernel<T, kNhwc, kVec, kRelu, false><<<plan.grid, kThreads, 0, stream>>>(
-          plan.t, x, z, w.coefficient[0], w.coefficient[1], w.coefficient[2], beta, y);
+      batch_norm_normalise_kernel<T, kNhwc, kVec, kRelu, kNoResidual>
+          <<<plan.grid, kThreads, 0, stream>>>(plan.t, x, z, x_norm, z_norm, y);
+    } else if (z_gamma == nullptr) {
+      batch_norm_normalise_kernel<T, kNhwc, kVec, kRelu, kPlainResidual>
+          <<<plan.grid, kThreads, 0, stream>>>(plan.t, x, z, x_norm, z_norm, y);
     } else {
-      batch_norm_normalise_kernel<T, kNhwc, kVec, kRelu, true><<<plan.grid, kThreads, 0, stream>>>(
-          plan.t, x, z, w.coefficient[0], w.coefficient[1], w.coefficient[2], beta, y);
+      batch_norm_normalise_kernel<T, kNhwc, kVec, kRelu, kNormalisedResidual>
+          <<<plan.grid, kThreads, 0, stream>>>(plan.t, x, z, x_norm, z_norm, y);
     }
   });
   DPB_CUDA_CHECK_LAUNCH(batch_norm_normalise_kernel);
@@ -824,6 +863,19 @@ void launch_batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const 
     batch_norm_forward(stream, shape, static_cast<const T*>(x), static_cast<const T*>(residual), gamma,
                        beta, epsilon, relu,
                        static_cast<T*>(y), saved_mean, saved_inv_std, workspace);
+  });
+}
+
+void launch_batch_norm_pair_forward(cudaStream_t stream, const Tensor4& shape, const void* x, const float* gamma,
+                                    const float* beta, float* saved_mean, float* saved_inv_std, const void* z,
+                                    const float* z_gamma, const float* z_beta, float* z_saved_mean,
+                                    float* z_saved_inv_std, float epsilon, bool relu, void* y, void* workspace) {
+  if (!check_call(shape, workspace, "batch_norm_pair_forward_training")) return;
+  with_storage_type(shape.type, "batch_norm_pair_forward_training", [&](auto tag) {
+    using T = decltype(tag);
+    batch_norm_forward(stream, shape, static_cast<const T*>(x), static_cast<const T*>(z), gamma, beta, epsilon,
+                       relu, static_cast<T*>(y), saved_mean, saved_inv_std, workspace, z_gamma, z_beta,
+                       z_saved_mean, z_saved_inv_std);
   });
 }
 

@@ -197,50 +197,96 @@ void ReferenceBackend::channel_bias_gradient(const Tensor4& shape, const void* y
 
 // ---- batch normalisation ------------------------------------------------------------------------
 
+namespace {
+
+// A batch norm's statistics over the batch, in double, and its normalisation of element `at` of
+// channel c: gamma * (x - mean) * inv_std + beta. The storage type T is a constant (with_type), so
+// the loads fold to plain accesses.
+template <DataType T>
+struct BatchStatistics {
+  std::vector<double> mean, inv_std;
+  double normalised(const void* x, size_t at, int c, const float* gamma, const float* beta) const {
+    return double(gamma[c]) * (load_as_float(T, x, at) - mean[c]) * inv_std[c] + beta[c];
+  }
+};
+
+// Also leaves the float statistics the backward pass reads in saved_mean and saved_inv_std.
+template <DataType T>
+BatchStatistics<T> batch_statistics(const Tensor4& shape, const void* x, float epsilon, float* saved_mean,
+                                    float* saved_inv_std) {
+  const ChannelView v = channel_view(shape);
+  const double count = static_cast<double>(v.outer * v.inner);  // M = n * h * w per channel
+  BatchStatistics<T> s{std::vector<double>(static_cast<size_t>(v.channels), 0.0),
+                       std::vector<double>(static_cast<size_t>(v.channels), 0.0)};
+  std::vector<double> variance(static_cast<size_t>(v.channels), 0.0);
+  for (size_t o = 0; o < v.outer; ++o) {
+    for (int c = 0; c < v.channels; ++c) {
+      for (size_t i = 0; i < v.inner; ++i) s.mean[c] += load_as_float(T, x, v.at(o, c, i));
+    }
+  }
+  for (double& m : s.mean) m /= count;
+  // Two passes (mean, then squared deviations) rather than E[x^2] - E[x]^2, which cancels badly.
+  for (size_t o = 0; o < v.outer; ++o) {
+    for (int c = 0; c < v.channels; ++c) {
+      for (size_t i = 0; i < v.inner; ++i) {
+        const double d = load_as_float(T, x, v.at(o, c, i)) - s.mean[c];
+        variance[c] += d * d;
+      }
+    }
+  }
+  for (int c = 0; c < v.channels; ++c) {
+    s.inv_std[c] = 1.0 / std::sqrt(variance[c] / count + epsilon);  // biased variance
+    saved_mean[c] = static_cast<float>(s.mean[c]);
+    saved_inv_std[c] = static_cast<float>(s.inv_std[c]);
+  }
+  return s;
+}
+
+// y = act(value(at, c)), rounded once; the same comparison as relu_forward, so a fused op equals
+// the ops in sequence.
+template <DataType T, typename Value>
+void store_activated(const Tensor4& shape, bool relu, void* y, Value value) {
+  const ChannelView v = channel_view(shape);
+  for (size_t o = 0; o < v.outer; ++o) {
+    for (int c = 0; c < v.channels; ++c) {
+      for (size_t i = 0; i < v.inner; ++i) {
+        const size_t at = v.at(o, c, i);
+        const float result = static_cast<float>(value(at, c));
+        store_from_float(T, y, at, relu ? (result > 0.0f ? result : 0.0f) : result);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void ReferenceBackend::batch_norm_forward_training(const Tensor4& shape, const void* x,
                                                    const float* gamma, const float* beta,
                                                    float epsilon, bool relu, void* y,
                                                    float* saved_mean, float* saved_inv_std,
                                                    void* /*workspace*/, const void* residual) {
-  const ChannelView v = channel_view(shape);
-  const double count = static_cast<double>(v.outer * v.inner);  // M = n * h * w per channel
-  std::vector<double> mean(static_cast<size_t>(v.channels), 0.0);
-  std::vector<double> inv_std(static_cast<size_t>(v.channels), 0.0);
-  std::vector<double> variance(static_cast<size_t>(v.channels), 0.0);
   with_type(shape.type, [&](auto tag) {
     constexpr DataType T = decltype(tag)::value;
-    for (size_t o = 0; o < v.outer; ++o) {
-      for (int c = 0; c < v.channels; ++c) {
-        for (size_t i = 0; i < v.inner; ++i) mean[c] += load_as_float(T, x, v.at(o, c, i));
-      }
-    }
-    for (double& m : mean) m /= count;
-    // Two passes (mean, then squared deviations) rather than E[x^2] - E[x]^2, which cancels badly.
-    for (size_t o = 0; o < v.outer; ++o) {
-      for (int c = 0; c < v.channels; ++c) {
-        for (size_t i = 0; i < v.inner; ++i) {
-          const double d = load_as_float(T, x, v.at(o, c, i)) - mean[c];
-          variance[c] += d * d;
-        }
-      }
-    }
-    for (int c = 0; c < v.channels; ++c) {
-      inv_std[c] = 1.0 / std::sqrt(variance[c] / count + epsilon);  // biased variance
-      saved_mean[c] = static_cast<float>(mean[c]);
-      saved_inv_std[c] = static_cast<float>(inv_std[c]);
-    }
-    for (size_t o = 0; o < v.outer; ++o) {
-      for (int c = 0; c < v.channels; ++c) {
-        for (size_t i = 0; i < v.inner; ++i) {
-          const size_t at = v.at(o, c, i);
-          double value = double(gamma[c]) * (load_as_float(T, x, at) - mean[c]) * inv_std[c] + beta[c];
-          if (residual != nullptr) value += load_as_float(T, residual, at);
-          const float result = static_cast<float>(value);
-          // The same comparison as relu_forward, so the fused op equals the two ops in sequence.
-          store_from_float(T, y, at, relu ? (result > 0.0f ? result : 0.0f) : result);
-        }
-      }
-    }
+    const BatchStatistics<T> s = batch_statistics<T>(shape, x, epsilon, saved_mean, saved_inv_std);
+    store_activated<T>(shape, relu, y, [&](size_t at, int c) {
+      const double value = s.normalised(x, at, c, gamma, beta);
+      return residual != nullptr ? value + load_as_float(T, residual, at) : value;
+    });
+  });
+}
+
+void ReferenceBackend::batch_norm_pair_forward_training(const Tensor4& shape, const void* x, const float* gamma,
+                                                        const float* beta, float* saved_mean, float* saved_inv_std,
+                                                        const void* z, const float* z_gamma, const float* z_beta,
+                                                        float* z_saved_mean, float* z_saved_inv_std, float epsilon,
+                                                        bool relu, void* y, void* /*workspace*/) {
+  with_type(shape.type, [&](auto tag) {
+    constexpr DataType T = decltype(tag)::value;
+    const BatchStatistics<T> s = batch_statistics<T>(shape, x, epsilon, saved_mean, saved_inv_std);
+    const BatchStatistics<T> z_s = batch_statistics<T>(shape, z, epsilon, z_saved_mean, z_saved_inv_std);
+    store_activated<T>(shape, relu, y, [&](size_t at, int c) {
+      return s.normalised(x, at, c, gamma, beta) + z_s.normalised(z, at, c, z_gamma, z_beta);
+    });
   });
 }
 

@@ -78,6 +78,20 @@ void BatchNormLayer::forward_training(const LayerPass& pass, LayerState& layer_s
                                         pass.workspace, residual);
 }
 
+void BatchNormLayer::forward_training_pair(const LayerPass& pass, LayerState& layer_state, const void* x,
+                                           const BatchNormLayer& shortcut_norm, LayerState& shortcut_layer_state,
+                                           const void* z, bool relu, void* y) const {
+  if (shortcut_norm.epsilon_ != epsilon_) throw RuntimeError(name() + ": joined batch norms differ in epsilon");
+  auto& state = static_cast<BatchNormState&>(layer_state);
+  auto& shortcut_state = static_cast<BatchNormState&>(shortcut_layer_state);
+  const ParameterSet& params = *pass.params;
+  pass.ops->batch_norm_pair_forward_training(
+      shape_, x, params.parameter(gamma_id_), params.parameter(beta_id_), state.saved_mean.as<float>(),
+      state.saved_inv_std.as<float>(), z, params.parameter(shortcut_norm.gamma_id_),
+      params.parameter(shortcut_norm.beta_id_), shortcut_state.saved_mean.as<float>(),
+      shortcut_state.saved_inv_std.as<float>(), epsilon_, relu, y, pass.workspace);
+}
+
 void BatchNormLayer::backward_training(const LayerPass& pass, LayerState& layer_state, const void* x,
                                        const void* y, const void* dy, bool relu, void* dx,
                                        void* d_residual) const {

@@ -37,6 +37,13 @@ class BatchNormLayer : public Layer {
                         bool relu, void* y) const;
   void backward_training(const LayerPass& pass, LayerState& state, const void* x, const void* y,
                          const void* dy, bool relu, void* dx, void* d_residual) const;
+  // y = act(bn(x) + shortcut_norm(z)) in training (a downsampling block's join), this batch norm
+  // on `state`, the other on `shortcut_state`; both must have the same epsilon. Needs twice this
+  // layer's workspace.
+  void forward_training_pair(const LayerPass& pass, LayerState& state, const void* x,
+                             const BatchNormLayer& shortcut_norm, LayerState& shortcut_state, const void* z,
+                             bool relu, void* y) const;
+  float epsilon() const { return epsilon_; }
 
  private:
   Tensor4 shape_;

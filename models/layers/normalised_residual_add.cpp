@@ -23,8 +23,6 @@ NormalisedResidualAddLayer::NormalisedResidualAddLayer(const ResidualAddLayer& a
       training_(training) {
   if (main_norm.fused_relu() || (shortcut_norm != nullptr && shortcut_norm->fused_relu()))
     throw RuntimeError(name() + ": a batch norm with a ReLU of its own cannot be fused into the add");
-  if (training && shortcut_norm != nullptr)
-    throw RuntimeError(name() + ": a training join fuses the main path's batch norm only");
 }
 
 std::unique_ptr<LayerState> NormalisedResidualAddLayer::create_state(Device& device, const ReplicaShard& shard) const {
@@ -38,7 +36,12 @@ void NormalisedResidualAddLayer::forward(const LayerPass& pass, const int32_t*) 
   const auto& state = static_cast<const FusedNormsState&>(*pass.state);
   if (pass.training) {
     if (!training_) throw RuntimeError(name() + ": this join was fused for inference only");
-    main_norm_.forward_training(pass, *state.main, pass.x[0], pass.x[1], relu_, pass.y);
+    if (shortcut_norm_ == nullptr) {
+      main_norm_.forward_training(pass, *state.main, pass.x[0], pass.x[1], relu_, pass.y);
+    } else {
+      main_norm_.forward_training_pair(pass, *state.main, pass.x[0], *shortcut_norm_, *state.shortcut, pass.x[1],
+                                       relu_, pass.y);
+    }
     return;
   }
   const InferenceNorm main = main_norm_.inference_norm(*pass.params, *state.main);
@@ -53,8 +56,12 @@ void NormalisedResidualAddLayer::forward(const LayerPass& pass, const int32_t*) 
 void NormalisedResidualAddLayer::backward(const LayerPass& pass, const int32_t*) const {
   if (!training_) throw RuntimeError(name() + ": the join fused for inference has no backward pass");
   const auto& state = static_cast<const FusedNormsState&>(*pass.state);
-  // dx[1] is the shortcut's gradient (or the scratch the network then adds into it).
+  // dx[1] is the shortcut's gradient (or the scratch the network then adds into it). With a
+  // shortcut batch norm it first receives that norm's output gradient (the masked dy), which the
+  // norm's backward then turns into its input's gradient in place.
   main_norm_.backward_training(pass, *state.main, pass.x[0], pass.y, pass.dy, relu_, pass.dx[0], pass.dx[1]);
+  if (shortcut_norm_ != nullptr)
+    shortcut_norm_->backward_training(pass, *state.shortcut, pass.x[1], nullptr, pass.dx[1], false, pass.dx[1], nullptr);
 }
 
 }  // namespace dpbench

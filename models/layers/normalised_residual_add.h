@@ -1,13 +1,13 @@
-// A ResNet block's join with the batch norm that fed it run in the same pass:
-//   training:  y = act(bn(a) + b), bn on the batch's statistics, with its backward pass;
-//   inference: y = act(bn_a(a) + b) or act(bn_a(a) + bn_b(b)), on the running statistics.
+// A ResNet block's join with the batch norms that fed it run in the same pass:
+//   y = act(bn_a(a) + b) or act(bn_a(a) + bn_b(b)),
+// in training on the batch's statistics, with the backward passes, in inference on the running
+// statistics.
 // The plain network runs each batch norm as a pass of its own and then the add: two more writes
 // and reads of the block's widest tensor forward, and in training one more backward (the add's
 // gradient written for both inputs, then read again by the batch norm). Network::finalize() (training)
-// and prepare_for_inference() put it in place of a residual add whose main path (in inference
-// perhaps also the shortcut) is a batch norm without ReLU read by nothing else; the batch-norm
-// nodes stay in the network, declaring their parameters and announcing their gradients as before,
-// but no longer run.
+// and prepare_for_inference() put it in place of a residual add whose main path (and perhaps the
+// shortcut) is a batch norm without ReLU read by nothing else; the batch-norm nodes stay in the
+// network, declaring their parameters and announcing their gradients as before, but no longer run.
 #pragma once
 
 #include "models/layers/batch_norm.h"
@@ -20,12 +20,15 @@ class NormalisedResidualAddLayer : public Layer {
  public:
   // Inputs: the main path's batch norm's input, then the shortcut's (or the shortcut itself
   // where `shortcut_norm` is null). The batch norms must outlive this layer (the network's nodes).
-  // `training`: the join trains, which it does only with the main path's batch norm fused.
+  // `training`: the join trains (forward and backward on batch statistics).
   NormalisedResidualAddLayer(const ResidualAddLayer& add, const BatchNormLayer& main_norm,
                              const BatchNormLayer* shortcut_norm, bool training);
 
   std::unique_ptr<LayerState> create_state(Device& device, const ReplicaShard& shard) const override;
-  size_t workspace_bytes(Backend& ops) const override { return main_norm_.workspace_bytes(ops); }
+  // Training with two batch norms computes both sets of statistics before the one pass.
+  size_t workspace_bytes(Backend& ops) const override {
+    return main_norm_.workspace_bytes(ops) * (training_ && shortcut_norm_ != nullptr ? 2 : 1);
+  }
   // Training reads the batch norm's input back in backward, so the output needs its own buffer.
   bool can_run_in_place() const override { return !training_; }
   // The ReLU's mask is read back from the output.

@@ -254,6 +254,67 @@ TEST_CASE("cuda batch norm matches the reference in both formats, with and witho
   }
 }
 
+TEST_CASE("cuda batch norm pair (a downsampling join in training) matches the reference", "[gpu]") {
+  auto gpu = make_gpu();
+  ReferenceBackend reference;
+  Backend& ops = gpu->ops();
+  // Scalar and vector paths (c or h*w not a multiple of 4, a misaligned pointer), many chunks and
+  // many channel tiles.
+  const std::pair<Tensor4, size_t> cases[] = {{{2, 3, 5, 7}, 0},    {{8, 64, 14, 14}, 0}, {{4, 2048, 2, 3}, 0},
+                                              {{8, 64, 56, 56}, 0}, {{8, 16, 4, 4}, 1},   {{1, 13, 9, 9}, 0}};
+  uint64_t stream = 950;
+  const float epsilon = 1e-5f;
+  for (DataType type : kAllTypes) {
+    for (bool relu : {false, true}) {
+      for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
+        for (const auto& [base, offset] : cases) {
+          Tensor4 shape = base;
+          shape.format = format;
+          shape.type = type;
+          const std::string what = "batch norm pair " + describe(shape) + (relu ? " relu" : "") +
+                                   (offset ? " misaligned" : "");
+          const size_t count = shape.count();
+          const int channels = shape.c;
+          const std::vector<float> x = rounded(type, random_vector(count, stream++, -0.5f, 1.5f));
+          const std::vector<float> z = rounded(type, random_vector(count, stream++, -1.5f, 0.5f));
+          std::vector<std::vector<float>> norms;  // gamma, beta; then z's
+          for (int k = 0; k < 2; ++k) {
+            norms.push_back(random_vector(channels, stream++, 0.5f, 1.5f));
+            norms.push_back(random_vector(channels, stream++, -0.5f, 0.5f));
+          }
+          HostTensor x_ref(type, x), z_ref(type, z), y_ref(type, count);
+          std::vector<float> mean(channels), inv_std(channels), z_mean(channels), z_inv_std(channels);
+          reference.batch_norm_pair_forward_training(shape, x_ref.data(), norms[0].data(), norms[1].data(), mean.data(),
+                                                     inv_std.data(), z_ref.data(), norms[2].data(), norms[3].data(),
+                                                     z_mean.data(), z_inv_std.data(), epsilon, relu, y_ref.data(),
+                                                     nullptr);
+          GpuTensor x_gpu(*gpu, type, x, offset), z_gpu(*gpu, type, z, offset), y_gpu(*gpu, type, count, offset);
+          std::vector<GpuArray<float>> arrays;
+          arrays.reserve(norms.size());
+          for (const std::vector<float>& values : norms) arrays.emplace_back(*gpu, values);
+          GpuArray<float> mean_gpu(*gpu, channels), inv_std_gpu(*gpu, channels), z_mean_gpu(*gpu, channels),
+              z_inv_std_gpu(*gpu, channels);
+          GpuArray<float> workspace = batch_norm_workspace(*gpu, 2 * ops.batch_norm_workspace_bytes(shape));
+          ops.batch_norm_pair_forward_training(shape, x_gpu.data(), arrays[0].data(), arrays[1].data(), mean_gpu.data(),
+                                               inv_std_gpu.data(), z_gpu.data(), arrays[2].data(), arrays[3].data(),
+                                               z_mean_gpu.data(), z_inv_std_gpu.data(), epsilon, relu, y_gpu.data(),
+                                               workspace.data());
+          // Inputs of spread 2 around +-0.5 (condition below 2): the statistics within 32 eps times
+          // the condition, under 1e-5 relative (the single batch norm's test derives it); each
+          // normalised value, |v| <= gamma * x_hat + beta < 3.2, inherits that and a few roundings,
+          // under 4e-5, the sum of two under 1e-4; then one rounding to the type.
+          check_close(mean_gpu.download(), mean, 1e-6, 0.0, "saved mean " + what);
+          check_close(inv_std_gpu.download(), inv_std, 0.0, 2e-5, "saved inv_std " + what);
+          check_close(z_mean_gpu.download(), z_mean, 1e-6, 0.0, "shortcut saved mean " + what);
+          check_close(z_inv_std_gpu.download(), z_inv_std, 0.0, 2e-5, "shortcut saved inv_std " + what);
+          check_close(y_gpu.values(), y_ref.values(), 1e-4 + storage_atol(type), storage_rtol(type) + 8 * kEps,
+                      "y " + what);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("cuda batch norm in inference matches the reference in both formats, in place too", "[gpu]") {
   auto gpu = make_gpu();
   ReferenceBackend reference;

@@ -667,6 +667,48 @@ TEST_CASE("reference batch norm with a residual equals batch norm then the resid
   }
 }
 
+TEST_CASE("reference batch norm pair equals the shortcut's batch norm then the join", "[reference_cnn]") {
+  // A downsampling block's join in training: y = act(bn(x) + bn_z(z)) in one pass, rounded once,
+  // with both batch norms' statistics saved as their own calls save them.
+  ReferenceBackend ops;
+  const float epsilon = 1e-5f;
+  for (DataType type : {DataType::f32, DataType::f16, DataType::bf16}) {
+    for (DataFormat format : kFormats) {
+      for (bool relu : {false, true}) {
+        INFO(data_type_name(type) << " " << data_format_name(format) << (relu ? " relu" : ""));
+        const Tensor4 t = with_type(Tensor4{2, 5, 3, 4, format}, type);
+        const size_t n = t.count();
+        const TypedBuffer x(type, random_values(n, 71, -1.0f, 2.0f)), z(type, random_values(n, 72, -2.0f, 1.0f));
+        const std::vector<float> gamma = random_values(t.c, 73, 0.5f, 1.5f), beta = random_values(t.c, 74);
+        const std::vector<float> z_gamma = random_values(t.c, 75, 0.5f, 1.5f), z_beta = random_values(t.c, 76);
+        std::vector<float> mean(t.c), inv_std(t.c), z_mean(t.c), z_inv_std(t.c);
+        std::vector<float> pair_mean(t.c), pair_inv_std(t.c), pair_z_mean(t.c), pair_z_inv_std(t.c);
+        TypedBuffer z_normalised(type, n, 0.0f), separate_y(type, n, 0.0f), pair_y(type, n, 0.0f);
+        ops.batch_norm_forward_training(t, z.data(), z_gamma.data(), z_beta.data(), epsilon, false, z_normalised.data(),
+                                        z_mean.data(), z_inv_std.data(), nullptr, nullptr);
+        ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, relu, separate_y.data(),
+                                        mean.data(), inv_std.data(), nullptr, z_normalised.data());
+        ops.batch_norm_pair_forward_training(t, x.data(), gamma.data(), beta.data(), pair_mean.data(),
+                                             pair_inv_std.data(), z.data(), z_gamma.data(), z_beta.data(),
+                                             pair_z_mean.data(), pair_z_inv_std.data(), epsilon, relu, pair_y.data(),
+                                             nullptr);
+        check_same_bits(pair_mean, mean, "saved_mean");
+        check_same_bits(pair_inv_std, inv_std, "saved_inv_std");
+        check_same_bits(pair_z_mean, z_mean, "shortcut saved_mean");
+        check_same_bits(pair_z_inv_std, z_inv_std, "shortcut saved_inv_std");
+        // One rounding instead of two (bn_z's, then the join's): within one unit of the type.
+        const double unit = type == DataType::f32 ? 1e-6 : type == DataType::f16 ? 0x1p-10 : 0x1p-7;
+        const std::vector<float> pair = pair_y.values(), separate = separate_y.values();
+        for (size_t i = 0; i < n; ++i) {
+          INFO("element " << i);
+          CHECK(std::fabs(double(pair[i]) - separate[i]) <= unit * (2.0 + std::fabs(double(separate[i]))));
+          if (relu) CHECK(pair[i] >= 0.0f);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("reference batch norm in fp16: the ReLU mask is the rounded y", "[reference_cnn]") {
   // Channel 1's gamma is so small that every output is below half fp16's smallest subnormal
   // (2^-25): in fp32 half of them are positive, stored in fp16 all are zero, so the fused ReLU's
