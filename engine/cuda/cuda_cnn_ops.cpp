@@ -191,10 +191,12 @@ void CudaBackend::pool_backward(const PoolGeometry& g, const void* x, const void
   const bool nhwc = g.input.format == DataFormat::nhwc, max = g.mode == PoolMode::max;
   if (max && cuda_kernels::pool_tiles_exactly(shape)) {
     plan.backward_decided = plan.own_backward = true;
-    return cuda_kernels::launch_max_pool_backward_tiled(stream_, g.input.type, x, dy, dx, shape, nhwc);
+    return cuda_kernels::launch_pool_backward(stream_, g.input.type, x, dy, dx, shape, nhwc,
+                                              cuda_kernels::PoolBackwardKernel::tiled, max);
   }
   auto gather_backward = [&] {
-    cuda_kernels::launch_pool_backward_gather(stream_, g.input.type, x, dy, dx, shape, nhwc, max);
+    cuda_kernels::launch_pool_backward(stream_, g.input.type, x, dy, dx, shape, nhwc,
+                                       cuda_kernels::PoolBackwardKernel::gather, max);
   };
   // Which is faster depends on the windows, layout and type (cuDNN is slow in NHWC; the gather
   // rescans a max window once per element it holds): timed once per shape, outside a capture (in

@@ -164,14 +164,13 @@ struct PoolShape {
 };
 // Windows that tile the input exactly (stride == window, no padding; VGG's 2x2/2).
 bool pool_tiles_exactly(const PoolShape& shape);
-// dx = the gradient of max pooling over windows that tile the input exactly, each window's dy sent
-// to its first maximum; one thread per window. Throws RuntimeError for other windows.
-void launch_max_pool_backward_tiled(cudaStream_t stream, DataType type, const void* x, const void* dy, void* dx,
-                                    const PoolShape& shape, bool nhwc);
-// dx = the gradient of max (`max`) or average pooling over any windows, as the reference computes
-// it, bit for bit: one thread per input element gathers from the windows that hold it.
-void launch_pool_backward_gather(cudaStream_t stream, DataType type, const void* x, const void* dy, void* dx,
-                                 const PoolShape& shape, bool nhwc, bool max);
+// dx = the gradient of max (`max`) or average pooling, as the reference computes it, bit for bit:
+//   tiled:  max pooling whose windows tile the input exactly, one thread per window (each window's
+//           dy sent to its first maximum); throws RuntimeError for other windows or modes;
+//   gather: any windows, one thread per input element gathering from the windows that hold it.
+enum class PoolBackwardKernel { tiled, gather };
+void launch_pool_backward(cudaStream_t stream, DataType type, const void* x, const void* dy, void* dx,
+                          const PoolShape& shape, bool nhwc, PoolBackwardKernel kernel, bool max);
 // Inverted dropout, forward (in = x) or backward (in = dy): see Backend::dropout_forward. `step`
 // is read on the device. out may alias in.
 void launch_dropout(cudaStream_t stream, DataType type, const void* in, void* out, size_t n,

@@ -577,41 +577,33 @@ bool pool_tiles_exactly(const PoolShape& shape) {
          static_cast<unsigned>(shape.out_w * shape.stride_w) == shape.in_w;
 }
 
-void launch_max_pool_backward_tiled(cudaStream_t stream, DataType type, const void* x, const void* dy, void* dx,
-                                    const PoolShape& shape, bool nhwc) {
-  if (!pool_tiles_exactly(shape)) throw RuntimeError("max_pool_backward_tiled: the windows do not tile the input");
-  if (shape.n == 0 || shape.c == 0 || shape.in_h == 0 || shape.in_w == 0) return;
-  with_storage_type(type, "max_pool_backward_tiled", [&](auto tag) {
-    using T = decltype(tag);
-    const T* inputs = static_cast<const T*>(x);
-    const T* gradients = static_cast<const T*>(dy);
-    T* result = static_cast<T*>(dx);
-    auto launch = [&](auto nhwc_tag, auto vec) {
-      constexpr int kVec = decltype(vec)::value;
-      const size_t windows = static_cast<size_t>(shape.n) * shape.c / kVec * shape.out_h * shape.out_w;
-      max_pool_backward_tiled_kernel<T, decltype(nhwc_tag)::value, kVec>
-          <<<grid_for(windows), kBlockSize, 0, stream>>>(inputs, gradients, result, shape, windows);
-    };
-    if (!nhwc) return launch(std::false_type{}, std::integral_constant<int, 1>{});
-    // 16 bytes of channels per thread where the channel count and addresses allow.
-    constexpr int kWide = 16 / static_cast<int>(sizeof(T));
-    if (shape.c % kWide == 0 && aligned_to({inputs, gradients, result}, 16))
-      return launch(std::true_type{}, std::integral_constant<int, kWide>{});
-    return launch(std::true_type{}, std::integral_constant<int, 1>{});
-  });
-  DPB_CUDA_CHECK_LAUNCH(max_pool_backward_tiled_kernel);
-}
-
-void launch_pool_backward_gather(cudaStream_t stream, DataType type, const void* x, const void* dy, void* dx,
-                                 const PoolShape& shape, bool nhwc, bool max) {
+void launch_pool_backward(cudaStream_t stream, DataType type, const void* x, const void* dy, void* dx,
+                          const PoolShape& shape, bool nhwc, PoolBackwardKernel kernel, bool max) {
+  const bool tiled = kernel == PoolBackwardKernel::tiled;
+  if (tiled && !(max && pool_tiles_exactly(shape)))
+    throw RuntimeError("max_pool_backward_tiled: only max pooling whose windows tile the input");
   const unsigned columns = nhwc ? shape.in_w * shape.c : shape.in_h * shape.in_w;
   const unsigned rows = nhwc ? shape.n * shape.in_h : shape.n * shape.c;
   if (columns == 0 || rows == 0) return;
-  with_storage_type(type, "pool_backward_gather", [&](auto tag) {
+  with_storage_type(type, tiled ? "max_pool_backward_tiled" : "pool_backward_gather", [&](auto tag) {
     using T = decltype(tag);
     const T* inputs = static_cast<const T*>(x);
     const T* gradients = static_cast<const T*>(dy);
     T* result = static_cast<T*>(dx);
+    if (tiled) {
+      auto launch = [&](auto nhwc_tag, auto vec) {
+        constexpr int kVec = decltype(vec)::value;
+        const size_t windows = static_cast<size_t>(shape.n) * shape.c / kVec * shape.out_h * shape.out_w;
+        max_pool_backward_tiled_kernel<T, decltype(nhwc_tag)::value, kVec>
+            <<<grid_for(windows), kBlockSize, 0, stream>>>(inputs, gradients, result, shape, windows);
+      };
+      if (!nhwc) return launch(std::false_type{}, std::integral_constant<int, 1>{});
+      // 16 bytes of channels per thread where the channel count and addresses allow.
+      constexpr int kWide = 16 / static_cast<int>(sizeof(T));
+      if (shape.c % kWide == 0 && aligned_to({inputs, gradients, result}, 16))
+        return launch(std::true_type{}, std::integral_constant<int, kWide>{});
+      return launch(std::true_type{}, std::integral_constant<int, 1>{});
+    }
     auto launch = [&](auto nhwc_tag, auto vec) {
       constexpr int kVec = decltype(vec)::value;
       constexpr bool kNhwc = decltype(nhwc_tag)::value;
@@ -628,7 +620,7 @@ void launch_pool_backward_gather(cudaStream_t stream, DataType type, const void*
     with_pack_width<T>(pack_width<T>(shape.c, {inputs, gradients, result}),
                        [&](auto vec) { launch(std::true_type{}, vec); });
   });
-  DPB_CUDA_CHECK_LAUNCH(pool_backward_gather_kernel);
+  DPB_CUDA_CHECK_LAUNCH(pool_backward);
 }
 
 void launch_dropout(cudaStream_t stream, DataType type, const void* in, void* out, size_t n,

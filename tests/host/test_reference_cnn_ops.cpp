@@ -604,67 +604,80 @@ TEST_CASE("reference batch norm: the fused ReLU equals batch norm then ReLU, bit
   }
 }
 
+namespace {
+
+// Calls check(type, format, relu) for every storage type and layout, with and without the ReLU,
+// each named in the test's output.
+template <typename Check>
+void for_each_type_layout_relu(Check check) {
+  for (DataType type : {DataType::f32, DataType::f16, DataType::bf16}) {
+    for (DataFormat format : kFormats) {
+      for (bool relu : {false, true}) {
+        INFO(data_type_name(type) << " " << data_format_name(format) << (relu ? " relu" : ""));
+        check(type, format, relu);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 TEST_CASE("reference batch norm with a residual equals batch norm then the residual add", "[reference_cnn]") {
   // A ResNet join in one op: y = act(bn(x) + z), rounded once; backward, z's gradient is the
   // masked dy and dx what batch norm's backward makes of it, exactly as the add's backward and
   // then batch norm's would (the same masked values go in).
   ReferenceBackend ops;
   const float epsilon = 1e-5f;
-  for (DataType type : {DataType::f32, DataType::f16, DataType::bf16}) {
-    for (DataFormat format : kFormats) {
-      for (bool relu : {false, true}) {
-        INFO(data_type_name(type) << " " << data_format_name(format) << (relu ? " relu" : ""));
-        const Tensor4 t = with_type(Tensor4{2, 5, 3, 4, format}, type);
-        const size_t n = t.count();
-        const TypedBuffer x(type, random_values(n, 81, -1.0f, 2.0f));
-        const TypedBuffer z(type, random_values(n, 82, -1.0f, 1.0f));
-        const TypedBuffer dy(type, random_values(n, 83));
-        const std::vector<float> gamma = random_values(t.c, 84, 0.5f, 1.5f);
-        const std::vector<float> beta = random_values(t.c, 85);
-        std::vector<float> mean(t.c), inv_std(t.c), joined_mean(t.c), joined_inv_std(t.c);
+  for_each_type_layout_relu([&](DataType type, DataFormat format, bool relu) {
+    const Tensor4 t = with_type(Tensor4{2, 5, 3, 4, format}, type);
+    const size_t n = t.count();
+    const TypedBuffer x(type, random_values(n, 81, -1.0f, 2.0f));
+    const TypedBuffer z(type, random_values(n, 82, -1.0f, 1.0f));
+    const TypedBuffer dy(type, random_values(n, 83));
+    const std::vector<float> gamma = random_values(t.c, 84, 0.5f, 1.5f);
+    const std::vector<float> beta = random_values(t.c, 85);
+    std::vector<float> mean(t.c), inv_std(t.c), joined_mean(t.c), joined_inv_std(t.c);
 
-        TypedBuffer bn(type, n, 0.0f), separate_y(type, n, 0.0f), joined_y(type, n, 0.0f);
-        ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, false, bn.data(),
-                                        mean.data(), inv_std.data(), nullptr, nullptr);
-        ops.add_tensors(type, bn.data(), z.data(), separate_y.data(), n, relu);
-        ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, relu, joined_y.data(),
-                                        joined_mean.data(), joined_inv_std.data(), nullptr, z.data());
-        check_same_bits(joined_mean, mean, "saved_mean");
-        check_same_bits(joined_inv_std, inv_std, "saved_inv_std");
-        // One rounding instead of two (bn's, then the sum's): within one unit of the type.
-        const double unit = type == DataType::f32 ? 1e-6 : type == DataType::f16 ? 0x1p-10 : 0x1p-7;
-        const std::vector<float> joined = joined_y.values(), separate = separate_y.values();
-        for (size_t i = 0; i < n; ++i) {
-          INFO("element " << i);
-          CHECK(std::fabs(double(joined[i]) - separate[i]) <= unit * (1.0 + std::fabs(double(separate[i]))));
-          if (relu) CHECK(joined[i] >= 0.0f);
-        }
-
-        // Backward from the joined y (its mask), both ways.
-        TypedBuffer dz_add(type, n, 7.0f), dbn(type, n, 7.0f), separate_dx(type, n, 0.0f);
-        TypedBuffer joined_dx(type, n, 0.0f), joined_dz(type, n, 7.0f);
-        std::vector<float> dgamma(t.c), dbeta(t.c), joined_dgamma(t.c), joined_dbeta(t.c);
-        ops.add_tensors_backward(type, joined_y.data(), dy.data(), relu, dbn.data(), dz_add.data(), n);
-        ops.batch_norm_backward(t, x.data(), bn.data(), dbn.data(), gamma.data(), mean.data(), inv_std.data(),
-                                epsilon, false, separate_dx.data(), dgamma.data(), dbeta.data(), nullptr, nullptr);
-        ops.batch_norm_backward(t, x.data(), joined_y.data(), dy.data(), gamma.data(), mean.data(), inv_std.data(),
-                                epsilon, relu, joined_dx.data(), joined_dgamma.data(), joined_dbeta.data(), nullptr,
-                                joined_dz.data());
-        check_same_bits(joined_dz.values(), dz_add.values(), "dz");
-        check_same_bits(joined_dx.values(), separate_dx.values(), "dx");
-        check_same_bits(joined_dgamma, dgamma, "dgamma");
-        check_same_bits(joined_dbeta, dbeta, "dbeta");
-
-        // dx may alias dy with the residual's gradient written too.
-        TypedBuffer in_place = dy, in_place_dz(type, n, 7.0f);
-        ops.batch_norm_backward(t, x.data(), joined_y.data(), in_place.data(), gamma.data(), mean.data(),
-                                inv_std.data(), epsilon, relu, in_place.data(), joined_dgamma.data(),
-                                joined_dbeta.data(), nullptr, in_place_dz.data());
-        check_same_bits(in_place.values(), separate_dx.values(), "dx in place");
-        check_same_bits(in_place_dz.values(), dz_add.values(), "dz with dx in place");
-      }
+    TypedBuffer bn(type, n, 0.0f), separate_y(type, n, 0.0f), joined_y(type, n, 0.0f);
+    ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, false, bn.data(),
+                                    mean.data(), inv_std.data(), nullptr, nullptr);
+    ops.add_tensors(type, bn.data(), z.data(), separate_y.data(), n, relu);
+    ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, relu, joined_y.data(),
+                                    joined_mean.data(), joined_inv_std.data(), nullptr, z.data());
+    check_same_bits(joined_mean, mean, "saved_mean");
+    check_same_bits(joined_inv_std, inv_std, "saved_inv_std");
+    // One rounding instead of two (bn's, then the sum's): within one unit of the type.
+    const double unit = type == DataType::f32 ? 1e-6 : type == DataType::f16 ? 0x1p-10 : 0x1p-7;
+    const std::vector<float> joined = joined_y.values(), separate = separate_y.values();
+    for (size_t i = 0; i < n; ++i) {
+      INFO("element " << i);
+      CHECK(std::fabs(double(joined[i]) - separate[i]) <= unit * (1.0 + std::fabs(double(separate[i]))));
+      if (relu) CHECK(joined[i] >= 0.0f);
     }
-  }
+
+    // Backward from the joined y (its mask), both ways.
+    TypedBuffer dz_add(type, n, 7.0f), dbn(type, n, 7.0f), separate_dx(type, n, 0.0f);
+    TypedBuffer joined_dx(type, n, 0.0f), joined_dz(type, n, 7.0f);
+    std::vector<float> dgamma(t.c), dbeta(t.c), joined_dgamma(t.c), joined_dbeta(t.c);
+    ops.add_tensors_backward(type, joined_y.data(), dy.data(), relu, dbn.data(), dz_add.data(), n);
+    ops.batch_norm_backward(t, x.data(), bn.data(), dbn.data(), gamma.data(), mean.data(), inv_std.data(),
+                            epsilon, false, separate_dx.data(), dgamma.data(), dbeta.data(), nullptr, nullptr);
+    ops.batch_norm_backward(t, x.data(), joined_y.data(), dy.data(), gamma.data(), mean.data(), inv_std.data(),
+                            epsilon, relu, joined_dx.data(), joined_dgamma.data(), joined_dbeta.data(), nullptr,
+                            joined_dz.data());
+    check_same_bits(joined_dz.values(), dz_add.values(), "dz");
+    check_same_bits(joined_dx.values(), separate_dx.values(), "dx");
+    check_same_bits(joined_dgamma, dgamma, "dgamma");
+    check_same_bits(joined_dbeta, dbeta, "dbeta");
+
+    // dx may alias dy with the residual's gradient written too.
+    TypedBuffer in_place = dy, in_place_dz(type, n, 7.0f);
+    ops.batch_norm_backward(t, x.data(), joined_y.data(), in_place.data(), gamma.data(), mean.data(),
+                            inv_std.data(), epsilon, relu, in_place.data(), joined_dgamma.data(),
+                            joined_dbeta.data(), nullptr, in_place_dz.data());
+    check_same_bits(in_place.values(), separate_dx.values(), "dx in place");
+    check_same_bits(in_place_dz.values(), dz_add.values(), "dz with dx in place");
+  });
 }
 
 TEST_CASE("reference batch norm pair equals the shortcut's batch norm then the join", "[reference_cnn]") {
@@ -672,41 +685,36 @@ TEST_CASE("reference batch norm pair equals the shortcut's batch norm then the j
   // with both batch norms' statistics saved as their own calls save them.
   ReferenceBackend ops;
   const float epsilon = 1e-5f;
-  for (DataType type : {DataType::f32, DataType::f16, DataType::bf16}) {
-    for (DataFormat format : kFormats) {
-      for (bool relu : {false, true}) {
-        INFO(data_type_name(type) << " " << data_format_name(format) << (relu ? " relu" : ""));
-        const Tensor4 t = with_type(Tensor4{2, 5, 3, 4, format}, type);
-        const size_t n = t.count();
-        const TypedBuffer x(type, random_values(n, 71, -1.0f, 2.0f)), z(type, random_values(n, 72, -2.0f, 1.0f));
-        const std::vector<float> gamma = random_values(t.c, 73, 0.5f, 1.5f), beta = random_values(t.c, 74);
-        const std::vector<float> z_gamma = random_values(t.c, 75, 0.5f, 1.5f), z_beta = random_values(t.c, 76);
-        std::vector<float> mean(t.c), inv_std(t.c), z_mean(t.c), z_inv_std(t.c);
-        std::vector<float> pair_mean(t.c), pair_inv_std(t.c), pair_z_mean(t.c), pair_z_inv_std(t.c);
-        TypedBuffer z_normalised(type, n, 0.0f), separate_y(type, n, 0.0f), pair_y(type, n, 0.0f);
-        ops.batch_norm_forward_training(t, z.data(), z_gamma.data(), z_beta.data(), epsilon, false, z_normalised.data(),
-                                        z_mean.data(), z_inv_std.data(), nullptr, nullptr);
-        ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, relu, separate_y.data(),
-                                        mean.data(), inv_std.data(), nullptr, z_normalised.data());
-        ops.batch_norm_pair_forward_training(t, x.data(), gamma.data(), beta.data(), pair_mean.data(),
-                                             pair_inv_std.data(), z.data(), z_gamma.data(), z_beta.data(),
-                                             pair_z_mean.data(), pair_z_inv_std.data(), epsilon, relu, pair_y.data(),
-                                             nullptr);
-        check_same_bits(pair_mean, mean, "saved_mean");
-        check_same_bits(pair_inv_std, inv_std, "saved_inv_std");
-        check_same_bits(pair_z_mean, z_mean, "shortcut saved_mean");
-        check_same_bits(pair_z_inv_std, z_inv_std, "shortcut saved_inv_std");
-        // One rounding instead of two (bn_z's, then the join's): within one unit of the type.
-        const double unit = type == DataType::f32 ? 1e-6 : type == DataType::f16 ? 0x1p-10 : 0x1p-7;
-        const std::vector<float> pair = pair_y.values(), separate = separate_y.values();
-        for (size_t i = 0; i < n; ++i) {
-          INFO("element " << i);
-          CHECK(std::fabs(double(pair[i]) - separate[i]) <= unit * (2.0 + std::fabs(double(separate[i]))));
-          if (relu) CHECK(pair[i] >= 0.0f);
-        }
-      }
+  for_each_type_layout_relu([&](DataType type, DataFormat format, bool relu) {
+    const Tensor4 t = with_type(Tensor4{2, 5, 3, 4, format}, type);
+    const size_t n = t.count();
+    const TypedBuffer x(type, random_values(n, 71, -1.0f, 2.0f)), z(type, random_values(n, 72, -2.0f, 1.0f));
+    const std::vector<float> gamma = random_values(t.c, 73, 0.5f, 1.5f), beta = random_values(t.c, 74);
+    const std::vector<float> z_gamma = random_values(t.c, 75, 0.5f, 1.5f), z_beta = random_values(t.c, 76);
+    std::vector<float> mean(t.c), inv_std(t.c), z_mean(t.c), z_inv_std(t.c);
+    std::vector<float> pair_mean(t.c), pair_inv_std(t.c), pair_z_mean(t.c), pair_z_inv_std(t.c);
+    TypedBuffer z_normalised(type, n, 0.0f), separate_y(type, n, 0.0f), pair_y(type, n, 0.0f);
+    ops.batch_norm_forward_training(t, z.data(), z_gamma.data(), z_beta.data(), epsilon, false, z_normalised.data(),
+                                    z_mean.data(), z_inv_std.data(), nullptr, nullptr);
+    ops.batch_norm_forward_training(t, x.data(), gamma.data(), beta.data(), epsilon, relu, separate_y.data(),
+                                    mean.data(), inv_std.data(), nullptr, z_normalised.data());
+    ops.batch_norm_pair_forward_training(t, x.data(), gamma.data(), beta.data(), pair_mean.data(),
+                                         pair_inv_std.data(), z.data(), z_gamma.data(), z_beta.data(),
+                                         pair_z_mean.data(), pair_z_inv_std.data(), epsilon, relu, pair_y.data(),
+                                         nullptr);
+    check_same_bits(pair_mean, mean, "saved_mean");
+    check_same_bits(pair_inv_std, inv_std, "saved_inv_std");
+    check_same_bits(pair_z_mean, z_mean, "shortcut saved_mean");
+    check_same_bits(pair_z_inv_std, z_inv_std, "shortcut saved_inv_std");
+    // One rounding instead of two (bn_z's, then the join's): within one unit of the type.
+    const double unit = type == DataType::f32 ? 1e-6 : type == DataType::f16 ? 0x1p-10 : 0x1p-7;
+    const std::vector<float> pair = pair_y.values(), separate = separate_y.values();
+    for (size_t i = 0; i < n; ++i) {
+      INFO("element " << i);
+      CHECK(std::fabs(double(pair[i]) - separate[i]) <= unit * (2.0 + std::fabs(double(separate[i]))));
+      if (relu) CHECK(pair[i] >= 0.0f);
     }
-  }
+  });
 }
 
 TEST_CASE("reference batch norm in fp16: the ReLU mask is the rounded y", "[reference_cnn]") {
