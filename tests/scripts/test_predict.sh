@@ -29,11 +29,9 @@ run 4 "$work/g4.json"
 
 mkdir -p "$work/out"
 expect() {  # name, expected exit code, arguments of dpbench predict...
-  local name=$1 expected=$2 code
+  local name=$1 expected=$2
   shift 2
-  "$dpbench" predict "$@" >"$work/stdout" 2>"$work/stderr"
-  code=$?
-  [ "$code" = "$expected" ] || fail "$name: exit code $code, expected $expected: $(head -c 300 "$work/stderr")"
+  expect_exit "$name" "$expected" "$dpbench" predict "$@"
 }
 one_error_line() {  # name, pattern the line matches
   if [ "$(grep -c '^dpbench: error: ' "$work/stderr")" != 1 ] || ! grep -q "^dpbench: error: $2" "$work/stderr"; then
