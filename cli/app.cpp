@@ -15,6 +15,7 @@
 #include "cli/flags.h"
 #include "cli/interrupt_signals.h"
 #include "cli/log.h"
+#include "cli/predict_command.h"
 #include "cli/report_command.h"
 #include "cli/run_command.h"
 #include "cli/strategies_command.h"
@@ -78,13 +79,15 @@ void watch_process_group_collectives(double timeout_seconds) {
 int dpbench_main(const std::vector<std::string>& args) {
   try {
     std::vector<std::string> run_args = args;
-    // report and compare read files only: no device probing, so they run anywhere.
+    // report, compare and predict read files only: no device probing, so they run anywhere.
     if (!run_args.empty() && run_args.front() == "report") {
       run_report_command({run_args.begin() + 1, run_args.end()});
       return 0;
     }
     if (!run_args.empty() && run_args.front() == "compare")
       return run_compare_command({run_args.begin() + 1, run_args.end()});
+    if (!run_args.empty() && run_args.front() == "predict")
+      return run_predict_command({run_args.begin() + 1, run_args.end()});
     if (!run_args.empty() && run_args.front() == "strategies") {
       run_strategies_command({run_args.begin() + 1, run_args.end()});
       return 0;

@@ -323,11 +323,12 @@ cxxopts::Options build_options(const std::vector<FlagSpec>& specs) {
       "dpbench: data-parallel training benchmark (successor of tf_cnn_benchmarks).\n"
       "`dpbench report PATH...` turns result files and folders into speedup tables and plots\n"
       "(dpbench report --help); `dpbench compare BASE NEW` tells which series got faster or slower\n"
-      "between two sets of results, and can gate CI on it (dpbench compare --help); `dpbench\n"
-      "comm_bench` measures the collectives alone, in the style of nccl-tests (dpbench comm_bench\n"
-      "--help); `dpbench strategies` lists the strategies and the options each takes.\n");
+      "between two sets of results, and can gate CI on it (dpbench compare --help); `dpbench predict\n"
+      "BASE --system FILE` predicts each strategy's scaling from a 1-GPU run (dpbench predict --help);\n"
+      "`dpbench comm_bench` measures the collectives alone, in the style of nccl-tests (dpbench\n"
+      "comm_bench --help); `dpbench strategies` lists the strategies and the options each takes.\n");
   options.custom_help("[run] [flags]  |  dpbench report PATH... [flags]  |  dpbench compare BASE NEW [flags]  |  "
-                      "dpbench comm_bench [flags]  |  dpbench strategies");
+                      "dpbench predict BASE --system FILE [flags]  |  dpbench comm_bench [flags]  |  dpbench strategies");
   options.positional_help("");
   options.set_width(110);
   for (const auto& spec : specs) {

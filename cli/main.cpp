@@ -26,8 +26,8 @@ namespace {
 // Joins the job this process belongs to; nullptr when no launcher started it (or it only reads
 // files). Throws with the line to print when it cannot.
 std::unique_ptr<dpbench::ProcessGroup> join_job(const std::vector<std::string>& args) {
-  const bool offline =
-      !args.empty() && (args.front() == "report" || args.front() == "compare" || args.front() == "strategies");
+  const bool offline = !args.empty() && (args.front() == "report" || args.front() == "compare" ||
+                                          args.front() == "predict" || args.front() == "strategies");
   if (offline) return nullptr;
   dpbench::LaunchEnvironment launch = dpbench::detect_launch_environment();
   if (launch.launcher == dpbench::Launcher::none) return nullptr;

@@ -25,6 +25,7 @@
 #include "engine/process_group.h"
 #include "models/batch_sources.h"
 #include "models/model_registry.h"
+#include "reports/backward_timeline.h"
 #include "reports/result_assembly.h"
 #include "reports/result_json.h"
 #include "strategies/strategy_registry.h"
@@ -228,6 +229,17 @@ PeakThroughput peak_of(const RunConfig& config, const std::vector<DeviceDescript
 }
 
 // What the result is made of (reports/result_assembly.h), in the result's own terms.
+// The tensors' element counts in the order of the flat gradient buffer (backward's order), for
+// summary.timeline, from which `dpbench predict` rebuilds any bucket plan.
+std::vector<int64_t> tensor_sizes_in_buffer_order(const ParameterLayout& layout) {
+  std::vector<TensorView> views = layout.tensors();
+  std::sort(views.begin(), views.end(), [](const TensorView& a, const TensorView& b) { return a.offset < b.offset; });
+  std::vector<int64_t> sizes;
+  for (const TensorView& view : views)
+    if (view.count > 0) sizes.push_back(static_cast<int64_t>(view.count));
+  return sizes;
+}
+
 ResultInputs result_inputs(const RunConfig& config, const RunMeasurements& measured, const Model& model,
                            int64_t items_per_step, const std::vector<DeviceDescription>& devices,
                            const nlohmann::json& data_summary) {
@@ -384,6 +396,10 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   }
 
   Result result = assemble_result(result_inputs(effective, measured, *model, items_per_step, descriptions, data_summary));
+  if (!measured.timelines.empty()) {
+    if (const auto timeline = summarize_backward_timeline(measured.timelines.front(), tensor_sizes_in_buffer_order(model->layout())))
+      result.summary.timeline = backward_timeline_to_json(*timeline);
+  }
   result.invocation = describe_invocation(flags.arguments);
   // The kernels the first GPU's plans chose (every GPU of a run prepares the same shapes).
   if (!devices.empty() && devices.front()->kind() == BackendKind::cuda)

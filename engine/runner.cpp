@@ -36,6 +36,9 @@ class EventAnnouncer : public GradientAnnouncer {
       throw RuntimeError("model announced more gradient ranges than it has tensors");
     Event& ready = *events_[next_++];
     ready.record(StreamKind::compute);
+    StepTrace& trace = device_.trace();
+    if (trace.recording())
+      trace.instant(StreamKind::compute, kGradientsProducedInstant, {{"offset", range.offset}, {"count", range.count}});
     strategy_.on_gradients_ready(replica_, range, ready);
   }
 

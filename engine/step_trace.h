@@ -72,6 +72,11 @@ struct DeviceTimeline {
 };
 
 constexpr int kHostTrackBase = 16;
+
+// The instant the runner marks on the compute stream, in traced steps, where the model announces a
+// finished range of its gradient buffer (args: "offset", "count" in elements): summary.timeline
+// (reports/backward_timeline.h) and `dpbench predict` read when each bucket became ready from it.
+inline constexpr char kGradientsProducedInstant[] = "gradients produced";
 inline int host_track_id(HostTrack track) { return kHostTrackBase + static_cast<int>(track); }
 
 class StepTrace {

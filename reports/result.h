@@ -101,6 +101,9 @@ struct Summary {
   nlohmann::json breakdown = nlohmann::json::object();
   // The model's FLOPs per step and the throughput and MFU they make; see "Result JSON" in README.md.
   nlohmann::json flops = nlohmann::json::object();
+  // With --trace_file: when backward produced each gradient range, and the step's parts, averaged
+  // over the traced measured steps (reports/backward_timeline.h); `dpbench predict` reads it.
+  nlohmann::json timeline = nlohmann::json::object();
 };
 
 struct Result {

@@ -24,34 +24,37 @@ json distribution_to_json(const std::optional<DistributionStats>& stats) {
 }
 
 json summary_to_json(const Summary& summary) {
-  return {{"items_per_sec", summary.items_per_sec},
-          {"unit", summary.unit},
-          {"total_time_s", summary.total_time_s},
-          {"measured_steps", summary.measured_steps},
-          {"warmup_steps", summary.warmup_steps},
-          {"interrupted", summary.interrupted},
-          {"num_devices", summary.num_devices},
-          {"global_batch_size", summary.global_batch_size},
-          {"items_per_step", summary.items_per_step},
-          {"step_time_ms", distribution_to_json(summary.step_time_ms)},
-          {"items_per_sec_per_step", distribution_to_json(summary.items_per_sec_per_step)},
-          {"jitter", summary.jitter ? json(*summary.jitter) : json(nullptr)},
-          {"final_loss", summary.final_loss},
-          {"num_parameters", summary.num_parameters},
-          {"param_norm", summary.param_norm},
-          {"comm", summary.comm},
-          {"cuda_graph", summary.cuda_graph},
-          {"kernel_launches_per_step", summary.kernel_launches_per_step
-                                           ? json(*summary.kernel_launches_per_step)
-                                           : json(nullptr)},
-          {"math", summary.math},
-          {"loss_scaling", summary.loss_scaling},
-          {"final_loss_scale", summary.final_loss_scale},
-          {"math_paths", summary.math_paths},
-          {"data", summary.data},
-          {"gpu_telemetry", summary.gpu_telemetry},
-          {"breakdown", summary.breakdown},
-          {"flops", summary.flops}};
+  json object = {{"items_per_sec", summary.items_per_sec},
+                  {"unit", summary.unit},
+                  {"total_time_s", summary.total_time_s},
+                  {"measured_steps", summary.measured_steps},
+                  {"warmup_steps", summary.warmup_steps},
+                  {"interrupted", summary.interrupted},
+                  {"num_devices", summary.num_devices},
+                  {"global_batch_size", summary.global_batch_size},
+                  {"items_per_step", summary.items_per_step},
+                  {"step_time_ms", distribution_to_json(summary.step_time_ms)},
+                  {"items_per_sec_per_step", distribution_to_json(summary.items_per_sec_per_step)},
+                  {"jitter", summary.jitter ? json(*summary.jitter) : json(nullptr)},
+                  {"final_loss", summary.final_loss},
+                  {"num_parameters", summary.num_parameters},
+                  {"param_norm", summary.param_norm},
+                  {"comm", summary.comm},
+                  {"cuda_graph", summary.cuda_graph},
+                  {"kernel_launches_per_step", summary.kernel_launches_per_step
+                                                   ? json(*summary.kernel_launches_per_step)
+                                                   : json(nullptr)},
+                  {"math", summary.math},
+                  {"loss_scaling", summary.loss_scaling},
+                  {"final_loss_scale", summary.final_loss_scale},
+                  {"math_paths", summary.math_paths},
+                  {"data", summary.data},
+                  {"gpu_telemetry", summary.gpu_telemetry},
+                  {"breakdown", summary.breakdown},
+                  {"flops", summary.flops}};
+  // Only runs with --trace_file have it (reports/backward_timeline.h).
+  if (!summary.timeline.empty()) object["timeline"] = summary.timeline;
+  return object;
 }
 
 // ---- reading ----------------------------------------------------------------------------------
@@ -232,6 +235,7 @@ Summary summary_from_json(const json& document) {
   if (object.contains("gpu_telemetry")) summary.gpu_telemetry = object_member(object, where, "gpu_telemetry");
   if (object.contains("flops")) summary.flops = object_member(object, where, "flops");
   if (object.contains("breakdown")) summary.breakdown = object_member(object, where, "breakdown");
+  if (object.contains("timeline")) summary.timeline = object_member(object, where, "timeline");
   return summary;
 }
 

@@ -33,11 +33,9 @@ PY
 mkdir -p "$work/empty" "$work/out"
 
 expect() {  # name, expected exit code, arguments of dpbench compare...
-  local name=$1 expected=$2 code
+  local name=$1 expected=$2
   shift 2
-  "$dpbench" compare "$@" >"$work/stdout" 2>"$work/stderr"
-  code=$?
-  [ "$code" = "$expected" ] || fail "$name: exit code $code, expected $expected: $(head -c 300 "$work/stderr")"
+  expect_exit "$name" "$expected" "$dpbench" compare "$@"
 }
 one_error_line() {  # name, pattern the line matches (other lines may only inform, e.g. of --output)
   if [ "$(grep -c '^dpbench: error: ' "$work/stderr")" != 1 ] || [ "$(grep -vc '^dpbench: info: ' "$work/stderr")" != 1 ] ||

@@ -1,0 +1,245 @@
+// `dpbench predict` (see the header): flags, loading the base result and the system file, the
+// bucket plan rebuilt from the base run's tensors, measured runs matched to strategies, output.
+#include "cli/predict_command.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+
+#include "cli/flag_parsing.h"
+#include "cli/log.h"
+#include "engine/errors.h"
+#include "reports/backward_timeline.h"
+#include "reports/prediction_tables.h"
+#include "reports/report_loader.h"
+#include "reports/report_series.h"
+#include "reports/system_description.h"
+#include "reports/text_file.h"
+#include "strategies/bucketed_exchange.h"
+#include "strategies/exchange_plan.h"
+
+namespace dpbench {
+namespace {
+
+constexpr int kMaxPredictedGpus = 1 << 20;
+const char* const kTimelineFlags = "--trace_file=FILE (and --trace_steps=1:20 to average more steps)";
+
+std::string config_text(const nlohmann::json& config, const char* key) {
+  if (!config.contains(key)) return "";
+  const nlohmann::json& value = config.at(key);
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+// The strategy a measured run used, where a prediction covers it.
+std::optional<PredictedStrategy> predicted_strategy_of(const nlohmann::json& config) {
+  const std::string update = config_text(config, "variable_update");
+  if (update == "parameter_server")
+    return config_text(config, "local_parameter_device") == "cpu" ? PredictedStrategy::parameter_server_cpu
+                                                                   : PredictedStrategy::parameter_server_gpu;
+  if (update == "distributed_replicated") return PredictedStrategy::parameter_server_gpu;
+  if (update != "replicated" && update != "distributed_all_reduce" && update != "horovod") return std::nullopt;
+  const std::string spec = config_text(config, "all_reduce_spec");
+  if (!spec.empty() && spec != "nccl") return std::nullopt;
+  if (config_text(config, "hierarchical_all_reduce") == "true") return PredictedStrategy::hierarchical;
+  if (config_text(config, "sharded_update") == "true") return PredictedStrategy::replicated_sharded;
+  const std::string compact = config_text(config, "compact_gradient_transfer");
+  if (compact == "fp16" || compact == "bf16") return PredictedStrategy::replicated_fp16_transfer;
+  if (config_text(config, "overlap_comm") == "false") return PredictedStrategy::replicated_no_overlap;
+  return PredictedStrategy::replicated;
+}
+
+LoadedResult load_base(const std::string& path) {
+  LoadedResults loaded = load_results({path});
+  if (loaded.results.size() != 1) {
+    const std::string why = loaded.results.empty()
+                                ? (loaded.skipped.empty() ? "no result in it" : loaded.skipped.front().reason)
+                                : std::to_string(loaded.results.size()) + " results in it; give one 1-GPU result file";
+    throw RuntimeError("predict: BASE '" + path + "': " + why);
+  }
+  LoadedResult base = std::move(loaded.results.front());
+  if (base.result.summary.num_devices != 1)
+    throw RuntimeError("predict: BASE '" + path + "' is a " + std::to_string(base.result.summary.num_devices) +
+                       "-GPU result; give a 1-GPU run (--num_gpus=1) with " + kTimelineFlags);
+  if (base.result.summary.timeline.empty())
+    throw RuntimeError("predict: BASE '" + path + "' has no summary.timeline (when backward produced each "
+                       "gradient); rerun it with " + std::string(kTimelineFlags));
+  return base;
+}
+
+// The base run's buckets as `bucket_cap_mb` cuts them: the bucket planner of the strategies, on a
+// layout rebuilt from the recorded tensor sizes (in gradient-buffer order).
+std::vector<BucketReady> buckets_of(const BackwardTimeline& timeline, double bucket_cap_mb) {
+  ParameterLayout layout;
+  // finalize() lays tensors out in reverse declaration order: declare the last one first.
+  for (auto size = timeline.tensor_elements.rbegin(); size != timeline.tensor_elements.rend(); ++size)
+    layout.declare("tensor", {*size});
+  layout.finalize();
+  StrategyOptions options;
+  options.bucket_cap_mb = bucket_cap_mb;
+  std::vector<BucketReady> buckets;
+  for (const GradientRange& range : plan_exchanges(layout, exchange_plan_options(options)))
+    buckets.push_back({static_cast<double>(range.count * timeline.gradient_element_bytes),
+                       ready_ms_of(timeline, static_cast<int64_t>(range.offset), static_cast<int64_t>(range.count))});
+  return buckets;
+}
+
+std::string describe_system(const SystemDescription& system) {
+  const SystemModel& m = system.model;
+  return std::to_string(m.gpus_per_host) + " GPUs per host; inside a host " +
+         format_fixed(m.intra_host.bandwidth_gb_per_s, 1) + " GB/s per GPU, " + format_fixed(m.intra_host.latency_us, 1) +
+         " us per step; across hosts " + format_fixed(m.inter_host.bandwidth_gb_per_s, 1) + " GB/s per host, " +
+         format_fixed(m.inter_host.latency_us, 1) + " us; to host memory " +
+         format_fixed(m.host_copy.bandwidth_gb_per_s, 1) + " GB/s per GPU; " +
+         (m.algorithm == CollectiveAlgorithm::ring ? "ring" : "tree") + " algorithm; communication " +
+         (m.communication_overlaps_compute ? "overlaps compute" : "runs on the compute thread (no overlap)") +
+         ". Sources: in the file.";
+}
+
+// Measured runs of the base's model and batch, matched to the rows of their strategy and count.
+void attach_measurements(const std::vector<std::string>& paths, const Result& base, PredictionReport& report) {
+  if (paths.empty()) return;
+  report.measurements_given = true;
+  const LoadedResults loaded = load_results(paths);
+  for (const SkippedFile& skipped : loaded.skipped) report.notes.push_back("skipped `" + skipped.path + "`: " + skipped.reason);
+  for (const LoadedResult& measured : loaded.results) {
+    const Result& result = measured.result;
+    const auto strategy = predicted_strategy_of(result.config);
+    std::string why;
+    if (config_text(result.config, "model") != config_text(base.config, "model") ||
+        config_text(result.config, "batch_size") != config_text(base.config, "batch_size"))
+      why = "another model or batch size than BASE";
+    else if (!strategy)
+      why = "its strategy (" + config_text(result.config, "variable_update") + ") is not predicted";
+    PredictionRow* match = nullptr;
+    for (PredictionRow& row : report.rows)
+      if (why.empty() && row.strategy == strategy_label(*strategy) && row.step.gpus == result.summary.num_devices)
+        match = &row;
+    if (why.empty() && match == nullptr)
+      why = std::to_string(result.summary.num_devices) + " GPUs is not a predicted count";
+    if (!why.empty()) {
+      report.notes.push_back("not compared: `" + measured.path + "`: " + why);
+      continue;
+    }
+    match->measured_items_per_sec = result.summary.items_per_sec;
+    match->measured_path = measured.path;
+  }
+}
+
+}  // namespace
+
+PredictOptions parse_predict_flags(const std::vector<std::string>& args) {
+  const OfflineCommandLine line = parse_offline_command_line(
+      "predict", args, {"--system", "--max_gpus", "--bucket_cap_mb", "--output", "--format", "--plot"});
+  PredictOptions options;
+  options.help = line.help;
+  if (options.help) return options;
+  options.system_path = line.value("--system");
+  options.output = line.value("--output");
+  options.plot = line.value("--plot");
+  options.format = parse_report_format(line.value("--format", "markdown"));
+  if (line.values.count("--max_gpus"))
+    options.max_gpus = parse_int_at_least("max_gpus", line.value("--max_gpus"), 1, "at least 1", kMaxPredictedGpus);
+  if (line.values.count("--bucket_cap_mb")) {
+    options.bucket_cap_mb = line.value("--bucket_cap_mb");
+    if (parse_finite_number("bucket_cap_mb", options.bucket_cap_mb, "megabytes > 0, e.g. 25") <= 0)
+      reject("bucket_cap_mb", options.bucket_cap_mb, "megabytes > 0, e.g. 25");
+  }
+  if (line.paths.empty())
+    throw ConfigError("predict: give a 1-GPU result as BASE; usage: dpbench predict BASE [MEASURED...] --system FILE "
+                      "(dpbench predict --help)");
+  if (options.system_path.empty())
+    throw ConfigError("predict: give the target system with --system FILE (systems/*.json; dpbench predict --help)");
+  options.base_path = line.paths.front();
+  options.measured_paths.assign(line.paths.begin() + 1, line.paths.end());
+  std::vector<std::string> inputs = line.paths;
+  inputs.push_back(options.system_path);
+  check_offline_paths("predict", inputs, options.output);
+  if (!options.plot.empty()) check_output_path(options.plot, "--plot");
+  return options;
+}
+
+std::string predict_help_text() {
+  return "usage: dpbench predict BASE [MEASURED...] --system FILE [flags]\n"
+         "Predicts the step time, speed, efficiency and exposed communication of each strategy on 1, 2, 4, ...\n"
+         "GPUs from BASE, a 1-GPU result with summary.timeline (run it with " + std::string(kTimelineFlags) + "),\n"
+         "on the system FILE describes (systems/*.json: GPUs per host, bandwidths and latencies, ring or tree).\n"
+         "MEASURED: result files or folders of N-GPU runs of the same model and batch; each is put beside its\n"
+         "prediction with the error.\n\n"
+         "  --system FILE        the target system (required)\n"
+         "  --max_gpus N         predict up to N GPUs (default 1024)\n"
+         "  --bucket_cap_mb X    the bucket size to predict (default: BASE's, else dpbench run's default)\n"
+         "  --output FILE        write the table to FILE (atomically) instead of stdout\n"
+         "  --format FORMAT      markdown (default), csv or json\n"
+         "  --plot FILE          also write the figure (efficiency against GPUs, SVG) to FILE\n"
+         "  --help               this text\n\n" +
+         prediction_model_text() +
+         "\n\nExit codes: 0 predicted; 1 an error (a BASE without a timeline or of several GPUs, a bad system file);\n"
+         "2 a bad command line.\n"
+         "Example: dpbench predict g1.json g2.json g4.json --system systems/h200_nvlink_8x400g.json --plot predict.svg\n";
+}
+
+int run_predict_command(const std::vector<std::string>& args) {
+  const PredictOptions options = parse_predict_flags(args);
+  if (options.help) {
+    std::fputs(predict_help_text().c_str(), stdout);
+    return 0;
+  }
+  const SystemDescription system = load_system_description(options.system_path);
+  const LoadedResult base = load_base(options.base_path);
+  const Result& result = base.result;
+  const BackwardTimeline timeline = backward_timeline_from_json(result.summary.timeline);
+  const std::string cap_text = !options.bucket_cap_mb.empty() ? options.bucket_cap_mb
+                               : result.config.contains("bucket_cap_mb") ? config_text(result.config, "bucket_cap_mb")
+                                                                         : format_fixed(StrategyOptions().bucket_cap_mb, 0);
+  const double bucket_cap_mb = std::stod(cap_text);
+
+  MeasuredStep measured;
+  measured.step_ms = timeline.step_ms;
+  measured.backward_ms = timeline.backward_ms;
+  measured.update_ms = timeline.after_backward_ms;
+  measured.buckets = buckets_of(timeline, bucket_cap_mb);
+
+  PredictionReport report;
+  report.base_path = base.path;
+  report.unit = result.summary.unit;
+  report.base_items_per_sec = result.summary.items_per_sec;
+  report.base_title = config_text(result.config, "model") + ", batch " + config_text(result.config, "batch_size") +
+                      " per GPU, " + result.environment.backend + " backend, 1 GPU at " +
+                      format_fixed(result.summary.items_per_sec, 1) + " " + result.summary.unit;
+  report.timeline_text = "Its timeline (" + std::to_string(timeline.traced_steps) + " traced steps): step " +
+                         format_fixed(timeline.step_ms, 3) + " ms, forward " + format_fixed(timeline.forward_ms, 3) +
+                         " ms, backward " + format_fixed(timeline.backward_ms, 3) + " ms, after backward " +
+                         format_fixed(timeline.after_backward_ms, 3) + " ms; " +
+                         std::to_string(measured.buckets.size()) + " bucket(s) of --bucket_cap_mb=" + cap_text +
+                         " (" + format_fixed(measured.gradient_bytes() / 1e6, 2) + " MB of gradients).";
+  report.system_path = options.system_path;
+  report.system_name = system.model.name;
+  report.system_text = describe_system(system);
+
+  const AlphaBetaCost cost(system.model);
+  for (PredictedStrategy strategy : all_predicted_strategies()) {
+    for (int gpus : predicted_gpu_counts(options.max_gpus)) {
+      PredictionRow row;
+      row.strategy = strategy_label(strategy);
+      row.step = predict_step(measured, strategy, gpus, system.model, cost);
+      if (row.step.modelled && row.step.step_ms > 0) {
+        row.efficiency_pct = 100.0 * measured.step_ms / row.step.step_ms;
+        row.items_per_sec = result.summary.items_per_sec * gpus * measured.step_ms / row.step.step_ms;
+      }
+      report.rows.push_back(row);
+    }
+  }
+  attach_measurements(options.measured_paths, result, report);
+  for (const std::string& note : report.notes) error_log().warn("predict: " + note);
+
+  const std::string text = render_in_format(options.format, report, render_prediction_markdown,
+                                            render_prediction_csv, render_prediction_json);
+  if (!options.plot.empty()) {
+    write_text_atomically(options.plot, render_prediction_svg(report), "--plot");
+    error_log().info("predict: figure written to " + options.plot);
+  }
+  write_offline_output("predict", text, options.output);
+  return 0;
+}
+
+}  // namespace dpbench

@@ -1,0 +1,47 @@
+// summary.timeline: a run's backward timeline in a few numbers, the input of `dpbench predict`.
+// From device 0's traced measured steps (--trace_file; the same device timestamps as the trace):
+// the mean step, forward, backward and after-backward times, and for every gradient range the
+// model announced, when backward had produced it (ms from backward's start). With the model's
+// tensor sizes, any bucket plan (--bucket_cap_mb) can be rebuilt and each bucket's ready time read
+// off, so a 1-GPU run of any strategy (independent included, which exchanges nothing) predicts
+// the bucketed ones. This file is the one place that writes and reads the field.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/step_trace.h"
+
+namespace dpbench {
+
+struct ProducedRange {
+  int64_t offset = 0, count = 0;  // elements of the flat gradient buffer
+  double ready_ms = 0;            // mean over the traced steps, from backward's start
+};
+
+struct BackwardTimeline {
+  int64_t traced_steps = 0;  // measured steps averaged
+  double step_ms = 0, forward_ms = 0, backward_ms = 0;
+  double after_backward_ms = 0;  // backward's end to the step's end: the update (and exchange waits)
+  int64_t gradient_element_bytes = 4;  // the gradients are fp32 whatever the precision
+  std::vector<int64_t> tensor_elements;  // every tensor's size, in the order backward produces them
+  std::vector<ProducedRange> produced;   // in the order backward announced them
+};
+
+// The timeline of `timeline`'s measured traced steps; none where no measured step was traced.
+// `tensor_elements`: the model's tensors in gradient-buffer order.
+std::optional<BackwardTimeline> summarize_backward_timeline(const DeviceTimeline& timeline,
+                                                            std::vector<int64_t> tensor_elements);
+
+nlohmann::json backward_timeline_to_json(const BackwardTimeline& timeline);
+// Throws RuntimeError naming the field (summary.timeline.<key>) that is missing or malformed.
+BackwardTimeline backward_timeline_from_json(const nlohmann::json& object);
+
+// When backward had produced all of [offset, offset + count): the latest announced range that
+// overlaps it (0 where none does).
+double ready_ms_of(const BackwardTimeline& timeline, int64_t offset, int64_t count);
+
+}  // namespace dpbench

@@ -1,0 +1,151 @@
+// The output of `dpbench predict` (see prediction_tables.h).
+#include "reports/prediction_tables.h"
+
+#include <cmath>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "reports/report_series.h"
+#include "reports/svg_chart.h"
+#include "reports/table_cells.h"
+
+namespace dpbench {
+namespace {
+
+std::string fixed_or_dash(std::optional<double> value, int decimals) {
+  return value ? format_fixed(*value, decimals) : "-";
+}
+
+std::string signed_percent(std::optional<double> pct) {
+  if (!pct) return "-";
+  return (*pct >= 0 ? "+" : "") + format_fixed(*pct, 1) + "%";
+}
+
+}  // namespace
+
+std::string prediction_model_text() {
+  return "Model: one step per strategy, simulated from the 1-GPU run's backward timeline. Each gradient bucket "
+         "(--bucket_cap_mb of the base run) enters the communication stream when backward has produced it and "
+         "costs its collective at that size and GPU count (alpha-beta: ring 2(n-1) steps, tree 2 log2 n; across "
+         "hosts each GPU gets its share of the host's network); what ends after backward is exposed. Forward, "
+         "backward and the update keep their 1-GPU times (the parameter servers' owners and the sharded update "
+         "split the update N ways). Not modelled: clock loss under the power cap, compute slowed by "
+         "communication kernels or memory traffic beside it, stragglers, congestion beyond the stated bandwidths, "
+         "host-side arithmetic of the host parameter server beyond the 1-GPU update, data loading. "
+         "Efficiency % = 100 x predicted speed / (N x the 1-GPU run's speed).";
+}
+
+std::string render_prediction_markdown(const PredictionReport& report) {
+  std::string text = "# dpbench predict\n\n";
+  text += "Base: `" + report.base_path + "`, " + report.base_title + ".\n";
+  text += report.timeline_text + "\n";
+  text += "System: " + report.system_name + " (`" + report.system_path + "`): " + report.system_text + "\n\n";
+  text += prediction_model_text() + "\n\n";
+  std::vector<std::string> header = {"Strategy", "GPUs", "Step (ms)", "Speed (" + report.unit + ")", "Efficiency %",
+                                     "Exposed comm (ms)", "Comm (ms)"};
+  std::string alignment = "lrrrrrr";
+  if (report.measurements_given) {
+    header.insert(header.end(), {"Measured (" + report.unit + ")", "Error"});
+    alignment += "rr";
+  }
+  text += markdown_row(header) + alignment_rule(alignment);
+  for (const PredictionRow& row : report.rows) {
+    std::vector<std::string> cells = {row.strategy, std::to_string(row.step.gpus)};
+    if (!row.step.modelled) {
+      cells.insert(cells.end(), {"n/a", "n/a", "n/a", "n/a", "n/a"});
+    } else {
+      cells.insert(cells.end(), {format_fixed(row.step.step_ms, 3), format_fixed(row.items_per_sec, 1),
+                                 format_fixed(row.efficiency_pct, 1), format_fixed(row.step.exposed_comm_ms, 3),
+                                 format_fixed(row.step.comm_ms, 3)});
+    }
+    if (report.measurements_given)
+      cells.insert(cells.end(), {fixed_or_dash(row.measured_items_per_sec, 1), signed_percent(row.error_pct())});
+    text += markdown_row(cells);
+  }
+  std::vector<std::string> notes = report.notes;
+  for (const PredictionRow& row : report.rows)
+    if (!row.step.modelled && row.step.gpus > 1)
+      notes.push_back(row.strategy + ", " + std::to_string(row.step.gpus) + " GPUs: not modelled: " + row.step.why_not);
+  if (!notes.empty()) {
+    text += "\n";
+    for (const std::string& note : notes) text += "- " + note + "\n";
+  }
+  return text;
+}
+
+std::string render_prediction_csv(const PredictionReport& report) {
+  std::string text =
+      "strategy,gpu_number,modelled,step_ms,items_per_sec,efficiency_pct,exposed_comm_ms,comm_ms,"
+      "measured_items_per_sec,error_pct,measured_file,unit,base_file,system_file\n";
+  for (const PredictionRow& row : report.rows) {
+    const bool modelled = row.step.modelled;
+    auto number = [&](double value) { return csv_number(modelled ? std::optional<double>(value) : std::nullopt); };
+    text += csv_field(row.strategy) + "," + std::to_string(row.step.gpus) + "," + (modelled ? "true" : "false") + "," +
+            number(row.step.step_ms) + "," + number(row.items_per_sec) + "," + number(row.efficiency_pct) + "," +
+            number(row.step.exposed_comm_ms) + "," + number(row.step.comm_ms) + "," +
+            csv_number(row.measured_items_per_sec) + "," + csv_number(row.error_pct()) + "," +
+            csv_field(row.measured_path) + "," + csv_field(report.unit) + "," + csv_field(report.base_path) + "," +
+            csv_field(report.system_path) + "\n";
+  }
+  return text;
+}
+
+std::string render_prediction_json(const PredictionReport& report) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const PredictionRow& row : report.rows) {
+    const bool modelled = row.step.modelled;
+    auto number = [&](double value) { return json_number(modelled ? std::optional<double>(value) : std::nullopt); };
+    nlohmann::json entry = {{"strategy", row.strategy},
+                            {"gpu_number", row.step.gpus},
+                            {"modelled", modelled},
+                            {"step_ms", number(row.step.step_ms)},
+                            {"items_per_sec", number(row.items_per_sec)},
+                            {"efficiency_pct", number(row.efficiency_pct)},
+                            {"exposed_comm_ms", number(row.step.exposed_comm_ms)},
+                            {"comm_ms", number(row.step.comm_ms)},
+                            {"measured_items_per_sec", json_number(row.measured_items_per_sec)},
+                            {"error_pct", json_number(row.error_pct())}};
+    if (!modelled) entry["why_not"] = row.step.why_not;
+    if (!row.measured_path.empty()) entry["measured_file"] = row.measured_path;
+    rows.push_back(entry);
+  }
+  const nlohmann::json document = {{"base", {{"path", report.base_path}, {"title", report.base_title},
+                                             {"items_per_sec", report.base_items_per_sec}, {"unit", report.unit},
+                                             {"timeline", report.timeline_text}}},
+                                   {"system", {{"path", report.system_path}, {"name", report.system_name},
+                                               {"values", report.system_text}}},
+                                   {"model", prediction_model_text()},
+                                   {"rows", rows},
+                                   {"notes", report.notes}};
+  return document.dump(2) + "\n";
+}
+
+std::string render_prediction_svg(const PredictionReport& report) {
+  LineChart chart;
+  chart.title = "Predicted efficiency: " + report.base_title + " on " + report.system_name;
+  chart.x_label = "GPUs, log2 scale (0 = 1 GPU, 3 = 8, 10 = 1024)";
+  chart.y_label = "efficiency %";
+  std::map<std::string, size_t> predicted_line, measured_line;  // by strategy, into chart.lines
+  for (const PredictionRow& row : report.rows) {
+    const double x = std::log2(static_cast<double>(row.step.gpus));
+    if (row.step.modelled) {
+      if (!predicted_line.count(row.strategy)) {
+        predicted_line[row.strategy] = chart.lines.size();
+        chart.lines.push_back({row.strategy + " (predicted)", {}, false, true, ""});
+      }
+      chart.lines[predicted_line[row.strategy]].points.push_back({x, row.efficiency_pct});
+    }
+    if (row.measured_items_per_sec && report.base_items_per_sec > 0) {
+      if (!measured_line.count(row.strategy)) {
+        measured_line[row.strategy] = chart.lines.size();
+        chart.lines.push_back({row.strategy + " (measured)", {}, true, true, ""});
+      }
+      const double efficiency = 100.0 * *row.measured_items_per_sec / (row.step.gpus * report.base_items_per_sec);
+      chart.lines[measured_line[row.strategy]].points.push_back({x, efficiency});
+    }
+  }
+  return render_svg(chart);
+}
+
+}  // namespace dpbench

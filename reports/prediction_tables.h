@@ -1,0 +1,47 @@
+// What `dpbench predict` writes: the predictions of every strategy at 1, 2, 4, ... GPUs with the
+// measured runs beside them (markdown, CSV, JSON) and the figure of efficiency against GPU count
+// (SVG). Plain data in, text out; cli/predict_command.cpp fills it.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "reports/step_prediction.h"
+
+namespace dpbench {
+
+struct PredictionRow {
+  std::string strategy;  // strategy_label()
+  StepPrediction step;
+  double items_per_sec = 0;  // predicted
+  double efficiency_pct = 0;
+  std::optional<double> measured_items_per_sec;  // a measured run of this strategy and GPU count
+  std::string measured_path;
+  std::optional<double> error_pct() const {  // 100 x (predicted - measured) / measured
+    if (!measured_items_per_sec || *measured_items_per_sec <= 0) return std::nullopt;
+    return 100.0 * (items_per_sec - *measured_items_per_sec) / *measured_items_per_sec;
+  }
+};
+
+struct PredictionReport {
+  std::string base_path, base_title;  // the 1-GPU result and what it is in words
+  std::string unit;                   // "images/s"
+  double base_items_per_sec = 0;      // the 1-GPU run's measured speed, the base of efficiency
+  std::string system_path, system_name, system_text;  // the system file, its values in words
+  std::string timeline_text;                           // the 1-GPU timeline and its buckets in words
+  bool measurements_given = false;                     // measured results were given (error columns)
+  std::vector<PredictionRow> rows;                     // by strategy, then GPU count
+  std::vector<std::string> notes;                      // measured results not used, and why
+};
+
+std::string render_prediction_markdown(const PredictionReport& report);
+std::string render_prediction_csv(const PredictionReport& report);
+std::string render_prediction_json(const PredictionReport& report);
+// Efficiency % against log2(GPUs): a line per strategy, the measured runs as dots of their own.
+std::string render_prediction_svg(const PredictionReport& report);
+
+// What is and is not modelled, in one paragraph (the README says the same at length).
+std::string prediction_model_text();
+
+}  // namespace dpbench

@@ -1,0 +1,204 @@
+// The step simulation (see step_prediction.h).
+#include "reports/step_prediction.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dpbench {
+namespace {
+
+double ceil_log2(int n) { return n <= 1 ? 0.0 : std::ceil(std::log2(static_cast<double>(n))); }
+
+// ms to move `bytes` at `gb_per_s` (GB = 1e9 bytes).
+double transfer_ms(double bytes, double gb_per_s) { return bytes / (gb_per_s * 1e6); }
+
+// One transfer on the communication stream: it may start once `ready_ms` (from backward's start)
+// has passed and the stream is free, and occupies the stream for `cost_ms`.
+struct CommJob {
+  double ready_ms = 0, cost_ms = 0;
+};
+
+// When the stream has run every job, in order (ms from backward's start).
+double stream_end_ms(const std::vector<CommJob>& jobs) {
+  double free_at = 0;
+  for (const CommJob& job : jobs) free_at = std::max(free_at, job.ready_ms) + job.cost_ms;
+  return free_at;
+}
+
+}  // namespace
+
+double bus_bandwidth_factor(CollectiveOp op, int ranks) {
+  const double n = ranks;
+  switch (op) {
+    case CollectiveOp::all_reduce: return 2.0 * (n - 1) / n;
+    case CollectiveOp::reduce_scatter:
+    case CollectiveOp::all_gather: return (n - 1) / n;
+    case CollectiveOp::reduce:
+    case CollectiveOp::broadcast: return 1.0;
+  }
+  return 1.0;
+}
+
+const char* collective_op_name(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::all_reduce: return "all_reduce";
+    case CollectiveOp::reduce_scatter: return "reduce_scatter";
+    case CollectiveOp::all_gather: return "all_gather";
+    case CollectiveOp::reduce: return "reduce";
+    case CollectiveOp::broadcast: return "broadcast";
+  }
+  return "";
+}
+
+double AlphaBetaCost::collective_ms(CollectiveOp op, double bytes, int ranks, LinkKind link) const {
+  if (ranks <= 1) return 0;
+  const bool across = link == LinkKind::inter_host;
+  const double bandwidth = across ? system_.inter_host.bandwidth_gb_per_s / std::max(1, system_.gpus_per_host)
+                                  : system_.intra_host.bandwidth_gb_per_s;
+  const double latency_ms = (across ? system_.inter_host.latency_us : system_.intra_host.latency_us) / 1e3;
+  const double n = ranks;
+  const bool tree = system_.algorithm == CollectiveAlgorithm::tree;
+  // Note [alpha-beta collectives] in the header.
+  double steps = 0;
+  switch (op) {
+    case CollectiveOp::all_reduce: steps = tree ? 2 * ceil_log2(ranks) : 2 * (n - 1); break;
+    case CollectiveOp::reduce_scatter:
+    case CollectiveOp::all_gather: steps = n - 1; break;
+    case CollectiveOp::reduce:
+    case CollectiveOp::broadcast: steps = tree ? ceil_log2(ranks) : n - 1; break;
+  }
+  return steps * latency_ms + transfer_ms(bytes * bus_bandwidth_factor(op, ranks), bandwidth);
+}
+
+double AlphaBetaCost::host_copy_ms(double bytes) const {
+  return system_.host_copy.latency_us / 1e3 + transfer_ms(bytes, system_.host_copy.bandwidth_gb_per_s);
+}
+
+double MeasuredCurveCost::collective_ms(CollectiveOp op, double bytes, int ranks, LinkKind link) const {
+  const auto found = curves_.find({op, link});
+  if (found == curves_.end() || found->second.empty() || ranks <= 1)
+    return fallback_->collective_ms(op, bytes, ranks, link);
+  const std::vector<Point>& curve = found->second;
+  const double factor = bus_bandwidth_factor(op, ranks);
+  if (bytes <= curve.front().bytes) return transfer_ms(curve.front().bytes * factor, curve.front().busbw_gb_per_s);
+  if (bytes >= curve.back().bytes) return transfer_ms(bytes * factor, curve.back().busbw_gb_per_s);
+  const auto upper = std::upper_bound(curve.begin(), curve.end(), bytes,
+                                      [](double size, const Point& point) { return size < point.bytes; });
+  const Point& high = *upper;
+  const Point& low = *(upper - 1);
+  const double t = (std::log2(bytes) - std::log2(low.bytes)) / (std::log2(high.bytes) - std::log2(low.bytes));
+  const double busbw = low.busbw_gb_per_s + t * (high.busbw_gb_per_s - low.busbw_gb_per_s);
+  return transfer_ms(bytes * factor, busbw);
+}
+
+const std::vector<PredictedStrategy>& all_predicted_strategies() {
+  static const std::vector<PredictedStrategy> all = {
+      PredictedStrategy::replicated,           PredictedStrategy::replicated_no_overlap,
+      PredictedStrategy::replicated_fp16_transfer, PredictedStrategy::replicated_sharded,
+      PredictedStrategy::hierarchical,         PredictedStrategy::parameter_server_gpu,
+      PredictedStrategy::parameter_server_cpu};
+  return all;
+}
+
+std::string strategy_label(PredictedStrategy strategy) {
+  switch (strategy) {
+    case PredictedStrategy::replicated: return "replicated (nccl)";
+    case PredictedStrategy::replicated_no_overlap: return "replicated (nccl, no overlap)";
+    case PredictedStrategy::replicated_fp16_transfer: return "replicated (nccl, fp16 transfer)";
+    case PredictedStrategy::replicated_sharded: return "replicated (nccl, sharded update)";
+    case PredictedStrategy::hierarchical: return "distributed_all_reduce (hierarchical)";
+    case PredictedStrategy::parameter_server_gpu: return "parameter_server (gpu)";
+    case PredictedStrategy::parameter_server_cpu: return "parameter_server (cpu)";
+  }
+  return "";
+}
+
+double MeasuredStep::gradient_bytes() const {
+  double total = 0;
+  for (const BucketReady& bucket : buckets) total += bucket.bytes;
+  return total;
+}
+
+StepPrediction predict_step(const MeasuredStep& measured, PredictedStrategy strategy, int gpus,
+                            const SystemModel& system, const CollectiveCost& cost) {
+  StepPrediction prediction;
+  prediction.gpus = gpus;
+  if (gpus <= 1) {
+    prediction.step_ms = measured.step_ms;
+    return prediction;
+  }
+  const int per_host = std::max(1, system.gpus_per_host);
+  const bool one_host = gpus <= per_host;
+  const int hosts = (gpus + per_host - 1) / per_host;
+  const LinkKind link = one_host ? LinkKind::intra_host : LinkKind::inter_host;
+  const double total_bytes = measured.gradient_bytes();
+
+  std::vector<CommJob> during;  // started by backward, one per bucket
+  double after_ms = 0;          // transfers that wait for the update (parameters travelling back)
+  double update_ms = measured.update_ms;
+  for (const BucketReady& bucket : measured.buckets) {
+    const double bytes = bucket.bytes;
+    double job_ms = 0;
+    switch (strategy) {
+      case PredictedStrategy::replicated:
+      case PredictedStrategy::replicated_no_overlap:
+        job_ms = cost.collective_ms(CollectiveOp::all_reduce, bytes, gpus, link);
+        break;
+      case PredictedStrategy::replicated_fp16_transfer:
+        job_ms = cost.collective_ms(CollectiveOp::all_reduce, bytes / 2, gpus, link);
+        break;
+      case PredictedStrategy::replicated_sharded:
+        // The bucket's share of the update runs between its two collectives, split N ways.
+        job_ms = cost.collective_ms(CollectiveOp::reduce_scatter, bytes, gpus, link) +
+                 (total_bytes > 0 ? measured.update_ms * bytes / total_bytes / gpus : 0) +
+                 cost.collective_ms(CollectiveOp::all_gather, bytes, gpus, link);
+        break;
+      case PredictedStrategy::hierarchical:
+        job_ms = one_host ? cost.collective_ms(CollectiveOp::all_reduce, bytes, gpus, LinkKind::intra_host)
+                          : cost.collective_ms(CollectiveOp::reduce_scatter, bytes, per_host, LinkKind::intra_host) +
+                                cost.collective_ms(CollectiveOp::all_reduce, bytes / per_host, hosts,
+                                                   LinkKind::inter_host) +
+                                cost.collective_ms(CollectiveOp::all_gather, bytes, per_host, LinkKind::intra_host);
+        break;
+      case PredictedStrategy::parameter_server_gpu:
+        job_ms = cost.collective_ms(CollectiveOp::reduce, bytes, gpus, link);
+        after_ms += cost.collective_ms(CollectiveOp::broadcast, bytes, gpus, link);
+        break;
+      case PredictedStrategy::parameter_server_cpu:
+        job_ms = cost.host_copy_ms(bytes);
+        after_ms += cost.host_copy_ms(bytes);
+        break;
+    }
+    const bool waits_for_backward = strategy == PredictedStrategy::replicated_no_overlap;
+    during.push_back({waits_for_backward ? measured.backward_ms : bucket.ready_ms, job_ms});
+    prediction.comm_ms += job_ms;
+  }
+  if (strategy == PredictedStrategy::parameter_server_cpu && !one_host) {
+    prediction.modelled = false;
+    prediction.why_not = "the host parameter server runs in one process, on one host (at most " +
+                         std::to_string(per_host) + " GPUs)";
+    return prediction;
+  }
+  if (strategy == PredictedStrategy::replicated_sharded) update_ms = 0;  // done inside the exchange
+  // Parameter-server owners each update the tensors they own: the update is split N ways.
+  if (strategy == PredictedStrategy::parameter_server_gpu) update_ms = measured.update_ms / gpus;
+  prediction.comm_ms += after_ms;
+  const double during_exposed = system.communication_overlaps_compute
+                                    ? std::max(0.0, stream_end_ms(during) - measured.backward_ms)
+                                    : prediction.comm_ms - after_ms;
+  prediction.exposed_comm_ms = during_exposed + after_ms;
+  prediction.step_ms = measured.step_ms - measured.update_ms + update_ms + prediction.exposed_comm_ms;
+  return prediction;
+}
+
+std::vector<int> predicted_gpu_counts(int max_gpus) {
+  std::vector<int> counts;
+  for (int n = 1; n <= max_gpus; n *= 2) {
+    counts.push_back(n);
+    if (n > max_gpus / 2) break;
+  }
+  if (counts.empty() || counts.back() != max_gpus) counts.push_back(max_gpus);
+  return counts;
+}
+
+}  // namespace dpbench

@@ -1,0 +1,144 @@
+// Predicting one data-parallel training step on N GPUs from a 1-GPU run: an event simulation of
+// the step in which each gradient bucket enters the communication stream when backward has
+// produced it, costs what the target system's collectives charge for its size at N GPUs, and
+// whatever communication ends after backward is exposed. Pure arithmetic on plain inputs, so it
+// is tested by hand-computed cases; `dpbench predict` (cli/predict_command.h) feeds it from a
+// result's summary.timeline and a system file (reports/system_description.h).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dpbench {
+
+enum class CollectiveOp { all_reduce, reduce_scatter, all_gather, reduce, broadcast };
+enum class CollectiveAlgorithm { ring, tree };
+// Where a collective's ranks sit: all inside one host, or spread over hosts (then the hosts'
+// network is the bottleneck link).
+enum class LinkKind { intra_host, inter_host };
+
+// busbw = algbw x this, as nccl-tests defines it (and `dpbench comm_bench` prints it).
+double bus_bandwidth_factor(CollectiveOp op, int ranks);
+const char* collective_op_name(CollectiveOp op);  // "all_reduce", as comm_bench's --op spells it
+
+struct LinkCost {
+  double bandwidth_gb_per_s = 0;  // GB = 1e9 bytes, one direction
+  double latency_us = 0;          // per algorithm step
+};
+
+// The target system as a system file describes it (systems/README.md).
+struct SystemModel {
+  std::string name;
+  int gpus_per_host = 1;
+  LinkCost intra_host;  // per GPU, to its peers in the host (NVLink, PCIe, shared memory)
+  LinkCost inter_host;  // per host: all its network adapters together; a GPU gets 1/gpus_per_host
+  LinkCost host_copy;   // per GPU, between its memory and the host's (the host parameter server)
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
+  // False where a device's communication runs on the same thread as its compute (the reference
+  // backend's synchronous streams): nothing overlaps, every transfer lengthens the step.
+  bool communication_overlaps_compute = true;
+};
+
+// How long one collective (or host copy) takes on the target system.
+class CollectiveCost {
+ public:
+  virtual ~CollectiveCost() = default;
+  // `bytes` as nccl-tests counts a collective's size: the whole buffer (all_reduce, broadcast,
+  // reduce) or the whole gathered/scattered buffer (all_gather, reduce_scatter).
+  virtual double collective_ms(CollectiveOp op, double bytes, int ranks, LinkKind link) const = 0;
+  // One GPU copying `bytes` to or from host memory (over its own link: PCIe, C2C).
+  virtual double host_copy_ms(double bytes) const = 0;
+};
+
+// Note [alpha-beta collectives]
+// A collective of S bytes over n ranks with per-rank bandwidth B and per-step latency a:
+//   ring all_reduce      2(n-1) a + 2(n-1)/n S/B   (reduce-scatter then all-gather, 2(n-1) steps)
+//   ring reduce_scatter, all_gather   (n-1) a + (n-1)/n S/B
+//   ring reduce, broadcast            (n-1) a + S/B   (a pipelined chain)
+//   tree all_reduce      2 ceil(log2 n) a + 2(n-1)/n S/B   (up and down a tree; NCCL's double
+//                        binary trees reach the ring's bandwidth, so only the latency differs)
+//   tree reduce, broadcast            ceil(log2 n) a + S/B
+// reduce_scatter and all_gather have no tree in NCCL and use the ring's formula either way.
+// Across hosts B is the host's network bandwidth over its GPUs (each GPU drives its share of
+// the adapters) and a the network's latency: the slowest hop paces every step.
+class AlphaBetaCost : public CollectiveCost {
+ public:
+  explicit AlphaBetaCost(SystemModel system) : system_(std::move(system)) {}
+  double collective_ms(CollectiveOp op, double bytes, int ranks, LinkKind link) const override;
+  double host_copy_ms(double bytes) const override;
+  const SystemModel& system() const { return system_; }
+
+ private:
+  SystemModel system_;
+};
+
+// Measured bus bandwidth against message size (`dpbench comm_bench --json` rows), per collective
+// and link kind, replacing the formulas where a curve exists. The time of S bytes on n ranks is
+// S x bus_bandwidth_factor(op, n) / busbw(S): busbw is what nccl-tests made comparable across rank
+// counts. busbw is interpolated linearly in log2(size); below the smallest size measured the
+// time stays that of the smallest (latency-bound), above the largest the busbw stays the last.
+class MeasuredCurveCost : public CollectiveCost {
+ public:
+  struct Point {
+    double bytes = 0, busbw_gb_per_s = 0;
+  };
+  MeasuredCurveCost(std::map<std::pair<CollectiveOp, LinkKind>, std::vector<Point>> curves,
+                    std::shared_ptr<const CollectiveCost> fallback)
+      : curves_(std::move(curves)), fallback_(std::move(fallback)) {}
+  double collective_ms(CollectiveOp op, double bytes, int ranks, LinkKind link) const override;
+  double host_copy_ms(double bytes) const override { return fallback_->host_copy_ms(bytes); }
+
+ private:
+  std::map<std::pair<CollectiveOp, LinkKind>, std::vector<Point>> curves_;  // points by ascending size
+  std::shared_ptr<const CollectiveCost> fallback_;
+};
+
+// The strategies a prediction covers, each as `dpbench run` names it.
+enum class PredictedStrategy {
+  replicated,               // --variable_update=replicated (nccl), buckets all-reduced as they are ready
+  replicated_no_overlap,    // ... --overlap_comm=false: every bucket after backward
+  replicated_fp16_transfer, // ... --compact_gradient_transfer=fp16: half the bytes
+  replicated_sharded,       // ... --sharded_update: reduce-scatter, 1/N of the update, all-gather
+  hierarchical,             // distributed_all_reduce --hierarchical_all_reduce
+  parameter_server_gpu,     // --variable_update=parameter_server --local_parameter_device=gpu
+  parameter_server_cpu,     // ... --local_parameter_device=cpu
+};
+const std::vector<PredictedStrategy>& all_predicted_strategies();
+std::string strategy_label(PredictedStrategy strategy);  // "replicated (nccl)", as `dpbench report` labels it
+
+// One gradient bucket of the 1-GPU run: its bytes (fp32) and when backward had produced all of
+// it, in ms from the start of backward.
+struct BucketReady {
+  double bytes = 0;
+  double ready_ms = 0;
+};
+
+// What the 1-GPU run measured: its step and the parts a prediction changes, in ms per step.
+struct MeasuredStep {
+  double step_ms = 0;
+  double backward_ms = 0;
+  double update_ms = 0;  // the optimizer (and whatever follows backward on one GPU)
+  std::vector<BucketReady> buckets;  // in the order backward produces them
+  double gradient_bytes() const;
+};
+
+struct StepPrediction {
+  int gpus = 1;
+  bool modelled = true;
+  std::string why_not;        // when !modelled: why this strategy has no prediction at this count
+  double step_ms = 0;
+  double exposed_comm_ms = 0; // what the step waits for communication beyond the 1-GPU step
+  double comm_ms = 0;         // the communication stream's busy time (all transfers, overlapped or not)
+};
+
+// The step of `strategy` on `gpus` GPUs. gpus == 1 is the measured step, for every strategy.
+StepPrediction predict_step(const MeasuredStep& measured, PredictedStrategy strategy, int gpus,
+                            const SystemModel& system, const CollectiveCost& cost);
+
+// 1, 2, 4, ... up to and including max_gpus (which need not be a power of two).
+std::vector<int> predicted_gpu_counts(int max_gpus);
+
+}  // namespace dpbench

@@ -1,0 +1,203 @@
+// The step simulation of `dpbench predict` (reports/step_prediction.h) against hand-computed
+// cases: the alpha-beta formulas, overlap hidden and exposed, tree against ring, the hierarchical
+// two levels, the parameter servers, measured curves, and the shape of the predictions.
+#include <catch2/catch.hpp>
+
+#include "reports/step_prediction.h"
+
+namespace dpbench {
+namespace {
+
+// 1 GB/s and 10 us inside a host, 8 GPUs per host sharing 4 GB/s and 100 us across hosts: round
+// numbers, so 1e6 bytes take 1 ms at 1 GB/s.
+SystemModel round_system(CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring) {
+  SystemModel system;
+  system.name = "round numbers";
+  system.gpus_per_host = 8;
+  system.intra_host = {1.0, 10.0};
+  system.inter_host = {4.0, 100.0};
+  system.host_copy = {0.5, 5.0};
+  system.algorithm = algorithm;
+  return system;
+}
+
+// One bucket of `bytes` ready at `ready_ms` of a 10 ms backward, in a 20 ms step with a 2 ms update.
+MeasuredStep one_bucket(double bytes, double ready_ms) {
+  MeasuredStep step;
+  step.step_ms = 20;
+  step.backward_ms = 10;
+  step.update_ms = 2;
+  step.buckets = {{bytes, ready_ms}};
+  return step;
+}
+
+}  // namespace
+
+TEST_CASE("ring all-reduce follows the alpha-beta formula at 2 4 and 8 ranks", "[predict]") {
+  const AlphaBetaCost cost(round_system());
+  // 2(n-1) x 10 us + 2(n-1)/n x 1e6 bytes / 1 GB/s
+  CHECK(cost.collective_ms(CollectiveOp::all_reduce, 1e6, 2, LinkKind::intra_host) == Approx(0.02 + 1.0));
+  CHECK(cost.collective_ms(CollectiveOp::all_reduce, 1e6, 4, LinkKind::intra_host) == Approx(0.06 + 1.5));
+  CHECK(cost.collective_ms(CollectiveOp::all_reduce, 1e6, 8, LinkKind::intra_host) == Approx(0.14 + 1.75));
+  CHECK(cost.collective_ms(CollectiveOp::reduce_scatter, 1e6, 4, LinkKind::intra_host) == Approx(0.03 + 0.75));
+  CHECK(cost.collective_ms(CollectiveOp::broadcast, 1e6, 4, LinkKind::intra_host) == Approx(0.03 + 1.0));
+  CHECK(cost.collective_ms(CollectiveOp::all_reduce, 1e6, 1, LinkKind::intra_host) == 0);
+}
+
+TEST_CASE("across hosts a GPU gets its share of the host network and the network latency", "[predict]") {
+  const AlphaBetaCost cost(round_system());
+  // 16 ranks: 30 steps of 100 us; 4 GB/s over 8 GPUs is 0.5 GB/s each: 2 x 15/16 x 2 ms.
+  CHECK(cost.collective_ms(CollectiveOp::all_reduce, 1e6, 16, LinkKind::inter_host) == Approx(3.0 + 3.75));
+}
+
+TEST_CASE("tree all-reduce pays log2 n latencies where the ring pays 2(n-1)", "[predict]") {
+  const AlphaBetaCost ring(round_system(CollectiveAlgorithm::ring));
+  const AlphaBetaCost tree(round_system(CollectiveAlgorithm::tree));
+  CHECK(tree.collective_ms(CollectiveOp::all_reduce, 1e6, 8, LinkKind::intra_host) == Approx(0.06 + 1.75));
+  // Small messages: latency decides, and the tree wins; at 2 ranks both take 2 steps.
+  CHECK(tree.collective_ms(CollectiveOp::all_reduce, 1e3, 64, LinkKind::inter_host) <
+        ring.collective_ms(CollectiveOp::all_reduce, 1e3, 64, LinkKind::inter_host));
+  CHECK(tree.collective_ms(CollectiveOp::all_reduce, 1e6, 2, LinkKind::intra_host) ==
+        Approx(ring.collective_ms(CollectiveOp::all_reduce, 1e6, 2, LinkKind::intra_host)));
+}
+
+TEST_CASE("one GPU predicts the measured step for every strategy", "[predict]") {
+  const SystemModel system = round_system();
+  const AlphaBetaCost cost(system);
+  for (PredictedStrategy strategy : all_predicted_strategies()) {
+    const StepPrediction one = predict_step(one_bucket(1e6, 5), strategy, 1, system, cost);
+    CHECK(one.modelled);
+    CHECK(one.step_ms == 20);
+    CHECK(one.exposed_comm_ms == 0);
+  }
+}
+
+TEST_CASE("a bucket whose all-reduce ends before backward does is hidden", "[predict]") {
+  const SystemModel system = round_system();
+  const AlphaBetaCost cost(system);
+  // Ready at 5 ms, 1.02 ms on 2 GPUs: done at 6.02, backward ends at 10.
+  const StepPrediction hidden = predict_step(one_bucket(1e6, 5), PredictedStrategy::replicated, 2, system, cost);
+  CHECK(hidden.step_ms == Approx(20));
+  CHECK(hidden.exposed_comm_ms == 0);
+  CHECK(hidden.comm_ms == Approx(1.02));
+  // Ready at 9.5 ms: ends at 10.52, 0.52 ms after backward.
+  const StepPrediction exposed = predict_step(one_bucket(1e6, 9.5), PredictedStrategy::replicated, 2, system, cost);
+  CHECK(exposed.exposed_comm_ms == Approx(0.52));
+  CHECK(exposed.step_ms == Approx(20.52));
+  // Without overlap the whole all-reduce follows backward.
+  const StepPrediction waits =
+      predict_step(one_bucket(1e6, 5), PredictedStrategy::replicated_no_overlap, 2, system, cost);
+  CHECK(waits.exposed_comm_ms == Approx(1.02));
+}
+
+TEST_CASE("buckets queue on the communication stream", "[predict]") {
+  const SystemModel system = round_system();
+  const AlphaBetaCost cost(system);
+  MeasuredStep step = one_bucket(1e6, 1);
+  step.buckets.push_back({1e6, 1.5});  // waits for the first: 1 -> 2.02 -> 3.04
+  step.buckets.push_back({1e6, 9.9});  // starts at 9.9, ends at 10.92
+  const StepPrediction queued = predict_step(step, PredictedStrategy::replicated, 2, system, cost);
+  CHECK(queued.comm_ms == Approx(3 * 1.02));
+  CHECK(queued.exposed_comm_ms == Approx(0.92));
+}
+
+TEST_CASE("where communication runs on the compute thread every transfer lengthens the step", "[predict]") {
+  SystemModel system = round_system();
+  system.communication_overlaps_compute = false;
+  const AlphaBetaCost cost(system);
+  const StepPrediction inline_comm = predict_step(one_bucket(1e6, 5), PredictedStrategy::replicated, 2, system, cost);
+  CHECK(inline_comm.exposed_comm_ms == Approx(1.02));
+  CHECK(inline_comm.step_ms == Approx(21.02));
+}
+
+TEST_CASE("fp16 transfer halves the bytes of each all-reduce", "[predict]") {
+  const SystemModel system = round_system();
+  const AlphaBetaCost cost(system);
+  const StepPrediction half =
+      predict_step(one_bucket(1e6, 9.5), PredictedStrategy::replicated_fp16_transfer, 2, system, cost);
+  CHECK(half.comm_ms == Approx(0.02 + 0.5));
+}
+
+TEST_CASE("sharded update splits the update and moves it into the exchange", "[predict]") {
+  const SystemModel system = round_system();
+  const AlphaBetaCost cost(system);
+  // 4 GPUs, ready at 9 ms: reduce-scatter 0.78, update 2/4 = 0.5, all-gather 0.78: ends at 11.06.
+  const StepPrediction sharded =
+      predict_step(one_bucket(1e6, 9), PredictedStrategy::replicated_sharded, 4, system, cost);
+  CHECK(sharded.exposed_comm_ms == Approx(1.06));
+  CHECK(sharded.step_ms == Approx(20 - 2 + 1.06));
+}
+
+TEST_CASE("hierarchical all-reduce is two levels across hosts and flat inside one", "[predict]") {
+  const SystemModel system = round_system();
+  const AlphaBetaCost cost(system);
+  const StepPrediction inside = predict_step(one_bucket(1e6, 10), PredictedStrategy::hierarchical, 8, system, cost);
+  CHECK(inside.comm_ms == Approx(cost.collective_ms(CollectiveOp::all_reduce, 1e6, 8, LinkKind::intra_host)));
+  // 16 GPUs on 2 hosts: reduce-scatter in the host (7 x 10 us + 7/8 ms), all-reduce of 1/8 over 2
+  // hosts (2 x 100 us + 2 x 1/2 x 125000 bytes at 0.5 GB/s), all-gather in the host.
+  const double expected = (0.07 + 0.875) + (0.2 + 0.25) + (0.07 + 0.875);
+  const StepPrediction two_hosts = predict_step(one_bucket(1e6, 10), PredictedStrategy::hierarchical, 16, system, cost);
+  CHECK(two_hosts.comm_ms == Approx(expected));
+  CHECK(two_hosts.exposed_comm_ms == Approx(expected));
+  // Cheaper than the flat ring across hosts, whose every step crosses the network.
+  const StepPrediction flat = predict_step(one_bucket(1e6, 10), PredictedStrategy::replicated, 16, system, cost);
+  CHECK(two_hosts.step_ms < flat.step_ms);
+}
+
+TEST_CASE("parameter servers reduce during backward and send the parameters back after the update", "[predict]") {
+  const SystemModel system = round_system();
+  const AlphaBetaCost cost(system);
+  // GPU: reduce hidden (ready at 1 ms), update split 4 ways, broadcast 0.03 + 1 ms after it.
+  const StepPrediction gpu = predict_step(one_bucket(1e6, 1), PredictedStrategy::parameter_server_gpu, 4, system, cost);
+  CHECK(gpu.exposed_comm_ms == Approx(1.03));
+  CHECK(gpu.step_ms == Approx(20 - 2 + 0.5 + 1.03));
+  // Host: 5 us + 2 ms up (hidden) and the same down.
+  const StepPrediction host = predict_step(one_bucket(1e6, 1), PredictedStrategy::parameter_server_cpu, 4, system, cost);
+  CHECK(host.exposed_comm_ms == Approx(2.005));
+  const StepPrediction over_hosts =
+      predict_step(one_bucket(1e6, 1), PredictedStrategy::parameter_server_cpu, 16, system, cost);
+  CHECK_FALSE(over_hosts.modelled);
+  CHECK(over_hosts.why_not.find("one host") != std::string::npos);
+}
+
+TEST_CASE("predicted steps never shrink as GPUs are added", "[predict]") {
+  const SystemModel system = round_system();
+  const AlphaBetaCost cost(system);
+  MeasuredStep step = one_bucket(4e6, 6);
+  step.buckets.push_back({2e6, 9});
+  step.buckets.push_back({1e5, 10});
+  for (PredictedStrategy strategy : all_predicted_strategies()) {
+    if (strategy == PredictedStrategy::parameter_server_gpu) continue;  // its update shrinks with N
+    double previous = 0;
+    for (int gpus : predicted_gpu_counts(1024)) {
+      const StepPrediction prediction = predict_step(step, strategy, gpus, system, cost);
+      if (!prediction.modelled) continue;
+      CHECK(prediction.step_ms >= previous - 1e-9);
+      previous = prediction.step_ms;
+    }
+  }
+}
+
+TEST_CASE("measured curves price a collective by its bus bandwidth at that size", "[predict]") {
+  const SystemModel system = round_system();
+  auto formulas = std::make_shared<AlphaBetaCost>(system);
+  // 2 GB/s at 1 MB, 8 GB/s at 4 MB: 2 MB sits halfway in log2(size), 5 GB/s.
+  const MeasuredCurveCost curves({{{CollectiveOp::all_reduce, LinkKind::intra_host}, {{1e6, 2.0}, {4e6, 8.0}}}},
+                                 formulas);
+  CHECK(curves.collective_ms(CollectiveOp::all_reduce, 2e6, 2, LinkKind::intra_host) == Approx(2e6 * 1.0 / 5e6));
+  CHECK(curves.collective_ms(CollectiveOp::all_reduce, 16e6, 4, LinkKind::intra_host) == Approx(16e6 * 1.5 / 8e6));
+  // Below the smallest size: the smallest size's time (latency-bound).
+  CHECK(curves.collective_ms(CollectiveOp::all_reduce, 10, 2, LinkKind::intra_host) == Approx(1e6 / 2e6));
+  // No curve for the network: the formulas.
+  CHECK(curves.collective_ms(CollectiveOp::all_reduce, 1e6, 16, LinkKind::inter_host) ==
+        Approx(formulas->collective_ms(CollectiveOp::all_reduce, 1e6, 16, LinkKind::inter_host)));
+}
+
+TEST_CASE("predicted GPU counts double up to the largest", "[predict]") {
+  CHECK(predicted_gpu_counts(1) == std::vector<int>{1});
+  CHECK(predicted_gpu_counts(8) == std::vector<int>{1, 2, 4, 8});
+  CHECK(predicted_gpu_counts(12) == std::vector<int>{1, 2, 4, 8, 12});
+  CHECK(predicted_gpu_counts(1024).back() == 1024);
+}
+
+}  // namespace dpbench
