@@ -151,9 +151,10 @@ PredictOptions parse_predict_flags(const std::vector<std::string>& args) {
     throw ConfigError("predict: give the target system with --system FILE (systems/*.json; dpbench predict --help)");
   options.base_path = line.paths.front();
   options.measured_paths.assign(line.paths.begin() + 1, line.paths.end());
-  std::vector<std::string> inputs = line.paths;
-  inputs.push_back(options.system_path);
-  check_offline_paths("predict", inputs, options.output);
+  if (!find_missing_paths({options.system_path}).empty())
+    throw ConfigError("predict: no such system file: '" + options.system_path +
+                      "' (give one of systems/*.json, or a file in its format: systems/README.md)");
+  check_offline_paths("predict", line.paths, options.output);
   if (!options.plot.empty()) check_output_path(options.plot, "--plot");
   return options;
 }

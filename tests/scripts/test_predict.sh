@@ -83,6 +83,8 @@ expect "a bad --max_gpus" 2 "$work/g1.json" --system "$system" --max_gpus=0
 one_error_line "a bad --max_gpus" "--max_gpus=0"
 expect "a missing base" 2 "$work/nowhere.json" --system "$system"
 one_error_line "a missing base" "predict: no such file or folder"
+expect "a missing system file" 2 "$work/g1.json" --system "$work/nowhere_system.json"
+one_error_line "a missing system file" "predict: no such system file"
 expect "a multi-device base" 1 "$work/g2.json" --system "$system" --output "$work/out/bad.md"
 one_error_line "a multi-device base" "predict: BASE '.*' is a 2-GPU result; give a 1-GPU run"
 run 1 "$work/untraced.json"
