@@ -224,8 +224,11 @@ int run_predict_command(const std::vector<std::string>& args) {
       row.strategy = strategy_label(strategy);
       row.step = predict_step(measured, strategy, gpus, system.model, cost);
       if (row.step.modelled && row.step.step_ms > 0) {
-        row.efficiency_pct = 100.0 * measured.step_ms / row.step.step_ms;
-        row.items_per_sec = result.summary.items_per_sec * gpus * measured.step_ms / row.step.step_ms;
+        // The ratio first: on 1 GPU the predicted step is the measured one, and 100 * (x / x) is exactly
+        // 100 where (100 * x) / x need not be.
+        const double step_ratio = measured.step_ms / row.step.step_ms;
+        row.efficiency_pct = 100.0 * step_ratio;
+        row.items_per_sec = result.summary.items_per_sec * gpus * step_ratio;
       }
       report.rows.push_back(row);
     }
