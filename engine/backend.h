@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/attention_geometry.h"
 #include "engine/cnn_geometry.h"
 #include "engine/data_type.h"
 #include "engine/rnn_geometry.h"
@@ -387,6 +388,50 @@ class Backend {
                                   const Tensor4& dst_shape, void* dst, int channel_offset) = 0;
   virtual void copy_from_channels(const Tensor4& src_shape, const void* src, int channel_offset,
                                   const Tensor4& dst_shape, void* dst) = 0;
+
+  // ---- Transformer ops (shapes in engine/attention_geometry.h) ------------------------------
+  // y (rows, cols; of `type`) += bias (cols, fp32) broadcast over rows, then max(0, .) with `relu`
+  // (a linear layer's epilogue; the feed-forward block's first layer has the ReLU).
+  virtual void add_row_bias(DataType type, void* y, const float* bias, int rows, int cols, bool relu) = 0;
+
+  // Layer normalisation of each row of x (rows, cols) over its cols (biased variance):
+  //   y = gamma * (x - mean) * inv_std + beta,  inv_std = 1 / sqrt(var + epsilon).
+  // x, y of `type`; gamma, beta (cols) fp32; saved_mean, saved_inv_std (rows, fp32) written for
+  // the backward pass. y may not alias x (the backward reads x).
+  virtual void layer_norm_forward(DataType type, const void* x, const float* gamma, const float* beta,
+                                  int rows, int cols, float epsilon, void* y, float* saved_mean,
+                                  float* saved_inv_std) = 0;
+  // dx (rows, cols; overwritten) from dy and the forward's x and statistics; dgamma and dbeta
+  // (cols, fp32) overwritten. x, dy, dx of `type`; dx may alias dy. `workspace` holds
+  // layer_norm_workspace_bytes(rows, cols) bytes.
+  virtual void layer_norm_backward(DataType type, const void* x, const void* dy, const float* gamma,
+                                   const float* saved_mean, const float* saved_inv_std, int rows,
+                                   int cols, void* dx, float* dgamma, float* dbeta, void* workspace) = 0;
+  virtual size_t layer_norm_workspace_bytes(int rows, int cols) = 0;
+
+  // y (seq_len, batch, dim) = x * scale + PE(t), the sinusoids of "Attention Is All You Need":
+  // PE(t, 2i) = sin(t / 10000^(2i / dim)), PE(t, 2i + 1) = cos(t / 10000^(2i / dim)). x, y of
+  // `type`, arithmetic in fp32; y may alias x. (Its backward is convert with the same scale.)
+  virtual void add_positional_encoding(DataType type, const void* x, void* y, int seq_len, int batch,
+                                       int dim, float scale) = 0;
+
+  // Multi-head scaled-dot-product attention as engine/attention_geometry.h defines it: o (rows of
+  // g.model_dim() at g.o_stride) and each query row's log-sum-exp lse (fp32, g.lse_count(), index
+  // (b * heads + h) * query_len + i). key_lengths: device memory (g.batch values) or nullptr (every
+  // key real); a row that sees no key gets o = 0. step: the runner's step counter (device memory;
+  // read only with dropout). o may not overlap q, k or v. `workspace` holds
+  // attention_workspace_bytes(g) bytes; nothing in it outlives the call.
+  virtual void attention_forward(const AttentionGeometry& g, const void* q, const void* k, const void* v,
+                                 const int32_t* key_lengths, const int32_t* step, void* o, float* lse,
+                                 void* workspace) = 0;
+  // dq, dk, dv (overwritten; the strides of q, k, v) from d_o and the forward's q, k, v, o, lse and
+  // masks (the same key_lengths and step). They may be column slices of one buffer, but none may
+  // overlap the inputs.
+  virtual void attention_backward(const AttentionGeometry& g, const void* q, const void* k, const void* v,
+                                  const void* o, const void* d_o, const float* lse,
+                                  const int32_t* key_lengths, const int32_t* step, void* dq, void* dk,
+                                  void* dv, void* workspace) = 0;
+  virtual size_t attention_workspace_bytes(const AttentionGeometry& g) = 0;
 
   // ---- bookkeeping -------------------------------------------------------------------------
   // history[*cursor] = *value; ++*cursor  (cursor is device memory, history may be host-visible).

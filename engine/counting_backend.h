@@ -267,6 +267,45 @@ class CountingBackend final : public Backend {
     counted();
     inner_.pool_backward(g, x, y, dy, dx);
   }
+  void add_row_bias(DataType type, void* y, const float* bias, int rows, int cols, bool relu) override {
+    counted();
+    inner_.add_row_bias(type, y, bias, rows, cols, relu);
+  }
+  void layer_norm_forward(DataType type, const void* x, const float* gamma, const float* beta, int rows,
+                          int cols, float epsilon, void* y, float* saved_mean, float* saved_inv_std) override {
+    counted();
+    inner_.layer_norm_forward(type, x, gamma, beta, rows, cols, epsilon, y, saved_mean, saved_inv_std);
+  }
+  void layer_norm_backward(DataType type, const void* x, const void* dy, const float* gamma,
+                           const float* saved_mean, const float* saved_inv_std, int rows, int cols, void* dx,
+                           float* dgamma, float* dbeta, void* workspace) override {
+    counted();
+    inner_.layer_norm_backward(type, x, dy, gamma, saved_mean, saved_inv_std, rows, cols, dx, dgamma, dbeta,
+                               workspace);
+  }
+  size_t layer_norm_workspace_bytes(int rows, int cols) override {
+    return inner_.layer_norm_workspace_bytes(rows, cols);
+  }
+  void add_positional_encoding(DataType type, const void* x, void* y, int seq_len, int batch, int dim,
+                               float scale) override {
+    counted();
+    inner_.add_positional_encoding(type, x, y, seq_len, batch, dim, scale);
+  }
+  void attention_forward(const AttentionGeometry& g, const void* q, const void* k, const void* v,
+                         const int32_t* key_lengths, const int32_t* step, void* o, float* lse,
+                         void* workspace) override {
+    counted();
+    inner_.attention_forward(g, q, k, v, key_lengths, step, o, lse, workspace);
+  }
+  void attention_backward(const AttentionGeometry& g, const void* q, const void* k, const void* v, const void* o,
+                          const void* d_o, const float* lse, const int32_t* key_lengths, const int32_t* step,
+                          void* dq, void* dk, void* dv, void* workspace) override {
+    counted();
+    inner_.attention_backward(g, q, k, v, o, d_o, lse, key_lengths, step, dq, dk, dv, workspace);
+  }
+  size_t attention_workspace_bytes(const AttentionGeometry& g) override {
+    return inner_.attention_workspace_bytes(g);
+  }
   void dropout_forward(DataType type, const void* x, void* y, size_t n, float rate, uint64_t seed,
                        uint64_t first_index, const int32_t* step) override {
     counted();

@@ -103,6 +103,23 @@ class ReferenceBackend final : public Backend {
                        uint64_t first_index, const int32_t* step) override;
   void dropout_backward(DataType type, const void* dy, void* dx, size_t n, float rate,
                         uint64_t seed, uint64_t first_index, const int32_t* step) override;
+  // Transformer ops: engine/{reference,cuda}/..._transformer_ops
+  void add_row_bias(DataType type, void* y, const float* bias, int rows, int cols, bool relu) override;
+  void layer_norm_forward(DataType type, const void* x, const float* gamma, const float* beta, int rows,
+                          int cols, float epsilon, void* y, float* saved_mean, float* saved_inv_std) override;
+  void layer_norm_backward(DataType type, const void* x, const void* dy, const float* gamma,
+                           const float* saved_mean, const float* saved_inv_std, int rows, int cols, void* dx,
+                           float* dgamma, float* dbeta, void* workspace) override;
+  size_t layer_norm_workspace_bytes(int rows, int cols) override;
+  void add_positional_encoding(DataType type, const void* x, void* y, int seq_len, int batch, int dim,
+                               float scale) override;
+  void attention_forward(const AttentionGeometry& g, const void* q, const void* k, const void* v,
+                         const int32_t* key_lengths, const int32_t* step, void* o, float* lse,
+                         void* workspace) override;
+  void attention_backward(const AttentionGeometry& g, const void* q, const void* k, const void* v, const void* o,
+                          const void* d_o, const float* lse, const int32_t* key_lengths, const int32_t* step,
+                          void* dq, void* dk, void* dv, void* workspace) override;
+  size_t attention_workspace_bytes(const AttentionGeometry& g) override;
   void copy_into_channels(const Tensor4& src_shape, const void* src, const Tensor4& dst_shape,
                           void* dst, int channel_offset) override;
   void copy_from_channels(const Tensor4& src_shape, const void* src, int channel_offset,
