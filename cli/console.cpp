@@ -65,7 +65,12 @@ std::string format_run_header(const RunConfig& config, const std::string& unit,
   text += fmt::format("{:<14}{}, learning rate {}{}\n", "Optimizer:", config.optimizer, config.learning_rate,
                       config.optimizer == "momentum" ? fmt::format(", momentum {}", config.momentum) : "");
   const SequenceConfig& q = config.sequence;
-  if (config.model == "nmt") {
+  if (config.model == "nmt" && q.encoder_type == "transformer") {
+    text += fmt::format("{:<14}transformer, {} + {} layers of width {} ({} heads, feed-forward {}), dropout {}, "
+                        "vocab {}/{}, length {}/{}\n",
+                        "Network:", q.num_encoder_layers, q.num_decoder_layers, q.num_units, q.num_heads,
+                        q.ffn_units, q.dropout, q.src_vocab_size, q.tgt_vocab_size, q.src_max_len, q.tgt_max_len);
+  } else if (config.model == "nmt") {
     text += fmt::format("{:<14}{} {}, {} + {} layers of {} units, embedding {}, vocab {}/{}, length {}/{}\n",
                         "Network:", q.encoder_type, q.direction, q.num_encoder_layers, q.num_decoder_layers,
                         q.num_units, q.embedding_dim, q.src_vocab_size, q.tgt_vocab_size, q.src_max_len,

@@ -120,9 +120,10 @@ std::vector<FlagSpec> run_flag_specs() {
        std::to_string(defaults.fp16_inc_loss_scale_every_n), {}},
 
       {"encoder_type", "Sequence models", "NAME",
-       "LSTM implementation of nmt and rnnlm: cudnn_lstm (cuDNN's fused RNN) or dynamic (unrolled "
-       "one time step at a time, as TensorFlow's dynamic_rnn); the seeds' uni and bi mean dynamic "
-       "with that --direction (default: nmt dynamic, rnnlm cudnn_lstm)",
+       "Encoder and decoder of nmt and rnnlm: cudnn_lstm (cuDNN's fused RNN), dynamic (the LSTM "
+       "unrolled one time step at a time, as TensorFlow's dynamic_rnn; the seeds' uni and bi mean "
+       "dynamic with that --direction) or, for nmt, transformer (Transformer-base) (default: nmt "
+       "dynamic, rnnlm cudnn_lstm)",
        {}, {}},
       {"lstm_algorithm", "Sequence models", "NAME",
        "cudnn_lstm: cuDNN's RNN algorithm, fastest (each shape's standard and persistent algorithms "
@@ -135,10 +136,18 @@ std::vector<FlagSpec> run_flag_specs() {
       {"tgt_vocab_size", "Sequence models", "N", "nmt target vocabulary (default: 50000)", {}, {}},
       {"vocab_size", "Sequence models", "N", "rnnlm vocabulary (default: 10001)", {}, {}},
       {"embedding_dim", "Sequence models", "N", "Embedding width (default: nmt 512, rnnlm 32)", {}, {}},
-      {"num_units", "Sequence models", "N", "LSTM hidden units (default: nmt 512, rnnlm 128)", {}, {}},
-      {"num_encoder_layers", "Sequence models", "N", "nmt encoder layers (default: 4)", {}, {}},
+      {"num_units", "Sequence models", "N",
+       "LSTM hidden units, or the Transformer's model width (default: nmt 512, rnnlm 128)", {}, {}},
+      {"num_encoder_layers", "Sequence models", "N", "nmt encoder layers (default: 4; transformer 6)", {}, {}},
       {"num_decoder_layers", "Sequence models", "N",
-       "nmt decoder layers, equal to the encoder's (default: 4)", {}, {}},
+       "nmt decoder layers, equal to the encoder's for the LSTMs (default: 4; transformer 6)", {}, {}},
+      {"num_heads", "Sequence models", "N",
+       "nmt transformer: attention heads, dividing --num_units (default: 8)", {}, {}},
+      {"ffn_units", "Sequence models", "N", "nmt transformer: feed-forward inner width (default: 2048)", {}, {}},
+      {"dropout", "Sequence models", "RATE",
+       "nmt transformer: dropout of attention probabilities, the feed-forward block's activations, every "
+       "sub-layer's output and the embeddings, in [0, 1) (default: 0.1)",
+       {}, {}},
       {"num_layers", "Sequence models", "N", "rnnlm LSTM layers (default: 2)", {}, {}},
       {"src_max_len", "Sequence models", "N", "nmt source sentence length in tokens (default: 100)", {}, {}},
       {"tgt_max_len", "Sequence models", "N", "nmt target sentence length in tokens (default: 100)", {}, {}},
@@ -509,7 +518,8 @@ void add_sequence_flags(const RunConfig& config, nlohmann::json& json) {
       {"num_decoder_layers", q.num_decoder_layers}, {"num_layers", q.num_layers},
       {"src_max_len", q.src_max_len},         {"tgt_max_len", q.tgt_max_len},
       {"seq_len", q.seq_len},                 {"loss_chunk_rows", q.loss_chunk_rows},
-      {"lstm_algorithm", q.lstm_algorithm}};
+      {"lstm_algorithm", q.lstm_algorithm},   {"num_heads", q.num_heads},
+      {"ffn_units", q.ffn_units},             {"dropout", q.dropout}};
   for (const auto& [name, unused] : model->sequence_flags) json[name] = values.at(name);
 }
 

@@ -18,6 +18,7 @@
 
 #include "cli/flag_limits.h"
 #include "cli/flag_parsing.h"
+#include "engine/attention_geometry.h"
 #include "cli/launch_flags.h"
 #include "engine/process_group.h"
 #include "engine/errors.h"
@@ -162,7 +163,7 @@ void resolve_batch(const GivenFlags& flags, const ModelEntry& model, RunConfig* 
     }
     batch = total / devices;
   }
-  if (!batch_given && !total_given) batch = model.defaults.batch_size;
+  if (!batch_given && !total_given) batch = default_batch_size(model, config->sequence);
   if (static_cast<long long>(batch) * devices > INT_MAX) {
     reject("batch_size", std::to_string(batch),
            "too large: the global batch over " + std::to_string(devices) + " devices exceeds " +
@@ -245,8 +246,27 @@ void resolve_sequence(const GivenFlags& flags, const ModelEntry& model, RunConfi
   };
   if (values.count("encoder_type")) {
     q.encoder_type = values["encoder_type"];
-    require_one_of("encoder_type", q.encoder_type, {"cudnn_lstm", "dynamic", "uni", "bi"},
-                   "LSTM implementation");
+    require_one_of("encoder_type", q.encoder_type, {"cudnn_lstm", "dynamic", "uni", "bi", "transformer"},
+                   "encoder");
+    if (q.encoder_type == "transformer" && model.name != "nmt")
+      reject("encoder_type", q.encoder_type, "is nmt's; --model=" + model.name + " takes cudnn_lstm or dynamic");
+  }
+  const bool transformer = q.encoder_type == "transformer";
+  for (const char* name : {"num_heads", "ffn_units", "dropout"})
+    if (flags.was_given(name) && !transformer)
+      reject(name, flags.text(name), "sizes the Transformer; give --encoder_type=transformer or drop the flag");
+  if (transformer) {
+    // Transformer-base's depth and width where not given; it has no direction, and its
+    // embeddings are the model's width.
+    if (flags.was_given("direction"))
+      reject("direction", flags.text("direction"), "is an LSTM encoder's; the transformer attends both ways");
+    values.erase("direction");
+    q.direction.clear();
+    if (!flags.was_given("num_encoder_layers")) values["num_encoder_layers"] = "6";
+    if (!flags.was_given("num_decoder_layers")) values["num_decoder_layers"] = "6";
+    if (!flags.was_given("embedding_dim") && flags.was_given("num_units")) values["embedding_dim"] = values["num_units"];
+    if (flags.was_given("lstm_algorithm"))
+      reject("lstm_algorithm", flags.text("lstm_algorithm"), "picks cuDNN's LSTM; the transformer has none");
   }
   if (values.count("direction")) {
     q.direction = values["direction"];
@@ -276,11 +296,30 @@ void resolve_sequence(const GivenFlags& flags, const ModelEntry& model, RunConfi
   integer("tgt_max_len", &q.tgt_max_len, 1, kMaxSequenceLength);
   integer("seq_len", &q.seq_len, 1, kMaxSequenceLength);
   integer("loss_chunk_rows", &q.loss_chunk_rows, 0, INT_MAX);
+  integer("num_heads", &q.num_heads, 1, kMaxWidth);
+  integer("ffn_units", &q.ffn_units, 1, kMaxWidth);
+  if (values.count("dropout")) {
+    q.dropout = parse_finite_number("dropout", values["dropout"], "a rate in [0, 1), e.g. 0.1");
+    if (q.dropout < 0.0 || q.dropout >= 1.0) reject("dropout", values["dropout"], "must be in [0, 1), e.g. 0.1");
+  }
+  if (transformer) {
+    if (q.embedding_dim != q.num_units)
+      reject("embedding_dim", std::to_string(q.embedding_dim),
+             "differs from --num_units=" + std::to_string(q.num_units) +
+                 ": the transformer's embeddings are its model width; give one of them");
+    if (q.num_units % q.num_heads != 0)
+      reject("num_heads", std::to_string(q.num_heads),
+             "does not divide --num_units=" + std::to_string(q.num_units) + "; give a divisor, e.g. 8 for 512");
+    if (q.num_units / q.num_heads > kMaxAttentionHeadDim)
+      reject("num_heads", std::to_string(q.num_heads),
+             "leaves heads of " + std::to_string(q.num_units / q.num_heads) + " units; attention takes up to " +
+                 std::to_string(kMaxAttentionHeadDim) + " per head: give more heads");
+  }
   if (values.count("lstm_algorithm")) {
     q.lstm_algorithm = values["lstm_algorithm"];
     require_one_of("lstm_algorithm", q.lstm_algorithm,
                    {"fastest", "standard", "persist_static", "persist_static_small_h"}, "cuDNN LSTM algorithm");
-    if (flags.was_given("lstm_algorithm") && q.encoder_type != "cudnn_lstm")
+    if (flags.was_given("lstm_algorithm") && q.encoder_type != "cudnn_lstm" && !transformer)
       reject("lstm_algorithm", q.lstm_algorithm,
              "picks cuDNN's fused RNN algorithm, and this run's LSTMs are --encoder_type=" + q.encoder_type +
                  " (our GEMMs and cell kernels); give --encoder_type=cudnn_lstm or drop the flag");

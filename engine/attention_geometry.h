@@ -24,6 +24,9 @@
 
 namespace dpbench {
 
+// The widest head the CUDA kernels take (a head's row of q, k and v is held in registers).
+inline constexpr int kMaxAttentionHeadDim = 128;
+
 struct AttentionGeometry {
   int batch = 1;
   int heads = 1;

@@ -31,13 +31,14 @@ const std::vector<ModelEntry>& model_registry() {
       {"cifar10_cnn", "Keras CIFAR-10 CNN, 32x32", true, true, {128, "momentum", 0.01},
        [](const ModelSettings& config) { return create_cifar10_cnn_model(config); },
        cnn_inputs(CnnDataSets::cifar10)},
-      {"nmt", "LSTM encoder-decoder NMT without attention (the seed runs' configuration)", true,
+      {"nmt", "NMT encoder-decoder: LSTMs without attention (the seed runs' configuration) or the Transformer", true,
        true, {384, "adam", 1e-3},
        [](const ModelSettings& config) { return create_nmt_model(config); }, nmt_inputs(),
        {{"encoder_type", "dynamic"}, {"direction", "bi"}, {"src_vocab_size", "50000"},
         {"tgt_vocab_size", "50000"}, {"embedding_dim", "512"}, {"num_units", "512"},
         {"num_encoder_layers", "4"}, {"num_decoder_layers", "4"}, {"src_max_len", "100"},
-        {"tgt_max_len", "100"}, {"loss_chunk_rows", "0"}, {"lstm_algorithm", "fastest"}}},
+        {"tgt_max_len", "100"}, {"loss_chunk_rows", "0"}, {"lstm_algorithm", "fastest"},
+        {"num_heads", "8"}, {"ffn_units", "2048"}, {"dropout", "0.1"}}},
       {"rnnlm", "LSTM language model (vocabulary 10001, 2 x 128 units)", true, true,
        {512, "adam", 1e-3}, [](const ModelSettings& config) { return create_rnnlm_model(config); }, rnnlm_inputs(),
        {{"encoder_type", "cudnn_lstm"}, {"vocab_size", "10001"}, {"embedding_dim", "32"},
@@ -52,8 +53,14 @@ const std::vector<std::string>& sequence_flag_names() {
       "encoder_type", "direction",          "src_vocab_size",     "tgt_vocab_size",
       "vocab_size",   "embedding_dim",      "num_units",          "num_encoder_layers",
       "num_decoder_layers", "num_layers",   "src_max_len",        "tgt_max_len",
-      "seq_len",      "loss_chunk_rows",    "lstm_algorithm"};
+      "seq_len",      "loss_chunk_rows",    "lstm_algorithm",     "num_heads",
+      "ffn_units",    "dropout"};
   return names;
+}
+
+int default_batch_size(const ModelEntry& model, const SequenceConfig& sequence) {
+  if (model.name == "nmt" && sequence.encoder_type == "transformer") return 128;
+  return model.defaults.batch_size;
 }
 
 const ModelEntry* find_model(const std::string& name) {

@@ -37,6 +37,9 @@ struct ModelEntry {
 const std::vector<std::string>& sequence_flag_names();
 
 const std::vector<ModelEntry>& model_registry();
+// The per-device batch where none is given: the model's, or its variant's (nmt's transformer
+// trains 128 sentence pairs, as the Transformer benchmarks do, where the LSTMs train 384).
+int default_batch_size(const ModelEntry& model, const SequenceConfig& sequence);
 // nullptr when the name is not in the table at all.
 const ModelEntry* find_model(const std::string& name);
 // The model's reader of --data_name=`data_name`; nullptr where it reads no such data set.

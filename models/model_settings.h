@@ -15,13 +15,16 @@ namespace dpbench {
 // Flags of the sequence models (nmt, rnnlm), each under its command-line name. Values are
 // resolved from the model's defaults (models/model_registry.cpp) where not given.
 struct SequenceConfig {
-  std::string encoder_type;  // cudnn_lstm | dynamic (the seeds' uni and bi resolve to dynamic)
-  std::string direction;     // nmt's encoder: uni | bi
+  // cudnn_lstm | dynamic (the seeds' uni and bi resolve to dynamic) | transformer (nmt only)
+  std::string encoder_type;
+  std::string direction;     // nmt's LSTM encoder: uni | bi; empty for the transformer
   int src_vocab_size = 0, tgt_vocab_size = 0;  // nmt
   int vocab_size = 0;                          // rnnlm
   int embedding_dim = 0, num_units = 0;
   int num_encoder_layers = 0, num_decoder_layers = 0;  // nmt
   int num_layers = 0;                                  // rnnlm
+  int num_heads = 0, ffn_units = 0;                    // nmt's transformer
+  double dropout = 0;                                  // nmt's transformer
   int src_max_len = 0, tgt_max_len = 0;                // nmt
   int seq_len = 0;                                     // rnnlm
   int loss_chunk_rows = 0;  // rows of logits per chunk of the vocabulary loss; 0: automatic

@@ -298,6 +298,7 @@ std::unique_ptr<ModelReplica> NmtModel::create_replica(Device& device, Parameter
 
 std::unique_ptr<Model> create_nmt_model(const ModelSettings& config) {
   const SequenceConfig& q = config.sequence;
+  if (q.encoder_type == "transformer") return create_transformer_nmt_model(config);
   NmtShape s{q.src_vocab_size, q.tgt_vocab_size, q.embedding_dim, q.num_units, q.num_encoder_layers,
              q.num_decoder_layers, q.src_max_len, q.tgt_max_len,
              parse_lstm_implementation(q.encoder_type), q.direction == "bi", config.batch_size,

@@ -1,5 +1,6 @@
 // nmt's inputs (see sequence_models.h): per replica, the source ids (and their reversed copy for
-// the dynamic bidirectional encoder), the decoder's Tt + 1 target ids and its Tt * B loss
+// the dynamic bidirectional encoder, or the sentences' source lengths for the transformer's
+// attention masks), the decoder's Tt + 1 target ids and its Tt * B loss
 // weights, synthetic (as the model draws them on the device) or from parallel text, padded to
 // the model's fixed lengths with weights that mask the padding.
 #include <algorithm>
@@ -18,11 +19,12 @@ struct TranslationShape {
   int source_steps = 0, target_steps = 0;  // Ts; Tt decoder steps
   int source_vocab = 0, target_vocab = 0;
   bool reversed_source = false;  // nmt's dynamic bidirectional encoder reads a reversed copy
+  bool source_lengths = false;   // the transformer masks each sentence's padding out of attention
 };
 
 TranslationShape translation_shape(const SequenceConfig& q) {
   return TranslationShape{q.src_max_len, q.tgt_max_len, q.src_vocab_size, q.tgt_vocab_size,
-                          q.encoder_type == "dynamic" && q.direction == "bi"};
+                          q.encoder_type == "dynamic" && q.direction == "bi", q.encoder_type == "transformer"};
 }
 
 class TranslationBatchSource final : public ShardedBatchSource {
@@ -41,6 +43,7 @@ class TranslationBatchSource final : public ShardedBatchSource {
     const size_t B = sharding_.batch;
     std::vector<InputSpec> specs = {{"source_ids", sizeof(int32_t) * shape_.source_steps * B}};
     if (shape_.reversed_source) specs.push_back({"reversed_source_ids", sizeof(int32_t) * shape_.source_steps * B});
+    if (shape_.source_lengths) specs.push_back({"source_lengths", sizeof(int32_t) * B});
     specs.push_back({"target_ids", sizeof(int32_t) * (shape_.target_steps + 1) * B});
     specs.push_back({"target_weights", sizeof(float) * shape_.target_steps * B});
     return specs;
@@ -51,12 +54,14 @@ class TranslationBatchSource final : public ShardedBatchSource {
     size_t next = 0;
     int32_t* source = static_cast<int32_t*>(into[next++]);
     int32_t* reversed = shape_.reversed_source ? static_cast<int32_t*>(into[next++]) : nullptr;
+    int32_t* lengths = shape_.source_lengths ? static_cast<int32_t*>(into[next++]) : nullptr;
     int32_t* target = static_cast<int32_t*>(into[next++]);
     float* weights = static_cast<float*>(into[next++]);
     const size_t decoder_rows = static_cast<size_t>(Tt) * B;
     if (!corpus_) {
       synthetic_tokens(source, Ts, sharding_, replica, kRandomStreamInputs, shape_.source_vocab, false);
       if (reversed) synthetic_tokens(reversed, Ts, sharding_, replica, kRandomStreamInputs, shape_.source_vocab, true);
+      if (lengths) std::fill_n(lengths, B, Ts);
       synthetic_tokens(target, Tt + 1, sharding_, replica, kRandomStreamDecoderTokens, shape_.target_vocab, false);
       std::fill_n(weights, decoder_rows, 1.0f / static_cast<float>(B));
       return static_cast<int64_t>(Ts + Tt) * B;
@@ -71,6 +76,7 @@ class TranslationBatchSource final : public ShardedBatchSource {
       for (int row = 0; row < Ts; ++row)
         std::memcpy(reversed + static_cast<size_t>(row) * B,
                     batch.source_ids.data() + static_cast<size_t>(Ts - 1 - row) * B, sizeof(int32_t) * B);
+    if (lengths) std::memcpy(lengths, batch.source_lengths.data(), sizeof(int32_t) * B);
     std::memcpy(target, batch.target_ids.data(), sizeof(int32_t) * batch.target_ids.size());
     // TF NMT's loss: summed over a sentence's real tokens, averaged over the sentences.
     const float per_sentence = 1.0f / static_cast<float>(B);

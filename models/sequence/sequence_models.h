@@ -1,5 +1,6 @@
-// The sequence models of the zoo: nmt (LSTM encoder-decoder without attention) and rnnlm (LSTM
-// language model), built from embeddings, LstmStacks and the chunked vocabulary loss. The
+// The sequence models of the zoo: nmt (LSTM encoder-decoder without attention, or the
+// Transformer) and rnnlm (LSTM language model), built from embeddings, LstmStacks or Transformer
+// layers, and the chunked vocabulary loss. The
 // factories read ModelSettings::sequence, already resolved (models/model_registry.cpp has the
 // defaults); they throw ConfigError for shapes that cannot form the network.
 #pragma once
@@ -17,6 +18,8 @@ namespace dpbench {
 LstmImplementation parse_lstm_implementation(const std::string& encoder_type);
 
 std::unique_ptr<Model> create_nmt_model(const ModelSettings& config);
+// nmt with --encoder_type=transformer (nmt_transformer.cpp); create_nmt_model hands it on.
+std::unique_ptr<Model> create_transformer_nmt_model(const ModelSettings& config);
 std::unique_ptr<Model> create_rnnlm_model(const ModelSettings& config);
 
 // Their inputs: synthetic sentence pairs or parallel text (nmt_inputs.cpp), synthetic token

@@ -23,6 +23,11 @@ WORKLOAD:
            cudnn_lstm, bi), per precision of PRECISIONS (default: the entry's --precision, else
            tf32; bf16 and fp16: the twin runs PyTorch AMP); twin scripts/bench/pytorch_rnn.py
            (TWINS=eager). NUM_BATCHES 40, NUM_WARMUP 10.
+  transformer  ENTRY as cnn (default nmt:128+--encoder_type=transformer), per precision of
+           PRECISIONS (default: the entry's --precision, else fp32); twin
+           scripts/bench/pytorch_transformer.py (nn.Transformer, its attention through
+           F.scaled_dot_product_attention; TWINS "eager compiled"; bf16 and fp16: PyTorch AMP).
+           NUM_BATCHES 40, NUM_WARMUP 10.
   trivial  ENTRY = GPU counts (default 1 2 4): trivial, independent, BATCH (64) per GPU, long runs
            so fixed costs do not blur the ratio; twin scripts/bench/pytorch_trivial.py (TWINS=torch).
            NUM_BATCHES 20000, NUM_WARMUP 200.
@@ -56,11 +61,13 @@ case $workload in
     twin_scripts=(scripts/bench/pytorch_cnn.py) ;;
   rnn) default_entries=(nmt:384 nmt:384+--encoder_type=dynamic rnnlm:512) twins=${TWINS-eager} batches=40 warmup=10
     twin_scripts=(scripts/bench/pytorch_rnn.py) ;;
+  transformer) default_entries=(nmt:128+--encoder_type=transformer) twins=${TWINS-eager compiled} batches=40
+    warmup=10 twin_scripts=(scripts/bench/pytorch_transformer.py) ;;
   trivial) default_entries=(1 2 4) twins=${TWINS-torch} batches=20000 warmup=200
     twin_scripts=(scripts/bench/pytorch_trivial.py) ;;
   ddp) default_entries=(resnet50:64) twins=${TWINS-ddp} batches=50 warmup=10
     twin_scripts=(scripts/bench/pytorch_ddp.py scripts/bench/pytorch_rnn.py) ;;
-  *) echo "compare_pytorch.sh: unknown workload '$workload' (cnn, rnn, trivial, ddp; see --help)" >&2; exit 2 ;;
+  *) echo "compare_pytorch.sh: unknown workload '$workload' (cnn, rnn, transformer, trivial, ddp; see --help)" >&2; exit 2 ;;
 esac
 ((${#entries[@]})) || entries=("${default_entries[@]}")
 steps=(--num_batches="${NUM_BATCHES:-$batches}" --num_warmup_batches="${NUM_WARMUP:-$warmup}")

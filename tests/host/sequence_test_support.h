@@ -31,11 +31,13 @@ inline RunConfig sequence_config(const std::string& model, int batch,
       {"num_units", &q.num_units},           {"num_encoder_layers", &q.num_encoder_layers},
       {"num_decoder_layers", &q.num_decoder_layers}, {"num_layers", &q.num_layers},
       {"src_max_len", &q.src_max_len},       {"tgt_max_len", &q.tgt_max_len},
-      {"seq_len", &q.seq_len},               {"loss_chunk_rows", &q.loss_chunk_rows}};
+      {"seq_len", &q.seq_len},               {"loss_chunk_rows", &q.loss_chunk_rows},
+      {"num_heads", &q.num_heads},           {"ffn_units", &q.ffn_units}};
   for (const auto& [name, value] : values) {
     if (name == "encoder_type") q.encoder_type = value;
     else if (name == "direction") q.direction = value;
     else if (name == "lstm_algorithm") q.lstm_algorithm = value;
+    else if (name == "dropout") q.dropout = std::stod(value);
     else *integers.at(name) = std::stoi(value);
   }
   return config;
@@ -53,6 +55,19 @@ inline RunConfig tiny_nmt(const std::string& encoder_type, const std::string& di
                           {"src_vocab_size", "13"}, {"tgt_vocab_size", "11"}, {"embedding_dim", "5"},
                           {"num_units", "4"}, {"num_encoder_layers", "2"}, {"num_decoder_layers", "2"},
                           {"src_max_len", "4"}, {"tgt_max_len", "3"}, {"loss_chunk_rows", "4"}});
+}
+
+// A tiny Transformer nmt: vocabularies 13 and 11, width 8 in 2 heads, feed-forward 12, 2 + 2
+// layers, 5 source and 4 target tokens (the cross-attention is not square); the loss chunks hold
+// 5 of the 12 target rows. Dropout as given (0: the network is a smooth function of its
+// parameters except at ReLU's kinks, for finite differences).
+inline RunConfig tiny_transformer(const std::string& dropout = "0") {
+  return sequence_config("nmt", 3,
+                         {{"encoder_type", "transformer"}, {"direction", ""}, {"src_vocab_size", "13"},
+                          {"tgt_vocab_size", "11"}, {"embedding_dim", "8"}, {"num_units", "8"},
+                          {"num_heads", "2"}, {"ffn_units", "12"}, {"num_encoder_layers", "2"},
+                          {"num_decoder_layers", "2"}, {"src_max_len", "5"}, {"tgt_max_len", "4"},
+                          {"loss_chunk_rows", "5"}, {"dropout", dropout}});
 }
 
 }  // namespace dpbench::testing

@@ -235,6 +235,23 @@ TEST_CASE("every averaging strategy trains rnnlm (Adam, embeddings) as one devic
                     3, {2, 4}, false);
 }
 
+// Dropout 0: the transformer's sub-layer dropouts place their masks per replica (its
+// activations are sequence-major), so with dropout one device and N differ by their masks.
+const std::vector<std::string> kTinyTransformer = {
+    "--model=nmt", "--encoder_type=transformer", "--src_vocab_size=13", "--tgt_vocab_size=11", "--num_units=8",
+    "--num_heads=2", "--ffn_units=12", "--num_encoder_layers=2", "--num_decoder_layers=2", "--src_max_len=5",
+    "--tgt_max_len=4", "--dropout=0"};
+
+TEST_CASE("every averaging strategy trains the transformer as one device with N times the batch",
+          "[strategies][equivalence][transformer]") {
+  check_equivalence(kTinyTransformer, 3, {2}, false);
+}
+
+TEST_CASE("sparse embedding gradients train the transformer as one device with N times the batch",
+          "[strategies][equivalence][sparse][transformer]") {
+  check_sparse_equivalence(kTinyTransformer, 3, {2});
+}
+
 TEST_CASE("sparse embedding gradients train rnnlm as one device with N times the batch",
           "[strategies][equivalence][sparse]") {
   // 40 rows, 12 ids per replica and step: every replica touches a different subset of rows.

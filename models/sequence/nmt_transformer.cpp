@@ -1,0 +1,366 @@
+// nmt with --encoder_type=transformer: the seed translation task on Transformer-base ("Attention
+// Is All You Need"; nn.Transformer(512, 8, 6, 6, 2048) plus two nn.Embedding(50000, 512) and a
+// bias-free nn.Linear(512, 50000): 120,940,544 parameters at the defaults). Embeddings are scaled
+// by sqrt(d), the sinusoidal positions added, dropout applied; both stacks end in a layer norm;
+// the decoder's self-attention is causal and the encoder's and the cross-attention's keys stop at
+// each sentence's source length. The loss is the other nmt variants': the cross-entropy summed
+// over a sentence's target tokens, averaged over the batch, with real text's padding weighted 0.
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/counter_random.h"
+#include "engine/errors.h"
+#include "engine/step_trace.h"
+#include "models/model_flops.h"
+#include "models/sequence/embedding.h"
+#include "models/sequence/sequence_models.h"
+#include "models/sequence/transformer_layers.h"
+#include "models/sequence/vocabulary_loss.h"
+
+namespace dpbench {
+namespace {
+
+struct TransformerNmtShape {
+  int src_vocab, tgt_vocab, encoder_layers, decoder_layers, src_len, tgt_len;
+  TransformerShape layer;
+  int batch;  // per replica
+  int loss_chunk_rows;
+  bool forward_only;
+};
+
+// Dropout keys of the layers: encoder layers 0.., decoder layers 1000.., the embeddings' sites
+// 2000 (source) and 2001 (target).
+constexpr uint64_t kDecoderDropoutKeys = 1000, kEmbeddingDropoutKeys = 2000;
+
+// Multiply-adds of one attention's two products over a whole batch: scores (Tq x dh by dh x Tk)
+// and the weighted sum (Tq x Tk by Tk x dh) per sentence and head; a causal one computes the
+// visible half.
+StepFlops attention_flops(double sentences, int heads, int query_len, int key_len, int head_dim, bool causal) {
+  StepFlops flops = matmul_flops(sentences * heads * query_len, head_dim, key_len, true);
+  flops += matmul_flops(sentences * heads * query_len, key_len, head_dim, true);
+  if (causal) {
+    flops.forward /= 2;
+    flops.backward /= 2;
+  }
+  return flops;
+}
+
+class TransformerNmtModel final : public Model {
+ public:
+  explicit TransformerNmtModel(const TransformerNmtShape& s) : shape_(s) {
+    const TransformerShape& t = s.layer;
+    // Declared in forward order except the projection, which comes before the decoder: its
+    // gradient is final once the decoder's backward pass is done (see VocabularyLossReplica).
+    source_embedding_ = std::make_unique<EmbeddingTable>(layout_, "encoder/embedding", s.src_vocab, t.model_dim);
+    for (int l = 0; l < s.encoder_layers; ++l)
+      encoder_.push_back(std::make_unique<TransformerEncoderLayer>(layout_, "encoder/layer_" + std::to_string(l), t,
+                                                                   static_cast<uint64_t>(l)));
+    encoder_norm_ = std::make_unique<LayerNormParams>(layout_, "encoder/norm", t.model_dim);
+    target_embedding_ = std::make_unique<EmbeddingTable>(layout_, "decoder/embedding", s.tgt_vocab, t.model_dim);
+    projection_ = std::make_unique<VocabularyProjection>(layout_, "decoder/projection", t.model_dim, s.tgt_vocab);
+    for (int l = 0; l < s.decoder_layers; ++l)
+      decoder_.push_back(std::make_unique<TransformerDecoderLayer>(
+          layout_, "decoder/layer_" + std::to_string(l), t, kDecoderDropoutKeys + static_cast<uint64_t>(l)));
+    decoder_norm_ = std::make_unique<LayerNormParams>(layout_, "decoder/norm", t.model_dim);
+    layout_.finalize();
+  }
+
+  std::string name() const override { return "nmt"; }
+  const ParameterLayout& layout() const override { return layout_; }
+  std::string unit() const override { return "words"; }
+  int64_t items_per_sample() const override { return shape_.src_len + shape_.tgt_len; }
+
+  // The linear layers of every token, the attentions' products and the vocabulary projection of
+  // every target token. Every input gradient runs (the embeddings need them), so backward is
+  // twice forward; FlashAttention's recomputation of the scores is not counted.
+  StepFlops flops_per_sample() const override {
+    const TransformerShape& t = shape_.layer;
+    const double d = t.model_dim, ffn = t.ffn_units, B = shape_.batch;
+    const double source = static_cast<double>(shape_.src_len) * B, target = static_cast<double>(shape_.tgt_len) * B;
+    StepFlops flops;
+    for (int l = 0; l < shape_.encoder_layers; ++l) {
+      flops += matmul_flops(source, d, 4 * d, true);  // qkv and output projections
+      flops += matmul_flops(source, d, 2 * ffn, true);
+      flops += attention_flops(B, t.heads, shape_.src_len, shape_.src_len, t.head_dim(), false);
+    }
+    for (int l = 0; l < shape_.decoder_layers; ++l) {
+      flops += matmul_flops(target, d, 4 * d, true);  // self-attention's projections
+      flops += matmul_flops(target, d, 2 * d, true);  // cross-attention's query and output
+      flops += matmul_flops(source, d, 2 * d, true);  // its keys and values, from the encoder
+      flops += matmul_flops(target, d, 2 * ffn, true);
+      flops += attention_flops(B, t.heads, shape_.tgt_len, shape_.tgt_len, t.head_dim(), true);
+      flops += attention_flops(B, t.heads, shape_.tgt_len, shape_.src_len, t.head_dim(), false);
+    }
+    flops += matmul_flops(target, d, projection_->vocab(), true);
+    return per_sample(flops, shape_.batch);
+  }
+
+  std::vector<float> initial_parameters(uint64_t seed) const override {
+    std::vector<float> values(layout_.total_count());
+    source_embedding_->initialize(layout_, seed, values);
+    for (const auto& layer : encoder_) layer->initialize(layout_, seed, values);
+    encoder_norm_->initialize(layout_, values);
+    target_embedding_->initialize(layout_, seed, values);
+    projection_->initialize(layout_, seed, values);
+    for (const auto& layer : decoder_) layer->initialize(layout_, seed, values);
+    decoder_norm_->initialize(layout_, values);
+    return values;
+  }
+
+  std::unique_ptr<ModelReplica> create_replica(Device& device, ParameterSet& params,
+                                               const ReplicaShard& shard) const override;
+
+  const TransformerNmtShape& shape() const { return shape_; }
+  const EmbeddingTable& source_embedding() const { return *source_embedding_; }
+  const EmbeddingTable& target_embedding() const { return *target_embedding_; }
+  const std::vector<std::unique_ptr<TransformerEncoderLayer>>& encoder() const { return encoder_; }
+  const std::vector<std::unique_ptr<TransformerDecoderLayer>>& decoder() const { return decoder_; }
+  const LayerNormParams& encoder_norm() const { return *encoder_norm_; }
+  const LayerNormParams& decoder_norm() const { return *decoder_norm_; }
+  const VocabularyProjection& projection() const { return *projection_; }
+
+ private:
+  TransformerNmtShape shape_;
+  ParameterLayout layout_;
+  std::unique_ptr<EmbeddingTable> source_embedding_, target_embedding_;
+  std::vector<std::unique_ptr<TransformerEncoderLayer>> encoder_;
+  std::vector<std::unique_ptr<TransformerDecoderLayer>> decoder_;
+  std::unique_ptr<LayerNormParams> encoder_norm_, decoder_norm_;
+  std::unique_ptr<VocabularyProjection> projection_;
+};
+
+class TransformerNmtReplica final : public ModelReplica {
+ public:
+  TransformerNmtReplica(const TransformerNmtModel& model, Device& device, ParameterSet& params,
+                        const ReplicaShard& shard)
+      : model_(model), device_(device), params_(params), batch_(shard.batch_size) {
+    const TransformerNmtShape& s = model.shape();
+    const TransformerShape& t = s.layer;
+    const size_t B = static_cast<size_t>(shard.batch_size), d = static_cast<size_t>(t.model_dim);
+    const size_t source_rows = s.src_len * B, target_rows = s.tgt_len * B;
+    const size_t element = data_type_bytes(t.type);
+    Backend& ops = device.ops();
+    source_ids_ = device.allocate(sizeof(int32_t) * source_rows);
+    fill_sequence_tokens(ops, source_ids_.as<int32_t>(), s.src_len, shard, kRandomStreamInputs, s.src_vocab);
+    target_ids_ = device.allocate(sizeof(int32_t) * (target_rows + B));
+    fill_sequence_tokens(ops, target_ids_.as<int32_t>(), s.tgt_len + 1, shard, kRandomStreamDecoderTokens,
+                         s.tgt_vocab);
+    target_weights_ = device.allocate(sizeof(float) * target_rows);
+    ops.fill(target_weights_.as<float>(), target_rows, 1.0f / static_cast<float>(B));
+    // Synthetic sentences fill the source length; real text writes each sentence's.
+    source_lengths_ = device.allocate(sizeof(int32_t) * B);
+    std::vector<int32_t> full(B, s.src_len);
+    device.copy_from_host(source_lengths_.data(), full.data(), sizeof(int32_t) * B);
+
+    source_embedded_ = device.allocate(element * source_rows * d);
+    target_embedded_ = device.allocate(element * target_rows * d);
+    memory_ = device.allocate(element * source_rows * d);
+    memory_gradient_ = device.allocate(element * source_rows * d);
+    decoder_output_ = device.allocate(element * target_rows * d);
+    gradient_ = device.allocate(element * std::max(source_rows, target_rows) * d);
+    scratch_ = std::make_unique<TransformerScratch>(device, t, static_cast<int>(std::max(source_rows, target_rows)),
+                                                    static_cast<int>(source_rows));
+    for (const auto& layer : model.encoder())
+      encoder_.push_back(
+          std::make_unique<TransformerEncoderLayerReplica>(*layer, device, shard, s.src_len, *scratch_));
+    for (const auto& layer : model.decoder())
+      decoder_.push_back(std::make_unique<TransformerDecoderLayerReplica>(*layer, device, shard, s.tgt_len,
+                                                                          s.src_len, *scratch_));
+    encoder_norm_ = std::make_unique<LayerNormPass>(model.encoder_norm(), device, static_cast<int>(source_rows),
+                                                    t.type, t.norm_epsilon);
+    decoder_norm_ = std::make_unique<LayerNormPass>(model.decoder_norm(), device, static_cast<int>(target_rows),
+                                                    t.type, t.norm_epsilon);
+    source_dropout_seed_ = counter_hash(shard.seed, kRandomStreamDropout, kEmbeddingDropoutKeys * 16);
+    target_dropout_seed_ = counter_hash(shard.seed, kRandomStreamDropout, (kEmbeddingDropoutKeys + 1) * 16);
+    source_first_index_ = shard.first_global_sample() * s.src_len * d;
+    target_first_index_ = shard.first_global_sample() * s.tgt_len * d;
+    loss_ = std::make_unique<VocabularyLossReplica>(model.projection(), device, static_cast<int>(target_rows),
+                                                     s.loss_chunk_rows, t.type);
+  }
+
+  void forward(const StepContext& context) override {
+    const TransformerNmtShape& s = model_.shape();
+    const TransformerStep step = step_of(context.step);
+    {
+      TracedSpan span(device_, StreamKind::compute, "encoder", "forward");
+      embed(model_.source_embedding(), source_ids_.as<int32_t>(), s.src_len, source_embedded_.data(),
+            source_dropout_seed_, source_first_index_, step);
+      const void* x = source_embedded_.data();
+      for (auto& layer : encoder_) {
+        layer->forward(params_, step, x);
+        x = layer->output();
+      }
+      encoder_norm_->forward(params_, x, memory_.data());
+    }
+    {
+      TracedSpan span(device_, StreamKind::compute, "decoder", "forward");
+      embed(model_.target_embedding(), target_ids_.as<int32_t>(), s.tgt_len, target_embedded_.data(),
+            target_dropout_seed_, target_first_index_, step);
+      const void* y = target_embedded_.data();
+      for (auto& layer : decoder_) {
+        layer->forward(params_, step, y, memory_.data());
+        y = layer->output();
+      }
+      decoder_norm_->forward(params_, y, decoder_output_.data());
+    }
+    TracedSpan span(device_, StreamKind::compute, "projection and loss", "forward");
+    loss_->forward_backward(params_, decoder_output_.data(), target_ids_.as<int32_t>() + batch_, 1.0f, 1.0f,
+                            gradient_.data(), context.loss_out, context.loss_scale, target_weights_.as<float>(),
+                            !s.forward_only);
+  }
+
+  void backward(GradientAnnouncer& announcer) override {
+    const TransformerNmtShape& s = model_.shape();
+    const ParameterLayout& layout = params_.layout();
+    const TransformerStep step = step_of(last_step_);
+    const size_t source_rows = static_cast<size_t>(s.src_len) * batch_;
+    const size_t target_rows = static_cast<size_t>(s.tgt_len) * batch_;
+    void* dy = gradient_.data();  // the decoder output's gradient, from the loss
+    {
+      TracedSpan span(device_, StreamKind::compute, "decoder", "backward");
+      decoder_norm_->backward(params_, decoder_[decoder_.size() - 1]->output(), dy, dy);
+      announcer.announce(layout.range_of(model_.decoder_norm().first_id(), model_.decoder_norm().last_id()));
+      for (size_t l = decoder_.size(); l-- > 0;) {
+        const void* x = l == 0 ? target_embedded_.data() : decoder_[l - 1]->output();
+        decoder_[l]->backward(params_, step, x, memory_.data(), dy, memory_gradient_.data(),
+                              l + 1 == decoder_.size());
+        announcer.announce(model_.decoder()[l]->gradient_range(layout));
+      }
+    }
+    {
+      TracedSpan span(device_, StreamKind::compute, "projection", "backward");
+      loss_->finish_weight_gradient();
+      announcer.announce(model_.projection().gradient_range(layout));
+    }
+    {
+      TracedSpan span(device_, StreamKind::compute, "target embedding", "backward");
+      unembed(model_.target_embedding(), target_ids_.as<int32_t>(), target_rows, dy, target_dropout_seed_,
+              target_first_index_, step);
+      announcer.announce(model_.target_embedding().gradient_range(layout));
+    }
+    TracedSpan span(device_, StreamKind::compute, "encoder", "backward");
+    void* dx = memory_gradient_.data();
+    encoder_norm_->backward(params_, encoder_[encoder_.size() - 1]->output(), dx, dx);
+    announcer.announce(layout.range_of(model_.encoder_norm().first_id(), model_.encoder_norm().last_id()));
+    for (size_t l = encoder_.size(); l-- > 0;) {
+      const void* x = l == 0 ? source_embedded_.data() : encoder_[l - 1]->output();
+      encoder_[l]->backward(params_, step, x, dx);
+      announcer.announce(model_.encoder()[l]->gradient_range(layout));
+    }
+    unembed(model_.source_embedding(), source_ids_.as<int32_t>(), source_rows, dx, source_dropout_seed_,
+            source_first_index_, step);
+    announcer.announce(model_.source_embedding().gradient_range(layout));
+  }
+
+  std::vector<InputBuffer> inputs() const override {
+    return {{"source_ids", source_ids_.data(), source_ids_.bytes()},
+            {"source_lengths", source_lengths_.data(), source_lengths_.bytes()},
+            {"target_ids", target_ids_.data(), target_ids_.bytes()},
+            {"target_weights", target_weights_.data(), target_weights_.bytes()}};
+  }
+
+  std::vector<SparseGradientSource> sparse_gradients() const override {
+    const TransformerNmtShape& s = model_.shape();
+    const ParameterLayout& layout = params_.layout();
+    const size_t source_rows = static_cast<size_t>(s.src_len) * batch_;
+    const size_t target_rows = static_cast<size_t>(s.tgt_len) * batch_;
+    return {model_.target_embedding().sparse_source(layout, target_ids_.as<int32_t>(), target_rows),
+            model_.source_embedding().sparse_source(layout, source_ids_.as<int32_t>(), source_rows)};
+  }
+
+ private:
+  TransformerStep step_of(const int32_t* step) {
+    last_step_ = step;
+    TransformerStep result;
+    result.source_lengths = source_lengths_.as<int32_t>();
+    result.step = step;
+    result.training = !model_.shape().forward_only;
+    return result;
+  }
+
+  // y (T, B, d) = Dropout(table[ids] * sqrt(d) + PE).
+  void embed(const EmbeddingTable& table, const int32_t* ids, int length, void* y, uint64_t seed,
+             uint64_t first_index, const TransformerStep& step) {
+    const TransformerShape& t = model_.shape().layer;
+    Backend& ops = device_.ops();
+    const size_t rows = static_cast<size_t>(length) * batch_;
+    table.forward(ops, params_, ids, rows, t.type, y);
+    ops.add_positional_encoding(t.type, y, y, length, batch_, t.model_dim, std::sqrt(static_cast<float>(t.model_dim)));
+    if (step.training && t.dropout > 0.0f)
+      ops.dropout_forward(t.type, y, y, rows * t.model_dim, t.dropout, seed, first_index, step.step);
+  }
+
+  // The table's gradient from dy (rows, d), the gradient of embed's output; dy is overwritten.
+  void unembed(const EmbeddingTable& table, const int32_t* ids, size_t rows, void* dy, uint64_t seed,
+               uint64_t first_index, const TransformerStep& step) {
+    const TransformerShape& t = model_.shape().layer;
+    Backend& ops = device_.ops();
+    const size_t n = rows * t.model_dim;
+    if (step.training && t.dropout > 0.0f)
+      ops.dropout_backward(t.type, dy, dy, n, t.dropout, seed, first_index, step.step);
+    ops.convert(t.type, dy, t.type, dy, n, std::sqrt(static_cast<float>(t.model_dim)));
+    table.backward(ops, params_, ids, rows, t.type, dy, true);
+  }
+
+  const TransformerNmtModel& model_;
+  Device& device_;
+  ParameterSet& params_;
+  int batch_ = 0;
+  const int32_t* last_step_ = nullptr;  // forward's step counter, for backward's dropout masks
+  Buffer source_ids_, target_ids_, target_weights_, source_lengths_;
+  Buffer source_embedded_, target_embedded_;  // each stack's input (T, B, d)
+  Buffer memory_, memory_gradient_;            // the encoder's output (Ts, B, d) and its gradient
+  Buffer decoder_output_;                      // (Tt, B, d), the projection's input
+  Buffer gradient_;                            // the decoder's output gradient, then its input's
+  std::unique_ptr<TransformerScratch> scratch_;
+  std::vector<std::unique_ptr<TransformerEncoderLayerReplica>> encoder_;
+  std::vector<std::unique_ptr<TransformerDecoderLayerReplica>> decoder_;
+  std::unique_ptr<LayerNormPass> encoder_norm_, decoder_norm_;
+  uint64_t source_dropout_seed_ = 0, target_dropout_seed_ = 0;
+  uint64_t source_first_index_ = 0, target_first_index_ = 0;
+  std::unique_ptr<VocabularyLossReplica> loss_;
+};
+
+std::unique_ptr<ModelReplica> TransformerNmtModel::create_replica(Device& device, ParameterSet& params,
+                                                                  const ReplicaShard& shard) const {
+  if (shard.batch_size != shape_.batch)
+    throw RuntimeError("nmt: built for batch " + std::to_string(shape_.batch) + " per replica, asked for " +
+                       std::to_string(shard.batch_size));
+  return std::make_unique<TransformerNmtReplica>(*this, device, params, shard);
+}
+
+}  // namespace
+
+std::unique_ptr<Model> create_transformer_nmt_model(const ModelSettings& config) {
+  const SequenceConfig& q = config.sequence;
+  TransformerNmtShape s;
+  s.src_vocab = q.src_vocab_size;
+  s.tgt_vocab = q.tgt_vocab_size;
+  s.encoder_layers = q.num_encoder_layers;
+  s.decoder_layers = q.num_decoder_layers;
+  s.src_len = q.src_max_len;
+  s.tgt_len = q.tgt_max_len;
+  s.layer.model_dim = q.num_units;
+  s.layer.heads = q.num_heads;
+  s.layer.ffn_units = q.ffn_units;
+  s.layer.dropout = static_cast<float>(q.dropout);
+  s.layer.type = config.activation_type();
+  s.batch = config.batch_size;
+  s.loss_chunk_rows = q.loss_chunk_rows;
+  s.forward_only = config.forward_only;
+  if (q.embedding_dim != q.num_units)
+    throw ConfigError("--embedding_dim=" + std::to_string(q.embedding_dim) + " differs from --num_units=" +
+                      std::to_string(q.num_units) + ": the transformer's embeddings are its model width");
+  if (q.num_heads <= 0 || q.num_units % q.num_heads != 0)
+    throw ConfigError("--num_heads=" + std::to_string(q.num_heads) + " does not divide --num_units=" +
+                      std::to_string(q.num_units));
+  if (q.num_units / q.num_heads > kMaxAttentionHeadDim)
+    throw ConfigError("--num_heads=" + std::to_string(q.num_heads) + ": heads of " +
+                      std::to_string(q.num_units / q.num_heads) + " units; attention takes up to " +
+                      std::to_string(kMaxAttentionHeadDim) + " per head");
+  return std::make_unique<TransformerNmtModel>(s);
+}
+
+}  // namespace dpbench

@@ -1,0 +1,190 @@
+// The Transformer's layers ("Attention Is All You Need", post-norm, as nn.Transformer builds
+// them): an encoder layer (self-attention, feed-forward) and a decoder layer (causal
+// self-attention, cross-attention over the encoder's output, feed-forward), each sub-layer
+//   x <- LayerNorm(x + Dropout(Sublayer(x)))
+// with nn.Transformer's dropouts (attention probabilities, the feed-forward block's inner ReLU,
+// every sub-layer's output) at one rate. Activations are sequence-major (T, B, d), as the LSTMs'.
+//
+// The layer objects declare parameters and initialise them; their replicas hold the activations
+// a backward pass needs and run both passes. Under mixed precision the activations and the
+// matrices the GEMMs read are 16-bit, layer norms' scales and all biases fp32, gradients fp32.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/attention_geometry.h"
+#include "engine/device.h"
+#include "engine/model.h"
+#include "engine/parameter_set.h"
+
+namespace dpbench {
+
+struct TransformerShape {
+  int model_dim = 512;   // d
+  int heads = 8;
+  int ffn_units = 2048;
+  float dropout = 0.1f;
+  float norm_epsilon = 1e-5f;  // nn.LayerNorm's
+  DataType type = DataType::f32;
+  int head_dim() const { return model_dim / heads; }
+};
+
+// y = x W^T + b: "<name>/weights" (out, in), "<name>/bias" (out).
+class LinearParams {
+ public:
+  LinearParams(ParameterLayout& layout, const std::string& name, int in, int out);
+  int in() const { return in_; }
+  int out() const { return out_; }
+  int first_id() const { return weights_id_; }
+  int last_id() const { return bias_id_; }
+  // Xavier-uniform weights (as nn.Transformer resets every matrix), zero bias.
+  void initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& values) const;
+  // y (rows, out) = x (rows, in) W^T + b, then max(0, .) with `relu`.
+  void forward(Backend& ops, const ParameterSet& params, DataType type, const void* x, int rows, void* y,
+               bool relu) const;
+  // From dy (rows, out): the weight and bias gradients (overwritten) and, where dx is given,
+  // dx (rows, in) = dy W, added to what dx holds with `accumulate`.
+  void backward(Backend& ops, const ParameterSet& params, DataType type, const void* x, const void* dy, int rows,
+                void* dx, bool accumulate) const;
+
+ private:
+  int in_, out_, weights_id_, bias_id_;
+};
+
+// "<name>/gamma" and "<name>/beta" (d): ones and zeros.
+class LayerNormParams {
+ public:
+  LayerNormParams(ParameterLayout& layout, const std::string& name, int dim);
+  int first_id() const { return gamma_id_; }
+  int last_id() const { return beta_id_; }
+  void initialize(const ParameterLayout& layout, std::vector<float>& values) const;
+  int gamma_id() const { return gamma_id_; }
+  int beta_id() const { return beta_id_; }
+  int dim() const { return dim_; }
+
+ private:
+  int dim_, gamma_id_, beta_id_;
+};
+
+// One application of a LayerNormParams to `rows` rows: keeps its input and statistics.
+class LayerNormPass {
+ public:
+  LayerNormPass(const LayerNormParams& norm, Device& device, int rows, DataType type, float epsilon);
+  // y = LayerNorm(x); x must stay untouched until backward.
+  void forward(const ParameterSet& params, const void* x, void* y);
+  // dx from dy (may alias), the scale's and shift's gradients overwritten.
+  void backward(const ParameterSet& params, const void* x, const void* dy, void* dx);
+
+ private:
+  const LayerNormParams& norm_;
+  Device& device_;
+  int rows_;
+  DataType type_;
+  float epsilon_;
+  Buffer mean_, inv_std_, workspace_;
+};
+
+// What a layer needs to know of the step: the sentences' source lengths (device memory, B
+// values; nullptr: every source token real), the step counter (dropout masks) and where the
+// replica's sentences sit in the global batch.
+struct TransformerStep {
+  const int32_t* source_lengths = nullptr;
+  const int32_t* step = nullptr;
+  bool training = true;  // false: inference, no dropout
+};
+
+// Scratch shared by every layer of a replica (one layer's backward runs at a time).
+struct TransformerScratch {
+  TransformerScratch(Device& device, const TransformerShape& shape, int max_rows, int source_rows);
+  Buffer projected;         // (rows, d): a sub-layer's output projection, then its gradient
+  Buffer inner_gradient;    // (rows, ffn)
+  Buffer qkv_gradient;      // (rows, 3d) self-attention; (source rows, 2d) cross-attention's keys and values
+  Buffer output_gradient;   // (rows, d): attention output's gradient
+  Buffer query_gradient;    // (rows, d): cross-attention's queries
+  Buffer attention_workspace;
+};
+
+class TransformerEncoderLayer {
+ public:
+  TransformerEncoderLayer(ParameterLayout& layout, const std::string& name, const TransformerShape& shape,
+                          uint64_t dropout_key);
+  void initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& values) const;
+  GradientRange gradient_range(const ParameterLayout& layout) const;
+  const TransformerShape& shape() const { return shape_; }
+  uint64_t dropout_key() const { return dropout_key_; }
+
+  LinearParams self_qkv, self_out;
+  LayerNormParams norm1;
+  LinearParams ffn_in, ffn_out;
+  LayerNormParams norm2;
+
+ private:
+  TransformerShape shape_;
+  uint64_t dropout_key_;
+};
+
+class TransformerDecoderLayer {
+ public:
+  TransformerDecoderLayer(ParameterLayout& layout, const std::string& name, const TransformerShape& shape,
+                          uint64_t dropout_key);
+  void initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& values) const;
+  GradientRange gradient_range(const ParameterLayout& layout) const;
+  const TransformerShape& shape() const { return shape_; }
+  uint64_t dropout_key() const { return dropout_key_; }
+
+  LinearParams self_qkv, self_out;
+  LayerNormParams norm1;
+  LinearParams cross_q, cross_kv, cross_out;
+  LayerNormParams norm2;
+  LinearParams ffn_in, ffn_out;
+  LayerNormParams norm3;
+
+ private:
+  TransformerShape shape_;
+  uint64_t dropout_key_;
+};
+
+class AttentionSublayer;
+class FeedForwardSublayer;
+
+// A layer's activations on one replica: `batch` sentences of `length` tokens (and, for the
+// decoder, `source_length` memory tokens).
+class TransformerEncoderLayerReplica {
+ public:
+  TransformerEncoderLayerReplica(const TransformerEncoderLayer& layer, Device& device, const ReplicaShard& shard,
+                                 int length, TransformerScratch& scratch);
+  ~TransformerEncoderLayerReplica();
+  // output (rows, d) from x (rows, d), which must stay untouched until backward.
+  void forward(const ParameterSet& params, const TransformerStep& step, const void* x);
+  const void* output() const;
+  // dx: in, the gradient of output(); out, the gradient of x (in place).
+  void backward(const ParameterSet& params, const TransformerStep& step, const void* x, void* dx);
+
+ private:
+  std::unique_ptr<AttentionSublayer> attention_;
+  std::unique_ptr<FeedForwardSublayer> feed_forward_;
+};
+
+class TransformerDecoderLayerReplica {
+ public:
+  TransformerDecoderLayerReplica(const TransformerDecoderLayer& layer, Device& device, const ReplicaShard& shard,
+                                 int length, int source_length, TransformerScratch& scratch);
+  ~TransformerDecoderLayerReplica();
+  // output (rows, d) from x (rows, d) and the encoder's output memory (source rows, d); both
+  // must stay untouched until backward.
+  void forward(const ParameterSet& params, const TransformerStep& step, const void* x, const void* memory);
+  const void* output() const;
+  // dx in place as the encoder layer's; d_memory (source rows, d) gets the memory's gradient,
+  // overwritten when `first_into_memory`, else added.
+  void backward(const ParameterSet& params, const TransformerStep& step, const void* x, const void* memory,
+                void* dx, void* d_memory, bool first_into_memory);
+
+ private:
+  std::unique_ptr<AttentionSublayer> self_attention_, cross_attention_;
+  std::unique_ptr<FeedForwardSublayer> feed_forward_;
+};
+
+}  // namespace dpbench
