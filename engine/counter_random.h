@@ -45,4 +45,11 @@ DPB_HOST_DEVICE uint32_t counter_uint(uint64_t seed, uint64_t stream, uint64_t i
   return static_cast<uint32_t>(counter_hash(seed, stream, index) >> 32);
 }
 
+// Whether dropout at the runner's step `step` keeps element `index` (backend.h's dropout_forward,
+// the attention probabilities of engine/attention_geometry.h): one rule, so every op that drops
+// draws the same mask from the same (seed, step, index).
+DPB_HOST_DEVICE bool dropout_keeps(uint64_t seed, int32_t step, uint64_t index, float rate) {
+  return counter_uniform(seed, kRandomStreamDropout + static_cast<uint64_t>(step), index) >= rate;
+}
+
 }  // namespace dpbench

@@ -116,11 +116,7 @@ double average_divisor(const PoolGeometry& g, const Window& win) {
                                                       : double(win.count());
 }
 
-// ---- dropout and channel-slice helpers ----------------------------------------------------------
-
-bool dropout_keeps(uint64_t seed, const int32_t* step, uint64_t index, float rate) {
-  return counter_uniform(seed, kRandomStreamDropout + static_cast<uint64_t>(*step), index) >= rate;
-}
+// ---- channel-slice helpers ----------------------------------------------------------------------
 
 void check_channel_slice(const Tensor4& part, const Tensor4& whole, int channel_offset,
                          const char* op) {
@@ -433,7 +429,7 @@ void ReferenceBackend::dropout_forward(DataType type, const void* x, void* y, si
   with_type(type, [&](auto tag) {
     constexpr DataType T = decltype(tag)::value;
     for (size_t i = 0; i < n; ++i) {
-      const bool keep = dropout_keeps(seed, step, first_index + i, rate);
+      const bool keep = dropout_keeps(seed, *step, first_index + i, rate);
       store_from_float(T, y, i, keep ? load_as_float(T, x, i) / (1.0f - rate) : 0.0f);
     }
   });
@@ -445,7 +441,7 @@ void ReferenceBackend::dropout_backward(DataType type, const void* dy, void* dx,
   with_type(type, [&](auto tag) {
     constexpr DataType T = decltype(tag)::value;
     for (size_t i = 0; i < n; ++i) {
-      const bool keep = dropout_keeps(seed, step, first_index + i, rate);
+      const bool keep = dropout_keeps(seed, *step, first_index + i, rate);
       store_from_float(T, dx, i, keep ? load_as_float(T, dy, i) / (1.0f - rate) : 0.0f);
     }
   });
