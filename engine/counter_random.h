@@ -31,14 +31,28 @@ DPB_HOST_DEVICE uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// The part of a hash that depends on (seed, stream) alone: a kernel drawing many indices of one
+// stream (attention's dropout draws one per score) computes it once.
+DPB_HOST_DEVICE uint64_t counter_stream_key(uint64_t seed, uint64_t stream) {
+  return mix64(seed ^ mix64(stream));
+}
+
+DPB_HOST_DEVICE uint64_t counter_hash_keyed(uint64_t stream_key, uint64_t index) {
+  return mix64(stream_key + index);
+}
+
 DPB_HOST_DEVICE uint64_t counter_hash(uint64_t seed, uint64_t stream, uint64_t index) {
-  return mix64(mix64(seed ^ mix64(stream)) + index);
+  return counter_hash_keyed(counter_stream_key(seed, stream), index);
 }
 
 // Uniform in [0, 1) with 24 random bits: exactly representable in float, so host and device
 // produce the same value bit for bit.
+DPB_HOST_DEVICE float counter_uniform_keyed(uint64_t stream_key, uint64_t index) {
+  return static_cast<float>(counter_hash_keyed(stream_key, index) >> 40) * (1.0f / 16777216.0f);
+}
+
 DPB_HOST_DEVICE float counter_uniform(uint64_t seed, uint64_t stream, uint64_t index) {
-  return static_cast<float>(counter_hash(seed, stream, index) >> 40) * (1.0f / 16777216.0f);
+  return counter_uniform_keyed(counter_stream_key(seed, stream), index);
 }
 
 DPB_HOST_DEVICE uint32_t counter_uint(uint64_t seed, uint64_t stream, uint64_t index) {

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/attention_geometry.h"
 #include "engine/backend.h"
 #include "engine/cnn_geometry.h"
 #include "engine/data_type.h"
@@ -179,6 +180,36 @@ void launch_dropout(cudaStream_t stream, DataType type, const void* in, void* ou
 // elements apart) to dst (`dst_stride` apart): a channel slice in either layout.
 void launch_copy_rows(cudaStream_t stream, const void* src, size_t src_stride, void* dst,
                       size_t dst_stride, size_t row_length, size_t rows, size_t element_bytes);
+
+// ---- Transformer ops (cuda_kernels_transformer.cu, cuda_kernels_attention.cu) ----------------
+// Backend's Transformer-op semantics (shapes in engine/attention_geometry.h). The row bias with
+// ReLU is launch_add_channel_bias with the layout {rows, cols, 1}. Deterministic throughout: no
+// atomics, every sum in an order fixed by the shape.
+// One warp per row; statistics in fp32 by two passes (mean, then squared deviations).
+void launch_layer_norm_forward(cudaStream_t stream, DataType type, const void* x, const float* gamma,
+                               const float* beta, int rows, int cols, float epsilon, void* y,
+                               float* saved_mean, float* saved_inv_std);
+// dgamma, dbeta from per-part column sums (fixed parts of rows) added in part order; dx one warp
+// per row. dx may alias dy. `workspace` holds layer_norm_workspace_bytes(rows, cols).
+void launch_layer_norm_backward(cudaStream_t stream, DataType type, const void* x, const void* dy,
+                                const float* gamma, const float* saved_mean, const float* saved_inv_std,
+                                int rows, int cols, void* dx, float* dgamma, float* dbeta,
+                                void* workspace);
+size_t layer_norm_workspace_bytes(int rows, int cols);
+// y = x * scale + PE(t) over (seq_len, batch, dim); y may alias x. seq_len <= 65535.
+void launch_add_positional_encoding(cudaStream_t stream, DataType type, const void* x, void* y,
+                                    int seq_len, int batch, int dim, float scale);
+// Flash attention (Note [attention tiles] in cuda_kernels_attention.cu): head_dim in [1, 128];
+// causal needs query_len == key_len; step is read on the device (with dropout only).
+void launch_attention_forward(cudaStream_t stream, const AttentionGeometry& g, const void* q,
+                              const void* k, const void* v, const int32_t* key_lengths,
+                              const int32_t* step, void* o, float* lse);
+// `workspace` holds attention_workspace_bytes(g): each query row's d_o . o.
+void launch_attention_backward(cudaStream_t stream, const AttentionGeometry& g, const void* q,
+                               const void* k, const void* v, const void* o, const void* d_o,
+                               const float* lse, const int32_t* key_lengths, const int32_t* step,
+                               void* dq, void* dk, void* dv, void* workspace);
+size_t attention_workspace_bytes(const AttentionGeometry& g);
 
 // ---- batch norm (cuda_kernels_batch_norm.cu); Backend::batch_norm_* semantics -----------------
 // Deterministic: the work is split by shape alone (not by the GPU), every reduction has a fixed
