@@ -199,7 +199,7 @@ size_t layer_norm_workspace_bytes(int rows, int cols);
 // y = x * scale + PE(t) over (seq_len, batch, dim); y may alias x. seq_len <= 65535.
 void launch_add_positional_encoding(cudaStream_t stream, DataType type, const void* x, void* y,
                                     int seq_len, int batch, int dim, float scale);
-// Flash attention (Note [attention tiles] in cuda_kernels_attention.cu): head_dim in [1, 128];
+// Flash attention (Note [attention tiles] in cuda_attention_tiles.cuh): head_dim in [1, 128];
 // causal needs query_len == key_len; step is read on the device (with dropout only).
 void launch_attention_forward(cudaStream_t stream, const AttentionGeometry& g, const void* q,
                               const void* k, const void* v, const int32_t* key_lengths,

@@ -3,25 +3,15 @@
 // key/value tiles past a tile of queries with an online softmax and keeps each row's log-sum-exp;
 // the backward pass rebuilds the probabilities from it, once per key tile (dK, dV) and once per
 // query tile (dQ), so every gradient is summed by one thread in a fixed order: no atomics, the
-// same bits on every run. Kernels first, launchers after.
-//
-// Note [attention tiles]: a CTA of 128 threads owns a tile of "rows" (queries in the forward and
-// dQ kernels, keys in the dK/dV kernel) and walks tiles of "columns" (the other side). Thread t is
-// lane kg = t % 16 of row group rg = t / 16 (a half warp): it computes the scores of rows
-// rg + 8x against columns kg + 16y, and accumulates rows rg + 8x of its output over head
-// columns [(kg + 16c) * kChunk, +kChunk). A row's statistics are reduced over the 16 lanes of its
-// group by shuffles, and the probabilities a group writes to shared memory are read back by the
-// same group only (__syncwarp, not a block barrier). Tiles sit in shared memory as fp32 rows of
-// kD + 4 floats: 16-byte aligned for float4 reads, and eight lanes reading eight consecutive rows
-// hit eight different bank quads. Arithmetic is fp32 whatever the storage type (widened on load,
-// rounded once on store); head_dim up to 128, zero-padded to kD (32, 64 or 128).
+// same bits on every run. Kernels first, launchers after; the tiles they share are in
+// cuda_attention_tiles.cuh (Note [attention tiles]).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
 
-#include "engine/counter_random.h"
+#include "engine/cuda/cuda_attention_tiles.cuh"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cuda_launch.cuh"
@@ -30,240 +20,21 @@
 namespace dpbench::cuda_kernels {
 namespace {
 
-constexpr int kThreads = 128;  // 8 row groups of 16 lanes (Note [attention tiles])
-constexpr int kRowGroups = 8;
-constexpr int kGroupLanes = 16;
-
-// What every kernel needs of the geometry and the call, passed by value.
-struct AttentionArgs {
-  int batch, heads, query_len, key_len, head_dim;
-  bool causal;
-  float scale;
-  int64_t q_stride, k_stride, v_stride, o_stride;
-  float dropout_rate;
-  float keep_scale;  // 1 / (1 - rate), applied to kept probabilities
-  uint64_t dropout_seed, first_sample;
-  const int32_t* key_lengths;  // device, or nullptr: every key real
-  const int32_t* step;         // device; read only with dropout
-  bool vectorised;  // 16-byte packs: head_dim, strides and pointers allow them
-};
-
-// Keys [0, visible) of sentence b are real.
-__device__ __forceinline__ int visible_keys(const AttentionArgs& a, int b) {
-  if (a.key_lengths == nullptr) return a.key_len;
-  return min(max(a.key_lengths[b], 0), a.key_len);
-}
-
-// Dropout of probability (i, j) of sentence b, head h, as attention_geometry.h places it; the
-// stream's part of the hash is computed once per thread.
-struct DropoutMask {
-  bool active;
-  float rate;
-  float keep_scale;
-  uint64_t stream_key;
-  uint64_t head_base;  // ((first_sample + b) * heads + h) * query_len
-
-  __device__ DropoutMask(const AttentionArgs& a, int b, int h)
-      : active(a.dropout_rate > 0.0f), rate(a.dropout_rate), keep_scale(a.keep_scale), stream_key(0),
-        head_base(((a.first_sample + static_cast<uint64_t>(b)) * a.heads + h) * a.query_len) {
-    if (active) {
-      stream_key = counter_stream_key(a.dropout_seed, kRandomStreamDropout + static_cast<uint64_t>(*a.step));
-    }
-  }
-  // The factor of a probability: 1 without dropout, else 0 or 1 / (1 - rate).
-  __device__ __forceinline__ float factor(int i, int j, int key_len) const {
-    if (!active) return 1.0f;
-    const uint64_t index = (head_base + static_cast<uint64_t>(i)) * key_len + static_cast<uint64_t>(j);
-    return counter_uniform_keyed(stream_key, index) >= rate ? keep_scale : 0.0f;
-  }
-};
-
-__device__ __forceinline__ float group_max(float value) {
-#pragma unroll
-  for (int offset = kGroupLanes / 2; offset > 0; offset /= 2) {
-    value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
-  }
-  return value;
-}
-
-// Butterfly sum over the 16 lanes of a row group: every lane ends with the same bits.
-__device__ __forceinline__ float group_sum(float value) {
-#pragma unroll
-  for (int offset = kGroupLanes / 2; offset > 0; offset /= 2) {
-    value += __shfl_xor_sync(0xffffffffu, value, offset);
-  }
-  return value;
-}
-
-// Head columns of a thread's accumulators (Note [attention tiles]): kChunks chunks of kChunk
-// adjacent columns; chunk c starts at column (kg + 16c) * kChunk, so eight lanes read 128
-// consecutive bytes of a value row.
-template <int kD>
-struct HeadColumns {
-  static constexpr int kPad = kD + 4;  // floats per tile row in shared memory
-  static constexpr int kChunk = kD >= 64 ? 4 : kD / kGroupLanes;
-  static constexpr int kChunks = kD / (kGroupLanes * kChunk);
-  static constexpr int kCount = kChunk * kChunks;
-  static_assert(kD % 32 == 0 && kD <= 128, "kD is 32, 64 or 128");
-};
-
-// Rows [first, first + count) (tokens of sentence b) of head h of a sequence-major tensor into
-// tile rows 0 .. kRows, widened to fp32; rows past count and columns past head_dim are 0.
-template <typename T, int kD, int kRows>
-__device__ void load_tile(float* tile, const T* base, int64_t stride, const AttentionArgs& a, int b,
-                          int h, int first, int count) {
-  constexpr int kPad = HeadColumns<kD>::kPad;
-  const T* head = base + static_cast<int64_t>(h) * a.head_dim;
-  auto row_at = [&](int r) { return head + (static_cast<int64_t>(first + r) * a.batch + b) * stride; };
-  if (a.vectorised) {
-    constexpr int kVec = static_cast<int>(16 / sizeof(T));
-    constexpr int kPacksPerRow = kD / kVec;
-    for (int item = threadIdx.x; item < kRows * kPacksPerRow; item += kThreads) {
-      const int r = item / kPacksPerRow;
-      const int c = item % kPacksPerRow * kVec;
-      float values[kVec];
-      if (r < count && c < a.head_dim) {
-        const Pack<T, kVec> pack = load_pack<kVec>(row_at(r) + c);
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) values[k] = element(pack, k);
-      } else {
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) values[k] = 0.0f;
-      }
-      float4* target = reinterpret_cast<float4*>(tile + r * kPad + c);
-#pragma unroll
-      for (int k = 0; k < kVec; k += 4) {
-        target[k / 4] = make_float4(values[k], values[k + 1], values[k + 2], values[k + 3]);
-      }
-    }
-  } else {
-    for (int item = threadIdx.x; item < kRows * kD; item += kThreads) {
-      const int r = item / kD;
-      const int c = item % kD;
-      tile[r * kPad + c] = r < count && c < a.head_dim ? load_widened(row_at(r) + c) : 0.0f;
-    }
-  }
-}
-
-// s[x][y] = dot(a row rg + 8x, b row kg + 16y) over kD, in d order.
-template <int kD, int kR, int kC>
-__device__ __forceinline__ void tile_dots(const float* a, const float* b, int rg, int kg,
-                                          float (&s)[kR][kC]) {
-  constexpr int kPad = HeadColumns<kD>::kPad;
-#pragma unroll
-  for (int x = 0; x < kR; ++x) {
-#pragma unroll
-    for (int y = 0; y < kC; ++y) s[x][y] = 0.0f;
-  }
-#pragma unroll 2
-  for (int d = 0; d < kD; d += 4) {
-    float4 av[kR], bv[kC];
-#pragma unroll
-    for (int x = 0; x < kR; ++x) av[x] = *reinterpret_cast<const float4*>(a + (rg + kRowGroups * x) * kPad + d);
-#pragma unroll
-    for (int y = 0; y < kC; ++y) bv[y] = *reinterpret_cast<const float4*>(b + (kg + kGroupLanes * y) * kPad + d);
-#pragma unroll
-    for (int x = 0; x < kR; ++x) {
-#pragma unroll
-      for (int y = 0; y < kC; ++y) {
-        float sum = s[x][y];
-        sum = fmaf(av[x].x, bv[y].x, sum);
-        sum = fmaf(av[x].y, bv[y].y, sum);
-        sum = fmaf(av[x].z, bv[y].z, sum);
-        sum = fmaf(av[x].w, bv[y].w, sum);
-        s[x][y] = sum;
-      }
-    }
-  }
-}
-
-// kN adjacent floats of shared memory (8- or 16-byte aligned).
-template <int kN>
-__device__ __forceinline__ void load_chunk(const float* p, float* out) {
-  if constexpr (kN == 4) {
-    const float4 v = *reinterpret_cast<const float4*>(p);
-    out[0] = v.x;
-    out[1] = v.y;
-    out[2] = v.z;
-    out[3] = v.w;
-  } else {
-    static_assert(kN == 2, "chunks of 2 or 4 floats");
-    const float2 v = *reinterpret_cast<const float2*>(p);
-    out[0] = v.x;
-    out[1] = v.y;
-  }
-}
-
-// acc[x][c] += sum over j < kJ of p[rg + 8x][j] * v[j][column c], in j order: p rows are kJ + 4
-// floats apart, v rows kD + 4.
-template <int kD, int kR, int kJ>
-__device__ __forceinline__ void tile_accumulate(const float* p, const float* v, int rg, int kg,
-                                                float (&acc)[kR][HeadColumns<kD>::kCount]) {
-  using Columns = HeadColumns<kD>;
-#pragma unroll 2
-  for (int j = 0; j < kJ; j += 4) {
-    float4 pv[kR];
-#pragma unroll
-    for (int x = 0; x < kR; ++x) pv[x] = *reinterpret_cast<const float4*>(p + (rg + kRowGroups * x) * (kJ + 4) + j);
-#pragma unroll
-    for (int jj = 0; jj < 4; ++jj) {
-      const float* v_row = v + (j + jj) * Columns::kPad;
-      float vv[Columns::kCount];
-#pragma unroll
-      for (int c = 0; c < Columns::kChunks; ++c) {
-        load_chunk<Columns::kChunk>(v_row + (kg + kGroupLanes * c) * Columns::kChunk, vv + c * Columns::kChunk);
-      }
-#pragma unroll
-      for (int x = 0; x < kR; ++x) {
-        const float weight = jj == 0 ? pv[x].x : jj == 1 ? pv[x].y : jj == 2 ? pv[x].z : pv[x].w;
-#pragma unroll
-        for (int c = 0; c < Columns::kCount; ++c) acc[x][c] = fmaf(weight, vv[c], acc[x][c]);
-      }
-    }
-  }
-}
-
-// Row `token` of sentence b, head h: values[c] * multiplier for the thread's head columns
-// (those below head_dim), rounded to T.
-template <typename T, int kD>
-__device__ __forceinline__ void store_head_row(T* base, int64_t stride, const AttentionArgs& a, int b,
-                                               int h, int token, int kg, const float* values,
-                                               float multiplier) {
-  using Columns = HeadColumns<kD>;
-  T* row = base + (static_cast<int64_t>(token) * a.batch + b) * stride + static_cast<int64_t>(h) * a.head_dim;
-#pragma unroll
-  for (int c = 0; c < Columns::kChunks; ++c) {
-    const int column = (kg + kGroupLanes * c) * Columns::kChunk;
-    float chunk[Columns::kChunk];
-#pragma unroll
-    for (int e = 0; e < Columns::kChunk; ++e) chunk[e] = values[c * Columns::kChunk + e] * multiplier;
-    if (a.vectorised) {
-      // head_dim is a multiple of a 16-byte pack, so a chunk lies wholly inside or outside it.
-      if (column < a.head_dim) store_pack<Columns::kChunk>(row + column, round_pack<T, Columns::kChunk>(chunk));
-    } else {
-#pragma unroll
-      for (int e = 0; e < Columns::kChunk; ++e) {
-        if (column + e < a.head_dim) store_rounded(row + column + e, chunk[e]);
-      }
-    }
-  }
-}
-
 // Forward (Note [attention tiles]): CTA (query tile, h, b) with rows = kBr queries, columns = kBc
 // keys. Online softmax: m the running maximum of a row's scores, l the thread's share of the sum
 // of exp(s - m), both rescaled when m grows; the accumulated p' v rescale with them.
 template <typename T, int kD, int kBr, int kBc>
-__global__ void __launch_bounds__(kThreads) attention_forward_kernel(AttentionArgs a, const T* q, const T* k,
-                                                                     const T* v, T* o, float* lse) {
+__global__ void __launch_bounds__(kAttentionThreads)
+    attention_forward_kernel(AttentionArgs a, const T* q, const T* k, const T* v, T* o, float* lse) {
   using Columns = HeadColumns<kD>;
   constexpr int kPad = Columns::kPad;
   constexpr int kR = kBr / kRowGroups;
   constexpr int kC = kBc / kGroupLanes;
   extern __shared__ float4 shared_words[];
   float* q_tile = reinterpret_cast<float*>(shared_words);  // (kBr, kPad)
-  float* k_tile = q_tile + kBr * kPad;                      // (kBc, kPad)
-  float* v_tile = k_tile + kBc * kPad;                      // (kBc, kPad)
-  float* p_tile = v_tile + kBc * kPad;                      // (kBr, kBc + 4)
+  float* k_tile = q_tile + kBr * kPad;                     // (kBc, kPad)
+  float* v_tile = k_tile + kBc * kPad;                     // (kBc, kPad)
+  float* p_tile = v_tile + kBc * kPad;                     // (kBr, kBc + 4)
   const int i0 = blockIdx.x * kBr, h = blockIdx.y, b = blockIdx.z;
   const int rg = threadIdx.x / kGroupLanes, kg = threadIdx.x % kGroupLanes;
   const int keys = visible_keys(a, b);
@@ -346,7 +117,8 @@ __global__ void attention_row_dots_kernel(AttentionArgs a, const T* o, const T* 
     const size_t bh = item / a.query_len;
     const int h = static_cast<int>(bh % a.heads);
     const int b = static_cast<int>(bh / a.heads);
-    const int64_t offset = (static_cast<int64_t>(i) * a.batch + b) * a.o_stride + static_cast<int64_t>(h) * a.head_dim;
+    const int64_t offset =
+        (static_cast<int64_t>(i) * a.batch + b) * a.o_stride + static_cast<int64_t>(h) * a.head_dim;
     float sum = 0.0f;
     for (int c = threadIdx.x % 32; c < a.head_dim; c += 32) {
       sum += load_widened(o + offset + c) * load_widened(d_o + offset + c);
@@ -367,20 +139,19 @@ __device__ __forceinline__ float score_gradient(float p, float z, float dp_dropp
 
 // dQ: CTA (query tile, h, b), rows = kBr queries, columns = kBc keys; dq_i = scale * sum_j ds_ij k_j.
 template <typename T, int kD, int kBr, int kBc>
-__global__ void __launch_bounds__(kThreads) attention_backward_dq_kernel(AttentionArgs a, const T* q, const T* k,
-                                                                         const T* v, const T* d_o,
-                                                                         const float* lse,
-                                                                         const float* row_dots, T* dq) {
+__global__ void __launch_bounds__(kAttentionThreads)
+    attention_backward_dq_kernel(AttentionArgs a, const T* q, const T* k, const T* v, const T* d_o,
+                                 const float* lse, const float* row_dots, T* dq) {
   using Columns = HeadColumns<kD>;
   constexpr int kPad = Columns::kPad;
   constexpr int kR = kBr / kRowGroups;
   constexpr int kC = kBc / kGroupLanes;
   extern __shared__ float4 shared_words[];
   float* q_tile = reinterpret_cast<float*>(shared_words);  // (kBr, kPad)
-  float* do_tile = q_tile + kBr * kPad;                     // (kBr, kPad)
-  float* k_tile = do_tile + kBr * kPad;                     // (kBc, kPad)
-  float* v_tile = k_tile + kBc * kPad;                      // (kBc, kPad)
-  float* ds_tile = v_tile + kBc * kPad;                     // (kBr, kBc + 4)
+  float* do_tile = q_tile + kBr * kPad;                    // (kBr, kPad)
+  float* k_tile = do_tile + kBr * kPad;                    // (kBc, kPad)
+  float* v_tile = k_tile + kBc * kPad;                     // (kBc, kPad)
+  float* ds_tile = v_tile + kBc * kPad;                    // (kBr, kBc + 4)
   const int i0 = blockIdx.x * kBr, h = blockIdx.y, b = blockIdx.z;
   const int rg = threadIdx.x / kGroupLanes, kg = threadIdx.x % kGroupLanes;
   const int keys = visible_keys(a, b);
@@ -436,24 +207,22 @@ __global__ void __launch_bounds__(kThreads) attention_backward_dq_kernel(Attenti
 // that sees a key of the tile: dv_j = sum_i p'_ij d_o_i, dk_j = scale * sum_i ds_ij q_i. Keys
 // past the sentence's length get zeros.
 template <typename T, int kD, int kBc, int kBr>
-__global__ void __launch_bounds__(kThreads) attention_backward_dkdv_kernel(AttentionArgs a, const T* q, const T* k,
-                                                                           const T* v, const T* d_o,
-                                                                           const float* lse,
-                                                                           const float* row_dots, T* dk,
-                                                                           T* dv) {
+__global__ void __launch_bounds__(kAttentionThreads)
+    attention_backward_dkdv_kernel(AttentionArgs a, const T* q, const T* k, const T* v, const T* d_o,
+                                   const float* lse, const float* row_dots, T* dk, T* dv) {
   using Columns = HeadColumns<kD>;
   constexpr int kPad = Columns::kPad;
   constexpr int kR = kBc / kRowGroups;
   constexpr int kC = kBr / kGroupLanes;
   extern __shared__ float4 shared_words[];
   float* k_tile = reinterpret_cast<float*>(shared_words);  // (kBc, kPad)
-  float* v_tile = k_tile + kBc * kPad;                      // (kBc, kPad)
-  float* q_tile = v_tile + kBc * kPad;                      // (kBr, kPad)
-  float* do_tile = q_tile + kBr * kPad;                     // (kBr, kPad)
-  float* p_tile = do_tile + kBr * kPad;                     // (kBc, kBr + 4): p', then d_o's weights
-  float* ds_tile = p_tile + kBc * (kBr + 4);                // (kBc, kBr + 4)
-  float* lse_tile = ds_tile + kBc * (kBr + 4);              // (kBr)
-  float* dot_tile = lse_tile + kBr;                         // (kBr)
+  float* v_tile = k_tile + kBc * kPad;                     // (kBc, kPad)
+  float* q_tile = v_tile + kBc * kPad;                     // (kBr, kPad)
+  float* do_tile = q_tile + kBr * kPad;                    // (kBr, kPad)
+  float* p_tile = do_tile + kBr * kPad;                    // (kBc, kBr + 4): p', the weights of d_o in dv
+  float* ds_tile = p_tile + kBc * (kBr + 4);               // (kBc, kBr + 4)
+  float* lse_tile = ds_tile + kBc * (kBr + 4);             // (kBr)
+  float* dot_tile = lse_tile + kBr;                        // (kBr)
   const int j0 = blockIdx.x * kBc, h = blockIdx.y, b = blockIdx.z;
   const int rg = threadIdx.x / kGroupLanes, kg = threadIdx.x % kGroupLanes;
   const int keys = visible_keys(a, b);
@@ -474,7 +243,7 @@ __global__ void __launch_bounds__(kThreads) attention_backward_dkdv_kernel(Atten
       const int query_count = min(kBr, a.query_len - i0);
       load_tile<T, kD, kBr>(q_tile, q, a.q_stride, a, b, h, i0, query_count);
       load_tile<T, kD, kBr>(do_tile, d_o, a.o_stride, a, b, h, i0, query_count);
-      for (int t = threadIdx.x; t < kBr; t += kThreads) {
+      for (int t = threadIdx.x; t < kBr; t += kAttentionThreads) {
         const int64_t at = (static_cast<int64_t>(b) * a.heads + h) * a.query_len + i0 + t;
         lse_tile[t] = t < query_count ? lse[at] : 0.0f;
         dot_tile[t] = t < query_count ? row_dots[at] : 0.0f;
@@ -575,8 +344,8 @@ AttentionArgs attention_args(const AttentionGeometry& g, const int32_t* key_leng
 template <typename T>
 bool attention_vectorised(const AttentionGeometry& g, std::initializer_list<const void*> pointers) {
   constexpr int kVec = static_cast<int>(16 / sizeof(T));
-  return g.head_dim % kVec == 0 && g.q_stride % kVec == 0 && g.k_stride % kVec == 0 &&
-         g.v_stride % kVec == 0 && g.o_stride % kVec == 0 && aligned_to(pointers, 16);
+  return g.head_dim % kVec == 0 && g.q_stride % kVec == 0 && g.k_stride % kVec == 0 && g.v_stride % kVec == 0 &&
+         g.o_stride % kVec == 0 && aligned_to(pointers, 16);
 }
 
 // Calls run(std::integral_constant<int, kD>) with the padded head size.
@@ -593,7 +362,7 @@ template <typename Kernel, typename... Args>
 void launch_tiled(Kernel kernel, dim3 grid, size_t shared_bytes, cudaStream_t stream, Args... args) {
   DPB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(shared_bytes)));
-  kernel<<<grid, kThreads, shared_bytes, stream>>>(args...);
+  kernel<<<grid, kAttentionThreads, shared_bytes, stream>>>(args...);
 }
 
 dim3 attention_grid(int tiles, const AttentionGeometry& g) {
@@ -615,7 +384,8 @@ void launch_attention_forward(cudaStream_t stream, const AttentionGeometry& g, c
       constexpr int kD = decltype(head_size)::value;
       using Tiles = AttentionTiles<kD>;
       constexpr int kBr = Tiles::kForwardRows, kBc = Tiles::kForwardColumns;
-      const size_t bytes = sizeof(float) * (tile_floats(kD, kBr) + 2 * tile_floats(kD, kBc) + weight_floats(kBr, kBc));
+      const size_t bytes =
+          sizeof(float) * (tile_floats(kD, kBr) + 2 * tile_floats(kD, kBc) + weight_floats(kBr, kBc));
       launch_tiled(attention_forward_kernel<T, kD, kBr, kBc>, attention_grid(tiles_of(g.query_len, kBr), g),
                    bytes, stream, a, static_cast<const T*>(q), static_cast<const T*>(k),
                    static_cast<const T*>(v), static_cast<T*>(o), lse);
@@ -646,9 +416,10 @@ void launch_attention_backward(cudaStream_t stream, const AttentionGeometry& g, 
     if (g.query_len > 0) {
       const size_t rows = g.lse_count();
       const size_t warps_per_block = kBlockSize / 32;
-      const unsigned blocks =
-          static_cast<unsigned>(std::min<size_t>((rows + warps_per_block - 1) / warps_per_block, kMaxGridBlocks));
-      attention_row_dots_kernel<T><<<blocks, kBlockSize, 0, stream>>>(a, static_cast<const T*>(o), dos, row_dots);
+      const unsigned blocks = static_cast<unsigned>(
+          std::min<size_t>((rows + warps_per_block - 1) / warps_per_block, kMaxGridBlocks));
+      attention_row_dots_kernel<T>
+          <<<blocks, kBlockSize, 0, stream>>>(a, static_cast<const T*>(o), dos, row_dots);
       DPB_CUDA_CHECK_LAUNCH(attention_row_dots_kernel);
     }
     with_head_size(g.head_dim, [&](auto head_size) {
@@ -658,18 +429,18 @@ void launch_attention_backward(cudaStream_t stream, const AttentionGeometry& g, 
         constexpr int kBr = Tiles::kDqRows, kBc = Tiles::kDqColumns;
         const size_t bytes =
             sizeof(float) * (2 * tile_floats(kD, kBr) + 2 * tile_floats(kD, kBc) + weight_floats(kBr, kBc));
-        launch_tiled(attention_backward_dq_kernel<T, kD, kBr, kBc>, attention_grid(tiles_of(g.query_len, kBr), g),
-                     bytes, stream, a, qs, ks, vs, dos, lse, static_cast<const float*>(row_dots),
-                     static_cast<T*>(dq));
+        launch_tiled(attention_backward_dq_kernel<T, kD, kBr, kBc>,
+                     attention_grid(tiles_of(g.query_len, kBr), g), bytes, stream, a, qs, ks, vs, dos, lse,
+                     static_cast<const float*>(row_dots), static_cast<T*>(dq));
         DPB_CUDA_CHECK_LAUNCH(attention_backward_dq_kernel);
       }
       if (g.key_len > 0) {
         constexpr int kBc = Tiles::kDkdvRows, kBr = Tiles::kDkdvColumns;
         const size_t bytes = sizeof(float) * (2 * tile_floats(kD, kBc) + 2 * tile_floats(kD, kBr) +
                                               2 * weight_floats(kBc, kBr) + 2 * static_cast<size_t>(kBr));
-        launch_tiled(attention_backward_dkdv_kernel<T, kD, kBc, kBr>, attention_grid(tiles_of(g.key_len, kBc), g),
-                     bytes, stream, a, qs, ks, vs, dos, lse, static_cast<const float*>(row_dots),
-                     static_cast<T*>(dk), static_cast<T*>(dv));
+        launch_tiled(attention_backward_dkdv_kernel<T, kD, kBc, kBr>,
+                     attention_grid(tiles_of(g.key_len, kBc), g), bytes, stream, a, qs, ks, vs, dos, lse,
+                     static_cast<const float*>(row_dots), static_cast<T*>(dk), static_cast<T*>(dv));
         DPB_CUDA_CHECK_LAUNCH(attention_backward_dkdv_kernel);
       }
     });

@@ -1,0 +1,686 @@
+// [gpu] The CUDA backend's Transformer ops against the reference backend: the row bias with ReLU,
+// layer norm (forward, backward, dx over dy), the positional encoding (in place too) and
+// multi-head attention (forward and backward; causal or not, key lengths down to 1 and 0, packed
+// Q/K/V slices with their strides, cross attention, head sizes 17 to 128, dropout with the
+// reference's masks). Also: attention and layer norm give the same bits on every run, and
+// attention replays from a captured CUDA graph drawing each step's own dropout masks.
+//
+// Comparison: |gpu - ref| <= atol + rtol * |ref| per element, TF32 off. The reference accumulates
+// in double; the tolerances bound the GPU's fp32 rounding and each says where it comes from.
+// eps = 2^-23. 16-bit storage: inputs are values the type holds exactly on both sides, the
+// arithmetic is fp32 on both, and each result is rounded once to the type, so a result may differ
+// by the fp32 bound plus one unit in the last place of the type (storage_rtol, storage_atol).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/attention_geometry.h"
+#include "engine/cuda/cuda_controls.h"
+#include "engine/reference/reference_backend.h"
+#include "tests/gpu/gpu_test_support.h"
+
+using namespace dpbench;
+using namespace dpbench::gpu_test;
+
+namespace {
+
+std::unique_ptr<Device> make_exact_gpu() {
+  auto gpu = make_gpu();
+  set_tf32(*gpu, false);  // the default, said out loud: every comparison below is exact fp32
+  return gpu;
+}
+
+std::vector<float> random_of(DataType type, size_t n, uint64_t stream, float lo = -1.0f, float hi = 1.0f) {
+  return rounded(type, random_vector(n, stream, lo, hi));
+}
+
+double max_magnitude(const std::vector<float>& values) {
+  double largest = 0.0;
+  for (float v : values) {
+    if (std::isfinite(v)) largest = std::max(largest, std::fabs(static_cast<double>(v)));
+  }
+  return largest;
+}
+
+Buffer allocate_at_least_one(Device& gpu, size_t bytes) { return gpu.allocate(std::max<size_t>(bytes, 1)); }
+
+}  // namespace
+
+// ---- row bias ------------------------------------------------------------------------------------
+
+TEST_CASE("cuda add_row_bias matches the reference with and without ReLU", "[gpu][transformer]") {
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  struct Shape {
+    int rows, cols;
+    size_t offset;
+  };
+  // 512 and 2048: the Transformer's d_model and feed-forward width; 7 and 13 leave rows unaligned
+  // for packs; offset 1 misaligns the whole tensor.
+  const Shape shapes[] = {{1, 1, 0}, {5, 7, 0}, {64, 512, 0}, {33, 2048, 0}, {9, 13, 1}, {16, 512, 1}};
+  uint64_t stream = 1100;
+  for (DataType type : kAllTypes) {
+    for (const Shape& s : shapes) {
+      for (bool relu : {false, true}) {
+        const size_t count = static_cast<size_t>(s.rows) * s.cols;
+        const std::vector<float> y = random_of(type, count, stream++);
+        const std::vector<float> bias = random_vector(s.cols, stream++);
+        GpuTensor y_gpu(*gpu, type, y, s.offset);
+        GpuArray<float> bias_gpu(*gpu, bias);
+        HostTensor y_ref(type, y);
+        gpu->ops().add_row_bias(type, y_gpu.data(), bias_gpu.data(), s.rows, s.cols, relu);
+        reference.add_row_bias(type, y_ref.data(), bias.data(), s.rows, s.cols, relu);
+        // One fp32 addition and a comparison per element, rounded once: fp32 agrees exactly. A
+        // reference adding in double and rounding to 16 bits once may differ from fp32-then-16-bit
+        // rounding by one unit in the last place where the fp32 sum falls on a 16-bit tie.
+        const std::string what = "add_row_bias " + std::to_string(s.rows) + "x" + std::to_string(s.cols) + "+" +
+                                 std::to_string(s.offset) + (relu ? " relu" : "") + type_suffix(type);
+        if (type == DataType::f32) {
+          check_same_values(y_gpu.values(), y_ref.values(), what);
+        } else {
+          check_close(y_gpu.values(), y_ref.values(), storage_atol(type), storage_rtol(type), what);
+        }
+      }
+    }
+  }
+}
+
+// ---- layer norm ----------------------------------------------------------------------------------
+
+namespace {
+
+struct LayerNormShape {
+  int rows, cols;
+  size_t offset;  // elements: 1 misaligns x, y, dy and dx for 16-byte packs
+};
+
+void compare_layer_norm(Device& gpu, ReferenceBackend& reference, DataType type, const LayerNormShape& s,
+                        bool dx_over_dy, uint64_t stream) {
+  Backend& ops = gpu.ops();
+  const size_t count = static_cast<size_t>(s.rows) * s.cols;
+  const float epsilon = 1e-5f;
+  // x off centre (mean ~0.5): the two-pass statistics must not lose the spread to the mean.
+  const std::vector<float> x = random_of(type, count, stream, -2.0f, 3.0f);
+  const std::vector<float> dy = random_of(type, count, stream + 1);
+  const std::vector<float> gamma = random_vector(s.cols, stream + 2, 0.5f, 1.5f);
+  const std::vector<float> beta = random_vector(s.cols, stream + 3, -0.5f, 0.5f);
+  const std::string what = std::to_string(s.rows) + "x" + std::to_string(s.cols) + "+" +
+                           std::to_string(s.offset) + (dx_over_dy ? " dx over dy" : "") + type_suffix(type);
+
+  GpuTensor x_gpu(gpu, type, x, s.offset), y_gpu(gpu, type, count, s.offset), dy_gpu(gpu, type, dy, s.offset),
+      dx_gpu(gpu, type, count, s.offset);
+  GpuArray<float> gamma_gpu(gpu, gamma), beta_gpu(gpu, beta), mean_gpu(gpu, s.rows), inv_std_gpu(gpu, s.rows),
+      dgamma_gpu(gpu, random_vector(s.cols, 3)), dbeta_gpu(gpu, random_vector(s.cols, 4));  // overwritten
+  Buffer workspace = allocate_at_least_one(gpu, ops.layer_norm_workspace_bytes(s.rows, s.cols));
+  ops.layer_norm_forward(type, x_gpu.data(), gamma_gpu.data(), beta_gpu.data(), s.rows, s.cols, epsilon,
+                         y_gpu.data(), mean_gpu.data(), inv_std_gpu.data());
+  void* dx_target = dx_over_dy ? dy_gpu.data() : dx_gpu.data();
+  ops.layer_norm_backward(type, x_gpu.data(), dy_gpu.data(), gamma_gpu.data(), mean_gpu.data(),
+                          inv_std_gpu.data(), s.rows, s.cols, dx_target, dgamma_gpu.data(), dbeta_gpu.data(),
+                          workspace.data());
+
+  HostTensor x_ref(type, x), y_ref(type, count), dy_ref(type, dy), dx_ref(type, count);
+  std::vector<float> mean(s.rows), inv_std(s.rows), dgamma(s.cols), dbeta(s.cols);
+  std::vector<unsigned char> ref_workspace(
+      std::max<size_t>(reference.layer_norm_workspace_bytes(s.rows, s.cols), 1));
+  reference.layer_norm_forward(type, x_ref.data(), gamma.data(), beta.data(), s.rows, s.cols, epsilon,
+                               y_ref.data(), mean.data(), inv_std.data());
+  reference.layer_norm_backward(type, x_ref.data(), dy_ref.data(), gamma.data(), mean.data(), inv_std.data(),
+                                s.rows, s.cols, dx_ref.data(), dgamma.data(), dbeta.data(),
+                                ref_workspace.data());
+
+  // The GPU sums a row in fp32, cols / 32 terms a lane in order and then a 5-step butterfly: the
+  // mean is within (cols / 32 + 8) eps of max |x|, the variance (a second pass over the
+  // deviations) within as much of itself, inv_std within half that. Margin 4: e below.
+  const double e = 4.0 * (s.cols / 32.0 + 8.0) * kEps;
+  const double x_max = max_magnitude(x), dy_max = max_magnitude(dy);
+  const double inv_std_max = max_magnitude(inv_std);
+  const double gamma_max = 1.5, beta_max = 0.5;
+  const double xhat_max = 2.0 * x_max * inv_std_max;  // |x - mean| <= 2 max |x|
+  check_close(mean_gpu.download(), mean, e * x_max, 0.0, "layer_norm mean " + what);
+  check_close(inv_std_gpu.download(), inv_std, 0.0, e, "layer_norm inv_std " + what);
+  // y = gamma (x - mean) inv_std + beta: the mean's error times inv_std, xhat's relative error e,
+  // and the last rounding of y (2 eps of it).
+  const double y_atol =
+      gamma_max * (e * x_max * inv_std_max + e * xhat_max) + 2.0 * kEps * (gamma_max * xhat_max + beta_max);
+  check_close(y_gpu.values(), y_ref.values(), y_atol + storage_atol(type), storage_rtol(type),
+              "layer_norm y " + what);
+  // dx = inv_std (g - mean(g) - xhat mean(g xhat)), g = dy gamma: three terms of at most
+  // |g| (1 + xhat_max), each within e of itself, times inv_std.
+  const double dx_atol = 4.0 * e * inv_std_max * gamma_max * dy_max * (1.0 + xhat_max);
+  const std::vector<float> dx_seen = dx_over_dy ? dy_gpu.values() : dx_gpu.values();
+  check_close(dx_seen, dx_ref.values(), dx_atol + storage_atol(type), storage_rtol(type),
+              "layer_norm dx " + what);
+  // dgamma, dbeta: rows terms each at most dy_max (times xhat_max), summed in fp32 in 16 steps a
+  // lane, 8 lanes and then rows / 128 parts in order: within (rows / 128 + 26) eps of their sum.
+  // fp32 in every type.
+  const double sum_e = 2.0 * (s.rows / 128.0 + 26.0) * kEps * s.rows * dy_max;
+  check_close(dgamma_gpu.download(), dgamma, sum_e * (xhat_max + e * xhat_max), 4 * kEps,
+              "layer_norm dgamma " + what);
+  check_close(dbeta_gpu.download(), dbeta, sum_e, 4 * kEps, "layer_norm dbeta " + what);
+}
+
+const LayerNormShape kLayerNormShapes[] = {
+    {1, 1, 0},      // a single column: variance 0, dx 0
+    {3, 7, 0},      // no 16-byte pack fits a row
+    {400, 512, 0},  // the Transformer's rows: several parts of dgamma and dbeta
+    {37, 2048, 0},  // rows of the feed-forward width
+    {5, 4000, 0},   // a long row, many columns a lane
+    {129, 13, 1},   // one row past a part; misaligned
+    {16, 512, 1},   // misaligned: element by element
+};
+
+}  // namespace
+
+TEST_CASE("cuda layer norm forward and backward match the reference", "[gpu][transformer]") {
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  uint64_t stream = 1200;
+  for (DataType type : kAllTypes) {
+    for (const LayerNormShape& s : kLayerNormShapes) {
+      for (bool dx_over_dy : {false, true}) {
+        compare_layer_norm(*gpu, reference, type, s, dx_over_dy, stream);
+        stream += 4;
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda layer norm gives the same bits on every run and with dx over dy", "[gpu][transformer]") {
+  auto gpu = make_exact_gpu();
+  Backend& ops = gpu->ops();
+  for (DataType type : kAllTypes) {
+    const int rows = 1000, cols = 512;
+    const size_t count = static_cast<size_t>(rows) * cols;
+    const std::vector<float> dy = random_of(type, count, 1301);
+    GpuTensor x_gpu(*gpu, type, random_of(type, count, 1300)), y_gpu(*gpu, type, count), dy_gpu(*gpu, type, dy),
+        dx_gpu(*gpu, type, count);
+    GpuArray<float> gamma_gpu(*gpu, random_vector(cols, 1302, 0.5f, 1.5f)),
+        beta_gpu(*gpu, random_vector(cols, 1303)), mean_gpu(*gpu, rows), inv_std_gpu(*gpu, rows),
+        dgamma_gpu(*gpu, cols), dbeta_gpu(*gpu, cols);
+    Buffer workspace = allocate_at_least_one(*gpu, ops.layer_norm_workspace_bytes(rows, cols));
+    auto run = [&](void* dx) {
+      ops.layer_norm_forward(type, x_gpu.data(), gamma_gpu.data(), beta_gpu.data(), rows, cols, 1e-5f,
+                             y_gpu.data(), mean_gpu.data(), inv_std_gpu.data());
+      ops.layer_norm_backward(type, x_gpu.data(), dy_gpu.data(), gamma_gpu.data(), mean_gpu.data(),
+                              inv_std_gpu.data(), rows, cols, dx, dgamma_gpu.data(), dbeta_gpu.data(),
+                              workspace.data());
+    };
+    run(dx_gpu.data());
+    const std::vector<float> y = y_gpu.values(), dx = dx_gpu.values(), dgamma = dgamma_gpu.download(),
+                             dbeta = dbeta_gpu.download();
+    run(dx_gpu.data());
+    check_same_values(y_gpu.values(), y, "layer_norm y, second run" + type_suffix(type));
+    check_same_values(dx_gpu.values(), dx, "layer_norm dx, second run" + type_suffix(type));
+    check_identical(dgamma_gpu.download(), dgamma, "layer_norm dgamma, second run" + type_suffix(type));
+    check_identical(dbeta_gpu.download(), dbeta, "layer_norm dbeta, second run" + type_suffix(type));
+    run(dy_gpu.data());
+    check_same_values(dy_gpu.values(), dx, "layer_norm dx written over dy" + type_suffix(type));
+    check_identical(dgamma_gpu.download(), dgamma, "layer_norm dgamma with dx over dy" + type_suffix(type));
+    check_identical(dbeta_gpu.download(), dbeta, "layer_norm dbeta with dx over dy" + type_suffix(type));
+  }
+}
+
+// ---- positional encoding -------------------------------------------------------------------------
+
+TEST_CASE("cuda add_positional_encoding matches the reference and works in place", "[gpu][transformer]") {
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  struct Shape {
+    int seq_len, batch, dim;
+    size_t offset;
+  };
+  // (100, 16, 512): the Transformer's shape at a smaller batch; 33 and 7: odd dims (the last
+  // column a sine); 300 positions: angles up to 300; offset 1: misaligned.
+  const Shape shapes[] = {{1, 1, 1, 0},    {100, 16, 512, 0}, {7, 3, 33, 0},
+                          {300, 2, 64, 0}, {12, 5, 7, 1},     {20, 4, 512, 1}};
+  uint64_t stream = 1400;
+  for (DataType type : kAllTypes) {
+    for (const Shape& s : shapes) {
+      for (bool in_place : {false, true}) {
+        const size_t count = static_cast<size_t>(s.seq_len) * s.batch * s.dim;
+        const float scale = std::sqrt(static_cast<float>(s.dim));  // the embedding's scaling
+        const std::vector<float> x = random_of(type, count, stream++);
+        GpuTensor x_gpu(*gpu, type, x, s.offset), y_gpu(*gpu, type, count, s.offset);
+        HostTensor x_ref(type, x), y_ref(type, count);
+        void* target = in_place ? x_gpu.data() : y_gpu.data();
+        gpu->ops().add_positional_encoding(type, x_gpu.data(), target, s.seq_len, s.batch, s.dim, scale);
+        reference.add_positional_encoding(type, x_ref.data(), in_place ? x_ref.data() : y_ref.data(), s.seq_len,
+                                          s.batch, s.dim, scale);
+        // The GPU's table is computed in double and rounded once; a reference working in fp32
+        // rounds the angle t * 10000^(-2i/dim) to within 2 eps of itself, which moves a sinusoid
+        // by up to 2 eps * t: the bound for positions up to seq_len, with 2 ulp of sinf. Then the
+        // sum x * scale + PE, rounded (2 eps of each term).
+        const double pe_atol = 2.0 * kEps * (s.seq_len + 2);
+        const double atol = pe_atol + 2.0 * kEps * (scale + 1.0);
+        const std::string what = "positional encoding " + std::to_string(s.seq_len) + "x" +
+                                 std::to_string(s.batch) + "x" + std::to_string(s.dim) + "+" +
+                                 std::to_string(s.offset) + (in_place ? " in place" : "") + type_suffix(type);
+        check_close(in_place ? x_gpu.values() : y_gpu.values(), in_place ? x_ref.values() : y_ref.values(),
+                    atol + storage_atol(type), storage_rtol(type), what);
+      }
+    }
+  }
+}
+
+// ---- attention -----------------------------------------------------------------------------------
+
+namespace {
+
+struct AttentionCase {
+  std::string name;
+  int batch, heads, query_len, key_len, head_dim;
+  bool causal = false;
+  float dropout = 0.0f;
+  std::vector<int32_t> key_lengths = {};  // empty: every key real
+  // Q, K, V column slices of one buffer (self attention: Q|K|V; cross: Q alone, K|V), each buffer
+  // and O 8 columns wider than its tensors, so strides differ from the row widths.
+  bool packed = false;
+  size_t offset = 0;  // elements: 1 misaligns every buffer (no 16-byte packs)
+  int32_t step = 5;
+};
+
+// Where the attention's tensors live: buffers of rows x width elements; a tensor is `column`
+// columns into buffer `buffer`, rows `stride` apart (the buffer's width).
+struct Slot {
+  int buffer = 0;
+  int column = 0;
+};
+
+struct AttentionLayout {
+  std::vector<size_t> rows;
+  std::vector<int> widths;
+  Slot q, k, v;
+};
+
+constexpr int kPadColumns = 8;  // 16 bytes of 16-bit elements: packed rows stay aligned
+
+AttentionLayout layout_of(const AttentionCase& c) {
+  const int m = c.heads * c.head_dim;
+  const size_t q_rows = static_cast<size_t>(c.query_len) * c.batch;
+  const size_t kv_rows = static_cast<size_t>(c.key_len) * c.batch;
+  AttentionLayout layout;
+  if (!c.packed) {
+    layout.rows = {q_rows, kv_rows, kv_rows};
+    layout.widths = {m, m, m};
+    layout.q = {0, 0};
+    layout.k = {1, 0};
+    layout.v = {2, 0};
+  } else if (c.query_len == c.key_len) {
+    layout.rows = {q_rows};
+    layout.widths = {3 * m + kPadColumns};
+    layout.q = {0, 0};
+    layout.k = {0, m};
+    layout.v = {0, 2 * m};
+  } else {
+    layout.rows = {q_rows, kv_rows};
+    layout.widths = {m + kPadColumns, 2 * m + kPadColumns};
+    layout.q = {0, 0};
+    layout.k = {1, 0};
+    layout.v = {1, m};
+  }
+  return layout;
+}
+
+AttentionGeometry geometry_of(const AttentionCase& c, DataType type) {
+  const AttentionLayout layout = layout_of(c);
+  AttentionGeometry g;
+  g.batch = c.batch;
+  g.heads = c.heads;
+  g.query_len = c.query_len;
+  g.key_len = c.key_len;
+  g.head_dim = c.head_dim;
+  g.type = type;
+  g.causal = c.causal;
+  g.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  g.q_stride = layout.widths[layout.q.buffer];
+  g.k_stride = layout.widths[layout.k.buffer];
+  g.v_stride = layout.widths[layout.v.buffer];
+  g.o_stride = g.model_dim() + (c.packed ? kPadColumns : 0);
+  g.dropout_rate = c.dropout;
+  g.dropout_seed = 1234;
+  g.first_sample = 1000;  // a replica's share of the global batch, as in data parallelism
+  return g;
+}
+
+// Columns [first, first + count) of a (rows, width) matrix.
+std::vector<float> columns_of(const std::vector<float>& matrix, size_t rows, int width, int first, int count) {
+  std::vector<float> result;
+  result.reserve(rows * count);
+  for (size_t r = 0; r < rows; ++r) {
+    const auto row = matrix.begin() + static_cast<std::ptrdiff_t>(r * width);
+    result.insert(result.end(), row + first, row + first + count);
+  }
+  return result;
+}
+
+// Every element of the columns of a (rows, width) matrix that no tensor owns.
+std::vector<float> unowned_columns(const std::vector<float>& matrix, size_t rows, int width,
+                                   const std::vector<Slot>& slots, int buffer, int model_dim) {
+  std::vector<float> result;
+  for (int column = 0; column < width; ++column) {
+    bool owned = false;
+    for (const Slot& s : slots)
+      owned = owned || (s.buffer == buffer && column >= s.column && column < s.column + model_dim);
+    if (owned) continue;
+    for (size_t r = 0; r < rows; ++r) result.push_back(matrix[r * width + column]);
+  }
+  return result;
+}
+
+// Note [attention tolerance]: each result is a sum over at most max(Tq, Tk) terms, each a product
+// of a probability and a sum over head_dim terms. In fp32 the GPU's dot products are within
+// head_dim eps of their terms, so a score s is within head_dim eps |s|max of itself and a
+// probability exp(s - lse) within head_dim eps (1 + |s|max) relative (exp and log within 2 ulp,
+// the row sum within (Tk / 16 + 4) eps); the sums over keys or queries add Tq + Tk eps of their
+// terms, and the terms' magnitudes are within a small factor of the largest result (cancellation
+// in the softmax gradient included), margin 4. A 16-bit result adds its rounding, and the
+// backward's row dot d_o . o reads a rounded o: 8 units in the last place of the largest result.
+
+// Attention's fp32 tolerance, relative to the largest result (Note [attention tolerance]).
+double attention_budget(const AttentionGeometry& g, double qk_max) {
+  const double score_max = g.scale * g.head_dim * qk_max * qk_max;
+  return 4.0 * kEps * (g.head_dim * (1.0 + score_max) + g.query_len + g.key_len + 32.0);
+}
+
+// gpu against ref within the budget of the largest |ref| (Note [attention tolerance]).
+void check_attention_result(const std::vector<float>& gpu, const std::vector<float>& ref, DataType type,
+                            double budget, const std::string& what) {
+  const double magnitude = max_magnitude(ref);
+  const double relative = budget + (type == DataType::f32 ? 0.0 : 8.0 * unit_in_last_place(type));
+  check_close(gpu, ref, relative * magnitude + storage_atol(type), storage_rtol(type), what);
+}
+
+// Rows (b, h, i) that see a key: those that have a log-sum-exp.
+std::vector<char> rows_with_keys(const AttentionCase& c) {
+  std::vector<char> seen(static_cast<size_t>(c.batch) * c.heads * c.query_len, 1);
+  for (int b = 0; b < c.batch; ++b) {
+    const int visible = c.key_lengths.empty() ? c.key_len : std::min(std::max(c.key_lengths[b], 0), c.key_len);
+    if (visible > 0) continue;
+    for (size_t at = static_cast<size_t>(b) * c.heads * c.query_len;
+         at < static_cast<size_t>(b + 1) * c.heads * c.query_len; ++at) {
+      seen[at] = 0;
+    }
+  }
+  return seen;
+}
+
+// Forward then backward on both backends from the same rounded inputs; every result compared.
+void compare_attention(Device& gpu, ReferenceBackend& reference, const AttentionCase& c, DataType type,
+                       uint64_t stream) {
+  Backend& ops = gpu.ops();
+  const AttentionGeometry g = geometry_of(c, type);
+  const AttentionLayout layout = layout_of(c);
+  const int m = g.model_dim();
+  const std::string what = c.name + type_suffix(type);
+  const float qk_range = 2.0f;  // scores up to ~|s| 5 at head_dim 64: the running maximum moves
+
+  // Inputs and the gradients' buffers (random: what the backward leaves unwritten shows).
+  std::vector<std::vector<float>> inputs, gradients_before;
+  std::vector<std::unique_ptr<GpuTensor>> inputs_gpu, gradients_gpu;
+  std::vector<HostTensor> inputs_ref, gradients_ref;
+  for (size_t buffer = 0; buffer < layout.rows.size(); ++buffer) {
+    const size_t count = layout.rows[buffer] * layout.widths[buffer];
+    inputs.push_back(random_of(type, count, stream++, -qk_range, qk_range));
+    gradients_before.push_back(random_of(type, count, stream++));
+    inputs_gpu.push_back(std::make_unique<GpuTensor>(gpu, type, inputs.back(), c.offset));
+    gradients_gpu.push_back(std::make_unique<GpuTensor>(gpu, type, gradients_before.back(), c.offset));
+    inputs_ref.emplace_back(type, inputs.back());
+    gradients_ref.emplace_back(type, gradients_before.back());
+  }
+  const size_t o_rows = static_cast<size_t>(c.query_len) * c.batch;
+  const size_t o_count = o_rows * g.o_stride;
+  const std::vector<float> d_o = random_of(type, o_count, stream++);
+  const std::vector<float> o_before = random_of(type, o_count, stream++);
+  GpuTensor o_gpu(gpu, type, o_before, c.offset), d_o_gpu(gpu, type, d_o, c.offset);
+  HostTensor o_ref(type, o_before), d_o_ref(type, d_o);
+  GpuArray<float> lse_gpu(gpu, std::vector<float>(g.lse_count(), 7.0f));
+  std::vector<float> lse_ref(g.lse_count(), 7.0f);
+  GpuArray<int32_t> lengths_gpu(gpu, c.key_lengths.empty() ? std::vector<int32_t>{0} : c.key_lengths);
+  GpuArray<int32_t> step_gpu(gpu, std::vector<int32_t>{c.step});
+  const int32_t* lengths_device = c.key_lengths.empty() ? nullptr : lengths_gpu.data();
+  const int32_t* lengths_host = c.key_lengths.empty() ? nullptr : c.key_lengths.data();
+  Buffer workspace = allocate_at_least_one(gpu, ops.attention_workspace_bytes(g));
+  std::vector<unsigned char> ref_workspace(std::max<size_t>(reference.attention_workspace_bytes(g), 1));
+
+  auto element = [&](auto& tensors, const Slot& slot) {
+    return static_cast<char*>(tensors[slot.buffer]->data()) + slot.column * data_type_bytes(type);
+  };
+  auto host_element = [&](std::vector<HostTensor>& tensors, const Slot& slot) {
+    return static_cast<char*>(tensors[slot.buffer].data()) + slot.column * data_type_bytes(type);
+  };
+  ops.attention_forward(g, element(inputs_gpu, layout.q), element(inputs_gpu, layout.k),
+                        element(inputs_gpu, layout.v), lengths_device, step_gpu.data(), o_gpu.data(),
+                        lse_gpu.data(), workspace.data());
+  ops.attention_backward(g, element(inputs_gpu, layout.q), element(inputs_gpu, layout.k),
+                         element(inputs_gpu, layout.v), o_gpu.data(), d_o_gpu.data(), lse_gpu.data(),
+                         lengths_device, step_gpu.data(), element(gradients_gpu, layout.q),
+                         element(gradients_gpu, layout.k), element(gradients_gpu, layout.v), workspace.data());
+  reference.attention_forward(g, host_element(inputs_ref, layout.q), host_element(inputs_ref, layout.k),
+                              host_element(inputs_ref, layout.v), lengths_host, &c.step, o_ref.data(),
+                              lse_ref.data(), ref_workspace.data());
+  reference.attention_backward(g, host_element(inputs_ref, layout.q), host_element(inputs_ref, layout.k),
+                               host_element(inputs_ref, layout.v), o_ref.data(), d_o_ref.data(), lse_ref.data(),
+                               lengths_host, &c.step, host_element(gradients_ref, layout.q),
+                               host_element(gradients_ref, layout.k), host_element(gradients_ref, layout.v),
+                               ref_workspace.data());
+
+  const double budget = attention_budget(g, qk_range);
+  const std::vector<float> o_seen = o_gpu.values(), o_expected = o_ref.values();
+  check_attention_result(columns_of(o_seen, o_rows, g.o_stride, 0, m),
+                         columns_of(o_expected, o_rows, g.o_stride, 0, m), type, budget, "attention o " + what);
+  check_same_values(columns_of(o_seen, o_rows, g.o_stride, m, g.o_stride - m),
+                    columns_of(o_before, o_rows, g.o_stride, m, g.o_stride - m),
+                    "attention o's padding " + what);
+  // lse where the row sees a key; a row that sees none has o = 0 (compared above) and, on the
+  // GPU, lse = log 0 = -inf (what the reference stores there is its own business).
+  const std::vector<float> lse_seen = lse_gpu.download();
+  const std::vector<char> seen = rows_with_keys(c);
+  std::vector<float> lse_gpu_seen, lse_ref_seen;
+  size_t empty_rows_wrong = 0;
+  for (size_t at = 0; at < seen.size(); ++at) {
+    if (seen[at]) {
+      lse_gpu_seen.push_back(lse_seen[at]);
+      lse_ref_seen.push_back(lse_ref[at]);
+    } else {
+      empty_rows_wrong += !(lse_seen[at] == -std::numeric_limits<float>::infinity());
+    }
+  }
+  // lse = m + log l: |m| up to the largest score, l's relative error budget's worth.
+  check_close(lse_gpu_seen, lse_ref_seen, budget * (1.0 + g.scale * g.head_dim * qk_range * qk_range), 2 * kEps,
+              "attention lse " + what);
+  INFO("attention lse of rows that see no key " + what);
+  CHECK(empty_rows_wrong == 0);
+
+  const std::vector<Slot> slots = {layout.q, layout.k, layout.v};
+  const char* names[] = {"dq", "dk", "dv"};
+  for (int t = 0; t < 3; ++t) {
+    const Slot& slot = slots[t];
+    const size_t rows = layout.rows[slot.buffer];
+    const int width = layout.widths[slot.buffer];
+    check_attention_result(columns_of(gradients_gpu[slot.buffer]->values(), rows, width, slot.column, m),
+                           columns_of(gradients_ref[slot.buffer].values(), rows, width, slot.column, m), type,
+                           budget, std::string("attention ") + names[t] + " " + what);
+  }
+  for (size_t buffer = 0; buffer < layout.rows.size(); ++buffer) {
+    const int b = static_cast<int>(buffer);
+    check_same_values(
+        unowned_columns(gradients_gpu[buffer]->values(), layout.rows[buffer], layout.widths[buffer], slots, b,
+                        m),
+        unowned_columns(gradients_before[buffer], layout.rows[buffer], layout.widths[buffer], slots, b, m),
+        "attention gradients' padding " + what);
+  }
+}
+
+const AttentionCase kFp32Cases[] = {
+    // Transformer-base's heads (8 x 64) at its sentence length, a smaller batch.
+    {"self 100x100 h8 d64", 4, 8, 100, 100, 64},
+    {"causal 100x100 h8 d64 lengths 100 37 1 64", 4, 8, 100, 100, 64, true, 0.0f, {100, 37, 1, 64}},
+    {"cross 7x13 d64 lengths 13 1 6 dropout", 3, 2, 7, 13, 64, false, 0.1f, {13, 1, 6}},
+    {"cross 13x7 d64", 2, 2, 13, 7, 64},
+    {"packed causal 50x50 h4 d32 dropout", 2, 4, 50, 50, 32, true, 0.2f, {}, true},
+    {"packed cross 30x70 h2 d128 dropout lengths", 2, 2, 30, 70, 128, false, 0.1f, {70, 41}, true},
+    {"self 100x100 h2 d128 dropout lengths 100 55", 2, 2, 100, 100, 128, false, 0.1f, {100, 55}},
+    {"misaligned cross 20x30 h3 d40", 2, 3, 20, 30, 40, false, 0.0f, {}, false, 1},
+    {"packed misaligned self 33x33 h2 d17 causal", 2, 2, 33, 33, 17, true, 0.1f, {}, true, 1},
+    {"lengths 0 and 9 self 9x9 d64", 2, 2, 9, 9, 64, false, 0.0f, {0, 9}},
+};
+
+const AttentionCase k16BitCases[] = {
+    {"self 100x100 h8 d64", 2, 8, 100, 100, 64},
+    {"packed causal 50x50 h4 d32 dropout lengths 50 1", 2, 4, 50, 50, 32, true, 0.2f, {50, 1}, true},
+    {"cross 7x13 h2 d128 dropout", 2, 2, 7, 13, 128, false, 0.1f},
+    {"misaligned self 20x20 d64", 1, 2, 20, 20, 64, false, 0.0f, {}, false, 1},
+};
+
+}  // namespace
+
+TEST_CASE("cuda attention forward and backward match the reference in fp32", "[gpu][transformer]") {
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  uint64_t stream = 1500;
+  for (const AttentionCase& c : kFp32Cases) {
+    compare_attention(*gpu, reference, c, DataType::f32, stream);
+    stream += 16;
+  }
+}
+
+TEST_CASE("cuda attention forward and backward match the reference in fp16 and bf16", "[gpu][transformer]") {
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  uint64_t stream = 1700;
+  for (DataType type : {DataType::f16, DataType::bf16}) {
+    for (const AttentionCase& c : k16BitCases) {
+      compare_attention(*gpu, reference, c, type, stream);
+      stream += 16;
+    }
+  }
+}
+
+TEST_CASE("cuda attention drops the same probabilities as the reference and new ones each step",
+          "[gpu][transformer]") {
+  // Values v_j = e_j (one-hot in the head's columns) make o_i's column j the kept probability
+  // p'_ij itself: a zero exactly where the mask drops (no probability underflows at these
+  // scores), so the masks compare directly.
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  AttentionCase c{"one-hot values 9x13 d32", 2, 2, 9, 13, 32, false, 0.5f};
+  const AttentionGeometry g = geometry_of(c, DataType::f32);
+  const int m = g.model_dim();
+  const size_t q_rows = static_cast<size_t>(c.query_len) * c.batch,
+               kv_rows = static_cast<size_t>(c.key_len) * c.batch;
+  const std::vector<float> q = random_vector(q_rows * m, 1800), k = random_vector(kv_rows * m, 1801);
+  std::vector<float> v(kv_rows * m, 0.0f);
+  for (int j = 0; j < c.key_len; ++j) {
+    for (int b = 0; b < c.batch; ++b) {
+      for (int h = 0; h < c.heads; ++h)
+        v[(static_cast<size_t>(j) * c.batch + b) * m + h * c.head_dim + j] = 1.0f;
+    }
+  }
+  GpuArray<float> q_gpu(*gpu, q), k_gpu(*gpu, k), v_gpu(*gpu, v), o_gpu(*gpu, q_rows * m),
+      lse_gpu(*gpu, g.lse_count());
+  Buffer workspace = allocate_at_least_one(*gpu, gpu->ops().attention_workspace_bytes(g));
+  std::vector<unsigned char> ref_workspace(std::max<size_t>(reference.attention_workspace_bytes(g), 1));
+  std::vector<float> previous;
+  for (int32_t step : {5, 6}) {
+    GpuArray<int32_t> step_gpu(*gpu, std::vector<int32_t>{step});
+    gpu->ops().attention_forward(g, q_gpu.data(), k_gpu.data(), v_gpu.data(), nullptr, step_gpu.data(),
+                                 o_gpu.data(), lse_gpu.data(), workspace.data());
+    std::vector<float> o_ref(q_rows * m), lse_ref(g.lse_count());
+    reference.attention_forward(g, q.data(), k.data(), v.data(), nullptr, &step, o_ref.data(), lse_ref.data(),
+                                ref_workspace.data());
+    const std::vector<float> o = o_gpu.download();
+    size_t pattern_differs = 0, dropped = 0, kept = 0;
+    for (size_t r = 0; r < q_rows; ++r) {
+      for (int h = 0; h < c.heads; ++h) {
+        for (int j = 0; j < c.key_len; ++j) {
+          const size_t at = r * m + h * c.head_dim + j;
+          pattern_differs += (o[at] == 0.0f) != (o_ref[at] == 0.0f);
+          (o[at] == 0.0f ? dropped : kept) += 1;
+        }
+      }
+    }
+    INFO("step " << step << ": " << dropped << " dropped, " << kept << " kept");
+    CHECK(pattern_differs == 0);
+    CHECK(dropped > (dropped + kept) / 4);  // rate 0.5: about half, far from none or all
+    CHECK(kept > (dropped + kept) / 4);
+    check_attention_result(o, o_ref, DataType::f32, attention_budget(g, 1.0),
+                           "one-hot attention o, step " + std::to_string(step));
+    if (!previous.empty()) CHECK(o != previous);  // a new step draws new masks
+    previous = o;
+  }
+}
+
+TEST_CASE(
+    "cuda attention gives the same bits on every run and replays from a CUDA graph with each step's masks",
+    "[gpu][transformer]") {
+  // Forward and backward captured once; the step counter in device memory advances between
+  // replays (as the runner's does), so each replay must draw that step's masks: it equals an
+  // eager run at the same step bit for bit (every sum has a fixed order), and differs from the
+  // replay before it.
+  auto gpu = make_exact_gpu();
+  Backend& ops = gpu->ops();
+  const AttentionCase c{"graph", 4, 8, 100, 100, 64, true, 0.1f, {100, 80, 1, 57}, true};
+  for (DataType type : kAllTypes) {
+    const AttentionGeometry g = geometry_of(c, type);
+    const AttentionLayout layout = layout_of(c);
+    const size_t rows = layout.rows[0];
+    const int width = layout.widths[0];
+    const size_t o_count = static_cast<size_t>(c.query_len) * c.batch * g.o_stride;
+    const int m = g.model_dim();
+    GpuTensor qkv(*gpu, type, random_of(type, rows * width, 1900, -2.0f, 2.0f)), dqkv(*gpu, type, rows * width),
+        o(*gpu, type, o_count), d_o(*gpu, type, random_of(type, o_count, 1901));
+    GpuArray<float> lse(*gpu, g.lse_count());
+    GpuArray<int32_t> lengths(*gpu, c.key_lengths), step(*gpu, std::vector<int32_t>{0});
+    Buffer workspace = allocate_at_least_one(*gpu, ops.attention_workspace_bytes(g));
+    auto at = [&](GpuTensor& t, int column) {
+      return static_cast<char*>(t.data()) + column * data_type_bytes(type);
+    };
+    auto run = [&] {
+      ops.attention_forward(g, at(qkv, 0), at(qkv, m), at(qkv, 2 * m), lengths.data(), step.data(), o.data(),
+                            lse.data(), workspace.data());
+      ops.attention_backward(g, at(qkv, 0), at(qkv, m), at(qkv, 2 * m), o.data(), d_o.data(), lse.data(),
+                             lengths.data(), step.data(), at(dqkv, 0), at(dqkv, m), at(dqkv, 2 * m),
+                             workspace.data());
+    };
+    auto set_step = [&](int32_t value) { gpu->copy_from_host(step.data(), &value, sizeof(value)); };
+    // The tensors' own columns (the buffers' padding is nobody's).
+    const size_t o_rows = static_cast<size_t>(c.query_len) * c.batch;
+    auto o_values = [&] { return columns_of(o.values(), o_rows, g.o_stride, 0, m); };
+    auto gradient_values = [&] { return columns_of(dqkv.values(), rows, width, 0, 3 * m); };
+
+    std::vector<std::vector<float>> eager_o, eager_grads;
+    for (int32_t s : {3, 4}) {
+      set_step(s);
+      run();
+      eager_o.push_back(o_values());
+      eager_grads.push_back(gradient_values());
+      run();
+      check_same_values(o_values(), eager_o.back(), "attention o, second run" + type_suffix(type));
+      check_same_values(gradient_values(), eager_grads.back(),
+                        "attention gradients, second run" + type_suffix(type));
+    }
+    CHECK(eager_o[0] != eager_o[1]);
+    CHECK(eager_grads[0] != eager_grads[1]);
+
+    std::unique_ptr<CapturedWork> graph = gpu->capture(run);
+    REQUIRE(graph != nullptr);
+    for (int32_t s : {3, 4}) {
+      set_step(s);
+      o.upload(random_vector(o_count, 1902));  // cleared: the replay must write it again
+      dqkv.upload(random_vector(rows * width, 1903));
+      graph->launch();
+      gpu->synchronize();
+      check_same_values(o_values(), eager_o[s - 3],
+                        "attention o, replay at step " + std::to_string(s) + type_suffix(type));
+      check_same_values(gradient_values(), eager_grads[s - 3],
+                        "attention gradients, replay at step " + std::to_string(s) + type_suffix(type));
+    }
+  }
+}
