@@ -1,5 +1,6 @@
 // `dpbench comm_bench` (see the header): flags, the per-collective table (buffer shapes, the issuing
-// call, expected values, bus bandwidth factor), the timed loop on one thread per rank, and output.
+// call, expected values, bus bandwidth factor), the timed loop on one thread per rank (or one
+// process per rank under a launcher), and output.
 #include "cli/comm_bench_command.h"
 
 #include <algorithm>
@@ -22,16 +23,23 @@
 #include "engine/collective_traffic.h"
 #include "engine/communicator.h"
 #include "engine/device_factory.h"
+#include "engine/environment.h"
 #include "engine/errors.h"
+#include "engine/process_group.h"
 #include "engine/thread_barrier.h"
 #include "reports/result_json.h"
+#include "reports/step_prediction.h"
 #include "reports/text_file.h"
 #include "dpbench_version.h"
 
 namespace dpbench {
 namespace {
 
-void print(const std::string& text) { log_lines(output_log(), text); }
+// Under a launcher only rank 0 speaks (the table, the notes); the others stay quiet.
+bool speaks() { return process_group() == nullptr || process_group()->rank() == 0; }
+void print(const std::string& text) {
+  if (speaks()) log_lines(output_log(), text);
+}
 
 struct FlagSpec {
   const char* name;
@@ -44,12 +52,12 @@ const std::vector<FlagSpec>& flag_specs() {
       {"op", "NAME", "collective: all_reduce (sum), all_gather, reduce_scatter (sum), broadcast (root 0); default all_reduce"},
       {"data_type", "fp32|fp16|bf16", "element type; default fp32"},
       {"device", "auto|gpu|cpu", "gpu = NCCL, cpu = the reference backend's in-process communicator; default auto"},
-      {"num_gpus", "N", "ranks, one per device; default: every GPU (reference backend: 2)"},
+      {"num_gpus", "N", "ranks, one per device; default: every GPU (reference backend: 2); under mpirun, srun or torchrun: one per process"},
       {"min_bytes", "SIZE", "smallest size, e.g. 4096, 64K, 1M (K, M, G = powers of 2); default 1M"},
       {"max_bytes", "SIZE", "largest size; sizes double from min_bytes up to it; default 1G"},
       {"iters", "N", "timed calls per size; default 20"},
       {"warmup_iters", "N", "untimed calls per size before them; default 5"},
-      {"json", "FILE", "also write the rows as JSON to FILE (written atomically)"},
+      {"json", "FILE", "also write the rows, ranks and link (intra_host, inter_host) as JSON to FILE (atomically)"},
   };
   return specs;
 }
@@ -192,6 +200,59 @@ std::string format_time_us(double us) {
   return text;
 }
 
+// Note [comm_bench ranks]
+// The ranks of one measurement are this process's devices, one host thread each, or, under a
+// launcher, the job's processes, one device each (the communicator then spans processes and
+// hosts, as `dpbench run` does). Between timed sections they meet to check results and to take
+// the slowest rank's time; a meeting is also the barrier that starts every rank's clock with
+// every device idle.
+class RankMeeting {
+ public:
+  virtual ~RankMeeting() = default;
+  // Every rank's `mine`, by rank, once every rank has given its own.
+  virtual std::vector<std::string> gather_texts(int local_rank, const std::string& mine) = 0;
+  virtual std::vector<double> gather_numbers(int local_rank, double mine) = 0;
+  virtual void abort() {}  // a rank failed: release the others instead of leaving them waiting
+};
+
+class ThreadMeeting final : public RankMeeting {
+ public:
+  explicit ThreadMeeting(int ranks) : barrier_(ranks), texts_(ranks), numbers_(ranks) {}
+  std::vector<std::string> gather_texts(int local_rank, const std::string& mine) override {
+    return gather(texts_, local_rank, mine);
+  }
+  std::vector<double> gather_numbers(int local_rank, double mine) override { return gather(numbers_, local_rank, mine); }
+  void abort() override { barrier_.abort(); }
+
+ private:
+  template <typename T>
+  std::vector<T> gather(std::vector<T>& slots, int local_rank, const T& mine) {
+    slots[static_cast<size_t>(local_rank)] = mine;
+    barrier_.arrive_and_wait();
+    std::vector<T> all = slots;
+    barrier_.arrive_and_wait();  // every rank has read the slots before the next meeting writes them
+    return all;
+  }
+  ThreadBarrier barrier_;
+  std::vector<std::string> texts_;
+  std::vector<double> numbers_;
+};
+
+// A failing process ends the whole job (cli/main.cpp), so there is nothing to release here.
+class ProcessMeeting final : public RankMeeting {
+ public:
+  explicit ProcessMeeting(const ProcessGroup& group) : group_(group) {}
+  std::vector<std::string> gather_texts(int, const std::string& mine) override { return group_.all_gather_text(mine); }
+  std::vector<double> gather_numbers(int, double mine) override {
+    std::vector<double> all(static_cast<size_t>(group_.size()));
+    group_.all_gather_bytes(&mine, sizeof mine, all.data());
+    return all;
+  }
+
+ private:
+  const ProcessGroup& group_;
+};
+
 }  // namespace
 
 const char* bench_collective_name(BenchCollective collective) {
@@ -268,9 +329,24 @@ CommBenchOptions parse_comm_bench_flags(const std::vector<std::string>& args, co
   options.backend = on_gpu ? BackendKind::cuda : BackendKind::reference;
   options.fell_back_to_reference = options.device == "auto" && !on_gpu;
   const int device_limit = on_gpu ? inventory.cuda_gpus : kMaxReferenceDevices;
-  const std::string num_gpus = text("num_gpus", std::to_string(on_gpu ? inventory.cuda_gpus : 2));
+  const ProcessGroup* group = process_group();
+  options.across_processes = group != nullptr && group->size() > 1;
+  const std::string num_gpus =
+      text("num_gpus", std::to_string(options.across_processes ? 1 : on_gpu ? inventory.cuda_gpus : 2));
   options.num_devices = parse_int_at_least("num_gpus", num_gpus, 1, "must be at least 1");
-  if (options.num_devices > device_limit) {
+  if (options.across_processes) {
+    if (options.num_devices != 1)
+      reject("num_gpus", num_gpus,
+             "under " + group->launcher() + " each process is one rank with one device (this job: " +
+                 std::to_string(group->size()) + " ranks); drop --num_gpus or give 1");
+    // As `dpbench run` places a rank: a process that sees one GPU takes it, else its host-local rank's.
+    options.first_device = on_gpu && inventory.cuda_gpus == 1 ? 0 : group->local_rank();
+    if (options.first_device >= device_limit)
+      throw ConfigError("this host runs more processes than it has " + std::string(on_gpu ? "GPUs" : "devices") +
+                        ": local rank " + std::to_string(options.first_device) + " (from " + group->launcher() +
+                        "'s variables), " + std::to_string(device_limit) + " visible; start at most that many "
+                        "ranks per host, or give each process one GPU (CUDA_VISIBLE_DEVICES)");
+  } else if (options.num_devices > device_limit) {
     reject("num_gpus", num_gpus,
            on_gpu ? "only " + std::to_string(device_limit) + " CUDA GPU(s) present"
                   : "the reference backend runs at most " + std::to_string(device_limit) + " devices");
@@ -286,7 +362,9 @@ CommBenchOptions parse_comm_bench_flags(const std::vector<std::string>& args, co
   options.warmup_iters =
       parse_int_at_least("warmup_iters", text("warmup_iters", "5"), 0, "must be at least 0", kMaxBenchIterations);
   options.json_file = text("json", "");
-  if (!options.json_file.empty()) check_output_path(options.json_file, "--json");
+  // Rank 0 writes the JSON; another host need not have its folder.
+  const bool writes = group == nullptr || group->rank() == 0;
+  if (!options.json_file.empty() && writes) check_output_path(options.json_file, "--json");
   return options;
 }
 
@@ -317,14 +395,30 @@ std::string format_comm_bench_row(const CommBenchRow& row, DataType type) {
   return text;
 }
 
+std::unique_ptr<Communicator> comm_bench_communicator(const std::vector<Device*>& devices) {
+  const ProcessGroup* group = process_group();
+  if (group != nullptr && group->size() > 1 && devices.size() == 1)
+    return create_process_communicator(*devices.front(), *group);
+  return create_communicator(devices);
+}
+
 CommBenchResult run_comm_bench(const CommBenchOptions& options, const CommunicatorFactory& make_communicator) {
   std::vector<int> indices;
-  for (int i = 0; i < options.num_devices; ++i) indices.push_back(i);
+  for (int i = 0; i < options.num_devices; ++i) indices.push_back(options.first_device + i);
   std::vector<std::unique_ptr<Device>> devices = create_devices(options.backend, indices);
   std::vector<Device*> pointers;
   for (auto& device : devices) pointers.push_back(device.get());
   const std::unique_ptr<Communicator> comm = make_communicator(pointers);
   const int ranks = comm->size();
+  const int local_ranks = static_cast<int>(devices.size());
+  // Note [comm_bench ranks]
+  const ProcessGroup* group = options.across_processes ? process_group() : nullptr;
+  if (options.across_processes && group == nullptr)
+    throw RuntimeError("comm_bench: across processes without a process group");
+  const int first_rank = group != nullptr ? group->rank() : 0;
+  std::unique_ptr<RankMeeting> meeting;
+  if (group != nullptr) meeting = std::make_unique<ProcessMeeting>(*group);
+  else meeting = std::make_unique<ThreadMeeting>(local_ranks);
 
   std::vector<size_t> sizes;
   for (size_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= 2) {
@@ -335,92 +429,95 @@ CommBenchResult run_comm_bench(const CommBenchOptions& options, const Communicat
   std::vector<size_t> checked_sizes = {sizes.front()};
   if (sizes.size() > 1) checked_sizes.push_back(sizes.back());
 
+  CommBenchResult result;
+  result.communicator = comm->description();
+  result.ranks = ranks;
+  for (const auto& device : devices) result.devices.push_back(device->description());
+  result.hosts = group != nullptr ? group->hostnames() : std::vector<std::string>(static_cast<size_t>(ranks), host_name());
+
   print("# dpbench comm_bench: " + std::string(bench_collective_name(options.collective)) + ", " +
         data_type_name(options.type) + ", " + std::to_string(ranks) + " ranks, " + comm->description() +
         ", " + std::to_string(options.warmup_iters) + " warm-up + " + std::to_string(options.iters) +
         " timed calls per size\n");
-  for (int rank = 0; rank < ranks; ++rank) {
-    const DeviceDescription& d = devices[rank]->description();
-    print("#  rank " + std::to_string(rank) + ": device " + std::to_string(d.index) + " " + d.name + "\n");
+  std::vector<std::string> device_lines;
+  for (int local = 0; local < local_ranks; ++local) {
+    const DeviceDescription& d = devices[static_cast<size_t>(local)]->description();
+    device_lines.push_back("#  rank " + std::to_string(first_rank + local) + ": device " + std::to_string(d.index) +
+                           " " + d.name + (group != nullptr ? " on " + result.hosts[static_cast<size_t>(first_rank)] : "") +
+                           "\n");
   }
+  if (group != nullptr) device_lines = group->all_gather_text(device_lines.front());
+  for (const std::string& line : device_lines) print(line);
   print(format_comm_bench_header());
 
-  ThreadBarrier barrier(ranks);
-  std::vector<double> rank_ms(ranks, 0.0);
-  std::vector<std::string> rank_check(ranks);
-  CommBenchResult result;
-  result.communicator = comm->description();
-  for (const auto& device : devices) result.devices.push_back(device->description());
   std::vector<CommBenchRow>& rows = result.rows;
   std::mutex failure_mutex;
   std::exception_ptr failure;
   const StreamKind stream = StreamKind::communication;
 
-  auto rank_thread = [&](int rank) {
-    Device& device = *devices[rank];
+  // `local` is the rank this process's communicator is called with, `rank` its place in the collective.
+  auto rank_thread = [&](int local) {
+    const int rank = first_rank + local;
+    Device& device = *devices[static_cast<size_t>(local)];
     device.make_current();
     Buffer send = device.allocate(largest.send_elements * data_type_bytes(options.type));
     Buffer recv = device.allocate(largest.recv_elements * data_type_bytes(options.type));
     fill_inputs(device, send.data(), largest.send_elements, options.type, rank);
     std::unique_ptr<Event> start = device.create_event(true), stop = device.create_event(true);
 
-    // Check the smallest and the largest size once before timing anything. Every rank reaches
-    // the barrier before any gives up, so a wrong result stops all ranks together, none hanging
+    // Check the smallest and the largest size once before timing anything. Every rank learns every
+    // rank's verdict before any gives up, so a wrong result stops all ranks together, none hanging
     // in a collective the others have left, and no row is printed.
     for (size_t checked : checked_sizes) {
       const Shape shape = shape_of(options.collective, checked, ranks, options.type);
-      issue(*comm, options.collective, rank, send.data(), recv.data(), shape, options.type, stream);
+      issue(*comm, options.collective, local, send.data(), recv.data(), shape, options.type, stream);
       device.synchronize();
-      rank_check[rank] = check_result(device, recv.data(), options.collective, ranks, rank, shape, options.type);
-      barrier.arrive_and_wait();
-      for (const std::string& problem : rank_check) {
+      const std::string mine = check_result(device, recv.data(), options.collective, ranks, rank, shape, options.type);
+      for (const std::string& problem : meeting->gather_texts(local, mine)) {
         if (!problem.empty()) {
           throw RuntimeError(std::string("comm_bench: ") + bench_collective_name(options.collective) + " of " +
                              std::to_string(shape.size_bytes) + " B returned wrong values (" + problem +
                              "); no bandwidth is reported for a communicator that computes wrong results");
         }
       }
-      barrier.arrive_and_wait();  // everyone has read rank_check before the next size overwrites it
     }
 
     for (size_t s = 0; s < sizes.size(); ++s) {
       const Shape shape = shape_of(options.collective, sizes[s], ranks, options.type);
-      auto call = [&] { issue(*comm, options.collective, rank, send.data(), recv.data(), shape, options.type, stream); };
+      auto call = [&] { issue(*comm, options.collective, local, send.data(), recv.data(), shape, options.type, stream); };
       for (int i = 0; i < options.warmup_iters; ++i) call();
       device.synchronize();
-      barrier.arrive_and_wait();  // every rank starts its clock with every device idle
+      meeting->gather_numbers(local, 0);  // every rank starts its clock with every device idle
       start->record(stream);
       for (int i = 0; i < options.iters; ++i) call();
       stop->record(stream);
       stop->synchronize();
-      rank_ms[rank] = stop->elapsed_ms_since(*start) / options.iters;
-      barrier.arrive_and_wait([&] {
-        // The last rank to arrive: every rank_ms is written.
-        CommBenchRow row;
-        row.size_bytes = shape.size_bytes;
-        row.count = shape.count;
-        row.time_us = *std::max_element(rank_ms.begin(), rank_ms.end()) * 1000.0;
-        const double seconds = row.time_us * 1e-6;
-        row.algbw_gbps = seconds > 0 ? static_cast<double>(row.size_bytes) / seconds / 1e9 : 0.0;
-        row.busbw_gbps = row.algbw_gbps * bus_bandwidth_factor(options.collective, ranks);
-        rows.push_back(row);
-        print(format_comm_bench_row(row, options.type));
-      });
+      const std::vector<double> rank_ms = meeting->gather_numbers(local, stop->elapsed_ms_since(*start) / options.iters);
+      if (local != 0) continue;
+      CommBenchRow row;
+      row.size_bytes = shape.size_bytes;
+      row.count = shape.count;
+      row.time_us = *std::max_element(rank_ms.begin(), rank_ms.end()) * 1000.0;
+      const double seconds = row.time_us * 1e-6;
+      row.algbw_gbps = seconds > 0 ? static_cast<double>(row.size_bytes) / seconds / 1e9 : 0.0;
+      row.busbw_gbps = row.algbw_gbps * bus_bandwidth_factor(options.collective, ranks);
+      rows.push_back(row);
+      print(format_comm_bench_row(row, options.type));
     }
   };
 
   std::vector<std::thread> threads;
-  for (int rank = 0; rank < ranks; ++rank) {
-    threads.emplace_back([&, rank] {
+  for (int local = 0; local < local_ranks; ++local) {
+    threads.emplace_back([&, local] {
       try {
-        rank_thread(rank);
+        rank_thread(local);
       } catch (...) {
         {
           std::lock_guard<std::mutex> lock(failure_mutex);
           if (!failure) failure = std::current_exception();
         }
-        // Release the ranks waiting for this one, at our barrier or in the communicator.
-        barrier.abort();
+        // Release the ranks waiting for this one, at a meeting or in the communicator.
+        meeting->abort();
         comm->abort();
       }
     });
@@ -436,11 +533,55 @@ CommBenchResult run_comm_bench(const CommBenchOptions& options, const Communicat
   return result;
 }
 
+namespace {
+
+nlohmann::json comm_bench_config_json(const CommBenchOptions& options) {
+  return {{"op", bench_collective_name(options.collective)}, {"data_type", data_type_name(options.type)},
+          {"device", options.device}, {"backend", backend_name(options.backend)}, {"num_gpus", options.num_devices},
+          {"min_bytes", options.min_bytes}, {"max_bytes", options.max_bytes}, {"iters", options.iters},
+          {"warmup_iters", options.warmup_iters}};
+}
+
+// The rows with what makes them a curve of one collective over one kind of link: the collective,
+// its ranks and the link they spanned beside the sizes and bus bandwidths.
+nlohmann::json comm_bench_json(const CommBenchOptions& options, const CommBenchResult& result,
+                               const EnvironmentRecord& environment) {
+  nlohmann::json rows_json = nlohmann::json::array();
+  for (const CommBenchRow& row : result.rows) {
+    rows_json.push_back({{"size_bytes", row.size_bytes}, {"count", row.count}, {"type", data_type_name(options.type)},
+                         {"time_us", row.time_us}, {"algbw_gbps", row.algbw_gbps}, {"busbw_gbps", row.busbw_gbps}});
+  }
+  std::vector<std::string> hosts;
+  for (const std::string& host : result.hosts)
+    if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+  return {
+      {"schema_version", 1},
+      {"tool", {{"version", DPBENCH_VERSION}, {"git_sha", DPBENCH_GIT_SHA}}},
+      {"command", "comm_bench"},
+      {"environment", environment_to_json(environment)},
+      {"communicator", result.communicator},
+      {"config", comm_bench_config_json(options)},
+      {"ranks", result.ranks},
+      {"hosts", hosts.size()},
+      {"link", link_kind_name(link_kind_of_hosts(result.hosts))},
+      {"busbw_factor", bus_bandwidth_factor(options.collective, result.ranks)},
+      {"rows", rows_json},
+  };
+}
+
+}  // namespace
+
 void run_comm_bench_command(const std::vector<std::string>& args, const DeviceInventory& inventory) {
   const CommBenchOptions options = parse_comm_bench_flags(args, inventory);
   if (options.help) {
     std::fputs(comm_bench_help_text().c_str(), stdout);
     return;
+  }
+  const ProcessGroup* group = options.across_processes ? process_group() : nullptr;
+  if (group != nullptr) {
+    nlohmann::json shared = comm_bench_config_json(options);
+    shared["json"] = !options.json_file.empty();  // whether the ranks meet once more to describe the job
+    group->require_same_on_every_rank("the comm_bench flags", shared.dump(1));
   }
   if (options.fell_back_to_reference) {
     print("note: no CUDA GPU found; measuring the reference backend's in-process communicator (--device=cpu silences this)\n");
@@ -448,26 +589,11 @@ void run_comm_bench_command(const std::vector<std::string>& args, const DeviceIn
   const CommBenchResult result = run_comm_bench(options);
   if (options.json_file.empty()) return;
 
-  nlohmann::json rows_json = nlohmann::json::array();
-  for (const CommBenchRow& row : result.rows) {
-    rows_json.push_back({{"size_bytes", row.size_bytes}, {"count", row.count}, {"type", data_type_name(options.type)},
-                         {"time_us", row.time_us}, {"algbw_gbps", row.algbw_gbps}, {"busbw_gbps", row.busbw_gbps}});
-  }
-  const nlohmann::json document = {
-      {"schema_version", 1},
-      {"tool", {{"version", DPBENCH_VERSION}, {"git_sha", DPBENCH_GIT_SHA}}},
-      {"command", "comm_bench"},
-      {"environment", environment_to_json(describe_environment(options.backend, result.devices))},
-      {"communicator", result.communicator},
-      {"config",
-       {{"op", bench_collective_name(options.collective)}, {"data_type", data_type_name(options.type)},
-        {"device", options.device}, {"backend", backend_name(options.backend)}, {"num_gpus", options.num_devices},
-        {"min_bytes", options.min_bytes}, {"max_bytes", options.max_bytes}, {"iters", options.iters},
-        {"warmup_iters", options.warmup_iters}}},
-      {"busbw_factor", bus_bandwidth_factor(options.collective, options.num_devices)},
-      {"rows", rows_json},
-  };
-  write_text_atomically(options.json_file, document.dump(2) + "\n", "comm_bench rows");
+  EnvironmentRecord environment = describe_environment(options.backend, result.devices);
+  if (group != nullptr) describe_every_process(*group, environment);
+  if (!speaks()) return;
+  write_text_atomically(options.json_file, comm_bench_json(options, result, environment).dump(2) + "\n",
+                        "comm_bench rows");
   print("Rows written to " + options.json_file + "\n");
 }
 
