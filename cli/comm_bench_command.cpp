@@ -57,7 +57,7 @@ const std::vector<FlagSpec>& flag_specs() {
       {"max_bytes", "SIZE", "largest size; sizes double from min_bytes up to it; default 1G"},
       {"iters", "N", "timed calls per size; default 20"},
       {"warmup_iters", "N", "untimed calls per size before them; default 5"},
-      {"json", "FILE", "also write the rows, ranks and link (intra_host, inter_host) as JSON to FILE (atomically)"},
+      {"json", "FILE", "also write the rows, ranks and link (intra_host, inter_host) as JSON to FILE (atomically); dpbench predict --curves reads it"},
   };
   return specs;
 }
@@ -542,8 +542,8 @@ nlohmann::json comm_bench_config_json(const CommBenchOptions& options) {
           {"warmup_iters", options.warmup_iters}};
 }
 
-// The rows with what makes them a curve of one collective over one kind of link: the collective,
-// its ranks and the link they spanned beside the sizes and bus bandwidths.
+// What `dpbench predict --curves` reads (reports/collective_curves.h): the collective, its ranks
+// and the link they spanned beside the rows' sizes and bus bandwidths.
 nlohmann::json comm_bench_json(const CommBenchOptions& options, const CommBenchResult& result,
                                const EnvironmentRecord& environment) {
   nlohmann::json rows_json = nlohmann::json::array();

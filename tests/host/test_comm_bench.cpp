@@ -146,7 +146,7 @@ TEST_CASE("comm_bench measures all_reduce on 2 reference devices and writes the 
   CHECK(result["environment"]["devices"].size() == 2);
   CHECK(result["config"]["op"] == "all_reduce");
   CHECK(result["config"]["backend"] == "reference");
-  // What makes the rows a curve of one link kind: the ranks and the link they spanned (the
+  // What a curve of `dpbench predict --curves` needs: the ranks and the link they spanned (the
   // reference backend's devices are threads of one process, on one host).
   CHECK(result["ranks"] == 2);
   CHECK(result["hosts"] == 1);
