@@ -1,6 +1,6 @@
-// `dpbench comm_bench` (see the header): flags, the per-collective table (buffer shapes, the issuing
-// call, expected values, bus bandwidth factor), the timed loop on one thread per rank (or one
-// process per rank under a launcher), and output.
+// `dpbench comm_bench` (see the header): flags, the timed loop on one thread per rank (or one
+// process per rank under a launcher) over the collectives of cli/comm_bench_collectives.h, and
+// output.
 #include "cli/comm_bench_command.h"
 
 #include <algorithm>
@@ -20,7 +20,6 @@
 #include "cli/flag_parsing.h"
 #include "cli/flags_validation.h"
 #include "cli/log.h"
-#include "engine/collective_traffic.h"
 #include "engine/communicator.h"
 #include "engine/device_factory.h"
 #include "engine/environment.h"
@@ -93,107 +92,6 @@ std::map<std::string, std::string> read_flag_texts(const std::vector<std::string
   return texts;
 }
 
-// Buffer shapes of one measured size (nccl-tests' getCollByteCount): the call's count argument,
-// the elements each rank sends and receives, and the size the table reports.
-struct Shape {
-  size_t count = 0;
-  size_t send_elements = 0;
-  size_t recv_elements = 0;
-  size_t size_bytes = 0;
-};
-
-Shape shape_of(BenchCollective collective, size_t bytes, int ranks, DataType type) {
-  const size_t element_bytes = data_type_bytes(type);
-  const size_t n = static_cast<size_t>(ranks);
-  Shape shape;
-  switch (collective) {
-    case BenchCollective::all_reduce:
-    case BenchCollective::broadcast:
-      shape.count = std::max<size_t>(1, bytes / element_bytes);
-      shape.send_elements = shape.recv_elements = shape.count;
-      shape.size_bytes = shape.count * element_bytes;
-      break;
-    case BenchCollective::all_gather:
-    case BenchCollective::reduce_scatter: {
-      // The size is the whole gathered (or scattered) buffer; each rank owns one n-th of it.
-      shape.count = std::max<size_t>(1, bytes / element_bytes / n);
-      const bool gather = collective == BenchCollective::all_gather;
-      shape.send_elements = gather ? shape.count : shape.count * n;
-      shape.recv_elements = gather ? shape.count * n : shape.count;
-      shape.size_bytes = shape.count * n * element_bytes;
-      break;
-    }
-  }
-  return shape;
-}
-
-void issue(Communicator& comm, BenchCollective collective, int rank, const void* send, void* recv,
-           const Shape& shape, DataType type, StreamKind stream) {
-  switch (collective) {
-    case BenchCollective::all_reduce:
-      comm.all_reduce(rank, send, recv, shape.count, type, ReduceOp::sum, stream);
-      break;
-    case BenchCollective::all_gather: comm.all_gather(rank, send, recv, shape.count, type, stream); break;
-    case BenchCollective::reduce_scatter:
-      comm.reduce_scatter(rank, send, recv, shape.count, type, ReduceOp::sum, stream);
-      break;
-    case BenchCollective::broadcast: comm.broadcast(rank, send, recv, shape.count, type, 0, stream); break;
-  }
-}
-
-// Rank r's input element i: 1..4. Any sum over up to 64 ranks stays an integer <= 256, exact in
-// fp32, fp16 and bf16 at every step, so the check below compares exactly.
-float input_value(int rank, size_t index) { return static_cast<float>(1 + (static_cast<size_t>(rank) + index) % 4); }
-
-// What element `index` of rank `rank`'s recv must hold. `sums[k]` is the sum over ranks of an
-// element whose index is k modulo 4 (input_value repeats every 4), so no loop over ranks here.
-float expected_value(BenchCollective collective, int rank, const Shape& shape, const float (&sums)[4], size_t index) {
-  switch (collective) {
-    case BenchCollective::all_reduce: return sums[index % 4];
-    case BenchCollective::broadcast: return input_value(0, index);
-    case BenchCollective::all_gather: return input_value(static_cast<int>(index / shape.count), index % shape.count);
-    case BenchCollective::reduce_scatter: return sums[(static_cast<size_t>(rank) * shape.count + index) % 4];
-  }
-  return 0;
-}
-
-constexpr size_t kStagingElements = size_t{1} << 22;  // host staging for fills and checks
-
-void fill_inputs(Device& device, void* send, size_t elements, DataType type, int rank) {
-  const size_t element_bytes = data_type_bytes(type);
-  std::vector<unsigned char> staging(std::min(elements, kStagingElements) * element_bytes);
-  for (size_t first = 0; first < elements; first += kStagingElements) {
-    const size_t n = std::min(kStagingElements, elements - first);
-    for (size_t i = 0; i < n; ++i) store_from_float(type, staging.data(), i, input_value(rank, first + i));
-    device.copy_from_host(static_cast<unsigned char*>(send) + first * element_bytes, staging.data(), n * element_bytes);
-  }
-}
-
-// Empty when `recv` holds what the collective must produce on `rank`, else the first difference.
-std::string check_result(Device& device, const void* recv, BenchCollective collective, int ranks, int rank,
-                         const Shape& shape, DataType type) {
-  float sums[4] = {0, 0, 0, 0};
-  for (size_t k = 0; k < 4; ++k) {
-    for (int r = 0; r < ranks; ++r) sums[k] += input_value(r, k);
-  }
-  const size_t element_bytes = data_type_bytes(type);
-  std::vector<unsigned char> staging(std::min(shape.recv_elements, kStagingElements) * element_bytes);
-  for (size_t first = 0; first < shape.recv_elements; first += kStagingElements) {
-    const size_t n = std::min(kStagingElements, shape.recv_elements - first);
-    device.copy_to_host(staging.data(), static_cast<const unsigned char*>(recv) + first * element_bytes, n * element_bytes);
-    for (size_t i = 0; i < n; ++i) {
-      const float got = load_as_float(type, staging.data(), i);
-      const float expected = round_to(type, expected_value(collective, rank, shape, sums, first + i));
-      if (got != expected) {
-        char text[200];
-        std::snprintf(text, sizeof text, "rank %d element %zu is %g, expected %g", rank, first + i, got, expected);
-        return text;
-      }
-    }
-  }
-  return "";
-}
-
 std::string format_time_us(double us) {
   char text[32];
   std::snprintf(text, sizeof text, us >= 10000.0 ? "%.0f" : us >= 100.0 ? "%.1f" : "%.2f", us);
@@ -254,28 +152,6 @@ class ProcessMeeting final : public RankMeeting {
 };
 
 }  // namespace
-
-const char* bench_collective_name(BenchCollective collective) {
-  switch (collective) {
-    case BenchCollective::all_reduce: return "all_reduce";
-    case BenchCollective::all_gather: return "all_gather";
-    case BenchCollective::reduce_scatter: return "reduce_scatter";
-    case BenchCollective::broadcast: return "broadcast";
-  }
-  return "?";
-}
-
-// Bus bandwidth as nccl-tests defines it (engine/collective_traffic.h derives each factor);
-// algbw = size / time, with size the bytes the table reports (shape_of).
-double bus_bandwidth_factor(BenchCollective collective, int ranks) {
-  switch (collective) {
-    case BenchCollective::all_reduce: return collective_bus_factor(Collective::all_reduce, ranks);
-    case BenchCollective::all_gather: return collective_bus_factor(Collective::all_gather, ranks);
-    case BenchCollective::reduce_scatter: return collective_bus_factor(Collective::reduce_scatter, ranks);
-    case BenchCollective::broadcast: return collective_bus_factor(Collective::broadcast, ranks);
-  }
-  return 1.0;
-}
 
 size_t parse_byte_size(const std::string& flag, const std::string& text) {
   const std::string accepted = "accepted: a positive number of bytes, with an optional K, M or G (powers of 2), e.g. 64K";
@@ -402,6 +278,107 @@ std::unique_ptr<Communicator> comm_bench_communicator(const std::vector<Device*>
   return create_communicator(devices);
 }
 
+namespace {
+
+// What the ranks of one measurement share (Note [comm_bench ranks]).
+struct Measurement {
+  const CommBenchOptions& options;
+  Communicator& comm;
+  RankMeeting& meeting;
+  int ranks = 0;       // in the whole collective
+  int first_rank = 0;  // this process's first device's rank
+  std::vector<size_t> sizes;  // doubling from min_bytes, none past max_bytes
+};
+
+std::vector<size_t> measured_sizes(const CommBenchOptions& options) {
+  std::vector<size_t> sizes;
+  for (size_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= 2) {
+    sizes.push_back(bytes);
+    if (bytes > options.max_bytes / 2) break;  // the next doubling would pass max_bytes (or overflow)
+  }
+  return sizes;
+}
+
+// The smallest and the largest size, each called once and checked on every rank before anything
+// is timed. Every rank learns every rank's verdict before any gives up, so a wrong result stops
+// all ranks together, none hanging in a collective the others have left, and no row is printed.
+void check_before_timing(const Measurement& m, Device& device, int local, const void* send, void* recv) {
+  std::vector<size_t> checked = {m.sizes.front()};
+  if (m.sizes.size() > 1) checked.push_back(m.sizes.back());
+  for (size_t bytes : checked) {
+    const BenchShape shape = shape_of(m.options.collective, bytes, m.ranks, m.options.type);
+    issue(m.comm, m.options.collective, local, send, recv, shape, m.options.type, StreamKind::communication);
+    device.synchronize();
+    const std::string mine =
+        check_result(device, recv, m.options.collective, m.ranks, m.first_rank + local, shape, m.options.type);
+    for (const std::string& problem : m.meeting.gather_texts(local, mine)) {
+      if (!problem.empty()) {
+        throw RuntimeError(std::string("comm_bench: ") + bench_collective_name(m.options.collective) + " of " +
+                           std::to_string(shape.size_bytes) + " B returned wrong values (" + problem +
+                           "); no bandwidth is reported for a communicator that computes wrong results");
+      }
+    }
+  }
+}
+
+// One rank's part, on its own thread: `local` is the rank this process's communicator is called
+// with. Local rank 0 appends the rows (the slowest rank's time per size) and prints them.
+void measure_rank(const Measurement& m, Device& device, int local, std::vector<CommBenchRow>* rows) {
+  const CommBenchOptions& options = m.options;
+  const StreamKind stream = StreamKind::communication;
+  device.make_current();
+  const BenchShape largest = shape_of(options.collective, m.sizes.back(), m.ranks, options.type);
+  Buffer send = device.allocate(largest.send_elements * data_type_bytes(options.type));
+  Buffer recv = device.allocate(largest.recv_elements * data_type_bytes(options.type));
+  fill_inputs(device, send.data(), largest.send_elements, options.type, m.first_rank + local);
+  std::unique_ptr<Event> start = device.create_event(true), stop = device.create_event(true);
+  check_before_timing(m, device, local, send.data(), recv.data());
+
+  for (size_t bytes : m.sizes) {
+    const BenchShape shape = shape_of(options.collective, bytes, m.ranks, options.type);
+    auto call = [&] { issue(m.comm, options.collective, local, send.data(), recv.data(), shape, options.type, stream); };
+    for (int i = 0; i < options.warmup_iters; ++i) call();
+    device.synchronize();
+    m.meeting.gather_numbers(local, 0);  // every rank starts its clock with every device idle
+    start->record(stream);
+    for (int i = 0; i < options.iters; ++i) call();
+    stop->record(stream);
+    stop->synchronize();
+    const std::vector<double> rank_ms = m.meeting.gather_numbers(local, stop->elapsed_ms_since(*start) / options.iters);
+    if (local != 0) continue;
+    CommBenchRow row;
+    row.size_bytes = shape.size_bytes;
+    row.count = shape.count;
+    row.time_us = *std::max_element(rank_ms.begin(), rank_ms.end()) * 1000.0;
+    const double seconds = row.time_us * 1e-6;
+    row.algbw_gbps = seconds > 0 ? static_cast<double>(row.size_bytes) / seconds / 1e9 : 0.0;
+    row.busbw_gbps = row.algbw_gbps * bus_bandwidth_factor(options.collective, m.ranks);
+    rows->push_back(row);
+    print(format_comm_bench_row(row, options.type));
+  }
+}
+
+// The lines above the table: the collective and the communicator, then each rank's device (and
+// host, across processes), gathered from every process.
+void print_comm_bench_preamble(const Measurement& m, const CommBenchResult& result, const ProcessGroup* group) {
+  print("# dpbench comm_bench: " + std::string(bench_collective_name(m.options.collective)) + ", " +
+        data_type_name(m.options.type) + ", " + std::to_string(m.ranks) + " ranks, " + result.communicator + ", " +
+        std::to_string(m.options.warmup_iters) + " warm-up + " + std::to_string(m.options.iters) +
+        " timed calls per size\n");
+  std::vector<std::string> lines;
+  for (size_t local = 0; local < result.devices.size(); ++local) {
+    const DeviceDescription& d = result.devices[local];
+    const std::string host = group != nullptr ? " on " + result.hosts[static_cast<size_t>(m.first_rank)] : "";
+    lines.push_back("#  rank " + std::to_string(m.first_rank + static_cast<int>(local)) + ": device " +
+                    std::to_string(d.index) + " " + d.name + host + "\n");
+  }
+  if (group != nullptr) lines = group->all_gather_text(lines.front());
+  for (const std::string& line : lines) print(line);
+  print(format_comm_bench_header());
+}
+
+}  // namespace
+
 CommBenchResult run_comm_bench(const CommBenchOptions& options, const CommunicatorFactory& make_communicator) {
   std::vector<int> indices;
   for (int i = 0; i < options.num_devices; ++i) indices.push_back(options.first_device + i);
@@ -409,108 +386,31 @@ CommBenchResult run_comm_bench(const CommBenchOptions& options, const Communicat
   std::vector<Device*> pointers;
   for (auto& device : devices) pointers.push_back(device.get());
   const std::unique_ptr<Communicator> comm = make_communicator(pointers);
-  const int ranks = comm->size();
-  const int local_ranks = static_cast<int>(devices.size());
   // Note [comm_bench ranks]
   const ProcessGroup* group = options.across_processes ? process_group() : nullptr;
   if (options.across_processes && group == nullptr)
     throw RuntimeError("comm_bench: across processes without a process group");
-  const int first_rank = group != nullptr ? group->rank() : 0;
   std::unique_ptr<RankMeeting> meeting;
   if (group != nullptr) meeting = std::make_unique<ProcessMeeting>(*group);
-  else meeting = std::make_unique<ThreadMeeting>(local_ranks);
-
-  std::vector<size_t> sizes;
-  for (size_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= 2) {
-    sizes.push_back(bytes);
-    if (bytes > options.max_bytes / 2) break;  // the next doubling would pass max_bytes (or overflow)
-  }
-  const Shape largest = shape_of(options.collective, sizes.back(), ranks, options.type);
-  std::vector<size_t> checked_sizes = {sizes.front()};
-  if (sizes.size() > 1) checked_sizes.push_back(sizes.back());
+  else meeting = std::make_unique<ThreadMeeting>(static_cast<int>(devices.size()));
+  const Measurement measurement{options, *comm, *meeting, comm->size(), group != nullptr ? group->rank() : 0,
+                                measured_sizes(options)};
 
   CommBenchResult result;
   result.communicator = comm->description();
-  result.ranks = ranks;
+  result.ranks = measurement.ranks;
   for (const auto& device : devices) result.devices.push_back(device->description());
-  result.hosts = group != nullptr ? group->hostnames() : std::vector<std::string>(static_cast<size_t>(ranks), host_name());
+  result.hosts = group != nullptr ? group->hostnames()
+                                  : std::vector<std::string>(static_cast<size_t>(measurement.ranks), host_name());
+  print_comm_bench_preamble(measurement, result, group);
 
-  print("# dpbench comm_bench: " + std::string(bench_collective_name(options.collective)) + ", " +
-        data_type_name(options.type) + ", " + std::to_string(ranks) + " ranks, " + comm->description() +
-        ", " + std::to_string(options.warmup_iters) + " warm-up + " + std::to_string(options.iters) +
-        " timed calls per size\n");
-  std::vector<std::string> device_lines;
-  for (int local = 0; local < local_ranks; ++local) {
-    const DeviceDescription& d = devices[static_cast<size_t>(local)]->description();
-    device_lines.push_back("#  rank " + std::to_string(first_rank + local) + ": device " + std::to_string(d.index) +
-                           " " + d.name + (group != nullptr ? " on " + result.hosts[static_cast<size_t>(first_rank)] : "") +
-                           "\n");
-  }
-  if (group != nullptr) device_lines = group->all_gather_text(device_lines.front());
-  for (const std::string& line : device_lines) print(line);
-  print(format_comm_bench_header());
-
-  std::vector<CommBenchRow>& rows = result.rows;
   std::mutex failure_mutex;
   std::exception_ptr failure;
-  const StreamKind stream = StreamKind::communication;
-
-  // `local` is the rank this process's communicator is called with, `rank` its place in the collective.
-  auto rank_thread = [&](int local) {
-    const int rank = first_rank + local;
-    Device& device = *devices[static_cast<size_t>(local)];
-    device.make_current();
-    Buffer send = device.allocate(largest.send_elements * data_type_bytes(options.type));
-    Buffer recv = device.allocate(largest.recv_elements * data_type_bytes(options.type));
-    fill_inputs(device, send.data(), largest.send_elements, options.type, rank);
-    std::unique_ptr<Event> start = device.create_event(true), stop = device.create_event(true);
-
-    // Check the smallest and the largest size once before timing anything. Every rank learns every
-    // rank's verdict before any gives up, so a wrong result stops all ranks together, none hanging
-    // in a collective the others have left, and no row is printed.
-    for (size_t checked : checked_sizes) {
-      const Shape shape = shape_of(options.collective, checked, ranks, options.type);
-      issue(*comm, options.collective, local, send.data(), recv.data(), shape, options.type, stream);
-      device.synchronize();
-      const std::string mine = check_result(device, recv.data(), options.collective, ranks, rank, shape, options.type);
-      for (const std::string& problem : meeting->gather_texts(local, mine)) {
-        if (!problem.empty()) {
-          throw RuntimeError(std::string("comm_bench: ") + bench_collective_name(options.collective) + " of " +
-                             std::to_string(shape.size_bytes) + " B returned wrong values (" + problem +
-                             "); no bandwidth is reported for a communicator that computes wrong results");
-        }
-      }
-    }
-
-    for (size_t s = 0; s < sizes.size(); ++s) {
-      const Shape shape = shape_of(options.collective, sizes[s], ranks, options.type);
-      auto call = [&] { issue(*comm, options.collective, local, send.data(), recv.data(), shape, options.type, stream); };
-      for (int i = 0; i < options.warmup_iters; ++i) call();
-      device.synchronize();
-      meeting->gather_numbers(local, 0);  // every rank starts its clock with every device idle
-      start->record(stream);
-      for (int i = 0; i < options.iters; ++i) call();
-      stop->record(stream);
-      stop->synchronize();
-      const std::vector<double> rank_ms = meeting->gather_numbers(local, stop->elapsed_ms_since(*start) / options.iters);
-      if (local != 0) continue;
-      CommBenchRow row;
-      row.size_bytes = shape.size_bytes;
-      row.count = shape.count;
-      row.time_us = *std::max_element(rank_ms.begin(), rank_ms.end()) * 1000.0;
-      const double seconds = row.time_us * 1e-6;
-      row.algbw_gbps = seconds > 0 ? static_cast<double>(row.size_bytes) / seconds / 1e9 : 0.0;
-      row.busbw_gbps = row.algbw_gbps * bus_bandwidth_factor(options.collective, ranks);
-      rows.push_back(row);
-      print(format_comm_bench_row(row, options.type));
-    }
-  };
-
   std::vector<std::thread> threads;
-  for (int local = 0; local < local_ranks; ++local) {
+  for (size_t local = 0; local < devices.size(); ++local) {
     threads.emplace_back([&, local] {
       try {
-        rank_thread(local);
+        measure_rank(measurement, *devices[local], static_cast<int>(local), &result.rows);
       } catch (...) {
         {
           std::lock_guard<std::mutex> lock(failure_mutex);
@@ -526,9 +426,10 @@ CommBenchResult run_comm_bench(const CommBenchOptions& options, const Communicat
   if (failure) std::rethrow_exception(failure);
 
   double busbw_sum = 0;
-  for (const CommBenchRow& row : rows) busbw_sum += row.busbw_gbps;
+  for (const CommBenchRow& row : result.rows) busbw_sum += row.busbw_gbps;
   char average[80];
-  std::snprintf(average, sizeof average, "# Avg bus bandwidth    : %.3f GB/s\n", rows.empty() ? 0.0 : busbw_sum / rows.size());
+  std::snprintf(average, sizeof average, "# Avg bus bandwidth    : %.3f GB/s\n",
+                result.rows.empty() ? 0.0 : busbw_sum / result.rows.size());
   print(average);
   return result;
 }

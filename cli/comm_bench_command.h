@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/comm_bench_collectives.h"
 #include "cli/flags.h"
 #include "engine/communicator.h"
 #include "engine/data_type.h"
@@ -19,8 +20,6 @@
 #include "cli/run_config.h"
 
 namespace dpbench {
-
-enum class BenchCollective { all_reduce, all_gather, reduce_scatter, broadcast };
 
 struct CommBenchOptions {
   BenchCollective collective = BenchCollective::all_reduce;
@@ -55,9 +54,6 @@ std::string comm_bench_help_text();
 // "4096", "64K", "1M", "1G" (K, M, G: powers of 2) -> bytes, at least 1; ConfigError naming `flag`.
 size_t parse_byte_size(const std::string& flag, const std::string& text);
 
-const char* bench_collective_name(BenchCollective collective);
-// busbw / algbw for `collective` on `ranks` ranks; the derivation is at the definition.
-double bus_bandwidth_factor(BenchCollective collective, int ranks);
 
 // The table's column header and one row, fixed width as nccl-tests prints them.
 std::string format_comm_bench_header();
