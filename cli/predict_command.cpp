@@ -104,9 +104,10 @@ std::vector<std::string> curve_notes(const std::vector<CollectiveCurve>& curves,
   std::vector<std::string> notes;
   for (const CollectiveCurve& curve : curves) {
     if (curve.link == LinkKind::intra_host && curve.ranks > system.gpus_per_host)
-      notes.push_back("curve `" + curve.path + "` has " + std::to_string(curve.ranks) +
-                      " ranks inside one host, the system file " + std::to_string(system.gpus_per_host) +
-                      " GPUs per host: past that the prediction uses inter_host costs");
+      notes.push_back("curve `" + curve.path + "` was measured on " + std::to_string(curve.ranks) +
+                      " ranks inside one host, but the system file has " + std::to_string(system.gpus_per_host) +
+                      " GPUs per host: past " + std::to_string(system.gpus_per_host) +
+                      " GPUs the prediction takes inter_host costs");
     if (!curve.backend.empty() && !base_backend.empty() && curve.backend != base_backend)
       notes.push_back("curve `" + curve.path + "` was measured on the " + curve.backend + " backend, BASE ran on " +
                       base_backend);

@@ -101,6 +101,19 @@ grep -qF -- "- all_reduce intra_host: \`$work/allreduce_g2.json\`, 2 ranks on 1 
   "$work/stdout" || fail "markdown: the curve is not named: $(grep -A3 '^Costs' "$work/stdout")"
 grep -q "^Costs from the system file (alpha-beta): reduce_scatter intra_host, .*host copies\.$" "$work/stdout" ||
   fail "markdown: the system file's costs are not named"
+# A curve that disagrees with the system file (more ranks in one host than its GPUs per host) or
+# comes from another backend than BASE is used, with a note saying so.
+python3 - "$work/allreduce_g2.json" "$work/odd_curve.json" <<'PY'
+import json, sys
+curve = json.load(open(sys.argv[1]))
+curve["ranks"], curve["config"]["backend"] = 128, "cuda"
+json.dump(curve, open(sys.argv[2], "w"))
+PY
+expect "a curve the system file disagrees with" 0 "$work/g1.json" --system "$system" --max_gpus=2 --curves "$work/odd_curve.json"
+grep -q "odd_curve.json\` was measured on 128 ranks inside one host, but the system file has 64 GPUs per host" "$work/stderr" ||
+  fail "no note on a curve of more ranks than a host's GPUs: $(cat "$work/stderr")"
+grep -q "odd_curve.json\` was measured on the cuda backend, BASE ran on reference" "$work/stderr" ||
+  fail "no note on a curve of another backend: $(cat "$work/stderr")"
 expect "curves, CSV" 0 "$work/g1.json" --system "$system" --max_gpus=2 --format=csv --curves "$work/allreduce_g2.json"
 { grep -q ",curve_files$" "$work/stdout" && grep -qF "$work/allreduce_g2.json" "$work/stdout"; } || fail "CSV: no curve_files"
 
