@@ -1,5 +1,6 @@
-// `dpbench comm_bench` (see the header): flags, the per-collective table (buffer shapes, the issuing
-// call, expected values, bus bandwidth factor), the timed loop on one thread per rank, and output.
+// `dpbench comm_bench` (see the header): flags, the timed loop on one thread per rank (or one
+// process per rank under a launcher) over the collectives of cli/comm_bench_collectives.h, and
+// output.
 #include "cli/comm_bench_command.h"
 
 #include <algorithm>
@@ -19,19 +20,25 @@
 #include "cli/flag_parsing.h"
 #include "cli/flags_validation.h"
 #include "cli/log.h"
-#include "engine/collective_traffic.h"
 #include "engine/communicator.h"
 #include "engine/device_factory.h"
+#include "engine/environment.h"
 #include "engine/errors.h"
+#include "engine/process_group.h"
 #include "engine/thread_barrier.h"
 #include "reports/result_json.h"
+#include "reports/step_prediction.h"
 #include "reports/text_file.h"
 #include "dpbench_version.h"
 
 namespace dpbench {
 namespace {
 
-void print(const std::string& text) { log_lines(output_log(), text); }
+// Under a launcher only rank 0 speaks (the table, the notes); the others stay quiet.
+bool speaks() { return process_group() == nullptr || process_group()->rank() == 0; }
+void print(const std::string& text) {
+  if (speaks()) log_lines(output_log(), text);
+}
 
 struct FlagSpec {
   const char* name;
@@ -44,12 +51,12 @@ const std::vector<FlagSpec>& flag_specs() {
       {"op", "NAME", "collective: all_reduce (sum), all_gather, reduce_scatter (sum), broadcast (root 0); default all_reduce"},
       {"data_type", "fp32|fp16|bf16", "element type; default fp32"},
       {"device", "auto|gpu|cpu", "gpu = NCCL, cpu = the reference backend's in-process communicator; default auto"},
-      {"num_gpus", "N", "ranks, one per device; default: every GPU (reference backend: 2)"},
+      {"num_gpus", "N", "ranks, one per device; default: every GPU (reference backend: 2); under mpirun, srun or torchrun: one per process"},
       {"min_bytes", "SIZE", "smallest size, e.g. 4096, 64K, 1M (K, M, G = powers of 2); default 1M"},
       {"max_bytes", "SIZE", "largest size; sizes double from min_bytes up to it; default 1G"},
       {"iters", "N", "timed calls per size; default 20"},
       {"warmup_iters", "N", "untimed calls per size before them; default 5"},
-      {"json", "FILE", "also write the rows as JSON to FILE (written atomically)"},
+      {"json", "FILE", "also write the rows, ranks and link (intra_host, inter_host) as JSON to FILE (atomically); dpbench predict --curves reads it"},
   };
   return specs;
 }
@@ -85,136 +92,66 @@ std::map<std::string, std::string> read_flag_texts(const std::vector<std::string
   return texts;
 }
 
-// Buffer shapes of one measured size (nccl-tests' getCollByteCount): the call's count argument,
-// the elements each rank sends and receives, and the size the table reports.
-struct Shape {
-  size_t count = 0;
-  size_t send_elements = 0;
-  size_t recv_elements = 0;
-  size_t size_bytes = 0;
-};
-
-Shape shape_of(BenchCollective collective, size_t bytes, int ranks, DataType type) {
-  const size_t element_bytes = data_type_bytes(type);
-  const size_t n = static_cast<size_t>(ranks);
-  Shape shape;
-  switch (collective) {
-    case BenchCollective::all_reduce:
-    case BenchCollective::broadcast:
-      shape.count = std::max<size_t>(1, bytes / element_bytes);
-      shape.send_elements = shape.recv_elements = shape.count;
-      shape.size_bytes = shape.count * element_bytes;
-      break;
-    case BenchCollective::all_gather:
-    case BenchCollective::reduce_scatter: {
-      // The size is the whole gathered (or scattered) buffer; each rank owns one n-th of it.
-      shape.count = std::max<size_t>(1, bytes / element_bytes / n);
-      const bool gather = collective == BenchCollective::all_gather;
-      shape.send_elements = gather ? shape.count : shape.count * n;
-      shape.recv_elements = gather ? shape.count * n : shape.count;
-      shape.size_bytes = shape.count * n * element_bytes;
-      break;
-    }
-  }
-  return shape;
-}
-
-void issue(Communicator& comm, BenchCollective collective, int rank, const void* send, void* recv,
-           const Shape& shape, DataType type, StreamKind stream) {
-  switch (collective) {
-    case BenchCollective::all_reduce:
-      comm.all_reduce(rank, send, recv, shape.count, type, ReduceOp::sum, stream);
-      break;
-    case BenchCollective::all_gather: comm.all_gather(rank, send, recv, shape.count, type, stream); break;
-    case BenchCollective::reduce_scatter:
-      comm.reduce_scatter(rank, send, recv, shape.count, type, ReduceOp::sum, stream);
-      break;
-    case BenchCollective::broadcast: comm.broadcast(rank, send, recv, shape.count, type, 0, stream); break;
-  }
-}
-
-// Rank r's input element i: 1..4. Any sum over up to 64 ranks stays an integer <= 256, exact in
-// fp32, fp16 and bf16 at every step, so the check below compares exactly.
-float input_value(int rank, size_t index) { return static_cast<float>(1 + (static_cast<size_t>(rank) + index) % 4); }
-
-// What element `index` of rank `rank`'s recv must hold. `sums[k]` is the sum over ranks of an
-// element whose index is k modulo 4 (input_value repeats every 4), so no loop over ranks here.
-float expected_value(BenchCollective collective, int rank, const Shape& shape, const float (&sums)[4], size_t index) {
-  switch (collective) {
-    case BenchCollective::all_reduce: return sums[index % 4];
-    case BenchCollective::broadcast: return input_value(0, index);
-    case BenchCollective::all_gather: return input_value(static_cast<int>(index / shape.count), index % shape.count);
-    case BenchCollective::reduce_scatter: return sums[(static_cast<size_t>(rank) * shape.count + index) % 4];
-  }
-  return 0;
-}
-
-constexpr size_t kStagingElements = size_t{1} << 22;  // host staging for fills and checks
-
-void fill_inputs(Device& device, void* send, size_t elements, DataType type, int rank) {
-  const size_t element_bytes = data_type_bytes(type);
-  std::vector<unsigned char> staging(std::min(elements, kStagingElements) * element_bytes);
-  for (size_t first = 0; first < elements; first += kStagingElements) {
-    const size_t n = std::min(kStagingElements, elements - first);
-    for (size_t i = 0; i < n; ++i) store_from_float(type, staging.data(), i, input_value(rank, first + i));
-    device.copy_from_host(static_cast<unsigned char*>(send) + first * element_bytes, staging.data(), n * element_bytes);
-  }
-}
-
-// Empty when `recv` holds what the collective must produce on `rank`, else the first difference.
-std::string check_result(Device& device, const void* recv, BenchCollective collective, int ranks, int rank,
-                         const Shape& shape, DataType type) {
-  float sums[4] = {0, 0, 0, 0};
-  for (size_t k = 0; k < 4; ++k) {
-    for (int r = 0; r < ranks; ++r) sums[k] += input_value(r, k);
-  }
-  const size_t element_bytes = data_type_bytes(type);
-  std::vector<unsigned char> staging(std::min(shape.recv_elements, kStagingElements) * element_bytes);
-  for (size_t first = 0; first < shape.recv_elements; first += kStagingElements) {
-    const size_t n = std::min(kStagingElements, shape.recv_elements - first);
-    device.copy_to_host(staging.data(), static_cast<const unsigned char*>(recv) + first * element_bytes, n * element_bytes);
-    for (size_t i = 0; i < n; ++i) {
-      const float got = load_as_float(type, staging.data(), i);
-      const float expected = round_to(type, expected_value(collective, rank, shape, sums, first + i));
-      if (got != expected) {
-        char text[200];
-        std::snprintf(text, sizeof text, "rank %d element %zu is %g, expected %g", rank, first + i, got, expected);
-        return text;
-      }
-    }
-  }
-  return "";
-}
-
 std::string format_time_us(double us) {
   char text[32];
   std::snprintf(text, sizeof text, us >= 10000.0 ? "%.0f" : us >= 100.0 ? "%.1f" : "%.2f", us);
   return text;
 }
 
+// Note [comm_bench ranks]
+// The ranks of one measurement are this process's devices, one host thread each, or, under a
+// launcher, the job's processes, one device each (the communicator then spans processes and
+// hosts, as `dpbench run` does). Between timed sections they meet to check results and to take
+// the slowest rank's time; a meeting is also the barrier that starts every rank's clock with
+// every device idle.
+class RankMeeting {
+ public:
+  virtual ~RankMeeting() = default;
+  // Every rank's `mine`, by rank, once every rank has given its own.
+  virtual std::vector<std::string> gather_texts(int local_rank, const std::string& mine) = 0;
+  virtual std::vector<double> gather_numbers(int local_rank, double mine) = 0;
+  virtual void abort() {}  // a rank failed: release the others instead of leaving them waiting
+};
+
+class ThreadMeeting final : public RankMeeting {
+ public:
+  explicit ThreadMeeting(int ranks) : barrier_(ranks), texts_(ranks), numbers_(ranks) {}
+  std::vector<std::string> gather_texts(int local_rank, const std::string& mine) override {
+    return gather(texts_, local_rank, mine);
+  }
+  std::vector<double> gather_numbers(int local_rank, double mine) override { return gather(numbers_, local_rank, mine); }
+  void abort() override { barrier_.abort(); }
+
+ private:
+  template <typename T>
+  std::vector<T> gather(std::vector<T>& slots, int local_rank, const T& mine) {
+    slots[static_cast<size_t>(local_rank)] = mine;
+    barrier_.arrive_and_wait();
+    std::vector<T> all = slots;
+    barrier_.arrive_and_wait();  // every rank has read the slots before the next meeting writes them
+    return all;
+  }
+  ThreadBarrier barrier_;
+  std::vector<std::string> texts_;
+  std::vector<double> numbers_;
+};
+
+// A failing process ends the whole job (cli/main.cpp), so there is nothing to release here.
+class ProcessMeeting final : public RankMeeting {
+ public:
+  explicit ProcessMeeting(const ProcessGroup& group) : group_(group) {}
+  std::vector<std::string> gather_texts(int, const std::string& mine) override { return group_.all_gather_text(mine); }
+  std::vector<double> gather_numbers(int, double mine) override {
+    std::vector<double> all(static_cast<size_t>(group_.size()));
+    group_.all_gather_bytes(&mine, sizeof mine, all.data());
+    return all;
+  }
+
+ private:
+  const ProcessGroup& group_;
+};
+
 }  // namespace
-
-const char* bench_collective_name(BenchCollective collective) {
-  switch (collective) {
-    case BenchCollective::all_reduce: return "all_reduce";
-    case BenchCollective::all_gather: return "all_gather";
-    case BenchCollective::reduce_scatter: return "reduce_scatter";
-    case BenchCollective::broadcast: return "broadcast";
-  }
-  return "?";
-}
-
-// Bus bandwidth as nccl-tests defines it (engine/collective_traffic.h derives each factor);
-// algbw = size / time, with size the bytes the table reports (shape_of).
-double bus_bandwidth_factor(BenchCollective collective, int ranks) {
-  switch (collective) {
-    case BenchCollective::all_reduce: return collective_bus_factor(Collective::all_reduce, ranks);
-    case BenchCollective::all_gather: return collective_bus_factor(Collective::all_gather, ranks);
-    case BenchCollective::reduce_scatter: return collective_bus_factor(Collective::reduce_scatter, ranks);
-    case BenchCollective::broadcast: return collective_bus_factor(Collective::broadcast, ranks);
-  }
-  return 1.0;
-}
 
 size_t parse_byte_size(const std::string& flag, const std::string& text) {
   const std::string accepted = "accepted: a positive number of bytes, with an optional K, M or G (powers of 2), e.g. 64K";
@@ -268,9 +205,24 @@ CommBenchOptions parse_comm_bench_flags(const std::vector<std::string>& args, co
   options.backend = on_gpu ? BackendKind::cuda : BackendKind::reference;
   options.fell_back_to_reference = options.device == "auto" && !on_gpu;
   const int device_limit = on_gpu ? inventory.cuda_gpus : kMaxReferenceDevices;
-  const std::string num_gpus = text("num_gpus", std::to_string(on_gpu ? inventory.cuda_gpus : 2));
+  const ProcessGroup* group = process_group();
+  options.across_processes = group != nullptr && group->size() > 1;
+  const std::string num_gpus =
+      text("num_gpus", std::to_string(options.across_processes ? 1 : on_gpu ? inventory.cuda_gpus : 2));
   options.num_devices = parse_int_at_least("num_gpus", num_gpus, 1, "must be at least 1");
-  if (options.num_devices > device_limit) {
+  if (options.across_processes) {
+    if (options.num_devices != 1)
+      reject("num_gpus", num_gpus,
+             "under " + group->launcher() + " each process is one rank with one device (this job: " +
+                 std::to_string(group->size()) + " ranks); drop --num_gpus or give 1");
+    // As `dpbench run` places a rank: a process that sees one GPU takes it, else its host-local rank's.
+    options.first_device = on_gpu && inventory.cuda_gpus == 1 ? 0 : group->local_rank();
+    if (options.first_device >= device_limit)
+      throw ConfigError("this host runs more processes than it has " + std::string(on_gpu ? "GPUs" : "devices") +
+                        ": local rank " + std::to_string(options.first_device) + " (from " + group->launcher() +
+                        "'s variables), " + std::to_string(device_limit) + " visible; start at most that many "
+                        "ranks per host, or give each process one GPU (CUDA_VISIBLE_DEVICES)");
+  } else if (options.num_devices > device_limit) {
     reject("num_gpus", num_gpus,
            on_gpu ? "only " + std::to_string(device_limit) + " CUDA GPU(s) present"
                   : "the reference backend runs at most " + std::to_string(device_limit) + " devices");
@@ -286,7 +238,9 @@ CommBenchOptions parse_comm_bench_flags(const std::vector<std::string>& args, co
   options.warmup_iters =
       parse_int_at_least("warmup_iters", text("warmup_iters", "5"), 0, "must be at least 0", kMaxBenchIterations);
   options.json_file = text("json", "");
-  if (!options.json_file.empty()) check_output_path(options.json_file, "--json");
+  // Rank 0 writes the JSON; another host need not have its folder.
+  const bool writes = group == nullptr || group->rank() == 0;
+  if (!options.json_file.empty() && writes) check_output_path(options.json_file, "--json");
   return options;
 }
 
@@ -317,110 +271,153 @@ std::string format_comm_bench_row(const CommBenchRow& row, DataType type) {
   return text;
 }
 
-CommBenchResult run_comm_bench(const CommBenchOptions& options, const CommunicatorFactory& make_communicator) {
-  std::vector<int> indices;
-  for (int i = 0; i < options.num_devices; ++i) indices.push_back(i);
-  std::vector<std::unique_ptr<Device>> devices = create_devices(options.backend, indices);
-  std::vector<Device*> pointers;
-  for (auto& device : devices) pointers.push_back(device.get());
-  const std::unique_ptr<Communicator> comm = make_communicator(pointers);
-  const int ranks = comm->size();
+std::unique_ptr<Communicator> comm_bench_communicator(const std::vector<Device*>& devices) {
+  const ProcessGroup* group = process_group();
+  if (group != nullptr && group->size() > 1 && devices.size() == 1)
+    return create_process_communicator(*devices.front(), *group);
+  return create_communicator(devices);
+}
 
+namespace {
+
+// What the ranks of one measurement share (Note [comm_bench ranks]).
+struct Measurement {
+  const CommBenchOptions& options;
+  Communicator& comm;
+  RankMeeting& meeting;
+  int ranks = 0;       // in the whole collective
+  int first_rank = 0;  // this process's first device's rank
+  std::vector<size_t> sizes;  // doubling from min_bytes, none past max_bytes
+};
+
+std::vector<size_t> measured_sizes(const CommBenchOptions& options) {
   std::vector<size_t> sizes;
   for (size_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= 2) {
     sizes.push_back(bytes);
     if (bytes > options.max_bytes / 2) break;  // the next doubling would pass max_bytes (or overflow)
   }
-  const Shape largest = shape_of(options.collective, sizes.back(), ranks, options.type);
-  std::vector<size_t> checked_sizes = {sizes.front()};
-  if (sizes.size() > 1) checked_sizes.push_back(sizes.back());
+  return sizes;
+}
 
-  print("# dpbench comm_bench: " + std::string(bench_collective_name(options.collective)) + ", " +
-        data_type_name(options.type) + ", " + std::to_string(ranks) + " ranks, " + comm->description() +
-        ", " + std::to_string(options.warmup_iters) + " warm-up + " + std::to_string(options.iters) +
-        " timed calls per size\n");
-  for (int rank = 0; rank < ranks; ++rank) {
-    const DeviceDescription& d = devices[rank]->description();
-    print("#  rank " + std::to_string(rank) + ": device " + std::to_string(d.index) + " " + d.name + "\n");
+// The smallest and the largest size, each called once and checked on every rank before anything
+// is timed. Every rank learns every rank's verdict before any gives up, so a wrong result stops
+// all ranks together, none hanging in a collective the others have left, and no row is printed.
+void check_before_timing(const Measurement& m, Device& device, int local, const void* send, void* recv) {
+  std::vector<size_t> checked = {m.sizes.front()};
+  if (m.sizes.size() > 1) checked.push_back(m.sizes.back());
+  for (size_t bytes : checked) {
+    const BenchShape shape = shape_of(m.options.collective, bytes, m.ranks, m.options.type);
+    issue(m.comm, m.options.collective, local, send, recv, shape, m.options.type, StreamKind::communication);
+    device.synchronize();
+    const std::string mine =
+        check_result(device, recv, m.options.collective, m.ranks, m.first_rank + local, shape, m.options.type);
+    for (const std::string& problem : m.meeting.gather_texts(local, mine)) {
+      if (!problem.empty()) {
+        throw RuntimeError(std::string("comm_bench: ") + bench_collective_name(m.options.collective) + " of " +
+                           std::to_string(shape.size_bytes) + " B returned wrong values (" + problem +
+                           "); no bandwidth is reported for a communicator that computes wrong results");
+      }
+    }
   }
-  print(format_comm_bench_header());
+}
 
-  ThreadBarrier barrier(ranks);
-  std::vector<double> rank_ms(ranks, 0.0);
-  std::vector<std::string> rank_check(ranks);
+// One rank's part, on its own thread: `local` is the rank this process's communicator is called
+// with. Local rank 0 appends the rows (the slowest rank's time per size) and prints them.
+void measure_rank(const Measurement& m, Device& device, int local, std::vector<CommBenchRow>* rows) {
+  const CommBenchOptions& options = m.options;
+  const StreamKind stream = StreamKind::communication;
+  device.make_current();
+  const BenchShape largest = shape_of(options.collective, m.sizes.back(), m.ranks, options.type);
+  Buffer send = device.allocate(largest.send_elements * data_type_bytes(options.type));
+  Buffer recv = device.allocate(largest.recv_elements * data_type_bytes(options.type));
+  fill_inputs(device, send.data(), largest.send_elements, options.type, m.first_rank + local);
+  std::unique_ptr<Event> start = device.create_event(true), stop = device.create_event(true);
+  check_before_timing(m, device, local, send.data(), recv.data());
+
+  for (size_t bytes : m.sizes) {
+    const BenchShape shape = shape_of(options.collective, bytes, m.ranks, options.type);
+    auto call = [&] { issue(m.comm, options.collective, local, send.data(), recv.data(), shape, options.type, stream); };
+    for (int i = 0; i < options.warmup_iters; ++i) call();
+    device.synchronize();
+    m.meeting.gather_numbers(local, 0);  // every rank starts its clock with every device idle
+    start->record(stream);
+    for (int i = 0; i < options.iters; ++i) call();
+    stop->record(stream);
+    stop->synchronize();
+    const std::vector<double> rank_ms = m.meeting.gather_numbers(local, stop->elapsed_ms_since(*start) / options.iters);
+    if (local != 0) continue;
+    CommBenchRow row;
+    row.size_bytes = shape.size_bytes;
+    row.count = shape.count;
+    row.time_us = *std::max_element(rank_ms.begin(), rank_ms.end()) * 1000.0;
+    const double seconds = row.time_us * 1e-6;
+    row.algbw_gbps = seconds > 0 ? static_cast<double>(row.size_bytes) / seconds / 1e9 : 0.0;
+    row.busbw_gbps = row.algbw_gbps * bus_bandwidth_factor(options.collective, m.ranks);
+    rows->push_back(row);
+    print(format_comm_bench_row(row, options.type));
+  }
+}
+
+// The lines above the table: the collective and the communicator, then each rank's device (and
+// host, across processes), gathered from every process.
+void print_comm_bench_preamble(const Measurement& m, const CommBenchResult& result, const ProcessGroup* group) {
+  print("# dpbench comm_bench: " + std::string(bench_collective_name(m.options.collective)) + ", " +
+        data_type_name(m.options.type) + ", " + std::to_string(m.ranks) + " ranks, " + result.communicator + ", " +
+        std::to_string(m.options.warmup_iters) + " warm-up + " + std::to_string(m.options.iters) +
+        " timed calls per size\n");
+  std::vector<std::string> lines;
+  for (size_t local = 0; local < result.devices.size(); ++local) {
+    const DeviceDescription& d = result.devices[local];
+    const std::string host = group != nullptr ? " on " + result.hosts[static_cast<size_t>(m.first_rank)] : "";
+    lines.push_back("#  rank " + std::to_string(m.first_rank + static_cast<int>(local)) + ": device " +
+                    std::to_string(d.index) + " " + d.name + host + "\n");
+  }
+  if (group != nullptr) lines = group->all_gather_text(lines.front());
+  for (const std::string& line : lines) print(line);
+  print(format_comm_bench_header());
+}
+
+}  // namespace
+
+CommBenchResult run_comm_bench(const CommBenchOptions& options, const CommunicatorFactory& make_communicator) {
+  std::vector<int> indices;
+  for (int i = 0; i < options.num_devices; ++i) indices.push_back(options.first_device + i);
+  std::vector<std::unique_ptr<Device>> devices = create_devices(options.backend, indices);
+  std::vector<Device*> pointers;
+  for (auto& device : devices) pointers.push_back(device.get());
+  const std::unique_ptr<Communicator> comm = make_communicator(pointers);
+  // Note [comm_bench ranks]
+  const ProcessGroup* group = options.across_processes ? process_group() : nullptr;
+  if (options.across_processes && group == nullptr)
+    throw RuntimeError("comm_bench: across processes without a process group");
+  std::unique_ptr<RankMeeting> meeting;
+  if (group != nullptr) meeting = std::make_unique<ProcessMeeting>(*group);
+  else meeting = std::make_unique<ThreadMeeting>(static_cast<int>(devices.size()));
+  const Measurement measurement{options, *comm, *meeting, comm->size(), group != nullptr ? group->rank() : 0,
+                                measured_sizes(options)};
+
   CommBenchResult result;
   result.communicator = comm->description();
+  result.ranks = measurement.ranks;
   for (const auto& device : devices) result.devices.push_back(device->description());
-  std::vector<CommBenchRow>& rows = result.rows;
+  result.hosts = group != nullptr ? group->hostnames()
+                                  : std::vector<std::string>(static_cast<size_t>(measurement.ranks), host_name());
+  print_comm_bench_preamble(measurement, result, group);
+
   std::mutex failure_mutex;
   std::exception_ptr failure;
-  const StreamKind stream = StreamKind::communication;
-
-  auto rank_thread = [&](int rank) {
-    Device& device = *devices[rank];
-    device.make_current();
-    Buffer send = device.allocate(largest.send_elements * data_type_bytes(options.type));
-    Buffer recv = device.allocate(largest.recv_elements * data_type_bytes(options.type));
-    fill_inputs(device, send.data(), largest.send_elements, options.type, rank);
-    std::unique_ptr<Event> start = device.create_event(true), stop = device.create_event(true);
-
-    // Check the smallest and the largest size once before timing anything. Every rank reaches
-    // the barrier before any gives up, so a wrong result stops all ranks together, none hanging
-    // in a collective the others have left, and no row is printed.
-    for (size_t checked : checked_sizes) {
-      const Shape shape = shape_of(options.collective, checked, ranks, options.type);
-      issue(*comm, options.collective, rank, send.data(), recv.data(), shape, options.type, stream);
-      device.synchronize();
-      rank_check[rank] = check_result(device, recv.data(), options.collective, ranks, rank, shape, options.type);
-      barrier.arrive_and_wait();
-      for (const std::string& problem : rank_check) {
-        if (!problem.empty()) {
-          throw RuntimeError(std::string("comm_bench: ") + bench_collective_name(options.collective) + " of " +
-                             std::to_string(shape.size_bytes) + " B returned wrong values (" + problem +
-                             "); no bandwidth is reported for a communicator that computes wrong results");
-        }
-      }
-      barrier.arrive_and_wait();  // everyone has read rank_check before the next size overwrites it
-    }
-
-    for (size_t s = 0; s < sizes.size(); ++s) {
-      const Shape shape = shape_of(options.collective, sizes[s], ranks, options.type);
-      auto call = [&] { issue(*comm, options.collective, rank, send.data(), recv.data(), shape, options.type, stream); };
-      for (int i = 0; i < options.warmup_iters; ++i) call();
-      device.synchronize();
-      barrier.arrive_and_wait();  // every rank starts its clock with every device idle
-      start->record(stream);
-      for (int i = 0; i < options.iters; ++i) call();
-      stop->record(stream);
-      stop->synchronize();
-      rank_ms[rank] = stop->elapsed_ms_since(*start) / options.iters;
-      barrier.arrive_and_wait([&] {
-        // The last rank to arrive: every rank_ms is written.
-        CommBenchRow row;
-        row.size_bytes = shape.size_bytes;
-        row.count = shape.count;
-        row.time_us = *std::max_element(rank_ms.begin(), rank_ms.end()) * 1000.0;
-        const double seconds = row.time_us * 1e-6;
-        row.algbw_gbps = seconds > 0 ? static_cast<double>(row.size_bytes) / seconds / 1e9 : 0.0;
-        row.busbw_gbps = row.algbw_gbps * bus_bandwidth_factor(options.collective, ranks);
-        rows.push_back(row);
-        print(format_comm_bench_row(row, options.type));
-      });
-    }
-  };
-
   std::vector<std::thread> threads;
-  for (int rank = 0; rank < ranks; ++rank) {
-    threads.emplace_back([&, rank] {
+  for (size_t local = 0; local < devices.size(); ++local) {
+    threads.emplace_back([&, local] {
       try {
-        rank_thread(rank);
+        measure_rank(measurement, *devices[local], static_cast<int>(local), &result.rows);
       } catch (...) {
         {
           std::lock_guard<std::mutex> lock(failure_mutex);
           if (!failure) failure = std::current_exception();
         }
-        // Release the ranks waiting for this one, at our barrier or in the communicator.
-        barrier.abort();
+        // Release the ranks waiting for this one, at a meeting or in the communicator.
+        meeting->abort();
         comm->abort();
       }
     });
@@ -429,12 +426,51 @@ CommBenchResult run_comm_bench(const CommBenchOptions& options, const Communicat
   if (failure) std::rethrow_exception(failure);
 
   double busbw_sum = 0;
-  for (const CommBenchRow& row : rows) busbw_sum += row.busbw_gbps;
+  for (const CommBenchRow& row : result.rows) busbw_sum += row.busbw_gbps;
   char average[80];
-  std::snprintf(average, sizeof average, "# Avg bus bandwidth    : %.3f GB/s\n", rows.empty() ? 0.0 : busbw_sum / rows.size());
+  std::snprintf(average, sizeof average, "# Avg bus bandwidth    : %.3f GB/s\n",
+                result.rows.empty() ? 0.0 : busbw_sum / result.rows.size());
   print(average);
   return result;
 }
+
+namespace {
+
+nlohmann::json comm_bench_config_json(const CommBenchOptions& options) {
+  return {{"op", bench_collective_name(options.collective)}, {"data_type", data_type_name(options.type)},
+          {"device", options.device}, {"backend", backend_name(options.backend)}, {"num_gpus", options.num_devices},
+          {"min_bytes", options.min_bytes}, {"max_bytes", options.max_bytes}, {"iters", options.iters},
+          {"warmup_iters", options.warmup_iters}};
+}
+
+// What `dpbench predict --curves` reads (reports/collective_curves.h): the collective, its ranks
+// and the link they spanned beside the rows' sizes and bus bandwidths.
+nlohmann::json comm_bench_json(const CommBenchOptions& options, const CommBenchResult& result,
+                               const EnvironmentRecord& environment) {
+  nlohmann::json rows_json = nlohmann::json::array();
+  for (const CommBenchRow& row : result.rows) {
+    rows_json.push_back({{"size_bytes", row.size_bytes}, {"count", row.count}, {"type", data_type_name(options.type)},
+                         {"time_us", row.time_us}, {"algbw_gbps", row.algbw_gbps}, {"busbw_gbps", row.busbw_gbps}});
+  }
+  std::vector<std::string> hosts;
+  for (const std::string& host : result.hosts)
+    if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+  return {
+      {"schema_version", 1},
+      {"tool", {{"version", DPBENCH_VERSION}, {"git_sha", DPBENCH_GIT_SHA}}},
+      {"command", "comm_bench"},
+      {"environment", environment_to_json(environment)},
+      {"communicator", result.communicator},
+      {"config", comm_bench_config_json(options)},
+      {"ranks", result.ranks},
+      {"hosts", hosts.size()},
+      {"link", link_kind_name(link_kind_of_hosts(result.hosts))},
+      {"busbw_factor", bus_bandwidth_factor(options.collective, result.ranks)},
+      {"rows", rows_json},
+  };
+}
+
+}  // namespace
 
 void run_comm_bench_command(const std::vector<std::string>& args, const DeviceInventory& inventory) {
   const CommBenchOptions options = parse_comm_bench_flags(args, inventory);
@@ -442,32 +478,23 @@ void run_comm_bench_command(const std::vector<std::string>& args, const DeviceIn
     std::fputs(comm_bench_help_text().c_str(), stdout);
     return;
   }
+  const ProcessGroup* group = options.across_processes ? process_group() : nullptr;
+  if (group != nullptr) {
+    nlohmann::json shared = comm_bench_config_json(options);
+    shared["json"] = !options.json_file.empty();  // whether the ranks meet once more to describe the job
+    group->require_same_on_every_rank("the comm_bench flags", shared.dump(1));
+  }
   if (options.fell_back_to_reference) {
     print("note: no CUDA GPU found; measuring the reference backend's in-process communicator (--device=cpu silences this)\n");
   }
   const CommBenchResult result = run_comm_bench(options);
   if (options.json_file.empty()) return;
 
-  nlohmann::json rows_json = nlohmann::json::array();
-  for (const CommBenchRow& row : result.rows) {
-    rows_json.push_back({{"size_bytes", row.size_bytes}, {"count", row.count}, {"type", data_type_name(options.type)},
-                         {"time_us", row.time_us}, {"algbw_gbps", row.algbw_gbps}, {"busbw_gbps", row.busbw_gbps}});
-  }
-  const nlohmann::json document = {
-      {"schema_version", 1},
-      {"tool", {{"version", DPBENCH_VERSION}, {"git_sha", DPBENCH_GIT_SHA}}},
-      {"command", "comm_bench"},
-      {"environment", environment_to_json(describe_environment(options.backend, result.devices))},
-      {"communicator", result.communicator},
-      {"config",
-       {{"op", bench_collective_name(options.collective)}, {"data_type", data_type_name(options.type)},
-        {"device", options.device}, {"backend", backend_name(options.backend)}, {"num_gpus", options.num_devices},
-        {"min_bytes", options.min_bytes}, {"max_bytes", options.max_bytes}, {"iters", options.iters},
-        {"warmup_iters", options.warmup_iters}}},
-      {"busbw_factor", bus_bandwidth_factor(options.collective, options.num_devices)},
-      {"rows", rows_json},
-  };
-  write_text_atomically(options.json_file, document.dump(2) + "\n", "comm_bench rows");
+  EnvironmentRecord environment = describe_environment(options.backend, result.devices);
+  if (group != nullptr) describe_every_process(*group, environment);
+  if (!speaks()) return;
+  write_text_atomically(options.json_file, comm_bench_json(options, result, environment).dump(2) + "\n",
+                        "comm_bench rows");
   print("Rows written to " + options.json_file + "\n");
 }
 

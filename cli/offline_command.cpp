@@ -12,12 +12,14 @@
 namespace dpbench {
 
 OfflineCommandLine parse_offline_command_line(const std::string& command, const std::vector<std::string>& args,
-                                              const std::vector<std::string>& flags) {
+                                              const std::vector<std::string>& flags,
+                                              const std::vector<std::string>& list_flags) {
   OfflineCommandLine line;
   bool only_paths_follow = false;
+  auto is_flag = [](const std::string& arg) { return arg.rfind("-", 0) == 0 && arg != "-"; };
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
-    if (only_paths_follow || arg.rfind("-", 0) != 0 || arg == "-") {
+    if (only_paths_follow || !is_flag(arg)) {
       line.paths.push_back(arg);
       continue;
     }
@@ -31,10 +33,22 @@ OfflineCommandLine parse_offline_command_line(const std::string& command, const 
     }
     const size_t equals = arg.find('=');
     const std::string name = arg.substr(0, equals);
-    if (std::find(flags.begin(), flags.end(), name) == flags.end()) {
+    const bool is_list = std::find(list_flags.begin(), list_flags.end(), name) != list_flags.end();
+    if (!is_list && std::find(flags.begin(), flags.end(), name) == flags.end()) {
       std::string accepted;
       for (const std::string& flag : flags) accepted += flag + ", ";
+      for (const std::string& flag : list_flags) accepted += flag + ", ";
       throw ConfigError(arg + ": unknown flag of " + command + "; accepted: " + accepted + "--help");
+    }
+    if (is_list) {
+      std::vector<std::string>& values = line.lists[name];
+      const size_t before = values.size();
+      if (equals != std::string::npos) values.push_back(arg.substr(equals + 1));
+      while (i + 1 < args.size() && !is_flag(args[i + 1])) values.push_back(args[++i]);
+      if (values.size() == before) throw ConfigError(name + ": missing a value (dpbench " + command + " --help)");
+      for (size_t v = before; v < values.size(); ++v)
+        if (values[v].empty()) throw ConfigError(name + ": empty value (dpbench " + command + " --help)");
+      continue;
     }
     std::string& value = line.values[name];
     if (equals != std::string::npos) {

@@ -16,6 +16,7 @@ enum class ReportFormat { markdown, csv, json };
 struct OfflineCommandLine {
   std::vector<std::string> paths;             // in the order given
   std::map<std::string, std::string> values;  // by flag name ("--output"); the last one given counts
+  std::map<std::string, std::vector<std::string>> lists;  // list flags by name: every value given
   bool help = false;
 
   // The flag's value, or `absent` where it was not given.
@@ -25,11 +26,14 @@ struct OfflineCommandLine {
   }
 };
 
-// `args` excludes the subcommand's name. `flags` are the value flags it accepts ("--output", ...).
+// `args` excludes the subcommand's name. `flags` are the value flags it accepts ("--output", ...);
+// `list_flags` those that take several values ("--curves A B", "--curves=A B"): every argument
+// after one up to the next flag (or "--") is its value, and it may be given again.
 // Throws ConfigError with one line: an unknown flag (naming what `command` accepts), a flag
 // without its value, an empty value.
 OfflineCommandLine parse_offline_command_line(const std::string& command, const std::vector<std::string>& args,
-                                              const std::vector<std::string>& flags);
+                                              const std::vector<std::string>& flags,
+                                              const std::vector<std::string>& list_flags = {});
 
 // "markdown" (or "md"), "csv", "json"; else a ConfigError naming --format and what is accepted.
 ReportFormat parse_report_format(const std::string& text);

@@ -1,15 +1,18 @@
-// `dpbench predict` (see the header): flags, loading the base result and the system file, the
-// bucket plan rebuilt from the base run's tensors, measured runs matched to strategies, output.
+// `dpbench predict` (see the header): flags, loading the base result, the system file and the
+// curves, the bucket plan rebuilt from the base run's tensors, measured runs matched to
+// strategies, output.
 #include "cli/predict_command.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <optional>
 
 #include "cli/flag_parsing.h"
 #include "cli/log.h"
 #include "engine/errors.h"
 #include "reports/backward_timeline.h"
+#include "reports/collective_curves.h"
 #include "reports/prediction_tables.h"
 #include "reports/report_loader.h"
 #include "reports/report_series.h"
@@ -95,6 +98,23 @@ std::string describe_system(const SystemDescription& system) {
          ". Sources: in the file.";
 }
 
+// What the curves and the system file say differently, or what BASE ran on and the curves did not.
+std::vector<std::string> curve_notes(const std::vector<CollectiveCurve>& curves, const SystemModel& system,
+                                     const std::string& base_backend) {
+  std::vector<std::string> notes;
+  for (const CollectiveCurve& curve : curves) {
+    if (curve.link == LinkKind::intra_host && curve.ranks > system.gpus_per_host)
+      notes.push_back("curve `" + curve.path + "` was measured on " + std::to_string(curve.ranks) +
+                      " ranks inside one host, but the system file has " + std::to_string(system.gpus_per_host) +
+                      " GPUs per host: past " + std::to_string(system.gpus_per_host) +
+                      " GPUs the prediction takes inter_host costs");
+    if (!curve.backend.empty() && !base_backend.empty() && curve.backend != base_backend)
+      notes.push_back("curve `" + curve.path + "` was measured on the " + curve.backend + " backend, BASE ran on " +
+                      base_backend);
+  }
+  return notes;
+}
+
 // Measured runs of the base's model and batch, matched to the rows of their strategy and count.
 void attach_measurements(const std::vector<std::string>& paths, const Result& base, PredictionReport& report) {
   if (paths.empty()) return;
@@ -129,11 +149,12 @@ void attach_measurements(const std::vector<std::string>& paths, const Result& ba
 
 PredictOptions parse_predict_flags(const std::vector<std::string>& args) {
   const OfflineCommandLine line = parse_offline_command_line(
-      "predict", args, {"--system", "--max_gpus", "--bucket_cap_mb", "--output", "--format", "--plot"});
+      "predict", args, {"--system", "--max_gpus", "--bucket_cap_mb", "--output", "--format", "--plot"}, {"--curves"});
   PredictOptions options;
   options.help = line.help;
   if (options.help) return options;
   options.system_path = line.value("--system");
+  if (line.lists.count("--curves")) options.curve_paths = line.lists.at("--curves");
   options.output = line.value("--output");
   options.plot = line.value("--plot");
   options.format = parse_report_format(line.value("--format", "markdown"));
@@ -146,7 +167,7 @@ PredictOptions parse_predict_flags(const std::vector<std::string>& args) {
   }
   if (line.paths.empty())
     throw ConfigError("predict: give a 1-GPU result as BASE; usage: dpbench predict BASE [MEASURED...] --system FILE "
-                      "(dpbench predict --help)");
+                      "[--curves FILE...] (dpbench predict --help)");
   if (options.system_path.empty())
     throw ConfigError("predict: give the target system with --system FILE (systems/*.json; dpbench predict --help)");
   options.base_path = line.paths.front();
@@ -154,19 +175,25 @@ PredictOptions parse_predict_flags(const std::vector<std::string>& args) {
   if (!find_missing_paths({options.system_path}).empty())
     throw ConfigError("predict: no such system file: '" + options.system_path +
                       "' (give one of systems/*.json, or a file in its format: systems/README.md)");
+  if (const auto missing = find_missing_paths(options.curve_paths); !missing.empty())
+    throw ConfigError("predict: no such curve file: " + quoted_list(missing) +
+                      " (give files dpbench comm_bench --json FILE wrote)");
   check_offline_paths("predict", line.paths, options.output);
   if (!options.plot.empty()) check_output_path(options.plot, "--plot");
   return options;
 }
 
 std::string predict_help_text() {
-  return "usage: dpbench predict BASE [MEASURED...] --system FILE [flags]\n"
+  return "usage: dpbench predict BASE [MEASURED...] --system FILE [--curves FILE...] [flags]\n"
          "Predicts the step time, speed, efficiency and exposed communication of each strategy on 1, 2, 4, ...\n"
          "GPUs from BASE, a 1-GPU result with summary.timeline (run it with " + std::string(kTimelineFlags) + "),\n"
          "on the system FILE describes (systems/*.json: GPUs per host, bandwidths and latencies, ring or tree).\n"
          "MEASURED: result files or folders of N-GPU runs of the same model and batch; each is put beside its\n"
          "prediction with the error.\n\n"
          "  --system FILE        the target system (required)\n"
+         "  --curves FILE...     measured collectives (dpbench comm_bench --json files, one per collective and\n"
+         "                       link kind): their busbw against size replaces the system file's formulas;\n"
+         "                       every argument up to the next flag is a curve, so give MEASURED before it\n"
          "  --max_gpus N         predict up to N GPUs (default 1024)\n"
          "  --bucket_cap_mb X    the bucket size to predict (default: BASE's, else dpbench run's default)\n"
          "  --output FILE        write the table to FILE (atomically) instead of stdout\n"
@@ -174,7 +201,8 @@ std::string predict_help_text() {
          "  --plot FILE          also write the figure (efficiency against GPUs, SVG) to FILE\n"
          "  --help               this text\n\n" +
          prediction_model_text() +
-         "\n\nExit codes: 0 predicted; 1 an error (a BASE without a timeline or of several GPUs, a bad system file);\n"
+         "\n\nExit codes: 0 predicted; 1 an error (a BASE without a timeline or of several GPUs, a bad system file,\n"
+         "a file given to --curves that comm_bench did not write, two curves of one collective and link kind);\n"
          "2 a bad command line.\n"
          "Example: dpbench predict g1.json g2.json g4.json --system systems/h200_nvlink_8x400g.json --plot predict.svg\n";
 }
@@ -186,6 +214,9 @@ int run_predict_command(const std::vector<std::string>& args) {
     return 0;
   }
   const SystemDescription system = load_system_description(options.system_path);
+  std::vector<CollectiveCurve> curves;
+  for (const std::string& path : options.curve_paths) curves.push_back(load_collective_curve(path));
+  const CurveMap curve_map = curves_by_collective(curves);
   const LoadedResult base = load_base(options.base_path);
   const Result& result = base.result;
   const BackwardTimeline timeline = backward_timeline_from_json(result.summary.timeline);
@@ -216,8 +247,13 @@ int run_predict_command(const std::vector<std::string>& args) {
   report.system_path = options.system_path;
   report.system_name = system.model.name;
   report.system_text = describe_system(system);
+  report.curves = curves;
+  for (const std::string& note : curve_notes(curves, system.model, result.environment.backend))
+    report.notes.push_back(note);
 
-  const AlphaBetaCost cost(system.model);
+  // The system file's formulas price whatever no curve covers (other collectives and links, host copies).
+  const auto formulas = std::make_shared<const AlphaBetaCost>(system.model);
+  const MeasuredCurveCost cost(curve_map, formulas);
   for (PredictedStrategy strategy : all_predicted_strategies()) {
     for (int gpus : predicted_gpu_counts(options.max_gpus)) {
       PredictionRow row;

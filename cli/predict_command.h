@@ -1,9 +1,11 @@
-// `dpbench predict BASE [MEASURED...] --system FILE`: the step time, speed, efficiency and exposed
-// communication of every strategy at 1, 2, 4, ... --max_gpus GPUs, predicted from a 1-GPU result's
-// summary.timeline (a run with --trace_file) on the system a system file describes (systems/);
-// measured N-GPU results given after BASE are put beside their predictions with the error. The
-// simulation is reports/step_prediction.h, the output reports/prediction_tables.h; this file is
-// flags, loading, the bucket plan, and matching measured runs to strategies.
+// `dpbench predict BASE [MEASURED...] --system FILE [--curves FILE...]`: the step time, speed,
+// efficiency and exposed communication of every strategy at 1, 2, 4, ... --max_gpus GPUs,
+// predicted from a 1-GPU result's summary.timeline (a run with --trace_file) on the system a
+// system file describes (systems/), its collectives priced by measured comm_bench curves where
+// given (reports/collective_curves.h); measured N-GPU results given after BASE are put beside
+// their predictions with the error. The simulation is reports/step_prediction.h, the output
+// reports/prediction_tables.h; this file is flags, loading, the bucket plan, and matching measured
+// runs to strategies.
 #pragma once
 
 #include <string>
@@ -17,6 +19,7 @@ struct PredictOptions {
   std::string base_path;
   std::vector<std::string> measured_paths;  // files or folders of measured N-GPU results
   std::string system_path;
+  std::vector<std::string> curve_paths;  // `dpbench comm_bench --json` files
   int max_gpus = 1024;
   std::string bucket_cap_mb;  // empty: the base run's, else --bucket_cap_mb's default
   std::string output;         // empty: stdout
@@ -26,12 +29,13 @@ struct PredictOptions {
 };
 
 // `args` excludes "predict". Throws ConfigError with one line: an unknown flag or format, a value
-// out of range, no BASE, no --system, a path that does not exist, an output that cannot be written.
+// out of range, no BASE, no --system, a path (BASE, MEASURED, --system, --curves) that does not
+// exist, an output that cannot be written.
 PredictOptions parse_predict_flags(const std::vector<std::string>& args);
 std::string predict_help_text();
 
-// The subcommand: parse, load, predict, write. Returns 0; an unusable BASE or system file is a
-// RuntimeError naming it and the fix.
+// The subcommand: parse, load, predict, write. Returns 0; an unusable BASE, system file or curve
+// file (or two curves of one collective and link) is a RuntimeError naming it and the fix.
 int run_predict_command(const std::vector<std::string>& args);
 
 }  // namespace dpbench

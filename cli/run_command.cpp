@@ -90,27 +90,6 @@ void combine_across_processes(const ProcessGroup& group, RunMeasurements& m) {
   }
 }
 
-// Every rank's devices, as one list, and the hosts they are on.
-void describe_every_process(const ProcessGroup& group, EnvironmentRecord& environment) {
-  nlohmann::json mine = nlohmann::json::array();
-  for (const DeviceRecord& device : environment.devices)
-    mine.push_back({device.index, device.name, device.memory_bytes, device.compute_capability, device.pci_bus_id});
-  std::vector<DeviceRecord> devices;
-  for (const std::string& text : group.all_gather_text(mine.dump()))
-    for (const auto& d : nlohmann::json::parse(text))
-      devices.push_back({d[0].get<int>(), d[1].get<std::string>(), d[2].get<uint64_t>(), d[3].get<std::string>(),
-                         d[4].get<std::string>()});
-  environment.devices = devices;
-  std::vector<std::string> hosts;
-  for (const std::string& host : group.hostnames())
-    if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
-  std::string joined;
-  for (const std::string& host : hosts) joined += (joined.empty() ? "" : ",") + host;
-  environment.hostname = joined;
-  environment.ranks_per_host.clear();
-  for (const std::string& host : group.hostnames()) ++environment.ranks_per_host[host];
-}
-
 // The resolved flags as every rank must agree on them (each rank's GPU index is its own).
 std::string flags_every_rank_shares(const RunConfig& config) {
   nlohmann::json json = config_to_json(config);
@@ -410,7 +389,6 @@ Result run_benchmark(const ParsedRunFlags& flags) {
       result.summary.items_per_sec * result.summary.total_time_s);
   if (group != nullptr) result.summary.gpu_telemetry["scope"] = "the GPU of rank " + std::to_string(group->rank());
   if (group != nullptr) describe_every_process(*group, result.environment);
-  if (group != nullptr) result.environment.launcher = group->launcher();
   print(format_summary(result));
   // One result for the job, from rank 0; "{rank}" in the name asks every rank for its own copy.
   std::string path = config.result_file;

@@ -2,6 +2,7 @@
 #include "reports/prediction_tables.h"
 
 #include <cmath>
+#include <cstdint>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -27,8 +28,9 @@ std::string signed_percent(std::optional<double> pct) {
 std::string prediction_model_text() {
   return "Model: one step per strategy, simulated from the 1-GPU run's backward timeline. Each gradient bucket "
          "(--bucket_cap_mb of the base run) enters the communication stream when backward has produced it and "
-         "costs its collective at that size and GPU count (alpha-beta: ring 2(n-1) steps, tree 2 log2 n; across "
-         "hosts each GPU gets its share of the host's network); what ends after backward is exposed. Forward, "
+         "costs its collective at that size and GPU count (from measured comm_bench curves where given, else "
+         "alpha-beta: ring 2(n-1) steps, tree 2 log2 n; across hosts each GPU gets its share of the host's "
+         "network); what ends after backward is exposed. Forward, "
          "backward and the update keep their 1-GPU times (the parameter servers' owners and the sharded update "
          "split the update N ways). Not modelled: clock loss under the power cap, compute slowed by "
          "communication kernels or memory traffic beside it, stragglers, congestion beyond the stated bandwidths, "
@@ -36,11 +38,23 @@ std::string prediction_model_text() {
          "Efficiency % = 100 x predicted speed / (N x the 1-GPU run's speed).";
 }
 
+std::string prediction_costs_text(const std::vector<CollectiveCurve>& curves) {
+  if (curves.empty()) return "Costs: every collective and host copy from the system file (alpha-beta).\n";
+  std::string text =
+      "Costs from measured curves (busbw against size; a curve serves every rank count through its bus bandwidth, "
+      "below its smallest size the smallest's time, above its largest the largest's busbw):\n";
+  for (const CollectiveCurve& curve : curves) text += "- " + describe_curve(curve) + "\n";
+  std::string rest;
+  for (const std::string& cost : costs_from_system_file(curves)) rest += (rest.empty() ? "" : ", ") + cost;
+  return text + "\nCosts from the system file (alpha-beta): " + rest + ".\n";
+}
+
 std::string render_prediction_markdown(const PredictionReport& report) {
   std::string text = "# dpbench predict\n\n";
   text += "Base: `" + report.base_path + "`, " + report.base_title + ".\n";
   text += report.timeline_text + "\n";
   text += "System: " + report.system_name + " (`" + report.system_path + "`): " + report.system_text + "\n\n";
+  text += prediction_costs_text(report.curves) + "\n";
   text += prediction_model_text() + "\n\n";
   std::vector<std::string> header = {"Strategy", "GPUs", "Step (ms)", "Speed (" + report.unit + ")", "Efficiency %",
                                      "Exposed comm (ms)", "Comm (ms)"};
@@ -77,7 +91,9 @@ std::string render_prediction_markdown(const PredictionReport& report) {
 std::string render_prediction_csv(const PredictionReport& report) {
   std::string text =
       "strategy,gpu_number,modelled,step_ms,items_per_sec,efficiency_pct,exposed_comm_ms,comm_ms,"
-      "measured_items_per_sec,error_pct,measured_file,unit,base_file,system_file\n";
+      "measured_items_per_sec,error_pct,measured_file,unit,base_file,system_file,curve_files\n";
+  std::string curve_files;  // ';' between them
+  for (const CollectiveCurve& curve : report.curves) curve_files += (curve_files.empty() ? "" : ";") + curve.path;
   for (const PredictionRow& row : report.rows) {
     const bool modelled = row.step.modelled;
     auto number = [&](double value) { return csv_number(modelled ? std::optional<double>(value) : std::nullopt); };
@@ -86,7 +102,7 @@ std::string render_prediction_csv(const PredictionReport& report) {
             number(row.step.exposed_comm_ms) + "," + number(row.step.comm_ms) + "," +
             csv_number(row.measured_items_per_sec) + "," + csv_number(row.error_pct()) + "," +
             csv_field(row.measured_path) + "," + csv_field(report.unit) + "," + csv_field(report.base_path) + "," +
-            csv_field(report.system_path) + "\n";
+            csv_field(report.system_path) + "," + csv_field(curve_files) + "\n";
   }
   return text;
 }
@@ -110,11 +126,27 @@ std::string render_prediction_json(const PredictionReport& report) {
     if (!row.measured_path.empty()) entry["measured_file"] = row.measured_path;
     rows.push_back(entry);
   }
+  nlohmann::json curves = nlohmann::json::array();
+  for (const CollectiveCurve& curve : report.curves)
+    curves.push_back({{"path", curve.path},
+                      {"op", collective_op_name(curve.op)},
+                      {"link", link_kind_name(curve.link)},
+                      {"link_recorded", curve.link_recorded},
+                      {"ranks", curve.ranks},
+                      {"hosts", curve.hosts},
+                      {"backend", curve.backend},
+                      {"communicator", curve.communicator},
+                      {"data_type", curve.data_type},
+                      {"min_bytes", static_cast<int64_t>(curve.points.front().bytes)},
+                      {"max_bytes", static_cast<int64_t>(curve.points.back().bytes)},
+                      {"sizes", curve.points.size()}});
+  const nlohmann::json costs = {{"curves", curves}, {"system_file", costs_from_system_file(report.curves)}};
   const nlohmann::json document = {{"base", {{"path", report.base_path}, {"title", report.base_title},
                                              {"items_per_sec", report.base_items_per_sec}, {"unit", report.unit},
                                              {"timeline", report.timeline_text}}},
                                    {"system", {{"path", report.system_path}, {"name", report.system_name},
                                                {"values", report.system_text}}},
+                                   {"costs", costs},
                                    {"model", prediction_model_text()},
                                    {"rows", rows},
                                    {"notes", report.notes}};
@@ -123,7 +155,8 @@ std::string render_prediction_json(const PredictionReport& report) {
 
 std::string render_prediction_svg(const PredictionReport& report) {
   LineChart chart;
-  chart.title = "Predicted efficiency: " + report.base_title + " on " + report.system_name;
+  chart.title = "Predicted efficiency: " + report.base_title + " on " + report.system_name +
+                (report.curves.empty() ? "" : " with measured collective curves");
   chart.x_label = "GPUs, log2 scale (0 = 1 GPU, 3 = 8, 10 = 1024)";
   chart.y_label = "efficiency %";
   std::map<std::string, size_t> predicted_line, measured_line;  // by strategy, into chart.lines

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "reports/collective_curves.h"
 #include "reports/step_prediction.h"
 
 namespace dpbench {
@@ -29,6 +30,7 @@ struct PredictionReport {
   std::string unit;                   // "images/s"
   double base_items_per_sec = 0;      // the 1-GPU run's measured speed, the base of efficiency
   std::string system_path, system_name, system_text;  // the system file, its values in words
+  std::vector<CollectiveCurve> curves;                 // --curves: the costs they give; the system file the rest
   std::string timeline_text;                           // the 1-GPU timeline and its buckets in words
   bool measurements_given = false;                     // measured results were given (error columns)
   std::vector<PredictionRow> rows;                     // by strategy, then GPU count
@@ -43,5 +45,8 @@ std::string render_prediction_svg(const PredictionReport& report);
 
 // What is and is not modelled, in one paragraph (the README says the same at length).
 std::string prediction_model_text();
+
+// Which costs came from measured curves and which from the system file, in a few markdown lines.
+std::string prediction_costs_text(const std::vector<CollectiveCurve>& curves);
 
 }  // namespace dpbench

@@ -50,6 +50,16 @@ const char* collective_op_name(CollectiveOp op) {
   return "";
 }
 
+const char* link_kind_name(LinkKind link) {
+  return link == LinkKind::intra_host ? "intra_host" : "inter_host";
+}
+
+LinkKind link_kind_of_hosts(const std::vector<std::string>& hosts_by_rank) {
+  for (const std::string& host : hosts_by_rank)
+    if (host != hosts_by_rank.front()) return LinkKind::inter_host;
+  return LinkKind::intra_host;
+}
+
 double AlphaBetaCost::collective_ms(CollectiveOp op, double bytes, int ranks, LinkKind link) const {
   if (ranks <= 1) return 0;
   const bool across = link == LinkKind::inter_host;

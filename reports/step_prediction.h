@@ -19,6 +19,10 @@ enum class CollectiveAlgorithm { ring, tree };
 // Where a collective's ranks sit: all inside one host, or spread over hosts (then the hosts'
 // network is the bottleneck link).
 enum class LinkKind { intra_host, inter_host };
+const char* link_kind_name(LinkKind link);  // "intra_host", as `dpbench comm_bench --json` records it
+// The link a collective over these ranks crosses: intra_host when every rank's host (by rank) is
+// the same, inter_host when they span hosts.
+LinkKind link_kind_of_hosts(const std::vector<std::string>& hosts_by_rank);
 
 // busbw = algbw x this, as nccl-tests defines it (and `dpbench comm_bench` prints it).
 double bus_bandwidth_factor(CollectiveOp op, int ranks);

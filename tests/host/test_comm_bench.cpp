@@ -145,6 +145,12 @@ TEST_CASE("comm_bench measures all_reduce on 2 reference devices and writes the 
   CHECK(result["environment"]["backend"] == "reference");
   CHECK(result["environment"]["devices"].size() == 2);
   CHECK(result["config"]["op"] == "all_reduce");
+  CHECK(result["config"]["backend"] == "reference");
+  // What a curve of `dpbench predict --curves` needs: the ranks and the link they spanned (the
+  // reference backend's devices are threads of one process, on one host).
+  CHECK(result["ranks"] == 2);
+  CHECK(result["hosts"] == 1);
+  CHECK(result["link"] == "intra_host");
   CHECK(result["busbw_factor"].get<double>() == 1.0);  // 2(n-1)/n with n = 2
   const nlohmann::json& rows = result["rows"];
   REQUIRE(rows.size() == 3);

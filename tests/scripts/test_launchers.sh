@@ -5,7 +5,8 @@
 # what one process with as many devices trains; the result names the launcher; two hosts simulated
 # on one machine (DPBENCH_HOST_NAME), flat and hierarchical all-reduce; a merged trace;
 # ranks that disagree on flags, a rank that never arrives, a failing rank, a rank killed mid-run
-# (rank 0 or another) and a frozen one each end the job with one line and no hang. With PyTorch installed,
+# (rank 0 or another) and a frozen one each end the job with one line and no hang; comm_bench
+# across processes, recording the link its ranks spanned. With PyTorch installed,
 # also under the real torchrun (python3 -m torch.distributed.run --no-python).
 # Usage: test_launchers.sh DPBENCH
 set -uo pipefail
@@ -125,6 +126,44 @@ for model in trivial rnnlm; do
     { [ "$(field "$work/hierarchical_$model.json" '(d["summary"]["comm"]["hierarchy"]["hosts"], d["summary"]["comm"]["hierarchy"]["ranks_per_host"])')" = "(2, 2)" ] ||
       fail "hierarchical_$model: summary.comm.hierarchy"; }
 done
+# comm_bench across processes: one rank per process, one table (rank 0's), and the JSON says which
+# link the ranks spanned: intra_host on one host, inter_host on two (simulated) hosts.
+comm_bench_job() {  # tag, host of rank 1 (rank 0's is hostA), flags...
+  local tag=$1 second_host=$2 p r host local_rank
+  shift 2
+  p=$(port)
+  launched=()
+  for r in 0 1; do
+    host=hostA local_rank=$r
+    ((r == 1)) && host=$second_host
+    [ "$host" != hostA ] && local_rank=0
+    DPBENCH_HOST_NAME=$host RANK=$r WORLD_SIZE=2 LOCAL_RANK=$local_rank MASTER_ADDR=127.0.0.1 MASTER_PORT=$p \
+      "$dpbench" comm_bench --device=cpu --min_bytes=1K --max_bytes=64K --iters=3 --warmup_iters=1 "$@" \
+      > "$work/$tag.$r.log" 2>&1 &
+    launched+=($!)
+    pids+=($!)
+  done
+  wait_ranks 60
+}
+for hosts in 1 2; do
+  second_host=hostA expected_link=intra_host expected_hosts=hostA
+  [ "$hosts" = 2 ] && second_host=hostB expected_link=inter_host expected_hosts=hostA,hostB
+  tag=comm_bench_hosts$hosts
+  if ! comm_bench_job "$tag" "$second_host" --json "$work/$tag.json"; then
+    fail "$tag: the job failed: $(tail -q -n 2 "$work/$tag".*.log)"
+    continue
+  fi
+  [ "$(field "$work/$tag.json" '(d["ranks"], d["hosts"], d["link"], d["environment"]["hostname"], d["environment"]["launcher"])')" = \
+    "(2, $hosts, '$expected_link', '$expected_hosts', 'torchrun')" ] ||
+    fail "$tag: ranks, hosts, link, hostname, launcher: $(field "$work/$tag.json" '(d.get("ranks"), d.get("hosts"), d.get("link"), d["environment"])')"
+  [ "$(cat "$work/$tag".[01].log | grep -c '^# Avg bus bandwidth')" = 1 ] || fail "$tag: expected one table, from rank 0"
+done
+comm_bench_job comm_bench_devices hostA --num_gpus=2
+code=$?
+{ [ "$code" != 0 ] && [ "$code" != 124 ]; } || fail "comm_bench --num_gpus=2 under torchrun: exit $code"
+grep -q "^dpbench: error: rank [01] of 2 (hostA): --num_gpus=2: under torchrun each process is one rank with one device" "$work"/comm_bench_devices.*.log ||
+  fail "comm_bench --num_gpus=2 under torchrun: $(tail -q -n 1 "$work"/comm_bench_devices.*.log)"
+
 # Hosts of unequal rank counts: refused with one line.
 p=$(port)
 launched=()

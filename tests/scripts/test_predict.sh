@@ -3,7 +3,9 @@
 # --trace_file (the base, with summary.timeline), replicated on 2 and 4 devices (the measurements),
 # then the prediction from the 1-device run and systems/reference_backend.json: it must succeed,
 # print the table with the error column, write the SVG, and stay within a loose tolerance of the
-# reference runs; then the errors a user meets (one line, the right exit code, nothing written).
+# reference runs; the same from collective curves that dpbench comm_bench measured on 2 and 4
+# devices (--curves); then the errors a user meets (one line, the right exit code, nothing
+# written).
 # Usage: test_predict.sh DPBENCH
 set -uo pipefail
 dpbench=${1:?usage: test_predict.sh DPBENCH}
@@ -46,8 +48,6 @@ grep -q "^| replicated (nccl) | 4 | .* | [+-][0-9.]*% |$" "$work/stdout" || fail
 grep -q "<svg" "$work/out/predict.svg" 2>/dev/null || fail "no SVG written"
 grep -q "replicated (nccl) (measured)" "$work/out/predict.svg" || fail "the SVG does not draw the measured runs"
 
-expect "as JSON" 0 "$work/g1.json" "$work/g2.json" "$work/g4.json" --system "$system" --max_gpus=4 --format=json \
-  --output "$work/out/predict.json"
 # The tolerance. The reference backend's devices are host threads sharing this machine's cores,
 # which the prediction does not model (a GPU's compute does not slow when another GPU works): N
 # devices on C cores make every step up to N/C times slower (N times on one core), and its timing
@@ -55,7 +55,8 @@ expect "as JSON" 0 "$work/g1.json" "$work/g2.json" "$work/g4.json" --system "$sy
 # compare"). So the measured speed may fall short of the prediction by up to 2N times, and exceed
 # it by up to 2 times (nothing in an N-device reference run is faster than in the 1-device run it
 # was predicted from; the factor 2 is noise). Narrower bounds would test the machine, not dpbench.
-python3 - "$work/out/predict.json" <<'PY' || fail "a prediction outside the tolerance (above)"
+within_tolerance() {  # name, predict --format=json output
+  python3 - "$2" <<'PY' || fail "$1: a prediction outside the tolerance (above)"
 import json, sys
 rows = json.load(open(sys.argv[1]))["rows"]
 measured = [r for r in rows if r["measured_items_per_sec"] is not None]
@@ -72,6 +73,49 @@ one = [r for r in rows if r["gpu_number"] == 1]
 assert all(r["efficiency_pct"] == 100 for r in one), "1 device is not the measured step"
 sys.exit(1 if bad else 0)
 PY
+}
+expect "as JSON" 0 "$work/g1.json" "$work/g2.json" "$work/g4.json" --system "$system" --max_gpus=4 --format=json \
+  --output "$work/out/predict.json"
+within_tolerance "the system file" "$work/out/predict.json"
+
+# Collective curves: comm_bench's all-reduce on 2 and on 4 reference devices, each the curve of one
+# prediction (one curve per collective and link kind; its busbw serves every rank count). The
+# other collectives and the host copies stay the system file's.
+for n in 2 4; do
+  curve="$work/allreduce_g$n.json"
+  "$dpbench" comm_bench --device=cpu --num_gpus="$n" --min_bytes=1K --max_bytes=16M --iters=5 --warmup_iters=1 \
+    --json "$curve" >"$work/comm_bench.log" 2>&1 || { fail "comm_bench on $n devices: $(tail -2 "$work/comm_bench.log")"; continue; }
+  [ "$(field "$curve" '(d["ranks"], d["hosts"], d["link"], d["config"]["op"], d["config"]["backend"])')" = \
+    "($n, 1, 'intra_host', 'all_reduce', 'reference')" ] || fail "comm_bench on $n devices: ranks, hosts, link, op, backend"
+  expect "curves of $n devices" 0 "$work/g1.json" "$work/g2.json" "$work/g4.json" --system "$system" --max_gpus=4 \
+    --format=json --output "$work/out/curves_g$n.json" --curves "$curve"
+  [ "$(field "$work/out/curves_g$n.json" '[(c["path"], c["op"], c["link"], c["ranks"], c["min_bytes"], c["max_bytes"]) for c in d["costs"]["curves"]]')" = \
+    "[('$curve', 'all_reduce', 'intra_host', $n, 1024, 16777216)]" ] || fail "curves of $n devices: costs.curves"
+  [ "$(field "$work/out/curves_g$n.json" '"all_reduce intra_host" not in d["costs"]["system_file"] and "host copies" in d["costs"]["system_file"]')" = True ] ||
+    fail "curves of $n devices: costs.system_file"
+  within_tolerance "curves of $n devices" "$work/out/curves_g$n.json"
+done
+expect "curves, markdown" 0 "$work/g1.json" "$work/g2.json" --system "$system" --max_gpus=2 --curves "$work/allreduce_g2.json"
+grep -q "^Costs from measured curves" "$work/stdout" || fail "markdown: no line on the curves: $(head -c 900 "$work/stdout")"
+grep -qF -- "- all_reduce intra_host: \`$work/allreduce_g2.json\`, 2 ranks on 1 host (reference backend, in-process, fp32), 1 KiB to 16 MiB" \
+  "$work/stdout" || fail "markdown: the curve is not named: $(grep -A3 '^Costs' "$work/stdout")"
+grep -q "^Costs from the system file (alpha-beta): reduce_scatter intra_host, .*host copies\.$" "$work/stdout" ||
+  fail "markdown: the system file's costs are not named"
+# A curve that disagrees with the system file (more ranks in one host than its GPUs per host) or
+# comes from another backend than BASE is used, with a note saying so.
+python3 - "$work/allreduce_g2.json" "$work/odd_curve.json" <<'PY'
+import json, sys
+curve = json.load(open(sys.argv[1]))
+curve["ranks"], curve["config"]["backend"] = 128, "cuda"
+json.dump(curve, open(sys.argv[2], "w"))
+PY
+expect "a curve the system file disagrees with" 0 "$work/g1.json" --system "$system" --max_gpus=2 --curves "$work/odd_curve.json"
+grep -q "odd_curve.json\` was measured on 128 ranks inside one host, but the system file has 64 GPUs per host" "$work/stderr" ||
+  fail "no note on a curve of more ranks than a host's GPUs: $(cat "$work/stderr")"
+grep -q "odd_curve.json\` was measured on the cuda backend, BASE ran on reference" "$work/stderr" ||
+  fail "no note on a curve of another backend: $(cat "$work/stderr")"
+expect "curves, CSV" 0 "$work/g1.json" --system "$system" --max_gpus=2 --format=csv --curves "$work/allreduce_g2.json"
+{ grep -q ",curve_files$" "$work/stdout" && grep -qF "$work/allreduce_g2.json" "$work/stdout"; } || fail "CSV: no curve_files"
 
 expect "CSV" 0 "$work/g1.json" --system "$system" --max_gpus=4 --format=csv
 grep -q "^strategy,gpu_number,modelled,step_ms" "$work/stdout" || fail "CSV: no header"
@@ -98,6 +142,16 @@ json.dump(system, open(sys.argv[2], "w"))
 PY
 expect "an unknown system field" 1 "$work/g1.json" --system "$work/bad_system.json" --output "$work/out/bad.md"
 one_error_line "an unknown system field" "system file '.*': unknown field 'nvlink_generation'; accepted: name,"
+expect "a missing curve file" 2 "$work/g1.json" --system "$system" --curves "$work/nowhere_curve.json" --output "$work/out/bad.md"
+one_error_line "a missing curve file" "predict: no such curve file: '.*nowhere_curve.json' (give files dpbench comm_bench --json FILE wrote)"
+expect "a result as a curve" 1 "$work/g1.json" --system "$system" --curves "$work/g2.json" --output "$work/out/bad.md"
+one_error_line "a result as a curve" "predict: curve file '.*g2.json': a training result, not dpbench comm_bench output"
+expect "a folder as a curve" 1 "$work/g1.json" --system "$system" --curves "$work/out" --output "$work/out/bad.md"
+one_error_line "a folder as a curve" "predict: cannot read curve file '.*out': it "
+expect "two curves of one collective" 1 "$work/g1.json" --system "$system" --output "$work/out/bad.md" \
+  --curves "$work/allreduce_g2.json" "$work/allreduce_g4.json"
+one_error_line "two curves of one collective" \
+  "predict: curve files '.*allreduce_g2.json' and '.*allreduce_g4.json' both measure all_reduce over intra_host (2 and 4 ranks); give one curve"
 [ ! -e "$work/out/bad.md" ] || fail "an output was written by a failed predict"
 
 finish "test_predict.sh: every case as expected"

@@ -1,0 +1,128 @@
+// The collectives of `dpbench comm_bench` (see comm_bench_collectives.h).
+#include "cli/comm_bench_collectives.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "engine/collective_traffic.h"
+
+namespace dpbench {
+namespace {
+
+// Rank r's input element i: 1..4. Any sum over up to 64 ranks stays an integer <= 256, exact in
+// fp32, fp16 and bf16 at every step, so the check below compares exactly.
+float input_value(int rank, size_t index) { return static_cast<float>(1 + (static_cast<size_t>(rank) + index) % 4); }
+
+// What element `index` of rank `rank`'s recv must hold. `sums[k]` is the sum over ranks of an
+// element whose index is k modulo 4 (input_value repeats every 4), so no loop over ranks here.
+float expected_value(BenchCollective collective, int rank, const BenchShape& shape, const float (&sums)[4], size_t index) {
+  switch (collective) {
+    case BenchCollective::all_reduce: return sums[index % 4];
+    case BenchCollective::broadcast: return input_value(0, index);
+    case BenchCollective::all_gather: return input_value(static_cast<int>(index / shape.count), index % shape.count);
+    case BenchCollective::reduce_scatter: return sums[(static_cast<size_t>(rank) * shape.count + index) % 4];
+  }
+  return 0;
+}
+
+constexpr size_t kStagingElements = size_t{1} << 22;  // host staging for fills and checks
+
+}  // namespace
+
+const char* bench_collective_name(BenchCollective collective) {
+  switch (collective) {
+    case BenchCollective::all_reduce: return "all_reduce";
+    case BenchCollective::all_gather: return "all_gather";
+    case BenchCollective::reduce_scatter: return "reduce_scatter";
+    case BenchCollective::broadcast: return "broadcast";
+  }
+  return "?";
+}
+
+// Bus bandwidth as nccl-tests defines it (engine/collective_traffic.h derives each factor);
+// algbw = size / time, with size the bytes the table reports (shape_of).
+double bus_bandwidth_factor(BenchCollective collective, int ranks) {
+  switch (collective) {
+    case BenchCollective::all_reduce: return collective_bus_factor(Collective::all_reduce, ranks);
+    case BenchCollective::all_gather: return collective_bus_factor(Collective::all_gather, ranks);
+    case BenchCollective::reduce_scatter: return collective_bus_factor(Collective::reduce_scatter, ranks);
+    case BenchCollective::broadcast: return collective_bus_factor(Collective::broadcast, ranks);
+  }
+  return 1.0;
+}
+
+BenchShape shape_of(BenchCollective collective, size_t bytes, int ranks, DataType type) {
+  const size_t element_bytes = data_type_bytes(type);
+  const size_t n = static_cast<size_t>(ranks);
+  BenchShape shape;
+  switch (collective) {
+    case BenchCollective::all_reduce:
+    case BenchCollective::broadcast:
+      shape.count = std::max<size_t>(1, bytes / element_bytes);
+      shape.send_elements = shape.recv_elements = shape.count;
+      shape.size_bytes = shape.count * element_bytes;
+      break;
+    case BenchCollective::all_gather:
+    case BenchCollective::reduce_scatter: {
+      // The size is the whole gathered (or scattered) buffer; each rank owns one n-th of it.
+      shape.count = std::max<size_t>(1, bytes / element_bytes / n);
+      const bool gather = collective == BenchCollective::all_gather;
+      shape.send_elements = gather ? shape.count : shape.count * n;
+      shape.recv_elements = gather ? shape.count * n : shape.count;
+      shape.size_bytes = shape.count * n * element_bytes;
+      break;
+    }
+  }
+  return shape;
+}
+
+void issue(Communicator& comm, BenchCollective collective, int rank, const void* send, void* recv,
+           const BenchShape& shape, DataType type, StreamKind stream) {
+  switch (collective) {
+    case BenchCollective::all_reduce:
+      comm.all_reduce(rank, send, recv, shape.count, type, ReduceOp::sum, stream);
+      break;
+    case BenchCollective::all_gather: comm.all_gather(rank, send, recv, shape.count, type, stream); break;
+    case BenchCollective::reduce_scatter:
+      comm.reduce_scatter(rank, send, recv, shape.count, type, ReduceOp::sum, stream);
+      break;
+    case BenchCollective::broadcast: comm.broadcast(rank, send, recv, shape.count, type, 0, stream); break;
+  }
+}
+
+void fill_inputs(Device& device, void* send, size_t elements, DataType type, int rank) {
+  const size_t element_bytes = data_type_bytes(type);
+  std::vector<unsigned char> staging(std::min(elements, kStagingElements) * element_bytes);
+  for (size_t first = 0; first < elements; first += kStagingElements) {
+    const size_t n = std::min(kStagingElements, elements - first);
+    for (size_t i = 0; i < n; ++i) store_from_float(type, staging.data(), i, input_value(rank, first + i));
+    device.copy_from_host(static_cast<unsigned char*>(send) + first * element_bytes, staging.data(), n * element_bytes);
+  }
+}
+
+std::string check_result(Device& device, const void* recv, BenchCollective collective, int ranks, int rank,
+                         const BenchShape& shape, DataType type) {
+  float sums[4] = {0, 0, 0, 0};
+  for (size_t k = 0; k < 4; ++k) {
+    for (int r = 0; r < ranks; ++r) sums[k] += input_value(r, k);
+  }
+  const size_t element_bytes = data_type_bytes(type);
+  std::vector<unsigned char> staging(std::min(shape.recv_elements, kStagingElements) * element_bytes);
+  for (size_t first = 0; first < shape.recv_elements; first += kStagingElements) {
+    const size_t n = std::min(kStagingElements, shape.recv_elements - first);
+    device.copy_to_host(staging.data(), static_cast<const unsigned char*>(recv) + first * element_bytes, n * element_bytes);
+    for (size_t i = 0; i < n; ++i) {
+      const float got = load_as_float(type, staging.data(), i);
+      const float expected = round_to(type, expected_value(collective, rank, shape, sums, first + i));
+      if (got != expected) {
+        char text[200];
+        std::snprintf(text, sizeof text, "rank %d element %zu is %g, expected %g", rank, first + i, got, expected);
+        return text;
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace dpbench

@@ -1,0 +1,45 @@
+// The collectives `dpbench comm_bench` measures, each as nccl-tests sizes, issues and checks it:
+// the buffer shapes of one size, the call on a Communicator, inputs that make every result exact,
+// the check of a result, and the bus bandwidth factor. The harness (cli/comm_bench_command.cpp)
+// times them; a new collective is one enum value and a case in each switch here.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "engine/communicator.h"
+#include "engine/data_type.h"
+#include "engine/device.h"
+
+namespace dpbench {
+
+enum class BenchCollective { all_reduce, all_gather, reduce_scatter, broadcast };
+
+const char* bench_collective_name(BenchCollective collective);
+// busbw / algbw for `collective` on `ranks` ranks; the derivation is at the definition.
+double bus_bandwidth_factor(BenchCollective collective, int ranks);
+
+// Buffer shapes of one measured size (nccl-tests' getCollByteCount): the call's count argument,
+// the elements each rank sends and receives, and the size the table reports.
+struct BenchShape {
+  size_t count = 0;
+  size_t send_elements = 0;
+  size_t recv_elements = 0;
+  size_t size_bytes = 0;
+};
+
+BenchShape shape_of(BenchCollective collective, size_t bytes, int ranks, DataType type);
+
+// `rank` is the one the communicator is called with (this process's device).
+void issue(Communicator& comm, BenchCollective collective, int rank, const void* send, void* recv,
+           const BenchShape& shape, DataType type, StreamKind stream);
+
+// Fills rank `rank`'s (of the whole collective) send buffer of `elements` with its inputs.
+void fill_inputs(Device& device, void* send, size_t elements, DataType type, int rank);
+
+// Empty when `recv` holds what the collective must produce on `rank` (of `ranks`), else the first
+// difference.
+std::string check_result(Device& device, const void* recv, BenchCollective collective, int ranks, int rank,
+                         const BenchShape& shape, DataType type);
+
+}  // namespace dpbench

@@ -1,0 +1,178 @@
+// Measured collective curves (see collective_curves.h).
+#include "reports/collective_curves.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "engine/errors.h"
+#include "reports/text_file.h"
+
+namespace dpbench {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr CollectiveOp kAllOps[] = {CollectiveOp::all_reduce, CollectiveOp::reduce_scatter, CollectiveOp::all_gather,
+                                    CollectiveOp::reduce, CollectiveOp::broadcast};
+constexpr LinkKind kAllLinks[] = {LinkKind::intra_host, LinkKind::inter_host};
+const char* const kHowToMeasure = "write one with dpbench comm_bench --op=all_reduce --json FILE";
+
+[[noreturn]] void fail(const std::string& path, const std::string& why) {
+  throw RuntimeError("predict: curve file '" + path + "': " + why);
+}
+
+std::string string_at(const json& object, const char* key) {
+  return object.is_object() && object.contains(key) && object.at(key).is_string() ? object.at(key).get<std::string>()
+                                                                                   : "";
+}
+
+// A whole number >= 1 at `key`, 0 where there is none.
+int count_at(const json& object, const char* key) {
+  if (!object.is_object() || !object.contains(key) || !object.at(key).is_number_integer()) return 0;
+  const int64_t value = object.at(key).get<int64_t>();
+  return value >= 1 && value <= (1 << 24) ? static_cast<int>(value) : 0;
+}
+
+CollectiveOp op_named(const std::string& name, const std::string& path) {
+  for (CollectiveOp op : kAllOps)
+    if (name == collective_op_name(op)) return op;
+  fail(path, "config.op '" + name + "' is no collective dpbench predicts with; accepted: all_reduce, "
+             "reduce_scatter, all_gather, reduce, broadcast");
+}
+
+std::vector<MeasuredCurveCost::Point> points_of(const json& rows, const std::string& path) {
+  if (!rows.is_array() || rows.empty())
+    fail(path, "no rows (sizes measured); rerun dpbench comm_bench with --json");
+  std::vector<MeasuredCurveCost::Point> points;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const json& row = rows[i];
+    const std::string where = "row " + std::to_string(i) + " ";
+    if (!row.is_object() || !row.contains("size_bytes") || !row.contains("busbw_gbps") ||
+        !row.at("size_bytes").is_number() || !row.at("busbw_gbps").is_number())
+      fail(path, where + "has no numeric size_bytes and busbw_gbps; give the file comm_bench wrote, unedited");
+    const double bytes = row.at("size_bytes").get<double>(), busbw = row.at("busbw_gbps").get<double>();
+    if (!(bytes >= 1) || !std::isfinite(bytes))
+      fail(path, where + "has size_bytes " + row.at("size_bytes").dump() + "; sizes are at least 1 byte");
+    // A time too short for the clock reads as 0 GB/s, which would make the collective free.
+    if (!(busbw > 0) || !std::isfinite(busbw))
+      fail(path, where + "(" + row.at("size_bytes").dump() + " B) has busbw_gbps " + row.at("busbw_gbps").dump() +
+                     "; a curve needs a positive bus bandwidth at every size: rerun comm_bench with more --iters");
+    points.push_back({bytes, busbw});
+  }
+  std::sort(points.begin(), points.end(),
+            [](const MeasuredCurveCost::Point& a, const MeasuredCurveCost::Point& b) { return a.bytes < b.bytes; });
+  for (size_t i = 1; i < points.size(); ++i)
+    if (points[i].bytes == points[i - 1].bytes)
+      fail(path, "size " + format_byte_size(points[i].bytes) + " appears twice; give one comm_bench run per file");
+  return points;
+}
+
+}  // namespace
+
+CollectiveCurve parse_collective_curve(const json& document, const std::string& path) {
+  if (!document.is_object()) fail(path, "not a JSON object; " + std::string(kHowToMeasure));
+  if (string_at(document, "command") != "comm_bench") {
+    const bool a_run = document.contains("summary") && document.contains("config");
+    fail(path, a_run ? "a training result, not dpbench comm_bench output; give runs to compare with as MEASURED "
+                       "(before --curves), and curves that comm_bench measured: " + std::string(kHowToMeasure)
+                     : "not dpbench comm_bench output (no \"command\": \"comm_bench\"); " + std::string(kHowToMeasure));
+  }
+  if (!document.contains("schema_version") || document.at("schema_version") != 1)
+    fail(path, "schema_version " + (document.contains("schema_version") ? document.at("schema_version").dump() : "missing") +
+                   "; this dpbench reads comm_bench files of schema_version 1: rerun comm_bench with this dpbench");
+  const json config = document.contains("config") ? document.at("config") : json();
+  CollectiveCurve curve;
+  curve.path = path;
+  curve.op = op_named(string_at(config, "op"), path);
+  // Before comm_bench recorded "link" and "ranks" it always ran in one process: one host, its
+  // --num_gpus ranks.
+  curve.link_recorded = document.contains("link");
+  if (curve.link_recorded) {
+    const std::string link = string_at(document, "link");
+    if (link == link_kind_name(LinkKind::intra_host)) curve.link = LinkKind::intra_host;
+    else if (link == link_kind_name(LinkKind::inter_host)) curve.link = LinkKind::inter_host;
+    else fail(path, "link " + document.at("link").dump() + " unknown; accepted: \"intra_host\", \"inter_host\"");
+  }
+  curve.ranks = document.contains("ranks") ? count_at(document, "ranks") : count_at(config, "num_gpus");
+  if (curve.ranks == 0) fail(path, "no rank count (\"ranks\", a whole number >= 1); give the file comm_bench wrote");
+  if (curve.ranks < 2)
+    fail(path, "measured on 1 rank, where a collective moves nothing; measure on 2 or more (comm_bench --num_gpus=2)");
+  curve.hosts = std::max(1, count_at(document, "hosts"));
+  curve.backend = string_at(config, "backend");
+  curve.communicator = string_at(document, "communicator");
+  curve.data_type = string_at(config, "data_type");
+  curve.points = points_of(document.contains("rows") ? document.at("rows") : json(), path);
+  return curve;
+}
+
+CollectiveCurve load_collective_curve(const std::string& path) {
+  std::string text;
+  try {
+    text = read_text_file(path, "curve file");
+  } catch (const RuntimeError& error) {
+    throw RuntimeError("predict: " + std::string(error.what()) + "; give a file dpbench comm_bench --json wrote");
+  }
+  json document;
+  try {
+    document = json::parse(text);
+  } catch (const json::parse_error& error) {
+    fail(path, "not JSON (" + std::string(error.what()) + "); " + kHowToMeasure);
+  }
+  return parse_collective_curve(document, path);
+}
+
+CurveMap curves_by_collective(const std::vector<CollectiveCurve>& curves) {
+  CurveMap map;
+  std::map<std::pair<CollectiveOp, LinkKind>, const CollectiveCurve*> first;
+  for (const CollectiveCurve& curve : curves) {
+    const auto key = std::make_pair(curve.op, curve.link);
+    if (const auto seen = first.find(key); seen != first.end()) {
+      const CollectiveCurve& other = *seen->second;
+      throw RuntimeError("predict: curve files '" + other.path + "' and '" + curve.path + "' both measure " +
+                         collective_op_name(curve.op) + " over " + link_kind_name(curve.link) + " (" +
+                         std::to_string(other.ranks) + " and " + std::to_string(curve.ranks) +
+                         " ranks); give one curve per collective and link kind: its bus bandwidth serves every "
+                         "rank count");
+    }
+    first[key] = &curve;
+    map[key] = curve.points;
+  }
+  return map;
+}
+
+std::string format_byte_size(double bytes) {
+  const char* const units[] = {"GiB", "MiB", "KiB"};
+  const double scales[] = {1073741824.0, 1048576.0, 1024.0};
+  for (int i = 0; i < 3; ++i)
+    if (bytes >= scales[i] && std::fmod(bytes, scales[i]) == 0)
+      return std::to_string(static_cast<int64_t>(bytes / scales[i])) + " " + units[i];
+  return std::to_string(static_cast<int64_t>(bytes)) + " B";
+}
+
+std::string describe_curve(const CollectiveCurve& curve) {
+  std::string text = std::string(collective_op_name(curve.op)) + " " + link_kind_name(curve.link) + ": `" +
+                     curve.path + "`, " + std::to_string(curve.ranks) + " ranks on " + std::to_string(curve.hosts) +
+                     (curve.hosts == 1 ? " host" : " hosts");
+  std::string measured_by;
+  for (const std::string& part : {curve.backend.empty() ? "" : curve.backend + " backend", curve.communicator, curve.data_type})
+    if (!part.empty()) measured_by += (measured_by.empty() ? "" : ", ") + part;
+  if (!measured_by.empty()) text += " (" + measured_by + ")";
+  text += ", " + format_byte_size(curve.points.front().bytes) + " to " + format_byte_size(curve.points.back().bytes);
+  if (!curve.link_recorded) text += " (link not recorded, from an older comm_bench: it ran in one process)";
+  return text;
+}
+
+std::vector<std::string> costs_from_system_file(const std::vector<CollectiveCurve>& curves) {
+  std::vector<std::string> costs;
+  for (LinkKind link : kAllLinks)
+    for (CollectiveOp op : kAllOps) {
+      const bool measured = std::any_of(curves.begin(), curves.end(),
+                                        [&](const CollectiveCurve& c) { return c.op == op && c.link == link; });
+      if (!measured) costs.push_back(std::string(collective_op_name(op)) + " " + link_kind_name(link));
+    }
+  costs.push_back("host copies");
+  return costs;
+}
+
+}  // namespace dpbench

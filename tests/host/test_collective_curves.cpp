@@ -1,0 +1,211 @@
+// Measured collective curves for `dpbench predict --curves` (reports/collective_curves.h): made-up
+// comm_bench files read into points, the files refused with the line that names the problem and
+// the fix, and a prediction priced by a curve against the hand computation. Also the link kind
+// comm_bench records, and the predict flags that take the curves.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <memory>
+
+#include "cli/predict_command.h"
+#include "engine/errors.h"
+#include "reports/collective_curves.h"
+#include "reports/prediction_tables.h"
+#include "tests/host/test_support.h"
+
+namespace dpbench {
+namespace {
+
+using dpbench::testing::error_message_of;
+using dpbench::testing::run_cli;
+using dpbench::testing::TempDir;
+using json = nlohmann::json;
+
+// What `dpbench comm_bench --json` writes, cut to what a curve reads: 2 ranks on one host, three
+// sizes given out of order.
+json comm_bench_file(const std::string& op = "all_reduce", const std::string& link = "intra_host", int ranks = 2) {
+  json rows = json::array();
+  for (const auto& [bytes, busbw] : std::vector<std::pair<int, double>>{{4096, 3.0}, {1024, 1.0}, {2048, 2.0}})
+    rows.push_back({{"size_bytes", bytes}, {"count", bytes / 4}, {"type", "fp32"}, {"time_us", 1.0},
+                    {"algbw_gbps", busbw}, {"busbw_gbps", busbw}});
+  return {{"schema_version", 1},
+          {"command", "comm_bench"},
+          {"communicator", "in-process"},
+          {"config", {{"op", op}, {"data_type", "fp32"}, {"backend", "reference"}, {"num_gpus", ranks}}},
+          {"ranks", ranks},
+          {"hosts", link == "intra_host" ? 1 : 2},
+          {"link", link},
+          {"rows", rows}};
+}
+
+std::string parse_error(const json& document) {
+  return error_message_of<RuntimeError>([&] { parse_collective_curve(document, "c.json"); }, "error");
+}
+
+void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+}  // namespace
+
+TEST_CASE("a comm_bench file becomes a curve of busbw against size", "[predict]") {
+  const CollectiveCurve curve = parse_collective_curve(comm_bench_file(), "c.json");
+  CHECK(curve.op == CollectiveOp::all_reduce);
+  CHECK(curve.link == LinkKind::intra_host);
+  CHECK(curve.link_recorded);
+  CHECK(curve.ranks == 2);
+  CHECK(curve.hosts == 1);
+  CHECK(curve.backend == "reference");
+  REQUIRE(curve.points.size() == 3);
+  // By ascending size, whatever order the rows came in.
+  CHECK(curve.points[0].bytes == 1024);
+  CHECK(curve.points[0].busbw_gb_per_s == 1.0);
+  CHECK(curve.points[2].bytes == 4096);
+  CHECK(curve.points[2].busbw_gb_per_s == 3.0);
+  CHECK(describe_curve(curve) ==
+        "all_reduce intra_host: `c.json`, 2 ranks on 1 host (reference backend, in-process, fp32), 1 KiB to 4 KiB");
+
+  const CollectiveCurve across = parse_collective_curve(comm_bench_file("reduce_scatter", "inter_host", 16), "x.json");
+  CHECK(across.op == CollectiveOp::reduce_scatter);
+  CHECK(across.link == LinkKind::inter_host);
+  CHECK(across.hosts == 2);
+}
+
+TEST_CASE("a comm_bench file from before link was recorded ran in one process: one host", "[predict]") {
+  json old = comm_bench_file();
+  old.erase("link");
+  old.erase("ranks");
+  old.erase("hosts");
+  old["config"]["num_gpus"] = 8;
+  const CollectiveCurve curve = parse_collective_curve(old, "old.json");
+  CHECK(curve.link == LinkKind::intra_host);
+  CHECK_FALSE(curve.link_recorded);
+  CHECK(curve.ranks == 8);
+  CHECK_THAT(describe_curve(curve), Catch::Contains("link not recorded"));
+}
+
+TEST_CASE("a file that is not a usable comm_bench curve is refused with the fix", "[predict]") {
+  const std::string prefix = "predict: curve file 'c.json': ";
+  json training = {{"schema_version", 1}, {"config", {{"model", "trivial"}}}, {"summary", json::object()}};
+  CHECK_THAT(parse_error(training), Catch::StartsWith(prefix + "a training result, not dpbench comm_bench output; "
+                                                              "give runs to compare with as MEASURED"));
+  CHECK_THAT(parse_error(json::array()), Catch::StartsWith(prefix + "not a JSON object; write one with dpbench comm_bench"));
+  CHECK_THAT(parse_error({{"name", "x"}}), Catch::StartsWith(prefix + "not dpbench comm_bench output"));
+  json newer = comm_bench_file();
+  newer["schema_version"] = 2;
+  CHECK_THAT(parse_error(newer), Catch::StartsWith(prefix + "schema_version 2; this dpbench reads"));
+  CHECK_THAT(parse_error(comm_bench_file("all_to_all")),
+             Catch::StartsWith(prefix + "config.op 'all_to_all' is no collective dpbench predicts with; accepted:"));
+  CHECK_THAT(parse_error(comm_bench_file("all_reduce", "nvlink")),
+             Catch::StartsWith(prefix + "link \"nvlink\" unknown; accepted: \"intra_host\", \"inter_host\""));
+  CHECK_THAT(parse_error(comm_bench_file("all_reduce", "intra_host", 1)),
+             Catch::StartsWith(prefix + "measured on 1 rank, where a collective moves nothing; measure on 2 or more"));
+  json no_rows = comm_bench_file();
+  no_rows["rows"] = json::array();
+  CHECK_THAT(parse_error(no_rows), Catch::StartsWith(prefix + "no rows"));
+  json zero = comm_bench_file();
+  zero["rows"][1]["busbw_gbps"] = 0;
+  CHECK(parse_error(zero) == prefix + "row 1 (1024 B) has busbw_gbps 0; a curve needs a positive bus bandwidth at "
+                                      "every size: rerun comm_bench with more --iters");
+  json repeated = comm_bench_file();
+  repeated["rows"][1]["size_bytes"] = 4096;
+  CHECK_THAT(parse_error(repeated), Catch::StartsWith(prefix + "size 4 KiB appears twice"));
+  json no_busbw = comm_bench_file();
+  no_busbw["rows"][0].erase("busbw_gbps");
+  CHECK_THAT(parse_error(no_busbw), Catch::StartsWith(prefix + "row 0 has no numeric size_bytes and busbw_gbps"));
+}
+
+TEST_CASE("a curve file that cannot be read or is not JSON is named", "[predict]") {
+  TempDir dir;
+  write_file(dir.file("broken.json"), "{\"command\": ");
+  CHECK_THAT(error_message_of<RuntimeError>([&] { load_collective_curve(dir.file("broken.json")); }, "error"),
+             Catch::StartsWith("predict: curve file '" + dir.file("broken.json") + "': not JSON (") &&
+                 Catch::EndsWith("write one with dpbench comm_bench --op=all_reduce --json FILE"));
+  CHECK_THAT(error_message_of<RuntimeError>([&] { load_collective_curve(dir.path().string()); }, "error"),
+             Catch::StartsWith("predict: cannot read curve file '" + dir.path().string() + "': it ") &&
+                 Catch::EndsWith("; give a file dpbench comm_bench --json wrote"));
+}
+
+TEST_CASE("two curves of one collective over one link kind are refused, naming both", "[predict]") {
+  const CollectiveCurve two = parse_collective_curve(comm_bench_file("all_reduce", "intra_host", 2), "g2.json");
+  const CollectiveCurve four = parse_collective_curve(comm_bench_file("all_reduce", "intra_host", 4), "g4.json");
+  const CollectiveCurve across = parse_collective_curve(comm_bench_file("all_reduce", "inter_host", 4), "x.json");
+  CHECK(curves_by_collective({two, across}).size() == 2);
+  CHECK(error_message_of<RuntimeError>([&] { curves_by_collective({two, four}); }, "error") ==
+        "predict: curve files 'g2.json' and 'g4.json' both measure all_reduce over intra_host (2 and 4 ranks); give "
+        "one curve per collective and link kind: its bus bandwidth serves every rank count");
+}
+
+TEST_CASE("the costs no curve covers come from the system file", "[predict]") {
+  const CollectiveCurve curve = parse_collective_curve(comm_bench_file(), "c.json");
+  const std::vector<std::string> rest = costs_from_system_file({curve});
+  CHECK(rest.size() == 10);  // 5 collectives x 2 link kinds, less the one measured, and host copies
+  CHECK(std::find(rest.begin(), rest.end(), "all_reduce intra_host") == rest.end());
+  CHECK(std::find(rest.begin(), rest.end(), "all_reduce inter_host") != rest.end());
+  CHECK(rest.back() == "host copies");
+  const std::string text = prediction_costs_text({curve});
+  CHECK_THAT(text, Catch::Contains("- all_reduce intra_host: `c.json`, 2 ranks"));
+  CHECK_THAT(text, Catch::Contains("Costs from the system file (alpha-beta): reduce_scatter intra_host, "));
+  CHECK(prediction_costs_text({}) == "Costs: every collective and host copy from the system file (alpha-beta).\n");
+}
+
+TEST_CASE("a curve at half the system file's bandwidth doubles the predicted transfer", "[predict]") {
+  // The system: 1 GB/s and 10 us inside a host (8 GPUs per host). The curve: all_reduce measured at
+  // 0.5 GB/s busbw from 1 KB to 1 GB.
+  SystemModel system;
+  system.gpus_per_host = 8;
+  system.intra_host = {1.0, 10.0};
+  system.inter_host = {4.0, 100.0};
+  system.host_copy = {0.5, 5.0};
+  json file = comm_bench_file();
+  file["rows"] = json::array({{{"size_bytes", 1000}, {"busbw_gbps", 0.5}}, {{"size_bytes", 1000000000}, {"busbw_gbps", 0.5}}});
+  const MeasuredCurveCost cost(curves_by_collective({parse_collective_curve(file, "half.json")}),
+                               std::make_shared<AlphaBetaCost>(system));
+  // One 1e6-byte bucket ready at 9 ms of a 10 ms backward, 20 ms step, 2 ms update, on 4 GPUs.
+  MeasuredStep step;
+  step.step_ms = 20;
+  step.backward_ms = 10;
+  step.update_ms = 2;
+  step.buckets = {{1e6, 9}};
+  // By hand: 2 x 3/4 x 1e6 bytes at 0.5 GB/s = 3 ms, ending at 12 ms: 2 ms exposed. The system
+  // file alone: 6 x 10 us + 1.5 ms = 1.56 ms, 0.56 ms exposed.
+  const StepPrediction curved = predict_step(step, PredictedStrategy::replicated, 4, system, cost);
+  CHECK(curved.comm_ms == Approx(3.0));
+  CHECK(curved.exposed_comm_ms == Approx(2.0));
+  CHECK(curved.step_ms == Approx(22.0));
+  const StepPrediction formulas = predict_step(step, PredictedStrategy::replicated, 4, system, AlphaBetaCost(system));
+  CHECK(formulas.comm_ms == Approx(1.56));
+  // No reduce_scatter or all_gather curve: the sharded update stays on the formulas (0.78 ms each).
+  const StepPrediction sharded = predict_step(step, PredictedStrategy::replicated_sharded, 4, system, cost);
+  CHECK(sharded.comm_ms == Approx(0.78 + 0.5 + 0.78));
+}
+
+TEST_CASE("comm_bench's link kind is intra_host on one host and inter_host across hosts", "[predict]") {
+  CHECK(link_kind_of_hosts({"a", "a", "a"}) == LinkKind::intra_host);
+  CHECK(link_kind_of_hosts({"a"}) == LinkKind::intra_host);
+  CHECK(link_kind_of_hosts({"a", "a", "b", "b"}) == LinkKind::inter_host);
+  CHECK(std::string(link_kind_name(LinkKind::inter_host)) == "inter_host");
+}
+
+TEST_CASE("predict takes the files after --curves up to the next flag", "[predict]") {
+  TempDir dir;
+  for (const char* name : {"base.json", "g2.json", "c1.json", "c2.json", "system.json"}) write_file(dir.file(name), "{}");
+  const PredictOptions options =
+      parse_predict_flags({dir.file("base.json"), dir.file("g2.json"), "--curves", dir.file("c1.json"),
+                           dir.file("c2.json"), "--system", dir.file("system.json")});
+  CHECK(options.measured_paths == std::vector<std::string>{dir.file("g2.json")});
+  CHECK(options.curve_paths == std::vector<std::string>{dir.file("c1.json"), dir.file("c2.json")});
+  const PredictOptions repeated = parse_predict_flags({dir.file("base.json"), "--curves=" + dir.file("c1.json"),
+                                                       "--system", dir.file("system.json"), "--curves",
+                                                       dir.file("c2.json")});
+  CHECK(repeated.curve_paths.size() == 2);
+  CHECK(repeated.measured_paths.empty());
+  CHECK_THROWS_WITH(parse_predict_flags({dir.file("base.json"), "--system", dir.file("system.json"), "--curves"}),
+                    "--curves: missing a value (dpbench predict --help)");
+  CHECK_THROWS_WITH(parse_predict_flags({dir.file("base.json"), "--system", dir.file("system.json"), "--curves",
+                                         dir.file("nowhere.json")}),
+                    "predict: no such curve file: '" + dir.file("nowhere.json") +
+                        "' (give files dpbench comm_bench --json FILE wrote)");
+  CHECK(run_cli({"predict", dir.file("base.json"), "--system", dir.file("system.json"), "--curves",
+                 dir.file("nowhere.json")}) == 2);
+}
+
+}  // namespace dpbench
