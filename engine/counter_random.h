@@ -61,9 +61,18 @@ DPB_HOST_DEVICE uint32_t counter_uint(uint64_t seed, uint64_t stream, uint64_t i
 
 // Whether dropout at the runner's step `step` keeps element `index` (backend.h's dropout_forward,
 // the attention probabilities of engine/attention_geometry.h): one rule, so every op that drops
-// draws the same mask from the same (seed, step, index).
+// draws the same mask from the same (seed, step, index). A kernel drawing many indices of one
+// step takes the stream's key once (dropout_stream_key) and asks dropout_keeps_keyed.
+DPB_HOST_DEVICE uint64_t dropout_stream_key(uint64_t seed, int32_t step) {
+  return counter_stream_key(seed, kRandomStreamDropout + static_cast<uint64_t>(step));
+}
+
+DPB_HOST_DEVICE bool dropout_keeps_keyed(uint64_t stream_key, uint64_t index, float rate) {
+  return counter_uniform_keyed(stream_key, index) >= rate;
+}
+
 DPB_HOST_DEVICE bool dropout_keeps(uint64_t seed, int32_t step, uint64_t index, float rate) {
-  return counter_uniform(seed, kRandomStreamDropout + static_cast<uint64_t>(step), index) >= rate;
+  return dropout_keeps_keyed(dropout_stream_key(seed, step), index, rate);
 }
 
 }  // namespace dpbench

@@ -63,14 +63,14 @@ struct DropoutMask {
         stream_key(0),
         head_base(((a.first_sample + static_cast<uint64_t>(b)) * a.heads + h) * a.query_len) {
     if (active) {
-      stream_key = counter_stream_key(a.dropout_seed, kRandomStreamDropout + static_cast<uint64_t>(*a.step));
+      stream_key = dropout_stream_key(a.dropout_seed, *a.step);
     }
   }
   // The factor of a probability: 1 without dropout, else 0 or 1 / (1 - rate).
   __device__ __forceinline__ float factor(int i, int j, int key_len) const {
     if (!active) return 1.0f;
     const uint64_t index = (head_base + static_cast<uint64_t>(i)) * key_len + static_cast<uint64_t>(j);
-    return counter_uniform_keyed(stream_key, index) >= rate ? keep_scale : 0.0f;
+    return dropout_keeps_keyed(stream_key, index, rate) ? keep_scale : 0.0f;
   }
 };
 

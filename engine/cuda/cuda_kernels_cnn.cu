@@ -337,9 +337,9 @@ __global__ void pool_backward_gather_kernel(const T* x, const T* dy, T* dx, Pool
 template <typename T, int kVec>
 __global__ void dropout_kernel(const T* in, T* out, size_t n, float rate, float keep_probability,
                                uint64_t seed, uint64_t first_index, const int32_t* step) {
-  const uint64_t random_stream = kRandomStreamDropout + static_cast<uint64_t>(*step);
+  const uint64_t stream_key = dropout_stream_key(seed, *step);
   auto dropped = [&](size_t i, float value) {
-    const bool keep = counter_uniform(seed, random_stream, first_index + i) >= rate;
+    const bool keep = dropout_keeps_keyed(stream_key, first_index + i, rate);
     return keep ? value / keep_probability : 0.0f;
   };
   const size_t packs = n / kVec;
