@@ -18,7 +18,6 @@
 
 #include "cli/flag_limits.h"
 #include "cli/flag_parsing.h"
-#include "engine/attention_geometry.h"
 #include "cli/launch_flags.h"
 #include "engine/process_group.h"
 #include "engine/errors.h"
@@ -301,19 +300,6 @@ void resolve_sequence(const GivenFlags& flags, const ModelEntry& model, RunConfi
   if (values.count("dropout")) {
     q.dropout = parse_finite_number("dropout", values["dropout"], "a rate in [0, 1), e.g. 0.1");
     if (q.dropout < 0.0 || q.dropout >= 1.0) reject("dropout", values["dropout"], "must be in [0, 1), e.g. 0.1");
-  }
-  if (transformer) {
-    if (q.embedding_dim != q.num_units)
-      reject("embedding_dim", std::to_string(q.embedding_dim),
-             "differs from --num_units=" + std::to_string(q.num_units) +
-                 ": the transformer's embeddings are its model width; give one of them");
-    if (q.num_units % q.num_heads != 0)
-      reject("num_heads", std::to_string(q.num_heads),
-             "does not divide --num_units=" + std::to_string(q.num_units) + "; give a divisor, e.g. 8 for 512");
-    if (q.num_units / q.num_heads > kMaxAttentionHeadDim)
-      reject("num_heads", std::to_string(q.num_heads),
-             "leaves heads of " + std::to_string(q.num_units / q.num_heads) + " units; attention takes up to " +
-                 std::to_string(kMaxAttentionHeadDim) + " per head: give more heads");
   }
   if (values.count("lstm_algorithm")) {
     q.lstm_algorithm = values["lstm_algorithm"];

@@ -16,6 +16,12 @@
 
 namespace dpbench {
 
+void check_replica_batch(const char* model, int built_for, const ReplicaShard& shard) {
+  if (shard.batch_size != built_for)
+    throw RuntimeError(std::string(model) + ": built for batch " + std::to_string(built_for) +
+                       " per replica, asked for " + std::to_string(shard.batch_size));
+}
+
 LstmImplementation parse_lstm_implementation(const std::string& encoder_type) {
   if (encoder_type == "cudnn_lstm") return LstmImplementation::fused;
   if (encoder_type == "dynamic") return LstmImplementation::unrolled;
@@ -288,9 +294,7 @@ class NmtReplica final : public ModelReplica {
 
 std::unique_ptr<ModelReplica> NmtModel::create_replica(Device& device, ParameterSet& params,
                                                        const ReplicaShard& shard) const {
-  if (shard.batch_size != shape_.batch)
-    throw RuntimeError("nmt: built for batch " + std::to_string(shape_.batch) + " per replica, asked for " +
-                       std::to_string(shard.batch_size));
+  check_replica_batch("nmt", shape_.batch, shard);
   return std::make_unique<NmtReplica>(*this, device, params, shard);
 }
 

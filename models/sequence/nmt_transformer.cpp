@@ -325,9 +325,7 @@ class TransformerNmtReplica final : public ModelReplica {
 
 std::unique_ptr<ModelReplica> TransformerNmtModel::create_replica(Device& device, ParameterSet& params,
                                                                   const ReplicaShard& shard) const {
-  if (shard.batch_size != shape_.batch)
-    throw RuntimeError("nmt: built for batch " + std::to_string(shape_.batch) + " per replica, asked for " +
-                       std::to_string(shard.batch_size));
+  check_replica_batch("nmt", shape_.batch, shard);
   return std::make_unique<TransformerNmtReplica>(*this, device, params, shard);
 }
 
@@ -351,15 +349,15 @@ std::unique_ptr<Model> create_transformer_nmt_model(const ModelSettings& config)
   s.loss_chunk_rows = q.loss_chunk_rows;
   s.forward_only = config.forward_only;
   if (q.embedding_dim != q.num_units)
-    throw ConfigError("--embedding_dim=" + std::to_string(q.embedding_dim) + " differs from --num_units=" +
-                      std::to_string(q.num_units) + ": the transformer's embeddings are its model width");
+    throw ConfigError("--embedding_dim=" + std::to_string(q.embedding_dim) + ": differs from --num_units=" +
+                      std::to_string(q.num_units) + "; the transformer's embeddings are its model width: give one of them");
   if (q.num_heads <= 0 || q.num_units % q.num_heads != 0)
-    throw ConfigError("--num_heads=" + std::to_string(q.num_heads) + " does not divide --num_units=" +
-                      std::to_string(q.num_units));
+    throw ConfigError("--num_heads=" + std::to_string(q.num_heads) + ": does not divide --num_units=" +
+                      std::to_string(q.num_units) + "; give a divisor, e.g. 8 for 512");
   if (q.num_units / q.num_heads > kMaxAttentionHeadDim)
-    throw ConfigError("--num_heads=" + std::to_string(q.num_heads) + ": heads of " +
+    throw ConfigError("--num_heads=" + std::to_string(q.num_heads) + ": leaves heads of " +
                       std::to_string(q.num_units / q.num_heads) + " units; attention takes up to " +
-                      std::to_string(kMaxAttentionHeadDim) + " per head");
+                      std::to_string(kMaxAttentionHeadDim) + " per head: give more heads");
   return std::make_unique<TransformerNmtModel>(s);
 }
 

@@ -164,9 +164,7 @@ class RnnlmReplica final : public ModelReplica {
 
 std::unique_ptr<ModelReplica> RnnlmModel::create_replica(Device& device, ParameterSet& params,
                                                          const ReplicaShard& shard) const {
-  if (shard.batch_size != shape_.batch)
-    throw RuntimeError("rnnlm: built for batch " + std::to_string(shape_.batch) + " per replica, asked for " +
-                       std::to_string(shard.batch_size));
+  check_replica_batch("rnnlm", shape_.batch, shard);
   return std::make_unique<RnnlmReplica>(*this, device, params, shard);
 }
 

@@ -22,6 +22,10 @@ std::unique_ptr<Model> create_nmt_model(const ModelSettings& config);
 std::unique_ptr<Model> create_transformer_nmt_model(const ModelSettings& config);
 std::unique_ptr<Model> create_rnnlm_model(const ModelSettings& config);
 
+// A sequence model's replica is built for the batch its model was shaped for; throws
+// RuntimeError naming `model` otherwise.
+void check_replica_batch(const char* model, int built_for, const ReplicaShard& shard);
+
 // Their inputs: synthetic sentence pairs or parallel text (nmt_inputs.cpp), synthetic token
 // windows or PTB (rnnlm_inputs.cpp).
 ModelInputs nmt_inputs();

@@ -7,10 +7,12 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/model.h"
 #include "cli/run_config.h"
 #include "models/model_registry.h"
+#include "tests/host/test_support.h"
 
 namespace dpbench::testing {
 
@@ -55,6 +57,21 @@ inline RunConfig tiny_nmt(const std::string& encoder_type, const std::string& di
                           {"src_vocab_size", "13"}, {"tgt_vocab_size", "11"}, {"embedding_dim", "5"},
                           {"num_units", "4"}, {"num_encoder_layers", "2"}, {"num_decoder_layers", "2"},
                           {"src_max_len", "4"}, {"tgt_max_len", "3"}, {"loss_chunk_rows", "4"}});
+}
+
+// dpbench run with `args` on the reference backend, no warm-up, its result read back from `dir`.
+inline nlohmann::json train_on_reference(const TempDir& dir, const std::string& name, std::vector<std::string> args) {
+  args.insert(args.end(), {"--device=cpu", "--display_every=1000", "--num_warmup_batches=0",
+                           "--result_file=" + dir.file(name + ".json")});
+  REQUIRE(run_cli(args) == 0);
+  return read_json(dir.file(name + ".json"));
+}
+
+// The mean loss of steps [from, from + count) of a result's steps.
+inline double mean_loss(const nlohmann::json& steps, size_t from, size_t count) {
+  double sum = 0;
+  for (size_t i = from; i < from + count; ++i) sum += steps[i]["loss"].get<double>();
+  return sum / static_cast<double>(count);
 }
 
 // A tiny Transformer nmt: vocabularies 13 and 11, width 8 in 2 heads, feed-forward 12, 2 + 2

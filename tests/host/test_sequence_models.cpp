@@ -27,7 +27,9 @@ using dpbench::testing::read_json;
 using dpbench::testing::run_cli;
 using dpbench::testing::sequence_config;
 using dpbench::testing::tiny_nmt;
+using dpbench::testing::mean_loss;
 using dpbench::testing::TempDir;
+using dpbench::testing::train_on_reference;
 
 namespace {
 
@@ -142,13 +144,6 @@ TEST_CASE("cudnn_lstm and dynamic are the same network: same parameters, loss an
 
 namespace {
 
-nlohmann::json train(const TempDir& dir, const std::string& name, std::vector<std::string> args) {
-  args.insert(args.end(), {"--device=cpu", "--display_every=1000", "--num_warmup_batches=0",
-                           "--result_file=" + dir.file(name + ".json")});
-  REQUIRE(run_cli(args) == 0);
-  return read_json(dir.file(name + ".json"));
-}
-
 // A small nmt and rnnlm that learn their fixed batch in 60 steps on the reference backend.
 const std::vector<std::string> kSmallNmt = {
     "--model=nmt", "--batch_size=4", "--src_vocab_size=20", "--tgt_vocab_size=20",
@@ -158,12 +153,6 @@ const std::vector<std::string> kSmallRnnlm = {"--model=rnnlm", "--batch_size=4",
                                               "--seq_len=6", "--num_units=16", "--embedding_dim=8",
                                               "--num_batches=60", "--learning_rate=0.05"};
 
-double mean_loss(const nlohmann::json& steps, size_t from, size_t count) {
-  double sum = 0;
-  for (size_t i = from; i < from + count; ++i) sum += steps[i]["loss"].get<double>();
-  return sum / static_cast<double>(count);
-}
-
 }  // namespace
 
 TEST_CASE("nmt and rnnlm learn their fixed batch end to end on the reference backend",
@@ -172,7 +161,7 @@ TEST_CASE("nmt and rnnlm learn their fixed batch end to end on the reference bac
   for (const std::string encoder : {"cudnn_lstm", "dynamic", "uni", "bi"}) {
     std::vector<std::string> args = kSmallNmt;
     args.push_back("--encoder_type=" + encoder);
-    const nlohmann::json result = train(dir, "nmt_" + encoder, args);
+    const nlohmann::json result = train_on_reference(dir, "nmt_" + encoder, args);
     INFO(encoder);
     const auto& steps = result["steps"];
     REQUIRE(steps.size() == 60);
@@ -186,7 +175,7 @@ TEST_CASE("nmt and rnnlm learn their fixed batch end to end on the reference bac
     CHECK(result["config"]["encoder_type"] == (encoder == "uni" || encoder == "bi" ? "dynamic" : encoder));
     if (encoder == "uni" || encoder == "bi") CHECK(result["config"]["direction"] == encoder);
   }
-  const nlohmann::json rnnlm = train(dir, "rnnlm", kSmallRnnlm);
+  const nlohmann::json rnnlm = train_on_reference(dir, "rnnlm", kSmallRnnlm);
   const auto& steps = rnnlm["steps"];
   CHECK(mean_loss(steps, 0, 3) == Approx(std::log(30.0)).margin(0.3));  // mean per token
   CHECK(mean_loss(steps, 55, 5) < 0.5 * mean_loss(steps, 0, 3));
@@ -291,13 +280,13 @@ TEST_CASE("nmt and rnnlm train in bf16 and in fp16 with automatic loss scaling a
       std::vector<std::string> args = *base;
       args.push_back("--encoder_type=" + encoder);
       const std::string model = (*base)[0].substr(8);
-      const nlohmann::json fp32 = train(dir, model + encoder + "fp32", args);
+      const nlohmann::json fp32 = train_on_reference(dir, model + encoder + "fp32", args);
       std::vector<std::string> bf16_args = args, fp16_args = args;
       bf16_args.push_back("--precision=bf16");
       fp16_args.insert(fp16_args.end(), {"--use_fp16", "--fp16_enable_auto_loss_scale", "--fp16_loss_scale=1024",
                                          "--fp16_inc_loss_scale_every_n=20"});
-      const nlohmann::json bf16 = train(dir, model + encoder + "bf16", bf16_args);
-      const nlohmann::json fp16 = train(dir, model + encoder + "fp16", fp16_args);
+      const nlohmann::json bf16 = train_on_reference(dir, model + encoder + "bf16", bf16_args);
+      const nlohmann::json fp16 = train_on_reference(dir, model + encoder + "fp16", fp16_args);
       INFO(model << " " << encoder);
       CHECK(bf16["summary"]["math"] == "bf16");
       CHECK(fp16["summary"]["math"] == "fp16");

@@ -22,7 +22,9 @@ using dpbench::testing::ModelProbe;
 using dpbench::testing::read_json;
 using dpbench::testing::run_cli;
 using dpbench::testing::sequence_config;
+using dpbench::testing::mean_loss;
 using dpbench::testing::TempDir;
+using dpbench::testing::train_on_reference;
 using dpbench::testing::tiny_transformer;
 
 namespace {
@@ -153,19 +155,6 @@ const std::vector<std::string> kSmallTransformer = {
     "--num_units=16", "--num_heads=2", "--ffn_units=32", "--num_encoder_layers=2", "--num_decoder_layers=2",
     "--src_max_len=5", "--tgt_max_len=5", "--learning_rate=0.01"};
 
-nlohmann::json train(const TempDir& dir, const std::string& name, std::vector<std::string> args) {
-  args.insert(args.end(), {"--device=cpu", "--display_every=1000", "--num_warmup_batches=0",
-                           "--result_file=" + dir.file(name + ".json")});
-  REQUIRE(run_cli(args) == 0);
-  return read_json(dir.file(name + ".json"));
-}
-
-double mean_loss(const nlohmann::json& steps, size_t from, size_t count) {
-  double sum = 0;
-  for (size_t i = from; i < from + count; ++i) sum += steps[i]["loss"].get<double>();
-  return sum / static_cast<double>(count);
-}
-
 }  // namespace
 
 TEST_CASE("the transformer learns its fixed batch end to end on the reference backend",
@@ -173,7 +162,7 @@ TEST_CASE("the transformer learns its fixed batch end to end on the reference ba
   TempDir dir;
   std::vector<std::string> args = kSmallTransformer;
   args.push_back("--num_batches=60");
-  const nlohmann::json result = train(dir, "transformer", args);
+  const nlohmann::json result = train_on_reference(dir, "transformer", args);
   const auto& steps = result["steps"];
   REQUIRE(steps.size() == 60);
   for (const auto& step : steps) CHECK(std::isfinite(step["loss"].get<double>()));
