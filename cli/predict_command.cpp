@@ -142,6 +142,7 @@ void attach_measurements(const std::vector<std::string>& paths, const Result& ba
     }
     match->measured_items_per_sec = result.summary.items_per_sec;
     match->measured_path = measured.path;
+    match->measured_clock_loss_pct = clock_loss_points(result, base);
   }
 }
 

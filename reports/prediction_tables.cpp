@@ -60,8 +60,8 @@ std::string render_prediction_markdown(const PredictionReport& report) {
                                      "Exposed comm (ms)", "Comm (ms)"};
   std::string alignment = "lrrrrrr";
   if (report.measurements_given) {
-    header.insert(header.end(), {"Measured (" + report.unit + ")", "Error"});
-    alignment += "rr";
+    header.insert(header.end(), {"Measured (" + report.unit + ")", "Error", "Clock loss", "Error at equal clocks"});
+    alignment += "rrrr";
   }
   text += markdown_row(header) + alignment_rule(alignment);
   for (const PredictionRow& row : report.rows) {
@@ -74,10 +74,16 @@ std::string render_prediction_markdown(const PredictionReport& report) {
                                  format_fixed(row.step.comm_ms, 3)});
     }
     if (report.measurements_given)
-      cells.insert(cells.end(), {fixed_or_dash(row.measured_items_per_sec, 1), signed_percent(row.error_pct())});
+      cells.insert(cells.end(), {fixed_or_dash(row.measured_items_per_sec, 1), signed_percent(row.error_pct()),
+                                 row.measured_clock_loss_pct ? format_fixed(*row.measured_clock_loss_pct, 1) + "%" : "-",
+                                 signed_percent(row.error_at_equal_clocks_pct())});
     text += markdown_row(cells);
   }
   std::vector<std::string> notes = report.notes;
+  if (report.measurements_given)
+    notes.push_back("Clock loss: the points of the measured run's step spent computing below BASE's mean SM clock "
+                    "(GPU telemetry; a GPU at its power cap slows down). The prediction leaves it out; `Error at "
+                    "equal clocks` compares with the measured speed without it (-: a run without telemetry).");
   for (const PredictionRow& row : report.rows)
     if (!row.step.modelled && row.step.gpus > 1)
       notes.push_back(row.strategy + ", " + std::to_string(row.step.gpus) + " GPUs: not modelled: " + row.step.why_not);
@@ -91,7 +97,8 @@ std::string render_prediction_markdown(const PredictionReport& report) {
 std::string render_prediction_csv(const PredictionReport& report) {
   std::string text =
       "strategy,gpu_number,modelled,step_ms,items_per_sec,efficiency_pct,exposed_comm_ms,comm_ms,"
-      "measured_items_per_sec,error_pct,measured_file,unit,base_file,system_file,curve_files\n";
+      "measured_items_per_sec,error_pct,clock_loss_pct,error_at_equal_clocks_pct,measured_file,unit,base_file,"
+      "system_file,curve_files\n";
   std::string curve_files;  // ';' between them
   for (const CollectiveCurve& curve : report.curves) curve_files += (curve_files.empty() ? "" : ";") + curve.path;
   for (const PredictionRow& row : report.rows) {
@@ -101,6 +108,7 @@ std::string render_prediction_csv(const PredictionReport& report) {
             number(row.step.step_ms) + "," + number(row.items_per_sec) + "," + number(row.efficiency_pct) + "," +
             number(row.step.exposed_comm_ms) + "," + number(row.step.comm_ms) + "," +
             csv_number(row.measured_items_per_sec) + "," + csv_number(row.error_pct()) + "," +
+            csv_number(row.measured_clock_loss_pct) + "," + csv_number(row.error_at_equal_clocks_pct()) + "," +
             csv_field(row.measured_path) + "," + csv_field(report.unit) + "," + csv_field(report.base_path) + "," +
             csv_field(report.system_path) + "," + csv_field(curve_files) + "\n";
   }
@@ -121,7 +129,9 @@ std::string render_prediction_json(const PredictionReport& report) {
                             {"exposed_comm_ms", number(row.step.exposed_comm_ms)},
                             {"comm_ms", number(row.step.comm_ms)},
                             {"measured_items_per_sec", json_number(row.measured_items_per_sec)},
-                            {"error_pct", json_number(row.error_pct())}};
+                            {"error_pct", json_number(row.error_pct())},
+                            {"clock_loss_pct", json_number(row.measured_clock_loss_pct)},
+                            {"error_at_equal_clocks_pct", json_number(row.error_at_equal_clocks_pct())}};
     if (!modelled) entry["why_not"] = row.step.why_not;
     if (!row.measured_path.empty()) entry["measured_file"] = row.measured_path;
     rows.push_back(entry);

@@ -19,9 +19,21 @@ struct PredictionRow {
   double efficiency_pct = 0;
   std::optional<double> measured_items_per_sec;  // a measured run of this strategy and GPU count
   std::string measured_path;
+  // Points of the measured run's step lost to a lower mean GPU clock than BASE's
+  // (clock_loss_points); the prediction leaves that term out. None without telemetry in both.
+  std::optional<double> measured_clock_loss_pct;
   std::optional<double> error_pct() const {  // 100 x (predicted - measured) / measured
     if (!measured_items_per_sec || *measured_items_per_sec <= 0) return std::nullopt;
     return 100.0 * (items_per_sec - *measured_items_per_sec) / *measured_items_per_sec;
+  }
+  // The error against the measured speed at BASE's clock: its step without the clock loss,
+  // measured / (1 - loss / 100).
+  std::optional<double> error_at_equal_clocks_pct() const {
+    if (!measured_items_per_sec || *measured_items_per_sec <= 0 || !measured_clock_loss_pct ||
+        *measured_clock_loss_pct >= 100)
+      return std::nullopt;
+    const double at_base_clock = *measured_items_per_sec / (1.0 - *measured_clock_loss_pct / 100.0);
+    return 100.0 * (items_per_sec - at_base_clock) / at_base_clock;
   }
 };
 

@@ -187,14 +187,9 @@ std::optional<EfficiencyLoss> efficiency_loss(const Result& run, const Result& s
   loss.straggler = growth_points("straggler_wait_ms");
   loss.data = growth_points("data_wait_ms");
   loss.host = growth_points("host_gap_ms");
-  const json& clocks = run.summary.gpu_telemetry, & single_clocks = single.summary.gpu_telemetry;
-  if (clocks.contains("sm_clock_mhz_mean") && single_clocks.contains("sm_clock_mhz_mean")) {
-    const double clock = clocks["sm_clock_mhz_mean"].get<double>(), single_clock = single_clocks["sm_clock_mhz_mean"].get<double>();
-    if (clock > 0 && single_clock > 0) {
-      loss.clock_known = true;
-      const double compute = part(parts, "forward_ms") + part(parts, "backward_ms") + part(parts, "update_ms");
-      loss.clock = 100.0 * compute * (1.0 - clock / single_clock) / wall_ms;
-    }
+  if (const std::optional<double> clock = clock_loss_points(run, single)) {
+    loss.clock_known = true;
+    loss.clock = *clock;
   }
   loss.other = (100.0 - efficiency_pct) - (loss.exposed_comm + loss.straggler + loss.clock + loss.data + loss.host);
   return loss;
@@ -236,6 +231,20 @@ Series make_series(const SeriesKey& key, std::vector<LoadedResult> runs) {
 }
 
 }  // namespace
+
+std::optional<double> clock_loss_points(const Result& run, const Result& single) {
+  const json& parts = run.summary.breakdown;
+  const json& clocks = run.summary.gpu_telemetry, & single_clocks = single.summary.gpu_telemetry;
+  if (!parts.contains("ms_per_step") || !clocks.contains("sm_clock_mhz_mean") ||
+      !single_clocks.contains("sm_clock_mhz_mean"))
+    return std::nullopt;
+  const double wall_ms = parts.value("wall_ms_per_step", 0.0);
+  const double clock = clocks["sm_clock_mhz_mean"].get<double>(), single_clock = single_clocks["sm_clock_mhz_mean"].get<double>();
+  if (!(wall_ms > 0) || !(clock > 0) || !(single_clock > 0)) return std::nullopt;
+  auto part = [&](const char* key) { return parts["ms_per_step"].value(key, 0.0); };
+  const double compute = part("forward_ms") + part("backward_ms") + part("update_ms");
+  return 100.0 * compute * (1.0 - clock / single_clock) / wall_ms;
+}
 
 // Scaling mode, then the workload (so a workload's series stay together and form one comparison),
 // then the strategy.

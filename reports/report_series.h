@@ -72,6 +72,13 @@ struct EfficiencyLoss {
   bool clock_known = false;  // both runs have the GPUs' mean SM clock (telemetry)
 };
 
+// The points of `run`'s efficiency lost to a lower GPU clock than `single`'s: the compute it spent
+// (forward, backward, update, from summary.breakdown) above what it would have spent at `single`'s
+// mean SM clock, in % of its wall time per step. None where either run lacks the breakdown or the
+// GPU telemetry's mean clock. (`report`'s "where the efficiency went" and `predict`'s
+// equal-clock error both take it from here.)
+std::optional<double> clock_loss_points(const Result& run, const Result& single);
+
 struct SeriesRow {
   int64_t num_devices = 0;
   std::vector<LoadedResult> runs;  // every run at this GPU count, slowest first

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include "reports/prediction_tables.h"
 #include "reports/report_tables.h"
 #include "tests/host/report_test_support.h"
 
@@ -462,6 +463,46 @@ TEST_CASE("report says where each multi-GPU run's efficiency went, in points tha
   CHECK(rows[0]["efficiency_loss_points"].is_null());
   CHECK(rows[1]["efficiency_loss_points"]["exposed_comm"].get<double>() == Approx(100 * 0.9 / 11.5));
   CHECK_THAT(render_csv(report), Contains("loss_exposed_comm_pts"));
+}
+
+TEST_CASE("predict's equal-clock error removes the measured run's clock loss", "[report][predict]") {
+  // BASE at 1980 MHz; the 4-GPU run computed 9 of its 10 ms at 1800 MHz: it lost 9 x (1 - 1800/1980) =
+  // 0.818 ms of compute, 8.18 points of its step.
+  Result base = make_fixture_result(run_of(kReplicated, 1, 6400));
+  base.summary.gpu_telemetry = {{"available", true}, {"sm_clock_mhz_mean", 1980.0}};
+  Result run = make_fixture_result(run_of(kReplicated, 4, 23000));
+  run.summary.breakdown = {{"wall_ms_per_step", 10.0},
+                           {"ms_per_step", {{"forward_ms", 3.0}, {"backward_ms", 5.0}, {"update_ms", 1.0}}}};
+  run.summary.gpu_telemetry = {{"available", true}, {"sm_clock_mhz_mean", 1800.0}};
+  const std::optional<double> points = clock_loss_points(run, base);
+  REQUIRE(points.has_value());
+  CHECK(*points == Approx(100 * 9.0 * (1 - 1800.0 / 1980.0) / 10.0));
+  Result untelemetered = base;
+  untelemetered.summary.gpu_telemetry = nlohmann::json::object();
+  CHECK_FALSE(clock_loss_points(run, untelemetered).has_value());
+
+  PredictionRow row;
+  row.strategy = "replicated (nccl)";
+  row.step.gpus = 4;
+  row.step.modelled = true;
+  row.items_per_sec = 25000;
+  row.measured_items_per_sec = 23000;
+  row.measured_clock_loss_pct = *points;
+  CHECK(*row.error_pct() == Approx(100.0 * 2000 / 23000));
+  // At BASE's clock the run would have taken 10 - 0.818 ms: 23000 / (1 - 0.0818) items/s.
+  const double at_base_clock = 23000 / (1 - *points / 100);
+  CHECK(*row.error_at_equal_clocks_pct() == Approx(100 * (25000 - at_base_clock) / at_base_clock));
+  PredictionReport report;
+  report.unit = "images/s";
+  report.measurements_given = true;
+  report.rows.push_back(row);
+  const std::string markdown = render_prediction_markdown(report);
+  CHECK_THAT(markdown, Contains("| Error | Clock loss | Error at equal clocks |"));
+  CHECK_THAT(markdown, Contains("| 23000.0 | +8.7% | 8.2% | -0.2% |"));
+  CHECK_THAT(markdown, Contains("The prediction leaves it out"));
+  const nlohmann::json rows = nlohmann::json::parse(render_prediction_json(report))["rows"];
+  CHECK(rows[0]["clock_loss_pct"].get<double>() == Approx(*points));
+  CHECK_THAT(render_prediction_csv(report), Contains("clock_loss_pct,error_at_equal_clocks_pct"));
 }
 
 TEST_CASE("reference runs on 1 and 2 devices give a decomposition whose parts add up to the lost points", "[report]") {
