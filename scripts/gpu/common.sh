@@ -5,7 +5,8 @@
 # where the system lacks cuDNN, NCCL or cuBLAS, the loader pointed at the CUDA toolkit's folders and
 # then at the copies bundled with PyTorch's wheels; prints which libraries BINARY loads.
 # Defines what the scripts share (the one place for entry parsing and tables):
-#   model_flags MODEL           a model's flags in these scripts (nmt: cudnn_lstm, bi, tf32; rnnlm:
+#   model_flags MODEL           a model's flags in these scripts (nmt: cudnn_lstm, bi, tf32, the bi
+#                               dropped by parse_entry for --encoder_type=transformer; rnnlm:
 #                               tf32; the CNNs: fp32; trivial: none)
 #   parse_entry ENTRY           MODEL[:BATCH][+--flag=value...] -> entry_model, entry_batch,
 #                               entry_flags (model_flags, --batch_size, then the entry's flags, each
@@ -100,6 +101,10 @@ parse_entry() {
   fi
   entry_tag=${entry_tag//[^A-Za-z0-9._=+-]/-}
   mapfile -t entry_flags < <(last_of_each "${entry_flags[@]}")
+  # model_flags' --direction belongs to the LSTM encoders; the transformer refuses it.
+  if printf '%s\n' "${entry_flags[@]}" | grep -qx -- --encoder_type=transformer; then
+    mapfile -t entry_flags < <(printf '%s\n' "${entry_flags[@]}" | grep -v -- '^--direction=')
+  fi
 }
 
 twin_flags() {
