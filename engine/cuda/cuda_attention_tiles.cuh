@@ -72,7 +72,20 @@ struct DropoutMask {
     const uint64_t index = (head_base + static_cast<uint64_t>(i)) * key_len + static_cast<uint64_t>(j);
     return dropout_keeps_keyed(stream_key, index, rate) ? keep_scale : 0.0f;
   }
+  // The factors of probabilities (i, j) and (i, j + 1).
+  __device__ __forceinline__ float2 factors(int i, int j, int key_len) const {
+    if (!active) return make_float2(1.0f, 1.0f);
+    const uint64_t index = (head_base + static_cast<uint64_t>(i)) * key_len + static_cast<uint64_t>(j);
+    return make_float2(dropout_keeps_keyed(stream_key, index, rate) ? keep_scale : 0.0f,
+                       dropout_keeps_keyed(stream_key, index + 1, rate) ? keep_scale : 0.0f);
+  }
 };
+
+// The gradient of a score given its probability p (rebuilt as exp(s - lse)), the dropout factor
+// z, dp' = d_o_i . v_j and D_i: ds = p (z dp' - D_i) (dp = z dp' is the gradient of p).
+__device__ __forceinline__ float score_gradient(float p, float z, float dp_dropped, float row_dot) {
+  return p * (z * dp_dropped - row_dot);
+}
 
 __device__ __forceinline__ float group_max(float value) {
 #pragma unroll

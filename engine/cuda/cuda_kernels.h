@@ -199,14 +199,17 @@ size_t layer_norm_workspace_bytes(int rows, int cols);
 // y = x * scale + PE(t) over (seq_len, batch, dim); y may alias x. seq_len <= 65535.
 void launch_add_positional_encoding(cudaStream_t stream, DataType type, const void* x, void* y,
                                     int seq_len, int batch, int dim, float scale);
-// Flash attention (Note [attention tiles] in cuda_attention_tiles.cuh): head_dim in [1, 128];
-// causal needs query_len == key_len; step is read on the device (with dropout only).
-void launch_attention_forward(cudaStream_t stream, const AttentionGeometry& g, const void* q,
-                              const void* k, const void* v, const int32_t* key_lengths,
-                              const int32_t* step, void* o, float* lse);
+// Flash attention: head_dim in [1, 128]; causal needs query_len == key_len; step is read on the
+// device (with dropout only). 16-bit data, and fp32 data when `tf32`, go to the tensor-core
+// kernels (Note [tensor-core attention] in cuda_attention_mma.cuh) where the head and strides
+// allow 16-byte packs; the rest to the fp32 kernels (Note [attention tiles]).
+void launch_attention_forward(cudaStream_t stream, const AttentionGeometry& g, bool tf32,
+                              const void* q, const void* k, const void* v,
+                              const int32_t* key_lengths, const int32_t* step, void* o, float* lse);
 // `workspace` holds attention_workspace_bytes(g): each query row's d_o . o.
-void launch_attention_backward(cudaStream_t stream, const AttentionGeometry& g, const void* q,
-                               const void* k, const void* v, const void* o, const void* d_o,
+void launch_attention_backward(cudaStream_t stream, const AttentionGeometry& g, bool tf32,
+                               const void* q, const void* k, const void* v, const void* o,
+                               const void* d_o,
                                const float* lse, const int32_t* key_lengths, const int32_t* step,
                                void* dq, void* dk, void* dv, void* workspace);
 size_t attention_workspace_bytes(const AttentionGeometry& g);

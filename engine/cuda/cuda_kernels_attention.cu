@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <type_traits>
 
+#include "engine/cuda/cuda_attention_mma.cuh"
 #include "engine/cuda/cuda_attention_tiles.cuh"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
@@ -129,12 +130,6 @@ __global__ void attention_row_dots_kernel(AttentionArgs a, const T* o, const T* 
     }
     if (threadIdx.x % 32 == 0) row_dots[item] = sum;
   }
-}
-
-// The gradient of a score given its probability p (rebuilt as exp(s - lse)), the dropout factor
-// z, dp' = d_o_i . v_j and D_i: ds = p (z dp' - D_i) (dp = z dp' is the gradient of p).
-__device__ __forceinline__ float score_gradient(float p, float z, float dp_dropped, float row_dot) {
-  return p * (z * dp_dropped - row_dot);
 }
 
 // dQ: CTA (query tile, h, b), rows = kBr queries, columns = kBc keys; dq_i = scale * sum_j ds_ij k_j.
@@ -371,17 +366,36 @@ dim3 attention_grid(int tiles, const AttentionGeometry& g) {
 
 int tiles_of(int length, int tile) { return (length + tile - 1) / tile; }
 
+// Whether the tensor-core kernels (Note [tensor-core attention]) take this call: 16-bit data, or
+// fp32 data under TF32, moved in 16-byte packs, on compute capability 8.0 or above (WMMA's bf16
+// and TF32 shapes). The fp32 kernels take the rest: exact fp32, and odd head sizes or strides.
+bool attention_on_tensor_cores(const AttentionGeometry& g, bool tf32, bool vectorised) {
+  if (!vectorised || (g.type == DataType::f32 && !tf32)) return false;
+  int device = 0, major = 0;
+  DPB_CUDA_CHECK(cudaGetDevice(&device));
+  DPB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major >= 8;
+}
+
 }  // namespace
 
-void launch_attention_forward(cudaStream_t stream, const AttentionGeometry& g, const void* q, const void* k,
-                              const void* v, const int32_t* key_lengths, const int32_t* step, void* o,
-                              float* lse) {
+void launch_attention_forward(cudaStream_t stream, const AttentionGeometry& g, bool tf32, const void* q,
+                              const void* k, const void* v, const int32_t* key_lengths, const int32_t* step,
+                              void* o, float* lse) {
   if (g.batch <= 0 || g.heads <= 0 || g.query_len <= 0) return;
   with_storage_type(g.type, "attention_forward", [&](auto tag) {
     using T = decltype(tag);
-    const AttentionArgs a = attention_args(g, key_lengths, step, attention_vectorised<T>(g, {q, k, v, o}));
+    const bool vectorised = attention_vectorised<T>(g, {q, k, v, o});
+    const AttentionArgs a = attention_args(g, key_lengths, step, vectorised);
+    const bool tensor_cores = attention_on_tensor_cores(g, tf32, vectorised);
     with_head_size(g.head_dim, [&](auto head_size) {
       constexpr int kD = decltype(head_size)::value;
+      if (tensor_cores) {
+        launch_tiled(attention_forward_mma_kernel<T, kD>, attention_grid(tiles_of(g.query_len, kMmaTile), g),
+                     MmaLayout<T, kD>::kForwardBytes, stream, a, static_cast<const T*>(q),
+                     static_cast<const T*>(k), static_cast<const T*>(v), static_cast<T*>(o), lse);
+        return;
+      }
       using Tiles = AttentionTiles<kD>;
       constexpr int kBr = Tiles::kForwardRows, kBc = Tiles::kForwardColumns;
       const size_t bytes =
@@ -399,16 +413,17 @@ size_t attention_workspace_bytes(const AttentionGeometry& g) {
   return g.lse_count() * sizeof(float);
 }
 
-void launch_attention_backward(cudaStream_t stream, const AttentionGeometry& g, const void* q, const void* k,
-                               const void* v, const void* o, const void* d_o, const float* lse,
+void launch_attention_backward(cudaStream_t stream, const AttentionGeometry& g, bool tf32, const void* q,
+                               const void* k, const void* v, const void* o, const void* d_o, const float* lse,
                                const int32_t* key_lengths, const int32_t* step, void* dq, void* dk, void* dv,
                                void* workspace) {
   if (g.batch <= 0 || g.heads <= 0) return;
   float* row_dots = static_cast<float*>(workspace);  // (batch, heads, query_len)
   with_storage_type(g.type, "attention_backward", [&](auto tag) {
     using T = decltype(tag);
-    const AttentionArgs a =
-        attention_args(g, key_lengths, step, attention_vectorised<T>(g, {q, k, v, o, d_o, dq, dk, dv}));
+    const bool vectorised = attention_vectorised<T>(g, {q, k, v, o, d_o, dq, dk, dv});
+    const AttentionArgs a = attention_args(g, key_lengths, step, vectorised);
+    const bool tensor_cores = attention_on_tensor_cores(g, tf32, vectorised);
     const T* qs = static_cast<const T*>(q);
     const T* ks = static_cast<const T*>(k);
     const T* vs = static_cast<const T*>(v);
@@ -425,6 +440,22 @@ void launch_attention_backward(cudaStream_t stream, const AttentionGeometry& g, 
     with_head_size(g.head_dim, [&](auto head_size) {
       constexpr int kD = decltype(head_size)::value;
       using Tiles = AttentionTiles<kD>;
+      if (tensor_cores) {
+        using Layout = MmaLayout<T, kD>;
+        if (g.query_len > 0) {
+          launch_tiled(attention_backward_dq_mma_kernel<T, kD>, attention_grid(tiles_of(g.query_len, kMmaTile), g),
+                       Layout::kDqBytes, stream, a, qs, ks, vs, dos, lse, static_cast<const float*>(row_dots),
+                       static_cast<T*>(dq));
+          DPB_CUDA_CHECK_LAUNCH(attention_backward_dq_mma_kernel);
+        }
+        if (g.key_len > 0) {
+          launch_tiled(attention_backward_dkdv_mma_kernel<T, kD>, attention_grid(tiles_of(g.key_len, kMmaTile), g),
+                       Layout::kDkdvBytes, stream, a, qs, ks, vs, dos, lse, static_cast<const float*>(row_dots),
+                       static_cast<T*>(dk), static_cast<T*>(dv));
+          DPB_CUDA_CHECK_LAUNCH(attention_backward_dkdv_mma_kernel);
+        }
+        return;
+      }
       if (g.query_len > 0) {
         constexpr int kBr = Tiles::kDqRows, kBc = Tiles::kDqColumns;
         const size_t bytes =

@@ -83,7 +83,7 @@ void CudaBackend::attention_forward(const AttentionGeometry& g, const void* q, c
                                     const int32_t* key_lengths, const int32_t* step, void* o, float* lse,
                                     void* workspace) {
   check_attention(g, step, "attention_forward");
-  cuda_kernels::launch_attention_forward(stream_, g, q, k, v, key_lengths, step, o, lse);
+  cuda_kernels::launch_attention_forward(stream_, g, tf32(), q, k, v, key_lengths, step, o, lse);
 }
 
 void CudaBackend::attention_backward(const AttentionGeometry& g, const void* q, const void* k, const void* v,
@@ -91,7 +91,7 @@ void CudaBackend::attention_backward(const AttentionGeometry& g, const void* q, 
                                      const int32_t* key_lengths, const int32_t* step, void* dq, void* dk,
                                      void* dv, void* workspace) {
   check_attention(g, step, "attention_backward");
-  cuda_kernels::launch_attention_backward(stream_, g, q, k, v, o, d_o, lse, key_lengths, step, dq, dk, dv,
+  cuda_kernels::launch_attention_backward(stream_, g, tf32(), q, k, v, o, d_o, lse, key_lengths, step, dq, dk, dv,
                                           workspace);
 }
 

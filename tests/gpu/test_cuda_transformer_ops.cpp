@@ -389,12 +389,28 @@ double attention_budget(const AttentionGeometry& g, double qk_max) {
   return 4.0 * kEps * (g.head_dim * (1.0 + score_max) + g.query_len + g.key_len + 32.0);
 }
 
-// gpu against ref within the budget of the largest |ref| (Note [attention tolerance]).
+// The spacing of TF32's values relative to the value (10 stored mantissa bits): under TF32 the
+// tensor-core kernels round q, k, v, d_o and the probabilities to it before they multiply.
+constexpr double kTf32Unit = 1.0 / (1 << 10);
+
+// gpu against ref within the budget of the largest |ref| (Note [attention tolerance]). The inputs
+// of the products are rounded to 16 bits (or, under `tf32`, to TF32) and the results stored in
+// `type`: 8 units in the last place of the largest result for either.
 void check_attention_result(const std::vector<float>& gpu, const std::vector<float>& ref, DataType type,
-                            double budget, const std::string& what) {
+                            double budget, const std::string& what, bool tf32 = false) {
   const double magnitude = max_magnitude(ref);
-  const double relative = budget + (type == DataType::f32 ? 0.0 : 8.0 * unit_in_last_place(type));
-  check_close(gpu, ref, relative * magnitude + storage_atol(type), storage_rtol(type), what);
+  const double rounding = type != DataType::f32 ? unit_in_last_place(type) : tf32 ? kTf32Unit : 0.0;
+  check_close(gpu, ref, (budget + 8.0 * rounding) * magnitude + storage_atol(type), storage_rtol(type), what);
+}
+
+// ||a - b|| / ||b||: how far a whole result moved, the measure of TF32's rounding.
+double relative_l2_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double difference = 0, reference = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    difference += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    reference += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(difference / reference);
 }
 
 // Rows (b, h, i) that see a key: those that have a log-sum-exp.
@@ -412,8 +428,10 @@ std::vector<char> rows_with_keys(const AttentionCase& c) {
 }
 
 // Forward then backward on both backends from the same rounded inputs; every result compared.
-void compare_attention(Device& gpu, ReferenceBackend& reference, const AttentionCase& c, DataType type,
-                       uint64_t stream) {
+// `tf32`: the GPU runs under TF32 (fp32 data then takes the tensor-core kernels where the head and
+// strides allow), and the returned value is the relative L2 error of o.
+double compare_attention(Device& gpu, ReferenceBackend& reference, const AttentionCase& c, DataType type,
+                         uint64_t stream, bool tf32 = false) {
   Backend& ops = gpu.ops();
   const AttentionGeometry g = geometry_of(c, type);
   const AttentionLayout layout = layout_of(c);
@@ -474,7 +492,7 @@ void compare_attention(Device& gpu, ReferenceBackend& reference, const Attention
   const double budget = attention_budget(g, qk_range);
   const std::vector<float> o_seen = o_gpu.values(), o_expected = o_ref.values();
   check_attention_result(columns_of(o_seen, o_rows, g.o_stride, 0, m),
-                         columns_of(o_expected, o_rows, g.o_stride, 0, m), type, budget, "attention o " + what);
+                         columns_of(o_expected, o_rows, g.o_stride, 0, m), type, budget, "attention o " + what, tf32);
   check_same_values(columns_of(o_seen, o_rows, g.o_stride, m, g.o_stride - m),
                     columns_of(o_before, o_rows, g.o_stride, m, g.o_stride - m),
                     "attention o's padding " + what);
@@ -493,7 +511,8 @@ void compare_attention(Device& gpu, ReferenceBackend& reference, const Attention
     }
   }
   // lse = m + log l: |m| up to the largest score, l's relative error budget's worth.
-  check_close(lse_gpu_seen, lse_ref_seen, budget * (1.0 + g.scale * g.head_dim * qk_range * qk_range), 2 * kEps,
+  const double lse_budget = budget + (tf32 ? 8.0 * kTf32Unit : 0.0);
+  check_close(lse_gpu_seen, lse_ref_seen, lse_budget * (1.0 + g.scale * g.head_dim * qk_range * qk_range), 2 * kEps,
               "attention lse " + what);
   INFO("attention lse of rows that see no key " + what);
   CHECK(empty_rows_wrong == 0);
@@ -506,7 +525,7 @@ void compare_attention(Device& gpu, ReferenceBackend& reference, const Attention
     const int width = layout.widths[slot.buffer];
     check_attention_result(columns_of(gradients_gpu[slot.buffer]->values(), rows, width, slot.column, m),
                            columns_of(gradients_ref[slot.buffer].values(), rows, width, slot.column, m), type,
-                           budget, std::string("attention ") + names[t] + " " + what);
+                           budget, std::string("attention ") + names[t] + " " + what, tf32);
   }
   for (size_t buffer = 0; buffer < layout.rows.size(); ++buffer) {
     const int b = static_cast<int>(buffer);
@@ -516,6 +535,7 @@ void compare_attention(Device& gpu, ReferenceBackend& reference, const Attention
         unowned_columns(gradients_before[buffer], layout.rows[buffer], layout.widths[buffer], slots, b, m),
         "attention gradients' padding " + what);
   }
+  return relative_l2_error(columns_of(o_seen, o_rows, g.o_stride, 0, m), columns_of(o_expected, o_rows, g.o_stride, 0, m));
 }
 
 const AttentionCase kFp32Cases[] = {
@@ -559,6 +579,27 @@ TEST_CASE("cuda attention forward and backward match the reference in fp16 and b
     for (const AttentionCase& c : k16BitCases) {
       compare_attention(*gpu, reference, c, type, stream);
       stream += 16;
+    }
+  }
+}
+
+TEST_CASE("cuda attention under TF32 runs on tensor cores within TF32's rounding", "[gpu][transformer]") {
+  // Pure fp32 attention lands near 1e-7 of the result's scale; TF32 rounds each product's inputs
+  // by up to 2^-11, which moves o by ~1e-4 (random signs over head_dim and the keys). So an error
+  // above 2e-6 shows the tensor cores ran, and every element stays within the TF32 budget. The
+  // misaligned cases (odd heads or strides) stay on the fp32 kernels and are exact fp32 still.
+  auto gpu = make_gpu();
+  set_tf32(*gpu, true);
+  ReferenceBackend reference;
+  uint64_t stream = 2100;
+  for (const AttentionCase& c : kFp32Cases) {
+    const double error = compare_attention(*gpu, reference, c, DataType::f32, stream, true);
+    stream += 16;
+    INFO(c.name << ": relative L2 error of o " << error);
+    if (c.offset == 0 && c.head_dim % 4 == 0) {
+      CHECK(error > 2e-6);
+    } else {
+      CHECK(error < 2e-6);
     }
   }
 }
