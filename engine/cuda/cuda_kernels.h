@@ -47,9 +47,23 @@ void launch_add_elapsed_since(cudaStream_t stream, const int64_t* start, int64_t
 void launch_lap(cudaStream_t stream, int64_t* clock, int64_t* total);
 
 // ---- reductions (cuda_kernels_reduce.cu); deterministic: no atomics, fixed summation order --
-// dbias (cols, fp32) = column sums of dy (rows, cols) of `dy_type`, summed in fp32.
+// dbias (cols, fp32) = column sums of dy (rows, cols) of `dy_type`, summed in fp32: rows split
+// into parts fixed by the shape, then the parts added in a fixed order (Note [column sums in
+// parts] in cuda_kernels_reduce.cu). `scratch` holds bias_gradient_scratch_floats() floats for
+// the parts' sums (a fixed amount, whatever the shape); nullptr sums each column in one part.
 void launch_bias_gradient(cudaStream_t stream, DataType dy_type, const void* dy, float* dbias,
-                          int rows, int cols);
+                          int rows, int cols, float* scratch);
+size_t bias_gradient_scratch_floats();
+// Stage 2 of a column sum in parts: for each of `count` (at most kMaxColumnPartsBatch) entries,
+// out[c] = the sum over p < parts of partials[p * cols + c], in the fixed order of Note [column
+// sums in parts]; in fp32, or in double rounded once (`in_double`).
+struct ColumnParts {
+  const float* partials;  // (parts, cols)
+  float* out;             // (cols)
+};
+constexpr int kMaxColumnPartsBatch = 2;
+void launch_sum_column_parts(cudaStream_t stream, const ColumnParts* sums, int count, size_t parts,
+                             int cols, bool in_double);
 // Leaves the sum of squares of x in scratch[0]; scratch holds kSumSquaresMaxPartials doubles.
 void launch_sum_squares(cudaStream_t stream, const float* x, size_t n, double* scratch);
 // Loss scaling (Backend::find_non_finite, Backend::update_loss_scale).

@@ -64,10 +64,11 @@ __global__ void add_bias_planes_kernel(T* y, const float* bias, size_t planes, i
 }
 
 // The per-channel sums run in two stages with a fixed shape, so they are reproducible: stage 1
-// writes partial sums (parts, channels) to the workspace, stage 2 adds each channel's parts in
-// order. Stage 1 also applies the ReLU mask to dy when asked, since it reads dy anyway. The shape
-// and the order of every addition depend on the layout alone, never on the storage type or the
-// vector width, so the workspace size needs no type.
+// writes partial sums (parts, channels) to the workspace, stage 2 (launch_sum_column_parts, in
+// double) adds each channel's parts in a fixed order (Note [column sums in parts] in
+// cuda_kernels_reduce.cu). Stage 1 also applies the ReLU mask to dy when asked, since it reads dy
+// anyway. The shape and the order of every addition depend on the layout alone, never on the
+// storage type or the vector width, so the workspace size needs no type.
 constexpr int kChannelTile = 32;  // NHWC: channel packs per block (one warp's coalesced row)
 constexpr int kRowLanes = 8;      // NHWC: rows in flight per block
 // NHWC: rows a thread loads before adding any. A 16-bit pair moves as many bytes as fp32's one
@@ -217,16 +218,6 @@ __global__ void channel_sum_planes_kernel(const T* y, T* dy, size_t planes, size
     }
     for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
     if (lane == 0) partials[plane] = sum;
-  }
-}
-
-// Stage 2: dbias[c] = sum over parts of partials[part][c], in double, in part order.
-__global__ void sum_channel_parts_kernel(const float* partials, size_t parts, int channels,
-                                         float* dbias) {
-  DPB_GRID_STRIDE_LOOP(c, static_cast<size_t>(channels)) {
-    double total = 0.0;
-    for (size_t part = 0; part < parts; ++part) total += partials[part * channels + c];
-    dbias[c] = static_cast<float>(total);
   }
 }
 
@@ -566,9 +557,8 @@ void launch_channel_bias_gradient(cudaStream_t stream, DataType type, const void
     }
   });
   DPB_CUDA_CHECK_LAUNCH(channel_sum_stage1);
-  sum_channel_parts_kernel<<<grid_for(static_cast<size_t>(layout.channels)), kBlockSize, 0, stream>>>(
-      workspace, shape.parts, layout.channels, dbias);
-  DPB_CUDA_CHECK_LAUNCH(sum_channel_parts_kernel);
+  const ColumnParts sum{workspace, dbias};
+  launch_sum_column_parts(stream, &sum, 1, shape.parts, layout.channels, /*in_double=*/true);
 }
 
 bool pool_tiles_exactly(const PoolShape& shape) {
