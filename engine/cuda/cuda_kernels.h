@@ -195,16 +195,18 @@ void launch_dropout(cudaStream_t stream, DataType type, const void* in, void* ou
 void launch_copy_rows(cudaStream_t stream, const void* src, size_t src_stride, void* dst,
                       size_t dst_stride, size_t row_length, size_t rows, size_t element_bytes);
 
-// ---- Transformer ops (cuda_kernels_transformer.cu, cuda_kernels_attention.cu) ----------------
-// Backend's Transformer-op semantics (shapes in engine/attention_geometry.h). The row bias with
-// ReLU is launch_add_channel_bias with the layout {rows, cols, 1}. Deterministic throughout: no
-// atomics, every sum in an order fixed by the shape.
+// ---- Transformer ops (cuda_kernels_layer_norm.cu, cuda_kernels_transformer.cu, -------------
+// cuda_kernels_attention.cu). Backend's Transformer-op semantics (shapes in
+// engine/attention_geometry.h). The row bias with ReLU is launch_add_channel_bias with the layout
+// {rows, cols, 1}. Deterministic throughout: no atomics, every sum in an order fixed by the shape.
 // One warp per row; statistics in fp32 by two passes (mean, then squared deviations).
 void launch_layer_norm_forward(cudaStream_t stream, DataType type, const void* x, const float* gamma,
                                const float* beta, int rows, int cols, float epsilon, void* y,
                                float* saved_mean, float* saved_inv_std);
-// dgamma, dbeta from per-part column sums (fixed parts of rows) added in part order; dx one warp
-// per row. dx may alias dy. `workspace` holds layer_norm_workspace_bytes(rows, cols).
+// dgamma, dbeta from per-part column sums (parts of rows fixed by the shape) added in a fixed
+// order (launch_sum_column_parts); dx one warp per row, which (rows up to 512 columns) also makes
+// the part's sums in the same pass. dx may alias dy. `workspace` holds
+// layer_norm_workspace_bytes(rows, cols).
 void launch_layer_norm_backward(cudaStream_t stream, DataType type, const void* x, const void* dy,
                                 const float* gamma, const float* saved_mean, const float* saved_inv_std,
                                 int rows, int cols, void* dx, float* dgamma, float* dbeta,
