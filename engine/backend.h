@@ -371,7 +371,8 @@ class Backend {
 
   // Inverted dropout over n elements:
   //   keep_i = counter_uniform(seed, kRandomStreamDropout + *step, first_index + i) >= rate,
-  //   y = keep ? x / (1 - rate) : 0.
+  //   y = keep ? x * dropout_keep_scale(rate) : 0,  the scale 1 / (1 - rate) rounded to float once
+  // (engine/counter_random.h holds the rule: dropout_keeps, dropout_keep_scale).
   // `first_index` places the buffer in the global batch (replica r's first sample times the
   // elements per sample), so a sample's mask does not depend on which replica trains it. `step`
   // points to device memory (the runner's step counter), so a replayed CUDA graph draws a fresh

@@ -61,18 +61,41 @@ DPB_HOST_DEVICE uint32_t counter_uint(uint64_t seed, uint64_t stream, uint64_t i
 
 // Whether dropout at the runner's step `step` keeps element `index` (backend.h's dropout_forward,
 // the attention probabilities of engine/attention_geometry.h): one rule, so every op that drops
-// draws the same mask from the same (seed, step, index). A kernel drawing many indices of one
-// step takes the stream's key once (dropout_stream_key) and asks dropout_keeps_keyed.
+// draws the same mask from the same (seed, step, index). The rule is counter_uniform(seed,
+// kRandomStreamDropout + step, index) >= rate, asked in integers: the uniform is u * 2^-24 for
+// the hash's top 24 bits u, so it holds exactly when u >= dropout_threshold(rate). A kernel
+// drawing many indices of one step takes the stream's key and the threshold once
+// (dropout_stream_key, dropout_threshold) and asks dropout_keeps_keyed.
 DPB_HOST_DEVICE uint64_t dropout_stream_key(uint64_t seed, int32_t step) {
   return counter_stream_key(seed, kRandomStreamDropout + static_cast<uint64_t>(step));
 }
 
-DPB_HOST_DEVICE bool dropout_keeps_keyed(uint64_t stream_key, uint64_t index, float rate) {
-  return counter_uniform_keyed(stream_key, index) >= rate;
+// The least u in [0, 2^24] with u * 2^-24 >= rate: ceil(rate * 2^24), where rate * 2^24 is exact
+// (a power-of-two scaling). 2^24, which no u reaches, for rate >= 1 or NaN (nothing kept, as
+// uniform >= rate never holds then); 0 for rate <= 0 (everything kept).
+DPB_HOST_DEVICE uint32_t dropout_threshold(float rate) {
+  constexpr uint32_t kNone = 1u << 24;
+  const float scaled = rate * 16777216.0f;
+  if (!(scaled < 16777216.0f)) return kNone;
+  if (scaled <= 0.0f) return 0;
+  const uint32_t whole = static_cast<uint32_t>(scaled);  // truncated; scaled < 2^24 is exact
+  return static_cast<float>(whole) < scaled ? whole + 1 : whole;
+}
+
+// The hash's input is stream_key + index, so a kernel may also pass stream_key + base with
+// index - base as `index`: the sum, and the draw, are the same.
+DPB_HOST_DEVICE bool dropout_keeps_keyed(uint64_t stream_key, uint64_t index, uint32_t threshold) {
+  return static_cast<uint32_t>(counter_hash_keyed(stream_key, index) >> 40) >= threshold;
 }
 
 DPB_HOST_DEVICE bool dropout_keeps(uint64_t seed, int32_t step, uint64_t index, float rate) {
-  return dropout_keeps_keyed(dropout_stream_key(seed, step), index, rate);
+  return dropout_keeps_keyed(dropout_stream_key(seed, step), index, dropout_threshold(rate));
 }
+
+// The factor on a kept value: 1 / (1 - rate), rounded once to float. dropout_forward and
+// dropout_backward multiply by it on every backend (one rounding of the product, where a true
+// division costs a GPU ten instructions), so they agree bit for bit; the CUDA attention kernel's
+// kept probabilities take it too.
+DPB_HOST_DEVICE float dropout_keep_scale(float rate) { return 1.0f / (1.0f - rate); }
 
 }  // namespace dpbench

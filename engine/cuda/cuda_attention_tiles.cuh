@@ -51,14 +51,14 @@ __device__ __forceinline__ int visible_keys(const AttentionArgs& a, int b) {
 // stream's part of the hash is computed once per thread.
 struct DropoutMask {
   bool active;
-  float rate;
+  uint32_t threshold;  // dropout_threshold(rate)
   float keep_scale;
   uint64_t stream_key;
   uint64_t head_base;  // ((first_sample + b) * heads + h) * query_len
 
   __device__ DropoutMask(const AttentionArgs& a, int b, int h)
       : active(a.dropout_rate > 0.0f),
-        rate(a.dropout_rate),
+        threshold(dropout_threshold(a.dropout_rate)),
         keep_scale(a.keep_scale),
         stream_key(0),
         head_base(((a.first_sample + static_cast<uint64_t>(b)) * a.heads + h) * a.query_len) {
@@ -70,7 +70,7 @@ struct DropoutMask {
   __device__ __forceinline__ float factor(int i, int j, int key_len) const {
     if (!active) return 1.0f;
     const uint64_t index = (head_base + static_cast<uint64_t>(i)) * key_len + static_cast<uint64_t>(j);
-    return dropout_keeps_keyed(stream_key, index, rate) ? keep_scale : 0.0f;
+    return dropout_keeps_keyed(stream_key, index, threshold) ? keep_scale : 0.0f;
   }
   // The factors of probabilities (i, j) and (i, j + 1).
   __device__ __forceinline__ float2 factors(int i, int j, int key_len) const {

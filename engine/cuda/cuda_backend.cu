@@ -38,6 +38,8 @@ CudaBackend::CudaBackend(cudaStream_t stream, cublasHandle_t cublas, cudnnHandle
     : stream_(stream),
       cublas_(cublas),
       cudnn_(cudnn),
+      bias_gradient_scratch_(
+          std::make_unique<DeviceMemory>(cuda_kernels::bias_gradient_scratch_floats() * sizeof(float))),
       plans_(std::make_unique<CudnnPlans>()),
       rnn_plans_(std::make_unique<RnnPlans>()) {
   DPB_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
@@ -93,7 +95,8 @@ void CudaBackend::add_bias(float* y, const float* bias, int rows, int cols) {
 
 void CudaBackend::bias_gradient(DataType dy_type, const void* dy, float* dbias, int rows,
                                 int cols) {
-  cuda_kernels::launch_bias_gradient(stream_, dy_type, dy, dbias, rows, cols);
+  cuda_kernels::launch_bias_gradient(stream_, dy_type, dy, dbias, rows, cols,
+                                     bias_gradient_scratch_->as<float>());
 }
 
 void CudaBackend::relu_forward(DataType type, const void* x, void* y, size_t n) {

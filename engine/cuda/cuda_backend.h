@@ -256,6 +256,9 @@ class CudaBackend final : public Backend {
   cudnnHandle_t cudnn_;
   bool cudnn_benchmark_ = true;
   bool deterministic_ = false;
+  // The bias gradient's partial sums (cuda_kernels::bias_gradient_scratch_floats, a fixed amount
+  // whatever the shape): allocated here, so captured steps find it ready.
+  std::unique_ptr<DeviceMemory> bias_gradient_scratch_;
   // The ordered embedding scatter-add's workspace, grown in an eager step (step 0 runs eagerly
   // before any capture) and reused by captured ones.
   std::unique_ptr<DeviceMemory> embedding_scratch_;

@@ -47,9 +47,23 @@ void launch_add_elapsed_since(cudaStream_t stream, const int64_t* start, int64_t
 void launch_lap(cudaStream_t stream, int64_t* clock, int64_t* total);
 
 // ---- reductions (cuda_kernels_reduce.cu); deterministic: no atomics, fixed summation order --
-// dbias (cols, fp32) = column sums of dy (rows, cols) of `dy_type`, summed in fp32.
+// dbias (cols, fp32) = column sums of dy (rows, cols) of `dy_type`, summed in fp32: rows split
+// into parts fixed by the shape, then the parts added in a fixed order (Note [column sums in
+// parts] in cuda_kernels_reduce.cu). `scratch` holds bias_gradient_scratch_floats() floats for
+// the parts' sums (a fixed amount, whatever the shape); nullptr sums each column in one part.
 void launch_bias_gradient(cudaStream_t stream, DataType dy_type, const void* dy, float* dbias,
-                          int rows, int cols);
+                          int rows, int cols, float* scratch);
+size_t bias_gradient_scratch_floats();
+// Stage 2 of a column sum in parts: for each of `count` (at most kMaxColumnPartsBatch) entries,
+// out[c] = the sum over p < parts of partials[p * cols + c], in the fixed order of Note [column
+// sums in parts]; in fp32, or in double rounded once (`in_double`).
+struct ColumnParts {
+  const float* partials;  // (parts, cols)
+  float* out;             // (cols)
+};
+constexpr int kMaxColumnPartsBatch = 2;
+void launch_sum_column_parts(cudaStream_t stream, const ColumnParts* sums, int count, size_t parts,
+                             int cols, bool in_double);
 // Leaves the sum of squares of x in scratch[0]; scratch holds kSumSquaresMaxPartials doubles.
 void launch_sum_squares(cudaStream_t stream, const float* x, size_t n, double* scratch);
 // Loss scaling (Backend::find_non_finite, Backend::update_loss_scale).
@@ -181,16 +195,18 @@ void launch_dropout(cudaStream_t stream, DataType type, const void* in, void* ou
 void launch_copy_rows(cudaStream_t stream, const void* src, size_t src_stride, void* dst,
                       size_t dst_stride, size_t row_length, size_t rows, size_t element_bytes);
 
-// ---- Transformer ops (cuda_kernels_transformer.cu, cuda_kernels_attention.cu) ----------------
-// Backend's Transformer-op semantics (shapes in engine/attention_geometry.h). The row bias with
-// ReLU is launch_add_channel_bias with the layout {rows, cols, 1}. Deterministic throughout: no
-// atomics, every sum in an order fixed by the shape.
+// ---- Transformer ops (cuda_kernels_layer_norm.cu, cuda_kernels_transformer.cu, -------------
+// cuda_kernels_attention.cu). Backend's Transformer-op semantics (shapes in
+// engine/attention_geometry.h). The row bias with ReLU is launch_add_channel_bias with the layout
+// {rows, cols, 1}. Deterministic throughout: no atomics, every sum in an order fixed by the shape.
 // One warp per row; statistics in fp32 by two passes (mean, then squared deviations).
 void launch_layer_norm_forward(cudaStream_t stream, DataType type, const void* x, const float* gamma,
                                const float* beta, int rows, int cols, float epsilon, void* y,
                                float* saved_mean, float* saved_inv_std);
-// dgamma, dbeta from per-part column sums (fixed parts of rows) added in part order; dx one warp
-// per row. dx may alias dy. `workspace` holds layer_norm_workspace_bytes(rows, cols).
+// dgamma, dbeta from per-part column sums (parts of rows fixed by the shape) added in a fixed
+// order (launch_sum_column_parts); dx one warp per row, which (rows up to 512 columns) also makes
+// the part's sums in the same pass. dx may alias dy. `workspace` holds
+// layer_norm_workspace_bytes(rows, cols).
 void launch_layer_norm_backward(cudaStream_t stream, DataType type, const void* x, const void* dy,
                                 const float* gamma, const float* saved_mean, const float* saved_inv_std,
                                 int rows, int cols, void* dx, float* dgamma, float* dbeta,

@@ -325,7 +325,7 @@ AttentionArgs attention_args(const AttentionGeometry& g, const int32_t* key_leng
   a.o_stride = g.o_stride;
   a.dropout_rate = g.dropout_rate;
   // Rounded once, as dropout_forward rounds it; only read where rate > 0.
-  a.keep_scale = g.dropout_rate > 0.0f ? 1.0f / (1.0f - g.dropout_rate) : 1.0f;
+  a.keep_scale = g.dropout_rate > 0.0f ? dropout_keep_scale(g.dropout_rate) : 1.0f;
   a.dropout_seed = g.dropout_seed;
   a.first_sample = g.first_sample;
   a.key_lengths = key_lengths;

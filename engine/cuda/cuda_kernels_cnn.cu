@@ -64,10 +64,11 @@ __global__ void add_bias_planes_kernel(T* y, const float* bias, size_t planes, i
 }
 
 // The per-channel sums run in two stages with a fixed shape, so they are reproducible: stage 1
-// writes partial sums (parts, channels) to the workspace, stage 2 adds each channel's parts in
-// order. Stage 1 also applies the ReLU mask to dy when asked, since it reads dy anyway. The shape
-// and the order of every addition depend on the layout alone, never on the storage type or the
-// vector width, so the workspace size needs no type.
+// writes partial sums (parts, channels) to the workspace, stage 2 (launch_sum_column_parts, in
+// double) adds each channel's parts in a fixed order (Note [column sums in parts] in
+// cuda_kernels_reduce.cu). Stage 1 also applies the ReLU mask to dy when asked, since it reads dy
+// anyway. The shape and the order of every addition depend on the layout alone, never on the
+// storage type or the vector width, so the workspace size needs no type.
 constexpr int kChannelTile = 32;  // NHWC: channel packs per block (one warp's coalesced row)
 constexpr int kRowLanes = 8;      // NHWC: rows in flight per block
 // NHWC: rows a thread loads before adding any. A 16-bit pair moves as many bytes as fp32's one
@@ -220,16 +221,6 @@ __global__ void channel_sum_planes_kernel(const T* y, T* dy, size_t planes, size
   }
 }
 
-// Stage 2: dbias[c] = sum over parts of partials[part][c], in double, in part order.
-__global__ void sum_channel_parts_kernel(const float* partials, size_t parts, int channels,
-                                         float* dbias) {
-  DPB_GRID_STRIDE_LOOP(c, static_cast<size_t>(channels)) {
-    double total = 0.0;
-    for (size_t part = 0; part < parts; ++part) total += partials[part * channels + c];
-    dbias[c] = static_cast<float>(total);
-  }
-}
-
 // ---- pooling backward as a gather ---------------------------------------------------------------
 // cuDNN's pooling backward is slow in NHWC: its deterministic max-pool backward took 10 ms of a
 // 33 ms VGG-16 step on an H200, and its overlapping windows (ResNet's 3x3/2 stem, Inception's
@@ -329,32 +320,48 @@ __global__ void pool_backward_gather_kernel(const T* x, const T* dy, T* dx, Pool
   }
 }
 
-// out = keep ? in / keep_probability : 0, keep = uniform(seed, kRandomStreamDropout + *step, i)
-// >= rate. The same mask serves forward (in = x) and backward (in = dy); the step is read on the
-// device so that a replayed graph draws a new mask each step. A true division (not a multiply by
-// the reciprocal) matches the reference's rounding bit for bit. out may alias in: each thread
-// reads its pack before writing it. The last n % kVec elements go one per thread.
+// out = keep ? in * keep_scale : 0, keep and keep_scale by engine/counter_random.h's rule
+// (dropout_keeps_keyed with the step's key and dropout_threshold(rate); dropout_keep_scale(rate)),
+// which the reference follows, so the two agree bit for bit. The same mask serves forward (in = x)
+// and backward (in = dy); the step is read on the device so that a replayed graph draws a new
+// mask each step. The hash's input of element i, stream key + first_index + i, is formed once per
+// pack, and each element adds its place in the pack (dropout_keeps_keyed allows that split); the
+// integer threshold and the multiply keep the per-element work to the hash itself. A thread takes
+// two packs of its grid-stride range at a time, both loaded before either is stored, so two loads
+// are in flight; out may alias in, since each element is read, then written, by one thread. The
+// last n % kVec elements go one per thread.
 template <typename T, int kVec>
-__global__ void dropout_kernel(const T* in, T* out, size_t n, float rate, float keep_probability,
-                               uint64_t seed, uint64_t first_index, const int32_t* step) {
-  const uint64_t stream_key = dropout_stream_key(seed, *step);
-  auto dropped = [&](size_t i, float value) {
-    const bool keep = dropout_keeps_keyed(stream_key, first_index + i, rate);
-    return keep ? value / keep_probability : 0.0f;
-  };
-  const size_t packs = n / kVec;
-  DPB_GRID_STRIDE_LOOP(i, packs) {
-    const Pack<T, kVec> values = load_pack<kVec>(in + i * kVec);
-    float result[kVec];
+__device__ __forceinline__ Pack<T, kVec> dropped_pack(const Pack<T, kVec>& values, uint64_t pack_key,
+                                                      uint32_t threshold, float keep_scale) {
+  float result[kVec];
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) result[k] = dropped(i * kVec + k, element(values, k));
-    store_pack<kVec>(out + i * kVec, round_pack<T, kVec>(result));
+  for (int k = 0; k < kVec; ++k) {
+    const bool keep = dropout_keeps_keyed(pack_key, static_cast<uint64_t>(k), threshold);
+    result[k] = keep ? element(values, k) * keep_scale : 0.0f;
+  }
+  return round_pack<T, kVec>(result);
+}
+
+template <typename T, int kVec>
+__global__ void dropout_kernel(const T* in, T* out, size_t n, uint32_t threshold, float keep_scale,
+                               uint64_t seed, uint64_t first_index, const int32_t* step) {
+  const uint64_t key = dropout_stream_key(seed, *step) + first_index;  // + i: element i's input
+  const size_t packs = n / kVec;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  const size_t thread = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (size_t i = thread; i < packs; i += 2 * stride) {
+    const size_t j = i + stride;  // the second pack: packs i + m * stride, m odd
+    const Pack<T, kVec> first = load_pack<kVec>(in + i * kVec);
+    Pack<T, kVec> second{};
+    if (j < packs) second = load_pack<kVec>(in + j * kVec);
+    store_pack<kVec>(out + i * kVec, dropped_pack(first, key + i * kVec, threshold, keep_scale));
+    if (j < packs) store_pack<kVec>(out + j * kVec, dropped_pack(second, key + j * kVec, threshold, keep_scale));
   }
   if constexpr (kVec > 1) {
-    const size_t i = packs * kVec + static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    const size_t i = packs * kVec + thread;
     if (i < n) {
-      const float result[1] = {dropped(i, element(load_pack<1>(in + i), 0))};
-      store_pack<1>(out + i, round_pack<T, 1>(result));
+      const Pack<T, 1> value = load_pack<1>(in + i);
+      store_pack<1>(out + i, dropped_pack(value, key + i, threshold, keep_scale));
     }
   }
 }
@@ -566,9 +573,8 @@ void launch_channel_bias_gradient(cudaStream_t stream, DataType type, const void
     }
   });
   DPB_CUDA_CHECK_LAUNCH(channel_sum_stage1);
-  sum_channel_parts_kernel<<<grid_for(static_cast<size_t>(layout.channels)), kBlockSize, 0, stream>>>(
-      workspace, shape.parts, layout.channels, dbias);
-  DPB_CUDA_CHECK_LAUNCH(sum_channel_parts_kernel);
+  const ColumnParts sum{workspace, dbias};
+  launch_sum_column_parts(stream, &sum, 1, shape.parts, layout.channels, /*in_double=*/true);
 }
 
 bool pool_tiles_exactly(const PoolShape& shape) {
@@ -626,7 +632,8 @@ void launch_pool_backward(cudaStream_t stream, DataType type, const void* x, con
 void launch_dropout(cudaStream_t stream, DataType type, const void* in, void* out, size_t n,
                     float rate, uint64_t seed, uint64_t first_index, const int32_t* step) {
   if (n == 0) return;
-  const float keep_probability = 1.0f - rate;  // rounded once, as the reference rounds it
+  const uint32_t threshold = dropout_threshold(rate);
+  const float keep_scale = dropout_keep_scale(rate);  // rounded once, as the reference rounds it
   with_storage_type(type, "dropout", [&](auto tag) {
     using T = decltype(tag);
     const T* source = static_cast<const T*>(in);
@@ -635,9 +642,10 @@ void launch_dropout(cudaStream_t stream, DataType type, const void* in, void* ou
     const size_t any_length = 0;
     with_pack_width<T>(pack_width<T>(any_length, {source, target}), [&](auto vec) {
       constexpr int kVec = decltype(vec)::value;
-      dropout_kernel<T, kVec><<<grid_for(std::max<size_t>(n / kVec, n % kVec)), kBlockSize, 0,
-                                stream>>>(source, target, n, rate, keep_probability, seed,
-                                          first_index, step);
+      // Two packs a thread; at least one thread per element of the tail.
+      const size_t threads = std::max<size_t>((n / kVec + 1) / 2, n % kVec);
+      dropout_kernel<T, kVec><<<grid_for(threads), kBlockSize, 0, stream>>>(
+          source, target, n, threshold, keep_scale, seed, first_index, step);
     });
   });
   DPB_CUDA_CHECK_LAUNCH(dropout_kernel);

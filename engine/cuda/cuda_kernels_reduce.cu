@@ -1,9 +1,21 @@
-// Deterministic reductions: bias gradient (column sums of fp32 or 16-bit rows, summed in fp32) and
-// the sum of squares behind param_norm.
+// Deterministic reductions: column sums (the bias gradient of fp32 or 16-bit rows, summed in
+// fp32, and the second stage that every split column sum shares), the sum of squares behind
+// param_norm.
 // No atomics anywhere, so the same input gives the same bits on every run and every GPU count.
 // Also the loss-scaling pair: the search for a non-finite gradient (an "any" reduction, where
 // every finding writes the same 1, so order cannot matter) and the one-thread scale update.
+//
+// Note [column sums in parts]: a column sum over many rows (dbias of a (rows, cols) gradient,
+// layer norm's dgamma and dbeta, a batch's channel sums) runs in two stages when the columns alone
+// would give too few blocks to fill the GPU (512 columns make 2 to 16 column tiles for 132 SMs).
+// Stage 1 splits the rows into parts of a fixed length, chosen from the shape alone (never from
+// the GPU, the storage type or the pointers' alignment), and writes each part's column sums to
+// partials (parts, cols); stage 2 (sum_column_parts_kernel) adds each column's parts: lane y of
+// 16 sums parts y, y + 16, ... in order, then the 16 lanes are added in order. Every addition's
+// place is fixed by (rows, cols), so the result has the same bits on every run and GPU.
+#include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
@@ -13,36 +25,102 @@
 namespace dpbench::cuda_kernels {
 namespace {
 
-constexpr int kColumnTile = 32;  // threads per row of a block: one warp reads adjacent columns
-constexpr int kRowLanes = 16;    // rows summed in parallel per column
+constexpr int kColumnTile = 32;    // threads per row of a block: one warp reads adjacent packs
+constexpr int kRowLanes = 8;       // rows summed in parallel per column
+constexpr int kRowsInFlight = 4;   // rows a thread loads before adding any of them
+constexpr int kPartLanes = 16;     // stage 2: parts summed in parallel per column
 
-// dbias (cols, fp32) = column sums of dy (rows, cols) of T. Block (32, 16): thread (x, y) sums
-// the rows y, y+16, ... of its kVec adjacent columns in order, in fp32, then the 16 partial sums
-// of each column are added in a fixed order. 16-bit rows go two columns to a thread, so that a
-// warp still reads 128 contiguous bytes of a row; kVec > 1 needs cols to be a multiple of it.
+// The bias gradient's row split (Note [column sums in parts]): about kTargetBlocks blocks over
+// nominal tiles of kNominalTileColumns columns, parts of at least kMinRowsPerPart rows.
+constexpr int kNominalTileColumns = 256;
+constexpr int kTargetBlocks = 512;  // about 4 blocks of 256 threads per SM of an H100 or H200
+constexpr int kMinRowsPerPart = 32;
+
+struct RowSplit {
+  int parts = 1;
+  int rows_per_part = 0;
+};
+
+// parts > 1 only while the nominal tiles number fewer than kTargetBlocks, and then parts * cols
+// <= kNominalTileColumns * (kTargetBlocks + tiles - 1): under bias_gradient_scratch_floats().
+RowSplit bias_gradient_split(int rows, int cols) {
+  const int tiles = (cols + kNominalTileColumns - 1) / kNominalTileColumns;
+  const int wanted = (kTargetBlocks + tiles - 1) / tiles;
+  const int most = (rows + kMinRowsPerPart - 1) / kMinRowsPerPart;
+  RowSplit split;
+  split.parts = std::max(1, std::min(wanted, most));
+  split.rows_per_part = (rows + split.parts - 1) / split.parts;
+  split.parts = (rows + split.rows_per_part - 1) / split.rows_per_part;
+  return split;
+}
+
+// Stage 1 of dbias: block (kColumnTile, kRowLanes) at (tile blockIdx.x, part blockIdx.y); thread
+// (x, y) sums rows first + y, first + y + kRowLanes, ... of the part, in order, for its kVec
+// adjacent columns (loading kRowsInFlight rows before adding them), then thread (x, 0) adds the
+// kRowLanes lanes in order into partials (parts, cols). The order of additions does not depend on
+// kVec. kVec divides cols, and rows start aligned to a pack (the launcher checks).
 template <typename T, int kVec>
-__global__ void bias_gradient_kernel(const T* dy, float* dbias, int rows, int cols) {
-  __shared__ float partial[kVec][kRowLanes][kColumnTile + 1];  // +1 avoids bank conflicts
+__global__ void column_partials_kernel(const T* dy, int rows, int cols, int rows_per_part,
+                                       float* partials) {
+  __shared__ float lanes[kVec][kRowLanes][kColumnTile + 1];  // +1 avoids bank conflicts
   const int first_column = (blockIdx.x * kColumnTile + threadIdx.x) * kVec;
+  const int first_row = blockIdx.y * rows_per_part;
+  const int last_row = min(rows, first_row + rows_per_part);
   float sum[kVec] = {};
   if (first_column < cols) {
-    for (int row = threadIdx.y; row < rows; row += kRowLanes) {
-      const T* row_start = dy + static_cast<size_t>(row) * cols;  // (cols)
-      const Pack<T, kVec> values = load_pack<kVec>(row_start + first_column);
+    for (int row = first_row + threadIdx.y; row < last_row; row += kRowLanes * kRowsInFlight) {
+      Pack<T, kVec> values[kRowsInFlight] = {};
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) sum[k] += element(values, k);
+      for (int u = 0; u < kRowsInFlight; ++u) {
+        const int r = row + u * kRowLanes;
+        if (r < last_row) values[u] = load_pack<kVec>(dy + static_cast<size_t>(r) * cols + first_column);
+      }
+#pragma unroll
+      for (int u = 0; u < kRowsInFlight; ++u) {
+        if (row + u * kRowLanes < last_row) {
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) sum[k] += element(values[u], k);
+        }
+      }
     }
   }
 #pragma unroll
-  for (int k = 0; k < kVec; ++k) partial[k][threadIdx.y][threadIdx.x] = sum[k];
+  for (int k = 0; k < kVec; ++k) lanes[k][threadIdx.y][threadIdx.x] = sum[k];
   __syncthreads();
   if (threadIdx.y == 0 && first_column < cols) {
+    float* out = partials + static_cast<size_t>(blockIdx.y) * cols;  // (cols)
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
       float total = 0.0f;
-      for (int lane = 0; lane < kRowLanes; ++lane) total += partial[k][lane][threadIdx.x];
-      dbias[first_column + k] = total;
+      for (int lane = 0; lane < kRowLanes; ++lane) total += lanes[k][lane][threadIdx.x];
+      out[first_column + k] = total;
     }
+  }
+}
+
+// Stage 2 (Note [column sums in parts]): block (kColumnTile, kPartLanes) at (column tile
+// blockIdx.x, sum blockIdx.y of the batch). Acc is float, or double rounded once at the end.
+struct ColumnPartsBatch {
+  ColumnParts sums[2];
+};
+static_assert(kMaxColumnPartsBatch == 2, "sum_column_parts_kernel picks one of two sums");
+
+template <typename Acc>
+__global__ void sum_column_parts_kernel(ColumnPartsBatch batch, size_t parts, int cols) {
+  __shared__ Acc lanes[kPartLanes][kColumnTile + 1];
+  const ColumnParts sum = blockIdx.y == 0 ? batch.sums[0] : batch.sums[1];  // no local copy
+  const int c = blockIdx.x * kColumnTile + threadIdx.x;
+  Acc total = 0;
+  if (c < cols) {
+#pragma unroll 8
+    for (size_t p = threadIdx.y; p < parts; p += kPartLanes) total += sum.partials[p * cols + c];
+  }
+  lanes[threadIdx.y][threadIdx.x] = total;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    Acc result = 0;
+    for (int lane = 0; lane < kPartLanes; ++lane) result += lanes[lane][threadIdx.x];
+    sum.out[c] = static_cast<float>(result);
   }
 }
 
@@ -113,25 +191,64 @@ __global__ void update_loss_scale_kernel(LossScaleState* state, int increase_eve
 
 }  // namespace
 
+size_t bias_gradient_scratch_floats() {
+  return static_cast<size_t>(kNominalTileColumns) * 2 * kTargetBlocks;
+}
+
+void launch_sum_column_parts(cudaStream_t stream, const ColumnParts* sums, int count, size_t parts,
+                             int cols, bool in_double) {
+  if (cols <= 0 || count <= 0) return;
+  if (count > kMaxColumnPartsBatch) throw RuntimeError("sum_column_parts: more than 2 sums in a batch");
+  ColumnPartsBatch batch{};
+  for (int i = 0; i < count; ++i) batch.sums[i] = sums[i];
+  const dim3 grid(static_cast<unsigned>((cols + kColumnTile - 1) / kColumnTile), static_cast<unsigned>(count));
+  const dim3 block(kColumnTile, kPartLanes);
+  if (in_double) {
+    sum_column_parts_kernel<double><<<grid, block, 0, stream>>>(batch, parts, cols);
+  } else {
+    sum_column_parts_kernel<float><<<grid, block, 0, stream>>>(batch, parts, cols);
+  }
+  DPB_CUDA_CHECK_LAUNCH(sum_column_parts_kernel);
+}
+
 void launch_bias_gradient(cudaStream_t stream, DataType dy_type, const void* dy, float* dbias,
-                          int rows, int cols) {
+                          int rows, int cols, float* scratch) {
   if (cols <= 0) return;
-  const dim3 block(kColumnTile, kRowLanes);
+  if (rows <= 0) {
+    DPB_CUDA_CHECK(cudaMemsetAsync(dbias, 0, sizeof(float) * cols, stream));
+    return;
+  }
+  RowSplit split = bias_gradient_split(rows, cols);
+  // Without the scratch (or, never with the split's bound, too little of it): one part.
+  if (split.parts > 1 && (scratch == nullptr ||
+                          static_cast<size_t>(split.parts) * cols > bias_gradient_scratch_floats())) {
+    split.parts = 1;
+    split.rows_per_part = rows;
+  }
+  float* partials = split.parts > 1 ? scratch : dbias;  // one part: its sums are dbias
   with_storage_type(dy_type, "bias_gradient", [&](auto tag) {
     using T = decltype(tag);
     const T* typed = static_cast<const T*>(dy);
+    auto launch = [&](auto vec) {
+      constexpr int kVec = decltype(vec)::value;
+      const dim3 grid(static_cast<unsigned>((cols + kColumnTile * kVec - 1) / (kColumnTile * kVec)),
+                      static_cast<unsigned>(split.parts));
+      column_partials_kernel<T, kVec><<<grid, dim3(kColumnTile, kRowLanes), 0, stream>>>(
+          typed, rows, cols, split.rows_per_part, partials);
+    };
+    // 16-byte packs where every row starts on 16 bytes, else (16-bit) pairs, else one by one.
+    constexpr int kWide = static_cast<int>(16 / sizeof(T));
+    if (cols % kWide == 0 && aligned_to({dy}, 16)) return launch(std::integral_constant<int, kWide>{});
     if constexpr (sizeof(T) == 2) {
-      // Pairs of columns need every row to start on 4 bytes: an even width, an aligned start.
-      if (cols % 2 == 0 && aligned_to({dy}, 4)) {
-        const dim3 grid((cols + 2 * kColumnTile - 1) / (2 * kColumnTile));
-        bias_gradient_kernel<T, 2><<<grid, block, 0, stream>>>(typed, dbias, rows, cols);
-        return;
-      }
+      if (cols % 2 == 0 && aligned_to({dy}, 4)) return launch(std::integral_constant<int, 2>{});
     }
-    const dim3 grid((cols + kColumnTile - 1) / kColumnTile);
-    bias_gradient_kernel<T, 1><<<grid, block, 0, stream>>>(typed, dbias, rows, cols);
+    launch(std::integral_constant<int, 1>{});
   });
-  DPB_CUDA_CHECK_LAUNCH(bias_gradient_kernel);
+  DPB_CUDA_CHECK_LAUNCH(column_partials_kernel);
+  if (split.parts > 1) {
+    const ColumnParts sum{scratch, dbias};
+    launch_sum_column_parts(stream, &sum, 1, static_cast<size_t>(split.parts), cols, false);
+  }
 }
 
 void launch_sum_squares(cudaStream_t stream, const float* x, size_t n, double* scratch) {

@@ -159,4 +159,17 @@ inline bool aligned_to(std::initializer_list<const void*> pointers, size_t bytes
   return true;
 }
 
+// Calls run(std::integral_constant<int, kVec>) with kVec the elements of a 16-byte pack of T
+// where `length` (a row's elements) splits into such packs and every pointer is aligned to 16
+// bytes, else 1.
+template <typename T, typename Run>
+void with_row_packs(int length, std::initializer_list<const void*> pointers, Run run) {
+  constexpr int kWide = static_cast<int>(16 / sizeof(T));
+  if (length % kWide == 0 && aligned_to(pointers, 16)) {
+    run(std::integral_constant<int, kWide>{});
+  } else {
+    run(std::integral_constant<int, 1>{});
+  }
+}
+
 }  // namespace dpbench::cuda_kernels

@@ -1,6 +1,6 @@
 // CudaBackend's Transformer ops: the row bias with ReLU (the NHWC channel-bias kernel of
-// cuda_kernels_cnn.cu), layer norm and the positional encoding (cuda_kernels_transformer.cu), and
-// flash attention (cuda_kernels_attention.cu). Arguments are checked here, on the host, since a
+// cuda_kernels_cnn.cu), layer norm (cuda_kernels_layer_norm.cu), the positional encoding
+// (cuda_kernels_transformer.cu) and flash attention (cuda_kernels_attention.cu). Arguments are checked here, on the host, since a
 // kernel cannot throw; everything else is asynchronous on the backend's stream and allocates
 // nothing, so a step made of these ops can be captured as a CUDA graph.
 #include <cuda_runtime.h>

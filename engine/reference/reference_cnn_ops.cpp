@@ -425,12 +425,15 @@ void ReferenceBackend::pool_backward(const PoolGeometry& g, const void* x, const
 
 void ReferenceBackend::dropout_forward(DataType type, const void* x, void* y, size_t n, float rate,
                                        uint64_t seed, uint64_t first_index, const int32_t* step) {
-  // Divide in float as written in backend.h, so the GPU kernel can match bit for bit.
+  // Multiply in float by the scale as written in backend.h, so the GPU kernel can match bit for bit.
+  const uint64_t stream_key = dropout_stream_key(seed, *step);
+  const uint32_t threshold = dropout_threshold(rate);
+  const float keep_scale = dropout_keep_scale(rate);
   with_type(type, [&](auto tag) {
     constexpr DataType T = decltype(tag)::value;
     for (size_t i = 0; i < n; ++i) {
-      const bool keep = dropout_keeps(seed, *step, first_index + i, rate);
-      store_from_float(T, y, i, keep ? load_as_float(T, x, i) / (1.0f - rate) : 0.0f);
+      const bool keep = dropout_keeps_keyed(stream_key, first_index + i, threshold);
+      store_from_float(T, y, i, keep ? load_as_float(T, x, i) * keep_scale : 0.0f);
     }
   });
 }
@@ -438,11 +441,14 @@ void ReferenceBackend::dropout_forward(DataType type, const void* x, void* y, si
 void ReferenceBackend::dropout_backward(DataType type, const void* dy, void* dx, size_t n,
                                         float rate, uint64_t seed, uint64_t first_index,
                                         const int32_t* step) {
+  const uint64_t stream_key = dropout_stream_key(seed, *step);
+  const uint32_t threshold = dropout_threshold(rate);
+  const float keep_scale = dropout_keep_scale(rate);
   with_type(type, [&](auto tag) {
     constexpr DataType T = decltype(tag)::value;
     for (size_t i = 0; i < n; ++i) {
-      const bool keep = dropout_keeps(seed, *step, first_index + i, rate);
-      store_from_float(T, dx, i, keep ? load_as_float(T, dy, i) / (1.0f - rate) : 0.0f);
+      const bool keep = dropout_keeps_keyed(stream_key, first_index + i, threshold);
+      store_from_float(T, dx, i, keep ? load_as_float(T, dy, i) * keep_scale : 0.0f);
     }
   });
 }

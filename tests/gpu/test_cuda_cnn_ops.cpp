@@ -597,7 +597,8 @@ TEST_CASE("cuda channel bias and its gradient match the reference in both format
 
 TEST_CASE("cuda dropout is bit-identical to the reference and draws a new mask each step",
           "[gpu]") {
-  // The kept values are x / (1 - rate) in fp32, rounded once to the type: equal on both sides.
+  // The kept values are x * dropout_keep_scale(rate) in fp32, rounded once to the type: equal on
+  // both sides.
   auto gpu = make_gpu();
   ReferenceBackend reference;
   for (DataType type : kAllTypes) {
@@ -643,6 +644,29 @@ TEST_CASE("cuda dropout is bit-identical to the reference and draws a new mask e
           previous_y = y_from_gpu;
         }
       }
+    }
+  }
+}
+
+TEST_CASE("cuda dropout in place over a long grid-stride range is bit-identical to the reference",
+          "[gpu]") {
+  // The Transformer's feed-forward activations (12800 rows of 2048) and 5 more: each thread takes
+  // several pairs of packs, the tail goes element by element; in place, as the model drops out;
+  // first_index even (packs start on even indices) and odd.
+  auto gpu = make_gpu();
+  ReferenceBackend reference;
+  const size_t n = size_t{12800} * 2048 + 5;
+  const int32_t step = 9;
+  GpuArray<int32_t> step_gpu(*gpu, std::vector<int32_t>{step});
+  for (DataType type : kAllTypes) {
+    for (const uint64_t first_index : {uint64_t{4096}, uint64_t{12345}}) {
+      const std::string what = "dropout in place first_index " + std::to_string(first_index) + type_suffix(type);
+      const std::vector<float> x = rounded(type, random_vector(n, 510));
+      GpuTensor x_gpu(*gpu, type, x);
+      gpu->ops().dropout_forward(type, x_gpu.data(), x_gpu.data(), n, 0.1f, 77, first_index, step_gpu.data());
+      HostTensor x_ref(type, x);
+      reference.dropout_forward(type, x_ref.data(), x_ref.data(), n, 0.1f, 77, first_index, &step);
+      check_same_values(x_gpu.values(), x_ref.values(), what);
     }
   }
 }

@@ -925,6 +925,49 @@ TEST_CASE("cuda 16-bit bias_gradient sums in fp32 as the reference does", "[gpu]
   }
 }
 
+TEST_CASE("cuda bias_gradient split over rows matches the reference and repeats its bits", "[gpu]") {
+  // The Transformer's shapes (12800 token rows of d_model 512, the packed QKV's 1536 and the
+  // feed-forward's 2048: rows split into parts, the parts added by a second kernel) and odd ones:
+  // one part (1 and 7 rows), many parts of a few columns (50000 rows), widths that no pack
+  // divides (1, 3) and 1000 (pairs, not 16-byte packs, in 16 bits).
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  const std::pair<int, int> shapes[] = {{12800, 512}, {12800, 1536}, {12800, 2048}, {1, 1},   {1, 3},
+                                        {1, 1000},    {7, 1},        {7, 3},        {7, 1000}, {50000, 1},
+                                        {50000, 3},   {50000, 1000}};
+  uint64_t stream = 730;
+  for (const DataType type : kAllTypes) {
+    for (auto [rows, cols] : shapes) {
+      const size_t count = static_cast<size_t>(rows) * cols;
+      const std::vector<float> dy = random_of(type, count, stream++);
+      const HostTensor dy_host(type, dy);
+      std::vector<float> dbias(cols);
+      reference.bias_gradient(type, dy_host.data(), dbias.data(), rows, cols);
+      const std::string what = "bias_gradient" + type_suffix(type) + " " + std::to_string(rows) + "x" +
+                               std::to_string(cols);
+      std::vector<float> first_bits;
+      // Offset 1 takes narrower packs (or none): the parts and the order of the additions are
+      // the shape's alone, so the bits must not change with it.
+      for (const size_t offset : {size_t{0}, size_t{1}}) {
+        GpuTensor dy_gpu(*gpu, type, dy, offset);
+        GpuArray<float> dbias_gpu(*gpu, random_vector(cols, 731));  // must be overwritten
+        gpu->ops().bias_gradient(type, dy_gpu.data(), dbias_gpu.data(), rows, cols);
+        const std::vector<float> result = dbias_gpu.download();
+        // The fp32 test's bound: fp32 sums of `rows` terms |dy| <= 1 against double ones.
+        const double atol = 2.0 * std::sqrt(rows) * kEps * rows + kEps;
+        check_close(result, dbias, atol, 4 * kEps, what + " offset " + std::to_string(offset));
+        gpu->ops().bias_gradient(type, dy_gpu.data(), dbias_gpu.data(), rows, cols);
+        check_identical(dbias_gpu.download(), result, what + ", second call");
+        if (offset == 0) {
+          first_bits = result;
+        } else {
+          check_identical(result, first_bits, what + ", misaligned against aligned");
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("cuda typed fill rounds the value as the reference does", "[gpu]") {
   auto gpu = make_exact_gpu();
   ReferenceBackend reference;

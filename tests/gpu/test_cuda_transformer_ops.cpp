@@ -157,23 +157,29 @@ void compare_layer_norm(Device& gpu, ReferenceBackend& reference, DataType type,
   const std::vector<float> dx_seen = dx_over_dy ? dy_gpu.values() : dx_gpu.values();
   check_close(dx_seen, dx_ref.values(), dx_atol + storage_atol(type), storage_rtol(type),
               "layer_norm dx " + what);
-  // dgamma, dbeta: rows terms each at most dy_max (times xhat_max), summed in fp32 in 16 steps a
-  // lane, 8 lanes and then rows / 128 parts in order: within (rows / 128 + 26) eps of their sum.
-  // fp32 in every type.
-  const double sum_e = 2.0 * (s.rows / 128.0 + 26.0) * kEps * s.rows * dy_max;
+  // dgamma, dbeta: rows terms each at most dy_max (times xhat_max), summed in fp32 along chains
+  // of at most rows_per_part / 8 steps a lane and 8 across lanes or warps within a part, then
+  // parts / 16 steps and 16 across lanes between the parts (rows_per_part = max(32, rows / 256),
+  // Note [column sums in parts]): under rows / 128 + 40 steps for any rows, so within
+  // (rows / 128 + 40) eps of their sum. fp32 in every type.
+  const double sum_e = 2.0 * (s.rows / 128.0 + 40.0) * kEps * s.rows * dy_max;
   check_close(dgamma_gpu.download(), dgamma, sum_e * (xhat_max + e * xhat_max), 4 * kEps,
               "layer_norm dgamma " + what);
   check_close(dbeta_gpu.download(), dbeta, sum_e, 4 * kEps, "layer_norm dbeta " + what);
 }
 
 const LayerNormShape kLayerNormShapes[] = {
-    {1, 1, 0},      // a single column: variance 0, dx 0
-    {3, 7, 0},      // no 16-byte pack fits a row
-    {400, 512, 0},  // the Transformer's rows: several parts of dgamma and dbeta
-    {37, 2048, 0},  // rows of the feed-forward width
-    {5, 4000, 0},   // a long row, many columns a lane
-    {129, 13, 1},   // one row past a part; misaligned
-    {16, 512, 1},   // misaligned: element by element
+    {1, 1, 0},        // a single column: variance 0, dx 0
+    {3, 7, 0},        // no 16-byte pack fits a row
+    {400, 512, 0},    // the Transformer's rows: held in registers, several parts of dgamma and dbeta
+    {12800, 512, 0},  // a whole batch of them (128 sentences of 100 tokens): 256 parts
+    {300, 256, 0},    // one 16-bit pack a lane, two in fp32
+    {50, 136, 0},     // lanes holding different numbers of packs, some none
+    {1000, 1024, 0},  // held in registers forward, streamed backward in 16 bits
+    {37, 2048, 0},    // rows of the feed-forward width: streamed
+    {5, 4000, 0},     // a long row, many columns a lane
+    {129, 13, 1},     // one row past a part; misaligned
+    {16, 512, 1},     // misaligned: element by element
 };
 
 }  // namespace
@@ -195,35 +201,39 @@ TEST_CASE("cuda layer norm forward and backward match the reference", "[gpu][tra
 TEST_CASE("cuda layer norm gives the same bits on every run and with dx over dy", "[gpu][transformer]") {
   auto gpu = make_exact_gpu();
   Backend& ops = gpu->ops();
+  const int cols = 512;
   for (DataType type : kAllTypes) {
-    const int rows = 1000, cols = 512;
-    const size_t count = static_cast<size_t>(rows) * cols;
-    const std::vector<float> dy = random_of(type, count, 1301);
-    GpuTensor x_gpu(*gpu, type, random_of(type, count, 1300)), y_gpu(*gpu, type, count), dy_gpu(*gpu, type, dy),
-        dx_gpu(*gpu, type, count);
-    GpuArray<float> gamma_gpu(*gpu, random_vector(cols, 1302, 0.5f, 1.5f)),
-        beta_gpu(*gpu, random_vector(cols, 1303)), mean_gpu(*gpu, rows), inv_std_gpu(*gpu, rows),
-        dgamma_gpu(*gpu, cols), dbeta_gpu(*gpu, cols);
-    Buffer workspace = allocate_at_least_one(*gpu, ops.layer_norm_workspace_bytes(rows, cols));
-    auto run = [&](void* dx) {
-      ops.layer_norm_forward(type, x_gpu.data(), gamma_gpu.data(), beta_gpu.data(), rows, cols, 1e-5f,
-                             y_gpu.data(), mean_gpu.data(), inv_std_gpu.data());
-      ops.layer_norm_backward(type, x_gpu.data(), dy_gpu.data(), gamma_gpu.data(), mean_gpu.data(),
-                              inv_std_gpu.data(), rows, cols, dx, dgamma_gpu.data(), dbeta_gpu.data(),
-                              workspace.data());
-    };
-    run(dx_gpu.data());
-    const std::vector<float> y = y_gpu.values(), dx = dx_gpu.values(), dgamma = dgamma_gpu.download(),
-                             dbeta = dbeta_gpu.download();
-    run(dx_gpu.data());
-    check_same_values(y_gpu.values(), y, "layer_norm y, second run" + type_suffix(type));
-    check_same_values(dx_gpu.values(), dx, "layer_norm dx, second run" + type_suffix(type));
-    check_identical(dgamma_gpu.download(), dgamma, "layer_norm dgamma, second run" + type_suffix(type));
-    check_identical(dbeta_gpu.download(), dbeta, "layer_norm dbeta, second run" + type_suffix(type));
-    run(dy_gpu.data());
-    check_same_values(dy_gpu.values(), dx, "layer_norm dx written over dy" + type_suffix(type));
-    check_identical(dgamma_gpu.download(), dgamma, "layer_norm dgamma with dx over dy" + type_suffix(type));
-    check_identical(dbeta_gpu.download(), dbeta, "layer_norm dbeta with dx over dy" + type_suffix(type));
+    // 1000 rows: 32 parts of dgamma and dbeta; 12800: 256.
+    for (const int rows : {1000, 12800}) {
+      const std::string what = " " + std::to_string(rows) + " rows" + type_suffix(type);
+      const size_t count = static_cast<size_t>(rows) * cols;
+      const std::vector<float> dy = random_of(type, count, 1301);
+      GpuTensor x_gpu(*gpu, type, random_of(type, count, 1300)), y_gpu(*gpu, type, count), dy_gpu(*gpu, type, dy),
+          dx_gpu(*gpu, type, count);
+      GpuArray<float> gamma_gpu(*gpu, random_vector(cols, 1302, 0.5f, 1.5f)),
+          beta_gpu(*gpu, random_vector(cols, 1303)), mean_gpu(*gpu, rows), inv_std_gpu(*gpu, rows),
+          dgamma_gpu(*gpu, cols), dbeta_gpu(*gpu, cols);
+      Buffer workspace = allocate_at_least_one(*gpu, ops.layer_norm_workspace_bytes(rows, cols));
+      auto run = [&](void* dx) {
+        ops.layer_norm_forward(type, x_gpu.data(), gamma_gpu.data(), beta_gpu.data(), rows, cols, 1e-5f,
+                               y_gpu.data(), mean_gpu.data(), inv_std_gpu.data());
+        ops.layer_norm_backward(type, x_gpu.data(), dy_gpu.data(), gamma_gpu.data(), mean_gpu.data(),
+                                inv_std_gpu.data(), rows, cols, dx, dgamma_gpu.data(), dbeta_gpu.data(),
+                                workspace.data());
+      };
+      run(dx_gpu.data());
+      const std::vector<float> y = y_gpu.values(), dx = dx_gpu.values(), dgamma = dgamma_gpu.download(),
+                               dbeta = dbeta_gpu.download();
+      run(dx_gpu.data());
+      check_same_values(y_gpu.values(), y, "layer_norm y, second run" + what);
+      check_same_values(dx_gpu.values(), dx, "layer_norm dx, second run" + what);
+      check_identical(dgamma_gpu.download(), dgamma, "layer_norm dgamma, second run" + what);
+      check_identical(dbeta_gpu.download(), dbeta, "layer_norm dbeta, second run" + what);
+      run(dy_gpu.data());
+      check_same_values(dy_gpu.values(), dx, "layer_norm dx written over dy" + what);
+      check_identical(dgamma_gpu.download(), dgamma, "layer_norm dgamma with dx over dy" + what);
+      check_identical(dbeta_gpu.download(), dbeta, "layer_norm dbeta with dx over dy" + what);
+    }
   }
 }
 

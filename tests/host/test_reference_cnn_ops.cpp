@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/cnn_geometry.h"
+#include "engine/counter_random.h"
 #include "engine/errors.h"
 #include "engine/reference/reference_backend.h"
 #include "tests/host/reference_cnn_test_support.h"
@@ -397,7 +398,7 @@ TEST_CASE("reference dropout: mask statistics and reuse", "[reference_cnn]") {
   bool values_ok = true;
   for (size_t i = 0; i < n; ++i) {
     if (y[i] != 0.0f) ++kept;
-    values_ok = values_ok && (y[i] == 0.0f || y[i] == x[i] / (1.0f - rate));
+    values_ok = values_ok && (y[i] == 0.0f || y[i] == x[i] * dropout_keep_scale(rate));
   }
   CHECK(values_ok);
   // Binomial(1e5, 0.7) has a standard deviation of 0.0014 in the fraction: 0.01 is 7 sigma.
@@ -419,6 +420,29 @@ TEST_CASE("reference dropout: mask statistics and reuse", "[reference_cnn]") {
   std::vector<float> unchanged(n);
   ops.dropout_forward(DataType::f32, x.data(), unchanged.data(), n, 0.0f, seed, 0, &step);
   CHECK(unchanged == x);
+}
+
+TEST_CASE("dropout's integer keep rule is counter_uniform >= rate for every rate", "[reference_cnn][dropout]") {
+  // dropout_threshold(rate) must be the least 24-bit u with u * 2^-24 >= rate (2^24: none), so
+  // that dropout_keeps draws exactly the mask that counter_uniform(...) >= rate defines.
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  const float rates[] = {0.0f,  -0.5f, tiny,  1e-10f, 0x1p-24f, 0x1.8p-24f, 0.1f,
+                         0.3f,  0.5f,  0.7f,  0.9f,   std::nextafter(1.0f, 0.0f), 1.0f, 1.5f,
+                         std::numeric_limits<float>::quiet_NaN()};
+  for (const float rate : rates) {
+    INFO("rate " << rate);
+    const uint32_t threshold = dropout_threshold(rate);
+    REQUIRE(threshold <= (1u << 24));
+    if (threshold < (1u << 24)) CHECK(static_cast<float>(threshold) * 0x1p-24f >= rate);
+    if (threshold > 0) CHECK_FALSE(static_cast<float>(threshold - 1) * 0x1p-24f >= rate);
+    const int32_t step = 4;
+    size_t disagreements = 0;
+    for (uint64_t index = 0; index < 20000; ++index) {
+      const bool by_uniform = counter_uniform(31, kRandomStreamDropout + step, index) >= rate;
+      disagreements += dropout_keeps(31, step, index, rate) != by_uniform;
+    }
+    CHECK(disagreements == 0);
+  }
 }
 
 TEST_CASE("reference channel slices: concatenate and split round trip", "[reference_cnn]") {
