@@ -76,8 +76,8 @@ struct DropoutMask {
   __device__ __forceinline__ float2 factors(int i, int j, int key_len) const {
     if (!active) return make_float2(1.0f, 1.0f);
     const uint64_t index = (head_base + static_cast<uint64_t>(i)) * key_len + static_cast<uint64_t>(j);
-    return make_float2(dropout_keeps_keyed(stream_key, index, rate) ? keep_scale : 0.0f,
-                       dropout_keeps_keyed(stream_key, index + 1, rate) ? keep_scale : 0.0f);
+    return make_float2(dropout_keeps_keyed(stream_key, index, threshold) ? keep_scale : 0.0f,
+                       dropout_keeps_keyed(stream_key, index + 1, threshold) ? keep_scale : 0.0f);
   }
 };
 
