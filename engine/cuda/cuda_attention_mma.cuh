@@ -44,10 +44,24 @@ constexpr int kMmaWarpRows = 16;  // rows of a warp
 constexpr int kMmaThreads = 128;  // 4 warps
 static_assert(kMmaThreads == kAttentionThreads, "the launch helper launches kAttentionThreads");
 constexpr int kLanePairs = kMmaTile / 4;  // column pairs of one lane (Note [tensor-core attention])
-// CTAs per SM the kernels aim for: what their shared memory allows (16-bit tiles are half the
-// size), so the register allocation is capped to match instead of taking all 255.
+
+// CTAs per SM each kernel aims for: what its shared memory allows (16-bit tiles are half the size),
+// so the register allocation is capped to match instead of taking all 255.
 template <typename T>
-constexpr int kMmaMinBlocks = sizeof(T) == 2 ? 3 : 2;
+constexpr int kForwardBlocks = sizeof(T) == 2 ? 4 : 3;
+constexpr int kDqBlocks = 3;
+template <typename T>
+constexpr int kDkdvBlocks = sizeof(T) == 2 ? 3 : 2;
+
+// In fp32 a weight row is as long as its score row (kWeight == kScore), so each weight lands on
+// the score it came from and a lane may write it at once; a 16-bit weight row is shorter, so a
+// lane's writes reach rows that other lanes still read, and every lane holds its row's weights
+// in registers (kHeldPairs of them) until the warp has read all its scores.
+template <typename T>
+constexpr bool kWeightsInPlace = std::is_same_v<T, float>;
+template <typename T>
+constexpr int kHeldPairs = kWeightsInPlace<T> ? 1 : kLanePairs;
+
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
@@ -83,15 +97,18 @@ struct MmaLayout {
   static constexpr size_t kWeightBytes = sizeof(T) * kMmaTile * kWeight;
   static constexpr size_t kScoreBytes = sizeof(float) * kMmaTile * kScore;
   static constexpr size_t kOutputBytes = sizeof(float) * kMmaTile * kOutput;
-  // Probabilities and score gradients overwrite the scores they come from (kWeightBytes fit).
-  static constexpr size_t kForwardBytes = 3 * kInputBytes + kScoreBytes + kOutputBytes;
-  static constexpr size_t kDqBytes = 4 * kInputBytes + 2 * kScoreBytes;
-  static constexpr size_t kDkdvBytes = 4 * kInputBytes + 2 * kScoreBytes + 2 * sizeof(float) * kMmaTile;
+  // Probabilities and score gradients overwrite the scores they come from (kWeightBytes fit); the
+  // rows a CTA owns (queries; keys and values in dK/dV) go to registers once, and their tiles then
+  // hold the other side's rows.
+  static constexpr size_t kForwardBytes = 2 * kInputBytes + kScoreBytes + kOutputBytes;
+  static constexpr size_t kDqBytes = 2 * kInputBytes + 2 * kScoreBytes;
+  static constexpr size_t kDkdvBytes = 2 * kInputBytes + 2 * kScoreBytes + 2 * sizeof(float) * kMmaTile;
   static_assert(kInputBytes % 128 == 0 && kWeightBytes % 128 == 0 && kScoreBytes % 128 == 0 &&
                     kOutputBytes % 128 == 0,
                 "regions keep the 32-byte alignment of fragment pointers");
   static_assert(kOutputGroup <= kMmaTile, "a staged output group fits a score tile's row");
   static_assert(kWeightBytes <= kScoreBytes, "a weight tile fits over its score tile");
+  static_assert(sizeof(T) != 4 || kWeight == kScore, "fp32 weights land on their own scores");
 };
 
 // A value in the input type of the products: fp32 is rounded to TF32 here, once, when it enters
@@ -273,16 +290,16 @@ __device__ __forceinline__ void store_accumulators(Accumulator<T> (&acc)[kD / 16
 // Forward (Note [tensor-core attention]): CTA (query tile, h, b). A warp's probabilities overwrite
 // its scores in place (each lane holds its scores in registers first).
 template <typename T, int kD>
-__global__ void __launch_bounds__(kMmaThreads, kMmaMinBlocks<T>)
+__global__ void __launch_bounds__(kMmaThreads, kForwardBlocks<T>)
     attention_forward_mma_kernel(AttentionArgs a, const T* q, const T* k, const T* v, T* o, float* lse) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();  // the launcher sends these kernels only to compute capability 8.0 and above
 #else
   using Layout = MmaLayout<T, kD>;
   extern __shared__ __align__(128) unsigned char mma_shared[];
-  T* q_tile = reinterpret_cast<T*>(mma_shared);                                // (64, kInput)
-  T* k_tile = q_tile + kMmaTile * Layout::kInput;                              // (64, kInput)
+  T* k_tile = reinterpret_cast<T*>(mma_shared);                                // (64, kInput)
   T* v_tile = k_tile + kMmaTile * Layout::kInput;                              // (64, kInput)
+  T* q_tile = k_tile;  // the queries, until they are in registers
   float* s_tile = reinterpret_cast<float*>(v_tile + kMmaTile * Layout::kInput);  // (64, kScore)
   float* o_tile = s_tile + kMmaTile * Layout::kScore;                          // (64, kOutput)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 2, half = lane % 2;
@@ -307,7 +324,7 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaMinBlocks<T>)
   queries.load(q_tile + warp_row * Layout::kInput);
   float m = -INFINITY, l = 0.0f;  // the row's running maximum; this lane's share of the sum
   for (int j0 = 0; j0 < key_end; j0 += kMmaTile) {
-    __syncthreads();  // every warp has read the previous tile's keys and values
+    __syncthreads();  // every warp has read the previous tile (the first time: its queries)
     stage_rows<T, kD>(k_tile, k, a.k_stride, a, b, h, j0, min(kMmaTile, key_end - j0));
     stage_rows<T, kD>(v_tile, v, a.v_stride, a, b, h, j0, min(kMmaTile, key_end - j0));
     __syncthreads();
@@ -368,7 +385,7 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaMinBlocks<T>)
 // dQ: CTA (query tile, h, b); dq_i = scale * sum_j ds_ij k_j over the key tiles the tile sees. A
 // warp's score gradients overwrite its scores in place.
 template <typename T, int kD>
-__global__ void __launch_bounds__(kMmaThreads, kMmaMinBlocks<T>)
+__global__ void __launch_bounds__(kMmaThreads, kDqBlocks)
     attention_backward_dq_mma_kernel(AttentionArgs a, const T* q, const T* k, const T* v, const T* d_o,
                                      const float* lse, const float* row_dots, T* dq) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -376,10 +393,10 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaMinBlocks<T>)
 #else
   using Layout = MmaLayout<T, kD>;
   extern __shared__ __align__(128) unsigned char mma_shared[];
-  T* q_tile = reinterpret_cast<T*>(mma_shared);                                 // (64, kInput)
-  T* do_tile = q_tile + kMmaTile * Layout::kInput;                              // (64, kInput)
-  T* k_tile = do_tile + kMmaTile * Layout::kInput;                              // (64, kInput)
+  T* k_tile = reinterpret_cast<T*>(mma_shared);                                 // (64, kInput)
   T* v_tile = k_tile + kMmaTile * Layout::kInput;                               // (64, kInput)
+  T* q_tile = k_tile;   // the queries and their output gradients, until they are in registers
+  T* do_tile = v_tile;
   float* s_tile = reinterpret_cast<float*>(v_tile + kMmaTile * Layout::kInput);  // (64, kScore)
   float* dp_tile = s_tile + kMmaTile * Layout::kScore;                          // (64, kScore)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 2, half = lane % 2;
@@ -417,7 +434,7 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaMinBlocks<T>)
     warp_scores<T, kD>(s_warp, queries, k_tile);
     warp_scores<T, kD>(dp_warp, output_gradients, v_tile);
     __syncwarp();
-    Pack<T, 2> ds[kLanePairs];
+    Pack<T, 2> ds[kHeldPairs<T>];
 #pragma unroll
     for (int c = 0; c < kLanePairs; ++c) {
       const int j = j0 + 4 * c + 2 * half;
@@ -429,11 +446,17 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaMinBlocks<T>)
         ds0 = score_gradient(exp2f(score.x * scale_log2 - row_lse2), z.x, dp.x, row_dot);
         if (j + 1 < limit) ds1 = score_gradient(exp2f(score.y * scale_log2 - row_lse2), z.y, dp.y, row_dot);
       }
-      ds[c] = weight_pair<T>(ds0, ds1);
+      if constexpr (kWeightsInPlace<T>) {
+        store_lane_pair(ds_warp + r * Layout::kWeight, c, half, ds0, ds1);
+      } else {
+        ds[c] = weight_pair<T>(ds0, ds1);
+      }
     }
-    __syncwarp();  // every lane has read its scores before the gradients overwrite them
+    if constexpr (!kWeightsInPlace<T>) {
+      __syncwarp();  // every lane has read its scores before the gradients overwrite them
 #pragma unroll
-    for (int c = 0; c < kLanePairs; ++c) store_lane_pair(ds_warp + r * Layout::kWeight, c, half, ds[c]);
+      for (int c = 0; c < kLanePairs; ++c) store_lane_pair(ds_warp + r * Layout::kWeight, c, half, ds[c]);
+    }
     __syncwarp();
 #pragma unroll
     for (int n = 0; n < kD / 16; ++n) {
@@ -450,7 +473,7 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaMinBlocks<T>)
 // zeros. The products are transposed (rows are keys): s^T = k q^T, dp^T = v d_o^T; p'^T overwrites
 // s^T and ds^T overwrites dp^T in place.
 template <typename T, int kD>
-__global__ void __launch_bounds__(kMmaThreads, kMmaMinBlocks<T>)
+__global__ void __launch_bounds__(kMmaThreads, kDkdvBlocks<T>)
     attention_backward_dkdv_mma_kernel(AttentionArgs a, const T* q, const T* k, const T* v, const T* d_o,
                                        const float* lse, const float* row_dots, T* dk, T* dv) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -458,10 +481,10 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaMinBlocks<T>)
 #else
   using Layout = MmaLayout<T, kD>;
   extern __shared__ __align__(128) unsigned char mma_shared[];
-  T* k_tile = reinterpret_cast<T*>(mma_shared);                                   // (64, kInput)
-  T* v_tile = k_tile + kMmaTile * Layout::kInput;                                 // (64, kInput)
-  T* q_tile = v_tile + kMmaTile * Layout::kInput;                                 // (64, kInput)
+  T* q_tile = reinterpret_cast<T*>(mma_shared);                                   // (64, kInput)
   T* do_tile = q_tile + kMmaTile * Layout::kInput;                                // (64, kInput)
+  T* k_tile = q_tile;   // the keys and values, until they are in registers
+  T* v_tile = do_tile;
   float* st_tile = reinterpret_cast<float*>(do_tile + kMmaTile * Layout::kInput);  // (64, kScore)
   float* dpt_tile = st_tile + kMmaTile * Layout::kScore;                          // (64, kScore)
   float* lse_tile = dpt_tile + kMmaTile * Layout::kScore;                         // (64)
@@ -495,7 +518,7 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaMinBlocks<T>)
     // Causal: queries before j0 see none of the tile's keys (query tiles start at multiples of 64).
     const int first_query = a.causal ? j0 : 0;
     for (int i0 = first_query; i0 < a.query_len; i0 += kMmaTile) {
-      __syncthreads();  // the previous query tile is read (and, the first time, nothing is)
+      __syncthreads();  // the previous query tile is read (the first time: the keys and values)
       const int query_count = min(kMmaTile, a.query_len - i0);
       stage_rows<T, kD>(q_tile, q, a.q_stride, a, b, h, i0, query_count);
       stage_rows<T, kD>(do_tile, d_o, a.o_stride, a, b, h, i0, query_count);
@@ -508,7 +531,7 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaMinBlocks<T>)
       warp_scores<T, kD>(st_warp, tile_keys, q_tile);
       warp_scores<T, kD>(dpt_warp, tile_values, do_tile);
       __syncwarp();
-      Pack<T, 2> p_dropped[kLanePairs], ds[kLanePairs];
+      Pack<T, 2> p_dropped[kHeldPairs<T>], ds[kHeldPairs<T>];
 #pragma unroll
       for (int c = 0; c < kLanePairs; ++c) {
         float p_e[2] = {0.0f, 0.0f}, ds_e[2] = {0.0f, 0.0f};
@@ -529,14 +552,21 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaMinBlocks<T>)
             ds_e[e] = score_gradient(p, z, dp_e[e], dot_e[e]);
           }
         }
-        p_dropped[c] = weight_pair<T>(p_e[0], p_e[1]);
-        ds[c] = weight_pair<T>(ds_e[0], ds_e[1]);
+        if constexpr (kWeightsInPlace<T>) {
+          store_lane_pair(pt_warp + r * Layout::kWeight, c, half, p_e[0], p_e[1]);
+          store_lane_pair(dst_warp + r * Layout::kWeight, c, half, ds_e[0], ds_e[1]);
+        } else {
+          p_dropped[c] = weight_pair<T>(p_e[0], p_e[1]);
+          ds[c] = weight_pair<T>(ds_e[0], ds_e[1]);
+        }
       }
-      __syncwarp();  // every lane has read its scores before the weights overwrite them
+      if constexpr (!kWeightsInPlace<T>) {
+        __syncwarp();  // every lane has read its scores before the weights overwrite them
 #pragma unroll
-      for (int c = 0; c < kLanePairs; ++c) {
-        store_lane_pair(pt_warp + r * Layout::kWeight, c, half, p_dropped[c]);
-        store_lane_pair(dst_warp + r * Layout::kWeight, c, half, ds[c]);
+        for (int c = 0; c < kLanePairs; ++c) {
+          store_lane_pair(pt_warp + r * Layout::kWeight, c, half, p_dropped[c]);
+          store_lane_pair(dst_warp + r * Layout::kWeight, c, half, ds[c]);
+        }
       }
       __syncwarp();
 #pragma unroll
