@@ -10,7 +10,7 @@
 //   s_ij = scale * q_i . k_j;  masked when j >= key_lengths[b] or (causal and j > i): p_ij = 0
 //   p_ij = exp(s_ij - m_i) / l_i over the unmasked j (m_i the row's maximum, l_i its sum)
 //   with dropout: p'_ij = keep_ij ? p_ij / (1 - rate) : 0,
-//     keep_ij = counter_uniform(seed, kRandomStreamDropout + *step, index_ij) >= rate,
+//     keep_ij = dropout_keeps(seed, *step, index_ij, rate) (engine/counter_random.h),
 //     index_ij = (((first_sample + b) * heads + h) * query_len + i) * key_len + j
 //   o_i = sum_j p'_ij v_j
 // and the row's log-sum-exp lse_i = m_i + log l_i is kept for the backward pass, which rebuilds

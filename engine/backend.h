@@ -370,7 +370,7 @@ class Backend {
                              void* dx) = 0;
 
   // Inverted dropout over n elements:
-  //   keep_i = counter_uniform(seed, kRandomStreamDropout + *step, first_index + i) >= rate,
+  //   keep_i = dropout_keeps(seed, *step, first_index + i, rate) (engine/counter_random.h),
   //   y = keep ? x * dropout_keep_scale(rate) : 0,  the scale 1 / (1 - rate) rounded to float once
   // (engine/counter_random.h holds the rule: dropout_keeps, dropout_keep_scale).
   // `first_index` places the buffer in the global batch (replica r's first sample times the

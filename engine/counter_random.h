@@ -61,11 +61,13 @@ DPB_HOST_DEVICE uint32_t counter_uint(uint64_t seed, uint64_t stream, uint64_t i
 
 // Whether dropout at the runner's step `step` keeps element `index` (backend.h's dropout_forward,
 // the attention probabilities of engine/attention_geometry.h): one rule, so every op that drops
-// draws the same mask from the same (seed, step, index). The rule is counter_uniform(seed,
-// kRandomStreamDropout + step, index) >= rate, asked in integers: the uniform is u * 2^-24 for
-// the hash's top 24 bits u, so it holds exactly when u >= dropout_threshold(rate). A kernel
-// drawing many indices of one step takes the stream's key and the threshold once
-// (dropout_stream_key, dropout_threshold) and asks dropout_keeps_keyed.
+// draws the same mask from the same (seed, step, index). Elements 2m and 2m + 1 share one hash,
+// h = counter_hash(seed, kRandomStreamDropout + step, m): the even one draws u = h's top 24 bits,
+// the odd one u = bits 8 to 31 (dropout_draw), and an element is kept when u * 2^-24 >= rate,
+// asked in integers as u >= dropout_threshold(rate). One hash for two elements halves the cost
+// that dominated the dropout and attention kernels. A kernel drawing many indices of one step
+// takes the stream's key and the threshold once (dropout_stream_key, dropout_threshold) and asks
+// dropout_keeps_keyed, or dropout_keeps_pair for both elements of a pair.
 DPB_HOST_DEVICE uint64_t dropout_stream_key(uint64_t seed, int32_t step) {
   return counter_stream_key(seed, kRandomStreamDropout + static_cast<uint64_t>(step));
 }
@@ -82,10 +84,21 @@ DPB_HOST_DEVICE uint32_t dropout_threshold(float rate) {
   return static_cast<float>(whole) < scaled ? whole + 1 : whole;
 }
 
-// The hash's input is stream_key + index, so a kernel may also pass stream_key + base with
-// index - base as `index`: the sum, and the draw, are the same.
+// Element index's 24-bit draw from its pair's hash.
+DPB_HOST_DEVICE uint32_t dropout_draw(uint64_t pair_hash, uint64_t index) {
+  return static_cast<uint32_t>((index & 1) != 0 ? (pair_hash >> 8) & 0xFFFFFFu : pair_hash >> 40);
+}
+
 DPB_HOST_DEVICE bool dropout_keeps_keyed(uint64_t stream_key, uint64_t index, uint32_t threshold) {
-  return static_cast<uint32_t>(counter_hash_keyed(stream_key, index) >> 40) >= threshold;
+  return dropout_draw(counter_hash_keyed(stream_key, index >> 1), index) >= threshold;
+}
+
+// Both elements of the pair that starts at even_index (which must be even), from one hash.
+DPB_HOST_DEVICE void dropout_keeps_pair(uint64_t stream_key, uint64_t even_index, uint32_t threshold,
+                                        bool& keeps_even, bool& keeps_odd) {
+  const uint64_t hash = counter_hash_keyed(stream_key, even_index >> 1);
+  keeps_even = dropout_draw(hash, 0) >= threshold;
+  keeps_odd = dropout_draw(hash, 1) >= threshold;
 }
 
 DPB_HOST_DEVICE bool dropout_keeps(uint64_t seed, int32_t step, uint64_t index, float rate) {

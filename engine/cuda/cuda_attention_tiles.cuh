@@ -72,12 +72,19 @@ struct DropoutMask {
     const uint64_t index = (head_base + static_cast<uint64_t>(i)) * key_len + static_cast<uint64_t>(j);
     return dropout_keeps_keyed(stream_key, index, threshold) ? keep_scale : 0.0f;
   }
-  // The factors of probabilities (i, j) and (i, j + 1).
+  // The factors of probabilities (i, j) and (i, j + 1): one hash when their indices form a pair
+  // (engine/counter_random.h), as they do for even j and an even key_len.
   __device__ __forceinline__ float2 factors(int i, int j, int key_len) const {
     if (!active) return make_float2(1.0f, 1.0f);
     const uint64_t index = (head_base + static_cast<uint64_t>(i)) * key_len + static_cast<uint64_t>(j);
-    return make_float2(dropout_keeps_keyed(stream_key, index, threshold) ? keep_scale : 0.0f,
-                       dropout_keeps_keyed(stream_key, index + 1, threshold) ? keep_scale : 0.0f);
+    bool keeps_first, keeps_second;
+    if ((index & 1) == 0) {
+      dropout_keeps_pair(stream_key, index, threshold, keeps_first, keeps_second);
+    } else {
+      keeps_first = dropout_keeps_keyed(stream_key, index, threshold);
+      keeps_second = dropout_keeps_keyed(stream_key, index + 1, threshold);
+    }
+    return make_float2(keeps_first ? keep_scale : 0.0f, keeps_second ? keep_scale : 0.0f);
   }
 };
 

@@ -324,28 +324,33 @@ __global__ void pool_backward_gather_kernel(const T* x, const T* dy, T* dx, Pool
 // (dropout_keeps_keyed with the step's key and dropout_threshold(rate); dropout_keep_scale(rate)),
 // which the reference follows, so the two agree bit for bit. The same mask serves forward (in = x)
 // and backward (in = dy); the step is read on the device so that a replayed graph draws a new
-// mask each step. The hash's input of element i, stream key + first_index + i, is formed once per
-// pack, and each element adds its place in the pack (dropout_keeps_keyed allows that split); the
-// integer threshold and the multiply keep the per-element work to the hash itself. A thread takes
+// mask each step. A pack whose first element index is even covers whole pairs of the rule, one
+// hash each (dropout_keeps_pair); other packs ask element by element. The integer threshold and
+// the multiply keep the per-element work to the hash itself. A thread takes
 // two packs of its grid-stride range at a time, both loaded before either is stored, so two loads
 // are in flight; out may alias in, since each element is read, then written, by one thread. The
 // last n % kVec elements go one per thread.
 template <typename T, int kVec>
-__device__ __forceinline__ Pack<T, kVec> dropped_pack(const Pack<T, kVec>& values, uint64_t pack_key,
-                                                      uint32_t threshold, float keep_scale) {
+__device__ __forceinline__ Pack<T, kVec> dropped_pack(const Pack<T, kVec>& values, uint64_t stream_key,
+                                                      uint64_t first, uint32_t threshold, float keep_scale) {
+  bool keep[kVec];
+  if (kVec % 2 == 0 && first % 2 == 0) {
+#pragma unroll
+    for (int k = 0; k + 1 < kVec; k += 2) dropout_keeps_pair(stream_key, first + k, threshold, keep[k], keep[k + 1]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) keep[k] = dropout_keeps_keyed(stream_key, first + k, threshold);
+  }
   float result[kVec];
 #pragma unroll
-  for (int k = 0; k < kVec; ++k) {
-    const bool keep = dropout_keeps_keyed(pack_key, static_cast<uint64_t>(k), threshold);
-    result[k] = keep ? element(values, k) * keep_scale : 0.0f;
-  }
+  for (int k = 0; k < kVec; ++k) result[k] = keep[k] ? element(values, k) * keep_scale : 0.0f;
   return round_pack<T, kVec>(result);
 }
 
 template <typename T, int kVec>
 __global__ void dropout_kernel(const T* in, T* out, size_t n, uint32_t threshold, float keep_scale,
                                uint64_t seed, uint64_t first_index, const int32_t* step) {
-  const uint64_t key = dropout_stream_key(seed, *step) + first_index;  // + i: element i's input
+  const uint64_t key = dropout_stream_key(seed, *step);
   const size_t packs = n / kVec;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const size_t thread = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -354,14 +359,16 @@ __global__ void dropout_kernel(const T* in, T* out, size_t n, uint32_t threshold
     const Pack<T, kVec> first = load_pack<kVec>(in + i * kVec);
     Pack<T, kVec> second{};
     if (j < packs) second = load_pack<kVec>(in + j * kVec);
-    store_pack<kVec>(out + i * kVec, dropped_pack(first, key + i * kVec, threshold, keep_scale));
-    if (j < packs) store_pack<kVec>(out + j * kVec, dropped_pack(second, key + j * kVec, threshold, keep_scale));
+    store_pack<kVec>(out + i * kVec, dropped_pack(first, key, first_index + i * kVec, threshold, keep_scale));
+    if (j < packs) {
+      store_pack<kVec>(out + j * kVec, dropped_pack(second, key, first_index + j * kVec, threshold, keep_scale));
+    }
   }
   if constexpr (kVec > 1) {
     const size_t i = packs * kVec + thread;
     if (i < n) {
       const Pack<T, 1> value = load_pack<1>(in + i);
-      store_pack<1>(out + i, dropped_pack(value, key + i, threshold, keep_scale));
+      store_pack<1>(out + i, dropped_pack(value, key, first_index + i, threshold, keep_scale));
     }
   }
 }
@@ -454,12 +461,13 @@ __global__ void max_pool_backward_tiled_kernel(const T* x, const T* dy, T* dx, P
   }
 }
 
+// The widest pack (16 bytes, then 4 bytes of 16-bit or 8 of fp32 elements, then one element) whose
+// width divides `run` and to which every pointer is aligned.
 template <typename T>
 int pack_width(size_t run, std::initializer_list<const void*> pointers) {
-  if constexpr (sizeof(T) == 2) {
-    for (int vec : {8, 2}) {
-      if (run % vec == 0 && aligned_to(pointers, vec * sizeof(T))) return vec;
-    }
+  constexpr int kWide = static_cast<int>(16 / sizeof(T));
+  for (int vec : {kWide, 2}) {
+    if (run % vec == 0 && aligned_to(pointers, vec * sizeof(T))) return vec;
   }
   return 1;
 }
@@ -467,10 +475,9 @@ int pack_width(size_t run, std::initializer_list<const void*> pointers) {
 // Calls launch(vec) with vec a std::integral_constant among the widths pack_width picks for T.
 template <typename T, typename Launch>
 void with_pack_width(int vec, Launch launch) {
-  if constexpr (sizeof(T) == 2) {
-    if (vec == 8) return launch(std::integral_constant<int, 8>{});
-    if (vec == 2) return launch(std::integral_constant<int, 2>{});
-  }
+  constexpr int kWide = static_cast<int>(16 / sizeof(T));
+  if (vec == kWide) return launch(std::integral_constant<int, kWide>{});
+  if (vec == 2) return launch(std::integral_constant<int, 2>{});
   launch(std::integral_constant<int, 1>{});
 }
 

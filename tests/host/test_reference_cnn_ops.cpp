@@ -422,9 +422,12 @@ TEST_CASE("reference dropout: mask statistics and reuse", "[reference_cnn]") {
   CHECK(unchanged == x);
 }
 
-TEST_CASE("dropout's integer keep rule is counter_uniform >= rate for every rate", "[reference_cnn][dropout]") {
+TEST_CASE("dropout's integer keep rule is the pair's 24-bit draw times 2^-24 >= rate for every rate",
+          "[reference_cnn][dropout]") {
   // dropout_threshold(rate) must be the least 24-bit u with u * 2^-24 >= rate (2^24: none), so
-  // that dropout_keeps draws exactly the mask that counter_uniform(...) >= rate defines.
+  // that dropout_keeps draws exactly the mask the rule of engine/counter_random.h defines: index
+  // 2m draws the top 24 bits of counter_hash(seed, kRandomStreamDropout + step, m), index 2m + 1
+  // its bits 8 to 31; and dropout_keeps_pair gives both of a pair as dropout_keeps does.
   const float tiny = std::numeric_limits<float>::denorm_min();
   const float rates[] = {0.0f,  -0.5f, tiny,  1e-10f, 0x1p-24f, 0x1.8p-24f, 0.1f,
                          0.3f,  0.5f,  0.7f,  0.9f,   std::nextafter(1.0f, 0.0f), 1.0f, 1.5f,
@@ -437,11 +440,22 @@ TEST_CASE("dropout's integer keep rule is counter_uniform >= rate for every rate
     if (threshold > 0) CHECK_FALSE(static_cast<float>(threshold - 1) * 0x1p-24f >= rate);
     const int32_t step = 4;
     size_t disagreements = 0;
+    size_t pair_disagreements = 0;
+    const uint64_t key = dropout_stream_key(31, step);
     for (uint64_t index = 0; index < 20000; ++index) {
-      const bool by_uniform = counter_uniform(31, kRandomStreamDropout + step, index) >= rate;
-      disagreements += dropout_keeps(31, step, index, rate) != by_uniform;
+      const uint64_t hash = counter_hash(31, kRandomStreamDropout + step, index / 2);
+      const uint64_t draw = index % 2 == 0 ? hash >> 40 : (hash >> 8) & 0xFFFFFF;
+      const bool by_definition = static_cast<float>(draw) * 0x1p-24f >= rate;
+      disagreements += dropout_keeps(31, step, index, rate) != by_definition;
+      if (index % 2 == 0) {
+        bool even = false, odd = false;
+        dropout_keeps_pair(key, index, threshold, even, odd);
+        pair_disagreements += (even != dropout_keeps(31, step, index, rate)) +
+                              (odd != dropout_keeps(31, step, index + 1, rate));
+      }
     }
     CHECK(disagreements == 0);
+    CHECK(pair_disagreements == 0);
   }
 }
 

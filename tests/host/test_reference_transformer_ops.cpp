@@ -604,7 +604,7 @@ TEST_CASE("reference attention dropout: about rate of the probabilities dropped 
   size_t kept = 0;
   bool mask_as_declared = true, kept_values_scaled = true;
   for (size_t index = 0; index < p.size(); ++index) {  // first_sample 0: index is the position
-    const bool keep = counter_uniform(seed, kRandomStreamDropout + step, index) >= rate;
+    const bool keep = dropout_keeps(seed, step, index, rate);
     mask_as_declared = mask_as_declared && (p[index] != 0.0f) == keep;
     kept_values_scaled = kept_values_scaled && (p[index] == 0.0f || std::fabs(p[index] - kept_value) < 1e-7);
     kept += p[index] != 0.0f;
