@@ -383,11 +383,13 @@ __global__ void __launch_bounds__(kMmaThreads, kForwardBlocks<T>)
 }
 
 // dQ: CTA (query tile, h, b); dq_i = scale * sum_j ds_ij k_j over the key tiles the tile sees. A
-// warp's score gradients overwrite its scores in place.
+// warp's score gradients overwrite its scores in place. It first makes its rows' D_i = d_o_i . o_i
+// (the two lanes of a row each take half the head, in 16-byte packs) and stores them in row_dots
+// for the dK/dV kernel, which the launcher starts after it.
 template <typename T, int kD>
 __global__ void __launch_bounds__(kMmaThreads, kDqBlocks)
-    attention_backward_dq_mma_kernel(AttentionArgs a, const T* q, const T* k, const T* v, const T* d_o,
-                                     const float* lse, const float* row_dots, T* dq) {
+    attention_backward_dq_mma_kernel(AttentionArgs a, const T* q, const T* k, const T* v, const T* o,
+                                     const T* d_o, const float* lse, float* row_dots, T* dq) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();
 #else
@@ -415,7 +417,19 @@ __global__ void __launch_bounds__(kMmaThreads, kDqBlocks)
   stage_rows<T, kD>(do_tile, d_o, a.o_stride, a, b, h, i0, query_count);
   const int64_t at = (static_cast<int64_t>(b) * a.heads + h) * a.query_len + i;
   const float row_lse2 = i < a.query_len ? lse[at] * kLog2e : 0.0f;  // in log2 units
-  const float row_dot = i < a.query_len ? row_dots[at] : 0.0f;
+  float row_dot = 0.0f;
+  if (i < a.query_len) {
+    constexpr int kVec = static_cast<int>(16 / sizeof(T));
+    const int64_t offset = (static_cast<int64_t>(i) * a.batch + b) * a.o_stride + static_cast<int64_t>(h) * a.head_dim;
+    for (int c = half * kVec; c < a.head_dim; c += 2 * kVec) {
+      const Pack<T, kVec> o_pack = load_pack<kVec>(o + offset + c);
+      const Pack<T, kVec> do_pack = load_pack<kVec>(d_o + offset + c);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) row_dot = fmaf(element(o_pack, e), element(do_pack, e), row_dot);
+    }
+  }
+  row_dot += __shfl_xor_sync(0xffffffffu, row_dot, 1);
+  if (i < a.query_len && half == 0) row_dots[at] = row_dot;
   // Row i sees keys j < limit (none past the last query).
   const int limit = i >= a.query_len ? 0 : a.causal ? min(keys, i + 1) : keys;
   const float scale_log2 = a.scale * kLog2e;

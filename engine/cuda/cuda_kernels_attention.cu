@@ -428,7 +428,7 @@ void launch_attention_backward(cudaStream_t stream, const AttentionGeometry& g, 
     const T* ks = static_cast<const T*>(k);
     const T* vs = static_cast<const T*>(v);
     const T* dos = static_cast<const T*>(d_o);
-    if (g.query_len > 0) {
+    if (g.query_len > 0 && !tensor_cores) {  // the tensor-core dQ kernel makes its own
       const size_t rows = g.lse_count();
       const size_t warps_per_block = kBlockSize / 32;
       const unsigned blocks = static_cast<unsigned>(
@@ -444,7 +444,7 @@ void launch_attention_backward(cudaStream_t stream, const AttentionGeometry& g, 
         using Layout = MmaLayout<T, kD>;
         if (g.query_len > 0) {
           launch_tiled(attention_backward_dq_mma_kernel<T, kD>, attention_grid(tiles_of(g.query_len, kMmaTile), g),
-                       Layout::kDqBytes, stream, a, qs, ks, vs, dos, lse, static_cast<const float*>(row_dots),
+                       Layout::kDqBytes, stream, a, qs, ks, vs, static_cast<const T*>(o), dos, lse, row_dots,
                        static_cast<T*>(dq));
           DPB_CUDA_CHECK_LAUNCH(attention_backward_dq_mma_kernel);
         }
