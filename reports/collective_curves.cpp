@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <tuple>
 
 #include "engine/errors.h"
 #include "reports/text_file.h"
@@ -124,19 +125,18 @@ CollectiveCurve load_collective_curve(const std::string& path) {
 
 CurveMap curves_by_collective(const std::vector<CollectiveCurve>& curves) {
   CurveMap map;
-  std::map<std::pair<CollectiveOp, LinkKind>, const CollectiveCurve*> first;
+  std::map<std::tuple<CollectiveOp, LinkKind, int>, const CollectiveCurve*> first;
   for (const CollectiveCurve& curve : curves) {
-    const auto key = std::make_pair(curve.op, curve.link);
+    const auto key = std::make_tuple(curve.op, curve.link, curve.ranks);
     if (const auto seen = first.find(key); seen != first.end()) {
-      const CollectiveCurve& other = *seen->second;
-      throw RuntimeError("predict: curve files '" + other.path + "' and '" + curve.path + "' both measure " +
-                         collective_op_name(curve.op) + " over " + link_kind_name(curve.link) + " (" +
-                         std::to_string(other.ranks) + " and " + std::to_string(curve.ranks) +
-                         " ranks); give one curve per collective and link kind: its bus bandwidth serves every "
-                         "rank count");
+      throw RuntimeError("predict: curve files '" + seen->second->path + "' and '" + curve.path + "' both measure " +
+                         collective_op_name(curve.op) + " over " + link_kind_name(curve.link) + " on " +
+                         std::to_string(curve.ranks) +
+                         " ranks; give one curve per collective, link kind and rank count (the prediction for "
+                         "N GPUs takes the one of the most ranks not above N)");
     }
     first[key] = &curve;
-    map[key] = curve.points;
+    map[{curve.op, curve.link}][curve.ranks] = curve.points;
   }
   return map;
 }

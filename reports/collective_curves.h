@@ -29,7 +29,7 @@ struct CollectiveCurve {
   std::vector<MeasuredCurveCost::Point> points;  // by ascending size, busbw > 0
 };
 
-using CurveMap = std::map<std::pair<CollectiveOp, LinkKind>, std::vector<MeasuredCurveCost::Point>>;
+using CurveMap = MeasuredCurveCost::Curves;
 
 // Throws RuntimeError "predict: curve file '<path>': <what is wrong>; <the fix>" for a document
 // that is not comm_bench output, names an unknown collective, was measured on fewer than 2 ranks,
@@ -39,8 +39,8 @@ CollectiveCurve parse_collective_curve(const nlohmann::json& document, const std
 // is not JSON.
 CollectiveCurve load_collective_curve(const std::string& path);
 
-// The curves by (collective, link). Throws RuntimeError naming both files where two measure the
-// same collective over the same link kind.
+// The curves by (collective, link) and rank count. Throws RuntimeError naming both files where two
+// measure the same collective over the same link kind on the same number of ranks.
 CurveMap curves_by_collective(const std::vector<CollectiveCurve>& curves);
 
 // In words, for the report: "all_reduce intra_host: `c.json`, 2 ranks on 1 host (reference,

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 namespace dpbench {
 namespace {
@@ -84,11 +85,19 @@ double AlphaBetaCost::host_copy_ms(double bytes) const {
   return system_.host_copy.latency_us / 1e3 + transfer_ms(bytes, system_.host_copy.bandwidth_gb_per_s);
 }
 
-double MeasuredCurveCost::collective_ms(CollectiveOp op, double bytes, int ranks, LinkKind link) const {
+const MeasuredCurveCost::Curve* MeasuredCurveCost::curve_for(CollectiveOp op, LinkKind link, int ranks) const {
   const auto found = curves_.find({op, link});
-  if (found == curves_.end() || found->second.empty() || ranks <= 1)
-    return fallback_->collective_ms(op, bytes, ranks, link);
-  const std::vector<Point>& curve = found->second;
+  if (found == curves_.end() || found->second.empty()) return nullptr;
+  const CurvesByRanks& by_ranks = found->second;
+  auto above = by_ranks.upper_bound(ranks);  // the first measured on more ranks than `ranks`
+  const Curve& curve = above == by_ranks.begin() ? above->second : std::prev(above)->second;
+  return curve.empty() ? nullptr : &curve;
+}
+
+double MeasuredCurveCost::collective_ms(CollectiveOp op, double bytes, int ranks, LinkKind link) const {
+  const Curve* measured = ranks > 1 ? curve_for(op, link, ranks) : nullptr;
+  if (measured == nullptr) return fallback_->collective_ms(op, bytes, ranks, link);
+  const Curve& curve = *measured;
   const double factor = bus_bandwidth_factor(op, ranks);
   if (bytes <= curve.front().bytes) return transfer_ms(curve.front().bytes * factor, curve.front().busbw_gb_per_s);
   if (bytes >= curve.back().bytes) return transfer_ms(bytes * factor, curve.back().busbw_gb_per_s);

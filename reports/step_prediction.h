@@ -79,24 +79,31 @@ class AlphaBetaCost : public CollectiveCost {
   SystemModel system_;
 };
 
-// Measured bus bandwidth against message size (`dpbench comm_bench --json` rows), per collective
-// and link kind, replacing the formulas where a curve exists. The time of S bytes on n ranks is
-// S x bus_bandwidth_factor(op, n) / busbw(S): busbw is what nccl-tests made comparable across rank
-// counts. busbw is interpolated linearly in log2(size); below the smallest size measured the
-// time stays that of the smallest (latency-bound), above the largest the busbw stays the last.
+// Measured bus bandwidth against message size (`dpbench comm_bench --json` rows), per collective,
+// link kind and rank count, replacing the formulas where a curve exists. The time of S bytes on n
+// ranks is S x bus_bandwidth_factor(op, n) / busbw(S), busbw from the curve measured on the most
+// ranks not above n (the fewest, where all were measured on more): busbw is what nccl-tests made
+// comparable across rank counts, and the nearest count below keeps what it loses at larger ones
+// (latency steps, slower links) closest. busbw is interpolated linearly in log2(size); below the
+// smallest size measured the time stays that of the smallest (latency-bound), above the largest
+// the busbw stays the last.
 class MeasuredCurveCost : public CollectiveCost {
  public:
   struct Point {
     double bytes = 0, busbw_gb_per_s = 0;
   };
-  MeasuredCurveCost(std::map<std::pair<CollectiveOp, LinkKind>, std::vector<Point>> curves,
-                    std::shared_ptr<const CollectiveCost> fallback)
+  using Curve = std::vector<Point>;                        // by ascending size
+  using CurvesByRanks = std::map<int, Curve>;              // by the rank count it was measured on
+  using Curves = std::map<std::pair<CollectiveOp, LinkKind>, CurvesByRanks>;
+  MeasuredCurveCost(Curves curves, std::shared_ptr<const CollectiveCost> fallback)
       : curves_(std::move(curves)), fallback_(std::move(fallback)) {}
   double collective_ms(CollectiveOp op, double bytes, int ranks, LinkKind link) const override;
   double host_copy_ms(double bytes) const override { return fallback_->host_copy_ms(bytes); }
+  // The curve that prices `ranks`, or nullptr where none covers (op, link).
+  const Curve* curve_for(CollectiveOp op, LinkKind link, int ranks) const;
 
  private:
-  std::map<std::pair<CollectiveOp, LinkKind>, std::vector<Point>> curves_;  // points by ascending size
+  Curves curves_;
   std::shared_ptr<const CollectiveCost> fallback_;
 };
 

@@ -124,14 +124,47 @@ TEST_CASE("a curve file that cannot be read or is not JSON is named", "[predict]
                  Catch::EndsWith("; give a file dpbench comm_bench --json wrote"));
 }
 
-TEST_CASE("two curves of one collective over one link kind are refused, naming both", "[predict]") {
-  const CollectiveCurve two = parse_collective_curve(comm_bench_file("all_reduce", "intra_host", 2), "g2.json");
-  const CollectiveCurve four = parse_collective_curve(comm_bench_file("all_reduce", "intra_host", 4), "g4.json");
+TEST_CASE("curves of one collective and link kind on several rank counts each price their own counts",
+          "[predict]") {
+  // 2 ranks at 1 GB/s, 4 ranks at 0.5 GB/s (flat over size), all_reduce inside a host.
+  json two_file = comm_bench_file("all_reduce", "intra_host", 2), four_file = comm_bench_file("all_reduce", "intra_host", 4);
+  two_file["rows"] = json::array({{{"size_bytes", 1000}, {"busbw_gbps", 1.0}}, {{"size_bytes", 1000000000}, {"busbw_gbps", 1.0}}});
+  four_file["rows"] = json::array({{{"size_bytes", 1000}, {"busbw_gbps", 0.5}}, {{"size_bytes", 1000000000}, {"busbw_gbps", 0.5}}});
+  const CollectiveCurve two = parse_collective_curve(two_file, "g2.json");
+  const CollectiveCurve four = parse_collective_curve(four_file, "g4.json");
   const CollectiveCurve across = parse_collective_curve(comm_bench_file("all_reduce", "inter_host", 4), "x.json");
-  CHECK(curves_by_collective({two, across}).size() == 2);
-  CHECK(error_message_of<RuntimeError>([&] { curves_by_collective({two, four}); }, "error") ==
-        "predict: curve files 'g2.json' and 'g4.json' both measure all_reduce over intra_host (2 and 4 ranks); give "
-        "one curve per collective and link kind: its bus bandwidth serves every rank count");
+  const CurveMap map = curves_by_collective({two, four, across});
+  CHECK(map.size() == 2);
+  CHECK(map.at({CollectiveOp::all_reduce, LinkKind::intra_host}).size() == 2);
+  SystemModel system;
+  system.gpus_per_host = 8;
+  system.intra_host = {10.0, 1.0};
+  system.inter_host = {10.0, 1.0};
+  system.host_copy = {10.0, 1.0};
+  const MeasuredCurveCost cost(map, std::make_shared<AlphaBetaCost>(system));
+  // 1e6 bytes: 2(n-1)/n x 1e6 bytes at the chosen curve's busbw. 2 ranks: the 2-rank curve, 1 ms.
+  // 3 ranks: still the 2-rank curve (the most ranks not above 3), 4/3 ms. 4 and 8 ranks: the
+  // 4-rank curve, 3 ms and 3.5 ms.
+  const auto all_reduce_ms = [&](int ranks) {
+    return cost.collective_ms(CollectiveOp::all_reduce, 1e6, ranks, LinkKind::intra_host);
+  };
+  CHECK(all_reduce_ms(2) == Approx(1.0));
+  CHECK(all_reduce_ms(3) == Approx(4.0 / 3.0));
+  CHECK(all_reduce_ms(4) == Approx(3.0));
+  CHECK(all_reduce_ms(8) == Approx(3.5));
+  // Only a 4-rank curve: it prices 2 ranks too (the fewest measured).
+  const MeasuredCurveCost four_only(curves_by_collective({four}), std::make_shared<AlphaBetaCost>(system));
+  CHECK(four_only.collective_ms(CollectiveOp::all_reduce, 1e6, 2, LinkKind::intra_host) == Approx(2.0));
+}
+
+TEST_CASE("two curves of one collective over one link kind on one rank count are refused, naming both",
+          "[predict]") {
+  const CollectiveCurve first = parse_collective_curve(comm_bench_file("all_reduce", "intra_host", 4), "a.json");
+  const CollectiveCurve second = parse_collective_curve(comm_bench_file("all_reduce", "intra_host", 4), "b.json");
+  CHECK(error_message_of<RuntimeError>([&] { curves_by_collective({first, second}); }, "error") ==
+        "predict: curve files 'a.json' and 'b.json' both measure all_reduce over intra_host on 4 ranks; give one "
+        "curve per collective, link kind and rank count (the prediction for N GPUs takes the one of the most ranks "
+        "not above N)");
 }
 
 TEST_CASE("the costs no curve covers come from the system file", "[predict]") {

@@ -182,7 +182,7 @@ TEST_CASE("measured curves price a collective by its bus bandwidth at that size"
   const SystemModel system = round_system();
   auto formulas = std::make_shared<AlphaBetaCost>(system);
   // 2 GB/s at 1 MB, 8 GB/s at 4 MB: 2 MB sits halfway in log2(size), 5 GB/s.
-  const MeasuredCurveCost curves({{{CollectiveOp::all_reduce, LinkKind::intra_host}, {{1e6, 2.0}, {4e6, 8.0}}}},
+  const MeasuredCurveCost curves({{{CollectiveOp::all_reduce, LinkKind::intra_host}, {{2, {{1e6, 2.0}, {4e6, 8.0}}}}}},
                                  formulas);
   CHECK(curves.collective_ms(CollectiveOp::all_reduce, 2e6, 2, LinkKind::intra_host) == Approx(2e6 * 1.0 / 5e6));
   CHECK(curves.collective_ms(CollectiveOp::all_reduce, 16e6, 4, LinkKind::intra_host) == Approx(16e6 * 1.5 / 8e6));

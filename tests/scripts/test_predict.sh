@@ -114,6 +114,11 @@ grep -q "odd_curve.json\` was measured on 128 ranks inside one host, but the sys
   fail "no note on a curve of more ranks than a host's GPUs: $(cat "$work/stderr")"
 grep -q "odd_curve.json\` was measured on the cuda backend, BASE ran on reference" "$work/stderr" ||
   fail "no note on a curve of another backend: $(cat "$work/stderr")"
+# Curves of one collective on 2 and 4 devices: each prices its own count, both are named.
+expect "curves on two rank counts" 0 "$work/g1.json" "$work/g2.json" "$work/g4.json" --system "$system" --max_gpus=4 \
+  --curves "$work/allreduce_g2.json" "$work/allreduce_g4.json"
+{ grep -qF -- "\`$work/allreduce_g2.json\`, 2 ranks" "$work/stdout" && grep -qF -- "\`$work/allreduce_g4.json\`, 4 ranks" "$work/stdout"; } ||
+  fail "markdown: both curves are not named: $(grep -A3 '^Costs' "$work/stdout")"
 expect "curves, CSV" 0 "$work/g1.json" --system "$system" --max_gpus=2 --format=csv --curves "$work/allreduce_g2.json"
 { grep -q ",curve_files$" "$work/stdout" && grep -qF "$work/allreduce_g2.json" "$work/stdout"; } || fail "CSV: no curve_files"
 
@@ -148,10 +153,10 @@ expect "a result as a curve" 1 "$work/g1.json" --system "$system" --curves "$wor
 one_error_line "a result as a curve" "predict: curve file '.*g2.json': a training result, not dpbench comm_bench output"
 expect "a folder as a curve" 1 "$work/g1.json" --system "$system" --curves "$work/out" --output "$work/out/bad.md"
 one_error_line "a folder as a curve" "predict: cannot read curve file '.*out': it "
-expect "two curves of one collective" 1 "$work/g1.json" --system "$system" --output "$work/out/bad.md" \
-  --curves "$work/allreduce_g2.json" "$work/allreduce_g4.json"
-one_error_line "two curves of one collective" \
-  "predict: curve files '.*allreduce_g2.json' and '.*allreduce_g4.json' both measure all_reduce over intra_host (2 and 4 ranks); give one curve"
+expect "two curves of one collective on one rank count" 1 "$work/g1.json" --system "$system" --output "$work/out/bad.md" \
+  --curves "$work/allreduce_g2.json" "$work/allreduce_g2.json"
+one_error_line "two curves of one collective on one rank count" \
+  "predict: curve files '.*allreduce_g2.json' and '.*allreduce_g2.json' both measure all_reduce over intra_host on 2 ranks; give one curve per collective, link kind and rank count"
 [ ! -e "$work/out/bad.md" ] || fail "an output was written by a failed predict"
 
 finish "test_predict.sh: every case as expected"
