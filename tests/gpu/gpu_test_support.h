@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/counter_random.h"
+#include "engine/cuda/cuda_controls.h"
 #include "engine/data_type.h"
 #include "engine/device_factory.h"
 
@@ -55,6 +56,14 @@ inline std::string type_suffix(DataType type) { return std::string(" ") + data_t
 inline std::unique_ptr<Device> make_gpu() {
   auto gpu = create_cuda_device(0);
   gpu->make_current();
+  return gpu;
+}
+
+// A GPU with TF32 off (the default, said out loud): the tests that compare it with the reference
+// in exact fp32.
+inline std::unique_ptr<Device> make_exact_gpu() {
+  auto gpu = make_gpu();
+  set_tf32(*gpu, false);
   return gpu;
 }
 

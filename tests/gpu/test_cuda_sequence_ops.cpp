@@ -34,12 +34,6 @@ using namespace dpbench::gpu_test;
 
 namespace {
 
-std::unique_ptr<Device> make_exact_gpu() {
-  auto gpu = make_gpu();
-  set_tf32(*gpu, false);  // the default, said out loud: every comparison below is exact fp32
-  return gpu;
-}
-
 // n ids in [0, distinct) spread over the vocabulary (id * stride mod vocab, stride coprime with
 // it), so rows repeat about n / distinct times and are not sorted.
 std::vector<int32_t> repeated_ids(size_t n, int distinct, int vocab, uint64_t stream) {

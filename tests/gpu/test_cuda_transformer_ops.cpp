@@ -30,12 +30,6 @@ using namespace dpbench::gpu_test;
 
 namespace {
 
-std::unique_ptr<Device> make_exact_gpu() {
-  auto gpu = make_gpu();
-  set_tf32(*gpu, false);  // the default, said out loud: every comparison below is exact fp32
-  return gpu;
-}
-
 std::vector<float> random_of(DataType type, size_t n, uint64_t stream, float lo = -1.0f, float hi = 1.0f) {
   return rounded(type, random_vector(n, stream, lo, hi));
 }
