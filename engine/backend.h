@@ -18,11 +18,28 @@
 #include "engine/data_type.h"
 #include "engine/rnn_geometry.h"
 #include "engine/backend_kind.h"
-#include "engine/data_type.h"
 
 namespace dpbench {
 
 enum class Transpose { no, yes };
+
+// An inverted dropout fused into another op's pass (Backend::add_row_bias): the mask of
+// Backend::dropout_forward with this seed, first index and step counter (device memory); a rate
+// of 0 drops nothing and draws nothing.
+struct DropoutDraw {
+  float rate = 0.0f;
+  uint64_t seed = 0;
+  uint64_t first_index = 0;
+  const int32_t* step = nullptr;
+};
+
+// What follows the bias in Backend::add_row_bias: an optional ReLU, dropout and residual add.
+struct RowBiasEpilogue {
+  bool relu = false;
+  DropoutDraw dropout;
+  const void* residual = nullptr;  // with `out`: out = residual + the result, y left undefined
+  void* out = nullptr;
+};
 
 // Device-side state of automatic loss scaling (fp16): kept in device memory so that a replayed
 // CUDA graph adapts the scale without the host. Backend::update_loss_scale documents the rule.
@@ -391,9 +408,24 @@ class Backend {
                                   const Tensor4& dst_shape, void* dst) = 0;
 
   // ---- Transformer ops (shapes in engine/attention_geometry.h) ------------------------------
-  // y (rows, cols; of `type`) += bias (cols, fp32) broadcast over rows, then max(0, .) with `relu`
-  // (a linear layer's epilogue; the feed-forward block's first layer has the ReLU).
-  virtual void add_row_bias(DataType type, void* y, const float* bias, int rows, int cols, bool relu) = 0;
+  // A linear layer's epilogue, one pass over y (rows, cols; of `type`):
+  //   v = y + bias (cols, fp32) broadcast over rows;  v = max(0, v) with then.relu;
+  //   v = dropout_forward's inverted dropout of v with then.dropout (element (r, c) at index
+  //       then.dropout.first_index + r * cols + c) when its rate is above 0;
+  //   then y = v, or, given then.residual (rows, cols; of `type`), then.out = residual + v (y is
+  //   then left undefined; out may alias residual).
+  // Each step rounds to `type` as the separate ops do, so the pass equals add_row_bias alone,
+  // dropout_forward and add_tensors in sequence, bit for bit: the fusion only saves the passes
+  // over memory (the feed-forward block's ReLU and dropout, each sub-layer's output dropout and
+  // residual add).
+  virtual void add_row_bias(DataType type, void* y, const float* bias, int rows, int cols,
+                            const RowBiasEpilogue& then) = 0;
+  // Backward of dropout(ReLU(x)) (the feed-forward block's inner activation) from its forward
+  // output y: dx = y > 0 ? dy * dropout_keep_scale(rate) : 0. An output above 0 is one the ReLU
+  // passed and the dropout kept, so no mask is drawn; equal, bit for bit, to dropout_backward
+  // then relu_backward on y. dx may alias dy.
+  virtual void relu_dropout_backward(DataType type, const void* y, const void* dy, void* dx, size_t n,
+                                     float rate) = 0;
 
   // Layer normalisation of each row of x (rows, cols) over its cols (biased variance):
   //   y = gamma * (x - mean) * inv_std + beta,  inv_std = 1 / sqrt(var + epsilon).

@@ -67,7 +67,7 @@ DPB_HOST_DEVICE uint32_t counter_uint(uint64_t seed, uint64_t stream, uint64_t i
 // asked in integers as u >= dropout_threshold(rate). One hash for two elements halves the cost
 // that dominated the dropout and attention kernels. A kernel drawing many indices of one step
 // takes the stream's key and the threshold once (dropout_stream_key, dropout_threshold) and asks
-// dropout_keeps_keyed, or dropout_keeps_pair for both elements of a pair.
+// dropout_keeps_keyed, dropout_keeps_pair for both elements of a pair, or dropout_keeps_run.
 DPB_HOST_DEVICE uint64_t dropout_stream_key(uint64_t seed, int32_t step) {
   return counter_stream_key(seed, kRandomStreamDropout + static_cast<uint64_t>(step));
 }
@@ -99,6 +99,18 @@ DPB_HOST_DEVICE void dropout_keeps_pair(uint64_t stream_key, uint64_t even_index
   const uint64_t hash = counter_hash_keyed(stream_key, even_index >> 1);
   keeps_even = dropout_draw(hash, 0) >= threshold;
   keeps_odd = dropout_draw(hash, 1) >= threshold;
+}
+
+// The decisions for the kCount consecutive indices from `first`: a pair's hash once where the run
+// starts on an even index and kCount is even (a kernel's pack), else element by element.
+template <int kCount>
+DPB_HOST_DEVICE void dropout_keeps_run(uint64_t stream_key, uint64_t first, uint32_t threshold,
+                                       bool (&keeps)[kCount]) {
+  if (kCount % 2 == 0 && first % 2 == 0) {
+    for (int k = 0; k + 1 < kCount; k += 2) dropout_keeps_pair(stream_key, first + k, threshold, keeps[k], keeps[k + 1]);
+  } else {
+    for (int k = 0; k < kCount; ++k) keeps[k] = dropout_keeps_keyed(stream_key, first + k, threshold);
+  }
 }
 
 DPB_HOST_DEVICE bool dropout_keeps(uint64_t seed, int32_t step, uint64_t index, float rate) {

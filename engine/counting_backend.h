@@ -267,9 +267,15 @@ class CountingBackend final : public Backend {
     counted();
     inner_.pool_backward(g, x, y, dy, dx);
   }
-  void add_row_bias(DataType type, void* y, const float* bias, int rows, int cols, bool relu) override {
+  void add_row_bias(DataType type, void* y, const float* bias, int rows, int cols,
+                    const RowBiasEpilogue& then) override {
     counted();
-    inner_.add_row_bias(type, y, bias, rows, cols, relu);
+    inner_.add_row_bias(type, y, bias, rows, cols, then);
+  }
+  void relu_dropout_backward(DataType type, const void* y, const void* dy, void* dx, size_t n,
+                             float rate) override {
+    counted();
+    inner_.relu_dropout_backward(type, y, dy, dx, n, rate);
   }
   void layer_norm_forward(DataType type, const void* x, const float* gamma, const float* beta, int rows,
                           int cols, float epsilon, void* y, float* saved_mean, float* saved_inv_std) override {

@@ -104,7 +104,7 @@ void CudaBackend::relu_forward(DataType type, const void* x, void* y, size_t n) 
 }
 
 void CudaBackend::relu_backward(DataType type, const void* y, const void* dy, void* dx, size_t n) {
-  cuda_kernels::launch_relu_backward(stream_, type, y, dy, dx, n);
+  cuda_kernels::launch_relu_backward(stream_, type, y, dy, dx, n, 1.0f);
 }
 
 void CudaBackend::fill(DataType type, void* x, size_t n, float value) {

@@ -172,7 +172,10 @@ class CudaBackend final : public Backend {
   void dropout_backward(DataType type, const void* dy, void* dx, size_t n, float rate,
                         uint64_t seed, uint64_t first_index, const int32_t* step) override;
   // Transformer ops: engine/{reference,cuda}/..._transformer_ops
-  void add_row_bias(DataType type, void* y, const float* bias, int rows, int cols, bool relu) override;
+  void add_row_bias(DataType type, void* y, const float* bias, int rows, int cols,
+                    const RowBiasEpilogue& then) override;
+  void relu_dropout_backward(DataType type, const void* y, const void* dy, void* dx, size_t n,
+                             float rate) override;
   void layer_norm_forward(DataType type, const void* x, const float* gamma, const float* beta, int rows,
                           int cols, float epsilon, void* y, float* saved_mean, float* saved_inv_std) override;
   void layer_norm_backward(DataType type, const void* x, const void* dy, const float* gamma,

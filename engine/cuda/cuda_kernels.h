@@ -22,8 +22,9 @@ constexpr int kSumSquaresMaxPartials = 1024;
 // ---- element-wise (cuda_kernels_elementwise.cu) ---------------------------------------------
 void launch_add_bias(cudaStream_t stream, float* y, const float* bias, int rows, int cols);
 void launch_relu_forward(cudaStream_t stream, DataType type, const void* x, void* y, size_t n);
+// dx = y > 0 ? dy * scale : 0: relu_backward (scale 1), relu_dropout_backward (the keep scale).
 void launch_relu_backward(cudaStream_t stream, DataType type, const void* y, const void* dy,
-                          void* dx, size_t n);
+                          void* dx, size_t n, float scale);
 // x[0, n) = value rounded to `type`.
 void launch_fill(cudaStream_t stream, DataType type, void* x, size_t n, float value);
 void launch_scale(cudaStream_t stream, float* x, size_t n, float alpha);
@@ -197,8 +198,11 @@ void launch_copy_rows(cudaStream_t stream, const void* src, size_t src_stride, v
 
 // ---- Transformer ops (cuda_kernels_layer_norm.cu, cuda_kernels_transformer.cu, -------------
 // cuda_kernels_attention.cu). Backend's Transformer-op semantics (shapes in
-// engine/attention_geometry.h). The row bias with ReLU is launch_add_channel_bias with the layout
-// {rows, cols, 1}. Deterministic throughout: no atomics, every sum in an order fixed by the shape.
+// engine/attention_geometry.h). Deterministic throughout: no atomics, every sum in an order fixed
+// by the shape.
+// Backend::add_row_bias: a linear layer's bias with its ReLU, dropout and residual add, one pass.
+void launch_row_bias_epilogue(cudaStream_t stream, DataType type, void* y, const float* bias, int rows, int cols,
+                              const RowBiasEpilogue& then);
 // One warp per row; statistics in fp32 by two passes (mean, then squared deviations).
 void launch_layer_norm_forward(cudaStream_t stream, DataType type, const void* x, const float* gamma,
                                const float* beta, int rows, int cols, float epsilon, void* y,

@@ -325,7 +325,7 @@ __global__ void pool_backward_gather_kernel(const T* x, const T* dy, T* dx, Pool
 // which the reference follows, so the two agree bit for bit. The same mask serves forward (in = x)
 // and backward (in = dy); the step is read on the device so that a replayed graph draws a new
 // mask each step. A pack whose first element index is even covers whole pairs of the rule, one
-// hash each (dropout_keeps_pair); other packs ask element by element. The integer threshold and
+// hash each (dropout_keeps_run); other packs ask element by element. The integer threshold and
 // the multiply keep the per-element work to the hash itself. A thread takes
 // two packs of its grid-stride range at a time, both loaded before either is stored, so two loads
 // are in flight; out may alias in, since each element is read, then written, by one thread. The
@@ -334,13 +334,7 @@ template <typename T, int kVec>
 __device__ __forceinline__ Pack<T, kVec> dropped_pack(const Pack<T, kVec>& values, uint64_t stream_key,
                                                       uint64_t first, uint32_t threshold, float keep_scale) {
   bool keep[kVec];
-  if (kVec % 2 == 0 && first % 2 == 0) {
-#pragma unroll
-    for (int k = 0; k + 1 < kVec; k += 2) dropout_keeps_pair(stream_key, first + k, threshold, keep[k], keep[k + 1]);
-  } else {
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) keep[k] = dropout_keeps_keyed(stream_key, first + k, threshold);
-  }
+  dropout_keeps_run(stream_key, first, threshold, keep);
   float result[kVec];
 #pragma unroll
   for (int k = 0; k < kVec; ++k) result[k] = keep[k] ? element(values, k) * keep_scale : 0.0f;

@@ -121,13 +121,14 @@ struct ReluBackward {
   const T* y;
   const T* dy;
   T* dx;
+  float scale;  // 1, or dropout's keep scale (exact for 1)
   template <int K>
   __device__ void apply(size_t i) const {
     float out[K], g[K];
     load<K>(y + i, out);
     load<K>(dy + i, g);
 #pragma unroll
-    for (int k = 0; k < K; ++k) g[k] = out[k] > 0.0f ? g[k] : 0.0f;
+    for (int k = 0; k < K; ++k) g[k] = out[k] > 0.0f ? __fmul_rn(g[k], scale) : 0.0f;
     store<K>(dx + i, g);
   }
 };
@@ -348,12 +349,12 @@ void launch_relu_forward(cudaStream_t stream, DataType type, const void* x, void
 }
 
 void launch_relu_backward(cudaStream_t stream, DataType type, const void* y, const void* dy,
-                          void* dx, size_t n) {
+                          void* dx, size_t n, float scale) {
   if (n == 0) return;
   with_storage_type(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const ReluBackward<T> op{static_cast<const T*>(y), static_cast<const T*>(dy),
-                             static_cast<T*>(dx)};
+                             static_cast<T*>(dx), scale};
     launch_elementwise<kPackOf<T>>(stream, op, n, aligned16(y) && aligned16(dy) && aligned16(dx));
   });
   DPB_CUDA_CHECK_LAUNCH(relu_backward_kernel);

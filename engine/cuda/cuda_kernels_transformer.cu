@@ -1,6 +1,6 @@
-// The Transformer's sinusoidal positional encoding. (Layer normalisation is
-// cuda_kernels_layer_norm.cu; the row bias with ReLU is the NHWC channel bias of
-// cuda_kernels_cnn.cu; attention is cuda_kernels_attention.cu.) Kernel first, launcher after.
+// The Transformer's sinusoidal positional encoding and a linear layer's epilogue (bias, ReLU,
+// dropout, residual add). (Layer normalisation is cuda_kernels_layer_norm.cu; attention is
+// cuda_kernels_attention.cu.) Kernels first, launchers after.
 // Rows hold fp32, fp16 or bf16 (cuda_packs.cuh); the arithmetic is fp32, a 16-bit result is
 // rounded once as it is stored. Bound by memory, so rows move in 16-byte packs where the row
 // length and the pointers allow; nothing allocates or synchronises, so the launcher can be
@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "engine/counter_random.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cuda_launch.cuh"
@@ -48,7 +49,70 @@ __global__ void positional_encoding_kernel(const T* x, T* y, int batch, int dim,
   }
 }
 
+// ---- a linear layer's epilogue ------------------------------------------------------------------
+// Backend::add_row_bias: bias, ReLU, dropout and the residual add in one pass over (rows, cols),
+// in packs of kVec along a row (kVec divides cols, so a pack never straddles two rows). Values are
+// rounded to T where the separate kernels store them, and the keep scale's product is __fmul_rn,
+// never contracted into the residual's add: bit for bit the ops in sequence.
+template <typename T, int kVec>
+__global__ void row_bias_epilogue_kernel(T* y, const float* bias, size_t packs, unsigned cols, bool relu,
+                                         DropoutDraw dropout, uint32_t threshold, float keep_scale,
+                                         const T* residual, T* out) {
+  const bool dropping = dropout.rate > 0.0f;
+  const uint64_t key = dropping ? dropout_stream_key(dropout.seed, *dropout.step) : 0;
+  DPB_GRID_STRIDE_LOOP(i, packs) {
+    const size_t at = i * kVec;
+    const unsigned column = static_cast<unsigned>(at % cols);
+    const Pack<T, kVec> in = load_pack<kVec>(y + at);
+    float v[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) v[k] = element(in, k) + bias[column + k];
+    Pack<T, kVec> rounded = round_pack<T, kVec>(v);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      v[k] = element(rounded, k);
+      if (relu && !(v[k] > 0.0f)) v[k] = 0.0f;
+    }
+    if (dropping) {
+      bool keep[kVec];
+      dropout_keeps_run(key, dropout.first_index + at, threshold, keep);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) v[k] = keep[k] ? __fmul_rn(v[k], keep_scale) : 0.0f;
+      rounded = round_pack<T, kVec>(v);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) v[k] = element(rounded, k);
+    }
+    if (residual != nullptr) {
+      const Pack<T, kVec> r = load_pack<kVec>(residual + at);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) v[k] = element(r, k) + v[k];
+      store_pack<kVec>(out + at, round_pack<T, kVec>(v));
+    } else {
+      store_pack<kVec>(y + at, round_pack<T, kVec>(v));
+    }
+  }
+}
+
 }  // namespace
+
+void launch_row_bias_epilogue(cudaStream_t stream, DataType type, void* y, const float* bias, int rows, int cols,
+                              const RowBiasEpilogue& then) {
+  if (rows <= 0 || cols <= 0) return;
+  const float rate = then.dropout.rate;
+  const uint32_t threshold = dropout_threshold(rate);
+  const float keep_scale = dropout_keep_scale(rate);  // rounded once, as the reference rounds it
+  with_storage_type(type, "add_row_bias", [&](auto tag) {
+    using T = decltype(tag);
+    with_row_packs<T>(cols, {y, then.residual, then.out}, [&](auto vec) {
+      constexpr int kVec = decltype(vec)::value;
+      const size_t packs = static_cast<size_t>(rows) * cols / kVec;
+      row_bias_epilogue_kernel<T, kVec><<<grid_for(packs), kBlockSize, 0, stream>>>(
+          static_cast<T*>(y), bias, packs, static_cast<unsigned>(cols), then.relu, then.dropout, threshold,
+          keep_scale, static_cast<const T*>(then.residual), static_cast<T*>(then.out));
+    });
+  });
+  DPB_CUDA_CHECK_LAUNCH(row_bias_epilogue_kernel);
+}
 
 void launch_add_positional_encoding(cudaStream_t stream, DataType type, const void* x, void* y,
                                     int seq_len, int batch, int dim, float scale) {

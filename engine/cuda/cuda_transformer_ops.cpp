@@ -1,12 +1,14 @@
-// CudaBackend's Transformer ops: the row bias with ReLU (the NHWC channel-bias kernel of
-// cuda_kernels_cnn.cu), layer norm (cuda_kernels_layer_norm.cu), the positional encoding
-// (cuda_kernels_transformer.cu) and flash attention (cuda_kernels_attention.cu). Arguments are checked here, on the host, since a
-// kernel cannot throw; everything else is asynchronous on the backend's stream and allocates
-// nothing, so a step made of these ops can be captured as a CUDA graph.
+// CudaBackend's Transformer ops: a linear layer's epilogue and the positional encoding
+// (cuda_kernels_transformer.cu), the feed-forward activation's backward (the ReLU kernel with
+// dropout's scale), layer norm (cuda_kernels_layer_norm.cu) and flash attention
+// (cuda_kernels_attention.cu). Arguments are checked here, on the host, since a kernel cannot
+// throw; everything else is asynchronous on the backend's stream and allocates nothing, so a step
+// made of these ops can be captured as a CUDA graph.
 #include <cuda_runtime.h>
 
 #include <string>
 
+#include "engine/counter_random.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/errors.h"
@@ -39,13 +41,24 @@ void check_attention(const AttentionGeometry& g, const int32_t* step, const char
 
 }  // namespace
 
-void CudaBackend::add_row_bias(DataType type, void* y, const float* bias, int rows, int cols, bool relu) {
-  if (rows <= 0 || cols <= 0) return;
-  cuda_kernels::ChannelLayout layout;
-  layout.outer = static_cast<size_t>(rows);
-  layout.channels = cols;
-  layout.inner = 1;
-  cuda_kernels::launch_add_channel_bias(stream_, type, y, bias, layout, relu);
+void CudaBackend::add_row_bias(DataType type, void* y, const float* bias, int rows, int cols,
+                               const RowBiasEpilogue& then) {
+  if (then.dropout.rate < 0.0f || then.dropout.rate >= 1.0f) {
+    throw RuntimeError("CudaBackend::add_row_bias: dropout rate " + std::to_string(then.dropout.rate) +
+                       " outside [0, 1)");
+  }
+  if (then.dropout.rate > 0.0f && then.dropout.step == nullptr) {
+    throw RuntimeError("CudaBackend::add_row_bias: dropout needs the step counter");
+  }
+  if ((then.residual == nullptr) != (then.out == nullptr)) {
+    throw RuntimeError("CudaBackend::add_row_bias: a residual needs an output and an output a residual");
+  }
+  cuda_kernels::launch_row_bias_epilogue(stream_, type, y, bias, rows, cols, then);
+}
+
+void CudaBackend::relu_dropout_backward(DataType type, const void* y, const void* dy, void* dx, size_t n,
+                                        float rate) {
+  cuda_kernels::launch_relu_backward(stream_, type, y, dy, dx, n, dropout_keep_scale(rate));
 }
 
 void CudaBackend::layer_norm_forward(DataType type, const void* x, const float* gamma, const float* beta,

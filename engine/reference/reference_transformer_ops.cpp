@@ -1,4 +1,4 @@
-// ReferenceBackend's Transformer ops: the row bias of a linear layer, layer normalisation, the
+// ReferenceBackend's Transformer ops: the row bias of a linear layer with its epilogue, layer normalisation, the
 // sinusoidal positional encoding and multi-head attention (engine/attention_geometry.h), written
 // as plain loops with every sum in double: the oracle the CUDA versions are tested against.
 // Buffers of a 16-bit type are read as floats and each output is rounded once to that type;
@@ -111,16 +111,44 @@ double score(const AttentionGeometry& g, const std::vector<float>& q, int i, con
 
 // ---- row bias -----------------------------------------------------------------------------------
 
-void ReferenceBackend::add_row_bias(DataType type, void* y, const float* bias, int rows, int cols, bool relu) {
+void ReferenceBackend::add_row_bias(DataType type, void* y, const float* bias, int rows, int cols,
+                                    const RowBiasEpilogue& then) {
+  const DropoutDraw& dropout = then.dropout;
+  const bool dropping = dropout.rate > 0.0f;
+  if (dropping && dropout.step == nullptr) throw RuntimeError("add_row_bias: dropout needs the step counter");
+  const uint64_t stream_key = dropping ? dropout_stream_key(dropout.seed, *dropout.step) : 0;
+  const uint32_t threshold = dropout_threshold(dropout.rate);
+  const float keep_scale = dropout_keep_scale(dropout.rate);
   with_type(type, [&](auto tag) {
     constexpr DataType T = decltype(tag)::value;
     for (size_t r = 0; r < static_cast<size_t>(std::max(rows, 0)); ++r) {
       for (int c = 0; c < cols; ++c) {
         const size_t at = r * cols + c;
-        const float sum = load_as_float(T, y, at) + bias[c];
-        // The comparison of relu_forward, so the fused op equals the two in sequence.
-        store_from_float(T, y, at, relu && !(sum > 0.0f) ? 0.0f : sum);
+        // Rounded where the separate ops store: after the bias (and ReLU), after the dropout.
+        // The ReLU's comparison is relu_forward's, so the fused op equals the ops in sequence.
+        float v = round_to(T, load_as_float(T, y, at) + bias[c]);
+        if (then.relu && !(v > 0.0f)) v = 0.0f;
+        if (dropping) {
+          v = dropout_keeps_keyed(stream_key, dropout.first_index + at, threshold) ? round_to(T, v * keep_scale)
+                                                                                   : 0.0f;
+        }
+        if (then.residual != nullptr) {
+          store_from_float(T, then.out, at, load_as_float(T, then.residual, at) + v);
+        } else {
+          store_from_float(T, y, at, v);
+        }
       }
+    }
+  });
+}
+
+void ReferenceBackend::relu_dropout_backward(DataType type, const void* y, const void* dy, void* dx, size_t n,
+                                             float rate) {
+  const float keep_scale = dropout_keep_scale(rate);
+  with_type(type, [&](auto tag) {
+    constexpr DataType T = decltype(tag)::value;
+    for (size_t i = 0; i < n; ++i) {
+      store_from_float(T, dx, i, load_as_float(T, y, i) > 0.0f ? load_as_float(T, dy, i) * keep_scale : 0.0f);
     }
   });
 }

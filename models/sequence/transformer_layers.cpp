@@ -34,10 +34,10 @@ void LinearParams::initialize(const ParameterLayout& layout, uint64_t seed, std:
 }
 
 void LinearParams::forward(Backend& ops, const ParameterSet& params, DataType type, const void* x, int rows,
-                           void* y, bool relu) const {
+                           void* y, const RowBiasEpilogue& then) const {
   ops.gemm(Transpose::no, Transpose::yes, rows, out_, in_, 1.0f, type, x, in_, params.parameter_as(weights_id_, type),
            in_, 0.0f, type, y, out_);
-  ops.add_row_bias(type, y, params.parameter(bias_id_), rows, out_, relu);
+  ops.add_row_bias(type, y, params.parameter(bias_id_), rows, out_, then);
 }
 
 void LinearParams::backward(Backend& ops, const ParameterSet& params, DataType type, const void* x, const void* dy,
@@ -155,9 +155,23 @@ struct DropoutSite {
   uint64_t first_index = 0;
   float rate = 0;
   bool active(const TransformerStep& step) const { return step.training && rate > 0.0f; }
-  // Forward, in place.
-  void apply(Backend& ops, const TransformerStep& step, DataType type, void* x, size_t n) const {
-    if (active(step)) ops.dropout_forward(type, x, x, n, rate, seed, first_index, step.step);
+  // The draw for an op that drops in its own pass (rate 0 where nothing drops this step).
+  DropoutDraw draw(const TransformerStep& step) const {
+    DropoutDraw d;
+    if (!active(step)) return d;
+    d.rate = rate;
+    d.seed = seed;
+    d.first_index = first_index;
+    d.step = step.step;
+    return d;
+  }
+  // The bias's pass of a sub-layer's output projection: sum = residual + Dropout(y + b).
+  RowBiasEpilogue into_residual(const TransformerStep& step, const void* residual, void* sum) const {
+    RowBiasEpilogue then;
+    then.dropout = draw(step);
+    then.residual = residual;
+    then.out = sum;
+    return then;
   }
   // The gradient before the dropout, from dy: in `scratch`, or dy itself where nothing dropped.
   const void* backward(Backend& ops, const TransformerStep& step, DataType type, const void* dy, void* scratch,
@@ -239,13 +253,13 @@ class AttentionSublayer {
     const size_t d = static_cast<size_t>(shape_.model_dim);
     const void *q, *k, *v;
     if (cross_) {
-      query_->forward(ops, params, type, x, rows_, queries_.data(), false);
-      key_value_->forward(ops, params, type, memory, key_rows_, keys_values_.data(), false);
+      query_->forward(ops, params, type, x, rows_, queries_.data());
+      key_value_->forward(ops, params, type, memory, key_rows_, keys_values_.data());
       q = queries_.data();
       k = keys_values_.data();
       v = element_at(keys_values_.data(), type, d);
     } else {
-      qkv_->forward(ops, params, type, x, rows_, queries_.data(), false);
+      qkv_->forward(ops, params, type, x, rows_, queries_.data());
       q = queries_.data();
       k = element_at(queries_.data(), type, d);
       v = element_at(queries_.data(), type, 2 * d);
@@ -254,9 +268,8 @@ class AttentionSublayer {
     if (!step.training) g.dropout_rate = 0.0f;
     ops.attention_forward(g, q, k, v, key_lengths(step), step.step, attended_.data(),
                           lse_.as<float>(), scratch_.attention_workspace.data());
-    output_.forward(ops, params, type, attended_.data(), rows_, scratch_.projected.data(), false);
-    output_dropout_.apply(ops, step, type, scratch_.projected.data(), rows_ * d);
-    ops.add_tensors(type, x, scratch_.projected.data(), sum_.data(), rows_ * d, false);
+    output_.forward(ops, params, type, attended_.data(), rows_, scratch_.projected.data(),
+                    output_dropout_.into_residual(step, x, sum_.data()));
     norm_pass_.forward(params, sum_.data(), normed_.data());
   }
 
@@ -339,14 +352,14 @@ class FeedForwardSublayer {
   void forward(const ParameterSet& params, const TransformerStep& step, const void* x) {
     Backend& ops = device_.ops();
     const DataType type = shape_.type;
-    const size_t d = static_cast<size_t>(shape_.model_dim), inner = static_cast<size_t>(shape_.ffn_units);
-    inner_.forward(ops, params, type, x, rows_, hidden_.data(), true);
-    // hidden_ keeps ReLU's output after its dropout: where it is 0 the ReLU or the dropout
-    // stopped the gradient, so it serves as the ReLU's mask in backward.
-    inner_dropout_.apply(ops, step, type, hidden_.data(), rows_ * inner);
-    output_.forward(ops, params, type, hidden_.data(), rows_, scratch_.projected.data(), false);
-    output_dropout_.apply(ops, step, type, scratch_.projected.data(), rows_ * d);
-    ops.add_tensors(type, x, scratch_.projected.data(), sum_.data(), rows_ * d, false);
+    // hidden_ keeps ReLU's output after its dropout: above 0 exactly where both let the gradient
+    // through, so backward needs neither the mask nor the ReLU's input (relu_dropout_backward).
+    RowBiasEpilogue activation;
+    activation.relu = true;
+    activation.dropout = inner_dropout_.draw(step);
+    inner_.forward(ops, params, type, x, rows_, hidden_.data(), activation);
+    output_.forward(ops, params, type, hidden_.data(), rows_, scratch_.projected.data(),
+                    output_dropout_.into_residual(step, x, sum_.data()));
     norm_pass_.forward(params, sum_.data(), normed_.data());
   }
 
@@ -359,8 +372,8 @@ class FeedForwardSublayer {
         output_dropout_.backward(ops, step, type, dx, scratch_.projected.data(), rows_ * d);
     void* hidden_gradient = scratch_.inner_gradient.data();
     output_.backward(ops, params, type, hidden_.data(), projected_gradient, rows_, hidden_gradient, false);
-    inner_dropout_.backward(ops, step, type, hidden_gradient, hidden_gradient, rows_ * inner);
-    ops.relu_backward(type, hidden_.data(), hidden_gradient, hidden_gradient, rows_ * inner);
+    ops.relu_dropout_backward(type, hidden_.data(), hidden_gradient, hidden_gradient, rows_ * inner,
+                              inner_dropout_.draw(step).rate);
     inner_.backward(ops, params, type, x, hidden_gradient, rows_, dx, true);
   }
 

@@ -42,9 +42,10 @@ class LinearParams {
   int last_id() const { return bias_id_; }
   // Xavier-uniform weights (as nn.Transformer resets every matrix), zero bias.
   void initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& values) const;
-  // y (rows, out) = x (rows, in) W^T + b, then max(0, .) with `relu`.
+  // y (rows, out) = x (rows, in) W^T + b, then what `then` adds in the bias's pass (ReLU,
+  // dropout, a residual: Backend::add_row_bias).
   void forward(Backend& ops, const ParameterSet& params, DataType type, const void* x, int rows, void* y,
-               bool relu) const;
+               const RowBiasEpilogue& then = {}) const;
   // From dy (rows, out): the weight and bias gradients (overwritten) and, where dx is given,
   // dx (rows, in) = dy W, added to what dx holds with `accumulate`.
   void backward(Backend& ops, const ParameterSet& params, DataType type, const void* x, const void* dy, int rows,

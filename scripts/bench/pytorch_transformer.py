@@ -80,6 +80,12 @@ def main():
     p.add_argument("--learning_rate", type=float, default=1e-3)
     p.add_argument("--num_batches", type=int, default=40)
     p.add_argument("--num_warmup_batches", type=int, default=10)
+    p.add_argument("--profile_step", type=int, default=0,
+                   help="run one extra step bracketed by cudaProfilerStart/Stop (for ncu "
+                        "--profile-from-start off) after the measurement; 0: none")
+    p.add_argument("--model", default="nmt", choices=["nmt"], help="accepted for dpbench's flag set")
+    p.add_argument("--encoder_type", default="transformer", choices=["transformer"],
+                   help="accepted for dpbench's flag set")
     a = p.parse_args()
 
     tf32 = a.precision != "fp32"
@@ -114,6 +120,11 @@ def main():
         loss = step()
     torch.cuda.synchronize()
     elapsed = time.perf_counter() - start
+    if a.profile_step:
+        torch.cuda.profiler.start()
+        step()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
     print(json.dumps({"framework": "pytorch", "torch": torch.__version__, "model": "nmt",
                       "encoder_type": "transformer", "batch_size": B, "precision": a.precision,
                       "amp": a.precision in AMP_DTYPES, "compiled": a.compile,

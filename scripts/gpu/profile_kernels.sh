@@ -5,8 +5,11 @@
 #   scripts/gpu/profile_kernels.sh OUT_DIR MODEL BATCH PRECISION FORMAT [FLAG...]
 # e.g. scripts/gpu/profile_kernels.sh /tmp/prof resnet50 64 tf32 NHWC
 #      scripts/gpu/profile_kernels.sh /tmp/prof nmt 384 bf16 - --encoder_type=cudnn_lstm --direction=bi
-# nmt and rnnlm (FORMAT ignored) run against scripts/bench/pytorch_rnn.py; FLAGs go to both.
-# Environment: DPBENCH_BUILD_DIR (build).
+#      scripts/gpu/profile_kernels.sh /tmp/prof nmt 128 tf32 - --encoder_type=transformer
+# nmt and rnnlm (FORMAT ignored) run against scripts/bench/pytorch_rnn.py, the Transformer against
+# scripts/bench/pytorch_transformer.py (eager; TWIN_FLAGS=--compile for the compiled twin); FLAGs
+# go to both.
+# Environment: DPBENCH_BUILD_DIR (build), TWIN_FLAGS (extra flags for the twin alone).
 set -uo pipefail
 case ${1:-} in -h | --help) sed -n '2,/^set /s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/../.." || exit 1
@@ -26,8 +29,11 @@ for candidate in /opt/nvidia/nsight-compute/*/ncu; do
   [ -n "$ncu" ] || [ ! -x "$candidate" ] || ncu=$candidate
 done
 [ -n "$ncu" ] || { echo "profile_kernels.sh: ncu (Nsight Compute) not found" >&2; exit 1; }
+case " ${extra[*]} " in *" --encoder_type=transformer "*) transformer=1 ;; *) transformer=0 ;; esac
 case $model in
-  nmt | rnnlm) twin=scripts/bench/pytorch_rnn.py layout=() format=seq ;;
+  nmt) twin=scripts/bench/pytorch_rnn.py layout=() format=seq
+       [ "$transformer" = 1 ] && twin=scripts/bench/pytorch_transformer.py format=transformer ;;
+  rnnlm) twin=scripts/bench/pytorch_rnn.py layout=() format=seq ;;
   *) twin=scripts/bench/pytorch_cnn.py layout=(--data_format="$format") ;;
 esac
 tag="${model}_b${batch}_${precision}_${format}"
@@ -36,7 +42,8 @@ ncu_args=(--clock-control none --profile-from-start off --metrics gpu__time_dura
 "$ncu" "${ncu_args[@]}" "$dpbench" --device=gpu --model="$model" --batch_size="$batch" \
   --precision="$precision" "${layout[@]}" "${extra[@]}" --num_batches=2 --num_warmup_batches=3 \
   --cuda_graph=false --profile_step=2 --result_file= > "$out/ncu_dpbench_$tag.csv" 2> "$out/ncu_dpbench_$tag.err"
+# shellcheck disable=SC2086  # TWIN_FLAGS: words for the twin alone
 "$ncu" "${ncu_args[@]}" python3 -W ignore "$twin" --model="$model" --batch_size="$batch" \
-  --precision="$precision" "${layout[@]}" "${extra[@]}" --num_batches=2 --num_warmup_batches=3 \
+  --precision="$precision" "${layout[@]}" "${extra[@]}" ${TWIN_FLAGS:-} --num_batches=2 --num_warmup_batches=3 \
   --profile_step=1 > "$out/ncu_pytorch_$tag.csv" 2> "$out/ncu_pytorch_$tag.err"
 gpu_table kernels "$out" "$tag"

@@ -1,4 +1,5 @@
-// [gpu] The CUDA backend's Transformer ops against the reference backend: the row bias with ReLU,
+// [gpu] The CUDA backend's Transformer ops against the reference backend: the row bias with its
+// epilogue (ReLU, dropout, residual) and the feed-forward activation's backward,
 // layer norm (forward, backward, dx over dy), the positional encoding (in place too) and
 // multi-head attention (forward and backward; causal or not, key lengths down to 1 and 0, packed
 // Q/K/V slices with their strides, cross attention, head sizes 17 to 128, dropout with the
@@ -48,7 +49,7 @@ Buffer allocate_at_least_one(Device& gpu, size_t bytes) { return gpu.allocate(st
 
 // ---- row bias ------------------------------------------------------------------------------------
 
-TEST_CASE("cuda add_row_bias matches the reference with and without ReLU", "[gpu][transformer]") {
+TEST_CASE("cuda add_row_bias and its epilogue match the reference bit for bit", "[gpu][transformer]") {
   auto gpu = make_exact_gpu();
   ReferenceBackend reference;
   struct Shape {
@@ -58,28 +59,80 @@ TEST_CASE("cuda add_row_bias matches the reference with and without ReLU", "[gpu
   // 512 and 2048: the Transformer's d_model and feed-forward width; 7 and 13 leave rows unaligned
   // for packs; offset 1 misaligns the whole tensor.
   const Shape shapes[] = {{1, 1, 0}, {5, 7, 0}, {64, 512, 0}, {33, 2048, 0}, {9, 13, 1}, {16, 512, 1}};
+  const int32_t step = 4;
+  GpuArray<int32_t> step_gpu(*gpu, std::vector<int32_t>{step});
   uint64_t stream = 1100;
   for (DataType type : kAllTypes) {
     for (const Shape& s : shapes) {
-      for (bool relu : {false, true}) {
+      // ReLU alone (the feed-forward block in inference), ReLU + dropout (in training), the
+      // output projection's dropout + residual, and the residual alone.
+      for (int variant = 0; variant < 5; ++variant) {
+        const bool relu = variant == 1 || variant == 2;
+        const bool dropping = variant == 2 || variant == 3;
+        const bool residual = variant >= 3;
         const size_t count = static_cast<size_t>(s.rows) * s.cols;
         const std::vector<float> y = random_of(type, count, stream++);
+        const std::vector<float> skip = random_of(type, count, stream++);
         const std::vector<float> bias = random_vector(s.cols, stream++);
-        GpuTensor y_gpu(*gpu, type, y, s.offset);
+        GpuTensor y_gpu(*gpu, type, y, s.offset), skip_gpu(*gpu, type, skip, s.offset),
+            out_gpu(*gpu, type, count, s.offset);
         GpuArray<float> bias_gpu(*gpu, bias);
-        HostTensor y_ref(type, y);
-        gpu->ops().add_row_bias(type, y_gpu.data(), bias_gpu.data(), s.rows, s.cols, relu);
-        reference.add_row_bias(type, y_ref.data(), bias.data(), s.rows, s.cols, relu);
-        // One fp32 addition and a comparison per element, rounded once: fp32 agrees exactly. A
-        // reference adding in double and rounding to 16 bits once may differ from fp32-then-16-bit
-        // rounding by one unit in the last place where the fp32 sum falls on a 16-bit tie.
-        const std::string what = "add_row_bias " + std::to_string(s.rows) + "x" + std::to_string(s.cols) + "+" +
-                                 std::to_string(s.offset) + (relu ? " relu" : "") + type_suffix(type);
-        if (type == DataType::f32) {
-          check_same_values(y_gpu.values(), y_ref.values(), what);
-        } else {
-          check_close(y_gpu.values(), y_ref.values(), storage_atol(type), storage_rtol(type), what);
+        HostTensor y_ref(type, y), skip_ref(type, skip), out_ref(type, count);
+        RowBiasEpilogue on_gpu, on_ref;
+        on_gpu.relu = on_ref.relu = relu;
+        if (dropping) {
+          on_gpu.dropout.rate = on_ref.dropout.rate = 0.1f;
+          on_gpu.dropout.seed = on_ref.dropout.seed = 4321;
+          on_gpu.dropout.first_index = on_ref.dropout.first_index = 3 + count * (s.offset + 1);
+          on_gpu.dropout.step = step_gpu.data();
+          on_ref.dropout.step = &step;
         }
+        if (residual) {
+          on_gpu.residual = skip_gpu.data();
+          on_gpu.out = out_gpu.data();
+          on_ref.residual = skip_ref.data();
+          on_ref.out = out_ref.data();
+        }
+        gpu->ops().add_row_bias(type, y_gpu.data(), bias_gpu.data(), s.rows, s.cols, on_gpu);
+        reference.add_row_bias(type, y_ref.data(), bias.data(), s.rows, s.cols, on_ref);
+        // fp32 additions, a comparison and a multiply per element, rounded to the type where the
+        // separate ops store: the same operations in the same order on both sides.
+        const std::string what = "add_row_bias " + std::to_string(s.rows) + "x" + std::to_string(s.cols) + "+" +
+                                 std::to_string(s.offset) + (relu ? " relu" : "") + (dropping ? " dropout" : "") +
+                                 (residual ? " residual" : "") + type_suffix(type);
+        if (residual) {
+          check_same_values(out_gpu.values(), out_ref.values(), what);
+        } else {
+          check_same_values(y_gpu.values(), y_ref.values(), what);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda relu_dropout_backward matches the reference bit for bit", "[gpu][transformer]") {
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  const int32_t step = 2;
+  GpuArray<int32_t> step_gpu(*gpu, std::vector<int32_t>{step});
+  uint64_t stream = 1200;
+  for (DataType type : kAllTypes) {
+    for (size_t n : {size_t{1}, size_t{37}, size_t{33 * 2048}}) {
+      for (float rate : {0.0f, 0.1f}) {
+        // y as the forward leaves it: ReLU, then dropout.
+        std::vector<float> y = random_of(type, n, stream++);
+        HostTensor y_ref(type, y);
+        reference.relu_forward(type, y_ref.data(), y_ref.data(), n);
+        reference.dropout_forward(type, y_ref.data(), y_ref.data(), n, rate, 99, 0, &step);
+        y = y_ref.values();
+        const std::vector<float> dy = random_of(type, n, stream++, -4.0f, 4.0f);
+        GpuTensor y_gpu(*gpu, type, y), dx_gpu(*gpu, type, dy);
+        HostTensor dx_ref(type, dy);
+        gpu->ops().relu_dropout_backward(type, y_gpu.data(), dx_gpu.data(), dx_gpu.data(), n, rate);
+        reference.relu_dropout_backward(type, y_ref.data(), dx_ref.data(), dx_ref.data(), n, rate);
+        check_same_values(dx_gpu.values(), dx_ref.values(),
+                          "relu_dropout_backward n " + std::to_string(n) + " rate " + std::to_string(rate) +
+                              type_suffix(type));
       }
     }
   }

@@ -68,6 +68,7 @@ double finite_difference(float& parameter, double h, Loss loss) {
 // ---- 16-bit storage ---------------------------------------------------------------------------
 
 const DataType kHalfTypes[] = {DataType::f16, DataType::bf16};
+const DataType kAllTypes[] = {DataType::f32, DataType::f16, DataType::bf16};
 
 // A host buffer of `type` elements, as a layer hands it to a typed op (void*); filled by rounding
 // floats, read back as floats.

@@ -164,14 +164,24 @@ std::vector<float> lse_of(const std::vector<float>& lse, const AttentionGeometry
 
 // ---- row bias -----------------------------------------------------------------------------------
 
+namespace {
+
+RowBiasEpilogue relu_if(bool relu) {
+  RowBiasEpilogue then;
+  then.relu = relu;
+  return then;
+}
+
+}  // namespace
+
 TEST_CASE("reference add_row_bias adds the bias to every row with an optional ReLU", "[reference][transformer]") {
   ReferenceBackend ops;
   const std::vector<float> bias = {0.5f, 1.0f, -4.0f};
   std::vector<float> y = {1, -2, 3, -4, 5, -6};  // (2, 3)
-  ops.add_row_bias(DataType::f32, y.data(), bias.data(), 2, 3, false);
+  ops.add_row_bias(DataType::f32, y.data(), bias.data(), 2, 3, relu_if(false));
   CHECK(y == std::vector<float>{1.5f, -1.0f, -1.0f, -3.5f, 6.0f, -10.0f});
   y = {1, -2, 3, -4, 5, -6};
-  ops.add_row_bias(DataType::f32, y.data(), bias.data(), 2, 3, true);
+  ops.add_row_bias(DataType::f32, y.data(), bias.data(), 2, 3, relu_if(true));
   CHECK(y == std::vector<float>{1.5f, 0.0f, 0.0f, 0.0f, 6.0f, 0.0f});
 }
 
@@ -184,11 +194,82 @@ TEST_CASE("reference add_row_bias in fp16 and bf16 rounds the fp32 sum once", "[
       INFO(data_type_name(type) << (relu ? " relu" : ""));
       TypedBuffer y16(type, random_values(size_t(rows) * cols, 302));
       std::vector<float> y = y16.values();
-      ops.add_row_bias(DataType::f32, y.data(), bias.data(), rows, cols, relu);
+      ops.add_row_bias(DataType::f32, y.data(), bias.data(), rows, cols, relu_if(relu));
       REQUIRE(changed_by_rounding(type, y) > y.size() / 4);
-      ops.add_row_bias(type, y16.data(), bias.data(), rows, cols, relu);
+      ops.add_row_bias(type, y16.data(), bias.data(), rows, cols, relu_if(relu));
       check_same_bits(y16.values(), rounded(type, y), "y");
     }
+  }
+}
+
+TEST_CASE("reference add_row_bias's epilogue equals the bias, dropout and residual add in sequence",
+          "[reference][transformer]") {
+  // The fused pass must leave the bits the separate ops leave (backend.h): bias (+ ReLU) stored,
+  // dropout_forward over the whole buffer from the same first index, then add_tensors.
+  ReferenceBackend ops;
+  const int rows = 6, cols = 10;  // odd first index below: the mask's pairs straddle rows
+  const size_t n = static_cast<size_t>(rows) * cols;
+  const std::vector<float> bias = random_values(cols, 305);
+  const int32_t step = 3;
+  for (DataType type : kAllTypes) {
+    for (bool relu : {false, true}) {
+      for (bool residual : {false, true}) {
+        INFO(data_type_name(type) << (relu ? " relu" : "") << (residual ? " residual" : ""));
+        const TypedBuffer start(type, random_values(n, 306, -2.0f, 2.0f));
+        const TypedBuffer skip(type, random_values(n, 307, -2.0f, 2.0f));
+        RowBiasEpilogue then = relu_if(relu);
+        then.dropout.rate = 0.25f;
+        then.dropout.seed = 77;
+        then.dropout.first_index = 1001;
+        then.dropout.step = &step;
+        TypedBuffer fused(type, start.values()), fused_sum(type, std::vector<float>(n, 0.0f));
+        if (residual) {
+          then.residual = skip.data();
+          then.out = fused_sum.data();
+        }
+        ops.add_row_bias(type, fused.data(), bias.data(), rows, cols, then);
+
+        TypedBuffer separate(type, start.values()), separate_sum(type, std::vector<float>(n, 0.0f));
+        ops.add_row_bias(type, separate.data(), bias.data(), rows, cols, relu_if(relu));
+        ops.dropout_forward(type, separate.data(), separate.data(), n, then.dropout.rate, then.dropout.seed,
+                            then.dropout.first_index, &step);
+        if (residual) {
+          ops.add_tensors(type, skip.data(), separate.data(), separate_sum.data(), n, false);
+          check_same_bits(fused_sum.values(), separate_sum.values(), "out");
+        } else {
+          check_same_bits(fused.values(), separate.values(), "y");
+        }
+        // The mask did drop something and keep something, so the comparison saw both.
+        const std::vector<float> dropped = separate.values();
+        const size_t zeros = static_cast<size_t>(std::count(dropped.begin(), dropped.end(), 0.0f));
+        CHECK(zeros >= n / 10);
+        CHECK(zeros < n);
+      }
+    }
+  }
+}
+
+TEST_CASE("reference relu_dropout_backward equals dropout_backward then relu_backward",
+          "[reference][transformer]") {
+  ReferenceBackend ops;
+  const size_t n = 301;
+  const int32_t step = 5;
+  const float rate = 0.1f;
+  for (DataType type : kAllTypes) {
+    INFO(data_type_name(type));
+    // y: the forward's output, ReLU then dropout of random values.
+    TypedBuffer y(type, random_values(n, 308, -1.0f, 1.0f));
+    ops.relu_forward(type, y.data(), y.data(), n);
+    ops.dropout_forward(type, y.data(), y.data(), n, rate, 91, 12, &step);
+    const TypedBuffer dy(type, random_values(n, 309, -3.0f, 3.0f));
+    TypedBuffer fused(type, dy.values()), separate(type, dy.values());
+    ops.relu_dropout_backward(type, y.data(), fused.data(), fused.data(), n, rate);
+    ops.dropout_backward(type, separate.data(), separate.data(), n, rate, 91, 12, &step);
+    ops.relu_backward(type, y.data(), separate.data(), separate.data(), n);
+    check_same_bits(fused.values(), separate.values(), "dx");
+    const std::vector<float> dx = fused.values();
+    CHECK(std::count(dx.begin(), dx.end(), 0.0f) > static_cast<std::ptrdiff_t>(n / 3));  // ReLU's half and the drops
+    CHECK(std::count(dx.begin(), dx.end(), 0.0f) < static_cast<std::ptrdiff_t>(n));
   }
 }
 
