@@ -103,6 +103,8 @@ struct MmaLayout {
   static constexpr size_t kForwardBytes = 2 * kInputBytes + kScoreBytes + kOutputBytes;
   static constexpr size_t kDqBytes = 2 * kInputBytes + 2 * kScoreBytes;
   static constexpr size_t kDkdvBytes = 2 * kInputBytes + 2 * kScoreBytes + 2 * sizeof(float) * kMmaTile;
+  // With dQ (Note [dQ beside dK and dV]) the keys keep a tile of their own, the right operand of ds k.
+  static constexpr size_t kDkdvDqBytes = kDkdvBytes + kInputBytes;
   static_assert(kInputBytes % 128 == 0 && kWeightBytes % 128 == 0 && kScoreBytes % 128 == 0 &&
                     kOutputBytes % 128 == 0,
                 "regions keep the 32-byte alignment of fragment pointers");
@@ -482,14 +484,94 @@ __global__ void __launch_bounds__(kMmaThreads, kDqBlocks)
 #endif
 }
 
+// Query rows padded to whole tiles: the rows of a head in dq_partials (Note [dQ beside dK and dV]).
+__host__ __device__ __forceinline__ int padded_rows(int query_len) {
+  return (query_len + kMmaTile - 1) / kMmaTile * kMmaTile;
+}
+
+// Warp's share of dQ in the dK/dV kernel (Note [dQ beside dK and dV]): for the tile's query rows
+// warp_row .. warp_row + 16, sum over the tile's 64 keys of ds_ij k_j, stored in fp32 to `out`
+// (16 rows of kD). ds^T lies in the score-gradient tile by key rows, 16 to a warp's region
+// (regions kScore floats apart per row, rows kWeight elements of T apart within one), so a k step
+// of kK <= 16 keys stays inside one region and reads it column-major.
+template <typename T, int kD>
+__device__ __forceinline__ void warp_query_share(const float* dpt_tile, const T* k_tile, int warp_row, float* out) {
+  using Layout = MmaLayout<T, kD>;
+  constexpr int kK = MmaTypes<T>::kK;
+  static_assert(kMmaWarpRows % kK == 0, "a k step stays inside one warp's rows of ds^T");
+  Accumulator<T> acc[kD / 16];
+#pragma unroll
+  for (int n = 0; n < kD / 16; ++n) wmma::fill_fragment(acc[n], 0.0f);
+#pragma unroll
+  for (int key = 0; key < kMmaTile; key += kK) {
+    const T* region = reinterpret_cast<const T*>(dpt_tile + (key / kMmaWarpRows) * kMmaWarpRows * Layout::kScore);
+    FragmentA<T, wmma::col_major> fa;
+    wmma::load_matrix_sync(fa, region + (key % kMmaWarpRows) * Layout::kWeight + warp_row, Layout::kWeight);
+#pragma unroll
+    for (int n = 0; n < kD / 16; ++n) {
+      FragmentB<T, wmma::row_major> fb;
+      wmma::load_matrix_sync(fb, k_tile + key * Layout::kInput + n * 16, Layout::kInput);
+      wmma::mma_sync(acc[n], fa, fb, acc[n]);
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < kD / 16; ++n) wmma::store_matrix_sync(out + n * 16, acc[n], kD, wmma::mem_row_major);
+}
+
+// dq = scale * the sum of the key tiles' shares (Note [dQ beside dK and dV]), in key-tile order,
+// over the tiles that hold keys the row sees: one thread per (row, 4 head columns).
+template <typename T>
+__global__ void attention_dq_from_partials_kernel(AttentionArgs a, int kd, const float* dq_partials, T* dq) {
+  const int groups = a.head_dim / 4;  // head_dim is whole 16-byte packs on this path
+  const int64_t items = static_cast<int64_t>(a.batch) * a.heads * a.query_len * groups;
+  const int rows = padded_rows(a.query_len);
+  const int64_t tile_stride = static_cast<int64_t>(a.batch) * a.heads * rows * kd;
+  for (int64_t item = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; item < items;
+       item += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int c = static_cast<int>(item % groups) * 4;
+    const int64_t row_item = item / groups;
+    const int i = static_cast<int>(row_item % a.query_len);
+    const int64_t bh = row_item / a.query_len;
+    const int b = static_cast<int>(bh / a.heads), h = static_cast<int>(bh % a.heads);
+    const int keys = visible_keys(a, b);
+    const int seen = a.causal ? min(keys, i + 1) : keys;  // keys j < seen
+    const int tiles = (seen + kMmaTile - 1) / kMmaTile;
+    const float* share = dq_partials + (bh * rows + i) * kd + c;
+    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int t = 0; t < tiles; ++t) {
+      const float4 part = *reinterpret_cast<const float4*>(share + t * tile_stride);
+      sum[0] += part.x;
+      sum[1] += part.y;
+      sum[2] += part.z;
+      sum[3] += part.w;
+    }
+    float scaled[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) scaled[e] = sum[e] * a.scale;
+    T* row = dq + (static_cast<int64_t>(i) * a.batch + b) * a.q_stride + static_cast<int64_t>(h) * a.head_dim + c;
+    store_pack<4>(row, round_pack<T, 4>(scaled));
+  }
+}
+
 // dK, dV: CTA (key tile, h, b), walking every query tile that sees a key of the tile:
 // dv_j = sum_i p'_ij d_o_i, dk_j = scale * sum_i ds_ij q_i. Keys past the sentence's length get
 // zeros. The products are transposed (rows are keys): s^T = k q^T, dp^T = v d_o^T; p'^T overwrites
 // s^T and ds^T overwrites dp^T in place.
-template <typename T, int kD>
+//
+// Note [dQ beside dK and dV]: with kDq the kernel also makes dQ, for keys short enough that a
+// query sees at most a few key tiles (the launcher's kDqBesideKeyTiles), instead of a dQ kernel
+// that would recompute every score, probability, mask and dp: once a query tile's ds^T is in
+// place, the CTA synchronises and warp w multiplies ds for query rows 16w .. 16w + 16 (the
+// columns of every warp's ds^T, read column-major) by the tile's keys, which keep a tile of their
+// own for it. The fp32 product, this key tile's share of those queries' dq / scale, goes to
+// dq_partials (key tile, b * heads + h, query row padded to whole tiles, kD), and
+// attention_dq_from_partials_kernel adds the shares in key-tile order, a fixed order, so dQ stays
+// reproducible without atomics. Shares a CTA never wrote (causal tiles before the key tile, key
+// tiles past the sentence) are never read.
+template <typename T, int kD, bool kDq>
 __global__ void __launch_bounds__(kMmaThreads, kDkdvBlocks<T>)
     attention_backward_dkdv_mma_kernel(AttentionArgs a, const T* q, const T* k, const T* v, const T* d_o,
-                                       const float* lse, const float* row_dots, T* dk, T* dv) {
+                                       const float* lse, const float* row_dots, T* dk, T* dv, float* dq_partials) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();
 #else
@@ -497,12 +579,13 @@ __global__ void __launch_bounds__(kMmaThreads, kDkdvBlocks<T>)
   extern __shared__ __align__(128) unsigned char mma_shared[];
   T* q_tile = reinterpret_cast<T*>(mma_shared);                                   // (64, kInput)
   T* do_tile = q_tile + kMmaTile * Layout::kInput;                                // (64, kInput)
-  T* k_tile = q_tile;   // the keys and values, until they are in registers
-  T* v_tile = do_tile;
   float* st_tile = reinterpret_cast<float*>(do_tile + kMmaTile * Layout::kInput);  // (64, kScore)
   float* dpt_tile = st_tile + kMmaTile * Layout::kScore;                          // (64, kScore)
   float* lse_tile = dpt_tile + kMmaTile * Layout::kScore;                         // (64)
   float* dot_tile = lse_tile + kMmaTile;                                          // (64)
+  // The keys and values, until they are in registers; with kDq the keys stay in a tile of their own.
+  T* k_tile = kDq ? reinterpret_cast<T*>(dot_tile + kMmaTile) : q_tile;
+  T* v_tile = do_tile;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 2, half = lane % 2;
   const int j0 = blockIdx.x * kMmaTile, h = blockIdx.y, b = blockIdx.z;
   const int warp_row = warp * kMmaWarpRows;
@@ -587,6 +670,13 @@ __global__ void __launch_bounds__(kMmaThreads, kDkdvBlocks<T>)
       for (int n = 0; n < kD / 16; ++n) {
         tile_product<T, kMmaTile>(dv_acc[n], pt_warp, Layout::kWeight, do_tile + n * 16, Layout::kInput);
         tile_product<T, kMmaTile>(dk_acc[n], dst_warp, Layout::kWeight, q_tile + n * 16, Layout::kInput);
+      }
+      if constexpr (kDq) {
+        __syncthreads();  // every warp's ds^T is in place
+        warp_query_share<T, kD>(dpt_tile, k_tile, warp_row,
+                                dq_partials + ((static_cast<int64_t>(blockIdx.x) * a.batch + b) * a.heads + h) *
+                                                  padded_rows(a.query_len) * kD +
+                                    static_cast<int64_t>(i0 + warp_row) * kD);
       }
       __syncwarp();  // the weights are read before the next tile's scores overwrite them
     }

@@ -408,9 +408,31 @@ void launch_attention_forward(cudaStream_t stream, const AttentionGeometry& g, b
   DPB_CUDA_CHECK_LAUNCH(attention_forward_kernel);
 }
 
+namespace {
+
+// Keys in at most this many tiles take dQ in the dK/dV kernel (Note [dQ beside dK and dV]): the
+// shares cost a write and a read of key tiles x the queries' fp32 gradients, which beats
+// recomputing every score in a dQ kernel while the tiles are few (measured at 100 keys, 2 tiles).
+constexpr int kDqBesideKeyTiles = 2;
+
+bool dq_beside_dkdv(const AttentionGeometry& g) { return tiles_of(g.key_len, kMmaTile) <= kDqBesideKeyTiles; }
+
+int padded_head_size(int head_dim) { return head_dim <= 32 ? 32 : head_dim <= 64 ? 64 : 128; }
+
+// The backward's workspace: D_i (one float per query row), then, 256-byte aligned, the dQ shares.
+size_t row_dots_bytes(const AttentionGeometry& g) { return (g.lse_count() * sizeof(float) + 255) / 256 * 256; }
+
+size_t dq_share_bytes(const AttentionGeometry& g) {
+  return sizeof(float) * static_cast<size_t>(tiles_of(g.key_len, kMmaTile)) * static_cast<size_t>(g.batch) *
+         static_cast<size_t>(g.heads) * static_cast<size_t>(padded_rows(g.query_len)) *
+         static_cast<size_t>(padded_head_size(g.head_dim));
+}
+
+}  // namespace
+
 size_t attention_workspace_bytes(const AttentionGeometry& g) {
-  // The backward pass's D_i, one float per query row (the forward pass needs nothing).
-  return g.lse_count() * sizeof(float);
+  // The forward pass needs nothing. The shares only where the tensor-core path may take them.
+  return row_dots_bytes(g) + (dq_beside_dkdv(g) ? dq_share_bytes(g) : 0);
 }
 
 void launch_attention_backward(cudaStream_t stream, const AttentionGeometry& g, bool tf32, const void* q,
@@ -419,16 +441,18 @@ void launch_attention_backward(cudaStream_t stream, const AttentionGeometry& g, 
                                void* workspace) {
   if (g.batch <= 0 || g.heads <= 0) return;
   float* row_dots = static_cast<float*>(workspace);  // (batch, heads, query_len)
+  float* dq_shares = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) + row_dots_bytes(g));
   with_storage_type(g.type, "attention_backward", [&](auto tag) {
     using T = decltype(tag);
     const bool vectorised = attention_vectorised<T>(g, {q, k, v, o, d_o, dq, dk, dv});
     const AttentionArgs a = attention_args(g, key_lengths, step, vectorised);
     const bool tensor_cores = attention_on_tensor_cores(g, tf32, vectorised);
+    const bool dq_beside = tensor_cores && dq_beside_dkdv(g);
     const T* qs = static_cast<const T*>(q);
     const T* ks = static_cast<const T*>(k);
     const T* vs = static_cast<const T*>(v);
     const T* dos = static_cast<const T*>(d_o);
-    if (g.query_len > 0 && !tensor_cores) {  // the tensor-core dQ kernel makes its own
+    if (g.query_len > 0 && (!tensor_cores || dq_beside)) {  // the tensor-core dQ kernel makes its own
       const size_t rows = g.lse_count();
       const size_t warps_per_block = kBlockSize / 32;
       const unsigned blocks = static_cast<unsigned>(
@@ -440,6 +464,21 @@ void launch_attention_backward(cudaStream_t stream, const AttentionGeometry& g, 
     with_head_size(g.head_dim, [&](auto head_size) {
       constexpr int kD = decltype(head_size)::value;
       using Tiles = AttentionTiles<kD>;
+      if (dq_beside) {
+        using Layout = MmaLayout<T, kD>;
+        if (g.key_len > 0) {
+          launch_tiled(attention_backward_dkdv_mma_kernel<T, kD, true>,
+                       attention_grid(tiles_of(g.key_len, kMmaTile), g), Layout::kDkdvDqBytes, stream, a, qs, ks,
+                       vs, dos, lse, static_cast<const float*>(row_dots), static_cast<T*>(dk), static_cast<T*>(dv),
+                       dq_shares);
+          DPB_CUDA_CHECK_LAUNCH(attention_backward_dkdv_mma_kernel);
+        }
+        const size_t items = g.lse_count() * static_cast<size_t>(g.head_dim / 4);
+        attention_dq_from_partials_kernel<T><<<grid_for(items), kBlockSize, 0, stream>>>(
+            a, kD, static_cast<const float*>(dq_shares), static_cast<T*>(dq));
+        DPB_CUDA_CHECK_LAUNCH(attention_dq_from_partials_kernel);
+        return;
+      }
       if (tensor_cores) {
         using Layout = MmaLayout<T, kD>;
         if (g.query_len > 0) {
@@ -449,9 +488,10 @@ void launch_attention_backward(cudaStream_t stream, const AttentionGeometry& g, 
           DPB_CUDA_CHECK_LAUNCH(attention_backward_dq_mma_kernel);
         }
         if (g.key_len > 0) {
-          launch_tiled(attention_backward_dkdv_mma_kernel<T, kD>, attention_grid(tiles_of(g.key_len, kMmaTile), g),
-                       Layout::kDkdvBytes, stream, a, qs, ks, vs, dos, lse, static_cast<const float*>(row_dots),
-                       static_cast<T*>(dk), static_cast<T*>(dv));
+          launch_tiled(attention_backward_dkdv_mma_kernel<T, kD, false>,
+                       attention_grid(tiles_of(g.key_len, kMmaTile), g), Layout::kDkdvBytes, stream, a, qs, ks, vs,
+                       dos, lse, static_cast<const float*>(row_dots), static_cast<T*>(dk), static_cast<T*>(dv),
+                       nullptr);
           DPB_CUDA_CHECK_LAUNCH(attention_backward_dkdv_mma_kernel);
         }
         return;

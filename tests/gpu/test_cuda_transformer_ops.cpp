@@ -607,6 +607,8 @@ const AttentionCase kFp32Cases[] = {
     {"misaligned cross 20x30 h3 d40", 2, 3, 20, 30, 40, false, 0.0f, {}, false, 1},
     {"packed misaligned self 33x33 h2 d17 causal", 2, 2, 33, 33, 17, true, 0.1f, {}, true, 1},
     {"lengths 0 and 9 self 9x9 d64", 2, 2, 9, 9, 64, false, 0.0f, {0, 9}},
+    // Keys past two tiles: dQ from its own kernel, not beside dK and dV (under TF32).
+    {"cross 40x200 h2 d64 dropout lengths 200 130", 2, 2, 40, 200, 64, false, 0.1f, {200, 130}},
 };
 
 const AttentionCase k16BitCases[] = {
@@ -614,6 +616,11 @@ const AttentionCase k16BitCases[] = {
     {"packed causal 50x50 h4 d32 dropout lengths 50 1", 2, 4, 50, 50, 32, true, 0.2f, {50, 1}, true},
     {"cross 7x13 h2 d128 dropout", 2, 2, 7, 13, 128, false, 0.1f},
     {"misaligned self 20x20 d64", 1, 2, 20, 20, 64, false, 0.0f, {}, false, 1},
+    // dQ beside dK and dV across two key tiles, causal, a sentence whose second tile holds one key.
+    {"causal 128x128 h2 d64 dropout lengths 128 65", 2, 2, 128, 128, 64, true, 0.1f, {128, 65}},
+    // Keys past two tiles: dQ from its own kernel.
+    {"cross 40x200 h2 d64 dropout lengths 200 130", 2, 2, 40, 200, 64, false, 0.1f, {200, 130}},
+    {"causal 150x150 h2 d64 lengths 150 70", 2, 2, 150, 150, 64, true, 0.0f, {150, 70}},
 };
 
 }  // namespace
