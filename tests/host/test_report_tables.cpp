@@ -156,6 +156,9 @@ TEST_CASE("report groups series by strategy options, precision, layout and model
   FixtureRun nmt = run_of({"--model=nmt", "--variable_update=replicated", "--encoder_type=cudnn_lstm", "--direction=bi"}, 1, 50000);
   nmt.unit = "words/s";
   write_fixture(dir, "nmt.json", nmt);
+  FixtureRun transformer = run_of({"--model=nmt", "--variable_update=replicated", "--encoder_type=transformer"}, 1, 40000);
+  transformer.unit = "words/s";
+  write_fixture(dir, "transformer.json", transformer);
   FixtureRun rnnlm = run_of({"--model=rnnlm", "--variable_update=replicated", "--sparse_embedding_grads=true"}, 1, 90000);
   rnnlm.unit = "tokens/s";
   write_fixture(dir, "rnnlm.json", rnnlm);
@@ -167,6 +170,7 @@ TEST_CASE("report groups series by strategy options, precision, layout and model
   // workload from the baseline on, options by value.
   CHECK(titles == std::vector<std::string>{
                       "nmt (cudnn_lstm, bi), replicated (nccl), fp32, batch 384 per GPU (weak scaling)",
+                      "nmt (transformer), replicated (nccl), fp32, batch 128 per GPU (weak scaling)",
                       "resnet50, replicated (nccl), fp16, NCHW, batch 64 per GPU (weak scaling)",
                       "resnet50, independent, fp32, NCHW, batch 32 per GPU (weak scaling)",
                       "resnet50, parameter_server (gpu), fp32, NCHW, batch 64 per GPU (weak scaling)",
@@ -178,9 +182,9 @@ TEST_CASE("report groups series by strategy options, precision, layout and model
                       "rnnlm (cudnn_lstm), replicated (nccl, sparse embeddings), fp32, batch 512 per GPU (weak scaling)",
                   });
   // One comparison per workload: the batch-64 fp32 NCHW resnet50 one holds five strategies.
-  REQUIRE(report.comparisons.size() == 6);
-  CHECK(report.comparisons[3].title == "resnet50, fp32, NCHW, batch 64 per GPU (weak scaling)");
-  CHECK(report.comparisons[3].series.size() == 5);
+  REQUIRE(report.comparisons.size() == 7);
+  CHECK(report.comparisons[4].title == "resnet50, fp32, NCHW, batch 64 per GPU (weak scaling)");
+  CHECK(report.comparisons[4].series.size() == 5);
   CHECK_THAT(render_markdown(report),
              Contains("| GPU number | parameter_server (gpu) | replicated (nccl, bucket 10 MB) | replicated (nccl) | "
                       "replicated (nccl, repacking 4, no overlap, fp16 transfer) | replicated (xring) |\n"));
