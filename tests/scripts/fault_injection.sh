@@ -254,6 +254,8 @@ nmt_data=(--device=cpu --model=nmt --data_name=parallel_text --data_dir="$work/n
 run_ok "cifar data as given" "$dpbench" "${cifar[@]}" --result_file=
 run_ok "ptb data as given" "$dpbench" "${ptb[@]}" --result_file=
 run_ok "parallel text as given" "$dpbench" "${nmt_data[@]}" --result_file=
+run_ok "parallel text through the transformer, padding masked" "$dpbench" "${nmt_data[@]}" --encoder_type=transformer \
+  --num_heads=2 --ffn_units=16 --num_encoder_layers=1 --num_decoder_layers=1 --result_file=
 swap() {  # file, replacement kind; runs the rest as a rejected run, then restores the file
   local file=$1 kind=$2 name=$3
   shift 3
