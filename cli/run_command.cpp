@@ -340,7 +340,7 @@ Result run_benchmark(const ParsedRunFlags& flags) {
                                  ? "synthetic, made once on the device"
                                  : "synthetic, made once in host memory (the reference backend's devices)";
   }
-  print(format_run_header(effective, model->unit(), static_cast<int64_t>(model->layout().total_count()), descriptions));
+  print(format_run_header(effective, model->unit(), static_cast<int64_t>(model->layout().parameter_count()), descriptions));
   std::string data_line = "Data:         " + data_summary["source"].get<std::string>() + "; feed " + feed_name(feed);
   if (feed.mode == FeedMode::prefetch)
     data_line += " (" + std::to_string(feed.depth) + " batches ahead, " + std::to_string(feed.threads) +

@@ -23,9 +23,12 @@ void ParameterLayout::finalize() {
   // Backward visits layers last to first, so the last-declared tensor's gradient is ready first:
   // it goes to offset 0 and readiness order is ascending offset.
   size_t offset = 0;
+  parameter_count_ = 0;
   for (auto it = tensors_.rbegin(); it != tensors_.rend(); ++it) {
+    offset = (offset + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
     it->offset = offset;
     offset += it->count;
+    parameter_count_ += it->count;
   }
   total_count_ = offset;
   finalized_ = true;
@@ -33,10 +36,16 @@ void ParameterLayout::finalize() {
 
 GradientRange ParameterLayout::range_of(int first_id, int last_id) const {
   // Declared consecutively and laid out in reverse, [first_id, last_id] occupy
-  // [offset(last_id), offset(first_id) + count(first_id)).
-  const TensorView& first = tensors_.at(first_id);
+  // [offset(last_id), the end of first_id's extent).
   const TensorView& last = tensors_.at(last_id);
-  return GradientRange{last.offset, first.offset + first.count - last.offset};
+  return GradientRange{last.offset, extent(first_id).end() - last.offset};
+}
+
+GradientRange ParameterLayout::extent(int id) const {
+  const TensorView& view = tensors_.at(id);
+  // The next tensor in the layout is the one declared before; the first declared ends the buffer.
+  const size_t end = id == 0 ? total_count_ : tensors_.at(id - 1).offset;
+  return GradientRange{view.offset, end - view.offset};
 }
 
 ParameterSet::ParameterSet(Device& device, const ParameterLayout& layout, DataType weight_copy_type)

@@ -629,7 +629,7 @@ RunMeasurements Runner::collect_measurements(const RunState& run) {
   Buffer scratch = first.device->allocate(std::max<size_t>(first.device->ops().sum_squares_scratch_bytes(), 8));
   result.param_norm = std::sqrt(first.device->ops().sum_squares(first.parameters->parameters(),
                                                                first.parameters->count(), scratch.data()));
-  result.num_parameters = static_cast<int64_t>(model_.layout().total_count());
+  result.num_parameters = static_cast<int64_t>(model_.layout().parameter_count());
   if (measured_steps > 0) result.comm = strategy_.communication_summary(measured_steps);
   result.cuda_graph = first.replayable_step != nullptr;
   result.kernels_per_step = first.kernels_per_step;

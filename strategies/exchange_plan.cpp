@@ -8,13 +8,22 @@
 namespace dpbench {
 namespace {
 
+// A tensor as an exchange sees it: its extent (the gap that aligns the next tensor included, so
+// the plan covers the buffer exactly) and its own size (what makes it small).
+struct PlannedTensor {
+  GradientRange extent;
+  size_t count = 0;
+};
+
 // Tensors by offset: the order backward makes their gradients ready.
-std::vector<GradientRange> tensors_in_readiness_order(const ParameterLayout& layout) {
-  std::vector<GradientRange> tensors;
-  for (const TensorView& view : layout.tensors())
-    if (view.count > 0) tensors.push_back(GradientRange{view.offset, view.count});
+std::vector<PlannedTensor> tensors_in_readiness_order(const ParameterLayout& layout) {
+  std::vector<PlannedTensor> tensors;
+  for (size_t id = 0; id < layout.tensors().size(); ++id) {
+    const GradientRange extent = layout.extent(static_cast<int>(id));
+    if (extent.count > 0) tensors.push_back(PlannedTensor{extent, layout.tensors()[id].count});
+  }
   std::sort(tensors.begin(), tensors.end(),
-            [](const GradientRange& a, const GradientRange& b) { return a.offset < b.offset; });
+            [](const PlannedTensor& a, const PlannedTensor& b) { return a.extent.offset < b.extent.offset; });
   return tensors;
 }
 
@@ -40,12 +49,13 @@ std::vector<GradientRange> plan_exchanges(const ParameterLayout& layout, const E
   if (options.gradient_repacking > 0) return split_range(GradientRange{0, total}, options.gradient_repacking);
 
   std::vector<GradientRange> plan;
-  const std::vector<GradientRange> tensors = tensors_in_readiness_order(layout);
+  const std::vector<PlannedTensor> tensors = tensors_in_readiness_order(layout);
   if (options.bucket_cap_bytes > 0) {
     // A bucket closes as soon as it holds at least the cap (a tensor larger than the cap is a
     // bucket of its own): the first bucket can start while backward is still near the loss.
     GradientRange bucket{0, 0};
-    for (const GradientRange& tensor : tensors) {
+    for (const PlannedTensor& planned : tensors) {
+      const GradientRange& tensor = planned.extent;
       if (bucket.count == 0) bucket.offset = tensor.offset;
       bucket.count = tensor.end() - bucket.offset;
       if (static_cast<int64_t>(bucket.count * options.element_bytes) >= options.bucket_cap_bytes) {
@@ -65,9 +75,10 @@ std::vector<GradientRange> plan_exchanges(const ParameterLayout& layout, const E
     group.count = 0;
     group_size = 0;
   };
-  for (const GradientRange& tensor : tensors) {
+  for (const PlannedTensor& planned : tensors) {
+    const GradientRange& tensor = planned.extent;
     const bool small = options.agg_small_max_bytes > 0 &&
-                       static_cast<int64_t>(tensor.count * options.element_bytes) <= options.agg_small_max_bytes;
+                       static_cast<int64_t>(planned.count * options.element_bytes) <= options.agg_small_max_bytes;
     if (!small) {
       close_group();
       plan.push_back(tensor);

@@ -72,7 +72,7 @@ void ParameterServerStrategy::prepare(const ParameterLayout& layout) {
     for (const GradientRange& range : plan()) {
       std::vector<OwnedRange> runs;
       for (int id : by_offset) {
-        const TensorView& tensor = layout.tensors()[id];
+        const GradientRange tensor = layout.extent(id);  // its aligning gap included
         if (tensor.count == 0 || tensor.offset < range.offset || tensor.offset >= range.end()) continue;
         if (!runs.empty() && runs.back().owner == owner_of_tensor_[id] && runs.back().range.end() == tensor.offset)
           runs.back().range.count += tensor.count;

@@ -20,10 +20,12 @@ class EmbeddingTable {
   GradientRange gradient_range(const ParameterLayout& layout) const {
     return layout.range_of(table_id_, table_id_);
   }
-  // The table as a strategy sees it for a sparse exchange, indexed by `ids` (num_ids).
+  // The table as a strategy sees it for a sparse exchange, indexed by `ids` (num_ids): its own
+  // (vocab, dim) elements, without the gap that aligns the next tensor.
   SparseGradientSource sparse_source(const ParameterLayout& layout, const int32_t* ids,
                                      size_t num_ids) const {
-    return SparseGradientSource{gradient_range(layout), vocab_, dim_, ids, num_ids};
+    const TensorView& table = layout.tensor(table_id_);
+    return SparseGradientSource{GradientRange{table.offset, table.count}, vocab_, dim_, ids, num_ids};
   }
   // Uniform in [-0.1, 0.1], as TensorFlow's NMT initialised every variable.
   void initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& host_params) const;

@@ -62,7 +62,7 @@ TEST_CASE("every CNN has exactly the parameter count of its torchvision/Keras tw
     for (const char* format : {"NCHW", "NHWC"}) {
       INFO(expected.name << " " << format);
       const auto model = build(expected.name, format);
-      CHECK(static_cast<int64_t>(model->layout().total_count()) == expected.parameters);
+      CHECK(static_cast<int64_t>(model->layout().parameter_count()) == expected.parameters);
       CHECK(model->unit() == "images");
     }
   }

@@ -220,11 +220,11 @@ TEST_CASE("bad data flags and data sets: one error, exit 2, no result", "[data_f
 TEST_CASE("with --data_name=cifar10 the ResNets are built for 32x32 images and 10 classes", "[data_feed]") {
   dpbench::RunConfig config;
   config.batch_size = 2;
-  const size_t imagenet = dpbench::create_resnet50_model(config)->layout().total_count();
+  const size_t imagenet = dpbench::create_resnet50_model(config)->layout().parameter_count();
   config.data.data_name = "cifar10";
   const auto cifar = dpbench::create_resnet50_model(config);
   CHECK(cifar->images().height == 32);
   CHECK(cifar->images().classes == 10);
   // Only the classifier changes: 2048 x 1000 + 1000 weights become 2048 x 10 + 10.
-  CHECK(imagenet - cifar->layout().total_count() == 2048 * 990 + 990);
+  CHECK(imagenet - cifar->layout().parameter_count() == 2048 * 990 + 990);
 }

@@ -9,24 +9,32 @@
 
 using namespace dpbench;
 
-TEST_CASE("layout puts the last-declared tensor first and layers stay contiguous", "[parameter_set]") {
+TEST_CASE("layout puts the last-declared tensor first, aligned, and layers' ranges tile the buffer",
+          "[parameter_set]") {
   ParameterLayout layout;
   const int w1 = layout.declare("dense1/weights", {4, 3});
   const int b1 = layout.declare("dense1/bias", {3});
   const int w2 = layout.declare("dense2/weights", {3, 2});
   const int b2 = layout.declare("dense2/bias", {2});
   layout.finalize();
-  CHECK(layout.total_count() == 12 + 3 + 6 + 2);
+  // Each tensor starts at a multiple of 64 elements; the last one ends the buffer.
+  static_assert(ParameterLayout::kTensorAlignment == 64, "the offsets below assume 64");
   CHECK(layout.tensor(b2).offset == 0);
-  CHECK(layout.tensor(w2).offset == 2);
-  CHECK(layout.tensor(b1).offset == 8);
-  CHECK(layout.tensor(w1).offset == 11);
+  CHECK(layout.tensor(w2).offset == 64);
+  CHECK(layout.tensor(b1).offset == 128);
+  CHECK(layout.tensor(w1).offset == 192);
+  CHECK(layout.total_count() == 192 + 12);
+  CHECK(layout.parameter_count() == 12 + 3 + 6 + 2);
+  // An extent runs to the next tensor's offset (its aligning gap included).
+  CHECK(layout.extent(b2).offset == 0);
+  CHECK(layout.extent(b2).count == 64);
+  CHECK(layout.extent(w1).count == 12);
   const GradientRange second = layout.range_of(w2, b2);
   CHECK(second.offset == 0);
-  CHECK(second.count == 8);
+  CHECK(second.count == 128);
   const GradientRange first = layout.range_of(w1, b1);
-  CHECK(first.offset == 8);
-  CHECK(first.count == 15);
+  CHECK(first.offset == 128);
+  CHECK(first.count == 76);
   CHECK(first.end() == layout.total_count());
   CHECK_THROWS_AS(layout.declare("late", {1}), RuntimeError);
 }
@@ -38,7 +46,9 @@ TEST_CASE("a parameter set round-trips its values on a reference device", "[para
   layout.finalize();
   auto device = create_reference_device(0);
   ParameterSet params(*device, layout);
-  std::vector<float> values{1, 2, 3, 4, 5, 6, 7, 8, 9};
+  std::vector<float> values(layout.total_count(), 0.0f);  // b at 0, a at 64; zeros between
+  for (size_t i = 0; i < 4; ++i) values[i] = static_cast<float>(i + 1);
+  for (size_t i = 0; i < 5; ++i) values[64 + i] = static_cast<float>(i + 5);
   params.upload(values);
   CHECK(params.download() == values);
   CHECK(params.gradients()[0] == 0.0f);  // gradients start zeroed
@@ -55,8 +65,13 @@ TEST_CASE("a 16-bit weight copy follows the fp32 master through upload and the o
     INFO(data_type_name(type));
     ParameterSet params(*device, layout, type);
     REQUIRE(params.weight_copy() != nullptr);
-    // 1 + 2^-12 is not representable in either 16-bit type; it must round to 1.
-    const std::vector<float> values{0.1f, -2.5f, 1.0f + 1.0f / 4096, 3.0f, -0.3f};
+    // 1 + 2^-12 is not representable in either 16-bit type; it must round to 1. b at 0, a at 64.
+    std::vector<float> values(layout.total_count(), 0.0f);
+    values[0] = 0.1f;
+    values[1] = -2.5f;
+    values[64] = 1.0f + 1.0f / 4096;
+    values[65] = 3.0f;
+    values[66] = -0.3f;
     params.upload(values);
     for (size_t i = 0; i < values.size(); ++i)
       CHECK(load_as_float(type, params.weight_copy(), i) == round_to(type, values[i]));

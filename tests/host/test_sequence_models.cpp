@@ -55,15 +55,15 @@ TEST_CASE("nmt and rnnlm have the parameter counts of their definitions", "[sequ
   for (const auto& [overrides, expected] : cases) {
     const auto model = build_model(sequence_config("nmt", 384, overrides));
     INFO(overrides.at("encoder_type") << " " << overrides.at("direction"));
-    CHECK(static_cast<int64_t>(model->layout().total_count()) == expected);
+    CHECK(static_cast<int64_t>(model->layout().parameter_count()) == expected);
     CHECK(model->unit() == "words");
     CHECK(model->items_per_sample() == 200);  // 100 source + 100 target tokens
   }
   for (const char* implementation : {"cudnn_lstm", "dynamic"}) {
     const auto rnnlm = build_model(sequence_config("rnnlm", 512, {{"encoder_type", implementation}}));
-    CHECK(static_cast<int64_t>(rnnlm->layout().total_count()) ==
+    CHECK(static_cast<int64_t>(rnnlm->layout().parameter_count()) ==
           2 * 10001 * 32 + 10001 * 128 - 10001 * 32 + lstm_layer(32, 128) + lstm_layer(128, 128));
-    CHECK(rnnlm->layout().total_count() == 1815200);  // "about 1.8M"
+    CHECK(rnnlm->layout().parameter_count() == 1815200);  // "about 1.8M"
     CHECK(rnnlm->unit() == "tokens");
     CHECK(rnnlm->items_per_sample() == 50);
   }

@@ -160,31 +160,42 @@ void check_sparse_equivalence(const std::vector<std::string>& model_args, int ba
 }  // namespace
 
 TEST_CASE("buckets close once they reach the cap, in readiness order", "[strategies][plan]") {
-  // Declared t0..t4; laid out in reverse: t4 at offset 0 (ready first).
-  const ParameterLayout layout = layout_of({100, 50, 300, 10, 40});  // bytes: 400 200 1200 40 160
+  // Declared t0..t4; laid out in reverse: t4 at offset 0 (ready first). Sizes in whole
+  // alignments (64 elements), so the tensors abut.
+  const ParameterLayout layout = layout_of({256, 128, 640, 64, 64});  // bytes: 1024 512 2560 256 256
   ExchangePlanOptions options;
-  options.bucket_cap_bytes = 200;
-  // Readiness order: t4 (40), t3 (10), t2 (300), t1 (50), t0 (100).
+  options.bucket_cap_bytes = 512;
+  // Readiness order: t4 (64), t3 (64), t2 (640), t1 (128), t0 (256).
   CHECK(spans(plan_exchanges(layout, options)) ==
-        std::vector<std::pair<size_t, size_t>>{{0, 50}, {50, 300}, {350, 50}, {400, 100}});
+        std::vector<std::pair<size_t, size_t>>{{0, 128}, {128, 640}, {768, 128}, {896, 256}});
   options.bucket_cap_bytes = 1 << 20;
-  CHECK(spans(plan_exchanges(layout, options)) == std::vector<std::pair<size_t, size_t>>{{0, 500}});
+  CHECK(spans(plan_exchanges(layout, options)) == std::vector<std::pair<size_t, size_t>>{{0, 1152}});
+}
+
+TEST_CASE("exchanges cover the gaps that align the tensors", "[strategies][plan]") {
+  // t1 (50) at 0, t0 (100) at 64: t1's exchange takes its extent, so the plan tiles the buffer.
+  const ParameterLayout layout = layout_of({100, 50});
+  REQUIRE(layout.tensor(0).offset == 64);
+  ExchangePlanOptions options;
+  options.bucket_cap_bytes = 0;
+  CHECK(spans(plan_exchanges(layout, options)) == std::vector<std::pair<size_t, size_t>>{{0, 64}, {64, 100}});
 }
 
 TEST_CASE("per-tensor exchanges, with small tensors batched up to a group size", "[strategies][plan]") {
+  // Laid out: t5 (8) at 0, t4 (300) at 64, t3 (7) at 384, t2 (6) at 448, t1 (5) at 512, t0 at 576.
   const ParameterLayout layout = layout_of({100, 5, 6, 7, 300, 8});  // ready: t5 t4 t3 t2 t1 t0
   ExchangePlanOptions options;
   options.bucket_cap_bytes = 0;
   CHECK(plan_exchanges(layout, options).size() == 6);
-  options.agg_small_max_bytes = 40;  // tensors of at most 10 floats
+  options.agg_small_max_bytes = 40;  // tensors of at most 10 floats (their own size, not the gap)
   options.agg_small_max_group = 2;
-  // t5 (8) alone before the large t4; t3 + t2 grouped; t1 (5) starts a new group; t0 large.
+  // t5 alone before the large t4; t3 + t2 grouped; t1 starts a new group; t0 large.
   CHECK(spans(plan_exchanges(layout, options)) ==
-        std::vector<std::pair<size_t, size_t>>{{0, 8}, {8, 300}, {308, 13}, {321, 5}, {326, 100}});
+        std::vector<std::pair<size_t, size_t>>{{0, 64}, {64, 320}, {384, 128}, {512, 64}, {576, 100}});
 }
 
 TEST_CASE("repacking cuts the whole buffer into N nearly equal pieces", "[strategies][plan]") {
-  const ParameterLayout layout = layout_of({7, 3});
+  const ParameterLayout layout = layout_of({10});
   ExchangePlanOptions options;
   options.gradient_repacking = 3;
   CHECK(spans(plan_exchanges(layout, options)) == std::vector<std::pair<size_t, size_t>>{{0, 4}, {4, 3}, {7, 3}});
@@ -373,7 +384,8 @@ TEST_CASE("the result's comm section describes the exchange", "[strategies]") {
   const Trained ring = train(args, replicated("xring", [](RunConfig& c) { c.bucket_cap_mb = 0; }));
   CHECK(ring.comm.at("exchange") == "all-reduce (xring)");
   CHECK(ring.comm.at("exchanges_per_step") == 4);  // trivial: two dense layers, weights and biases
-  CHECK(ring.comm.at("bytes_per_step").get<double>() == Approx(4.0 * (32 * 32 * 3 * 256 + 256 + 256 * 10 + 10)));
+  // The whole buffer: the 10-element bias's extent is 64 elements (the next tensor starts aligned).
+  CHECK(ring.comm.at("bytes_per_step").get<double>() == Approx(4.0 * (32 * 32 * 3 * 256 + 256 + 256 * 10 + 64)));
   CHECK(ring.comm.at("bytes_sent_per_device_per_step").get<double>() ==
         Approx(1.5 * ring.comm.at("bytes_per_step").get<double>()));
   CHECK(ring.comm.at("transfer_ms_per_step").get<double>() > 0);

@@ -55,7 +55,7 @@ TEST_CASE("the transformer has nn.Transformer's parameters plus two embeddings a
                                 {{"encoder_type", "transformer"}, {"direction", ""}, {"num_encoder_layers", "6"},
                                  {"num_decoder_layers", "6"}});
   const auto model = build_model(config);
-  CHECK(static_cast<int64_t>(model->layout().total_count()) == total);
+  CHECK(static_cast<int64_t>(model->layout().parameter_count()) == total);
   CHECK(model->unit() == "words");
   CHECK(model->items_per_sample() == 200);
   // The three vocabulary-sized matrices, the exchange's bulk: 25.6 M each.
