@@ -382,7 +382,8 @@ class Backend {
 
   virtual void pool_forward(const PoolGeometry& g, const void* x, void* y) = 0;
   // dx (g.input, overwritten) from dy (g.output). Max pooling sends each window's gradient to
-  // the first (lowest h, then w) position holding the maximum.
+  // the first (lowest h, then w) position holding the maximum; with g.relu_input, then 0 where
+  // x is not above 0 (bit for bit pool_backward, then relu_backward with y = x).
   virtual void pool_backward(const PoolGeometry& g, const void* x, const void* y, const void* dy,
                              void* dx) = 0;
 

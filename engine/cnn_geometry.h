@@ -89,6 +89,10 @@ struct PoolGeometry {
   int stride_h = 1, stride_w = 1;
   int pad_h = 0, pad_w = 0;  // on each side
   Tensor4 output;
+  // Max pooling whose input a ReLU made: its backward also drops the gradient of every input
+  // element not above 0 (relu_backward on the input, in the same pass), so the ReLU's own
+  // backward pass over the pool's largest tensor is not needed.
+  bool relu_input = false;
 };
 
 PoolGeometry make_pool_geometry(const Tensor4& input, PoolMode mode, int window_h, int window_w,

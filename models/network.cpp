@@ -152,11 +152,28 @@ void Network::fuse_normalised_joins() {
   }
 }
 
+void Network::fuse_relu_into_max_pools() {
+  for (size_t index = 0; index < nodes_.size(); ++index) {
+    auto* pool = dynamic_cast<PoolingLayer*>(nodes_[index].layer.get());
+    if (pool == nullptr || pool->geometry().mode != PoolMode::max) continue;
+    const TensorInfo& input = tensors_[nodes_[index].inputs[0]];
+    if (input.producer < 0 || input.consumers != std::vector<int>{static_cast<int>(index)}) continue;
+    Node& producer = nodes_[input.producer];
+    auto* conv = dynamic_cast<Conv2dLayer*>(producer.layer.get());
+    if (conv == nullptr || producer.fused_away || !conv->relu()) continue;
+    pool->apply_input_relu_backward();
+    conv->take_masked_output_gradient();
+  }
+}
+
 void Network::finalize(TensorId logits) {
   if (logits <= 0 || logits >= static_cast<TensorId>(tensors_.size()))
     throw RuntimeError("Network: the logits must be a node's output");
   logits_ = logits;
-  if (!inference_only_) fuse_normalised_joins();
+  if (!inference_only_) {
+    fuse_normalised_joins();
+    fuse_relu_into_max_pools();
+  }
   plan_buffers();
   plan_gradient_accumulation();
   finalized_ = true;

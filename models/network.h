@@ -110,6 +110,10 @@ class Network {
   // Puts NormalisedResidualAddLayer in place of the residual adds it can take over (for inference
   // or training, as inference_only_ says).
   void fuse_normalised_joins();
+  // Training: a max pool whose input only it reads, made by a convolution with a fused ReLU,
+  // applies that ReLU's backward in its own pass (PoolGeometry::relu_input), and the convolution
+  // takes its output gradient as already masked: one pass over the pool's input fewer each step.
+  void fuse_relu_into_max_pools();
   void plan_buffers();
   void plan_gradient_accumulation();
 

@@ -173,7 +173,11 @@ void CudaBackend::pool_backward(const PoolGeometry& g, const void* x, const void
                                          plan.input.get(), dx));
   };
   // dpbench's kernels index in 32 bits.
-  if (g.input.count() >= (size_t{1} << 31)) return cudnn_backward();
+  if (g.input.count() >= (size_t{1} << 31)) {
+    cudnn_backward();
+    if (g.relu_input) cuda_kernels::launch_relu_backward(stream_, g.input.type, x, dx, dx, g.input.count(), 1.0f);
+    return;
+  }
   cuda_kernels::PoolShape shape;
   shape.n = static_cast<unsigned>(g.input.n);
   shape.c = static_cast<unsigned>(g.input.c);
@@ -191,8 +195,17 @@ void CudaBackend::pool_backward(const PoolGeometry& g, const void* x, const void
   const bool nhwc = g.input.format == DataFormat::nhwc, max = g.mode == PoolMode::max;
   if (max && cuda_kernels::pool_tiles_exactly(shape)) {
     plan.backward_decided = plan.own_backward = true;
+    shape.relu_input = g.relu_input;  // masked in the same pass
     return cuda_kernels::launch_pool_backward(stream_, g.input.type, x, dy, dx, shape, nhwc,
                                               cuda_kernels::PoolBackwardKernel::tiled, max);
+  }
+  if (g.relu_input) {
+    // Other windows: the pooling's backward, then the ReLU's over dx.
+    PoolGeometry plain = g;
+    plain.relu_input = false;
+    pool_backward(plain, x, y, dy, dx);
+    cuda_kernels::launch_relu_backward(stream_, g.input.type, x, dx, dx, g.input.count(), 1.0f);
+    return;
   }
   auto gather_backward = [&] {
     cuda_kernels::launch_pool_backward(stream_, g.input.type, x, dy, dx, shape, nhwc,

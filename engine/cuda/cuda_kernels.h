@@ -177,6 +177,7 @@ struct PoolShape {
   unsigned n = 0, c = 0, in_h = 0, in_w = 0;
   int out_h = 0, out_w = 0, window_h = 0, window_w = 0, stride_h = 0, stride_w = 0, pad_h = 0, pad_w = 0;
   bool include_padding = false;  // average pooling's divisor: the whole window, or its part inside
+  bool relu_input = false;  // tiled max only: PoolGeometry::relu_input (the gather leaves it to the caller)
 };
 // Windows that tile the input exactly (stride == window, no padding; VGG's 2x2/2).
 bool pool_tiles_exactly(const PoolShape& shape);

@@ -443,12 +443,16 @@ __global__ void max_pool_backward_tiled_kernel(const T* x, const T* dy, T* dx, P
       }
     }
     const Pack<T, kVec> gradient = load_pack<kVec>(dy + out);
+    // The ReLU before the pool (relu_input): a window whose maximum is not above 0 passes nothing.
+    bool passes[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) passes[k] = !s.relu_input || best_value[k] > 0.0f;
     for (int dh = 0; dh < s.window_h; ++dh) {
       for (int dw = 0; dw < s.window_w; ++dw) {
         Pack<T, kVec> written = gradient;
 #pragma unroll
         for (int k = 0; k < kVec; ++k)
-          if (best[k] != dh * s.window_w + dw) clear_element(written, k);
+          if (best[k] != dh * s.window_w + dw || !passes[k]) clear_element(written, k);
         store_pack<kVec>(dx + input_at(h0 + dh, w0 + dw), written);
       }
     }

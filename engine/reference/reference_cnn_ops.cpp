@@ -416,7 +416,8 @@ void ReferenceBackend::pool_backward(const PoolGeometry& g, const void* x, const
       for_each_in_window(g, b, c, win, [&](size_t at) { dx_sum[at] += share; });
     });
     for (size_t i = 0; i < g.input.count(); ++i) {
-      store_from_float(T, dx, i, static_cast<float>(dx_sum[i]));
+      const bool relu_passes = !g.relu_input || load_as_float(T, x, i) > 0.0f;
+      store_from_float(T, dx, i, relu_passes ? static_cast<float>(dx_sum[i]) : 0.0f);
     }
   });
 }

@@ -78,12 +78,13 @@ void Conv2dLayer::forward(const LayerPass& pass, const int32_t*) const {
 
 void Conv2dLayer::backward(const LayerPass& pass, const int32_t*) const {
   Backend& ops = *pass.ops;
-  // First the ReLU's mask goes into dy (in place; this layer owns its output gradient), then
-  // the convolution's passes read the masked dy.
+  // First the ReLU's mask goes into dy (in place; this layer owns its output gradient), unless
+  // the reader already applied it, then the convolution's passes read the masked dy.
+  const bool mask = relu_ && !output_gradient_masked_;
   if (bias_id_ >= 0) {
     ops.channel_bias_gradient(geometry_.output, pass.y, pass.dy, pass.params->gradient(bias_id_),
-                              relu_, pass.workspace);
-  } else if (relu_) {
+                              mask, pass.workspace);
+  } else if (mask) {
     ops.relu_backward(geometry_.output.type, pass.y, pass.dy, pass.dy, geometry_.output.count());
   }
   const size_t staging = filter_gradient_staging_bytes();

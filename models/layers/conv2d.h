@@ -25,6 +25,10 @@ class Conv2dLayer : public Layer {
               const Conv2dOptions& options);
 
   const ConvGeometry& geometry() const { return geometry_; }
+  bool relu() const { return relu_; }
+  // The one layer reading the output applies the fused ReLU's backward itself (a max pool:
+  // Network::fuse_relu_into_max_pools), so backward takes dy as already masked.
+  void take_masked_output_gradient() { output_gradient_masked_ = true; }
   StepFlops flops(bool input_gradient) const override;
 
   void initialize(const ParameterLayout& layout, uint64_t seed,
@@ -43,6 +47,7 @@ class Conv2dLayer : public Layer {
   int weights_id_ = -1;
   int bias_id_ = -1;  // -1: no bias
   bool relu_ = false;
+  bool output_gradient_masked_ = false;
 };
 
 }  // namespace dpbench

@@ -18,6 +18,9 @@ class PoolingLayer : public Layer {
   PoolingLayer(const std::string& name, const Tensor4& input, const PoolOptions& options);
 
   const PoolGeometry& geometry() const { return geometry_; }
+  // Max pooling: backward also applies the backward of the ReLU that made the input
+  // (PoolGeometry::relu_input); Network::fuse_relu_into_max_pools decides.
+  void apply_input_relu_backward() { geometry_.relu_input = true; }
   bool backward_reads_output() const override { return true; }
   void forward(const LayerPass& pass, const int32_t* step) const override;
   void backward(const LayerPass& pass, const int32_t* step) const override;

@@ -538,6 +538,25 @@ TEST_CASE("cuda pooling matches the reference in both formats", "[gpu]") {
             check_same_values(exact_dx.values(), dx_ref.values(),
                               "own pool backward" + std::string(input == &tied ? " with ties " : " ") + what.str());
           }
+          if (c.mode == PoolMode::max) {
+            // The backward of the ReLU before the pool in the same pass (relu_input): as
+            // pool_backward then relu_backward on x, on inputs a ReLU made (zeros, ties among them).
+            PoolGeometry after_relu = g;
+            after_relu.relu_input = true;
+            std::vector<float> relu_x = x;
+            for (float& v : relu_x) v = std::max(v, 0.0f);
+            HostTensor rx_ref(type, relu_x), ry_ref(type, g.output.count()), rdx_ref(type, g.input.count());
+            reference.pool_forward(after_relu, rx_ref.data(), ry_ref.data());
+            reference.pool_backward(after_relu, rx_ref.data(), ry_ref.data(), dy_ref.data(), rdx_ref.data());
+            for (Device* device : {gpu.get(), exact.get()}) {
+              GpuTensor rx(*device, type, relu_x), rdy(*device, type, dy), ry(*device, type, g.output.count()),
+                  rdx(*device, type, random_vector(g.input.count(), 6));
+              device->ops().pool_forward(after_relu, rx.data(), ry.data());
+              device->ops().pool_backward(after_relu, rx.data(), ry.data(), rdy.data(), rdx.data());
+              check_close(rdx.values(), rdx_ref.values(), 2.0 * overlap * kEps + atol, rtol,
+                          "max pool backward after a ReLU " + what.str());
+            }
+          }
         }
       }
     }

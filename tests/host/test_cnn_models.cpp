@@ -292,6 +292,62 @@ TEST_CASE("backward through the graph matches finite differences of the loss", "
   }
 }
 
+namespace {
+
+// conv (bias, ReLU) -> 2x2 max pool -> fc, with the ReLU fused into the convolution or as a layer
+// of its own: the same parameters either way.
+dpbench::TensorId build_conv_relu_pool(dpbench::Network& net, dpbench::TensorId images, bool fused_relu) {
+  using namespace dpbench;
+  Conv2dOptions o;
+  o.out_channels = 5;
+  o.kernel_h = o.kernel_w = 3;
+  o.padding = Padding::same;
+  o.bias = true;
+  o.relu = fused_relu;
+  TensorId x = net.conv(images, "conv", o);
+  if (!fused_relu) x = net.relu(x, "relu");
+  x = net.pool(x, "max_pool", PoolOptions{PoolMode::max, 2, 2, Padding::valid, 0});
+  return net.fully_connected(x, "fc", 4);
+}
+
+}  // namespace
+
+TEST_CASE("a convolution's ReLU rides in the next max pool's backward, gradients unchanged", "[cnn_models]") {
+  for (const char* format : {"NCHW", "NHWC"}) {
+    INFO(format);
+    dpbench::RunConfig config;
+    config.batch_size = 3;
+    config.data_format = format;
+    std::vector<std::vector<float>> gradients;
+    for (bool fused_relu : {true, false}) {
+      const dpbench::CnnModel model("tiny", config, dpbench::ImageSpec{3, 8, 8, 4},
+                                    [fused_relu](dpbench::Network& net, dpbench::TensorId images) {
+                                      return build_conv_relu_pool(net, images, fused_relu);
+                                    });
+      for (const dpbench::Network::Node& node : model.network().nodes()) {
+        if (const auto* pool = dynamic_cast<const dpbench::PoolingLayer*>(node.layer.get()))
+          CHECK(pool->geometry().relu_input == fused_relu);  // a ReLU layer is not fused
+      }
+      std::unique_ptr<dpbench::Device> device = dpbench::create_reference_device(0);
+      dpbench::ParameterSet params(*device, model.layout());
+      params.upload(model.initial_parameters(11));
+      dpbench::Buffer loss = device->allocate(sizeof(float));
+      dpbench::Buffer step = device->allocate(sizeof(int32_t));
+      const int32_t step_number = 1;
+      device->copy_from_host(step.data(), &step_number, sizeof(step_number));
+      const auto replica = model.create_replica(*device, params, dpbench::ReplicaShard{0, 1, 3, 42});
+      replica->forward(dpbench::StepContext{loss.as<float>(), step.as<int32_t>()});
+      RecordingAnnouncer announcer;
+      replica->backward(announcer);
+      gradients.emplace_back(params.count());
+      device->copy_to_host(gradients.back().data(), params.gradients(), sizeof(float) * params.count());
+    }
+    // Bit for bit: the fused pass applies the same mask to the same values.
+    CHECK(gradients[0] == gradients[1]);
+    CHECK(std::count(gradients[0].begin(), gradients[0].end(), 0.0f) < static_cast<std::ptrdiff_t>(gradients[0].size() / 2));
+  }
+}
+
 TEST_CASE("a wrong data format or batch is refused", "[cnn_models]") {
   dpbench::RunConfig config;
   config.batch_size = 2;

@@ -357,6 +357,42 @@ TEST_CASE("reference pooling: padding and ties, by hand", "[reference_cnn]") {
                                   0, 0, 0});
 }
 
+TEST_CASE("reference max pooling after a ReLU masks the gradient as relu_backward would", "[reference_cnn]") {
+  // relu_input: pool_backward, then relu_backward with y = x, bit for bit, in every type; on a
+  // ReLU's output (zeros and ties) with 2x2/2 and overlapping 3x3/2 windows.
+  ReferenceBackend ops;
+  for (DataType type : kAllTypes) {
+    for (int window : {2, 3}) {
+      INFO(data_type_name(type) << " window " << window);
+      const Tensor4 input{2, 3, 8, 8, DataFormat::nhwc, type};
+      PoolGeometry g = make_pool_geometry(input, PoolMode::max, window, window, 2, 2, Padding::valid);
+      std::vector<float> x = random_values(input.count(), 331);
+      for (float& v : x) v = std::max(v, 0.0f);
+      // Image 0's top-left 3x3 pixels all clipped: its first window's maximum is 0.
+      for (int h = 0; h < 3; ++h)
+        for (int w = 0; w < 3; ++w)
+          for (int c = 0; c < 3; ++c) x[static_cast<size_t>((h * 8 + w) * 3 + c)] = 0.0f;
+      const TypedBuffer x_typed(type, x), dy(type, random_values(g.output.count(), 332));
+      TypedBuffer y(type, g.output.count(), 0.0f), separate(type, input.count(), 0.0f), fused(type, input.count(), 0.0f);
+      ops.pool_forward(g, x_typed.data(), y.data());
+      ops.pool_backward(g, x_typed.data(), y.data(), dy.data(), separate.data());
+      ops.relu_backward(type, x_typed.data(), separate.data(), separate.data(), input.count());
+      g.relu_input = true;
+      ops.pool_backward(g, x_typed.data(), y.data(), dy.data(), fused.data());
+      check_same_bits(fused.values(), separate.values(), "dx");
+      // A window whose maximum is 0 passed nothing (the plain backward sends its gradient on).
+      const std::vector<float> plain_dx = [&] {
+        PoolGeometry plain = g;
+        plain.relu_input = false;
+        TypedBuffer dx(type, input.count(), 0.0f);
+        ops.pool_backward(plain, x_typed.data(), y.data(), dy.data(), dx.data());
+        return dx.values();
+      }();
+      CHECK(plain_dx != fused.values());
+    }
+  }
+}
+
 TEST_CASE("reference pooling: average backward is the finite-difference gradient",
           "[reference_cnn]") {
   ReferenceBackend ops;
