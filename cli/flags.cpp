@@ -126,9 +126,10 @@ std::vector<FlagSpec> run_flag_specs() {
        "dynamic, rnnlm cudnn_lstm)",
        {}, {}},
       {"lstm_algorithm", "Sequence models", "NAME",
-       "cudnn_lstm: cuDNN's RNN algorithm, fastest (each shape's standard and persistent algorithms "
-       "timed once at set-up; standard under --deterministic or --cudnn_benchmark=false), standard, "
-       "persist_static or persist_static_small_h (default: fastest)",
+       "cudnn_lstm: the fused LSTM's algorithm, fastest (each shape's standard and persistent algorithms "
+       "timed once at set-up; standard under --deterministic or --cudnn_benchmark=false), cuDNN's "
+       "standard, persist_static or persist_static_small_h, or own_persistent (dpbench's persistent "
+       "kernels: fp16/bf16, one direction, 32, 64 or 128 units) (default: fastest)",
        {}, {}},
       {"direction", "Sequence models", "uni|bi",
        "nmt encoder: bi = half the encoder layers read forwards, half backwards (default: bi)", {}, {}},

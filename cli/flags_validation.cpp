@@ -304,11 +304,25 @@ void resolve_sequence(const GivenFlags& flags, const ModelEntry& model, RunConfi
   if (values.count("lstm_algorithm")) {
     q.lstm_algorithm = values["lstm_algorithm"];
     require_one_of("lstm_algorithm", q.lstm_algorithm,
-                   {"fastest", "standard", "persist_static", "persist_static_small_h"}, "cuDNN LSTM algorithm");
+                   {"fastest", "standard", "persist_static", "persist_static_small_h", "own_persistent"},
+                   "LSTM algorithm");
     if (flags.was_given("lstm_algorithm") && q.encoder_type != "cudnn_lstm" && !transformer)
       reject("lstm_algorithm", q.lstm_algorithm,
              "picks cuDNN's fused RNN algorithm, and this run's LSTMs are --encoder_type=" + q.encoder_type +
                  " (our GEMMs and cell kernels); give --encoder_type=cudnn_lstm or drop the flag");
+    // dpbench's persistent kernels (cuda_persistent_lstm.h) take what they were built for only.
+    if (q.lstm_algorithm == "own_persistent") {
+      if (config->activation_type() == DataType::f32)
+        reject("lstm_algorithm", q.lstm_algorithm,
+               "runs 16-bit LSTMs; give --precision=bf16 or fp16, or another algorithm");
+      if (q.num_units != 32 && q.num_units != 64 && q.num_units != 128)
+        reject("lstm_algorithm", q.lstm_algorithm,
+               "takes 32, 64 or 128 hidden units (this run has --num_units=" + std::to_string(q.num_units) +
+                   "); give another algorithm");
+      if (q.direction == "bi")
+        reject("lstm_algorithm", q.lstm_algorithm,
+               "runs one direction; give --direction=uni or another algorithm");
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 #include <cudnn.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -68,9 +69,9 @@ class CudaBackend final : public Backend {
   // Tests only: plans built while this is on take the repacking path even where cuDNN's layout
   // is the canonical one, so that path can be checked on a cuDNN that never needs it.
   void set_lstm_always_repack(bool always) { lstm_always_repack_ = always; }
-  // The cuDNN algorithm of `g`'s plan (rnn_algorithm_name; prepares the plan if needed), and, for
+  // The algorithm of `g`'s plan (rnn_algorithm_name; prepares the plan if needed), and, for
   // tests, one to build later plans with (a cudnnRNNAlgo_t; kChooseLstmAlgorithm: the fastest,
-  // Note [LSTM algorithm] in cudnn_rnn_plans.h).
+  // kOwnPersistentLstmAlgorithm: dpbench's kernels; Note [LSTM algorithm] in cudnn_rnn_plans.h).
   std::string lstm_algorithm(const RnnGeometry& g);
   // What the prepared plans run (math_paths in cuda_controls.h says the shape of it).
   nlohmann::json math_paths() const;
@@ -253,6 +254,9 @@ class CudaBackend final : public Backend {
   // 16-bit data), built on first use (which must not be inside a stream capture: building
   // allocates device memory).
   RnnPlan& rnn_plan(const RnnGeometry& g);
+  // One training pass of dpbench's persistent LSTM on scratch buffers, timed as cuDNN's plans
+  // are (time_lstm_pass); for the fastest choice. Synchronises the stream.
+  std::optional<double> time_own_persistent_lstm(const RnnGeometry& g);
 
   cudaStream_t stream_;
   cublasHandle_t cublas_;

@@ -22,8 +22,8 @@ void set_tf32(Device& device, bool enabled);
 // CudaDevice::set_deterministic. Throws RuntimeError unless `device` is a CUDA device.
 void set_deterministic(Device& device, bool deterministic);
 
-// CudaDevice::set_lstm_algorithm: "fastest", "standard", "persist_static" or
-// "persist_static_small_h" (--lstm_algorithm). Throws RuntimeError unless `device` is a CUDA
+// CudaDevice::set_lstm_algorithm: "fastest", "standard", "persist_static",
+// "persist_static_small_h" or "own_persistent" (--lstm_algorithm). Throws RuntimeError unless `device` is a CUDA
 // device and the name one of those.
 void set_lstm_algorithm(Device& device, const std::string& name);
 

@@ -356,7 +356,7 @@ nlohmann::json CudaBackend::math_paths() const {
   }
   nlohmann::json lstm = {{"shapes", rnn_plans_->plans.size()}, {"algorithms", nlohmann::json::object()}};
   for (const auto& [key, plan] : rnn_plans_->plans) {
-    nlohmann::json& count = lstm["algorithms"][rnn_algorithm_name(plan->algorithm)];
+    nlohmann::json& count = lstm["algorithms"][rnn_algorithm_name(*plan)];
     count = count.is_null() ? 1 : count.get<int>() + 1;
   }
   int pool_shapes = 0, own_pool_backward = 0;

@@ -154,6 +154,39 @@ void launch_add_unpacked_weights(cudaStream_t stream, DataType packed_type,
                                  const WeightBlock* blocks, int block_count, size_t max_count,
                                  const void* packed, float* canonical);
 
+// ---- persistent LSTM (cuda_kernels_persistent_lstm.cu, Note [persistent LSTM]) -------------
+// One direction of one layer over the whole sequence, in one launch: the recurrent weights stay
+// in shared memory, each block owns 16 batch rows from the first step to the last. 16-bit data
+// (`type` fp16 or bf16) and 32, 64 or 128 hidden units (persistent_lstm_supports).
+bool persistent_lstm_supports(DataType type, int hidden);
+struct PersistentLstmForward {
+  int seq_len = 0, batch = 0, hidden = 0;   // T, B, H
+  const float* input_projection = nullptr;  // (T, B, 4H) fp32: x_t W^T, without biases
+  const void* recurrent_weights = nullptr;  // R (4H, H), gates i, f, g, o
+  const void* bias_input = nullptr;         // bW (4H)
+  const void* bias_recurrent = nullptr;     // bR (4H)
+  const void* hx = nullptr;                 // (B, H); nullptr: zeros
+  const void* cx = nullptr;                 // (B, H); nullptr: zeros
+  void* y = nullptr;                        // (T, B, H)
+  void* hy = nullptr;                       // (B, H); nullptr: not wanted
+  void* cy = nullptr;                       // (B, H); nullptr: not wanted
+  void* gates = nullptr;                    // (T, B, 4H): the activations i, f, g, o, for backward
+  float* cell = nullptr;                    // (T + 1, B, H) fp32: c_{-1} (cx), c_0 .. c_{T-1}
+};
+void launch_persistent_lstm_forward(cudaStream_t stream, DataType type, const PersistentLstmForward& args);
+struct PersistentLstmBackward {
+  int seq_len = 0, batch = 0, hidden = 0;
+  const void* recurrent_weights = nullptr;  // R (4H, H)
+  void* gates = nullptr;     // in: forward's activations; out: the pre-activation gradients
+  const float* cell = nullptr;              // forward's (T + 1, B, H)
+  const void* dh_in = nullptr;              // (T, B, H): dL/dy from above; nullptr: zeros
+  const void* dhy = nullptr;                // (B, H); nullptr: zeros
+  const void* dcy = nullptr;                // (B, H); nullptr: zeros
+  void* dhx = nullptr;                      // (B, H); nullptr: not wanted
+  void* dcx = nullptr;                      // (B, H); nullptr: not wanted
+};
+void launch_persistent_lstm_backward(cudaStream_t stream, DataType type, const PersistentLstmBackward& args);
+
 // ---- image ops (cuda_kernels_cnn.cu); the rest of the image ops are cuDNN calls -------------
 // A 4-D tensor seen as `outer` blocks of (channels x inner): NCHW is outer = n, inner = h * w;
 // NHWC is outer = n * h * w, inner = 1. Element (o, c, i) lies at (o * channels + c) * inner + i.

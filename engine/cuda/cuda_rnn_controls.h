@@ -22,10 +22,10 @@ bool lstm_weights_zero_copy(Backend& backend, const RnnGeometry& g);
 // `backend` is a CUDA backend.
 void set_lstm_always_repack(Backend& backend, bool always);
 
-// The cuDNN algorithm `g`'s plan runs ("standard", "persist_static", "persist_static_small_h";
-// prepares the plan), and, for tests, the one later plans are built with: one of those names, or
-// "fastest" (the default: Note [LSTM algorithm] in cudnn_rnn_plans.h). Throw RuntimeError unless
-// `backend` is a CUDA backend.
+// The algorithm `g`'s plan runs ("standard", "persist_static", "persist_static_small_h",
+// "own_persistent"; prepares the plan), and, for tests, the one later plans are built with: one of
+// those names, or "fastest" (the default: Note [LSTM algorithm] in cudnn_rnn_plans.h). Throw
+// RuntimeError unless `backend` is a CUDA backend.
 std::string lstm_algorithm(Backend& backend, const RnnGeometry& g);
 void set_lstm_algorithm(Backend& backend, const std::string& name);
 

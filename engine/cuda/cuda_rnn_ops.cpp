@@ -6,7 +6,8 @@
 // packed copy of the weights and their gradients; 16-bit data is read and written by cuDNN in its
 // own type, its weight gradients passing through the plan's scratch (Note [16-bit fused LSTM] in
 // cudnn_rnn_plans.h). Nothing here synchronises or allocates once a plan is ready, so the calls
-// can be captured in a CUDA graph.
+// can be captured in a CUDA graph. Plans of the own_persistent algorithm go to dpbench's kernels
+// instead (cuda_persistent_lstm.h).
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -16,6 +17,7 @@
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
+#include "engine/cuda/cuda_persistent_lstm.h"
 #include "engine/cuda/cuda_rnn_controls.h"
 #include "engine/cuda/cudnn_rnn_plans.h"
 #include "engine/errors.h"
@@ -81,20 +83,57 @@ RnnPlan& CudaBackend::rnn_plan(const RnnGeometry& g) {
   auto found = rnn_plans_->plans.find(key);
   if (found != rnn_plans_->plans.end()) return *found->second;
   refuse_inside_capture(stream_, "building an LSTM plan");
-  std::unique_ptr<RnnPlan> plan =
-      algorithm == kChooseLstmAlgorithm
-          ? fastest_rnn_plan(cudnn_, stream_, g, math_type, lstm_always_repack_)
-          : build_rnn_plan(cudnn_, stream_, g, math_type, lstm_always_repack_,
-                           static_cast<cudnnRNNAlgo_t>(algorithm));
+  std::unique_ptr<RnnPlan> plan;
+  if (algorithm == kOwnPersistentLstmAlgorithm) {
+    if (!persistent_lstm_supports(g))
+      throw RuntimeError("--lstm_algorithm=own_persistent takes fp16 or bf16 data, one direction and 32, 64 or "
+                         "128 hidden units, not a " + std::string(data_type_name(g.type)) + " LSTM of " +
+                         std::to_string(g.hidden_size) + " units" + (g.bidirectional ? ", bidirectional" : "") +
+                         "; use --lstm_algorithm=fastest or standard");
+    plan = own_persistent_rnn_plan(g);
+  } else if (algorithm == kChooseLstmAlgorithm) {
+    std::optional<double> cudnn_ms;
+    plan = fastest_rnn_plan(cudnn_, stream_, g, math_type, lstm_always_repack_, &cudnn_ms);
+    // Note [LSTM algorithm]: dpbench's kernels compete where they take the shape.
+    if (cudnn_ms && persistent_lstm_supports(g)) {
+      const std::optional<double> own_ms = time_own_persistent_lstm(g);
+      if (own_ms && *own_ms < *cudnn_ms) plan = own_persistent_rnn_plan(g);
+    }
+  } else {
+    plan = build_rnn_plan(cudnn_, stream_, g, math_type, lstm_always_repack_,
+                          static_cast<cudnnRNNAlgo_t>(algorithm));
+  }
   RnnPlan& ready = *plan;
   rnn_plans_->plans.emplace(key, std::move(plan));
   ++rnn_plans_->created;
   return ready;
 }
 
+std::optional<double> CudaBackend::time_own_persistent_lstm(const RnnGeometry& g) {
+  const size_t element = data_type_bytes(g.type);
+  DeviceMemory x(g.input_count() * element), dx(g.input_count() * element), y(g.output_count() * element),
+      dy(g.output_count() * element), weights(g.weight_count() * element),
+      dweights(g.weight_count() * sizeof(float)), reserve(persistent_lstm_reserve_bytes(g)),
+      workspace(persistent_lstm_workspace_bytes(g));
+  for (const DeviceMemory* buffer : {&x, &dy, &weights})
+    DPB_CUDA_CHECK(cudaMemsetAsync(buffer->data(), 0, buffer->bytes(), stream_));
+  const std::optional<double> ms = time_lstm_pass(stream_, [&] {
+    persistent_lstm_forward(*this, g, x.data(), nullptr, nullptr, weights.data(), y.data(), nullptr, nullptr,
+                            reserve.data(), workspace.data());
+    persistent_lstm_backward_data(*this, g, dy.data(), nullptr, nullptr, weights.data(), dx.data(), nullptr,
+                                  nullptr, reserve.data(), workspace.data());
+    persistent_lstm_backward_weights(*this, g, x.data(), nullptr, y.data(), dweights.as<float>(), reserve.data(),
+                                     workspace.data());
+    return true;
+  });
+  // The scratch buffers go when this returns: nothing may still read them.
+  DPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return ms;
+}
+
 size_t CudaBackend::lstm_plans_created() const { return rnn_plans_->created; }
 
-std::string CudaBackend::lstm_algorithm(const RnnGeometry& g) { return rnn_algorithm_name(rnn_plan(g).algorithm); }
+std::string CudaBackend::lstm_algorithm(const RnnGeometry& g) { return rnn_algorithm_name(rnn_plan(g)); }
 
 bool CudaBackend::lstm_weights_zero_copy(const RnnGeometry& g) { return rnn_plan(g).zero_copy; }
 
@@ -108,6 +147,8 @@ void CudaBackend::lstm_forward(const RnnGeometry& g, const void* x, const void* 
                                const void* weights, void* y, void* hy, void* cy, void* reserve,
                                void* workspace) {
   RnnPlan& plan = rnn_plan(g);
+  if (plan.own_persistent)
+    return persistent_lstm_forward(*this, g, x, hx, cx, weights, y, hy, cy, reserve, workspace);
   require_buffers(plan, workspace, reserve, "lstm_forward");
   const void* cudnn_w = cudnn_weights(stream_, plan, weights);
   // hx, cx == nullptr: zero initial state; hy, cy == nullptr: not written (cuDNN's own rules).
@@ -123,6 +164,8 @@ void CudaBackend::lstm_backward_data(const RnnGeometry& g, const void* y, const 
                                      const void* hx, const void* cx, void* dx, void* dhx,
                                      void* dcx, void* reserve, void* workspace) {
   RnnPlan& plan = rnn_plan(g);
+  if (plan.own_persistent)
+    return persistent_lstm_backward_data(*this, g, dy, dhy, dcy, weights, dx, dhx, dcx, reserve, workspace);
   require_buffers(plan, workspace, reserve, "lstm_backward_data");
   // cuDNN takes no nullptr for dy or dx: stand-ins of g.type (all-zero bytes are zeros in every
   // type), made once per plan on first need.
@@ -155,6 +198,8 @@ void CudaBackend::lstm_backward_weights(const RnnGeometry& g, const void* x, con
                                         const void* y, float* dweights, void* reserve,
                                         void* workspace) {
   RnnPlan& plan = rnn_plan(g);
+  if (plan.own_persistent)
+    return persistent_lstm_backward_weights(*this, g, x, hx, y, dweights, reserve, workspace);
   require_buffers(plan, workspace, reserve, "lstm_backward_weights");
   // CUDNN_WGRAD_MODE_ADD adds into the weight gradients: the op's contract. Through the scratch,
   // cuDNN adds to zeros and the kernel after it adds the sum (widened from 16-bit) to dweights.

@@ -12,6 +12,7 @@
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
+#include "engine/cuda/cuda_persistent_lstm.h"
 #include "engine/cuda/cudnn_plans.h"
 #include "engine/errors.h"
 
@@ -233,8 +234,9 @@ std::unique_ptr<RnnPlan> build_rnn_plan(cudnnHandle_t handle, cudaStream_t strea
   return plan;
 }
 
-const char* rnn_algorithm_name(cudnnRNNAlgo_t algorithm) {
-  switch (algorithm) {
+const char* rnn_algorithm_name(const RnnPlan& plan) {
+  if (plan.own_persistent) return "own_persistent";
+  switch (plan.algorithm) {
     case CUDNN_RNN_ALGO_PERSIST_STATIC: return "persist_static";
     case CUDNN_RNN_ALGO_PERSIST_DYNAMIC: return "persist_dynamic";
     case CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H: return "persist_static_small_h";
@@ -247,8 +249,43 @@ int rnn_algorithm_from_name(const std::string& name) {
   if (name == "standard") return CUDNN_RNN_ALGO_STANDARD;
   if (name == "persist_static") return CUDNN_RNN_ALGO_PERSIST_STATIC;
   if (name == "persist_static_small_h") return CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H;
+  if (name == "own_persistent") return kOwnPersistentLstmAlgorithm;
   throw RuntimeError("unknown LSTM algorithm '" + name +
-                     "'; accepted: fastest, standard, persist_static, persist_static_small_h");
+                     "'; accepted: fastest, standard, persist_static, persist_static_small_h, own_persistent");
+}
+
+std::unique_ptr<RnnPlan> own_persistent_rnn_plan(const RnnGeometry& g) {
+  auto plan = std::make_unique<RnnPlan>();
+  plan->geometry = g;
+  plan->own_persistent = true;
+  plan->zero_copy = true;
+  plan->workspace_bytes = persistent_lstm_workspace_bytes(g);
+  plan->reserve_bytes = persistent_lstm_reserve_bytes(g);
+  return plan;
+}
+
+std::optional<double> time_lstm_pass(cudaStream_t stream, const std::function<bool()>& pass) {
+  if (!pass()) return std::nullopt;
+  cudaEvent_t start, stop;
+  DPB_CUDA_CHECK(cudaEventCreate(&start));
+  DPB_CUDA_CHECK(cudaEventCreate(&stop));
+  double best = std::numeric_limits<double>::infinity();
+  bool ran = true;
+  for (int round = 0; round < 3 && ran; ++round) {
+    DPB_CUDA_CHECK(cudaEventRecord(start, stream));
+    ran = pass();
+    DPB_CUDA_CHECK(cudaEventRecord(stop, stream));
+    DPB_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    DPB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    best = std::min(best, static_cast<double>(ms));
+  }
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(stop);
+  // A refusal inside the timed passes leaves nothing queued to wait for; clear any error it set.
+  (void)cudaGetLastError();
+  if (!ran) return std::nullopt;
+  return best;
 }
 
 namespace {
@@ -284,35 +321,16 @@ std::optional<double> time_rnn_plan(cudnnHandle_t handle, cudaStream_t stream, c
                                           workspace.data(), plan.reserve_bytes, reserve.data());
     return status == CUDNN_STATUS_SUCCESS;
   };
-  if (!pass()) return std::nullopt;
-  cudaEvent_t start, stop;
-  DPB_CUDA_CHECK(cudaEventCreate(&start));
-  DPB_CUDA_CHECK(cudaEventCreate(&stop));
-  double best = std::numeric_limits<double>::infinity();
-  bool ran = true;
-  for (int round = 0; round < 3 && ran; ++round) {
-    DPB_CUDA_CHECK(cudaEventRecord(start, stream));
-    ran = pass();
-    DPB_CUDA_CHECK(cudaEventRecord(stop, stream));
-    DPB_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    DPB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    best = std::min(best, static_cast<double>(ms));
-  }
-  (void)cudaEventDestroy(start);
-  (void)cudaEventDestroy(stop);
-  // A refusal inside the timed passes leaves nothing queued to wait for; clear any error it set.
-  (void)cudaGetLastError();
-  if (!ran) return std::nullopt;
-  return best;
+  return time_lstm_pass(stream, pass);
 }
 
 }  // namespace
 
 std::unique_ptr<RnnPlan> fastest_rnn_plan(cudnnHandle_t handle, cudaStream_t stream,
                                           const RnnGeometry& g, cudnnMathType_t math_type,
-                                          bool always_repack) {
+                                          bool always_repack, std::optional<double>* best_ms_out) {
   std::unique_ptr<RnnPlan> best = build_rnn_plan(handle, stream, g, math_type, always_repack);
+  if (best_ms_out != nullptr) best_ms_out->reset();
   if (g.type == DataType::f32) return best;  // Note [LSTM algorithm]: timed alone, misleads
   std::optional<double> best_ms = time_rnn_plan(handle, stream, *best);
   if (!best_ms) return best;  // STANDARD itself would not run here: let the real call report it
@@ -329,6 +347,7 @@ std::unique_ptr<RnnPlan> fastest_rnn_plan(cudnnHandle_t handle, cudaStream_t str
       best = std::move(candidate);
     }
   }
+  if (best_ms_out != nullptr) *best_ms_out = best_ms;
   return best;
 }
 

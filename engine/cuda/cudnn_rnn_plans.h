@@ -17,8 +17,11 @@
 
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "engine/cuda/cudnn_raii.h"
 #include "engine/rnn_geometry.h"
@@ -58,6 +61,9 @@ struct RnnPlan {
   RnnGeometry geometry;  // its `type` is the data type of everything cuDNN reads and writes
   cudnnMathType_t math_type = CUDNN_FMA_MATH;
   cudnnRNNAlgo_t algorithm = CUDNN_RNN_ALGO_STANDARD;  // Note [LSTM algorithm]
+  // dpbench's persistent kernels run this geometry instead of cuDNN (cuda_persistent_lstm.h):
+  // the descriptors are unused, the sizes are its own and the weights are read in place.
+  bool own_persistent = false;
   CudnnDropoutDescriptor dropout;  // rate 0: cuDNN wants one even without dropout
   CudnnRnnDescriptor rnn;
   CudnnRnnDataDescriptor x, y;   // (T, B, in), (T, B, H * D), sequence-major packed, all lengths T
@@ -89,6 +95,7 @@ struct RnnPlan {
 // Key: the geometry's fields (its data type included), the math type, whether repacking was
 // forced and the algorithm asked for (kChooseLstmAlgorithm: the fastest, Note [LSTM algorithm]).
 constexpr int kChooseLstmAlgorithm = -1;
+constexpr int kOwnPersistentLstmAlgorithm = -2;  // --lstm_algorithm=own_persistent
 using RnnKey = std::array<int, 10>;
 RnnKey rnn_key(const RnnGeometry& g, cudnnMathType_t math_type, bool always_repack, int algorithm);
 
@@ -109,6 +116,9 @@ RnnKey rnn_key(const RnnGeometry& g, cudnnMathType_t math_type, bool always_repa
 // (cuDNN 9.14 runs its standard kernels for all three). --deterministic and
 // --cudnn_benchmark=false keep STANDARD for every type (no timing, the same choice on every run);
 // PyTorch picks a persistent algorithm for fp16 by a fixed heuristic instead.
+// dpbench's own persistent kernels (own_persistent, cuda_persistent_lstm.h) join the timing where
+// they take the shape (16-bit, one direction, 32 to 128 units): cuDNN 9.14 to 9.19 have no
+// persistent bf16 LSTM, which left rnnlm in bf16 at 5.2M tokens/s against 7.2M in fp16.
 
 struct RnnPlans {
   std::map<RnnKey, std::unique_ptr<RnnPlan>> plans;
@@ -129,12 +139,21 @@ std::unique_ptr<RnnPlan> build_rnn_plan(cudnnHandle_t handle, cudaStream_t strea
 // The plan of the fastest algorithm for `g` among those cuDNN accepts (Note [LSTM algorithm]);
 // STANDARD's set-up errors are reported as build_rnn_plan reports them. Synchronous, allocates
 // scratch for the timing; call outside a capture.
+// `best_ms`, where given, receives the kept plan's time (nullopt: untimed, as fp32 plans are).
 std::unique_ptr<RnnPlan> fastest_rnn_plan(cudnnHandle_t handle, cudaStream_t stream,
                                           const RnnGeometry& g, cudnnMathType_t math_type,
-                                          bool always_repack);
+                                          bool always_repack, std::optional<double>* best_ms = nullptr);
 
-// "standard", "persist_static", "persist_static_small_h", "persist_dynamic".
-const char* rnn_algorithm_name(cudnnRNNAlgo_t algorithm);
+// The plan of dpbench's own persistent LSTM for `g` (the caller checks persistent_lstm_supports).
+std::unique_ptr<RnnPlan> own_persistent_rnn_plan(const RnnGeometry& g);
+
+// Milliseconds of `pass` (one forward and both backward passes on scratch buffers, enqueued on
+// `stream`; false: it could not run), the best of three after a warm-up; nullopt when it refuses.
+std::optional<double> time_lstm_pass(cudaStream_t stream, const std::function<bool()>& pass);
+
+// "standard", "persist_static", "persist_static_small_h", "persist_dynamic"; "own_persistent"
+// for dpbench's own kernels.
+const char* rnn_algorithm_name(const RnnPlan& plan);
 // The algorithm --lstm_algorithm names ("fastest": kChooseLstmAlgorithm); RuntimeError otherwise.
 int rnn_algorithm_from_name(const std::string& name);
 

@@ -200,3 +200,27 @@ TEST_CASE("nmt and rnnlm learn their fixed batch on the GPU in bf16 and fp16", "
     }
   }
 }
+
+// Note [persistent LSTM]: rnnlm's 128 units on dpbench's own persistent kernels, forced, learn
+// through the CLI as cuDNN's do, replayed as CUDA graphs, and the result says which ran.
+TEST_CASE("rnnlm learns its fixed batch on the GPU on the own persistent LSTM in bf16 and fp16", "[gpu]") {
+  TempDir dir;
+  for (const std::string precision : {"bf16", "fp16"}) {
+    const std::string file = dir.file("own_persistent_" + precision + ".json");
+    std::vector<std::string> args = {"--model=rnnlm", "--batch_size=40", "--vocab_size=300", "--seq_len=12",
+                                     "--lstm_algorithm=own_persistent", "--precision=" + precision,
+                                     "--device=gpu", "--num_batches=60", "--num_warmup_batches=0",
+                                     "--learning_rate=0.02", "--display_every=1000", "--result_file=" + file};
+    if (precision == "fp16") args.push_back("--fp16_enable_auto_loss_scale");
+    REQUIRE(run_cli(args) == 0);
+    const nlohmann::json result = read_json(file);
+    INFO(precision);
+    CHECK(result["summary"]["cuda_graph"] == true);
+    const nlohmann::json& algorithms = result["summary"]["math_paths"]["lstm"]["algorithms"];
+    CHECK(algorithms.size() == 1);
+    CHECK(algorithms.value("own_persistent", 0) > 0);
+    const double first = result["steps"][0]["loss"], last = result["steps"][59]["loss"];
+    INFO("first loss " << first << ", last " << last);
+    CHECK(last < 0.6 * first);
+  }
+}

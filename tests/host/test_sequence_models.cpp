@@ -207,6 +207,15 @@ TEST_CASE("sequence flags that do not fit are refused with one line and no resul
   CHECK(refused({"--model=rnnlm", "--lstm_algorithm=persistent"}));
   CHECK(refused({"--model=nmt", "--lstm_algorithm=standard"}));  // nmt's default encoder is dynamic
   CHECK(refused({"--model=resnet50", "--lstm_algorithm=standard"}));
+  // dpbench's persistent LSTM: 16-bit, one direction, 32, 64 or 128 units.
+  CHECK(refused({"--model=rnnlm", "--lstm_algorithm=own_persistent"}));  // fp32
+  CHECK(refused({"--model=rnnlm", "--lstm_algorithm=own_persistent", "--precision=bf16", "--num_units=96"}));
+  CHECK(refused({"--model=nmt", "--encoder_type=cudnn_lstm", "--lstm_algorithm=own_persistent", "--precision=bf16",
+                 "--num_units=128", "--direction=bi"}));
+  // What it takes runs (on the reference backend the fused LSTM is the reference's).
+  CHECK(run_cli({"--model=rnnlm", "--lstm_algorithm=own_persistent", "--precision=bf16", "--device=cpu",
+                 "--batch_size=2", "--seq_len=3", "--vocab_size=50", "--num_batches=1", "--num_warmup_batches=0",
+                 "--result_file=" + result}) == 0);
 }
 
 namespace {
