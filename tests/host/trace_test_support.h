@@ -79,9 +79,11 @@ inline bool overlaps(const ReadSpan& a, const ReadSpan& b) { return a.begin_us <
 // What every trace of `devices` devices must show: a process per device with its host thread and
 // compute stream (and communication stream when the strategy exchanges), every step's device
 // spans inside the step's span, layer groups inside their pass, and, with `exchanges`, each
-// step's first exchange on the communication stream while backward still runs, labelled with its
+// step's first exchange on the communication stream while backward still runs (or after it, not
+// `overlapped`), labelled with its
 // bytes and collective, with an arrow from its "gradient ready" instant.
-inline void check_trace(const TraceView& trace, int devices, bool exchanges) {
+// `overlapped` false (--overlap_comm=false): the first exchange starts once backward has ended.
+inline void check_trace(const TraceView& trace, int devices, bool exchanges, bool overlapped = true) {
   REQUIRE(trace.processes.size() == static_cast<size_t>(devices));
   // Clocks are aligned per device to a few microseconds; the nesting allows for that.
   const double tolerance_us = 20;
@@ -134,7 +136,11 @@ inline void check_trace(const TraceView& trace, int devices, bool exchanges) {
       }
       INFO("first exchange [" << transfers.front()->begin_us << ", " << transfers.front()->end_us << "], backward ["
                               << backward->begin_us << ", " << backward->end_us << "]");
-      CHECK(overlaps(*transfers.front(), *backward));
+      if (overlapped) {
+        CHECK(overlaps(*transfers.front(), *backward));
+      } else {
+        CHECK(transfers.front()->begin_us >= backward->end_us - tolerance_us);
+      }
       CHECK(!trace.find(pid, "exposed communication", run_step).empty());
     }
   }
