@@ -22,16 +22,19 @@ Options:
   --host          also the host tests (~[gpu]) against this machine's libraries
   --mpi=N         also the launch checks on N GPUs: a short trivial run under mpirun ends at one
                   process's param_norm (to 1e-6), ranks with different flags stop, a rank failing
-                  at start-up or killed mid-run ends the job (no hang in a collective); then with
-                  --deterministic each of resnet50 and nmt twice in one process and once under
-                  mpirun: the three param_norms must be equal bit for bit
+                  at start-up or killed mid-run ends the job (no hang in a collective), and a rank
+                  killed under torchrun is named; then with --deterministic each entry of
+                  DET_ENTRIES (resnet50:64 nmt:384) twice in one process, once under mpirun and
+                  once under torchrun (where PyTorch is installed): the param_norms must be equal
+                  bit for bit (each run's throughput is printed beside its norm)
   --oom='GIB...'  also, per amount: another process holds all but GIB GiB of GPU 1, then
                   `dpbench --num_gpus=2 --variable_update=replicated DPBENCH_FLAGS` must end with
                   an error line and a non-zero exit, never hang (default flags: nmt, cudnn_lstm, bi,
                   tf32, batch 384)
 Environment: DPBENCH_BUILD_DIR (build), DPBENCH_DEVICE (gpu; cpu: the reference backend, for a
 dry check of steps 3 and --mpi), GPU_TESTS_TIMEOUT (300 s), RUN_TIMEOUT (120 s per check),
-CHECK_MODEL (resnet50: the model of step 3's runs).
+CHECK_MODEL (resnet50: the model of step 3's runs), DET_ENTRIES and DET_BATCHES (10: measured steps
+of the --deterministic runs).
 EOF
 }
 
@@ -144,24 +147,51 @@ sys.exit(abs(a - b) > 1e-6 * abs(a))' "$out/mpi_trivial_one.json" "$out/mpi_triv
   long=(--device="$device" --model=resnet50 --batch_size=32 --num_batches=100000 --display_every=1000)
   check mpi_rank_killed fail "${one_rank[@]}" "$dpbench" "${long[@]}" --variable_update=distributed_all_reduce \
     : -np 1 timeout -s KILL 20 "$dpbench" "${long[@]}" --variable_update=distributed_all_reduce
-  det=(--device="$device" --num_batches=10 --num_warmup_batches=2 --display_every=1000 --deterministic=true)
-  for entry in resnet50:64 nmt:384; do
+  # torchrun (PyTorch's launcher, where PyTorch is installed): the ranks meet over TCP, no MPI.
+  torchrun_n=()
+  if command -v torchrun >/dev/null; then
+    torchrun_n=(torchrun --standalone --nproc_per_node="$n" --no-python)
+  elif python3 -c 'import torch.distributed.run' 2>/dev/null; then
+    torchrun_n=(python3 -m torch.distributed.run --standalone --nproc_per_node="$n" --no-python)
+  else
+    echo "skip  torchrun checks: no torchrun on this machine"
+  fi
+  if ((${#torchrun_n[@]})); then
+    # Rank 1 is killed 20 s into a long run; rank 0 must name it and end the job.
+    check torchrun_rank_killed fail "${torchrun_n[@]}" bash -c '[ "$RANK" = 1 ] && exec timeout -s KILL 20 "$@"; exec "$@"' \
+      rank "$dpbench" "${long[@]}" --variable_update=distributed_all_reduce
+    expect "torchrun: the killed rank named" grep -q "rank 1 .*ended without finishing" "$out/torchrun_rank_killed.log"
+  fi
+  det=(--device="$device" --num_batches=${DET_BATCHES:-10} --num_warmup_batches=2 --display_every=1000 --deterministic=true)
+  for entry in ${DET_ENTRIES:-resnet50:64 nmt:384}; do
     parse_entry "$entry"
+    runs=()
     for copy in a b; do
-      check "det_${entry_model}_one_$copy" pass "$dpbench" --model="$entry_model" "${entry_flags[@]}" "${det[@]}" \
-        --num_gpus="$n" --variable_update=replicated --result_file="$out/det_${entry_model}_one_$copy.json"
+      check "det_${entry_tag}_one_$copy" pass "$dpbench" --model="$entry_model" "${entry_flags[@]}" "${det[@]}" \
+        --num_gpus="$n" --variable_update=replicated --result_file="$out/det_${entry_tag}_one_$copy.json"
+      runs+=("$out/det_${entry_tag}_one_$copy.json")
     done
-    check "det_${entry_model}_mpirun" pass "${mpirun_n[@]}" "$dpbench" --model="$entry_model" "${entry_flags[@]}" \
-      "${det[@]}" --variable_update=distributed_all_reduce --result_file="$out/det_${entry_model}_mpirun.json"
-    expect "$entry_model --deterministic: param_norm bit for bit the same twice in one process and under mpirun" python3 -c '
-import json, sys
+    check "det_${entry_tag}_mpirun" pass "${mpirun_n[@]}" "$dpbench" --model="$entry_model" "${entry_flags[@]}" \
+      "${det[@]}" --variable_update=distributed_all_reduce --result_file="$out/det_${entry_tag}_mpirun.json"
+    runs+=("$out/det_${entry_tag}_mpirun.json")
+    launchers="twice in one process and under mpirun"
+    if ((${#torchrun_n[@]})); then
+      check "det_${entry_tag}_torchrun" pass "${torchrun_n[@]}" "$dpbench" --model="$entry_model" "${entry_flags[@]}" \
+        "${det[@]}" --variable_update=distributed_all_reduce --result_file="$out/det_${entry_tag}_torchrun.json"
+      runs+=("$out/det_${entry_tag}_torchrun.json")
+      launchers="twice in one process, under mpirun and under torchrun"
+    fi
+    expect "$entry_tag --deterministic: param_norm bit for bit the same $launchers" python3 -c '
+import json, os, sys
 try:
-    norms = [json.load(open(p))["summary"]["param_norm"] for p in sys.argv[1:]]
-except (OSError, ValueError, KeyError) as e:
+    results = [json.load(open(p)) for p in sys.argv[1:]]
+except (OSError, ValueError) as e:
     sys.exit(f"      no result: {e}")
-print("      ", *map(repr, norms))
-sys.exit(len(set(norms)) != 1)' "$out/det_${entry_model}_one_a.json" "$out/det_${entry_model}_one_b.json" \
-      "$out/det_${entry_model}_mpirun.json"
+for path, result in zip(sys.argv[1:], results):
+    s = result.get("summary", {})
+    norm, speed, unit = s.get("param_norm"), s.get("items_per_sec", 0), s.get("unit", "")
+    print(f"      {os.path.basename(path)}: param_norm {norm!r}, {speed:,.1f} {unit}")
+sys.exit(len({r.get("summary", {}).get("param_norm") for r in results}) != 1)' "${runs[@]}"
   done
 fi
 
