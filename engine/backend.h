@@ -158,12 +158,14 @@ class Backend {
   // logits and dlogits hold `logits_type` (fp32 or 16-bit; the arithmetic is fp32 and dlogits are
   // rounded once); row_losses are fp32. dlogits may alias logits. row_weights (device memory, rows values, or nullptr) mask padded
   // tokens out of a loss (weight 0) and carry its normalisation when it changes from batch to
-  // batch (real text); read on the device, so a replayed graph sees each batch's.
+  // batch (real text); read on the device, so a replayed graph sees each batch's. row_stride:
+  // elements from one row of logits (and of dlogits) to the next, at least classes (0: classes);
+  // the elements past classes are padding, not part of the op.
   virtual void softmax_cross_entropy_rows(DataType logits_type, const void* logits,
                                           const int32_t* labels, int rows, int classes,
                                           float gradient_scale, float* row_losses, void* dlogits,
                                           const float* loss_scale = nullptr,
-                                          const float* row_weights = nullptr) = 0;
+                                          const float* row_weights = nullptr, int row_stride = 0) = 0;
   void softmax_cross_entropy_rows(const float* logits, const int32_t* labels, int rows, int classes,
                                   float gradient_scale, float* row_losses, float* dlogits,
                                   const float* loss_scale = nullptr,

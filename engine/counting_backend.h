@@ -82,10 +82,10 @@ class CountingBackend final : public Backend {
   }
   void softmax_cross_entropy_rows(DataType logits_type, const void* logits, const int32_t* labels, int rows,
                                   int classes, float gradient_scale, float* row_losses, void* dlogits,
-                                  const float* loss_scale, const float* row_weights) override {
+                                  const float* loss_scale, const float* row_weights, int row_stride) override {
     counted();
     inner_.softmax_cross_entropy_rows(logits_type, logits, labels, rows, classes, gradient_scale, row_losses,
-                                      dlogits, loss_scale, row_weights);
+                                      dlogits, loss_scale, row_weights, row_stride);
   }
   void sum_scaled(const float* x, size_t n, float scale, float* out) override {
     counted();

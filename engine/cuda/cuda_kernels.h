@@ -95,9 +95,9 @@ void launch_adam_update(cudaStream_t stream, float* params, const float* grads, 
 // ---- sequence ops (cuda_kernels_sequence.cu); Backend's sequence-op semantics ----------------
 // Row-wise softmax cross-entropy (Backend::softmax_cross_entropy_rows): one block per row, the
 // row read twice (an online max-and-sum pass, then the gradient pass), never held on chip.
-// logits and dlogits hold `type`; the statistics and row_losses are fp32.
+// logits and dlogits hold `type`, row_stride elements apart; the statistics and row_losses are fp32.
 void launch_softmax_cross_entropy_rows(cudaStream_t stream, DataType type, const void* logits,
-                                       const int32_t* labels, int rows, int classes,
+                                       const int32_t* labels, int rows, int classes, int row_stride,
                                        float gradient_scale, float* row_losses, void* dlogits,
                                        const float* loss_scale, const float* row_weights);
 // out[0] = scale * sum of x[0, n): one block, in double, in an order that depends on n alone.

@@ -104,22 +104,22 @@ __device__ SoftmaxStats block_merge(SoftmaxStats stats, SoftmaxStats* shared) {
   return result;
 }
 
-// One block per row. logits, dlogits (rows, classes) of T, may alias (each element is read, then
+// One block per row. logits, dlogits (rows, classes) of T, rows row_stride elements apart, may alias (each element is read, then
 // written, by one thread; everything else is read before the barrier in block_merge); labels,
 // row_losses (rows). The row is read twice (stats, then gradient) and never held on chip, so
 // rows of any length fit; a 16-bit row is widened as it is read and its gradient rounded once as
 // it is written. loss_scale is read on the device (a replayed graph sees each step's).
 template <typename T>
 __global__ void softmax_cross_entropy_rows_kernel(const T* logits, const int32_t* labels,
-                                                  int classes, float gradient_scale,
+                                                  int classes, int row_stride, float gradient_scale,
                                                   float* row_losses, T* dlogits,
                                                   const float* loss_scale,
                                                   const float* row_weights, bool vectorise) {
   constexpr int kVec = static_cast<int>(16 / sizeof(T));
   __shared__ SoftmaxStats shared[32];
   const size_t row = blockIdx.x;
-  const T* x = logits + row * classes;  // (classes)
-  T* dx = dlogits + row * classes;      // (classes)
+  const T* x = logits + row * row_stride;  // (classes)
+  T* dx = dlogits + row * row_stride;      // (classes)
   const int label = labels[row];
   // A bad label cannot throw from a kernel; a NaN loss makes it impossible to miss.
   const bool label_valid = label >= 0 && label < classes;
@@ -369,7 +369,7 @@ size_t sort_scratch_bytes(size_t n) {
 }  // namespace
 
 void launch_softmax_cross_entropy_rows(cudaStream_t stream, DataType type, const void* logits,
-                                       const int32_t* labels, int rows, int classes,
+                                       const int32_t* labels, int rows, int classes, int row_stride,
                                        float gradient_scale, float* row_losses, void* dlogits,
                                        const float* loss_scale, const float* row_weights) {
   if (rows <= 0 || classes <= 0) return;
@@ -384,7 +384,7 @@ void launch_softmax_cross_entropy_rows(cudaStream_t stream, DataType type, const
   with_storage_type(type, "softmax_cross_entropy_rows", [&](auto tag) {
     using T = decltype(tag);
     softmax_cross_entropy_rows_kernel<T><<<static_cast<unsigned>(rows), block_size, 0, stream>>>(
-        static_cast<const T*>(logits), labels, classes, gradient_scale, row_losses,
+        static_cast<const T*>(logits), labels, classes, row_stride, gradient_scale, row_losses,
         static_cast<T*>(dlogits), loss_scale, row_weights, vectorise);
   });
   DPB_CUDA_CHECK_LAUNCH(softmax_cross_entropy_rows_kernel);

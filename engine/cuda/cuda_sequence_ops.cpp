@@ -22,14 +22,19 @@ void CudaBackend::softmax_cross_entropy_rows(DataType logits_type, const void* l
                                              const int32_t* labels, int rows, int classes,
                                              float gradient_scale, float* row_losses,
                                              void* dlogits, const float* loss_scale,
-                                             const float* row_weights) {
+                                             const float* row_weights, int row_stride) {
   if (rows > 0 && classes <= 0) {
     throw RuntimeError("CudaBackend::softmax_cross_entropy_rows: " + std::to_string(classes) +
                        " classes");
   }
+  if (rows > 0 && row_stride != 0 && row_stride < classes) {
+    throw RuntimeError("CudaBackend::softmax_cross_entropy_rows: row_stride " + std::to_string(row_stride) +
+                       " < " + std::to_string(classes) + " classes");
+  }
   cuda_kernels::launch_softmax_cross_entropy_rows(stream_, logits_type, logits, labels, rows,
-                                                  classes, gradient_scale, row_losses, dlogits,
-                                                  loss_scale, row_weights);
+                                                  classes, row_stride > 0 ? row_stride : classes,
+                                                  gradient_scale, row_losses, dlogits, loss_scale,
+                                                  row_weights);
 }
 
 void CudaBackend::sum_scaled(const float* x, size_t n, float scale, float* out) {

@@ -132,7 +132,7 @@ class ReferenceBackend final : public Backend {
   void softmax_cross_entropy_rows(DataType logits_type, const void* logits, const int32_t* labels,
                                   int rows, int classes, float gradient_scale, float* row_losses,
                                   void* dlogits, const float* loss_scale = nullptr,
-                                  const float* row_weights = nullptr) override;
+                                  const float* row_weights = nullptr, int row_stride = 0) override;
   void sum_scaled(const float* x, size_t n, float scale, float* out) override;
   void copy(void* dst, const void* src, size_t bytes) override;
   void embedding_forward(DataType type, const void* table, const int32_t* ids, size_t n, int dim,

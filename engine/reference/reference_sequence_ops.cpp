@@ -167,8 +167,14 @@ void ReferenceBackend::softmax_cross_entropy_rows(DataType logits_type, const vo
                                                   const int32_t* labels, int rows, int classes,
                                                   float gradient_scale, float* row_losses,
                                                   void* dlogits_data, const float* loss_scale,
-                                                  const float* row_weights) {
-  const size_t count = static_cast<size_t>(std::max(rows, 0)) * static_cast<size_t>(std::max(classes, 0));
+                                                  const float* row_weights, int row_stride) {
+  const size_t stride = static_cast<size_t>(std::max(row_stride > 0 ? row_stride : classes, 0));
+  if (rows > 0 && stride < static_cast<size_t>(classes))
+    throw RuntimeError("softmax_cross_entropy_rows: row_stride " + std::to_string(row_stride) + " < " +
+                       std::to_string(classes) + " classes");
+  // Through the last row's last class: the padding between rows is widened and stored back
+  // unchanged with the rest.
+  const size_t count = rows > 0 ? (static_cast<size_t>(rows) - 1) * stride + static_cast<size_t>(classes) : 0;
   // Widened before anything is written: dlogits may alias logits.
   const WidenedInput logits_values(logits_type, logits_data, count);
   const WidenedOutput dlogits_values(logits_type, dlogits_data, count);
@@ -180,8 +186,8 @@ void ReferenceBackend::softmax_cross_entropy_rows(DataType logits_type, const vo
   for (int r = 0; r < rows; ++r) {
     const double weight = row_weights != nullptr ? row_weights[r] : 1.0;
     const double scale = common * weight;
-    const float* x = logits + static_cast<size_t>(r) * classes;  // (classes)
-    float* dx = dlogits + static_cast<size_t>(r) * classes;      // (classes), may alias x
+    const float* x = logits + static_cast<size_t>(r) * stride;  // (classes)
+    float* dx = dlogits + static_cast<size_t>(r) * stride;      // (classes), may alias x
     const int label = labels[r];
     if (label < 0 || label >= classes) {
       throw RuntimeError("softmax_cross_entropy_rows: label " + std::to_string(label) +

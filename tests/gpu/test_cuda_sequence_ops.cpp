@@ -106,15 +106,16 @@ namespace {
 
 // Softmax cross-entropy over rows of `type` (fp32 or 16-bit) against the reference's op on the
 // same (rounded) logits, on the benchmark's vocabulary sizes and short rows, in place and not,
-// aligned and not, with and without loss scale and row weights.
+// aligned and not, with and without loss scale and row weights, rows apart by their length or
+// by a padded stride (Note [padded logits rows]).
 void compare_softmax_rows(Device& gpu, ReferenceBackend& reference, DataType type,
                           uint64_t stream) {
-  struct Shape { int rows, classes; float offset; };
+  struct Shape { int rows, classes; float offset; int stride = 0; };
   // 50000 and 10001: the benchmark's vocabularies (rows far longer than shared memory; 10001
   // leaves every row differently aligned). An offset of 100 checks the max subtraction: exp(100)
   // overflows fp32, so only a max-shifted sum gives a finite loss.
   const Shape shapes[] = {{7, 50000, 0.0f}, {7, 10001, 0.0f}, {7, 10001, 100.0f}, {3, 129, 0.0f},
-                          {7, 5, 0.0f}};
+                          {7, 5, 0.0f}, {7, 10001, 0.0f, 10016}, {3, 129, 0.0f, 144}};
   // Variants: where logits and dlogits live. Offsets (in elements) misalign a buffer for
   // 16-byte packs; 1 and 0, or 0 and 3, leave logits and dlogits differently aligned, which
   // turns the packs off.
@@ -124,7 +125,8 @@ void compare_softmax_rows(Device& gpu, ReferenceBackend& reference, DataType typ
                               {true, 3, 3, true, true},   {false, 0, 3, true, false}};
   for (const Shape& s : shapes) {
     for (const Variant& v : variants) {
-      const size_t count = static_cast<size_t>(s.rows) * s.classes;
+      const int stride = s.stride > 0 ? s.stride : s.classes;
+      const size_t count = static_cast<size_t>(s.rows) * stride;
       const std::vector<float> logits =
           random_of(type, count, stream++, s.offset - 6.0f, s.offset + 6.0f);
       std::vector<int32_t> labels(s.rows);
@@ -148,14 +150,14 @@ void compare_softmax_rows(Device& gpu, ReferenceBackend& reference, DataType typ
       gpu.ops().softmax_cross_entropy_rows(
           type, logits_gpu.data(), labels_gpu.data(), s.rows, s.classes, gradient_scale,
           row_losses_gpu.data(), v.in_place ? logits_gpu.data() : separate_gpu.data(),
-          v.scaled ? loss_scale_gpu.data() : nullptr, v.weighted ? weights_gpu.data() : nullptr);
+          v.scaled ? loss_scale_gpu.data() : nullptr, v.weighted ? weights_gpu.data() : nullptr, s.stride);
 
       HostTensor logits_host(type, logits), separate_host(type, count);
       std::vector<float> row_losses(s.rows);
       reference.softmax_cross_entropy_rows(
           type, logits_host.data(), labels.data(), s.rows, s.classes, gradient_scale,
           row_losses.data(), v.in_place ? logits_host.data() : separate_host.data(),
-          loss_scale_host, weights_host);
+          loss_scale_host, weights_host, s.stride);
 
       // The GPU sums the row's exponentials in fp32 (each thread its share in order, rescaling
       // its running sum when the maximum grows, then a tree), with expf (<= 2 ulp): the sum's
@@ -169,7 +171,7 @@ void compare_softmax_rows(Device& gpu, ReferenceBackend& reference, DataType typ
       const double gradient_factor =
           gradient_scale * (v.scaled ? loss_scale : 1.0f) * weight_factor;
       const std::string what = type_suffix(type) + " " + std::to_string(s.rows) + "x" +
-                               std::to_string(s.classes) + " offset " +
+                               std::to_string(s.classes) + " stride " + std::to_string(stride) + " offset " +
                                std::to_string(static_cast<int>(s.offset)) +
                                (v.in_place ? " in place" : " separate") + " logits+" +
                                std::to_string(v.logits_offset) + " dlogits+" +
@@ -177,10 +179,18 @@ void compare_softmax_rows(Device& gpu, ReferenceBackend& reference, DataType typ
                                (v.weighted ? " weighted" : "");
       check_close(row_losses_gpu.download(), row_losses, bound * weight_factor, 4 * kEps,
                   "row losses" + what);
+      // The rows' classes only: the padding between rows is not the op's.
+      auto classes_of = [&](const std::vector<float>& values) {
+        std::vector<float> kept;
+        for (int r = 0; r < s.rows; ++r)
+          kept.insert(kept.end(), values.begin() + static_cast<long>(r) * stride,
+                      values.begin() + static_cast<long>(r) * stride + s.classes);
+        return kept;
+      };
       const std::vector<float> dlogits_seen =
-          v.in_place ? logits_gpu.values() : separate_gpu.values();
+          classes_of(v.in_place ? logits_gpu.values() : separate_gpu.values());
       const std::vector<float> dlogits =
-          v.in_place ? logits_host.values() : separate_host.values();
+          classes_of(v.in_place ? logits_host.values() : separate_host.values());
       check_close(dlogits_seen, dlogits, bound * gradient_factor + storage_atol(type),
                   bound + storage_rtol(type), "dlogits" + what);
     }

@@ -163,6 +163,24 @@ TEST_CASE("reference softmax_cross_entropy_rows: hand case with both scales and 
     check_close(in_place, unscaled, 1e-6, 1e-5, "in-place dlogits");
     CHECK(row_losses[0] == Approx(0.4076059).epsilon(1e-5));
   }
+  // Rows 5 apart (two padding elements each, holding values that would change every result):
+  // the same losses and gradients, the padding as it was.
+  {
+    const std::vector<float> padded = {1, 2, 3, 99, -99, 1, 1, 1, 99, -99};
+    std::vector<float> row_losses(2, kNaN), dlogits = padded;
+    const float loss_scale = 4.0f;
+    ops.softmax_cross_entropy_rows(DataType::f32, padded.data(), labels.data(), 2, 3, 0.5f, row_losses.data(),
+                                   dlogits.data(), &loss_scale, nullptr, 5);
+    CHECK(row_losses[0] == Approx(0.4076059).epsilon(1e-5));
+    CHECK(row_losses[1] == Approx(1.0986123).epsilon(1e-5));
+    const std::vector<float> rows = {dlogits[0], dlogits[1], dlogits[2], dlogits[5], dlogits[6], dlogits[7]};
+    check_close(rows, scaled_dlogits, 1e-6, 1e-5, "scaled dlogits, padded rows");
+    CHECK(dlogits[3] == 99.0f);
+    CHECK(dlogits[9] == -99.0f);
+    CHECK_THROWS_AS(ops.softmax_cross_entropy_rows(DataType::f32, padded.data(), labels.data(), 2, 3, 0.5f,
+                                                   row_losses.data(), dlogits.data(), nullptr, nullptr, 2),
+                    RuntimeError);
+  }
   const std::vector<int32_t> bad_label = {3};
   std::vector<float> one_row = {1, 2, 3}, loss(1);
   CHECK_THROWS_AS(ops.softmax_cross_entropy_rows(one_row.data(), bad_label.data(), 1, 3, 1.0f,
