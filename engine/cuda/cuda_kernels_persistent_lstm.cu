@@ -31,8 +31,10 @@ namespace wmma = nvcuda::wmma;
 //   hidden state (forward, 16-bit) or its recurrent gradient (backward, fp32).
 //   registers: each thread owns H / 16 cells (one hidden unit u of rows r0, r0 + 256 / H, ...)
 //   for the whole sequence: their c (forward) or dc (backward) never leave the thread, and their
-//   loads for a step (input projections; or activations, c_t, c_{t-1} and dh) are issued before
-//   the step's tensor-core product, which they do not depend on.
+//   loads for a step (input projections; or activations, c_t, c_{t-1} and dh) are issued a step
+//   ahead, all cells at once, so they arrive while the step before runs. Loaded one cell at a
+//   time after the previous cell's stores, the backward step waited out 8 loads in turn: 9.9 us
+//   a step (rnnlm bf16, batch 512, one H200), 0.99 ms of the step for two layers.
 // Forward step t: pre = h_{t-1} R^T on tensor cores (warp w: gate columns [w G/8, (w+1) G/8)),
 // then each cell adds x_t W^T (precomputed, fp32), bW and bR, takes its four gates, updates c in
 // fp32, and writes h (rounded: the next step's product reads the 16-bit h, as cuDNN's 16-bit
@@ -133,17 +135,22 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_lstm_forward_kernel(Pe
   const int warp = threadIdx.x / 32;
   constexpr int kWarpColumns = G / kWarps;
   constexpr int kTiles = kWarpColumns / 16;
-  for (int t = 0; t < a.seq_len; ++t) {
-    // This step's input projections, loaded before the product they wait beside.
-    float projected[S::kCells][4];
-    const float* step_projection = a.input_projection + static_cast<size_t>(t) * B * G;
+  // A step's input projections are loaded a step ahead, all of a thread's cells at once, so that
+  // their latency hides behind the step before (Note [persistent LSTM]).
+  float projected[S::kCells][4];
+  auto load_projections = [&](int t, float (&into)[S::kCells][4]) {
+    // t = seq_len: past the last step, zeros.
+    const float* step_projection = a.input_projection + (t < a.seq_len ? static_cast<size_t>(t) * B * G : 0);
 #pragma unroll
     for (int k = 0; k < S::kCells; ++k) {
       const int row = row0 + r0 + k * S::kRowStep;
 #pragma unroll
       for (int q = 0; q < 4; ++q)
-        projected[k][q] = row < B ? step_projection[static_cast<size_t>(row) * G + q * H + u] : 0.0f;
+        into[k][q] = row < B && t < a.seq_len ? step_projection[static_cast<size_t>(row) * G + q * H + u] : 0.0f;
     }
+  };
+  load_projections(0, projected);
+  for (int t = 0; t < a.seq_len; ++t) {
     {
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kTiles];
 #pragma unroll
@@ -165,6 +172,8 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_lstm_forward_kernel(Pe
         wmma::store_matrix_sync(pre + warp * kWarpColumns + n * 16, acc[n], S::kLdPre, wmma::mem_row_major);
     }
     __syncthreads();
+    float next[S::kCells][4];
+    load_projections(t + 1, next);
     const size_t step = static_cast<size_t>(t) * B;
 #pragma unroll
     for (int k = 0; k < S::kCells; ++k) {
@@ -189,6 +198,11 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_lstm_forward_kernel(Pe
         store_rounded(gate_row + 3 * H + u, o);
         a.cell[state + static_cast<size_t>(B) * H] = c[k];
       }
+    }
+#pragma unroll
+    for (int k = 0; k < S::kCells; ++k) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) projected[k][q] = next[k][q];
     }
     __syncthreads();
   }
@@ -235,6 +249,29 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_lstm_backward_kernel(P
 
   const int warp = threadIdx.x / 32;
   constexpr int kAccumulators = 4;
+  // A step's activations, cells and incoming dh are loaded a step ahead, all of a thread's cells
+  // at once: issued before the previous step's product, they arrive while it runs (each cell
+  // loading after the one before had stored its gradients would wait out every load in turn).
+  struct StepInputs {
+    float gate[S::kCells][4], c_now[S::kCells], c_before[S::kCells], dh[S::kCells];
+  };
+  auto load_step = [&](int t, StepInputs& in) {
+    const size_t step = t >= 0 ? static_cast<size_t>(t) * B : 0;  // t = -1: past the first step, zeros
+#pragma unroll
+    for (int k = 0; k < S::kCells; ++k) {
+      const int row = row0 + r0 + k * S::kRowStep;
+      const bool valid = row < B && t >= 0;
+      const size_t state = (step + row) * H + u;
+      const T* gate_row = gates + (step + row) * G;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) in.gate[k][q] = valid ? load_widened(gate_row + q * H + u) : 0.0f;
+      in.c_now[k] = valid ? a.cell[state + static_cast<size_t>(B) * H] : 0.0f;
+      in.c_before[k] = valid ? a.cell[state] : 0.0f;
+      in.dh[k] = valid && dh_in != nullptr ? load_widened(dh_in + state) : 0.0f;
+    }
+  };
+  StepInputs now;
+  load_step(a.seq_len - 1, now);
   for (int t = a.seq_len - 1; t >= 0; --t) {
     const size_t step = static_cast<size_t>(t) * B;
 #pragma unroll
@@ -242,13 +279,11 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_lstm_backward_kernel(P
       const int r = r0 + k * S::kRowStep, row = row0 + r;
       float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       if (row < B) {
-        const size_t state = (step + row) * H + u;
         T* gate_row = gates + (step + row) * G;
-        const float i = load_widened(&gate_row[u]), f = load_widened(&gate_row[H + u]);
-        const float g = load_widened(&gate_row[2 * H + u]), o = load_widened(&gate_row[3 * H + u]);
-        const float c_now = a.cell[state + static_cast<size_t>(B) * H];
-        const float c_before = a.cell[state];
-        const float dh = (dh_in != nullptr ? load_widened(&dh_in[state]) : 0.0f) + recurrent[r * S::kLdRecurrent + u];
+        const float i = now.gate[k][0], f = now.gate[k][1], g = now.gate[k][2], o = now.gate[k][3];
+        const float c_now = now.c_now[k];
+        const float c_before = now.c_before[k];
+        const float dh = now.dh[k] + recurrent[r * S::kLdRecurrent + u];
         const float tanh_c = tanh_approx(c_now);
         // h = o tanh(c): the cell's gradient is the carried dc plus what flows back through h.
         const float dc_total = dc[k] + dh * o * (1.0f - tanh_c * tanh_c);
@@ -264,6 +299,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_lstm_backward_kernel(P
       for (int q = 0; q < 4; ++q) store_rounded(&gate_gradients[r * S::kLdGates + q * H + u], d[q]);
     }
     __syncthreads();
+    load_step(t - 1, now);
     if ((t > 0 || a.dhx != nullptr) && warp < H / 16) {
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kAccumulators];
 #pragma unroll
