@@ -25,7 +25,7 @@ class ModelProbe {
   // weight_copy_type: the 16-bit weight copy a mixed-precision model reads (f32: none).
   ModelProbe(const Model& model, std::unique_ptr<Device> device, int batch, uint64_t data_seed = 42,
              DataType weight_copy_type = DataType::f32)
-      : device_(std::move(device)), params_(*device_, model.layout(), weight_copy_type) {
+      : device_((device->make_current(), std::move(device))), params_(*device_, model.layout(), weight_copy_type) {
     loss_ = device_->allocate(sizeof(float));
     step_ = device_->allocate(sizeof(int32_t));
     const int32_t zero = 0;
@@ -35,7 +35,10 @@ class ModelProbe {
 
   Device& device() { return *device_; }
 
+  // Each call makes the probe's device current first: the thread may have run another device
+  // (a multi-GPU run leaves its last one current), and a GPU's handles work on their own only.
   double loss_at(const std::vector<float>& values) {
+    device_->make_current();
     params_.upload(values);
     replica_->forward(StepContext{loss_.as<float>(), step_.as<int32_t>()});
     float value = 0;
@@ -45,6 +48,7 @@ class ModelProbe {
 
   // Backward after loss_at; checks that the announcements cover the layout once, ascending.
   std::vector<float> gradients() {
+    device_->make_current();
     RecordingAnnouncer announcer;
     replica_->backward(announcer);
     size_t next = 0;
