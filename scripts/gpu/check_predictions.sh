@@ -45,7 +45,10 @@ mkdir -p "$out/curves"
 source scripts/gpu/common.sh "$dpbench" >/dev/null
 for entry in "${entries[@]}"; do parse_entry "$entry" || exit 2; done
 for n in "${counts[@]}"; do
-  [[ $n =~ ^[1-9][0-9]*$ ]] && ((n >= 2)) || { echo "check_predictions.sh: GPUS takes counts of 2 or more, not '$n'" >&2; exit 2; }
+  if ! [[ $n =~ ^[1-9][0-9]*$ ]] || ((n < 2)); then
+    echo "check_predictions.sh: GPUS takes counts of 2 or more, not '$n'" >&2
+    exit 2
+  fi
 done
 status=0
 max_count=$(printf '%s\n' "${counts[@]}" | sort -n | tail -n 1)

@@ -158,11 +158,12 @@ sys.exit(abs(a - b) > 1e-6 * abs(a))' "$out/mpi_trivial_one.json" "$out/mpi_triv
   fi
   if ((${#torchrun_n[@]})); then
     # Rank 1 is killed 20 s into a long run; rank 0 must name it and end the job.
+    # shellcheck disable=SC2016  # $RANK and $@ belong to the inner shell, one per rank
     check torchrun_rank_killed fail "${torchrun_n[@]}" bash -c '[ "$RANK" = 1 ] && exec timeout -s KILL 20 "$@"; exec "$@"' \
       rank "$dpbench" "${long[@]}" --variable_update=distributed_all_reduce
     expect "torchrun: the killed rank named" grep -q "rank 1 .*ended without finishing" "$out/torchrun_rank_killed.log"
   fi
-  det=(--device="$device" --num_batches=${DET_BATCHES:-10} --num_warmup_batches=2 --display_every=1000 --deterministic=true)
+  det=(--device="$device" --num_batches="${DET_BATCHES:-10}" --num_warmup_batches=2 --display_every=1000 --deterministic=true)
   for entry in ${DET_ENTRIES:-resnet50:64 nmt:384}; do
     parse_entry "$entry"
     runs=()
