@@ -19,11 +19,21 @@ resnet50:64 inception3:64 vgg16:64 nmt:384 nmt:384+--encoder_type=dynamic rnnlm:
 Before the entries, `dpbench comm_bench` measures all_reduce and broadcast on each count (the
 CURVES, OUT_DIR/curves/). Last, one table: per entry, strategy and count, the predicted and
 measured speed, the error, the clock loss and the error at equal clocks.
+
+SIMULATED_HOSTS=H also plays H hosts on this machine with the largest count N of GPUS (N/H GPUs
+each): every rank under mpirun in one application context per host, with DPBENCH_HOST_NAME and
+NCCL_HOSTID of its host (NCCL then carries the traffic between them over its network transport,
+NCCL_IB_DISABLE=1: sockets) and that host's slice of CUDA_VISIBLE_DEVICES. It measures the
+all-reduce across the hosts and the collectives of one host (N/H GPUs), runs
+distributed_all_reduce flat and with --hierarchical_all_reduce, and predicts them with SYSTEM's
+values at N/H GPUs per host (OUT_DIR/simulated_hosts_system.json) into OUT_DIR/KEY/predict_hosts.md
+and .csv; the table marks those rows "H hosts". MPIRUN names the launcher (mpirun).
 Environment: NUM_BATCHES (40), NUM_WARMUP (10), GPUS, STRATEGIES, SYSTEM
-(systems/h200_nvlink_4gpu.json), DPBENCH_FLAGS (extra flags for every run), DPBENCH_BUILD_DIR
-(build), DPBENCH_DEVICE (gpu; cpu: the reference backend, for a dry check).
+(systems/h200_nvlink_4gpu.json), SIMULATED_HOSTS, COMM_MAX_BYTES (1G: the curves' largest size; the
+reference backend's processes each hold their buffers in host memory), DPBENCH_FLAGS (extra flags for every run),
+DPBENCH_BUILD_DIR (build), DPBENCH_DEVICE (gpu; cpu: the reference backend, for a dry check).
 e.g. check_predictions.sh /tmp/predict resnet50:64 nmt:384
-     GPUS="2 4" check_predictions.sh /tmp/predict
+     GPUS="2 4" SIMULATED_HOSTS=2 check_predictions.sh /tmp/predict
 EOF
 }
 
@@ -50,15 +60,40 @@ for n in "${counts[@]}"; do
     exit 2
   fi
 done
+max_bytes=${COMM_MAX_BYTES:-1G}
 status=0
 max_count=$(printf '%s\n' "${counts[@]}" | sort -n | tail -n 1)
+hosts=${SIMULATED_HOSTS:-0}
+[[ $hosts =~ ^[0-9]+$ ]] || { echo "check_predictions.sh: SIMULATED_HOSTS takes a host count, not '$hosts'" >&2; exit 2; }
+per_host=0
+if ((hosts > 1)); then
+  if ((max_count % hosts != 0)); then
+    echo "check_predictions.sh: SIMULATED_HOSTS=$hosts does not divide $max_count GPUs" >&2
+    exit 2
+  fi
+  per_host=$((max_count / hosts))
+fi
+
+# simulated_hosts COMMAND...: mpirun running COMMAND as `hosts` hosts of `per_host` ranks.
+simulated_hosts() {
+  local launch=("${MPIRUN:-mpirun}" --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x NCCL_IB_DISABLE=1) h first
+  [ -n "${LD_LIBRARY_PATH:-}" ] && launch+=(-x LD_LIBRARY_PATH)
+  for ((h = 0; h < hosts; h++)); do
+    ((h)) && launch+=(:)
+    first=$((h * per_host))
+    launch+=(-np "$per_host" -x DPBENCH_HOST_NAME="host$h" -x NCCL_HOSTID="host$h")
+    [ "$device" = gpu ] && launch+=(-x CUDA_VISIBLE_DEVICES="$(seq -s, "$first" $((first + per_host - 1)))")
+    launch+=("$@")
+  done
+  "${launch[@]}"
+}
 
 curves=()
 for n in "${counts[@]}"; do
   for op in all_reduce broadcast; do
     file=$out/curves/${op}_g$n.json
     echo "== comm_bench $op, $n GPUs"
-    if "$dpbench" comm_bench --device="$device" --num_gpus="$n" --op="$op" --min_bytes=64K --max_bytes=1G \
+    if "$dpbench" comm_bench --device="$device" --num_gpus="$n" --op="$op" --min_bytes=64K --max_bytes="$max_bytes" \
       --json "$file" >"$out/curves/${op}_g$n.log" 2>&1; then
       curves+=("$file")
     else
@@ -67,6 +102,39 @@ for n in "${counts[@]}"; do
     fi
   done
 done
+
+host_curves=()
+if ((hosts > 1)); then
+  file=$out/curves/all_reduce_${hosts}x$per_host.json
+  echo "== comm_bench all_reduce across $hosts simulated hosts of $per_host GPUs"
+  if simulated_hosts "$dpbench" comm_bench --device="$device" --min_bytes=64K --max_bytes="$max_bytes" --json "$file" \
+    >"${file%.json}.log" 2>&1; then
+    host_curves+=("$file")
+  else
+    echo "comm_bench across simulated hosts failed: $(tail -n 1 "${file%.json}.log")"
+    status=1
+  fi
+  # One host's collectives: those a count of GPUS measured already, the others here.
+  for op in all_reduce broadcast reduce_scatter all_gather; do
+    file=$out/curves/${op}_g$per_host.json
+    if [ ! -e "$file" ] && ((per_host >= 2)); then
+      "$dpbench" comm_bench --device="$device" --num_gpus="$per_host" --op="$op" --min_bytes=64K --max_bytes="$max_bytes" \
+        --json "$file" >"$out/curves/${op}_g$per_host.log" 2>&1 || { echo "comm_bench $op on $per_host GPUs failed"; status=1; }
+    fi
+    [ -e "$file" ] && host_curves+=("$file")
+  done
+  python3 - "$system" "$per_host" "$hosts" "$out/simulated_hosts_system.json" <<'PY'
+import json, sys
+system, per_host, hosts, target = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+doc = json.load(open(system))
+doc["name"] = f"{doc.get('name', system)}, played as {hosts} hosts of {per_host} GPUs"
+doc["description"] = (f"{system} with {per_host} GPUs per host: scripts/gpu/check_predictions.sh split the "
+                      f"machine's GPUs into {hosts} hosts (DPBENCH_HOST_NAME, NCCL_HOSTID); the measured curves "
+                      "give the links' costs.")
+doc["gpus_per_host"] = {"value": per_host, "source": f"simulated: {hosts} hosts of {per_host} GPUs on one machine"}
+json.dump(doc, open(target, "w"), indent=2)
+PY
+fi
 
 for entry in "${entries[@]}"; do
   parse_entry "$entry"
@@ -89,12 +157,31 @@ for entry in "${entries[@]}"; do
       --output "$file" ${curves[@]:+--curves "${curves[@]}"} >"$out/$key/logs/predict_$format.log" 2>&1 ||
       { echo "$key predict failed: $(tail -n 1 "$out/$key/logs/predict_$format.log")"; status=1; }
   done
+  ((hosts > 1)) || continue
+  mkdir -p "$out/$key/hosts"
+  for variant in flat hierarchical; do
+    extra=()
+    [ "$variant" = hierarchical ] && extra=(--hierarchical_all_reduce)
+    name=${key}__distributed_all_reduce-${variant}__${hosts}x$per_host
+    echo "== $key: distributed_all_reduce ($variant) on $hosts simulated hosts of $per_host GPUs"
+    simulated_hosts "$dpbench" --model="$entry_model" "${flags[@]}" --variable_update=distributed_all_reduce \
+      "${extra[@]}" --result_file="$out/$key/hosts/$name.json" >"$out/$key/logs/$name.log" 2>&1 ||
+      { echo "$name failed: $(tail -n 1 "$out/$key/logs/$name.log")"; status=1; }
+  done
+  mapfile -t measured < <(ls "$out/$key/hosts/"*.json 2>/dev/null)
+  for format in markdown csv; do
+    file=$out/$key/predict_hosts.${format/markdown/md}
+    "$dpbench" predict "$base" "${measured[@]}" --system "$out/simulated_hosts_system.json" --max_gpus="$max_count" \
+      --format="$format" --output "$file" ${host_curves[@]:+--curves "${host_curves[@]}"} \
+      >"$out/$key/logs/predict_hosts_$format.log" 2>&1 ||
+      { echo "$key predict (simulated hosts) failed: $(tail -n 1 "$out/$key/logs/predict_hosts_$format.log")"; status=1; }
+  done
 done
 
-python3 - "$out" "${entries[@]}" <<'PY'
+python3 - "$out" "$hosts" <<'PY'
 import csv, os, sys
 
-root, entries = sys.argv[1], sys.argv[2:]
+root, hosts = sys.argv[1], int(sys.argv[2])
 print()
 print("| entry | strategy | GPUs | predicted | measured | error % | clock loss % | error at equal clocks % |")
 print("|---|---|--:|--:|--:|--:|--:|--:|")
@@ -104,14 +191,15 @@ def num(text, spec):
     except (TypeError, ValueError):
         return "-"
 for folder in sorted(os.listdir(root)):
-    path = os.path.join(root, folder, "predict.csv")
+  for table, where in (("predict.csv", ""), ("predict_hosts.csv", f", {hosts} hosts")):
+    path = os.path.join(root, folder, table)
     if not os.path.exists(path):
         continue
     with open(path) as f:
         for row in csv.DictReader(f):
             if not row.get("measured_items_per_sec") or row.get("gpu_number") == "1":
                 continue
-            print(f"| {folder} | {row['strategy']} | {row['gpu_number']} | {num(row['items_per_sec'], '{:,.0f}')} | "
+            print(f"| {folder} | {row['strategy']}{where} | {row['gpu_number']} | {num(row['items_per_sec'], '{:,.0f}')} | "
                   f"{num(row['measured_items_per_sec'], '{:,.0f}')} | {num(row['error_pct'], '{:+.1f}')} | "
                   f"{num(row['clock_loss_pct'], '{:.1f}')} | {num(row['error_at_equal_clocks_pct'], '{:+.1f}')} |")
 PY
