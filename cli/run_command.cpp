@@ -292,7 +292,7 @@ Result run_benchmark(const ParsedRunFlags& flags) {
       set_cudnn_benchmark(*device, config.cudnn_benchmark);
       set_deterministic(*device, config.deterministic);
       set_lstm_algorithm(*device, config.sequence.lstm_algorithm);
-      // 16-bit runs keep their few fp32 GEMMs (the classifier) on TF32 tensor cores too.
+      // 16-bit runs put any GEMM they keep in fp32 on TF32 tensor cores too.
       set_tf32(*device, config.precision != "fp32");
     }
   std::vector<DeviceDescription> descriptions;

@@ -88,7 +88,8 @@ TensorId Network::add(TensorId main_path, TensorId shortcut, const std::string& 
 }
 
 TensorId Network::fully_connected(TensorId x, const std::string& name, int outputs) {
-  return add_node(std::make_unique<FullyConnectedLayer>(layout_, name, shape(x), outputs), {x});
+  // The network input holds the run's activation type: under mixed precision, the GEMMs' type.
+  return add_node(std::make_unique<FullyConnectedLayer>(layout_, name, shape(x), outputs, shape(input()).type), {x});
 }
 
 TensorId Network::find(const std::string& name) const {

@@ -51,6 +51,7 @@ class Network {
   // Puts the result over `main_path` where it can, so pass the single-use operand there.
   // With `relu` the sum goes through a ReLU in the same pass.
   TensorId add(TensorId main_path, TensorId shortcut, const std::string& name, bool relu = false);
+  // Its GEMMs run in the run's activation type (the input's): 16-bit under mixed precision.
   TensorId fully_connected(TensorId x, const std::string& name, int outputs);
   // Any layer; it must already have declared its parameters (in forward order).
   TensorId add_node(std::unique_ptr<Layer> layer, const std::vector<TensorId>& inputs);

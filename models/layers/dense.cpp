@@ -13,24 +13,24 @@ DenseLayer::DenseLayer(ParameterLayout& layout, const std::string& name, int inp
   bias_id_ = layout.declare(name + "/bias", {outputs});
 }
 
-void DenseLayer::forward(Backend& ops, const ParameterSet& params, const float* x, float* y,
-                         int batch) const {
+void DenseLayer::forward(Backend& ops, const ParameterSet& params, DataType type, const void* x,
+                         float* y, int batch) const {
   // y (B, out) = x (B, in) · W (in, out)
-  ops.gemm(Transpose::no, Transpose::no, batch, outputs_, inputs_, 1.0f, x, inputs_,
-           params.parameter(weights_id_), outputs_, 0.0f, y, outputs_);
+  ops.gemm(Transpose::no, Transpose::no, batch, outputs_, inputs_, 1.0f, type, x, inputs_,
+           params.parameter_as(weights_id_, type), outputs_, 0.0f, DataType::f32, y, outputs_);
   ops.add_bias(y, params.parameter(bias_id_), batch, outputs_);
 }
 
-void DenseLayer::backward(Backend& ops, const ParameterSet& params, const float* x, const float* dy,
-                          float* dx, int batch) const {
+void DenseLayer::backward(Backend& ops, const ParameterSet& params, DataType type, const void* x,
+                          const void* dy, DataType dx_type, void* dx, int batch) const {
   // dW (in, out) = x^T (in, B) · dy (B, out)
-  ops.gemm(Transpose::yes, Transpose::no, inputs_, outputs_, batch, 1.0f, x, inputs_, dy, outputs_,
-           0.0f, params.gradient(weights_id_), outputs_);
-  ops.bias_gradient(dy, params.gradient(bias_id_), batch, outputs_);
+  ops.gemm(Transpose::yes, Transpose::no, inputs_, outputs_, batch, 1.0f, type, x, inputs_, dy,
+           outputs_, 0.0f, DataType::f32, params.gradient(weights_id_), outputs_);
+  ops.bias_gradient(type, dy, params.gradient(bias_id_), batch, outputs_);
   if (dx != nullptr) {
     // dx (B, in) = dy (B, out) · W^T (out, in)
-    ops.gemm(Transpose::no, Transpose::yes, batch, inputs_, outputs_, 1.0f, dy, outputs_,
-             params.parameter(weights_id_), outputs_, 0.0f, dx, inputs_);
+    ops.gemm(Transpose::no, Transpose::yes, batch, inputs_, outputs_, 1.0f, type, dy, outputs_,
+             params.parameter_as(weights_id_, type), outputs_, 0.0f, dx_type, dx, inputs_);
   }
 }
 

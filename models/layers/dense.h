@@ -21,11 +21,21 @@ class DenseLayer {
     return layout.range_of(weights_id_, bias_id_);
   }
 
-  // x (batch, inputs) -> y (batch, outputs)
-  void forward(Backend& ops, const ParameterSet& params, const float* x, float* y, int batch) const;
-  // Writes dW and db into the gradient buffer; dx (batch, inputs) only when dx != nullptr.
+  // x (batch, inputs) -> y (batch, outputs), fp32. x of a 16-bit `type` meets the weights' 16-bit
+  // copy (ParameterSet::parameter_as) on tensor cores, accumulating in fp32.
+  void forward(Backend& ops, const ParameterSet& params, DataType type, const void* x, float* y,
+               int batch) const;
+  void forward(Backend& ops, const ParameterSet& params, const float* x, float* y, int batch) const {
+    forward(ops, params, DataType::f32, x, y, batch);
+  }
+  // From x and dy (batch, outputs), both of `type`: dW and db into the fp32 gradient buffer, and
+  // dx (batch, inputs) of dx_type (fp32 or `type`) only when dx != nullptr.
+  void backward(Backend& ops, const ParameterSet& params, DataType type, const void* x, const void* dy,
+                DataType dx_type, void* dx, int batch) const;
   void backward(Backend& ops, const ParameterSet& params, const float* x, const float* dy, float* dx,
-                int batch) const;
+                int batch) const {
+    backward(ops, params, DataType::f32, x, dy, DataType::f32, dx, batch);
+  }
 
  private:
   int inputs_, outputs_;

@@ -1,6 +1,8 @@
-// Fully connected layer: the dense layer's GEMMs on the flattened input.
+// Fully connected layer: the dense layer's GEMMs on the flattened input, in the run's 16-bit type
+// under mixed precision.
 #include "models/layers/fully_connected.h"
 
+#include "engine/errors.h"
 #include "models/model_flops.h"
 
 namespace dpbench {
@@ -11,18 +13,22 @@ StepFlops FullyConnectedLayer::flops(bool input_gradient) const {
 
 namespace {
 
-// The fp32 copy of a 16-bit input, kept from forward for the weight gradient.
-struct WidenedInputState : LayerState {
+// The input narrowed to the math type, kept from forward for the weight gradient.
+struct NarrowedInputState : LayerState {
   Buffer input;
 };
 
 }  // namespace
 
 FullyConnectedLayer::FullyConnectedLayer(ParameterLayout& layout, const std::string& name,
-                                         const Tensor4& input, int outputs)
+                                         const Tensor4& input, int outputs, DataType math_type)
     : Layer(name, Tensor4{input.n, outputs, 1, 1, input.format, DataType::f32}),
       input_(input),
+      math_type_(math_type),
       dense_(layout, name, input.c * input.h * input.w, outputs) {
+  if (input.type != DataType::f32 && input.type != math_type)
+    throw RuntimeError(name + ": a " + data_type_name(input.type) + " input cannot feed " +
+                       data_type_name(math_type) + " GEMMs");
   claim_parameters(dense_.weights_id(), dense_.bias_id());
 }
 
@@ -45,38 +51,37 @@ void FullyConnectedLayer::initialize(const ParameterLayout& layout, uint64_t see
 
 std::unique_ptr<LayerState> FullyConnectedLayer::create_state(Device& device,
                                                               const ReplicaShard&) const {
-  if (input_.type == DataType::f32) return nullptr;
-  auto state = std::make_unique<WidenedInputState>();
-  state->input = device.allocate(sizeof(float) * input_.count());
+  if (input_.type == math_type_) return nullptr;
+  auto state = std::make_unique<NarrowedInputState>();
+  state->input = device.allocate(data_type_bytes(math_type_) * input_.count());
   return state;
 }
 
 size_t FullyConnectedLayer::workspace_bytes(Backend&) const {
-  // The fp32 input gradient, before it is narrowed into the 16-bit dx.
-  return input_.type == DataType::f32 ? 0 : sizeof(float) * input_.count();
+  // The output gradient narrowed to the math type.
+  return math_type_ == DataType::f32 ? 0 : data_type_bytes(math_type_) * input_.n * dense_.outputs();
 }
 
 void FullyConnectedLayer::forward(const LayerPass& pass, const int32_t*) const {
-  const float* x = static_cast<const float*>(pass.x[0]);
-  if (input_.type != DataType::f32) {
-    float* widened = static_cast<WidenedInputState&>(*pass.state).input.as<float>();
-    pass.ops->convert(input_.type, pass.x[0], DataType::f32, widened, input_.count());
-    x = widened;
+  const void* x = pass.x[0];
+  if (input_.type != math_type_) {
+    void* narrowed = static_cast<NarrowedInputState&>(*pass.state).input.data();
+    pass.ops->convert(input_.type, x, math_type_, narrowed, input_.count());
+    x = narrowed;
   }
-  dense_.forward(*pass.ops, *pass.params, x, static_cast<float*>(pass.y), input_.n);
+  dense_.forward(*pass.ops, *pass.params, math_type_, x, static_cast<float*>(pass.y), input_.n);
 }
 
 void FullyConnectedLayer::backward(const LayerPass& pass, const int32_t*) const {
-  const float* dy = static_cast<const float*>(pass.dy);
-  if (input_.type == DataType::f32) {
-    dense_.backward(*pass.ops, *pass.params, static_cast<const float*>(pass.x[0]), dy,
-                    static_cast<float*>(pass.dx[0]), input_.n);
-    return;
+  const void* x = input_.type == math_type_ ? pass.x[0]
+                                            : static_cast<NarrowedInputState&>(*pass.state).input.data();
+  const void* dy = pass.dy;
+  if (math_type_ != DataType::f32) {
+    pass.ops->convert(DataType::f32, pass.dy, math_type_, pass.workspace,
+                      static_cast<size_t>(input_.n) * dense_.outputs());
+    dy = pass.workspace;
   }
-  const float* widened = static_cast<WidenedInputState&>(*pass.state).input.as<float>();
-  float* dx = pass.dx[0] != nullptr ? static_cast<float*>(pass.workspace) : nullptr;
-  dense_.backward(*pass.ops, *pass.params, widened, dy, dx, input_.n);
-  if (dx != nullptr) pass.ops->convert(DataType::f32, dx, input_.type, pass.dx[0], input_.count());
+  dense_.backward(*pass.ops, *pass.params, math_type_, x, dy, input_.type, pass.dx[0], input_.n);
 }
 
 }  // namespace dpbench

@@ -4,11 +4,14 @@
 // initialised by logical (c, h, w) index and stored at their memory position: both formats
 // start from the same network.
 //
-// The layer computes in fp32 whatever its input's type: under mixed precision it widens a 16-bit
-// input once, runs fp32 GEMMs (TF32 tensor cores) and narrows the input gradient. Its output, the
-// classifier that follows and the logits stay fp32. In these models the fully connected layers
-// are a sliver of the FLOPs (VGG-16's 123M weights: about 0.3% of a step), so 16-bit GEMMs would
-// buy nothing measurable while fp32 logits keep the loss exact.
+// Under mixed precision (math_type bf16 or fp16) the GEMMs run on 16-bit operands with fp32
+// accumulation, as PyTorch's autocast runs nn.Linear: the input as it comes (a 16-bit pooled
+// feature map) or narrowed once (the fp32 output of a classifier layer before), the weights'
+// 16-bit copy, and the output gradient narrowed once; the weight and bias gradients are written in
+// fp32. The output, and so the logits, stay fp32 to keep the loss exact. VGG-16's classifier holds
+// 123M of its 138M weights: on TF32 its GEMMs took 0.77 ms of a 13 ms bf16 step against the
+// compiled twin's 0.48 ms in bf16 (docs/BENCHMARKS.md), the GEMMs at batch 64 being bound by
+// reading the weights, which 16 bits halve.
 #pragma once
 
 #include "models/layers/dense.h"
@@ -19,8 +22,9 @@ namespace dpbench {
 class FullyConnectedLayer : public Layer {
  public:
   // Declares "<name>/weights" (c*h*w, outputs) then "<name>/bias" (outputs).
+  // math_type: f32, or the run's 16-bit type (then the input is fp32 or of that type).
   FullyConnectedLayer(ParameterLayout& layout, const std::string& name, const Tensor4& input,
-                      int outputs);
+                      int outputs, DataType math_type = DataType::f32);
 
   void initialize(const ParameterLayout& layout, uint64_t seed,
                   std::vector<float>& host_params) const override;
@@ -32,6 +36,7 @@ class FullyConnectedLayer : public Layer {
 
  private:
   Tensor4 input_;
+  DataType math_type_;
   DenseLayer dense_;
 };
 

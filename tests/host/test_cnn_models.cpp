@@ -348,6 +348,86 @@ TEST_CASE("a convolution's ReLU rides in the next max pool's backward, gradients
   }
 }
 
+namespace {
+
+// conv (ReLU) -> 2x2 max pool -> fc1 -> ReLU -> fc2: fc1 reads a 16-bit feature map under mixed
+// precision, fc2 the fp32 output of fc1.
+dpbench::TensorId build_two_dense_layers(dpbench::Network& net, dpbench::TensorId images) {
+  using namespace dpbench;
+  Conv2dOptions o;
+  o.out_channels = 5;
+  o.kernel_h = o.kernel_w = 3;
+  o.padding = Padding::same;
+  o.relu = true;
+  TensorId x = net.pool(net.conv(images, "conv", o), "max_pool", PoolOptions{PoolMode::max, 2, 2, Padding::valid, 0});
+  x = net.relu(net.fully_connected(x, "fc1", 6), "fc1_relu");
+  return net.fully_connected(x, "fc2", 4);
+}
+
+struct DenseRun {
+  float loss = 0;
+  float loss_with_zeroed_masters = 0;  // fc weights' fp32 masters zeroed, the weight copy left as is
+  std::vector<float> gradients;
+};
+
+DenseRun run_two_dense_layers(const std::string& precision) {
+  dpbench::RunConfig config;
+  config.batch_size = 3;
+  config.data_format = "NHWC";
+  config.precision = precision;
+  const dpbench::CnnModel model("tiny", config, dpbench::ImageSpec{3, 8, 8, 4}, build_two_dense_layers);
+  std::unique_ptr<dpbench::Device> device = dpbench::create_reference_device(0);
+  dpbench::ParameterSet params(*device, model.layout(), config.activation_type());
+  params.upload(model.initial_parameters(11));
+  dpbench::Buffer loss = device->allocate(sizeof(float));
+  dpbench::Buffer step = device->allocate(sizeof(int32_t));
+  const int32_t step_number = 1;
+  device->copy_from_host(step.data(), &step_number, sizeof(step_number));
+  const auto replica = model.create_replica(*device, params, dpbench::ReplicaShard{0, 1, 3, 42});
+  const dpbench::StepContext context{loss.as<float>(), step.as<int32_t>()};
+  DenseRun run;
+  replica->forward(context);
+  device->copy_to_host(&run.loss, loss.data(), sizeof(float));
+  RecordingAnnouncer announcer;
+  replica->backward(announcer);
+  run.gradients.resize(params.count());
+  device->copy_to_host(run.gradients.data(), params.gradients(), sizeof(float) * params.count());
+  for (const dpbench::TensorView& tensor : model.layout().tensors()) {
+    if (tensor.name != "fc1/weights" && tensor.name != "fc2/weights") continue;
+    const std::vector<float> zeros(tensor.count, 0.0f);
+    device->copy_from_host(params.parameters() + tensor.offset, zeros.data(), sizeof(float) * tensor.count);
+  }
+  replica->forward(context);
+  device->copy_to_host(&run.loss_with_zeroed_masters, loss.data(), sizeof(float));
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("under mixed precision the dense layers' GEMMs read the 16-bit weight copy", "[cnn_models][precision]") {
+  const DenseRun fp32 = run_two_dense_layers("fp32");
+  // fp32 GEMMs read the masters: zeroed weights leave the bias alone, uniform logits, log(4).
+  CHECK(fp32.loss_with_zeroed_masters == Approx(std::log(4.0)).epsilon(1e-6));
+  for (const char* precision : {"bf16", "fp16"}) {
+    INFO(precision);
+    const DenseRun half = run_two_dense_layers(precision);
+    // The 16-bit GEMMs read the copy the optimizer (here the upload) wrote, not the masters.
+    CHECK(half.loss_with_zeroed_masters == half.loss);
+    CHECK(half.loss == Approx(fp32.loss).epsilon(0.02));
+    // Every gradient (the convolution's through fc1's 16-bit input gradient) within 16-bit
+    // rounding of fp32's, measured on the whole vector.
+    double difference = 0, norm = 0;
+    for (size_t i = 0; i < fp32.gradients.size(); ++i) {
+      difference += std::pow(half.gradients[i] - fp32.gradients[i], 2);
+      norm += std::pow(fp32.gradients[i], 2);
+    }
+    INFO("relative gradient difference " << std::sqrt(difference / norm));
+    CHECK(norm > 0);
+    CHECK(std::sqrt(difference / norm) < 0.03);
+    CHECK(half.gradients != fp32.gradients);
+  }
+}
+
 TEST_CASE("a wrong data format or batch is refused", "[cnn_models]") {
   dpbench::RunConfig config;
   config.batch_size = 2;
