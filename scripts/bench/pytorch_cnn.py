@@ -65,9 +65,10 @@ def synthetic_batch(name, batch_size, classes, device, data_format, image_size=N
     return images, labels
 
 
-def make_step(model, optimizer, images, labels, precision, compiled=False):
+def make_step(model, optimizer, images, labels, precision, compiled=False, compile_mode=None):
     """One training step (forward, loss, backward, update) as a function returning the loss. fp16 and
-    bf16 run under autocast; fp16 scales the loss (GradScaler). `model` may be wrapped (DDP)."""
+    bf16 run under autocast; fp16 scales the loss (GradScaler). `model` may be wrapped (DDP).
+    compile_mode is torch.compile's mode (None: its default)."""
     loss_fn = nn.CrossEntropyLoss()
     autocast_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
     scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
@@ -78,7 +79,7 @@ def make_step(model, optimizer, images, labels, precision, compiled=False):
         scaler.scale(loss).backward()
         return loss
 
-    step_fn = torch.compile(forward_backward) if compiled else forward_backward
+    step_fn = torch.compile(forward_backward, mode=compile_mode) if compiled else forward_backward
 
     def step():
         optimizer.zero_grad(set_to_none=True)
@@ -90,7 +91,7 @@ def make_step(model, optimizer, images, labels, precision, compiled=False):
     return step
 
 
-def make_inference_step(model, images, labels, precision, compiled=False):
+def make_inference_step(model, images, labels, precision, compiled=False, compile_mode=None):
     """One inference step (forward and loss, as dpbench's --forward_only computes) returning the loss:
     eval mode, torch.inference_mode(), autocast for fp16 and bf16."""
     model.eval()
@@ -101,7 +102,7 @@ def make_inference_step(model, images, labels, precision, compiled=False):
         with torch.autocast("cuda", dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
             return loss_fn(model(images), labels)
 
-    forward_fn = torch.compile(forward) if compiled else forward
+    forward_fn = torch.compile(forward, mode=compile_mode) if compiled else forward
 
     def step():
         with torch.inference_mode():
@@ -117,6 +118,9 @@ def main():
     parser.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "fp16", "bf16"])
     parser.add_argument("--data_format", default="NCHW", choices=["NCHW", "NHWC"])
     parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+    parser.add_argument("--compile_mode", default=None,
+                        choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
+                        help="torch.compile's mode (implies --compile); reduce-overhead replays CUDA graphs")
     parser.add_argument("--forward_only", action="store_true",
                         help="inference: eval mode, forward and loss under torch.inference_mode()")
     parser.add_argument("--num_batches", type=int, default=100)
@@ -126,6 +130,7 @@ def main():
                         help="run one extra step bracketed by cudaProfilerStart/Stop (for ncu "
                              "--profile-from-start off) after the measurement; 0: none")
     args = parser.parse_args()
+    args.compile = args.compile or args.compile_mode is not None
 
     set_precision(args.precision)
     device = torch.device("cuda")
@@ -135,9 +140,11 @@ def main():
     optimizer = make_optimizer(model, args.learning_rate)
     images, labels = synthetic_batch(args.model, args.batch_size, classes, device, args.data_format)
     if args.forward_only:
-        step = make_inference_step(model, images, labels, args.precision, compiled=args.compile)
+        step = make_inference_step(model, images, labels, args.precision, compiled=args.compile,
+                                    compile_mode=args.compile_mode)
     else:
-        step = make_step(model, optimizer, images, labels, args.precision, compiled=args.compile)
+        step = make_step(model, optimizer, images, labels, args.precision, compiled=args.compile,
+                         compile_mode=args.compile_mode)
 
     for _ in range(args.num_warmup_batches):
         step()
@@ -155,6 +162,7 @@ def main():
     print(json.dumps({"framework": "pytorch", "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
                       "model": args.model, "batch_size": args.batch_size, "precision": args.precision,
                       "data_format": args.data_format, "compiled": args.compile,
+                      "compile_mode": args.compile_mode or ("default" if args.compile else None),
                       "forward_only": args.forward_only, "num_parameters": parameters,
                       "images_per_sec": args.batch_size * args.num_batches / elapsed, "total_time_s": elapsed,
                       "final_loss": float(loss.detach())}))

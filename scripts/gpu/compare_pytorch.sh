@@ -17,7 +17,9 @@ WORKLOAD:
   cnn      ENTRY = MODEL[:BATCH][+--flag=value...] (default resnet50:64), per precision of
            PRECISIONS (default: the entry's --precision, else fp32) and layout of FORMATS (NCHW):
            dpbench on one GPU, then scripts/bench/pytorch_cnn.py per twin of TWINS ("eager
-           compiled"; compiled runs --compile). NUM_BATCHES 100, NUM_WARMUP 20. MODEL:BATCH+--forward_only
+           compiled compiled_graphs"; compiled runs --compile, compiled_graphs torch.compile's
+           reduce-overhead mode, which replays CUDA graphs as dpbench does: PyTorch's best where
+           a step launches many small kernels). NUM_BATCHES 100, NUM_WARMUP 20. MODEL:BATCH+--forward_only
            compares inference (the twins in eval mode under torch.inference_mode()).
   rnn      ENTRY as cnn (default 'nmt:384 nmt:384+--encoder_type=dynamic rnnlm:512'; nmt runs
            cudnn_lstm, bi), per precision of PRECISIONS (default: the entry's --precision, else
@@ -57,7 +59,7 @@ dpbench=$build/dpbench
 device=${DPBENCH_DEVICE:-gpu}
 read -r -a dpbench_flags <<<"${DPBENCH_FLAGS:-}"
 case $workload in
-  cnn) default_entries=(resnet50:64) twins=${TWINS-eager compiled} batches=100 warmup=20
+  cnn) default_entries=(resnet50:64) twins=${TWINS-eager compiled compiled_graphs} batches=100 warmup=20
     twin_scripts=(scripts/bench/pytorch_cnn.py) ;;
   rnn) default_entries=(nmt:384 nmt:384+--encoder_type=dynamic rnnlm:512) twins=${TWINS-eager} batches=40 warmup=10
     twin_scripts=(scripts/bench/pytorch_rnn.py) ;;
@@ -97,6 +99,12 @@ twin() {  # file name, twin, GPU count, then the run's flags
   case $which in
     eager) run "$name" python3 -W ignore "${twin_scripts[0]}" "${accepted[@]}" "${steps[@]}" ;;
     compiled) run "$name" python3 -W ignore "${twin_scripts[0]}" "${accepted[@]}" "${steps[@]}" --compile ;;
+    compiled_graphs)
+      if [ "$workload" = cnn ]; then
+        run "$name" python3 -W ignore "${twin_scripts[0]}" "${accepted[@]}" "${steps[@]}" --compile_mode=reduce-overhead
+      else
+        echo "compare_pytorch.sh: the compiled_graphs twin is for cnn only" >&2; status=1
+      fi ;;
     torch) run "$name" python3 -W ignore "${twin_scripts[0]}" --num_gpus="$n" "${accepted[@]}" "${steps[@]}" ;;
     ddp) run "$name" env PYTHONWARNINGS=ignore python3 -m torch.distributed.run --standalone --nproc_per_node="$n" \
       "${twin_scripts[0]}" "${accepted[@]}" "${steps[@]}" ;;
