@@ -44,13 +44,16 @@ class FusedLstmReplica final : public LstmStackReplica {
   }
   const void* output() const override { return output_.data(); }
 
-  void backward(const ParameterSet& params, const void* x, const void* hx, const void* cx, void* dy,
-                const void* dhy, const void* dcy, void* dx, void* dhx, void* dcx) override {
+  void backward_data(const ParameterSet& params, const void*, const void* hx, const void* cx, void* dy,
+                     const void* dhy, const void* dcy, void* dx, void* dhx, void* dcx) override {
+    device_.ops().lstm_backward_data(g_, output_.data(), dy, dhy, dcy,
+                                     params.parameter_as(stack_.parameter_id(), g_.type), hx, cx, dx, dhx,
+                                     dcx, reserve_.data(), workspace_.data());
+  }
+
+  void backward_weights(const ParameterSet& params, const void* x, const void* hx) override {
     Backend& ops = device_.ops();
-    const void* weights = params.parameter_as(stack_.parameter_id(), g_.type);
     float* dweights = params.gradient(stack_.parameter_id());
-    ops.lstm_backward_data(g_, output_.data(), dy, dhy, dcy, weights, hx, cx, dx, dhx, dcx,
-                           reserve_.data(), workspace_.data());
     // The weight pass adds to what is there (cuDNN's only mode), so the gradient starts at zero.
     ops.fill(dweights, g_.weight_count(), 0.0f);
     ops.lstm_backward_weights(g_, x, hx, output_.data(), dweights, reserve_.data(), workspace_.data());
@@ -122,23 +125,22 @@ class UnrolledLstmReplica final : public LstmStackReplica {
     return at(layers_.back().hidden.data(), static_cast<size_t>(g_.batch) * g_.hidden_size);
   }
 
-  void backward(const ParameterSet& params, const void* x, const void* hx, const void* cx, void* dy,
-                const void* dhy, const void* dcy, void* dx, void* dhx, void* dcx) override {
+  // Each layer's gate gradients stay in its `gates` buffer for the weight pass.
+  void backward_data(const ParameterSet& params, const void*, const void*, const void*, void* dy,
+                     const void* dhy, const void* dcy, void* dx, void* dhx, void* dcx) override {
+    // The forward kept the initial states in hidden[0] and cell[0], so x, hx and cx go unread.
     Backend& ops = device_.ops();
     const DataType type = g_.type;
     const int T = g_.seq_len, B = g_.batch, H = g_.hidden_size, G = 4 * H;
     const size_t step_states = static_cast<size_t>(B) * H;
     const void* weights = params.parameter_as(stack_.parameter_id(), type);
-    float* dweights = params.gradient(stack_.parameter_id());
     void* dc = cell_gradient_.data();  // (B, H), carried from step t to t - 1
     for (int l = g_.num_layers - 1; l >= 0; --l) {
       Layer& layer = layers_[l];
       const int in = g_.layer_input_size(l);
-      const void* input = l == 0 ? x : at(layers_[l - 1].hidden.data(), step_states);
       const void* W = at(weights, g_.input_weights_offset(l, 0));
       const void* R = at(weights, g_.recurrent_weights_offset(l, 0));
       void* gates = layer.gates.data();  // activations in, gate gradients out
-      const void* hidden = layer.hidden.data();
       const void* cell = layer.cell.data();
       // dh (T, B, H): what the layer above (or the caller) sends; the recurrence adds to it.
       void* dh = layer.hidden_gradient.data();
@@ -167,22 +169,32 @@ class UnrolledLstmReplica final : public LstmStackReplica {
       if (dhx != nullptr)
         ops.gemm(Transpose::no, Transpose::no, B, H, G, 1.0f, type, gates, G, R, H, 0.0f, type, slot(dhx, l), H);
       if (dcx != nullptr) ops.copy(slot(dcx, l), dc, bytes(step_states));
-      // Weight gradients over all steps at once, into the fp32 gradient: dW = dgates^T x,
-      // dR = dgates^T h_{t-1}.
-      ops.gemm(Transpose::yes, Transpose::no, G, in, T * B, 1.0f, type, gates, G, input, in, 0.0f,
-               DataType::f32, dweights + g_.input_weights_offset(l, 0), in);
-      ops.gemm(Transpose::yes, Transpose::no, G, H, T * B, 1.0f, type, gates, G, hidden, H, 0.0f,
-               DataType::f32, dweights + g_.recurrent_weights_offset(l, 0), H);
-      float* dbias_input = dweights + g_.input_bias_offset(l, 0);
-      ops.bias_gradient(type, gates, dbias_input, T * B, G);
-      ops.copy(dweights + g_.recurrent_bias_offset(l, 0), dbias_input, sizeof(float) * G);
       void* dinput = l > 0 ? layers_[l - 1].hidden_gradient.data() : dx;
       if (dinput != nullptr)
         ops.gemm(Transpose::no, Transpose::no, T * B, in, G, 1.0f, type, gates, G, W, in, 0.0f, type,
                  dinput, in);
     }
-    (void)hx;
-    (void)cx;  // the forward kept the initial states in hidden[0] and cell[0]
+  }
+
+  void backward_weights(const ParameterSet& params, const void* x, const void*) override {
+    Backend& ops = device_.ops();
+    const DataType type = g_.type;
+    const int T = g_.seq_len, B = g_.batch, H = g_.hidden_size, G = 4 * H;
+    const size_t step_states = static_cast<size_t>(B) * H;
+    float* dweights = params.gradient(stack_.parameter_id());
+    for (int l = g_.num_layers - 1; l >= 0; --l) {
+      const int in = g_.layer_input_size(l);
+      const void* input = l == 0 ? x : at(layers_[l - 1].hidden.data(), step_states);
+      const void* gates = layers_[l].gates.data();
+      // Over all steps at once, into the fp32 gradient: dW = dgates^T x, dR = dgates^T h_{t-1}.
+      ops.gemm(Transpose::yes, Transpose::no, G, in, T * B, 1.0f, type, gates, G, input, in, 0.0f,
+               DataType::f32, dweights + g_.input_weights_offset(l, 0), in);
+      ops.gemm(Transpose::yes, Transpose::no, G, H, T * B, 1.0f, type, gates, G, layers_[l].hidden.data(), H, 0.0f,
+               DataType::f32, dweights + g_.recurrent_weights_offset(l, 0), H);
+      float* dbias_input = dweights + g_.input_bias_offset(l, 0);
+      ops.bias_gradient(type, gates, dbias_input, T * B, G);
+      ops.copy(dweights + g_.recurrent_bias_offset(l, 0), dbias_input, sizeof(float) * G);
+    }
   }
 
  private:

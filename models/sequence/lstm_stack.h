@@ -66,9 +66,18 @@ class LstmStackReplica {
   // From dy (T, B, H * directions; overwritten; nullptr: the outputs feed nothing) and dhy, dcy
   // (slots; nullptr: zero): dx (T, B, in; nullptr: not wanted), dhx, dcx (slots; nullptr: not
   // wanted), and the stack's weight gradient (overwritten). x, hx, cx are the forward's.
-  virtual void backward(const ParameterSet& params, const void* x, const void* hx, const void* cx,
-                        void* dy, const void* dhy, const void* dcy, void* dx, void* dhx,
-                        void* dcx) = 0;
+  void backward(const ParameterSet& params, const void* x, const void* hx, const void* cx, void* dy,
+                const void* dhy, const void* dcy, void* dx, void* dhx, void* dcx) {
+    backward_data(params, x, hx, cx, dy, dhy, dcy, dx, dhx, dcx);
+    backward_weights(params, x, hx);
+  }
+  // backward in its two halves, for a caller that uses dx before the weight pass runs (nmt starts
+  // the exchange of its source embedding's gradient while the encoder's weight pass computes):
+  // first the input and state gradients, then the weight gradient from what the first half kept.
+  virtual void backward_data(const ParameterSet& params, const void* x, const void* hx, const void* cx,
+                             void* dy, const void* dhy, const void* dcy, void* dx, void* dhx,
+                             void* dcx) = 0;
+  virtual void backward_weights(const ParameterSet& params, const void* x, const void* hx) = 0;
 };
 
 std::unique_ptr<LstmStackReplica> create_lstm_stack_replica(const LstmStack& stack, Device& device,

@@ -56,9 +56,7 @@ RnnGeometry lstm_geometry(int seq_len, int batch, int input, int units, int laye
 
 class NmtModel final : public Model {
  public:
-  explicit NmtModel(const NmtShape& s)
-      : shape_(s),
-        source_embedding_(layout_, "encoder/embedding", s.src_vocab, s.embedding) {
+  explicit NmtModel(const NmtShape& s) : shape_(s) {
     const int B = s.batch;
     if (s.implementation == LstmImplementation::fused || !s.bidirectional) {
       // cuDNN's bidirectional layers: layer 2 reads the concatenation of both directions.
@@ -73,6 +71,10 @@ class NmtModel final : public Model {
       encoders_.push_back(std::make_unique<LstmStack>(layout_, "encoder/forward_lstm", half, s.implementation));
       encoders_.push_back(std::make_unique<LstmStack>(layout_, "encoder/backward_lstm", half, s.implementation));
     }
+    // The source embedding is declared after the stacks although it runs before them: backward
+    // finishes its gradient from the stacks' input gradients, before their weight pass (see
+    // NmtReplica::backward), so in readiness order it comes before them.
+    source_embedding_ = std::make_unique<EmbeddingTable>(layout_, "encoder/embedding", s.src_vocab, s.embedding);
     target_embedding_ = std::make_unique<EmbeddingTable>(layout_, "decoder/embedding", s.tgt_vocab, s.embedding);
     // The projection is declared before the decoder although it runs after it: its gradient is
     // final only once the decoder's backward pass is done (it overlaps it; see
@@ -103,7 +105,7 @@ class NmtModel final : public Model {
 
   std::vector<float> initial_parameters(uint64_t seed) const override {
     std::vector<float> values(layout_.total_count());
-    source_embedding_.initialize(layout_, seed, values);
+    source_embedding_->initialize(layout_, seed, values);
     for (const auto& encoder : encoders_) encoder->initialize(layout_, seed, values);
     target_embedding_->initialize(layout_, seed, values);
     projection_->initialize(layout_, seed, values);
@@ -116,7 +118,7 @@ class NmtModel final : public Model {
 
   const NmtShape& shape() const { return shape_; }
   bool two_encoder_stacks() const { return encoders_.size() == 2; }
-  const EmbeddingTable& source_embedding() const { return source_embedding_; }
+  const EmbeddingTable& source_embedding() const { return *source_embedding_; }
   const std::vector<std::unique_ptr<LstmStack>>& encoders() const { return encoders_; }
   const EmbeddingTable& target_embedding() const { return *target_embedding_; }
   const LstmStack& decoder() const { return *decoder_; }
@@ -125,10 +127,10 @@ class NmtModel final : public Model {
  private:
   NmtShape shape_;
   ParameterLayout layout_;
-  // Declared in reverse readiness order: the layout puts the decoder first, the source embedding
+  // Declared in reverse readiness order: the layout puts the decoder first, the encoder's stacks
   // last.
-  EmbeddingTable source_embedding_;
   std::vector<std::unique_ptr<LstmStack>> encoders_;
+  std::unique_ptr<EmbeddingTable> source_embedding_;
   std::unique_ptr<EmbeddingTable> target_embedding_;
   std::unique_ptr<VocabularyProjection> projection_;
   std::unique_ptr<LstmStack> decoder_;
@@ -235,25 +237,37 @@ class NmtReplica final : public ModelReplica {
                                          target_embedded_gradient_.data(), true);
       announcer.announce(model_.target_embedding().gradient_range(layout));
     }
-    // The encoder outputs feed nothing: only the final states' gradients flow back. The stacks
-    // go in layout order (the backward-in-time stack was declared last, so it comes first).
-    TracedSpan span(device_, StreamKind::compute, "encoder", "backward");
+    // The encoder outputs feed nothing: only the final states' gradients flow back. The stacks'
+    // input gradients come first, then the source embedding's gradient from them, announced before
+    // the stacks' weight pass: its exchange (the table is as large as the projection) runs beside
+    // that pass instead of after the step's last kernel. The stacks go in layout order (the
+    // backward-in-time stack was declared last, so it comes first).
+    {
+      TracedSpan span(device_, StreamKind::compute, "encoder", "backward");
+      if (encoders_.size() == 2)
+        encoders_[1]->backward_data(params_, reversed_source_embedded_.data(), nullptr, nullptr, nullptr,
+                                    encoder_h_gradient_.data(), encoder_c_gradient_.data(),
+                                    reversed_source_embedded_gradient_.data(), nullptr, nullptr);
+      encoders_[0]->backward_data(params_, source_embedded_.data(), nullptr, nullptr, nullptr,
+                                  encoder_h_gradient_.data(), encoder_c_gradient_.data(),
+                                  source_embedded_gradient_.data(), nullptr, nullptr);
+    }
+    {
+      TracedSpan span(device_, StreamKind::compute, "source embedding", "backward");
+      model_.source_embedding().backward(ops, params_, source_ids_.as<int32_t>(), source_tokens, s.type,
+                                         source_embedded_gradient_.data(), true);
+      if (encoders_.size() == 2)
+        model_.source_embedding().backward(ops, params_, reversed_source_ids_.as<int32_t>(), source_tokens, s.type,
+                                           reversed_source_embedded_gradient_.data(), false);
+      announcer.announce(model_.source_embedding().gradient_range(layout));
+    }
+    TracedSpan span(device_, StreamKind::compute, "encoder weights", "backward");
     if (encoders_.size() == 2) {
-      encoders_[1]->backward(params_, reversed_source_embedded_.data(), nullptr, nullptr,
-                             nullptr, encoder_h_gradient_.data(), encoder_c_gradient_.data(),
-                             reversed_source_embedded_gradient_.data(), nullptr, nullptr);
+      encoders_[1]->backward_weights(params_, reversed_source_embedded_.data(), nullptr);
       announcer.announce(model_.encoders()[1]->gradient_range(layout));
     }
-    encoders_[0]->backward(params_, source_embedded_.data(), nullptr, nullptr, nullptr,
-                           encoder_h_gradient_.data(), encoder_c_gradient_.data(),
-                           source_embedded_gradient_.data(), nullptr, nullptr);
+    encoders_[0]->backward_weights(params_, source_embedded_.data(), nullptr);
     announcer.announce(model_.encoders()[0]->gradient_range(layout));
-    model_.source_embedding().backward(ops, params_, source_ids_.as<int32_t>(), source_tokens, s.type,
-                                       source_embedded_gradient_.data(), true);
-    if (encoders_.size() == 2)
-      model_.source_embedding().backward(ops, params_, reversed_source_ids_.as<int32_t>(), source_tokens, s.type,
-                                         reversed_source_embedded_gradient_.data(), false);
-    announcer.announce(model_.source_embedding().gradient_range(layout));
   }
 
   std::vector<InputBuffer> inputs() const override {

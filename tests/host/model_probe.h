@@ -51,6 +51,7 @@ class ModelProbe {
     device_->make_current();
     RecordingAnnouncer announcer;
     replica_->backward(announcer);
+    announced_ = announcer.ranges;
     size_t next = 0;
     for (const GradientRange& range : announcer.ranges) {
       CHECK(range.offset == next);
@@ -61,12 +62,15 @@ class ModelProbe {
     device_->copy_to_host(values.data(), params_.gradients(), sizeof(float) * values.size());
     return values;
   }
+  // The ranges the last gradients() call's backward announced, in order.
+  const std::vector<GradientRange>& announced() const { return announced_; }
 
  private:
   std::unique_ptr<Device> device_;
   ParameterSet params_;
   Buffer loss_, step_;
   std::unique_ptr<ModelReplica> replica_;
+  std::vector<GradientRange> announced_;
 };
 
 }  // namespace dpbench::testing

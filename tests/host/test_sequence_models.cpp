@@ -103,6 +103,36 @@ TEST_CASE("nmt's backward matches finite differences of the loss in every encode
   }
 }
 
+TEST_CASE("nmt announces its source embedding before the encoder stacks' weights", "[sequence_models]") {
+  // The embedding's gradient is final once the stacks' input gradients are: announced then, its
+  // exchange runs beside the stacks' weight pass instead of after the step's last kernel.
+  for (const char* encoder_type : {"cudnn_lstm", "dynamic"}) {
+    for (const char* direction : {"uni", "bi"}) {
+      INFO(encoder_type << " " << direction);
+      const auto model = build_model(tiny_nmt(encoder_type, direction));
+      ModelProbe probe(*model, dpbench::create_reference_device(0), 3);
+      probe.loss_at(model->initial_parameters(7));
+      probe.gradients();
+      auto announced_at = [&](const dpbench::TensorView& tensor) {
+        const auto& ranges = probe.announced();
+        for (size_t i = 0; i < ranges.size(); ++i)
+          if (ranges[i].offset <= tensor.offset && tensor.offset < ranges[i].end()) return i;
+        FAIL("no announcement holds " << tensor.name);
+        return ranges.size();
+      };
+      size_t embedding = 0;
+      std::vector<size_t> stacks;
+      for (const dpbench::TensorView& tensor : model->layout().tensors()) {
+        if (tensor.name == "encoder/embedding") embedding = announced_at(tensor);
+        if (tensor.name.rfind("encoder/", 0) == 0 && tensor.name.find("lstm") != std::string::npos)
+          stacks.push_back(announced_at(tensor));
+      }
+      CHECK(stacks.size() == (std::string(encoder_type) == "dynamic" && std::string(direction) == "bi" ? 2u : 1u));
+      for (size_t stack : stacks) CHECK(embedding < stack);
+    }
+  }
+}
+
 TEST_CASE("cudnn_lstm and dynamic are the same network: same parameters, loss and gradients",
           "[sequence_models]") {
   struct Pair {
