@@ -17,7 +17,8 @@ resnet50:64 inception3:64 vgg16:64 nmt:384 nmt:384+--encoder_type=dynamic rnnlm:
   3. `dpbench predict BASE MEASURED... --system SYSTEM --curves CURVES` into OUT_DIR/KEY/predict.md
      and predict.csv.
 Before the entries, `dpbench comm_bench` measures all_reduce and broadcast on each count (the
-CURVES, OUT_DIR/curves/). Last, one table: per entry, strategy and count, the predicted and
+CURVES, OUT_DIR/curves/; curves already there from an earlier run into OUT_DIR are kept, so
+entries can be split over runs, e.g. SIMULATED_HOSTS for some only). Last, one table: per entry, strategy and count, the predicted and
 measured speed, the error, the clock loss and the error at equal clocks.
 
 SIMULATED_HOSTS=H also plays H hosts on this machine with the largest count N of GPUS (N/H GPUs
@@ -92,6 +93,8 @@ curves=()
 for n in "${counts[@]}"; do
   for op in all_reduce broadcast; do
     file=$out/curves/${op}_g$n.json
+    # A curve an earlier run into the same OUT_DIR measured is kept (entries split over runs).
+    if [ -s "$file" ]; then echo "== comm_bench $op, $n GPUs: kept from an earlier run"; curves+=("$file"); continue; fi
     echo "== comm_bench $op, $n GPUs"
     if "$dpbench" comm_bench --device="$device" --num_gpus="$n" --op="$op" --min_bytes=64K --max_bytes="$max_bytes" \
       --json "$file" >"$out/curves/${op}_g$n.log" 2>&1; then
@@ -107,7 +110,9 @@ host_curves=()
 if ((hosts > 1)); then
   file=$out/curves/all_reduce_${hosts}x$per_host.json
   echo "== comm_bench all_reduce across $hosts simulated hosts of $per_host GPUs"
-  if simulated_hosts "$dpbench" comm_bench --device="$device" --min_bytes=64K --max_bytes="$max_bytes" --json "$file" \
+  if [ -s "$file" ]; then
+    host_curves+=("$file")
+  elif simulated_hosts "$dpbench" comm_bench --device="$device" --min_bytes=64K --max_bytes="$max_bytes" --json "$file" \
     >"${file%.json}.log" 2>&1; then
     host_curves+=("$file")
   else
