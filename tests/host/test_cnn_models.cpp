@@ -294,9 +294,9 @@ TEST_CASE("backward through the graph matches finite differences of the loss", "
 
 namespace {
 
-// conv (bias, ReLU) -> 2x2 max pool -> fc, with the ReLU fused into the convolution or as a layer
-// of its own: the same parameters either way.
-dpbench::TensorId build_conv_relu_pool(dpbench::Network& net, dpbench::TensorId images, bool fused_relu) {
+// conv (bias, ReLU) -> 2x2 max pool, with the ReLU fused into the convolution or as a layer of
+// its own: the same parameters either way.
+dpbench::TensorId conv_relu_pool(dpbench::Network& net, dpbench::TensorId images, bool fused_relu) {
   using namespace dpbench;
   Conv2dOptions o;
   o.out_channels = 5;
@@ -306,9 +306,44 @@ dpbench::TensorId build_conv_relu_pool(dpbench::Network& net, dpbench::TensorId 
   o.relu = fused_relu;
   TensorId x = net.conv(images, "conv", o);
   if (!fused_relu) x = net.relu(x, "relu");
-  x = net.pool(x, "max_pool", PoolOptions{PoolMode::max, 2, 2, Padding::valid, 0});
-  return net.fully_connected(x, "fc", 4);
+  return net.pool(x, "max_pool", PoolOptions{PoolMode::max, 2, 2, Padding::valid, 0});
 }
+
+// One replica of a small model on the reference backend, batch 3, at step 1 (a fixed dropout
+// mask): its loss after a forward pass and its gradients after a backward one.
+class OneReplica {
+ public:
+  OneReplica(const dpbench::CnnModel& model, dpbench::DataType weight_copy_type = dpbench::DataType::f32)
+      : device_(dpbench::create_reference_device(0)), params_(*device_, model.layout(), weight_copy_type) {
+    params_.upload(model.initial_parameters(11));
+    loss_ = device_->allocate(sizeof(float));
+    step_ = device_->allocate(sizeof(int32_t));
+    const int32_t step_number = 1;
+    device_->copy_from_host(step_.data(), &step_number, sizeof(step_number));
+    replica_ = model.create_replica(*device_, params_, dpbench::ReplicaShard{0, 1, 3, 42});
+  }
+  dpbench::Device& device() { return *device_; }
+  dpbench::ParameterSet& params() { return params_; }
+  float forward() {
+    replica_->forward(dpbench::StepContext{loss_.as<float>(), step_.as<int32_t>()});
+    float loss = 0;
+    device_->copy_to_host(&loss, loss_.data(), sizeof(loss));
+    return loss;
+  }
+  std::vector<float> backward() {
+    RecordingAnnouncer announcer;
+    replica_->backward(announcer);
+    std::vector<float> gradients(params_.count());
+    device_->copy_to_host(gradients.data(), params_.gradients(), sizeof(float) * gradients.size());
+    return gradients;
+  }
+
+ private:
+  std::unique_ptr<dpbench::Device> device_;
+  dpbench::ParameterSet params_;
+  dpbench::Buffer loss_, step_;
+  std::unique_ptr<dpbench::ModelReplica> replica_;
+};
 
 }  // namespace
 
@@ -322,25 +357,15 @@ TEST_CASE("a convolution's ReLU rides in the next max pool's backward, gradients
     for (bool fused_relu : {true, false}) {
       const dpbench::CnnModel model("tiny", config, dpbench::ImageSpec{3, 8, 8, 4},
                                     [fused_relu](dpbench::Network& net, dpbench::TensorId images) {
-                                      return build_conv_relu_pool(net, images, fused_relu);
+                                      return net.fully_connected(conv_relu_pool(net, images, fused_relu), "fc", 4);
                                     });
       for (const dpbench::Network::Node& node : model.network().nodes()) {
         if (const auto* pool = dynamic_cast<const dpbench::PoolingLayer*>(node.layer.get()))
           CHECK(pool->geometry().relu_input == fused_relu);  // a ReLU layer is not fused
       }
-      std::unique_ptr<dpbench::Device> device = dpbench::create_reference_device(0);
-      dpbench::ParameterSet params(*device, model.layout());
-      params.upload(model.initial_parameters(11));
-      dpbench::Buffer loss = device->allocate(sizeof(float));
-      dpbench::Buffer step = device->allocate(sizeof(int32_t));
-      const int32_t step_number = 1;
-      device->copy_from_host(step.data(), &step_number, sizeof(step_number));
-      const auto replica = model.create_replica(*device, params, dpbench::ReplicaShard{0, 1, 3, 42});
-      replica->forward(dpbench::StepContext{loss.as<float>(), step.as<int32_t>()});
-      RecordingAnnouncer announcer;
-      replica->backward(announcer);
-      gradients.emplace_back(params.count());
-      device->copy_to_host(gradients.back().data(), params.gradients(), sizeof(float) * params.count());
+      OneReplica replica(model);
+      replica.forward();
+      gradients.push_back(replica.backward());
     }
     // Bit for bit: the fused pass applies the same mask to the same values.
     CHECK(gradients[0] == gradients[1]);
@@ -353,14 +378,7 @@ namespace {
 // conv (ReLU) -> 2x2 max pool -> fc1 -> ReLU -> fc2: fc1 reads a 16-bit feature map under mixed
 // precision, fc2 the fp32 output of fc1.
 dpbench::TensorId build_two_dense_layers(dpbench::Network& net, dpbench::TensorId images) {
-  using namespace dpbench;
-  Conv2dOptions o;
-  o.out_channels = 5;
-  o.kernel_h = o.kernel_w = 3;
-  o.padding = Padding::same;
-  o.relu = true;
-  TensorId x = net.pool(net.conv(images, "conv", o), "max_pool", PoolOptions{PoolMode::max, 2, 2, Padding::valid, 0});
-  x = net.relu(net.fully_connected(x, "fc1", 6), "fc1_relu");
+  const dpbench::TensorId x = net.relu(net.fully_connected(conv_relu_pool(net, images, true), "fc1", 6), "fc1_relu");
   return net.fully_connected(x, "fc2", 4);
 }
 
@@ -376,29 +394,17 @@ DenseRun run_two_dense_layers(const std::string& precision) {
   config.data_format = "NHWC";
   config.precision = precision;
   const dpbench::CnnModel model("tiny", config, dpbench::ImageSpec{3, 8, 8, 4}, build_two_dense_layers);
-  std::unique_ptr<dpbench::Device> device = dpbench::create_reference_device(0);
-  dpbench::ParameterSet params(*device, model.layout(), config.activation_type());
-  params.upload(model.initial_parameters(11));
-  dpbench::Buffer loss = device->allocate(sizeof(float));
-  dpbench::Buffer step = device->allocate(sizeof(int32_t));
-  const int32_t step_number = 1;
-  device->copy_from_host(step.data(), &step_number, sizeof(step_number));
-  const auto replica = model.create_replica(*device, params, dpbench::ReplicaShard{0, 1, 3, 42});
-  const dpbench::StepContext context{loss.as<float>(), step.as<int32_t>()};
+  OneReplica replica(model, config.activation_type());
   DenseRun run;
-  replica->forward(context);
-  device->copy_to_host(&run.loss, loss.data(), sizeof(float));
-  RecordingAnnouncer announcer;
-  replica->backward(announcer);
-  run.gradients.resize(params.count());
-  device->copy_to_host(run.gradients.data(), params.gradients(), sizeof(float) * params.count());
+  run.loss = replica.forward();
+  run.gradients = replica.backward();
   for (const dpbench::TensorView& tensor : model.layout().tensors()) {
     if (tensor.name != "fc1/weights" && tensor.name != "fc2/weights") continue;
     const std::vector<float> zeros(tensor.count, 0.0f);
-    device->copy_from_host(params.parameters() + tensor.offset, zeros.data(), sizeof(float) * tensor.count);
+    replica.device().copy_from_host(replica.params().parameters() + tensor.offset, zeros.data(),
+                                    sizeof(float) * tensor.count);
   }
-  replica->forward(context);
-  device->copy_to_host(&run.loss_with_zeroed_masters, loss.data(), sizeof(float));
+  run.loss_with_zeroed_masters = replica.forward();
   return run;
 }
 
