@@ -192,6 +192,10 @@ std::vector<FlagSpec> run_flag_specs() {
        "Exchange the gradients in buckets of about X MB, filled in the order backward produces them "
        "(as PyTorch DDP; 0: one exchange per tensor)",
        format_number(defaults.bucket_cap_mb), {}},
+      {"tail_bucket_mb", "Synchronisation", "X",
+       "With buckets: the last bucket, the tensors backward produces last, closes at X MB, so less of "
+       "the exchange is left when backward ends (0: it holds what the other buckets leave)",
+       format_number(defaults.tail_bucket_mb), {}},
       {"agg_small_grads_max_bytes", "Synchronisation", "N",
        "One exchange per tensor (--bucket_cap_mb=0): batch consecutive tensors of at most N bytes "
        "into one exchange (0: off; given alone it sets --bucket_cap_mb=0)",

@@ -8,6 +8,8 @@
 #include <memory>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "cli/flag_parsing.h"
 #include "cli/log.h"
 #include "engine/errors.h"
@@ -69,9 +71,9 @@ LoadedResult load_base(const std::string& path) {
   return base;
 }
 
-// The base run's buckets as `bucket_cap_mb` cuts them: the bucket planner of the strategies, on a
+// The base run's buckets as `bucket_cap_mb` (and `tail_bucket_mb`) cut them: the bucket planner of the strategies, on a
 // layout rebuilt from the recorded tensor sizes (in gradient-buffer order).
-std::vector<BucketReady> buckets_of(const BackwardTimeline& timeline, double bucket_cap_mb) {
+std::vector<BucketReady> buckets_of(const BackwardTimeline& timeline, double bucket_cap_mb, double tail_bucket_mb) {
   ParameterLayout layout;
   // finalize() lays tensors out in reverse declaration order: declare the last one first.
   for (auto size = timeline.tensor_elements.rbegin(); size != timeline.tensor_elements.rend(); ++size)
@@ -79,6 +81,7 @@ std::vector<BucketReady> buckets_of(const BackwardTimeline& timeline, double buc
   layout.finalize();
   StrategyOptions options;
   options.bucket_cap_mb = bucket_cap_mb;
+  options.tail_bucket_mb = tail_bucket_mb;
   std::vector<BucketReady> buckets;
   for (const GradientRange& range : plan_exchanges(layout, exchange_plan_options(options)))
     buckets.push_back({static_cast<double>(range.count * timeline.gradient_element_bytes),
@@ -225,12 +228,16 @@ int run_predict_command(const std::vector<std::string>& args) {
                                : result.config.contains("bucket_cap_mb") ? config_text(result.config, "bucket_cap_mb")
                                                                          : format_fixed(StrategyOptions().bucket_cap_mb, 0);
   const double bucket_cap_mb = std::stod(cap_text);
+  // The tail bucket (Note [tail bucket]) as the base run had it, where it fits the cap predicted.
+  const double base_tail_mb =
+      result.config.contains("tail_bucket_mb") ? std::stod(config_text(result.config, "tail_bucket_mb")) : 0.0;
+  const double tail_bucket_mb = base_tail_mb <= bucket_cap_mb ? base_tail_mb : 0.0;
 
   MeasuredStep measured;
   measured.step_ms = timeline.step_ms;
   measured.backward_ms = timeline.backward_ms;
   measured.update_ms = timeline.after_backward_ms;
-  measured.buckets = buckets_of(timeline, bucket_cap_mb);
+  measured.buckets = buckets_of(timeline, bucket_cap_mb, tail_bucket_mb);
 
   PredictionReport report;
   report.base_path = base.path;
@@ -244,6 +251,7 @@ int run_predict_command(const std::vector<std::string>& args) {
                          " ms, backward " + format_fixed(timeline.backward_ms, 3) + " ms, after backward " +
                          format_fixed(timeline.after_backward_ms, 3) + " ms; " +
                          std::to_string(measured.buckets.size()) + " bucket(s) of --bucket_cap_mb=" + cap_text +
+                         (tail_bucket_mb > 0 ? fmt::format(", --tail_bucket_mb={:g}", tail_bucket_mb) : std::string()) +
                          " (" + format_fixed(measured.gradient_bytes() / 1e6, 2) + " MB of gradients).";
   report.system_path = options.system_path;
   report.system_name = system.model.name;

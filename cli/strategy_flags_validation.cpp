@@ -45,6 +45,9 @@ void parse_exchange_flags(const GivenFlags& flags, RunConfig* config) {
     reject("bucket_cap_mb", cap_text, "must be at least 0 (0: one exchange per tensor)");
   if (config->bucket_cap_mb > kMaxBucketCapMb)
     reject("bucket_cap_mb", cap_text, "too large; accepted: up to 1048576 (1 TiB)");
+  const std::string tail_text = flags.text("tail_bucket_mb");
+  config->tail_bucket_mb = parse_finite_number("tail_bucket_mb", tail_text, "a number of MB >= 0, e.g. 2");
+  if (config->tail_bucket_mb < 0) reject("tail_bucket_mb", tail_text, "must be at least 0 (0: off)");
   const std::string bytes_text = flags.text("agg_small_grads_max_bytes");
   long long bytes = 0;
   if (!parse_integer_text(bytes_text, &bytes))
@@ -122,6 +125,17 @@ void check_gradient_cutting(const GivenFlags& flags, RunConfig* config) {
   if (flags.was_given("agg_small_grads_max_group") && config->agg_small_grads_max_bytes == 0)
     reject("agg_small_grads_max_group", flags.text("agg_small_grads_max_group"),
            "only matters with --agg_small_grads_max_bytes greater than 0; give that too, or drop this");
+  // The tail bucket is the last of the buckets: it needs buckets, no larger than the others.
+  if (config->tail_bucket_mb > 0) {
+    if (config->gradient_repacking > 0 || config->bucket_cap_mb == 0)
+      reject("tail_bucket_mb", flags.text("tail_bucket_mb"),
+             "only matters with buckets (--bucket_cap_mb greater than 0, no --gradient_repacking or "
+             "--agg_small_grads_max_bytes); drop it or use buckets");
+    if (config->tail_bucket_mb > config->bucket_cap_mb)
+      reject("tail_bucket_mb", flags.text("tail_bucket_mb"),
+             "larger than --bucket_cap_mb=" + flags.text("bucket_cap_mb") +
+                 "; the tail bucket is the last bucket cut smaller, so give at most the cap");
+  }
 }
 
 }  // namespace

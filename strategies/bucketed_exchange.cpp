@@ -15,6 +15,7 @@ ExchangePlanOptions exchange_plan_options(const StrategyOptions& options) {
   ExchangePlanOptions plan;
   plan.gradient_repacking = options.gradient_repacking;
   plan.bucket_cap_bytes = static_cast<int64_t>(std::llround(options.bucket_cap_mb * 1024.0 * 1024.0));
+  plan.tail_bucket_bytes = static_cast<int64_t>(std::llround(options.tail_bucket_mb * 1024.0 * 1024.0));
   plan.agg_small_max_bytes = options.agg_small_grads_max_bytes;
   plan.agg_small_max_group = options.agg_small_grads_max_group;
   return plan;

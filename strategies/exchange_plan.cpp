@@ -51,10 +51,18 @@ std::vector<GradientRange> plan_exchanges(const ParameterLayout& layout, const E
   std::vector<GradientRange> plan;
   const std::vector<PlannedTensor> tensors = tensors_in_readiness_order(layout);
   if (options.bucket_cap_bytes > 0) {
+    // Note [tail bucket]: the last tensors, as few as reach the tail size (at least one).
+    size_t head_tensors = tensors.size();
+    if (options.tail_bucket_bytes > 0) {
+      size_t tail_elements = 0;
+      while (head_tensors > 0 && static_cast<int64_t>(tail_elements * options.element_bytes) < options.tail_bucket_bytes)
+        tail_elements += tensors[--head_tensors].extent.count;
+    }
     // A bucket closes as soon as it holds at least the cap (a tensor larger than the cap is a
     // bucket of its own): the first bucket can start while backward is still near the loss.
     GradientRange bucket{0, 0};
-    for (const PlannedTensor& planned : tensors) {
+    for (size_t t = 0; t < head_tensors; ++t) {
+      const PlannedTensor& planned = tensors[t];
       const GradientRange& tensor = planned.extent;
       if (bucket.count == 0) bucket.offset = tensor.offset;
       bucket.count = tensor.end() - bucket.offset;
@@ -64,6 +72,10 @@ std::vector<GradientRange> plan_exchanges(const ParameterLayout& layout, const E
       }
     }
     if (bucket.count > 0) plan.push_back(bucket);
+    if (head_tensors < tensors.size()) {
+      const size_t tail_offset = tensors[head_tensors].extent.offset;
+      plan.push_back(GradientRange{tail_offset, total - tail_offset});
+    }
     return plan;
   }
 

@@ -17,6 +17,7 @@ struct StrategyOptions {
   // How the flat gradient buffer is cut into exchanges (strategies/exchange_plan.h):
   int gradient_repacking = 0;  // N > 0: N equal pieces of the whole buffer
   double bucket_cap_mb = 25;   // buckets in gradient-readiness order; 0: one exchange per tensor
+  double tail_bucket_mb = 0;   // buckets: the last one closes at this size (Note [tail bucket]); 0: off
   int64_t agg_small_grads_max_bytes = 0;  // per-tensor mode: batch tensors up to this size; 0: off
   int agg_small_grads_max_group = 10;     // ... at most this many per batch
   // Communication of a range starts as soon as backward produced it; false: after all of backward.

@@ -16,8 +16,9 @@ namespace dpbench {
 namespace {
 
 // How the gradient buffer is cut and when it travels: what every exchanging strategy takes.
-const std::vector<std::string> kCuttingOptions = {"gradient_repacking", "bucket_cap_mb", "agg_small_grads_max_bytes",
-                                                  "agg_small_grads_max_group", "overlap_comm"};
+const std::vector<std::string> kCuttingOptions = {"gradient_repacking", "bucket_cap_mb", "tail_bucket_mb",
+                                                  "agg_small_grads_max_bytes", "agg_small_grads_max_group",
+                                                  "overlap_comm"};
 
 std::vector<std::string> with_cutting(std::vector<std::string> options) {
   options.insert(options.end(), kCuttingOptions.begin(), kCuttingOptions.end());

@@ -84,6 +84,12 @@ std::vector<SynchronisationOption> make_options() {
       {"gradient_repacking", "cuts the gradients into pieces", [](const StrategyOptions& c) { return nlohmann::json(c.gradient_repacking); },
        repacking_label},
       {"bucket_cap_mb", "exchanges the gradients in buckets", [](const StrategyOptions& c) { return nlohmann::json(c.bucket_cap_mb); }, bucket_label},
+      {"tail_bucket_mb", "exchanges the gradients in buckets", [](const StrategyOptions& c) { return nlohmann::json(c.tail_bucket_mb); },
+       when_changed("tail_bucket_mb",
+                    [](const std::string& value) {
+                      const double megabytes = std::strtod(value.c_str(), nullptr);
+                      return megabytes > 0 ? fmt::format("tail bucket {:g} MB", megabytes) : std::string();
+                    })},
       {"agg_small_grads_max_bytes", "batches small gradients", [](const StrategyOptions& c) { return nlohmann::json(c.agg_small_grads_max_bytes); },
        small_gradients_label},
       {"agg_small_grads_max_group", "batches small gradients", [](const StrategyOptions& c) { return nlohmann::json(c.agg_small_grads_max_group); },

@@ -326,6 +326,23 @@ TEST_CASE("flag --agg_small_grads_max_bytes batches small tensors in per-tensor 
              Contains("--agg_small_grads_max_group=4: only matters with --agg_small_grads_max_bytes greater than 0"));
 }
 
+TEST_CASE("flag --tail_bucket_mb cuts the last bucket smaller, with buckets only", "[flags]") {
+  const RunConfig config = parse({"--variable_update=replicated", "--tail_bucket_mb=2"});
+  CHECK(config.tail_bucket_mb == 2.0);
+  CHECK(config_to_json(config)["tail_bucket_mb"] == 2.0);
+  CHECK(parse({"--variable_update=parameter_server", "--tail_bucket_mb=25"}).tail_bucket_mb == 25.0);
+  CHECK(parse({"--variable_update=replicated"}).tail_bucket_mb == 0.0);
+  CHECK_THAT(error_of({"--variable_update=replicated", "--tail_bucket_mb=-1"}),
+             Contains("--tail_bucket_mb=-1: must be at least 0 (0: off)"));
+  CHECK_THAT(error_of({"--variable_update=replicated", "--tail_bucket_mb=30"}),
+             Contains("--tail_bucket_mb=30: larger than --bucket_cap_mb=25"));
+  CHECK_THAT(error_of({"--variable_update=replicated", "--tail_bucket_mb=2", "--gradient_repacking=4"}),
+             Contains("--tail_bucket_mb=2: only matters with buckets"));
+  CHECK_THAT(error_of({"--variable_update=replicated", "--tail_bucket_mb=2", "--agg_small_grads_max_bytes=1024"}),
+             Contains("--tail_bucket_mb=2: only matters with buckets"));
+  CHECK_THAT(error_of({"--variable_update=independent", "--tail_bucket_mb=2"}), Contains("--tail_bucket_mb=2: --variable_update=independent exchanges no gradients"));
+}
+
 TEST_CASE("flag --compact_gradient_transfer: replicated only, not over a ring", "[flags]") {
   CHECK(parse({"--variable_update=replicated", "--compact_gradient_transfer=fp16"}).compact_gradient_transfer ==
         "fp16");
@@ -627,7 +644,7 @@ TEST_CASE("config_to_json has every resolved flag", "[flags]") {
   CHECK(json["seed"] == 1234);
   // independent exchanges nothing: no strategy settings to record.
   for (const char* key : {"all_reduce_spec", "local_parameter_device", "gradient_repacking", "bucket_cap_mb",
-                          "agg_small_grads_max_bytes", "agg_small_grads_max_group", "overlap_comm",
+                          "tail_bucket_mb", "agg_small_grads_max_bytes", "agg_small_grads_max_group", "overlap_comm",
                           "sparse_embedding_grads", "compact_gradient_transfer"}) {
     CHECK_FALSE(json.contains(key));
   }

@@ -172,6 +172,27 @@ TEST_CASE("buckets close once they reach the cap, in readiness order", "[strateg
   CHECK(spans(plan_exchanges(layout, options)) == std::vector<std::pair<size_t, size_t>>{{0, 1152}});
 }
 
+TEST_CASE("a tail bucket holds only the tensors backward produces last", "[strategies][plan]") {
+  // Readiness order: t4 (64 floats), t3 (64), t2 (640), t1 (128), t0 (256) at offsets 0, 64, 128,
+  // 768, 896.
+  const ParameterLayout layout = layout_of({256, 128, 640, 64, 64});
+  ExchangePlanOptions options;
+  options.bucket_cap_bytes = 3072;  // 768 floats: t4 + t3 + t2 close the first bucket
+  // Without a tail the last bucket holds everything after t2 closed the first: t1 and t0.
+  CHECK(spans(plan_exchanges(layout, options)) == std::vector<std::pair<size_t, size_t>>{{0, 768}, {768, 384}});
+  // A 1 KiB tail is t0 alone (256 floats reach it); the rest is cut as before.
+  options.tail_bucket_bytes = 1024;
+  CHECK(spans(plan_exchanges(layout, options)) == std::vector<std::pair<size_t, size_t>>{{0, 768}, {768, 128}, {896, 256}});
+  // A tail smaller than the last tensor still holds that tensor; one larger takes t1 as well.
+  options.tail_bucket_bytes = 4;
+  CHECK(spans(plan_exchanges(layout, options)).back() == std::pair<size_t, size_t>{896, 256});
+  options.tail_bucket_bytes = 1025;
+  CHECK(spans(plan_exchanges(layout, options)) == std::vector<std::pair<size_t, size_t>>{{0, 768}, {768, 384}});
+  // A tail as large as the buffer is one bucket.
+  options.tail_bucket_bytes = 1 << 20;
+  CHECK(spans(plan_exchanges(layout, options)) == std::vector<std::pair<size_t, size_t>>{{0, 1152}});
+}
+
 TEST_CASE("exchanges cover the gaps that align the tensors", "[strategies][plan]") {
   // t1 (50) at 0, t0 (100) at 64: t1's exchange takes its extent, so the plan tiles the buffer.
   const ParameterLayout layout = layout_of({100, 50});
