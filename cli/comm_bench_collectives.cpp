@@ -22,6 +22,7 @@ float expected_value(BenchCollective collective, int rank, const BenchShape& sha
     case BenchCollective::broadcast: return input_value(0, index);
     case BenchCollective::all_gather: return input_value(static_cast<int>(index / shape.count), index % shape.count);
     case BenchCollective::reduce_scatter: return sums[(static_cast<size_t>(rank) * shape.count + index) % 4];
+    case BenchCollective::reduce: return sums[index % 4];  // on the root; check_result skips the others
   }
   return 0;
 }
@@ -30,11 +31,19 @@ constexpr size_t kStagingElements = size_t{1} << 22;  // host staging for fills 
 
 }  // namespace
 
+const std::vector<BenchCollective>& all_bench_collectives() {
+  static const std::vector<BenchCollective> all = {BenchCollective::all_reduce, BenchCollective::all_gather,
+                                                   BenchCollective::reduce_scatter, BenchCollective::reduce,
+                                                   BenchCollective::broadcast};
+  return all;
+}
+
 const char* bench_collective_name(BenchCollective collective) {
   switch (collective) {
     case BenchCollective::all_reduce: return "all_reduce";
     case BenchCollective::all_gather: return "all_gather";
     case BenchCollective::reduce_scatter: return "reduce_scatter";
+    case BenchCollective::reduce: return "reduce";
     case BenchCollective::broadcast: return "broadcast";
   }
   return "?";
@@ -47,6 +56,7 @@ double bus_bandwidth_factor(BenchCollective collective, int ranks) {
     case BenchCollective::all_reduce: return collective_bus_factor(Collective::all_reduce, ranks);
     case BenchCollective::all_gather: return collective_bus_factor(Collective::all_gather, ranks);
     case BenchCollective::reduce_scatter: return collective_bus_factor(Collective::reduce_scatter, ranks);
+    case BenchCollective::reduce: return collective_bus_factor(Collective::reduce, ranks);
     case BenchCollective::broadcast: return collective_bus_factor(Collective::broadcast, ranks);
   }
   return 1.0;
@@ -58,6 +68,7 @@ BenchShape shape_of(BenchCollective collective, size_t bytes, int ranks, DataTyp
   BenchShape shape;
   switch (collective) {
     case BenchCollective::all_reduce:
+    case BenchCollective::reduce:
     case BenchCollective::broadcast:
       shape.count = std::max<size_t>(1, bytes / element_bytes);
       shape.send_elements = shape.recv_elements = shape.count;
@@ -87,6 +98,7 @@ void issue(Communicator& comm, BenchCollective collective, int rank, const void*
     case BenchCollective::reduce_scatter:
       comm.reduce_scatter(rank, send, recv, shape.count, type, ReduceOp::sum, stream);
       break;
+    case BenchCollective::reduce: comm.reduce(rank, send, recv, shape.count, type, ReduceOp::sum, 0, stream); break;
     case BenchCollective::broadcast: comm.broadcast(rank, send, recv, shape.count, type, 0, stream); break;
   }
 }
@@ -103,6 +115,8 @@ void fill_inputs(Device& device, void* send, size_t elements, DataType type, int
 
 std::string check_result(Device& device, const void* recv, BenchCollective collective, int ranks, int rank,
                          const BenchShape& shape, DataType type) {
+  // A reduce defines only the root's result (nccl-tests checks the root alone too).
+  if (collective == BenchCollective::reduce && rank != 0) return "";
   float sums[4] = {0, 0, 0, 0};
   for (size_t k = 0; k < 4; ++k) {
     for (int r = 0; r < ranks; ++r) sums[k] += input_value(r, k);

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "engine/communicator.h"
 #include "engine/data_type.h"
@@ -13,8 +14,9 @@
 
 namespace dpbench {
 
-enum class BenchCollective { all_reduce, all_gather, reduce_scatter, broadcast };
+enum class BenchCollective { all_reduce, all_gather, reduce_scatter, reduce, broadcast };
 
+const std::vector<BenchCollective>& all_bench_collectives();  // in --op's order
 const char* bench_collective_name(BenchCollective collective);
 // busbw / algbw for `collective` on `ranks` ranks; the derivation is at the definition.
 double bus_bandwidth_factor(BenchCollective collective, int ranks);

@@ -48,7 +48,7 @@ struct FlagSpec {
 
 const std::vector<FlagSpec>& flag_specs() {
   static const std::vector<FlagSpec> specs = {
-      {"op", "NAME", "collective: all_reduce (sum), all_gather, reduce_scatter (sum), broadcast (root 0); default all_reduce"},
+      {"op", "NAME", "collective: all_reduce (sum), all_gather, reduce_scatter (sum), reduce (sum to root 0), broadcast (root 0); default all_reduce"},
       {"data_type", "fp32|fp16|bf16", "element type; default fp32"},
       {"device", "auto|gpu|cpu", "gpu = NCCL, cpu = the reference backend's in-process communicator; default auto"},
       {"num_gpus", "N", "ranks, one per device; default: every GPU (reference backend: 2); under mpirun, srun or torchrun: one per process"},
@@ -182,12 +182,13 @@ CommBenchOptions parse_comm_bench_flags(const std::vector<std::string>& args, co
   };
 
   const std::string op = text("op", "all_reduce");
-  const std::vector<BenchCollective> collectives = {BenchCollective::all_reduce, BenchCollective::all_gather,
-                                                    BenchCollective::reduce_scatter, BenchCollective::broadcast};
+  const std::vector<BenchCollective>& collectives = all_bench_collectives();
   const auto collective = std::find_if(collectives.begin(), collectives.end(),
                                        [&](BenchCollective c) { return op == bench_collective_name(c); });
   if (collective == collectives.end()) {
-    reject("op", op, "unknown collective; accepted: all_reduce, all_gather, reduce_scatter, broadcast");
+    std::string accepted;
+    for (BenchCollective c : collectives) accepted += std::string(accepted.empty() ? "" : ", ") + bench_collective_name(c);
+    reject("op", op, "unknown collective; accepted: " + accepted);
   }
   options.collective = *collective;
 

@@ -16,8 +16,8 @@ resnet50:64 inception3:64 vgg16:64 nmt:384 nmt:384+--encoder_type=dynamic rnnlm:
      'replicated:nccl;parameter_server:gpu', sweep tokens) through scripts/sweep.sh;
   3. `dpbench predict BASE MEASURED... --system SYSTEM --curves CURVES` into OUT_DIR/KEY/predict.md
      and predict.csv.
-Before the entries, `dpbench comm_bench` measures all_reduce and broadcast on each count (the
-CURVES, OUT_DIR/curves/; curves already there from an earlier run into OUT_DIR are kept, so
+Before the entries, `dpbench comm_bench` measures every collective the predicted strategies issue
+(all_reduce, reduce, broadcast, reduce_scatter, all_gather) on each count (the CURVES, OUT_DIR/curves/; curves already there from an earlier run into OUT_DIR are kept, so
 entries can be split over runs, e.g. SIMULATED_HOSTS for some only). Last, one table: per entry, strategy and count, the predicted and
 measured speed, the error, the clock loss and the error at equal clocks.
 
@@ -89,9 +89,13 @@ simulated_hosts() {
   "${launch[@]}"
 }
 
+# Every collective a predicted strategy issues, so that none is priced by the system file's
+# alpha-beta figures where this machine can be measured: all_reduce (replicated), reduce and
+# broadcast (parameter_server gpu), reduce_scatter and all_gather (sharded update, hierarchical).
+collective_ops=(all_reduce reduce broadcast reduce_scatter all_gather)
 curves=()
 for n in "${counts[@]}"; do
-  for op in all_reduce broadcast; do
+  for op in "${collective_ops[@]}"; do
     file=$out/curves/${op}_g$n.json
     # A curve an earlier run into the same OUT_DIR measured is kept (entries split over runs).
     if [ -s "$file" ]; then echo "== comm_bench $op, $n GPUs: kept from an earlier run"; curves+=("$file"); continue; fi
@@ -120,7 +124,7 @@ if ((hosts > 1)); then
     status=1
   fi
   # One host's collectives: those a count of GPUS measured already, the others here.
-  for op in all_reduce broadcast reduce_scatter all_gather; do
+  for op in "${collective_ops[@]}"; do
     file=$out/curves/${op}_g$per_host.json
     if [ ! -e "$file" ] && ((per_host >= 2)); then
       "$dpbench" comm_bench --device="$device" --num_gpus="$per_host" --op="$op" --min_bytes=64K --max_bytes="$max_bytes" \
@@ -183,10 +187,22 @@ for entry in "${entries[@]}"; do
   done
 done
 
-python3 - "$out" "$hosts" <<'PY'
-import csv, os, sys
+python3 - "$out" <<'PY'
+import csv, json, os, sys
 
-root, hosts = sys.argv[1], int(sys.argv[2])
+root = sys.argv[1]
+# The simulated hosts' rows carry the host count of the run that made them (an earlier run into
+# OUT_DIR may have played hosts where this one did not).
+try:
+    system = json.load(open(os.path.join(root, "simulated_hosts_system.json")))
+    hosts = system["name"].rsplit(" played as ", 1)[1].split(" hosts", 1)[0]
+except (OSError, ValueError, KeyError, IndexError):
+    hosts = "simulated"
+def label(strategy, where):
+    # The flat distributed_all_reduce runs price as a flat all-reduce: name the run, not the row.
+    if where and strategy == "replicated (nccl)":
+        strategy = "distributed_all_reduce (flat)"
+    return strategy + where
 print()
 print("| entry | strategy | GPUs | predicted | measured | error % | clock loss % | error at equal clocks % |")
 print("|---|---|--:|--:|--:|--:|--:|--:|")
@@ -204,7 +220,7 @@ for folder in sorted(os.listdir(root)):
         for row in csv.DictReader(f):
             if not row.get("measured_items_per_sec") or row.get("gpu_number") == "1":
                 continue
-            print(f"| {folder} | {row['strategy']}{where} | {row['gpu_number']} | {num(row['items_per_sec'], '{:,.0f}')} | "
+            print(f"| {folder} | {label(row['strategy'], where)} | {row['gpu_number']} | {num(row['items_per_sec'], '{:,.0f}')} | "
                   f"{num(row['measured_items_per_sec'], '{:,.0f}')} | {num(row['error_pct'], '{:+.1f}')} | "
                   f"{num(row['clock_loss_pct'], '{:.1f}')} | {num(row['error_at_equal_clocks_pct'], '{:+.1f}')} |")
 PY

@@ -191,7 +191,7 @@ TEST_CASE("comm_bench sizes all_gather by the whole gathered buffer, as nccl-tes
 
 TEST_CASE("comm_bench checks every collective's result in every type on the reference backend", "[comm_bench]") {
   // A wrong result throws (exit code 1) before any bandwidth is printed; these must all pass it.
-  for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "broadcast"}) {
+  for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "reduce", "broadcast"}) {
     for (const char* type : {"fp32", "fp16", "bf16"}) {
       INFO(op << " " << type);
       CHECK(run_cli({"comm_bench", "--device=cpu", "--num_gpus=4", std::string("--op=") + op,
