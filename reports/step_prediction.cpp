@@ -64,8 +64,7 @@ LinkKind link_kind_of_hosts(const std::vector<std::string>& hosts_by_rank) {
 double AlphaBetaCost::collective_ms(CollectiveOp op, double bytes, int ranks, LinkKind link) const {
   if (ranks <= 1) return 0;
   const bool across = link == LinkKind::inter_host;
-  const double bandwidth = across ? system_.inter_host.bandwidth_gb_per_s / std::max(1, system_.gpus_per_host)
-                                  : system_.intra_host.bandwidth_gb_per_s;
+  const double bandwidth = across ? system_.inter_host.bandwidth_gb_per_s : system_.intra_host.bandwidth_gb_per_s;
   const double latency_ms = (across ? system_.inter_host.latency_us : system_.intra_host.latency_us) / 1e3;
   const double n = ranks;
   const bool tree = system_.algorithm == CollectiveAlgorithm::tree;
@@ -173,10 +172,12 @@ StepPrediction predict_step(const MeasuredStep& measured, PredictedStrategy stra
                  cost.collective_ms(CollectiveOp::all_gather, bytes, gpus, link);
         break;
       case PredictedStrategy::hierarchical:
+        // Across hosts each of a host's per_host GPUs all-reduces its 1/per_host of the bucket with
+        // its peers on the other hosts, all at once over the host's network: together one
+        // all-reduce of the whole bucket over `hosts` ranks (Note [alpha-beta collectives]).
         job_ms = one_host ? cost.collective_ms(CollectiveOp::all_reduce, bytes, gpus, LinkKind::intra_host)
                           : cost.collective_ms(CollectiveOp::reduce_scatter, bytes, per_host, LinkKind::intra_host) +
-                                cost.collective_ms(CollectiveOp::all_reduce, bytes / per_host, hosts,
-                                                   LinkKind::inter_host) +
+                                cost.collective_ms(CollectiveOp::all_reduce, bytes, hosts, LinkKind::inter_host) +
                                 cost.collective_ms(CollectiveOp::all_gather, bytes, per_host, LinkKind::intra_host);
         break;
       case PredictedStrategy::parameter_server_gpu:

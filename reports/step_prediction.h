@@ -38,7 +38,7 @@ struct SystemModel {
   std::string name;
   int gpus_per_host = 1;
   LinkCost intra_host;  // per GPU, to its peers in the host (NVLink, PCIe, shared memory)
-  LinkCost inter_host;  // per host: all its network adapters together; a GPU gets 1/gpus_per_host
+  LinkCost inter_host;  // per host: all its network adapters together (Note [alpha-beta collectives])
   LinkCost host_copy;   // per GPU, between its memory and the host's (the host parameter server)
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
   // False where a device's communication runs on the same thread as its compute (the reference
@@ -66,8 +66,13 @@ class CollectiveCost {
 //                        binary trees reach the ring's bandwidth, so only the latency differs)
 //   tree reduce, broadcast            ceil(log2 n) a + S/B
 // reduce_scatter and all_gather have no tree in NCCL and use the ring's formula either way.
-// Across hosts B is the host's network bandwidth over its GPUs (each GPU drives its share of
-// the adapters) and a the network's latency: the slowest hop paces every step.
+// Across hosts B is the host's whole network bandwidth and a the network's latency: the slowest
+// hop paces every step. NCCL lays a flat ring's channels over all of a host's adapters, so the
+// 2(n-1)/n S that each host sends out of a ring all-reduce leaves through all of them at once
+// (nccl-tests' busbw across hosts approaches the host's adapters together); comm_bench's curves
+// across hosts measure the same. The hierarchical all-reduce's step across hosts, one all-reduce
+// of 1/gpus_per_host of the bucket per GPU of the host, all at once, is priced as one all-reduce
+// of the whole bucket over the hosts: the same bytes through the same adapters.
 class AlphaBetaCost : public CollectiveCost {
  public:
   explicit AlphaBetaCost(SystemModel system) : system_(std::move(system)) {}

@@ -44,10 +44,10 @@ TEST_CASE("ring all-reduce follows the alpha-beta formula at 2 4 and 8 ranks", "
   CHECK(cost.collective_ms(CollectiveOp::all_reduce, 1e6, 1, LinkKind::intra_host) == 0);
 }
 
-TEST_CASE("across hosts a GPU gets its share of the host network and the network latency", "[predict]") {
+TEST_CASE("across hosts a collective has the host's whole network and pays the network latency", "[predict]") {
   const AlphaBetaCost cost(round_system());
-  // 16 ranks: 30 steps of 100 us; 4 GB/s over 8 GPUs is 0.5 GB/s each: 2 x 15/16 x 2 ms.
-  CHECK(cost.collective_ms(CollectiveOp::all_reduce, 1e6, 16, LinkKind::inter_host) == Approx(3.0 + 3.75));
+  // 16 ranks: 30 steps of 100 us; each host sends 2 x 15/16 x 1e6 bytes through its 4 GB/s.
+  CHECK(cost.collective_ms(CollectiveOp::all_reduce, 1e6, 16, LinkKind::inter_host) == Approx(3.0 + 0.46875));
 }
 
 TEST_CASE("tree all-reduce pays log2 n latencies where the ring pays 2(n-1)", "[predict]") {
@@ -133,8 +133,9 @@ TEST_CASE("hierarchical all-reduce is two levels across hosts and flat inside on
   const AlphaBetaCost cost(system);
   const StepPrediction inside = predict_step(one_bucket(1e6, 10), PredictedStrategy::hierarchical, 8, system, cost);
   CHECK(inside.comm_ms == Approx(cost.collective_ms(CollectiveOp::all_reduce, 1e6, 8, LinkKind::intra_host)));
-  // 16 GPUs on 2 hosts: reduce-scatter in the host (7 x 10 us + 7/8 ms), all-reduce of 1/8 over 2
-  // hosts (2 x 100 us + 2 x 1/2 x 125000 bytes at 0.5 GB/s), all-gather in the host.
+  // 16 GPUs on 2 hosts: reduce-scatter in the host (7 x 10 us + 7/8 ms), the 8 GPUs' all-reduces
+  // of 1/8 over 2 hosts at once, one all-reduce of the bucket through the host's 4 GB/s (2 x 100
+  // us + 2 x 1/2 x 1e6 bytes), all-gather in the host.
   const double expected = (0.07 + 0.875) + (0.2 + 0.25) + (0.07 + 0.875);
   const StepPrediction two_hosts = predict_step(one_bucket(1e6, 10), PredictedStrategy::hierarchical, 16, system, cost);
   CHECK(two_hosts.comm_ms == Approx(expected));
