@@ -17,9 +17,10 @@ resnet50:64 inception3:64 vgg16:64 nmt:384 nmt:384+--encoder_type=dynamic rnnlm:
   3. `dpbench predict BASE MEASURED... --system SYSTEM --curves CURVES` into OUT_DIR/KEY/predict.md
      and predict.csv.
 Before the entries, `dpbench comm_bench` measures every collective the predicted strategies issue
-(all_reduce, reduce, broadcast, reduce_scatter, all_gather) on each count (the CURVES, OUT_DIR/curves/; curves already there from an earlier run into OUT_DIR are kept, so
-entries can be split over runs, e.g. SIMULATED_HOSTS for some only). Last, one table: per entry, strategy and count, the predicted and
-measured speed, the error, the clock loss and the error at equal clocks.
+(all_reduce, reduce, broadcast, reduce_scatter, all_gather) on each count (the CURVES,
+OUT_DIR/curves/; curves already there from an earlier run into OUT_DIR are kept, so entries can be
+split over runs, e.g. SIMULATED_HOSTS for some only). Last, one table: per entry, strategy and
+count, the predicted and measured speed, the error, the clock loss and the error at equal clocks.
 
 SIMULATED_HOSTS=H also plays H hosts on this machine with the largest count N of GPUS (N/H GPUs
 each): every rank under mpirun in one application context per host, with DPBENCH_HOST_NAME and
