@@ -30,22 +30,63 @@ std::optional<int64_t> common_measured_steps(const Series& series) {
   return steps;
 }
 
+// summary.flops' number `name`, where the result states it.
+std::optional<double> flops_number(const Summary& summary, const char* name) {
+  const auto found = summary.flops.find(name);
+  if (found == summary.flops.end() || !found->is_number()) return std::nullopt;
+  return found->get<double>();
+}
+
+std::optional<double> tflops_per_gpu(const Summary& summary) {
+  return flops_number(summary, "tflops_per_sec_per_device");
+}
+
+// MFU in percent: only where the result knew the device's peak (a GPU of the peak table).
+std::optional<double> mfu_pct(const Summary& summary) {
+  const std::optional<double> mfu = flops_number(summary, "mfu");
+  if (!mfu) return std::nullopt;
+  return 100.0 * *mfu;
+}
+
+// The series tables show TFLOP/s and MFU where a run of the series has an MFU (GPU runs); the
+// reference backend's runs count FLOPs too, but a CPU's peak means nothing here.
+bool series_has_mfu(const Series& series) {
+  for (const SeriesRow& row : series.rows)
+    if (mfu_pct(row.run().result.summary)) return true;
+  return false;
+}
+
+bool report_has_mfu(const Report& report) {
+  for (const Series& series : report.series)
+    if (series_has_mfu(series)) return true;
+  return false;
+}
+
+std::string optional_fixed(const std::optional<double>& value, int decimals) {
+  return value ? format_fixed(*value, decimals) : "n/a";
+}
+
 std::string speedup_text(const std::optional<double>& speedup) {
   return speedup ? format_fixed(*speedup, 2) : "n/a";
 }
 
 std::string series_table(const Series& series) {
   const bool same_steps = common_measured_steps(series).has_value();
+  const bool with_mfu = series_has_mfu(series);
   std::string text = series_table_header(series);
   for (const SeriesRow& row : series.rows) {
     const Summary& summary = row.run().result.summary;
     std::string time = format_fixed(summary.total_time_s, 3);
     if (!same_steps) time += " (" + count_of(static_cast<size_t>(summary.measured_steps), "batch", "batches") + ")";
-    text += markdown_row({std::to_string(row.num_devices), std::to_string(batch_per_gpu(row.run().result)),
-                          std::to_string(summary.global_batch_size), time, format_fixed(summary.items_per_sec, 1),
-                          speedup_text(row.speedup),
-                          row.efficiency_pct ? format_fixed(*row.efficiency_pct, 1) : "n/a",
-                          summary.jitter ? format_fixed(*summary.jitter, 1) : "n/a"});
+    std::vector<std::string> cells = {std::to_string(row.num_devices), std::to_string(batch_per_gpu(row.run().result)),
+                                      std::to_string(summary.global_batch_size), time,
+                                      format_fixed(summary.items_per_sec, 1), speedup_text(row.speedup),
+                                      optional_fixed(row.efficiency_pct, 1), optional_fixed(summary.jitter, 1)};
+    if (with_mfu) {
+      cells.push_back(optional_fixed(tflops_per_gpu(summary), 1));
+      cells.push_back(optional_fixed(mfu_pct(summary), 1));
+    }
+    text += markdown_row(cells);
   }
   return text;
 }
@@ -131,6 +172,8 @@ json row_to_json(const SeriesRow& row) {
           {"speedup", json_number(row.speedup)},
           {"efficiency_pct", json_number(row.efficiency_pct)},
           {"jitter", json_number(summary.jitter)},
+          {"tflops_per_gpu", json_number(tflops_per_gpu(summary))},
+          {"mfu_pct", json_number(mfu_pct(summary))},
           {"efficiency_loss_points", efficiency_loss_json(row)},
           {"runs", row.runs.size()},
           {"file", row.run().path}};
@@ -142,14 +185,18 @@ std::string series_table_header(const Series& series) {
   const std::optional<int64_t> steps = common_measured_steps(series);
   const std::string time_header = steps ? "Total time to process " + std::to_string(*steps) + " batches (s)"
                                         : "Total time to process the measured batches (s)";
-  const std::vector<std::string> header = {"GPU number",
-                                           "Batch size per GPU",
-                                           "Total batch",
-                                           time_header,
-                                           "Processing speed (" + series.key.unit + ")",
-                                           "Speedup ratio",
-                                           "Efficiency %",
-                                           "Jitter"};
+  std::vector<std::string> header = {"GPU number",
+                                     "Batch size per GPU",
+                                     "Total batch",
+                                     time_header,
+                                     "Processing speed (" + series.key.unit + ")",
+                                     "Speedup ratio",
+                                     "Efficiency %",
+                                     "Jitter"};
+  if (series_has_mfu(series)) {
+    header.push_back("TFLOP/s per GPU");
+    header.push_back("MFU %");
+  }
   return markdown_row(header) + right_aligned_rule(header.size());
 }
 
@@ -168,6 +215,10 @@ std::string render_markdown(const Report& report) {
   text += ".\nSpeedup ratio = processing speed on N GPUs / processing speed on 1 GPU of the same series; "
           "efficiency % = 100 x speedup / N; jitter = 1.4826 x median absolute deviation of the per-step "
           "processing speeds (same unit as the speed).\n";
+  if (report_has_mfu(report))
+    text += "TFLOP/s per GPU = the model's FLOPs per step (summary.flops: 2 per multiply-add of its convolutions and "
+            "matrix products, backward as it runs) / step time; MFU % = 100 x that / the GPU's dense peak for the "
+            "math that ran.\n";
 
   std::optional<Scaling> section;
   for (const Comparison& comparison : report.comparisons) {
@@ -195,7 +246,7 @@ std::string render_csv(const Report& report) {
   if (!report.series.empty())
     for (const auto& field : report.series.front().key.fields()) header.push_back(field.first);
   for (const char* column : {"gpu_number", "batch_size_per_gpu", "total_batch", "measured_batches", "total_time_s",
-                             "items_per_sec", "speedup", "efficiency_pct", "jitter"})
+                             "items_per_sec", "speedup", "efficiency_pct", "jitter", "tflops_per_gpu", "mfu_pct"})
     header.push_back(column);
   for (const char* column : kLossColumns) header.push_back(column);
   for (const char* column : {"runs", "file"}) header.push_back(column);
@@ -210,7 +261,8 @@ std::string render_csv(const Report& report) {
       text += key + "," + std::to_string(row.num_devices) + "," + std::to_string(batch_per_gpu(row.run().result)) +
               "," + std::to_string(summary.global_batch_size) + "," + std::to_string(summary.measured_steps) + "," +
               csv_number(summary.total_time_s) + "," + csv_number(summary.items_per_sec) + "," +
-              csv_number(row.speedup) + "," + csv_number(row.efficiency_pct) + "," + csv_number(summary.jitter);
+              csv_number(row.speedup) + "," + csv_number(row.efficiency_pct) + "," + csv_number(summary.jitter) +
+              "," + csv_number(tflops_per_gpu(summary)) + "," + csv_number(mfu_pct(summary));
       for (const std::optional<double>& value : loss_values(row)) text += "," + csv_number(value);
       text += "," + std::to_string(row.runs.size()) + "," + csv_field(row.run().path) + "\n";
     }

@@ -320,17 +320,17 @@ TEST_CASE("report csv has one row per series and GPU count with the key fields",
         "agg_small_grads_max_bytes,agg_small_grads_max_group,overlap_comm,compact_gradient_transfer,"
         "sparse_embedding_grads,sharded_update,hierarchical_all_reduce,gpu_number,batch_size_per_gpu,total_batch,"
         "measured_batches,total_time_s,"
-        "items_per_sec,speedup,efficiency_pct,jitter,loss_exposed_comm_pts,loss_straggler_pts,loss_clock_pts,"
+        "items_per_sec,speedup,efficiency_pct,jitter,tflops_per_gpu,mfu_pct,loss_exposed_comm_pts,loss_straggler_pts,loss_clock_pts,"
         "loss_data_pts,loss_host_pts,loss_other_pts,runs,file\n"
         "\"resnet50, parameter_server (cpu), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,training,resnet50,,,fp32,NCHW,"
         ",64,cuda,NVIDIA H100 80GB HBM3,images/s,parameter_server,,cpu,0,25.0,0.0,0,10,true,,,,,"
-        "2,64,128,100,8.533333333333333,1500.0,,,10.0,,,,,,,1,<dir>/ps.json\n"
+        "2,64,128,100,8.533333333333333,1500.0,,,10.0,,,,,,,,,1,<dir>/ps.json\n"
         "\"resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,training,resnet50,,,fp32,NCHW,"
         ",64,cuda,NVIDIA H100 80GB HBM3,images/s,replicated,nccl,,0,25.0,0.0,0,10,true,none,false,false,,"
-        "1,64,64,100,6.4,1000.0,1.0,100.0,10.0,,,,,,,1,<dir>/one.json\n"
+        "1,64,64,100,6.4,1000.0,1.0,100.0,10.0,,,,,,,,,1,<dir>/one.json\n"
         "\"resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,training,resnet50,,,fp32,NCHW,"
         ",64,cuda,NVIDIA H100 80GB HBM3,images/s,replicated,nccl,,0,25.0,0.0,0,10,true,none,false,false,,"
-        "2,64,128,100,6.7368421052631575,1900.0,1.9,95.0,10.0,,,,,,,1,<dir>/two.json\n");
+        "2,64,128,100,6.7368421052631575,1900.0,1.9,95.0,10.0,,,,,,,,,1,<dir>/two.json\n");
 }
 
 TEST_CASE("report json is an array of series objects with their rows", "[report]") {
@@ -432,6 +432,38 @@ void write_with_breakdown(const TempDir& dir, const std::string& name, int gpus,
 }
 
 }  // namespace
+
+TEST_CASE("report shows TFLOP/s and MFU where a series' runs state them", "[report]") {
+  TempDir dir;
+  // A GPU series with MFU (one row without: n/a) and a series of runs without any (no columns).
+  const std::pair<int, nlohmann::json> gpu_runs[] = {
+      {1, {{"tflops_per_sec_per_device", 150.0}, {"mfu", 0.125}}},
+      {2, {{"tflops_per_sec_per_device", 142.5}, {"mfu", nullptr}, {"mfu_reason", "no peak known"}}}};
+  for (const auto& [gpus, flops] : gpu_runs) {
+    Result result = make_fixture_result(run_of(kReplicated, gpus, 1000.0 * gpus));
+    result.summary.flops = flops;
+    write_result_atomically(result, dir.file("gpu_" + std::to_string(gpus) + ".json"));
+  }
+  write_fixture(dir, "ps_1.json", run_of(kServerCpu, 1, 900));
+  const Report report = report_of({dir.path().string()});
+  const std::string markdown = render_markdown(report);
+  CHECK_THAT(markdown, Contains("MFU % = 100 x that / the GPU's dense peak"));
+  CHECK_THAT(markdown, Contains("| Speedup ratio | Efficiency % | Jitter | TFLOP/s per GPU | MFU % |\n"));
+  CHECK_THAT(markdown, Contains("| 1000.0 | 1.00 | 100.0 | 10.0 | 150.0 | 12.5 |\n"));
+  CHECK_THAT(markdown, Contains("| 2000.0 | 2.00 | 100.0 | 10.0 | 142.5 | n/a |\n"));
+  CHECK_THAT(markdown, Contains("| Speedup ratio | Efficiency % | Jitter |\n"));  // the parameter server's
+  const nlohmann::json series = nlohmann::json::parse(render_json(report));
+  bool seen = false;
+  for (const nlohmann::json& one : series) {
+    if (one["key"]["variable_update"] != "replicated") continue;
+    seen = true;
+    CHECK(one["rows"][0]["tflops_per_gpu"].get<double>() == Approx(150.0));
+    CHECK(one["rows"][0]["mfu_pct"].get<double>() == Approx(12.5));
+    CHECK(one["rows"][1]["mfu_pct"].is_null());
+  }
+  CHECK(seen);
+  CHECK_THAT(render_csv(report), Contains(",10.0,150.0,12.5,"));
+}
 
 TEST_CASE("report says where each multi-GPU run's efficiency went, in points that add up", "[report]") {
   TempDir dir;
