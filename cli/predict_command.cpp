@@ -71,8 +71,8 @@ LoadedResult load_base(const std::string& path) {
   return base;
 }
 
-// The base run's buckets as `bucket_cap_mb` (and `tail_bucket_mb`) cut them: the bucket planner of the strategies, on a
-// layout rebuilt from the recorded tensor sizes (in gradient-buffer order).
+// The base run's buckets as `bucket_cap_mb` (and `tail_bucket_mb`) cut them: the bucket planner
+// of the strategies, on a layout rebuilt from the recorded tensor sizes (in gradient-buffer order).
 std::vector<BucketReady> buckets_of(const BackwardTimeline& timeline, double bucket_cap_mb, double tail_bucket_mb) {
   ParameterLayout layout;
   // finalize() lays tensors out in reverse declaration order: declare the last one first.
