@@ -7,8 +7,27 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "engine/device_factory.h"
+
+namespace {
+
+std::string without_multi_gpu(const std::string& spec) {
+  const std::string exclusion = "~[multi_gpu]";
+  std::string result;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = spec.find(',', start);
+    const std::string alternative = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!result.empty()) result += ',';
+    result += alternative.find(exclusion) == std::string::npos ? exclusion + alternative : alternative;
+    if (comma == std::string::npos) return result;
+    start = comma + 1;
+  }
+}
+
+}  // namespace
 
 int main(int argc, char* argv[]) {
   std::string why;
@@ -20,11 +39,13 @@ int main(int argc, char* argv[]) {
   Catch::Session session;
   if (const int code = session.applyCommandLine(argc, argv); code != 0) return code;
   if (gpus < 2) {
-    // Adjacent tags are ANDed in a test spec: "[gpu]" becomes "[gpu]~[multi_gpu]".
+    // Adjacent parts of a test spec are ANDed and commas OR them, so each alternative gets the
+    // exclusion in front: "[gpu]" becomes "~[multi_gpu][gpu]", "*nmt*,*lstm*" becomes
+    // "~[multi_gpu]*nmt*,~[multi_gpu]*lstm*". (After a name pattern, "~[...]" would be read
+    // as part of the name.)
     std::vector<std::string>& specs = session.configData().testsOrTags;
     if (specs.empty()) specs.push_back("~[multi_gpu]");
-    for (std::string& spec : specs)
-      if (spec.find("~[multi_gpu]") == std::string::npos) spec += "~[multi_gpu]";
+    for (std::string& spec : specs) spec = without_multi_gpu(spec);
     std::printf("dpbench_gpu_tests: SKIP the test cases tagged [multi_gpu]: they need 2 GPUs, %d present\n", gpus);
   }
   return session.run();
