@@ -47,6 +47,11 @@ namespace {
 //      is why the classic path times its algorithms too (cuda_conv_ops.cpp).
 //      Runtime-compiled candidates cost a compilation each: on that H100 a fused bias + ReLU plan
 //      took 0.3 to 4.6 s to prepare, the four plain passes of a 16-bit geometry 0.2 to 2.6 s.
+// The statistics epilogues add cuDNN's GenStats operation (sum and sum of squares per channel)
+// reading the convolution's stored output; input_scale_bias_relu_statistics adds, before the
+// convolution, an fp32 multiply by the per-channel scale, an add of the bias and a ReLU on
+// virtual tensors (cudnn-frontend's conv_genstats graph; NVIDIA's MLPerf ResNet-50 runs its
+// batch norms this way). Only runtime-fused engines take these graphs.
 // A graph no engine runs is remembered as unsupported, so a caller that falls back asks once.
 constexpr int kMaxCandidatePlans = 8;
 constexpr int kTimedRuns = 3;
@@ -54,8 +59,8 @@ constexpr int kTimedRuns = 3;
 // engines load 16 bytes at a time, and cudaMalloc gives 256.
 constexpr int64_t kByteAlignment = 16;
 
-// The variant pack's tensors are at most x, w, y and bias (or the old dx).
-constexpr int kMaxGraphInputsOutputs = 4;
+// The variant pack's tensors are at most x, w, y, the input's scale and bias, and the two sums.
+constexpr int kMaxGraphInputsOutputs = 7;
 
 enum TensorUid : int64_t {
   kUidX = 1,  // x, or dx
@@ -65,6 +70,12 @@ enum TensorUid : int64_t {
   kUidOldDx,  // dx before the accumulation: the same buffer as kUidX
   kUidConvolved,  // virtual: the convolution's fp32 result before the epilogue
   kUidBiased,     // virtual: conv + bias, before the ReLU
+  kUidSum,        // statistics: per output channel, the sum of y
+  kUidSquareSum,  // ... and the sum of its squares
+  kUidInputScale, // input_scale_bias_relu_statistics: per input channel
+  kUidScaled,     // virtual: x * scale
+  kUidShifted,    // virtual: x * scale + bias
+  kUidActivated,  // virtual: relu(x * scale + bias), the convolution's input
 };
 
 // Owner of one backend descriptor; like CudnnObject, but the create call takes a type.
@@ -263,11 +274,33 @@ bool build_operation_graph(cudnnHandle_t handle, const ConvGeometry& g, ConvPass
   const bool fused_bias_relu = epilogue == ConvEpilogue::bias_relu;
   const bool fused_add =
       epilogue == ConvEpilogue::accumulate && accumulate_by == AccumulateBy::fused_add;
+  const bool input_prologue = epilogue == ConvEpilogue::input_scale_bias_relu_statistics;
+  const bool statistics = input_prologue || epilogue == ConvEpilogue::statistics;
+  std::vector<cudnnBackendDescriptor_t> operations;
 
   // The convolution's own output is virtual fp32 when an epilogue follows it.
   const bool output_is_x = pass == ConvPass::backward_data;
   const bool convolved_virtual = fused_bias_relu || fused_add;
-  const auto& x = convolved_virtual && output_is_x
+  const BackendDescriptor* input = nullptr;
+  if (input_prologue) {
+    // relu(x * scale + bias) on fp32 virtual tensors, the convolution's input.
+    const Dims channel_dims{1, g.input.c, 1, 1};
+    const auto& stored_x = add_tensor(graph, kUidX, type, x_dims, format, false);
+    const auto& scale = add_tensor(graph, kUidInputScale, CUDNN_DATA_FLOAT, channel_dims, format, false);
+    const auto& bias = add_tensor(graph, kUidBias, CUDNN_DATA_FLOAT, channel_dims, format, false);
+    const auto& scaled = add_tensor(graph, kUidScaled, CUDNN_DATA_FLOAT, x_dims, format, true);
+    const auto& shifted = add_tensor(graph, kUidShifted, CUDNN_DATA_FLOAT, x_dims, format, true);
+    const auto& activated = add_tensor(graph, kUidActivated, CUDNN_DATA_FLOAT, x_dims, format, true);
+    add_pointwise(graph, CUDNN_POINTWISE_MUL, stored_x, &scale, scaled);
+    operations.push_back(graph.parts.back().get());
+    add_pointwise(graph, CUDNN_POINTWISE_ADD, scaled, &bias, shifted);
+    operations.push_back(graph.parts.back().get());
+    add_pointwise(graph, CUDNN_POINTWISE_RELU_FWD, shifted, nullptr, activated);
+    operations.push_back(graph.parts.back().get());
+    input = &activated;
+  }
+  const auto& x = input != nullptr ? *input
+                  : convolved_virtual && output_is_x
                       ? add_tensor(graph, kUidConvolved, CUDNN_DATA_FLOAT, x_dims, format, true)
                       : add_tensor(graph, kUidX, type, x_dims, format, false);
   const auto& w = add_tensor(graph, kUidW, type, w_dims, format, false);
@@ -288,7 +321,7 @@ bool build_operation_graph(cudnnHandle_t handle, const ConvGeometry& g, ConvPass
   set_descriptor(operation, names.y, y);
   finalize(operation, "the convolution operation");
   graph.parts.push_back(std::move(operation));
-  std::vector<cudnnBackendDescriptor_t> operations{graph.parts.back().get()};
+  operations.push_back(graph.parts.back().get());
 
   if (fused_bias_relu) {
     const Dims bias_dims{1, g.output.c, 1, 1};
@@ -303,6 +336,21 @@ bool build_operation_graph(cudnnHandle_t handle, const ConvGeometry& g, ConvPass
     const auto& old_dx = add_tensor(graph, kUidOldDx, type, x_dims, format, false);
     const auto& dx = add_tensor(graph, kUidX, type, x_dims, format, false);
     add_pointwise(graph, CUDNN_POINTWISE_ADD, x, &old_dx, dx);
+    operations.push_back(graph.parts.back().get());
+  } else if (statistics) {
+    const Dims channel_dims{1, g.output.c, 1, 1};
+    const auto& sum = add_tensor(graph, kUidSum, CUDNN_DATA_FLOAT, channel_dims, format, false);
+    const auto& square_sum = add_tensor(graph, kUidSquareSum, CUDNN_DATA_FLOAT, channel_dims, format, false);
+    BackendDescriptor stats(CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR);
+    const cudnnGenStatsMode_t mode = CUDNN_GENSTATS_SUM_SQSUM;
+    const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
+    set_attribute(stats, CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_TYPE_GENSTATS_MODE, 1, &mode);
+    set_attribute(stats, CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &precision);
+    set_descriptor(stats, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, y);
+    set_descriptor(stats, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, sum);
+    set_descriptor(stats, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, square_sum);
+    finalize(stats, "the statistics operation");
+    graph.parts.push_back(std::move(stats));
     operations.push_back(graph.parts.back().get());
   }
 
@@ -456,7 +504,8 @@ struct ConvPointers {
   const void* x = nullptr;
   const void* w = nullptr;
   const void* y = nullptr;
-  const void* bias = nullptr;
+  const void* bias = nullptr;  // bias_relu's, or the input's (input_scale_bias_relu_statistics)
+  ConvStatisticsBuffers statistics;
 };
 
 void require_aligned(const void* pointer, const char* what) {
@@ -475,6 +524,9 @@ BackendDescriptor variant_pack(const OperationGraph& graph, const ConvPointers& 
     const void* pointer = uid == kUidW ? pointers.w
                           : uid == kUidY ? pointers.y
                           : uid == kUidBias ? pointers.bias
+                          : uid == kUidSum ? pointers.statistics.sum
+                          : uid == kUidSquareSum ? pointers.statistics.square_sum
+                          : uid == kUidInputScale ? pointers.statistics.input_scale
                           : pointers.x;  // kUidX and kUidOldDx: dx is read and written in place
     // The variant pack takes inputs and outputs alike as void*; inputs are only read.
     data[static_cast<size_t>(i)] = const_cast<void*>(pointer);
@@ -525,8 +577,14 @@ const char* epilogue_name(ConvEpilogue epilogue) {
   switch (epilogue) {
     case ConvEpilogue::bias_relu: return " + bias + relu";
     case ConvEpilogue::accumulate: return " accumulating";
+    case ConvEpilogue::statistics: return " + statistics";
+    case ConvEpilogue::input_scale_bias_relu_statistics: return " of relu(x * scale + bias) + statistics";
     default: return "";
   }
+}
+
+bool is_statistics(ConvEpilogue epilogue) {
+  return epilogue == ConvEpilogue::statistics || epilogue == ConvEpilogue::input_scale_bias_relu_statistics;
 }
 
 std::string describe_choice(const CandidatePlan& chosen, int timed, bool fallback_list,
@@ -570,6 +628,9 @@ struct CudnnGraphConvolutions::Impl {
                    void* workspace, size_t workspace_bytes) const;
   void run(const ConvGeometry& g, ConvPass pass, ConvEpilogue epilogue,
            const ConvPointers& pointers, void* workspace, size_t workspace_bytes) const;
+  // Builds and caches the plan on first use (CudnnGraphConvolutions::prepare's contract).
+  size_t prepare(const ConvGeometry& g, ConvPass pass, ConvEpilogue epilogue, size_t workspace_limit,
+                 const ConvPointers& pointers, void* workspace);
 };
 
 CudnnGraphConvolutions::Impl::Plan CudnnGraphConvolutions::Impl::build(
@@ -658,6 +719,9 @@ void CudnnGraphConvolutions::Impl::run(const ConvGeometry& g, ConvPass pass, Con
   require_aligned(pointers.w, "w");
   require_aligned(pointers.y, "y");
   require_aligned(pointers.bias, "bias");
+  require_aligned(pointers.statistics.sum, "sum");
+  require_aligned(pointers.statistics.square_sum, "square_sum");
+  require_aligned(pointers.statistics.input_scale, "input scale");
   // Built per call rather than cached by pointers: a handful of host-side attribute copies, no
   // device memory, and nothing to go stale when the caller's buffers move.
   const BackendDescriptor pack = variant_pack(plan.graph, pointers, workspace);
@@ -685,54 +749,92 @@ CudnnGraphConvolutions::~CudnnGraphConvolutions() = default;
 size_t CudnnGraphConvolutions::prepare(const ConvGeometry& g, ConvPass pass,
                                        ConvEpilogue epilogue, size_t workspace_limit, void* x,
                                        void* w, void* y, const float* bias, void* workspace) {
-  const Impl::Key key{conv_key(g), pass, epilogue};
-  auto found = impl_->plans.find(key);
-  if (found == impl_->plans.end()) {
+  if (is_statistics(epilogue)) {
+    throw RuntimeError(std::string("CudnnGraphConvolutions: the ") + pass_name(pass) +
+                       epilogue_name(epilogue) + " needs its sums' buffers: prepare_statistics()");
+  }
+  return impl_->prepare(g, pass, epilogue, workspace_limit, ConvPointers{x, w, y, bias, {}}, workspace);
+}
+
+size_t CudnnGraphConvolutions::prepare_statistics(const ConvGeometry& g, ConvEpilogue epilogue,
+                                                  size_t workspace_limit, void* x, void* w, void* y,
+                                                  const ConvStatisticsBuffers& statistics,
+                                                  void* workspace) {
+  const bool input_prologue = epilogue == ConvEpilogue::input_scale_bias_relu_statistics;
+  if (!is_statistics(epilogue) || statistics.sum == nullptr || statistics.square_sum == nullptr ||
+      (input_prologue && (statistics.input_scale == nullptr || statistics.input_bias == nullptr))) {
+    throw RuntimeError(std::string("CudnnGraphConvolutions: prepare_statistics() takes the statistics "
+                                   "epilogues with both sums (and the input's scale and bias for the "
+                                   "prologue), not the forward") + epilogue_name(epilogue));
+  }
+  return impl_->prepare(g, ConvPass::forward, epilogue, workspace_limit,
+                        ConvPointers{x, w, y, statistics.input_bias, statistics}, workspace);
+}
+
+size_t CudnnGraphConvolutions::Impl::prepare(const ConvGeometry& g, ConvPass pass, ConvEpilogue epilogue,
+                                             size_t workspace_limit, const ConvPointers& pointers,
+                                             void* workspace) {
+  const Key key{conv_key(g), pass, epilogue};
+  auto found = plans.find(key);
+  if (found == plans.end()) {
     if ((epilogue == ConvEpilogue::bias_relu && pass != ConvPass::forward) ||
         (epilogue == ConvEpilogue::accumulate && pass != ConvPass::backward_data) ||
-        (epilogue == ConvEpilogue::bias_relu && bias == nullptr)) {
+        (is_statistics(epilogue) && pass != ConvPass::forward) ||
+        (epilogue == ConvEpilogue::bias_relu && pointers.bias == nullptr)) {
       throw RuntimeError(std::string("CudnnGraphConvolutions: no ") + pass_name(pass) +
-                         epilogue_name(epilogue) + " (bias_relu is forward only and needs a "
-                         "bias, accumulate is backward-data only)");
+                         epilogue_name(epilogue) + " (bias_relu and the statistics are forward "
+                         "only, bias_relu needs a bias, accumulate is backward-data only)");
     }
     // The classic descriptors check the geometry's consistency and its output shape against
     // cuDNN's own arithmetic; built once here for that alone, so the rule lives in one place.
     ConvPlan checked;
     describe_convolution(checked, g, CUDNN_DEFAULT_MATH);
-    require_aligned(x, "x");
-    require_aligned(w, "w");
-    require_aligned(y, "y");
-    require_aligned(bias, "bias");
+    require_aligned(pointers.x, "x");
+    require_aligned(pointers.w, "w");
+    require_aligned(pointers.y, "y");
+    require_aligned(pointers.bias, "bias");
+    require_aligned(pointers.statistics.sum, "sum");
+    require_aligned(pointers.statistics.square_sum, "square_sum");
+    require_aligned(pointers.statistics.input_scale, "input scale");
     require_aligned(workspace, "workspace");
     // Timing synchronises, which a stream being captured into a graph forbids.
     cudaStream_t stream = nullptr;
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    DPB_CUDNN_CHECK(cudnnGetStream(impl_->handle, &stream));
+    DPB_CUDNN_CHECK(cudnnGetStream(handle, &stream));
     DPB_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
     if (capture != cudaStreamCaptureStatusNone) {
       throw RuntimeError("CudnnGraphConvolutions: prepare() of a new geometry (" +
                          dpbench::describe(g) + ") during a stream capture");
     }
-    found = impl_->plans
-                .emplace(key, impl_->build(g, pass, epilogue, workspace_limit,
-                                           ConvPointers{x, w, y, bias}, workspace))
-                .first;
+    found = plans.emplace(key, build(g, pass, epilogue, workspace_limit, pointers, workspace)).first;
   }
-  const Impl::Plan& plan = found->second;
+  const Plan& plan = found->second;
   if (!plan.unsupported.empty()) throw GraphConvolutionUnsupported(plan.unsupported);
   return plan.chosen.workspace_bytes;
 }
 
 void CudnnGraphConvolutions::forward(const ConvGeometry& g, const void* x, const void* w, void* y,
                                      void* workspace, size_t workspace_bytes) {
-  impl_->run(g, ConvPass::forward, ConvEpilogue::none, ConvPointers{x, w, y, nullptr}, workspace,
+  impl_->run(g, ConvPass::forward, ConvEpilogue::none, ConvPointers{x, w, y, nullptr, {}}, workspace,
              workspace_bytes);
 }
 
 void CudnnGraphConvolutions::forward_bias_relu(const ConvGeometry& g, const void* x,
                                                const void* w, const float* bias, void* y,
                                                void* workspace, size_t workspace_bytes) {
-  impl_->run(g, ConvPass::forward, ConvEpilogue::bias_relu, ConvPointers{x, w, y, bias},
+  impl_->run(g, ConvPass::forward, ConvEpilogue::bias_relu, ConvPointers{x, w, y, bias, {}},
+             workspace, workspace_bytes);
+}
+
+void CudnnGraphConvolutions::forward_statistics(const ConvGeometry& g, ConvEpilogue epilogue,
+                                                const void* x, const void* w, void* y,
+                                                const ConvStatisticsBuffers& statistics,
+                                                void* workspace, size_t workspace_bytes) {
+  if (!is_statistics(epilogue)) {
+    throw RuntimeError(std::string("CudnnGraphConvolutions::forward_statistics: not a statistics "
+                                   "epilogue: forward") + epilogue_name(epilogue));
+  }
+  impl_->run(g, ConvPass::forward, epilogue, ConvPointers{x, w, y, statistics.input_bias, statistics},
              workspace, workspace_bytes);
 }
 
@@ -741,12 +843,12 @@ void CudnnGraphConvolutions::backward_data(const ConvGeometry& g, const void* dy
                                            bool accumulate) {
   impl_->run(g, ConvPass::backward_data,
              accumulate ? ConvEpilogue::accumulate : ConvEpilogue::none,
-             ConvPointers{dx, w, dy, nullptr}, workspace, workspace_bytes);
+             ConvPointers{dx, w, dy, nullptr, {}}, workspace, workspace_bytes);
 }
 
 void CudnnGraphConvolutions::backward_filter(const ConvGeometry& g, const void* x, const void* dy,
                                              void* dw, void* workspace, size_t workspace_bytes) {
-  impl_->run(g, ConvPass::backward_filter, ConvEpilogue::none, ConvPointers{x, dw, dy, nullptr},
+  impl_->run(g, ConvPass::backward_filter, ConvEpilogue::none, ConvPointers{x, dw, dy, nullptr, {}},
              workspace, workspace_bytes);
 }
 

@@ -24,9 +24,24 @@ namespace dpbench {
 
 enum class ConvPass { forward, backward_data, backward_filter };
 
-// What is fused after the convolution: bias_relu (forward only) gives y = relu(conv + bias) with
-// a (1, K, 1, 1) fp32 bias; accumulate (backward_data only) gives dx = dgrad + dx.
-enum class ConvEpilogue { none, bias_relu, accumulate };
+// What is fused around the convolution: bias_relu (forward only) gives y = relu(conv + bias) with
+// a (1, K, 1, 1) fp32 bias; accumulate (backward_data only) gives dx = dgrad + dx. statistics
+// (forward only) gives y = conv(x) and, per output channel, the fp32 sum and sum of squares of y
+// over (n, h, w): batch norm's statistics made in the convolution's epilogue instead of in a pass
+// that reads y again. input_scale_bias_relu_statistics (forward only) is the same for
+// y = conv(relu(x * scale + bias)), with (1, C, 1, 1) fp32 scale and bias per input channel: the
+// previous batch norm's apply and ReLU in the convolution's prologue, so the normalised input is
+// never stored.
+enum class ConvEpilogue { none, bias_relu, accumulate, statistics, input_scale_bias_relu_statistics };
+
+// The buffers of a statistics plan beyond x, w and y (see ConvEpilogue): K floats each for the
+// sums; C floats each for the input's scale and bias (input_scale_bias_relu_statistics only).
+struct ConvStatisticsBuffers {
+  float* sum = nullptr;
+  float* square_sum = nullptr;
+  const float* input_scale = nullptr;
+  const float* input_bias = nullptr;
+};
 
 // No cuDNN engine runs this graph (a fused epilogue for this shape or type, say) within the
 // workspace limit. Callers catch it to fall back to the unfused path; prepare() keeps the answer,
@@ -64,6 +79,10 @@ class CudnnGraphConvolutions {
   size_t prepare(const ConvGeometry& g, ConvPass pass, ConvEpilogue epilogue,
                  size_t workspace_limit, void* x, void* w, void* y, const float* bias,
                  void* workspace);
+  // The same for the forward statistics epilogues, with their buffers; refuses the others.
+  size_t prepare_statistics(const ConvGeometry& g, ConvEpilogue epilogue, size_t workspace_limit,
+                            void* x, void* w, void* y, const ConvStatisticsBuffers& statistics,
+                            void* workspace);
 
   // The per-step calls: a variant pack (host memory only) and one cudnnBackendExecute on the
   // handle's stream; no device allocation, no synchronisation, so they can be captured. Each
@@ -73,6 +92,10 @@ class CudnnGraphConvolutions {
                size_t workspace_bytes);
   void forward_bias_relu(const ConvGeometry& g, const void* x, const void* w, const float* bias,
                          void* y, void* workspace, size_t workspace_bytes);
+  // statistics or input_scale_bias_relu_statistics, as prepared.
+  void forward_statistics(const ConvGeometry& g, ConvEpilogue epilogue, const void* x, const void* w,
+                          void* y, const ConvStatisticsBuffers& statistics, void* workspace,
+                          size_t workspace_bytes);
   void backward_data(const ConvGeometry& g, const void* dy, const void* w, void* dx,
                      void* workspace, size_t workspace_bytes, bool accumulate = false);
   void backward_filter(const ConvGeometry& g, const void* x, const void* dy, void* dw,

@@ -1,6 +1,7 @@
 // [gpu] CudnnGraphConvolutions (engine/cuda/cudnn_graph_conv.h), convolutions through cuDNN's graph
 // API, against the reference backend: the four passes in NHWC fp32 (no TF32), fp16 and bf16 and in
-// NCHW, the fused bias + ReLU forward, backward data accumulating, the plan cache, capture into a
+// NCHW, the fused bias + ReLU forward, batch norm's statistics in the forward's epilogue (with and
+// without the input's scale, shift and ReLU in its prologue), backward data accumulating, the plan cache, capture into a
 // CUDA graph, and the refusals (unprepared plans, short workspaces, impossible requests).
 //
 // Comparison: |gpu - ref| <= atol + rtol * |ref| per element, with the tolerances of
@@ -268,6 +269,106 @@ TEST_CASE("cudnn graph fused conv bias relu matches reference conv then add_chan
   }
 }
 
+namespace {
+
+// The channel of element `index` of a tensor of `shape` stored in its format.
+int channel_of(const Tensor4& shape, size_t index) {
+  if (shape.format == DataFormat::nhwc) return static_cast<int>(index % static_cast<size_t>(shape.c));
+  return static_cast<int>((index / (static_cast<size_t>(shape.h) * shape.w)) % static_cast<size_t>(shape.c));
+}
+
+}  // namespace
+
+TEST_CASE("cudnn graph convolution statistics match the stored output's sums, with and without the "
+          "input's scale bias relu",
+          "[gpu]") {
+  auto gpu = make_gpu();
+  CudnnGraphConvolutions convs(*gpu, StreamKind::compute);
+  ReferenceBackend reference;
+  Buffer workspace = gpu->allocate(kWorkspaceLimit);
+  uint64_t stream = 900;
+  const std::pair<DataFormat, DataType> layouts[] = {{DataFormat::nhwc, DataType::f16},
+                                                     {DataFormat::nhwc, DataType::bf16},
+                                                     {DataFormat::nhwc, DataType::f32}};
+  for (const ConvEpilogue epilogue : {ConvEpilogue::statistics, ConvEpilogue::input_scale_bias_relu_statistics}) {
+    const bool prologue = epilogue == ConvEpilogue::input_scale_bias_relu_statistics;
+    for (const auto& [format, type] : layouts) {
+      for (const ConvCase& c : kGraphConvCases) {
+        const ConvGeometry g = conv_geometry(c, format, type);
+        const std::string what = describe(g) + type_suffix(type) + (prologue ? " with the input's prologue" : "");
+        const std::vector<float> x = rounded(type, random_vector(g.input.count(), stream++));
+        const std::vector<float> w = rounded(type, random_vector(g.filter.count(), stream++));
+        // A batch norm's scale (gamma / sigma) and shift: positive scales, shifts either side of 0
+        // so the ReLU cuts some inputs and keeps others.
+        const std::vector<float> scale = random_vector(static_cast<size_t>(c.c), stream++, 0.5f, 2.0f);
+        const std::vector<float> shift = random_vector(static_cast<size_t>(c.c), stream++, -0.5f, 0.5f);
+        GpuTensor x_gpu(*gpu, type, x), w_gpu(*gpu, type, w), y_gpu(*gpu, type, g.output.count());
+        GpuArray<float> sum_gpu(*gpu, static_cast<size_t>(c.k)), square_sum_gpu(*gpu, static_cast<size_t>(c.k));
+        GpuArray<float> scale_gpu(*gpu, scale), shift_gpu(*gpu, shift);
+        ConvStatisticsBuffers buffers{sum_gpu.data(), square_sum_gpu.data(), prologue ? scale_gpu.data() : nullptr,
+                                      prologue ? shift_gpu.data() : nullptr};
+        size_t bytes = 0;
+        try {
+          bytes = convs.prepare_statistics(g, epilogue, kWorkspaceLimit, x_gpu.data(), w_gpu.data(), y_gpu.data(),
+                                           buffers, workspace.data());
+        } catch (const GraphConvolutionUnsupported& unsupported) {
+          // NVIDIA's MLPerf ResNet-50 runs these graphs in NHWC 16-bit with channels in eights.
+          const bool must_fuse = type != DataType::f32 && c.c % 8 == 0 && c.k % 8 == 0;
+          if (must_fuse) {
+            FAIL_CHECK(what << ": " << unsupported.what());
+          } else {
+            WARN(what << " not fused: " << unsupported.what());
+          }
+          continue;
+        }
+        INFO(what << ": " << convs.describe(g, ConvPass::forward, epilogue));
+        y_gpu.upload(random_vector(g.output.count(), 1));
+        convs.forward_statistics(g, epilogue, x_gpu.data(), w_gpu.data(), y_gpu.data(), buffers, workspace.data(),
+                                 bytes);
+
+        // y against the reference convolution of (the prologue applied to) x in fp32.
+        std::vector<float> input = x;
+        if (prologue) {
+          for (size_t i = 0; i < input.size(); ++i) {
+            const int channel = channel_of(g.input, i);
+            input[i] = std::max(0.0f, x[i] * scale[static_cast<size_t>(channel)] + shift[static_cast<size_t>(channel)]);
+          }
+        }
+        const ConvGeometry g32 = conv_geometry(c, format, DataType::f32);
+        std::vector<unsigned char> reference_workspace(reference.conv2d_workspace_bytes(g32));
+        HostTensor x_ref(DataType::f32, input), w_ref(DataType::f32, w), y_ref(DataType::f32, g32.output.count());
+        reference.conv2d_forward(g32, x_ref.data(), w_ref.data(), y_ref.data(), reference_workspace.data(),
+                                 reference_workspace.size());
+        // The prologue's inputs reach 2.5 in magnitude (mean about 0.6 where kept), not 1; a
+        // 16-bit engine may round them to the type before it multiplies.
+        const double terms = static_cast<double>(g.filter.c) * g.filter.r * g.filter.s;
+        Tolerance forward = prologue ? conv_tolerance(type, terms, 0.6) : forward_tolerance(g);
+        if (prologue) forward.atol += terms * 2.5 * storage_rtol(type);
+        const std::vector<float> y = y_gpu.values();
+        check_close(y, rounded(type, y_ref.values()), forward.atol, forward.rtol, "forward " + what);
+
+        // The sums against the stored y's, in double: cuDNN may sum the fp32 results before their
+        // rounding to the type, so each term may differ by one storage rounding, plus fp32
+        // accumulation over (n, h, w).
+        std::vector<double> sum(static_cast<size_t>(c.k), 0.0), square_sum(sum), magnitude(sum), square(sum);
+        for (size_t i = 0; i < y.size(); ++i) {
+          const size_t k = static_cast<size_t>(channel_of(g.output, i));
+          sum[k] += y[i];
+          square_sum[k] += static_cast<double>(y[i]) * y[i];
+          magnitude[k] += std::fabs(y[i]);
+        }
+        const std::vector<float> sum_got = sum_gpu.download(), square_sum_got = square_sum_gpu.download();
+        const double per_term = storage_rtol(type) + 8 * kEps;
+        for (size_t k = 0; k < sum.size(); ++k) {
+          INFO("channel " << k);
+          CHECK(std::fabs(sum_got[k] - sum[k]) <= magnitude[k] * per_term + 1e-6);
+          CHECK(std::fabs(square_sum_got[k] - square_sum[k]) <= square_sum[k] * 2.5 * per_term + 1e-6);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("cudnn graph convolution plans are built once per geometry pass and epilogue",
           "[gpu]") {
   auto gpu = make_gpu();
@@ -329,6 +430,18 @@ TEST_CASE("cudnn graph convolutions refuse unprepared plans and impossible reque
                   RuntimeError);
   CHECK_THROWS_AS(convs.prepare(g, ConvPass::forward, ConvEpilogue::accumulate, kWorkspaceLimit,
                                 x.data(), w.data(), y.data(), nullptr, workspace.data()),
+                  RuntimeError);
+  // The statistics need their sums (prepare_statistics), and the prologue its scale and bias.
+  CHECK_THROWS_AS(convs.prepare(g, ConvPass::forward, ConvEpilogue::statistics, kWorkspaceLimit,
+                                x.data(), w.data(), y.data(), nullptr, workspace.data()),
+                  RuntimeError);
+  GpuArray<float> sums(*gpu, static_cast<size_t>(2 * g.output.c));
+  const ConvStatisticsBuffers no_scale{sums.data(), sums.data() + g.output.c, nullptr, nullptr};
+  CHECK_THROWS_AS(convs.prepare_statistics(g, ConvEpilogue::input_scale_bias_relu_statistics, kWorkspaceLimit,
+                                           x.data(), w.data(), y.data(), no_scale, workspace.data()),
+                  RuntimeError);
+  CHECK_THROWS_AS(convs.prepare_statistics(g, ConvEpilogue::bias_relu, kWorkspaceLimit, x.data(), w.data(),
+                                           y.data(), no_scale, workspace.data()),
                   RuntimeError);
   // A filter whose channels are not the input's.
   ConvGeometry inconsistent = g;
