@@ -515,6 +515,16 @@ void require_aligned(const void* pointer, const char* what) {
   }
 }
 
+void require_aligned(const ConvPointers& pointers) {
+  require_aligned(pointers.x, "x");
+  require_aligned(pointers.w, "w");
+  require_aligned(pointers.y, "y");
+  require_aligned(pointers.bias, "bias");
+  require_aligned(pointers.statistics.sum, "sum");
+  require_aligned(pointers.statistics.square_sum, "square_sum");
+  require_aligned(pointers.statistics.input_scale, "input scale");
+}
+
 // Host-side only: cuDNN copies the pointers into a descriptor, no device memory is touched.
 BackendDescriptor variant_pack(const OperationGraph& graph, const ConvPointers& pointers,
                                void* workspace) {
@@ -715,13 +725,7 @@ void CudnnGraphConvolutions::Impl::run(const ConvGeometry& g, ConvPass pass, Con
                                        const ConvPointers& pointers, void* workspace,
                                        size_t workspace_bytes) const {
   const Plan& plan = find(g, pass, epilogue, workspace, workspace_bytes);
-  require_aligned(pointers.x, "x");
-  require_aligned(pointers.w, "w");
-  require_aligned(pointers.y, "y");
-  require_aligned(pointers.bias, "bias");
-  require_aligned(pointers.statistics.sum, "sum");
-  require_aligned(pointers.statistics.square_sum, "square_sum");
-  require_aligned(pointers.statistics.input_scale, "input scale");
+  require_aligned(pointers);
   // Built per call rather than cached by pointers: a handful of host-side attribute copies, no
   // device memory, and nothing to go stale when the caller's buffers move.
   const BackendDescriptor pack = variant_pack(plan.graph, pointers, workspace);
@@ -789,13 +793,7 @@ size_t CudnnGraphConvolutions::Impl::prepare(const ConvGeometry& g, ConvPass pas
     // cuDNN's own arithmetic; built once here for that alone, so the rule lives in one place.
     ConvPlan checked;
     describe_convolution(checked, g, CUDNN_DEFAULT_MATH);
-    require_aligned(pointers.x, "x");
-    require_aligned(pointers.w, "w");
-    require_aligned(pointers.y, "y");
-    require_aligned(pointers.bias, "bias");
-    require_aligned(pointers.statistics.sum, "sum");
-    require_aligned(pointers.statistics.square_sum, "square_sum");
-    require_aligned(pointers.statistics.input_scale, "input scale");
+    require_aligned(pointers);
     require_aligned(workspace, "workspace");
     // Timing synchronises, which a stream being captured into a graph forbids.
     cudaStream_t stream = nullptr;
