@@ -48,7 +48,8 @@ namespace {
 //      Runtime-compiled candidates cost a compilation each: on that H100 a fused bias + ReLU plan
 //      took 0.3 to 4.6 s to prepare, the four plain passes of a 16-bit geometry 0.2 to 2.6 s.
 // The statistics epilogues add cuDNN's GenStats operation (sum and sum of squares per channel)
-// reading the convolution's stored output; input_scale_bias_relu_statistics adds, before the
+// reading the convolution's stored output, or where no engine takes that, a sum reduction of y
+// and one of y * y (the generic runtime-fusion engines' form); input_scale_bias_relu_statistics adds, before the
 // convolution, an fp32 multiply by the per-channel scale, an add of the bias and a ReLU on
 // virtual tensors (cudnn-frontend's conv_genstats graph; NVIDIA's MLPerf ResNet-50 runs its
 // batch norms this way). Only runtime-fused engines take these graphs.
@@ -76,6 +77,7 @@ enum TensorUid : int64_t {
   kUidScaled,     // virtual: x * scale
   kUidShifted,    // virtual: x * scale + bias
   kUidActivated,  // virtual: relu(x * scale + bias), the convolution's input
+  kUidSquares,    // virtual: y * y (the statistics by reductions)
 };
 
 // Owner of one backend descriptor; like CudnnObject, but the create call takes a type.
@@ -258,13 +260,38 @@ void add_pointwise(OperationGraph& graph, cudnnPointwiseMode_t mode, const Backe
   graph.parts.push_back(std::move(operation));
 }
 
-// How dgrad's accumulation is expressed (Note [graph convolution plans], step 1).
+// How a graph expresses its epilogue where cuDNN offers two forms (Note [graph convolution
+// plans], step 1): dgrad's accumulation by beta = 1 or a fused add; the statistics by the GenStats
+// operation or by two sum reductions (of y and of y * y), which the generic runtime-fusion engines
+// take where the GenStats pattern has no engine.
 enum class AccumulateBy { beta, fused_add };
+enum class StatisticsBy { gen_stats, reductions };
+struct GraphForm {
+  AccumulateBy accumulate_by = AccumulateBy::beta;
+  StatisticsBy statistics_by = StatisticsBy::gen_stats;
+};
+
+// A sum over (n, h, w) per channel of `x` into `sum`, in fp32.
+void add_channel_sum(OperationGraph& graph, const BackendDescriptor& x, const BackendDescriptor& sum) {
+  BackendDescriptor reduction(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
+  const cudnnReduceTensorOp_t add = CUDNN_REDUCE_TENSOR_ADD;
+  const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
+  set_attribute(reduction, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &add);
+  set_attribute(reduction, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &precision);
+  finalize(reduction, "a reduction descriptor");
+  BackendDescriptor operation(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
+  set_descriptor(operation, CUDNN_ATTR_OPERATION_REDUCTION_DESC, reduction);
+  set_descriptor(operation, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x);
+  set_descriptor(operation, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, sum);
+  finalize(operation, "a reduction operation");
+  graph.parts.push_back(std::move(reduction));
+  graph.parts.push_back(std::move(operation));
+}
 
 // The graph of (g, pass, epilogue); false, with cuDNN's reason in `refusal`, when cuDNN refuses
 // the graph itself as unsupported.
 bool build_operation_graph(cudnnHandle_t handle, const ConvGeometry& g, ConvPass pass,
-                           ConvEpilogue epilogue, AccumulateBy accumulate_by,
+                           ConvEpilogue epilogue, GraphForm form,
                            OperationGraph& graph, std::string& refusal) {
   const cudnnDataType_t type = cudnn_data_type(g.input.type);
   const DataFormat format = g.input.format;
@@ -273,7 +300,7 @@ bool build_operation_graph(cudnnHandle_t handle, const ConvGeometry& g, ConvPass
   const Dims y_dims{g.output.n, g.output.c, g.output.h, g.output.w};
   const bool fused_bias_relu = epilogue == ConvEpilogue::bias_relu;
   const bool fused_add =
-      epilogue == ConvEpilogue::accumulate && accumulate_by == AccumulateBy::fused_add;
+      epilogue == ConvEpilogue::accumulate && form.accumulate_by == AccumulateBy::fused_add;
   const bool input_prologue = epilogue == ConvEpilogue::input_scale_bias_relu_statistics;
   const bool statistics = input_prologue || epilogue == ConvEpilogue::statistics;
   std::vector<cudnnBackendDescriptor_t> operations;
@@ -336,6 +363,17 @@ bool build_operation_graph(cudnnHandle_t handle, const ConvGeometry& g, ConvPass
     const auto& old_dx = add_tensor(graph, kUidOldDx, type, x_dims, format, false);
     const auto& dx = add_tensor(graph, kUidX, type, x_dims, format, false);
     add_pointwise(graph, CUDNN_POINTWISE_ADD, x, &old_dx, dx);
+    operations.push_back(graph.parts.back().get());
+  } else if (statistics && form.statistics_by == StatisticsBy::reductions) {
+    const Dims channel_dims{1, g.output.c, 1, 1};
+    const auto& sum = add_tensor(graph, kUidSum, CUDNN_DATA_FLOAT, channel_dims, format, false);
+    const auto& square_sum = add_tensor(graph, kUidSquareSum, CUDNN_DATA_FLOAT, channel_dims, format, false);
+    const auto& squares = add_tensor(graph, kUidSquares, CUDNN_DATA_FLOAT, y_dims, format, true);
+    add_channel_sum(graph, y, sum);
+    operations.push_back(graph.parts.back().get());
+    add_pointwise(graph, CUDNN_POINTWISE_MUL, y, &y, squares);
+    operations.push_back(graph.parts.back().get());
+    add_channel_sum(graph, squares, square_sum);
     operations.push_back(graph.parts.back().get());
   } else if (statistics) {
     const Dims channel_dims{1, g.output.c, 1, 1};
@@ -598,7 +636,7 @@ bool is_statistics(ConvEpilogue epilogue) {
 }
 
 std::string describe_choice(const CandidatePlan& chosen, int timed, bool fallback_list,
-                            ConvEpilogue epilogue, AccumulateBy accumulate_by) {
+                            ConvEpilogue epilogue, GraphForm form) {
   char workspace[32];
   std::snprintf(workspace, sizeof(workspace), "%.1f MiB",
                 static_cast<double>(chosen.workspace_bytes) / (1 << 20));
@@ -607,7 +645,10 @@ std::string describe_choice(const CandidatePlan& chosen, int timed, bool fallbac
                      workspace + " workspace, fastest of " + std::to_string(timed) + " timed";
   if (fallback_list) text += ", from the fallback list";
   if (epilogue == ConvEpilogue::accumulate) {
-    text += accumulate_by == AccumulateBy::beta ? ", beta 1" : ", fused add";
+    text += form.accumulate_by == AccumulateBy::beta ? ", beta 1" : ", fused add";
+  }
+  if (is_statistics(epilogue)) {
+    text += form.statistics_by == StatisticsBy::gen_stats ? ", GenStats" : ", sum reductions";
   }
   return text;
 }
@@ -652,13 +693,12 @@ CudnnGraphConvolutions::Impl::Plan CudnnGraphConvolutions::Impl::build(
                            epilogue_name(epilogue) + " of " + dpbench::describe(g);
   Plan plan;
   CandidateCounts counts;
-  const std::vector<AccumulateBy> ways = epilogue == ConvEpilogue::accumulate
-                                             ? std::vector<AccumulateBy>{AccumulateBy::beta,
-                                                                         AccumulateBy::fused_add}
-                                             : std::vector<AccumulateBy>{AccumulateBy::beta};
-  for (AccumulateBy accumulate_by : ways) {
+  std::vector<GraphForm> ways = {GraphForm{}};
+  if (epilogue == ConvEpilogue::accumulate) ways.push_back({AccumulateBy::fused_add, StatisticsBy::gen_stats});
+  if (is_statistics(epilogue)) ways.push_back({AccumulateBy::beta, StatisticsBy::reductions});
+  for (const GraphForm& form : ways) {
     OperationGraph graph;
-    if (!build_operation_graph(handle, g, pass, epilogue, accumulate_by, graph,
+    if (!build_operation_graph(handle, g, pass, epilogue, form, graph,
                                counts.last_refusal)) {
       continue;
     }
@@ -690,7 +730,7 @@ CudnnGraphConvolutions::Impl::Plan CudnnGraphConvolutions::Impl::build(
     if (fastest < 0) continue;
     plan.chosen = std::move(candidates[static_cast<size_t>(fastest)]);
     plan.milliseconds = fastest_ms;
-    plan.description = describe_choice(plan.chosen, timed, fallback_list, epilogue, accumulate_by);
+    plan.description = describe_choice(plan.chosen, timed, fallback_list, epilogue, form);
     plan.graph = std::move(graph);
     return plan;
   }
