@@ -184,6 +184,8 @@ void resolve_numerics(const GivenFlags& flags, const ModelEntry& model, RunConfi
   config->cudnn_benchmark = parse_bool("cudnn_benchmark", flags.text("cudnn_benchmark"));
   config->deterministic = parse_bool("deterministic", flags.text("deterministic"));
   config->forward_only = parse_bool("forward_only", flags.text("forward_only"));
+  config->fuse_batch_norm_statistics =
+      parse_bool("fuse_batch_norm_statistics", flags.text("fuse_batch_norm_statistics"));
   config->precision = flags.text("precision");
   require_one_of("precision", config->precision, {"fp32", "tf32", "fp16", "bf16"}, "precision");
   config->use_fp16 = parse_bool("use_fp16", flags.text("use_fp16"));

@@ -16,6 +16,7 @@
 #include "engine/attention_geometry.h"
 #include "engine/cnn_geometry.h"
 #include "engine/data_type.h"
+#include "engine/errors.h"
 #include "engine/rnn_geometry.h"
 #include "engine/backend_kind.h"
 
@@ -331,6 +332,20 @@ class Backend {
   }
   // Whether conv2d_forward_bias of a prepared `g` runs as one fused operation.
   virtual bool conv2d_forward_bias_fused(const ConvGeometry& g, bool relu) { return false; }
+  // The forward with batch norm's statistics made in its epilogue: y = conv(x, w) and, per output
+  // channel c of C, statistics[c] = the sum and statistics[C + c] = the sum of squares of y over
+  // (n, h, w), fp32 (what batch_norm_forward_training's x_statistics takes), so the batch norm
+  // reading y skips its own pass over it. Callers use it only where
+  // conv2d_forward_statistics_fused(g) says the backend runs it as one fused kernel; the cuda
+  // backend decides that in conv2d_statistics_workspace_bytes (cuDNN's graph API, timed against
+  // the forward plus the statistics pass), the others never fuse it unless told to
+  // (ReferenceBackend::set_fuse_convolution_statistics, for tests).
+  virtual size_t conv2d_statistics_workspace_bytes(const ConvGeometry& g) { return conv2d_workspace_bytes(g); }
+  virtual bool conv2d_forward_statistics_fused(const ConvGeometry& g) { return false; }
+  virtual void conv2d_forward_statistics(const ConvGeometry& g, const void* x, const void* w, void* y,
+                                         float* statistics, void* workspace, size_t workspace_bytes) {
+    throw RuntimeError("conv2d_forward_statistics: this backend makes no statistics in a convolution's epilogue");
+  }
 
   // y (shape) += bias (c) per channel, then max(0, .) when `relu` (a convolution's epilogue).
   virtual void add_channel_bias(const Tensor4& shape, void* y, const float* bias, bool relu) = 0;
@@ -347,10 +362,14 @@ class Backend {
   // same pass), and act = max(0, .) with `relu`, else the identity. saved_mean and saved_inv_std
   // (c) are written for the backward pass. y may not alias x (backward reads x) or residual.
   // `workspace` holds batch_norm_workspace_bytes(shape) bytes; nothing in it outlives the call.
+  // x_statistics (2c fp32: sums, then sums of squares of x per channel, conv2d_forward_statistics)
+  // gives the statistics instead of a pass over x: mean = sum / M, variance = max(0, sum of
+  // squares / M - mean^2) in double (M = n * h * w). Same defaults in every override.
   virtual void batch_norm_forward_training(const Tensor4& shape, const void* x, const float* gamma,
                                            const float* beta, float epsilon, bool relu, void* y,
                                            float* saved_mean, float* saved_inv_std,
-                                           void* workspace, const void* residual) = 0;
+                                           void* workspace, const void* residual,
+                                           const float* x_statistics = nullptr) = 0;
   // dx (shape), dgamma and dbeta (c), all overwritten, from dy and the forward's statistics. With
   // `relu`, dy is first masked by y > 0 (y = the forward's output, read only then); where the
   // forward added a residual, that masked dy is its gradient and is written to d_residual
@@ -368,12 +387,15 @@ class Backend {
   // batch statistics, saved as batch_norm_forward_training saves them, and y written in one pass
   // (neither normalised tensor is stored). Both use `epsilon`. The backward is batch_norm_backward
   // of x with d_residual (the gradient of bn_z(z)), then batch_norm_backward of z from it.
-  // `workspace` holds 2 * batch_norm_workspace_bytes(shape) bytes.
+  // `workspace` holds 2 * batch_norm_workspace_bytes(shape) bytes. x_statistics and z_statistics
+  // as batch_norm_forward_training's, each optional.
   virtual void batch_norm_pair_forward_training(const Tensor4& shape, const void* x, const float* gamma,
                                                 const float* beta, float* saved_mean, float* saved_inv_std,
                                                 const void* z, const float* z_gamma, const float* z_beta,
                                                 float* z_saved_mean, float* z_saved_inv_std, float epsilon,
-                                                bool relu, void* y, void* workspace) = 0;
+                                                bool relu, void* y, void* workspace,
+                                                const float* x_statistics = nullptr,
+                                                const float* z_statistics = nullptr) = 0;
   // Batch normalisation in inference mode, on given per-channel statistics (the running mean and
   // variance) instead of the batch's, with what follows it in a ResNet block fused in:
   //   y = act(norm(x) + residual),  norm(v) = gamma * (v - mean) / sqrt(variance + epsilon) + beta,

@@ -216,6 +216,17 @@ class CountingBackend final : public Backend {
   bool conv2d_forward_bias_fused(const ConvGeometry& g, bool relu) override {
     return inner_.conv2d_forward_bias_fused(g, relu);
   }
+  size_t conv2d_statistics_workspace_bytes(const ConvGeometry& g) override {
+    return inner_.conv2d_statistics_workspace_bytes(g);
+  }
+  bool conv2d_forward_statistics_fused(const ConvGeometry& g) override {
+    return inner_.conv2d_forward_statistics_fused(g);
+  }
+  void conv2d_forward_statistics(const ConvGeometry& g, const void* x, const void* w, void* y, float* statistics,
+                                 void* workspace, size_t workspace_bytes) override {
+    counted();
+    inner_.conv2d_forward_statistics(g, x, w, y, statistics, workspace, workspace_bytes);
+  }
   void add_channel_bias(const Tensor4& shape, void* y, const float* bias, bool relu) override {
     counted();
     inner_.add_channel_bias(shape, y, bias, relu);
@@ -230,10 +241,11 @@ class CountingBackend final : public Backend {
   }
   void batch_norm_forward_training(const Tensor4& shape, const void* x, const float* gamma, const float* beta,
                                    float epsilon, bool relu, void* y, float* saved_mean, float* saved_inv_std,
-                                   void* workspace, const void* residual) override {
+                                   void* workspace, const void* residual,
+                                   const float* x_statistics = nullptr) override {
     counted();
     inner_.batch_norm_forward_training(shape, x, gamma, beta, epsilon, relu, y, saved_mean, saved_inv_std,
-                                       workspace, residual);
+                                       workspace, residual, x_statistics);
   }
   void batch_norm_backward(const Tensor4& shape, const void* x, const void* y, const void* dy,
                            const float* gamma, const float* saved_mean, const float* saved_inv_std,
@@ -249,10 +261,13 @@ class CountingBackend final : public Backend {
   void batch_norm_pair_forward_training(const Tensor4& shape, const void* x, const float* gamma, const float* beta,
                                         float* saved_mean, float* saved_inv_std, const void* z, const float* z_gamma,
                                         const float* z_beta, float* z_saved_mean, float* z_saved_inv_std,
-                                        float epsilon, bool relu, void* y, void* workspace) override {
+                                        float epsilon, bool relu, void* y, void* workspace,
+                                        const float* x_statistics = nullptr,
+                                        const float* z_statistics = nullptr) override {
     counted();
     inner_.batch_norm_pair_forward_training(shape, x, gamma, beta, saved_mean, saved_inv_std, z, z_gamma, z_beta,
-                                            z_saved_mean, z_saved_inv_std, epsilon, relu, y, workspace);
+                                            z_saved_mean, z_saved_inv_std, epsilon, relu, y, workspace,
+                                            x_statistics, z_statistics);
   }
   void batch_norm_inference(const Tensor4& shape, const void* x, const InferenceNorm& norm, const void* z,
                             const InferenceNorm* z_norm, bool relu, void* y) override {

@@ -139,6 +139,7 @@ CnnModel::CnnModel(std::string name, const ModelSettings& config, const ImageSpe
                        std::to_string(images.classes) + " fp32 logits per sample");
   layout_.finalize();
   if (forward_only_) network_->prepare_for_inference();
+  network_->set_fuse_batch_norm_statistics(config.fuse_batch_norm_statistics);
   network_->finalize(logits);
 }
 

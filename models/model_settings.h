@@ -67,6 +67,9 @@ struct ModelSettings : DevicePlacement {
   // Inference: forward passes only (batch norm with its running statistics, no dropout), no
   // backward pass, no exchange, no update (tf_cnn_benchmarks' --forward_only).
   bool forward_only = false;
+  // CNNs in training: a batch norm reading a convolution's output takes its statistics from that
+  // convolution's epilogue where the backend fuses them (models/network.h).
+  bool fuse_batch_norm_statistics = true;
   SequenceConfig sequence;  // nmt and rnnlm only
   DataConfig data;
 

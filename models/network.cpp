@@ -167,6 +167,32 @@ void Network::fuse_relu_into_max_pools() {
   }
 }
 
+void Network::fuse_batch_norm_statistics() {
+  for (size_t index = 0; index < nodes_.size(); ++index) {
+    const Node& node = nodes_[index];
+    if (node.fused_away) continue;
+    // The inputs a training batch norm normalises: a batch norm's one, a fused join's main path
+    // and, with a shortcut norm, its shortcut.
+    size_t normalised = 0;
+    if (dynamic_cast<const BatchNormLayer*>(node.layer.get()) != nullptr) {
+      normalised = 1;
+    } else if (const auto* join = dynamic_cast<const NormalisedResidualAddLayer*>(node.layer.get())) {
+      normalised = join->has_shortcut_norm() ? 2 : 1;
+    }
+    for (size_t i = 0; i < normalised; ++i) {
+      TensorInfo& tensor = tensors_[node.inputs[i]];
+      if (tensor.producer < 0) continue;
+      Node& producer = nodes_[tensor.producer];
+      auto* conv = dynamic_cast<Conv2dLayer*>(producer.layer.get());
+      // The statistics must be of exactly what the batch norm reads: no bias or ReLU after the
+      // convolution.
+      if (conv == nullptr || producer.fused_away || conv->has_bias() || conv->relu()) continue;
+      conv->make_output_statistics();
+      tensor.statistics = true;
+    }
+  }
+}
+
 void Network::finalize(TensorId logits) {
   if (logits <= 0 || logits >= static_cast<TensorId>(tensors_.size()))
     throw RuntimeError("Network: the logits must be a node's output");
@@ -174,6 +200,7 @@ void Network::finalize(TensorId logits) {
   if (!inference_only_) {
     fuse_normalised_joins();
     fuse_relu_into_max_pools();
+    if (fuse_batch_norm_statistics_) fuse_batch_norm_statistics();
   }
   plan_buffers();
   plan_gradient_accumulation();
@@ -269,6 +296,18 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
   scratch_ = device.allocate(network.scratch_bytes());
 
   const std::vector<Network::Node>& nodes = network.nodes();
+  // The convolutions sized their workspace above, which is where the backend decided, per shape,
+  // whether it fuses their batch norms' statistics.
+  if (training) {
+    for (const Network::Node& node : nodes) {
+      const auto* conv = dynamic_cast<const Conv2dLayer*>(node.layer.get());
+      if (conv == nullptr || !network.has_statistics(node.output) ||
+          !ops.conv2d_forward_statistics_fused(conv->geometry()))
+        continue;
+      statistics_.emplace(node.output, device.allocate(2 * sizeof(float) * static_cast<size_t>(conv->geometry().output.c)));
+    }
+  }
+  auto statistics_of = [&](TensorId tensor) { return const_cast<float*>(statistics(tensor)); };
   for (size_t index = 0; index < nodes.size(); ++index) {
     const Network::Node& node = nodes[index];
     LayerPass pass;
@@ -276,6 +315,7 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
     pass.params = &params;
     pass.y = values(node.output);
     pass.dy = gradients(node.output);
+    pass.y_statistics = statistics_of(node.output);
     pass.state = states_[index].get();
     pass.workspace = workspace_.data();
     pass.workspace_bytes = workspace_bytes;
@@ -285,6 +325,7 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const TensorId in = node.inputs[i];
       pass.x.push_back(values(in));
+      pass.x_statistics.push_back(statistics_of(in));
       if (node.scratch_offset[i] < 0) {
         pass.dx.push_back(gradients(in));
       } else {
@@ -301,6 +342,11 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
 void* NetworkReplica::values(TensorId tensor) const {
   const int buffer = network_.value_buffer(tensor);
   return buffer < 0 ? nullptr : buffers_.at(buffer).data();  // none: a node fused away
+}
+
+const float* NetworkReplica::statistics(TensorId tensor) const {
+  const auto found = statistics_.find(tensor);
+  return found == statistics_.end() ? nullptr : found->second.as<float>();
 }
 
 void* NetworkReplica::gradients(TensorId tensor) const {

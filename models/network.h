@@ -65,6 +65,12 @@ class Network {
   // (models/layers/normalised_residual_add.h): those batch-norm nodes no longer run.
   void prepare_for_inference();
 
+  // Training, before finalize: whether a batch norm reading a convolution's output (a convolution
+  // without bias or ReLU) may take its statistics from that convolution's forward, where the
+  // backend fuses them into it (Backend::conv2d_forward_statistics_fused; --fuse_batch_norm_statistics).
+  // On by default; the replicas ask the backend per shape.
+  void set_fuse_batch_norm_statistics(bool fuse) { fuse_batch_norm_statistics_ = fuse; }
+
   // Ends building: `logits` (n, classes, 1, 1) is what the loss reads. For training, a residual
   // add whose main path (and perhaps shortcut) is a batch norm without ReLU (read by nothing
   // else) runs those batch norms in its own pass, forward and backward, as prepare_for_inference
@@ -95,6 +101,9 @@ class Network {
   const std::vector<size_t>& buffer_bytes() const { return buffer_bytes_; }
   // Bytes of scratch for input gradients that are computed apart and then added (0: none).
   size_t scratch_bytes() const { return scratch_bytes_; }
+  // Whether a tensor's producer may make batch norm's statistics for its reader
+  // (set_fuse_batch_norm_statistics).
+  bool has_statistics(TensorId tensor) const { return tensors_.at(tensor).statistics; }
 
   void initialize(uint64_t seed, std::vector<float>& host_params) const;
   // FLOPs of the nodes that run, over the whole batch; no input gradient for the network input.
@@ -106,6 +115,7 @@ class Network {
     int producer = -1;            // node index; -1 for the input
     std::vector<int> consumers;   // node indices, ascending
     int value_buffer = -1, gradient_buffer = -1;
+    bool statistics = false;  // made by its producer (a convolution) for a batch norm reading it
   };
   TensorId make_tensor(const Tensor4& shape, int producer);
   // Puts NormalisedResidualAddLayer in place of the residual adds it can take over (for inference
@@ -115,6 +125,9 @@ class Network {
   // applies that ReLU's backward in its own pass (PoolGeometry::relu_input), and the convolution
   // takes its output gradient as already masked: one pass over the pool's input fewer each step.
   void fuse_relu_into_max_pools();
+  // Training: marks the convolutions whose output a batch norm reads (itself, or inside a fused
+  // join) to make that batch norm's statistics (Conv2dLayer::make_output_statistics).
+  void fuse_batch_norm_statistics();
   void plan_buffers();
   void plan_gradient_accumulation();
 
@@ -127,6 +140,7 @@ class Network {
   size_t scratch_bytes_ = 0;
   bool finalized_ = false;
   bool inference_only_ = false;
+  bool fuse_batch_norm_statistics_ = true;
   std::string group_;  // set_group's
 };
 
@@ -141,6 +155,9 @@ class NetworkReplica {
   // A tensor's buffers hold its shape's type.
   void* values(TensorId tensor) const;     // nullptr for the output of a node fused away
   void* gradients(TensorId tensor) const;  // nullptr for the input, and in inference
+  // Batch norm's statistics of a tensor as its producing convolution made them (2 * channels
+  // fp32: sums, then sums of squares); nullptr where the backend does not fuse them for it.
+  const float* statistics(TensorId tensor) const;
 
   // Every node in order; the logits end up in values(logits()).
   void forward(const int32_t* step);
@@ -160,6 +177,7 @@ class NetworkReplica {
   std::vector<Buffer> buffers_;
   Buffer workspace_;
   Buffer scratch_;
+  std::map<TensorId, Buffer> statistics_;  // per tensor whose producer fuses batch norm's statistics
   std::vector<std::unique_ptr<LayerState>> states_;
   std::vector<LayerPass> passes_;                       // per node
   std::vector<std::vector<Accumulation>> accumulations_;  // per node, after its backward

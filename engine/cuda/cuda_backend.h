@@ -146,6 +146,14 @@ class CudaBackend final : public Backend {
                            bool relu, void* y, void* workspace, size_t workspace_bytes) override;
   size_t conv2d_bias_workspace_bytes(const ConvGeometry& g, bool relu) override;
   bool conv2d_forward_bias_fused(const ConvGeometry& g, bool relu) override;
+  // Fused where cuDNN's graph API has an engine for the convolution with batch norm's sums in its
+  // epilogue (16-bit NHWC with channels in eights on sm_90) and it times faster than the chosen
+  // forward plus the statistics pass it saves; never in deterministic runs (the fused sums'
+  // order is cuDNN's) or with --cudnn_benchmark=false.
+  size_t conv2d_statistics_workspace_bytes(const ConvGeometry& g) override;
+  bool conv2d_forward_statistics_fused(const ConvGeometry& g) override;
+  void conv2d_forward_statistics(const ConvGeometry& g, const void* x, const void* w, void* y, float* statistics,
+                                 void* workspace, size_t workspace_bytes) override;
   void add_channel_bias(const Tensor4& shape, void* y, const float* bias, bool relu) override;
   void channel_bias_gradient(const Tensor4& shape, const void* y, void* dy, float* dbias,
                              bool relu, void* workspace) override;
@@ -153,7 +161,8 @@ class CudaBackend final : public Backend {
   void batch_norm_forward_training(const Tensor4& shape, const void* x, const float* gamma,
                                    const float* beta, float epsilon, bool relu, void* y,
                                    float* saved_mean, float* saved_inv_std,
-                                   void* workspace, const void* residual) override;
+                                   void* workspace, const void* residual,
+                                   const float* x_statistics = nullptr) override;
   void batch_norm_backward(const Tensor4& shape, const void* x, const void* y, const void* dy,
                            const float* gamma, const float* saved_mean, const float* saved_inv_std,
                            float epsilon, bool relu, void* dx, float* dgamma, float* dbeta,
@@ -162,7 +171,9 @@ class CudaBackend final : public Backend {
   void batch_norm_pair_forward_training(const Tensor4& shape, const void* x, const float* gamma, const float* beta,
                                         float* saved_mean, float* saved_inv_std, const void* z, const float* z_gamma,
                                         const float* z_beta, float* z_saved_mean, float* z_saved_inv_std,
-                                        float epsilon, bool relu, void* y, void* workspace) override;
+                                        float epsilon, bool relu, void* y, void* workspace,
+                                        const float* x_statistics = nullptr,
+                                        const float* z_statistics = nullptr) override;
   void batch_norm_inference(const Tensor4& shape, const void* x, const InferenceNorm& norm, const void* z,
                             const InferenceNorm* z_norm, bool relu, void* y) override;
   void pool_forward(const PoolGeometry& g, const void* x, void* y) override;

@@ -123,18 +123,21 @@ void CudaBackend::batch_norm_forward_training(const Tensor4& shape, const void* 
                                               const float* gamma, const float* beta,
                                               float epsilon, bool relu, void* y,
                                               float* saved_mean, float* saved_inv_std,
-                                              void* workspace, const void* residual) {
+                                              void* workspace, const void* residual,
+                                              const float* x_statistics) {
   cuda_kernels::launch_batch_norm_forward(stream_, shape, x, residual, gamma, beta, epsilon, relu, y,
-                                          saved_mean, saved_inv_std, workspace);
+                                          saved_mean, saved_inv_std, workspace, x_statistics);
 }
 
 void CudaBackend::batch_norm_pair_forward_training(const Tensor4& shape, const void* x, const float* gamma,
                                                    const float* beta, float* saved_mean, float* saved_inv_std,
                                                    const void* z, const float* z_gamma, const float* z_beta,
                                                    float* z_saved_mean, float* z_saved_inv_std, float epsilon,
-                                                   bool relu, void* y, void* workspace) {
+                                                   bool relu, void* y, void* workspace,
+                                                   const float* x_statistics, const float* z_statistics) {
   cuda_kernels::launch_batch_norm_pair_forward(stream_, shape, x, gamma, beta, saved_mean, saved_inv_std, z, z_gamma,
-                                               z_beta, z_saved_mean, z_saved_inv_std, epsilon, relu, y, workspace);
+                                               z_beta, z_saved_mean, z_saved_inv_std, epsilon, relu, y, workspace,
+                                               x_statistics, z_statistics);
 }
 
 void CudaBackend::batch_norm_inference(const Tensor4& shape, const void* x, const InferenceNorm& norm,

@@ -28,7 +28,8 @@ void set_deterministic(Device& device, bool deterministic);
 void set_lstm_algorithm(Device& device, const std::string& name);
 
 // Which kernels the compute stream's prepared plans run, for the result (summary.math_paths):
-//   {"convolutions": {"shapes", "graph_api_forward", "fused_bias_relu", "graph_api_backward_data",
+//   {"convolutions": {"shapes", "graph_api_forward", "fused_bias_relu", "fused_batch_norm_statistics",
+//                     "graph_api_backward_data",
 //                     "graph_api_backward_data_accumulating", "graph_api_backward_filter"}
 //                    (counts of shapes; the rest run the classic API),
 //    "pooling": {"shapes", "own_backward"}  (shapes whose backward runs dpbench's kernel, not cuDNN's),

@@ -184,8 +184,10 @@ void make_search_buffers(cudaStream_t stream, const ConvGeometry& g, SearchBuffe
 // first step: the graph API's accumulating plan (beta = 1, or a fused add) against the classic
 // chosen algorithm with beta = 1, timed on scratch, within the workspace that call has. The forward with a bias and ReLU
 // (conv2d_forward_bias) runs as one fused graph kernel where that beats the chosen forward plus
-// the bias pass, both timed. Deterministic runs and --cudnn_benchmark=false time nothing and keep
-// the classic heuristics' choices.
+// the bias pass, both timed; the forward with batch norm's sums in its epilogue
+// (conv2d_forward_statistics) where that beats the chosen forward plus the batch norm's
+// statistics pass. Deterministic runs and --cudnn_benchmark=false time nothing and keep the
+// classic heuristics' choices.
 
 // Times every algorithm of each pass on scratch tensors (cuDNN writes the outputs, which here are
 // scratch as well) and keeps the fastest that fits the workspace searched; with `graph`, also
@@ -345,11 +347,12 @@ size_t CudaBackend::conv2d_workspace_bytes(const ConvGeometry& g) {
 }
 
 nlohmann::json CudaBackend::math_paths() const {
-  int shapes = 0, forward = 0, fused = 0, backward_data = 0, backward_data_accumulating = 0, backward_filter = 0;
+  int shapes = 0, forward = 0, fused = 0, fused_statistics = 0, backward_data = 0, backward_data_accumulating = 0, backward_filter = 0;
   for (const auto& [key, plan] : plans_->convolutions) {
     ++shapes;
     forward += plan.graph_forward;
     fused += plan.fused_bias_relu;
+    fused_statistics += plan.fused_statistics;
     backward_data += plan.graph_backward_data;
     backward_data_accumulating += plan.graph_backward_data_accumulate;
     backward_filter += plan.graph_backward_filter;
@@ -366,6 +369,7 @@ nlohmann::json CudaBackend::math_paths() const {
   }
   return {{"convolutions",
            {{"shapes", shapes}, {"graph_api_forward", forward}, {"fused_bias_relu", fused},
+            {"fused_batch_norm_statistics", fused_statistics},
             {"graph_api_backward_data", backward_data},
             {"graph_api_backward_data_accumulating", backward_data_accumulating},
             {"graph_api_backward_filter", backward_filter}}},
@@ -429,6 +433,75 @@ void CudaBackend::conv2d_forward_bias(const ConvGeometry& g, const void* x, cons
   }
   conv2d_forward(g, x, w, y, workspace, workspace_bytes);
   add_channel_bias(g.output, y, bias, relu);
+}
+
+size_t CudaBackend::conv2d_statistics_workspace_bytes(const ConvGeometry& g) {
+  ConvPlan& plan = conv_plan(g, cudnn_benchmark_);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  DPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
+  if (plan.fused_statistics_decided || !cudnn_benchmark_ || deterministic_ || plan.forward_ms <= 0.0f ||
+      capture != cudaStreamCaptureStatusNone)
+    return plan.workspace_bytes();
+  plan.fused_statistics_decided = true;
+  SearchBuffers buffers;
+  make_search_buffers(stream_, g, buffers);
+  const size_t channels = static_cast<size_t>(g.output.c);
+  // Per channel: the sums (2), gamma, beta, the saved mean and inverse deviation.
+  SearchScratch per_channel, normalised, norm_workspace;
+  per_channel.allocate(sizeof(float) * 6 * channels);
+  normalised.allocate(g.output.bytes());
+  norm_workspace.allocate(cuda_kernels::batch_norm_workspace_bytes(g.output));
+  float* sums = static_cast<float*>(per_channel.data());
+  float* gamma = sums + 2 * channels;
+  DPB_CUDA_CHECK(cudaMemsetAsync(per_channel.data(), 0, per_channel.bytes(), stream_));
+  // What the fused kernel saves: the batch norm's statistics pass over y, timed as the batch norm
+  // with its own statistics less the batch norm from given sums.
+  // Best of three: these kernels take tens of microseconds, where one timing is noisy.
+  auto batch_norm = [&](const float* given_sums) {
+    float best = 0.0f;
+    for (int run = 0; run < 3; ++run) {
+      const float ms = timed_on_stream(stream_, [&] {
+        cuda_kernels::launch_batch_norm_forward(stream_, g.output, buffers.y.data(), nullptr, gamma, gamma + channels,
+                                                1e-5f, true, normalised.data(), gamma + 2 * channels,
+                                                gamma + 3 * channels, norm_workspace.data(), given_sums);
+      });
+      best = run == 0 ? ms : std::min(best, ms);
+    }
+    return best;
+  };
+  const float statistics_pass_ms = std::max(0.0f, batch_norm(nullptr) - batch_norm(sums));
+  try {
+    const size_t bytes = graph_convolutions().prepare_statistics(
+        g, ConvEpilogue::statistics, buffers.workspace.bytes(), buffers.x.data(), buffers.w.data(), buffers.y.data(),
+        ConvStatisticsBuffers{sums, sums + channels}, buffers.workspace.data());
+    const double fused_ms = graph_convolutions().timed_milliseconds(g, ConvPass::forward, ConvEpilogue::statistics);
+    if (fused_ms < plan.forward_ms + statistics_pass_ms) {
+      plan.fused_statistics = true;
+      plan.graph_workspace_bytes = std::max(plan.graph_workspace_bytes, bytes);
+    }
+  } catch (const GraphConvolutionUnsupported&) {
+    // No fused engine for this shape or type: the batch norm makes its own statistics.
+  }
+  DPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return plan.workspace_bytes();
+}
+
+bool CudaBackend::conv2d_forward_statistics_fused(const ConvGeometry& g) {
+  const auto found = plans_->convolutions.find(conv_key(g));
+  return found != plans_->convolutions.end() && found->second.fused_statistics;
+}
+
+void CudaBackend::conv2d_forward_statistics(const ConvGeometry& g, const void* x, const void* w, void* y,
+                                            float* statistics, void* workspace, size_t workspace_bytes) {
+  const ConvPlan& plan = conv_plan(g, /*benchmark=*/false);
+  float* square_sums = statistics + g.output.c;
+  if (!plan.fused_statistics || !graph_aligned({x, w, y, statistics, square_sums, workspace}))
+    throw RuntimeError("conv2d_forward_statistics: " + describe(g) +
+                       " has no fused plan for these buffers (ask conv2d_forward_statistics_fused first)");
+  require_workspace(plan, workspace, workspace_bytes, "conv2d_forward_statistics");
+  graph_convolutions().forward_statistics(g, ConvEpilogue::statistics, x, w, y,
+                                          ConvStatisticsBuffers{statistics, square_sums}, workspace,
+                                          workspace_bytes);
 }
 
 // The passes below find their geometry prepared, because the caller had to ask

@@ -273,16 +273,19 @@ size_t attention_workspace_bytes(const AttentionGeometry& g);
 // order. The workspace holds per-channel partial results between the passes of one call.
 size_t batch_norm_workspace_bytes(const Tensor4& shape);
 // x, residual, y, dy, dx and d_residual hold shape.type; everything per channel is fp32. residual
-// and d_residual may be nullptr (Backend::batch_norm_forward_training and batch_norm_backward).
+// and d_residual may be nullptr (Backend::batch_norm_forward_training and batch_norm_backward), as
+// may the statistics (a convolution's sums: no pass over x or z for them).
 void launch_batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const void* x,
                                const void* residual, const float* gamma, const float* beta, float epsilon, bool relu,
-                               void* y, float* saved_mean, float* saved_inv_std, void* workspace);
+                               void* y, float* saved_mean, float* saved_inv_std, void* workspace,
+                               const float* x_statistics);
 // y = act(bn(x) + bn_z(z)), both on their batch statistics (a ResNet join whose shortcut has its own
 // batch norm); `workspace` holds 2 * batch_norm_workspace_bytes(shape).
 void launch_batch_norm_pair_forward(cudaStream_t stream, const Tensor4& shape, const void* x, const float* gamma,
                                     const float* beta, float* saved_mean, float* saved_inv_std, const void* z,
                                     const float* z_gamma, const float* z_beta, float* z_saved_mean,
-                                    float* z_saved_inv_std, float epsilon, bool relu, void* y, void* workspace);
+                                    float* z_saved_inv_std, float epsilon, bool relu, void* y, void* workspace,
+                                    const float* x_statistics, const float* z_statistics);
 // Inference mode from given statistics; needs no workspace.
 void launch_batch_norm_inference(cudaStream_t stream, const Tensor4& shape, const void* x, const InferenceNorm& norm,
                                  const void* z, const InferenceNorm* z_norm, bool relu, void* y);

@@ -446,6 +446,27 @@ __global__ void batch_norm_forward_finalize_kernel(Tiling t, const float* partia
   }
 }
 
+// The same coefficients from a convolution's sums (Backend::conv2d_forward_statistics), one thread
+// per channel: mean = sum / M and the biased variance sum_sq / M - mean^2 in double, clamped at 0
+// (the sums are fp32, so a mean far above the spread loses the variance to cancellation: the
+// price of skipping the pass over x, the same as cuDNN's and NVIDIA's MLPerf batch norms pay).
+__global__ void batch_norm_finalize_from_sums_kernel(int channels, double elements, const float* sums,
+                                                     const float* gamma, float epsilon, float* saved_mean,
+                                                     float* saved_inv_std, float* scale, float* mean_hi,
+                                                     float* mean_lo) {
+  const int channel = blockIdx.x * blockDim.x + threadIdx.x;
+  if (channel >= channels) return;
+  const double mean = sums[channel] / elements;
+  const double variance = fmax(0.0, sums[channels + channel] / elements - mean * mean);
+  const double inv_std = 1.0 / sqrt(variance + static_cast<double>(epsilon));
+  const float hi = static_cast<float>(mean);
+  saved_mean[channel] = hi;
+  saved_inv_std[channel] = static_cast<float>(inv_std);
+  scale[channel] = static_cast<float>(gamma[channel] * inv_std);
+  mean_hi[channel] = hi;
+  mean_lo[channel] = static_cast<float>(mean - hi);
+}
+
 // The normalise passes read x and, with a residual, z: item u's element k as input(u, k) and
 // residual(u, k).
 template <typename T, int kVec, bool kAdd>
@@ -728,12 +749,21 @@ Sweeps plan_sweeps(const Tensor4& shape, std::initializer_list<const void*> poin
 }
 
 // The statistics sweep and finalize of one batch norm: saved_mean, saved_inv_std and, in the
-// plan's workspace, the coefficients its normalise pass reads.
+// plan's workspace, the coefficients its normalise pass reads. Given `sums` (a convolution's), no
+// sweep: the finalize reads those.
 template <typename T>
 NormaliseCoefficients batch_norm_statistics(cudaStream_t stream, const Sweeps& plan, const T* x, const float* gamma,
                                             const float* beta, float epsilon, float* saved_mean,
-                                            float* saved_inv_std) {
+                                            float* saved_inv_std, const float* sums) {
   const Workspace& w = plan.w;
+  if (sums != nullptr) {
+    const int threads = 128;
+    batch_norm_finalize_from_sums_kernel<<<(plan.t.channels + threads - 1) / threads, threads, 0, stream>>>(
+        plan.t.channels, static_cast<double>(plan.t.elements), sums, gamma, epsilon, saved_mean, saved_inv_std,
+        w.coefficient[0], w.coefficient[1], w.coefficient[2]);
+    DPB_CUDA_CHECK_LAUNCH(batch_norm_finalize_from_sums_kernel);
+    return {w.coefficient[0], w.coefficient[1], w.coefficient[2], beta};
+  }
   dispatch<T>(plan.t, false, [&](auto nhwc, auto vec_width, auto) {
     batch_norm_statistics_kernel<T, decltype(nhwc)::value, decltype(vec_width)::value>
         <<<plan.grid, kThreads, 0, stream>>>(plan.t, x, w.partial_a, w.partial_b);
@@ -751,17 +781,19 @@ NormaliseCoefficients batch_norm_statistics(cudaStream_t stream, const Sweeps& p
 template <typename T>
 void batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const T* x, const T* z,
                         const float* gamma, const float* beta, float epsilon, bool relu, T* y,
-                        float* saved_mean, float* saved_inv_std, void* workspace,
+                        float* saved_mean, float* saved_inv_std, void* workspace, const float* x_sums,
                         const float* z_gamma = nullptr, const float* z_beta = nullptr,
-                        float* z_saved_mean = nullptr, float* z_saved_inv_std = nullptr) {
+                        float* z_saved_mean = nullptr, float* z_saved_inv_std = nullptr,
+                        const float* z_sums = nullptr) {
   const Sweeps plan = plan_sweeps(shape, {x, y, z}, workspace);
   const NormaliseCoefficients x_norm =
-      batch_norm_statistics(stream, plan, x, gamma, beta, epsilon, saved_mean, saved_inv_std);
+      batch_norm_statistics(stream, plan, x, gamma, beta, epsilon, saved_mean, saved_inv_std, x_sums);
   NormaliseCoefficients z_norm = x_norm;  // unused unless z has a norm of its own
   if (z_gamma != nullptr) {
     const Sweeps z_plan =
         plan_sweeps(shape, {x, y, z}, static_cast<char*>(workspace) + batch_norm_workspace_bytes(shape));
-    z_norm = batch_norm_statistics(stream, z_plan, z, z_gamma, z_beta, epsilon, z_saved_mean, z_saved_inv_std);
+    z_norm = batch_norm_statistics(stream, z_plan, z, z_gamma, z_beta, epsilon, z_saved_mean, z_saved_inv_std,
+                                   z_sums);
   }
   dispatch<T>(plan.t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
     constexpr bool kNhwc = decltype(nhwc)::value, kRelu = decltype(fused_relu)::value;
@@ -856,26 +888,27 @@ size_t batch_norm_workspace_bytes(const Tensor4& shape) {
 void launch_batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const void* x,
                                const void* residual, const float* gamma, const float* beta,
                                float epsilon, bool relu, void* y, float* saved_mean,
-                               float* saved_inv_std, void* workspace) {
+                               float* saved_inv_std, void* workspace, const float* x_statistics) {
   if (!check_call(shape, workspace, "batch_norm_forward_training")) return;
   with_storage_type(shape.type, "batch_norm_forward_training", [&](auto tag) {
     using T = decltype(tag);
     batch_norm_forward(stream, shape, static_cast<const T*>(x), static_cast<const T*>(residual), gamma,
                        beta, epsilon, relu,
-                       static_cast<T*>(y), saved_mean, saved_inv_std, workspace);
+                       static_cast<T*>(y), saved_mean, saved_inv_std, workspace, x_statistics);
   });
 }
 
 void launch_batch_norm_pair_forward(cudaStream_t stream, const Tensor4& shape, const void* x, const float* gamma,
                                     const float* beta, float* saved_mean, float* saved_inv_std, const void* z,
                                     const float* z_gamma, const float* z_beta, float* z_saved_mean,
-                                    float* z_saved_inv_std, float epsilon, bool relu, void* y, void* workspace) {
+                                    float* z_saved_inv_std, float epsilon, bool relu, void* y, void* workspace,
+                                    const float* x_statistics, const float* z_statistics) {
   if (!check_call(shape, workspace, "batch_norm_pair_forward_training")) return;
   with_storage_type(shape.type, "batch_norm_pair_forward_training", [&](auto tag) {
     using T = decltype(tag);
     batch_norm_forward(stream, shape, static_cast<const T*>(x), static_cast<const T*>(z), gamma, beta, epsilon,
-                       relu, static_cast<T*>(y), saved_mean, saved_inv_std, workspace, z_gamma, z_beta,
-                       z_saved_mean, z_saved_inv_std);
+                       relu, static_cast<T*>(y), saved_mean, saved_inv_std, workspace, x_statistics, z_gamma,
+                       z_beta, z_saved_mean, z_saved_inv_std, z_statistics);
   });
 }
 

@@ -50,9 +50,10 @@ namespace {
 // The statistics epilogues add cuDNN's GenStats operation (sum and sum of squares per channel)
 // reading the convolution's stored output, or where no engine takes that, a sum reduction of y
 // and one of y * y (the generic runtime-fusion engines' form); input_scale_bias_relu_statistics adds, before the
-// convolution, an fp32 multiply by the per-channel scale, an add of the bias and a ReLU on
-// virtual tensors (cudnn-frontend's conv_genstats graph; NVIDIA's MLPerf ResNet-50 runs its
-// batch norms this way). Only runtime-fused engines take these graphs.
+// convolution, a multiply by the per-channel scale, an add of the bias and a ReLU on virtual
+// tensors, scale, bias and virtual tensors in x's type (cudnn-frontend's conv_genstats graph;
+// with fp32 ones no engine on sm_90 took the graph; NVIDIA's MLPerf ResNet-50 runs its batch
+// norms this way). Only runtime-fused engines take these graphs.
 // A graph no engine runs is remembered as unsupported, so a caller that falls back asks once.
 constexpr int kMaxCandidatePlans = 8;
 constexpr int kTimedRuns = 3;
@@ -310,14 +311,14 @@ bool build_operation_graph(cudnnHandle_t handle, const ConvGeometry& g, ConvPass
   const bool convolved_virtual = fused_bias_relu || fused_add;
   const BackendDescriptor* input = nullptr;
   if (input_prologue) {
-    // relu(x * scale + bias) on fp32 virtual tensors, the convolution's input.
+    // relu(x * scale + bias) on virtual tensors of x's type, the convolution's input.
     const Dims channel_dims{1, g.input.c, 1, 1};
     const auto& stored_x = add_tensor(graph, kUidX, type, x_dims, format, false);
-    const auto& scale = add_tensor(graph, kUidInputScale, CUDNN_DATA_FLOAT, channel_dims, format, false);
-    const auto& bias = add_tensor(graph, kUidBias, CUDNN_DATA_FLOAT, channel_dims, format, false);
-    const auto& scaled = add_tensor(graph, kUidScaled, CUDNN_DATA_FLOAT, x_dims, format, true);
-    const auto& shifted = add_tensor(graph, kUidShifted, CUDNN_DATA_FLOAT, x_dims, format, true);
-    const auto& activated = add_tensor(graph, kUidActivated, CUDNN_DATA_FLOAT, x_dims, format, true);
+    const auto& scale = add_tensor(graph, kUidInputScale, type, channel_dims, format, false);
+    const auto& bias = add_tensor(graph, kUidBias, type, channel_dims, format, false);
+    const auto& scaled = add_tensor(graph, kUidScaled, type, x_dims, format, true);
+    const auto& shifted = add_tensor(graph, kUidShifted, type, x_dims, format, true);
+    const auto& activated = add_tensor(graph, kUidActivated, type, x_dims, format, true);
     add_pointwise(graph, CUDNN_POINTWISE_MUL, stored_x, &scale, scaled);
     operations.push_back(graph.parts.back().get());
     add_pointwise(graph, CUDNN_POINTWISE_ADD, scaled, &bias, shifted);

@@ -29,18 +29,20 @@ enum class ConvPass { forward, backward_data, backward_filter };
 // (forward only) gives y = conv(x) and, per output channel, the fp32 sum and sum of squares of y
 // over (n, h, w): batch norm's statistics made in the convolution's epilogue instead of in a pass
 // that reads y again. input_scale_bias_relu_statistics (forward only) is the same for
-// y = conv(relu(x * scale + bias)), with (1, C, 1, 1) fp32 scale and bias per input channel: the
+// y = conv(relu(x * scale + bias)), with (1, C, 1, 1) scale and bias per input channel in x's
+// type (cuDNN's pattern for this fusion: 16-bit scale, bias and intermediates, fp32 compute): the
 // previous batch norm's apply and ReLU in the convolution's prologue, so the normalised input is
 // never stored.
 enum class ConvEpilogue { none, bias_relu, accumulate, statistics, input_scale_bias_relu_statistics };
 
 // The buffers of a statistics plan beyond x, w and y (see ConvEpilogue): K floats each for the
-// sums; C floats each for the input's scale and bias (input_scale_bias_relu_statistics only).
+// sums; C elements of x's type each for the input's scale and bias
+// (input_scale_bias_relu_statistics only).
 struct ConvStatisticsBuffers {
   float* sum = nullptr;
   float* square_sum = nullptr;
-  const float* input_scale = nullptr;
-  const float* input_bias = nullptr;
+  const void* input_scale = nullptr;
+  const void* input_bias = nullptr;
 };
 
 // No cuDNN engine runs this graph (a fused epilogue for this shape or type, say) within the

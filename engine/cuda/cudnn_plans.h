@@ -33,6 +33,9 @@ struct ConvPlan {
   // The forward with its bias and ReLU as one graph-API kernel (conv2d_forward_bias); decided
   // once, by conv2d_bias_workspace_bytes.
   bool fused_bias_relu = false, fused_bias_relu_decided = false;
+  // The forward with batch norm's sums in its epilogue as one graph-API kernel
+  // (conv2d_forward_statistics); decided once, by conv2d_statistics_workspace_bytes.
+  bool fused_statistics = false, fused_statistics_decided = false;
   // The accumulating backward-data pass (dx += dgrad, a tensor two layers read) through the graph
   // API; decided at its first call (decide_graph_accumulate in cuda_conv_ops.cpp). Its workspace
   // stays out of workspace_bytes(): it was chosen to fit the workspace the layers already had.

@@ -81,10 +81,18 @@ class ReferenceBackend final : public Backend {
   void channel_bias_gradient(const Tensor4& shape, const void* y, void* dy, float* dbias,
                              bool relu, void* workspace) override;
   size_t channel_bias_workspace_bytes(const Tensor4& shape) override;
+  // Tests only: makes conv2d_forward_statistics_fused true, so a network hands its batch norms
+  // the convolutions' sums as it would on a GPU whose cuDNN fuses them (off by default).
+  void set_fuse_convolution_statistics(bool fuse) { fuse_convolution_statistics_ = fuse; }
+  bool conv2d_forward_statistics_fused(const ConvGeometry&) override { return fuse_convolution_statistics_; }
+  // conv2d_forward, then the sums of the stored y in double, rounded to fp32.
+  void conv2d_forward_statistics(const ConvGeometry& g, const void* x, const void* w, void* y, float* statistics,
+                                 void* workspace, size_t workspace_bytes) override;
   void batch_norm_forward_training(const Tensor4& shape, const void* x, const float* gamma,
                                    const float* beta, float epsilon, bool relu, void* y,
                                    float* saved_mean, float* saved_inv_std,
-                                   void* workspace, const void* residual) override;
+                                   void* workspace, const void* residual,
+                                   const float* x_statistics = nullptr) override;
   void batch_norm_backward(const Tensor4& shape, const void* x, const void* y, const void* dy,
                            const float* gamma, const float* saved_mean, const float* saved_inv_std,
                            float epsilon, bool relu, void* dx, float* dgamma, float* dbeta,
@@ -93,7 +101,9 @@ class ReferenceBackend final : public Backend {
   void batch_norm_pair_forward_training(const Tensor4& shape, const void* x, const float* gamma, const float* beta,
                                         float* saved_mean, float* saved_inv_std, const void* z, const float* z_gamma,
                                         const float* z_beta, float* z_saved_mean, float* z_saved_inv_std,
-                                        float epsilon, bool relu, void* y, void* workspace) override;
+                                        float epsilon, bool relu, void* y, void* workspace,
+                                        const float* x_statistics = nullptr,
+                                        const float* z_statistics = nullptr) override;
   void batch_norm_inference(const Tensor4& shape, const void* x, const InferenceNorm& norm, const void* z,
                             const InferenceNorm* z_norm, bool relu, void* y) override;
   void pool_forward(const PoolGeometry& g, const void* x, void* y) override;
@@ -168,6 +178,7 @@ class ReferenceBackend final : public Backend {
   size_t sum_squares_scratch_bytes() const override { return 0; }
 
  private:
+  bool fuse_convolution_statistics_ = false;
   // The fp32 ops; a 16-bit op widens its inputs, runs one of these and rounds its outputs once.
   void gemm_f32(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha,
                 const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);

@@ -206,15 +206,26 @@ struct BatchStatistics {
   }
 };
 
-// Also leaves the float statistics the backward pass reads in saved_mean and saved_inv_std.
+// Also leaves the float statistics the backward pass reads in saved_mean and saved_inv_std. With
+// `sums` (Backend::batch_norm_forward_training's x_statistics) they come from those instead of x.
 template <DataType T>
 BatchStatistics<T> batch_statistics(const Tensor4& shape, const void* x, float epsilon, float* saved_mean,
-                                    float* saved_inv_std) {
+                                    float* saved_inv_std, const float* sums = nullptr) {
   const ChannelView v = channel_view(shape);
   const double count = static_cast<double>(v.outer * v.inner);  // M = n * h * w per channel
   BatchStatistics<T> s{std::vector<double>(static_cast<size_t>(v.channels), 0.0),
                        std::vector<double>(static_cast<size_t>(v.channels), 0.0)};
   std::vector<double> variance(static_cast<size_t>(v.channels), 0.0);
+  if (sums != nullptr) {
+    for (int c = 0; c < v.channels; ++c) {
+      s.mean[c] = sums[c] / count;
+      const double biased = std::max(0.0, sums[v.channels + c] / count - s.mean[c] * s.mean[c]);
+      s.inv_std[c] = 1.0 / std::sqrt(biased + epsilon);
+      saved_mean[c] = static_cast<float>(s.mean[c]);
+      saved_inv_std[c] = static_cast<float>(s.inv_std[c]);
+    }
+    return s;
+  }
   for (size_t o = 0; o < v.outer; ++o) {
     for (int c = 0; c < v.channels; ++c) {
       for (size_t i = 0; i < v.inner; ++i) s.mean[c] += load_as_float(T, x, v.at(o, c, i));
@@ -256,14 +267,35 @@ void store_activated(const Tensor4& shape, bool relu, void* y, Value value) {
 
 }  // namespace
 
+void ReferenceBackend::conv2d_forward_statistics(const ConvGeometry& g, const void* x, const void* w, void* y,
+                                                 float* statistics, void* workspace, size_t workspace_bytes) {
+  conv2d_forward(g, x, w, y, workspace, workspace_bytes);
+  const ChannelView v = channel_view(g.output);
+  std::vector<double> sums(2 * static_cast<size_t>(v.channels), 0.0);
+  with_type(g.output.type, [&](auto tag) {
+    constexpr DataType T = decltype(tag)::value;
+    for (size_t o = 0; o < v.outer; ++o) {
+      for (int c = 0; c < v.channels; ++c) {
+        for (size_t i = 0; i < v.inner; ++i) {
+          const double value = load_as_float(T, y, v.at(o, c, i));
+          sums[c] += value;
+          sums[v.channels + c] += value * value;
+        }
+      }
+    }
+  });
+  for (size_t i = 0; i < sums.size(); ++i) statistics[i] = static_cast<float>(sums[i]);
+}
+
 void ReferenceBackend::batch_norm_forward_training(const Tensor4& shape, const void* x,
                                                    const float* gamma, const float* beta,
                                                    float epsilon, bool relu, void* y,
                                                    float* saved_mean, float* saved_inv_std,
-                                                   void* /*workspace*/, const void* residual) {
+                                                   void* /*workspace*/, const void* residual,
+                                                   const float* x_statistics) {
   with_type(shape.type, [&](auto tag) {
     constexpr DataType T = decltype(tag)::value;
-    const BatchStatistics<T> s = batch_statistics<T>(shape, x, epsilon, saved_mean, saved_inv_std);
+    const BatchStatistics<T> s = batch_statistics<T>(shape, x, epsilon, saved_mean, saved_inv_std, x_statistics);
     store_activated<T>(shape, relu, y, [&](size_t at, int c) {
       const double value = s.normalised(x, at, c, gamma, beta);
       return residual != nullptr ? value + load_as_float(T, residual, at) : value;
@@ -275,11 +307,13 @@ void ReferenceBackend::batch_norm_pair_forward_training(const Tensor4& shape, co
                                                         const float* beta, float* saved_mean, float* saved_inv_std,
                                                         const void* z, const float* z_gamma, const float* z_beta,
                                                         float* z_saved_mean, float* z_saved_inv_std, float epsilon,
-                                                        bool relu, void* y, void* /*workspace*/) {
+                                                        bool relu, void* y, void* /*workspace*/,
+                                                        const float* x_statistics, const float* z_statistics) {
   with_type(shape.type, [&](auto tag) {
     constexpr DataType T = decltype(tag)::value;
-    const BatchStatistics<T> s = batch_statistics<T>(shape, x, epsilon, saved_mean, saved_inv_std);
-    const BatchStatistics<T> z_s = batch_statistics<T>(shape, z, epsilon, z_saved_mean, z_saved_inv_std);
+    const BatchStatistics<T> s = batch_statistics<T>(shape, x, epsilon, saved_mean, saved_inv_std, x_statistics);
+    const BatchStatistics<T> z_s =
+        batch_statistics<T>(shape, z, epsilon, z_saved_mean, z_saved_inv_std, z_statistics);
     store_activated<T>(shape, relu, y, [&](size_t at, int c) {
       return s.normalised(x, at, c, gamma, beta) + z_s.normalised(z, at, c, z_gamma, z_beta);
     });

@@ -22,6 +22,8 @@ class ReferenceDevice final : public Device {
   // Work is synchronous, so all streams share one stateless backend; each stream counts its own
   // ops.
   Backend& ops(StreamKind stream = StreamKind::compute) override { return *counted_[static_cast<int>(stream)]; }
+  // The backend itself, for the tests' switches (ReferenceBackend::set_fuse_convolution_statistics).
+  ReferenceBackend& reference_backend() { return backend_; }
 
   Buffer allocate(size_t bytes) override;
   Buffer allocate_host_visible(size_t bytes) override;

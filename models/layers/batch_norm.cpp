@@ -75,7 +75,7 @@ void BatchNormLayer::forward_training(const LayerPass& pass, LayerState& layer_s
   pass.ops->batch_norm_forward_training(shape_, x, pass.params->parameter(gamma_id_),
                                         pass.params->parameter(beta_id_), epsilon_, relu, y,
                                         state.saved_mean.as<float>(), state.saved_inv_std.as<float>(),
-                                        pass.workspace, residual);
+                                        pass.workspace, residual, pass.input_statistics(0));
 }
 
 void BatchNormLayer::forward_training_pair(const LayerPass& pass, LayerState& layer_state, const void* x,
@@ -89,7 +89,8 @@ void BatchNormLayer::forward_training_pair(const LayerPass& pass, LayerState& la
       shape_, x, params.parameter(gamma_id_), params.parameter(beta_id_), state.saved_mean.as<float>(),
       state.saved_inv_std.as<float>(), z, params.parameter(shortcut_norm.gamma_id_),
       params.parameter(shortcut_norm.beta_id_), shortcut_state.saved_mean.as<float>(),
-      shortcut_state.saved_inv_std.as<float>(), epsilon_, relu, y, pass.workspace);
+      shortcut_state.saved_inv_std.as<float>(), epsilon_, relu, y, pass.workspace, pass.input_statistics(0),
+      pass.input_statistics(1));
 }
 
 void BatchNormLayer::backward_training(const LayerPass& pass, LayerState& layer_state, const void* x,

@@ -32,7 +32,9 @@ class BatchNormLayer : public Layer {
   // Training passes for a layer that runs this batch norm inside its own pass (a ResNet block's
   // join, models/layers/normalised_residual_add.h), on `state` made by create_state and that
   // layer's pass: y = act(bn(x) + residual) (act: ReLU with `relu`), and backward the gradients
-  // of x, gamma and beta, and of the residual (the masked dy) into d_residual.
+  // of x, gamma and beta, and of the residual (the masked dy) into d_residual. x is the pass's
+  // input 0 (and z below its input 1): where the pass carries their statistics
+  // (LayerPass::x_statistics, made by the producing convolution) no pass over them makes them.
   void forward_training(const LayerPass& pass, LayerState& state, const void* x, const void* residual,
                         bool relu, void* y) const;
   void backward_training(const LayerPass& pass, LayerState& state, const void* x, const void* y,

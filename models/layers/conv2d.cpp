@@ -58,8 +58,9 @@ size_t Conv2dLayer::workspace_bytes(Backend& ops) const {
   // The bias gradient's partial sums and the convolution passes use the workspace in turn,
   // after the staged filter gradient.
   const size_t bias = bias_id_ >= 0 ? ops.channel_bias_workspace_bytes(geometry_.output) : 0;
-  const size_t convolution = bias_id_ >= 0 ? ops.conv2d_bias_workspace_bytes(geometry_, relu_)
-                                           : ops.conv2d_workspace_bytes(geometry_);
+  const size_t convolution = bias_id_ >= 0        ? ops.conv2d_bias_workspace_bytes(geometry_, relu_)
+                             : output_statistics_ ? ops.conv2d_statistics_workspace_bytes(geometry_)
+                                                  : ops.conv2d_workspace_bytes(geometry_);
   return filter_gradient_staging_bytes() + std::max(convolution, bias);
 }
 
@@ -72,7 +73,12 @@ void Conv2dLayer::forward(const LayerPass& pass, const int32_t*) const {
                             pass.workspace, pass.workspace_bytes);
     return;
   }
-  ops.conv2d_forward(geometry_, pass.x[0], weights, pass.y, pass.workspace, pass.workspace_bytes);
+  if (pass.y_statistics != nullptr) {
+    ops.conv2d_forward_statistics(geometry_, pass.x[0], weights, pass.y, pass.y_statistics, pass.workspace,
+                                  pass.workspace_bytes);
+  } else {
+    ops.conv2d_forward(geometry_, pass.x[0], weights, pass.y, pass.workspace, pass.workspace_bytes);
+  }
   if (relu_) ops.relu_forward(geometry_.output.type, pass.y, pass.y, geometry_.output.count());
 }
 

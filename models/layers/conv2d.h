@@ -26,9 +26,15 @@ class Conv2dLayer : public Layer {
 
   const ConvGeometry& geometry() const { return geometry_; }
   bool relu() const { return relu_; }
+  bool has_bias() const { return bias_id_ >= 0; }
   // The one layer reading the output applies the fused ReLU's backward itself (a max pool:
   // Network::fuse_relu_into_max_pools), so backward takes dy as already masked.
   void take_masked_output_gradient() { output_gradient_masked_ = true; }
+  // The batch norm reading the output takes its statistics from this layer's forward where the
+  // backend fuses them into the convolution (Network::fuse_batch_norm_statistics): the workspace
+  // is sized for that plan, and forward makes them wherever LayerPass::y_statistics is given.
+  void make_output_statistics() { output_statistics_ = true; }
+  bool makes_output_statistics() const { return output_statistics_; }
   StepFlops flops(bool input_gradient) const override;
 
   void initialize(const ParameterLayout& layout, uint64_t seed,
@@ -48,6 +54,7 @@ class Conv2dLayer : public Layer {
   int bias_id_ = -1;  // -1: no bias
   bool relu_ = false;
   bool output_gradient_masked_ = false;
+  bool output_statistics_ = false;
 };
 
 }  // namespace dpbench

@@ -35,6 +35,14 @@ struct LayerPass {
   std::vector<bool> accumulate_dx;  // per input; only for layers that can_accumulate_input_gradient
   void* y = nullptr;   // output
   void* dy = nullptr;  // output gradient
+  // Batch norm's statistics made with the output (2 * channels fp32: sums, then sums of squares,
+  // Backend::conv2d_forward_statistics) for the batch norm reading it; nullptr: none wanted.
+  float* y_statistics = nullptr;
+  // Per input, those statistics where its producer made them (else nullptr; may be empty).
+  std::vector<const float*> x_statistics;
+  const float* input_statistics(size_t input) const {
+    return input < x_statistics.size() ? x_statistics[input] : nullptr;
+  }
   LayerState* state = nullptr;
   void* workspace = nullptr;  // shared by all layers of the replica
   // false in inference (--forward_only): batch norm uses its running statistics, dropout passes

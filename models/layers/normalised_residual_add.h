@@ -33,6 +33,7 @@ class NormalisedResidualAddLayer : public Layer {
   bool can_run_in_place() const override { return !training_; }
   // The ReLU's mask is read back from the output.
   bool backward_reads_output() const override { return training_ && relu_; }
+  bool has_shortcut_norm() const { return shortcut_norm_ != nullptr; }
   void forward(const LayerPass& pass, const int32_t* step) const override;
   void backward(const LayerPass& pass, const int32_t* step) const override;
 

@@ -122,8 +122,9 @@ TEST_CASE("every CNN learns its fixed batch on the GPU in bf16 and fp16", "[gpu]
       // Which kernels ran is recorded: every convolution shape, each pass by one path or the other.
       const nlohmann::json& convolutions = result["summary"]["math_paths"]["convolutions"];
       CHECK(convolutions["shapes"].get<int>() > 0);
-      for (const char* pass : {"graph_api_forward", "fused_bias_relu", "graph_api_backward_data",
-                               "graph_api_backward_data_accumulating", "graph_api_backward_filter"})
+      for (const char* pass : {"graph_api_forward", "fused_bias_relu", "fused_batch_norm_statistics",
+                               "graph_api_backward_data", "graph_api_backward_data_accumulating",
+                               "graph_api_backward_filter"})
         CHECK(convolutions[pass].get<int>() <= convolutions["shapes"].get<int>());
       const nlohmann::json& pooling = result["summary"]["math_paths"]["pooling"];
       CHECK(pooling["shapes"].get<int>() > 0);
@@ -131,6 +132,8 @@ TEST_CASE("every CNN learns its fixed batch on the GPU in bf16 and fp16", "[gpu]
       // Only cifar10_cnn and vgg16 have convolutions with a bias to fuse.
       if (std::string(c.model) != "cifar10_cnn" && std::string(c.model) != "vgg16")
         CHECK(convolutions["fused_bias_relu"] == 0);
+      else  // and no batch norm to hand sums to
+        CHECK(convolutions["fused_batch_norm_statistics"] == 0);
       CHECK(std::isfinite(result["summary"]["param_norm"].get<double>()));
       CHECK(last_three < 0.7 * first);
     }

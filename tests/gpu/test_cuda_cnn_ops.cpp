@@ -315,6 +315,111 @@ TEST_CASE("cuda batch norm pair (a downsampling join in training) matches the re
   }
 }
 
+TEST_CASE("cuda batch norms from a convolution's sums match the reference from the same sums; a fused "
+          "convolution makes those sums",
+          "[gpu]") {
+  auto gpu = make_gpu();
+  ReferenceBackend reference;
+  Backend& ops = gpu->ops();
+  uint64_t stream = 1200;
+  const float epsilon = 1e-5f;
+  for (DataType type : {DataType::bf16, DataType::f16}) {
+    const ConvGeometry g = make_conv_geometry(Tensor4{8, 16, 14, 14, DataFormat::nhwc, type}, 32, 3, 3, 1, 1,
+                                              Padding::explicit_symmetric, 1, 1);
+    const Tensor4& shape = g.output;
+    const size_t count = shape.count();
+    const int channels = shape.c;
+    const std::string what = describe(g);
+    // The sums in double of a tensor's stored values, rounded to fp32 as a convolution leaves them.
+    auto sums_of = [&](const std::vector<float>& values) {
+      std::vector<double> sums(2 * static_cast<size_t>(channels), 0.0);
+      for (size_t i = 0; i < values.size(); ++i) {
+        sums[i % channels] += values[i];
+        sums[channels + i % channels] += static_cast<double>(values[i]) * values[i];
+      }
+      return std::vector<float>(sums.begin(), sums.end());
+    };
+
+    // The convolution with the sums in its epilogue, where the backend chose it (timed).
+    const std::vector<float> x = rounded(type, random_vector(g.input.count(), stream++));
+    const std::vector<float> w = rounded(type, random_vector(g.filter.count(), stream++));
+    const size_t bytes = ops.conv2d_statistics_workspace_bytes(g);
+    GpuTensor x_gpu(*gpu, type, x), w_gpu(*gpu, type, w), y_gpu(*gpu, type, count);
+    GpuArray<float> workspace(*gpu, std::max<size_t>(1, (bytes + 3) / 4));
+    GpuArray<float> conv_sums(*gpu, 2 * static_cast<size_t>(channels));
+    if (ops.conv2d_forward_statistics_fused(g)) {
+      ops.conv2d_forward_statistics(g, x_gpu.data(), w_gpu.data(), y_gpu.data(), conv_sums.data(), workspace.data(),
+                                    bytes);
+      const std::vector<float> y = y_gpu.values();
+      const std::vector<float> expected = sums_of(y);
+      const std::vector<float> got = conv_sums.download();
+      // cuDNN may sum the fp32 results before their rounding: one storage rounding per term.
+      for (int c = 0; c < 2 * channels; ++c) {
+        double magnitude = 0.0;
+        for (size_t i = static_cast<size_t>(c % channels); i < count; i += channels)
+          magnitude += c < channels ? std::fabs(y[i]) : 2.0 * y[i] * y[i];
+        INFO(what << " sum " << c);
+        CHECK(std::fabs(got[c] - expected[c]) <= magnitude * (storage_rtol(type) + 8 * kEps) + 1e-6);
+      }
+    } else {
+      WARN(what << ": the backend keeps the batch norm's own statistics pass (no fused engine, or it timed slower)");
+    }
+    // A shape without a fused plan is refused, not run without its sums.
+    CHECK_THROWS_AS(ops.conv2d_forward_statistics(make_conv_geometry(Tensor4{2, 8, 6, 6, DataFormat::nhwc, type}, 8, 1,
+                                                                     1, 1, 1, Padding::explicit_symmetric, 0, 0),
+                                                  x_gpu.data(), w_gpu.data(), y_gpu.data(), conv_sums.data(),
+                                                  workspace.data(), bytes),
+                    RuntimeError);
+
+    // Batch norm (single with a residual, and the pair) from given sums, against the reference
+    // from the same sums: the same finalize arithmetic in double, then the normalise passes.
+    for (bool relu : {false, true}) {
+      const std::vector<float> a = rounded(type, random_vector(count, stream++, -0.5f, 1.5f));
+      const std::vector<float> z = rounded(type, random_vector(count, stream++, -1.5f, 0.5f));
+      const std::vector<float> a_sums = sums_of(a), z_sums = sums_of(z);
+      std::vector<std::vector<float>> norms;
+      for (int k = 0; k < 2; ++k) {
+        norms.push_back(random_vector(channels, stream++, 0.5f, 1.5f));
+        norms.push_back(random_vector(channels, stream++, -0.5f, 0.5f));
+      }
+      HostTensor a_ref(type, a), z_ref(type, z), single_ref(type, count), pair_ref(type, count);
+      std::vector<float> mean(channels), inv_std(channels), z_mean(channels), z_inv_std(channels);
+      reference.batch_norm_forward_training(shape, a_ref.data(), norms[0].data(), norms[1].data(), epsilon, relu,
+                                            single_ref.data(), mean.data(), inv_std.data(), nullptr, z_ref.data(),
+                                            a_sums.data());
+      reference.batch_norm_pair_forward_training(shape, a_ref.data(), norms[0].data(), norms[1].data(), mean.data(),
+                                                 inv_std.data(), z_ref.data(), norms[2].data(), norms[3].data(),
+                                                 z_mean.data(), z_inv_std.data(), epsilon, relu, pair_ref.data(),
+                                                 nullptr, a_sums.data(), z_sums.data());
+      GpuTensor a_gpu(*gpu, type, a), z_gpu(*gpu, type, z), single_gpu(*gpu, type, count), pair_gpu(*gpu, type, count);
+      std::vector<GpuArray<float>> arrays;
+      arrays.reserve(norms.size());
+      for (const std::vector<float>& values : norms) arrays.emplace_back(*gpu, values);
+      GpuArray<float> a_sums_gpu(*gpu, a_sums), z_sums_gpu(*gpu, z_sums);
+      GpuArray<float> mean_gpu(*gpu, channels), inv_std_gpu(*gpu, channels), z_mean_gpu(*gpu, channels),
+          z_inv_std_gpu(*gpu, channels);
+      GpuArray<float> norm_workspace = batch_norm_workspace(*gpu, 2 * ops.batch_norm_workspace_bytes(shape));
+      ops.batch_norm_forward_training(shape, a_gpu.data(), arrays[0].data(), arrays[1].data(), epsilon, relu,
+                                      single_gpu.data(), mean_gpu.data(), inv_std_gpu.data(), norm_workspace.data(),
+                                      z_gpu.data(), a_sums_gpu.data());
+      const std::string single = "single from sums " + what + (relu ? " relu" : "");
+      check_close(mean_gpu.download(), mean, 1e-7, 1e-7, "saved mean " + single);
+      check_close(inv_std_gpu.download(), inv_std, 0.0, 1e-6, "saved inv_std " + single);
+      check_close(single_gpu.values(), single_ref.values(), 1e-4 + storage_atol(type), storage_rtol(type) + 8 * kEps,
+                  "y " + single);
+      ops.batch_norm_pair_forward_training(shape, a_gpu.data(), arrays[0].data(), arrays[1].data(), mean_gpu.data(),
+                                           inv_std_gpu.data(), z_gpu.data(), arrays[2].data(), arrays[3].data(),
+                                           z_mean_gpu.data(), z_inv_std_gpu.data(), epsilon, relu, pair_gpu.data(),
+                                           norm_workspace.data(), a_sums_gpu.data(), z_sums_gpu.data());
+      const std::string pair = "pair from sums " + what + (relu ? " relu" : "");
+      check_close(z_mean_gpu.download(), z_mean, 1e-7, 1e-7, "shortcut saved mean " + pair);
+      check_close(z_inv_std_gpu.download(), z_inv_std, 0.0, 1e-6, "shortcut saved inv_std " + pair);
+      check_close(pair_gpu.values(), pair_ref.values(), 1e-4 + storage_atol(type), storage_rtol(type) + 8 * kEps,
+                  "y " + pair);
+    }
+  }
+}
+
 TEST_CASE("cuda batch norm in inference matches the reference in both formats, in place too", "[gpu]") {
   auto gpu = make_gpu();
   ReferenceBackend reference;

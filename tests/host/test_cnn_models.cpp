@@ -11,10 +11,14 @@
 
 #include "engine/device_factory.h"
 #include "engine/errors.h"
+#include "engine/reference/reference_backend.h"
+#include "engine/reference/reference_device.h"
 #include "cli/run_config.h"
 #include "models/cnn_model.h"
 #include "models/layers/normalised_residual_add.h"
 #include "models/model_registry.h"
+#include "models/network.h"
+#include "tests/host/reference_cnn_test_support.h"
 #include "tests/host/test_support.h"
 
 using dpbench::testing::read_json;
@@ -603,4 +607,108 @@ TEST_CASE("inception3 trains end to end on the reference backend in both formats
 }
 TEST_CASE("vgg16 trains end to end on the reference backend in both formats", "[cnn_models][slow]") {
   check_trains_end_to_end_in_both_formats("vgg16");
+}
+
+namespace {
+
+// conv -> batch norm + ReLU, then a join of two convolutions' batch norms (main and shortcut):
+// every batch norm reads a convolution without bias, as in a ResNet block.
+dpbench::TensorId build_normalised_block(dpbench::Network& net) {
+  using namespace dpbench;
+  auto conv = [&](TensorId x, const char* name, int kernel) {
+    Conv2dOptions o;
+    o.out_channels = 8;
+    o.kernel_h = o.kernel_w = kernel;
+    o.padding = Padding::same;
+    return net.conv(x, name, o);
+  };
+  const TensorId first = net.batch_norm(conv(net.input(), "c1", 3), "b1", 1e-3f, /*relu=*/true);
+  const TensorId main_path = net.batch_norm(conv(first, "c2", 3), "b2", 1e-3f);
+  const TensorId shortcut = net.batch_norm(conv(first, "c3", 1), "b3", 1e-3f);
+  const TensorId joined = net.add(main_path, shortcut, "join", /*relu=*/true);
+  return net.fully_connected(net.global_average_pool(joined, "pool"), "fc", 4);
+}
+
+}  // namespace
+
+TEST_CASE("batch norms take their statistics from the convolutions' epilogues where the backend fuses them",
+          "[cnn_models]") {
+  using namespace dpbench;
+  for (const DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
+    INFO((format == DataFormat::nhwc ? "NHWC" : "NCHW"));
+    const Tensor4 input{3, 5, 6, 6, format};
+    std::vector<float> logits[2];
+    for (const bool fused : {true, false}) {
+      INFO("backend fuses: " << fused);
+      ParameterLayout layout;
+      Network net(layout, input);
+      const TensorId out = build_normalised_block(net);
+      layout.finalize();
+      net.finalize(out);
+      // The three convolutions' outputs carry statistics: b1 reads c1, the join's two norms c2 and c3.
+      for (const char* name : {"c1", "c2", "c3"}) CHECK(net.has_statistics(net.find(name)));
+      CHECK_FALSE(net.has_statistics(net.find("b1")));
+
+      std::unique_ptr<Device> device = create_reference_device(0);
+      dynamic_cast<ReferenceDevice&>(*device).reference_backend().set_fuse_convolution_statistics(fused);
+      std::vector<float> values(layout.total_count());
+      net.initialize(5, values);
+      ParameterSet parameters(*device, layout);
+      parameters.upload(values);
+      NetworkReplica replica(net, *device, parameters, ReplicaShard{0, 1, 3, 7});
+      std::vector<float> images(input.count());
+      for (size_t i = 0; i < images.size(); ++i) images[i] = static_cast<float>(std::cos(0.37 * static_cast<double>(i)));
+      device->copy_from_host(replica.values(net.input()), images.data(), input.bytes());
+      Buffer step = device->allocate(sizeof(int32_t));
+      const int32_t zero = 0;
+      device->copy_from_host(step.data(), &zero, sizeof(zero));
+      replica.forward(step.as<int32_t>());
+
+      for (const char* name : {"c1", "c2", "c3"}) {
+        const TensorId tensor = net.find(name);
+        INFO(name);
+        REQUIRE((replica.statistics(tensor) != nullptr) == fused);
+        if (!fused) continue;
+        // The sums are those of the convolution's stored output.
+        const Tensor4& shape = net.shape(tensor);
+        std::vector<float> y(shape.count()), sums(2 * static_cast<size_t>(shape.c));
+        device->copy_to_host(y.data(), replica.values(tensor), shape.bytes());
+        device->copy_to_host(sums.data(), replica.statistics(tensor), sizeof(float) * sums.size());
+        std::vector<double> expected(sums.size(), 0.0);
+        for (size_t i = 0; i < y.size(); ++i) {
+          const size_t c = format == DataFormat::nhwc ? i % shape.c : (i / (shape.h * shape.w)) % shape.c;
+          expected[c] += y[i];
+          expected[shape.c + c] += static_cast<double>(y[i]) * y[i];
+        }
+        dpbench::testing::check_close(sums, expected, 1e-4, 1e-5, std::string(name) + " sums");
+      }
+      logits[fused ? 0 : 1].resize(3 * 4);
+      device->copy_to_host(logits[fused ? 0 : 1].data(), replica.values(out), sizeof(float) * 12);
+    }
+    // The same batch norms, from sums instead of their own two passes: the same logits to rounding.
+    dpbench::testing::check_close(logits[0], std::vector<double>(logits[1].begin(), logits[1].end()), 1e-5, 1e-4,
+                                  "logits");
+  }
+}
+
+TEST_CASE("--fuse_batch_norm_statistics=false leaves every batch norm its own statistics pass", "[cnn_models]") {
+  using namespace dpbench;
+  ParameterLayout layout;
+  Network net(layout, Tensor4{2, 5, 6, 6, DataFormat::nhwc});
+  const TensorId out = build_normalised_block(net);
+  layout.finalize();
+  net.set_fuse_batch_norm_statistics(false);
+  net.finalize(out);
+  for (const char* name : {"c1", "c2", "c3"}) CHECK_FALSE(net.has_statistics(net.find(name)));
+  // And a model built from the flag's setting passes it on.
+  RunConfig config;
+  config.batch_size = 2;
+  config.fuse_batch_norm_statistics = false;
+  const CnnModel model("tiny", config, ImageSpec{5, 6, 6, 4},
+                       [](Network& n, TensorId) { return build_normalised_block(n); });
+  CHECK_FALSE(model.network().has_statistics(model.network().find("c1")));
+  config.fuse_batch_norm_statistics = true;
+  const CnnModel fusing("tiny", config, ImageSpec{5, 6, 6, 4},
+                        [](Network& n, TensorId) { return build_normalised_block(n); });
+  CHECK(fusing.network().has_statistics(fusing.network().find("c1")));
 }
