@@ -110,7 +110,7 @@ std::vector<FlagSpec> run_flag_specs() {
       {"fuse_batch_norm_statistics", "Model", "BOOL",
        "CNN training: a batch norm after a convolution takes its statistics from the convolution's "
        "epilogue where cuDNN has a fused kernel that times faster (16-bit NHWC on the GPU; never "
-       "with --deterministic); false: the batch norm's own pass always",
+       "with --deterministic; its plans add seconds to the set-up); false: the batch norm's own pass",
        defaults.fuse_batch_norm_statistics ? "true" : "false", "true"},
       {"fp16_loss_scale", "Model", "X",
        "fp16: multiply the loss by X before backward, divide the gradients by X before the update "

@@ -68,8 +68,11 @@ struct ModelSettings : DevicePlacement {
   // backward pass, no exchange, no update (tf_cnn_benchmarks' --forward_only).
   bool forward_only = false;
   // CNNs in training: a batch norm reading a convolution's output takes its statistics from that
-  // convolution's epilogue where the backend fuses them (models/network.h).
-  bool fuse_batch_norm_statistics = true;
+  // convolution's epilogue where the backend fuses them (models/network.h). Off by default: on an
+  // H200 with cuDNN 9.14 the fused plans timed slower than the forward plus the statistics pass
+  // for all of ResNet-50's shapes and all but one of Inception-v3's, and their runtime
+  // compilation adds seconds to the set-up (docs/BENCHMARKS.md).
+  bool fuse_batch_norm_statistics = false;
   SequenceConfig sequence;  // nmt and rnnlm only
   DataConfig data;
 

@@ -68,7 +68,8 @@ class Network {
   // Training, before finalize: whether a batch norm reading a convolution's output (a convolution
   // without bias or ReLU) may take its statistics from that convolution's forward, where the
   // backend fuses them into it (Backend::conv2d_forward_statistics_fused; --fuse_batch_norm_statistics).
-  // On by default; the replicas ask the backend per shape.
+  // Off by default (ModelSettings::fuse_batch_norm_statistics says why); the replicas ask the
+  // backend per shape.
   void set_fuse_batch_norm_statistics(bool fuse) { fuse_batch_norm_statistics_ = fuse; }
 
   // Ends building: `logits` (n, classes, 1, 1) is what the loss reads. For training, a residual
@@ -140,7 +141,7 @@ class Network {
   size_t scratch_bytes_ = 0;
   bool finalized_ = false;
   bool inference_only_ = false;
-  bool fuse_batch_norm_statistics_ = true;
+  bool fuse_batch_norm_statistics_ = false;
   std::string group_;  // set_group's
 };
 

@@ -383,13 +383,38 @@ CudnnGraphConvolutions& CudaBackend::graph_convolutions() {
   return *graph_convolutions_;
 }
 
+namespace {
+
+// Whether a fused forward of `plan` is to be decided now: once, by timing, so never in a
+// deterministic run, without --cudnn_benchmark, before the forward was timed, or in a capture.
+bool may_time_fused_forward(cudaStream_t stream, const ConvPlan& plan, bool decided, bool benchmark,
+                            bool deterministic) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  DPB_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  return !decided && benchmark && !deterministic && plan.forward_ms > 0.0f && capture == cudaStreamCaptureStatusNone;
+}
+
+// True where `prepare` (the graph's fused forward, returning its workspace) finds an engine whose
+// timed run beats `unfused_ms`; the plan then makes room for its workspace.
+template <typename Prepare>
+bool fused_forward_wins(CudnnGraphConvolutions& graph, const ConvGeometry& g, ConvEpilogue epilogue,
+                        float unfused_ms, ConvPlan& plan, Prepare prepare) {
+  try {
+    const size_t bytes = prepare();
+    if (graph.timed_milliseconds(g, ConvPass::forward, epilogue) >= unfused_ms) return false;
+    plan.graph_workspace_bytes = std::max(plan.graph_workspace_bytes, bytes);
+    return true;
+  } catch (const GraphConvolutionUnsupported&) {
+    return false;  // no fused engine for this shape or type: the separate passes it is
+  }
+}
+
+}  // namespace
+
 size_t CudaBackend::conv2d_bias_workspace_bytes(const ConvGeometry& g, bool relu) {
   ConvPlan& plan = conv_plan(g, cudnn_benchmark_);
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  DPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
   // The fused kernel computes bias and ReLU together: a bias without ReLU keeps the two passes.
-  if (plan.fused_bias_relu_decided || !relu || !cudnn_benchmark_ || deterministic_ ||
-      plan.forward_ms <= 0.0f || capture != cudaStreamCaptureStatusNone)
+  if (!relu || !may_time_fused_forward(stream_, plan, plan.fused_bias_relu_decided, cudnn_benchmark_, deterministic_))
     return plan.workspace_bytes();
   plan.fused_bias_relu_decided = true;
   SearchBuffers buffers;
@@ -401,18 +426,12 @@ size_t CudaBackend::conv2d_bias_workspace_bytes(const ConvGeometry& g, bool relu
   const float bias_ms = timed_on_stream(stream_, [&] {
     add_channel_bias(g.output, buffers.y.data(), static_cast<const float*>(bias.data()), true);
   });
-  try {
-    const size_t bytes = graph_convolutions().prepare(
-        g, ConvPass::forward, ConvEpilogue::bias_relu, buffers.workspace.bytes(), buffers.x.data(),
-        buffers.w.data(), buffers.y.data(), static_cast<const float*>(bias.data()), buffers.workspace.data());
-    const double fused_ms = graph_convolutions().timed_milliseconds(g, ConvPass::forward, ConvEpilogue::bias_relu);
-    if (fused_ms < plan.forward_ms + bias_ms) {
-      plan.fused_bias_relu = true;
-      plan.graph_workspace_bytes = std::max(plan.graph_workspace_bytes, bytes);
-    }
-  } catch (const GraphConvolutionUnsupported&) {
-    // No fused engine for this shape or type: the two passes it is.
-  }
+  plan.fused_bias_relu =
+      fused_forward_wins(graph_convolutions(), g, ConvEpilogue::bias_relu, plan.forward_ms + bias_ms, plan, [&] {
+        return graph_convolutions().prepare(g, ConvPass::forward, ConvEpilogue::bias_relu, buffers.workspace.bytes(),
+                                            buffers.x.data(), buffers.w.data(), buffers.y.data(),
+                                            static_cast<const float*>(bias.data()), buffers.workspace.data());
+      });
   DPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
   return plan.workspace_bytes();
 }
@@ -437,10 +456,7 @@ void CudaBackend::conv2d_forward_bias(const ConvGeometry& g, const void* x, cons
 
 size_t CudaBackend::conv2d_statistics_workspace_bytes(const ConvGeometry& g) {
   ConvPlan& plan = conv_plan(g, cudnn_benchmark_);
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  DPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
-  if (plan.fused_statistics_decided || !cudnn_benchmark_ || deterministic_ || plan.forward_ms <= 0.0f ||
-      capture != cudaStreamCaptureStatusNone)
+  if (!may_time_fused_forward(stream_, plan, plan.fused_statistics_decided, cudnn_benchmark_, deterministic_))
     return plan.workspace_bytes();
   plan.fused_statistics_decided = true;
   SearchBuffers buffers;
@@ -470,18 +486,13 @@ size_t CudaBackend::conv2d_statistics_workspace_bytes(const ConvGeometry& g) {
     return best;
   };
   const float statistics_pass_ms = std::max(0.0f, batch_norm(nullptr) - batch_norm(sums));
-  try {
-    const size_t bytes = graph_convolutions().prepare_statistics(
-        g, ConvEpilogue::statistics, buffers.workspace.bytes(), buffers.x.data(), buffers.w.data(), buffers.y.data(),
-        ConvStatisticsBuffers{sums, sums + channels}, buffers.workspace.data());
-    const double fused_ms = graph_convolutions().timed_milliseconds(g, ConvPass::forward, ConvEpilogue::statistics);
-    if (fused_ms < plan.forward_ms + statistics_pass_ms) {
-      plan.fused_statistics = true;
-      plan.graph_workspace_bytes = std::max(plan.graph_workspace_bytes, bytes);
-    }
-  } catch (const GraphConvolutionUnsupported&) {
-    // No fused engine for this shape or type: the batch norm makes its own statistics.
-  }
+  plan.fused_statistics = fused_forward_wins(
+      graph_convolutions(), g, ConvEpilogue::statistics, plan.forward_ms + statistics_pass_ms, plan, [&] {
+        return graph_convolutions().prepare_statistics(g, ConvEpilogue::statistics, buffers.workspace.bytes(),
+                                                       buffers.x.data(), buffers.w.data(), buffers.y.data(),
+                                                       ConvStatisticsBuffers{sums, sums + channels},
+                                                       buffers.workspace.data());
+      });
   DPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
   return plan.workspace_bytes();
 }

@@ -408,6 +408,21 @@ __global__ void __launch_bounds__(kThreads)
   store_block_partials(state, work, t, shared, partial_mean, partial_m2);
 }
 
+// What a forward finalize leaves for one channel from its mean and biased variance: the saved
+// statistics and the normalise pass's coefficients (see batch_norm_forward_finalize_kernel).
+__device__ __forceinline__ void store_forward_coefficients(long long channel, double mean, double variance,
+                                                           const float* gamma, float epsilon, float* saved_mean,
+                                                           float* saved_inv_std, float* scale, float* mean_hi,
+                                                           float* mean_lo) {
+  const double inv_std = 1.0 / sqrt(variance + static_cast<double>(epsilon));
+  const float hi = static_cast<float>(mean);
+  saved_mean[channel] = hi;
+  saved_inv_std[channel] = static_cast<float>(inv_std);
+  scale[channel] = static_cast<float>(gamma[channel] * inv_std);
+  mean_hi[channel] = hi;
+  mean_lo[channel] = static_cast<float>(mean - hi);
+}
+
 // One block per channel combines the chunks' moments in double (a warp per channel left most of a
 // step's 53 finalize kernels in ResNet-50 waiting on its lanes' serial loads of up to 1,024
 // chunks): the mean is the count-weighted
@@ -435,15 +450,9 @@ __global__ void batch_norm_forward_finalize_kernel(Tiling t, const float* partia
     m2 += m2s[chunk] + chunk_elements(t, chunk) * offset * offset;
   }
   const double variance = block_sum(m2) / elements;  // biased
-  const double inv_std = 1.0 / sqrt(variance + static_cast<double>(epsilon));
-  if (threadIdx.x == 0) {
-    const float hi = static_cast<float>(mean);
-    saved_mean[channel] = hi;
-    saved_inv_std[channel] = static_cast<float>(inv_std);
-    scale[channel] = static_cast<float>(gamma[channel] * inv_std);
-    mean_hi[channel] = hi;
-    mean_lo[channel] = static_cast<float>(mean - hi);
-  }
+  if (threadIdx.x == 0)
+    store_forward_coefficients(channel, mean, variance, gamma, epsilon, saved_mean, saved_inv_std, scale, mean_hi,
+                               mean_lo);
 }
 
 // The same coefficients from a convolution's sums (Backend::conv2d_forward_statistics), one thread
@@ -458,13 +467,8 @@ __global__ void batch_norm_finalize_from_sums_kernel(int channels, double elemen
   if (channel >= channels) return;
   const double mean = sums[channel] / elements;
   const double variance = fmax(0.0, sums[channels + channel] / elements - mean * mean);
-  const double inv_std = 1.0 / sqrt(variance + static_cast<double>(epsilon));
-  const float hi = static_cast<float>(mean);
-  saved_mean[channel] = hi;
-  saved_inv_std[channel] = static_cast<float>(inv_std);
-  scale[channel] = static_cast<float>(gamma[channel] * inv_std);
-  mean_hi[channel] = hi;
-  mean_lo[channel] = static_cast<float>(mean - hi);
+  store_forward_coefficients(channel, mean, variance, gamma, epsilon, saved_mean, saved_inv_std, scale, mean_hi,
+                             mean_lo);
 }
 
 // The normalise passes read x and, with a residual, z: item u's element k as input(u, k) and

@@ -644,6 +644,7 @@ TEST_CASE("batch norms take their statistics from the convolutions' epilogues wh
       Network net(layout, input);
       const TensorId out = build_normalised_block(net);
       layout.finalize();
+      net.set_fuse_batch_norm_statistics(true);
       net.finalize(out);
       // The three convolutions' outputs carry statistics: b1 reads c1, the join's two norms c2 and c3.
       for (const char* name : {"c1", "c2", "c3"}) CHECK(net.has_statistics(net.find(name)));
@@ -691,19 +692,19 @@ TEST_CASE("batch norms take their statistics from the convolutions' epilogues wh
   }
 }
 
-TEST_CASE("--fuse_batch_norm_statistics=false leaves every batch norm its own statistics pass", "[cnn_models]") {
+TEST_CASE("without --fuse_batch_norm_statistics (the default) every batch norm makes its own statistics",
+          "[cnn_models]") {
   using namespace dpbench;
   ParameterLayout layout;
   Network net(layout, Tensor4{2, 5, 6, 6, DataFormat::nhwc});
   const TensorId out = build_normalised_block(net);
   layout.finalize();
-  net.set_fuse_batch_norm_statistics(false);
   net.finalize(out);
   for (const char* name : {"c1", "c2", "c3"}) CHECK_FALSE(net.has_statistics(net.find(name)));
   // And a model built from the flag's setting passes it on.
   RunConfig config;
   config.batch_size = 2;
-  config.fuse_batch_norm_statistics = false;
+  CHECK_FALSE(config.fuse_batch_norm_statistics);
   const CnnModel model("tiny", config, ImageSpec{5, 6, 6, 4},
                        [](Network& n, TensorId) { return build_normalised_block(n); });
   CHECK_FALSE(model.network().has_statistics(model.network().find("c1")));
