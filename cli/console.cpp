@@ -146,7 +146,8 @@ std::string describe_math_paths(const nlohmann::json& paths) {
   if (paths.contains("convolutions") && paths["convolutions"].value("shapes", 0) > 0) {
     const nlohmann::json& c = paths["convolutions"];
     text += fmt::format("; convolutions ({}): fused bias + ReLU {}, batch norm's statistics fused {}, graph API "
-                        "forward {}, backward data {} (accumulating {}), backward filter {}, the rest cuDNN's classic API",
+                        "forward {}, backward data {} (accumulating {}), backward filter {}, the rest cuDNN's "
+                        "classic API",
                         counted(c.value("shapes", 0), "shape"), c.value("fused_bias_relu", 0),
                         c.value("fused_batch_norm_statistics", 0), c.value("graph_api_forward", 0),
                         c.value("graph_api_backward_data", 0), c.value("graph_api_backward_data_accumulating", 0),

@@ -304,7 +304,8 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
       if (conv == nullptr || !network.has_statistics(node.output) ||
           !ops.conv2d_forward_statistics_fused(conv->geometry()))
         continue;
-      statistics_.emplace(node.output, device.allocate(2 * sizeof(float) * static_cast<size_t>(conv->geometry().output.c)));
+      const size_t sums = 2 * static_cast<size_t>(conv->geometry().output.c);  // sums, then sums of squares
+      statistics_.emplace(node.output, device.allocate(sizeof(float) * sums));
     }
   }
   auto statistics_of = [&](TensorId tensor) { return const_cast<float*>(statistics(tensor)); };

@@ -347,7 +347,8 @@ size_t CudaBackend::conv2d_workspace_bytes(const ConvGeometry& g) {
 }
 
 nlohmann::json CudaBackend::math_paths() const {
-  int shapes = 0, forward = 0, fused = 0, fused_statistics = 0, backward_data = 0, backward_data_accumulating = 0, backward_filter = 0;
+  int shapes = 0, forward = 0, fused = 0, fused_statistics = 0;
+  int backward_data = 0, backward_data_accumulating = 0, backward_filter = 0;
   for (const auto& [key, plan] : plans_->convolutions) {
     ++shapes;
     forward += plan.graph_forward;

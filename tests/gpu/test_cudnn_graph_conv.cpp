@@ -1,8 +1,9 @@
 // [gpu] CudnnGraphConvolutions (engine/cuda/cudnn_graph_conv.h), convolutions through cuDNN's graph
 // API, against the reference backend: the four passes in NHWC fp32 (no TF32), fp16 and bf16 and in
 // NCHW, the fused bias + ReLU forward, batch norm's statistics in the forward's epilogue (with and
-// without the input's scale, shift and ReLU in its prologue), backward data accumulating, the plan cache, capture into a
-// CUDA graph, and the refusals (unprepared plans, short workspaces, impossible requests).
+// without the input's scale, shift and ReLU in its prologue), backward data accumulating, the
+// plan cache, capture into a CUDA graph, and the refusals (unprepared plans, short workspaces,
+// impossible requests).
 //
 // Comparison: |gpu - ref| <= atol + rtol * |ref| per element, with the tolerances of
 // test_cuda_conv_ops.cpp, whose comments derive them (the reference accumulates in double; the

@@ -658,7 +658,8 @@ TEST_CASE("batch norms take their statistics from the convolutions' epilogues wh
       parameters.upload(values);
       NetworkReplica replica(net, *device, parameters, ReplicaShard{0, 1, 3, 7});
       std::vector<float> images(input.count());
-      for (size_t i = 0; i < images.size(); ++i) images[i] = static_cast<float>(std::cos(0.37 * static_cast<double>(i)));
+      for (size_t i = 0; i < images.size(); ++i)
+        images[i] = static_cast<float>(std::cos(0.37 * static_cast<double>(i)));
       device->copy_from_host(replica.values(net.input()), images.data(), input.bytes());
       Buffer step = device->allocate(sizeof(int32_t));
       const int32_t zero = 0;

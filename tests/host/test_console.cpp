@@ -129,7 +129,8 @@ TEST_CASE("the summary's math line says which kernels ran the convolutions and L
       {"lstm", {{"shapes", 2}, {"algorithms", {{"standard", 1}, {"persist_static_small_h", 1}}}}}};
   const std::string text = format_summary(result);
   CHECK_THAT(text, Catch::Contains("master weights; convolutions (13 shapes): fused bias + ReLU 11, batch norm's "
-                                   "statistics fused 4, graph API forward 2, backward data 9 (accumulating 3), backward filter 7, the rest cuDNN's classic API; "
+                                   "statistics fused 4, graph API forward 2, backward data 9 (accumulating 3), "
+                                   "backward filter 7, the rest cuDNN's classic API; "
                                    "pooling (2 shapes): backward on dpbench's kernels 1, the rest cuDNN's; cuDNN LSTM (2 "
                                    "shapes): persist_static_small_h 1, standard 1\n"));
   result.summary.math_paths = {{"lstm", {{"shapes", 1}, {"algorithms", {{"standard", 1}}}}}};
