@@ -116,7 +116,6 @@ Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_p
   const HostMemoryReservation initial_bytes(model.layout().total_count() * sizeof(float),
                                            "the model's initial parameters (a host copy)");
   const std::vector<float> initial = model.initial_parameters(settings.seed);
-  std::vector<Replica> strategy_view;
   for (int r = 0; r < num_replicas; ++r) {
     auto state = std::make_unique<ReplicaState>();
     Device& device = *devices[r];
@@ -126,13 +125,19 @@ Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_p
     state->parameters = std::make_unique<ParameterSet>(device, model.layout(), settings.weight_copy_type);
     state->parameters->upload(initial);  // every replica starts from the same values
     state->optimizer = std::make_unique<Optimizer>(device, settings.optimizer, model.layout().total_count());
-    const int world_rank = settings.process_rank * num_replicas + r;
-    ReplicaShard shard{world_rank, num_replicas * settings.num_processes, settings.batch_size, settings.seed};
-    state->model = model.create_replica(device, *state->parameters, shard);
+    replicas_.push_back(std::move(state));
+  }
+  create_model_replicas(num_replicas);
+  std::vector<Replica> strategy_view;
+  for (auto& state : replicas_) {
+    Device& device = *state->device;
+    device.make_current();
+    const int world_rank = settings.process_rank * num_replicas + state->index;
     if (settings.data != nullptr)
       state->feed = std::make_unique<DeviceFeed>(device, world_rank, *settings.data, state->model->inputs(),
                                                  total_steps, settings.feed);
-    state->announcer = std::make_unique<EventAnnouncer>(device, strategy, r, model.layout().tensors().size());
+    state->announcer =
+        std::make_unique<EventAnnouncer>(device, strategy, state->index, model.layout().tensors().size());
     for (int64_t s = 0; s < total_steps; ++s) {
       state->step_start.push_back(device.create_event(true));
       state->step_stop.push_back(device.create_event(true));
@@ -155,15 +160,44 @@ Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_p
     // During a step's update the cursor still holds the step's number (append_scalar advances
     // it last), so Adam reads its step there and the whole step stays replayable.
     state->optimizer->set_device_step(state->loss_cursor.as<int32_t>());
-    strategy_view.push_back(Replica{r, &device, state->parameters.get(), state->optimizer.get(),
+    strategy_view.push_back(Replica{state->index, &device, state->parameters.get(), state->optimizer.get(),
                                     state->model->sparse_gradients()});
-    replicas_.push_back(std::move(state));
   }
   strategy.setup(model.layout(), strategy_view);
   for (auto& state : replicas_) state->device->synchronize();
 }
 
 Runner::~Runner() = default;
+
+// Building a replica is where a GPU backend plans, and often times, every convolution and
+// pooling for its device: seconds per GPU, which one after the other grew a 4-GPU VGG-16 run's
+// set-up to three times a 1-GPU run's. So each device builds its own on a thread of its own; the
+// model is only read. A failure on any device (too little memory, say) is rethrown here, the
+// lowest device's first, once every builder has ended.
+void Runner::create_model_replicas(int num_replicas) {
+  auto create = [this, num_replicas](ReplicaState& state) {
+    state.device->make_current();
+    const int world_rank = settings_.process_rank * num_replicas + state.index;
+    const ReplicaShard shard{world_rank, num_replicas * settings_.num_processes, settings_.batch_size,
+                             settings_.seed};
+    state.model = model_.create_replica(*state.device, *state.parameters, shard);
+  };
+  if (replicas_.size() == 1) return create(*replicas_.front());
+  std::vector<std::exception_ptr> failures(replicas_.size());
+  std::vector<std::thread> builders;
+  for (size_t r = 0; r < replicas_.size(); ++r) {
+    builders.emplace_back([&, r] {
+      try {
+        create(*replicas_[r]);
+      } catch (...) {
+        failures[r] = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& builder : builders) builder.join();
+  for (const std::exception_ptr& failure : failures)
+    if (failure) std::rethrow_exception(failure);
+}
 
 double Runner::step_time_ms(int64_t step) const {
   double slowest = 0;

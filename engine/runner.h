@@ -145,6 +145,8 @@ class Runner {
   class StopGate;
   double step_time_ms(int64_t step) const;
   double step_loss(int64_t step) const;
+  // Each replica's model, built on one thread per device (the constructor's slow part).
+  void create_model_replicas(int num_replicas);
   // The parts of run(), in runner.cpp.
   void drive_device(ReplicaState& state, RunState& run);
   void capture_step(ReplicaState& state, const RunState& run, const std::function<void(bool timed)>& enqueue_step);
