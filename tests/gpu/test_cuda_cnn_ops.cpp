@@ -1,6 +1,6 @@
 // [gpu] The CUDA backend's other image ops against the reference backend in both data formats and
-// in fp32, fp16 and bf16 storage: cuDNN pooling; own kernels for batch norm (with and without
-// ReLU), channel bias, dropout and channel slices.
+// in fp32, fp16 and bf16 storage: pooling (cuDNN's and own kernels); own kernels for batch norm
+// (with and without ReLU), channel bias, dropout and channel slices.
 //
 // Comparison: |gpu - ref| <= atol + rtol * |ref| per element. The reference accumulates in double,
 // so the tolerances only cover the GPU's fp32 rounding; each says where it comes from.
@@ -552,8 +552,10 @@ TEST_CASE("cuda batch norm: dx may alias dy, and the passes replay as a CUDA gra
 
 TEST_CASE("cuda pooling matches the reference in both formats", "[gpu]") {
   auto gpu = make_gpu();
-  // --deterministic always runs the backward's gather kernel (elsewhere it runs where it times
-  // faster than cuDNN's): the reference's windows, order and arithmetic, so the same bits.
+  // --deterministic always runs dpbench's kernels, forward and backward (elsewhere each runs
+  // where it times faster than cuDNN's): the reference's windows, order and arithmetic, so the
+  // same bits. Max pooling's backward there is the two-pass kernel (positions, then the gather),
+  // or for windows of more than 255 positions the gather that rescans them.
   auto exact = make_gpu();
   set_deterministic(*exact, true);
   ReferenceBackend reference;
@@ -574,10 +576,13 @@ TEST_CASE("cuda pooling matches the reference in both formats", "[gpu]") {
       {PoolMode::average_exclude_padding, 3, 3, 1, 1, Padding::same},
       {PoolMode::average_exclude_padding, 5, 3, 3, 2, Padding::same},
       {PoolMode::average_include_padding, 7, 7, 1, 1, Padding::valid},  // global average
+      // More positions than a byte holds: the backward rescans the windows instead of reading
+      // each one's first maximum from the two-pass kernel's buffer.
+      {PoolMode::max, 16, 16, 2, 2, Padding::valid},
   };
-  // The last two tile exactly under VGG's 2x2/2 (the own one-thread-per-window kernel), with a
-  // channel count that allows 16-byte packs and one that does not.
-  const Tensor4 shapes[] = {{1, 5, 7, 7}, {3, 17, 11, 13}, {2, 64, 8, 9}, {2, 32, 8, 6}, {1, 3, 6, 4}};
+  // {2, 32, 8, 6} and {1, 3, 6, 4} tile exactly under VGG's 2x2/2 (the own one-thread-per-window
+  // kernel), with a channel count that allows 16-byte packs and one that does not.
+  const Tensor4 shapes[] = {{1, 5, 7, 7}, {3, 17, 11, 13}, {2, 64, 8, 9}, {2, 32, 8, 6}, {1, 3, 6, 4}, {2, 16, 19, 18}};
   uint64_t stream = 300;
   for (DataType type : kAllTypes) {
     for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
@@ -626,7 +631,7 @@ TEST_CASE("cuda pooling matches the reference in both formats", "[gpu]") {
             check_close(dx_gpu.values(), dx_ref.values(), 4.0 * (overlap + 2) * kEps + atol, rtol,
                         "average pool backward " + what.str());
           }
-          // dpbench's own backward kernels, bit for bit; for max pooling also with ties
+          // dpbench's own kernels, forward and backward, bit for bit; for max pooling also with ties
           // everywhere (after a ReLU most values are 0): each window's gradient must still go to
           // its first maximum, as the reference's.
           std::vector<float> tied = x;
@@ -640,6 +645,8 @@ TEST_CASE("cuda pooling matches the reference in both formats", "[gpu]") {
             exact->ops().pool_backward(g, exact_x.data(), exact_y.data(), exact_dy.data(), exact_dx.data());
             reference.pool_forward(g, input_ref.data(), y_ref.data());
             reference.pool_backward(g, input_ref.data(), y_ref.data(), dy_ref.data(), dx_ref.data());
+            check_same_values(exact_y.values(), y_ref.values(),
+                              "own pool forward" + std::string(input == &tied ? " with ties " : " ") + what.str());
             check_same_values(exact_dx.values(), dx_ref.values(),
                               "own pool backward" + std::string(input == &tied ? " with ties " : " ") + what.str());
           }
