@@ -250,21 +250,30 @@ void CudaBackend::pool_backward(const PoolGeometry& g, const void* x, const void
   }
   if (max && cuda_kernels::max_pool_positions_fit(shape)) {
     // Overlapping windows: cuDNN's, or each window's first maximum found once and then gathered
-    // (with the ReLU's backward in the same pass), whichever is faster; the second needs its
-    // positions buffer, which cannot be allocated inside a capture.
-    if (plan.max_positions.data() == nullptr && !stream_capturing(stream_))
-      plan.max_positions = DeviceMemory(cuda_kernels::max_pool_positions_bytes(shape));
-    if (plan.max_positions.data() != nullptr) {
+    // (with the ReLU's backward in the same pass), whichever is faster. The second needs a
+    // positions buffer: allocated while it may still run (undecided, or chosen), never inside a
+    // capture, and freed once cuDNN's wins; without memory for it the kernels below run instead.
+    const bool two_pass_may_run = !plan.backward.decided || plan.backward.own;
+    if (two_pass_may_run && plan.max_positions.data() == nullptr && !stream_capturing(stream_)) {
+      try {
+        plan.max_positions = DeviceMemory(cuda_kernels::max_pool_positions_bytes(shape));
+      } catch (const RuntimeError&) {
+        // cudaMalloc refused: the gather and cuDNN's need no buffer.
+      }
+    }
+    if (two_pass_may_run && plan.max_positions.data() != nullptr) {
       shape.relu_input = g.relu_input;
       auto cudnn_then_relu = [&] {
         cudnn_backward();
         if (g.relu_input) cuda_kernels::launch_relu_backward(stream_, g.input.type, x, dx, dx, g.input.count(), 1.0f);
       };
-      return run_faster_pool_kernel(stream_, deterministic_, plan.backward, cudnn_then_relu, [&] {
+      run_faster_pool_kernel(stream_, deterministic_, plan.backward, cudnn_then_relu, [&] {
         cuda_kernels::launch_pool_backward(stream_, g.input.type, x, dy, dx, shape, nhwc,
                                            cuda_kernels::PoolBackwardKernel::two_pass, max,
                                            plan.max_positions.as<uint8_t>());
       });
+      if (plan.backward.decided && !plan.backward.own) plan.max_positions = DeviceMemory();
+      return;
     }
   }
   if (g.relu_input) {

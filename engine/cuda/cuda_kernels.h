@@ -210,8 +210,7 @@ struct PoolShape {
   unsigned n = 0, c = 0, in_h = 0, in_w = 0;
   int out_h = 0, out_w = 0, window_h = 0, window_w = 0, stride_h = 0, stride_w = 0, pad_h = 0, pad_w = 0;
   bool include_padding = false;  // average pooling's divisor: the whole window, or its part inside
-  // PoolGeometry::relu_input, honoured by the tiled and two-pass backward (for the gather, the caller's)
-  bool relu_input = false;
+  bool relu_input = false;  // PoolGeometry::relu_input: every backward kernel masks dx by x > 0
 };
 // Windows that tile the input exactly (stride == window, no padding; VGG's 2x2/2).
 bool pool_tiles_exactly(const PoolShape& shape);

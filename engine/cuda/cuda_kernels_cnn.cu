@@ -808,15 +808,18 @@ void launch_pool_backward(cudaStream_t stream, DataType type, const void* x, con
         pool_backward_gather_kernel<T, kNhwc, kVec, decltype(source)::value, decltype(relu)::value>
             <<<grid, kBlockSize, 0, stream>>>(inputs, gradients, positions, result, shape);
       };
-      using FromPositions = std::integral_constant<PoolGather, PoolGather::max_from_positions>;
-      if (two_pass && shape.relu_input) return run(FromPositions{}, std::true_type{});
-      if (two_pass) return run(FromPositions{}, std::false_type{});
-      if (max) return run(std::integral_constant<PoolGather, PoolGather::max_rescan>{}, std::false_type{});
-      run(std::integral_constant<PoolGather, PoolGather::average>{}, std::false_type{});
+      auto run_source = [&](auto source) {
+        if (shape.relu_input) return run(source, std::true_type{});
+        run(source, std::false_type{});
+      };
+      if (two_pass) return run_source(std::integral_constant<PoolGather, PoolGather::max_from_positions>{});
+      if (max) return run_source(std::integral_constant<PoolGather, PoolGather::max_rescan>{});
+      run_source(std::integral_constant<PoolGather, PoolGather::average>{});
     };
     if (!nhwc) return launch(std::false_type{}, std::integral_constant<int, 1>{});
-    // 16-bit threads take a pack of channels of one pixel (they share the windows).
-    with_pack_width<T>(pack_width<T>(shape.c, {inputs, gradients, result}),
+    // 16-bit threads take a pack of channels of one pixel (they share the windows); the positions
+    // are read kVec bytes at a time.
+    with_pack_width<T>(pack_width<T>(shape.c, {inputs, gradients, result, positions}),
                        [&](auto vec) { launch(std::true_type{}, vec); });
   });
   DPB_CUDA_CHECK_LAUNCH(pool_backward);

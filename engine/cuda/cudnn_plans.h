@@ -58,6 +58,8 @@ struct PoolPlan {
   // Whether each pass runs dpbench's kernel instead of cuDNN's, decided once (CudaBackend's
   // pool_forward and pool_backward): the backward's tiled kernel where the windows tile the input;
   // else dpbench's where it timed faster at the pass's first call or the run is deterministic.
+  // One plan serves a geometry with and without PoolGeometry::relu_input (pool_key leaves it out):
+  // the choice timed for one holds for both, and either choice is correct for either.
   struct OwnKernel {
     bool own = false, decided = false;
   };

@@ -581,8 +581,10 @@ TEST_CASE("cuda pooling matches the reference in both formats", "[gpu]") {
       {PoolMode::max, 16, 16, 2, 2, Padding::valid},
   };
   // {2, 32, 8, 6} and {1, 3, 6, 4} tile exactly under VGG's 2x2/2 (the own one-thread-per-window
-  // kernel), with a channel count that allows 16-byte packs and one that does not.
-  const Tensor4 shapes[] = {{1, 5, 7, 7}, {3, 17, 11, 13}, {2, 64, 8, 9}, {2, 32, 8, 6}, {1, 3, 6, 4}, {2, 16, 19, 18}};
+  // kernel), with a channel count that allows 16-byte packs and one that does not; 6 channels
+  // give 16-bit kernels pairs.
+  const Tensor4 shapes[] = {{1, 5, 7, 7}, {3, 17, 11, 13}, {2, 64, 8, 9}, {2, 32, 8, 6},
+                            {1, 3, 6, 4}, {2, 16, 19, 18}, {2, 6, 9, 8}};
   uint64_t stream = 300;
   for (DataType type : kAllTypes) {
     for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
@@ -665,8 +667,12 @@ TEST_CASE("cuda pooling matches the reference in both formats", "[gpu]") {
                   rdx(*device, type, random_vector(g.input.count(), 6));
               device->ops().pool_forward(after_relu, rx.data(), ry.data());
               device->ops().pool_backward(after_relu, rx.data(), ry.data(), rdy.data(), rdx.data());
-              check_close(rdx.values(), rdx_ref.values(), 2.0 * overlap * kEps + atol, rtol,
-                          "max pool backward after a ReLU " + what.str());
+              if (device == exact.get()) {  // the ReLU's mask inside dpbench's kernels, bit for bit
+                check_same_values(rdx.values(), rdx_ref.values(), "own max pool backward after a ReLU " + what.str());
+              } else {
+                check_close(rdx.values(), rdx_ref.values(), 2.0 * overlap * kEps + atol, rtol,
+                            "max pool backward after a ReLU " + what.str());
+              }
             }
           }
         }
