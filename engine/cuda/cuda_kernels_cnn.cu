@@ -255,28 +255,42 @@ __device__ __forceinline__ void load_positions(const uint8_t* at, unsigned (&pos
   for (int k = 0; k < kVec; ++k) positions[k] = static_cast<unsigned>(word >> (8 * k)) & 0xffu;
 }
 
+// Output element i's coordinates, i counting the outputs in the layout's order (in NHWC, packs of
+// kVec channels); Index is the caller's index type.
+template <typename Index>
+struct PoolOutputAt {
+  Index n, c, oh, ow;
+};
+
+template <bool kNhwc, int kVec, typename Index>
+__device__ __forceinline__ PoolOutputAt<Index> pool_output_at(Index i, const PoolShape& s) {
+  PoolOutputAt<Index> at;
+  if (kNhwc) {
+    const Index channel_packs = s.c / kVec;
+    at.c = (i % channel_packs) * kVec;
+    Index rest = i / channel_packs;
+    at.ow = rest % s.out_w;
+    rest /= s.out_w;
+    at.oh = rest % s.out_h;
+    at.n = rest / s.out_h;
+  } else {
+    at.ow = i % s.out_w;
+    Index rest = i / s.out_w;
+    at.oh = rest % s.out_h;
+    rest /= s.out_h;
+    at.c = rest % s.c;
+    at.n = rest / s.c;
+  }
+  return at;
+}
+
 template <typename T, bool kNhwc, int kVec, bool kMax, bool kPositions = false>
 __global__ void pool_forward_kernel(const T* x, T* y, uint8_t* positions, PoolShape s, unsigned outputs) {
   static_assert(kNhwc || kVec == 1, "NCHW neighbours lie in different windows");
   static_assert(kMax || !kPositions, "positions are max pooling's");
-  const unsigned channel_packs = s.c / kVec;
   for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < outputs; i += gridDim.x * blockDim.x) {
-    unsigned n, c, oh, ow;
-    if (kNhwc) {
-      c = (i % channel_packs) * kVec;
-      unsigned rest = i / channel_packs;
-      ow = rest % s.out_w;
-      rest /= s.out_w;
-      oh = rest % s.out_h;
-      n = rest / s.out_h;
-    } else {
-      ow = i % s.out_w;
-      unsigned rest = i / s.out_w;
-      oh = rest % s.out_h;
-      rest /= s.out_h;
-      c = rest % s.c;
-      n = rest / s.c;
-    }
+    const PoolOutputAt<unsigned> at = pool_output_at<kNhwc, kVec>(i, s);
+    const unsigned n = at.n, c = at.c, oh = at.oh, ow = at.ow;
     auto input_at = [&](int hh, int ww) -> unsigned {
       return kNhwc ? ((n * s.in_h + hh) * s.in_w + ww) * s.c + c : ((n * s.c + c) * s.in_h + hh) * s.in_w + ww;
     };
@@ -536,25 +550,10 @@ template <typename T, bool kNhwc, int kVec>
 __global__ void max_pool_backward_tiled_kernel(const T* x, const T* dy, T* dx, PoolShape s,
                                                size_t windows) {
   static_assert(kNhwc || kVec == 1, "NCHW neighbours lie in different windows");
-  const unsigned channel_packs = s.c / kVec;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < windows;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    size_t n, c, oh, ow;
-    if (kNhwc) {
-      c = (i % channel_packs) * kVec;
-      size_t rest = i / channel_packs;
-      ow = rest % s.out_w;
-      rest /= s.out_w;
-      oh = rest % s.out_h;
-      n = rest / s.out_h;
-    } else {
-      ow = i % s.out_w;
-      size_t rest = i / s.out_w;
-      oh = rest % s.out_h;
-      rest /= s.out_h;
-      c = rest % s.c;
-      n = rest / s.c;
-    }
+    const PoolOutputAt<size_t> at = pool_output_at<kNhwc, kVec>(i, s);
+    const size_t n = at.n, c = at.c, oh = at.oh, ow = at.ow;
     auto input_at = [&](size_t hh, size_t ww) -> size_t {
       return kNhwc ? ((n * s.in_h + hh) * s.in_w + ww) * s.c + c
                    : ((n * s.c + c) * s.in_h + hh) * s.in_w + ww;
