@@ -363,11 +363,12 @@ nlohmann::json CudaBackend::math_paths() const {
     nlohmann::json& count = lstm["algorithms"][rnn_algorithm_name(*plan)];
     count = count.is_null() ? 1 : count.get<int>() + 1;
   }
-  int pool_shapes = 0, own_pool_forward = 0, own_pool_backward = 0;
+  int pool_shapes = 0, own_pool_forward = 0, own_pool_backward = 0, two_pass_backward = 0;
   for (const auto& [key, plan] : plans_->pools) {
     ++pool_shapes;
     own_pool_forward += plan.forward.own;
     own_pool_backward += plan.backward.own;
+    two_pass_backward += plan.max_positions.data() != nullptr;  // kept only while the two-pass kernel runs
   }
   return {{"convolutions",
            {{"shapes", shapes}, {"graph_api_forward", forward}, {"fused_bias_relu", fused},
@@ -375,7 +376,9 @@ nlohmann::json CudaBackend::math_paths() const {
             {"graph_api_backward_data", backward_data},
             {"graph_api_backward_data_accumulating", backward_data_accumulating},
             {"graph_api_backward_filter", backward_filter}}},
-          {"pooling", {{"shapes", pool_shapes}, {"own_forward", own_pool_forward}, {"own_backward", own_pool_backward}}},
+          {"pooling",
+           {{"shapes", pool_shapes}, {"own_forward", own_pool_forward}, {"own_backward", own_pool_backward},
+            {"two_pass_backward", two_pass_backward}}},
           {"lstm", lstm}};
 }
 

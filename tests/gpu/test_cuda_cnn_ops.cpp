@@ -679,6 +679,12 @@ TEST_CASE("cuda pooling matches the reference in both formats", "[gpu]") {
       }
     }
   }
+  // The deterministic device ran every pooling on dpbench's kernels, and max pooling's overlapping
+  // windows of up to 255 positions through the two-pass kernel (the plans kept their buffers).
+  const nlohmann::json pooling = math_paths(*exact)["pooling"];
+  CHECK(pooling["own_forward"] == pooling["shapes"]);
+  CHECK(pooling["own_backward"] == pooling["shapes"]);
+  CHECK(pooling["two_pass_backward"].get<int>() > 0);
 }
 
 TEST_CASE("cuda channel bias and its gradient match the reference in both formats", "[gpu]") {
