@@ -85,6 +85,7 @@ std::string step_label(int64_t step, int64_t warmup) {
 
 struct Runner::ReplicaState {
   int index = 0;
+  int world_rank = 0;  // among every process's replicas: its data shard
   Device* device = nullptr;
   std::unique_ptr<ParameterSet> parameters;
   std::unique_ptr<Optimizer> optimizer;
@@ -121,6 +122,7 @@ Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_p
     Device& device = *devices[r];
     device.make_current();
     state->index = r;
+    state->world_rank = settings.process_rank * num_replicas + r;
     state->device = &device;
     state->parameters = std::make_unique<ParameterSet>(device, model.layout(), settings.weight_copy_type);
     state->parameters->upload(initial);  // every replica starts from the same values
@@ -132,9 +134,8 @@ Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_p
   for (auto& state : replicas_) {
     Device& device = *state->device;
     device.make_current();
-    const int world_rank = settings.process_rank * num_replicas + state->index;
     if (settings.data != nullptr)
-      state->feed = std::make_unique<DeviceFeed>(device, world_rank, *settings.data, state->model->inputs(),
+      state->feed = std::make_unique<DeviceFeed>(device, state->world_rank, *settings.data, state->model->inputs(),
                                                  total_steps, settings.feed);
     state->announcer =
         std::make_unique<EventAnnouncer>(device, strategy, state->index, model.layout().tensors().size());
@@ -177,8 +178,7 @@ Runner::~Runner() = default;
 void Runner::create_model_replicas(int num_replicas) {
   auto create = [this, num_replicas](ReplicaState& state) {
     state.device->make_current();
-    const int world_rank = settings_.process_rank * num_replicas + state.index;
-    const ReplicaShard shard{world_rank, num_replicas * settings_.num_processes, settings_.batch_size,
+    const ReplicaShard shard{state.world_rank, num_replicas * settings_.num_processes, settings_.batch_size,
                              settings_.seed};
     state.model = model_.create_replica(*state.device, *state.parameters, shard);
   };
