@@ -101,12 +101,6 @@ cuda_kernels::PoolShape pool_shape(const PoolGeometry& g) {
   return shape;
 }
 
-bool stream_capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  DPB_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-  return capture != cudaStreamCaptureStatusNone;
-}
-
 // dpbench's kernels in deterministic runs: the reference's arithmetic, so the same bits every run
 // (a choice, not a timing). Else the faster of the two, each timed three times at the first call
 // outside a stream capture (the eager first step), on the call's own buffers, whose output both

@@ -311,11 +311,9 @@ void require_workspace(const ConvPlan& plan, const void* workspace, size_t works
 
 void CudaBackend::choose_conv_algorithms(const ConvGeometry& g, ConvPlan& plan, bool benchmark) {
   // A search allocates and synchronises, which a stream being captured into a graph forbids.
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  DPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
   // Deterministic runs never time: a timed choice can differ from run to run and process to
   // process, and with it the bits.
-  if (benchmark && !deterministic_ && capture == cudaStreamCaptureStatusNone) {
+  if (benchmark && !deterministic_ && !stream_capturing(stream_)) {
     search_conv_algorithms(cudnn_, stream_, g, plan, &graph_convolutions());
   } else {
     choose_conv_algorithms_by_heuristics(cudnn_, g, plan, deterministic_);
@@ -394,9 +392,7 @@ namespace {
 // deterministic run, without --cudnn_benchmark, before the forward was timed, or in a capture.
 bool may_time_fused_forward(cudaStream_t stream, const ConvPlan& plan, bool decided, bool benchmark,
                             bool deterministic) {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  DPB_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-  return !decided && benchmark && !deterministic && plan.forward_ms > 0.0f && capture == cudaStreamCaptureStatusNone;
+  return !decided && benchmark && !deterministic && plan.forward_ms > 0.0f && !stream_capturing(stream);
 }
 
 // True where `prepare` (the graph's fused forward, returning its workspace) finds an engine whose
@@ -540,10 +536,7 @@ void CudaBackend::conv2d_forward(const ConvGeometry& g, const void* x, const voi
 }
 
 void CudaBackend::decide_graph_accumulate(const ConvGeometry& g, ConvPlan& plan, size_t workspace_bytes) {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  DPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
-  if (plan.graph_accumulate_decided || !cudnn_benchmark_ || deterministic_ || capture != cudaStreamCaptureStatusNone)
-    return;
+  if (plan.graph_accumulate_decided || !cudnn_benchmark_ || deterministic_ || stream_capturing(stream_)) return;
   plan.graph_accumulate_decided = true;
   SearchBuffers buffers;
   make_search_buffers(stream_, g, buffers);
