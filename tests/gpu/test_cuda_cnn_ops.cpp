@@ -73,20 +73,27 @@ GpuArray<float> batch_norm_workspace(Device& gpu, size_t bytes) {
                                                  std::nanf("")));
 }
 
-// Values for max pooling in 16-bit: each (image, channel) plane holds distinct multiples of 2^-7
-// in [-0.57, 0.57], which fp16 and bf16 represent exactly. Rounding random values to bf16 would
-// leave ties inside windows (8 significant bits), and which of two tied positions cuDNN's
+// The rank-th of 384 distinct values in [-1, 1), each exact in bf16 (8 significant bits): the multiples
+// of 2^-7, then the odd multiples of 2^-8 below 0.5 in magnitude.
+float distinct_16bit_value(int rank) {
+  if (rank < 256) return std::ldexp(static_cast<float>(rank - 128), -7);
+  return std::ldexp(static_cast<float>(2 * (rank - 256 - 64) + 1), -8);
+}
+
+// Values for max pooling in 16-bit: each (image, channel) plane holds distinct values in [-1, 1)
+// which fp16 and bf16 represent exactly. Rounding random values to bf16 would leave ties inside
+// windows (8 significant bits), and which of two tied positions cuDNN's
 // overlapping-window backward picks is not part of its contract; distinct values give every
 // window one maximum, so the comparison judges the routing, not the tie rule. (dpbench's own
 // backward kernels are tested on ties separately.)
 std::vector<float> distinct_plane_values(const Tensor4& shape, uint64_t stream) {
   const size_t plane = static_cast<size_t>(shape.h) * shape.w;
-  REQUIRE(plane <= 256);  // so |value| * 2^7 <= 128 fits bf16's 8 significant bits
+  REQUIRE(plane <= 384);
   std::vector<float> values(shape.count());
   std::vector<int> order(plane);
   for (int b = 0; b < shape.n; ++b) {
     for (int c = 0; c < shape.c; ++c) {
-      for (size_t i = 0; i < plane; ++i) order[i] = static_cast<int>(i) - static_cast<int>(plane / 2);
+      for (size_t i = 0; i < plane; ++i) order[i] = static_cast<int>(i);
       // Fisher-Yates with the counter generator: reproducible everywhere.
       const uint64_t plane_index = static_cast<uint64_t>(b) * shape.c + c;
       for (size_t i = plane - 1; i > 0; --i) {
@@ -96,7 +103,7 @@ std::vector<float> distinct_plane_values(const Tensor4& shape, uint64_t stream) 
       for (int y = 0; y < shape.h; ++y) {
         for (int x = 0; x < shape.w; ++x) {
           values[shape.offset(b, c, y, x)] =
-              std::ldexp(static_cast<float>(order[static_cast<size_t>(y) * shape.w + x]), -7);
+              distinct_16bit_value(order[static_cast<size_t>(y) * shape.w + x]);
         }
       }
     }
