@@ -155,8 +155,10 @@ std::string describe_math_paths(const nlohmann::json& paths) {
   }
   if (paths.contains("pooling") && paths["pooling"].value("shapes", 0) > 0) {
     const nlohmann::json& p = paths["pooling"];
-    text += fmt::format("; pooling ({}): backward on dpbench's kernels {}, the rest cuDNN's",
-                        counted(p.value("shapes", 0), "shape"), p.value("own_backward", 0));
+    text += fmt::format("; pooling ({}) on dpbench's kernels: forward {}, backward {} (two-pass {}), "
+                        "the rest cuDNN's",
+                        counted(p.value("shapes", 0), "shape"), p.value("own_forward", 0),
+                        p.value("own_backward", 0), p.value("two_pass_backward", 0));
   }
   if (paths.contains("lstm") && paths["lstm"].value("shapes", 0) > 0) {
     std::string algorithms;

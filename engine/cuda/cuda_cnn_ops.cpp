@@ -1,5 +1,5 @@
-// CudaBackend's image ops other than convolution: pooling forward through cuDNN (descriptors
-// cached per shape), its backward through dpbench's kernels where they time faster (or tile);
+// CudaBackend's image ops other than convolution: pooling through cuDNN (descriptors cached per
+// shape) or dpbench's kernels, whichever times faster per shape and pass (or tiles);
 // batch norm through cuda_kernels_batch_norm.cu; per-channel bias, dropout and channel slices
 // through cuda_kernels_cnn.cu. Image buffers hold the shape's type (fp32, fp16 or bf16).
 #include <cudnn.h>
@@ -75,6 +75,52 @@ cuda_kernels::ChannelLayout channel_layout(const Tensor4& shape) {
   layout.outer = shape.format == DataFormat::nchw ? static_cast<size_t>(shape.n) : shape.n * plane;
   layout.inner = shape.format == DataFormat::nchw ? plane : 1;
   return layout;
+}
+
+// dpbench's pooling kernels index in 32 bits.
+bool pool_fits_own_kernels(const PoolGeometry& g) {
+  constexpr size_t kLimit = size_t{1} << 31;
+  return g.input.count() < kLimit && g.output.count() < kLimit;
+}
+
+cuda_kernels::PoolShape pool_shape(const PoolGeometry& g) {
+  cuda_kernels::PoolShape shape;
+  shape.n = static_cast<unsigned>(g.input.n);
+  shape.c = static_cast<unsigned>(g.input.c);
+  shape.in_h = static_cast<unsigned>(g.input.h);
+  shape.in_w = static_cast<unsigned>(g.input.w);
+  shape.out_h = g.output.h;
+  shape.out_w = g.output.w;
+  shape.window_h = g.window_h;
+  shape.window_w = g.window_w;
+  shape.stride_h = g.stride_h;
+  shape.stride_w = g.stride_w;
+  shape.pad_h = g.pad_h;
+  shape.pad_w = g.pad_w;
+  shape.include_padding = g.mode == PoolMode::average_include_padding;
+  return shape;
+}
+
+// dpbench's kernels in deterministic runs: the reference's arithmetic, so the same bits every run
+// (a choice, not a timing). Else the faster of the two, each timed three times at the first call
+// outside a stream capture (the eager first step), on the call's own buffers, whose output both
+// overwrite completely; until then cuDNN's.
+template <typename CudnnPass, typename OwnPass>
+void run_faster_pool_kernel(cudaStream_t stream, bool deterministic, PoolPlan::OwnKernel& choice,
+                            const CudnnPass& cudnn_kernel, const OwnPass& own_kernel) {
+  if (!choice.decided && deterministic) choice.decided = choice.own = true;
+  if (!choice.decided && !stream_capturing(stream)) {
+    choice.decided = true;
+    constexpr int kRuns = 3;
+    float cudnn_ms = 1e30f, own_ms = 1e30f;
+    for (int run = 0; run < kRuns; ++run) {
+      cudnn_ms = std::min(cudnn_ms, timed_on_stream(stream, cudnn_kernel));
+      own_ms = std::min(own_ms, timed_on_stream(stream, own_kernel));
+    }
+    choice.own = own_ms < cudnn_ms;
+  }
+  if (choice.own) return own_kernel();
+  cudnn_kernel();
 }
 
 }  // namespace
@@ -160,10 +206,18 @@ size_t CudaBackend::batch_norm_workspace_bytes(const Tensor4& shape) {
 }
 
 void CudaBackend::pool_forward(const PoolGeometry& g, const void* x, void* y) {
-  const PoolPlan& plan = pool_plan(g);
-  const float one = 1.0f, zero = 0.0f;  // float for 16-bit data too: cuDNN's rule
-  DPB_CUDNN_CHECK(cudnnPoolingForward(cudnn_, plan.pooling.get(), &one, plan.input.get(), x, &zero,
-                                      plan.output.get(), y));
+  PoolPlan& plan = pool_plan(g);
+  auto cudnn_forward = [&] {
+    const float one = 1.0f, zero = 0.0f;  // float for 16-bit data too: cuDNN's rule
+    DPB_CUDNN_CHECK(cudnnPoolingForward(cudnn_, plan.pooling.get(), &one, plan.input.get(), x, &zero,
+                                        plan.output.get(), y));
+  };
+  if (!pool_fits_own_kernels(g)) return cudnn_forward();
+  const cuda_kernels::PoolShape shape = pool_shape(g);
+  const bool nhwc = g.input.format == DataFormat::nhwc, max = g.mode == PoolMode::max;
+  run_faster_pool_kernel(stream_, deterministic_, plan.forward, cudnn_forward, [&] {
+    cuda_kernels::launch_pool_forward(stream_, g.input.type, x, y, shape, nhwc, max);
+  });
 }
 
 void CudaBackend::pool_backward(const PoolGeometry& g, const void* x, const void* y,
@@ -175,32 +229,46 @@ void CudaBackend::pool_backward(const PoolGeometry& g, const void* x, const void
                                          plan.output.get(), dy, plan.input.get(), x, &zero,
                                          plan.input.get(), dx));
   };
-  // dpbench's kernels index in 32 bits.
-  if (g.input.count() >= (size_t{1} << 31)) {
+  if (!pool_fits_own_kernels(g)) {
     cudnn_backward();
     if (g.relu_input) cuda_kernels::launch_relu_backward(stream_, g.input.type, x, dx, dx, g.input.count(), 1.0f);
     return;
   }
-  cuda_kernels::PoolShape shape;
-  shape.n = static_cast<unsigned>(g.input.n);
-  shape.c = static_cast<unsigned>(g.input.c);
-  shape.in_h = static_cast<unsigned>(g.input.h);
-  shape.in_w = static_cast<unsigned>(g.input.w);
-  shape.out_h = g.output.h;
-  shape.out_w = g.output.w;
-  shape.window_h = g.window_h;
-  shape.window_w = g.window_w;
-  shape.stride_h = g.stride_h;
-  shape.stride_w = g.stride_w;
-  shape.pad_h = g.pad_h;
-  shape.pad_w = g.pad_w;
-  shape.include_padding = g.mode == PoolMode::average_include_padding;
+  cuda_kernels::PoolShape shape = pool_shape(g);
   const bool nhwc = g.input.format == DataFormat::nhwc, max = g.mode == PoolMode::max;
   if (max && cuda_kernels::pool_tiles_exactly(shape)) {
-    plan.backward_decided = plan.own_backward = true;
+    plan.backward.decided = plan.backward.own = true;
     shape.relu_input = g.relu_input;  // masked in the same pass
     return cuda_kernels::launch_pool_backward(stream_, g.input.type, x, dy, dx, shape, nhwc,
                                               cuda_kernels::PoolBackwardKernel::tiled, max);
+  }
+  if (max && cuda_kernels::max_pool_positions_fit(shape)) {
+    // Overlapping windows: cuDNN's, or each window's first maximum found once and then gathered
+    // (with the ReLU's backward in the same pass), whichever is faster. The second needs a
+    // positions buffer: allocated while it may still run (undecided, or chosen), never inside a
+    // capture, and freed once cuDNN's wins; without memory for it the kernels below run instead.
+    const bool two_pass_may_run = !plan.backward.decided || plan.backward.own;
+    if (two_pass_may_run && plan.max_positions.data() == nullptr && !stream_capturing(stream_)) {
+      try {
+        plan.max_positions = DeviceMemory(cuda_kernels::max_pool_positions_bytes(shape));
+      } catch (const RuntimeError&) {
+        // cudaMalloc refused: the gather and cuDNN's need no buffer.
+      }
+    }
+    if (two_pass_may_run && plan.max_positions.data() != nullptr) {
+      shape.relu_input = g.relu_input;
+      auto cudnn_then_relu = [&] {
+        cudnn_backward();
+        if (g.relu_input) cuda_kernels::launch_relu_backward(stream_, g.input.type, x, dx, dx, g.input.count(), 1.0f);
+      };
+      run_faster_pool_kernel(stream_, deterministic_, plan.backward, cudnn_then_relu, [&] {
+        cuda_kernels::launch_pool_backward(stream_, g.input.type, x, dy, dx, shape, nhwc,
+                                           cuda_kernels::PoolBackwardKernel::two_pass, max,
+                                           plan.max_positions.as<uint8_t>());
+      });
+      if (plan.backward.decided && !plan.backward.own) plan.max_positions = DeviceMemory();
+      return;
+    }
   }
   if (g.relu_input) {
     // Other windows: the pooling's backward, then the ReLU's over dx.
@@ -210,31 +278,12 @@ void CudaBackend::pool_backward(const PoolGeometry& g, const void* x, const void
     cuda_kernels::launch_relu_backward(stream_, g.input.type, x, dx, dx, g.input.count(), 1.0f);
     return;
   }
-  auto gather_backward = [&] {
+  // Which is faster depends on the windows, layout and type: cuDNN is slow in NHWC; the gather
+  // rescans a max window once per element it holds.
+  run_faster_pool_kernel(stream_, deterministic_, plan.backward, cudnn_backward, [&] {
     cuda_kernels::launch_pool_backward(stream_, g.input.type, x, dy, dx, shape, nhwc,
                                        cuda_kernels::PoolBackwardKernel::gather, max);
-  };
-  // Which is faster depends on the windows, layout and type (cuDNN is slow in NHWC; the gather
-  // rescans a max window once per element it holds): timed once per shape, outside a capture (in
-  // the eager first step), on the call's own buffers, which both fully overwrite dx.
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  DPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
-  if (!plan.backward_decided && deterministic_) {
-    // The same bits on every run: the gather, which is the reference's arithmetic, not a timing.
-    plan.backward_decided = plan.own_backward = true;
-  }
-  if (!plan.backward_decided && capture == cudaStreamCaptureStatusNone) {
-    plan.backward_decided = true;
-    constexpr int kRuns = 3;
-    float cudnn_ms = 1e30f, gather_ms = 1e30f;
-    for (int run = 0; run < kRuns; ++run) {
-      cudnn_ms = std::min(cudnn_ms, timed_on_stream(stream_, cudnn_backward));
-      gather_ms = std::min(gather_ms, timed_on_stream(stream_, gather_backward));
-    }
-    plan.own_backward = gather_ms < cudnn_ms;
-  }
-  if (plan.own_backward) return gather_backward();
-  cudnn_backward();
+  });
 }
 
 void CudaBackend::dropout_forward(DataType type, const void* x, void* y, size_t n, float rate,

@@ -32,7 +32,9 @@ void set_lstm_algorithm(Device& device, const std::string& name);
 //                     "graph_api_backward_data",
 //                     "graph_api_backward_data_accumulating", "graph_api_backward_filter"}
 //                    (counts of shapes; the rest run the classic API),
-//    "pooling": {"shapes", "own_backward"}  (shapes whose backward runs dpbench's kernel, not cuDNN's),
+//    "pooling": {"shapes", "own_forward", "own_backward", "two_pass_backward"}  (shapes whose
+//               forward, or backward, runs dpbench's kernel, not cuDNN's; of the backward ones, the
+//               max poolings that run the two-pass kernel),
 //    "lstm": {"shapes", "algorithms": {name: shapes}}}
 // Throws RuntimeError unless `device` is a CUDA device.
 nlohmann::json math_paths(Device& device);

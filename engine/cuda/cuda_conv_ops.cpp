@@ -311,11 +311,9 @@ void require_workspace(const ConvPlan& plan, const void* workspace, size_t works
 
 void CudaBackend::choose_conv_algorithms(const ConvGeometry& g, ConvPlan& plan, bool benchmark) {
   // A search allocates and synchronises, which a stream being captured into a graph forbids.
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  DPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
   // Deterministic runs never time: a timed choice can differ from run to run and process to
   // process, and with it the bits.
-  if (benchmark && !deterministic_ && capture == cudaStreamCaptureStatusNone) {
+  if (benchmark && !deterministic_ && !stream_capturing(stream_)) {
     search_conv_algorithms(cudnn_, stream_, g, plan, &graph_convolutions());
   } else {
     choose_conv_algorithms_by_heuristics(cudnn_, g, plan, deterministic_);
@@ -363,10 +361,12 @@ nlohmann::json CudaBackend::math_paths() const {
     nlohmann::json& count = lstm["algorithms"][rnn_algorithm_name(*plan)];
     count = count.is_null() ? 1 : count.get<int>() + 1;
   }
-  int pool_shapes = 0, own_pool_backward = 0;
+  int pool_shapes = 0, own_pool_forward = 0, own_pool_backward = 0, two_pass_backward = 0;
   for (const auto& [key, plan] : plans_->pools) {
     ++pool_shapes;
-    own_pool_backward += plan.own_backward;
+    own_pool_forward += plan.forward.own;
+    own_pool_backward += plan.backward.own;
+    two_pass_backward += plan.max_positions.data() != nullptr;  // kept only while the two-pass kernel runs
   }
   return {{"convolutions",
            {{"shapes", shapes}, {"graph_api_forward", forward}, {"fused_bias_relu", fused},
@@ -374,7 +374,9 @@ nlohmann::json CudaBackend::math_paths() const {
             {"graph_api_backward_data", backward_data},
             {"graph_api_backward_data_accumulating", backward_data_accumulating},
             {"graph_api_backward_filter", backward_filter}}},
-          {"pooling", {{"shapes", pool_shapes}, {"own_backward", own_pool_backward}}},
+          {"pooling",
+           {{"shapes", pool_shapes}, {"own_forward", own_pool_forward}, {"own_backward", own_pool_backward},
+            {"two_pass_backward", two_pass_backward}}},
           {"lstm", lstm}};
 }
 
@@ -390,9 +392,7 @@ namespace {
 // deterministic run, without --cudnn_benchmark, before the forward was timed, or in a capture.
 bool may_time_fused_forward(cudaStream_t stream, const ConvPlan& plan, bool decided, bool benchmark,
                             bool deterministic) {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  DPB_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-  return !decided && benchmark && !deterministic && plan.forward_ms > 0.0f && capture == cudaStreamCaptureStatusNone;
+  return !decided && benchmark && !deterministic && plan.forward_ms > 0.0f && !stream_capturing(stream);
 }
 
 // True where `prepare` (the graph's fused forward, returning its workspace) finds an engine whose
@@ -536,10 +536,7 @@ void CudaBackend::conv2d_forward(const ConvGeometry& g, const void* x, const voi
 }
 
 void CudaBackend::decide_graph_accumulate(const ConvGeometry& g, ConvPlan& plan, size_t workspace_bytes) {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  DPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
-  if (plan.graph_accumulate_decided || !cudnn_benchmark_ || deterministic_ || capture != cudaStreamCaptureStatusNone)
-    return;
+  if (plan.graph_accumulate_decided || !cudnn_benchmark_ || deterministic_ || stream_capturing(stream_)) return;
   plan.graph_accumulate_decided = true;
   SearchBuffers buffers;
   make_search_buffers(stream_, g, buffers);

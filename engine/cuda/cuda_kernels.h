@@ -204,23 +204,34 @@ void launch_channel_bias_gradient(cudaStream_t stream, DataType type, const void
                                   float* dbias, bool relu, const ChannelLayout& layout,
                                   float* workspace);
 size_t channel_sum_workspace_bytes(const ChannelLayout& layout);
-// A pooling's geometry for the backward kernels, sizes as unsigned so the kernels index in 32 bits
+// A pooling's geometry for its kernels, sizes as unsigned so the kernels index in 32 bits
 // (each dimension and n*h*w*c fit: checked by the caller).
 struct PoolShape {
   unsigned n = 0, c = 0, in_h = 0, in_w = 0;
   int out_h = 0, out_w = 0, window_h = 0, window_w = 0, stride_h = 0, stride_w = 0, pad_h = 0, pad_w = 0;
   bool include_padding = false;  // average pooling's divisor: the whole window, or its part inside
-  bool relu_input = false;  // tiled max only: PoolGeometry::relu_input (the gather leaves it to the caller)
+  bool relu_input = false;  // PoolGeometry::relu_input: every backward kernel masks dx by x > 0
 };
 // Windows that tile the input exactly (stride == window, no padding; VGG's 2x2/2).
 bool pool_tiles_exactly(const PoolShape& shape);
 // dx = the gradient of max (`max`) or average pooling, as the reference computes it, bit for bit:
-//   tiled:  max pooling whose windows tile the input exactly, one thread per window (each window's
-//           dy sent to its first maximum); throws RuntimeError for other windows or modes;
-//   gather: any windows, one thread per input element gathering from the windows that hold it.
-enum class PoolBackwardKernel { tiled, gather };
+//   tiled:    max pooling whose windows tile the input exactly, one thread per window (each
+//             window's dy sent to its first maximum); throws RuntimeError for other windows or modes;
+//   gather:   any windows, one thread per input element gathering from the windows that hold it
+//             (max pooling rescans each window);
+//   two_pass: max pooling with at most 255 positions in a window (max_pool_positions_fit): one
+//             pass writes each window's first maximum's position into `positions`
+//             (max_pool_positions_bytes), then the gather reads those instead of rescanning.
+enum class PoolBackwardKernel { tiled, gather, two_pass };
 void launch_pool_backward(cudaStream_t stream, DataType type, const void* x, const void* dy, void* dx,
-                          const PoolShape& shape, bool nhwc, PoolBackwardKernel kernel, bool max);
+                          const PoolShape& shape, bool nhwc, PoolBackwardKernel kernel, bool max,
+                          uint8_t* positions = nullptr);
+size_t max_pool_positions_bytes(const PoolShape& shape);
+bool max_pool_positions_fit(const PoolShape& shape);
+// y = max (`max`) or average pooling of x, as the reference computes it, bit for bit; every
+// n*c*h*w of x and y must fit in 31 bits.
+void launch_pool_forward(cudaStream_t stream, DataType type, const void* x, void* y, const PoolShape& shape,
+                         bool nhwc, bool max);
 // Inverted dropout, forward (in = x) or backward (in = dy): see Backend::dropout_forward. `step`
 // is read on the device. out may alias in.
 void launch_dropout(cudaStream_t stream, DataType type, const void* in, void* out, size_t n,

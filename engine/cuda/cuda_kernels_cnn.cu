@@ -221,21 +221,159 @@ __global__ void channel_sum_planes_kernel(const T* y, T* dy, size_t planes, size
   }
 }
 
+// ---- pooling forward ------------------------------------------------------------------------------
+// cuDNN's NHWC average pooling ran Inception-v3's 3x3/1 branch pools through a generic 4-D kernel
+// at a fortieth of the memory's speed (0.36 to 0.48 ms each, 3.1 ms of a 19.6 ms bf16 step on an
+// H200). Here a thread makes kVec consecutive channels of one output pixel (NHWC; one element in
+// NCHW) with the reference's arithmetic, so y is the reference's bit for bit: average pooling sums
+// the window's part inside the input in double, in (h, w) order, and divides in double by the
+// divisor; max pooling keeps the window's first maximum, comparing values as floats. A window
+// wholly in the padding gives 0. Indices are 32-bit: the caller checks that every tensor fits.
+// With kPositions (max pooling) the kernel writes, instead of y, where each window's first maximum
+// lies: its row-major index in the window, padding counted (kNoPosition for a window wholly in the
+// padding), one byte per output element, for the two-pass backward below.
+constexpr unsigned kNoPosition = 255;
+
+// kVec one-byte positions at `at` (kVec-aligned), as one word.
+template <int kVec>
+__device__ __forceinline__ void store_positions(uint8_t* at, const unsigned (&positions)[kVec]) {
+  using Word = std::conditional_t<kVec == 1, uint8_t, std::conditional_t<kVec == 2, uint16_t,
+                                  std::conditional_t<kVec == 4, uint32_t, uint64_t>>>;
+  static_assert(sizeof(Word) == kVec, "one byte per position");
+  Word word = 0;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) word |= static_cast<Word>(static_cast<Word>(positions[k]) << (8 * k));
+  *reinterpret_cast<Word*>(at) = word;
+}
+
+template <int kVec>
+__device__ __forceinline__ void load_positions(const uint8_t* at, unsigned (&positions)[kVec]) {
+  using Word = std::conditional_t<kVec == 1, uint8_t, std::conditional_t<kVec == 2, uint16_t,
+                                  std::conditional_t<kVec == 4, uint32_t, uint64_t>>>;
+  const Word word = *reinterpret_cast<const Word*>(at);
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) positions[k] = static_cast<unsigned>(word >> (8 * k)) & 0xffu;
+}
+
+// Output element i's coordinates, i counting the outputs in the layout's order (in NHWC, packs of
+// kVec channels); Index is the caller's index type.
+template <typename Index>
+struct PoolOutputAt {
+  Index n, c, oh, ow;
+};
+
+template <bool kNhwc, int kVec, typename Index>
+__device__ __forceinline__ PoolOutputAt<Index> pool_output_at(Index i, const PoolShape& s) {
+  PoolOutputAt<Index> at;
+  if (kNhwc) {
+    const Index channel_packs = s.c / kVec;
+    at.c = (i % channel_packs) * kVec;
+    Index rest = i / channel_packs;
+    at.ow = rest % s.out_w;
+    rest /= s.out_w;
+    at.oh = rest % s.out_h;
+    at.n = rest / s.out_h;
+  } else {
+    at.ow = i % s.out_w;
+    Index rest = i / s.out_w;
+    at.oh = rest % s.out_h;
+    rest /= s.out_h;
+    at.c = rest % s.c;
+    at.n = rest / s.c;
+  }
+  return at;
+}
+
+template <typename T, bool kNhwc, int kVec, bool kMax, bool kPositions = false>
+__global__ void pool_forward_kernel(const T* x, T* y, uint8_t* positions, PoolShape s, unsigned outputs) {
+  static_assert(kNhwc || kVec == 1, "NCHW neighbours lie in different windows");
+  static_assert(kMax || !kPositions, "positions are max pooling's");
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < outputs; i += gridDim.x * blockDim.x) {
+    const PoolOutputAt<unsigned> at = pool_output_at<kNhwc, kVec>(i, s);
+    const unsigned n = at.n, c = at.c, oh = at.oh, ow = at.ow;
+    auto input_at = [&](int hh, int ww) -> unsigned {
+      return kNhwc ? ((n * s.in_h + hh) * s.in_w + ww) * s.c + c : ((n * s.c + c) * s.in_h + hh) * s.in_w + ww;
+    };
+    const int h0 = static_cast<int>(oh) * s.stride_h - s.pad_h, w0 = static_cast<int>(ow) * s.stride_w - s.pad_w;
+    const int h_begin = max(h0, 0), h_end = min(h0 + s.window_h, static_cast<int>(s.in_h));
+    const int w_begin = max(w0, 0), w_end = min(w0 + s.window_w, static_cast<int>(s.in_w));
+    float result[kVec];
+    unsigned best[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      result[k] = 0.0f;
+      best[k] = kNoPosition;
+    }
+    if (h_begin < h_end && w_begin < w_end) {
+      if constexpr (kMax) {
+        const Pack<T, kVec> first = load_pack<kVec>(x + input_at(h_begin, w_begin));
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) {
+          result[k] = element(first, k);
+          best[k] = (h_begin - h0) * s.window_w + (w_begin - w0);
+        }
+        for (int hh = h_begin; hh < h_end; ++hh) {
+          for (int ww = w_begin; ww < w_end; ++ww) {
+            const Pack<T, kVec> values = load_pack<kVec>(x + input_at(hh, ww));
+#pragma unroll
+            for (int k = 0; k < kVec; ++k) {
+              if (element(values, k) > result[k]) {  // strict: ties keep the earlier position, NaN never wins
+                result[k] = element(values, k);
+                best[k] = (hh - h0) * s.window_w + (ww - w0);
+              }
+            }
+          }
+        }
+      } else {
+        double sum[kVec];
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) sum[k] = 0.0;
+        for (int hh = h_begin; hh < h_end; ++hh) {
+          for (int ww = w_begin; ww < w_end; ++ww) {
+            const Pack<T, kVec> values = load_pack<kVec>(x + input_at(hh, ww));
+#pragma unroll
+            for (int k = 0; k < kVec; ++k) sum[k] += element(values, k);
+          }
+        }
+        const double divisor = s.include_padding ? static_cast<double>(s.window_h) * s.window_w
+                                                 : static_cast<double>(h_end - h_begin) * (w_end - w_begin);
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) result[k] = static_cast<float>(sum[k] / divisor);
+      }
+    }
+    const unsigned out = kNhwc ? ((n * s.out_h + oh) * s.out_w + ow) * s.c + c
+                               : ((n * s.c + c) * s.out_h + oh) * s.out_w + ow;
+    if constexpr (kPositions) {
+      store_positions<kVec>(positions + out, best);
+    } else {
+      store_pack<kVec>(y + out, round_pack<T, kVec>(result));
+    }
+  }
+}
+
 // ---- pooling backward as a gather ---------------------------------------------------------------
 // cuDNN's pooling backward is slow in NHWC: its deterministic max-pool backward took 10 ms of a
 // 33 ms VGG-16 step on an H200, and its overlapping windows (ResNet's 3x3/2 stem, Inception's
 // reductions and 3x3/1 branch pools) cost as much again. Here each input element finds the windows
 // that contain it (at most ceil(window / stride) of them per axis) in (oh, ow) order and sums in
 // double what each sends it: max pooling's window gradient where the window's first maximum
-// (lowest h, then w) is this element, found by rescanning the window; average pooling's dy over
-// the window's divisor. Those are the reference's windows, order and double arithmetic, so dx is
+// (lowest h, then w) is this element, found by rescanning the window; average pooling's dy times
+// the reciprocal of the window's divisor. Those are the reference's windows, order and double arithmetic, so dx is
 // the reference's bit for bit; a gather, with no atomics. Rows are (n, h) in NHWC and (n, c) in
 // NCHW; the column index inside a row needs one 32-bit division. In NHWC a thread may own kVec
 // consecutive channels of one pixel: they share the windows, so it scans each in packs with one
 // running maximum per channel. Values compare as floats, which orders them exactly as the stored
 // 16-bit values.
-template <typename T, bool kNhwc, int kVec, bool kMax>
-__global__ void pool_backward_gather_kernel(const T* x, const T* dy, T* dx, PoolShape s) {
+// Rescanning cost a window's reads for each element it holds (nine reads for each of up to four
+// windows under 3x3/2: 0.6 ms for the stem pool of Inception-v3, b64 bf16 on an H200, slower than
+// cuDNN's), so max pooling has a second source: max_from_positions reads each window's first
+// maximum as pool_forward_kernel<..., kPositions> wrote it, one byte per window and channel. With
+// kRelu (PoolShape::relu_input) an element whose x is not above 0 gets 0, the ReLU's backward.
+enum class PoolGather { average, max_rescan, max_from_positions };
+
+template <typename T, bool kNhwc, int kVec, PoolGather kSource, bool kRelu = false>
+__global__ void pool_backward_gather_kernel(const T* x, const T* dy, const uint8_t* positions, T* dx,
+                                            PoolShape s) {
   static_assert(kNhwc || kVec == 1, "NCHW neighbours lie in different windows");
   const unsigned columns = (kNhwc ? s.in_w * s.c : s.in_h * s.in_w) / kVec;
   const unsigned rows = kNhwc ? s.n * s.in_h : s.n * s.c;
@@ -279,7 +417,15 @@ __global__ void pool_backward_gather_kernel(const T* x, const T* dy, T* dx, Pool
         const int h_begin = max(h0, 0), h_end = min(h0 + s.window_h, static_cast<int>(s.in_h));
         const int w_begin = max(w0, 0), w_end = min(w0 + s.window_w, static_cast<int>(s.in_w));
         const Pack<T, kVec> window_gradient = load_pack<kVec>(dy + output_at(oh, ow));
-        if constexpr (kMax) {
+        if constexpr (kSource == PoolGather::max_from_positions) {
+          const unsigned self_position = static_cast<unsigned>((static_cast<int>(h) - h0) * s.window_w +
+                                                               (static_cast<int>(w) - w0));
+          unsigned winners[kVec];
+          load_positions<kVec>(positions + output_at(oh, ow), winners);
+#pragma unroll
+          for (int k = 0; k < kVec; ++k)
+            if (winners[k] == self_position) gradient[k] += element(window_gradient, k);
+        } else if constexpr (kSource == PoolGather::max_rescan) {
           size_t best[kVec];
           float best_value[kVec];
           const size_t start = input_at(h_begin, w_begin);
@@ -308,14 +454,25 @@ __global__ void pool_backward_gather_kernel(const T* x, const T* dy, T* dx, Pool
         } else {
           const double divisor = s.include_padding ? static_cast<double>(s.window_h) * s.window_w
                                                    : static_cast<double>(h_end - h_begin) * (w_end - w_begin);
+          // The reference's share, dy times the divisor's reciprocal: one division per window,
+          // not per channel (a division in double costs about twenty multiplies). _rn: no
+          // contraction into a fused multiply-add, which the reference does not do.
+          const double reciprocal = 1.0 / divisor;
 #pragma unroll
-          for (int k = 0; k < kVec; ++k) gradient[k] += element(window_gradient, k) / divisor;
+          for (int k = 0; k < kVec; ++k)
+            gradient[k] = __dadd_rn(gradient[k], __dmul_rn(element(window_gradient, k), reciprocal));
         }
       }
     }
     float rounded[kVec];
 #pragma unroll
     for (int k = 0; k < kVec; ++k) rounded[k] = static_cast<float>(gradient[k]);
+    if constexpr (kRelu) {
+      const Pack<T, kVec> inputs = load_pack<kVec>(x + self);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k)
+        if (!(element(inputs, k) > 0.0f)) rounded[k] = 0.0f;
+    }
     store_pack<kVec>(dx + self, round_pack<T, kVec>(rounded));
   }
 }
@@ -393,25 +550,10 @@ template <typename T, bool kNhwc, int kVec>
 __global__ void max_pool_backward_tiled_kernel(const T* x, const T* dy, T* dx, PoolShape s,
                                                size_t windows) {
   static_assert(kNhwc || kVec == 1, "NCHW neighbours lie in different windows");
-  const unsigned channel_packs = s.c / kVec;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < windows;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    size_t n, c, oh, ow;
-    if (kNhwc) {
-      c = (i % channel_packs) * kVec;
-      size_t rest = i / channel_packs;
-      ow = rest % s.out_w;
-      rest /= s.out_w;
-      oh = rest % s.out_h;
-      n = rest / s.out_h;
-    } else {
-      ow = i % s.out_w;
-      size_t rest = i / s.out_w;
-      oh = rest % s.out_h;
-      rest /= s.out_h;
-      c = rest % s.c;
-      n = rest / s.c;
-    }
+    const PoolOutputAt<size_t> at = pool_output_at<kNhwc, kVec>(i, s);
+    const size_t n = at.n, c = at.c, oh = at.oh, ow = at.ow;
     auto input_at = [&](size_t hh, size_t ww) -> size_t {
       return kNhwc ? ((n * s.in_h + hh) * s.in_w + ww) * s.c + c
                    : ((n * s.c + c) * s.in_h + hh) * s.in_w + ww;
@@ -588,14 +730,55 @@ bool pool_tiles_exactly(const PoolShape& shape) {
          static_cast<unsigned>(shape.out_w * shape.stride_w) == shape.in_w;
 }
 
+namespace {
+
+// pool_forward_kernel over every output (in packs of kVec channels in NHWC), writing y, or with
+// kPositions each window's first maximum's position.
+template <bool kMax, bool kPositions>
+void launch_pool_forward_kernel(cudaStream_t stream, DataType type, const void* x, void* y, uint8_t* positions,
+                                const PoolShape& shape, bool nhwc) {
+  const size_t outputs = static_cast<size_t>(shape.n) * shape.c * shape.out_h * shape.out_w;
+  if (outputs == 0) return;
+  with_storage_type(type, kPositions ? "max_pool_positions" : "pool_forward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* inputs = static_cast<const T*>(x);
+    T* result = static_cast<T*>(y);
+    auto launch = [&](auto nhwc_tag, auto vec) {
+      constexpr int kVec = decltype(vec)::value;
+      const unsigned threads = static_cast<unsigned>(outputs / kVec);
+      pool_forward_kernel<T, decltype(nhwc_tag)::value, kVec, kMax, kPositions>
+          <<<grid_for(threads), kBlockSize, 0, stream>>>(inputs, result, positions, shape, threads);
+    };
+    if (!nhwc) return launch(std::false_type{}, std::integral_constant<int, 1>{});
+    // 16-bit threads take a pack of channels of one pixel (they share the window).
+    const void* output = kPositions ? static_cast<const void*>(positions) : static_cast<const void*>(result);
+    with_pack_width<T>(pack_width<T>(shape.c, {inputs, output}), [&](auto vec) { launch(std::true_type{}, vec); });
+  });
+}
+
+}  // namespace
+
+size_t max_pool_positions_bytes(const PoolShape& shape) {
+  return static_cast<size_t>(shape.n) * shape.c * shape.out_h * shape.out_w;
+}
+
+bool max_pool_positions_fit(const PoolShape& shape) {
+  return static_cast<unsigned>(shape.window_h) * static_cast<unsigned>(shape.window_w) <= kNoPosition;
+}
+
 void launch_pool_backward(cudaStream_t stream, DataType type, const void* x, const void* dy, void* dx,
-                          const PoolShape& shape, bool nhwc, PoolBackwardKernel kernel, bool max) {
-  const bool tiled = kernel == PoolBackwardKernel::tiled;
+                          const PoolShape& shape, bool nhwc, PoolBackwardKernel kernel, bool max,
+                          uint8_t* positions) {
+  const bool tiled = kernel == PoolBackwardKernel::tiled, two_pass = kernel == PoolBackwardKernel::two_pass;
   if (tiled && !(max && pool_tiles_exactly(shape)))
     throw RuntimeError("max_pool_backward_tiled: only max pooling whose windows tile the input");
+  if (two_pass && !(max && positions != nullptr && max_pool_positions_fit(shape)))
+    throw RuntimeError("max_pool_backward two-pass: only max pooling with a positions buffer and at most 255 "
+                       "positions in a window");
   const unsigned columns = nhwc ? shape.in_w * shape.c : shape.in_h * shape.in_w;
   const unsigned rows = nhwc ? shape.n * shape.in_h : shape.n * shape.c;
   if (columns == 0 || rows == 0) return;
+  if (two_pass) launch_pool_forward_kernel<true, true>(stream, type, x, nullptr, positions, shape, nhwc);
   with_storage_type(type, tiled ? "max_pool_backward_tiled" : "pool_backward_gather", [&](auto tag) {
     using T = decltype(tag);
     const T* inputs = static_cast<const T*>(x);
@@ -620,18 +803,35 @@ void launch_pool_backward(cudaStream_t stream, DataType type, const void* x, con
       constexpr bool kNhwc = decltype(nhwc_tag)::value;
       const unsigned threads = columns / kVec;
       const dim3 grid((threads + kBlockSize - 1) / kBlockSize, std::min(rows, 65535u));
-      if (max) {
-        pool_backward_gather_kernel<T, kNhwc, kVec, true><<<grid, kBlockSize, 0, stream>>>(inputs, gradients, result, shape);
-      } else {
-        pool_backward_gather_kernel<T, kNhwc, kVec, false><<<grid, kBlockSize, 0, stream>>>(inputs, gradients, result, shape);
-      }
+      auto run = [&](auto source, auto relu) {
+        pool_backward_gather_kernel<T, kNhwc, kVec, decltype(source)::value, decltype(relu)::value>
+            <<<grid, kBlockSize, 0, stream>>>(inputs, gradients, positions, result, shape);
+      };
+      auto run_source = [&](auto source) {
+        if (shape.relu_input) return run(source, std::true_type{});
+        run(source, std::false_type{});
+      };
+      if (two_pass) return run_source(std::integral_constant<PoolGather, PoolGather::max_from_positions>{});
+      if (max) return run_source(std::integral_constant<PoolGather, PoolGather::max_rescan>{});
+      run_source(std::integral_constant<PoolGather, PoolGather::average>{});
     };
     if (!nhwc) return launch(std::false_type{}, std::integral_constant<int, 1>{});
-    // 16-bit threads take a pack of channels of one pixel (they share the windows).
-    with_pack_width<T>(pack_width<T>(shape.c, {inputs, gradients, result}),
+    // 16-bit threads take a pack of channels of one pixel (they share the windows); the positions
+    // are read kVec bytes at a time.
+    with_pack_width<T>(pack_width<T>(shape.c, {inputs, gradients, result, positions}),
                        [&](auto vec) { launch(std::true_type{}, vec); });
   });
   DPB_CUDA_CHECK_LAUNCH(pool_backward);
+}
+
+void launch_pool_forward(cudaStream_t stream, DataType type, const void* x, void* y, const PoolShape& shape,
+                         bool nhwc, bool max) {
+  if (max) {
+    launch_pool_forward_kernel<true, false>(stream, type, x, y, nullptr, shape, nhwc);
+  } else {
+    launch_pool_forward_kernel<false, false>(stream, type, x, y, nullptr, shape, nhwc);
+  }
+  DPB_CUDA_CHECK_LAUNCH(pool_forward);
 }
 
 void launch_dropout(cudaStream_t stream, DataType type, const void* in, void* out, size_t n,

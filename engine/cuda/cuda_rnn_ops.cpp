@@ -20,6 +20,7 @@
 #include "engine/cuda/cuda_persistent_lstm.h"
 #include "engine/cuda/cuda_rnn_controls.h"
 #include "engine/cuda/cudnn_rnn_plans.h"
+#include "engine/cuda/stream_timing.h"
 #include "engine/errors.h"
 
 namespace dpbench {
@@ -28,9 +29,7 @@ namespace {
 // Building a plan (or a buffer of one) allocates device memory, which a stream capture forbids;
 // layers prepare their geometries at set-up, so getting here during a capture is a bug to name.
 void refuse_inside_capture(cudaStream_t stream, const char* what) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  DPB_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
-  if (status != cudaStreamCaptureStatusNone) {
+  if (stream_capturing(stream)) {
     throw RuntimeError(std::string("CudaBackend: ") + what +
                        " inside a CUDA graph capture; prepare the LSTM geometry first "
                        "(lstm_workspace_bytes) and run one step eagerly");

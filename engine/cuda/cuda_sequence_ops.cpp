@@ -14,6 +14,7 @@
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cudnn_rnn_plans.h"
+#include "engine/cuda/stream_timing.h"
 #include "engine/errors.h"
 
 namespace dpbench {
@@ -61,9 +62,7 @@ void CudaBackend::embedding_backward(const int32_t* ids, DataType dy_type, const
   }
   const size_t needed = cuda_kernels::embedding_backward_sorted_workspace_bytes(n);
   if (!embedding_scratch_ || embedding_scratch_->bytes() < needed) {
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    DPB_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
-    if (capture != cudaStreamCaptureStatusNone)
+    if (stream_capturing(stream_))
       throw RuntimeError("CudaBackend::embedding_backward: the ordered scatter-add of " +
                          std::to_string(n) + " ids needs " + std::to_string(needed) +
                          " bytes of workspace, first asked for inside a graph capture (run the "

@@ -22,6 +22,7 @@
 #include "engine/cuda/cuda_raii.h"
 #include "engine/cuda/cudnn_plans.h"
 #include "engine/cuda/cudnn_raii.h"
+#include "engine/cuda/stream_timing.h"
 
 namespace dpbench {
 namespace {
@@ -838,10 +839,8 @@ size_t CudnnGraphConvolutions::Impl::prepare(const ConvGeometry& g, ConvPass pas
     require_aligned(workspace, "workspace");
     // Timing synchronises, which a stream being captured into a graph forbids.
     cudaStream_t stream = nullptr;
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     DPB_CUDNN_CHECK(cudnnGetStream(handle, &stream));
-    DPB_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-    if (capture != cudaStreamCaptureStatusNone) {
+    if (stream_capturing(stream)) {
       throw RuntimeError("CudnnGraphConvolutions: prepare() of a new geometry (" +
                          dpbench::describe(g) + ") during a stream capture");
     }

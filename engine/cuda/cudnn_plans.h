@@ -13,6 +13,7 @@
 
 #include "engine/cnn_geometry.h"
 #include "engine/cuda/cudnn_raii.h"
+#include "engine/cuda/device_memory.h"
 
 namespace dpbench {
 
@@ -54,10 +55,18 @@ struct ConvPlan {
 struct PoolPlan {
   CudnnTensorDescriptor input, output;
   CudnnPoolingDescriptor pooling;
-  // The backward runs dpbench's kernel instead of cuDNN's: the tiled one where the windows tile
-  // the input, else the gather where it timed faster at the first backward call or the run is
-  // deterministic (CudaBackend::pool_backward); decided once.
-  bool own_backward = false, backward_decided = false;
+  // Whether each pass runs dpbench's kernel instead of cuDNN's, decided once (CudaBackend's
+  // pool_forward and pool_backward): the backward's tiled kernel where the windows tile the input;
+  // else dpbench's where it timed faster at the pass's first call or the run is deterministic.
+  // One plan serves a geometry with and without PoolGeometry::relu_input (pool_key leaves it out):
+  // the choice timed for one holds for both, and either choice is correct for either.
+  struct OwnKernel {
+    bool own = false, decided = false;
+  };
+  OwnKernel forward, backward;
+  // Max pooling's two-pass backward: each window's first maximum's position (one byte per output
+  // element), allocated at the first backward call outside a stream capture.
+  DeviceMemory max_positions;
 };
 
 // Keys: every field that changes a descriptor, element types included, flattened (an ordered map

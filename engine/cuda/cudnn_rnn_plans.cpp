@@ -125,29 +125,6 @@ WeightMap map_weights(cudnnHandle_t handle, const RnnPlan& plan, const void* wei
 
 }  // namespace
 
-DeviceMemory::DeviceMemory(size_t bytes) : bytes_(bytes) {
-  const cudaError_t status = cudaMalloc(&data_, bytes > 0 ? bytes : 1);
-  if (status != cudaSuccess) {
-    data_ = nullptr;
-    (void)cudaGetLastError();  // clear it, so the next launch check does not report it again
-    cuda_detail::throw_library_error("CUDA", "cudaMalloc of a backend workspace", static_cast<int>(status),
-                                     cudaGetErrorString(status), __FILE__, __LINE__);
-  }
-}
-
-DeviceMemory::~DeviceMemory() {
-  if (data_ != nullptr) (void)cudaFree(data_);
-}
-
-DeviceMemory::DeviceMemory(DeviceMemory&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-
-DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
-  std::swap(data_, other.data_);
-  std::swap(bytes_, other.bytes_);
-  return *this;
-}
-
 RnnKey rnn_key(const RnnGeometry& g, cudnnMathType_t math_type, bool always_repack, int algorithm) {
   return {g.seq_len,    g.batch,         g.input_size,
           g.hidden_size, g.num_layers,   g.bidirectional,

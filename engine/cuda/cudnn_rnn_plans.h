@@ -24,6 +24,7 @@
 #include <string>
 
 #include "engine/cuda/cudnn_raii.h"
+#include "engine/cuda/device_memory.h"
 #include "engine/rnn_geometry.h"
 
 namespace dpbench {
@@ -35,27 +36,6 @@ using CudnnRnnDataDescriptor = CudnnObject<cudnnRNNDataDescriptor_t, cudnnCreate
 using CudnnDropoutDescriptor =
     CudnnObject<cudnnDropoutDescriptor_t, cudnnCreateDropoutDescriptor,
                 cudnnDestroyDropoutDescriptor>;
-
-// Device memory a plan or a backend owns (cudaMalloc'd at set-up, freed with its owner). Move-only.
-class DeviceMemory {
- public:
-  DeviceMemory() = default;
-  explicit DeviceMemory(size_t bytes);
-  ~DeviceMemory();
-  DeviceMemory(DeviceMemory&& other) noexcept;
-  DeviceMemory& operator=(DeviceMemory&& other) noexcept;
-  DeviceMemory(const DeviceMemory&) = delete;
-  DeviceMemory& operator=(const DeviceMemory&) = delete;
-
-  void* data() const { return data_; }
-  template <typename T>
-  T* as() const { return static_cast<T*>(data_); }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
 
 struct RnnPlan {
   RnnGeometry geometry;  // its `type` is the data type of everything cuDNN reads and writes

@@ -1,5 +1,7 @@
 // Timing a piece of stream work once, for the choices made at set-up or in the eager first step
-// (which convolution plan, which pooling kernel): events around one run after an untimed one.
+// (which convolution plan, which pooling kernel): events around one run after an untimed one; and
+// whether a stream is being captured into a graph, which forbids timing, allocating and
+// synchronising.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -7,6 +9,12 @@
 #include "engine/cuda/cuda_check.h"
 
 namespace dpbench {
+
+inline bool stream_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  DPB_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  return capture != cudaStreamCaptureStatusNone;
+}
 
 // Milliseconds of one run of `work` on `stream`, after one untimed run.
 template <typename Work>

@@ -446,7 +446,9 @@ void ReferenceBackend::pool_backward(const PoolGeometry& g, const void* x, const
         dx_sum[first_max_offset<T>(g, x, b, c, win)] += grad;
         return;
       }
-      const double share = grad / average_divisor(g, win);
+      // Times the reciprocal: the GPU's gather makes one division per window instead of one per
+      // channel, and matches this bit for bit.
+      const double share = grad * (1.0 / average_divisor(g, win));
       for_each_in_window(g, b, c, win, [&](size_t at) { dx_sum[at] += share; });
     });
     for (size_t i = 0; i < g.input.count(); ++i) {

@@ -128,6 +128,7 @@ TEST_CASE("every CNN learns its fixed batch on the GPU in bf16 and fp16", "[gpu]
         CHECK(convolutions[pass].get<int>() <= convolutions["shapes"].get<int>());
       const nlohmann::json& pooling = result["summary"]["math_paths"]["pooling"];
       CHECK(pooling["shapes"].get<int>() > 0);
+      CHECK(pooling["own_forward"].get<int>() <= pooling["shapes"].get<int>());
       CHECK(pooling["own_backward"].get<int>() <= pooling["shapes"].get<int>());
       // Only cifar10_cnn and vgg16 have convolutions with a bias to fuse.
       if (std::string(c.model) != "cifar10_cnn" && std::string(c.model) != "vgg16")

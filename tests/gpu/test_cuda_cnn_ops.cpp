@@ -1,6 +1,6 @@
 // [gpu] The CUDA backend's other image ops against the reference backend in both data formats and
-// in fp32, fp16 and bf16 storage: cuDNN pooling; own kernels for batch norm (with and without
-// ReLU), channel bias, dropout and channel slices.
+// in fp32, fp16 and bf16 storage: pooling (cuDNN's and own kernels); own kernels for batch norm
+// (with and without ReLU), channel bias, dropout and channel slices.
 //
 // Comparison: |gpu - ref| <= atol + rtol * |ref| per element. The reference accumulates in double,
 // so the tolerances only cover the GPU's fp32 rounding; each says where it comes from.
@@ -73,20 +73,27 @@ GpuArray<float> batch_norm_workspace(Device& gpu, size_t bytes) {
                                                  std::nanf("")));
 }
 
-// Values for max pooling in 16-bit: each (image, channel) plane holds distinct multiples of 2^-7
-// in [-0.57, 0.57], which fp16 and bf16 represent exactly. Rounding random values to bf16 would
-// leave ties inside windows (8 significant bits), and which of two tied positions cuDNN's
+// The rank-th of 384 distinct values in [-1, 1), each exact in bf16 (8 significant bits): the multiples
+// of 2^-7, then the odd multiples of 2^-8 below 0.5 in magnitude.
+float distinct_16bit_value(int rank) {
+  if (rank < 256) return std::ldexp(static_cast<float>(rank - 128), -7);
+  return std::ldexp(static_cast<float>(2 * (rank - 256 - 64) + 1), -8);
+}
+
+// Values for max pooling in 16-bit: each (image, channel) plane holds distinct values in [-1, 1)
+// which fp16 and bf16 represent exactly. Rounding random values to bf16 would leave ties inside
+// windows (8 significant bits), and which of two tied positions cuDNN's
 // overlapping-window backward picks is not part of its contract; distinct values give every
 // window one maximum, so the comparison judges the routing, not the tie rule. (dpbench's own
 // backward kernels are tested on ties separately.)
 std::vector<float> distinct_plane_values(const Tensor4& shape, uint64_t stream) {
   const size_t plane = static_cast<size_t>(shape.h) * shape.w;
-  REQUIRE(plane <= 256);  // so |value| * 2^7 <= 128 fits bf16's 8 significant bits
+  REQUIRE(plane <= 384);
   std::vector<float> values(shape.count());
   std::vector<int> order(plane);
   for (int b = 0; b < shape.n; ++b) {
     for (int c = 0; c < shape.c; ++c) {
-      for (size_t i = 0; i < plane; ++i) order[i] = static_cast<int>(i) - static_cast<int>(plane / 2);
+      for (size_t i = 0; i < plane; ++i) order[i] = static_cast<int>(i);
       // Fisher-Yates with the counter generator: reproducible everywhere.
       const uint64_t plane_index = static_cast<uint64_t>(b) * shape.c + c;
       for (size_t i = plane - 1; i > 0; --i) {
@@ -96,7 +103,7 @@ std::vector<float> distinct_plane_values(const Tensor4& shape, uint64_t stream) 
       for (int y = 0; y < shape.h; ++y) {
         for (int x = 0; x < shape.w; ++x) {
           values[shape.offset(b, c, y, x)] =
-              std::ldexp(static_cast<float>(order[static_cast<size_t>(y) * shape.w + x]), -7);
+              distinct_16bit_value(order[static_cast<size_t>(y) * shape.w + x]);
         }
       }
     }
@@ -552,8 +559,10 @@ TEST_CASE("cuda batch norm: dx may alias dy, and the passes replay as a CUDA gra
 
 TEST_CASE("cuda pooling matches the reference in both formats", "[gpu]") {
   auto gpu = make_gpu();
-  // --deterministic always runs the backward's gather kernel (elsewhere it runs where it times
-  // faster than cuDNN's): the reference's windows, order and arithmetic, so the same bits.
+  // --deterministic always runs dpbench's kernels, forward and backward (elsewhere each runs
+  // where it times faster than cuDNN's): the reference's windows, order and arithmetic, so the
+  // same bits. Max pooling's backward there is the two-pass kernel (positions, then the gather),
+  // or for windows of more than 255 positions the gather that rescans them.
   auto exact = make_gpu();
   set_deterministic(*exact, true);
   ReferenceBackend reference;
@@ -574,10 +583,15 @@ TEST_CASE("cuda pooling matches the reference in both formats", "[gpu]") {
       {PoolMode::average_exclude_padding, 3, 3, 1, 1, Padding::same},
       {PoolMode::average_exclude_padding, 5, 3, 3, 2, Padding::same},
       {PoolMode::average_include_padding, 7, 7, 1, 1, Padding::valid},  // global average
+      // More positions than a byte holds: the backward rescans the windows instead of reading
+      // each one's first maximum from the two-pass kernel's buffer.
+      {PoolMode::max, 16, 16, 2, 2, Padding::valid},
   };
-  // The last two tile exactly under VGG's 2x2/2 (the own one-thread-per-window kernel), with a
-  // channel count that allows 16-byte packs and one that does not.
-  const Tensor4 shapes[] = {{1, 5, 7, 7}, {3, 17, 11, 13}, {2, 64, 8, 9}, {2, 32, 8, 6}, {1, 3, 6, 4}};
+  // {2, 32, 8, 6} and {1, 3, 6, 4} tile exactly under VGG's 2x2/2 (the own one-thread-per-window
+  // kernel), with a channel count that allows 16-byte packs and one that does not; 6 channels
+  // give 16-bit kernels pairs.
+  const Tensor4 shapes[] = {{1, 5, 7, 7}, {3, 17, 11, 13}, {2, 64, 8, 9}, {2, 32, 8, 6},
+                            {1, 3, 6, 4}, {2, 16, 19, 18}, {2, 6, 9, 8}};
   uint64_t stream = 300;
   for (DataType type : kAllTypes) {
     for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
@@ -626,7 +640,7 @@ TEST_CASE("cuda pooling matches the reference in both formats", "[gpu]") {
             check_close(dx_gpu.values(), dx_ref.values(), 4.0 * (overlap + 2) * kEps + atol, rtol,
                         "average pool backward " + what.str());
           }
-          // dpbench's own backward kernels, bit for bit; for max pooling also with ties
+          // dpbench's own kernels, forward and backward, bit for bit; for max pooling also with ties
           // everywhere (after a ReLU most values are 0): each window's gradient must still go to
           // its first maximum, as the reference's.
           std::vector<float> tied = x;
@@ -640,6 +654,8 @@ TEST_CASE("cuda pooling matches the reference in both formats", "[gpu]") {
             exact->ops().pool_backward(g, exact_x.data(), exact_y.data(), exact_dy.data(), exact_dx.data());
             reference.pool_forward(g, input_ref.data(), y_ref.data());
             reference.pool_backward(g, input_ref.data(), y_ref.data(), dy_ref.data(), dx_ref.data());
+            check_same_values(exact_y.values(), y_ref.values(),
+                              "own pool forward" + std::string(input == &tied ? " with ties " : " ") + what.str());
             check_same_values(exact_dx.values(), dx_ref.values(),
                               "own pool backward" + std::string(input == &tied ? " with ties " : " ") + what.str());
           }
@@ -658,14 +674,24 @@ TEST_CASE("cuda pooling matches the reference in both formats", "[gpu]") {
                   rdx(*device, type, random_vector(g.input.count(), 6));
               device->ops().pool_forward(after_relu, rx.data(), ry.data());
               device->ops().pool_backward(after_relu, rx.data(), ry.data(), rdy.data(), rdx.data());
-              check_close(rdx.values(), rdx_ref.values(), 2.0 * overlap * kEps + atol, rtol,
-                          "max pool backward after a ReLU " + what.str());
+              if (device == exact.get()) {  // the ReLU's mask inside dpbench's kernels, bit for bit
+                check_same_values(rdx.values(), rdx_ref.values(), "own max pool backward after a ReLU " + what.str());
+              } else {
+                check_close(rdx.values(), rdx_ref.values(), 2.0 * overlap * kEps + atol, rtol,
+                            "max pool backward after a ReLU " + what.str());
+              }
             }
           }
         }
       }
     }
   }
+  // The deterministic device ran every pooling on dpbench's kernels, and max pooling's overlapping
+  // windows of up to 255 positions through the two-pass kernel (the plans kept their buffers).
+  const nlohmann::json pooling = math_paths(*exact)["pooling"];
+  CHECK(pooling["own_forward"] == pooling["shapes"]);
+  CHECK(pooling["own_backward"] == pooling["shapes"]);
+  CHECK(pooling["two_pass_backward"].get<int>() > 0);
 }
 
 TEST_CASE("cuda channel bias and its gradient match the reference in both formats", "[gpu]") {

@@ -125,14 +125,14 @@ TEST_CASE("the summary's math line says which kernels ran the convolutions and L
        {{"shapes", 13}, {"graph_api_forward", 2}, {"fused_bias_relu", 11}, {"fused_batch_norm_statistics", 4},
         {"graph_api_backward_data", 9},
         {"graph_api_backward_data_accumulating", 3}, {"graph_api_backward_filter", 7}}},
-      {"pooling", {{"shapes", 2}, {"own_backward", 1}}},
+      {"pooling", {{"shapes", 2}, {"own_forward", 2}, {"own_backward", 1}, {"two_pass_backward", 1}}},
       {"lstm", {{"shapes", 2}, {"algorithms", {{"standard", 1}, {"persist_static_small_h", 1}}}}}};
   const std::string text = format_summary(result);
   CHECK_THAT(text, Catch::Contains("master weights; convolutions (13 shapes): fused bias + ReLU 11, batch norm's "
                                    "statistics fused 4, graph API forward 2, backward data 9 (accumulating 3), "
                                    "backward filter 7, the rest cuDNN's classic API; "
-                                   "pooling (2 shapes): backward on dpbench's kernels 1, the rest cuDNN's; cuDNN LSTM (2 "
-                                   "shapes): persist_static_small_h 1, standard 1\n"));
+                                   "pooling (2 shapes) on dpbench's kernels: forward 2, backward 1 (two-pass 1), "
+                                   "the rest cuDNN's; cuDNN LSTM (2 shapes): persist_static_small_h 1, standard 1\n"));
   result.summary.math_paths = {{"lstm", {{"shapes", 1}, {"algorithms", {{"standard", 1}}}}}};
   CHECK_THAT(format_summary(result), Catch::Contains("; cuDNN LSTM (1 shape): standard 1\n"));
 }

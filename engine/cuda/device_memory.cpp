@@ -1,0 +1,35 @@
+// DeviceMemory (device_memory.h).
+#include "engine/cuda/device_memory.h"
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "engine/cuda/cuda_check.h"
+
+namespace dpbench {
+
+DeviceMemory::DeviceMemory(size_t bytes) : bytes_(bytes) {
+  const cudaError_t status = cudaMalloc(&data_, bytes > 0 ? bytes : 1);
+  if (status != cudaSuccess) {
+    data_ = nullptr;
+    (void)cudaGetLastError();  // clear it, so the next launch check does not report it again
+    cuda_detail::throw_library_error("CUDA", "cudaMalloc of a backend workspace", static_cast<int>(status),
+                                     cudaGetErrorString(status), __FILE__, __LINE__);
+  }
+}
+
+DeviceMemory::~DeviceMemory() {
+  if (data_ != nullptr) (void)cudaFree(data_);
+}
+
+DeviceMemory::DeviceMemory(DeviceMemory&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
+  std::swap(data_, other.data_);
+  std::swap(bytes_, other.bytes_);
+  return *this;
+}
+
+}  // namespace dpbench
