@@ -66,7 +66,6 @@ struct Tiling {
   long long items = 0;            // per channel, in the walking order
   long long chunk_items = 0;      // per chunk; the last chunk may have fewer
   long long elements = 0;         // per channel: n * h * w
-  int elements_per_item = 1;      // per channel: 1 in NHWC (one element of each lane), vec in NCHW
   long long row_vecs = 0;         // NHWC: c / vec
   long long plane_vecs = 0;       // NCHW: h * w / vec
   long long image_vecs = 0;       // NCHW: c * h * w / vec
@@ -91,14 +90,12 @@ Tiling make_tiling(const Tensor4& shape, int vec) {
     t.lanes_x = static_cast<int>(ceil_div(t.row_vecs, t.channel_tiles));
     t.lanes_y = kThreads / t.lanes_x;
     t.items = t.elements;
-    t.elements_per_item = 1;
     t.step_offset = t.lanes_y * t.row_vecs;
   } else {
     t.plane_vecs = pixels / vec;
     t.image_vecs = shape.c * t.plane_vecs;
     t.channel_tiles = shape.c;
     t.items = shape.n * t.plane_vecs;
-    t.elements_per_item = vec;
     t.step_pixels = kThreads % t.plane_vecs;
     t.step_offset = (kThreads / t.plane_vecs) * t.image_vecs + t.step_pixels;
     t.wrap_offset = t.image_vecs - t.plane_vecs;
@@ -115,8 +112,8 @@ Tiling make_tiling(const Tensor4& shape, int vec) {
 // finalize kernel reads each channel's partials contiguously, and three per-channel coefficients
 // the finalize kernel leaves for the element-wise pass.
 struct Workspace {
-  float* partial_a;  // forward: chunk means; backward: chunk sums of dy'
-  float* partial_b;  // forward: chunk M2 (sums of squared deviations); backward: of dy' (x - mean)
+  float* partial_a;  // forward: chunk sums of x - shift; backward: chunk sums of dy'
+  float* partial_b;  // forward: of (x - shift)^2; backward: of dy' (x - mean)
   float* coefficient[3];
 };
 
@@ -261,22 +258,8 @@ __device__ __forceinline__ void walk_groups(ThreadWork<kNhwc>& work, const Tilin
   });
 }
 
-// Count, mean and sum of squared deviations (M2) of some values: Welford's update adds one value,
-// Chan's merge two sets. Neither subtracts large sums, so a mean far above the spread costs no
-// accuracy (E[x^2] - E[x]^2 in float would lose it all).
-struct Moments {
-  float count, mean, m2;
-};
-
-__device__ __forceinline__ Moments merge(const Moments& a, const Moments& b) {
-  if (b.count == 0.0f) return a;
-  if (a.count == 0.0f) return b;
-  const float count = a.count + b.count;
-  const float b_share = b.count / count;
-  const float delta = b.mean - a.mean;
-  return {count, fmaf(delta, b_share, a.mean), a.m2 + b.m2 + delta * delta * a.count * b_share};
-}
-
+// Two running sums per channel (forward: of x - shift and its square; backward: of dy' and of
+// dy' (x - mean)); merging is addition, so the block's merge tree costs little beside the loads.
 struct Sums {
   float first, second;
 };
@@ -286,7 +269,6 @@ __device__ __forceinline__ Sums merge(const Sums& a, const Sums& b) {
 }
 
 // The two partial results a state leaves in the workspace (partial_a, partial_b).
-__device__ __forceinline__ float2 partials_of(const Moments& m) { return {m.mean, m.m2}; }
 __device__ __forceinline__ float2 partials_of(const Sums& s) { return {s.first, s.second}; }
 
 // Merges the states of the threads that share lane_x (the same channels) into the thread with
@@ -368,44 +350,51 @@ __device__ double block_sum(double value) {
   return total;
 }
 
-__device__ __forceinline__ double chunk_elements(const Tiling& t, int chunk) {
-  const long long first = static_cast<long long>(chunk) * t.chunk_items;
-  return static_cast<double>(min(t.chunk_items, t.items - first) * t.elements_per_item);
-}
-
 // ---- forward ---------------------------------------------------------------------------------
 
-// Per (channel, chunk): mean and M2 of x over the chunk, from per-thread Welford states merged
-// over the block.
+// Per (channel, chunk): the sums of d = x - shift and of d^2 over the chunk, shift being the
+// channel's first element (row 0 in NHWC, image 0's first pixel in NCHW). Shifted by one of its own
+// values, d is of the order of the channel's spread, so E[d^2] - E[d]^2 keeps the variance's
+// accuracy when the mean is far above the spread (unshifted, fp32 sums would lose it all), and
+// merging partial results is addition: Welford's update and merge, which need a division per merge
+// and channel, made the statistics sweep the slowest batch-norm pass per byte. Chunk 0's block also
+// leaves the shifts in `shifts` for the finalize kernel.
 template <typename T, bool kNhwc, int kVec>
 __global__ void __launch_bounds__(kThreads)
-    batch_norm_statistics_kernel(Tiling t, const T* x, float* partial_mean, float* partial_m2) {
+    batch_norm_statistics_kernel(Tiling t, const T* x, float* partial_sum, float* partial_sum_sq, float* shifts) {
   constexpr int kLanes = kNhwc ? kVec : 1;  // channels per thread
-  __shared__ Moments shared[kThreads * kLanes];
+  __shared__ Sums shared[kThreads * kLanes];
   ThreadWork<kNhwc> work = place_thread<kNhwc>(t);
-  float count = 0.0f, inverse_count = 0.0f;
-  Moments state[kLanes];
+  float shift[kLanes];
+  Sums state[kLanes];
 #pragma unroll
-  for (int k = 0; k < kLanes; ++k) state[k] = {0.0f, 0.0f, 0.0f};
+  for (int k = 0; k < kLanes; ++k) {
+    shift[k] = 0.0f;
+    state[k] = {0.0f, 0.0f};
+  }
+  if (work.active) {
+    // The item at offset 0 of this thread's channels: NHWC row 0 of its channel vector; NCHW the
+    // channel's first item.
+    const long long first = kNhwc ? work.first_channel / kVec : static_cast<long long>(blockIdx.x) * t.plane_vecs;
+    const Pack<T, kVec> firsts = load_pack<kVec>(x, first);
+#pragma unroll
+    for (int k = 0; k < kLanes; ++k) shift[k] = element(firsts, k);
+  }
   ForwardGroup<T, kVec> group(x);
   walk_groups(work, t, group, [&](int u, long long) {
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
-      const float value = group.input(u, k);
-      // NHWC: the lanes of an item are different channels, each seeing its n-th value.
-      if (!kNhwc || k == 0) {
-        count += 1.0f;
-        inverse_count = __frcp_rn(count);
-      }
-      Moments& s = state[kNhwc ? k : 0];
-      const float delta = value - s.mean;
-      s.mean = fmaf(delta, inverse_count, s.mean);
-      s.m2 = fmaf(delta, value - s.mean, s.m2);
+      const int lane = kNhwc ? k : 0;
+      const float d = group.input(u, k) - shift[lane];
+      state[lane].first += d;
+      state[lane].second = fmaf(d, d, state[lane].second);
     }
   });
+  store_block_partials(state, work, t, shared, partial_sum, partial_sum_sq);
+  if (blockIdx.y == 0 && work.lane_y == 0 && work.active) {
 #pragma unroll
-  for (int k = 0; k < kLanes; ++k) state[k].count = count;
-  store_block_partials(state, work, t, shared, partial_mean, partial_m2);
+    for (int k = 0; k < kLanes; ++k) shifts[work.first_channel + k] = shift[k];
+  }
 }
 
 // What a forward finalize leaves for one channel from its mean and biased variance: the saved
@@ -423,36 +412,34 @@ __device__ __forceinline__ void store_forward_coefficients(long long channel, do
   mean_lo[channel] = static_cast<float>(mean - hi);
 }
 
-// One block per channel combines the chunks' moments in double (a warp per channel left most of a
-// step's 53 finalize kernels in ResNet-50 waiting on its lanes' serial loads of up to 1,024
-// chunks): the mean is the count-weighted
-// mean of the chunk means, M2 the chunks' M2 plus each chunk's count * (chunk mean - mean)^2.
-// Leaves the saved statistics and, for the normalise pass, scale = gamma * inv_std and the mean
-// to double precision as a float pair (hi + lo), so y keeps its accuracy when the mean is far
-// above the spread.
-__global__ void batch_norm_forward_finalize_kernel(Tiling t, const float* partial_mean,
-                                                   const float* partial_m2, const float* gamma,
-                                                   float epsilon, float* saved_mean,
-                                                   float* saved_inv_std, float* scale,
-                                                   float* mean_hi, float* mean_lo) {
+// One block per channel (a warp per channel left most of a step's 53 finalize kernels in
+// ResNet-50 waiting on its lanes' serial loads of up to 1,024 chunks) sums the chunks' partial
+// sums in double: with s1, s2 the sums of d = x - shift and d^2 over the channel's M elements,
+// mean = shift + s1 / M and the biased variance s2 / M - (s1 / M)^2. Leaves the saved statistics
+// and, for the normalise pass, scale = gamma * inv_std and the mean to double precision as a float
+// pair (hi + lo), so y keeps its accuracy when the mean is far above the spread. `shifts` may be
+// the mean_hi array: each channel's shift is read before its coefficients are written.
+__global__ void batch_norm_forward_finalize_kernel(Tiling t, const float* partial_sum,
+                                                   const float* partial_sum_sq, const float* shifts,
+                                                   const float* gamma, float epsilon, float* saved_mean,
+                                                   float* saved_inv_std, float* scale, float* mean_hi,
+                                                   float* mean_lo) {
   const long long channel = blockIdx.x;
-  const float* means = partial_mean + channel * t.chunks;
-  const float* m2s = partial_m2 + channel * t.chunks;
-  double weighted = 0.0;
+  double sum = 0.0, sum_sq = 0.0;
   for (int chunk = threadIdx.x; chunk < t.chunks; chunk += kThreads) {
-    weighted += chunk_elements(t, chunk) * means[chunk];
+    sum += partial_sum[channel * t.chunks + chunk];
+    sum_sq += partial_sum_sq[channel * t.chunks + chunk];
   }
-  const double elements = static_cast<double>(t.elements);
-  const double mean = block_sum(weighted) / elements;
-  double m2 = 0.0;
-  for (int chunk = threadIdx.x; chunk < t.chunks; chunk += kThreads) {
-    const double offset = means[chunk] - mean;
-    m2 += m2s[chunk] + chunk_elements(t, chunk) * offset * offset;
-  }
-  const double variance = block_sum(m2) / elements;  // biased
-  if (threadIdx.x == 0)
+  sum = block_sum(sum);
+  sum_sq = block_sum(sum_sq);
+  if (threadIdx.x == 0) {
+    const double elements = static_cast<double>(t.elements);
+    const double mean_offset = sum / elements;
+    const double variance = fmax(0.0, sum_sq / elements - mean_offset * mean_offset);  // biased
+    const double mean = static_cast<double>(shifts[channel]) + mean_offset;
     store_forward_coefficients(channel, mean, variance, gamma, epsilon, saved_mean, saved_inv_std, scale, mean_hi,
                                mean_lo);
+  }
 }
 
 // The same coefficients from a convolution's sums (Backend::conv2d_forward_statistics), one thread
@@ -768,13 +755,14 @@ NormaliseCoefficients batch_norm_statistics(cudaStream_t stream, const Sweeps& p
     DPB_CUDA_CHECK_LAUNCH(batch_norm_finalize_from_sums_kernel);
     return {w.coefficient[0], w.coefficient[1], w.coefficient[2], beta};
   }
+  // The shifts go where the finalize then writes mean_hi (coefficient[1]).
   dispatch<T>(plan.t, false, [&](auto nhwc, auto vec_width, auto) {
     batch_norm_statistics_kernel<T, decltype(nhwc)::value, decltype(vec_width)::value>
-        <<<plan.grid, kThreads, 0, stream>>>(plan.t, x, w.partial_a, w.partial_b);
+        <<<plan.grid, kThreads, 0, stream>>>(plan.t, x, w.partial_a, w.partial_b, w.coefficient[1]);
   });
   DPB_CUDA_CHECK_LAUNCH(batch_norm_statistics_kernel);
   batch_norm_forward_finalize_kernel<<<finalize_blocks(plan.t), kThreads, 0, stream>>>(
-      plan.t, w.partial_a, w.partial_b, gamma, epsilon, saved_mean, saved_inv_std,
+      plan.t, w.partial_a, w.partial_b, w.coefficient[1], gamma, epsilon, saved_mean, saved_inv_std,
       w.coefficient[0], w.coefficient[1], w.coefficient[2]);
   DPB_CUDA_CHECK_LAUNCH(batch_norm_forward_finalize_kernel);
   return {w.coefficient[0], w.coefficient[1], w.coefficient[2], beta};
