@@ -214,8 +214,9 @@ TEST_CASE("cuda batch norm matches the reference in both formats, with and witho
 
               // Forward. The kernels accumulate in float only over short runs (a thread's items,
               // then a tree of at most 8 levels in the block; the partials are combined in
-              // double), with Welford updates and Chan merges that subtract only values close to
-              // each other. Their rounding is a few eps relative to the values involved, |x| <=
+              // double), summing d = x - shift and d^2 with the channel's first element as the
+              // shift, so |d| is at most twice a few std and E[d^2] - E[d]^2 cancels little.
+              // Their rounding is a few eps relative to the values involved, |x| <=
               // |mean| + a few std: eps * condition relative to the spread. delta, 32 times that,
               // bounds the relative error of the variance and of inv_std; a naive float E[x^2] -
               // E[x]^2 would be off by ~sqrt(m) * eps * condition^2 (~1 for centre 100).
