@@ -160,7 +160,8 @@ PY
 #     against the slowest GPU alone); COLUMNS, comma-separated: comm, telemetry, data.
 #   builds DIR ROUNDS WORKLOAD...  compare_builds.sh: median items/s of builds A and B, B/A.
 #   twins DIR  compare_pytorch.sh: KEY_gN__dpbench[-VARIANT].json against KEY_gN__TWIN.json (a
-#     result or the JSON line a twin printed), with scaling against the smallest GPU count.
+#     result or the JSON line a twin printed), with scaling against the smallest GPU count; with
+#     rounds (KEY_gN__WHO__rR.json), medians, each round's figure and the rounds' ratios.
 #   kernels DIR TAG  profile_kernels.sh: ncu's kernel durations summed by kernel family.
 gpu_table() {
   python3 - "$@" <<'PY'
@@ -284,52 +285,69 @@ def builds(root, rounds, *workloads):
 
 
 def twins(root):
-    runs = collections.defaultdict(dict)  # KEY (without _gN) -> {(who, n): summary}
+    runs = collections.defaultdict(lambda: collections.defaultdict(dict))  # KEY -> {(who, n): {round: summary}}
     for folder, _, files in sorted(os.walk(root)):
         for name in sorted(files):
             # A sweep's MODEL__SLUG__Ngpu.json in the folder OUT_DIR/KEY is dpbench-SLUG of KEY.
             sweep = re.match(r"[^_]+(?:_[^_]+)*__(.+)__(\d+)gpu\.json$", name)
-            m = re.match(r"(.+)_g(\d+)__(.+)\.json$", name)
+            m = re.match(r"(.+)_g(\d+)__(.+?)(?:__r(\d+))?\.json$", name)
             if sweep and folder != root:
-                key, n, who = os.path.basename(folder), int(sweep.group(2)), "dpbench-" + sweep.group(1)
+                key, n, who, round_ = os.path.basename(folder), int(sweep.group(2)), "dpbench-" + sweep.group(1), 1
             elif m and folder == root:
-                key, n, who = m.group(1), int(m.group(2)), m.group(3)
+                key, n, who, round_ = m.group(1), int(m.group(2)), m.group(3), int(m.group(4) or 1)
             else:
                 continue
             s = load(os.path.join(folder, name))
             if s:
-                runs[key][(who, n)] = s
+                runs[key][(who, n)][round_] = s
     names = sorted({who for r in runs.values() for who, _ in r if not who.startswith("dpbench")})
     scaling = any(len({n for _, n in r}) > 1 for r in runs.values())
+    rounds = max((len(v) for r in runs.values() for v in r.values()), default=1)
     head = ["run", "GPUs", "variant", "dpbench items/s"] + (["vs N x smallest"] if scaling else [])
     head += ["step ms (median)", "kernels/step", "CUDA graph"]
     for name in names:
         head += [f"{name} items/s"] + ([f"{name} vs N x smallest"] if scaling else []) + [f"dpbench / {name}"]
+        head += [f"rounds' dpbench / {name}"] if rounds > 1 else []
     print("| " + " | ".join(head) + " |")
     print("|---|--:|---|" + "--:|" * (len(head) - 3))
 
-    def vs(r, who, n, rate):
+    def rate(by_round):
+        return statistics.median(s["items_per_sec"] for s in by_round.values())
+
+    def figure(by_round):  # the median, then each round's figure in round order when there are several
+        text = f"{rate(by_round):,.0f}"
+        if len(by_round) > 1:
+            text += " (" + ", ".join(f"{by_round[k]['items_per_sec']:,.0f}" for k in sorted(by_round)) + ")"
+        return text
+
+    def vs(r, who, n, value):
         smallest = min(k for w, k in r if w == who)
-        base = r[(who, smallest)]["items_per_sec"] / smallest
-        return f"{100 * rate / (n * base):.1f}%"
+        base = rate(r[(who, smallest)]) / smallest
+        return f"{100 * value / (n * base):.1f}%"
 
     for key, r in runs.items():
         for who, n in sorted(r, key=lambda k: (k[1], k[0])):
             if not who.startswith("dpbench"):
                 continue
-            s = r[(who, n)]
-            rate = s["items_per_sec"]
-            row = [key, str(n), who[len("dpbench-"):] or "-", f"{rate:,.0f} {s.get('unit', '')}".strip()]
-            row += [vs(r, who, n, rate)] if scaling else []
-            row += [num((s.get("step_time_ms") or {}).get("median"), "{:.3f}"),
+            mine = r[(who, n)]
+            value = rate(mine)
+            s = mine[min(mine)]
+            row = [key, str(n), who[len("dpbench-"):] or "-", f"{figure(mine)} {s.get('unit', '')}".strip()]
+            row += [vs(r, who, n, value)] if scaling else []
+            step_ms = [(x.get("step_time_ms") or {}).get("median") for x in mine.values()]
+            step_ms = [v for v in step_ms if isinstance(v, (int, float))]
+            row += [num(statistics.median(step_ms) if step_ms else None, "{:.3f}"),
                     num(s.get("kernel_launches_per_step")), "yes" if s.get("cuda_graph") else "no"]
             for name in names:
-                t = r.get((name, n))
-                if not t:
-                    row += ["-"] * (3 if scaling else 2)
+                theirs = r.get((name, n))
+                if not theirs:
+                    row += ["-"] * ((3 if scaling else 2) + (1 if rounds > 1 else 0))
                     continue
-                row += [f"{t['items_per_sec']:,.0f}"] + ([vs(r, name, n, t["items_per_sec"])] if scaling else [])
-                row.append(f"{rate / t['items_per_sec']:.2f}x")
+                row += [figure(theirs)] + ([vs(r, name, n, rate(theirs))] if scaling else [])
+                row.append(f"{value / rate(theirs):.2f}x")
+                if rounds > 1:  # round k's dpbench against round k's twin
+                    ratios = [mine[k]["items_per_sec"] / theirs[k]["items_per_sec"] for k in mine if k in theirs]
+                    row.append(f"{min(ratios):.2f}x to {max(ratios):.2f}x" if ratios else "-")
             print("| " + " | ".join(row) + " |")
 
 

@@ -11,7 +11,11 @@ Usage: scripts/gpu/compare_pytorch.sh WORKLOAD OUT_DIR [ENTRY...]
 Runs dpbench and the twins one after the other and prints one table: per run dpbench's throughput,
 step time, kernels per step and CUDA graph use, each twin's throughput and dpbench / twin (and,
 where a run has several GPU counts, the throughput against N x that of the smallest count).
-Files: OUT_DIR/KEY_gN__dpbench.json and KEY_gN__TWIN.json (the twin's JSON line), with logs.
+ROUNDS=N (default 1) runs dpbench and its twins N times in turn (not the ddp workload): the table
+then gives each side's median, every round's figure and the range of the rounds' ratios, since a
+twin's throughput can move by several percent from one run to the next.
+Files: OUT_DIR/KEY_gN__dpbench.json and KEY_gN__TWIN.json (the twin's JSON line), with logs;
+rounds after the first add __rR to the name (KEY_gN__TWIN__r2.json).
 
 WORKLOAD:
   cnn      ENTRY = MODEL[:BATCH][+--flag=value...] (default resnet50:64), per precision of
@@ -73,6 +77,11 @@ case $workload in
 esac
 ((${#entries[@]})) || entries=("${default_entries[@]}")
 steps=(--num_batches="${NUM_BATCHES:-$batches}" --num_warmup_batches="${NUM_WARMUP:-$warmup}")
+rounds=${ROUNDS:-1}
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "compare_pytorch.sh: ROUNDS must be a positive whole number, not '$rounds'" >&2; exit 2; }
+if [ "$workload" = ddp ] && ((rounds > 1)); then
+  echo "compare_pytorch.sh: ROUNDS is for cnn, rnn, transformer and trivial (ddp runs the sweep once)" >&2; exit 2
+fi
 mkdir -p "$out"
 # shellcheck source=scripts/gpu/common.sh
 source scripts/gpu/common.sh "$dpbench" >/dev/null
@@ -116,8 +125,12 @@ if [ "$workload" = trivial ]; then
   batch=${BATCH:-64}
   for n in "${entries[@]}"; do
     [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "compare_pytorch.sh: trivial takes GPU counts, not '$n'" >&2; exit 2; }
-    run_dpbench "trivial_b${batch}_g${n}__dpbench" --model=trivial --variable_update=independent --num_gpus="$n" --batch_size="$batch"
-    for which in $twins; do twin "trivial_b${batch}_g${n}__$which" "$which" "$n" --batch_size="$batch"; done
+    for ((round = 1; round <= rounds; round++)); do
+      tail=$( ((round > 1)) && echo "__r$round")
+      run_dpbench "trivial_b${batch}_g${n}__dpbench$tail" --model=trivial --variable_update=independent --num_gpus="$n" \
+        --batch_size="$batch"
+      for which in $twins; do twin "trivial_b${batch}_g${n}__$which$tail" "$which" "$n" --batch_size="$batch"; done
+    done
   done
 else
   for entry in "${entries[@]}"; do parse_entry "$entry" || exit 2; done
@@ -135,8 +148,11 @@ else
         key=${entry_tag}_$precision
         [ "$format" = - ] || { flags+=(--data_format="$format"); key+=_$format; }
         if [ "$workload" != ddp ]; then
-          run_dpbench "${key}_g1__dpbench" "${flags[@]}"
-          for which in $twins; do twin "${key}_g1__$which" "$which" 1 "${flags[@]}"; done
+          for ((round = 1; round <= rounds; round++)); do
+            tail=$( ((round > 1)) && echo "__r$round")
+            run_dpbench "${key}_g1__dpbench$tail" "${flags[@]}"
+            for which in $twins; do twin "${key}_g1__$which$tail" "$which" 1 "${flags[@]}"; done
+          done
           continue
         fi
         echo "== dpbench $key: sweep over ${counts[*]} GPUs"

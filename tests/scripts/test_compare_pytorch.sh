@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# scripts/gpu/compare_pytorch.sh without a GPU: ROUNDS=2 on the reference backend with no twin (two
+# dpbench results, the table's median and each round's figure), the twins table over made-up
+# results of two rounds (medians, each round's figure, the rounds' ratios paired by round), and
+# the errors for a bad ROUNDS.
+# Usage: test_compare_pytorch.sh DPBENCH
+set -uo pipefail
+dpbench=${1:?usage: test_compare_pytorch.sh DPBENCH}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# shellcheck source=tests/scripts/result_checks.sh
+source "$(dirname "$0")/result_checks.sh"
+build=$(dirname "$dpbench")
+
+DPBENCH_BUILD_DIR=$build DPBENCH_DEVICE=cpu TWINS="" ROUNDS=2 NUM_BATCHES=4 NUM_WARMUP=1 \
+  bash "$root/scripts/gpu/compare_pytorch.sh" cnn "$work/dry" trivial:8 >"$work/dry.txt" 2>&1 ||
+  fail "ROUNDS=2 on the reference backend: exit code $?: $(tail -n 3 "$work/dry.txt")"
+for f in trivial_b8_fp32_NCHW_g1__dpbench.json trivial_b8_fp32_NCHW_g1__dpbench__r2.json; do
+  [ -s "$work/dry/$f" ] || fail "ROUNDS=2: no $f: $(ls "$work/dry" 2>&1)"
+done
+# One row for the two rounds: the median, then both rounds' figures in parentheses.
+grep -Eq '^\| trivial_b8_fp32_NCHW \| 1 \| - \| [0-9,]+ \([0-9,]+, [0-9,]+\)' "$work/dry.txt" ||
+  fail "ROUNDS=2: no row with the median and both rounds: $(cat "$work/dry.txt")"
+
+# Made-up results: dpbench 100 and 120 items/s, the twin 90 (round 1, a result file) and 100 (round 2,
+# the JSON line a twin prints after its log); round 3 of dpbench has no twin to pair with.
+mkdir -p "$work/twins"
+summary() { echo "{\"summary\": {\"items_per_sec\": $1, \"step_time_ms\": {\"median\": $2}, \"cuda_graph\": true}}"; }
+summary 100 10 >"$work/twins/m_g1__dpbench.json"
+summary 120 8 >"$work/twins/m_g1__dpbench__r2.json"
+summary 110 9 >"$work/twins/m_g1__dpbench__r3.json"
+summary 90 11 >"$work/twins/m_g1__compiled.json"
+{ echo "compiling..."; echo '{"items_per_sec": 100}'; } >"$work/twins/m_g1__compiled__r2.json"
+table=$(bash -c 'source "$1/scripts/gpu/common.sh" /nonexistent >/dev/null 2>&1; gpu_table twins "$2"' _ "$root" "$work/twins")
+echo "$table" | grep -q "rounds' dpbench / compiled" || fail "twins table: no column of the rounds' ratios: $table"
+# dpbench: median of 100, 120, 110 = 110; the twin: median of 90 and 100 = 95; 110 / 95 = 1.16x;
+# round 1 100/90 = 1.11x, round 2 120/100 = 1.20x.
+echo "$table" | grep -q '| m | 1 | - | 110 (100, 120, 110) | 9.000 | - | yes | 95 (90, 100) | 1.16x | 1.11x to 1.20x |' ||
+  fail "twins table: the row is not medians, rounds and paired ratios: $table"
+
+for bad in 0 two -1; do
+  expect_exit "ROUNDS=$bad" 2 env DPBENCH_BUILD_DIR="$build" DPBENCH_DEVICE=cpu TWINS="" ROUNDS=$bad \
+    bash "$root/scripts/gpu/compare_pytorch.sh" cnn "$work/bad" trivial:8
+  grep -q "ROUNDS must be a positive whole number, not '$bad'" "$work/stderr" || fail "ROUNDS=$bad: $(cat "$work/stderr")"
+done
+expect_exit "ROUNDS with ddp" 2 env DPBENCH_BUILD_DIR="$build" DPBENCH_DEVICE=cpu TWINS="" ROUNDS=2 \
+  bash "$root/scripts/gpu/compare_pytorch.sh" ddp "$work/bad" trivial:8
+grep -q "ROUNDS is for cnn, rnn, transformer and trivial" "$work/stderr" || fail "ROUNDS with ddp: $(cat "$work/stderr")"
+finish "compare_pytorch.sh: rounds, medians and paired ratios as expected"
