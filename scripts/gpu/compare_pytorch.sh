@@ -120,17 +120,26 @@ twin() {  # file name, twin, GPU count, then the run's flags
     *) echo "compare_pytorch.sh: no twin '$which' for $workload" >&2; status=1 ;;
   esac
 }
+run_rounds() {  # KEY (without __WHO), GPU count, dpbench's flags, --, the twins' flags: ROUNDS rounds in turn
+  local key=$1 n=$2 mine=() theirs=() round suffix which
+  shift 2
+  while (($#)) && [ "$1" != -- ]; do mine+=("$1"); shift; done
+  (($#)) && shift
+  theirs=("$@")
+  for ((round = 1; round <= rounds; round++)); do
+    suffix=""
+    ((round > 1)) && suffix=__r$round
+    run_dpbench "${key}__dpbench$suffix" "${mine[@]}"
+    for which in $twins; do twin "${key}__$which$suffix" "$which" "$n" "${theirs[@]}"; done
+  done
+}
 
 if [ "$workload" = trivial ]; then
   batch=${BATCH:-64}
   for n in "${entries[@]}"; do
     [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "compare_pytorch.sh: trivial takes GPU counts, not '$n'" >&2; exit 2; }
-    for ((round = 1; round <= rounds; round++)); do
-      tail=$( ((round > 1)) && echo "__r$round")
-      run_dpbench "trivial_b${batch}_g${n}__dpbench$tail" --model=trivial --variable_update=independent --num_gpus="$n" \
-        --batch_size="$batch"
-      for which in $twins; do twin "trivial_b${batch}_g${n}__$which$tail" "$which" "$n" --batch_size="$batch"; done
-    done
+    run_rounds "trivial_b${batch}_g${n}" "$n" --model=trivial --variable_update=independent --num_gpus="$n" \
+      --batch_size="$batch" -- --batch_size="$batch"
   done
 else
   for entry in "${entries[@]}"; do parse_entry "$entry" || exit 2; done
@@ -148,11 +157,7 @@ else
         key=${entry_tag}_$precision
         [ "$format" = - ] || { flags+=(--data_format="$format"); key+=_$format; }
         if [ "$workload" != ddp ]; then
-          for ((round = 1; round <= rounds; round++)); do
-            tail=$( ((round > 1)) && echo "__r$round")
-            run_dpbench "${key}_g1__dpbench$tail" "${flags[@]}"
-            for which in $twins; do twin "${key}_g1__$which$tail" "$which" 1 "${flags[@]}"; done
-          done
+          run_rounds "${key}_g1" 1 "${flags[@]}" -- "${flags[@]}"
           continue
         fi
         echo "== dpbench $key: sweep over ${counts[*]} GPUs"
