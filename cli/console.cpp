@@ -118,9 +118,14 @@ std::string describe_flops(const nlohmann::json& flops) {
                                  flops.value("tflops_per_sec_per_device", 0.0),
                                  flops.value("model_flops_per_step_per_device", 0.0));
   const auto mfu = flops.find("mfu");
-  if (mfu != flops.end() && mfu->is_number())
-    return text + fmt::format(", MFU {:.1f}% of {:g}", 100.0 * mfu->get<double>(),
-                              flops.value("peak_tflops_per_device", 0.0));
+  if (mfu != flops.end() && mfu->is_number()) {
+    // Above 1 only where the kernels did fewer multiplications than the direct method counted.
+    const char* above_peak = mfu->get<double>() > 1.0 ? " (above the peak: the count is the direct method's; "
+                                                          "Winograd or FFT convolutions do fewer multiplications)"
+                                                        : "";
+    return text + fmt::format(", MFU {:.1f}% of {:g}{}", 100.0 * mfu->get<double>(),
+                              flops.value("peak_tflops_per_device", 0.0), above_peak);
+  }
   return text + ", MFU: none (" + flops.value("mfu_reason", std::string("no peak")) + ")";
 }
 

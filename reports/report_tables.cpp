@@ -62,6 +62,25 @@ bool report_has_mfu(const Report& report) {
   return false;
 }
 
+// Why an MFU can pass 100%: the FLOP count is the direct method's, and the fast convolution
+// algorithms (Winograd, FFT) do fewer multiplications than it, so a row above 100% is speed against
+// the direct method, not a utilisation. The note names the rows; none when every row is at most 100%.
+std::optional<std::string> mfu_above_peak_note(const Series& series) {
+  std::string rows;
+  for (const SeriesRow& row : series.rows) {
+    const std::optional<double> mfu = mfu_pct(row.run().result.summary);
+    if (mfu && *mfu > 100.0)
+      rows += (rows.empty() ? "" : ", ") + std::to_string(row.num_devices) + " GPU" +
+              (row.num_devices == 1 ? "" : "s") + ": " + format_fixed(*mfu, 1) + "%";
+  }
+  if (rows.empty()) return std::nullopt;
+  return "MFU above 100% (" + rows +
+         "): more model FLOPs per second than the dense peak of the math the run recorded. The FLOP count is "
+         "that of direct convolutions and matrix products; convolution algorithms that do fewer "
+         "multiplications (Winograd, FFT) can run above it, so such a figure measures speed against the direct "
+         "method, not utilisation.";
+}
+
 std::string optional_fixed(const std::optional<double>& value, int decimals) {
   return value ? format_fixed(*value, decimals) : "n/a";
 }
@@ -229,8 +248,10 @@ std::string render_markdown(const Report& report) {
     }
     for (size_t index : comparison.series) {
       const Series& series = report.series[index];
+      std::vector<std::string> notes = series.notes;
+      if (std::optional<std::string> note = mfu_above_peak_note(series)) notes.push_back(std::move(*note));
       text += "\n### " + series.title + "\n\n" + series_table(series) + efficiency_loss_table(series) +
-              notes_list(series.notes);
+              notes_list(notes);
     }
     text += "\n### Comparison: " + comparison.title + "\n\n" + comparison_table(report, comparison);
   }

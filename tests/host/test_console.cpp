@@ -136,3 +136,20 @@ TEST_CASE("the summary's math line says which kernels ran the convolutions and L
   result.summary.math_paths = {{"lstm", {{"shapes", 1}, {"algorithms", {{"standard", 1}}}}}};
   CHECK_THAT(format_summary(result), Catch::Contains("; cuDNN LSTM (1 shape): standard 1\n"));
 }
+
+TEST_CASE("the summary's FLOPs line gives MFU and says when it passes the peak", "[console]") {
+  Result result;
+  result.summary.unit = "images/s";
+  result.summary.flops = {{"tflops_per_sec_per_device", 81.6},
+                          {"model_flops_per_step_per_device", 5.93e12},
+                          {"mfu", 1.218},
+                          {"peak_tflops_per_device", 67.0}};
+  const std::string above = format_summary(result);
+  CHECK_THAT(above, Catch::Contains("81.6 TFLOP/s per device (5.93e+12 FLOPs per device step), MFU 121.8% of 67 "
+                                    "(above the peak: the count is the direct method's;"));
+  result.summary.flops["mfu"] = 0.385;
+  result.summary.flops["tflops_per_sec_per_device"] = 25.8;
+  const std::string below = format_summary(result);
+  CHECK_THAT(below, Catch::Contains("MFU 38.5% of 67\n"));
+  CHECK_THAT(below, !Catch::Contains("above the peak"));
+}

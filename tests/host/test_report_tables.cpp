@@ -463,6 +463,22 @@ TEST_CASE("report shows TFLOP/s and MFU where a series' runs state them", "[repo
   }
   CHECK(seen);
   CHECK_THAT(render_csv(report), Contains(",10.0,150.0,12.5,"));
+  CHECK_THAT(markdown, !Contains("MFU above 100%"));
+}
+
+TEST_CASE("report explains an MFU above 100% and names its rows", "[report]") {
+  TempDir dir;
+  // vgg16's fp32 runs on an H200: 81.6 TFLOP/s of direct-convolution FLOPs against a 67 TFLOP/s peak.
+  const std::pair<int, double> mfu_by_gpus[] = {{1, 1.218}, {2, 0.98}, {4, 1.01}};
+  for (const auto& [gpus, mfu] : mfu_by_gpus) {
+    Result result = make_fixture_result(run_of(kReplicated, gpus, 1000.0 * gpus));
+    result.summary.flops = {{"tflops_per_sec_per_device", 67.0 * mfu}, {"mfu", mfu}};
+    write_result_atomically(result, dir.file("gpu_" + std::to_string(gpus) + ".json"));
+  }
+  const std::string markdown = render_markdown(report_of({dir.path().string()}));
+  CHECK_THAT(markdown, Contains("- MFU above 100% (1 GPU: 121.8%, 4 GPUs: 101.0%): more model FLOPs per second"));
+  CHECK_THAT(markdown, Contains("(Winograd, FFT)"));
+  CHECK_THAT(markdown, !Contains("2 GPUs: 98.0%"));
 }
 
 TEST_CASE("report says where each multi-GPU run's efficiency went, in points that add up", "[report]") {
