@@ -7,6 +7,7 @@
 #include "strategies/synchronisation_options.h"
 
 #include <algorithm>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -144,6 +145,25 @@ std::string describe_breakdown(const nlohmann::json& per_step) {
   return text + " (per step, mean over devices)";
 }
 
+// " (forward: implicit_precomp_gemm 2, winograd_nonfused 6; backward filter: algo_1 9)": which
+// algorithms the classic API's passes run, from math_paths.convolutions.classic_algorithms; empty
+// where the result has none (results written before it was recorded).
+std::string describe_classic_algorithms(const nlohmann::json& convolutions) {
+  if (!convolutions.contains("classic_algorithms")) return "";
+  static const std::pair<const char*, const char*> kPasses[] = {
+      {"forward", "forward"}, {"backward_data", "backward data"}, {"backward_filter", "backward filter"}};
+  std::string passes;
+  for (const auto& [pass, label] : kPasses) {
+    const nlohmann::json& algorithms = convolutions["classic_algorithms"].value(pass, nlohmann::json::object());
+    if (algorithms.empty()) continue;
+    std::string names;
+    for (const auto& [name, count] : algorithms.items())
+      names += fmt::format("{}{} {}", names.empty() ? "" : ", ", name, count.get<int>());
+    passes += fmt::format("{}{}: {}", passes.empty() ? "" : "; ", label, names);
+  }
+  return passes.empty() ? "" : " (" + passes + ")";
+}
+
 // "; convolutions (13 shapes): 13 fused bias + ReLU, graph API forward 2, ..." and the LSTMs'
 // cuDNN algorithms, from summary.math_paths; empty where the result has none.
 std::string describe_math_paths(const nlohmann::json& paths) {
@@ -157,6 +177,7 @@ std::string describe_math_paths(const nlohmann::json& paths) {
                         c.value("fused_batch_norm_statistics", 0), c.value("graph_api_forward", 0),
                         c.value("graph_api_backward_data", 0), c.value("graph_api_backward_data_accumulating", 0),
                         c.value("graph_api_backward_filter", 0));
+    text += describe_classic_algorithms(c);
   }
   if (paths.contains("pooling") && paths["pooling"].value("shapes", 0) > 0) {
     const nlohmann::json& p = paths["pooling"];

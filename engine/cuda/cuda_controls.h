@@ -30,8 +30,9 @@ void set_lstm_algorithm(Device& device, const std::string& name);
 // Which kernels the compute stream's prepared plans run, for the result (summary.math_paths):
 //   {"convolutions": {"shapes", "graph_api_forward", "fused_bias_relu", "fused_batch_norm_statistics",
 //                     "graph_api_backward_data",
-//                     "graph_api_backward_data_accumulating", "graph_api_backward_filter"}
-//                    (counts of shapes; the rest run the classic API),
+//                     "graph_api_backward_data_accumulating", "graph_api_backward_filter",
+//                     "classic_algorithms": {"forward", "backward_data", "backward_filter": {name: shapes}}}
+//                    (counts of shapes; the rest run the classic API, counted by the algorithm chosen),
 //    "pooling": {"shapes", "own_forward", "own_backward", "two_pass_backward"}  (shapes whose
 //               forward, or backward, runs dpbench's kernel, not cuDNN's; of the backward ones, the
 //               max poolings that run the two-pass kernel),

@@ -347,8 +347,21 @@ size_t CudaBackend::conv2d_workspace_bytes(const ConvGeometry& g) {
 nlohmann::json CudaBackend::math_paths() const {
   int shapes = 0, forward = 0, fused = 0, fused_statistics = 0;
   int backward_data = 0, backward_data_accumulating = 0, backward_filter = 0;
+  // Per pass, the shapes that run it through the classic API, by the algorithm their plan chose.
+  nlohmann::json classic = {{"forward", nlohmann::json::object()},
+                            {"backward_data", nlohmann::json::object()},
+                            {"backward_filter", nlohmann::json::object()}};
+  auto count_classic = [&classic](const char* pass, const char* algorithm) {
+    nlohmann::json& count = classic[pass][algorithm];
+    count = count.is_null() ? 1 : count.get<int>() + 1;
+  };
   for (const auto& [key, plan] : plans_->convolutions) {
     ++shapes;
+    if (!plan.graph_forward && !plan.fused_bias_relu && !plan.fused_statistics)
+      count_classic("forward", conv_algorithm_name(plan.forward_algorithm));
+    if (!plan.graph_backward_data) count_classic("backward_data", conv_algorithm_name(plan.backward_data_algorithm));
+    if (!plan.graph_backward_filter)
+      count_classic("backward_filter", conv_algorithm_name(plan.backward_filter_algorithm));
     forward += plan.graph_forward;
     fused += plan.fused_bias_relu;
     fused_statistics += plan.fused_statistics;
@@ -373,7 +386,8 @@ nlohmann::json CudaBackend::math_paths() const {
             {"fused_batch_norm_statistics", fused_statistics},
             {"graph_api_backward_data", backward_data},
             {"graph_api_backward_data_accumulating", backward_data_accumulating},
-            {"graph_api_backward_filter", backward_filter}}},
+            {"graph_api_backward_filter", backward_filter},
+            {"classic_algorithms", classic}}},
           {"pooling",
            {{"shapes", pool_shapes}, {"own_forward", own_pool_forward}, {"own_backward", own_pool_backward},
             {"two_pass_backward", two_pass_backward}}},

@@ -31,6 +31,45 @@ PoolKey pool_key(const PoolGeometry& g) {
           static_cast<int>(g.input.type), static_cast<int>(g.output.type)};
 }
 
+const char* conv_algorithm_name(cudnnConvolutionFwdAlgo_t algorithm) {
+  switch (algorithm) {
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "implicit_gemm";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "implicit_precomp_gemm";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "gemm";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "direct";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "fft";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "fft_tiling";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "winograd";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "winograd_nonfused";
+    default: return "unknown";
+  }
+}
+
+const char* conv_algorithm_name(cudnnConvolutionBwdDataAlgo_t algorithm) {
+  switch (algorithm) {
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0: return "algo_0";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1: return "algo_1";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT: return "fft";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING: return "fft_tiling";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD: return "winograd";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED: return "winograd_nonfused";
+    default: return "unknown";
+  }
+}
+
+const char* conv_algorithm_name(cudnnConvolutionBwdFilterAlgo_t algorithm) {
+  switch (algorithm) {
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0: return "algo_0";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1: return "algo_1";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT: return "fft";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3: return "algo_3";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD: return "winograd";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED: return "winograd_nonfused";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING: return "fft_tiling";
+    default: return "unknown";
+  }
+}
+
 cudnnDataType_t cudnn_data_type(DataType type) {
   switch (type) {
     case DataType::f16: return CUDNN_DATA_HALF;

@@ -89,6 +89,12 @@ void describe_tensor(const CudnnTensorDescriptor& descriptor, const Tensor4& sha
 // The math type a convolution of `g` runs with: `fp32_math` (FMA or TF32, the backend's choice)
 // for fp32 data, tensor cores for 16-bit data, which is what 16-bit data is for.
 cudnnMathType_t convolution_math_type(const ConvGeometry& g, cudnnMathType_t fp32_math);
+// The classic API's algorithm names, cuDNN's enumerators in lower case without their prefix
+// ("implicit_precomp_gemm", "winograd_nonfused", "fft_tiling", "algo_1"), for summary.math_paths:
+// Winograd and FFT do fewer multiplications than the direct convolution the FLOP count assumes.
+const char* conv_algorithm_name(cudnnConvolutionFwdAlgo_t algorithm);
+const char* conv_algorithm_name(cudnnConvolutionBwdDataAlgo_t algorithm);
+const char* conv_algorithm_name(cudnnConvolutionBwdFilterAlgo_t algorithm);
 // Describes the tensors, filter and convolution of `g` (validated against cuDNN's output shape),
 // with fp32 accumulation whatever the data type; the algorithms are left for the caller to choose.
 void describe_convolution(ConvPlan& plan, const ConvGeometry& g, cudnnMathType_t math_type);

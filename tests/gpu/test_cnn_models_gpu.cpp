@@ -126,6 +126,20 @@ TEST_CASE("every CNN learns its fixed batch on the GPU in bf16 and fp16", "[gpu]
                                "graph_api_backward_data", "graph_api_backward_data_accumulating",
                                "graph_api_backward_filter"})
         CHECK(convolutions[pass].get<int>() <= convolutions["shapes"].get<int>());
+      // The classic API's passes are counted by the algorithm each shape's plan chose.
+      const nlohmann::json& classic = convolutions["classic_algorithms"];
+      auto classic_shapes = [&classic](const char* pass) {
+        int shapes = 0;
+        for (const auto& [name, count] : classic[pass].items()) {
+          CHECK(name != "unknown");
+          shapes += count.get<int>();
+        }
+        return shapes;
+      };
+      const int shapes = convolutions["shapes"].get<int>();
+      CHECK(classic_shapes("backward_data") == shapes - convolutions["graph_api_backward_data"].get<int>());
+      CHECK(classic_shapes("backward_filter") == shapes - convolutions["graph_api_backward_filter"].get<int>());
+      CHECK(classic_shapes("forward") <= shapes - convolutions["graph_api_forward"].get<int>());
       const nlohmann::json& pooling = result["summary"]["math_paths"]["pooling"];
       CHECK(pooling["shapes"].get<int>() > 0);
       CHECK(pooling["own_forward"].get<int>() <= pooling["shapes"].get<int>());

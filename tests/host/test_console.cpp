@@ -133,6 +133,13 @@ TEST_CASE("the summary's math line says which kernels ran the convolutions and L
                                    "backward filter 7, the rest cuDNN's classic API; "
                                    "pooling (2 shapes) on dpbench's kernels: forward 2, backward 1 (two-pass 1), "
                                    "the rest cuDNN's; cuDNN LSTM (2 shapes): persist_static_small_h 1, standard 1\n"));
+  result.summary.math_paths["convolutions"]["classic_algorithms"] = {
+      {"forward", {{"implicit_precomp_gemm", 2}, {"winograd_nonfused", 6}}},
+      {"backward_data", nlohmann::json::object()},
+      {"backward_filter", {{"algo_1", 9}}}};
+  CHECK_THAT(format_summary(result),
+             Catch::Contains("backward filter 7, the rest cuDNN's classic API (forward: implicit_precomp_gemm 2, "
+                             "winograd_nonfused 6; backward filter: algo_1 9); pooling"));
   result.summary.math_paths = {{"lstm", {{"shapes", 1}, {"algorithms", {{"standard", 1}}}}}};
   CHECK_THAT(format_summary(result), Catch::Contains("; cuDNN LSTM (1 shape): standard 1\n"));
 }
