@@ -26,7 +26,7 @@ Options:
                         distributed_replicated run under mpirun (one process per GPU) in a sweep
                         of their own after the others: not interleaved with them.
   --gpus=LIST           comma-separated GPU counts (default 1,4)
-  --rounds=K            (default 3; 1 for a single pass such as docs/RESULTS.md's sweep)
+  --rounds=K            (default 3, as docs/RESULTS.md's sweep; 1 for a single pass)
   --env=NAME:VAR=V[,VAR=V...]   also run every combination with these environment variables, in
                         a sweep of its own (OUT_DIR/ENTRY/NAME) after the default one (repeatable)
   --each-gpu-alone      first the 1-GPU independent run on each GPU of the largest count alone
@@ -56,7 +56,7 @@ Examples:
   # one process for N GPUs against one process per GPU
   compare_variants.sh OUT --models='resnet50:64 nmt:384' --gpus=4 --strategies='replicated:nccl;distributed_all_reduce;distributed_replicated'
   # docs/RESULTS.md's sweep
-  compare_variants.sh OUT --models='resnet50:64 inception3:64 vgg16:64 nmt:384 nmt:384+--encoder_type=dynamic rnnlm' --gpus=1,2,4 --rounds=1 \
+  compare_variants.sh OUT --models='resnet50:64 inception3:64 vgg16:64 nmt:384 nmt:384+--encoder_type=dynamic rnnlm' --gpus=1,2,4 --rounds=3 \
     --strategies='independent;parameter_server:cpu;parameter_server:gpu;replicated:nccl;replicated:xring' -- --num_batches=20 --num_warmup_batches=5
 EOF
 }
