@@ -351,17 +351,19 @@ nlohmann::json CudaBackend::math_paths() const {
   nlohmann::json classic = {{"forward", nlohmann::json::object()},
                             {"backward_data", nlohmann::json::object()},
                             {"backward_filter", nlohmann::json::object()}};
-  auto count_classic = [&classic](const char* pass, const char* algorithm) {
-    nlohmann::json& count = classic[pass][algorithm];
+  // One more shape under `name` in a {name: shapes} object.
+  auto count_one = [](nlohmann::json& counts, const char* name) {
+    nlohmann::json& count = counts[name];
     count = count.is_null() ? 1 : count.get<int>() + 1;
   };
   for (const auto& [key, plan] : plans_->convolutions) {
     ++shapes;
     if (!plan.graph_forward && !plan.fused_bias_relu && !plan.fused_statistics)
-      count_classic("forward", conv_algorithm_name(plan.forward_algorithm));
-    if (!plan.graph_backward_data) count_classic("backward_data", conv_algorithm_name(plan.backward_data_algorithm));
+      count_one(classic["forward"], conv_algorithm_name(plan.forward_algorithm));
+    if (!plan.graph_backward_data)
+      count_one(classic["backward_data"], conv_algorithm_name(plan.backward_data_algorithm));
     if (!plan.graph_backward_filter)
-      count_classic("backward_filter", conv_algorithm_name(plan.backward_filter_algorithm));
+      count_one(classic["backward_filter"], conv_algorithm_name(plan.backward_filter_algorithm));
     forward += plan.graph_forward;
     fused += plan.fused_bias_relu;
     fused_statistics += plan.fused_statistics;
@@ -370,10 +372,7 @@ nlohmann::json CudaBackend::math_paths() const {
     backward_filter += plan.graph_backward_filter;
   }
   nlohmann::json lstm = {{"shapes", rnn_plans_->plans.size()}, {"algorithms", nlohmann::json::object()}};
-  for (const auto& [key, plan] : rnn_plans_->plans) {
-    nlohmann::json& count = lstm["algorithms"][rnn_algorithm_name(*plan)];
-    count = count.is_null() ? 1 : count.get<int>() + 1;
-  }
+  for (const auto& [key, plan] : rnn_plans_->plans) count_one(lstm["algorithms"], rnn_algorithm_name(*plan));
   int pool_shapes = 0, own_pool_forward = 0, own_pool_backward = 0, two_pass_backward = 0;
   for (const auto& [key, plan] : plans_->pools) {
     ++pool_shapes;
