@@ -22,6 +22,7 @@
 #include "reports/text_file.h"
 #include "strategies/bucketed_exchange.h"
 #include "strategies/exchange_plan.h"
+#include "strategies/parameter_server.h"
 
 namespace dpbench {
 namespace {
@@ -71,14 +72,20 @@ LoadedResult load_base(const std::string& path) {
   return base;
 }
 
-// The base run's buckets as `bucket_cap_mb` (and `tail_bucket_mb`) cut them: the bucket planner
-// of the strategies, on a layout rebuilt from the recorded tensor sizes (in gradient-buffer order).
-std::vector<BucketReady> buckets_of(const BackwardTimeline& timeline, double bucket_cap_mb, double tail_bucket_mb) {
+// The base run's tensors as a layout (in gradient-buffer order), as the strategies lay them out.
+ParameterLayout layout_of(const BackwardTimeline& timeline) {
   ParameterLayout layout;
   // finalize() lays tensors out in reverse declaration order: declare the last one first.
   for (auto size = timeline.tensor_elements.rbegin(); size != timeline.tensor_elements.rend(); ++size)
     layout.declare("tensor", {*size});
   layout.finalize();
+  return layout;
+}
+
+// The base run's buckets as `bucket_cap_mb` (and `tail_bucket_mb`) cut them: the bucket planner
+// of the strategies, on the base run's layout.
+std::vector<BucketReady> buckets_of(const BackwardTimeline& timeline, const ParameterLayout& layout,
+                                    double bucket_cap_mb, double tail_bucket_mb) {
   StrategyOptions options;
   options.bucket_cap_mb = bucket_cap_mb;
   options.tail_bucket_mb = tail_bucket_mb;
@@ -238,7 +245,10 @@ int run_predict_command(const std::vector<std::string>& args) {
   measured.step_ms = timeline.step_ms;
   measured.backward_ms = timeline.backward_ms;
   measured.update_ms = timeline.after_backward_ms;
-  measured.buckets = buckets_of(timeline, bucket_cap_mb, tail_bucket_mb);
+  const ParameterLayout layout = layout_of(timeline);
+  measured.buckets = buckets_of(timeline, layout, bucket_cap_mb, tail_bucket_mb);
+  for (int gpus : predicted_gpu_counts(options.max_gpus))
+    if (gpus > 1) measured.parameter_server_largest_share[gpus] = largest_owned_share(layout, gpus);
 
   PredictionReport report;
   report.base_path = base.path;

@@ -32,10 +32,11 @@ std::string prediction_model_text() {
          "alpha-beta: ring 2(n-1) steps, tree 2 log2 n; across hosts a collective has the host's whole network, "
          "and the hierarchical all-reduce's step across hosts is priced as the whole bucket's all-reduce over "
          "the hosts); what ends after backward is exposed. Forward, "
-         "backward and the update keep their 1-GPU times (the parameter servers' owners and the sharded update "
-         "split the update N ways). Not modelled: clock loss under the power cap, compute slowed by "
-         "communication kernels or memory traffic beside it, stragglers, congestion beyond the stated bandwidths, "
-         "host-side arithmetic of the host parameter server beyond the 1-GPU update, data loading. "
+         "backward and the update keep their 1-GPU times (the sharded update splits the update N ways, the "
+         "parameter server on the GPUs into its owners' shares, the largest setting the pace). Not modelled: "
+         "clock loss under the power cap, compute slowed by communication kernels or memory traffic beside it, "
+         "stragglers, congestion beyond the stated bandwidths, host-side arithmetic of the host parameter server "
+         "beyond the 1-GPU update, data loading. "
          "Efficiency % = 100 x predicted speed / (N x the 1-GPU run's speed).";
 }
 

@@ -200,8 +200,12 @@ StepPrediction predict_step(const MeasuredStep& measured, PredictedStrategy stra
     return prediction;
   }
   if (strategy == PredictedStrategy::replicated_sharded) update_ms = 0;  // done inside the exchange
-  // Parameter-server owners each update the tensors they own: the update is split N ways.
-  if (strategy == PredictedStrategy::parameter_server_gpu) update_ms = measured.update_ms / gpus;
+  // Parameter-server owners each update the tensors they own, at once: the most loaded one sets the pace.
+  if (strategy == PredictedStrategy::parameter_server_gpu) {
+    const auto share = measured.parameter_server_largest_share.find(gpus);
+    update_ms = measured.update_ms * (share != measured.parameter_server_largest_share.end() ? share->second
+                                                                                              : 1.0 / gpus);
+  }
   prediction.comm_ms += after_ms;
   const double during_exposed = system.communication_overlaps_compute
                                     ? std::max(0.0, stream_end_ms(during) - measured.backward_ms)

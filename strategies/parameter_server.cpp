@@ -27,6 +27,20 @@ std::vector<int> place_tensors(const ParameterLayout& layout, int num_devices) {
   return owner;
 }
 
+std::vector<size_t> owned_counts(const ParameterLayout& layout, const std::vector<int>& owner_of_tensor,
+                                 int num_devices) {
+  std::vector<size_t> owned(static_cast<size_t>(std::max(1, num_devices)), 0);
+  for (size_t id = 0; id < layout.tensors().size(); ++id)
+    owned[static_cast<size_t>(owner_of_tensor[id])] += layout.tensors()[id].count;
+  return owned;
+}
+
+double largest_owned_share(const ParameterLayout& layout, int num_devices) {
+  const std::vector<size_t> owned = owned_counts(layout, place_tensors(layout, num_devices), num_devices);
+  const double total = static_cast<double>(std::accumulate(owned.begin(), owned.end(), size_t{0}));
+  return total > 0 ? static_cast<double>(*std::max_element(owned.begin(), owned.end())) / total : 0.0;
+}
+
 // --local_parameter_device=cpu: the master copy, its gradients' sum and the optimizer on the host.
 struct ParameterServerStrategy::HostServer {
   std::unique_ptr<Device> host;       // a reference device: the optimizer's state lives in its memory
@@ -61,9 +75,8 @@ void ParameterServerStrategy::prepare(const ParameterLayout& layout) {
   const size_t count = layout.total_count();
   if (!on_cpu_) {
     owner_of_tensor_ = place_tensors(layout, n);
-    bytes_owned_.assign(n, 0);
-    for (size_t id = 0; id < layout.tensors().size(); ++id)
-      bytes_owned_[owner_of_tensor_[id]] += layout.tensors()[id].count * sizeof(float);
+    bytes_owned_ = owned_counts(layout, owner_of_tensor_, n);
+    for (size_t& owned : bytes_owned_) owned *= sizeof(float);
     // Tensors by offset, then each planned range as runs of consecutive tensors of one owner.
     std::vector<int> by_offset(layout.tensors().size());
     std::iota(by_offset.begin(), by_offset.end(), 0);

@@ -21,6 +21,12 @@ namespace dpbench {
 // Owner of each tensor (indexed by tensor id): largest tensors first, each to the device with
 // the fewest bytes so far (lowest index on ties).
 std::vector<int> place_tensors(const ParameterLayout& layout, int num_devices);
+// The parameters (by count) each device owns, given each tensor's owner.
+std::vector<size_t> owned_counts(const ParameterLayout& layout, const std::vector<int>& owner_of_tensor,
+                                 int num_devices);
+// The largest share of the parameters that one device owns under place_tensors: the owners
+// update their tensors at once, so the most loaded one sets the update's pace.
+double largest_owned_share(const ParameterLayout& layout, int num_devices);
 
 class ParameterServerStrategy final : public BucketedExchangeStrategy {
  public:

@@ -155,6 +155,11 @@ TEST_CASE("parameter servers reduce during backward and send the parameters back
   // Host: 5 us + 2 ms up (hidden) and the same down.
   const StepPrediction host = predict_step(one_bucket(1e6, 1), PredictedStrategy::parameter_server_cpu, 4, system, cost);
   CHECK(host.exposed_comm_ms == Approx(2.005));
+  // Owners unevenly loaded: the one with half the parameters updates half of them, 1 ms.
+  MeasuredStep uneven = one_bucket(1e6, 1);
+  uneven.parameter_server_largest_share[4] = 0.5;
+  CHECK(predict_step(uneven, PredictedStrategy::parameter_server_gpu, 4, system, cost).step_ms ==
+        Approx(20 - 2 + 1.0 + 1.03));
   const StepPrediction over_hosts =
       predict_step(one_bucket(1e6, 1), PredictedStrategy::parameter_server_cpu, 16, system, cost);
   CHECK_FALSE(over_hosts.modelled);

@@ -244,6 +244,10 @@ TEST_CASE("parameter server places the largest tensors first on the least loaded
   // 40 -> 0, 30 -> 1, 20 -> 1 (30 < 40), 10 -> 0 (40 < 50), 5 -> 0 (50 = 50: lowest index)
   CHECK(owner == std::vector<int>{0, 0, 1, 1, 0});
   CHECK(place_tensors(layout, 1) == std::vector<int>(5, 0));
+  // 55 of 105 on device 0; on 4 devices 40 alone is the most; one device owns everything.
+  CHECK(largest_owned_share(layout, 2) == Approx(55.0 / 105.0));
+  CHECK(largest_owned_share(layout, 4) == Approx(40.0 / 105.0));
+  CHECK(largest_owned_share(layout, 1) == Approx(1.0));
 }
 
 TEST_CASE("all-reduce specs parse as alg and alg#k", "[strategies]") {
