@@ -270,6 +270,7 @@ int run_predict_command(const std::vector<std::string>& args) {
   report.curves = curves;
   for (const std::string& note : curve_notes(curves, system.model, result.environment.backend))
     report.notes.push_back(note);
+  if (std::optional<std::string> note = power_cap_note(result.summary.gpu_telemetry)) report.notes.push_back(*note);
 
   // The system file's formulas price whatever no curve covers (other collectives and links, host copies).
   const auto formulas = std::make_shared<const AlphaBetaCost>(system.model);

@@ -40,6 +40,22 @@ std::string prediction_model_text() {
          "Efficiency % = 100 x predicted speed / (N x the 1-GPU run's speed).";
 }
 
+std::optional<std::string> power_cap_note(const nlohmann::json& gpu_telemetry) {
+  if (!gpu_telemetry.is_object()) return std::nullopt;
+  const double share = gpu_telemetry.value("power_capped_share", 0.0);
+  if (!(share >= 0.5)) return std::nullopt;
+  std::string text =
+      "BASE ran at its GPU's power limit in " + format_fixed(100.0 * share, 0) + "% of its telemetry samples";
+  if (gpu_telemetry.contains("sm_clock_mhz_mean") && gpu_telemetry.contains("power_w_mean") &&
+      gpu_telemetry.contains("power_limit_w_mean"))
+    text += " (mean SM clock " + format_fixed(gpu_telemetry["sm_clock_mhz_mean"].get<double>(), 0) + " MHz, " +
+            format_fixed(gpu_telemetry["power_w_mean"].get<double>(), 0) + " W of a " +
+            format_fixed(gpu_telemetry["power_limit_w_mean"].get<double>(), 0) + " W limit)";
+  return text + ": with more GPUs the exchange's kernels and links add power and the clocks can fall "
+                "further, a loss the prediction leaves out, so measured runs will likely fall short of it (they "
+                "show the loss as `Clock loss`).";
+}
+
 std::string prediction_costs_text(const std::vector<CollectiveCurve>& curves) {
   if (curves.empty()) return "Costs: every collective and host copy from the system file (alpha-beta).\n";
   std::string text =

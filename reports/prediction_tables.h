@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "reports/collective_curves.h"
 #include "reports/step_prediction.h"
 
@@ -57,6 +59,11 @@ std::string render_prediction_svg(const PredictionReport& report);
 
 // What is and is not modelled, in one paragraph (the README says the same at length).
 std::string prediction_model_text();
+
+// A warning where BASE's GPUs sat at their power limit in at least half their telemetry samples
+// (`gpu_telemetry` as a result's summary holds it): more GPUs add the exchange's power and can
+// lower the clocks further, a loss the prediction leaves out. None otherwise.
+std::optional<std::string> power_cap_note(const nlohmann::json& gpu_telemetry);
 
 // Which costs came from measured curves and which from the system file, in a few markdown lines.
 std::string prediction_costs_text(const std::vector<CollectiveCurve>& curves);

@@ -13,6 +13,7 @@
 using namespace dpbench;
 using namespace dpbench::testing;
 using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
 
 namespace {
 
@@ -576,6 +577,20 @@ TEST_CASE("predict's equal-clock error removes the measured run's clock loss", "
   const nlohmann::json rows = nlohmann::json::parse(render_prediction_json(report))["rows"];
   CHECK(rows[0]["clock_loss_pct"].get<double>() == Approx(*points));
   CHECK_THAT(render_prediction_csv(report), Contains("clock_loss_pct,error_at_equal_clocks_pct"));
+}
+
+TEST_CASE("predict warns where BASE ran at its power limit", "[report][predict]") {
+  const nlohmann::json capped = {{"available", true},      {"power_capped_share", 1.0}, {"sm_clock_mhz_mean", 1829.3},
+                                 {"power_w_mean", 649.1}, {"power_limit_w_mean", 700.0}};
+  const std::optional<std::string> note = power_cap_note(capped);
+  REQUIRE(note.has_value());
+  CHECK_THAT(*note, StartsWith("BASE ran at its GPU's power limit in 100% of its telemetry samples (mean SM clock "
+                               "1829 MHz, 649 W of a 700 W limit): "));
+  CHECK_THAT(*note, Contains("the prediction leaves out"));
+  // Half the samples is enough; less, no telemetry, or the reference backend's none: no note.
+  CHECK(power_cap_note({{"power_capped_share", 0.5}}).has_value());
+  CHECK_FALSE(power_cap_note({{"power_capped_share", 0.11}}).has_value());
+  CHECK_FALSE(power_cap_note(nlohmann::json::object()).has_value());
 }
 
 TEST_CASE("reference runs on 1 and 2 devices give a decomposition whose parts add up to the lost points", "[report]") {
