@@ -41,16 +41,21 @@ std::string prediction_model_text() {
 }
 
 std::optional<std::string> power_cap_note(const nlohmann::json& gpu_telemetry) {
-  if (!gpu_telemetry.is_object()) return std::nullopt;
-  const double share = gpu_telemetry.value("power_capped_share", 0.0);
-  if (!(share >= 0.5)) return std::nullopt;
+  // Telemetry fields are null or absent where the GPU did not report them.
+  auto number = [&](const char* key) -> std::optional<double> {
+    if (!gpu_telemetry.is_object() || !gpu_telemetry.contains(key) || !gpu_telemetry[key].is_number())
+      return std::nullopt;
+    return gpu_telemetry[key].get<double>();
+  };
+  const std::optional<double> share = number("power_capped_share");
+  if (!share || !(*share >= 0.5)) return std::nullopt;
   std::string text =
-      "BASE ran at its GPU's power limit in " + format_fixed(100.0 * share, 0) + "% of its telemetry samples";
-  if (gpu_telemetry.contains("sm_clock_mhz_mean") && gpu_telemetry.contains("power_w_mean") &&
-      gpu_telemetry.contains("power_limit_w_mean"))
-    text += " (mean SM clock " + format_fixed(gpu_telemetry["sm_clock_mhz_mean"].get<double>(), 0) + " MHz, " +
-            format_fixed(gpu_telemetry["power_w_mean"].get<double>(), 0) + " W of a " +
-            format_fixed(gpu_telemetry["power_limit_w_mean"].get<double>(), 0) + " W limit)";
+      "BASE ran at its GPU's power limit in " + format_fixed(100.0 * *share, 0) + "% of its telemetry samples";
+  const std::optional<double> clock = number("sm_clock_mhz_mean"), power = number("power_w_mean"),
+                              limit = number("power_limit_w_mean");
+  if (clock && power && limit)
+    text += " (mean SM clock " + format_fixed(*clock, 0) + " MHz, " + format_fixed(*power, 0) + " W of a " +
+            format_fixed(*limit, 0) + " W limit)";
   return text + ": with more GPUs the exchange's kernels and links add power and the clocks can fall "
                 "further, a loss the prediction leaves out, so measured runs will likely fall short of it (they "
                 "show the loss as `Clock loss`).";

@@ -591,6 +591,10 @@ TEST_CASE("predict warns where BASE ran at its power limit", "[report][predict]"
   CHECK(power_cap_note({{"power_capped_share", 0.5}}).has_value());
   CHECK_FALSE(power_cap_note({{"power_capped_share", 0.11}}).has_value());
   CHECK_FALSE(power_cap_note(nlohmann::json::object()).has_value());
+  CHECK_FALSE(power_cap_note({{"available", false}, {"power_capped_share", nullptr}}).has_value());
+  // Without the clock and power figures the note still stands, shorter.
+  CHECK_THAT(*power_cap_note({{"power_capped_share", 0.85}}), StartsWith("BASE ran at its GPU's power limit in 85% "
+                                                                          "of its telemetry samples: "));
 }
 
 TEST_CASE("reference runs on 1 and 2 devices give a decomposition whose parts add up to the lost points", "[report]") {
