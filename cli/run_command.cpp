@@ -15,6 +15,7 @@
 #include "cli/log.h"
 #include "cli/trace_output.h"
 #include "cli/traced_steps.h"
+#include "engine/communicator.h"
 #include "engine/cuda/cuda_controls.h"
 #include "engine/data/text_content.h"
 #include "engine/device_factory.h"
@@ -284,6 +285,8 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   if (!strategy_entry || !strategy_entry->create)
     throw ConfigError("--variable_update=" + config.variable_update + ": not available");
 
+  // Before any communicator, and before the run's own threads read the environment.
+  if (config.backend == BackendKind::cuda && config.cuda_graph) prepare_collectives_for_replayed_steps();
   std::unique_ptr<Model> model = model_entry->create(config);
   std::unique_ptr<Strategy> strategy = strategy_entry->create(config, config);
   std::vector<std::unique_ptr<Device>> devices = create_devices(config.backend, config.gpu_indices);

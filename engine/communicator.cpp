@@ -2,8 +2,10 @@
 // kind. The CUDA and NCCL code lives in engine/cuda/ (nccl_communicator.h declares it without
 // CUDA headers), as engine/device_factory.cpp reaches create_cuda_device. Whatever it picks is
 // handed out wrapped, so that every collective counts itself on its rank's device.
+// prepare_collectives_for_replayed_steps sets NCCL's switch for graph-replayed runs.
 #include "engine/communicator.h"
 
+#include <cstdlib>
 #include <string>
 
 #include "engine/cuda/nccl_communicator.h"
@@ -105,6 +107,10 @@ std::unique_ptr<Communicator> create_process_communicator(Device& device, const 
   // This process's device is local rank 0 of the calls.
   if (device.kind() == BackendKind::cuda) return counting(create_nccl_process_communicator(device, group), {&device});
   return counting(create_reference_process_communicator(group), {&device});
+}
+
+void prepare_collectives_for_replayed_steps() {
+  setenv("NCCL_GRAPH_MIXING_SUPPORT", "0", /*overwrite=*/0);  // Note [NCCL in replayed steps]
 }
 
 int enable_peer_access(const std::vector<Device*>& devices) {

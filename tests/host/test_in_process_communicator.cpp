@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <map>
@@ -348,4 +349,21 @@ TEST_CASE("create_communicator picks the in-process one for reference devices", 
                     Catch::Contains("rank 3 is out of range"));
   CHECK_THROWS_WITH(setup.communicator->broadcast(0, buffer.data(), buffer.data(), 1, DataType::f32, -1, kStream),
                     Catch::Contains("root -1 is out of range"));
+}
+
+TEST_CASE("replayed steps turn NCCL's graph mixing off unless the user set it", "[communicator]") {
+  const char* before = std::getenv("NCCL_GRAPH_MIXING_SUPPORT");
+  const std::string saved = before ? before : "";
+  unsetenv("NCCL_GRAPH_MIXING_SUPPORT");
+  prepare_collectives_for_replayed_steps();
+  REQUIRE(std::getenv("NCCL_GRAPH_MIXING_SUPPORT") != nullptr);
+  CHECK(std::string(std::getenv("NCCL_GRAPH_MIXING_SUPPORT")) == "0");
+  setenv("NCCL_GRAPH_MIXING_SUPPORT", "1", 1);  // the user's choice stands
+  prepare_collectives_for_replayed_steps();
+  CHECK(std::string(std::getenv("NCCL_GRAPH_MIXING_SUPPORT")) == "1");
+  if (before) {
+    setenv("NCCL_GRAPH_MIXING_SUPPORT", saved.c_str(), 1);
+  } else {
+    unsetenv("NCCL_GRAPH_MIXING_SUPPORT");
+  }
 }
