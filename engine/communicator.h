@@ -81,7 +81,7 @@ std::unique_ptr<Communicator> create_process_communicator(Device& device, const 
 // NCCL supports mixing such graphs with parallel graphs or eager calls on the same communicator
 // (NCCL_GRAPH_MIXING_SUPPORT=1), and that support slows the whole graph, not only the exchange:
 // on 4 H200, ResNet-50 b128 bf16's forward pass, which runs no collective, took 0.09 to 0.15 ms
-// longer than on one GPU with it and 0 to 0.06 ms longer without it; the step was 0.45 to 0.9%
+// longer than on one GPU with it and 0 to 0.06 ms longer without it; the step was 0.4 to 1.0%
 // faster without it (docs/BENCHMARKS.md, "NCCL's graph-mixing support"). A run never mixes: every
 // collective belongs to a step, the steps before the capture run eagerly before any graph is
 // launched, and after it each device's graphs follow one another on its compute stream, each
