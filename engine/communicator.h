@@ -79,10 +79,12 @@ std::unique_ptr<Communicator> create_process_communicator(Device& device, const 
 // Note [NCCL in replayed steps]
 // Where a run replays its steps as CUDA graphs, NCCL's collectives sit inside them. By default
 // NCCL supports mixing such graphs with parallel graphs or eager calls on the same communicator
-// (NCCL_GRAPH_MIXING_SUPPORT=1), and that support slows the whole graph, not only the exchange:
-// on 4 H200, ResNet-50 b128 bf16's forward pass, which runs no collective, took 0.09 to 0.15 ms
-// longer than on one GPU with it and 0 to 0.06 ms longer without it; the step was 0.4 to 1.0%
-// faster without it (docs/BENCHMARKS.md, "NCCL's graph-mixing support"). A run never mixes: every
+// (NCCL_GRAPH_MIXING_SUPPORT=1: NCCL's source puts an event-wait node before and an event-record
+// node after each captured call, chaining them to its uncaptured work through one event), and
+// that support slows the whole graph, not only the exchange: on 4 H200, ResNet-50 b128 bf16's
+// forward pass, which runs no collective, took 0.09 to 0.15 ms longer than on one GPU with it and
+// 0 to 0.06 ms longer without it; the step was 0.4 to 1.0% faster without it
+// (docs/BENCHMARKS.md, "NCCL's graph-mixing support"). A run never mixes: every
 // collective belongs to a step, the steps before the capture run eagerly before any graph is
 // launched, and after it each device's graphs follow one another on its compute stream, each
 // device driven by its own thread. So a run that replays graphs turns the support off (unless
