@@ -73,6 +73,10 @@ struct InferenceNorm {
   const float* variance = nullptr;
   float epsilon = 0;
 };
+// Floats in each of a training batch norm's saved arrays (Backend::batch_norm_forward_training's
+// saved_mean and saved_inv_std) for c channels: the statistics, then what the backend keeps for its
+// backward.
+inline size_t batch_norm_saved_floats(int channels) { return 2 * static_cast<size_t>(channels); }
 
 class Backend {
  public:
@@ -360,7 +364,10 @@ class Backend {
   //   y = act(gamma * (x - mean) * inv_std + beta + residual),  inv_std = 1 / sqrt(var + epsilon),
   // with residual = 0 (nullptr) or a tensor of x's shape (a ResNet block's shortcut, added in the
   // same pass), and act = max(0, .) with `relu`, else the identity. saved_mean and saved_inv_std
-  // (c) are written for the backward pass. y may not alias x (backward reads x) or residual.
+  // (batch_norm_saved_floats(c) each) are written for the backward pass: the mean and inv_std as
+  // floats in the first c; the next c are the backend's own (the cuda backend keeps relu's mask
+  // there as a threshold on x, for a backward that need not read y). y may not alias x (backward
+  // reads x) or residual.
   // `workspace` holds batch_norm_workspace_bytes(shape) bytes; nothing in it outlives the call.
   // x_statistics (2c fp32: sums, then sums of squares of x per channel, conv2d_forward_statistics)
   // gives the statistics instead of a pass over x: mean = sum / M, variance = max(0, sum of
@@ -371,10 +378,11 @@ class Backend {
                                            void* workspace, const void* residual,
                                            const float* x_statistics = nullptr) = 0;
   // dx (shape), dgamma and dbeta (c), all overwritten, from dy and the forward's statistics. With
-  // `relu`, dy is first masked by y > 0 (y = the forward's output, read only then); where the
-  // forward added a residual, that masked dy is its gradient and is written to d_residual
-  // (overwritten; nullptr: none wanted). dx may alias dy (every element of dx is written after its
-  // dy has been read), but not x, y or d_residual.
+  // `relu`, dy is first masked by y > 0 (y = the forward's output); where the forward added a
+  // residual, that masked dy is its gradient and is written to d_residual (overwritten), which such
+  // a backward must pass: without one (nullptr) the forward added none, and a backend may take y's
+  // mask from x and the saved arrays instead of reading y (the cuda backend does). dx may alias dy
+  // (every element of dx is written after its dy has been read), but not x, y or d_residual.
   virtual void batch_norm_backward(const Tensor4& shape, const void* x, const void* y,
                                    const void* dy, const float* gamma, const float* saved_mean,
                                    const float* saved_inv_std, float epsilon, bool relu, void* dx,

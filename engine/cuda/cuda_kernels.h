@@ -283,9 +283,10 @@ size_t attention_workspace_bytes(const AttentionGeometry& g);
 // Deterministic: the work is split by shape alone (not by the GPU), every reduction has a fixed
 // order. The workspace holds per-channel partial results between the passes of one call.
 size_t batch_norm_workspace_bytes(const Tensor4& shape);
-// x, residual, y, dy, dx and d_residual hold shape.type; everything per channel is fp32. residual
-// and d_residual may be nullptr (Backend::batch_norm_forward_training and batch_norm_backward), as
-// may the statistics (a convolution's sums: no pass over x or z for them).
+// x, residual, y, dy, dx and d_residual hold shape.type; everything per channel is fp32, the saved
+// arrays batch_norm_saved_floats(c) each. residual and d_residual may be nullptr
+// (Backend::batch_norm_forward_training and batch_norm_backward), as may the statistics (a
+// convolution's sums: no pass over x or z for them).
 void launch_batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const void* x,
                                const void* residual, const float* gamma, const float* beta, float epsilon, bool relu,
                                void* y, float* saved_mean, float* saved_inv_std, void* workspace,

@@ -6,9 +6,13 @@
 // tensors as few times as the arithmetic allows, in 16-byte vectors where it can:
 //   forward:  statistics (read x) -> per-channel finalize -> normalise (read x, and the residual
 //             where a ResNet block's shortcut is added in the same pass; write y)
-//   backward: reduction (read x, dy, and y with relu; with a residual, write its gradient, the
-//             masked dy) -> per-channel finalize -> dx (read x, and dy, y with relu, or the
-//             residual's gradient where it was written; write dx)
+//   backward: reduction (read x, dy; with a residual also y, for relu's mask, and write the
+//             residual's gradient, the masked dy) -> per-channel finalize -> dx (read x, and dy
+//             or the residual's gradient where it was written; write dx)
+// Without a residual, relu's mask y > 0 is a step function of x, which the forward's finalize
+// finds and saves (see "relu's mask as a threshold on x"), so the backward never reads y: in
+// ResNet-50 that is a third of the reduction's and a quarter of the dx pass's traffic on two of
+// every bottleneck's three batch norms.
 // Both sweeps of a call walk the tensor with one tiling (Tiling below): many blocks per channel,
 // each leaving a partial result per channel in the workspace, which a small finalize kernel then
 // combines in double. Kernels first, launchers after.
@@ -221,26 +225,106 @@ struct ForwardGroup {
   __device__ __forceinline__ float input(int u, int k) const { return element(xs[u], k); }
 };
 
-// The backward passes read x, dy and, with relu, the stored y; gradient(u, k) is dy' of element k
-// of item u: dy, masked by y > 0 with relu.
-template <typename T, int kVec, bool kRelu>
+// Where the backward's relu mask comes from: no relu; the stored y (a forward that added a
+// residual, on which the mask depends too); x, through the forward's threshold (ReluMaskArrays).
+enum class ReluMask { none, stored, threshold };
+
+// T's bit patterns ordered by value: keys 0 .. 2^bits - 1 run from the negative NaNs through -inf,
+// -0, +0, +inf to the positive NaNs.
+template <typename T>
+struct OrderedBits {
+  static constexpr unsigned kBits = 8 * sizeof(T);
+  static constexpr unsigned kSign = 1u << (kBits - 1);
+  static constexpr unsigned kAll = kSign | (kSign - 1);
+  static constexpr unsigned kInfinity = std::is_same_v<T, float> ? 0x7f800000u
+                                        : std::is_same_v<T, __half> ? 0x7c00u : 0x7f80u;
+
+  __device__ static unsigned key(unsigned pattern) {
+    return (pattern & kSign) ? (~pattern & kAll) : pattern + kSign;
+  }
+  __device__ static float value(unsigned key) {
+    const unsigned pattern = key >= kSign ? key - kSign : (~key & kAll);
+    if constexpr (std::is_same_v<T, float>) {
+      return __uint_as_float(pattern);
+    } else if constexpr (std::is_same_v<T, __half>) {
+      return __half2float(__ushort_as_half(static_cast<unsigned short>(pattern)));
+    } else {
+      return __uint_as_float(pattern << 16);
+    }
+  }
+};
+
+// Element k of a pack as its bit pattern.
+template <typename T, int kVec>
+__device__ __forceinline__ unsigned bits_of(const Pack<T, kVec>& p, int k) {
+  if constexpr (sizeof(T) == 4) return p.w[k];
+  return (p.w[k / 2] >> (16 * (k % 2))) & 0xffffu;
+}
+
+// relu's mask as an interval of x's keys (OrderedBits), per channel: y > 0 exactly where lower <
+// key(x) < upper (relu_mask_step). The words sit in the second halves of the saved arrays
+// (batch_norm_saved_floats), stored as floats' bits; the forward writes them (F = float), the
+// backward reads them (F = const float).
+template <typename F>
+struct ReluMaskArrays {
+  F *lower, *upper;
+};
+
+template <typename F>
+ReluMaskArrays<F> relu_mask_arrays(int channels, F* saved_mean, F* saved_inv_std) {
+  return {saved_mean + channels, saved_inv_std + channels};
+}
+
+// The backward passes read x, dy and, with ReluMask::stored, y; gradient(u, k) is dy' of element
+// k of item u: dy, masked by y > 0 with relu.
+template <typename T, bool kNhwc, int kVec, ReluMask kMask>
 struct BackwardGroup {
+  static constexpr int kLanes = kNhwc ? kVec : 1;
   const T *x, *y, *dy;
+  // ReluMask::threshold: each lane's mask interval, two 16-bit keys in one word for 16-bit T.
+  using Bounds = std::conditional_t<sizeof(T) == 2, unsigned, uint2>;
+  Bounds bounds[kLanes];
   Pack<T, kVec> xs[kUnroll], gradients[kUnroll], outputs[kUnroll];
 
-  __device__ BackwardGroup(const T* x, const T* y, const T* dy) : x(x), y(y), dy(dy) {}
+  // `active`: whether this thread has channels (first_channel is one); an idle one loads nothing.
+  __device__ BackwardGroup(const T* x, const T* y, const T* dy, bool active, int first_channel,
+                           const ReluMaskArrays<const float>& mask)
+      : x(x), y(y), dy(dy) {
+#pragma unroll
+    for (int k = 0; k < kLanes; ++k) {
+      const bool wanted = kMask == ReluMask::threshold && active;
+      const unsigned lower = wanted ? __float_as_uint(mask.lower[first_channel + k]) : 0u;
+      const unsigned upper = wanted ? __float_as_uint(mask.upper[first_channel + k]) : 0u;
+      if constexpr (sizeof(T) == 2) {
+        bounds[k] = lower | (upper << 16);
+      } else {
+        bounds[k] = make_uint2(lower, upper);
+      }
+    }
+  }
   __device__ __forceinline__ void load(const long long* offsets, const bool* present) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       if (!present[u]) continue;
       xs[u] = load_pack<kVec>(x, offsets[u]);
       gradients[u] = load_pack<kVec>(dy, offsets[u]);
-      if (kRelu) outputs[u] = load_pack<kVec>(y, offsets[u]);
+      if (kMask == ReluMask::stored) outputs[u] = load_pack<kVec>(y, offsets[u]);
     }
   }
   __device__ __forceinline__ float input(int u, int k) const { return element(xs[u], k); }
   __device__ __forceinline__ float gradient(int u, int k) const {
-    return (!kRelu || element(outputs[u], k) > 0.0f) ? element(gradients[u], k) : 0.0f;
+    const int lane = kNhwc ? k : 0;
+    bool passed = true;
+    if (kMask == ReluMask::stored) passed = element(outputs[u], k) > 0.0f;
+    if constexpr (kMask == ReluMask::threshold) {
+      const unsigned key = OrderedBits<T>::key(bits_of(xs[u], k));
+      if constexpr (sizeof(T) == 2) {
+        passed = key > (bounds[lane] & 0xffffu) && key < (bounds[lane] >> 16);
+      } else {
+        passed = key > bounds[lane].x && key < bounds[lane].y;
+      }
+    }
+    return passed ? element(gradients[u], k) : 0.0f;
   }
 };
 
@@ -399,19 +483,97 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The normalised value of x: scale * ((x - mean_hi) - mean_lo) + beta, with the mean to double
+// precision as a float pair. x - mean_hi is exact when the two are close, which is when it
+// matters. The one definition of the forward's arithmetic, which relu_mask_step repeats.
+__device__ __forceinline__ float normalised(float x, float scale, float mean_hi, float mean_lo, float beta) {
+  return fmaf(scale, (x - mean_hi) - mean_lo, beta);
+}
+
+// y from the values before the activation: max(0, value) with relu, rounded to T. Rounding after
+// the ReLU equals rounding before it (rounding keeps the sign), so y > 0 where the value rounds
+// to a positive T.
+template <typename T, int kVec, bool kRelu>
+__device__ __forceinline__ Pack<T, kVec> activated(float (&values)[kVec]) {
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) {
+    if (kRelu) values[k] = values[k] > 0.0f ? values[k] : 0.0f;
+  }
+  return round_pack<T, kVec>(values);
+}
+
+// ---- relu's mask as a threshold on x -----------------------------------------------------------
+// Without a residual, y = activated(normalised(x)) is monotone in x: the subtractions are, the fma
+// is for either sign of scale, and the ReLU and the rounding to T are. So over T's values in
+// increasing order y > 0 is false, then true (scale > 0), true, then false (scale < 0), or the same
+// for every finite x (scale 0; infinite x give NaN, never > 0). A warp of the forward's finalize
+// finds the step by a 32-way search over T's values and leaves the interval of keys (OrderedBits)
+// where y > 0, which also excludes the NaNs (no step falls between -0 and +0: both give y = 0). The
+// backward masks with that instead of reading y. (For finite statistics; non-finite ones make a
+// step that is lost anyway.)
+
+struct ReluMaskStep {
+  unsigned lower, upper;  // y > 0 exactly where lower < key(x) < upper
+};
+
+// The step of one channel's coefficients, as the section above says. Called by all 32 lanes of a
+// warp with the same arguments; every lane returns the result.
+template <typename T>
+__device__ ReluMaskStep relu_mask_step(float scale, float mean_hi, float mean_lo, float beta) {
+  using Bits = OrderedBits<T>;
+  auto passes = [&](unsigned key) {
+    float values[1] = {normalised(Bits::value(key), scale, mean_hi, mean_lo, beta)};
+    return element(activated<T, 1, true>(values), 0) > 0.0f;
+  };
+  const unsigned lowest = Bits::key(Bits::kInfinity | Bits::kSign), highest = Bits::key(Bits::kInfinity);
+  const ReluMaskStep never{0u, 0u};
+  if (!(scale > 0.0f) && !(scale < 0.0f)) {  // 0 (every finite x alike; an infinite one gives NaN), or NaN
+    return passes(Bits::key(0u)) ? ReluMaskStep{lowest, highest} : never;
+  }
+  const bool rising = scale > 0.0f;
+  unsigned low = lowest, high = highest;
+  if (!passes(rising ? high : low)) return never;
+  // found(key) = (passes(key) == rising) is false at `low` and true at `high`, and changes once.
+  // Each round the lanes try 32 keys spread over (low, high], the last being `high` itself.
+  const unsigned lane = threadIdx.x % 32;
+  while (high - low > 1) {
+    const unsigned long long span = high - low;
+    const unsigned tried = low + static_cast<unsigned>((span * (lane + 1) + 31) / 32);
+    const unsigned found = __ballot_sync(0xffffffffu, passes(tried) == rising);
+    const int first = __ffs(found) - 1;  // lane 31 tried `high`: found is never 0
+    const unsigned below = __shfl_sync(0xffffffffu, tried, first > 0 ? first - 1 : 0);
+    high = __shfl_sync(0xffffffffu, tried, first);
+    if (first > 0) low = below;
+  }
+  // Rising: y > 0 from key `high` to +inf's. Falling: from -inf's key to below `high`.
+  return rising ? ReluMaskStep{low, highest + 1} : ReluMaskStep{lowest - 1, high};
+}
+
 // What a forward finalize leaves for one channel from its mean and biased variance: the saved
-// statistics and the normalise pass's coefficients (see batch_norm_forward_finalize_kernel).
-__device__ __forceinline__ void store_forward_coefficients(long long channel, double mean, double variance,
-                                                           const float* gamma, float epsilon, float* saved_mean,
-                                                           float* saved_inv_std, float* scale, float* mean_hi,
-                                                           float* mean_lo) {
+// statistics, the normalise pass's coefficients (see batch_norm_forward_finalize_kernel) and, where
+// `mask` has arrays, relu's mask as a threshold on x. Called by a whole warp with the same
+// arguments (the search needs it); lane 0 stores, after every lane has read its inputs.
+template <typename T>
+__device__ void store_forward_coefficients(long long channel, double mean, double variance, const float* gamma,
+                                           const float* beta, float epsilon, float* saved_mean, float* saved_inv_std,
+                                           float* scale, float* mean_hi, float* mean_lo, ReluMaskArrays<float> mask) {
   const double inv_std = 1.0 / sqrt(variance + static_cast<double>(epsilon));
   const float hi = static_cast<float>(mean);
+  const float lo = static_cast<float>(mean - hi);
+  const float channel_scale = static_cast<float>(gamma[channel] * inv_std);
+  ReluMaskStep step{};
+  if (mask.lower != nullptr) step = relu_mask_step<T>(channel_scale, hi, lo, beta[channel]);
+  __syncwarp();  // the caller's shifts may be mean_hi
+  if (threadIdx.x % 32 != 0) return;
   saved_mean[channel] = hi;
   saved_inv_std[channel] = static_cast<float>(inv_std);
-  scale[channel] = static_cast<float>(gamma[channel] * inv_std);
+  scale[channel] = channel_scale;
   mean_hi[channel] = hi;
-  mean_lo[channel] = static_cast<float>(mean - hi);
+  mean_lo[channel] = lo;
+  if (mask.lower != nullptr) {
+    mask.lower[channel] = __uint_as_float(step.lower);
+    mask.upper[channel] = __uint_as_float(step.upper);
+  }
 }
 
 // One block per channel (a warp per channel left most of a step's 53 finalize kernels in
@@ -421,11 +583,12 @@ __device__ __forceinline__ void store_forward_coefficients(long long channel, do
 // and, for the normalise pass, scale = gamma * inv_std and the mean to double precision as a float
 // pair (hi + lo), so y keeps its accuracy when the mean is far above the spread. `shifts` may be
 // the mean_hi array: each channel's shift is read before its coefficients are written.
+template <typename T>
 __global__ void batch_norm_forward_finalize_kernel(Tiling t, const float* partial_sum,
                                                    const float* partial_sum_sq, const float* shifts,
-                                                   const float* gamma, float epsilon, float* saved_mean,
-                                                   float* saved_inv_std, float* scale, float* mean_hi,
-                                                   float* mean_lo) {
+                                                   const float* gamma, const float* beta, float epsilon,
+                                                   float* saved_mean, float* saved_inv_std, float* scale,
+                                                   float* mean_hi, float* mean_lo, ReluMaskArrays<float> mask) {
   const long long channel = blockIdx.x;
   double sum = 0.0, sum_sq = 0.0;
   for (int chunk = threadIdx.x; chunk < t.chunks; chunk += kThreads) {
@@ -434,30 +597,31 @@ __global__ void batch_norm_forward_finalize_kernel(Tiling t, const float* partia
   }
   sum = block_sum(sum);
   sum_sq = block_sum(sum_sq);
-  if (threadIdx.x == 0) {
+  if (threadIdx.x < 32) {  // warp 0
     const double elements = static_cast<double>(t.elements);
     const double mean_offset = sum / elements;
     const double variance = fmax(0.0, sum_sq / elements - mean_offset * mean_offset);  // biased
     const double mean = static_cast<double>(shifts[channel]) + mean_offset;
-    store_forward_coefficients(channel, mean, variance, gamma, epsilon, saved_mean, saved_inv_std, scale, mean_hi,
-                               mean_lo);
+    store_forward_coefficients<T>(channel, mean, variance, gamma, beta, epsilon, saved_mean, saved_inv_std, scale,
+                                  mean_hi, mean_lo, mask);
   }
 }
 
-// The same coefficients from a convolution's sums (Backend::conv2d_forward_statistics), one thread
+// The same coefficients from a convolution's sums (Backend::conv2d_forward_statistics), one warp
 // per channel: mean = sum / M and the biased variance sum_sq / M - mean^2 in double, clamped at 0
 // (the sums are fp32, so a mean far above the spread loses the variance to cancellation: the
 // price of skipping the pass over x, the same as cuDNN's and NVIDIA's MLPerf batch norms pay).
+template <typename T>
 __global__ void batch_norm_finalize_from_sums_kernel(int channels, double elements, const float* sums,
-                                                     const float* gamma, float epsilon, float* saved_mean,
-                                                     float* saved_inv_std, float* scale, float* mean_hi,
-                                                     float* mean_lo) {
-  const int channel = blockIdx.x * blockDim.x + threadIdx.x;
-  if (channel >= channels) return;
+                                                     const float* gamma, const float* beta, float epsilon,
+                                                     float* saved_mean, float* saved_inv_std, float* scale,
+                                                     float* mean_hi, float* mean_lo, ReluMaskArrays<float> mask) {
+  const int channel = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (channel >= channels) return;  // the whole warp
   const double mean = sums[channel] / elements;
   const double variance = fmax(0.0, sums[channels + channel] / elements - mean * mean);
-  store_forward_coefficients(channel, mean, variance, gamma, epsilon, saved_mean, saved_inv_std, scale, mean_hi,
-                             mean_lo);
+  store_forward_coefficients<T>(channel, mean, variance, gamma, beta, epsilon, saved_mean, saved_inv_std, scale,
+                                mean_hi, mean_lo, mask);
 }
 
 // The normalise passes read x and, with a residual, z: item u's element k as input(u, k) and
@@ -489,10 +653,7 @@ struct NormaliseCoefficients {
   const float *scale, *mean_hi, *mean_lo, *beta;
 };
 
-// y = scale * ((x - mean_hi) - mean_lo) + beta (+ z, or + z's batch norm), then max(0, y) with
-// relu, rounded to T. x - mean_hi is exact when the two are close, which is when it matters. Rounding after the
-// ReLU equals rounding before it (rounding keeps the sign), so the stored y > 0 exactly where the
-// backward mask will look for it.
+// y = activated(normalised(x) (+ z, or + z's batch norm)).
 template <typename T, bool kNhwc, int kVec, bool kRelu, int kResidual>
 __global__ void __launch_bounds__(kThreads)
     batch_norm_normalise_kernel(Tiling t, const T* x, const T* z, NormaliseCoefficients x_norm,
@@ -513,14 +674,12 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
       const int lane = kNhwc ? k : 0;
-      const float centred = (group.input(u, k) - lane_hi[lane]) - lane_lo[lane];
-      float value = fmaf(lane_scale[lane], centred, lane_beta[lane]);
-      if (kResidual == kPlainResidual) value += group.residual(u, k);
+      out[k] = normalised(group.input(u, k), lane_scale[lane], lane_hi[lane], lane_lo[lane], lane_beta[lane]);
+      if (kResidual == kPlainResidual) out[k] += group.residual(u, k);
       if (kResidual == kNormalisedResidual)
-        value += fmaf(z_scale[lane], (group.residual(u, k) - z_hi[lane]) - z_lo[lane], z_beta[lane]);
-      out[k] = kRelu ? (value > 0.0f ? value : 0.0f) : value;
+        out[k] += normalised(group.residual(u, k), z_scale[lane], z_hi[lane], z_lo[lane], z_beta[lane]);
     }
-    store_pack(y, offset, round_pack<T, kVec>(out));
+    store_pack(y, offset, activated<T, kVec, kRelu>(out));
   });
 }
 
@@ -561,23 +720,22 @@ __global__ void __launch_bounds__(kThreads)
       const int lane = kNhwc ? k : 0;
       float value = fmaf(x_lanes.scale[lane], group.input(u, k), x_lanes.shift[lane]);
       if (kAdd) value += kNormZ ? fmaf(z_lanes.scale[lane], group.residual(u, k), z_lanes.shift[lane]) : group.residual(u, k);
-      out[k] = kRelu ? (value > 0.0f ? value : 0.0f) : value;
+      out[k] = value;
     }
-    store_pack(y, offset, round_pack<T, kVec>(out));
+    store_pack(y, offset, activated<T, kVec, kRelu>(out));
   });
 }
 
 // ---- backward --------------------------------------------------------------------------------
 
 // Per (channel, chunk): sum of dy' and of dy' * (x - mean), dy' = dy masked by y > 0 with relu
-// (the stored y). (x - mean), not x_hat: the finalize kernel applies inv_std once per channel.
+// (kMask). (x - mean), not x_hat: the finalize kernel applies inv_std once per channel.
 // With kSplit, dy' is also stored to d_residual (exact: masking a 16-bit dy needs no rounding),
-// the gradient of a residual the forward pass added, which the dx pass then reads in place of dy
-// and y.
-template <typename T, bool kNhwc, int kVec, bool kRelu, bool kSplit>
+// the gradient of a residual the forward pass added, which the dx pass then reads in place of dy.
+template <typename T, bool kNhwc, int kVec, ReluMask kMask, bool kSplit>
 __global__ void __launch_bounds__(kThreads)
     batch_norm_backward_reduce_kernel(Tiling t, const T* x, const T* y, const T* dy,
-                                      const float* saved_mean, float* partial_dy,
+                                      const float* saved_mean, ReluMaskArrays<const float> mask, float* partial_dy,
                                       float* partial_dy_centred, T* d_residual) {
   constexpr int kLanes = kNhwc ? kVec : 1;
   __shared__ Sums shared[kThreads * kLanes];
@@ -589,7 +747,7 @@ __global__ void __launch_bounds__(kThreads)
     lane_mean[k] = work.active ? saved_mean[work.first_channel + k] : 0.0f;
     sums[k] = {0.0f, 0.0f};
   }
-  BackwardGroup<T, kVec, kRelu> group(x, y, dy);
+  BackwardGroup<T, kNhwc, kVec, kMask> group(x, y, dy, work.active, work.first_channel, mask);
   walk_groups(work, t, group, [&](int u, long long offset) {
     float masked[kVec];
 #pragma unroll
@@ -634,20 +792,21 @@ __global__ void batch_norm_backward_finalize_kernel(Tiling t, const float* parti
   }
 }
 
-// dx = a * dy' + b * (x - mean) + c, rounded to T. Each element's dy (and y) is read by the thread
-// that then writes its dx, so dx may alias dy.
-template <typename T, bool kNhwc, int kVec, bool kRelu>
+// dx = a * dy' + b * (x - mean) + c, rounded to T, dy' masked as kMask says (never from y: a
+// forward with a residual leaves the masked dy in d_residual for this pass). Each element's dy is
+// read by the thread that then writes its dx, so dx may alias dy.
+template <typename T, bool kNhwc, int kVec, ReluMask kMask>
 __global__ void __launch_bounds__(kThreads)
-    batch_norm_dx_kernel(Tiling t, const T* x, const T* y, const T* dy,
-                         const float* saved_mean, const float* dy_factor,
-                         const float* centred_factor, const float* constant, T* dx) {
+    batch_norm_dx_kernel(Tiling t, const T* x, const T* dy, const float* saved_mean, ReluMaskArrays<const float> mask,
+                         const float* dy_factor, const float* centred_factor, const float* constant, T* dx) {
+  static_assert(kMask != ReluMask::stored, "the dx pass never reads y");
   constexpr int kLanes = kNhwc ? kVec : 1;
   ThreadWork<kNhwc> work = place_thread<kNhwc>(t);
   if (!work.active) return;
   float lane_mean[kLanes], lane_a[kLanes], lane_b[kLanes], lane_c[kLanes];
   load_lanes(work.first_channel, {saved_mean, dy_factor, centred_factor, constant},
              {&lane_mean, &lane_a, &lane_b, &lane_c});
-  BackwardGroup<T, kVec, kRelu> group(x, y, dy);
+  BackwardGroup<T, kNhwc, kVec, kMask> group(x, nullptr, dy, true, work.first_channel, mask);
   walk_groups(work, t, group, [&](int u, long long offset) {
     float out[kVec];
 #pragma unroll
@@ -741,19 +900,21 @@ Sweeps plan_sweeps(const Tensor4& shape, std::initializer_list<const void*> poin
           dim3(static_cast<unsigned>(t.channel_tiles), static_cast<unsigned>(t.chunks))};
 }
 
-// The statistics sweep and finalize of one batch norm: saved_mean, saved_inv_std and, in the
-// plan's workspace, the coefficients its normalise pass reads. Given `sums` (a convolution's), no
-// sweep: the finalize reads those.
+// The statistics sweep and finalize of one batch norm: its saved arrays (relu's mask threshold
+// among them with `relu_mask`) and, in the plan's workspace, the coefficients its normalise pass
+// reads. Given `sums` (a convolution's), no sweep: the finalize reads those.
 template <typename T>
 NormaliseCoefficients batch_norm_statistics(cudaStream_t stream, const Sweeps& plan, const T* x, const float* gamma,
                                             const float* beta, float epsilon, float* saved_mean,
-                                            float* saved_inv_std, const float* sums) {
+                                            float* saved_inv_std, const float* sums, bool relu_mask) {
   const Workspace& w = plan.w;
+  const ReluMaskArrays<float> mask = relu_mask ? relu_mask_arrays(plan.t.channels, saved_mean, saved_inv_std)
+                                               : ReluMaskArrays<float>{nullptr, nullptr};
   if (sums != nullptr) {
-    const int threads = 128;
-    batch_norm_finalize_from_sums_kernel<<<(plan.t.channels + threads - 1) / threads, threads, 0, stream>>>(
-        plan.t.channels, static_cast<double>(plan.t.elements), sums, gamma, epsilon, saved_mean, saved_inv_std,
-        w.coefficient[0], w.coefficient[1], w.coefficient[2]);
+    const int warps = 4;
+    batch_norm_finalize_from_sums_kernel<T><<<(plan.t.channels + warps - 1) / warps, 32 * warps, 0, stream>>>(
+        plan.t.channels, static_cast<double>(plan.t.elements), sums, gamma, beta, epsilon, saved_mean,
+        saved_inv_std, w.coefficient[0], w.coefficient[1], w.coefficient[2], mask);
     DPB_CUDA_CHECK_LAUNCH(batch_norm_finalize_from_sums_kernel);
     return {w.coefficient[0], w.coefficient[1], w.coefficient[2], beta};
   }
@@ -763,9 +924,9 @@ NormaliseCoefficients batch_norm_statistics(cudaStream_t stream, const Sweeps& p
         <<<plan.grid, kThreads, 0, stream>>>(plan.t, x, w.partial_a, w.partial_b, w.coefficient[1]);
   });
   DPB_CUDA_CHECK_LAUNCH(batch_norm_statistics_kernel);
-  batch_norm_forward_finalize_kernel<<<finalize_blocks(plan.t), kThreads, 0, stream>>>(
-      plan.t, w.partial_a, w.partial_b, w.coefficient[1], gamma, epsilon, saved_mean, saved_inv_std,
-      w.coefficient[0], w.coefficient[1], w.coefficient[2]);
+  batch_norm_forward_finalize_kernel<T><<<finalize_blocks(plan.t), kThreads, 0, stream>>>(
+      plan.t, w.partial_a, w.partial_b, w.coefficient[1], gamma, beta, epsilon, saved_mean, saved_inv_std,
+      w.coefficient[0], w.coefficient[1], w.coefficient[2], mask);
   DPB_CUDA_CHECK_LAUNCH(batch_norm_forward_finalize_kernel);
   return {w.coefficient[0], w.coefficient[1], w.coefficient[2], beta};
 }
@@ -780,14 +941,15 @@ void batch_norm_forward(cudaStream_t stream, const Tensor4& shape, const T* x, c
                         float* z_saved_mean = nullptr, float* z_saved_inv_std = nullptr,
                         const float* z_sums = nullptr) {
   const Sweeps plan = plan_sweeps(shape, {x, y, z}, workspace);
-  const NormaliseCoefficients x_norm =
-      batch_norm_statistics(stream, plan, x, gamma, beta, epsilon, saved_mean, saved_inv_std, x_sums);
+  // Only a relu with nothing added has a mask that depends on x alone.
+  const NormaliseCoefficients x_norm = batch_norm_statistics(stream, plan, x, gamma, beta, epsilon, saved_mean,
+                                                             saved_inv_std, x_sums, relu && z == nullptr);
   NormaliseCoefficients z_norm = x_norm;  // unused unless z has a norm of its own
   if (z_gamma != nullptr) {
     const Sweeps z_plan =
         plan_sweeps(shape, {x, y, z}, static_cast<char*>(workspace) + batch_norm_workspace_bytes(shape));
     z_norm = batch_norm_statistics(stream, z_plan, z, z_gamma, z_beta, epsilon, z_saved_mean, z_saved_inv_std,
-                                   z_sums);
+                                   z_sums, false);
   }
   dispatch<T>(plan.t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
     constexpr bool kNhwc = decltype(nhwc)::value, kRelu = decltype(fused_relu)::value;
@@ -829,22 +991,28 @@ void batch_norm_inference(cudaStream_t stream, const Tensor4& shape, const T* x,
   DPB_CUDA_CHECK_LAUNCH(batch_norm_inference_kernel);
 }
 
+// Without a residual (d_residual null) relu's mask comes from the forward's threshold on x; with
+// one, the reduction reads it from y and leaves the masked dy in d_residual for the dx pass.
 template <typename T>
 void batch_norm_backward(cudaStream_t stream, const Tensor4& shape, const T* x, const T* y,
                          const T* dy, const float* gamma, const float* saved_mean,
                          const float* saved_inv_std, bool relu, T* dx, T* d_residual,
                          float* dgamma, float* dbeta, void* workspace) {
-  const Sweeps plan = plan_sweeps(shape, {x, relu ? y : nullptr, dy, dx, d_residual}, workspace);
+  const bool split = d_residual != nullptr;
+  const Sweeps plan = plan_sweeps(shape, {x, relu && split ? y : nullptr, dy, dx, d_residual}, workspace);
   const Workspace& w = plan.w;
+  const ReluMaskArrays<const float> mask = relu_mask_arrays(plan.t.channels, saved_mean, saved_inv_std);
   dispatch<T>(plan.t, relu, [&](auto nhwc, auto vec_width, auto fused_relu) {
     constexpr bool kNhwc = decltype(nhwc)::value, kRelu = decltype(fused_relu)::value;
     constexpr int kVec = decltype(vec_width)::value;
-    if (d_residual == nullptr) {
-      batch_norm_backward_reduce_kernel<T, kNhwc, kVec, kRelu, false><<<plan.grid, kThreads, 0, stream>>>(
-          plan.t, x, y, dy, saved_mean, w.partial_a, w.partial_b, d_residual);
+    if (split) {
+      constexpr ReluMask kMask = kRelu ? ReluMask::stored : ReluMask::none;
+      batch_norm_backward_reduce_kernel<T, kNhwc, kVec, kMask, true><<<plan.grid, kThreads, 0, stream>>>(
+          plan.t, x, y, dy, saved_mean, mask, w.partial_a, w.partial_b, d_residual);
     } else {
-      batch_norm_backward_reduce_kernel<T, kNhwc, kVec, kRelu, true><<<plan.grid, kThreads, 0, stream>>>(
-          plan.t, x, y, dy, saved_mean, w.partial_a, w.partial_b, d_residual);
+      constexpr ReluMask kMask = kRelu ? ReluMask::threshold : ReluMask::none;
+      batch_norm_backward_reduce_kernel<T, kNhwc, kVec, kMask, false><<<plan.grid, kThreads, 0, stream>>>(
+          plan.t, x, y, dy, saved_mean, mask, w.partial_a, w.partial_b, d_residual);
     }
   });
   DPB_CUDA_CHECK_LAUNCH(batch_norm_backward_reduce_kernel);
@@ -853,12 +1021,11 @@ void batch_norm_backward(cudaStream_t stream, const Tensor4& shape, const T* x, 
       w.coefficient[1], w.coefficient[2]);
   DPB_CUDA_CHECK_LAUNCH(batch_norm_backward_finalize_kernel);
   // Where the reduction left the masked dy in d_residual, dx reads that alone (no mask to apply).
-  const T* gradient = d_residual != nullptr ? d_residual : dy;
-  const bool mask = relu && d_residual == nullptr;
-  dispatch<T>(plan.t, mask, [&](auto nhwc, auto vec_width, auto fused_relu) {
-    batch_norm_dx_kernel<T, decltype(nhwc)::value, decltype(vec_width)::value,
-                         decltype(fused_relu)::value>
-        <<<plan.grid, kThreads, 0, stream>>>(plan.t, x, y, gradient, saved_mean, w.coefficient[0],
+  const T* gradient = split ? d_residual : dy;
+  dispatch<T>(plan.t, relu && !split, [&](auto nhwc, auto vec_width, auto fused_relu) {
+    constexpr ReluMask kMask = decltype(fused_relu)::value ? ReluMask::threshold : ReluMask::none;
+    batch_norm_dx_kernel<T, decltype(nhwc)::value, decltype(vec_width)::value, kMask>
+        <<<plan.grid, kThreads, 0, stream>>>(plan.t, x, gradient, saved_mean, mask, w.coefficient[0],
                                              w.coefficient[1], w.coefficient[2], dx);
   });
   DPB_CUDA_CHECK_LAUNCH(batch_norm_dx_kernel);

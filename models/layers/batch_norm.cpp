@@ -10,8 +10,8 @@ namespace dpbench {
 namespace {
 
 struct BatchNormState : LayerState {
-  Buffer saved_mean;     // (c)
-  Buffer saved_inv_std;  // (c)
+  Buffer saved_mean;     // (batch_norm_saved_floats(c))
+  Buffer saved_inv_std;  // (batch_norm_saved_floats(c))
   Buffer running_mean, running_variance;  // (c) each, for inference
 };
 
@@ -36,8 +36,8 @@ void BatchNormLayer::initialize(const ParameterLayout& layout, uint64_t,
 
 std::unique_ptr<LayerState> BatchNormLayer::create_state(Device& device, const ReplicaShard&) const {
   auto state = std::make_unique<BatchNormState>();
-  state->saved_mean = device.allocate(sizeof(float) * shape_.c);
-  state->saved_inv_std = device.allocate(sizeof(float) * shape_.c);
+  state->saved_mean = device.allocate(sizeof(float) * batch_norm_saved_floats(shape_.c));
+  state->saved_inv_std = device.allocate(sizeof(float) * batch_norm_saved_floats(shape_.c));
   state->running_mean = device.allocate(sizeof(float) * shape_.c);
   state->running_variance = device.allocate(sizeof(float) * shape_.c);
   const std::vector<float> zeros(static_cast<size_t>(shape_.c), 0.0f), ones(static_cast<size_t>(shape_.c), 1.0f);

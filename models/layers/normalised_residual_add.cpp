@@ -56,6 +56,9 @@ void NormalisedResidualAddLayer::forward(const LayerPass& pass, const int32_t*) 
 void NormalisedResidualAddLayer::backward(const LayerPass& pass, const int32_t*) const {
   if (!training_) throw RuntimeError(name() + ": the join fused for inference has no backward pass");
   const auto& state = static_cast<const FusedNormsState&>(*pass.state);
+  // The main norm's backward tells a join from a plain batch norm by its d_residual
+  // (Backend::batch_norm_backward), so there must be one.
+  if (pass.dx[1] == nullptr) throw RuntimeError(name() + ": no buffer for the shortcut's gradient");
   // dx[1] is the shortcut's gradient (or the scratch the network then adds into it). With a
   // shortcut batch norm it first receives that norm's output gradient (the masked dy), which the
   // norm's backward then turns into its input's gradient in place.

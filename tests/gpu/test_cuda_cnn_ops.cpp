@@ -111,6 +111,18 @@ std::vector<float> distinct_plane_values(const Tensor4& shape, uint64_t stream) 
   return values;
 }
 
+// The statistics in a batch norm's saved array: its first c floats (batch_norm_saved_floats).
+std::vector<float> saved_statistics(const GpuArray<float>& saved, int channels) {
+  const std::vector<float> all = saved.download();
+  return {all.begin(), all.begin() + channels};
+}
+
+// A saved array with `statistics` in place of its first c floats, the backend's own part kept.
+std::vector<float> with_statistics(std::vector<float> saved, const std::vector<float>& statistics) {
+  std::copy(statistics.begin(), statistics.end(), saved.begin());
+  return saved;
+}
+
 }  // namespace
 
 TEST_CASE("cuda batch norm matches the reference in both formats, with and without ReLU and a residual",
@@ -173,20 +185,16 @@ TEST_CASE("cuda batch norm matches the reference in both formats, with and witho
               reference.batch_norm_forward_training(shape, x_ref.data(), gamma.data(), beta.data(),
                                                     epsilon, relu, y_ref.data(), mean.data(),
                                                     inv_std.data(), nullptr, residual ? z_ref.data() : nullptr);
-              reference.batch_norm_backward(shape, x_ref.data(), y_ref.data(), dy_ref.data(),
-                                            gamma.data(), mean.data(), inv_std.data(), epsilon,
-                                            relu, dx_ref.data(), dgamma.data(), dbeta.data(),
-                                            nullptr, residual ? dz_ref.data() : nullptr);
               const std::vector<float> y = y_ref.values();
 
               const size_t offset = test.offset;
               GpuTensor x_gpu(*gpu, type, x, offset), y_gpu(*gpu, type, count, offset),
                   dx_gpu(*gpu, type, random_vector(count, 3), offset),
-                  dy_gpu(*gpu, type, dy, offset), reference_y_gpu(*gpu, type, y, offset),
-                  z_gpu(*gpu, type, z, offset), dz_gpu(*gpu, type, random_vector(count, 4), offset);
+                  dy_gpu(*gpu, type, dy, offset), z_gpu(*gpu, type, z, offset),
+                  dz_gpu(*gpu, type, random_vector(count, 4), offset);
               GpuArray<float> gamma_gpu(*gpu, gamma), beta_gpu(*gpu, beta),
-                  mean_gpu(*gpu, channels), inv_std_gpu(*gpu, channels),
-                  reference_mean_gpu(*gpu, mean), reference_inv_std_gpu(*gpu, inv_std),
+                  mean_gpu(*gpu, batch_norm_saved_floats(channels)),
+                  inv_std_gpu(*gpu, batch_norm_saved_floats(channels)),
                   dgamma_gpu(*gpu, random_vector(channels, 1)),
                   dbeta_gpu(*gpu, random_vector(channels, 2));
               GpuArray<float> workspace =
@@ -195,18 +203,27 @@ TEST_CASE("cuda batch norm matches the reference in both formats, with and witho
                                               beta_gpu.data(), epsilon, relu, y_gpu.data(),
                                               mean_gpu.data(), inv_std_gpu.data(), workspace.data(),
                                               residual ? z_gpu.data() : nullptr);
-              // The backward gets the reference's statistics and output, so it is judged on its
-              // own arithmetic, and the ReLU masks agree even where an output is within rounding
-              // of 0.
-              ops.batch_norm_backward(shape, x_gpu.data(), reference_y_gpu.data(), dy_gpu.data(),
-                                      gamma_gpu.data(), reference_mean_gpu.data(),
-                                      reference_inv_std_gpu.data(), epsilon, relu, dx_gpu.data(),
+              // The backward is judged on its own arithmetic: both backends' backwards get the
+              // reference's statistics, and both take relu's mask from the GPU's forward (the
+              // reference from the GPU's y, the GPU from its saved arrays or its y), so the masks
+              // agree even where an output is within rounding of 0.
+              const std::vector<float> gpu_y = y_gpu.values();
+              HostTensor gpu_y_ref(type, gpu_y);
+              reference.batch_norm_backward(shape, x_ref.data(), gpu_y_ref.data(), dy_ref.data(),
+                                            gamma.data(), mean.data(), inv_std.data(), epsilon,
+                                            relu, dx_ref.data(), dgamma.data(), dbeta.data(),
+                                            nullptr, residual ? dz_ref.data() : nullptr);
+              GpuArray<float> backward_mean(*gpu, with_statistics(mean_gpu.download(), mean)),
+                  backward_inv_std(*gpu, with_statistics(inv_std_gpu.download(), inv_std));
+              ops.batch_norm_backward(shape, x_gpu.data(), y_gpu.data(), dy_gpu.data(),
+                                      gamma_gpu.data(), backward_mean.data(),
+                                      backward_inv_std.data(), epsilon, relu, dx_gpu.data(),
                                       dgamma_gpu.data(), dbeta_gpu.data(), workspace.data(),
                                       residual ? dz_gpu.data() : nullptr);
 
               std::vector<float> dy_passed = dy;
               if (relu) {
-                for (size_t i = 0; i < count; ++i) dy_passed[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+                for (size_t i = 0; i < count; ++i) dy_passed[i] = gpu_y[i] > 0.0f ? dy[i] : 0.0f;
               }
               const BatchNormScale scale = batch_norm_scale(shape, x, dy_passed, mean, inv_std);
               const double gamma_max = 1.5, beta_max = 0.5;
@@ -223,8 +240,8 @@ TEST_CASE("cuda batch norm matches the reference in both formats, with and witho
               const double delta = 32.0 * kEps * scale.condition;
               // The mean: a few eps of the values averaged, and a float rounding on either side.
               const double mean_atol = 8.0 * kEps * scale.mean_spread;
-              check_close(mean_gpu.download(), mean, mean_atol, 0.0, "saved mean " + what);
-              check_close(inv_std_gpu.download(), inv_std, 0.0, delta, "saved inv_std " + what);
+              check_close(saved_statistics(mean_gpu, channels), mean, mean_atol, 0.0, "saved mean " + what);
+              check_close(saved_statistics(inv_std_gpu, channels), inv_std, 0.0, delta, "saved inv_std " + what);
               // y = gamma * x_hat + beta (then ReLU, which is 1-Lipschitz): x_hat carries
               // inv_std's relative error and the mean's error times inv_std; a few roundings of y
               // itself, and in 16-bit the final rounding to the type.
@@ -300,8 +317,9 @@ TEST_CASE("cuda batch norm pair (a downsampling join in training) matches the re
           std::vector<GpuArray<float>> arrays;
           arrays.reserve(norms.size());
           for (const std::vector<float>& values : norms) arrays.emplace_back(*gpu, values);
-          GpuArray<float> mean_gpu(*gpu, channels), inv_std_gpu(*gpu, channels), z_mean_gpu(*gpu, channels),
-              z_inv_std_gpu(*gpu, channels);
+          const size_t saved = batch_norm_saved_floats(channels);
+          GpuArray<float> mean_gpu(*gpu, saved), inv_std_gpu(*gpu, saved), z_mean_gpu(*gpu, saved),
+              z_inv_std_gpu(*gpu, saved);
           GpuArray<float> workspace = batch_norm_workspace(*gpu, 2 * ops.batch_norm_workspace_bytes(shape));
           ops.batch_norm_pair_forward_training(shape, x_gpu.data(), arrays[0].data(), arrays[1].data(), mean_gpu.data(),
                                                inv_std_gpu.data(), z_gpu.data(), arrays[2].data(), arrays[3].data(),
@@ -311,10 +329,11 @@ TEST_CASE("cuda batch norm pair (a downsampling join in training) matches the re
           // the condition, under 1e-5 relative (the single batch norm's test derives it); each
           // normalised value, |v| <= gamma * x_hat + beta < 3.2, inherits that and a few roundings,
           // under 4e-5, the sum of two under 1e-4; then one rounding to the type.
-          check_close(mean_gpu.download(), mean, 1e-6, 0.0, "saved mean " + what);
-          check_close(inv_std_gpu.download(), inv_std, 0.0, 2e-5, "saved inv_std " + what);
-          check_close(z_mean_gpu.download(), z_mean, 1e-6, 0.0, "shortcut saved mean " + what);
-          check_close(z_inv_std_gpu.download(), z_inv_std, 0.0, 2e-5, "shortcut saved inv_std " + what);
+          check_close(saved_statistics(mean_gpu, channels), mean, 1e-6, 0.0, "saved mean " + what);
+          check_close(saved_statistics(inv_std_gpu, channels), inv_std, 0.0, 2e-5, "saved inv_std " + what);
+          check_close(saved_statistics(z_mean_gpu, channels), z_mean, 1e-6, 0.0, "shortcut saved mean " + what);
+          check_close(saved_statistics(z_inv_std_gpu, channels), z_inv_std, 0.0, 2e-5,
+                      "shortcut saved inv_std " + what);
           check_close(y_gpu.values(), y_ref.values(), 1e-4 + storage_atol(type), storage_rtol(type) + 8 * kEps,
                       "y " + what);
         }
@@ -404,15 +423,16 @@ TEST_CASE("cuda batch norms from a convolution's sums match the reference from t
       arrays.reserve(norms.size());
       for (const std::vector<float>& values : norms) arrays.emplace_back(*gpu, values);
       GpuArray<float> a_sums_gpu(*gpu, a_sums), z_sums_gpu(*gpu, z_sums);
-      GpuArray<float> mean_gpu(*gpu, channels), inv_std_gpu(*gpu, channels), z_mean_gpu(*gpu, channels),
-          z_inv_std_gpu(*gpu, channels);
+      const size_t saved = batch_norm_saved_floats(channels);
+      GpuArray<float> mean_gpu(*gpu, saved), inv_std_gpu(*gpu, saved), z_mean_gpu(*gpu, saved),
+          z_inv_std_gpu(*gpu, saved);
       GpuArray<float> norm_workspace = batch_norm_workspace(*gpu, 2 * ops.batch_norm_workspace_bytes(shape));
       ops.batch_norm_forward_training(shape, a_gpu.data(), arrays[0].data(), arrays[1].data(), epsilon, relu,
                                       single_gpu.data(), mean_gpu.data(), inv_std_gpu.data(), norm_workspace.data(),
                                       z_gpu.data(), a_sums_gpu.data());
       const std::string single = "single from sums " + what + (relu ? " relu" : "");
-      check_close(mean_gpu.download(), mean, 1e-7, 1e-7, "saved mean " + single);
-      check_close(inv_std_gpu.download(), inv_std, 0.0, 1e-6, "saved inv_std " + single);
+      check_close(saved_statistics(mean_gpu, channels), mean, 1e-7, 1e-7, "saved mean " + single);
+      check_close(saved_statistics(inv_std_gpu, channels), inv_std, 0.0, 1e-6, "saved inv_std " + single);
       check_close(single_gpu.values(), single_ref.values(), 1e-4 + storage_atol(type), storage_rtol(type) + 8 * kEps,
                   "y " + single);
       ops.batch_norm_pair_forward_training(shape, a_gpu.data(), arrays[0].data(), arrays[1].data(), mean_gpu.data(),
@@ -420,8 +440,8 @@ TEST_CASE("cuda batch norms from a convolution's sums match the reference from t
                                            z_mean_gpu.data(), z_inv_std_gpu.data(), epsilon, relu, pair_gpu.data(),
                                            norm_workspace.data(), a_sums_gpu.data(), z_sums_gpu.data());
       const std::string pair = "pair from sums " + what + (relu ? " relu" : "");
-      check_close(z_mean_gpu.download(), z_mean, 1e-7, 1e-7, "shortcut saved mean " + pair);
-      check_close(z_inv_std_gpu.download(), z_inv_std, 0.0, 1e-6, "shortcut saved inv_std " + pair);
+      check_close(saved_statistics(z_mean_gpu, channels), z_mean, 1e-7, 1e-7, "shortcut saved mean " + pair);
+      check_close(saved_statistics(z_inv_std_gpu, channels), z_inv_std, 0.0, 1e-6, "shortcut saved inv_std " + pair);
       check_close(pair_gpu.values(), pair_ref.values(), 1e-4 + storage_atol(type), storage_rtol(type) + 8 * kEps,
                   "y " + pair);
     }
@@ -509,8 +529,8 @@ TEST_CASE("cuda batch norm: dx may alias dy, and the passes replay as a CUDA gra
       const std::vector<float> dy = rounded(type, random_vector(count, 703));
       GpuTensor x_gpu(*gpu, type, rounded(type, random_vector(count, 702))),
           dy_gpu(*gpu, type, dy), y_gpu(*gpu, type, count), dx_gpu(*gpu, type, count);
-      GpuArray<float> gamma_gpu(*gpu, gamma), beta_gpu(*gpu, beta), mean_gpu(*gpu, channels),
-          inv_std_gpu(*gpu, channels), dgamma_gpu(*gpu, channels), dbeta_gpu(*gpu, channels);
+      GpuArray<float> gamma_gpu(*gpu, gamma), beta_gpu(*gpu, beta), mean_gpu(*gpu, batch_norm_saved_floats(channels)),
+          inv_std_gpu(*gpu, batch_norm_saved_floats(channels)), dgamma_gpu(*gpu, channels), dbeta_gpu(*gpu, channels);
       GpuArray<float> workspace = batch_norm_workspace(*gpu, ops.batch_norm_workspace_bytes(shape));
       auto step = [&](void* dx) {
         ops.batch_norm_forward_training(shape, x_gpu.data(), gamma_gpu.data(), beta_gpu.data(),
@@ -554,6 +574,112 @@ TEST_CASE("cuda batch norm: dx may alias dy, and the passes replay as a CUDA gra
                                       1e-5f, true, eager_y.data(), mean_gpu.data(),
                                       inv_std_gpu.data(), workspace.data(), nullptr);
       check_same_values(replayed_y, eager_y.values(), "graph replay with new x " + what);
+    }
+  }
+}
+
+TEST_CASE("cuda batch norm's backward masks relu from x exactly as from the stored y, at the step's edge", "[gpu]") {
+  auto gpu = make_gpu();
+  Backend& ops = gpu->ops();
+  // Without a residual the backward takes relu's mask from a threshold on x that the forward's
+  // finalize found; with one it reads y. Given the same forward, the two backwards must agree bit
+  // for bit. Each channel's beta puts the normalised value of its median x within rounding of 0,
+  // so the mask there depends on every rounding of the forward. Channel 1 has gamma < 0 (the mask
+  // falls with x), channels 2 and 3 gamma 0 (the same y for every x, above and below 0), channel 4
+  // a gamma so small that in fp16 positive values next to the step round to 0.
+  const Tensor4 shapes[] = {{4, 24, 10, 12}, {2, 7, 5, 9}};  // the vector paths, and the scalar ones
+  uint64_t stream = 1500;
+  for (DataType type : kAllTypes) {
+    for (DataFormat format : {DataFormat::nchw, DataFormat::nhwc}) {
+      for (bool from_sums : {false, true}) {
+        for (Tensor4 shape : shapes) {
+          shape.format = format;
+          shape.type = type;
+          const std::string what = describe(shape) + (from_sums ? " from sums" : "");
+          const size_t count = shape.count();
+          const int channels = shape.c;
+          const std::vector<float> x = rounded(type, random_vector(count, stream++));
+          const std::vector<float> dy = rounded(type, random_vector(count, stream++));
+          std::vector<float> gamma = random_vector(channels, stream++, 0.5f, 1.5f);
+          std::vector<float> beta(channels, 0.0f);
+          gamma[1] = -gamma[1];
+          gamma[2] = gamma[3] = 0.0f;
+          gamma[4] = 1e-7f;
+          auto channel_of = [&](size_t i) {
+            return format == DataFormat::nhwc ? static_cast<int>(i % channels)
+                                              : static_cast<int>(i / (shape.h * shape.w) % channels);
+          };
+          std::vector<double> sums(2 * static_cast<size_t>(channels), 0.0);
+          std::vector<std::vector<float>> channel_values(channels);
+          for (size_t i = 0; i < count; ++i) {
+            const int c = channel_of(i);
+            sums[c] += x[i];
+            sums[channels + c] += static_cast<double>(x[i]) * x[i];
+            channel_values[c].push_back(x[i]);
+          }
+          GpuArray<float> sums_gpu(*gpu, std::vector<float>(sums.begin(), sums.end()));
+          GpuTensor x_gpu(*gpu, type, x), y_gpu(*gpu, type, count), dy_gpu(*gpu, type, dy),
+              dx_gpu(*gpu, type, count), residual_dx_gpu(*gpu, type, count), d_residual_gpu(*gpu, type, count);
+          GpuArray<float> gamma_gpu(*gpu, gamma), mean_gpu(*gpu, batch_norm_saved_floats(channels)),
+              inv_std_gpu(*gpu, batch_norm_saved_floats(channels)), dgamma_gpu(*gpu, channels),
+              dbeta_gpu(*gpu, channels), residual_dgamma_gpu(*gpu, channels), residual_dbeta_gpu(*gpu, channels);
+          GpuArray<float> workspace = batch_norm_workspace(*gpu, ops.batch_norm_workspace_bytes(shape));
+          auto forward = [&](GpuArray<float>& beta_gpu) {
+            ops.batch_norm_forward_training(shape, x_gpu.data(), gamma_gpu.data(), beta_gpu.data(), 1e-5f, true,
+                                            y_gpu.data(), mean_gpu.data(), inv_std_gpu.data(), workspace.data(),
+                                            nullptr, from_sums ? sums_gpu.data() : nullptr);
+          };
+          // The statistics do not depend on beta: a first forward gives them, then beta moves each
+          // step onto an x of its channel.
+          GpuArray<float> zero_beta(*gpu, beta);
+          forward(zero_beta);
+          const std::vector<float> mean = saved_statistics(mean_gpu, channels),
+                                   inv_std = saved_statistics(inv_std_gpu, channels);
+          for (int c = 0; c < channels; ++c) {
+            std::vector<float>& values = channel_values[c];
+            std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+            const double scale = static_cast<double>(gamma[c]) * inv_std[c];
+            beta[c] = static_cast<float>(-scale * (values[values.size() / 2] - static_cast<double>(mean[c])));
+          }
+          beta[2] = 0.25f;
+          beta[3] = -0.25f;
+          GpuArray<float> beta_gpu(*gpu, beta);
+          forward(beta_gpu);
+          ops.batch_norm_backward(shape, x_gpu.data(), y_gpu.data(), dy_gpu.data(), gamma_gpu.data(), mean_gpu.data(),
+                                  inv_std_gpu.data(), 1e-5f, true, dx_gpu.data(), dgamma_gpu.data(), dbeta_gpu.data(),
+                                  workspace.data(), nullptr);
+          ops.batch_norm_backward(shape, x_gpu.data(), y_gpu.data(), dy_gpu.data(), gamma_gpu.data(), mean_gpu.data(),
+                                  inv_std_gpu.data(), 1e-5f, true, residual_dx_gpu.data(),
+                                  residual_dgamma_gpu.data(), residual_dbeta_gpu.data(), workspace.data(),
+                                  d_residual_gpu.data());
+          const std::vector<float> y = y_gpu.values();
+          std::vector<float> masked = dy;
+          for (size_t i = 0; i < count; ++i) masked[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+          check_identical(d_residual_gpu.values(), masked, "dy masked by the stored y " + what);
+          check_same_values(dx_gpu.values(), residual_dx_gpu.values(), "dx, mask from x against from y " + what);
+          check_identical(dgamma_gpu.download(), residual_dgamma_gpu.download(), "dgamma " + what);
+          check_identical(dbeta_gpu.download(), residual_dbeta_gpu.download(), "dbeta " + what);
+          // Not vacuous: the steps have both sides; gamma 0 passes everything above 0 and nothing
+          // below; in fp16 the tiny-gamma channel has positive values that rounded to 0.
+          size_t passed[8] = {}, rounded_away = 0;
+          for (size_t i = 0; i < count; ++i) {
+            const int c = channel_of(i);
+            if (c < 8) passed[c] += y[i] > 0.0f;
+            const double value = static_cast<double>(gamma[c]) * inv_std[c] * (x[i] - static_cast<double>(mean[c])) +
+                                 beta[c];
+            if (c == 4 && value > 0.0 && y[i] == 0.0f) ++rounded_away;
+          }
+          const size_t per_channel = count / channels;
+          for (int c : {0, 1, 4, 5}) {
+            INFO(what << " channel " << c);
+            CHECK(passed[c] > 0);
+            CHECK(passed[c] < per_channel);
+          }
+          CHECK(passed[2] == per_channel);
+          CHECK(passed[3] == 0);
+          if (type == DataType::f16) CHECK(rounded_away > 0);
+        }
+      }
     }
   }
 }
