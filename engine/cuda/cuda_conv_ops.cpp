@@ -476,13 +476,16 @@ size_t CudaBackend::conv2d_statistics_workspace_bytes(const ConvGeometry& g) {
   SearchBuffers buffers;
   make_search_buffers(stream_, g, buffers);
   const size_t channels = static_cast<size_t>(g.output.c);
-  // Per channel: the sums (2), gamma, beta, the saved mean and inverse deviation.
+  // Per channel: the sums (2), gamma, beta; then the two saved arrays (batch_norm_saved_floats each).
+  const size_t saved = batch_norm_saved_floats(g.output.c);
   SearchScratch per_channel, normalised, norm_workspace;
-  per_channel.allocate(sizeof(float) * 6 * channels);
+  per_channel.allocate(sizeof(float) * (4 * channels + 2 * saved));
   normalised.allocate(g.output.bytes());
   norm_workspace.allocate(cuda_kernels::batch_norm_workspace_bytes(g.output));
   float* sums = static_cast<float*>(per_channel.data());
   float* gamma = sums + 2 * channels;
+  float* saved_mean = gamma + 2 * channels;
+  float* saved_inv_std = saved_mean + saved;
   DPB_CUDA_CHECK(cudaMemsetAsync(per_channel.data(), 0, per_channel.bytes(), stream_));
   // What the fused kernel saves: the batch norm's statistics pass over y, timed as the batch norm
   // with its own statistics less the batch norm from given sums.
@@ -492,8 +495,8 @@ size_t CudaBackend::conv2d_statistics_workspace_bytes(const ConvGeometry& g) {
     for (int run = 0; run < 3; ++run) {
       const float ms = timed_on_stream(stream_, [&] {
         cuda_kernels::launch_batch_norm_forward(stream_, g.output, buffers.y.data(), nullptr, gamma, gamma + channels,
-                                                1e-5f, true, normalised.data(), gamma + 2 * channels,
-                                                gamma + 3 * channels, norm_workspace.data(), given_sums);
+                                                1e-5f, true, normalised.data(), saved_mean, saved_inv_std,
+                                                norm_workspace.data(), given_sums);
       });
       best = run == 0 ? ms : std::min(best, ms);
     }
