@@ -254,25 +254,17 @@ struct OrderedBits {
   }
 };
 
-// Element k of a pack as its bit pattern.
-template <typename T, int kVec>
-__device__ __forceinline__ unsigned bits_of(const Pack<T, kVec>& p, int k) {
-  if constexpr (sizeof(T) == 4) return p.w[k];
-  return (p.w[k / 2] >> (16 * (k % 2))) & 0xffffu;
-}
-
-// relu's mask as an interval of x's keys (OrderedBits), per channel: y > 0 exactly where lower <
-// key(x) < upper (relu_mask_step). The words sit in the second halves of the saved arrays
-// (batch_norm_saved_floats), stored as floats' bits; the forward writes them (F = float), the
-// backward reads them (F = const float).
+// relu's mask as a threshold on x, per channel: y > 0 exactly where x * direction > threshold
+// (relu_mask_step). The second halves of the saved arrays (batch_norm_saved_floats); the forward
+// writes them (F = float), the backward reads them (F = const float).
 template <typename F>
 struct ReluMaskArrays {
-  F *lower, *upper;
+  F *direction, *threshold;
 };
 
 template <typename F>
 ReluMaskArrays<F> relu_mask_arrays(int channels, F* saved_mean, F* saved_inv_std) {
-  return {saved_mean + channels, saved_inv_std + channels};
+  return {saved_inv_std + channels, saved_mean + channels};
 }
 
 // The backward passes read x, dy and, with ReluMask::stored, y; gradient(u, k) is dy' of element
@@ -281,9 +273,7 @@ template <typename T, bool kNhwc, int kVec, ReluMask kMask>
 struct BackwardGroup {
   static constexpr int kLanes = kNhwc ? kVec : 1;
   const T *x, *y, *dy;
-  // ReluMask::threshold: each lane's mask interval, two 16-bit keys in one word for 16-bit T.
-  using Bounds = std::conditional_t<sizeof(T) == 2, unsigned, uint2>;
-  Bounds bounds[kLanes];
+  float direction[kLanes], threshold[kLanes];  // ReluMask::threshold only
   Pack<T, kVec> xs[kUnroll], gradients[kUnroll], outputs[kUnroll];
 
   // `active`: whether this thread has channels (first_channel is one); an idle one loads nothing.
@@ -293,13 +283,8 @@ struct BackwardGroup {
 #pragma unroll
     for (int k = 0; k < kLanes; ++k) {
       const bool wanted = kMask == ReluMask::threshold && active;
-      const unsigned lower = wanted ? __float_as_uint(mask.lower[first_channel + k]) : 0u;
-      const unsigned upper = wanted ? __float_as_uint(mask.upper[first_channel + k]) : 0u;
-      if constexpr (sizeof(T) == 2) {
-        bounds[k] = lower | (upper << 16);
-      } else {
-        bounds[k] = make_uint2(lower, upper);
-      }
+      direction[k] = wanted ? mask.direction[first_channel + k] : 0.0f;
+      threshold[k] = wanted ? mask.threshold[first_channel + k] : 0.0f;
     }
   }
   __device__ __forceinline__ void load(const long long* offsets, const bool* present) {
@@ -316,14 +301,7 @@ struct BackwardGroup {
     const int lane = kNhwc ? k : 0;
     bool passed = true;
     if (kMask == ReluMask::stored) passed = element(outputs[u], k) > 0.0f;
-    if constexpr (kMask == ReluMask::threshold) {
-      const unsigned key = OrderedBits<T>::key(bits_of(xs[u], k));
-      if constexpr (sizeof(T) == 2) {
-        passed = key > (bounds[lane] & 0xffffu) && key < (bounds[lane] >> 16);
-      } else {
-        passed = key > bounds[lane].x && key < bounds[lane].y;
-      }
-    }
+    if (kMask == ReluMask::threshold) passed = input(u, k) * direction[lane] > threshold[lane];
     return passed ? element(gradients[u], k) : 0.0f;
   }
 };
@@ -507,13 +485,15 @@ __device__ __forceinline__ Pack<T, kVec> activated(float (&values)[kVec]) {
 // is for either sign of scale, and the ReLU and the rounding to T are. So over T's values in
 // increasing order y > 0 is false, then true (scale > 0), true, then false (scale < 0), or the same
 // for every finite x (scale 0; infinite x give NaN, never > 0). A warp of the forward's finalize
-// finds the step by a 32-way search over T's values and leaves the interval of keys (OrderedBits)
-// where y > 0, which also excludes the NaNs (no step falls between -0 and +0: both give y = 0). The
-// backward masks with that instead of reading y. (For finite statistics; non-finite ones make a
-// step that is lost anyway.)
+// finds the step by a 32-way search over T's values and leaves it as a direction (1, -1 or 0) and a
+// threshold: y > 0 exactly where x * direction > threshold, also for infinite and NaN x (no step
+// falls between -0 and +0: both give y = 0; with direction 0 an infinite x makes NaN, which fails
+// as its y does). The backward masks with that, one multiplication and one comparison per
+// element, instead of reading y. (For finite statistics; non-finite ones make a step that is lost
+// anyway.)
 
 struct ReluMaskStep {
-  unsigned lower, upper;  // y > 0 exactly where lower < key(x) < upper
+  float direction, threshold;  // y > 0 exactly where x * direction > threshold
 };
 
 // The step of one channel's coefficients, as the section above says. Called by all 32 lanes of a
@@ -525,13 +505,12 @@ __device__ ReluMaskStep relu_mask_step(float scale, float mean_hi, float mean_lo
     float values[1] = {normalised(Bits::value(key), scale, mean_hi, mean_lo, beta)};
     return element(activated<T, 1, true>(values), 0) > 0.0f;
   };
-  const unsigned lowest = Bits::key(Bits::kInfinity | Bits::kSign), highest = Bits::key(Bits::kInfinity);
-  const ReluMaskStep never{0u, 0u};
+  const ReluMaskStep never{0.0f, __int_as_float(0x7f800000)};  // 0 * x > +inf: never
   if (!(scale > 0.0f) && !(scale < 0.0f)) {  // 0 (every finite x alike; an infinite one gives NaN), or NaN
-    return passes(Bits::key(0u)) ? ReluMaskStep{lowest, highest} : never;
+    return passes(Bits::key(0u)) ? ReluMaskStep{0.0f, -1.0f} : never;
   }
   const bool rising = scale > 0.0f;
-  unsigned low = lowest, high = highest;
+  unsigned low = Bits::key(Bits::kInfinity | Bits::kSign), high = Bits::key(Bits::kInfinity);
   if (!passes(rising ? high : low)) return never;
   // found(key) = (passes(key) == rising) is false at `low` and true at `high`, and changes once.
   // Each round the lanes try 32 keys spread over (low, high], the last being `high` itself.
@@ -545,8 +524,8 @@ __device__ ReluMaskStep relu_mask_step(float scale, float mean_hi, float mean_lo
     high = __shfl_sync(0xffffffffu, tried, first);
     if (first > 0) low = below;
   }
-  // Rising: y > 0 from key `high` to +inf's. Falling: from -inf's key to below `high`.
-  return rising ? ReluMaskStep{low, highest + 1} : ReluMaskStep{lowest - 1, high};
+  // Rising: y > 0 from key `high` on, x > value(low). Falling: below key `high`, -x > -value(high).
+  return rising ? ReluMaskStep{1.0f, Bits::value(low)} : ReluMaskStep{-1.0f, -Bits::value(high)};
 }
 
 // What a forward finalize leaves for one channel from its mean and biased variance: the saved
@@ -562,7 +541,7 @@ __device__ void store_forward_coefficients(long long channel, double mean, doubl
   const float lo = static_cast<float>(mean - hi);
   const float channel_scale = static_cast<float>(gamma[channel] * inv_std);
   ReluMaskStep step{};
-  if (mask.lower != nullptr) step = relu_mask_step<T>(channel_scale, hi, lo, beta[channel]);
+  if (mask.direction != nullptr) step = relu_mask_step<T>(channel_scale, hi, lo, beta[channel]);
   __syncwarp();  // the caller's shifts may be mean_hi
   if (threadIdx.x % 32 != 0) return;
   saved_mean[channel] = hi;
@@ -570,9 +549,9 @@ __device__ void store_forward_coefficients(long long channel, double mean, doubl
   scale[channel] = channel_scale;
   mean_hi[channel] = hi;
   mean_lo[channel] = lo;
-  if (mask.lower != nullptr) {
-    mask.lower[channel] = __uint_as_float(step.lower);
-    mask.upper[channel] = __uint_as_float(step.upper);
+  if (mask.direction != nullptr) {
+    mask.direction[channel] = step.direction;
+    mask.threshold[channel] = step.threshold;
   }
 }
 
