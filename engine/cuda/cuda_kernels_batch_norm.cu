@@ -463,7 +463,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // The normalised value of x: scale * ((x - mean_hi) - mean_lo) + beta, with the mean to double
 // precision as a float pair. x - mean_hi is exact when the two are close, which is when it
-// matters. The one definition of the forward's arithmetic, which relu_mask_step repeats.
+// matters. The one definition of the forward's arithmetic, which relu_mask_step evaluates too.
 __device__ __forceinline__ float normalised(float x, float scale, float mean_hi, float mean_lo, float beta) {
   return fmaf(scale, (x - mean_hi) - mean_lo, beta);
 }
