@@ -245,6 +245,8 @@ int run_predict_command(const std::vector<std::string>& args) {
   measured.step_ms = timeline.step_ms;
   measured.backward_ms = timeline.backward_ms;
   measured.update_ms = timeline.after_backward_ms;
+  measured.update_waits_for_every_exchange = config_text(result.config, "precision") == "fp16" &&
+                                             result.config.value("fp16_enable_auto_loss_scale", false);
   const ParameterLayout layout = layout_of(timeline);
   measured.buckets = buckets_of(timeline, layout, bucket_cap_mb, tail_bucket_mb);
   for (int gpus : predicted_gpu_counts(options.max_gpus))

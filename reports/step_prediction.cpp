@@ -26,6 +26,19 @@ double stream_end_ms(const std::vector<CommJob>& jobs) {
   return free_at;
 }
 
+// When the compute stream has updated every bucket, each once its job has ended and after
+// backward (ms from backward's start); a bucket's update takes its share of the bytes.
+double updated_by_bucket_ms(const std::vector<CommJob>& jobs, const std::vector<BucketReady>& buckets,
+                            double backward_ms, double update_ms, double total_bytes) {
+  double comm_free = 0, compute_free = backward_ms;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    comm_free = std::max(comm_free, jobs[i].ready_ms) + jobs[i].cost_ms;
+    const double share = total_bytes > 0 ? buckets[i].bytes / total_bytes : 0.0;
+    compute_free = std::max(compute_free, comm_free) + update_ms * share;
+  }
+  return compute_free;
+}
+
 }  // namespace
 
 double bus_bandwidth_factor(CollectiveOp op, int ranks) {
@@ -207,9 +220,20 @@ StepPrediction predict_step(const MeasuredStep& measured, PredictedStrategy stra
                                                                                               : 1.0 / gpus);
   }
   prediction.comm_ms += after_ms;
-  const double during_exposed = system.communication_overlaps_compute
-                                    ? std::max(0.0, stream_end_ms(during) - measured.backward_ms)
-                                    : prediction.comm_ms - after_ms;
+  const bool by_bucket = system.communication_overlaps_compute && !measured.update_waits_for_every_exchange &&
+                         (strategy == PredictedStrategy::replicated ||
+                          strategy == PredictedStrategy::replicated_no_overlap ||
+                          strategy == PredictedStrategy::replicated_fp16_transfer ||
+                          strategy == PredictedStrategy::hierarchical);
+  double during_exposed = 0;
+  if (by_bucket) {
+    const double updated = updated_by_bucket_ms(during, measured.buckets, measured.backward_ms, update_ms, total_bytes);
+    during_exposed = std::max(0.0, updated - measured.backward_ms - update_ms);
+  } else {
+    during_exposed = system.communication_overlaps_compute
+                         ? std::max(0.0, stream_end_ms(during) - measured.backward_ms)
+                         : prediction.comm_ms - after_ms;
+  }
   prediction.exposed_comm_ms = during_exposed + after_ms;
   prediction.step_ms = measured.step_ms - measured.update_ms + update_ms + prediction.exposed_comm_ms;
   return prediction;

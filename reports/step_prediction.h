@@ -1,7 +1,8 @@
 // Predicting one data-parallel training step on N GPUs from a 1-GPU run: an event simulation of
 // the step in which each gradient bucket enters the communication stream when backward has
 // produced it, costs what the target system's collectives charge for its size at N GPUs, and
-// whatever communication ends after backward is exposed. Pure arithmetic on plain inputs, so it
+// whatever communication ends after backward is exposed (or, where each bucket's update follows
+// its own exchange, whatever delays the last update). Pure arithmetic on plain inputs, so it
 // is tested by hand-computed cases; `dpbench predict` (cli/predict_command.h) feeds it from a
 // result's summary.timeline and a system file (reports/system_description.h).
 #pragma once
@@ -143,6 +144,10 @@ struct MeasuredStep {
   // 1-GPU update (rnnlm's three tensors leave one of 4 GPUs 71% of the bytes). Where N is
   // missing, 1/N: owners evenly loaded.
   std::map<int, double> parameter_server_largest_share;
+  // The replicated strategies update each bucket once its exchange is done (Note [update by
+  // bucket] in strategies/replicated.h), except where the update first looks at every gradient
+  // (fp16's automatic loss scaling): then it waits for the last exchange.
+  bool update_waits_for_every_exchange = false;
   double gradient_bytes() const;
 };
 

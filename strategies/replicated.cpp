@@ -2,7 +2,9 @@
 #include "strategies/replicated.h"
 
 #include <algorithm>
+#include <string>
 
+#include "engine/errors.h"
 #include "engine/optimizer.h"
 #include "strategies/exchange_methods/exchange_methods.h"
 
@@ -32,6 +34,20 @@ void ReplicatedStrategy::prepare(const ParameterLayout& /*layout*/) {
     embeddings_->prepare(context, largest);
     parts_ = embeddings_->plan_parts(plan());
   }
+  updates_by_bucket_ = !dense_->orders_devices_itself() && !dense_->updates_parameters();
+  for (const Replica& replica : replicas())
+    if (replica.optimizer->config().loss_scaling == LossScaling::automatic) updates_by_bucket_ = false;
+  exchanged_.clear();
+  started_.assign(replicas().size(), {});
+  if (!updates_by_bucket_) return;
+  for (const Replica& replica : replicas()) {
+    replica.device->make_current();
+    std::vector<std::unique_ptr<Event>> events;
+    for (size_t index = 0; index < plan().size(); ++index) events.push_back(replica.device->create_event(false));
+    exchanged_.push_back(std::move(events));
+    started_[exchanged_.size() - 1].reserve(plan().size());
+  }
+  replicas().front().device->make_current();
 }
 
 void ReplicatedStrategy::exchange(int replica, size_t index, const Event& ready) {
@@ -45,9 +61,17 @@ void ReplicatedStrategy::exchange(int replica, size_t index, const Event& ready)
   for (const GradientRange& part : parts.dense) dense_->exchange(replica, part, ready);
   for (const GradientRange& table : parts.tables) embeddings_->exchange(replica, table, ready);
   meter(replica).end_transfer(StreamKind::communication);
+  if (updates_by_bucket_) {
+    exchanged_[replica][index]->record(StreamKind::communication);
+    started_[replica].push_back(index);
+  }
 }
 
 void ReplicatedStrategy::complete_step(int replica, int64_t step) {
+  if (updates_by_bucket_) {
+    update_by_bucket(replica, step);
+    return;
+  }
   const Replica& self = replicas()[replica];
   meter(replica).begin_wait();
   dense_->wait_until_done(replica);  // the sparse rows travel on the same communication stream
@@ -58,6 +82,27 @@ void ReplicatedStrategy::complete_step(int replica, int64_t step) {
   self.optimizer->apply(self.parameters->parameters(), self.parameters->gradients(),
                         GradientRange{0, self.parameters->count()}, step, StreamKind::compute, self.parameters);
   self.optimizer->end_update();
+}
+
+void ReplicatedStrategy::update_by_bucket(int replica, int64_t step) {
+  const Replica& self = replicas()[replica];
+  std::vector<size_t>& started = started_[replica];
+  if (started.size() != plan().size())
+    throw RuntimeError("replicated: " + std::to_string(started.size()) + " of " + std::to_string(plan().size()) +
+                       " exchanges started before the update; every range must be exchanged once per step");
+  self.optimizer->begin_update(self.parameters->gradients(), self.parameters->count());
+  for (size_t index : started) {
+    meter(replica).begin_wait();
+    self.device->wait(StreamKind::compute, *exchanged_[replica][index]);
+    meter(replica).end_wait();
+    self.optimizer->apply(self.parameters->parameters(), self.parameters->gradients(), plan()[index], step,
+                          StreamKind::compute, self.parameters);
+  }
+  // The last range's event already covers everything the communication stream holds; the method's
+  // own wait keeps its contract (once per step, after every exchange) and costs no time.
+  dense_->wait_until_done(replica);
+  self.optimizer->end_update();
+  started.clear();
 }
 
 // The methods' traffic summed. With sparse rows, D dense bytes are all-reduced and G bytes of

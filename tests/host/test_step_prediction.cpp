@@ -96,9 +96,38 @@ TEST_CASE("buckets queue on the communication stream", "[predict]") {
   MeasuredStep step = one_bucket(1e6, 1);
   step.buckets.push_back({1e6, 1.5});  // waits for the first: 1 -> 2.02 -> 3.04
   step.buckets.push_back({1e6, 9.9});  // starts at 9.9, ends at 10.92
+  step.update_waits_for_every_exchange = true;  // the update after the last exchange: 0.92 ms exposed
   const StepPrediction queued = predict_step(step, PredictedStrategy::replicated, 2, system, cost);
   CHECK(queued.comm_ms == Approx(3 * 1.02));
   CHECK(queued.exposed_comm_ms == Approx(0.92));
+  CHECK(queued.step_ms == Approx(20.92));
+}
+
+TEST_CASE("each bucket's update follows its own exchange, hiding the last ones behind the first updates",
+          "[predict]") {
+  const SystemModel system = round_system();
+  const AlphaBetaCost cost(system);
+  // Three buckets as above: exchanges end at 2.02, 3.04 and 10.92; the 2 ms update is 2/3 ms each.
+  // After backward (10): the first two updates end at 11.33, the third waits for nothing.
+  MeasuredStep step = one_bucket(1e6, 1);
+  step.buckets.push_back({1e6, 1.5});
+  step.buckets.push_back({1e6, 9.9});
+  const StepPrediction hidden = predict_step(step, PredictedStrategy::replicated, 2, system, cost);
+  CHECK(hidden.exposed_comm_ms == Approx(0));
+  CHECK(hidden.step_ms == Approx(20));
+  // A last bucket of 3e6 bytes (of 5e6): its exchange ends at 9.9 + 3.02 = 12.92, after the first
+  // updates (0.4 ms each, to 10.8); its own 1.2 ms then ends at 14.12, 2.12 ms over backward and
+  // the 2 ms update, where the update after every exchange would expose 2.92.
+  step.buckets.back().bytes = 3e6;
+  const StepPrediction partly = predict_step(step, PredictedStrategy::replicated, 2, system, cost);
+  CHECK(partly.exposed_comm_ms == Approx(2.12));
+  CHECK(partly.step_ms == Approx(22.12));
+  step.update_waits_for_every_exchange = true;
+  CHECK(predict_step(step, PredictedStrategy::replicated, 2, system, cost).exposed_comm_ms == Approx(2.92));
+  // The parameter server's owners update after every reduce: no update by bucket there.
+  step.update_waits_for_every_exchange = false;
+  const StepPrediction owners = predict_step(step, PredictedStrategy::parameter_server_gpu, 2, system, cost);
+  CHECK(owners.exposed_comm_ms > 2.92);
 }
 
 TEST_CASE("where communication runs on the compute thread every transfer lengthens the step", "[predict]") {

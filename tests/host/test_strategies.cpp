@@ -389,8 +389,9 @@ TEST_CASE("exchange launches are counted by the devices: more pieces launch more
   };
   const int64_t one = launches("nccl", 1), four = launches("nccl", 4);
   CHECK(one > 0);
-  // Each more piece: its transfer clock's start and stop, and one all-reduce.
-  CHECK(four - one == 3 * 3);
+  // Each more piece: its transfer clock's start and stop, one all-reduce, and (Note [update by
+  // bucket]) the wait clock's start and stop around the compute stream's wait for it, and its update.
+  CHECK(four - one == 3 * 6);
   // nccl#2: every piece is two all-reduces.
   CHECK(launches("nccl#2", 4) - four == 4);
   // Our own ring: every piece is copies and reduce kernels of its own.
@@ -401,6 +402,47 @@ TEST_CASE("exchange launches are counted by the devices: more pieces launch more
         .strategy_launches_per_step;
   };
   CHECK(host(4) > host(1));
+}
+
+TEST_CASE("each range is updated once its exchange is done: the same parameters as one update after all",
+          "[strategies][update]") {
+  // Note [update by bucket]: rnnlm's Adam over 1 range (the whole update after every exchange) and
+  // over 2 and 5 (one update per range, each after its own exchange) gives the same bits.
+  const std::vector<std::string> args = {"--model=rnnlm", "--vocab_size=40", "--embedding_dim=6", "--num_units=8",
+                                         "--num_layers=2", "--seq_len=4", "--num_gpus=3", "--batch_size=2",
+                                         "--num_warmup_batches=1", "--num_batches=3"};
+  const auto pieces = [](int count) { return [count](RunConfig& c) { c.gradient_repacking = count; }; };
+  const Trained whole = train(args, replicated("nccl", pieces(1)));
+  const Trained five = train(args, replicated("nccl", pieces(5)));
+  const Trained two = train(args, replicated("nccl", pieces(2)));
+  REQUIRE(five.comm["exchanges_per_step"] == 5);
+  REQUIRE(two.comm["exchanges_per_step"] == 2);
+  for (size_t r = 0; r < whole.parameters.size(); ++r) {
+    CHECK(five.parameters[r] == whole.parameters[r]);
+    CHECK(two.parameters[r] == whole.parameters[r]);
+  }
+  // The update moved the parameters (a vacuous equality would pass too).
+  const Trained fewer = train(std::vector<std::string>{"--model=rnnlm", "--vocab_size=40", "--embedding_dim=6",
+                                                        "--num_units=8", "--num_layers=2", "--seq_len=4",
+                                                        "--num_gpus=3", "--batch_size=2", "--num_warmup_batches=1",
+                                                        "--num_batches=1"},
+                              replicated("nccl", pieces(5)));
+  CHECK(fewer.parameters[0] != five.parameters[0]);
+}
+
+TEST_CASE("fp16's automatic loss scaling updates once, after every exchange", "[strategies][update]") {
+  // It looks at every gradient for overflow before any update, so no range can go first: one
+  // more piece adds only its transfer clock's start and stop and its all-reduce. A fixed scale
+  // updates by range.
+  auto launches = [&](bool automatic, int pieces) {
+    std::vector<std::string> args = {"--model=cifar10_cnn", "--num_gpus=2", "--batch_size=1", "--num_warmup_batches=1",
+                                     "--num_batches=1", "--precision=fp16"};
+    if (automatic) args.push_back("--fp16_enable_auto_loss_scale");
+    return train(args, replicated("nccl", [pieces](RunConfig& c) { c.gradient_repacking = pieces; }))
+        .strategy_launches_per_step;
+  };
+  CHECK(launches(true, 4) - launches(true, 1) == 3 * 3);
+  CHECK(launches(false, 4) - launches(false, 1) == 3 * 6);
 }
 
 TEST_CASE("the result's comm section describes the exchange", "[strategies]") {
