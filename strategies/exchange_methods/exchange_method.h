@@ -81,7 +81,10 @@ class ExchangeMethod {
 
 // The common part of the methods that travel through the strategy's communicator: they keep the
 // context, cut each range into the spec's shards ("nccl#k": k independent exchanges), and the
-// compute stream waits for the communication stream once per step.
+// compute stream waits for the communication stream once per step. Each range is complete once
+// the replica's own communication stream has run what exchange() enqueued for it, which the
+// replicated strategy's update by bucket relies on (Note [update by bucket] in
+// strategies/replicated.h).
 class CommunicatorExchange : public ExchangeMethod {
  public:
   explicit CommunicatorExchange(int shards) : shards_(shards) {}
