@@ -474,6 +474,65 @@ TEST_CASE("cuda optimizers match the reference over several steps", "[gpu]") {
   }
 }
 
+TEST_CASE("cuda optimizers give the same bits four elements at a time as one at a time", "[gpu]") {
+  // Note [updates four at a time]: arrays on 16-byte boundaries move four elements per load; one
+  // element past such a boundary they cannot, and go one at a time. The same values updated both
+  // ways (with a scale, and every kind of copy) must agree bit for bit, and the copy must be the
+  // parameters rounded.
+  auto gpu = make_gpu();
+  const size_t n = 1000 + 3;  // whole quads and a tail
+  for (Optimizer optimizer : {Optimizer::sgd, Optimizer::momentum, Optimizer::adam}) {
+    for (DataType copy_type : {DataType::f32, DataType::f16, DataType::bf16}) {
+      for (bool with_copy : {false, true}) {
+        if (!with_copy && copy_type != DataType::f32) continue;
+        const std::string what = std::string(optimizer_name(optimizer)) +
+                                 (with_copy ? std::string(" copy") + type_suffix(copy_type) : std::string(" no copy"));
+        // Element 0 of `aligned` sits on the allocation's boundary; element 1 of `shifted` holds
+        // the same first value, one float past it.
+        const std::vector<float> initial = random_vector(n, 90), grads = random_vector(n, 91);
+        std::vector<float> padded = initial, padded_grads = grads, zeros(n + 1, 0.0f);
+        padded.insert(padded.begin(), 0.0f);
+        padded_grads.insert(padded_grads.begin(), 0.0f);
+        GpuArray<float> aligned(*gpu, initial), aligned_grads(*gpu, grads), aligned_a(*gpu, zeros),
+            aligned_b(*gpu, zeros);
+        GpuArray<float> shifted(*gpu, padded), shifted_grads(*gpu, padded_grads), shifted_a(*gpu, zeros),
+            shifted_b(*gpu, zeros);
+        GpuTensor aligned_copy(*gpu, copy_type, std::vector<float>(n, -7.0f));
+        GpuTensor shifted_copy(*gpu, copy_type, std::vector<float>(n, -7.0f), 1);
+        GpuArray<float> inverse_gpu(*gpu, std::vector<float>{0.5f});
+        for (int step = 1; step <= 2; ++step) {
+          UpdateExtras extras;
+          extras.inverse_loss_scale = inverse_gpu.data();
+          extras.half_type = copy_type;
+          if (with_copy) extras.half_params = aligned_copy.data();
+          update(gpu->ops(), optimizer, aligned.data(), aligned_grads.data(), aligned_a.data(), aligned_b.data(), n,
+                 step, extras);
+          if (with_copy) extras.half_params = shifted_copy.data();
+          update(gpu->ops(), optimizer, shifted.data() + 1, shifted_grads.data() + 1, shifted_a.data() + 1,
+                 shifted_b.data() + 1, n, step, extras);
+        }
+        const std::vector<float> by_four = aligned.download();
+        std::vector<float> by_one = shifted.download();
+        by_one.erase(by_one.begin());
+        check_identical(by_four, by_one, what + " params");
+        REQUIRE(by_four != initial);
+        std::vector<float> a = shifted_a.download(), b = shifted_b.download();
+        a.erase(a.begin());
+        b.erase(b.begin());
+        std::vector<float> a_by_four = aligned_a.download(), b_by_four = aligned_b.download();
+        a_by_four.pop_back();
+        b_by_four.pop_back();
+        check_identical(a_by_four, a, what + " state a");
+        check_identical(b_by_four, b, what + " state b");
+        if (with_copy) {
+          check_same_values(aligned_copy.values(), rounded(copy_type, by_four), what + " copy four at a time");
+          check_same_values(shifted_copy.values(), rounded(copy_type, by_one), what + " copy one at a time");
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("cuda optimizer extras: unscaling, skipping and the 16-bit copy, fused", "[gpu]") {
   // Three GPU runs of the same three steps: `plain` (no extras), `mixed` (gradients scaled by
   // 2^10 and unscaled by the update through inverse_loss_scale, skip pointing at 0, a 16-bit
