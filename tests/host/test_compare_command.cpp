@@ -1,5 +1,5 @@
 // `dpbench compare` as a command, on made-up result files: series matched by key and GPU count and
-// those on one side listed, the verdicts the issue asks for (identical runs within noise, a tight
+// those on one side listed, its verdicts (identical runs within noise, a tight
 // 5% slowdown slower and over --fail_above=2 with exit code 3, a noisy 3% difference within
 // noise), repeats in folders combined, runs left out with too few samples, the three formats and
 // --output, and the command-line and input errors (exit codes 2 and 1, no output written).

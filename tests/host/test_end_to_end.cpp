@@ -12,7 +12,8 @@ using dpbench::testing::read_json;
 using dpbench::testing::run_cli;
 using dpbench::testing::TempDir;
 
-TEST_CASE("the issue's reference run writes 7 step records, 2 of them warm-up", "[end_to_end]") {
+TEST_CASE("5 batches after 2 warm-up batches on 2 devices write 7 step records, 2 of them warm-up",
+          "[end_to_end]") {
   TempDir dir;
   const std::string out = dir.file("out.json");
   REQUIRE(run_cli({"--device=cpu", "--model=trivial", "--num_gpus=2", "--num_batches=5",
