@@ -87,7 +87,7 @@ __device__ __forceinline__ void write_copy4(const DeviceExtras<Copy>& extras, si
   }
 }
 
-// Runs rule(quad) over [0, quads) with quads = n / 4 when `by_four`, then rule_one(i) over the
+// Runs quad_rule(q) over [0, quads) with quads = n / 4 when `by_four`, then one_rule(i) over the
 // elements no quad covered, grid-stride.
 template <typename Quad, typename One>
 __device__ __forceinline__ void for_each_element(size_t n, bool by_four, Quad&& quad_rule, One&& one_rule) {
