@@ -14,6 +14,7 @@ dpbench=${1:?usage: fault_injection.sh DPBENCH [MPIEXEC]}
 mpiexec=${2:-}
 [ -x "$dpbench" ] || { echo "fault_injection: no dpbench at $dpbench" >&2; exit 2; }
 dpbench=$(cd "$(dirname "$dpbench")" && pwd)/$(basename "$dpbench")
+faults=$(cd "$(dirname "$0")" && pwd)/faults
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work" || exit 2
@@ -428,6 +429,13 @@ if [ -n "$mpiexec" ]; then
     -n 1 "$dpbench" "${mpi[@]}" --seed=2 --result_file="$work/m.json" &&
     settle "mpirun: ranks disagree" mishandled "no message, or a result" disagreement_said_and_nothing_written
 fi
+
+# ---- the areas kept in files of their own (tests/scripts/faults/*.sh, sourced in name order):
+# each uses the helpers above (attempt, reject, run_ok, failure, verdict, settle) and $work ----
+for cases in "$faults"/*.sh; do
+  # shellcheck source=/dev/null
+  [ -f "$cases" ] && source "$cases"
+done
 
 echo "fault injection: $tried tried, $handled handled, $mishandled mishandled, $lost lost, $hung hung"
 ((mishandled == 0 && lost == 0 && hung == 0))
