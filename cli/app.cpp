@@ -12,6 +12,7 @@
 #include "cli/comm_bench_command.h"
 #include "cli/compare_command.h"
 #include "cli/end_with_process.h"
+#include "cli/flag_parsing.h"
 #include "cli/flags.h"
 #include "cli/interrupt_signals.h"
 #include "cli/log.h"
@@ -21,14 +22,20 @@
 #include "cli/strategies_command.h"
 #include "engine/device_factory.h"
 #include "engine/errors.h"
+#include "engine/host_memory.h"
 #include "engine/process_group.h"
 #include "dpbench_version.h"
 
 namespace dpbench {
 namespace {
 
+// An error is one line whatever it quotes: a value with a newline or an escape sequence from
+// anywhere (a flag, a file, a peer) is escaped here, and a message past this length is cut.
+constexpr size_t kLongestErrorLine = 4096;
+
 // Under mpirun the line names the rank that failed and its host.
-void print_error(const std::string& message) {
+void print_error(const std::string& raw_message) {
+  const std::string message = printable_text(raw_message, kLongestErrorLine);
   const ProcessGroup* group = process_group();
   if (group == nullptr || group->size() <= 1) {
     error_log().error(message);
@@ -75,6 +82,20 @@ void watch_process_group_collectives(double timeout_seconds) {
     end_job_after_stall(what, timeout_seconds);
   });
 }
+
+namespace {
+
+// What to do when the host runs out of memory depends on what the command was holding: a run its
+// model and batches, the offline commands the results they read.
+std::string out_of_memory_remedy(const std::vector<std::string>& args) {
+  const std::string command = args.empty() ? "" : args.front();
+  if (command == "report" || command == "compare" || command == "predict")
+    return "give " + command + " fewer result files or folders at once, or free memory";
+  if (command == "comm_bench") return "lower --max_bytes, or free memory";
+  return std::string(kLowerHostMemory) + ", or free memory";
+}
+
+}  // namespace
 
 int dpbench_main(const std::vector<std::string>& args) {
   try {
@@ -129,8 +150,7 @@ int dpbench_main(const std::vector<std::string>& args) {
     print_error(error.what());
     return 2;
   } catch (const std::bad_alloc&) {
-    print_error("out of host memory: an allocation failed; lower --batch_size, --prefetch_depth or the number of "
-                "devices, or free memory");
+    print_error("out of host memory: an allocation failed; " + out_of_memory_remedy(args));
     return 1;
   } catch (const std::exception& error) {
     print_error(error.what());

@@ -6,14 +6,42 @@
 #include <cerrno>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "engine/errors.h"
 
 namespace dpbench {
 
+std::string printable_text(const std::string& text, size_t max_bytes) {
+  const size_t shown = std::min(text.size(), max_bytes);
+  std::string out;
+  out.reserve(shown);
+  for (size_t i = 0; i < shown; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    // C0 controls, DEL, and the C1 controls U+0080..U+009F (0xC2 0x80..0x9F), which some
+    // terminals also act on.
+    const bool c1 = c == 0xC2 && i + 1 < shown && static_cast<unsigned char>(text[i + 1]) < 0xA0 &&
+                    static_cast<unsigned char>(text[i + 1]) >= 0x80;
+    if (c < 0x20 || c == 0x7F || c1) {
+      for (size_t k = 0; k < (c1 ? 2u : 1u); ++k) {
+        char hex[5];
+        std::snprintf(hex, sizeof hex, "\\x%02X", static_cast<unsigned char>(text[i + k]));
+        out += hex;
+      }
+      i += c1 ? 1 : 0;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (shown < text.size()) out += "... (" + std::to_string(text.size()) + " bytes)";
+  return out;
+}
+
+std::string quoted_argument(const std::string& text) { return printable_text(text, kShownArgumentBytes); }
+
 [[noreturn]] void reject(const std::string& flag, const std::string& value, const std::string& why) {
-  throw ConfigError("--" + flag + "=" + value + ": " + why);
+  throw ConfigError("--" + flag + "=" + quoted_argument(value) + ": " + why);
 }
 
 std::string join(const std::vector<std::string>& items, const char* separator) {
@@ -24,8 +52,6 @@ std::string join(const std::vector<std::string>& items, const char* separator) {
   }
   return joined;
 }
-
-
 
 int parse_int_at_least(const std::string& flag, const std::string& text, int minimum,
                        const std::string& requirement, int maximum) {
@@ -49,9 +75,10 @@ double parse_finite_number(const std::string& flag, const std::string& text, con
   errno = 0;
   char* stop = nullptr;
   double value = std::strtod(text.c_str(), &stop);
-  if (stop != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(value)) {
-    reject(flag, text, "not a number; accepted: " + accepted);
-  }
+  if (stop != text.c_str() + text.size() || std::isnan(value)) reject(flag, text, "not a number; accepted: " + accepted);
+  // strtod's ERANGE also marks an underflow (1e-320), which is a number: the caller's range check
+  // judges it. An overflow and inf are numbers no flag can take.
+  if (!std::isfinite(value)) reject(flag, text, "not a finite number; accepted: " + accepted);
   return value;
 }
 

@@ -1,5 +1,6 @@
 // Parsing of flag texts shared by the validation files of cli/: every malformed value becomes one
-// ConfigError line "--flag=value: what is wrong; what is accepted". Internal to cli/.
+// ConfigError line "--flag=value: what is wrong; what is accepted", the value quoted so that no
+// length or byte of it can break the line. Internal to cli/.
 #pragma once
 
 #include <charconv>
@@ -10,6 +11,14 @@
 
 namespace dpbench {
 
+// How much of an argument a message shows: enough for any real path, never a screenful.
+inline constexpr size_t kShownArgumentBytes = 300;
+// `text` fit for a one-line message on a terminal: control bytes (a newline, an escape) as \xNN,
+// and past `max_bytes` cut, with its length said.
+std::string printable_text(const std::string& text, size_t max_bytes);
+// An argument as a message quotes it: printable_text(text, kShownArgumentBytes).
+std::string quoted_argument(const std::string& text);
+// Throws ConfigError "--flag=value: why", the value quoted as above.
 [[noreturn]] void reject(const std::string& flag, const std::string& value, const std::string& why);
 std::string join(const std::vector<std::string>& items, const char* separator = ", ");
 // An integer in [minimum, maximum]; below: `requirement`; above: "too large; accepted: up to N".

@@ -1,5 +1,6 @@
-// Reading the `run` command line with cxxopts: the one table of flags (names as tf_cnn_benchmarks
-// spelled them, groups, defaults, help), the grouped --help text, and the resolved config as JSON.
+// Reading the `run` command line: the one table of flags (names as tf_cnn_benchmarks
+// spelled them, groups, defaults, help), the grouped --help text (laid out by cxxopts), and the
+// resolved config as JSON.
 // Checking the values lives in flags_validation.cpp.
 #include "cli/flags.h"
 
@@ -11,6 +12,7 @@
 
 #include <cxxopts.hpp>
 
+#include "cli/flag_parsing.h"
 #include "cli/flags_validation.h"
 #include "cli/tf_cnn_benchmarks_flags.h"
 #include "engine/errors.h"
@@ -380,19 +382,22 @@ size_t edit_distance(const std::string& from, const std::string& to) {
                                       const std::vector<std::string>& known) {
   std::string closest;
   size_t best = 3;  // further than this is a different word, not a typo
+  constexpr size_t kLongestTypo = 64;  // a longer name is no misspelt flag (and costs name x flag steps)
   for (const auto& candidate : known) {
+    if (name.size() > kLongestTypo) break;
     size_t distance = edit_distance(name, candidate);
     if (distance <= best) best = distance, closest = candidate;
   }
   std::string hint = closest.empty() ? "" : "did you mean --" + closest + "? ";
-  throw ConfigError(argument + ": unknown flag; " + hint + "dpbench --help lists the accepted flags");
+  throw ConfigError(quoted_argument(argument) + ": unknown flag; " + hint + "dpbench --help lists the accepted flags");
 }
 
 // A flag given twice must say the same both times: which of two values was meant is a guess.
 void remember_value(const std::string& name, const std::string& value, std::map<std::string, std::string>* values) {
   const auto [found, inserted] = values->emplace(name, value);
   if (!inserted && found->second != value)
-    throw ConfigError("--" + name + " is given twice, as " + found->second + " and as " + value + "; give it once");
+    throw ConfigError("--" + name + " is given twice, as " + quoted_argument(found->second) + " and as " +
+                      quoted_argument(value) + "; give it once");
 }
 
 // absl/gflags, which tf_cnn_benchmarks used, also accept a single dash: -num_gpus=4.
@@ -401,11 +406,16 @@ bool is_single_dash_flag(const std::string& arg) {
          arg[2] != '=';
 }
 
-// Our own pass over the arguments before cxxopts sees them, because cxxopts' messages would not
-// name the value and would let "--result_file --num_gpus=2" swallow the next flag as a value.
-// Returns the arguments with single-dash flags spelt with two dashes (values left untouched).
-std::vector<std::string> check_argument_shapes(const std::vector<std::string>& raw_args,
-                                               const std::vector<FlagSpec>& specs) {
+// One pass over the arguments, with no regular expressions and no recursion, so that no
+// argument's length can exhaust the stack (a 100,000-character path is one line and exit 2 at
+// worst). Single-dash flags are read as double-dash ones; a value travels after "=" or as the next
+// argument; a boolean alone means true; a flag given twice must say the same both times.
+struct ArgumentValues {
+  std::map<std::string, std::string> values;  // each flag's value as given
+  bool help = false, version = false;
+};
+
+ArgumentValues read_arguments(const std::vector<std::string>& args, const std::vector<FlagSpec>& specs) {
   std::vector<std::string> known;
   for (const auto& spec : specs) known.push_back(spec.name);
   known.push_back("help");
@@ -417,29 +427,32 @@ std::vector<std::string> check_argument_shapes(const std::vector<std::string>& r
     return nullptr;
   };
 
-  std::vector<std::string> args = raw_args;
-  std::map<std::string, std::string> values;  // each flag's value as given, to catch contradictions
+  ArgumentValues read;
   const FlagSpec* previous_boolean = nullptr;
   for (size_t i = 0; i < args.size(); ++i) {
-    std::string& arg = args[i];
+    std::string arg = args[i];
     if (arg == "--") {
-      if (i + 1 < args.size()) throw ConfigError("unexpected argument '" + args[i + 1] + "'");
+      if (i + 1 < args.size()) throw ConfigError("unexpected argument '" + quoted_argument(args[i + 1]) + "'");
       break;
     }
     if (is_single_dash_flag(arg)) arg.insert(0, "-");
     if (arg.rfind("--", 0) != 0) {
-      if (arg == "-h") continue;
+      if (arg == "-h") {
+        read.help = true;
+        continue;
+      }
       if (arg.size() > 1 && arg[0] == '-') reject_unknown_flag(arg, arg.substr(1), known);
       std::string hint = previous_boolean
-                             ? " (write --" + previous_boolean->name + "=" + arg + ")"
+                             ? " (write --" + previous_boolean->name + "=" + quoted_argument(arg) + ")"
                              : "; flags take the form --name=value (see dpbench --help)";
-      throw ConfigError("unexpected argument '" + arg + "'" + hint);
+      throw ConfigError("unexpected argument '" + quoted_argument(arg) + "'" + hint);
     }
     const size_t equals = arg.find('=');
     const std::string name = arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
     previous_boolean = nullptr;
     if (name == "help" || name == "version") {
-      if (equals != std::string::npos) throw ConfigError(arg + ": takes no value; write --" + name);
+      if (equals != std::string::npos) throw ConfigError(quoted_argument(arg) + ": takes no value; write --" + name);
+      (name == "help" ? read.help : read.version) = true;
       continue;
     }
     const FlagSpec* spec = find_spec(name);
@@ -449,52 +462,42 @@ std::vector<std::string> check_argument_shapes(const std::vector<std::string>& r
       reject_unknown_flag(arg, name, known);
     }
     if (equals != std::string::npos) {
-      remember_value(name, arg.substr(equals + 1), &values);
+      remember_value(name, arg.substr(equals + 1), &read.values);
       continue;
     }
     if (spec->implicit_text) {
       previous_boolean = spec;
-      remember_value(name, *spec->implicit_text, &values);
+      remember_value(name, *spec->implicit_text, &read.values);
       continue;
     }
     if (i + 1 == args.size() || args[i + 1].rfind("--", 0) == 0) {
       throw ConfigError("--" + name + ": missing a value; e.g. --" + name + "=" + spec->value_hint);
     }
     ++i;  // the value travels as the next argument, as it is
-    remember_value(name, args[i], &values);
+    remember_value(name, args[i], &read.values);
   }
-  return args;
+  return read;
 }
 
 }  // namespace
 
 ParsedRunFlags parse_run_flags(const std::vector<std::string>& raw_args, const DeviceInventory& inventory) {
   const std::vector<FlagSpec> specs = run_flag_specs();
-  const std::vector<std::string> args = check_argument_shapes(raw_args, specs);
-
-  cxxopts::Options options = build_options(specs);
-  std::vector<const char*> argv = {"dpbench"};
-  for (const auto& arg : args) argv.push_back(arg.c_str());
+  const ArgumentValues read = read_arguments(raw_args, specs);
 
   ParsedRunFlags parsed;
+  parsed.help = read.help;
+  parsed.version = read.version;
+  if (parsed.help || parsed.version) return parsed;
   GivenFlags flags;
-  try {
-    cxxopts::ParseResult result = options.parse(static_cast<int>(argv.size()), argv.data());
-    if (!result.unmatched().empty()) {
-      throw ConfigError("unexpected argument '" + result.unmatched().front() + "'");
+  for (const auto& spec : specs) {
+    const auto given = read.values.find(spec.name);
+    if (given != read.values.end()) {
+      flags.given.insert(spec.name);
+      flags.texts[spec.name] = given->second;
+    } else if (spec.default_text) {
+      flags.texts[spec.name] = *spec.default_text;
     }
-    parsed.help = result.count("help") > 0 && result["help"].as<bool>();
-    parsed.version = result.count("version") > 0 && result["version"].as<bool>();
-    if (parsed.help || parsed.version) return parsed;
-    for (const auto& spec : specs) {
-      if (result.count(spec.name) > 0) flags.given.insert(spec.name);
-      if (result.count(spec.name) > 0 || spec.default_text) {
-        flags.texts[spec.name] = result[spec.name].as<std::string>();
-      }
-    }
-  } catch (const cxxopts::exceptions::exception& error) {
-    // Only what check_argument_shapes lets through, e.g. --help=maybe.
-    throw ConfigError(std::string("command line: ") + error.what() + "; see dpbench --help");
   }
   parsed.config = resolve_run_config(flags, inventory, &parsed.fell_back_to_reference);
   const RunConfig& config = parsed.config;

@@ -268,7 +268,7 @@ TEST_CASE("the exchange flags must be in range", "[flags]") {
   CHECK(parse({"--variable_update=replicated", "--gradient_repacking=4"}).gradient_repacking == 4);
 
   CHECK(replicated("--bucket_cap_mb=-1") == "--bucket_cap_mb=-1: must be at least 0 (0: one exchange per tensor)");
-  CHECK_THAT(replicated("--bucket_cap_mb=inf"), Contains("--bucket_cap_mb=inf: not a number"));
+  CHECK_THAT(replicated("--bucket_cap_mb=inf"), Contains("--bucket_cap_mb=inf: not a finite number"));
   CHECK_THAT(replicated("--bucket_cap_mb=nan"), Contains("--bucket_cap_mb=nan: not a number"));
   CHECK_THAT(replicated("--bucket_cap_mb=big"), Contains("--bucket_cap_mb=big: not a number"));
   CHECK_THAT(replicated("--bucket_cap_mb=1e300"), Contains("--bucket_cap_mb=1e300: too large"));
@@ -815,4 +815,52 @@ TEST_CASE("errors name the flag as typed, and a long warm-up is noted", "[flags]
   CHECK(long_warmup.notes[0] ==
         "--num_warmup_batches=10 is more than --num_batches=5: the warm-up runs longer than the measurement");
   CHECK(parse_run_flags({"--result_file="}, inventory).notes.empty());
+}
+
+TEST_CASE("no argument's length or bytes break the parser: one line naming it, cut and escaped", "[flags]") {
+  const std::string long_model(30000, 'm');
+  const std::string error = error_of({"--model=" + long_model});
+  CHECK_THAT(error, Contains("--model=" + std::string(300, 'm') + "... (30000 bytes): unknown model"));
+  CHECK(error.size() < 1000);
+  const std::string long_path = "--result_file=/nowhere/" + std::string(100000, 'r') + ".json";
+  CHECK_THROWS_WITH(parse_run_flags({long_path}, gpus(4)), Contains("--result_file="));
+  const std::string unknown = error_of({"--" + std::string(100000, 'z') + "=1"});
+  CHECK_THAT(unknown, Contains("unknown flag") && !Contains("did you mean"));
+  CHECK(unknown.size() < 1000);
+  CHECK_THAT(error_of({"--model=res\nnet"}), Contains("--model=res\\x0Anet: unknown model"));
+  CHECK_THAT(error_of({"--model=\x1b[2Jx"}), Contains("--model=\\x1B[2Jx"));
+  CHECK_THAT(error_of({"\x1b[31mred"}), Contains("unexpected argument '\\x1B[31mred'"));
+  CHECK_THAT(error_of({"--model=trivial", "--model=tri\nvial"}), Contains("as trivial and as tri\\x0Avial"));
+  for (const std::string& text : {error_of({"--model=res\nnet"}), error_of({"--bo\ngus=1"})})
+    CHECK(text.find('\n') == std::string::npos);
+  // The value as the next argument, and the same flag thousands of times, read in one pass.
+  CHECK_THAT(error_of({"--model", long_model}), Contains("(30000 bytes)"));
+  std::vector<std::string> many(20000, "--display_every=3");
+  CHECK(parse(many).display_every == 3);
+}
+
+TEST_CASE("numbers too small or too large for a flag are named as such, not as 'not a number'", "[flags]") {
+  CHECK_THAT(error_of({"--learning_rate=1e-320"}), Contains("--learning_rate=1e-320: too small"));
+  CHECK_THAT(error_of({"--learning_rate=1e-39"}), Contains("too small"));
+  CHECK(parse({"--learning_rate=1.2e-38"}).learning_rate == Approx(1.2e-38));
+  CHECK_THAT(error_of({"--learning_rate=1e400"}), Contains("not a finite number"));
+  CHECK_THAT(error_of({"--learning_rate=inf"}), Contains("not a finite number"));
+  CHECK_THAT(error_of({"--learning_rate=fast"}), Contains("not a number"));
+  CHECK(parse({"--optimizer=momentum", "--momentum=1e-320"}).momentum < 1e-300);
+  CHECK_THAT(error_of({"--peak_tflops=1e-300"}), Contains("from 0.001 to 1000000 TFLOP/s"));
+  CHECK_THAT(error_of({"--peak_tflops=0.0009"}), Contains("from 0.001 to"));
+  CHECK(parse({"--peak_tflops=0.001"}).peak_tflops == Approx(0.001));
+  CHECK(parse({"--peak_tflops=0"}).peak_tflops == 0);
+}
+
+TEST_CASE("a traced step past the run is out of range however many digits it has", "[flags]") {
+  TemporaryDirectory dir;
+  const std::string trace = "--trace_file=" + (dir.path / "t.json").string();
+  for (const char* window : {"1:1000000000", "1:99999999999999999999999", "000000000000000001:1000000000000"})
+    CHECK_THAT(error_of({trace, "--num_batches=5", std::string("--trace_steps=") + window}),
+               Contains("measured steps are 1..5"));
+  CHECK_THAT(error_of({trace, "--num_batches=5", "--num_warmup_batches=2", "--trace_steps=w1:w10000000000"}),
+             Contains("warm-up steps are w1..w2"));
+  CHECK_THAT(error_of({trace, "--trace_steps=1:x"}), Contains("not A:B"));
+  CHECK(parse({trace, "--num_batches=5", "--trace_steps=0002:0005"}).trace_steps == "0002:0005");
 }
