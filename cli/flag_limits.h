@@ -26,8 +26,10 @@ inline constexpr int kMaxLayers = 1024;
 inline constexpr int kMaxSequenceLength = 65536;
 
 inline constexpr int kMaxCollectiveTimeoutSeconds = 86400;
-// --peak_tflops: a thousand times today's largest GPU.
+// --peak_tflops: a thousand times today's largest GPU; at least a GFLOP/s, so that an MFU is a
+// percentage a line can print.
 inline constexpr double kMaxPeakTflops = 1e6;
+inline constexpr double kMinPeakTflops = 1e-3;
 
 // comm_bench.
 inline constexpr int kMaxBenchIterations = 1'000'000;

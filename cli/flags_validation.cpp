@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <system_error>
 
 #include "cli/flag_limits.h"
@@ -337,6 +338,8 @@ void resolve_optimizer(const GivenFlags& flags, const ModelEntry& model, RunConf
     const std::string text = flags.text("learning_rate");
     config->learning_rate = parse_finite_number("learning_rate", text, "a number > 0, e.g. 0.01");
     if (!(config->learning_rate > 0.0)) reject("learning_rate", text, "must be greater than 0");
+    if (config->learning_rate < std::numeric_limits<float>::min())
+      reject("learning_rate", text, "too small for the optimizers' float32 arithmetic; accepted: at least 1.2e-38");
   }
   const std::string momentum_text = flags.text("momentum");
   config->momentum = parse_finite_number("momentum", momentum_text, "a number in [0, 1), e.g. 0.9");
@@ -362,8 +365,9 @@ void resolve_measurement(const GivenFlags& flags, RunConfig* config) {
   config->rendezvous_port = parse_rendezvous_port(flags.text("rendezvous_port"));
   const std::string peak_text = flags.text("peak_tflops");
   config->peak_tflops = parse_finite_number("peak_tflops", peak_text, "TFLOP/s, e.g. 989.5");
-  if (!(config->peak_tflops >= 0) || config->peak_tflops > kMaxPeakTflops)
-    reject("peak_tflops", peak_text, "accepted: 0 (from the table of GPUs) or a positive figure up to 1000000 TFLOP/s");
+  if (!(config->peak_tflops >= 0) || config->peak_tflops > kMaxPeakTflops ||
+      (config->peak_tflops > 0 && config->peak_tflops < kMinPeakTflops))
+    reject("peak_tflops", peak_text, "accepted: 0 (from the table of GPUs) or a figure from 0.001 to 1000000 TFLOP/s");
   if (config->profile_step > config->num_batches) {
     reject("profile_step", flags.text("profile_step"),
            "is past the last measured step; give 1.." + std::to_string(config->num_batches) + " or 0");

@@ -2,23 +2,29 @@
 #include "cli/traced_steps.h"
 
 #include <algorithm>
+#include <limits>
 
+#include "cli/flag_parsing.h"
 #include "engine/errors.h"
 
 namespace dpbench {
 namespace {
 
 [[noreturn]] void reject(const std::string& text, const std::string& why) {
-  throw ConfigError("--trace_steps=" + text + ": " + why);
+  throw ConfigError("--trace_steps=" + quoted_argument(text) + ": " + why);
 }
 
 // One end of the window: "K" (measured step K) or "wK" (warm-up step K), as a run step.
 int64_t parse_end(const std::string& whole, const std::string& end, int warmup_steps, int measured_steps) {
   const bool warmup = !end.empty() && (end[0] == 'w' || end[0] == 'W');
   const std::string digits = warmup ? end.substr(1) : end;
-  if (digits.empty() || digits.size() > 9 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
     reject(whole, "not A:B; e.g. 10:14 (measured steps 10 to 14), w1:w3 (warm-up steps 1 to 3) or 7 (one step)");
-  const int64_t number = std::stoll(digits);
+  // More digits than a step count can have is out of range like any number past the last step.
+  const size_t significant = digits.find_first_not_of('0');
+  const int64_t number = significant == std::string::npos ? 0
+                         : digits.size() - significant > 9 ? std::numeric_limits<int64_t>::max()
+                                                           : std::stoll(digits);
   if (warmup) {
     if (warmup_steps == 0) reject(whole, "names a warm-up step, and this run has none (--num_warmup_batches=0)");
     if (number < 1 || number > warmup_steps)

@@ -67,7 +67,7 @@ uint64_t available_host_memory_bytes() {
   return headroom == 0 ? available : std::min(available, headroom);
 }
 
-void check_host_allocation(size_t bytes, const std::string& who) {
+void check_host_allocation(size_t bytes, const std::string& who, const std::string& remedy) {
   Ledger& l = ledger();
   std::lock_guard<std::mutex> lock(l.mutex);
   if (!l.allowance_known) {
@@ -77,8 +77,7 @@ void check_host_allocation(size_t bytes, const std::string& who) {
   if (l.allowance == 0 || l.in_use + bytes <= l.allowance) return;
   throw RuntimeError("out of host memory: " + gib(bytes) + " more for " + who + ", on top of the " +
                      gib(l.in_use) + " this run holds, passes the " + gib(l.allowance) +
-                     " it may take (90% of the memory free when it started); lower --batch_size, "
-                     "--prefetch_depth or the number of devices, or free memory");
+                     " it may take (90% of the memory free when it started); " + remedy + ", or free memory");
 }
 
 void count_host_allocation(const void* pointer, size_t bytes) {

@@ -15,10 +15,14 @@ namespace dpbench {
 // limit where one applies. 0 where neither can be read (then nothing is refused).
 uint64_t available_host_memory_bytes();
 
-// Throws RuntimeError "out of host memory: X more for <who>, ... free; <fix>" when `bytes` more
-// would pass the allowance: 90% of what was available when the first allocation was counted.
-// Otherwise counts `pointer` (already allocated, or about to be) as `bytes` in use.
-void check_host_allocation(size_t bytes, const std::string& who);
+// What lowers a run's host memory in general; a caller that knows what it allocates names the
+// flags that size it instead (a model's initial parameters: its size flags, not the batch).
+inline constexpr const char* kLowerHostMemory =
+    "lower --batch_size, --prefetch_depth, the model's size flags or the number of devices";
+// Throws RuntimeError "out of host memory: X more for <who>, ... free; <remedy>, or free memory"
+// when `bytes` more would pass the allowance: 90% of what was available when the first allocation
+// was counted. Otherwise counts `pointer` (already allocated, or about to be) as `bytes` in use.
+void check_host_allocation(size_t bytes, const std::string& who, const std::string& remedy = kLowerHostMemory);
 void count_host_allocation(const void* pointer, size_t bytes);
 // Forgets a counted pointer (a no-op for pointers never counted).
 void uncount_host_allocation(const void* pointer);
@@ -30,8 +34,8 @@ uint64_t counted_host_bytes();
 // long as this object lives.
 class HostMemoryReservation {
  public:
-  HostMemoryReservation(size_t bytes, const std::string& who) {
-    check_host_allocation(bytes, who);
+  HostMemoryReservation(size_t bytes, const std::string& who, const std::string& remedy = kLowerHostMemory) {
+    check_host_allocation(bytes, who, remedy);
     count_host_allocation(this, bytes);
   }
   ~HostMemoryReservation() { uncount_host_allocation(this); }

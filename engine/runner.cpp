@@ -115,7 +115,9 @@ Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_p
   const int num_replicas = static_cast<int>(devices.size());
   const int64_t total_steps = settings.num_warmup_batches + settings.num_batches + settings.num_trailing_batches;
   const HostMemoryReservation initial_bytes(model.layout().total_count() * sizeof(float),
-                                           "the model's initial parameters (a host copy)");
+                                           "the model's initial parameters (a host copy)",
+                                           "the model is too large for this host: lower its size flags (layers, "
+                                           "units, vocabularies)");
   const std::vector<float> initial = model.initial_parameters(settings.seed);
   for (int r = 0; r < num_replicas; ++r) {
     auto state = std::make_unique<ReplicaState>();

@@ -45,7 +45,8 @@ DeviceFeed::DeviceFeed(Device& device, int replica, const BatchSource& source, s
   const int slots = settings.mode == FeedMode::prefetch ? settings.depth : 1;
   // All the slots at once: a depth too large for the host is refused before one page is pinned.
   check_host_allocation(static_cast<size_t>(slots) * slot_bytes_,
-                        "device " + std::to_string(device.index()) + "'s " + std::to_string(slots) + " batch slots");
+                        "device " + std::to_string(device.index()) + "'s " + std::to_string(slots) + " batch slots",
+                        "lower --prefetch_depth or --batch_size");
   for (int slot = 0; slot < slots; ++slot) host_slots_.push_back(device.allocate_host_visible(slot_bytes_));
   if (settings.mode == FeedMode::on_device) {
     // One batch, once: the data set's first batch (or the synthetic one) stays in device memory.

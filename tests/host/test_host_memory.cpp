@@ -34,3 +34,9 @@ TEST_CASE("a run far too large for the host stops at set-up with exit code 1 and
                                    "--num_warmup_batches=0", "--result_file=" + result}) == 1);
   CHECK_FALSE(std::filesystem::exists(result));
 }
+
+TEST_CASE("an allocation's remedy names what sizes it", "[host_memory]") {
+  CHECK_THROWS_WITH(dpbench::check_host_allocation(size_t{1} << 60, "the model's initial parameters",
+                                                   "lower its size flags"),
+                    Contains("; lower its size flags, or free memory") && !Contains("--batch_size"));
+}
