@@ -2,6 +2,7 @@
 #include "cli/run_command.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -265,6 +266,28 @@ ResultInputs result_inputs(const RunConfig& config, const RunMeasurements& measu
   return run;
 }
 
+// A loss that ends NaN or infinite means the parameters are no longer numbers: the steps still
+// took their time, but what they trained is no model, and a result would let a report or a
+// comparison use it. The run fails instead, as TensorFlow's NanTensorHook fails training.
+void refuse_diverged_training(const RunConfig& config, const RunMeasurements& measured) {
+  const std::vector<double>& losses = measured.step_loss;
+  if (losses.empty() || std::isfinite(losses.back())) return;
+  size_t first = 0;
+  while (first < losses.size() && std::isfinite(losses[first])) ++first;
+  const int64_t warmup = measured.warmup_steps;
+  const int64_t step = static_cast<int64_t>(first) + 1;
+  const std::string where = step <= warmup ? "warm-up step " + std::to_string(step)
+                                           : "measured step " + std::to_string(step - warmup);
+  char rate[32];
+  std::snprintf(rate, sizeof rate, "%g", config.learning_rate);
+  throw RuntimeError(std::string("training diverged: the loss became ") + (std::isnan(losses[first]) ? "NaN" : "infinite") +
+                     " at " + where + " and stayed so; lower --learning_rate (now " + rate +
+                     (config.precision == "fp16" && !config.fp16_enable_auto_loss_scale
+                          ? "), or scale fp16's loss automatically (--fp16_enable_auto_loss_scale)"
+                          : ")") +
+                     "; no result written");
+}
+
 }  // namespace
 
 Result run_benchmark(const ParsedRunFlags& flags) {
@@ -376,6 +399,8 @@ Result run_benchmark(const ParsedRunFlags& flags) {
     throw RunStoppedBeforeMeasuring(signal_number, "stopped by " + interrupt_signal_name(signal_number) +
                                                        " before any step was measured; no result written");
   }
+
+  refuse_diverged_training(config, measured);
 
   Result result = assemble_result(result_inputs(effective, measured, *model, items_per_step, descriptions, data_summary));
   if (!measured.timelines.empty()) {
