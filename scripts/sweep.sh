@@ -195,6 +195,10 @@ fi
 
 out=$out_arg
 while [[ $out == */ && $out != / ]]; do out=${out%/}; done
+[[ $out == *[[:cntrl:]]* ]] &&
+  die "--out=$(printf %q "$out_arg"): the folder name holds a newline or another control character; choose another name"
+# A name that starts with '-' would read as an option to mkdir, find and dpbench report.
+[[ $out == -* ]] && out=./$out
 [ -n "$dpbench" ] || dpbench=$repo_root/build/dpbench
 
 split , "$models_arg"
@@ -481,6 +485,13 @@ finish_line() {
 # ---- the output folder -------------------------------------------------------------------------
 lock_file=$out/.sweep.lock
 
+# A value read from a file, fit for the terminal: control characters (an escape sequence that
+# would clear the screen, a newline) shown as '?'.
+printable() {
+  local value=${1//[[:cntrl:]]/?}
+  printf '%s' "$value"
+}
+
 # Who holds the folder's lock, from what the holder wrote into it.
 lock_holder() {
   local key value pid="" host="" started="" command=""
@@ -489,6 +500,7 @@ lock_holder() {
       pid) pid=$value ;; host) host=$value ;; started) started=$value ;; command) command=$value ;;
     esac
   done <"$lock_file" 2>/dev/null || true
+  pid=$(printable "$pid") host=$(printable "$host") started=$(printable "$started") command=$(printable "$command")
   if [ -z "$pid" ]; then
     printf 'another sweep is running into %s' "$out"
   elif [ "$host" = "$HOSTNAME" ] && process_gone "$pid"; then
@@ -574,7 +586,7 @@ launch_run() {
         why="exit 0 but no complete result in $result"
       fi
     fi
-    last=$(grep -v '^[[:space:]]*$' "$log" | tail -n 1 | cut -c 1-200 || true)
+    last=$(printable "$(grep -v '^[[:space:]]*$' "$log" 2>/dev/null | tail -n 1 | cut -c 1-200 || true)")
     outcome="FAILED (exit $rc${why:+: $why}): ${last:-no output} (log: $log)"
   else
     rc=none
@@ -583,8 +595,22 @@ launch_run() {
   fi
   failed=$((failed + 1))
   finish_line "$outcome"
-  echo "$(date '+%Y-%m-%dT%H:%M:%S%z') exit=$rc $command_line" >>"$out/failures.txt" ||
+  require_output_folder "$index"  # a run that failed because the folder went away ends the sweep
+  { echo "$(date '+%Y-%m-%dT%H:%M:%S%z') exit=$rc $command_line" >>"$out/failures.txt"; } 2>/dev/null ||
     echo "$prog: cannot append to $out/failures.txt" >&2
+}
+
+# require_output_folder DONE: before each run, and after a failed one, the folder must still be
+# there and writable. One removed or made read-only mid-sweep ends the sweep with one line (DONE
+# runs done), rather than one raw error for every run left.
+require_output_folder() {
+  local probe=$out/logs/.sweep.probe.$$
+  if { : >"$probe" && rm -f -- "$probe"; } 2>/dev/null; then return 0; fi
+  local why="no longer writable"
+  [ -d "$out/logs" ] || why="gone"
+  echo "$prog: error: the output folder $(printable "$out")/logs is $why (removed or changed during the sweep);" \
+    "stopping after $1 of $total runs" >&2
+  exit 1
 }
 
 # ---- the sweep ---------------------------------------------------------------------------------
@@ -594,7 +620,7 @@ if ((!dry_run)); then
   trap 'on_signal INT 130' INT
   trap 'on_signal TERM 143' TERM
   trap 'on_signal HUP 129' HUP
-  mkdir -p "$out/logs" || die "cannot create $out/logs"
+  why=$(mkdir -p -- "$out/logs" 2>&1) || die "cannot create $(printable "$out")/logs: ${why##*: }"
   take_lock
   remove_stale_temporaries
   # Every child ends itself soon after the sweep has ended, even by SIGKILL (Note [children end
@@ -674,6 +700,7 @@ sweep_combination() {
     return 0
   fi
 
+  require_output_folder $((index - 1))
   printf '[%d/%d] %s ... ' "$index" "$total" "$label"
   line_open=1
   if [ -n "$present" ]; then
