@@ -2,7 +2,6 @@
 #include "cli/offline_command.h"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "cli/log.h"
 #include "engine/errors.h"
@@ -114,13 +113,8 @@ void check_offline_paths(const std::string& command, const std::vector<std::stri
 }
 
 void write_offline_output(const std::string& command, const std::string& text, const std::string& output) {
-  if (output.empty()) {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-    return;
-  }
-  write_text_atomically(output, text);
-  error_log().info(command + " written to " + output);
+  write_text_atomically(output.empty() ? "-" : output, text, command + "'s output");
+  if (!output.empty()) error_log().info(command + " written to " + output);
 }
 
 }  // namespace dpbench

@@ -73,6 +73,8 @@ void check_offline_outputs(const std::vector<std::string>& paths, const std::vec
                            const std::vector<NamedPath>& other_inputs = {});
 
 // `text` to stdout (empty `output`), or to `output` atomically with a line on stderr saying so.
+// Throws RuntimeError where it cannot be written (a closed pipe, a full device): the output is the
+// command's product.
 void write_offline_output(const std::string& command, const std::string& text, const std::string& output);
 
 }  // namespace dpbench
