@@ -13,22 +13,14 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # shellcheck source=tests/scripts/result_checks.sh
 source "$(dirname "$0")/result_checks.sh"
+# shellcheck source=tests/scripts/stdout_helpers.sh
+source "$(dirname "$0")/stdout_helpers.sh"
 
-# Enough progress lines (one per step) to fill any pipe many times over.
+# More progress lines (one per step) than a pipe holds.
 run=(--device=cpu --model=trivial --batch_size=1 --num_batches=1500 --num_warmup_batches=1 --display_every=1)
 whole_result() {  # name, result file, measured steps
   [ "$(field "$2" 'd["summary"]["measured_steps"]' 2>/dev/null)" = "$3" ] || fail "$1: no whole result in $2"
 }
-# The command with its standard output on a pipe whose reader has already gone (no race with a
-# reader that might still be reading); SIGPIPE as a shell leaves it, at its default.
-into_closed_pipe() {
-  python3 -c 'import os, subprocess, sys
-r, w = os.pipe()
-os.close(r)
-sys.exit(subprocess.call(sys.argv[1:], stdout=w))' "$@"
-}
-onto_full_device() { "$@" >/dev/full; }
-with_stdout_closed() { "$@" >&-; }
 
 # ---- a run piped into a reader that leaves early ----
 "$dpbench" "${run[@]}" --result_file="$work/head.json" 2>"$work/head.err" | head -1 >"$work/head.out"
@@ -45,13 +37,13 @@ codes=("${PIPESTATUS[@]}")
 whole_result "| grep -m1" "$work/grep.json" 1500
 grep -q "^Model:" "$work/grep.out" || fail "| grep -m1: grep did not get the Model line"
 
-expect_exit "closed pipe" 0 into_closed_pipe "$dpbench" "${run[@]}" --result_file="$work/closed.json"
+expect_exit "closed pipe" 0 "${into_closed_pipe[@]}" "$dpbench" "${run[@]}" --result_file="$work/closed.json"
 whole_result "closed pipe" "$work/closed.json" 1500
-expect_exit "closed descriptor (>&-)" 0 with_stdout_closed "$dpbench" "${run[@]}" --result_file="$work/shut.json"
+expect_exit "closed descriptor (>&-)" 0 "${with_stdout_closed[@]}" "$dpbench" "${run[@]}" --result_file="$work/shut.json"
 whole_result ">&-" "$work/shut.json" 1500
 grep -q "standard output is not open for writing" "$work/stderr" || fail ">&-: stderr does not say so"
 if [ -c /dev/full ]; then
-  expect_exit "> /dev/full" 0 onto_full_device "$dpbench" "${run[@]}" --result_file="$work/full.json"
+  expect_exit "> /dev/full" 0 "${onto_full_device[@]}" "$dpbench" "${run[@]}" --result_file="$work/full.json"
   whole_result "> /dev/full" "$work/full.json" 1500
   grep -q "No space left on device" "$work/stderr" || fail "> /dev/full: stderr does not say so"
 fi
@@ -85,7 +77,7 @@ expect_exit "--result_file=- --trace_file=/dev/fd/1" 2 "$dpbench" "${quick[@]}" 
 grep -q "it is standard output, and so is --result_file=-" "$work/stderr" || fail "both on stdout: not refused as such"
 expect_exit "comm_bench --json=-" 0 "$dpbench" comm_bench --device=cpu --max_bytes=4K --min_bytes=1K --iters=2 --json=-
 is_json "$work/stdout" || fail "comm_bench --json=-: stdout is not the JSON alone: $(head -c 200 "$work/stdout")"
-expect_exit "--result_file=- into a closed pipe" 1 into_closed_pipe "$dpbench" "${quick[@]}" --result_file=-
+expect_exit "--result_file=- into a closed pipe" 1 "${into_closed_pipe[@]}" "$dpbench" "${quick[@]}" --result_file=-
 grep -q "^dpbench: error: cannot write result file to standard output: Broken pipe" "$work/stderr" ||
   fail "--result_file=- into a closed pipe: $(tail -c 300 "$work/stderr")"
 
@@ -101,10 +93,10 @@ for command in "report $work/base.json" "compare $work/base.json $work/base.json
   [ -s "$work/stdout" ] || fail "$name: nothing on stdout"
   for how in closed_pipe full closed_descriptor; do
     case $how in
-      closed_pipe) expect_exit "$name into a closed pipe" 1 into_closed_pipe "$dpbench" "${args[@]}" ;;
+      closed_pipe) expect_exit "$name into a closed pipe" 1 "${into_closed_pipe[@]}" "$dpbench" "${args[@]}" ;;
       full) [ -c /dev/full ] || continue
-        expect_exit "$name > /dev/full" 1 onto_full_device "$dpbench" "${args[@]}" ;;
-      closed_descriptor) expect_exit "$name >&-" 1 with_stdout_closed "$dpbench" "${args[@]}" ;;
+        expect_exit "$name > /dev/full" 1 "${onto_full_device[@]}" "$dpbench" "${args[@]}" ;;
+      closed_descriptor) expect_exit "$name >&-" 1 "${with_stdout_closed[@]}" "$dpbench" "${args[@]}" ;;
     esac
     lines=$(grep -c . "$work/stderr")
     if [ "$lines" != 1 ] || ! grep -q "^dpbench: error: .*$name's output" "$work/stderr"; then
