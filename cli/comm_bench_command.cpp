@@ -24,6 +24,7 @@
 #include "engine/device_factory.h"
 #include "engine/environment.h"
 #include "engine/errors.h"
+#include "engine/path_identity.h"
 #include "engine/process_group.h"
 #include "engine/thread_barrier.h"
 #include "reports/result_json.h"
@@ -479,6 +480,8 @@ void run_comm_bench_command(const std::vector<std::string>& args, const DeviceIn
     std::fputs(comm_bench_help_text().c_str(), stdout);
     return;
   }
+  // --json on standard output stays one document there: the table takes stderr.
+  send_output_log_to_standard_error(same_destination(identify_path(options.json_file), identify_path("-")));
   const ProcessGroup* group = options.across_processes ? process_group() : nullptr;
   if (group != nullptr) {
     nlohmann::json shared = comm_bench_config_json(options);

@@ -374,13 +374,19 @@ void resolve_measurement(const GivenFlags& flags, RunConfig* config) {
   }
 }
 
-// Checked before the run so that a long benchmark never ends in an unwritable path (see
-// check_output_path). Under mpirun each rank checks the name it would write ("{rank}" filled in).
-void check_result_file(const std::string& path_text, int process_rank) {
-  if (path_text.empty()) return;
+// The name this rank writes its result to ("{rank}" filled in).
+std::string result_path_of_rank(const std::string& path_text, int process_rank) {
   std::string path = path_text;
   if (const size_t placeholder = path.find("{rank}"); placeholder != std::string::npos)
     path.replace(placeholder, 6, std::to_string(process_rank));
+  return path;
+}
+
+// Checked before the run so that a long benchmark never ends in an unwritable path (see
+// check_output_path). Under mpirun each rank checks the name it would write.
+void check_result_file(const std::string& path_text, int process_rank) {
+  if (path_text.empty()) return;
+  const std::string path = result_path_of_rank(path_text, process_rank);
   try {
     check_output_path(path, "--result_file");
   } catch (const ConfigError& error) {
@@ -399,8 +405,9 @@ void resolve_trace(const GivenFlags& flags, RunConfig* config) {
       reject("trace_steps", config->trace_steps, "says which steps --trace_file records; give --trace_file=PATH too");
     return;
   }
-  if (config->trace_file == config->result_file)
-    reject("trace_file", config->trace_file, "is also --result_file; give the trace a name of its own");
+  // By identity, not by name: ./r.json, a link or a hard link to the result file, or stdout twice.
+  check_outputs_apart({{"--result_file", result_path_of_rank(config->result_file, config->process_rank)},
+                       {"--trace_file", config->trace_file}});
   if (config->data.num_epochs == 0)
     resolve_traced_steps(config->trace_steps, config->num_warmup_batches, config->num_batches);
   if (config->process_rank == 0) check_output_path(config->trace_file, "--trace_file");  // rank 0 writes it

@@ -3,7 +3,13 @@
 // srun with PMI) started it and dpbench was built with MPI, else through a rendezvous at rank 0
 // (torchrun, srun --mpi=none: engine/tcp_process_group.h). The process group is installed for the
 // run to find, and a rank that fails ends the whole job rather than leaving the others waiting in
-// a collective.
+// a collective. A closed standard output never ends it (SIGPIPE is ignored): the result file is
+// the product, and a reader like `head` that leaves early must not take it away.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -12,6 +18,7 @@
 #include "cli/app.h"
 #include "cli/interrupt_signals.h"
 #include "cli/launch_flags.h"
+#include "cli/log.h"
 #include "engine/errors.h"
 #include "engine/launch_environment.h"
 #include "engine/process_group.h"
@@ -45,9 +52,35 @@ std::unique_ptr<dpbench::ProcessGroup> join_job(const std::vector<std::string>& 
   return std::make_unique<dpbench::TcpProcessGroup>(launch, settings.timeout_seconds);
 }
 
+// A standard stream the process was started without (`>&-`) is held by /dev/null opened
+// read-only: no file dpbench opens takes its number (an output meant for stdout would land in it),
+// and a write to it fails as a write to a closed stream does.
+void hold_closed_standard_streams() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+    const int held = ::open("/dev/null", O_RDONLY | O_NOCTTY);
+    if (held >= 0 && held != fd) {
+      ::dup2(held, fd);
+      ::close(held);
+    }
+  }
+}
+
+// The output log's last lines (waiting a little for a slow reader), and a word on stderr where
+// some were not printed and the command has not said so itself.
+int finish(int code) {
+  if (const std::string lost = dpbench::finish_output_log(); !lost.empty()) dpbench::error_log().warn(lost);
+  return code;
+}
+
 }  // namespace
 
 int main(int argc, char* argv[]) {
+  hold_closed_standard_streams();
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  ::sigaction(SIGPIPE, &ignore, nullptr);
   const std::vector<std::string> args(argv + 1, argv + argc);
   std::unique_ptr<dpbench::ProcessGroup> group;
   try {
@@ -56,7 +89,7 @@ int main(int argc, char* argv[]) {
     std::fprintf(stderr, "dpbench: error: %s\n", error.what());
     return 1;
   }
-  if (!group) return dpbench::dpbench_main(args);
+  if (!group) return finish(dpbench::dpbench_main(args));
   dpbench::set_process_group(group.get());
   const int code = dpbench::dpbench_main(args);
   // An interrupted run stopped on every rank after the same step (the ranks agreed on it), so
@@ -65,5 +98,5 @@ int main(int argc, char* argv[]) {
                            code == dpbench::interrupted_exit_code(dpbench::interrupt_signal());
   if (code != 0 && !interrupted && group->size() > 1) group->abort(code);
   dpbench::set_process_group(nullptr);
-  return code;
+  return finish(code);
 }

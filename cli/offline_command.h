@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "reports/text_file.h"
+
 namespace dpbench {
 
 enum class ReportFormat { markdown, csv, json };
@@ -53,12 +55,26 @@ std::string render_in_format(ReportFormat format, const Subject& subject, std::s
 // "'a', 'b'": paths as error lines name them.
 std::string quoted_list(const std::vector<std::string>& items);
 
-// Throws ConfigError "<command>: no such file or folder: ..." for paths where nothing is, and
-// what check_output_path says of an --output (`output`, when not empty) that cannot be written.
+// Throws ConfigError "<command>: no such file or folder: ..." for paths where nothing is, what
+// check_output_path says of an --output (`output`, when not empty) or of `other_outputs` that
+// cannot be written, and what check_outputs_apart says where an output would replace another or
+// an input: a file of `paths` (those found in its folders too) or of `other_inputs`.
 void check_offline_paths(const std::string& command, const std::vector<std::string>& paths,
-                         const std::string& output);
+                         const std::string& output, const std::vector<NamedPath>& other_outputs = {},
+                         const std::vector<NamedPath>& other_inputs = {});
+
+// The command's text as an output: --output, or standard output where none was given (which no
+// other output may share).
+NamedPath main_output(const std::string& command, const std::string& output);
+
+// check_outputs_apart over `outputs`, with the files the command reads as inputs: `other_inputs`
+// and the result files of `paths` (those found in its folders too: list_result_files).
+void check_offline_outputs(const std::vector<std::string>& paths, const std::vector<NamedPath>& outputs,
+                           const std::vector<NamedPath>& other_inputs = {});
 
 // `text` to stdout (empty `output`), or to `output` atomically with a line on stderr saying so.
+// Throws RuntimeError where it cannot be written (a closed pipe, a full device): the output is the
+// command's product.
 void write_offline_output(const std::string& command, const std::string& text, const std::string& output);
 
 }  // namespace dpbench

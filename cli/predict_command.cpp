@@ -189,8 +189,9 @@ PredictOptions parse_predict_flags(const std::vector<std::string>& args) {
   if (const auto missing = find_missing_paths(options.curve_paths); !missing.empty())
     throw ConfigError("predict: no such curve file: " + quoted_list(missing) +
                       " (give files dpbench comm_bench --json FILE wrote)");
-  check_offline_paths("predict", line.paths, options.output);
-  if (!options.plot.empty()) check_output_path(options.plot, "--plot");
+  std::vector<NamedPath> read = {{"--system", options.system_path}};
+  for (const std::string& curve : options.curve_paths) read.push_back({"--curves", curve});
+  check_offline_paths("predict", line.paths, options.output, {{"--plot", options.plot}}, read);
   return options;
 }
 

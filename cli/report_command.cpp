@@ -13,6 +13,7 @@
 #include "reports/report_loader.h"
 #include "reports/report_plots.h"
 #include "reports/report_tables.h"
+#include "reports/text_file.h"
 
 namespace dpbench {
 namespace {
@@ -24,6 +25,7 @@ void check_paths(const ReportOptions& options) {
   check_offline_paths("report", options.paths, options.output);
   if (!options.plots_directory.empty()) {
     const std::string& folder = options.plots_directory;
+    check_outputs_apart({{"--output", options.output}, {"--plots", folder}});  // before the folder is made
     std::error_code error;
     if (inspect_path(folder).kind == PathKind::missing) fs::create_directories(folder, error);
     const std::string why_not = error ? "cannot be created: " + error.message() : why_not_folder(folder);
@@ -93,12 +95,21 @@ void run_report_command(const std::vector<std::string>& args) {
                        std::to_string(examined) + " file(s) examined, " + std::to_string(skipped) + " skipped)");
   }
 
+  // The figures' names are known only now: checked against the other outputs and the inputs
+  // before anything is written.
+  std::vector<PlotFile> plots;
+  if (!options.plots_directory.empty()) {
+    std::vector<std::string> notes;
+    plots = build_report_plots(report, &notes);
+    for (const std::string& note : notes) warn("report: " + note);
+    std::vector<NamedPath> outputs = {main_output("report", options.output)};
+    for (const PlotFile& plot : plots)
+      outputs.push_back({"--plots", (fs::path(options.plots_directory) / plot.name).string()});
+    check_offline_outputs(options.paths, outputs);
+  }
   write_offline_output("report", render_report(report, options.format), options.output);
 
   if (options.plots_directory.empty()) return;
-  std::vector<std::string> notes;
-  const std::vector<PlotFile> plots = build_report_plots(report, &notes);
-  for (const std::string& note : notes) warn("report: " + note);
   write_report_plots(plots, options.plots_directory);
   inform(std::to_string(plots.size()) + " figure(s) written to " + options.plots_directory);
 }

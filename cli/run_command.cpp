@@ -24,6 +24,7 @@
 #include "engine/gpu_peaks.h"
 #include "engine/gpu_telemetry.h"
 #include "engine/errors.h"
+#include "engine/path_identity.h"
 #include "engine/process_group.h"
 #include "models/batch_sources.h"
 #include "models/model_registry.h"
@@ -294,6 +295,15 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   const RunConfig& config = flags.config;
   const ProcessGroup* group = process_group();
   if (group != nullptr) group->require_same_on_every_rank("the resolved flags", flags_every_rank_shares(config));
+  // One result for the job, from rank 0; "{rank}" in the name asks every rank for its own copy.
+  std::string path = config.result_file;
+  const size_t placeholder = path.find("{rank}");
+  const bool per_rank = placeholder != std::string::npos;
+  if (per_rank) path.replace(placeholder, 6, std::to_string(config.process_rank));
+  // A result or trace on standard output stays one document there: the console takes stderr.
+  const PathIdentity standard_output = identify_path("-");
+  send_output_log_to_standard_error(same_destination(identify_path(path), standard_output) ||
+                                    same_destination(identify_path(config.trace_file), standard_output));
   // The data readers' warnings (a corpus that looks like binary data) go to the log, once per job.
   set_data_warning_handler([](const std::string& warning) {
     if (process_group() == nullptr || process_group()->rank() == 0) error_log().warn(warning);
@@ -418,17 +428,17 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   if (group != nullptr) result.summary.gpu_telemetry["scope"] = "the GPU of rank " + std::to_string(group->rank());
   if (group != nullptr) describe_every_process(*group, result.environment);
   print(format_summary(result));
-  // One result for the job, from rank 0; "{rank}" in the name asks every rank for its own copy.
-  std::string path = config.result_file;
-  const size_t placeholder = path.find("{rank}");
-  const bool per_rank = placeholder != std::string::npos;
-  if (per_rank) path.replace(placeholder, 6, std::to_string(config.process_rank));
-  if (!path.empty() && (per_rank || config.process_rank == 0)) {
+  const bool writes_result = !path.empty() && (per_rank || config.process_rank == 0);
+  if (writes_result) {
     write_result_atomically(result, path);
     print("Result written to " + path + "\n");
   }
   if (!config.trace_file.empty())
     print(write_run_trace(config, measured.timelines, static_cast<int>(devices.size()), measured.warmup_steps));
+  // A closed stdout or a reader that stopped reading cost console lines, never the result.
+  if (const std::string lost = finish_output_log(); !lost.empty())
+    error_log().warn(lost + "; the run went on to its end" +
+                     (writes_result ? ", and its result is in " + path : std::string()));
   return result;
 }
 

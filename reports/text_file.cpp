@@ -15,6 +15,7 @@
 
 #include "engine/errors.h"
 #include "engine/file_checks.h"
+#include "engine/path_identity.h"
 
 namespace dpbench {
 namespace {
@@ -23,17 +24,6 @@ std::string system_error_text(int error_number) { return std::strerror(error_num
 
 std::string named(const std::string& what, const std::string& path) {
   return (what.empty() ? std::string() : what + " ") + "'" + path + "'";
-}
-
-std::string folder_of(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-std::string base_name_of(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
 // Writes all of `text`, retrying short writes and EINTR. Returns 0 or the errno of the failure.
@@ -70,45 +60,6 @@ void sync_parent_directory(const std::string& path) {
   if (fd < 0) return;
   ::fsync(fd);
   ::close(fd);
-}
-
-// "/dev/stdout" and friends name a descriptor this process already holds: reopening them by path
-// would replace or truncate whatever the shell connected there.
-int standard_descriptor_named(const std::string& path) {
-  if (path == "-" || path == "/dev/stdout") return 1;
-  if (path == "/dev/stderr") return 2;
-  for (const char* prefix : {"/dev/fd/", "/proc/self/fd/"}) {
-    const std::string p(prefix);
-    if (path.size() > p.size() && path.compare(0, p.size(), p) == 0) {
-      const std::string digits = path.substr(p.size());
-      if (digits.size() <= 6 && digits.find_first_not_of("0123456789") == std::string::npos)
-        return std::stoi(digits);
-    }
-  }
-  return -1;
-}
-
-// Follows a chain of symbolic links to the name it ends at (which may not exist yet), stopping
-// early at a name of a standard descriptor (a link to /dev/stdout). Returns false after too many
-// links (a loop).
-bool follow_links(const std::string& path, std::string* final_path) {
-  std::string current = path;
-  for (int hop = 0; hop < 40; ++hop) {
-    struct stat link {};
-    if (standard_descriptor_named(current) >= 0 || ::lstat(current.c_str(), &link) != 0 || !S_ISLNK(link.st_mode)) {
-      *final_path = current;
-      return true;
-    }
-    char target[PATH_MAX];
-    const ssize_t n = ::readlink(current.c_str(), target, sizeof target - 1);
-    if (n < 0) {
-      *final_path = current;
-      return true;
-    }
-    const std::string next(target, static_cast<size_t>(n));
-    current = !next.empty() && next[0] == '/' ? next : folder_of(current) + "/" + next;
-  }
-  return false;
 }
 
 // "<name>.tmp.<pid>", with the name shortened where the whole would pass the folder's NAME_MAX.
@@ -173,8 +124,13 @@ void write_through(const OutputTarget& target, const std::string& text, const st
     throw RuntimeError("cannot write " + named(what, given_path) + " (" + step + "): " + system_error_text(error_number));
   };
   if (target.mode == OutputMode::file_descriptor) {
-    if (const int error_number = write_fully(target.descriptor, text); error_number != 0) fail("write", error_number);
-    return;
+    const int error_number = write_fully(target.descriptor, text);
+    if (error_number == 0) return;
+    const std::string stream = target.descriptor == 1   ? "standard output"
+                               : target.descriptor == 2 ? "standard error"
+                                                        : "descriptor " + std::to_string(target.descriptor);
+    throw RuntimeError("cannot write " + (what.empty() ? std::string("output") : what) + " to " + stream + ": " +
+                       system_error_text(error_number) + (error_number == EPIPE ? " (its reader closed it)" : ""));
   }
   const PathInfo info = inspect_path(target.path);
   const int fd = info.kind == PathKind::fifo
@@ -226,7 +182,6 @@ OutputTarget resolve_output_target(const std::string& path, const std::string& w
     target.descriptor = descriptor;
     return target;
   }
-  if (!follow_links(path, &target.path)) refuse(what, path, "is a loop of symbolic links; " + std::string(kOutputKinds));
   const std::string via = target.path == path ? "" : " (a symbolic link to '" + target.path + "')";
   const PathInfo info = inspect_path(target.path);
   switch (info.kind) {
@@ -269,6 +224,40 @@ OutputTarget check_output_path(const std::string& path, const std::string& what)
   ::close(fd);
   ::unlink(target.temporary_path.c_str());
   return target;
+}
+
+namespace {
+
+std::string described(const NamedPath& named_path) {
+  if (named_path.flag.empty()) return "'" + named_path.path + "'";
+  if (named_path.flag.rfind("--", 0) != 0) return named_path.flag;  // a phrase for a default
+  return named_path.flag + "=" + named_path.path;
+}
+
+}  // namespace
+
+void check_outputs_apart(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs) {
+  std::vector<PathIdentity> input_identities;
+  for (const NamedPath& input : inputs) input_identities.push_back(identify_path(input.path));
+  std::vector<std::pair<const NamedPath*, PathIdentity>> seen;
+  for (const NamedPath& output : outputs) {
+    if (output.path.empty()) continue;
+    const PathIdentity identity = identify_path(output.path);
+    for (const auto& [earlier, earlier_identity] : seen) {
+      if (!same_destination(identity, earlier_identity)) continue;
+      const std::string stream = standard_stream_name(identity);
+      if (!stream.empty() && identity.descriptor == earlier_identity.descriptor)
+        throw ConfigError(described(output) + ": it is " + stream + ", and so is " + described(*earlier) +
+                          ": the two would interleave there; send one of them to a file");
+      throw ConfigError(described(output) + ": it names the same file as " + described(*earlier) +
+                        "; give each output a name of its own");
+    }
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (replaces_input(identity, input_identities[i]))
+        throw ConfigError(described(output) + ": it names the input " + described(inputs[i]) +
+                          ", which writing it would replace; give the output a name of its own");
+    seen.emplace_back(&output, identity);
+  }
 }
 
 void write_text_atomically(const std::string& path, const std::string& text, const std::string& what) {

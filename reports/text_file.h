@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace dpbench {
 
@@ -37,6 +38,21 @@ OutputTarget resolve_output_target(const std::string& path, const std::string& w
 // and removes temporary files of the same output left by processes that no longer run (a crash
 // or SIGKILL mid-write). Throws ConfigError as resolve_output_target does.
 OutputTarget check_output_path(const std::string& path, const std::string& what);
+
+// An output or input of a command as its error lines name it: a flag with its value
+// ("--output=r.md"), a path given without a flag (`flag` empty: "'r.json'"), or a default no flag
+// named (`flag` a phrase, said as it is: "the report (no --output)").
+struct NamedPath {
+  std::string flag;
+  std::string path;
+};
+
+// Checked before a command reads or runs anything, so that no output destroys another or what
+// the command reads: throws ConfigError, one line naming both, where two `outputs` are one
+// destination (same_destination in engine/path_identity.h: one file under two names, one new
+// name spelt two ways, standard output twice) or an output would replace one of `inputs`. Empty
+// paths are skipped.
+void check_outputs_apart(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs = {});
 
 // Writes `text` to `path` as resolve_output_target says. Throws RuntimeError "cannot write
 // <what> '<path>' (<step>): <system error>"; a temporary file is removed on failure. A FIFO with
