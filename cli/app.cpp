@@ -24,6 +24,7 @@
 #include "engine/errors.h"
 #include "engine/host_memory.h"
 #include "engine/process_group.h"
+#include "reports/text_file.h"
 #include "dpbench_version.h"
 
 namespace dpbench {
@@ -125,12 +126,14 @@ int dpbench_main(const std::vector<std::string>& args) {
     }
     ParsedRunFlags parsed = parse_run_flags(run_args, inventory);
     parsed.arguments = args;
+    // Written like any output: a closed or full standard output is an error, not a silent exit 0.
     if (parsed.help) {
-      std::fputs(run_help_text().c_str(), stdout);
+      write_text_atomically("-", run_help_text(), "the help");
       return 0;
     }
     if (parsed.version) {
-      std::printf("dpbench %s (git %s)\n", DPBENCH_VERSION, DPBENCH_GIT_SHA);
+      write_text_atomically("-", std::string("dpbench ") + DPBENCH_VERSION + " (git " + DPBENCH_GIT_SHA + ")\n",
+                            "the version");
       return 0;
     }
     watch_process_group_collectives(parsed.config.collective_timeout);

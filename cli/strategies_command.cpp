@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/errors.h"
+#include "reports/text_file.h"
 #include "strategies/strategy_registry.h"
 #include "strategies/synchronisation_options.h"
 
@@ -77,22 +78,21 @@ void run_strategies_command(const std::vector<std::string>& args) {
   std::string format = "text";
   for (const std::string& arg : args) {
     if (arg == "-h" || arg == "--help") {
-      std::fputs(help_text().c_str(), stdout);
+      write_text_atomically("-", help_text(), "strategies' help");
       return;
     }
     if (arg.rfind("--format=", 0) == 0) {
       format = arg.substr(9);
     } else if (arg.rfind("--sweep_token=", 0) == 0) {
-      const std::string line = resolve_sweep_token(arg.substr(14));
-      std::fputs(line.c_str(), stdout);
+      write_text_atomically("-", resolve_sweep_token(arg.substr(14)), "the strategy token's flags");
       return;
     } else {
       throw ConfigError("strategies: unexpected argument '" + arg + "'; accepted: --format=text|json, "
                         "--sweep_token=TOKEN, --help");
     }
   }
-  const std::string text = describe_strategies(format);
-  std::fputs(text.c_str(), stdout);
+  // Written like any output: a closed or full standard output is an error, not a silent exit 0.
+  write_text_atomically("-", describe_strategies(format), "the strategies' list");
 }
 
 StrategyCatalog strategy_catalog_for_reports() {

@@ -2,7 +2,9 @@
 # messages that name the real problem, a run whose training diverges, and sweeps whose output
 # folder is odd or goes away.
 # shellcheck shell=bash
-# shellcheck disable=SC2154  # dpbench, work, quick, faults: set by the harness
+# shellcheck disable=SC2154  # dpbench, work, quick, faults, onto_full_device...: set by the harness
+# shellcheck source=tests/scripts/stdout_helpers.sh
+source "$faults/../stdout_helpers.sh"
 
 # ---- no argument's length crashes the parser (each is one line and exit 2, never a signal) ----
 long_word() { head -c "$1" /dev/zero | tr '\0' "${2:-x}"; }
@@ -139,3 +141,18 @@ sweep_run "sweep into a folder locked by a holder with escape bytes" 1 --out="$w
 kill "$holder" 2>/dev/null
 wait "$holder" 2>/dev/null
 cd "$work" || exit 2
+
+# ---- help, version and the strategies' list are outputs too: a full stdout is an error ----
+if [ -c /dev/full ]; then
+  for words in "--help" "--version" "strategies" "strategies --format=json" "strategies --help" \
+    "strategies --sweep_token=replicated:nccl"; do
+    read -r -a command_words <<<"$words"
+    attempt "dpbench $words into /dev/full" 1 "${onto_full_device[@]}" "$dpbench" "${command_words[@]}" &&
+      verdict "dpbench $words into /dev/full" handled
+  done
+fi
+for words in "--help" "strategies"; do
+  read -r -a command_words <<<"$words"
+  attempt "dpbench $words into a closed pipe" 1 "${into_closed_pipe[@]}" "$dpbench" "${command_words[@]}" &&
+    verdict "dpbench $words into a closed pipe" handled
+done
