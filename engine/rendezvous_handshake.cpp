@@ -51,10 +51,14 @@ std::optional<std::string> nonce_of_challenge(const std::string& body) {
   return body.substr(sizeof kMagic);
 }
 
-std::string hello_body(const RankHello& hello, const std::string& challenge_nonce, const LaunchEnvironment& launch) {
-  if (hello.host.empty() || hello.host.size() > kMaxHostBytes || !printable(hello.host))
-    throw ConfigError("this host's name \"" + escaped_excerpt(hello.host) +
+void check_host_name(const std::string& host) {
+  if (host.empty() || host.size() > kMaxHostBytes || !printable(host))
+    throw ConfigError("this host's name \"" + escaped_excerpt(host) +
                       "\" (DPBENCH_HOST_NAME, or the machine's) is not 1 to 255 printable characters; give another");
+}
+
+std::string hello_body(const RankHello& hello, const std::string& challenge_nonce, const LaunchEnvironment& launch) {
+  check_host_name(hello.host);
   std::string body(kMagic, sizeof kMagic);
   body += static_cast<char>(hello.kind);
   append_int(&body, hello.rank);

@@ -33,11 +33,15 @@ struct RankHello {
 // Only printable ASCII: text from a peer that may be quoted in a message as it is.
 bool printable(const std::string& text);
 
+// ConfigError when this host's name cannot travel to the other ranks (empty, too long, not
+// printable): it names DPBENCH_HOST_NAME.
+void check_host_name(const std::string& host);
+
 // Rank 0's challenge holds its fresh nonce.
 std::string challenge_body(const std::string& nonce);
 std::optional<std::string> nonce_of_challenge(const std::string& body);
 
-// ConfigError when this host's name cannot travel (empty, too long, not printable).
+// check_host_name's ConfigError for hello.host.
 std::string hello_body(const RankHello& hello, const std::string& challenge_nonce, const LaunchEnvironment& launch);
 // The hello in `body` when it proves itself for `challenge_nonce` and this job; none otherwise
 // (a stranger's, another job's, one replayed from another challenge, a malformed one).

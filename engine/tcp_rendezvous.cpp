@@ -70,6 +70,7 @@ class Gathering {
  public:
   Gathering(const LaunchEnvironment& launch, const std::string& my_host, double timeout_seconds)
       : launch_(launch), timeout_seconds_(timeout_seconds), deadline_(after(Clock::now(), timeout_seconds)) {
+    check_host_name(my_host);  // it travels in the host table
     const size_t size = static_cast<size_t>(launch.world_size);
     data_.assign(size, -1);
     control_.assign(size, -1);

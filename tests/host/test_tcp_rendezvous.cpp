@@ -125,6 +125,10 @@ TEST_CASE("a host name that cannot travel, and the longest that can", "[rendezvo
   }
   CHECK_THROWS_WITH(hello_body(hello, challenge, launch), Catch::Matchers::Contains("\"a\\x1B[2Jb\"") &&
                                                               Catch::Matchers::Contains("DPBENCH_HOST_NAME"));
+  // Rank 0's own name travels in the host table: refused before it listens.
+  LaunchEnvironment zero = job(0);
+  zero.rendezvous_ports = {free_port()};
+  CHECK_THROWS_AS(gather_ranks(zero, "a\x1b[2Jb", 1), ConfigError);
 }
 
 TEST_CASE("rank 0's challenge, welcome and refusal", "[rendezvous]") {
