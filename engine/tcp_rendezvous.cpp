@@ -132,7 +132,7 @@ class Gathering {
   std::vector<int> listeners_;
   std::vector<Pending> pending_;
   std::vector<int> data_, control_;
-  std::vector<RankHello> joined_;                  // by rank: the data connection's hello (and its challenge)
+  std::vector<RankHello> joined_;                  // by rank: its data connection's hello
   std::vector<std::string> challenges_;            // by rank: the data connection's challenge
   std::vector<std::string> hosts_;
   int strangers_ = 0;                              // connections closed without proof
