@@ -23,7 +23,7 @@ std::optional<std::string> find_value(const std::vector<std::string>& args, cons
 }  // namespace
 
 int parse_rendezvous_port(const std::string& text) {
-  return parse_int_at_least("rendezvous_port", text, 0, "must be a port, 1 to 65535 (0: MASTER_PORT, or one derived from the Slurm job)", 65535);
+  return parse_int_at_least("rendezvous_port", text, 0, "must be a port, 1 to 65535 (0: MASTER_PORT, or a few derived from the Slurm job and step ids)", 65535);
 }
 
 double parse_collective_timeout(const std::string& text) {

@@ -48,7 +48,7 @@ std::unique_ptr<dpbench::ProcessGroup> join_job(const std::vector<std::string>& 
 #endif
   }
   const dpbench::LaunchSettings settings = dpbench::launch_settings_from(args);
-  if (settings.rendezvous_port > 0) launch.rendezvous_port = settings.rendezvous_port;
+  if (settings.rendezvous_port > 0) launch.rendezvous_ports = {settings.rendezvous_port};
   return std::make_unique<dpbench::TcpProcessGroup>(launch, settings.timeout_seconds);
 }
 
@@ -85,6 +85,9 @@ int main(int argc, char* argv[]) {
   std::unique_ptr<dpbench::ProcessGroup> group;
   try {
     group = join_job(args);
+  } catch (const dpbench::ConfigError& error) {  // launcher variables that cannot describe a job
+    std::fprintf(stderr, "dpbench: error: %s\n", error.what());
+    return 2;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "dpbench: error: %s\n", error.what());
     return 1;

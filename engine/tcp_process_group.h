@@ -1,8 +1,10 @@
 // TcpProcessGroup: the processes of a job started without MPI (torchrun, srun --mpi=none) meet at
-// rank 0 (LaunchEnvironment::rendezvous_host:port) and keep two TCP connections to it each: one
-// for the group's exchanges (NCCL's unique id, the flag check, per-rank results, the stop votes),
-// one for control (a failing rank's abort, liveness probes, goodbye). Every exchange goes through
-// rank 0 (a star): the messages are small and few, the GPUs' own traffic is NCCL's.
+// rank 0 (LaunchEnvironment::rendezvous_host, one of its rendezvous_ports), each proving that it
+// belongs to the job (Note [what the rendezvous trusts] in engine/tcp_rendezvous.h), and keep two
+// TCP connections to it each: one for the group's exchanges (NCCL's unique id, the flag check,
+// per-rank results, the stop votes), one for control (a failing rank's abort, liveness probes,
+// goodbye). Every exchange goes through rank 0 (a star): the messages are small and few, the
+// GPUs' own traffic is NCCL's.
 //
 // Note [a rank that ends without finishing]: every process runs a watcher thread on its control
 // connections. A peer that closes its connection without saying goodbye was killed or crashed; a
@@ -32,7 +34,8 @@ class TcpProcessGroup final : public ProcessGroup {
  public:
   // Joins the job: rank 0 listens on the rendezvous port, the others connect (retrying while rank
   // 0 is not up yet). Throws RuntimeError naming the address, the ranks missing and the timeout
-  // when the job is not complete within `timeout_seconds`.
+  // when the job is not complete within `timeout_seconds`, ConfigError when a rank's variables
+  // contradict the job's.
   TcpProcessGroup(const LaunchEnvironment& launch, double timeout_seconds);
   ~TcpProcessGroup() override;  // says goodbye: the end of a process that finished is no failure
   TcpProcessGroup(const TcpProcessGroup&) = delete;

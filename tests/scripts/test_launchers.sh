@@ -20,9 +20,15 @@ cleanup() {
 trap cleanup EXIT
 # shellcheck source=tests/scripts/result_checks.sh
 source "$(dirname "$0")/result_checks.sh"
-# A port nobody listens on, different for every job of this script.
-next_port=$((20000 + RANDOM % 20000))
-port() { next_port=$((next_port + 2)); echo "$next_port"; }
+# A port nobody listens on, different for every job of this script (counted in a file: port runs
+# in a subshell, $(port)).
+echo $((20000 + RANDOM % 20000)) >"$work/port"
+port() {
+  local next
+  next=$(($(cat "$work/port") + 2))
+  echo "$next" >"$work/port"
+  echo "$next"
+}
 
 common=(--device=cpu --num_batches=3 --num_warmup_batches=1)
 small_rnnlm=(--model=rnnlm --vocab_size=50 --embedding_dim=8 --num_units=8 --seq_len=6 --batch_size=4)
