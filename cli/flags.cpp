@@ -308,7 +308,7 @@ std::vector<FlagSpec> run_flag_specs() {
 
       {"rendezvous_port", "Measurement", "PORT",
        "Started by torchrun or srun without MPI: the port rank 0 listens on for the other ranks "
-       "(0: MASTER_PORT; under srun without it, one derived from the job and step ids)",
+       "(0: MASTER_PORT; under srun without it, the first free of a few derived from the job and step ids)",
        std::to_string(defaults.rendezvous_port), {}},
 
       {"peak_tflops", "Measurement", "TFLOPS",
