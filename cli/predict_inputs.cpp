@@ -27,7 +27,8 @@ std::optional<double> config_number(const nlohmann::json& config, const char* ke
   if (!config.contains(key)) return std::nullopt;
   const nlohmann::json& value = config.at(key);
   if (!value.is_number())
-    throw RuntimeError(where + ": config." + key + " is " + escaped_value(value.dump(), kQuotedExcerptBytes) + ", not a number");
+    throw RuntimeError(where + ": config." + key + " is " + escaped_value(value.dump(), kQuotedExcerptBytes) +
+                       ", not a number");
   return value.get<double>();
 }
 
@@ -120,7 +121,8 @@ PredictBase load_predict_base(const std::string& path, const std::string& bucket
                        "-GPU result; give a 1-GPU run (--num_gpus=1) with " + kPredictTimelineFlags);
   if (config_text(result.config, "forward_only") == "true")
     throw RuntimeError(where + " is a forward-only run (--forward_only): it has no backward, whose gradients the "
-                       "prediction exchanges; rerun it without --forward_only, with " + std::string(kPredictTimelineFlags));
+                       "prediction exchanges; rerun it without --forward_only, with " +
+                       std::string(kPredictTimelineFlags));
   if (result.summary.timeline.empty())
     throw RuntimeError(where + " has no summary.timeline (when backward produced each gradient); rerun it with " +
                        std::string(kPredictTimelineFlags));
@@ -138,7 +140,8 @@ void attach_measurements(const std::vector<std::string>& paths, const PredictBas
   if (paths.empty()) return;
   report.measurements_given = true;
   const LoadedResults loaded = load_results(paths);
-  for (const SkippedFile& skipped : loaded.skipped) report.notes.push_back("skipped `" + skipped.path + "`: " + skipped.reason);
+  for (const SkippedFile& skipped : loaded.skipped)
+    report.notes.push_back("skipped `" + skipped.path + "`: " + skipped.reason);
   // BASE's workload, but for what a prediction varies: the strategy and its options (a run's
   // strategy picks its row; its buckets are checked against those predicted below).
   std::set<std::string> strategy_flags = {"variable_update"};

@@ -41,7 +41,8 @@ std::string string_at(const json& object, const char* key) {
 int count_at(const json& object, const char* key, const std::string& field, const std::string& path) {
   if (!object.is_object() || !object.contains(key)) return 0;
   const json& value = object.at(key);
-  const bool whole = value.is_number_integer() && !(value.is_number_unsigned() && value.get<uint64_t>() > uint64_t(kMaxCurveRanks));
+  const bool whole = value.is_number_integer() &&
+                     !(value.is_number_unsigned() && value.get<uint64_t>() > uint64_t(kMaxCurveRanks));
   if (!whole || value.get<int64_t>() < 1 || value.get<int64_t>() > kMaxCurveRanks)
     fail(path, field + " is " + escaped_value(value.dump(), kQuotedExcerptBytes) + "; expected a whole number from 1 to " +
                    std::to_string(kMaxCurveRanks) + ": give the file comm_bench wrote, unedited");

@@ -9,6 +9,7 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <set>
 #include <unordered_map>
 #include <utility>
@@ -192,6 +193,25 @@ std::string not_an_object(const json& parent, const std::string& where, const ch
   return where + "." + key + " is a JSON " + parent.at(key).type_name() + ", not an object";
 }
 
+// summary.math_paths.convolutions.classic_algorithms: per pass, per algorithm, a count of
+// shapes (report reads it as an int).
+std::string why_not_shape_counts(const json& paths) {
+  if (!paths.contains("convolutions") || !paths.at("convolutions").is_object() ||
+      !paths.at("convolutions").contains("classic_algorithms"))
+    return "";
+  auto shown = [](const std::string& text) { return escaped_value(text, kQuotedExcerptBytes); };
+  const json& algorithms = paths.at("convolutions").at("classic_algorithms");
+  const std::string field = "summary.math_paths.convolutions.classic_algorithms";
+  if (!algorithms.is_object()) return field + " is not an object";
+  for (const auto& [pass, counts] : algorithms.items()) {
+    if (!counts.is_object()) return field + "." + shown(pass) + " is not an object";
+    for (const auto& [name, count] : counts.items())
+      if (!count.is_number_unsigned() || count.get<uint64_t>() > uint64_t(std::numeric_limits<int>::max()))
+        return field + "." + shown(pass) + "." + shown(name) + " is " + shown(count.dump()) + ", not a count of shapes";
+  }
+  return "";
+}
+
 // The numbers of summary.breakdown, gpu_telemetry, flops and math_paths that reports print or
 // compute with (the efficiency decomposition, the clock loss, the power-cap note, MFU).
 std::string why_not_believable_details(const Summary& summary) {
@@ -219,21 +239,7 @@ std::string why_not_believable_details(const Summary& summary) {
                            // Above 1 where fast convolutions do fewer multiplications than counted.
                            optional_number_problem(summary.flops, "summary.flops", "mfu", 0, true, 100)});
   if (!problem.empty()) return problem;
-  const json& paths = summary.math_paths;
-  if (paths.contains("convolutions") && paths.at("convolutions").is_object() &&
-      paths.at("convolutions").contains("classic_algorithms")) {
-    const json& algorithms = paths.at("convolutions").at("classic_algorithms");
-    const std::string field = "summary.math_paths.convolutions.classic_algorithms";
-    if (!algorithms.is_object()) return field + " is not an object";
-    for (const auto& [pass, counts] : algorithms.items()) {
-      if (!counts.is_object()) return field + "." + escaped_value(pass, kQuotedExcerptBytes) + " is not an object";
-      for (const auto& [name, count] : counts.items())
-        if (!count.is_number_unsigned() || count.get<uint64_t>() > uint64_t(kMaxRecordedSteps))
-          return field + "." + escaped_value(pass, kQuotedExcerptBytes) + "." + escaped_value(name, kQuotedExcerptBytes) + " is " +
-                 escaped_value(count.dump(), kQuotedExcerptBytes) + ", not a count of shapes";
-    }
-  }
-  return "";
+  return why_not_shape_counts(summary.math_paths);
 }
 
 // A result that parses but cannot stand in a table: no throughput, no device count, no model, or

@@ -37,7 +37,7 @@ struct LoadedResults {
 // Bounds of a believable result. A number beyond them comes from a corrupt or edited file, not
 // from a measurement, and printing it as one (a 63-digit speed) would mislead: such a file is
 // skipped with a note naming the field. The bounds are far beyond any machine there is.
-constexpr double kMaxItemsPerSec = 1e12;      // items (images, words) per second, also jitter
+constexpr double kMaxItemsPerSec = 1e12;      // items (images, words) per second, also jitter and TFLOP/s
 constexpr double kMaxTotalTimeS = 1e9;        // about 32 years
 constexpr double kMaxStepMs = kMaxTotalTimeS * 1000;  // one step, or any part of one
 constexpr int64_t kMaxDevices = 1000000;      // summary.num_devices

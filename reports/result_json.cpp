@@ -354,7 +354,8 @@ std::string parse_json_text(const std::string& text, json* document, std::string
     const size_t open = what.find('\''), close = what.rfind('\'');
     const std::string number = open != std::string::npos && close > open ? what.substr(open + 1, close - open - 1) : "";
     if (detail != nullptr) detail->clear();
-    return "holds the number " + escaped_value(number, kQuotedExcerptBytes) + ", beyond the range of a double (no file dpbench writes)";
+    return "holds the number " + escaped_value(number, kQuotedExcerptBytes) +
+           ", beyond the range of a double (no file dpbench writes)";
   }
 }
 

@@ -115,7 +115,8 @@ SystemDescription load_system_description(const std::string& path) {
   std::string detail;
   const std::string why_not = parse_json_text(text, &document, &detail);
   if (!why_not.empty())
-    throw RuntimeError(escaped_value("system file '" + path + "': " + why_not + (detail.empty() ? "" : " (" + detail + ")")));
+    throw RuntimeError(
+        escaped_value("system file '" + path + "': " + why_not + (detail.empty() ? "" : " (" + detail + ")")));
   return parse_system_description(document, path);
 }
 

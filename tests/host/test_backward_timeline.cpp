@@ -77,7 +77,8 @@ TEST_CASE("a malformed timeline names its field", "[predict]") {
   CHECK_THROWS_WITH(backward_timeline_from_json(json), Catch::Contains("summary.timeline.backward_ms is missing"));
   json = backward_timeline_to_json(*summarize_backward_timeline(device, {40}));
   json["produced"][0]["ready_ms"] = "soon";
-  CHECK_THROWS_WITH(backward_timeline_from_json(json), Catch::Contains("summary.timeline.produced[0].ready_ms is \"soon\", impossible for a run"));
+  CHECK_THROWS_WITH(backward_timeline_from_json(json),
+                    Catch::Contains("summary.timeline.produced[0].ready_ms is \"soon\", impossible for a run"));
 }
 
 }  // namespace dpbench
