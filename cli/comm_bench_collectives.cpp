@@ -88,6 +88,20 @@ BenchShape shape_of(BenchCollective collective, size_t bytes, int ranks, DataTyp
   return shape;
 }
 
+std::vector<size_t> measured_sizes(BenchCollective collective, size_t min_bytes, size_t max_bytes, int ranks,
+                                   DataType type) {
+  std::vector<size_t> sizes;
+  for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
+    // Whole elements, and for a gather or scatter whole elements per rank: below one element per
+    // rank several sizes round to the same one (3, 6 and 12 bytes of a 3-rank fp32 reduce_scatter
+    // are all 12), measured once.
+    const size_t moved = shape_of(collective, bytes, ranks, type).size_bytes;
+    if (sizes.empty() || moved != sizes.back()) sizes.push_back(moved);
+    if (bytes > max_bytes / 2) break;  // the next doubling would pass max_bytes (or overflow)
+  }
+  return sizes;
+}
+
 void issue(Communicator& comm, BenchCollective collective, int rank, const void* send, void* recv,
            const BenchShape& shape, DataType type, StreamKind stream) {
   switch (collective) {

@@ -32,6 +32,12 @@ struct BenchShape {
 
 BenchShape shape_of(BenchCollective collective, size_t bytes, int ranks, DataType type);
 
+// The sizes measured on `ranks` ranks: doubling from `min_bytes` up to `max_bytes`, each rounded to
+// what one call moves (shape_of's size_bytes), ascending, none twice. The smallest may exceed
+// `max_bytes` where that is less than one call moves.
+std::vector<size_t> measured_sizes(BenchCollective collective, size_t min_bytes, size_t max_bytes, int ranks,
+                                   DataType type);
+
 // `rank` is the one the communicator is called with (this process's device).
 void issue(Communicator& comm, BenchCollective collective, int rank, const void* send, void* recv,
            const BenchShape& shape, DataType type, StreamKind stream);

@@ -289,17 +289,8 @@ struct Measurement {
   RankMeeting& meeting;
   int ranks = 0;       // in the whole collective
   int first_rank = 0;  // this process's first device's rank
-  std::vector<size_t> sizes;  // doubling from min_bytes, none past max_bytes
+  std::vector<size_t> sizes;  // measured_sizes
 };
-
-std::vector<size_t> measured_sizes(const CommBenchOptions& options) {
-  std::vector<size_t> sizes;
-  for (size_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= 2) {
-    sizes.push_back(bytes);
-    if (bytes > options.max_bytes / 2) break;  // the next doubling would pass max_bytes (or overflow)
-  }
-  return sizes;
-}
 
 // The smallest and the largest size, each called once and checked on every rank before anything
 // is timed. Every rank learns every rank's verdict before any gives up, so a wrong result stops
@@ -396,7 +387,8 @@ CommBenchResult run_comm_bench(const CommBenchOptions& options, const Communicat
   if (group != nullptr) meeting = std::make_unique<ProcessMeeting>(*group);
   else meeting = std::make_unique<ThreadMeeting>(static_cast<int>(devices.size()));
   const Measurement measurement{options, *comm, *meeting, comm->size(), group != nullptr ? group->rank() : 0,
-                                measured_sizes(options)};
+                                measured_sizes(options.collective, options.min_bytes, options.max_bytes, comm->size(),
+                                               options.type)};
 
   CommBenchResult result;
   result.communicator = comm->description();

@@ -7,6 +7,7 @@
 #include "cli/flag_parsing.h"
 #include "cli/log.h"
 #include "cli/strategies_command.h"
+#include "engine/data/text_content.h"
 #include "engine/errors.h"
 #include "reports/comparison_tables.h"
 #include "reports/report_loader.h"
@@ -27,7 +28,7 @@ double parse_percentage(const std::string& flag, const std::string& text) {
 std::string why_no_results(const std::string& path, const LoadedResults& loaded) {
   if (loaded.skipped.empty()) return "no *.json files in it";
   const SkippedFile& first = loaded.skipped.front();
-  const std::string first_why = (first.path == path ? "" : "'" + first.path + "': ") + first.reason;
+  const std::string first_why = (first.path == path ? "" : "'" + escaped_value(first.path) + "': ") + first.reason;
   if (loaded.skipped.size() == 1) return first_why;
   return std::to_string(loaded.files_examined) + " file(s) examined, " + std::to_string(loaded.skipped.size()) +
          " skipped (the first, " + first_why + ")";
@@ -36,7 +37,7 @@ std::string why_no_results(const std::string& path, const LoadedResults& loaded)
 LoadedResults load_side(const char* side, const std::string& path) {
   LoadedResults loaded = load_results({path});
   if (loaded.results.empty())
-    throw RuntimeError(std::string("compare: no dpbench results in ") + side + " '" + path + "': " +
+    throw RuntimeError(std::string("compare: no dpbench results in ") + side + " '" + escaped_value(path) + "': " +
                        why_no_results(path, loaded));
   return loaded;
 }
@@ -87,7 +88,9 @@ std::string compare_help_text() {
          "blocks of consecutive steps within them; fixed seed, so the same inputs give the same output), and a\n"
          "verdict: faster or slower when the whole interval lies above or below 1 and the speed changed by at\n"
          "least the noise floor, else within noise; too few samples where a side has no run with 2 or more\n"
-         "measured steps. Interrupted runs and files that are not results are skipped with a note.\n\n"
+         "measured steps. Interrupted runs and files that are not results are skipped with a note. A series\n"
+         "whose runs differ in their workload (a model setting, the optimizer, ...) is refused, not compared, its\n"
+         "differing flags named (and never fails the gate).\n\n"
          "  --output FILE        write the comparison to FILE (atomically) instead of stdout\n"
          "  --format FORMAT      markdown (default), csv (one row per series of either side), or json\n"
          "  --fail_above PCT     exit with code 3 when a series is slower beyond the noise and by more than PCT\n"
@@ -108,24 +111,29 @@ int run_compare_command(const std::vector<std::string>& args) {
   }
   LoadedResults base = load_side("BASE", options.base_path);
   LoadedResults changed = load_side("NEW", options.new_path);
+  // Every line from here quotes files: escaped, so no control byte of theirs reaches the terminal.
+  auto warn = [](const std::string& text) { error_log().warn(escaped_value("compare: " + text)); };
   for (const auto& [side, loaded] : {std::make_pair("BASE", &base), std::make_pair("NEW", &changed)})
     for (const SkippedFile& skipped : loaded->skipped)
-      error_log().warn(std::string("compare: skipped ") + side + " " + skipped.path + ": " + skipped.reason);
+      warn(std::string("skipped ") + side + " " + skipped.path + ": " + skipped.reason);
 
   const ResultComparison comparison =
       compare_results(options.base_path, std::move(base), options.new_path, std::move(changed),
                       strategy_catalog_for_reports(), options.settings, options.fail_above_pct);
   const std::string text = render_in_format(options.format, comparison, render_comparison_markdown,
                                             render_comparison_csv, render_comparison_json);
-  write_offline_output("compare", text, options.output);
+  write_offline_output("compare", options.format == ReportFormat::json ? text : escaped_lines(text), options.output);
+  for (const ComparedSeries& entry : comparison.series)
+    if (entry.refused())
+      warn("refused " + entry.label() + ": the runs differ in " + join(entry.workload_differences, ", ") +
+           "; compare runs of one workload");
   // A gate that compared nothing passes; a changed GPU type or flag must not pass it unnoticed.
   if (comparison.matched_count() == 0)
-    error_log().warn("compare: no series is in both BASE and NEW, so nothing was compared (each side's series are "
-                     "listed in the output)");
+    warn("no series is in both BASE and NEW, so nothing was compared (each side's series are listed in the output)");
   if (comparison.over_fail_above_count() == 0) return 0;
-  error_log().error("compare: " + count_of(comparison.over_fail_above_count(), "series", "series") +
-                    " slower beyond the noise by more than --fail_above=" + percent_text(*options.fail_above_pct) +
-                    ": " + over_gate_list(comparison));
+  error_log().error(escaped_value("compare: " + count_of(comparison.over_fail_above_count(), "series", "series") +
+                                  " slower beyond the noise by more than --fail_above=" +
+                                  percent_text(*options.fail_above_pct) + ": " + over_gate_list(comparison)));
   return kCompareSlowerExitCode;
 }
 

@@ -11,13 +11,17 @@
 #include <fmt/format.h>
 
 #include "cli/flag_parsing.h"
+#include "cli/flag_limits.h"
 #include "cli/log.h"
+#include "cli/predict_inputs.h"
+#include "engine/data/text_content.h"
 #include "engine/errors.h"
 #include "reports/backward_timeline.h"
 #include "reports/collective_curves.h"
 #include "reports/prediction_tables.h"
 #include "reports/report_loader.h"
 #include "reports/report_series.h"
+#include "reports/workload_flags.h"
 #include "reports/system_description.h"
 #include "reports/text_file.h"
 #include "strategies/bucketed_exchange.h"
@@ -28,58 +32,16 @@ namespace dpbench {
 namespace {
 
 constexpr int kMaxPredictedGpus = 1 << 20;
-const char* const kTimelineFlags = "--trace_file=FILE (and --trace_steps=1:20 to average more steps)";
 
-std::string config_text(const nlohmann::json& config, const char* key) {
-  if (!config.contains(key)) return "";
-  const nlohmann::json& value = config.at(key);
-  return value.is_string() ? value.get<std::string>() : value.dump();
-}
-
-// The strategy a measured run used, where a prediction covers it.
-std::optional<PredictedStrategy> predicted_strategy_of(const nlohmann::json& config) {
-  const std::string update = config_text(config, "variable_update");
-  if (update == "parameter_server")
-    return config_text(config, "local_parameter_device") == "cpu" ? PredictedStrategy::parameter_server_cpu
-                                                                   : PredictedStrategy::parameter_server_gpu;
-  if (update == "distributed_replicated") return PredictedStrategy::parameter_server_gpu;
-  if (update != "replicated" && update != "distributed_all_reduce" && update != "horovod") return std::nullopt;
-  const std::string spec = config_text(config, "all_reduce_spec");
-  if (!spec.empty() && spec != "nccl") return std::nullopt;
-  if (config_text(config, "hierarchical_all_reduce") == "true") return PredictedStrategy::hierarchical;
-  if (config_text(config, "sharded_update") == "true") return PredictedStrategy::replicated_sharded;
-  const std::string compact = config_text(config, "compact_gradient_transfer");
-  if (compact == "fp16" || compact == "bf16") return PredictedStrategy::replicated_fp16_transfer;
-  if (config_text(config, "overlap_comm") == "false") return PredictedStrategy::replicated_no_overlap;
-  return PredictedStrategy::replicated;
-}
-
-LoadedResult load_base(const std::string& path) {
-  LoadedResults loaded = load_results({path});
-  if (loaded.results.size() != 1) {
-    const std::string why = loaded.results.empty()
-                                ? (loaded.skipped.empty() ? "no result in it" : loaded.skipped.front().reason)
-                                : std::to_string(loaded.results.size()) + " results in it; give one 1-GPU result file";
-    throw RuntimeError("predict: BASE '" + path + "': " + why);
-  }
-  LoadedResult base = std::move(loaded.results.front());
-  if (base.result.summary.num_devices != 1)
-    throw RuntimeError("predict: BASE '" + path + "' is a " + std::to_string(base.result.summary.num_devices) +
-                       "-GPU result; give a 1-GPU run (--num_gpus=1) with " + kTimelineFlags);
-  if (base.result.summary.timeline.empty())
-    throw RuntimeError("predict: BASE '" + path + "' has no summary.timeline (when backward produced each "
-                       "gradient); rerun it with " + std::string(kTimelineFlags));
-  return base;
-}
-
-// The base run's tensors as a layout (in gradient-buffer order), as the strategies lay them out.
-ParameterLayout layout_of(const BackwardTimeline& timeline) {
-  ParameterLayout layout;
-  // finalize() lays tensors out in reverse declaration order: declare the last one first.
-  for (auto size = timeline.tensor_elements.rbegin(); size != timeline.tensor_elements.rend(); ++size)
-    layout.declare("tensor", {*size});
-  layout.finalize();
-  return layout;
+// A curve of sizes comm_bench can have measured (its --max_bytes limit, cli/flag_limits.h).
+CollectiveCurve load_curve(const std::string& path) {
+  CollectiveCurve curve = load_collective_curve(path);
+  const double largest = curve.points.back().bytes;
+  if (largest > static_cast<double>(kMaxBenchBytes))
+    throw RuntimeError(escaped_value("predict: curve file '" + path + "': size_bytes " + fmt::format("{:.0f}", largest) +
+                                     " is more than comm_bench measures (at most " + std::to_string(kMaxBenchBytes) +
+                                     ", --max_bytes=1024G); give the file comm_bench wrote, unedited"));
+  return curve;
 }
 
 // The base run's buckets as `bucket_cap_mb` (and `tail_bucket_mb`) cut them: the bucket planner
@@ -125,37 +87,6 @@ std::vector<std::string> curve_notes(const std::vector<CollectiveCurve>& curves,
   return notes;
 }
 
-// Measured runs of the base's model and batch, matched to the rows of their strategy and count.
-void attach_measurements(const std::vector<std::string>& paths, const Result& base, PredictionReport& report) {
-  if (paths.empty()) return;
-  report.measurements_given = true;
-  const LoadedResults loaded = load_results(paths);
-  for (const SkippedFile& skipped : loaded.skipped) report.notes.push_back("skipped `" + skipped.path + "`: " + skipped.reason);
-  for (const LoadedResult& measured : loaded.results) {
-    const Result& result = measured.result;
-    const auto strategy = predicted_strategy_of(result.config);
-    std::string why;
-    if (config_text(result.config, "model") != config_text(base.config, "model") ||
-        config_text(result.config, "batch_size") != config_text(base.config, "batch_size"))
-      why = "another model or batch size than BASE";
-    else if (!strategy)
-      why = "its strategy (" + config_text(result.config, "variable_update") + ") is not predicted";
-    PredictionRow* match = nullptr;
-    for (PredictionRow& row : report.rows)
-      if (why.empty() && row.strategy == strategy_label(*strategy) && row.step.gpus == result.summary.num_devices)
-        match = &row;
-    if (why.empty() && match == nullptr)
-      why = std::to_string(result.summary.num_devices) + " GPUs is not a predicted count";
-    if (!why.empty()) {
-      report.notes.push_back("not compared: `" + measured.path + "`: " + why);
-      continue;
-    }
-    match->measured_items_per_sec = result.summary.items_per_sec;
-    match->measured_path = measured.path;
-    match->measured_clock_loss_pct = clock_loss_points(result, base);
-  }
-}
-
 }  // namespace
 
 PredictOptions parse_predict_flags(const std::vector<std::string>& args) {
@@ -172,9 +103,11 @@ PredictOptions parse_predict_flags(const std::vector<std::string>& args) {
   if (line.values.count("--max_gpus"))
     options.max_gpus = parse_int_at_least("max_gpus", line.value("--max_gpus"), 1, "at least 1", kMaxPredictedGpus);
   if (line.values.count("--bucket_cap_mb")) {
+    // What `run` accepts: a prediction of buckets no run can have would predict nothing.
     options.bucket_cap_mb = line.value("--bucket_cap_mb");
-    if (parse_finite_number("bucket_cap_mb", options.bucket_cap_mb, "megabytes > 0, e.g. 25") <= 0)
-      reject("bucket_cap_mb", options.bucket_cap_mb, "megabytes > 0, e.g. 25");
+    const double cap = parse_finite_number("bucket_cap_mb", options.bucket_cap_mb, "a number of MB >= 0, e.g. 25");
+    if (const std::string why_not = why_not_bucket_cap_mb(cap); !why_not.empty())
+      reject("bucket_cap_mb", options.bucket_cap_mb, why_not);
   }
   if (line.paths.empty())
     throw ConfigError("predict: give a 1-GPU result as BASE; usage: dpbench predict BASE [MEASURED...] --system FILE "
@@ -198,17 +131,19 @@ PredictOptions parse_predict_flags(const std::vector<std::string>& args) {
 std::string predict_help_text() {
   return "usage: dpbench predict BASE [MEASURED...] --system FILE [--curves FILE...] [flags]\n"
          "Predicts the step time, speed, efficiency and exposed communication of each strategy on 1, 2, 4, ...\n"
-         "GPUs from BASE, a 1-GPU result with summary.timeline (run it with " + std::string(kTimelineFlags) + "),\n"
+         "GPUs from BASE, a 1-GPU result with summary.timeline (run it with " + std::string(kPredictTimelineFlags) + "),\n"
          "on the system FILE describes (systems/*.json: GPUs per host, bandwidths and latencies, ring or tree).\n"
-         "MEASURED: result files or folders of N-GPU runs of the same model and batch; each is put beside its\n"
-         "prediction with the error.\n\n"
+         "MEASURED: result files or folders of N-GPU runs of BASE's workload (model settings, batch, precision,\n"
+         "optimizer, data; any other is named in a note with the flags that differ) and the buckets predicted; each\n"
+         "is put beside its prediction with the error, several of one strategy and count as their median run.\n\n"
          "  --system FILE        the target system (required)\n"
          "  --curves FILE...     measured collectives (dpbench comm_bench --json files, one per collective and\n"
          "                       link kind): their busbw against size replaces the system file's formulas;\n"
          "                       every argument up to the next flag is a curve, so give MEASURED before it\n"
          "  --max_gpus N         predict up to N GPUs (default 1024)\n"
-         "  --bucket_cap_mb X    the bucket size to predict (default: BASE's, else dpbench run's default); the\n"
-         "                       tail bucket (--tail_bucket_mb) is BASE's where it fits that size\n"
+         "  --bucket_cap_mb X    the bucket size to predict, 0 to 1048576 as dpbench run takes it (0: one exchange\n"
+         "                       per tensor; default: BASE's, else run's default); the tail bucket\n"
+         "                       (--tail_bucket_mb) is BASE's where it fits that size\n"
          "  --output FILE        write the table to FILE (atomically) instead of stdout\n"
          "  --format FORMAT      markdown (default), csv or json\n"
          "  --plot FILE          also write the figure (efficiency against GPUs, SVG) to FILE\n"
@@ -228,19 +163,13 @@ int run_predict_command(const std::vector<std::string>& args) {
   }
   const SystemDescription system = load_system_description(options.system_path);
   std::vector<CollectiveCurve> curves;
-  for (const std::string& path : options.curve_paths) curves.push_back(load_collective_curve(path));
+  for (const std::string& path : options.curve_paths) curves.push_back(load_curve(path));
   const CurveMap curve_map = curves_by_collective(curves);
-  const LoadedResult base = load_base(options.base_path);
-  const Result& result = base.result;
-  const BackwardTimeline timeline = backward_timeline_from_json(result.summary.timeline);
-  const std::string cap_text = !options.bucket_cap_mb.empty() ? options.bucket_cap_mb
-                               : result.config.contains("bucket_cap_mb") ? config_text(result.config, "bucket_cap_mb")
-                                                                         : format_fixed(StrategyOptions().bucket_cap_mb, 0);
-  const double bucket_cap_mb = std::stod(cap_text);
-  // The tail bucket (Note [tail bucket]) as the base run had it, where it fits the cap predicted.
-  const double base_tail_mb =
-      result.config.contains("tail_bucket_mb") ? std::stod(config_text(result.config, "tail_bucket_mb")) : 0.0;
-  const double tail_bucket_mb = base_tail_mb <= bucket_cap_mb ? base_tail_mb : 0.0;
+  const PredictBase base = load_predict_base(options.base_path, options.bucket_cap_mb);
+  const Result& result = base.loaded.result;
+  const BackwardTimeline& timeline = base.timeline;
+  const std::string& cap_text = base.cap_text;
+  const double tail_bucket_mb = base.tail_bucket_mb;
 
   MeasuredStep measured;
   measured.step_ms = timeline.step_ms;
@@ -248,13 +177,13 @@ int run_predict_command(const std::vector<std::string>& args) {
   measured.update_ms = timeline.after_backward_ms;
   measured.update_waits_for_every_exchange = config_text(result.config, "precision") == "fp16" &&
                                              result.config.value("fp16_enable_auto_loss_scale", false);
-  const ParameterLayout layout = layout_of(timeline);
-  measured.buckets = buckets_of(timeline, layout, bucket_cap_mb, tail_bucket_mb);
+  const ParameterLayout layout = gradient_layout_of(timeline);
+  measured.buckets = buckets_of(timeline, layout, base.bucket_cap_mb, tail_bucket_mb);
   for (int gpus : predicted_gpu_counts(options.max_gpus))
     if (gpus > 1) measured.parameter_server_largest_share[gpus] = largest_owned_share(layout, gpus);
 
   PredictionReport report;
-  report.base_path = base.path;
+  report.base_path = base.loaded.path;
   report.unit = result.summary.unit;
   report.base_items_per_sec = result.summary.items_per_sec;
   report.base_title = config_text(result.config, "model") + ", batch " + config_text(result.config, "batch_size") +
@@ -293,11 +222,13 @@ int run_predict_command(const std::vector<std::string>& args) {
       report.rows.push_back(row);
     }
   }
-  attach_measurements(options.measured_paths, result, report);
-  for (const std::string& note : report.notes) error_log().warn("predict: " + note);
+  attach_measurements(options.measured_paths, base, report);
+  // Notes and tables quote files (paths, names): escaped, so no control byte of theirs reaches the terminal.
+  for (const std::string& note : report.notes) error_log().warn(escaped_value("predict: " + note));
 
-  const std::string text = render_in_format(options.format, report, render_prediction_markdown,
-                                            render_prediction_csv, render_prediction_json);
+  const std::string rendered = render_in_format(options.format, report, render_prediction_markdown,
+                                                render_prediction_csv, render_prediction_json);
+  const std::string text = options.format == ReportFormat::json ? rendered : escaped_lines(rendered);
   if (!options.plot.empty()) {
     write_text_atomically(options.plot, render_prediction_svg(report), "--plot");
     error_log().info("predict: figure written to " + options.plot);

@@ -4,8 +4,8 @@
 // system file describes (systems/), its collectives priced by measured comm_bench curves where
 // given (reports/collective_curves.h); measured N-GPU results given after BASE are put beside
 // their predictions with the error. The simulation is reports/step_prediction.h, the output
-// reports/prediction_tables.h; this file is flags, loading, the bucket plan, and matching measured
-// runs to strategies.
+// reports/prediction_tables.h, the checks of the results read and the matching of measured runs
+// to strategies cli/predict_inputs.h; this file is flags, loading, the bucket plan and output.
 #pragma once
 
 #include <string>

@@ -8,6 +8,7 @@
 
 #include "cli/log.h"
 #include "cli/strategies_command.h"
+#include "engine/data/text_content.h"
 #include "engine/errors.h"
 #include "engine/file_checks.h"
 #include "reports/report_loader.h"
@@ -35,8 +36,9 @@ void check_paths(const ReportOptions& options) {
   }
 }
 
-void warn(const std::string& text) { error_log().warn(text); }
-void inform(const std::string& text) { error_log().info(text); }
+// Notes quote files (paths, names, values): escaped, so no control byte of theirs reaches the terminal.
+void warn(const std::string& text) { error_log().warn(escaped_value(text)); }
+void inform(const std::string& text) { error_log().info(escaped_value(text)); }
 
 }  // namespace
 
@@ -77,7 +79,9 @@ std::string report_help_text() {
 }
 
 std::string render_report(const Report& report, ReportFormat format) {
-  return render_in_format(format, report, render_markdown, render_csv, render_json);
+  const std::string text = render_in_format(format, report, render_markdown, render_csv, render_json);
+  // JSON escapes control characters itself (render_json writes ASCII only).
+  return format == ReportFormat::json ? text : escaped_lines(text);
 }
 
 void run_report_command(const std::vector<std::string>& args) {

@@ -32,19 +32,14 @@ std::vector<std::string> models_with_embeddings() {
   return names;
 }
 
-// Megabytes beyond this are a typo, and their byte count would not fit the exchange planner.
-constexpr double kMaxBucketCapMb = 1 << 20;  // 1 TiB
-
 // The flags that shape how gradients are exchanged, each parsed and range-checked.
 void parse_exchange_flags(const GivenFlags& flags, RunConfig* config) {
   config->gradient_repacking = parse_int_at_least("gradient_repacking", flags.text("gradient_repacking"), 0,
                                                   "must be at least 0 (0: off)", kMaxGradientPieces);
   const std::string cap_text = flags.text("bucket_cap_mb");
   config->bucket_cap_mb = parse_finite_number("bucket_cap_mb", cap_text, "a number of MB >= 0, e.g. 25");
-  if (config->bucket_cap_mb < 0)
-    reject("bucket_cap_mb", cap_text, "must be at least 0 (0: one exchange per tensor)");
-  if (config->bucket_cap_mb > kMaxBucketCapMb)
-    reject("bucket_cap_mb", cap_text, "too large; accepted: up to 1048576 (1 TiB)");
+  if (const std::string why_not = why_not_bucket_cap_mb(config->bucket_cap_mb); !why_not.empty())
+    reject("bucket_cap_mb", cap_text, why_not);
   const std::string tail_text = flags.text("tail_bucket_mb");
   config->tail_bucket_mb = parse_finite_number("tail_bucket_mb", tail_text, "a number of MB >= 0, e.g. 2");
   if (config->tail_bucket_mb < 0) reject("tail_bucket_mb", tail_text, "must be at least 0 (0: off)");

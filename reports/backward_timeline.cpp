@@ -2,9 +2,15 @@
 #include "reports/backward_timeline.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <string>
 
+#include <fmt/format.h>
+
+#include "engine/data/text_content.h"
 #include "engine/errors.h"
+#include "reports/report_loader.h"
 
 namespace dpbench {
 namespace {
@@ -43,21 +49,74 @@ std::optional<StepParts> parts_of(const TracedStep& step) {
 }
 
 [[noreturn]] void reject(const std::string& key, const std::string& why) {
-  throw RuntimeError("summary.timeline." + key + ": " + why);
+  throw RuntimeError("summary.timeline." + key + " " + why);
 }
 
-const json& field(const json& object, const std::string& key) {
-  if (!object.contains(key)) reject(key, "missing");
+const json& field(const json& object, const std::string& key, const std::string& where = "") {
+  if (!object.contains(key)) reject(where + key, "is missing");
   return object.at(key);
 }
 
-double number_field(const json& object, const std::string& key, const std::string& where) {
-  const json& value = field(object, key);
-  if (!value.is_number() || value.get<double>() < 0) reject(where + key, "not a number >= 0");
-  return value.get<double>();
+// A number as JSON writes it, quoted short and escaped (a file may hold anything).
+std::string shown(const json& value) { return escaped_value(value.dump(), kQuotedExcerptBytes); }
+
+// A whole number from `low` to `high` (a count: as JSON writes one, no fraction).
+int64_t count_field(const json& object, const std::string& key, const std::string& where, int64_t low, int64_t high) {
+  const json& value = field(object, key, where);
+  const bool whole = value.is_number_integer() && !(value.is_number_unsigned() && value.get<uint64_t>() > uint64_t(high));
+  if (!whole || value.get<int64_t>() < low || value.get<int64_t>() > high)
+    reject(where + key, "is " + shown(value) + ", impossible for a run (expected a whole number from " +
+                            std::to_string(low) + " to " + std::to_string(high) + ")");
+  return value.get<int64_t>();
+}
+
+// Milliseconds: a finite number from 0 to `high` (above 0 where `positive`).
+double ms_field(const json& object, const std::string& key, const std::string& where, double high, bool positive) {
+  const json& value = field(object, key, where);
+  const double ms = value.is_number() ? value.get<double>() : std::nan("");
+  if (!std::isfinite(ms) || (positive ? !(ms > 0) : ms < 0) || ms > high)
+    reject(where + key, "is " + shown(value) + ", impossible for a run (expected " + (positive ? "> 0" : ">= 0") +
+                            " and <= " + fmt::format("{:g}", high) + " ms)");
+  return ms;
+}
+
+// Note [timeline consistency]
+// The step's parts are spans inside its span (forward, then backward, then what follows it), and
+// each range is announced during backward, so a timeline a run wrote has forward + backward +
+// after_backward <= step and every ready time <= the step. Each is a mean over the same steps, and
+// the spans are rounded to ns, so a small excess is allowed; a part far longer than the step
+// comes from an edited file, and a prediction from it would be nonsense.
+bool within_step(double ms, double step_ms) { return ms <= step_ms * 1.01 + 1e-3; }
+
+// Every tensor's size, their total elements and bytes within kMaxGradientBytes.
+std::vector<int64_t> tensor_elements_of(const json& object, int64_t element_bytes) {
+  const json& tensors = field(object, "tensor_elements");
+  if (!tensors.is_array() || tensors.empty()) reject("tensor_elements", "is not a non-empty array of tensor sizes");
+  const int64_t max_elements = kMaxGradientBytes / element_bytes;
+  std::vector<int64_t> sizes;
+  int64_t total = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const std::string key = "tensor_elements[" + std::to_string(i) + "]";
+    const json& count = tensors[i];
+    if (!count.is_number_integer() || count.get<int64_t>() < 1 ||
+        (count.is_number_unsigned() && count.get<uint64_t>() > uint64_t(max_elements)))
+      reject(key, "is " + shown(count) + ", not a tensor size (a whole number >= 1)");
+    sizes.push_back(count.get<int64_t>());
+    if (sizes.back() > max_elements - total)  // checked before the sum, which could overflow
+      reject("tensor_elements", "add up to more than " + std::to_string(max_elements) + " elements of " +
+                                    std::to_string(element_bytes) + " bytes (1 PiB), impossible for a run");
+    total += sizes.back();
+  }
+  return sizes;
 }
 
 }  // namespace
+
+int64_t BackwardTimeline::total_elements() const {
+  int64_t total = 0;
+  for (int64_t count : tensor_elements) total += count;
+  return total;
+}
 
 std::optional<BackwardTimeline> summarize_backward_timeline(const DeviceTimeline& timeline,
                                                             std::vector<int64_t> tensor_elements) {
@@ -107,25 +166,35 @@ json backward_timeline_to_json(const BackwardTimeline& timeline) {
 BackwardTimeline backward_timeline_from_json(const json& object) {
   if (!object.is_object()) throw RuntimeError("summary.timeline: not an object");
   BackwardTimeline timeline;
-  timeline.traced_steps = static_cast<int64_t>(number_field(object, "traced_steps", ""));
-  timeline.step_ms = number_field(object, "step_ms", "");
-  timeline.forward_ms = number_field(object, "forward_ms", "");
-  timeline.backward_ms = number_field(object, "backward_ms", "");
-  timeline.after_backward_ms = number_field(object, "after_backward_ms", "");
-  timeline.gradient_element_bytes = static_cast<int64_t>(number_field(object, "gradient_element_bytes", ""));
-  const json& tensors = field(object, "tensor_elements");
-  if (!tensors.is_array()) reject("tensor_elements", "not an array");
-  for (const json& count : tensors) {
-    if (!count.is_number_integer() || count.get<int64_t>() < 0) reject("tensor_elements", "not counts >= 0");
-    timeline.tensor_elements.push_back(count.get<int64_t>());
-  }
+  timeline.traced_steps = count_field(object, "traced_steps", "", 1, std::numeric_limits<int32_t>::max());
+  timeline.step_ms = ms_field(object, "step_ms", "", kMaxStepMs, true);
+  timeline.forward_ms = ms_field(object, "forward_ms", "", kMaxStepMs, false);
+  timeline.backward_ms = ms_field(object, "backward_ms", "", kMaxStepMs, true);
+  timeline.after_backward_ms = ms_field(object, "after_backward_ms", "", kMaxStepMs, false);
+  const double parts_ms = timeline.forward_ms + timeline.backward_ms + timeline.after_backward_ms;
+  if (!within_step(parts_ms, timeline.step_ms))  // Note [timeline consistency]
+    reject("step_ms", fmt::format("is {:g} ms, shorter than its parts (forward {:g} + backward {:g} + after backward "
+                                  "{:g} ms), impossible for a run", timeline.step_ms, timeline.forward_ms,
+                                  timeline.backward_ms, timeline.after_backward_ms));
+  // The widest element a gradient has (fp64); they are fp32 today, whatever the precision.
+  timeline.gradient_element_bytes = count_field(object, "gradient_element_bytes", "", 1, 8);
+  timeline.tensor_elements = tensor_elements_of(object, timeline.gradient_element_bytes);
+  // Offsets count the gradient buffer's elements, the gaps that align each tensor included: the
+  // caller, who lays the tensors out, checks that each range lies within them.
+  const int64_t max_elements = kMaxGradientBytes / timeline.gradient_element_bytes;
   const json& produced = field(object, "produced");
-  if (!produced.is_array() || produced.empty()) reject("produced", "not a non-empty array");
-  for (const json& range : produced) {
-    if (!range.is_object()) reject("produced", "an entry is not an object");
-    timeline.produced.push_back({static_cast<int64_t>(number_field(range, "offset", "produced[].")),
-                                 static_cast<int64_t>(number_field(range, "count", "produced[].")),
-                                 number_field(range, "ready_ms", "produced[].")});
+  if (!produced.is_array() || produced.empty()) reject("produced", "is not a non-empty array");
+  for (size_t i = 0; i < produced.size(); ++i) {
+    const std::string where = "produced[" + std::to_string(i) + "].";
+    if (!produced[i].is_object()) reject("produced[" + std::to_string(i) + "]", "is not an object");
+    ProducedRange range;
+    range.offset = count_field(produced[i], "offset", where, 0, max_elements);
+    range.count = count_field(produced[i], "count", where, 1, max_elements);
+    range.ready_ms = ms_field(produced[i], "ready_ms", where, kMaxStepMs, false);
+    if (!within_step(range.ready_ms, timeline.step_ms))
+      reject(where + "ready_ms", fmt::format("is {:g} ms, after the step's end ({:g} ms), impossible for a run",
+                                             range.ready_ms, timeline.step_ms));
+    timeline.produced.push_back(range);
   }
   return timeline;
 }

@@ -22,6 +22,10 @@ struct ProducedRange {
   double ready_ms = 0;            // mean over the traced steps, from backward's start
 };
 
+// The gradients of one replica, at most: a million times the memory of any device there is. A
+// timeline of more (or whose sizes would overflow their sum) comes from an edited file.
+constexpr int64_t kMaxGradientBytes = int64_t{1} << 50;  // 1 PiB
+
 struct BackwardTimeline {
   int64_t traced_steps = 0;  // measured steps averaged
   double step_ms = 0, forward_ms = 0, backward_ms = 0;
@@ -29,6 +33,7 @@ struct BackwardTimeline {
   int64_t gradient_element_bytes = 4;  // the gradients are fp32 whatever the precision
   std::vector<int64_t> tensor_elements;  // every tensor's size, in the order backward produces them
   std::vector<ProducedRange> produced;   // in the order backward announced them
+  int64_t total_elements() const;        // of every tensor, the gaps that align them left out
 };
 
 // The timeline of `timeline`'s measured traced steps; none where no measured step was traced.
@@ -37,7 +42,11 @@ std::optional<BackwardTimeline> summarize_backward_timeline(const DeviceTimeline
                                                             std::vector<int64_t> tensor_elements);
 
 nlohmann::json backward_timeline_to_json(const BackwardTimeline& timeline);
-// Throws RuntimeError naming the field (summary.timeline.<key>) that is missing or malformed.
+// Throws RuntimeError naming the field (summary.timeline.<key>) that is missing, malformed or
+// impossible for a run: a count that is no whole number in range (traced steps, element bytes,
+// tensor sizes, a range's offset and count), a time that is negative, not
+// finite or beyond kMaxStepMs, a step of 0 ms, parts longer than the step, a range ready after it
+// (Note [timeline consistency] in backward_timeline.cpp), no tensors, sizes past kMaxGradientBytes.
 BackwardTimeline backward_timeline_from_json(const nlohmann::json& object);
 
 // When backward had produced all of [offset, offset + count): the latest announced range that

@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <tuple>
 
+#include "engine/data/text_content.h"
 #include "engine/errors.h"
+#include "reports/result_json.h"
 #include "reports/text_file.h"
 
 namespace dpbench {
@@ -18,9 +20,15 @@ constexpr CollectiveOp kAllOps[] = {CollectiveOp::all_reduce, CollectiveOp::redu
                                     CollectiveOp::reduce, CollectiveOp::broadcast};
 constexpr LinkKind kAllLinks[] = {LinkKind::intra_host, LinkKind::inter_host};
 const char* const kHowToMeasure = "write one with dpbench comm_bench --op=all_reduce --json FILE";
+// A petabyte per second: a thousand times the fastest link there is. More is an edited file.
+constexpr double kMaxBusbwGbPerS = 1e6;
+// Sizes are whole bytes that a double holds exactly (and the report prints as integers).
+constexpr double kMaxExactBytes = 9007199254740992.0;  // 2^53
+constexpr int kMaxCurveRanks = 1 << 24;
 
+// The whole line escaped: it may quote the file (a name, a link kind).
 [[noreturn]] void fail(const std::string& path, const std::string& why) {
-  throw RuntimeError("predict: curve file '" + path + "': " + why);
+  throw RuntimeError(escaped_value("predict: curve file '" + path + "': " + why));
 }
 
 std::string string_at(const json& object, const char* key) {
@@ -28,11 +36,17 @@ std::string string_at(const json& object, const char* key) {
                                                                                    : "";
 }
 
-// A whole number >= 1 at `key`, 0 where there is none.
-int count_at(const json& object, const char* key) {
-  if (!object.is_object() || !object.contains(key) || !object.at(key).is_number_integer()) return 0;
-  const int64_t value = object.at(key).get<int64_t>();
-  return value >= 1 && value <= (1 << 24) ? static_cast<int>(value) : 0;
+// The whole number from 1 to kMaxCurveRanks at `key`; 0 where there is none, and a refusal
+// naming `field` where there is something else.
+int count_at(const json& object, const char* key, const std::string& field, const std::string& path) {
+  if (!object.is_object() || !object.contains(key)) return 0;
+  const json& value = object.at(key);
+  const bool whole = value.is_number_integer() &&
+                     !(value.is_number_unsigned() && value.get<uint64_t>() > uint64_t(kMaxCurveRanks));
+  if (!whole || value.get<int64_t>() < 1 || value.get<int64_t>() > kMaxCurveRanks)
+    fail(path, field + " is " + escaped_value(value.dump(), kQuotedExcerptBytes) + "; expected a whole number from 1 to " +
+                   std::to_string(kMaxCurveRanks) + ": give the file comm_bench wrote, unedited");
+  return static_cast<int>(value.get<int64_t>());
 }
 
 CollectiveOp op_named(const std::string& name, const std::string& path) {
@@ -53,12 +67,15 @@ std::vector<MeasuredCurveCost::Point> points_of(const json& rows, const std::str
         !row.at("size_bytes").is_number() || !row.at("busbw_gbps").is_number())
       fail(path, where + "has no numeric size_bytes and busbw_gbps; give the file comm_bench wrote, unedited");
     const double bytes = row.at("size_bytes").get<double>(), busbw = row.at("busbw_gbps").get<double>();
-    if (!(bytes >= 1) || !std::isfinite(bytes))
-      fail(path, where + "has size_bytes " + row.at("size_bytes").dump() + "; sizes are at least 1 byte");
+    if (!row.at("size_bytes").is_number_integer() || !(bytes >= 1) || !(bytes <= kMaxExactBytes))
+      fail(path, where + "has size_bytes " + row.at("size_bytes").dump() + "; sizes are whole bytes from 1 to 2^53");
     // A time too short for the clock reads as 0 GB/s, which would make the collective free.
     if (!(busbw > 0) || !std::isfinite(busbw))
       fail(path, where + "(" + row.at("size_bytes").dump() + " B) has busbw_gbps " + row.at("busbw_gbps").dump() +
                      "; a curve needs a positive bus bandwidth at every size: rerun comm_bench with more --iters");
+    if (busbw > kMaxBusbwGbPerS)
+      fail(path, where + "(" + row.at("size_bytes").dump() + " B) has busbw_gbps " + row.at("busbw_gbps").dump() +
+                     ", impossible for a link (expected at most 1e6 GB/s): give the file comm_bench wrote, unedited");
     points.push_back({bytes, busbw});
   }
   std::sort(points.begin(), points.end(),
@@ -95,11 +112,15 @@ CollectiveCurve parse_collective_curve(const json& document, const std::string& 
     else if (link == link_kind_name(LinkKind::inter_host)) curve.link = LinkKind::inter_host;
     else fail(path, "link " + document.at("link").dump() + " unknown; accepted: \"intra_host\", \"inter_host\"");
   }
-  curve.ranks = document.contains("ranks") ? count_at(document, "ranks") : count_at(config, "num_gpus");
+  curve.ranks = document.contains("ranks") ? count_at(document, "ranks", "ranks", path)
+                                           : count_at(config, "num_gpus", "config.num_gpus", path);
   if (curve.ranks == 0) fail(path, "no rank count (\"ranks\", a whole number >= 1); give the file comm_bench wrote");
   if (curve.ranks < 2)
     fail(path, "measured on 1 rank, where a collective moves nothing; measure on 2 or more (comm_bench --num_gpus=2)");
-  curve.hosts = std::max(1, count_at(document, "hosts"));
+  curve.hosts = std::max(1, count_at(document, "hosts", "hosts", path));
+  if (curve.hosts > curve.ranks)
+    fail(path, "hosts " + std::to_string(curve.hosts) + " is more than its " + std::to_string(curve.ranks) +
+                   " ranks, impossible for a measurement: give the file comm_bench wrote, unedited");
   curve.backend = string_at(config, "backend");
   curve.communicator = string_at(document, "communicator");
   curve.data_type = string_at(config, "data_type");
@@ -115,11 +136,9 @@ CollectiveCurve load_collective_curve(const std::string& path) {
     throw RuntimeError("predict: " + std::string(error.what()) + "; give a file dpbench comm_bench --json wrote");
   }
   json document;
-  try {
-    document = json::parse(text);
-  } catch (const json::parse_error& error) {
-    fail(path, "not JSON (" + std::string(error.what()) + "); " + kHowToMeasure);
-  }
+  std::string detail;
+  const std::string why_not = parse_json_text(text, &document, &detail);
+  if (!why_not.empty()) fail(path, why_not + (detail.empty() ? "" : " (" + detail + ")") + "; " + kHowToMeasure);
   return parse_collective_curve(document, path);
 }
 

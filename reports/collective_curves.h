@@ -31,12 +31,15 @@ struct CollectiveCurve {
 
 using CurveMap = MeasuredCurveCost::Curves;
 
-// Throws RuntimeError "predict: curve file '<path>': <what is wrong>; <the fix>" for a document
-// that is not comm_bench output, names an unknown collective, was measured on fewer than 2 ranks,
-// or has no usable rows (a size or bus bandwidth missing, not positive, or repeated).
+// Throws RuntimeError "predict: curve file '<path>': <what is wrong>; <the fix>" (escaped: no
+// control byte of the file's) for a document that is not comm_bench output, names an unknown
+// collective, has a rank or host count no measurement has (fewer than 2 ranks, more hosts than
+// ranks), or has no usable rows (a size missing or not whole bytes from 1 to 2^53, a bus
+// bandwidth missing, not positive or past any link's, a size repeated). The largest size
+// comm_bench measures is the caller's to check (reports know no flag's limits).
 CollectiveCurve parse_collective_curve(const nlohmann::json& document, const std::string& path);
-// The file at `path`, read and parsed; the same errors, and one for a file that cannot be read or
-// is not JSON.
+// The file at `path`, read and parsed; the same errors, and one for a file that cannot be read, is
+// not JSON or holds a number no double holds (1e400).
 CollectiveCurve load_collective_curve(const std::string& path);
 
 // The curves by (collective, link) and rank count. Throws RuntimeError naming both files where two

@@ -23,15 +23,20 @@ std::string change_cell(const SpeedComparison& speeds) {
   return (*change > 0 ? "+" : "") + format_fixed(*change, 1) + "%";
 }
 
+// What a series refused for differing workloads says where a verdict would be.
+const char* const kRefusedVerdict = "refused: workloads differ";
+
 std::string verdict_cell(const ResultComparison& comparison, const ComparedSeries& entry) {
+  if (entry.refused()) return kRefusedVerdict;
   std::string verdict = verdict_name(entry.speeds.verdict);
   if (entry.over_fail_above(comparison.fail_above_pct)) verdict += ", over --fail_above";
   return verdict;
 }
 
-// Whether the series is over the gate; none without a gate or for a series on one side only.
+// Whether the series is over the gate; none without a gate, for a series on one side only, or
+// for one refused.
 std::optional<bool> over_gate(const ResultComparison& comparison, const ComparedSeries& entry) {
-  if (!comparison.fail_above_pct || !entry.matched()) return std::nullopt;
+  if (!comparison.fail_above_pct || !entry.compared()) return std::nullopt;
   return entry.over_fail_above(comparison.fail_above_pct);
 }
 
@@ -97,6 +102,19 @@ std::string unmatched_list(const ResultComparison& comparison, bool in_base) {
   return std::string("\n## Only in ") + (in_base ? "BASE" : "NEW") + "\n\n" + text;
 }
 
+std::string refused_list(const ResultComparison& comparison) {
+  std::string text;
+  for (const ComparedSeries& entry : comparison.series) {
+    if (!entry.refused()) continue;
+    text += "- " + entry.label() + ": the runs differ in " + join_parts(entry.workload_differences, ", ") + " (BASE " +
+            files_text(entry.base_runs->files) + "; NEW " + files_text(entry.new_runs->files) + ")\n";
+  }
+  if (text.empty()) return "";
+  return "\n## Refused: the runs differ in their workload\n\nOnly runs of one workload (model settings, batch, "
+         "precision, optimizer, data, strategy options) are compared; rerun one side with the other's flags.\n\n" +
+         text;
+}
+
 std::string left_out_list(const ResultComparison& comparison) {
   std::string text;
   for (const ComparedSeries& entry : comparison.series) {
@@ -151,6 +169,12 @@ json series_json(const ResultComparison& comparison, const ComparedSeries& entry
                  {"base", runs_json(entry.base_runs, entry.speeds.base_speed)},
                  {"new", runs_json(entry.new_runs, entry.speeds.new_speed)}};
   if (!entry.matched()) return object;
+  if (entry.refused()) {
+    object["verdict"] = kRefusedVerdict;
+    object["workload_differences"] = entry.workload_differences;
+    object["over_fail_above"] = nullptr;
+    return object;
+  }
   object["ratio"] = json_number(entry.speeds.ratio);
   object["ratio_low"] = json_number(entry.speeds.ratio_low);
   object["ratio_high"] = json_number(entry.speeds.ratio_high);
@@ -188,14 +212,14 @@ std::string csv_row(const ResultComparison& comparison, const ComparedSeries& en
   std::string row = csv_field(entry.title);
   for (const auto& field : entry.key.fields()) row += "," + csv_field(field.second);
   const std::string found_in = entry.matched() ? "both" : entry.base_runs ? "base only" : "new only";
-  const std::string verdict = entry.matched() ? verdict_name(speeds.verdict) : "";
+  const std::string verdict = entry.refused() ? kRefusedVerdict : entry.matched() ? verdict_name(speeds.verdict) : "";
   const std::optional<bool> over = over_gate(comparison, entry);
   for (const std::string& cell :
        {std::to_string(entry.num_devices), found_in, runs_used_csv(entry.base_runs), runs_used_csv(entry.new_runs),
         csv_number(speeds.base_speed), csv_number(speeds.new_speed), csv_number(speeds.ratio),
         csv_number(speeds.ratio_low), csv_number(speeds.ratio_high), csv_number(speeds.change_pct()),
         csv_field(verdict), std::string(over ? (*over ? "true" : "false") : ""), files_csv(entry.base_runs),
-        files_csv(entry.new_runs), left_out_csv(entry)})
+        files_csv(entry.new_runs), left_out_csv(entry), csv_field(join_parts(entry.workload_differences, "; "))})
     row += "," + cell;
   return row + "\n";
 }
@@ -210,11 +234,16 @@ std::string render_comparison_markdown(const ResultComparison& comparison) {
   }
   std::string text = "# dpbench compare\n\n" + input_text("BASE", comparison.base) + "; " +
                      input_text("NEW", comparison.changed) + ".\n" +
-                     count_of(comparison.matched_count(), "series", "series") + " in both, " +
+                     count_of(comparison.matched_count(), "series", "series") + " in both" +
+                     (comparison.refused_count() > 0
+                          ? " (" + std::to_string(comparison.refused_count()) + " refused: workloads differ)"
+                          : "") +
+                     ", " +
                      std::to_string(only_base) + " only in BASE, " + std::to_string(only_new) + " only in NEW.\n\n" +
                      method_text(comparison);
-  return text + matched_table(comparison) + gate_text(comparison) + unmatched_list(comparison, true) +
-         unmatched_list(comparison, false) + left_out_list(comparison) + skipped_list(comparison);
+  return text + matched_table(comparison) + gate_text(comparison) + refused_list(comparison) +
+         unmatched_list(comparison, true) + unmatched_list(comparison, false) + left_out_list(comparison) +
+         skipped_list(comparison);
 }
 
 std::string render_comparison_csv(const ResultComparison& comparison) {
@@ -222,7 +251,7 @@ std::string render_comparison_csv(const ResultComparison& comparison) {
   for (const auto& field : SeriesKey().fields()) header.push_back(field.first);
   for (const char* column : {"gpu_number", "found_in", "base_runs", "new_runs", "base_speed", "new_speed", "ratio",
                              "ratio_low", "ratio_high", "change_pct", "verdict", "over_fail_above", "base_files",
-                             "new_files", "left_out"})
+                             "new_files", "left_out", "workload_differences"})
     header.push_back(column);
   std::string text;
   for (size_t i = 0; i < header.size(); ++i) text += (i ? "," : "") + header[i];
@@ -252,7 +281,8 @@ std::string render_comparison_json(const ResultComparison& comparison) {
       {"only_in_base", only_base},
       {"only_in_new", only_new},
       {"over_fail_above", comparison.fail_above_pct ? json(comparison.over_fail_above_count()) : json()}};
-  return document.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  // ASCII only: a control byte of a value (U+009B too) reaches no terminal.
+  return document.dump(2, ' ', true, json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace dpbench

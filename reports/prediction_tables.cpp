@@ -14,8 +14,22 @@
 namespace dpbench {
 namespace {
 
-std::string fixed_or_dash(std::optional<double> value, int decimals) {
-  return value ? format_fixed(*value, decimals) : "-";
+// The median measured speed; of several runs with their spread: "1234.5 (median of 3: 1200.0 to 1300.0)".
+std::string measured_cell(const PredictionRow& row) {
+  if (!row.measured_items_per_sec) return "-";
+  std::string cell = format_fixed(*row.measured_items_per_sec, 1);
+  if (row.measured_speeds.size() > 1)
+    cell += " (median of " + std::to_string(row.measured_speeds.size()) + ": " +
+            format_fixed(row.measured_speeds.front(), 1) + " to " + format_fixed(row.measured_speeds.back(), 1) + ")";
+  return cell;
+}
+
+std::optional<double> slowest(const PredictionRow& row) {
+  return row.measured_speeds.empty() ? std::nullopt : std::optional<double>(row.measured_speeds.front());
+}
+
+std::optional<double> fastest(const PredictionRow& row) {
+  return row.measured_speeds.empty() ? std::nullopt : std::optional<double>(row.measured_speeds.back());
 }
 
 std::string signed_percent(std::optional<double> pct) {
@@ -99,7 +113,7 @@ std::string render_prediction_markdown(const PredictionReport& report) {
                                  format_fixed(row.step.comm_ms, 3)});
     }
     if (report.measurements_given)
-      cells.insert(cells.end(), {fixed_or_dash(row.measured_items_per_sec, 1), signed_percent(row.error_pct()),
+      cells.insert(cells.end(), {measured_cell(row), signed_percent(row.error_pct()),
                                  row.measured_clock_loss_pct ? format_fixed(*row.measured_clock_loss_pct, 1) + "%" : "-",
                                  signed_percent(row.error_at_equal_clocks_pct())});
     text += markdown_row(cells);
@@ -123,7 +137,7 @@ std::string render_prediction_csv(const PredictionReport& report) {
   std::string text =
       "strategy,gpu_number,modelled,step_ms,items_per_sec,efficiency_pct,exposed_comm_ms,comm_ms,"
       "measured_items_per_sec,error_pct,clock_loss_pct,error_at_equal_clocks_pct,measured_file,unit,base_file,"
-      "system_file,curve_files\n";
+      "system_file,curve_files,measured_runs,measured_min_items_per_sec,measured_max_items_per_sec\n";
   std::string curve_files;  // ';' between them
   for (const CollectiveCurve& curve : report.curves) curve_files += (curve_files.empty() ? "" : ";") + curve.path;
   for (const PredictionRow& row : report.rows) {
@@ -135,7 +149,9 @@ std::string render_prediction_csv(const PredictionReport& report) {
             csv_number(row.measured_items_per_sec) + "," + csv_number(row.error_pct()) + "," +
             csv_number(row.measured_clock_loss_pct) + "," + csv_number(row.error_at_equal_clocks_pct()) + "," +
             csv_field(row.measured_path) + "," + csv_field(report.unit) + "," + csv_field(report.base_path) + "," +
-            csv_field(report.system_path) + "," + csv_field(curve_files) + "\n";
+            csv_field(report.system_path) + "," + csv_field(curve_files) + "," +
+            std::to_string(row.measured_speeds.size()) + "," + csv_number(slowest(row)) + "," +
+            csv_number(fastest(row)) + "\n";
   }
   return text;
 }
@@ -158,7 +174,13 @@ std::string render_prediction_json(const PredictionReport& report) {
                             {"clock_loss_pct", json_number(row.measured_clock_loss_pct)},
                             {"error_at_equal_clocks_pct", json_number(row.error_at_equal_clocks_pct())}};
     if (!modelled) entry["why_not"] = row.step.why_not;
-    if (!row.measured_path.empty()) entry["measured_file"] = row.measured_path;
+    if (!row.measured_path.empty()) {
+      entry["measured_file"] = row.measured_path;
+      entry["measured_files"] = row.measured_paths;
+    }
+    entry["measured_runs"] = row.measured_speeds.size();
+    entry["measured_min_items_per_sec"] = json_number(slowest(row));
+    entry["measured_max_items_per_sec"] = json_number(fastest(row));
     rows.push_back(entry);
   }
   nlohmann::json curves = nlohmann::json::array();
@@ -185,7 +207,8 @@ std::string render_prediction_json(const PredictionReport& report) {
                                    {"model", prediction_model_text()},
                                    {"rows", rows},
                                    {"notes", report.notes}};
-  return document.dump(2) + "\n";
+  // ASCII only (a control byte of a path or name reaches no terminal); a path that is no UTF-8 replaced.
+  return document.dump(2, ' ', true, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string render_prediction_svg(const PredictionReport& report) {

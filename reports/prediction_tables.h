@@ -19,9 +19,14 @@ struct PredictionRow {
   StepPrediction step;
   double items_per_sec = 0;  // predicted
   double efficiency_pct = 0;
-  std::optional<double> measured_items_per_sec;  // a measured run of this strategy and GPU count
+  // The measured runs of this strategy and GPU count: the median run by speed (of an even count
+  // the slower middle one, as `report` picks) and its file; every run's speed, slowest first,
+  // and file, so repeats give the spread and the order they were given in changes nothing.
+  std::optional<double> measured_items_per_sec;
   std::string measured_path;
-  // Points of the measured run's step lost to a lower mean GPU clock than BASE's
+  std::vector<double> measured_speeds;
+  std::vector<std::string> measured_paths;
+  // Points of the median run's step lost to a lower mean GPU clock than BASE's
   // (clock_loss_points); the prediction leaves that term out. None without telemetry in both.
   std::optional<double> measured_clock_loss_pct;
   std::optional<double> error_pct() const {  // 100 x (predicted - measured) / measured

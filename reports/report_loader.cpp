@@ -9,12 +9,14 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <set>
 #include <unordered_map>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/data/text_content.h"
 #include "engine/file_checks.h"
 #include "reports/result_json.h"
 #include "reports/text_file.h"
@@ -149,9 +151,8 @@ std::string first_problem(std::initializer_list<std::string> problems) {
   return "";
 }
 
-// The step-time statistics of the plots' median line and the steps they draw.
+// The step-time statistics of the plots' median line, and the steps they draw and compare samples.
 std::string why_not_believable_times(const Result& result) {
-  constexpr double kMaxStepMs = kMaxTotalTimeS * 1000;
   if (const auto& stats = result.summary.step_time_ms) {
     const std::pair<const char*, double> values[] = {{"mean", stats->mean}, {"median", stats->median},
                                                      {"stddev", stats->stddev}, {"min", stats->min},
@@ -162,11 +163,83 @@ std::string why_not_believable_times(const Result& result) {
     }
   }
   for (size_t i = 0; i < result.steps.size(); ++i) {
-    const std::string problem =
-        outside("steps[" + std::to_string(i) + "].time_ms", result.steps[i].time_ms, 0, true, kMaxStepMs);
+    const StepRecord& step = result.steps[i];
+    const std::string where = "steps[" + std::to_string(i) + "].";
+    // A host feed's step holds at most the global batch (a last batch of an epoch, fewer).
+    const std::string problem = first_problem(
+        {outside(where + "time_ms", step.time_ms, 0, true, kMaxStepMs),
+         step.data_wait_ms ? outside(where + "data_wait_ms", *step.data_wait_ms, 0, true, kMaxStepMs) : "",
+         step.items ? outside(where + "items", *step.items, 0, result.summary.global_batch_size) : ""});
     if (!problem.empty()) return problem;
   }
   return "";
+}
+
+// The number at `key` of `object` (`where` names it), where the result states one (absent and
+// null mean unknown): "" when it is a number from `low` to `high` (above `low` where
+// !low_included), else why not.
+std::string optional_number_problem(const json& object, const std::string& where, const char* key, double low,
+                                    bool low_included, double high) {
+  if (!object.is_object() || !object.contains(key) || object.at(key).is_null()) return "";
+  const json& value = object.at(key);
+  const std::string field = where + "." + key;
+  if (!value.is_number()) return field + " is " + escaped_value(value.dump(), kQuotedExcerptBytes) + ", not a number";
+  return outside(field, value.get<double>(), low, low_included, high);
+}
+
+// "" when `object` at `where` is absent, null or an object; else why not.
+std::string not_an_object(const json& parent, const std::string& where, const char* key) {
+  if (!parent.contains(key) || parent.at(key).is_null() || parent.at(key).is_object()) return "";
+  return where + "." + key + " is a JSON " + parent.at(key).type_name() + ", not an object";
+}
+
+// summary.math_paths.convolutions.classic_algorithms: per pass, per algorithm, a count of
+// shapes (report reads it as an int).
+std::string why_not_shape_counts(const json& paths) {
+  if (!paths.contains("convolutions") || !paths.at("convolutions").is_object() ||
+      !paths.at("convolutions").contains("classic_algorithms"))
+    return "";
+  auto shown = [](const std::string& text) { return escaped_value(text, kQuotedExcerptBytes); };
+  const json& algorithms = paths.at("convolutions").at("classic_algorithms");
+  const std::string field = "summary.math_paths.convolutions.classic_algorithms";
+  if (!algorithms.is_object()) return field + " is not an object";
+  for (const auto& [pass, counts] : algorithms.items()) {
+    if (!counts.is_object()) return field + "." + shown(pass) + " is not an object";
+    for (const auto& [name, count] : counts.items())
+      if (!count.is_number_unsigned() || count.get<uint64_t>() > uint64_t(std::numeric_limits<int>::max()))
+        return field + "." + shown(pass) + "." + shown(name) + " is " + shown(count.dump()) + ", not a count of shapes";
+  }
+  return "";
+}
+
+// The numbers of summary.breakdown, gpu_telemetry, flops and math_paths that reports print or
+// compute with (the efficiency decomposition, the clock loss, the power-cap note, MFU).
+std::string why_not_believable_details(const Summary& summary) {
+  const json& breakdown = summary.breakdown;
+  std::string problem = first_problem(
+      {not_an_object(breakdown, "summary.breakdown", "ms_per_step"),
+       optional_number_problem(breakdown, "summary.breakdown", "wall_ms_per_step", 0, true, kMaxStepMs)});
+  if (!problem.empty()) return problem;
+  if (breakdown.contains("ms_per_step") && breakdown.at("ms_per_step").is_object())
+    for (const char* part : {"data_wait_ms", "forward_ms", "backward_ms", "exposed_comm_ms", "update_ms",
+                             "straggler_wait_ms", "host_gap_ms"}) {
+      problem = optional_number_problem(breakdown.at("ms_per_step"), "summary.breakdown.ms_per_step", part, 0, true,
+                                        kMaxStepMs);
+      if (!problem.empty()) return problem;
+    }
+  constexpr double kMaxClockMhz = 1e5, kMaxPowerW = 1e6;  // 100 GHz, a megawatt: far beyond any GPU
+  const json& telemetry = summary.gpu_telemetry;
+  const std::string where = "summary.gpu_telemetry";
+  problem = first_problem({optional_number_problem(telemetry, where, "sm_clock_mhz_mean", 0, false, kMaxClockMhz),
+                           optional_number_problem(telemetry, where, "power_w_mean", 0, true, kMaxPowerW),
+                           optional_number_problem(telemetry, where, "power_limit_w_mean", 0, true, kMaxPowerW),
+                           optional_number_problem(telemetry, where, "power_capped_share", 0, true, 1),
+                           optional_number_problem(summary.flops, "summary.flops", "tflops_per_sec_per_device", 0,
+                                                   true, kMaxItemsPerSec),
+                           // Above 1 where fast convolutions do fewer multiplications than counted.
+                           optional_number_problem(summary.flops, "summary.flops", "mfu", 0, true, 100)});
+  if (!problem.empty()) return problem;
+  return why_not_shape_counts(summary.math_paths);
 }
 
 // A result that parses but cannot stand in a table: no throughput, no device count, no model, or
@@ -181,8 +254,8 @@ std::string why_not_reportable(const Result& result) {
       {outside("summary.num_devices", summary.num_devices, 1, kMaxDevices),
        outside("summary.items_per_sec", summary.items_per_sec, 0, false, kMaxItemsPerSec),
        outside("summary.total_time_s", summary.total_time_s, 0, false, kMaxTotalTimeS),
-       outside("summary.measured_steps", summary.measured_steps, 1, kMaxSteps),
-       outside("summary.warmup_steps", summary.warmup_steps, 0, kMaxSteps),
+       outside("summary.measured_steps", summary.measured_steps, 1, kMaxRecordedSteps),
+       outside("summary.warmup_steps", summary.warmup_steps, 0, kMaxRecordedSteps),
        outside("summary.global_batch_size", summary.global_batch_size, 1, kMaxBatchSize),
        summary.jitter ? outside("summary.jitter", *summary.jitter, 0, true, kMaxItemsPerSec) : ""});
   if (!problem.empty()) return problem;
@@ -198,7 +271,8 @@ std::string why_not_reportable(const Result& result) {
     problem = outside("config.batch_size", per_device, 1, kMaxBatchSize);
     if (!problem.empty()) return problem;
   }
-  return why_not_believable_times(result);
+  problem = why_not_believable_times(result);
+  return problem.empty() ? why_not_believable_details(summary) : problem;
 }
 
 // Reads and validates `path`, keeping its text for the comparison of copies.
@@ -213,12 +287,8 @@ bool load_result_text(const std::string& path, std::string* text, Result* result
     return false;
   }
   json document;
-  try {
-    document = json::parse(*text);
-  } catch (const json::parse_error&) {
-    *why_not = "not JSON";
-    return false;
-  }
+  *why_not = parse_json_text(*text, &document);
+  if (!why_not->empty()) return false;
   *why_not = why_not_a_result(document);
   if (!why_not->empty()) return false;
   try {
@@ -280,7 +350,7 @@ LoadedResults load_results(const std::vector<std::string>& paths) {
     entry.path = file.path;
     std::string text, why_not;
     if (!load_result_text(file.path, &text, &entry.result, &why_not)) {
-      loaded.skipped.push_back({file.path, why_not});
+      loaded.skipped.push_back({file.path, escaped_value(why_not)});  // it may quote the file
       continue;
     }
     // A run stopped early measured fewer steps than its configuration says: a table would put it
@@ -294,7 +364,8 @@ LoadedResults load_results(const std::vector<std::string>& paths) {
     std::vector<size_t>& same_hash = results_by_hash[std::hash<std::string>{}(text)];
     const auto copy = std::find_if(same_hash.begin(), same_hash.end(), [&](size_t i) { return texts[i] == text; });
     if (copy != same_hash.end()) {
-      loaded.skipped.push_back({file.path, "identical to " + loaded.results[*copy].path + "; counted once"});
+      loaded.skipped.push_back(
+          {file.path, "identical to " + escaped_value(loaded.results[*copy].path) + "; counted once"});
       continue;
     }
     same_hash.push_back(loaded.results.size());

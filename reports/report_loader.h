@@ -1,9 +1,10 @@
 // Loading the inputs of `dpbench report`: result files and folders (searched recursively for
 // *.json, following links to folders but never round a loop) in any mix, each file read and
 // validated, anything that is not a usable schema_version 1 result set aside with a note that
-// names it and says why, so no table silently leaves it out: another schema, numbers no run can
-// produce, a run that was interrupted (summary.interrupted), a FIFO, socket, device or broken link found in a folder, a second copy of one result.
-// Nothing here blocks on a FIFO (engine/file_checks.h).
+// names it and says why, so no table silently leaves it out: another schema, a number JSON holds
+// but a double cannot (1e400), numbers no run can produce, a run that was interrupted
+// (summary.interrupted), a FIFO, socket, device or broken link found in a folder, a second copy
+// of one result. Nothing here blocks on a FIFO (engine/file_checks.h).
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,8 @@ struct LoadedResult {
 struct SkippedFile {
   std::string path;
   // e.g. "not JSON", "result schema_version 2 (this dpbench reads 1)", "a FIFO (named pipe), not
-  // a regular file", "identical to <first path>; counted once"
+  // a regular file", "identical to <first path>; counted once"; control bytes from the file
+  // escaped (escaped_value), so it prints as it is
   std::string reason;
 };
 
@@ -35,11 +37,12 @@ struct LoadedResults {
 // Bounds of a believable result. A number beyond them comes from a corrupt or edited file, not
 // from a measurement, and printing it as one (a 63-digit speed) would mislead: such a file is
 // skipped with a note naming the field. The bounds are far beyond any machine there is.
-constexpr double kMaxItemsPerSec = 1e12;      // items (images, words) per second, also jitter
+constexpr double kMaxItemsPerSec = 1e12;      // items (images, words) per second, also jitter and TFLOP/s
 constexpr double kMaxTotalTimeS = 1e9;        // about 32 years
+constexpr double kMaxStepMs = kMaxTotalTimeS * 1000;  // one step, or any part of one
 constexpr int64_t kMaxDevices = 1000000;      // summary.num_devices
 constexpr int64_t kMaxBatchSize = 2147483647; // batch sizes and step counts are ints in a run's config
-constexpr int64_t kMaxSteps = 2147483647;
+constexpr int64_t kMaxRecordedSteps = 2147483647;  // measured and warm-up steps, as a result records them
 
 // One entry of a listing: a file to read, or something found that cannot be one.
 struct ListedPath {

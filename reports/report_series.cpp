@@ -11,17 +11,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reports/table_cells.h"
+#include "reports/workload_flags.h"
+
 namespace dpbench {
 namespace {
 
 using nlohmann::json;
 
-// A config value as text: strings as they are, numbers and booleans as JSON writes them, "" when
-// absent (independent records no exchange options, image models no encoder_type).
-std::string config_text(const json& config, const char* name) {
-  const auto found = config.find(name);
-  if (found == config.end() || found->is_null()) return "";
-  return found->is_string() ? found->get<std::string>() : found->dump();
+// The number at `key` of `object`; 0 where it holds none (absent or null: not measured; the
+// loader set aside results where it holds anything else).
+double number_or_zero(const json& object, const char* key) {
+  if (!object.is_object()) return 0;
+  const auto found = object.find(key);
+  return found != object.end() && found->is_number() ? found->get<double>() : 0.0;
 }
 
 int64_t config_integer(const json& config, const char* name) {
@@ -73,24 +76,6 @@ std::vector<std::string> workload_details(const SeriesKey& key) {
   return parts;
 }
 
-std::string join(const std::vector<std::string>& parts, const std::string& separator) {
-  std::string text;
-  for (const std::string& part : parts) text += (text.empty() ? "" : separator) + part;
-  return text;
-}
-
-// Config flags that vary between the runs of one series by design or without effect on speed, and
-// spellings whose resolved meaning is in the key already (use_fp16 is precision=fp16;
-// independent_replica is variable_update=independent).
-bool is_expected_to_vary(const std::string& flag, Scaling scaling) {
-  static const std::set<std::string> always = {"num_gpus",     "gpu_indices", "result_file",
-                                               "display_every", "num_batches", "num_warmup_batches",
-                                               "profile_step", "device",      "seed",
-                                               "use_fp16",     "independent_replica", "trace_file",
-                                               "trace_steps",  "rendezvous_port"};
-  return always.count(flag) > 0 || (scaling == Scaling::strong && flag == "batch_size");
-}
-
 // A note per flag whose value differs between the series' runs: they still share the table (their
 // key agrees), but the reader must know the comparison is not like for like.
 std::vector<std::string> config_difference_notes(const Series& series) {
@@ -109,8 +94,9 @@ std::vector<std::string> config_difference_notes(const Series& series) {
   }
   std::vector<std::string> notes;
   for (const auto& [flag, seen] : values) {
-    if (seen.size() < 2 || is_expected_to_vary(flag, series.key.scaling)) continue;
-    notes.push_back("The runs differ in " + flag + " (" + join({seen.begin(), seen.end()}, ", ") +
+    if (seen.size() < 2 || config_flag_role(flag, series.key.scaling == Scaling::strong) == FlagRole::varies_by_design)
+      continue;
+    notes.push_back("The runs differ in " + flag + " (" + join_parts({seen.begin(), seen.end()}, ", ") +
                     "): the rows are not like for like.");
   }
   return notes;
@@ -143,14 +129,14 @@ std::vector<std::string> topology_difference_notes(const Series& series) {
     for (const auto& [hosts, counts] : gpu_counts_by_hosts) {
       std::vector<std::string> gpus;
       for (int64_t count : counts) gpus.push_back(std::to_string(count));
-      parts.push_back(std::to_string(hosts) + (hosts == 1 ? " host (" : " hosts (") + join(gpus, ", ") + " GPUs)");
+      parts.push_back(std::to_string(hosts) + (hosts == 1 ? " host (" : " hosts (") + join_parts(gpus, ", ") + " GPUs)");
     }
-    notes.push_back("The runs span different numbers of hosts: " + join(parts, "; ") +
+    notes.push_back("The runs span different numbers of hosts: " + join_parts(parts, "; ") +
                     ": the traffic between hosts is part of the difference.");
   }
   for (const auto& [name, seen] : variables)
     if (seen.size() > 1)
-      notes.push_back("The runs differ in " + name + " (" + join({seen.begin(), seen.end()}, ", ") +
+      notes.push_back("The runs differ in " + name + " (" + join_parts({seen.begin(), seen.end()}, ", ") +
                       "): the rows are not like for like.");
   return notes;
 }
@@ -161,7 +147,7 @@ std::string repeated_runs_note(const SeriesRow& row, const std::string& unit) {
   const std::string which =
       row.runs.size() % 2 == 1 ? "the median run" : "the slower of the two middle runs (median of an even count)";
   return std::to_string(row.num_devices) + " GPU" + (row.num_devices == 1 ? "" : "s") + ": " +
-         std::to_string(row.runs.size()) + " runs (" + join(speeds, ", ") + " " + unit + "); the row shows " +
+         std::to_string(row.runs.size()) + " runs (" + join_parts(speeds, ", ") + " " + unit + "); the row shows " +
          which + " by processing speed.";
 }
 
@@ -178,9 +164,9 @@ std::string repeated_runs_note(const SeriesRow& row, const std::string& unit) {
 std::optional<EfficiencyLoss> efficiency_loss(const Result& run, const Result& single, double efficiency_pct) {
   const json& parts = run.summary.breakdown, & single_parts = single.summary.breakdown;
   if (!parts.contains("ms_per_step") || !single_parts.contains("ms_per_step")) return std::nullopt;
-  const double wall_ms = parts.value("wall_ms_per_step", 0.0);
+  const double wall_ms = number_or_zero(parts, "wall_ms_per_step");
   if (!(wall_ms > 0)) return std::nullopt;
-  auto part = [](const json& breakdown, const char* key) { return breakdown["ms_per_step"].value(key, 0.0); };
+  auto part = [](const json& breakdown, const char* key) { return number_or_zero(breakdown["ms_per_step"], key); };
   auto growth_points = [&](const char* key) { return 100.0 * (part(parts, key) - part(single_parts, key)) / wall_ms; };
   EfficiencyLoss loss;
   loss.exposed_comm = growth_points("exposed_comm_ms");
@@ -238,10 +224,11 @@ std::optional<double> clock_loss_points(const Result& run, const Result& single)
   if (!parts.contains("ms_per_step") || !clocks.contains("sm_clock_mhz_mean") ||
       !single_clocks.contains("sm_clock_mhz_mean"))
     return std::nullopt;
-  const double wall_ms = parts.value("wall_ms_per_step", 0.0);
-  const double clock = clocks["sm_clock_mhz_mean"].get<double>(), single_clock = single_clocks["sm_clock_mhz_mean"].get<double>();
+  const double wall_ms = number_or_zero(parts, "wall_ms_per_step");
+  const double clock = number_or_zero(clocks, "sm_clock_mhz_mean");
+  const double single_clock = number_or_zero(single_clocks, "sm_clock_mhz_mean");
   if (!(wall_ms > 0) || !(clock > 0) || !(single_clock > 0)) return std::nullopt;
-  auto part = [&](const char* key) { return parts["ms_per_step"].value(key, 0.0); };
+  auto part = [&](const char* key) { return number_or_zero(parts["ms_per_step"], key); };
   const double compute = part("forward_ms") + part("backward_ms") + part("update_ms");
   return 100.0 * compute * (1.0 - clock / single_clock) / wall_ms;
 }
@@ -274,7 +261,7 @@ void make_titles_unique(std::vector<std::string>& titles, const std::vector<KeyF
                                          [&](size_t j) { return fields[j][f].second != fields[i][f].second; });
         if (differs) differing.push_back(fields[i][f].first + "=" + fields[i][f].second);
       }
-      titles[i] = title + " [" + join(differing, ", ") + "]";
+      titles[i] = title + " [" + join_parts(differing, ", ") + "]";
     }
   }
 }
@@ -372,13 +359,13 @@ std::string strategy_label(const SeriesKey& key) { return key.strategy_words; }
 std::string workload_label(const SeriesKey& key) {
   std::vector<std::string> parts = {model_label(key)};
   for (std::string& part : workload_details(key)) parts.push_back(std::move(part));
-  return join(parts, ", ");
+  return join_parts(parts, ", ");
 }
 
 std::string series_label(const SeriesKey& key) {
   std::vector<std::string> parts = {model_label(key), strategy_label(key)};
   for (std::string& part : workload_details(key)) parts.push_back(std::move(part));
-  return join(parts, ", ");
+  return join_parts(parts, ", ");
 }
 
 const SeriesRow* find_row(const Series& series, int64_t num_devices) {

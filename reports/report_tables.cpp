@@ -332,7 +332,8 @@ std::string render_json(const Report& report) {
                         {"notes", series.notes},
                         {"rows", std::move(rows)}});
   }
-  return document.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  // ASCII only: a control byte of a value (U+009B too) reaches no terminal.
+  return document.dump(2, ' ', true, json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace dpbench

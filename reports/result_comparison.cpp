@@ -4,6 +4,8 @@
 #include <map>
 #include <utility>
 
+#include "reports/workload_flags.h"
+
 namespace dpbench {
 namespace {
 
@@ -27,6 +29,7 @@ struct SeriesAtGpusLess {
 struct GroupedRuns {
   ComparedRuns runs;
   std::vector<std::vector<StepSample>> samples;  // of the runs not left out
+  FlagValues workload;                           // what every run recorded of its workload
 };
 
 using Grouped = std::map<SeriesAtGpus, GroupedRuns, SeriesAtGpusLess>;
@@ -34,8 +37,10 @@ using Grouped = std::map<SeriesAtGpus, GroupedRuns, SeriesAtGpusLess>;
 Grouped group_runs(const LoadedResults& loaded, const StrategyCatalog& strategies) {
   Grouped grouped;
   for (const LoadedResult& run : loaded.results) {
-    GroupedRuns& group = grouped[{series_key_of(run.result, strategies), run.result.summary.num_devices}];
+    const SeriesKey key = series_key_of(run.result, strategies);
+    GroupedRuns& group = grouped[{key, run.result.summary.num_devices}];
     group.runs.files.push_back(run.path);
+    add_workload_values(run.result.config, key.scaling == Scaling::strong, {}, &group.workload);
     std::vector<StepSample> samples = measured_steps_of(run.result);
     const std::string why_not = why_too_few_samples(samples);
     if (why_not.empty()) group.samples.push_back(std::move(samples));
@@ -72,12 +77,18 @@ std::string ComparedSeries::label() const {
 }
 
 bool ComparedSeries::over_fail_above(std::optional<double> fail_above_pct) const {
-  return fail_above_pct && matched() && speeds.slower_by_more_than(*fail_above_pct);
+  return fail_above_pct && compared() && speeds.slower_by_more_than(*fail_above_pct);
 }
 
 size_t ResultComparison::matched_count() const {
   size_t count = 0;
   for (const ComparedSeries& entry : series) count += entry.matched() ? 1 : 0;
+  return count;
+}
+
+size_t ResultComparison::refused_count() const {
+  size_t count = 0;
+  for (const ComparedSeries& entry : series) count += entry.refused() ? 1 : 0;
   return count;
 }
 
@@ -109,7 +120,16 @@ ResultComparison compare_results(const std::string& base_path, LoadedResults bas
   for (auto& [at, entry] : merged) {
     entry.key = at.key;
     entry.num_devices = at.num_devices;
-    entry.speeds = compare_speeds(samples_in(base_groups, at), samples_in(new_groups, at), settings);
+    if (entry.matched())
+      entry.workload_differences =
+          workload_differences({{"BASE", base_groups.at(at).workload}, {"NEW", new_groups.at(at).workload}});
+    if (entry.refused()) {
+      // Each side's own speed, and no ratio: the runs did not compute the same thing.
+      entry.speeds = compare_speeds(samples_in(base_groups, at), {}, settings);
+      entry.speeds.new_speed = compare_speeds({}, samples_in(new_groups, at), settings).new_speed;
+    } else {
+      entry.speeds = compare_speeds(samples_in(base_groups, at), samples_in(new_groups, at), settings);
+    }
     comparison.series.push_back(std::move(entry));
   }
   give_titles(comparison.series);

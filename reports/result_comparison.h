@@ -1,7 +1,9 @@
 // `dpbench compare`'s model: two sets of results (BASE and NEW) grouped into series at a GPU count
 // by report's series key (reports/report_series.h) plus the GPU count, matched key to key, each
 // pair's speeds compared from their per-step samples (reports/speed_comparison.h), and the series
-// found on one side only. Rendered by reports/comparison_tables.h.
+// found on one side only. A matched series whose runs differ in their workload (a model setting,
+// the optimizer, ...: reports/workload_flags.h) is refused, the differing flags named, rather
+// than compared. Rendered by reports/comparison_tables.h.
 #pragma once
 
 #include <cstdint>
@@ -28,9 +30,13 @@ struct ComparedSeries {
   int64_t num_devices = 0;
   std::string title;  // series_label, made unique within the comparison
   std::optional<ComparedRuns> base_runs, new_runs;  // one absent: the series is on the other side only
-  SpeedComparison speeds;  // on one side only: that side's speed, no ratio
+  SpeedComparison speeds;  // on one side only or refused: each side's speed, no ratio
+  // Matched, but its runs differ in these workload flags, "num_units (BASE 8; NEW 256)": refused.
+  std::vector<std::string> workload_differences;
 
   bool matched() const { return base_runs && new_runs; }
+  bool refused() const { return matched() && !workload_differences.empty(); }
+  bool compared() const { return matched() && workload_differences.empty(); }
   std::string label() const;  // "<title>, 8 GPUs"
   // Slower beyond the noise and by more than `fail_above_pct` (none: no gate, never).
   bool over_fail_above(std::optional<double> fail_above_pct) const;
@@ -50,7 +56,8 @@ struct ResultComparison {
   std::optional<double> fail_above_pct;  // the gate, where one was asked for
   std::vector<ComparedSeries> series;    // in report order (SeriesKeyLess, then GPU count)
 
-  size_t matched_count() const;
+  size_t matched_count() const;  // in both, compared or refused
+  size_t refused_count() const;
   size_t over_fail_above_count() const;
 };
 

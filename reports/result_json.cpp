@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/data/text_content.h"
 #include "engine/errors.h"
 #include "reports/text_file.h"
 
@@ -337,14 +338,34 @@ void write_result_atomically(const Result& result, const std::string& path) {
                         "result file");
 }
 
+std::string parse_json_text(const std::string& text, json* document, std::string* detail) {
+  try {
+    *document = json::parse(text);
+    return "";
+  } catch (const json::parse_error& error) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." without the prefix.
+    const std::string what = error.what();
+    const size_t at = what.find(" at line ");
+    if (detail != nullptr) *detail = escaped_value(at == std::string::npos ? what : what.substr(at + 4));
+    return "not JSON";
+  } catch (const json::out_of_range& error) {
+    // "[json.exception.out_of_range.406] number overflow parsing '1e400'"
+    const std::string what = error.what();
+    const size_t open = what.find('\''), close = what.rfind('\'');
+    const std::string number = open != std::string::npos && close > open ? what.substr(open + 1, close - open - 1) : "";
+    if (detail != nullptr) detail->clear();
+    return "holds the number " + escaped_value(number, kQuotedExcerptBytes) +
+           ", beyond the range of a double (no file dpbench writes)";
+  }
+}
+
 Result read_result_file(const std::string& path) {
   const std::string text = read_text_file(path, "result file");
   json document;
-  try {
-    document = json::parse(text);
-  } catch (const json::parse_error& error) {
-    throw RuntimeError("result file '" + path + "' is not valid JSON: " + error.what());
-  }
+  std::string detail;
+  const std::string why_not = parse_json_text(text, &document, &detail);
+  if (why_not == "not JSON") throw RuntimeError("result file '" + path + "' is not valid JSON: " + detail);
+  if (!why_not.empty()) throw RuntimeError("result file '" + path + "' " + why_not);
   try {
     return result_from_json(document);
   } catch (const RuntimeError& error) {

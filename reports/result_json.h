@@ -25,6 +25,12 @@ Result result_from_json(const nlohmann::json& document);
 // temporary file is removed on failure.
 void write_result_atomically(const Result& result, const std::string& path);
 
+// Parses `text` into `*document`; "" when it is JSON nlohmann can hold, else why not in a few
+// words: "not JSON" for a syntax error (with `*detail`, where given, saying where: "line 1,
+// column 2: ..."), or "holds the number 1e400, beyond the range of a double" for a number no
+// double holds (JSON sets no limit, so such a file is JSON but no file dpbench wrote).
+std::string parse_json_text(const std::string& text, nlohmann::json* document, std::string* detail = nullptr);
+
 // Throws RuntimeError naming the path for a missing or unreadable file, invalid JSON, or a
 // document result_from_json rejects.
 Result read_result_file(const std::string& path);

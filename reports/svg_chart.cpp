@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "engine/data/text_content.h"
+
 namespace dpbench {
 namespace {
 
@@ -19,9 +21,11 @@ constexpr double kCharWidth = 7;        // of 12px sans-serif, near enough to si
 constexpr double kTitleCharWidth = 9;   // of the 15px bold title
 constexpr double kTitleLineHeight = 19;
 
+// XML has no place for control bytes (and a value from a file may hold them): escaped_value's
+// \xNN first, then XML's own escapes.
 std::string escape_xml(const std::string& text) {
   std::string escaped;
-  for (char c : text) {
+  for (char c : escaped_value(text)) {
     switch (c) {
       case '&': escaped += "&amp;"; break;
       case '<': escaped += "&lt;"; break;

@@ -4,7 +4,9 @@
 #include <functional>
 #include <vector>
 
+#include "engine/data/text_content.h"
 #include "engine/errors.h"
+#include "reports/result_json.h"
 #include "reports/text_file.h"
 
 namespace dpbench {
@@ -78,7 +80,10 @@ std::string accepted_names() {
 
 SystemDescription parse_system_description(const json& document, const std::string& path) {
   const std::string where = "system file '" + path + "'";
-  auto fail = [&](const std::string& why) -> void { throw RuntimeError(where + ": " + why + " (systems/README.md)"); };
+  // Escaped whole: the line may quote the file (an unknown field's name).
+  auto fail = [&](const std::string& why) -> void {
+    throw RuntimeError(escaped_value(where + ": " + why + " (systems/README.md)"));
+  };
   if (!document.is_object()) fail("not a JSON object");
   SystemDescription system;
   for (const auto& [key, value] : document.items()) {
@@ -107,11 +112,11 @@ SystemDescription parse_system_description(const json& document, const std::stri
 SystemDescription load_system_description(const std::string& path) {
   const std::string text = read_text_file(path, "system file");
   json document;
-  try {
-    document = json::parse(text);
-  } catch (const json::parse_error& error) {
-    throw RuntimeError("system file '" + path + "': not JSON (" + error.what() + ")");
-  }
+  std::string detail;
+  const std::string why_not = parse_json_text(text, &document, &detail);
+  if (!why_not.empty())
+    throw RuntimeError(
+        escaped_value("system file '" + path + "': " + why_not + (detail.empty() ? "" : " (" + detail + ")")));
   return parse_system_description(document, path);
 }
 

@@ -62,6 +62,44 @@ WarningState& warning_state() {
   return state;
 }
 
+// How escape() treats what it keeps as it is: at most `max_bytes` of the text (then "..."),
+// and which whitespace controls pass raw.
+struct Escaping {
+  size_t max_bytes = std::string_view::npos;
+  bool quotes = false;             // `\` and `"` escaped, for text shown between double quotes
+  bool whitespace_raw = false;     // tab, line feed, vertical tab, form feed, carriage return kept
+  bool line_feeds_raw = false;     // line feeds kept (the lines of a document)
+};
+
+std::string escape(std::string_view text, const Escaping& how) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    bool cut = false;
+    const size_t length = utf8_sequence_length(text, i, &cut);
+    const size_t taken = length == 0 ? 1 : length;
+    if (how.max_bytes != std::string_view::npos && i + taken > how.max_bytes) break;
+    const auto c = static_cast<unsigned char>(text[i]);
+    const bool whitespace = length == 1 && c >= '\t' && c <= '\r';
+    const bool kept_whitespace = whitespace && (how.whitespace_raw || (how.line_feeds_raw && c == '\n'));
+    if (length == 0 || (whitespace && !kept_whitespace) || is_control(text, i, length)) {
+      for (size_t k = 0; k < taken; ++k) {
+        char hex[5];
+        std::snprintf(hex, sizeof hex, "\\x%02X", static_cast<unsigned char>(text[i + k]));
+        out += hex;
+      }
+    } else if (how.quotes && (text[i] == '\\' || text[i] == '"')) {
+      out += '\\';
+      out += text[i];
+    } else {
+      out.append(text.substr(i, length));
+    }
+    i += taken;
+  }
+  if (i < text.size()) out += "...";
+  return out;
+}
+
 }  // namespace
 
 double non_text_share(std::string_view sample) {
@@ -83,29 +121,23 @@ double non_text_share(std::string_view sample) {
 }
 
 std::string escaped_excerpt(std::string_view text) {
-  std::string out;
-  size_t i = 0;
-  while (i < text.size()) {
-    bool cut = false;
-    const size_t length = utf8_sequence_length(text, i, &cut);
-    const size_t taken = length == 0 ? 1 : length;
-    if (i + taken > kQuotedExcerptBytes) break;
-    if (length == 0 || is_control(text, i, length)) {
-      for (size_t k = 0; k < taken; ++k) {
-        char hex[5];
-        std::snprintf(hex, sizeof hex, "\\x%02X", static_cast<unsigned char>(text[i + k]));
-        out += hex;
-      }
-    } else if (text[i] == '\\' || text[i] == '"') {
-      out += '\\';
-      out += text[i];
-    } else {
-      out.append(text.substr(i, length));
-    }
-    i += taken;
-  }
-  if (i < text.size()) out += "...";
-  return out;
+  Escaping how;
+  how.max_bytes = kQuotedExcerptBytes;
+  how.quotes = true;
+  how.whitespace_raw = true;
+  return escape(text, how);
+}
+
+std::string escaped_value(std::string_view text, size_t max_bytes) {
+  Escaping how;
+  how.max_bytes = max_bytes;
+  return escape(text, how);
+}
+
+std::string escaped_lines(std::string_view text) {
+  Escaping how;
+  how.line_feeds_raw = true;
+  return escape(text, how);
 }
 
 void warn_if_binary(const std::string& path, std::string_view sample, bool whole_file) {

@@ -1,6 +1,7 @@
 // What the data readers say about the bytes of a file: whether a "text" file looks like binary
-// data, how a token or line from a file is quoted in a message without echoing raw bytes to the
-// terminal, and where the readers' warnings go (engine code has no logger of its own).
+// data, how a token, line or value from a file is quoted in a message or a table without echoing
+// raw bytes to the terminal, and where the readers' warnings go (engine code has no logger of its
+// own).
 #pragma once
 
 #include <cstddef>
@@ -26,6 +27,16 @@ double non_text_share(std::string_view sample);
 // `text` fit to quote in a message: printable ASCII and valid UTF-8 as they are, `\` and `"`
 // escaped, every other byte as \xNN, at most kQuotedExcerptBytes of `text` then "...".
 std::string escaped_excerpt(std::string_view text);
+
+// A value from a file (a name, a path, a config value) fit to print, on a terminal or in a table:
+// valid UTF-8 as it is; every control byte, tab and line breaks included (a value stays on its
+// line), and every byte outside valid UTF-8 as \xNN; at most `max_bytes` of it, then "...".
+// Printable text comes back unchanged.
+std::string escaped_value(std::string_view text, size_t max_bytes = std::string_view::npos);
+
+// A document of lines (a report's markdown or CSV) fit to print: as escaped_value, but its line
+// feeds kept.
+std::string escaped_lines(std::string_view text);
 
 // Warns once per file when `sample` (its first kTextSniffBytes, or all of a smaller file) looks
 // like binary data: "<path> looks like binary data (N% of its first MiB is not text); is it the

@@ -4,7 +4,9 @@
 // comm_bench records, and the predict flags that take the curves.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 
 #include "cli/predict_command.h"
@@ -239,6 +241,56 @@ TEST_CASE("predict takes the files after --curves up to the next flag", "[predic
                         "' (give files dpbench comm_bench --json FILE wrote)");
   CHECK(run_cli({"predict", dir.file("base.json"), "--system", dir.file("system.json"), "--curves",
                  dir.file("nowhere.json")}) == 2);
+}
+
+
+TEST_CASE("a curve with a size, bandwidth, rank or host count no measurement has is refused, naming it",
+          "[predict]") {
+  const std::string prefix = "predict: curve file 'c.json': ";
+  auto edited = [](const std::function<void(json&)>& edit) {
+    json document = comm_bench_file();
+    edit(document);
+    return parse_error(document);
+  };
+  CHECK_THAT(edited([](json& d) { d["rows"][0]["size_bytes"] = 1e300; }),
+             Catch::StartsWith(prefix + "row 0 has size_bytes 1e+300; sizes are whole bytes from 1 to 2^53"));
+  CHECK_THAT(edited([](json& d) { d["rows"][0]["size_bytes"] = 4096.5; }),
+             Catch::StartsWith(prefix + "row 0 has size_bytes 4096.5; sizes are whole bytes"));
+  CHECK_THAT(edited([](json& d) { d["rows"][2]["busbw_gbps"] = 1e300; }),
+             Catch::StartsWith(prefix + "row 2 (2048 B) has busbw_gbps 1e+300, impossible for a link"));
+  CHECK_THAT(edited([](json& d) { d["ranks"] = uint64_t{10000000000000000000u}; }),
+             Catch::StartsWith(prefix + "ranks is 10000000000000000000; expected a whole number from 1 to 16777216"));
+  CHECK_THAT(edited([](json& d) { d["ranks"] = 2.5; }), Catch::StartsWith(prefix + "ranks is 2.5; expected a whole"));
+  CHECK_THAT(edited([](json& d) { d["hosts"] = 5; }),
+             Catch::StartsWith(prefix + "hosts 5 is more than its 2 ranks, impossible for a measurement"));
+  // A name from the file is quoted escaped, never raw.
+  CHECK(edited([](json& d) { d["config"]["op"] = "all\x1b[2J"; }) ==
+        prefix + "config.op 'all\\x1B[2J' is no collective dpbench predicts with; accepted: all_reduce, "
+                 "reduce_scatter, all_gather, reduce, broadcast");
+}
+
+TEST_CASE("a curve file holding a number no double holds is named with the number", "[predict]") {
+  TempDir dir;
+  json document = comm_bench_file();
+  std::string text = document.dump();
+  text.replace(text.find("\"time_us\":1.0"), 13, "\"time_us\":1e400");
+  write_file(dir.file("huge.json"), text);
+  CHECK(error_message_of<RuntimeError>([&] { load_collective_curve(dir.file("huge.json")); }, "error") ==
+        "predict: curve file '" + dir.file("huge.json") +
+            "': holds the number 1e400, beyond the range of a double (no file dpbench writes); write one with "
+            "dpbench comm_bench --op=all_reduce --json FILE");
+}
+
+TEST_CASE("predict refuses a curve larger than comm_bench measures, writing nothing", "[predict]") {
+  TempDir dir;
+  json document = comm_bench_file();
+  document["rows"][0]["size_bytes"] = int64_t{1} << 41;  // 2 TiB: past --max_bytes' 1024G
+  write_file(dir.file("big.json"), document.dump());
+  const std::string system = std::string(DPBENCH_SOURCE_DIR) + "/systems/reference_backend.json";
+  // The curves are read before BASE: this fails on the curve, whatever BASE is.
+  CHECK(run_cli({"predict", dir.file("big.json"), "--system", system, "--output", dir.file("out.md"), "--curves",
+                 dir.file("big.json")}) == 1);
+  CHECK_FALSE(std::filesystem::exists(dir.file("out.md")));
 }
 
 }  // namespace dpbench

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cli/comm_bench_command.h"
+#include "reports/collective_curves.h"
 #include "engine/collective_traffic.h"
 #include "engine/errors.h"
 #include "tests/host/test_support.h"
@@ -254,4 +255,43 @@ TEST_CASE("comm_bench refuses to report the bandwidth of a communicator that com
                         Catch::Contains("no bandwidth is reported"));
   // The same run through the real communicator passes the check and measures every size.
   CHECK(run_comm_bench(options).rows.size() == 5);
+}
+
+TEST_CASE("comm_bench measures each size a collective can move once, never a size twice", "[comm_bench]") {
+  // 3 and 6 bytes of fp32 on 2 ranks are both one element: one row of 4 B, not two.
+  CHECK(measured_sizes(BenchCollective::all_reduce, 3, 100, 2, DataType::f32) == std::vector<size_t>{4, 12, 24, 48, 96});
+  // Below one element per rank a scatter moves one per rank: 3, 6 and 12 B on 3 ranks are all 12.
+  CHECK(measured_sizes(BenchCollective::reduce_scatter, 3, 100, 3, DataType::f32) ==
+        std::vector<size_t>{12, 24, 48, 96});
+  // Every collective, type and rank count from 2 to 8: ascending, each what one call moves (so
+  // sizing it again changes nothing), none past the largest size asked for but where one call
+  // moves more.
+  for (BenchCollective collective : all_bench_collectives())
+    for (DataType type : {DataType::f32, DataType::f16, DataType::bf16})
+      for (int ranks = 2; ranks <= 8; ++ranks)
+        for (size_t min_bytes : {size_t{1}, size_t{3}, size_t{7}, size_t{1000}}) {
+          INFO(bench_collective_name(collective) << " " << data_type_name(type) << " " << ranks << " ranks from "
+                                                 << min_bytes << " B");
+          const size_t max_bytes = 1 << 16;
+          const std::vector<size_t> sizes = measured_sizes(collective, min_bytes, max_bytes, ranks, type);
+          REQUIRE(!sizes.empty());
+          for (size_t i = 0; i < sizes.size(); ++i) {
+            CHECK(shape_of(collective, sizes[i], ranks, type).size_bytes == sizes[i]);
+            if (i > 0) CHECK(sizes[i] > sizes[i - 1]);
+            if (i > 0) CHECK(sizes[i] <= max_bytes);
+          }
+        }
+}
+
+TEST_CASE("a comm_bench of sizes below one element per rank writes a curve predict takes", "[comm_bench]") {
+  TempDir dir;
+  const std::string json_path = dir.file("scatter.json");
+  REQUIRE(run_cli({"comm_bench", "--device=cpu", "--num_gpus=3", "--op=reduce_scatter", "--min_bytes=3",
+                   "--max_bytes=100", "--iters=1", "--warmup_iters=0", "--json=" + json_path}) == 0);
+  const nlohmann::json written = read_json(json_path);
+  std::vector<size_t> sizes;
+  for (const nlohmann::json& row : written["rows"]) sizes.push_back(row["size_bytes"].get<size_t>());
+  CHECK(sizes == std::vector<size_t>{12, 24, 48, 96});
+  const CollectiveCurve curve = load_collective_curve(json_path);
+  CHECK(curve.points.size() == 4);
 }

@@ -225,12 +225,12 @@ TEST_CASE("compare --output writes each format atomically and CSV and JSON carry
   CHECK_THAT(csv, StartsWith("series,scaling,mode,model,"));
   CHECK_THAT(csv, Contains(",unit,variable_update,"));  // the key's fields, as report's CSV has them
   CHECK_THAT(csv, Contains(",gpu_number,found_in,base_runs,new_runs,base_speed,new_speed,ratio,ratio_low,ratio_high,"
-                           "change_pct,verdict,over_fail_above,base_files,new_files,left_out\n"));
+                           "change_pct,verdict,over_fail_above,base_files,new_files,left_out,workload_differences\n"));
   // Numbers as they read back exactly (1000 x 256 images over the steps' summed times: 950.0000000000001).
   CHECK_THAT(csv, Contains(",1,both,1,1,1000.0,950.0"));
-  CHECK_THAT(csv, Contains(",slower,true,<dir>/base/r1.json,<dir>/new/r1.json,\n"));
+  CHECK_THAT(csv, Contains(",slower,true,<dir>/base/r1.json,<dir>/new/r1.json,,\n"));
   CHECK_THAT(csv, Contains(",2,base only,1,,1900.0"));
-  CHECK_THAT(csv, Contains(",,,,,,,,<dir>/base/r2.json,,\n"));  // no NEW speed, ratio, interval, verdict, gate
+  CHECK_THAT(csv, Contains(",,,,,,,,<dir>/base/r2.json,,,\n"));  // no NEW speed, ratio, interval, verdict, gate
 
   const nlohmann::json document = nlohmann::json::parse(render_comparison_json(comparison));
   CHECK(document["method"]["resamples"] == 10000);
@@ -318,4 +318,70 @@ TEST_CASE("compare of a side with no usable result is one error line naming it w
   CHECK(run_cli({"compare", good, dir.file("empty"), "--output=" + output}) == 1);
   CHECK(run_cli({"compare", dir.file("broken.json"), good, "--output=" + output}) == 1);
   CHECK_FALSE(std::filesystem::exists(output));
+}
+
+TEST_CASE("compare refuses a series whose runs differ in their workload, naming the flags", "[compare]") {
+  TempDir dir;
+  make_folders(dir, {"base", "new", "out"});
+  // rnnlm 8 units wide against 256: a 99% "slowdown" that is another model.
+  write_fixture(dir, "base/narrow.json", run_of({"--model=rnnlm", "--num_units=8"}, 1, 100000));
+  write_fixture(dir, "new/wide.json", run_of({"--model=rnnlm", "--num_units=256"}, 1, 500));
+  const ResultComparison comparison = comparison_of(dir.file("base"), dir.file("new"), 2.0);
+  REQUIRE(comparison.series.size() == 1);
+  const ComparedSeries& entry = comparison.series.front();
+  CHECK(entry.refused());
+  CHECK(entry.workload_differences == std::vector<std::string>{"num_units (BASE 8; NEW 256)"});
+  CHECK_FALSE(entry.speeds.ratio);
+  CHECK(*entry.speeds.base_speed == Approx(100000));
+  CHECK(*entry.speeds.new_speed == Approx(500));
+  CHECK_FALSE(entry.over_fail_above(2.0));
+  CHECK(comparison.refused_count() == 1);
+  // The gate does not fail on a comparison it refused; the output says why, naming the flags.
+  const std::string output = dir.file("out/compare.md");
+  CHECK(run_cli({"compare", dir.file("base"), dir.file("new"), "--fail_above=2", "--output", output}) == 0);
+  const std::string markdown = with_placeholder(read_text_file(output), dir);
+  CHECK_THAT(markdown, Contains("1 series in both (1 refused: workloads differ), 0 only in BASE, 0 only in NEW."));
+  CHECK_THAT(markdown, Contains(" | n/a | n/a | n/a | refused: workloads differ |\n"));
+  CHECK_THAT(markdown, Contains("\n## Refused: the runs differ in their workload\n"));
+  CHECK_THAT(markdown, Contains(", 1 GPU: the runs differ in num_units (BASE 8; NEW 256) (BASE "
+                                "`<dir>/base/narrow.json`; NEW `<dir>/new/wide.json`)\n"));
+  CHECK_THAT(markdown, Contains("Gate (--fail_above=2%): passed"));
+  REQUIRE(run_cli({"compare", dir.file("base"), dir.file("new"), "--format=json", "--output", output}) == 0);
+  const nlohmann::json document = read_json(output);
+  CHECK(document["series"][0]["verdict"] == "refused: workloads differ");
+  CHECK(document["series"][0]["workload_differences"] == nlohmann::json({"num_units (BASE 8; NEW 256)"}));
+  CHECK(document["series"][0]["over_fail_above"].is_null());
+  REQUIRE(run_cli({"compare", dir.file("base"), dir.file("new"), "--format=csv", "--output", output}) == 0);
+  CHECK_THAT(read_text_file(output), Contains(",refused: workloads differ,,"));
+  CHECK_THAT(read_text_file(output), Contains(",num_units (BASE 8; NEW 256)\n"));
+}
+
+TEST_CASE("compare refuses runs of another optimizer or of mixed workloads on one side", "[compare]") {
+  TempDir dir;
+  make_folders(dir, {"base", "new", "mixed"});
+  write_fixture(dir, "base/sgd.json", run_of({"--model=resnet50", "--optimizer=sgd"}, 2, 1000));
+  write_fixture(dir, "new/momentum.json", run_of({"--model=resnet50", "--optimizer=momentum"}, 2, 990));
+  CHECK(only_matched(comparison_of(dir.file("base"), dir.file("new"))).workload_differences ==
+        std::vector<std::string>{"optimizer (BASE sgd; NEW momentum)"});
+  // Two widths in BASE's folder: no side may mix workloads either.
+  write_fixture(dir, "mixed/narrow.json", run_of({"--model=rnnlm", "--num_units=8"}, 1, 9000));
+  write_fixture(dir, "mixed/wide.json", run_of({"--model=rnnlm", "--num_units=256"}, 1, 500));
+  write_fixture(dir, "new/narrow.json", run_of({"--model=rnnlm", "--num_units=8"}, 1, 9000));
+  const ResultComparison mixed = comparison_of(dir.file("mixed"), dir.file("new/narrow.json"));
+  REQUIRE(mixed.series.size() == 1);
+  CHECK(mixed.series.front().workload_differences == std::vector<std::string>{"num_units (BASE 256, 8; NEW 8)"});
+}
+
+TEST_CASE("compare still compares runs that differ only in how or where they ran", "[compare]") {
+  TempDir dir;
+  make_folders(dir, {"base", "new"});
+  // The step counts, seed, result file and CUDA graphs change no workload.
+  write_fixture(dir, "base/run.json", run_of({"--model=resnet50", "--seed=1", "--cuda_graph=false"}, 2, 1000));
+  FixtureRun other = run_of({"--model=resnet50", "--seed=2", "--cuda_graph=true"}, 2, 1000);
+  other.measured_steps = 50;
+  write_fixture(dir, "new/run.json", other);
+  const ComparedSeries entry = only_matched(comparison_of(dir.file("base"), dir.file("new")));
+  CHECK(entry.compared());
+  CHECK(entry.workload_differences.empty());
+  CHECK(entry.speeds.ratio);
 }

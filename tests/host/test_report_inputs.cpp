@@ -1,7 +1,8 @@
 // What `dpbench report` sets aside before any table: results with numbers no run can produce
-// (each named by its field), FIFOs, sockets, devices, broken links and link loops found in a
-// folder or named directly (reported, never opened, never blocked on), folders that link back to
-// themselves, and byte-identical copies of one result (counted once).
+// (each named by its field: the summary, the steps, the breakdown, telemetry and FLOPs), files
+// holding a number no double holds (1e400), FIFOs, sockets, devices, broken links and link loops
+// found in a folder or named directly (reported, never opened, never blocked on), folders that
+// link back to themselves, and byte-identical copies of one result (counted once).
 #include <catch2/catch.hpp>
 
 #include <sys/socket.h>
@@ -10,11 +11,13 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 
 #include "cli/strategies_command.h"
 #include "cli/report_command.h"
 #include "reports/report_tables.h"
+#include "reports/text_file.h"
 #include "tests/host/data_test_support.h"
 #include "tests/host/report_test_support.h"
 
@@ -164,4 +167,60 @@ TEST_CASE("report counts byte-identical copies of a result once, naming the firs
   CHECK(report.series.at(0).rows.at(0).runs.size() == 1);  // the 1-GPU row: one run, not three
   CHECK_THAT(with_placeholder(render_markdown(report), dir),
              Contains("- `<dir>/b_copy.json`: identical to <dir>/a.json; counted once\n"));
+}
+
+TEST_CASE("report sets aside a file holding a number no double holds, naming it, and reports the rest",
+          "[report]") {
+  TempDir dir;
+  write_fixture(dir, "good.json", replicated_run(1, 1000));
+  std::string text = fixture_json().dump();
+  text.replace(text.find("\"final_loss\":"), 13, "\"final_loss\":1e400,\"x\":");
+  std::ofstream(dir.file("huge.json")) << text;
+  const LoadedResults loaded = load_results({dir.path().string()});
+  CHECK(loaded.results.size() == 1);
+  CHECK(skipped_list(loaded, dir) ==
+        "<dir>/huge.json: holds the number 1e400, beyond the range of a double (no file dpbench writes)\n");
+  CHECK(run_cli({"report", dir.path().string(), "--output", dir.file("report.md")}) == 0);
+  CHECK_THAT(read_text_file(dir.file("report.md")), Contains("| 1 |"));
+}
+
+TEST_CASE("report sets aside a result whose breakdown, telemetry, FLOPs or steps hold impossible numbers",
+          "[report]") {
+  TempDir dir;
+  write_fixture(dir, "good.json", replicated_run(1, 1000));
+  const std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>> edits = {
+      {"a_wall.json", [](nlohmann::json& d) { d["summary"]["breakdown"]["wall_ms_per_step"] = 1e300; }},
+      {"b_part.json", [](nlohmann::json& d) { d["summary"]["breakdown"]["ms_per_step"]["backward_ms"] = -2.0; }},
+      {"c_parts.json", [](nlohmann::json& d) { d["summary"]["breakdown"]["ms_per_step"] = "fast"; }},
+      {"d_clock.json", [](nlohmann::json& d) { d["summary"]["gpu_telemetry"]["sm_clock_mhz_mean"] = "high"; }},
+      {"e_share.json", [](nlohmann::json& d) { d["summary"]["gpu_telemetry"]["power_capped_share"] = 7.0; }},
+      {"f_mfu.json", [](nlohmann::json& d) { d["summary"]["flops"]["mfu"] = -0.5; }},
+      {"g_shapes.json",
+       [](nlohmann::json& d) {
+         d["summary"]["math_paths"] = {{"convolutions", {{"classic_algorithms", {{"forward", {{"fft", "many"}}}}}}}};
+       }},
+      {"h_items.json", [](nlohmann::json& d) { d["steps"][3]["items"] = -5; }},
+      {"i_wait.json", [](nlohmann::json& d) { d["steps"][3]["data_wait_ms"] = 1e300; }},
+  };
+  for (const auto& [name, edit] : edits) {
+    nlohmann::json document = fixture_json();
+    edit(document);
+    write_json(dir.file(name), document);
+  }
+  const LoadedResults loaded = load_results({dir.path().string()});
+  CHECK(loaded.results.size() == 1);
+  CHECK(skipped_list(loaded, dir) ==
+        "<dir>/a_wall.json: summary.breakdown.wall_ms_per_step is 1e+300, impossible for a run (expected >= 0 and "
+        "<= 1e+12)\n"
+        "<dir>/b_part.json: summary.breakdown.ms_per_step.backward_ms is -2.0, impossible for a run (expected >= 0 "
+        "and <= 1e+12)\n"
+        "<dir>/c_parts.json: summary.breakdown.ms_per_step is a JSON string, not an object\n"
+        "<dir>/d_clock.json: summary.gpu_telemetry.sm_clock_mhz_mean is \"high\", not a number\n"
+        "<dir>/e_share.json: summary.gpu_telemetry.power_capped_share is 7.0, impossible for a run (expected >= 0 "
+        "and <= 1)\n"
+        "<dir>/f_mfu.json: summary.flops.mfu is -0.5, impossible for a run (expected >= 0 and <= 100)\n"
+        "<dir>/g_shapes.json: summary.math_paths.convolutions.classic_algorithms.forward.fft is \"many\", not a "
+        "count of shapes\n"
+        "<dir>/h_items.json: steps[3].items is -5, impossible for a run (expected 0 to 128)\n"
+        "<dir>/i_wait.json: steps[3].data_wait_ms is 1e+300, impossible for a run (expected >= 0 and <= 1e+12)\n");
 }

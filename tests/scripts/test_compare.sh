@@ -75,6 +75,20 @@ expect "no series in common" 0 "$work/base" "$work/other" --fail_above=2
 grep -q "^dpbench: warning: compare: no series is in both BASE and NEW" "$work/stderr" ||
   fail "no series in common: no warning: $(cat "$work/stderr")"
 
+# Another workload (a learning rate, here): 5% slower, but refused, not gated, the flag named.
+python3 - "$work" <<'PY'
+import json, os, sys
+work = sys.argv[1]
+result = json.load(open(f"{work}/slower/run.json"))
+result["config"]["learning_rate"] = 9.0
+os.makedirs(f"{work}/other_workload")
+json.dump(result, open(f"{work}/other_workload/run.json", "w"))
+PY
+expect "another workload" 0 "$work/base" "$work/other_workload" --fail_above=2
+grep -q "| refused: workloads differ |" "$work/stdout" || fail "another workload: no refused row: $(cat "$work/stdout")"
+grep -q "^dpbench: warning: compare: refused .*: the runs differ in learning_rate (BASE .*; NEW 9.0)" "$work/stderr" ||
+  fail "another workload: no warning naming the flag: $(cat "$work/stderr")"
+
 rm -f "$work/out/bad.md"
 expect "a bad --fail_above" 2 "$work/base" "$work/slower" --fail_above=two --output "$work/out/bad.md"
 one_error_line "a bad --fail_above" "--fail_above=two: not a number"

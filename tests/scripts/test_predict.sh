@@ -120,7 +120,7 @@ expect "curves on two rank counts" 0 "$work/g1.json" "$work/g2.json" "$work/g4.j
 { grep -qF -- "\`$work/allreduce_g2.json\`, 2 ranks" "$work/stdout" && grep -qF -- "\`$work/allreduce_g4.json\`, 4 ranks" "$work/stdout"; } ||
   fail "markdown: both curves are not named: $(grep -A3 '^Costs' "$work/stdout")"
 expect "curves, CSV" 0 "$work/g1.json" --system "$system" --max_gpus=2 --format=csv --curves "$work/allreduce_g2.json"
-{ grep -q ",curve_files$" "$work/stdout" && grep -qF "$work/allreduce_g2.json" "$work/stdout"; } || fail "CSV: no curve_files"
+{ grep -q ",curve_files," "$work/stdout" && grep -qF "$work/allreduce_g2.json" "$work/stdout"; } || fail "CSV: no curve_files"
 
 expect "CSV" 0 "$work/g1.json" --system "$system" --max_gpus=4 --format=csv
 grep -q "^strategy,gpu_number,modelled,step_ms" "$work/stdout" || fail "CSV: no header"
@@ -139,6 +139,13 @@ one_error_line "a multi-device base" "predict: BASE '.*' is a 2-GPU result; give
 run 1 "$work/untraced.json"
 expect "a base without timeline" 1 "$work/untraced.json" --system "$system" --output "$work/out/bad.md"
 one_error_line "a base without timeline" "predict: BASE '.*' has no summary.timeline .* rerun it with --trace_file"
+"$dpbench" --device=cpu --model=trivial --forward_only --num_batches=3 --num_warmup_batches=1 \
+  --trace_file="$work/inference.trace.json" --result_file="$work/inference.json" >"$work/run.log" 2>&1 ||
+  fail "a forward-only run: $(tail -2 "$work/run.log")"
+expect "a forward-only base" 1 "$work/inference.json" --system "$system" --output "$work/out/bad.md"
+one_error_line "a forward-only base" "predict: BASE '.*' is a forward-only run (--forward_only): it has no backward, .*; rerun it without --forward_only"
+expect "an impossible --bucket_cap_mb" 2 "$work/g1.json" --system "$system" --bucket_cap_mb=1048577 --output "$work/out/bad.md"
+one_error_line "an impossible --bucket_cap_mb" "--bucket_cap_mb=1048577: too large; accepted: up to 1048576 (1 TiB)"
 python3 - "$system" "$work/bad_system.json" <<'PY'
 import json, sys
 system = json.load(open(sys.argv[1]))
