@@ -6,35 +6,16 @@
 #include <cerrno>
 #include <climits>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 
+#include "engine/data/text_content.h"
 #include "engine/errors.h"
 
 namespace dpbench {
 
 std::string printable_text(const std::string& text, size_t max_bytes) {
-  const size_t shown = std::min(text.size(), max_bytes);
-  std::string out;
-  out.reserve(shown);
-  for (size_t i = 0; i < shown; ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    // C0 controls, DEL, and the C1 controls U+0080..U+009F (0xC2 0x80..0x9F), which some
-    // terminals also act on.
-    const bool c1 = c == 0xC2 && i + 1 < shown && static_cast<unsigned char>(text[i + 1]) < 0xA0 &&
-                    static_cast<unsigned char>(text[i + 1]) >= 0x80;
-    if (c < 0x20 || c == 0x7F || c1) {
-      for (size_t k = 0; k < (c1 ? 2u : 1u); ++k) {
-        char hex[5];
-        std::snprintf(hex, sizeof hex, "\\x%02X", static_cast<unsigned char>(text[i + k]));
-        out += hex;
-      }
-      i += c1 ? 1 : 0;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (shown < text.size()) out += "... (" + std::to_string(text.size()) + " bytes)";
+  std::string out = escaped_value(text, max_bytes);
+  if (text.size() > max_bytes) out += " (" + std::to_string(text.size()) + " bytes)";
   return out;
 }
 
