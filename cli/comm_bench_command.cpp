@@ -469,7 +469,7 @@ nlohmann::json comm_bench_json(const CommBenchOptions& options, const CommBenchR
 void run_comm_bench_command(const std::vector<std::string>& args, const DeviceInventory& inventory) {
   const CommBenchOptions options = parse_comm_bench_flags(args, inventory);
   if (options.help) {
-    std::fputs(comm_bench_help_text().c_str(), stdout);
+    write_text_atomically("-", comm_bench_help_text(), "comm_bench's help");
     return;
   }
   // --json on standard output stays one document there: the table takes stderr.

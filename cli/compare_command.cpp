@@ -9,6 +9,7 @@
 #include "cli/strategies_command.h"
 #include "engine/data/text_content.h"
 #include "engine/errors.h"
+#include "reports/text_file.h"
 #include "reports/comparison_tables.h"
 #include "reports/report_loader.h"
 #include "reports/result_comparison.h"
@@ -98,7 +99,8 @@ std::string compare_help_text() {
          "  --noise_floor PCT    a smaller change of speed is within noise however tight the samples (default " +
          percent_text(defaults.noise_floor_pct) + ")\n"
          "  --help               this text\n\n"
-         "Exit codes: 0 compared (and no series over --fail_above); 1 an error (e.g. a side with no usable result);\n"
+         "Exit codes: 0 compared (and no series over --fail_above); 1 an error (e.g. a side with no usable result,\n"
+         "or a series whose runs differ in what they measure: refused);\n"
          "2 a bad command line; 3 a series slower than --fail_above allows (the output is written all the same).\n"
          "Example: dpbench compare results/before results/after --fail_above=2 --output COMPARE.md\n";
 }
@@ -106,7 +108,7 @@ std::string compare_help_text() {
 int run_compare_command(const std::vector<std::string>& args) {
   const CompareOptions options = parse_compare_flags(args);
   if (options.help) {
-    std::fputs(compare_help_text().c_str(), stdout);
+    write_text_atomically("-", compare_help_text(), "compare's help");
     return 0;
   }
   LoadedResults base = load_side("BASE", options.base_path);
@@ -123,18 +125,28 @@ int run_compare_command(const std::vector<std::string>& args) {
   const std::string text = render_in_format(options.format, comparison, render_comparison_markdown,
                                             render_comparison_csv, render_comparison_json);
   write_offline_output("compare", options.format == ReportFormat::json ? text : escaped_lines(text), options.output);
+  int refused = 0;
   for (const ComparedSeries& entry : comparison.series)
-    if (entry.refused())
+    if (entry.refused()) {
+      ++refused;
       warn("refused " + entry.label() + ": the runs differ in " + join(entry.workload_differences, ", ") +
            "; compare runs of one workload");
+    }
   // A gate that compared nothing passes; a changed GPU type or flag must not pass it unnoticed.
   if (comparison.matched_count() == 0)
     warn("no series is in both BASE and NEW, so nothing was compared (each side's series are listed in the output)");
-  if (comparison.over_fail_above_count() == 0) return 0;
-  error_log().error(escaped_value("compare: " + count_of(comparison.over_fail_above_count(), "series", "series") +
-                                  " slower beyond the noise by more than --fail_above=" +
-                                  percent_text(*options.fail_above_pct) + ": " + over_gate_list(comparison)));
-  return kCompareSlowerExitCode;
+  if (comparison.over_fail_above_count() > 0)
+    error_log().error(escaped_value("compare: " + count_of(comparison.over_fail_above_count(), "series", "series") +
+                                    " slower beyond the noise by more than --fail_above=" +
+                                    percent_text(*options.fail_above_pct) + ": " + over_gate_list(comparison)));
+  // A series whose two sides measured different workloads has no verdict, so the comparison
+  // (and a gate built on it) did not do its job: an error, whatever the other series say.
+  if (refused > 0) {
+    error_log().error("compare: " + count_of(refused, "series", "series") +
+                      " refused (the runs differ in what they measure, named above); compare runs of one workload");
+    return 1;
+  }
+  return comparison.over_fail_above_count() > 0 ? kCompareSlowerExitCode : 0;
 }
 
 }  // namespace dpbench

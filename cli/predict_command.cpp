@@ -158,7 +158,7 @@ std::string predict_help_text() {
 int run_predict_command(const std::vector<std::string>& args) {
   const PredictOptions options = parse_predict_flags(args);
   if (options.help) {
-    std::fputs(predict_help_text().c_str(), stdout);
+    write_text_atomically("-", predict_help_text(), "predict's help");
     return 0;
   }
   const SystemDescription system = load_system_description(options.system_path);

@@ -87,7 +87,7 @@ std::string render_report(const Report& report, ReportFormat format) {
 void run_report_command(const std::vector<std::string>& args) {
   const ReportOptions options = parse_report_flags(args);
   if (options.help) {
-    std::fputs(report_help_text().c_str(), stdout);
+    write_text_atomically("-", report_help_text(), "report's help");
     return;
   }
   LoadedResults loaded = load_results(options.paths);

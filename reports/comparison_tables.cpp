@@ -61,6 +61,9 @@ std::string gate_text(const ResultComparison& comparison) {
   const std::string limit = percent_text(*comparison.fail_above_pct);
   const size_t failing = comparison.over_fail_above_count();
   const std::string gate = "\nGate (--fail_above=" + limit + "): ";
+  if (const size_t refused = comparison.refused_count(); refused > 0)
+    return gate + "not judged; " + count_of(refused, "series", "series") +
+           " refused (workloads differ), which compare reports as an error.\n";
   if (failing == 0) return gate + "passed; no series is slower by more than " + limit + ".\n";
   return gate + "failed; " + count_of(failing, "series", "series") + " slower by more than " + limit +
          " (marked over --fail_above).\n";

@@ -336,22 +336,22 @@ TEST_CASE("compare refuses a series whose runs differ in their workload, naming 
   CHECK(*entry.speeds.new_speed == Approx(500));
   CHECK_FALSE(entry.over_fail_above(2.0));
   CHECK(comparison.refused_count() == 1);
-  // The gate does not fail on a comparison it refused; the output says why, naming the flags.
+  // A refused series is an error (exit 1), the output written all the same, saying why.
   const std::string output = dir.file("out/compare.md");
-  CHECK(run_cli({"compare", dir.file("base"), dir.file("new"), "--fail_above=2", "--output", output}) == 0);
+  CHECK(run_cli({"compare", dir.file("base"), dir.file("new"), "--fail_above=2", "--output", output}) == 1);
   const std::string markdown = with_placeholder(read_text_file(output), dir);
   CHECK_THAT(markdown, Contains("1 series in both (1 refused: workloads differ), 0 only in BASE, 0 only in NEW."));
   CHECK_THAT(markdown, Contains(" | n/a | n/a | n/a | refused: workloads differ |\n"));
   CHECK_THAT(markdown, Contains("\n## Refused: the runs differ in their workload\n"));
   CHECK_THAT(markdown, Contains(", 1 GPU: the runs differ in num_units (BASE 8; NEW 256) (BASE "
                                 "`<dir>/base/narrow.json`; NEW `<dir>/new/wide.json`)\n"));
-  CHECK_THAT(markdown, Contains("Gate (--fail_above=2%): passed"));
-  REQUIRE(run_cli({"compare", dir.file("base"), dir.file("new"), "--format=json", "--output", output}) == 0);
+  CHECK_THAT(markdown, Contains("Gate (--fail_above=2%): not judged; 1 series refused (workloads differ)"));
+  REQUIRE(run_cli({"compare", dir.file("base"), dir.file("new"), "--format=json", "--output", output}) == 1);
   const nlohmann::json document = read_json(output);
   CHECK(document["series"][0]["verdict"] == "refused: workloads differ");
   CHECK(document["series"][0]["workload_differences"] == nlohmann::json({"num_units (BASE 8; NEW 256)"}));
   CHECK(document["series"][0]["over_fail_above"].is_null());
-  REQUIRE(run_cli({"compare", dir.file("base"), dir.file("new"), "--format=csv", "--output", output}) == 0);
+  REQUIRE(run_cli({"compare", dir.file("base"), dir.file("new"), "--format=csv", "--output", output}) == 1);
   CHECK_THAT(read_text_file(output), Contains(",refused: workloads differ,,"));
   CHECK_THAT(read_text_file(output), Contains(",num_units (BASE 8; NEW 256)\n"));
 }

@@ -115,7 +115,7 @@ TEST_CASE("compare writes no control byte of a result's names or values, in any 
   for (const char* format : {"markdown", "csv", "json"}) {
     INFO(format);
     const std::string output = dir.file(std::string("compare.") + format);
-    REQUIRE(run_cli({"compare", dir.file("base"), dir.file("new"), "--format", format, "--output", output}) == 0);
+    REQUIRE(run_cli({"compare", dir.file("base"), dir.file("new"), "--format", format, "--output", output}) == 1);
     const std::string text = read_text_file(output);
     CHECK(raw_control_at(text, true) == std::string::npos);
     if (std::string(format) != "json") CHECK_THAT(text, Contains("optimizer (BASE momentum; NEW sgd\\x1B[2J)"));

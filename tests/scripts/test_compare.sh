@@ -84,7 +84,7 @@ result["config"]["learning_rate"] = 9.0
 os.makedirs(f"{work}/other_workload")
 json.dump(result, open(f"{work}/other_workload/run.json", "w"))
 PY
-expect "another workload" 0 "$work/base" "$work/other_workload" --fail_above=2
+expect "another workload" 1 "$work/base" "$work/other_workload" --fail_above=2
 grep -q "| refused: workloads differ |" "$work/stdout" || fail "another workload: no refused row: $(cat "$work/stdout")"
 grep -q "^dpbench: warning: compare: refused .*: the runs differ in learning_rate (BASE .*; NEW 9.0)" "$work/stderr" ||
   fail "another workload: no warning naming the flag: $(cat "$work/stderr")"
