@@ -9,6 +9,7 @@
 
 #include "cli/flags.h"
 #include "cli/strategies_command.h"
+#include "reports/backward_timeline.h"
 #include "reports/report_loader.h"
 #include "reports/report_series.h"
 #include "reports/result_json.h"
@@ -28,6 +29,20 @@ struct FixtureRun {
   int warmup_steps = 10;
   double jitter = 10;
 };
+
+// A BASE timeline for predict: 5 traced steps of 10 ms (forward 3, backward 5, then 2 ms to the
+// step's end), the given tensors produced as `produced` says.
+inline BackwardTimeline ten_ms_step_timeline(std::vector<int64_t> tensor_elements, std::vector<ProducedRange> produced) {
+  BackwardTimeline timeline;
+  timeline.traced_steps = 5;
+  timeline.step_ms = 10;
+  timeline.forward_ms = 3;
+  timeline.backward_ms = 5;
+  timeline.after_backward_ms = 2;
+  timeline.tensor_elements = std::move(tensor_elements);
+  timeline.produced = std::move(produced);
+  return timeline;
+}
 
 // A run with `flags` on `gpus` GPUs at `speed` items/s, the rest as FixtureRun's defaults.
 inline FixtureRun run_of(std::vector<std::string> flags, int gpus, double speed) {

@@ -100,7 +100,7 @@ TEST_CASE("a closed pipe costs the lines, not the process, and is told once", "[
   CHECK_THAT(writer.untold_losses(), Contains("1 console line not printed"));
 }
 
-TEST_CASE("a reader that stopped reading never blocks a write; the lines it missed are counted", "[console_writer]") {
+TEST_CASE("a reader that stopped reading never blocks a write, and the lines it missed are counted", "[console_writer]") {
   Pipe pipe;
   ConsoleWriter writer(pipe.write_end, 4096);
   // A blocking write would never return here: nobody reads until the end.

@@ -40,7 +40,7 @@ TEST_CASE("HMAC-SHA-256 of RFC 4231's cases, a key longer than a block, and the 
   CHECK(hmac_hex("", "") == "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad");
 }
 
-TEST_CASE("digests compare whole; random bytes differ from call to call", "[keyed_hash]") {
+TEST_CASE("digests compare whole, and random bytes differ from call to call", "[keyed_hash]") {
   CHECK(same_bytes("abc", "abc"));
   CHECK(!same_bytes("abc", "abd"));
   CHECK(!same_bytes("abc", "ab"));

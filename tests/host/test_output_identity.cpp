@@ -106,7 +106,7 @@ TEST_CASE("a name that does not exist yet is one output however it is spelt", "[
   CHECK(apart(fresh, ""));  // no second output
 }
 
-TEST_CASE("devices may take two outputs; standard output may not", "[output_identity]") {
+TEST_CASE("devices may take two outputs, standard output may not", "[output_identity]") {
   CHECK(apart("/dev/null", "/dev/null"));
   CHECK(apart("/dev/zero", "/dev/zero"));  // any character device
   for (const std::string& other : {std::string("-"), std::string("/dev/stdout"), std::string("/dev/fd/1"),
@@ -132,7 +132,7 @@ TEST_CASE("standard output sent to a file is that file", "[output_identity]") {
   CHECK(same_destination(identify_path("/dev/null"), identify_path("/dev/null")) == false);
 }
 
-TEST_CASE("an output that names an input is refused; the input is left as it was", "[output_identity]") {
+TEST_CASE("an output that names an input is refused, the input is left as it was", "[output_identity]") {
   TempDir dir;
   const std::string input = dir.file("base.json");
   std::ofstream(input) << "{\"kept\": true}";

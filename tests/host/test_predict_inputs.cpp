@@ -38,14 +38,8 @@ Result reference_run(int gpus, double speed, std::vector<std::string> flags = {}
 // at 0, 1024 and 3072) produced 1, 3 and 4.5 ms into a 5 ms backward of a 10 ms step.
 json base_json() {
   Result result = reference_run(1, 1000);
-  BackwardTimeline timeline;
-  timeline.traced_steps = 5;
-  timeline.step_ms = 10;
-  timeline.forward_ms = 3;
-  timeline.backward_ms = 5;
-  timeline.after_backward_ms = 2;
-  timeline.tensor_elements = {1000, 2000, 3000};
-  timeline.produced = {{0, 1000, 1.0}, {1024, 2000, 3.0}, {3072, 3000, 4.5}};
+  const BackwardTimeline timeline =
+      ten_ms_step_timeline({1000, 2000, 3000}, {{0, 1000, 1.0}, {1024, 2000, 3.0}, {3072, 3000, 4.5}});
   result.summary.num_parameters = 6000;
   result.summary.timeline = backward_timeline_to_json(timeline);
   return result_to_json(result);

@@ -126,14 +126,7 @@ TEST_CASE("predict writes no control byte of BASE's or a measured run's names", 
   TempDir dir;
   json base = hostile_result(1, 1000);
   base["config"]["model"] = "trivial" + kClear;
-  BackwardTimeline timeline;
-  timeline.traced_steps = 5;
-  timeline.step_ms = 10;
-  timeline.forward_ms = 3;
-  timeline.backward_ms = 5;
-  timeline.after_backward_ms = 2;
-  timeline.tensor_elements = {1000};
-  timeline.produced = {{0, 1000, 4.0}};
+  const BackwardTimeline timeline = ten_ms_step_timeline({1000}, {{0, 1000, 4.0}});
   base["summary"]["num_parameters"] = 1000;
   base["summary"]["timeline"] = backward_timeline_to_json(timeline);
   write_json(dir.file("base.json"), base);

@@ -53,12 +53,25 @@ void make_socket(const std::string& path) {
   ::close(fd);  // the socket file stays
 }
 
+// A file name, and what to change in a good result to make that file.
+using FixtureEdit = std::pair<std::string, std::function<void(nlohmann::json&)>>;
+
+// Writes one edited copy of the fixture per edit into `dir`, and loads the folder.
+LoadedResults load_edited_fixtures(const TempDir& dir, const std::vector<FixtureEdit>& edits) {
+  for (const auto& [name, edit] : edits) {
+    nlohmann::json document = fixture_json();
+    edit(document);
+    write_json(dir.file(name), document);
+  }
+  return load_results({dir.path().string()});
+}
+
 }  // namespace
 
 TEST_CASE("report sets aside results with impossible numbers, naming the field", "[report]") {
   TempDir dir;
   write_fixture(dir, "good.json", replicated_run(1, 1000));
-  const std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>> edits = {
+  const std::vector<FixtureEdit> edits = {
       {"a_speed.json", [](nlohmann::json& d) { d["summary"]["items_per_sec"] = 1e308; }},
       {"b_time.json", [](nlohmann::json& d) { d["summary"]["total_time_s"] = -1.0; }},
       {"c_devices.json", [](nlohmann::json& d) { d["summary"]["num_devices"] = int64_t{1} << 31; }},
@@ -71,12 +84,7 @@ TEST_CASE("report sets aside results with impossible numbers, naming the field",
       {"j_few_items.json", [](nlohmann::json& d) { d["summary"]["global_batch_size"] = 1; }},
       {"k_time_nan.json", [](nlohmann::json& d) { d["summary"]["total_time_s"] = nullptr; }},
   };
-  for (const auto& [name, edit] : edits) {
-    nlohmann::json document = fixture_json();
-    edit(document);
-    write_json(dir.file(name), document);
-  }
-  const LoadedResults loaded = load_results({dir.path().string()});
+  const LoadedResults loaded = load_edited_fixtures(dir, edits);
   CHECK(loaded.results.size() == 1);
   CHECK(skipped_list(loaded, dir) ==
         "<dir>/a_speed.json: summary.items_per_sec is 1e+308, impossible for a run (expected > 0 and <= 1e+12)\n"
@@ -188,7 +196,7 @@ TEST_CASE("report sets aside a result whose breakdown, telemetry, FLOPs or steps
           "[report]") {
   TempDir dir;
   write_fixture(dir, "good.json", replicated_run(1, 1000));
-  const std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>> edits = {
+  const std::vector<FixtureEdit> edits = {
       {"a_wall.json", [](nlohmann::json& d) { d["summary"]["breakdown"]["wall_ms_per_step"] = 1e300; }},
       {"b_part.json", [](nlohmann::json& d) { d["summary"]["breakdown"]["ms_per_step"]["backward_ms"] = -2.0; }},
       {"c_parts.json", [](nlohmann::json& d) { d["summary"]["breakdown"]["ms_per_step"] = "fast"; }},
@@ -202,12 +210,7 @@ TEST_CASE("report sets aside a result whose breakdown, telemetry, FLOPs or steps
       {"h_items.json", [](nlohmann::json& d) { d["steps"][3]["items"] = -5; }},
       {"i_wait.json", [](nlohmann::json& d) { d["steps"][3]["data_wait_ms"] = 1e300; }},
   };
-  for (const auto& [name, edit] : edits) {
-    nlohmann::json document = fixture_json();
-    edit(document);
-    write_json(dir.file(name), document);
-  }
-  const LoadedResults loaded = load_results({dir.path().string()});
+  const LoadedResults loaded = load_edited_fixtures(dir, edits);
   CHECK(loaded.results.size() == 1);
   CHECK(skipped_list(loaded, dir) ==
         "<dir>/a_wall.json: summary.breakdown.wall_ms_per_step is 1e+300, impossible for a run (expected >= 0 and "

@@ -68,7 +68,7 @@ TEST_CASE("a receive with a deadline gives up when the peer says nothing, or clo
   CHECK_THROWS_AS(receive_message(pair.ends[1], nullptr), PeerClosed);
 }
 
-TEST_CASE("parts joined and split back; a framing that overruns its bytes is refused", "[tcp_wire]") {
+TEST_CASE("parts joined and split back, and a framing that overruns its bytes is refused", "[tcp_wire]") {
   const std::vector<std::string> parts = {"host-a", "", std::string(300, 'z')};
   CHECK(split_parts(join_parts(parts)) == parts);
   CHECK(split_parts("").empty());
