@@ -156,3 +156,34 @@ for words in "--help" "strategies"; do
   attempt "dpbench $words into a closed pipe" 1 "${into_closed_pipe[@]}" "$dpbench" "${command_words[@]}" &&
     verdict "dpbench $words into a closed pipe" handled
 done
+
+# ---- comm_bench's own flags: every value it must refuse, in one line and exit 2 ----
+comm=(comm_bench --device=cpu --num_gpus=2 --min_bytes=1K --max_bytes=4K --iters=1 --warmup_iters=0)
+for bad in --op=all_to_all --op= --data_type=fp8 --device=tpu --num_gpus=0 --num_gpus=-1 --num_gpus=abc \
+  --num_gpus=100000 --min_bytes=0 --min_bytes=-1 --min_bytes=1X --min_bytes=99999999999999999999 \
+  --max_bytes=2000G --max_bytes=abc --iters=0 --iters=-1 --iters=1.5 --iters=1000001 --warmup_iters=-1 \
+  --warmup_iters=abc --json="$work/folder" --json="$work/missing/c.json" --bogus=1 --op; do
+  attempt "comm_bench $bad" 2 "$dpbench" "${comm[@]}" "$bad" && verdict "comm_bench $bad" handled
+done
+attempt "comm_bench --min_bytes above --max_bytes" 2 "$dpbench" "${comm[@]}" --min_bytes=8K --max_bytes=4K &&
+  verdict "comm_bench --min_bytes above --max_bytes" handled
+attempt "comm_bench with a stray word" 2 "$dpbench" "${comm[@]}" stray && verdict "comm_bench with a stray word" handled
+attempt "comm_bench --op with a newline" 2 "$dpbench" "${comm[@]}" --op=$'all\nreduce' &&
+  verdict "comm_bench --op with a newline" handled
+
+# ---- traces: the window, the kinds of path, and a trace kept whole when the run is refused ----
+mkdir -p "$work/traces"
+for window in 0 0:1 3:2 w0 w2 1:101 -1 1: :1 x:y 1:2:3; do
+  reject "--trace_steps=$window" "${quick[@]}" --trace_file="$work/traces/t.json" --trace_steps="$window"
+done
+reject "--trace_steps without --trace_file" "${quick[@]}" --trace_steps=1:2
+for bad in "$work/folder" "$work/missing/t.json" /proc/version "$work/plainfile/t.json"; do
+  reject "--trace_file=$bad" "${quick[@]}" --trace_file="$bad"
+done
+printf '{"earlier": true}' >"$work/traces/kept.json"
+reject "a refused run keeps the earlier trace" "${quick[@]}" --trace_file="$work/traces/kept.json" --num_batches=0
+grep -q '"earlier"' "$work/traces/kept.json" || verdict "earlier trace afterwards" lost "the trace was replaced"
+run_ok "a trace of one warm-up and one measured step" "$dpbench" "${quick[@]}" --trace_file="$work/traces/ok.json" \
+  --trace_steps=w1:1 --result_file=
+python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$work/traces/ok.json" 2>/dev/null ||
+  verdict "the trace written" mishandled "not JSON"
