@@ -11,13 +11,8 @@
 # Usage: test_launchers.sh DPBENCH
 set -uo pipefail
 dpbench=${1:?usage: test_launchers.sh DPBENCH}
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=tests/scripts/background_jobs.sh
+source "$(dirname "$0")/background_jobs.sh"
 # shellcheck source=tests/scripts/result_checks.sh
 source "$(dirname "$0")/result_checks.sh"
 # A port nobody listens on, different for every job of this script (counted in a file: port runs

@@ -13,13 +13,8 @@ set -uo pipefail
 dpbench=${1:?usage: test_rendezvous_trust.sh DPBENCH}
 here=$(cd "$(dirname "$0")" && pwd)
 stranger_py=$here/rendezvous_stranger.py
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=tests/scripts/background_jobs.sh
+source "$here/background_jobs.sh"
 # shellcheck source=tests/scripts/result_checks.sh
 source "$here/result_checks.sh"
 # new_port: a port nobody listens on in $p, different for every job of this script.
