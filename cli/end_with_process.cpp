@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-#include "cli/app.h"
+#include "cli/process_exit.h"
 #include "engine/environment.h"
 #include "engine/errors.h"
 

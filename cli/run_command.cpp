@@ -8,7 +8,7 @@
 #include <optional>
 #include <thread>
 
-#include "cli/app.h"
+#include "cli/process_exit.h"
 #include "cli/console.h"
 #include "cli/environment_record.h"
 #include "cli/flag_limits.h"
