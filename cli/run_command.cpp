@@ -42,57 +42,6 @@ void print(const std::string& text) {
   if (process_group() == nullptr || process_group()->rank() == 0) log_lines(output_log(), text);
 }
 
-// Every rank's values, rank after rank.
-template <typename T>
-std::vector<T> gather_values(const ProcessGroup& group, const std::vector<T>& mine) {
-  std::vector<T> all(mine.size() * static_cast<size_t>(group.size()));
-  group.all_gather_bytes(mine.data(), mine.size() * sizeof(T), all.data());
-  return all;
-}
-
-// mpirun runs: each rank ran the runner over its one device; the job's measurements are the
-// ranks' combined as one process combines its devices: a step's time is the slowest rank's, its
-// loss the mean over ranks, its items their sum; wall times are the slowest rank's. The ranks'
-// step counts are equal (the flags are).
-void combine_across_processes(const ProcessGroup& group, RunMeasurements& m) {
-  const size_t steps = m.step_time_ms.size(), n = static_cast<size_t>(group.size());
-  auto combine = [&](std::vector<double>& values, bool mean) {
-    const std::vector<double> all = gather_values(group, values);
-    for (size_t i = 0; i < values.size(); ++i) {
-      double total = 0, most = all[i];
-      for (size_t r = 0; r < n; ++r) {
-        total += all[r * values.size() + i];
-        most = std::max(most, all[r * values.size() + i]);
-      }
-      values[i] = mean ? total / static_cast<double>(n) : most;
-    }
-  };
-  combine(m.step_time_ms, false);
-  combine(m.step_loss, true);
-  combine(m.data_wait_ms, false);
-  combine(m.epoch_time_s, false);
-  std::vector<double> scalars = {m.total_time_s, m.host_wait_s};
-  combine(scalars, false);
-  m.total_time_s = scalars[0];
-  m.host_wait_s = scalars[1];
-  // Every rank's devices' step phases, rank after rank (each rank drives as many devices).
-  std::vector<double> phases;
-  for (const StepPhases& p : m.step_phases)
-    phases.insert(phases.end(), {p.data_ms, p.forward_ms, p.backward_ms, p.own_step_ms, p.exposed_comm_ms});
-  const std::vector<double> all_phases = gather_values(group, phases);
-  m.step_phases.clear();
-  for (size_t i = 0; i + 5 <= all_phases.size(); i += 5)
-    m.step_phases.push_back({all_phases[i], all_phases[i + 1], all_phases[i + 2], all_phases[i + 3], all_phases[i + 4]});
-  if (!m.step_items.empty()) {
-    const std::vector<int64_t> all = gather_values(group, m.step_items);
-    for (size_t i = 0; i < steps; ++i) {
-      int64_t total = 0;
-      for (size_t r = 0; r < n; ++r) total += all[r * steps + i];
-      m.step_items[i] = total;
-    }
-  }
-}
-
 // The resolved flags as every rank must agree on them (each rank's GPU index is its own).
 std::string flags_every_rank_shares(const RunConfig& config) {
   nlohmann::json json = config_to_json(config);
@@ -178,7 +127,7 @@ RunnerSettings runner_settings(const RunConfig& config) {
   settings.process_rank = config.process_rank;
   settings.num_processes = config.num_processes;
   settings.stop_requested = [] { return interrupt_signal() != 0; };
-  settings.stop_votes = process_group();
+  settings.processes = process_group();
   settings.nvtx = config.nvtx;
   // A device stuck in an NCCL wait after another failed would hold the process forever: end it
   // with the failure's message instead (no result is written; nothing was).
@@ -243,24 +192,7 @@ ResultInputs result_inputs(const RunConfig& config, const RunMeasurements& measu
   run.timed_epoch_first = config.data.timed_epoch_first;
   run.timed_epoch_last = config.data.timed_epoch_last;
   run.data = data_summary;
-  run.step_time_ms = measured.step_time_ms;
-  run.step_loss = measured.step_loss;
-  run.warmup_steps = measured.warmup_steps;
-  run.trailing_steps = measured.trailing_steps;
-  run.interrupted = measured.stopped_early;
-  run.total_time_s = measured.total_time_s;
-  run.param_norm = measured.param_norm;
-  run.num_parameters = measured.num_parameters;
-  run.comm = measured.comm;
-  run.cuda_graph = measured.cuda_graph;
-  if (measured.kernels_per_step >= 0) run.kernel_launches_per_step = measured.kernels_per_step;
-  run.final_loss_scale = measured.final_loss_scale;
-  run.data_wait_ms = measured.data_wait_ms;
-  run.step_items = measured.step_items;
-  run.host_wait_s = measured.host_wait_s;
-  run.epoch_time_s = measured.epoch_time_s;
-  for (const StepPhases& p : measured.step_phases)
-    run.device_phases.push_back({p.data_ms, p.forward_ms, p.backward_ms, p.own_step_ms, p.exposed_comm_ms});
+  run.measured = measured;
   const PeakThroughput peak = peak_of(config, devices);
   run.peak_tflops_per_device = peak.tflops;
   run.peak_source = peak.source;
@@ -403,7 +335,6 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   RunMeasurements measured = runner.run(
       [&](const ProgressSnapshot& snapshot) { print(format_progress_line(snapshot, items_per_step, unit) + "\n"); },
       [&](const std::string& phase) { print(phase + "\n"); });
-  if (group != nullptr) combine_across_processes(*group, measured);
   if (measured.stopped_early && measured.step_time_ms.size() <= static_cast<size_t>(measured.warmup_steps)) {
     const int signal_number = interrupt_signal();
     throw RunStoppedBeforeMeasuring(signal_number, "stopped by " + interrupt_signal_name(signal_number) +

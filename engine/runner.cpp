@@ -271,7 +271,7 @@ class Runner::StopGate {
 
   StopGate(const RunnerSettings& settings, int num_replicas)
       : stop_requested_(settings.stop_requested),
-        votes_from_(settings.num_processes > 1 ? settings.stop_votes : nullptr),
+        votes_from_(settings.num_processes > 1 ? settings.processes : nullptr),
         begun_(static_cast<size_t>(num_replicas), 0) {}
 
   // Whether `replica` may begin `step` (its steps come in order); false from the agreed stop on.
@@ -729,7 +729,9 @@ RunMeasurements Runner::run(const ProgressCallback& on_progress, const PhaseCall
   wait_for_devices(run, stall_watch);
   for (std::thread& thread : threads) thread.join();
   if (run.failure) std::rethrow_exception(run.failure);
-  return collect_measurements(run);
+  RunMeasurements measured = collect_measurements(run);
+  if (settings_.processes != nullptr) combine_across_processes(*settings_.processes, measured);
+  return measured;
 }
 
 }  // namespace dpbench

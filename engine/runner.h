@@ -21,6 +21,7 @@
 #include "engine/model.h"
 #include "engine/optimizer.h"
 #include "engine/process_group.h"
+#include "engine/run_measurements.h"
 #include "engine/strategy.h"
 
 namespace dpbench {
@@ -70,9 +71,10 @@ struct RunnerSettings {
   // Asked by each device's thread before it begins a step: true stops the run early (Ctrl-C),
   // every device after the same step (Note [stopping early] in runner.cpp). Unset: never.
   std::function<bool()> stop_requested;
-  // Multi-process runs (one device per process): the processes agree on the step to stop after
-  // through votes of this group.
-  const ProcessGroup* stop_votes = nullptr;
+  // Multi-process runs (one device per process): the job's processes. They agree on the step to
+  // stop after through votes of this group, and run() hands back the job's measurements, combined
+  // across them (combine_across_processes).
+  const ProcessGroup* processes = nullptr;
   // Steps recorded into each device's timeline (engine/step_trace.h), 0-based over the run with
   // warm-up first, inclusive; first_traced_step < 0: none. `nvtx`: every span is also an NVTX range.
   int64_t first_traced_step = -1, last_traced_step = -1;
@@ -84,45 +86,6 @@ struct ProgressSnapshot {
   int64_t measured_step = 0;               // 1-based count of measured steps done
   const std::vector<double>& measured_step_ms;  // every measured step so far (max over devices)
   double loss = 0;                         // this step's loss, mean over replicas
-};
-
-// One device's mean time per measured step in the parts of its step, from clocks its compute
-// stream reads itself (Backend::lap), so a step replayed as a CUDA graph times itself.
-struct StepPhases {
-  double data_ms = 0;      // waiting for its batch (host-fed data; 0 with data kept on the device)
-  double forward_ms = 0;   // the forward pass and the loss
-  double backward_ms = 0;  // the backward pass, with the exchanges it starts (0 for --forward_only)
-  double own_step_ms = 0;  // its whole step, start to stop (the step's time is the slowest device's)
-  double exposed_comm_ms = 0;  // after backward: waiting for the exchange (0 where none)
-};
-
-struct RunMeasurements {
-  std::vector<double> step_time_ms;  // all steps, warm-up first (max over devices)
-  std::vector<double> step_loss;     // all steps (mean over replicas)
-  int64_t warmup_steps = 0;
-  double total_time_s = 0;           // measured steps, host wall clock
-  // The measured steps' window on the host's steady clock (GPU telemetry is read over it).
-  std::chrono::steady_clock::time_point measured_from, measured_until;
-  double param_norm = 0;             // replica 0, L2 in double
-  int64_t num_parameters = 0;
-  nlohmann::json comm = nlohmann::json::object();
-  bool cuda_graph = false;  // whether the measured steps were replayed CUDA graphs
-  // Kernels one training step launches on replica 0 (forward, backward, exchange, update),
-  // counted in the step's CUDA graph; -1 where no step was captured (reference backend).
-  int64_t kernels_per_step = -1;
-  double final_loss_scale = 1;  // replica 0's loss scale after the last step (1: no scaling)
-  int64_t trailing_steps = 0;   // after the measured ones, untimed
-  // With a feed: per step (all steps), the time the compute stream waited for its batch (max over
-  // devices) and the items of the global batch; both empty without one.
-  std::vector<double> data_wait_ms;
-  std::vector<int64_t> step_items;
-  double host_wait_s = 0;            // the most any device's thread waited for or built batches
-  std::vector<double> epoch_time_s;  // wall time of each epoch (steps_per_epoch > 0)
-  std::vector<StepPhases> step_phases;  // per device, over the measured steps; empty when none was
-  std::vector<DeviceTimeline> timelines;  // per device, its traced steps; empty without tracing
-  // stop_requested stopped the run before its last step: the vectors above hold the steps that
-  // ran (warm-up first), so the measured ones may be fewer than asked for, or none.
-  bool stopped_early = false;
 };
 
 class Runner {

@@ -17,27 +17,27 @@ struct MeasuredWindow {
 // Every step's record, and the measured window they leave once warm-up and trailing steps are out.
 MeasuredWindow record_steps(const ResultInputs& run, std::vector<StepRecord>& steps) {
   // Real data: every global batch counts its own items (words vary from batch to batch).
-  const bool fed = !run.step_items.empty();
-  const int64_t total_steps = static_cast<int64_t>(run.step_time_ms.size());
-  const int64_t measured_end = total_steps - run.trailing_steps;
+  const bool fed = !run.measured.step_items.empty();
+  const int64_t total_steps = static_cast<int64_t>(run.measured.step_time_ms.size());
+  const int64_t measured_end = total_steps - run.measured.trailing_steps;
   MeasuredWindow window;
   for (int64_t step = 0; step < total_steps; ++step) {
     const size_t s = static_cast<size_t>(step);
     StepRecord record;
     record.step = step;
-    record.time_ms = run.step_time_ms[s];
-    record.loss = run.step_loss[s];
-    record.warmup = step < run.warmup_steps;
+    record.time_ms = run.measured.step_time_ms[s];
+    record.loss = run.measured.step_loss[s];
+    record.warmup = step < run.measured.warmup_steps;
     record.after_measurement = step >= measured_end;
-    const int64_t items = fed ? run.step_items[s] : run.items_per_step;
+    const int64_t items = fed ? run.measured.step_items[s] : run.items_per_step;
     if (fed) {
-      record.data_wait_ms = run.data_wait_ms[s];
+      record.data_wait_ms = run.measured.data_wait_ms[s];
       record.items = items;
     }
     steps.push_back(record);
     if (!record.warmup && !record.after_measurement) {
-      window.step_ms.push_back(run.step_time_ms[s]);
-      window.rates.push_back(items / (run.step_time_ms[s] / 1000.0));
+      window.step_ms.push_back(run.measured.step_time_ms[s]);
+      window.rates.push_back(items / (run.measured.step_time_ms[s] / 1000.0));
       window.items += items;
     }
   }
@@ -50,22 +50,22 @@ void describe_data_waits(const ResultInputs& run, const std::vector<StepRecord>&
   double waited_ms = 0, step_ms = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
     if (steps[i].warmup || steps[i].after_measurement) continue;
-    waited_ms += run.data_wait_ms[i];
-    step_ms += run.step_time_ms[i];
+    waited_ms += run.measured.data_wait_ms[i];
+    step_ms += run.measured.step_time_ms[i];
   }
   const double divisor = std::max<double>(1.0, static_cast<double>(measured_steps));
   data["wait_ms_per_step"] = waited_ms / divisor;
   data["wait_share_of_step_time"] = step_ms > 0 ? waited_ms / step_ms : 0.0;
-  data["host_wait_s"] = run.host_wait_s;
+  data["host_wait_s"] = run.measured.host_wait_s;
 }
 
 void describe_epochs(const ResultInputs& run, nlohmann::json& data) {
   nlohmann::json epochs = nlohmann::json::array();
   double timed_s = 0;
-  for (size_t e = 0; e < run.epoch_time_s.size(); ++e) {
+  for (size_t e = 0; e < run.measured.epoch_time_s.size(); ++e) {
     const bool timed = static_cast<int>(e) >= run.timed_epoch_first && static_cast<int>(e) <= run.timed_epoch_last;
-    epochs.push_back({{"epoch", e}, {"time_s", run.epoch_time_s[e]}, {"timed", timed}});
-    if (timed) timed_s += run.epoch_time_s[e];
+    epochs.push_back({{"epoch", e}, {"time_s", run.measured.epoch_time_s[e]}, {"timed", timed}});
+    if (timed) timed_s += run.measured.epoch_time_s[e];
   }
   data["epochs"] = epochs;
   data["timed_epochs_time_s"] = timed_s;
@@ -94,14 +94,14 @@ std::string math_of(const ResultInputs& run) {
 nlohmann::json describe_breakdown(const ResultInputs& run, const Summary& summary) {
   // The step is the slowest device's (the phases are means over the same timed steps).
   double step_mean = 0;
-  for (const DevicePhases& p : run.device_phases) step_mean = std::max(step_mean, p.own_step_ms);
+  for (const StepPhases& p : run.measured.step_phases) step_mean = std::max(step_mean, p.own_step_ms);
   const double wall_ms = summary.total_time_s * 1000.0 / static_cast<double>(summary.measured_steps);
   const char* keys[] = {"data_wait_ms", "forward_ms", "backward_ms", "exposed_comm_ms", "update_ms",
                         "straggler_wait_ms", "host_gap_ms"};
   nlohmann::json per_device = nlohmann::json::array();
   std::vector<double> mean(7, 0.0);
-  for (size_t d = 0; d < run.device_phases.size(); ++d) {
-    const DevicePhases& p = run.device_phases[d];
+  for (size_t d = 0; d < run.measured.step_phases.size(); ++d) {
+    const StepPhases& p = run.measured.step_phases[d];
     const double update = std::max(0.0, p.own_step_ms - p.data_ms - p.forward_ms - p.backward_ms - p.exposed_comm_ms);
     const double between_steps = std::max(0.0, wall_ms - p.own_step_ms);
     const double straggler = std::min(between_steps, std::max(0.0, step_mean - p.own_step_ms));
@@ -110,7 +110,7 @@ nlohmann::json describe_breakdown(const ResultInputs& run, const Summary& summar
     nlohmann::json device = {{"device", d}};
     for (int k = 0; k < 7; ++k) {
       device[keys[k]] = parts[k];
-      mean[k] += parts[k] / static_cast<double>(run.device_phases.size());
+      mean[k] += parts[k] / static_cast<double>(run.measured.step_phases.size());
     }
     per_device.push_back(device);
   }
@@ -167,7 +167,7 @@ Result assemble_result(const ResultInputs& run) {
   result.config = run.config;
 
   const MeasuredWindow window = record_steps(run, result.steps);
-  const bool fed = !run.step_items.empty();
+  const bool fed = !run.measured.step_items.empty();
   const int64_t measured_steps = static_cast<int64_t>(window.step_ms.size());
   // A feed's batches vary: the summary states the measured steps' mean, rounded.
   const int64_t items_per_step = fed && measured_steps > 0 ? (window.items + measured_steps / 2) / measured_steps
@@ -177,35 +177,35 @@ Result assemble_result(const ResultInputs& run) {
   Summary& summary = result.summary;
   summary.unit = run.unit + "/s";
   summary.measured_steps = measured_steps;
-  summary.warmup_steps = run.warmup_steps;
-  summary.interrupted = run.interrupted;
+  summary.warmup_steps = run.measured.warmup_steps;
+  summary.interrupted = run.measured.stopped_early;
   summary.num_devices = run.num_devices;
   summary.global_batch_size = run.global_batch_size;
   summary.items_per_step = items_per_step;
-  summary.total_time_s = run.total_time_s;
+  summary.total_time_s = run.measured.total_time_s;
   // Ratio of totals, as tf_cnn_benchmarks' "total images/sec", not a mean of per-step rates.
-  summary.items_per_sec = run.total_time_s > 0 ? static_cast<double>(measured_items) / run.total_time_s : 0.0;
+  summary.items_per_sec = run.measured.total_time_s > 0 ? static_cast<double>(measured_items) / run.measured.total_time_s : 0.0;
   if (measured_steps >= 2) {
     summary.step_time_ms = summarize(window.step_ms);
     summary.items_per_sec_per_step = summarize(window.rates);
     summary.jitter = jitter(window.rates);
   }
-  summary.final_loss = run.step_loss.empty() ? 0.0 : run.step_loss.back();
-  summary.num_parameters = run.num_parameters;
-  summary.param_norm = run.param_norm;
-  summary.comm = run.comm;
-  summary.cuda_graph = run.cuda_graph;
-  summary.kernel_launches_per_step = run.kernel_launches_per_step;
+  summary.final_loss = run.measured.step_loss.empty() ? 0.0 : run.measured.step_loss.back();
+  summary.num_parameters = run.measured.num_parameters;
+  summary.param_norm = run.measured.param_norm;
+  summary.comm = run.measured.comm;
+  summary.cuda_graph = run.measured.cuda_graph;
+  if (run.measured.kernels_per_step >= 0) summary.kernel_launches_per_step = run.measured.kernels_per_step;
   summary.math = math_of(run);
   if (run.precision == "fp16") {
     summary.loss_scaling = run.automatic_loss_scale ? "automatic" : "fixed";
-    summary.final_loss_scale = run.final_loss_scale;
+    summary.final_loss_scale = run.measured.final_loss_scale;
   }
   summary.data = run.data;
   if (fed) describe_data_waits(run, result.steps, measured_steps, summary.data);
-  if (!run.epoch_time_s.empty()) describe_epochs(run, summary.data);
+  if (!run.measured.epoch_time_s.empty()) describe_epochs(run, summary.data);
   summary.flops = describe_flops(run, summary);
-  if (!run.device_phases.empty() && measured_steps > 0)
+  if (!run.measured.step_phases.empty() && measured_steps > 0)
     summary.breakdown = describe_breakdown(run, summary);
   return result;
 }

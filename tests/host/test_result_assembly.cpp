@@ -16,10 +16,10 @@ ResultInputs four_measured_steps() {
   run.num_devices = 2;
   run.global_batch_size = 100;
   run.environment.backend = "reference";
-  run.step_time_ms = {1000, 1000, 10, 20, 10, 20};
-  run.step_loss = {2.5, 2.4, 2.3, 2.2, 2.1, 2.0};
-  run.warmup_steps = 2;
-  run.total_time_s = 0.08;
+  run.measured.step_time_ms = {1000, 1000, 10, 20, 10, 20};
+  run.measured.step_loss = {2.5, 2.4, 2.3, 2.2, 2.1, 2.0};
+  run.measured.warmup_steps = 2;
+  run.measured.total_time_s = 0.08;
   return run;
 }
 
@@ -55,8 +55,8 @@ TEST_CASE("result: step statistics and jitter cover the measured steps only", "[
 
 TEST_CASE("result: untimed trailing steps are recorded but not measured", "[result_assembly]") {
   ResultInputs run = four_measured_steps();
-  run.trailing_steps = 2;
-  run.total_time_s = 0.03;
+  run.measured.trailing_steps = 2;
+  run.measured.total_time_s = 0.03;
   const dpbench::Result result = dpbench::assemble_result(run);
   CHECK(result.summary.measured_steps == 2);
   CHECK(result.summary.items_per_sec == Approx(200 / 0.03));
@@ -67,7 +67,7 @@ TEST_CASE("result: untimed trailing steps are recorded but not measured", "[resu
 
 TEST_CASE("result: what was not measured stays absent", "[result_assembly]") {
   ResultInputs run = four_measured_steps();
-  run.warmup_steps = 5;  // one measured step: no distribution from a single sample
+  run.measured.warmup_steps = 5;  // one measured step: no distribution from a single sample
   const dpbench::Result result = dpbench::assemble_result(run);
   CHECK(result.summary.measured_steps == 1);
   CHECK_FALSE(result.summary.step_time_ms.has_value());
@@ -83,9 +83,9 @@ TEST_CASE("result: what was not measured stays absent", "[result_assembly]") {
 
 TEST_CASE("result: a host feed counts each batch's own items and its waits", "[result_assembly]") {
   ResultInputs run = four_measured_steps();
-  run.step_items = {1, 1, 90, 100, 101, 110};
-  run.data_wait_ms = {0, 0, 1, 2, 1, 4};
-  run.host_wait_s = 0.5;
+  run.measured.step_items = {1, 1, 90, 100, 101, 110};
+  run.measured.data_wait_ms = {0, 0, 1, 2, 1, 4};
+  run.measured.host_wait_s = 0.5;
   run.data = {{"feed", "host_prefetch"}};
   const dpbench::Result result = dpbench::assemble_result(run);
   const dpbench::Summary& summary = result.summary;
@@ -102,7 +102,7 @@ TEST_CASE("result: a host feed counts each batch's own items and its waits", "[r
 
 TEST_CASE("result: epochs are listed with the timed ones marked", "[result_assembly]") {
   ResultInputs run = four_measured_steps();
-  run.epoch_time_s = {1.0, 2.0, 4.0};
+  run.measured.epoch_time_s = {1.0, 2.0, 4.0};
   run.timed_epoch_first = 1;
   run.timed_epoch_last = 2;
   const nlohmann::json data = dpbench::assemble_result(run).summary.data;
@@ -120,7 +120,7 @@ TEST_CASE("result: the arithmetic named is the one the backend ran", "[result_as
   CHECK(dpbench::assemble_result(run).summary.math == "tf32");
   run.precision = "fp16";
   run.automatic_loss_scale = true;
-  run.final_loss_scale = 1024;
+  run.measured.final_loss_scale = 1024;
   const dpbench::Summary summary = dpbench::assemble_result(run).summary;
   CHECK(summary.math == "fp16");
   CHECK(summary.loss_scaling == "automatic");
@@ -133,9 +133,9 @@ TEST_CASE("result: identity, environment and flags are carried over", "[result_a
   run.git_sha = "abc";
   run.environment.hostname = "node7";
   run.config = {{"model", "trivial"}};
-  run.param_norm = 3.5;
-  run.num_parameters = 42;
-  run.kernel_launches_per_step = 17;
+  run.measured.param_norm = 3.5;
+  run.measured.num_parameters = 42;
+  run.measured.kernels_per_step = 17;
   const dpbench::Result result = dpbench::assemble_result(run);
   CHECK(result.tool_version == "1.2.3");
   CHECK(result.git_sha == "abc");

@@ -33,13 +33,13 @@ TEST_CASE("the breakdown's parts add up to the wall time per step, with made-up 
   run.unit = "images";
   run.items_per_step = 64;
   run.num_devices = 2;
-  run.warmup_steps = 1;
-  run.step_time_ms = {50, 10, 10, 10, 10};  // measured: 10 ms each (the slowest device's)
-  run.step_loss = {1, 1, 1, 1, 1};
-  run.total_time_s = 0.044;                 // 11 ms of wall time per step: 1 ms between steps
+  run.measured.warmup_steps = 1;
+  run.measured.step_time_ms = {50, 10, 10, 10, 10};  // measured: 10 ms each (the slowest device's)
+  run.measured.step_loss = {1, 1, 1, 1, 1};
+  run.measured.total_time_s = 0.044;                 // 11 ms of wall time per step: 1 ms between steps
   // Device 0: 1 + 3 + 4 + 0.5 exposed = 8.5 of its 9.5 ms step, so 1 ms of update; it ended 0.5 ms
   // before the slowest, device 1, whose 10 ms step is the step's time.
-  run.device_phases = {{1.0, 3.0, 4.0, 9.5, 0.5}, {0.0, 3.0, 5.0, 10.0, 1.5}};
+  run.measured.step_phases = {{1.0, 3.0, 4.0, 9.5, 0.5}, {0.0, 3.0, 5.0, 10.0, 1.5}};
   const Result result = assemble_result(run);
   const nlohmann::json& b = result.summary.breakdown;
   REQUIRE(b["per_device"].size() == 2);
