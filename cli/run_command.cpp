@@ -221,6 +221,61 @@ void refuse_diverged_training(const RunConfig& config, const RunMeasurements& me
                      "; no result written");
 }
 
+// Host-fed or real data; the on-device synthetic default needs no source (nullptr). Epochs fix
+// the step counts once the data set's size is known: `settings` and `effective` take them.
+std::unique_ptr<BatchSource> attach_data_source(const RunConfig& config, const Model& model, const FeedSettings& feed,
+                                                RunnerSettings& settings, RunConfig& effective,
+                                                nlohmann::json& data_summary) {
+  const DataConfig& data_config = config.data;
+  if (!data_config.host_feed() && data_config.data_dir.empty()) {
+    data_summary["source"] = config.backend == BackendKind::cuda
+                                 ? "synthetic, made once on the device"
+                                 : "synthetic, made once in host memory (the reference backend's devices)";
+    return nullptr;
+  }
+  std::unique_ptr<BatchSource> data = create_batch_source(config, model);
+  settings.data = data.get();
+  settings.feed = feed;
+  data_summary["source"] = data->description();
+  if (feed.mode == FeedMode::prefetch) {
+    data_summary["prefetch_depth"] = feed.depth;
+    data_summary["loader_threads_per_device"] = feed.threads;
+  }
+  const int64_t per_epoch = data->batches_per_epoch();
+  if (per_epoch > 0) {
+    data_summary["batches_per_epoch"] = per_epoch;
+    data_summary["dropped_examples_per_epoch"] = data->dropped_per_epoch();
+  }
+  if (data_config.num_epochs > 0) {
+    const int first = data_config.timed_epoch_first, last = data_config.timed_epoch_last;
+    if (static_cast<int64_t>(data_config.num_epochs) * per_epoch > kMaxSteps)
+      throw ConfigError("--num_epochs=" + std::to_string(data_config.num_epochs) + ": " +
+                        std::to_string(data_config.num_epochs) + " epochs of " + std::to_string(per_epoch) +
+                        " steps pass the limit of " + std::to_string(kMaxSteps) + " steps; give fewer epochs");
+    settings.steps_per_epoch = per_epoch;
+    settings.num_warmup_batches = static_cast<int>(first * per_epoch);
+    settings.num_batches = static_cast<int>((last - first + 1) * per_epoch);
+    settings.num_trailing_batches = (data_config.num_epochs - 1 - last) * per_epoch;
+    effective.num_warmup_batches = settings.num_warmup_batches;
+    effective.num_batches = settings.num_batches;
+  }
+  return data;
+}
+
+// The header's "Data:" line: the source, the feed and the epochs.
+std::string data_line(const DataConfig& data_config, const FeedSettings& feed, const RunnerSettings& settings,
+                      const nlohmann::json& data_summary) {
+  std::string line = "Data:         " + data_summary["source"].get<std::string>() + "; feed " + feed_name(feed);
+  if (feed.mode == FeedMode::prefetch)
+    line += " (" + std::to_string(feed.depth) + " batches ahead, " + std::to_string(feed.threads) +
+            " loader threads per device)";
+  if (data_config.num_epochs > 0)
+    line += "; " + std::to_string(data_config.num_epochs) + " epochs of " + std::to_string(settings.steps_per_epoch) +
+            " steps, timed " + std::to_string(data_config.timed_epoch_first) + ".." +
+            std::to_string(data_config.timed_epoch_last);
+  return line + "\n";
+}
+
 }  // namespace
 
 Result run_benchmark(const ParsedRunFlags& flags) {
@@ -268,56 +323,13 @@ Result run_benchmark(const ParsedRunFlags& flags) {
 
   const int64_t items_per_step = static_cast<int64_t>(config.global_batch_size()) * model->items_per_sample();
 
-  // Host-fed or real data; the on-device synthetic default needs no source. Epochs fix the step
-  // counts once the data set's size is known.
   RunConfig effective = config;
   RunnerSettings settings = runner_settings(config);
-  const DataConfig& data_config = config.data;
-  std::unique_ptr<BatchSource> data;
   const FeedSettings feed = feed_settings(config);
   nlohmann::json data_summary = {{"feed", feed_name(feed)}};
-  if (data_config.host_feed() || !data_config.data_dir.empty()) {
-    data = create_batch_source(config, *model);
-    settings.data = data.get();
-    settings.feed = feed;
-    data_summary["source"] = data->description();
-    if (feed.mode == FeedMode::prefetch) {
-      data_summary["prefetch_depth"] = feed.depth;
-      data_summary["loader_threads_per_device"] = feed.threads;
-    }
-    const int64_t per_epoch = data->batches_per_epoch();
-    if (per_epoch > 0) {
-      data_summary["batches_per_epoch"] = per_epoch;
-      data_summary["dropped_examples_per_epoch"] = data->dropped_per_epoch();
-    }
-    if (data_config.num_epochs > 0) {
-      const int first = data_config.timed_epoch_first, last = data_config.timed_epoch_last;
-      if (static_cast<int64_t>(data_config.num_epochs) * per_epoch > kMaxSteps)
-        throw ConfigError("--num_epochs=" + std::to_string(data_config.num_epochs) + ": " +
-                          std::to_string(data_config.num_epochs) + " epochs of " + std::to_string(per_epoch) +
-                          " steps pass the limit of " + std::to_string(kMaxSteps) + " steps; give fewer epochs");
-      settings.steps_per_epoch = per_epoch;
-      settings.num_warmup_batches = static_cast<int>(first * per_epoch);
-      settings.num_batches = static_cast<int>((last - first + 1) * per_epoch);
-      settings.num_trailing_batches = (data_config.num_epochs - 1 - last) * per_epoch;
-      effective.num_warmup_batches = settings.num_warmup_batches;
-      effective.num_batches = settings.num_batches;
-    }
-  } else {
-    data_summary["source"] = config.backend == BackendKind::cuda
-                                 ? "synthetic, made once on the device"
-                                 : "synthetic, made once in host memory (the reference backend's devices)";
-  }
+  const std::unique_ptr<BatchSource> data = attach_data_source(config, *model, feed, settings, effective, data_summary);
   print(format_run_header(effective, model->unit(), static_cast<int64_t>(model->layout().parameter_count()), descriptions));
-  std::string data_line = "Data:         " + data_summary["source"].get<std::string>() + "; feed " + feed_name(feed);
-  if (feed.mode == FeedMode::prefetch)
-    data_line += " (" + std::to_string(feed.depth) + " batches ahead, " + std::to_string(feed.threads) +
-                 " loader threads per device)";
-  if (data_config.num_epochs > 0)
-    data_line += "; " + std::to_string(data_config.num_epochs) + " epochs of " +
-                 std::to_string(settings.steps_per_epoch) + " steps, timed " +
-                 std::to_string(data_config.timed_epoch_first) + ".." + std::to_string(data_config.timed_epoch_last);
-  print(data_line + "\n");
+  print(data_line(config.data, feed, settings, data_summary));
   if (!config.trace_file.empty()) {
     const TracedStepWindow window =
         resolve_traced_steps(config.trace_steps, settings.num_warmup_batches, settings.num_batches);
