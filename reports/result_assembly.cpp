@@ -2,6 +2,7 @@
 #include "reports/result_assembly.h"
 
 #include <algorithm>
+#include <array>
 
 #include "reports/statistics.h"
 
@@ -96,30 +97,31 @@ nlohmann::json describe_breakdown(const ResultInputs& run, const Summary& summar
   double step_mean = 0;
   for (const StepPhases& p : run.measured.step_phases) step_mean = std::max(step_mean, p.own_step_ms);
   const double wall_ms = summary.total_time_s * 1000.0 / static_cast<double>(summary.measured_steps);
-  const char* keys[] = {"data_wait_ms", "forward_ms", "backward_ms", "exposed_comm_ms", "update_ms",
-                        "straggler_wait_ms", "host_gap_ms"};
+  // Each part's name: per step in ms under "<name>_ms", over the measured window in s under "<name>_s".
+  constexpr size_t kPartCount = 7;
+  const std::array<const char*, kPartCount> names = {"data_wait", "forward", "backward", "exposed_comm", "update",
+                                                     "straggler_wait", "host_gap"};
   nlohmann::json per_device = nlohmann::json::array();
-  std::vector<double> mean(7, 0.0);
+  std::array<double, kPartCount> mean{};
   for (size_t d = 0; d < run.measured.step_phases.size(); ++d) {
     const StepPhases& p = run.measured.step_phases[d];
     const double update = std::max(0.0, p.own_step_ms - p.data_ms - p.forward_ms - p.backward_ms - p.exposed_comm_ms);
     const double between_steps = std::max(0.0, wall_ms - p.own_step_ms);
     const double straggler = std::min(between_steps, std::max(0.0, step_mean - p.own_step_ms));
-    const double parts[] = {p.data_ms, p.forward_ms, p.backward_ms, p.exposed_comm_ms, update, straggler,
-                            between_steps - straggler};
+    const std::array<double, kPartCount> parts = {p.data_ms,  p.forward_ms, p.backward_ms,           p.exposed_comm_ms,
+                                                  update,     straggler,    between_steps - straggler};
     nlohmann::json device = {{"device", d}};
-    for (int k = 0; k < 7; ++k) {
-      device[keys[k]] = parts[k];
+    for (size_t k = 0; k < kPartCount; ++k) {
+      device[std::string(names[k]) + "_ms"] = parts[k];
       mean[k] += parts[k] / static_cast<double>(run.measured.step_phases.size());
     }
     per_device.push_back(device);
   }
   nlohmann::json per_step = nlohmann::json::object(), window = nlohmann::json::object();
   double sum = 0;
-  for (int k = 0; k < 7; ++k) {
-    per_step[keys[k]] = mean[k];
-    window[std::string(keys[k]).replace(std::string(keys[k]).size() - 3, 3, "_s")] =
-        mean[k] * static_cast<double>(summary.measured_steps) / 1000.0;
+  for (size_t k = 0; k < kPartCount; ++k) {
+    per_step[std::string(names[k]) + "_ms"] = mean[k];
+    window[std::string(names[k]) + "_s"] = mean[k] * static_cast<double>(summary.measured_steps) / 1000.0;
     sum += mean[k];
   }
   return {{"parts", "data_wait + forward + backward + exposed_comm + update + straggler_wait + host_gap = wall time "
