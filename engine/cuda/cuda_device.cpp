@@ -22,8 +22,7 @@ namespace {
 // on a GPU another process has filled, that is where a run fails, and CUDA's own words for it
 // ("cudaSetDevice failed: out of memory") name neither the cause nor the fix.
 void require_context(int ordinal) {
-  int previous = 0;
-  DPB_CUDA_CHECK(cudaGetDevice(&previous));
+  const CallerDeviceRestorer restore;
   const cudaError_t status = cudaSetDevice(ordinal);
   if (status == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
@@ -33,7 +32,6 @@ void require_context(int ordinal) {
                        "others with --gpu_indices");
   }
   DPB_CUDA_CHECK(status);
-  DPB_CUDA_CHECK(cudaSetDevice(previous));
 }
 
 // A zero-byte request still yields a distinct, valid pointer (cudaMalloc(0) gives nullptr).
@@ -108,16 +106,16 @@ CudaDevice::CudaDevice(int ordinal) {
 
 CudaDevice::~CudaDevice() {
   // Handles and streams belong to this GPU: release them with it current, then restore.
-  int previous = -1;
-  const bool know_previous = cudaGetDevice(&previous) == cudaSuccess;
-  (void)cudaSetDevice(ordinal());
-  for (const CudaStream& stream : streams_) (void)cudaStreamSynchronize(stream.get());
-  for (auto& backend : counted_) backend.reset();
-  for (auto& backend : backends_) backend.reset();
-  for (auto& handle : cudnn_handles_) handle.reset();
-  for (auto& handle : cublas_handles_) handle.reset();
-  streams_.clear();
-  if (know_previous) (void)cudaSetDevice(previous);
+  {
+    const CallerDeviceRestorer restore;
+    (void)cudaSetDevice(ordinal());
+    for (const CudaStream& stream : streams_) (void)cudaStreamSynchronize(stream.get());
+    for (auto& backend : counted_) backend.reset();
+    for (auto& backend : backends_) backend.reset();
+    for (auto& handle : cudnn_handles_) handle.reset();
+    for (auto& handle : cublas_handles_) handle.reset();
+    streams_.clear();
+  }
   (void)cudaGetLastError();
 }
 

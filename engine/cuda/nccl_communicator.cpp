@@ -209,10 +209,11 @@ NcclCommunicator::NcclCommunicator(const std::vector<CudaDevice*>& devices) {
   std::vector<ncclComm_t> comms(devices.size(), nullptr);
   ranks_.reserve(devices.size());  // nothing may throw between ncclCommInitAll and owning the comms
   // ncclCommInitAll switches devices while it sets each GPU up; the caller's is restored after.
-  int previous = 0;
-  DPB_CUDA_CHECK(cudaGetDevice(&previous));
-  const ncclResult_t status = ncclCommInitAll(comms.data(), static_cast<int>(comms.size()), ordinals.data());
-  if (cudaSetDevice(previous) != cudaSuccess) (void)cudaGetLastError();  // a courtesy, not worth failing for
+  ncclResult_t status = ncclSuccess;
+  {
+    const CallerDeviceRestorer restore;
+    status = ncclCommInitAll(comms.data(), static_cast<int>(comms.size()), ordinals.data());
+  }
   if (status != ncclSuccess) {
     throw_nccl_error("ncclCommInitAll(comms, n, ordinals)", status, nullptr, "devices " + join_ordinals(ordinals),
                      __FILE__, __LINE__);
@@ -263,14 +264,14 @@ NcclCommunicator::~NcclCommunicator() {
   // Each comm is destroyed with its own GPU current (NCCL frees that GPU's resources), one after
   // the other from this thread, as nccl-tests does after ncclCommInitAll. A destructor cannot
   // throw, so failures are ignored, and cleared so the next kernel launch check does not report them.
-  int previous = -1;
-  const bool know_previous = cudaGetDevice(&previous) == cudaSuccess;
-  for (const Rank& rank : ranks_) {
-    if (rank.comm == nullptr) continue;
-    (void)cudaSetDevice(rank.ordinal);
-    (void)ncclCommDestroy(rank.comm);
+  {
+    const CallerDeviceRestorer restore;
+    for (const Rank& rank : ranks_) {
+      if (rank.comm == nullptr) continue;
+      (void)cudaSetDevice(rank.ordinal);
+      (void)ncclCommDestroy(rank.comm);
+    }
   }
-  if (know_previous) (void)cudaSetDevice(previous);
   (void)cudaGetLastError();
 }
 
