@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <tuple>
 
 #include "engine/data_type.h"
 
@@ -30,9 +31,10 @@ struct Tensor4 {
                ? ((static_cast<size_t>(b) * c + ch) * h + y) * w + x
                : ((static_cast<size_t>(b) * h + y) * w + x) * c + ch;
   }
-  bool operator==(const Tensor4& o) const {
-    return n == o.n && c == o.c && h == o.h && w == o.w && format == o.format && type == o.type;
-  }
+  // Every field, for comparing shapes (==) and ordering them as the keys of plan caches (<).
+  auto fields() const { return std::tie(n, c, h, w, format, type); }
+  bool operator==(const Tensor4& o) const { return fields() == o.fields(); }
+  bool operator<(const Tensor4& o) const { return fields() < o.fields(); }
 };
 
 // Filters are stored KCRS for NCHW activations and KRSC for NHWC (what cuDNN runs fastest).
@@ -47,6 +49,9 @@ struct FilterShape {
     return format == DataFormat::nchw ? ((static_cast<size_t>(out) * c + in) * r + y) * s + x
                                       : ((static_cast<size_t>(out) * r + y) * s + x) * c + in;
   }
+  auto fields() const { return std::tie(k, c, r, s, format, type); }
+  bool operator==(const FilterShape& o) const { return fields() == o.fields(); }
+  bool operator<(const FilterShape& o) const { return fields() < o.fields(); }
 };
 
 // 2-D cross-correlation (as every framework's "convolution"), no bias, dilation 1, one group.
@@ -58,13 +63,11 @@ struct ConvGeometry {
   int pad_h = 0, pad_w = 0;  // zeros on each side
   Tensor4 output;
 
-  bool operator==(const ConvGeometry& o) const {
-    return input == o.input && filter.k == o.filter.k && filter.c == o.filter.c &&
-           filter.r == o.filter.r && filter.s == o.filter.s && filter.format == o.filter.format &&
-           filter.type == o.filter.type &&
-           stride_h == o.stride_h && stride_w == o.stride_w && pad_h == o.pad_h &&
-           pad_w == o.pad_w && output == o.output;
-  }
+  // Every field that changes a convolution's descriptors, element types included: equal
+  // geometries share a plan, and the plan caches are ordered by them.
+  auto fields() const { return std::tie(input, filter, stride_h, stride_w, pad_h, pad_w, output); }
+  bool operator==(const ConvGeometry& o) const { return fields() == o.fields(); }
+  bool operator<(const ConvGeometry& o) const { return fields() < o.fields(); }
 };
 
 // How a spatial extent is padded: `same` puts (window - 1) / 2 zeros on each side (odd windows:
@@ -93,6 +96,12 @@ struct PoolGeometry {
   // element not above 0 (relu_backward on the input, in the same pass), so the ReLU's own
   // backward pass over the pool's largest tensor is not needed.
   bool relu_input = false;
+
+  // What a pooling plan depends on: every field but relu_input (one plan serves a geometry with
+  // and without it, see CudnnPlans).
+  auto plan_fields() const {
+    return std::tie(input, mode, window_h, window_w, stride_h, stride_w, pad_h, pad_w, output);
+  }
 };
 
 PoolGeometry make_pool_geometry(const Tensor4& input, PoolMode mode, int window_h, int window_w,

@@ -16,21 +16,6 @@ bool is_16_bit(DataType type) { return type == DataType::f16 || type == DataType
 
 }  // namespace
 
-ConvKey conv_key(const ConvGeometry& g) {
-  return {g.input.n,  g.input.c,  g.input.h,  g.input.w,  static_cast<int>(g.input.format),
-          g.filter.k, g.filter.c, g.filter.r, g.filter.s, static_cast<int>(g.filter.format),
-          g.stride_h, g.stride_w, g.pad_h,    g.pad_w,    g.output.c,
-          g.output.h, g.output.w, g.output.n, static_cast<int>(g.input.type),
-          static_cast<int>(g.filter.type), static_cast<int>(g.output.type)};
-}
-
-PoolKey pool_key(const PoolGeometry& g) {
-  return {g.input.n,  g.input.c,  g.input.h,  g.input.w, static_cast<int>(g.input.format),
-          static_cast<int>(g.mode), g.window_h, g.window_w, g.stride_h, g.stride_w,
-          g.pad_h,    g.pad_w,    g.output.h, g.output.w, g.output.c, g.output.n,
-          static_cast<int>(g.input.type), static_cast<int>(g.output.type)};
-}
-
 const char* conv_algorithm_name(cudnnConvolutionFwdAlgo_t algorithm) {
   switch (algorithm) {
     case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "implicit_gemm";

@@ -69,13 +69,17 @@ struct PoolPlan {
   DeviceMemory max_positions;
 };
 
-// Keys: every field that changes a descriptor, element types included, flattened (an ordered map
-// needs no hash to be written, and a network has a few dozen shapes at most).
-using ConvKey = std::array<int, 21>;
-using PoolKey = std::array<int, 18>;
+// Keys of the plan caches, ordered by the geometries' own fields (an ordered map needs no hash to
+// be written, and a network has a few dozen shapes at most): a convolution's whole geometry, a
+// pooling's plan_fields().
+using ConvKey = ConvGeometry;
+struct PoolKey {
+  PoolGeometry geometry;
+  bool operator<(const PoolKey& o) const { return geometry.plan_fields() < o.geometry.plan_fields(); }
+};
 
-ConvKey conv_key(const ConvGeometry& g);
-PoolKey pool_key(const PoolGeometry& g);
+inline ConvKey conv_key(const ConvGeometry& g) { return g; }
+inline PoolKey pool_key(const PoolGeometry& g) { return PoolKey{g}; }
 
 struct CudnnPlans {
   std::map<ConvKey, ConvPlan> convolutions;
