@@ -96,14 +96,13 @@ TransformerScratch::TransformerScratch(Device& device, const TransformerShape& s
 
 TransformerEncoderLayer::TransformerEncoderLayer(ParameterLayout& layout, const std::string& name,
                                                  const TransformerShape& shape, uint64_t dropout_key)
-    : self_qkv(layout, name + "/self_attention/qkv", shape.model_dim, 3 * shape.model_dim),
+    : TransformerLayerBase(shape, dropout_key),
+      self_qkv(layout, name + "/self_attention/qkv", shape.model_dim, 3 * shape.model_dim),
       self_out(layout, name + "/self_attention/output", shape.model_dim, shape.model_dim),
       norm1(layout, name + "/norm1", shape.model_dim),
       ffn_in(layout, name + "/feed_forward/inner", shape.model_dim, shape.ffn_units),
       ffn_out(layout, name + "/feed_forward/output", shape.ffn_units, shape.model_dim),
-      norm2(layout, name + "/norm2", shape.model_dim),
-      shape_(shape),
-      dropout_key_(dropout_key) {}
+      norm2(layout, name + "/norm2", shape.model_dim) {}
 
 void TransformerEncoderLayer::initialize(const ParameterLayout& layout, uint64_t seed,
                                          std::vector<float>& values) const {
@@ -118,7 +117,8 @@ GradientRange TransformerEncoderLayer::gradient_range(const ParameterLayout& lay
 
 TransformerDecoderLayer::TransformerDecoderLayer(ParameterLayout& layout, const std::string& name,
                                                  const TransformerShape& shape, uint64_t dropout_key)
-    : self_qkv(layout, name + "/self_attention/qkv", shape.model_dim, 3 * shape.model_dim),
+    : TransformerLayerBase(shape, dropout_key),
+      self_qkv(layout, name + "/self_attention/qkv", shape.model_dim, 3 * shape.model_dim),
       self_out(layout, name + "/self_attention/output", shape.model_dim, shape.model_dim),
       norm1(layout, name + "/norm1", shape.model_dim),
       cross_q(layout, name + "/cross_attention/query", shape.model_dim, shape.model_dim),
@@ -127,9 +127,7 @@ TransformerDecoderLayer::TransformerDecoderLayer(ParameterLayout& layout, const 
       norm2(layout, name + "/norm2", shape.model_dim),
       ffn_in(layout, name + "/feed_forward/inner", shape.model_dim, shape.ffn_units),
       ffn_out(layout, name + "/feed_forward/output", shape.ffn_units, shape.model_dim),
-      norm3(layout, name + "/norm3", shape.model_dim),
-      shape_(shape),
-      dropout_key_(dropout_key) {}
+      norm3(layout, name + "/norm3", shape.model_dim) {}
 
 void TransformerDecoderLayer::initialize(const ParameterLayout& layout, uint64_t seed,
                                          std::vector<float>& values) const {

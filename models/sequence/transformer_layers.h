@@ -108,33 +108,41 @@ struct TransformerScratch {
   Buffer attention_workspace;
 };
 
-class TransformerEncoderLayer {
+// What every layer of either stack shares besides its parameters: its shape and the key of its
+// dropout masks. (Holding no parameters, it registers none: the layers' members keep the layout's
+// order.)
+class TransformerLayerBase {
  public:
-  TransformerEncoderLayer(ParameterLayout& layout, const std::string& name, const TransformerShape& shape,
-                          uint64_t dropout_key);
-  void initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& values) const;
-  GradientRange gradient_range(const ParameterLayout& layout) const;
   const TransformerShape& shape() const { return shape_; }
   uint64_t dropout_key() const { return dropout_key_; }
 
-  LinearParams self_qkv, self_out;
-  LayerNormParams norm1;
-  LinearParams ffn_in, ffn_out;
-  LayerNormParams norm2;
+ protected:
+  TransformerLayerBase(const TransformerShape& shape, uint64_t dropout_key) : shape_(shape), dropout_key_(dropout_key) {}
 
  private:
   TransformerShape shape_;
   uint64_t dropout_key_;
 };
 
-class TransformerDecoderLayer {
+class TransformerEncoderLayer : public TransformerLayerBase {
+ public:
+  TransformerEncoderLayer(ParameterLayout& layout, const std::string& name, const TransformerShape& shape,
+                          uint64_t dropout_key);
+  void initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& values) const;
+  GradientRange gradient_range(const ParameterLayout& layout) const;
+
+  LinearParams self_qkv, self_out;
+  LayerNormParams norm1;
+  LinearParams ffn_in, ffn_out;
+  LayerNormParams norm2;
+};
+
+class TransformerDecoderLayer : public TransformerLayerBase {
  public:
   TransformerDecoderLayer(ParameterLayout& layout, const std::string& name, const TransformerShape& shape,
                           uint64_t dropout_key);
   void initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& values) const;
   GradientRange gradient_range(const ParameterLayout& layout) const;
-  const TransformerShape& shape() const { return shape_; }
-  uint64_t dropout_key() const { return dropout_key_; }
 
   LinearParams self_qkv, self_out;
   LayerNormParams norm1;
@@ -142,10 +150,6 @@ class TransformerDecoderLayer {
   LayerNormParams norm2;
   LinearParams ffn_in, ffn_out;
   LayerNormParams norm3;
-
- private:
-  TransformerShape shape_;
-  uint64_t dropout_key_;
 };
 
 class AttentionSublayer;
