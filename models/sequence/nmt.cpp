@@ -308,8 +308,7 @@ class NmtReplica final : public ModelReplica {
 
 std::unique_ptr<ModelReplica> NmtModel::create_replica(Device& device, ParameterSet& params,
                                                        const ReplicaShard& shard) const {
-  check_replica_batch("nmt", shape_.batch, shard);
-  return std::make_unique<NmtReplica>(*this, device, params, shard);
+  return checked_replica<NmtReplica>("nmt", shape_.batch, *this, device, params, shard);
 }
 
 }  // namespace

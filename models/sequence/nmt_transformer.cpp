@@ -325,8 +325,7 @@ class TransformerNmtReplica final : public ModelReplica {
 
 std::unique_ptr<ModelReplica> TransformerNmtModel::create_replica(Device& device, ParameterSet& params,
                                                                   const ReplicaShard& shard) const {
-  check_replica_batch("nmt", shape_.batch, shard);
-  return std::make_unique<TransformerNmtReplica>(*this, device, params, shard);
+  return checked_replica<TransformerNmtReplica>("nmt", shape_.batch, *this, device, params, shard);
 }
 
 }  // namespace

@@ -164,8 +164,7 @@ class RnnlmReplica final : public ModelReplica {
 
 std::unique_ptr<ModelReplica> RnnlmModel::create_replica(Device& device, ParameterSet& params,
                                                          const ReplicaShard& shard) const {
-  check_replica_batch("rnnlm", shape_.batch, shard);
-  return std::make_unique<RnnlmReplica>(*this, device, params, shard);
+  return checked_replica<RnnlmReplica>("rnnlm", shape_.batch, *this, device, params, shard);
 }
 
 }  // namespace

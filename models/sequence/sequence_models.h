@@ -26,6 +26,15 @@ std::unique_ptr<Model> create_rnnlm_model(const ModelSettings& config);
 // RuntimeError naming `model` otherwise.
 void check_replica_batch(const char* model, int built_for, const ReplicaShard& shard);
 
+// A Replica of `model` (shaped for `built_for` sequences per device) on `device` for `shard`, once
+// check_replica_batch has passed: every sequence model's create_replica.
+template <typename Replica, typename ModelType>
+std::unique_ptr<ModelReplica> checked_replica(const char* name, int built_for, const ModelType& model, Device& device,
+                                              ParameterSet& params, const ReplicaShard& shard) {
+  check_replica_batch(name, built_for, shard);
+  return std::make_unique<Replica>(model, device, params, shard);
+}
+
 // Their inputs: synthetic sentence pairs or parallel text (nmt_inputs.cpp), synthetic token
 // windows or PTB (rnnlm_inputs.cpp).
 ModelInputs nmt_inputs();
