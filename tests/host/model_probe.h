@@ -46,6 +46,14 @@ class ModelProbe {
     return value;
   }
 
+  // The loss's derivative in parameter i at `values`, by central differences of step h.
+  double central_difference(const std::vector<float>& values, size_t i, double h) {
+    std::vector<float> plus = values, minus = values;
+    plus[i] += static_cast<float>(h);
+    minus[i] -= static_cast<float>(h);
+    return (loss_at(plus) - loss_at(minus)) / (2 * h);
+  }
+
   // Backward after loss_at; checks that the announcements cover the layout once, ascending.
   std::vector<float> gradients() {
     device_->make_current();
