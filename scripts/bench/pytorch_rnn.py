@@ -27,17 +27,16 @@ Synthetic tokens resident on the GPU; warm-up steps skipped; then host wall cloc
 measured steps after a device synchronisation. Prints one JSON line (items_per_sec = words/s for
 nmt, counting source + target tokens; tokens/s for rnnlm; precision; amp: true for bf16 and fp16)."""
 import argparse
-import contextlib
 import json
-import time
 import warnings
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from twin_timing import AMP_DTYPES, amp_step, measure
+
 PRECISIONS = ["fp32", "tf32", "bf16", "fp16"]
-AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 # The bf16 cudnn_lstm path hands cuDNN per-weight bf16 copies, which it packs into its weight buffer
@@ -221,19 +220,7 @@ def make_step(model, optimizer, inputs, precision="tf32"):
     """One training step as a function returning the loss (the model returns it). bf16 and fp16 run
     the forward pass under autocast (AMP: fp32 weights, gradients and optimizer state); fp16 scales
     the loss (GradScaler). `model` may be wrapped (DDP)."""
-    autocast_dtype = AMP_DTYPES.get(precision)
-    scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
-
-    def step():
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext():
-            loss = model(*inputs)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)  # fused Adam unscales the gradients itself
-        scaler.update()
-        return loss
-
-    return step
+    return amp_step(model, optimizer, inputs, precision)
 
 
 def main():
@@ -262,19 +249,7 @@ def main():
     optimizer = make_optimizer(model, a.learning_rate)
     step = make_step(model, optimizer, inputs, a.precision)
 
-    for _ in range(a.num_warmup_batches):
-        step()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(a.num_batches):
-        loss = step()
-    torch.cuda.synchronize()
-    elapsed = time.perf_counter() - start
-    if a.profile_step:
-        torch.cuda.profiler.start()
-        step()
-        torch.cuda.synchronize()
-        torch.cuda.profiler.stop()
+    elapsed, loss = measure(step, a.num_warmup_batches, a.num_batches, a.profile_step)
     print(json.dumps({"framework": "pytorch", "torch": torch.__version__,
                       "cudnn": torch.backends.cudnn.version(), "model": a.model,
                       "encoder_type": a.encoder_type, "direction": a.direction if nmt else None,

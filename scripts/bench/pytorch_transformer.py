@@ -14,16 +14,15 @@ gradients and Adam state; fp16 with GradScaler). --compile: torch.compile the fo
 Synthetic tokens resident on the GPU; warm-up steps skipped; then host wall clock over the measured
 steps after a device synchronisation. Prints one JSON line (items_per_sec: source + target words/s)."""
 import argparse
-import contextlib
 import json
 import math
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+from twin_timing import AMP_DTYPES, amp_step, measure
+
 
 
 def sinusoids(length, dim, device):
@@ -99,32 +98,9 @@ def main():
     inputs = (src, tgt[:-1], tgt[1:])
     items = B * (a.src_max_len + a.tgt_max_len)
     optimizer = torch.optim.Adam(model.parameters(), lr=a.learning_rate, fused=True)
-    autocast_dtype = AMP_DTYPES.get(a.precision)
-    scaler = torch.amp.GradScaler("cuda", enabled=a.precision == "fp16")
     forward = torch.compile(model) if a.compile else model
-
-    def step():
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext():
-            loss = forward(*inputs)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        return loss
-
-    for _ in range(a.num_warmup_batches):
-        step()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(a.num_batches):
-        loss = step()
-    torch.cuda.synchronize()
-    elapsed = time.perf_counter() - start
-    if a.profile_step:
-        torch.cuda.profiler.start()
-        step()
-        torch.cuda.synchronize()
-        torch.cuda.profiler.stop()
+    step = amp_step(forward, optimizer, inputs, a.precision)
+    elapsed, loss = measure(step, a.num_warmup_batches, a.num_batches, a.profile_step)
     print(json.dumps({"framework": "pytorch", "torch": torch.__version__, "model": "nmt",
                       "encoder_type": "transformer", "batch_size": B, "precision": a.precision,
                       "amp": a.precision in AMP_DTYPES, "compiled": a.compile,

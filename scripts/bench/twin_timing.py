@@ -1,0 +1,51 @@
+"""What dpbench's PyTorch twins share: one training step under PyTorch AMP as the twins define it
+(autocast in the precision's 16-bit type, fp32 weights, GradScaler for fp16), and the measurement
+as dpbench makes it (warm-up steps run and skipped, the device synchronised, host wall clock over
+the measured steps, then an optional step bracketed for a profiler)."""
+
+import contextlib
+import time
+
+import torch
+
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def amp_step(forward, optimizer, inputs, precision):
+    """A step function: zero the gradients, forward(*inputs) under autocast (bf16, fp16) or as is
+    (fp32, tf32), backward through GradScaler (scaling only for fp16), optimizer step. Returns the
+    loss tensor."""
+    autocast_dtype = AMP_DTYPES.get(precision)
+    scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext():
+            loss = forward(*inputs)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)  # fused Adam unscales the gradients itself
+        scaler.update()
+        return loss
+
+    return step
+
+
+def measure(step, num_warmup_batches, num_batches, profile_step=0):
+    """Runs the warm-up steps, then times num_batches steps on the host's clock between device
+    synchronisations; with profile_step, one more step between cudaProfilerStart and Stop (for
+    ncu --profile-from-start off). Returns (elapsed seconds, the last measured step's loss)."""
+    for _ in range(num_warmup_batches):
+        step()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    loss = None
+    for _ in range(num_batches):
+        loss = step()
+    torch.cuda.synchronize()
+    elapsed = time.perf_counter() - start
+    if profile_step:
+        torch.cuda.profiler.start()
+        step()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
+    return elapsed, loss
