@@ -34,9 +34,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from twin_timing import AMP_DTYPES, amp_step, measure
+from twin_timing import AMP_DTYPES, add_measurement_arguments, amp_step, measure
 
-PRECISIONS = ["fp32", "tf32", "bf16", "fp16"]
 DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 # The bf16 cudnn_lstm path hands cuDNN per-weight bf16 copies, which it packs into its weight buffer
@@ -228,15 +227,7 @@ def main():
     p.add_argument("--model", default="nmt", choices=["nmt", "rnnlm"])
     p.add_argument("--batch_size", type=int, default=None, help="default: nmt 384, rnnlm 512")
     add_model_arguments(p)
-    p.add_argument("--precision", default="tf32", choices=PRECISIONS,
-                   help="fp32; tf32 (default); bf16 or fp16: AMP (autocast, fp32 weights; fp16 with "
-                        "GradScaler)")
-    p.add_argument("--learning_rate", type=float, default=1e-3)
-    p.add_argument("--num_batches", type=int, default=40)
-    p.add_argument("--num_warmup_batches", type=int, default=10)
-    p.add_argument("--profile_step", type=int, default=0,
-                   help="run one extra step bracketed by cudaProfilerStart/Stop (for ncu "
-                        "--profile-from-start off) after the measurement; 0: none")
+    add_measurement_arguments(p, learning_rate=1e-3, num_batches=40)
     a = p.parse_args()
     resolve_defaults(a)
     nmt = a.model == "nmt"

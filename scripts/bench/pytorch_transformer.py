@@ -21,7 +21,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from twin_timing import AMP_DTYPES, amp_step, measure
+from twin_timing import AMP_DTYPES, add_measurement_arguments, amp_step, measure
 
 
 
@@ -74,14 +74,8 @@ def main():
     p.add_argument("--src_max_len", type=int, default=100)
     p.add_argument("--tgt_max_len", type=int, default=100)
     p.add_argument("--dropout", type=float, default=0.1)
-    p.add_argument("--precision", default="tf32", choices=["fp32", "tf32", "bf16", "fp16"])
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
-    p.add_argument("--learning_rate", type=float, default=1e-3)
-    p.add_argument("--num_batches", type=int, default=40)
-    p.add_argument("--num_warmup_batches", type=int, default=10)
-    p.add_argument("--profile_step", type=int, default=0,
-                   help="run one extra step bracketed by cudaProfilerStart/Stop (for ncu "
-                        "--profile-from-start off) after the measurement; 0: none")
+    add_measurement_arguments(p, learning_rate=1e-3, num_batches=40)
     p.add_argument("--model", default="nmt", choices=["nmt"], help="accepted for dpbench's flag set")
     p.add_argument("--encoder_type", default="transformer", choices=["transformer"],
                    help="accepted for dpbench's flag set")

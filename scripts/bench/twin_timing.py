@@ -9,6 +9,20 @@ import time
 import torch
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+PRECISIONS = ["fp32", "tf32", "bf16", "fp16"]
+
+
+def add_measurement_arguments(parser, learning_rate, num_batches, precision="tf32"):
+    """The flags every sequence twin takes, named as dpbench's: --precision, --learning_rate,
+    --num_batches, --num_warmup_batches and --profile_step, with the twin's defaults."""
+    parser.add_argument("--precision", default=precision, choices=PRECISIONS,
+                        help="fp32; tf32; bf16 or fp16: AMP (autocast, fp32 weights; fp16 with GradScaler)")
+    parser.add_argument("--learning_rate", type=float, default=learning_rate)
+    parser.add_argument("--num_batches", type=int, default=num_batches)
+    parser.add_argument("--num_warmup_batches", type=int, default=10)
+    parser.add_argument("--profile_step", type=int, default=0,
+                        help="run one extra step bracketed by cudaProfilerStart/Stop (for ncu "
+                             "--profile-from-start off) after the measurement; 0: none")
 
 
 def amp_step(forward, optimizer, inputs, precision):

@@ -111,6 +111,10 @@ twin_flags() {
   local scripts=() flag
   while (($#)) && [ "$1" != -- ]; do scripts+=("$1"); shift; done
   shift
+  # The flags the sequence twins share are declared once, in the module they import.
+  if grep -q "from twin_timing import" "${scripts[@]}"; then
+    scripts+=("$(dirname "${BASH_SOURCE[0]}")/../bench/twin_timing.py")
+  fi
   for flag in "$@"; do
     grep -q -- "\"${flag%%=*}\"" "${scripts[@]}" && printf '%s\n' "$flag"
   done
