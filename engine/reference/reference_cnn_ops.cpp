@@ -475,19 +475,11 @@ void ReferenceBackend::dropout_forward(DataType type, const void* x, void* y, si
   });
 }
 
+// The gradient goes through the forward's mask and scale: the same map, applied to dy.
 void ReferenceBackend::dropout_backward(DataType type, const void* dy, void* dx, size_t n,
                                         float rate, uint64_t seed, uint64_t first_index,
                                         const int32_t* step) {
-  const uint64_t stream_key = dropout_stream_key(seed, *step);
-  const uint32_t threshold = dropout_threshold(rate);
-  const float keep_scale = dropout_keep_scale(rate);
-  with_type(type, [&](auto tag) {
-    constexpr DataType T = decltype(tag)::value;
-    for (size_t i = 0; i < n; ++i) {
-      const bool keep = dropout_keeps_keyed(stream_key, first_index + i, threshold);
-      store_from_float(T, dx, i, keep ? load_as_float(T, dy, i) * keep_scale : 0.0f);
-    }
-  });
+  dropout_forward(type, dy, dx, n, rate, seed, first_index, step);
 }
 
 // ---- channel slices -----------------------------------------------------------------------------
