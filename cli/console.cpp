@@ -81,8 +81,8 @@ std::string format_run_header(const RunConfig& config, const std::string& unit,
                         q.encoder_type, q.num_layers, q.num_units, q.embedding_dim, q.vocab_size, q.seq_len);
   }
   const bool images = q.encoder_type.empty();
-  text += images ? fmt::format("{:<14}{} / {}\n", "Precision:", config.precision, config.data_format)
-                 : fmt::format("{:<14}{}\n", "Precision:", config.precision);
+  text += images ? fmt::format("{:<14}{} / {}\n", "Precision:", precision_name(config.precision), config.data_format)
+                 : fmt::format("{:<14}{}\n", "Precision:", precision_name(config.precision));
   if (config.forward_only) text += fmt::format("{:<14}{}\n", "Mode:", "inference: forward passes only (--forward_only)");
   text += fmt::format("{:<14}{} warm-up + {} measured, progress every {}\n", "Steps:",
                       config.num_warmup_batches, config.num_batches, config.display_every);

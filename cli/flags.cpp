@@ -102,7 +102,7 @@ std::vector<FlagSpec> run_flag_specs() {
       {"precision", "Model", "fp32|tf32|fp16|bf16",
        "Arithmetic: fp32; tf32 (tensor cores, fp32 storage); fp16 or bf16 (16-bit activations and "
        "weight copy, fp32 accumulation and master weights; CNN models)",
-       defaults.precision, {}},
+       precision_name(defaults.precision), {}},
       {"use_fp16", "Model", "BOOL", "Alias for --precision=fp16 (tf_cnn_benchmarks' spelling)",
        defaults.use_fp16 ? "true" : "false", "true"},
       {"forward_only", "Model", "BOOL",
@@ -577,7 +577,7 @@ nlohmann::json config_to_json(const RunConfig& config) {
       {"batch_size", config.batch_size},
       {"total_batch_size", config.total_batch_size},
       {"data_format", config.data_format},
-      {"precision", config.precision},
+      {"precision", precision_name(config.precision)},
       {"use_fp16", config.use_fp16},
       {"forward_only", config.forward_only},
       {"fuse_batch_norm_statistics", config.fuse_batch_norm_statistics},

@@ -187,23 +187,26 @@ void resolve_numerics(const GivenFlags& flags, const ModelEntry& model, RunConfi
   config->forward_only = parse_bool("forward_only", flags.text("forward_only"));
   config->fuse_batch_norm_statistics =
       parse_bool("fuse_batch_norm_statistics", flags.text("fuse_batch_norm_statistics"));
-  config->precision = flags.text("precision");
-  require_one_of("precision", config->precision, {"fp32", "tf32", "fp16", "bf16"}, "precision");
+  const std::string precision_text = flags.text("precision");
+  std::vector<std::string> precision_names;
+  for (Precision precision : every_precision()) precision_names.push_back(precision_name(precision));
+  require_one_of("precision", precision_text, precision_names, "precision");
+  config->precision = *find_precision(precision_text);
   config->use_fp16 = parse_bool("use_fp16", flags.text("use_fp16"));
   if (config->use_fp16) {
-    if (flags.was_given("precision") && config->precision != "fp16")
+    if (flags.was_given("precision") && config->precision != Precision::fp16)
       reject("use_fp16", flags.text("use_fp16"),
-             "contradicts --precision=" + config->precision + " (--use_fp16 means --precision=fp16); give one of them");
-    config->precision = "fp16";
+             "contradicts --precision=" + precision_text + " (--use_fp16 means --precision=fp16); give one of them");
+    config->precision = Precision::fp16;
   }
   if (config->activation_type() != DataType::f32 && !model.mixed_precision) {
     // Named as the user typed it: --use_fp16 is how tf_cnn_benchmarks users ask for fp16.
     const bool by_alias = config->use_fp16 && !flags.was_given("precision");
-    reject(by_alias ? "use_fp16" : "precision", by_alias ? flags.text("use_fp16") : config->precision,
+    reject(by_alias ? "use_fp16" : "precision", by_alias ? flags.text("use_fp16") : precision_text,
            "--model=" + model.name + " computes in fp32 only; use fp32 or tf32, or a CNN model");
   }
 
-  const bool fp16 = config->precision == "fp16";
+  const bool fp16 = config->precision == Precision::fp16;
   config->fp16_enable_auto_loss_scale =
       parse_bool("fp16_enable_auto_loss_scale", flags.text("fp16_enable_auto_loss_scale"));
   if (flags.was_given("fp16_loss_scale")) {
@@ -218,7 +221,8 @@ void resolve_numerics(const GivenFlags& flags, const ModelEntry& model, RunConfi
   for (const char* flag : {"fp16_loss_scale", "fp16_enable_auto_loss_scale", "fp16_inc_loss_scale_every_n"})
     if (flags.was_given(flag) && !fp16)
       reject(flag, flags.text(flag),
-             "loss scaling is for --precision=fp16 only (this run is " + config->precision + ")");
+             "loss scaling is for --precision=fp16 only (this run is " + std::string(precision_name(config->precision)) +
+                 ")");
   if (flags.was_given("fp16_inc_loss_scale_every_n") && !config->fp16_enable_auto_loss_scale)
     reject("fp16_inc_loss_scale_every_n", flags.text("fp16_inc_loss_scale_every_n"),
            "only matters with --fp16_enable_auto_loss_scale=true");

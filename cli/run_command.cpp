@@ -99,7 +99,7 @@ OptimizerConfig optimizer_config(const RunConfig& config) {
   optimizer.beta1 = static_cast<float>(config.adam_beta1);
   optimizer.beta2 = static_cast<float>(config.adam_beta2);
   optimizer.epsilon = static_cast<float>(config.adam_epsilon);
-  if (config.precision == "fp16") {
+  if (config.precision == Precision::fp16) {
     optimizer.loss_scaling =
         config.fp16_enable_auto_loss_scale ? LossScaling::automatic : LossScaling::fixed;
     const double given = config.fp16_loss_scale;
@@ -156,7 +156,8 @@ PeakThroughput peak_of(const RunConfig& config, const std::vector<DeviceDescript
     return {0, "the reference backend's devices are host threads with no peak figure; give --peak_tflops for one"};
   const std::string name = devices.empty() ? std::string() : devices.front().name;
   if (std::optional<PeakThroughput> peak = gpu_peak_tflops(name, config.precision)) return *peak;
-  return {0, "no peak figure for " + name + " at " + config.precision + " in dpbench's table; give --peak_tflops"};
+  return {0, "no peak figure for " + name + " at " + precision_name(config.precision) +
+                 " in dpbench's table; give --peak_tflops"};
 }
 
 // What the result is made of (reports/result_assembly.h), in the result's own terms.
@@ -187,7 +188,7 @@ ResultInputs result_inputs(const RunConfig& config, const RunMeasurements& measu
   run.flops_per_device_step = (config.forward_only ? per_sample.forward : per_sample.training()) * config.batch_size;
   run.num_devices = config.world_devices();
   run.global_batch_size = config.global_batch_size();
-  run.precision = config.precision;
+  run.precision = precision_name(config.precision);
   run.automatic_loss_scale = config.fp16_enable_auto_loss_scale;
   run.timed_epoch_first = config.data.timed_epoch_first;
   run.timed_epoch_last = config.data.timed_epoch_last;
@@ -215,7 +216,7 @@ void refuse_diverged_training(const RunConfig& config, const RunMeasurements& me
   std::snprintf(rate, sizeof rate, "%g", config.learning_rate);
   throw RuntimeError(std::string("training diverged: the loss became ") + (std::isnan(losses[first]) ? "NaN" : "infinite") +
                      " at " + where + " and stayed so; lower --learning_rate (now " + rate +
-                     (config.precision == "fp16" && !config.fp16_enable_auto_loss_scale
+                     (config.precision == Precision::fp16 && !config.fp16_enable_auto_loss_scale
                           ? "), or scale fp16's loss automatically (--fp16_enable_auto_loss_scale)"
                           : ")") +
                      "; no result written");
@@ -316,7 +317,7 @@ Result run_benchmark(const ParsedRunFlags& flags) {
       set_deterministic(*device, config.deterministic);
       set_lstm_algorithm(*device, config.sequence.lstm_algorithm);
       // 16-bit runs put any GEMM they keep in fp32 on TF32 tensor cores too.
-      set_tf32(*device, config.precision != "fp32");
+      set_tf32(*device, allows_tf32(config.precision));
     }
   std::vector<DeviceDescription> descriptions;
   for (const auto& device : devices) descriptions.push_back(device->description());

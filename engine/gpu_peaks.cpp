@@ -28,17 +28,20 @@ const std::vector<GpuPeaks>& table() {
 
 }  // namespace
 
-std::optional<PeakThroughput> gpu_peak_tflops(const std::string& gpu_name, const std::string& math) {
+std::optional<PeakThroughput> gpu_peak_tflops(const std::string& gpu_name, Precision precision) {
   for (const GpuPeaks& gpu : table()) {
     if (gpu_name.find(gpu.name_part) == std::string::npos) continue;
     const std::string sheet = std::string(gpu.datasheet);
-    if (math == "fp32")
-      return PeakThroughput{gpu.fp32, std::string(gpu.model) + " FP32 (no tensor cores), " + sheet};
-    if (math == "tf32")
-      return PeakThroughput{gpu.tf32, std::string(gpu.model) + " TF32 tensor cores, dense (half the sparsity figure), " + sheet};
-    if (math == "bf16" || math == "fp16")
-      return PeakThroughput{gpu.bf16, std::string(gpu.model) + " " + (math == "bf16" ? "BF16" : "FP16") +
-                                          " tensor cores, dense (half the sparsity figure), " + sheet};
+    switch (precision) {
+      case Precision::fp32:
+        return PeakThroughput{gpu.fp32, std::string(gpu.model) + " FP32 (no tensor cores), " + sheet};
+      case Precision::tf32:
+        return PeakThroughput{gpu.tf32, std::string(gpu.model) + " TF32 tensor cores, dense (half the sparsity figure), " + sheet};
+      case Precision::bf16:
+      case Precision::fp16:
+        return PeakThroughput{gpu.bf16, std::string(gpu.model) + " " + (precision == Precision::bf16 ? "BF16" : "FP16") +
+                                            " tensor cores, dense (half the sparsity figure), " + sheet};
+    }
     return std::nullopt;
   }
   return std::nullopt;

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "engine/precision.h"
+
 namespace dpbench {
 
 struct PeakThroughput {
@@ -14,8 +16,8 @@ struct PeakThroughput {
   std::string source;  // where the figure comes from, for the result
 };
 
-// The peak of the GPU called `gpu_name` (as the driver names it, e.g. "NVIDIA H200") for `math`:
-// "fp32" (no tensor cores), "tf32", "bf16" or "fp16" (tensor cores, fp32 accumulation).
-std::optional<PeakThroughput> gpu_peak_tflops(const std::string& gpu_name, const std::string& math);
+// The peak of the GPU called `gpu_name` (as the driver names it, e.g. "NVIDIA H200") for the math
+// `precision` runs: fp32 (no tensor cores), tf32, bf16 or fp16 (tensor cores, fp32 accumulation).
+std::optional<PeakThroughput> gpu_peak_tflops(const std::string& gpu_name, Precision precision);
 
 }  // namespace dpbench

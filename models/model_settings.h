@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/data_type.h"
+#include "engine/precision.h"
 #include "engine/device_placement.h"
 
 namespace dpbench {
@@ -62,7 +63,7 @@ struct ModelSettings : DevicePlacement {
   std::string model = "trivial";
   int batch_size = 0;  // per device; 0 until resolved (model default or total/num_devices)
   std::string data_format = "NCHW";
-  std::string precision = "fp32";
+  Precision precision = Precision::fp32;
   uint64_t seed = 1234;
   // Inference: forward passes only (batch norm with its running statistics, no dropout), no
   // backward pass, no exchange, no update (tf_cnn_benchmarks' --forward_only).
@@ -78,11 +79,7 @@ struct ModelSettings : DevicePlacement {
 
   // Storage type of activations and of the weight copy: f16 / bf16 under --precision=fp16 / bf16,
   // f32 for fp32 and tf32.
-  DataType activation_type() const {
-    if (precision == "fp16") return DataType::f16;
-    if (precision == "bf16") return DataType::bf16;
-    return DataType::f32;
-  }
+  DataType activation_type() const { return dpbench::activation_type(precision); }
 };
 
 }  // namespace dpbench

@@ -147,9 +147,9 @@ TEST_CASE("nmt and rnnlm in bf16 and fp16 on the GPU match the reference backend
   const std::vector<dpbench::RunConfig> configs = every_small_variant();
   for (dpbench::RunConfig config : configs) {  // a copy: its precision is set below
     for (const auto& [precision, type, tolerance] :
-         {std::tuple{"bf16", dpbench::DataType::bf16, 4e-2}, std::tuple{"fp16", dpbench::DataType::f16, 6e-3}}) {
+         {std::tuple{dpbench::Precision::bf16, dpbench::DataType::bf16, 4e-2}, std::tuple{dpbench::Precision::fp16, dpbench::DataType::f16, 6e-3}}) {
       INFO(config.model << " " << config.sequence.encoder_type << " " << config.sequence.direction << " "
-                        << precision);
+                        << dpbench::precision_name(precision));
       config.precision = precision;
       const auto model = build_model(config);
       const std::vector<float> values = model->initial_parameters(9);

@@ -49,9 +49,9 @@ double largest_magnitude(const std::vector<float>& values) {
 TEST_CASE("the transformer on the GPU matches the reference backend", "[gpu][transformer]") {
   for (const std::string dropout : {"0", "0.1"}) {
     for (const auto& [precision, type, tolerance] :
-         {std::tuple{"fp32", dpbench::DataType::f32, 2e-5}, std::tuple{"bf16", dpbench::DataType::bf16, 4e-2},
-          std::tuple{"fp16", dpbench::DataType::f16, 6e-3}}) {
-      INFO("dropout " << dropout << ", " << precision);
+         {std::tuple{dpbench::Precision::fp32, dpbench::DataType::f32, 2e-5}, std::tuple{dpbench::Precision::bf16, dpbench::DataType::bf16, 4e-2},
+          std::tuple{dpbench::Precision::fp16, dpbench::DataType::f16, 6e-3}}) {
+      INFO("dropout " << dropout << ", " << dpbench::precision_name(precision));
       dpbench::RunConfig config = small_transformer(dropout);
       config.precision = precision;
       const auto model = build_model(config);

@@ -90,7 +90,7 @@ inline Result make_fixture_result(const FixtureRun& run) {
   summary.warmup_steps = run.warmup_steps;
   summary.items_per_sec = run.items_per_sec;
   summary.total_time_s = static_cast<double>(summary.items_per_step) * run.measured_steps / run.items_per_sec;
-  summary.math = config.precision;
+  summary.math = precision_name(config.precision);
   summary.jitter = run.jitter;
   const double step_ms = 1000.0 * static_cast<double>(summary.items_per_step) / run.items_per_sec;
   std::vector<double> measured_ms, rates;

@@ -396,7 +396,7 @@ DenseRun run_two_dense_layers(const std::string& precision) {
   dpbench::RunConfig config;
   config.batch_size = 3;
   config.data_format = "NHWC";
-  config.precision = precision;
+  config.precision = *dpbench::find_precision(precision);
   const dpbench::CnnModel model("tiny", config, dpbench::ImageSpec{3, 8, 8, 4}, build_two_dense_layers);
   OneReplica replica(model, config.activation_type());
   DenseRun run;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/data_type.h"
+#include "engine/precision.h"
 
 using namespace dpbench;
 
@@ -253,4 +254,16 @@ TEST_CASE("load_as_float, store_from_float and round_to agree for every type", "
   CHECK(halves == std::vector<uint16_t>{0x1111, 0x3f80, 0x3333});
   CHECK(round_to(DataType::f16, 0.1f) == 0.0999755859375f);
   CHECK(round_to(DataType::bf16, 0.1f) == 0.10009765625f);
+}
+
+TEST_CASE("precisions are named, found by name and store activations in their type", "[data_type]") {
+  for (dpbench::Precision precision : dpbench::every_precision())
+    CHECK(dpbench::find_precision(dpbench::precision_name(precision)) == precision);
+  CHECK_FALSE(dpbench::find_precision("fp8").has_value());
+  CHECK_FALSE(dpbench::find_precision("FP32").has_value());
+  CHECK(dpbench::activation_type(dpbench::Precision::tf32) == dpbench::DataType::f32);
+  CHECK(dpbench::activation_type(dpbench::Precision::bf16) == dpbench::DataType::bf16);
+  CHECK(dpbench::activation_type(dpbench::Precision::fp16) == dpbench::DataType::f16);
+  CHECK_FALSE(dpbench::allows_tf32(dpbench::Precision::fp32));
+  CHECK(dpbench::allows_tf32(dpbench::Precision::bf16));
 }

@@ -85,7 +85,7 @@ TEST_CASE("defaults resolve from the model and the machine", "[flags]") {
   CHECK_FALSE(config.independent_replica);
   CHECK(config.local_parameter_device == "gpu");
   CHECK(config.data_format == "NCHW");
-  CHECK(config.precision == "fp32");
+  CHECK(config.precision == Precision::fp32);
   CHECK_FALSE(config.use_fp16);
   CHECK(config.num_batches == 100);
   CHECK(config.num_warmup_batches == 10);
@@ -511,7 +511,7 @@ TEST_CASE("distributed strategies: one GPU per process, horovod's spelling, NCCL
   CHECK(parse({"--deterministic"}).deterministic);
   CHECK_THAT(error_of({"--deterministic=mostly"}), Contains("--deterministic=mostly"));
   CHECK_THAT(error_of({"--data_format=CHWN"}), Contains("--data_format=CHWN: unknown data format"));
-  CHECK(parse({"--precision=tf32"}).precision == "tf32");
+  CHECK(parse({"--precision=tf32"}).precision == Precision::tf32);
   CHECK_THAT(error_of({"--precision=fp8"}), Contains("--precision=fp8: unknown precision"));
   CHECK_FALSE(parse({"--use_fp16=false"}).use_fp16);
 }
@@ -519,7 +519,7 @@ TEST_CASE("distributed strategies: one GPU per process, horovod's spelling, NCCL
 TEST_CASE("flag --precision: 16-bit precisions for the CNN models, --use_fp16 and loss scaling", "[flags]") {
   for (const char* precision : {"fp16", "bf16"}) {
     const RunConfig config = parse({"--model=resnet50", std::string("--precision=") + precision});
-    CHECK(config.precision == precision);
+    CHECK(precision_name(config.precision) == std::string(precision));
     CHECK(config.activation_type() == (std::string(precision) == "fp16" ? DataType::f16 : DataType::bf16));
     // The trivial model has no 16-bit path; saying so beats silently running fp32.
     CHECK_THAT(error_of({std::string("--precision=") + precision}),
@@ -528,9 +528,9 @@ TEST_CASE("flag --precision: 16-bit precisions for the CNN models, --use_fp16 an
   CHECK(parse({"--model=vgg16", "--precision=tf32"}).activation_type() == DataType::f32);
 
   const RunConfig alias = parse({"--model=resnet50", "--use_fp16"});
-  CHECK(alias.precision == "fp16");
+  CHECK(alias.precision == Precision::fp16);
   CHECK(alias.use_fp16);
-  CHECK(parse({"--model=resnet50", "--use_fp16", "--precision=fp16"}).precision == "fp16");
+  CHECK(parse({"--model=resnet50", "--use_fp16", "--precision=fp16"}).precision == Precision::fp16);
   CHECK_THAT(error_of({"--model=resnet50", "--use_fp16", "--precision=bf16"}),
              Contains("--use_fp16=true: contradicts --precision=bf16"));
 

@@ -118,15 +118,14 @@ TEST_CASE("rnnlm's and trivial's FLOPs by hand", "[flops]") {
 }
 
 TEST_CASE("the peak table: dense figures by GPU and math, the more specific name first", "[flops]") {
-  CHECK(gpu_peak_tflops("NVIDIA H200", "bf16")->tflops == 989.5);
-  CHECK(gpu_peak_tflops("NVIDIA H200", "fp16")->tflops == 989.5);
-  CHECK(gpu_peak_tflops("NVIDIA H100 80GB HBM3", "tf32")->tflops == 494.5);
-  CHECK(gpu_peak_tflops("NVIDIA H100 80GB HBM3", "fp32")->tflops == 67);
-  CHECK(gpu_peak_tflops("NVIDIA H100 PCIe", "bf16")->tflops == 756.5);
-  CHECK(gpu_peak_tflops("NVIDIA A100-SXM4-80GB", "tf32")->tflops == 156);
-  CHECK_THAT(gpu_peak_tflops("NVIDIA H200", "tf32")->source, Catch::Contains("dense"));
-  CHECK_FALSE(gpu_peak_tflops("NVIDIA GeForce RTX 4090", "bf16").has_value());
-  CHECK_FALSE(gpu_peak_tflops("NVIDIA H200", "fp8").has_value());
+  CHECK(gpu_peak_tflops("NVIDIA H200", dpbench::Precision::bf16)->tflops == 989.5);
+  CHECK(gpu_peak_tflops("NVIDIA H200", dpbench::Precision::fp16)->tflops == 989.5);
+  CHECK(gpu_peak_tflops("NVIDIA H100 80GB HBM3", dpbench::Precision::tf32)->tflops == 494.5);
+  CHECK(gpu_peak_tflops("NVIDIA H100 80GB HBM3", dpbench::Precision::fp32)->tflops == 67);
+  CHECK(gpu_peak_tflops("NVIDIA H100 PCIe", dpbench::Precision::bf16)->tflops == 756.5);
+  CHECK(gpu_peak_tflops("NVIDIA A100-SXM4-80GB", dpbench::Precision::tf32)->tflops == 156);
+  CHECK_THAT(gpu_peak_tflops("NVIDIA H200", dpbench::Precision::tf32)->source, Catch::Contains("dense"));
+  CHECK_FALSE(gpu_peak_tflops("NVIDIA GeForce RTX 4090", dpbench::Precision::bf16).has_value());
 }
 
 TEST_CASE("every result carries its FLOPs per step, TFLOP/s per device and MFU or why there is none", "[flops]") {

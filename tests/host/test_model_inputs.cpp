@@ -46,7 +46,7 @@ TEST_CASE("host synthetic batches have the layout of the replica's inputs", "[mo
   RunConfig cifar10_cnn = trivial;
   cifar10_cnn.model = "cifar10_cnn";
   cifar10_cnn.data_format = "NHWC";
-  cifar10_cnn.precision = "bf16";
+  cifar10_cnn.precision = Precision::bf16;
   const std::vector<RunConfig> configs = {
       trivial, cifar10_cnn, testing::tiny_nmt("dynamic", "bi"), testing::tiny_nmt("cudnn_lstm", "uni"),
       testing::sequence_config("rnnlm", 2, {{"vocab_size", "17"}, {"embedding_dim", "4"}, {"num_units", "4"},

@@ -286,8 +286,8 @@ TEST_CASE("nmt and rnnlm in bf16 and fp16 compute the fp32 network's loss and gr
     for (float g : fp32_gradients) largest = std::max(largest, static_cast<double>(std::abs(g)));
     REQUIRE(largest > 0);
     for (const auto& [precision, type, tolerance] :
-         {std::tuple{"bf16", dpbench::DataType::bf16, 2e-2}, std::tuple{"fp16", dpbench::DataType::f16, 3e-3}}) {
-      INFO(c.name << " " << precision);
+         {std::tuple{dpbench::Precision::bf16, dpbench::DataType::bf16, 2e-2}, std::tuple{dpbench::Precision::fp16, dpbench::DataType::f16, 3e-3}}) {
+      INFO(c.name << " " << dpbench::precision_name(precision));
       dpbench::RunConfig config = c.config;
       config.precision = precision;
       const auto model = build_model(config);

@@ -124,8 +124,8 @@ TEST_CASE("the transformer in bf16 and fp16 computes the fp32 network's loss and
     for (float g : fp32_gradients) largest = std::max(largest, static_cast<double>(std::abs(g)));
     REQUIRE(largest > 0);
     for (const auto& [precision, type, tolerance] :
-         {std::tuple{"bf16", dpbench::DataType::bf16, 4e-2}, std::tuple{"fp16", dpbench::DataType::f16, 6e-3}}) {
-      INFO("dropout " << dropout << ", " << precision);
+         {std::tuple{dpbench::Precision::bf16, dpbench::DataType::bf16, 4e-2}, std::tuple{dpbench::Precision::fp16, dpbench::DataType::f16, 6e-3}}) {
+      INFO("dropout " << dropout << ", " << dpbench::precision_name(precision));
       dpbench::RunConfig config = fp32_config;
       config.precision = precision;
       const auto model = build_model(config);
