@@ -321,35 +321,28 @@ class Backend {
   virtual size_t conv2d_workspace_bytes(const ConvGeometry& g) = 0;
   // The forward pass with its epilogue: y = conv(x, w) + bias (c, fp32) per channel, then
   // max(0, .) with `relu`. The cuda backend runs it as one fused kernel where cuDNN has one that
-  // beats the two passes (prepared by conv2d_bias_workspace_bytes); otherwise, and by default,
-  // conv2d_forward then add_channel_bias.
+  // beats the two passes (prepared by conv2d_bias_workspace_bytes); otherwise (and always on the
+  // reference backend) conv2d_forward then add_channel_bias.
   virtual void conv2d_forward_bias(const ConvGeometry& g, const void* x, const void* w,
                                    const float* bias, bool relu, void* y, void* workspace,
-                                   size_t workspace_bytes) {
-    conv2d_forward(g, x, w, y, workspace, workspace_bytes);
-    add_channel_bias(g.output, y, bias, relu);
-  }
+                                   size_t workspace_bytes) = 0;
   // conv2d_workspace_bytes for a layer whose forward is conv2d_forward_bias: also prepares (and
   // times) the fused path where the backend has one.
-  virtual size_t conv2d_bias_workspace_bytes(const ConvGeometry& g, bool relu) {
-    return conv2d_workspace_bytes(g);
-  }
+  virtual size_t conv2d_bias_workspace_bytes(const ConvGeometry& g, bool relu) = 0;
   // Whether conv2d_forward_bias of a prepared `g` runs as one fused operation.
-  virtual bool conv2d_forward_bias_fused(const ConvGeometry& g, bool relu) { return false; }
+  virtual bool conv2d_forward_bias_fused(const ConvGeometry& g, bool relu) = 0;
   // The forward with batch norm's statistics made in its epilogue: y = conv(x, w) and, per output
   // channel c of C, statistics[c] = the sum and statistics[C + c] = the sum of squares of y over
   // (n, h, w), fp32 (what batch_norm_forward_training's x_statistics takes), so the batch norm
   // reading y skips its own pass over it. Callers use it only where
   // conv2d_forward_statistics_fused(g) says the backend runs it as one fused kernel; the cuda
   // backend decides that in conv2d_statistics_workspace_bytes (cuDNN's graph API, timed against
-  // the forward plus the statistics pass), the others never fuse it unless told to
+  // the forward plus the statistics pass), the reference backend never fuses it unless told to
   // (ReferenceBackend::set_fuse_convolution_statistics, for tests).
-  virtual size_t conv2d_statistics_workspace_bytes(const ConvGeometry& g) { return conv2d_workspace_bytes(g); }
-  virtual bool conv2d_forward_statistics_fused(const ConvGeometry& g) { return false; }
+  virtual size_t conv2d_statistics_workspace_bytes(const ConvGeometry& g) = 0;
+  virtual bool conv2d_forward_statistics_fused(const ConvGeometry& g) = 0;
   virtual void conv2d_forward_statistics(const ConvGeometry& g, const void* x, const void* w, void* y,
-                                         float* statistics, void* workspace, size_t workspace_bytes) {
-    throw RuntimeError("conv2d_forward_statistics: this backend makes no statistics in a convolution's epilogue");
-  }
+                                         float* statistics, void* workspace, size_t workspace_bytes) = 0;
 
   // y (shape) += bias (c) per channel, then max(0, .) when `relu` (a convolution's epilogue).
   virtual void add_channel_bias(const Tensor4& shape, void* y, const float* bias, bool relu) = 0;

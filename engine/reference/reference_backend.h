@@ -77,6 +77,11 @@ class ReferenceBackend final : public Backend {
   void conv2d_backward_filter(const ConvGeometry& g, const void* x, const void* dy, void* dw,
                               void* workspace, size_t workspace_bytes) override;
   size_t conv2d_workspace_bytes(const ConvGeometry& g) override;
+  void conv2d_forward_bias(const ConvGeometry& g, const void* x, const void* w, const float* bias,
+                           bool relu, void* y, void* workspace, size_t workspace_bytes) override;
+  size_t conv2d_bias_workspace_bytes(const ConvGeometry& g, bool relu) override;
+  bool conv2d_forward_bias_fused(const ConvGeometry& g, bool relu) override;
+  size_t conv2d_statistics_workspace_bytes(const ConvGeometry& g) override;
   void add_channel_bias(const Tensor4& shape, void* y, const float* bias, bool relu) override;
   void channel_bias_gradient(const Tensor4& shape, const void* y, void* dy, float* dbias,
                              bool relu, void* workspace) override;
