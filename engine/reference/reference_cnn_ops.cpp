@@ -462,7 +462,7 @@ void ReferenceBackend::pool_backward(const PoolGeometry& g, const void* x, const
 
 void ReferenceBackend::dropout_forward(DataType type, const void* x, void* y, size_t n, float rate,
                                        uint64_t seed, uint64_t first_index, const int32_t* step) {
-  // Multiply in float by the scale as written in backend.h, so the GPU kernel can match bit for bit.
+  // Multiply in float by the scale as written in backend_ops.h, so the GPU kernel can match bit for bit.
   const uint64_t stream_key = dropout_stream_key(seed, *step);
   const uint32_t threshold = dropout_threshold(rate);
   const float keep_scale = dropout_keep_scale(rate);
