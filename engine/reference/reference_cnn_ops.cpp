@@ -267,6 +267,9 @@ void store_activated(const Tensor4& shape, bool relu, void* y, Value value) {
 
 }  // namespace
 
+bool ReferenceBackend::conv2d_forward_statistics_fused(const ConvGeometry&) { return fuse_convolution_statistics_; }
+
+// conv2d_forward, then the sums of the stored y in double, rounded to fp32.
 void ReferenceBackend::conv2d_forward_statistics(const ConvGeometry& g, const void* x, const void* w, void* y,
                                                  float* statistics, void* workspace, size_t workspace_bytes) {
   conv2d_forward(g, x, w, y, workspace, workspace_bytes);
@@ -286,6 +289,8 @@ void ReferenceBackend::conv2d_forward_statistics(const ConvGeometry& g, const vo
   });
   for (size_t i = 0; i < sums.size(); ++i) statistics[i] = static_cast<float>(sums[i]);
 }
+
+size_t ReferenceBackend::batch_norm_workspace_bytes(const Tensor4&) { return 0; }
 
 void ReferenceBackend::batch_norm_forward_training(const Tensor4& shape, const void* x,
                                                    const float* gamma, const float* beta,
