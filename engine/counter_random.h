@@ -59,7 +59,7 @@ DPB_HOST_DEVICE uint32_t counter_uint(uint64_t seed, uint64_t stream, uint64_t i
   return static_cast<uint32_t>(counter_hash(seed, stream, index) >> 32);
 }
 
-// Whether dropout at the runner's step `step` keeps element `index` (backend.h's dropout_forward,
+// Whether dropout at the runner's step `step` keeps element `index` (backend_ops.h's dropout_forward,
 // the attention probabilities of engine/attention_geometry.h): one rule, so every op that drops
 // draws the same mask from the same (seed, step, index). Elements 2m and 2m + 1 share one hash,
 // h = counter_hash(seed, kRandomStreamDropout + step, m): the even one draws u = h's top 24 bits,

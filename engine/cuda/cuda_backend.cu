@@ -61,6 +61,8 @@ void CudaBackend::set_deterministic(bool deterministic) { deterministic_ = deter
 
 CudaBackend::~CudaBackend() = default;
 
+// fp32: cublasSgemm (TF32 under set_tf32); 16-bit A and B: cublasGemmEx on tensor cores with
+// fp32 accumulation, C fp32 or of the inputs' type.
 void CudaBackend::gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha,
                        DataType ab_type, const void* a, int lda, const void* b, int ldb, float beta,
                        DataType c_type, void* c, int ldc) {

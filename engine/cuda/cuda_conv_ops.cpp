@@ -468,6 +468,10 @@ void CudaBackend::conv2d_forward_bias(const ConvGeometry& g, const void* x, cons
   add_channel_bias(g.output, y, bias, relu);
 }
 
+// Fused where cuDNN's graph API has an engine for the convolution with batch norm's sums in its
+// epilogue (16-bit NHWC with channels in eights on sm_90) and it times faster than the chosen
+// forward plus the statistics pass it saves; never in deterministic runs (the fused sums'
+// order is cuDNN's) or with --cudnn_benchmark=false.
 size_t CudaBackend::conv2d_statistics_workspace_bytes(const ConvGeometry& g) {
   ConvPlan& plan = conv_plan(g, cudnn_benchmark_);
   if (!may_time_fused_forward(stream_, plan, plan.fused_statistics_decided, cudnn_benchmark_, deterministic_))
@@ -604,6 +608,7 @@ void CudaBackend::conv2d_backward_data(const ConvGeometry& g, const void* dy, co
       plan.backward_data_algorithm, workspace, workspace_bytes, &beta, plan.input.get(), dx));
 }
 
+// In 16-bit, dw has the filter's type: cuDNN's convolution API takes x, dy and dw of one type.
 void CudaBackend::conv2d_backward_filter(const ConvGeometry& g, const void* x, const void* dy,
                                          void* dw, void* workspace, size_t workspace_bytes) {
   const ConvPlan& plan = conv_plan(g, /*benchmark=*/false);

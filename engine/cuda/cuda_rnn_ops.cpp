@@ -193,6 +193,8 @@ void CudaBackend::lstm_backward_data(const RnnGeometry& g, const void* y, const 
       reserve));
 }
 
+// In 16-bit cuDNN writes 16-bit weight gradients: into the plan's scratch, whose values are then
+// widened and added to the fp32 dweights.
 void CudaBackend::lstm_backward_weights(const RnnGeometry& g, const void* x, const void* hx,
                                         const void* y, float* dweights, void* reserve,
                                         void* workspace) {

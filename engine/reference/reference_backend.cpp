@@ -348,4 +348,6 @@ double ReferenceBackend::sum_squares(const float* x, size_t n, void* /*scratch*/
   return sum;
 }
 
+size_t ReferenceBackend::sum_squares_scratch_bytes() const { return 0; }
+
 }  // namespace dpbench

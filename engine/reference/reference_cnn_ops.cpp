@@ -267,6 +267,9 @@ void store_activated(const Tensor4& shape, bool relu, void* y, Value value) {
 
 }  // namespace
 
+bool ReferenceBackend::conv2d_forward_statistics_fused(const ConvGeometry&) { return fuse_convolution_statistics_; }
+
+// conv2d_forward, then the sums of the stored y in double, rounded to fp32.
 void ReferenceBackend::conv2d_forward_statistics(const ConvGeometry& g, const void* x, const void* w, void* y,
                                                  float* statistics, void* workspace, size_t workspace_bytes) {
   conv2d_forward(g, x, w, y, workspace, workspace_bytes);
@@ -286,6 +289,8 @@ void ReferenceBackend::conv2d_forward_statistics(const ConvGeometry& g, const vo
   });
   for (size_t i = 0; i < sums.size(); ++i) statistics[i] = static_cast<float>(sums[i]);
 }
+
+size_t ReferenceBackend::batch_norm_workspace_bytes(const Tensor4&) { return 0; }
 
 void ReferenceBackend::batch_norm_forward_training(const Tensor4& shape, const void* x,
                                                    const float* gamma, const float* beta,
@@ -462,7 +467,7 @@ void ReferenceBackend::pool_backward(const PoolGeometry& g, const void* x, const
 
 void ReferenceBackend::dropout_forward(DataType type, const void* x, void* y, size_t n, float rate,
                                        uint64_t seed, uint64_t first_index, const int32_t* step) {
-  // Multiply in float by the scale as written in backend.h, so the GPU kernel can match bit for bit.
+  // Multiply in float by the scale as written in backend_ops.h, so the GPU kernel can match bit for bit.
   const uint64_t stream_key = dropout_stream_key(seed, *step);
   const uint32_t threshold = dropout_threshold(rate);
   const float keep_scale = dropout_keep_scale(rate);

@@ -270,4 +270,21 @@ size_t ReferenceBackend::conv2d_workspace_bytes(const ConvGeometry& /*g*/) {
   return 0;  // the passes keep their columns in thread_local scratch
 }
 
+// Never fused: the convolution, then the bias pass, each the oracle of its own op.
+void ReferenceBackend::conv2d_forward_bias(const ConvGeometry& g, const void* x, const void* w, const float* bias,
+                                           bool relu, void* y, void* workspace, size_t workspace_bytes) {
+  conv2d_forward(g, x, w, y, workspace, workspace_bytes);
+  add_channel_bias(g.output, y, bias, relu);
+}
+
+size_t ReferenceBackend::conv2d_bias_workspace_bytes(const ConvGeometry& g, bool /*relu*/) {
+  return conv2d_workspace_bytes(g);
+}
+
+bool ReferenceBackend::conv2d_forward_bias_fused(const ConvGeometry& /*g*/, bool /*relu*/) { return false; }
+
+size_t ReferenceBackend::conv2d_statistics_workspace_bytes(const ConvGeometry& g) {
+  return conv2d_workspace_bytes(g);
+}
+
 }  // namespace dpbench
