@@ -21,11 +21,12 @@ enum class FlagKind {
 };
 
 struct FlagDeclaration {
-  std::string name;                         // without the dashes
-  std::string group;                        // --help's heading (run's groups); empty: none
-  std::string value_hint;                   // after the flag in --help and in a missing value's example
-  std::string help;                         // --help's description
-  std::optional<std::string> default_text;  // the text where the flag is not given; --help shows it
+  // Every member has an initialiser, so that a row may stop after its help (-Wextra asks for one).
+  std::string name{};        // without the dashes
+  std::string group{};       // --help's heading (run's groups); empty: none
+  std::string value_hint{};  // after the flag in --help, and in a missing value's example
+  std::string help{};        // --help's description
+  std::optional<std::string> default_text = std::nullopt;  // the text where not given; --help shows it
   FlagKind kind = FlagKind::value;
 };
 
