@@ -333,6 +333,8 @@ std::string tf_cnn_benchmarks_flag_message(const std::string& name) {
   return note.empty() ? "" : "--" + name + " is a tf_cnn_benchmarks flag dpbench does not have: " + note;
 }
 
+}  // namespace
+
 FlagTable run_flag_table() {
   FlagTable table;
   table.flags = run_flag_declarations();
@@ -340,8 +342,6 @@ FlagTable run_flag_table() {
   table.note_on_missing_flag = tf_cnn_benchmarks_flag_message;
   return table;
 }
-
-}  // namespace
 
 ParsedRunFlags parse_run_flags(const std::vector<std::string>& args, const DeviceInventory& inventory) {
   const FlagTable table = run_flag_table();
