@@ -64,20 +64,19 @@ void say_which_strategies_take(FlagDeclaration& flag) {
   flag.help += " [" + takers + "]";
 }
 
-// Built from RunConfig's own initialisers and the registries, so --help cannot drift from them.
-std::vector<FlagDeclaration> run_flag_declarations() {
-  const RunConfig defaults;
-  const ModelEntry* default_model = find_model(defaults.model);
-  const std::string model_default =
-      default_model ? " (default: the model's; for " + defaults.model + ": " : " (default: the model's";
-  auto per_model = [&](const std::string& value) {
-    return default_model ? model_default + value + ")" : model_default + ")";
-  };
-  const std::string batch = default_model ? std::to_string(default_model->defaults.batch_size) : "";
-  const std::string optimizer = default_model ? default_model->defaults.optimizer : "";
-  const std::string rate = default_model ? format_number(default_model->defaults.learning_rate) : "";
+// " (default: the model's; for trivial: 64)": a default each model sets, shown for the default
+// model (`value`: empty where that model is not in the registry).
+std::string per_model(const std::string& value) {
+  if (value.empty()) return " (default: the model's)";
+  return " (default: the model's; for " + RunConfig().model + ": " + value + ")";
+}
 
-  std::vector<FlagDeclaration> flags = {
+// The rows of run's flag table, a function per group or two, each default from RunConfig's own
+// initialisers or the registries, so --help cannot drift from them.
+std::vector<FlagDeclaration> model_flags(const RunConfig& defaults) {
+  const ModelEntry* model = find_model(defaults.model);
+  const std::string batch = model ? std::to_string(model->defaults.batch_size) : "";
+  return {
       {"model", "Model", "NAME",
        "Model to train; accepted now: " + names_of(model_registry(), true) + planned_of(model_registry()),
        defaults.model},
@@ -113,7 +112,11 @@ std::vector<FlagDeclaration> run_flag_declarations() {
       {"fp16_inc_loss_scale_every_n", "Model", "N",
        "Good steps before the automatic loss scale doubles",
        std::to_string(defaults.fp16_inc_loss_scale_every_n)},
+  };
+}
 
+std::vector<FlagDeclaration> sequence_flags() {
+  return {
       {"encoder_type", "Sequence models", "NAME",
        "Encoder and decoder of nmt and rnnlm: cudnn_lstm (cuDNN's fused RNN), dynamic (the LSTM "
        "unrolled one time step at a time, as TensorFlow's dynamic_rnn; the seeds' uni and bi mean "
@@ -150,7 +153,11 @@ std::vector<FlagDeclaration> run_flag_declarations() {
       {"seq_len", "Sequence models", "N", "rnnlm tokens per sample (default: 50)", {}},
       {"loss_chunk_rows", "Sequence models", "N",
        "Tokens whose vocabulary logits are computed at a time (0: as many as fit in 8 GiB)", {}},
+  };
+}
 
+std::vector<FlagDeclaration> device_and_synchronisation_flags(const RunConfig& defaults) {
+  return {
       {"device", "Devices", "auto|gpu|cpu",
        "Where to run: gpu = CUDA, cpu = the reference backend (host threads stand in for devices), "
        "auto = gpu when one is present, else cpu",
@@ -217,7 +224,14 @@ std::vector<FlagDeclaration> run_flag_declarations() {
        "distributed_all_reduce: reduce-scatter inside each host, all-reduce each piece across hosts (one "
        "communicator per host-local rank), all-gather inside each host (Horovod's hierarchical all-reduce)",
        defaults.hierarchical_all_reduce ? "true" : "false", FlagKind::boolean},
+  };
+}
 
+std::vector<FlagDeclaration> optimizer_and_data_flags(const RunConfig& defaults) {
+  const ModelEntry* model = find_model(defaults.model);
+  const std::string optimizer = model ? model->defaults.optimizer : "";
+  const std::string rate = model ? format_number(model->defaults.learning_rate) : "";
+  return {
       {"optimizer", "Optimizer", "sgd|momentum|adam", "Optimizer" + per_model(optimizer), {}},
       {"learning_rate", "Optimizer", "X", "Learning rate, > 0" + per_model(rate), {}},
       {"momentum", "Optimizer", "X", "Momentum of the momentum optimizer, in [0, 1)",
@@ -264,7 +278,11 @@ std::vector<FlagDeclaration> run_flag_declarations() {
       {"tgt", "Data", "EXT", "parallel_text: target language suffix", defaults.data.tgt},
       {"num_buckets", "Data", "N", "parallel_text: length buckets of width 10 (TF NMT's bucketing)",
        std::to_string(defaults.data.num_buckets)},
+  };
+}
 
+std::vector<FlagDeclaration> measurement_and_output_flags(const RunConfig& defaults) {
+  return {
       {"num_batches", "Measurement", "N", "Measured steps", std::to_string(defaults.num_batches)},
       {"num_warmup_batches", "Measurement", "N", "Steps run first and excluded from the measurement",
        std::to_string(defaults.num_warmup_batches)},
@@ -323,6 +341,15 @@ std::vector<FlagDeclaration> run_flag_declarations() {
        defaults.nvtx ? "true" : "false", FlagKind::boolean},
       {"version", "General", "", "Print the version and exit", {}, FlagKind::alone},
   };
+}
+
+std::vector<FlagDeclaration> run_flag_declarations() {
+  const RunConfig defaults;
+  std::vector<FlagDeclaration> flags;
+  for (const std::vector<FlagDeclaration>& group :
+       {model_flags(defaults), sequence_flags(), device_and_synchronisation_flags(defaults),
+        optimizer_and_data_flags(defaults), measurement_and_output_flags(defaults)})
+    flags.insert(flags.end(), group.begin(), group.end());
   for (FlagDeclaration& flag : flags) say_which_strategies_take(flag);
   return flags;
 }
