@@ -68,7 +68,8 @@ struct ReadFlags {
 // - "-name" is read as "--name" (absl/gflags, which tf_cnn_benchmarks used, took both); "-h" is
 //   --help.
 // - A value follows "=" or is the next argument, as it is, unless that starts with "--"; a
-//   boolean alone means true; a list takes every next argument up to one that starts with "-".
+//   boolean alone means true; a list takes every next argument up to one that starts with "-"
+//   ("-" alone is a value).
 // - A flag given twice must say the same both times: which of two values was meant is a guess.
 //   A list flag given again adds its values.
 // - After "--" every argument is positional: a path where the command takes paths (one that
