@@ -102,7 +102,8 @@ TEST_CASE("flag reader: every refusal is one line in the one wording", "[flags][
   CHECK(long_flag.size() < 1000);
 }
 
-TEST_CASE("flag reader: run's table names its help without a command and may take empty values", "[flags][flag_reader]") {
+TEST_CASE("flag reader: run's table names its help without a command and may take empty values",
+          "[flags][flag_reader]") {
   FlagTable table = example_table(false);
   table.command.clear();
   table.empty_values_refused = false;
