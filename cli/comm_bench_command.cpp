@@ -8,7 +8,6 @@
 #include <climits>
 #include <cstdio>
 #include <exception>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -18,6 +17,7 @@
 #include "cli/environment_record.h"
 #include "cli/flag_limits.h"
 #include "cli/flag_parsing.h"
+#include "cli/flag_reader.h"
 #include "cli/flags_validation.h"
 #include "cli/log.h"
 #include "engine/communicator.h"
@@ -41,56 +41,29 @@ void print(const std::string& text) {
   if (speaks()) log_lines(output_log(), text);
 }
 
-struct FlagSpec {
-  const char* name;
-  const char* value_hint;
-  const char* help;
-};
-
-const std::vector<FlagSpec>& flag_specs() {
-  static const std::vector<FlagSpec> specs = {
-      {"op", "NAME", "collective: all_reduce (sum), all_gather, reduce_scatter (sum), reduce (sum to root 0), broadcast (root 0); default all_reduce"},
-      {"data_type", "fp32|fp16|bf16", "element type; default fp32"},
-      {"device", "auto|gpu|cpu", "gpu = NCCL, cpu = the reference backend's in-process communicator; default auto"},
-      {"num_gpus", "N", "ranks, one per device; default: every GPU (reference backend: 2); under mpirun, srun or torchrun: one per process"},
-      {"min_bytes", "SIZE", "smallest size, e.g. 4096, 64K, 1M (K, M, G = powers of 2); default 1M"},
-      {"max_bytes", "SIZE", "largest size; sizes double from min_bytes up to it; default 1G"},
-      {"iters", "N", "timed calls per size; default 20"},
-      {"warmup_iters", "N", "untimed calls per size before them; default 5"},
-      {"json", "FILE", "also write the rows, ranks and link (intra_host, inter_host) as JSON to FILE (atomically); dpbench predict --curves reads it"},
+FlagTable comm_bench_flag_table() {
+  const CommBenchOptions defaults;
+  FlagTable table;
+  table.command = "comm_bench";
+  table.flags = {
+      {"op", "", "NAME",
+       "collective: all_reduce (sum), all_gather, reduce_scatter (sum), reduce (sum to root 0), broadcast (root 0)",
+       std::string(bench_collective_name(defaults.collective))},
+      {"data_type", "", "fp32|fp16|bf16", "element type", std::string("fp32")},
+      {"device", "", "auto|gpu|cpu", "gpu = NCCL, cpu = the reference backend's in-process communicator",
+       defaults.device},
+      {"num_gpus", "", "N",
+       "ranks, one per device (default: every GPU; reference backend: 2); under mpirun, srun or torchrun: one per "
+       "process"},
+      {"min_bytes", "", "SIZE", "smallest size, e.g. 4096, 64K, 1M (K, M, G = powers of 2)", std::string("1M")},
+      {"max_bytes", "", "SIZE", "largest size; sizes double from min_bytes up to it", std::string("1G")},
+      {"iters", "", "N", "timed calls per size", std::to_string(defaults.iters)},
+      {"warmup_iters", "", "N", "untimed calls per size before them", std::to_string(defaults.warmup_iters)},
+      {"json", "", "FILE",
+       "also write the rows, ranks and link (intra_host, inter_host) as JSON to FILE (atomically); dpbench predict "
+       "--curves reads it"},
   };
-  return specs;
-}
-
-// Flag texts by name from "--name=value" or "--name value"; ConfigError for anything else.
-std::map<std::string, std::string> read_flag_texts(const std::vector<std::string>& args, bool* help) {
-  std::map<std::string, std::string> texts;
-  std::string accepted;
-  for (const FlagSpec& spec : flag_specs()) accepted += std::string(accepted.empty() ? "--" : ", --") + spec.name;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "--help" || arg == "-h") {
-      *help = true;
-      continue;
-    }
-    if (arg.rfind("--", 0) != 0) {
-      throw ConfigError("comm_bench: unexpected argument '" + arg +
-                        "'; flags take the form --name=value (dpbench comm_bench --help lists them)");
-    }
-    const size_t equals = arg.find('=');
-    const std::string name = arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
-    const auto spec = std::find_if(flag_specs().begin(), flag_specs().end(),
-                                   [&](const FlagSpec& candidate) { return name == candidate.name; });
-    if (spec == flag_specs().end()) throw ConfigError(arg + ": unknown flag of comm_bench; accepted: " + accepted);
-    if (equals != std::string::npos) {
-      texts[name] = arg.substr(equals + 1);
-    } else if (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
-      texts[name] = args[++i];
-    } else {
-      throw ConfigError("--" + name + ": missing a value; e.g. --" + name + "=" + spec->value_hint);
-    }
-  }
-  return texts;
+  return table;
 }
 
 std::string format_time_us(double us) {
@@ -175,14 +148,12 @@ size_t parse_byte_size(const std::string& flag, const std::string& text) {
 
 CommBenchOptions parse_comm_bench_flags(const std::vector<std::string>& args, const DeviceInventory& inventory) {
   CommBenchOptions options;
-  const std::map<std::string, std::string> texts = read_flag_texts(args, &options.help);
+  const ReadFlags flags = read_flags(comm_bench_flag_table(), args);
+  options.help = flags.help();
   if (options.help) return options;
-  auto text = [&](const std::string& name, const std::string& fallback) {
-    const auto found = texts.find(name);
-    return found == texts.end() ? fallback : found->second;
-  };
+  auto text = [&](const std::string& name) { return flags.text(name); };
 
-  const std::string op = text("op", "all_reduce");
+  const std::string op = text("op");
   const std::vector<BenchCollective>& collectives = all_bench_collectives();
   const auto collective = std::find_if(collectives.begin(), collectives.end(),
                                        [&](BenchCollective c) { return op == bench_collective_name(c); });
@@ -193,11 +164,11 @@ CommBenchOptions parse_comm_bench_flags(const std::vector<std::string>& args, co
   }
   options.collective = *collective;
 
-  const std::string type = text("data_type", "fp32");
+  const std::string type = text("data_type");
   require_one_of("data_type", type, {"fp32", "fp16", "bf16"}, "type");
   options.type = type == "fp16" ? DataType::f16 : type == "bf16" ? DataType::bf16 : DataType::f32;
 
-  options.device = text("device", "auto");
+  options.device = text("device");
   require_one_of("device", options.device, {"auto", "gpu", "cpu"}, "device");
   if (options.device == "gpu" && inventory.cuda_gpus <= 0) {
     const std::string why = inventory.why_no_gpu.empty() ? "" : " (" + inventory.why_no_gpu + ")";
@@ -209,8 +180,9 @@ CommBenchOptions parse_comm_bench_flags(const std::vector<std::string>& args, co
   const int device_limit = on_gpu ? inventory.cuda_gpus : kMaxReferenceDevices;
   const ProcessGroup* group = process_group();
   options.across_processes = group != nullptr && group->size() > 1;
-  const std::string num_gpus =
-      text("num_gpus", std::to_string(options.across_processes ? 1 : on_gpu ? inventory.cuda_gpus : 2));
+  const std::string num_gpus = flags.given("num_gpus")
+                                   ? text("num_gpus")
+                                   : std::to_string(options.across_processes ? 1 : on_gpu ? inventory.cuda_gpus : 2);
   options.num_devices = parse_int_at_least("num_gpus", num_gpus, 1, "must be at least 1");
   if (options.across_processes) {
     if (options.num_devices != 1)
@@ -230,16 +202,16 @@ CommBenchOptions parse_comm_bench_flags(const std::vector<std::string>& args, co
                   : "the reference backend runs at most " + std::to_string(device_limit) + " devices");
   }
 
-  options.min_bytes = parse_byte_size("min_bytes", text("min_bytes", "1M"));
-  options.max_bytes = parse_byte_size("max_bytes", text("max_bytes", "1G"));
+  options.min_bytes = parse_byte_size("min_bytes", text("min_bytes"));
+  options.max_bytes = parse_byte_size("max_bytes", text("max_bytes"));
   if (options.min_bytes > options.max_bytes) {
-    throw ConfigError("--min_bytes=" + text("min_bytes", "1M") + " is larger than --max_bytes=" +
-                      text("max_bytes", "1G") + "; sizes double from min_bytes up to max_bytes");
+    throw ConfigError("--min_bytes=" + text("min_bytes") + " is larger than --max_bytes=" + text("max_bytes") +
+                      "; sizes double from min_bytes up to max_bytes");
   }
-  options.iters = parse_int_at_least("iters", text("iters", "20"), 1, "must be at least 1", kMaxBenchIterations);
+  options.iters = parse_int_at_least("iters", text("iters"), 1, "must be at least 1", kMaxBenchIterations);
   options.warmup_iters =
-      parse_int_at_least("warmup_iters", text("warmup_iters", "5"), 0, "must be at least 0", kMaxBenchIterations);
-  options.json_file = text("json", "");
+      parse_int_at_least("warmup_iters", text("warmup_iters"), 0, "must be at least 0", kMaxBenchIterations);
+  options.json_file = text("json");
   // Rank 0 writes the JSON; another host need not have its folder.
   const bool writes = group == nullptr || group->rank() == 0;
   if (!options.json_file.empty() && writes) check_output_path(options.json_file, "--json");
@@ -247,16 +219,11 @@ CommBenchOptions parse_comm_bench_flags(const std::vector<std::string>& args, co
 }
 
 std::string comm_bench_help_text() {
-  std::string help =
-      "usage: dpbench comm_bench [flags]\n"
-      "Times one collective through dpbench's communicator (NCCL on GPUs) over doubling sizes,\n"
-      "as nccl-tests does: time per call (slowest rank), algbw = size / time, busbw (see README).\n\n";
-  for (const FlagSpec& spec : flag_specs()) {
-    char line[256];
-    std::snprintf(line, sizeof line, "  --%-14s %-15s %s\n", spec.name, spec.value_hint, spec.help);
-    help += line;
-  }
-  return help + "\nExample: dpbench comm_bench --num_gpus=8 --min_bytes=8 --max_bytes=8G\n";
+  return "usage: dpbench comm_bench [flags]\n"
+         "Times one collective through dpbench's communicator (NCCL on GPUs) over doubling sizes,\n"
+         "as nccl-tests does: time per call (slowest rank), algbw = size / time, busbw (see README).\n\n" +
+         flag_table_help(comm_bench_flag_table()) +
+         "\nExample: dpbench comm_bench --num_gpus=8 --min_bytes=8 --max_bytes=8G\n";
 }
 
 std::string format_comm_bench_header() {

@@ -4,7 +4,10 @@
 
 #include <cstdio>
 
+#include <fmt/format.h>
+
 #include "cli/flag_parsing.h"
+#include "cli/flag_reader.h"
 #include "cli/log.h"
 #include "cli/strategies_command.h"
 #include "engine/data/text_content.h"
@@ -23,6 +26,23 @@ double parse_percentage(const std::string& flag, const std::string& text) {
   const double pct = parse_finite_number(flag, text, "a percentage from 0 to below 100, e.g. 2");
   if (pct < 0 || pct >= 100) reject(flag, text, "out of range; accepted: a percentage from 0 to below 100, e.g. 2");
   return pct;
+}
+
+FlagTable compare_flag_table() {
+  const ComparisonSettings defaults;
+  FlagTable table;
+  table.command = "compare";
+  table.takes_paths = true;
+  table.flags = {
+      {"output", "", "FILE", "write the comparison to FILE (atomically) instead of stdout"},
+      {"format", "", "FORMAT", "markdown, csv (one row per series of either side), or json", std::string("markdown")},
+      {"fail_above", "", "PCT",
+       "exit with code 3 when a series is slower beyond the noise and by more than PCT percent (its measured "
+       "slowdown, the point estimate): a gate for CI and nightly jobs"},
+      {"noise_floor", "", "PCT", "a smaller change of speed, in percent, is within noise however tight the samples",
+       fmt::format("{:g}", defaults.noise_floor_pct)},
+  };
+  return table;
 }
 
 // Why a side gave no result at all, in one line: the one file's reason, or the first of several.
@@ -55,25 +75,22 @@ std::string over_gate_list(const ResultComparison& comparison) {
 }  // namespace
 
 CompareOptions parse_compare_flags(const std::vector<std::string>& args) {
-  const OfflineCommandLine line =
-      parse_offline_command_line("compare", args, {"--output", "--format", "--fail_above", "--noise_floor"});
+  const ReadFlags flags = read_flags(compare_flag_table(), args);
   CompareOptions options;
-  options.help = line.help;
+  options.help = flags.help();
   if (options.help) return options;
-  options.output = line.value("--output");
-  options.format = parse_report_format(line.value("--format", "markdown"));
-  if (line.values.count("--fail_above"))
-    options.fail_above_pct = parse_percentage("fail_above", line.value("--fail_above"));
-  if (line.values.count("--noise_floor"))
-    options.settings.noise_floor_pct = parse_percentage("noise_floor", line.value("--noise_floor"));
-  if (line.paths.size() != 2) {
+  options.output = flags.text("output");
+  options.format = parse_report_format(flags.text("format"));
+  if (flags.given("fail_above")) options.fail_above_pct = parse_percentage("fail_above", flags.text("fail_above"));
+  options.settings.noise_floor_pct = parse_percentage("noise_floor", flags.text("noise_floor"));
+  if (flags.paths.size() != 2) {
     throw ConfigError("compare: give two result files or folders, BASE and NEW (got " +
-                      std::to_string(line.paths.size()) + "); usage: dpbench compare [flags] BASE NEW "
+                      std::to_string(flags.paths.size()) + "); usage: dpbench compare [flags] BASE NEW "
                       "(dpbench compare --help)");
   }
-  options.base_path = line.paths[0];
-  options.new_path = line.paths[1];
-  check_offline_paths("compare", line.paths, options.output);
+  options.base_path = flags.paths[0];
+  options.new_path = flags.paths[1];
+  check_offline_paths("compare", flags.paths, options.output);
   return options;
 }
 
@@ -91,15 +108,9 @@ std::string compare_help_text() {
          "least the noise floor, else within noise; too few samples where a side has no run with 2 or more\n"
          "measured steps. Interrupted runs and files that are not results are skipped with a note. A series\n"
          "whose runs differ in their workload (a model setting, the optimizer, ...) is refused, not compared, its\n"
-         "differing flags named (and never fails the gate).\n\n"
-         "  --output FILE        write the comparison to FILE (atomically) instead of stdout\n"
-         "  --format FORMAT      markdown (default), csv (one row per series of either side), or json\n"
-         "  --fail_above PCT     exit with code 3 when a series is slower beyond the noise and by more than PCT\n"
-         "                       percent (its measured slowdown, the point estimate): a gate for CI and nightly jobs\n"
-         "  --noise_floor PCT    a smaller change of speed is within noise however tight the samples (default " +
-         percent_text(defaults.noise_floor_pct) + ")\n"
-         "  --help               this text\n\n"
-         "Exit codes: 0 compared (and no series over --fail_above); 1 an error (e.g. a side with no usable result,\n"
+         "differing flags named (and never fails the gate).\n\n" +
+         flag_table_help(compare_flag_table()) +
+         "\nExit codes: 0 compared (and no series over --fail_above); 1 an error (e.g. a side with no usable result,\n"
          "or a series whose runs differ in what they measure: refused);\n"
          "2 a bad command line; 3 a series slower than --fail_above allows (the output is written all the same).\n"
          "Example: dpbench compare results/before results/after --fail_above=2 --output COMPARE.md\n";

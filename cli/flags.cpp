@@ -1,21 +1,13 @@
-// Reading the `run` command line: the one table of flags (names as tf_cnn_benchmarks
-// spelled them, groups, defaults, help), the grouped --help text (laid out by cxxopts), and the
-// resolved config as JSON.
-// Checking the values lives in flags_validation.cpp.
+// Reading the `run` command line: the one table of flags (names as tf_cnn_benchmarks spelled
+// them, groups, defaults, help), read and laid out for --help by cli/flag_reader.h. Checking the
+// values lives in flags_validation.cpp, the resolved config as JSON in run_config_json.cpp.
 #include "cli/flags.h"
 
-#include <algorithm>
-#include <cctype>
-#include <map>
-#include <optional>
 #include <sstream>
 
-#include <cxxopts.hpp>
-
-#include "cli/flag_parsing.h"
+#include "cli/flag_reader.h"
 #include "cli/flags_validation.h"
 #include "cli/tf_cnn_benchmarks_flags.h"
-#include "engine/errors.h"
 #include "models/model_registry.h"
 #include "strategies/all_reduce_spec.h"
 #include "strategies/strategy_registry.h"
@@ -23,15 +15,6 @@
 
 namespace dpbench {
 namespace {
-
-struct FlagSpec {
-  std::string name;
-  std::string group;
-  std::string value_hint;                   // shown after the flag in --help, e.g. auto|gpu|cpu
-  std::string description;                  // ends with the default when it is not a fixed text
-  std::optional<std::string> default_text;  // none: resolved from other flags (e.g. the model)
-  std::optional<std::string> implicit_text; // "--flag" alone means --flag=<this> (booleans)
-};
 
 const char* const kGroups[] = {"Model", "Sequence models", "Devices", "Synchronisation", "Optimizer", "Data", "Measurement",
                                "Output", "General"};
@@ -68,436 +51,332 @@ std::string all_reduce_choices() {
 }
 
 // A synchronisation option's help ends with the strategies that take it, from their descriptions.
-void say_which_strategies_take(FlagSpec& spec) {
-  if (find_synchronisation_option(spec.name) == nullptr) return;
+void say_which_strategies_take(FlagDeclaration& flag) {
+  if (find_synchronisation_option(flag.name) == nullptr) return;
   std::string takers;
   for (const StrategyEntry& entry : strategy_registry())
-    if (entry.accepts(spec.name)) takers += (takers.empty() ? "" : ", ") + entry.name;
-  spec.description += " [" + takers + "]";
+    if (entry.accepts(flag.name)) takers += (takers.empty() ? "" : ", ") + entry.name;
+  flag.help += " [" + takers + "]";
 }
 
-// Built from RunConfig's own initialisers and the registries, so --help cannot drift from them.
-std::vector<FlagSpec> run_flag_specs() {
-  const RunConfig defaults;
-  const ModelEntry* default_model = find_model(defaults.model);
-  const std::string model_default =
-      default_model ? " (default: the model's; for " + defaults.model + ": " : " (default: the model's";
-  auto per_model = [&](const std::string& value) {
-    return default_model ? model_default + value + ")" : model_default + ")";
-  };
-  const std::string batch = default_model ? std::to_string(default_model->defaults.batch_size) : "";
-  const std::string optimizer = default_model ? default_model->defaults.optimizer : "";
-  const std::string rate = default_model ? format_number(default_model->defaults.learning_rate) : "";
+// " (default: the model's; for trivial: 64)": a default each model sets, shown for the default
+// model (`value`: empty where that model is not in the registry).
+std::string per_model(const std::string& value) {
+  if (value.empty()) return " (default: the model's)";
+  return " (default: the model's; for " + RunConfig().model + ": " + value + ")";
+}
 
-  std::vector<FlagSpec> specs = {
+// The rows of run's flag table, a function per group or two, each default from RunConfig's own
+// initialisers or the registries, so --help cannot drift from them.
+std::vector<FlagDeclaration> model_flags(const RunConfig& defaults) {
+  const ModelEntry* model = find_model(defaults.model);
+  const std::string batch = model ? std::to_string(model->defaults.batch_size) : "";
+  return {
       {"model", "Model", "NAME",
        "Model to train; accepted now: " + names_of(model_registry(), true) + planned_of(model_registry()),
-       defaults.model, {}},
-      {"batch_size", "Model", "N", "Batch size per device" + per_model(batch), {}, {}},
+       defaults.model},
+      {"batch_size", "Model", "N", "Batch size per device" + per_model(batch), {}},
       {"total_batch_size", "Model", "N",
        "Global batch over all devices, for strong scaling; must divide evenly by the device count "
        "(default: not set; --batch_size per device)",
-       {}, {}},
-      {"data_format", "Model", "NCHW|NHWC", "Image tensor layout of the CNN models", defaults.data_format, {}},
+       {}},
+      {"data_format", "Model", "NCHW|NHWC", "Image tensor layout of the CNN models", defaults.data_format},
       {"precision", "Model", "fp32|tf32|fp16|bf16",
        "Arithmetic: fp32; tf32 (tensor cores, fp32 storage); fp16 or bf16 (16-bit activations and "
        "weight copy, fp32 accumulation and master weights; CNN models)",
-       precision_name(defaults.precision), {}},
+       precision_name(defaults.precision)},
       {"use_fp16", "Model", "BOOL", "Alias for --precision=fp16 (tf_cnn_benchmarks' spelling)",
-       defaults.use_fp16 ? "true" : "false", "true"},
+       defaults.use_fp16 ? "true" : "false", FlagKind::boolean},
       {"forward_only", "Model", "BOOL",
        "Inference: forward passes only (batch norm with its running statistics, no dropout), no "
        "backward pass, exchange or update; --variable_update=independent only",
-       defaults.forward_only ? "true" : "false", "true"},
+       defaults.forward_only ? "true" : "false", FlagKind::boolean},
       {"fuse_batch_norm_statistics", "Model", "BOOL",
        "CNN training: a batch norm after a convolution takes its statistics from the convolution's "
        "epilogue where cuDNN has a fused kernel that times faster (16-bit NHWC on the GPU; never "
        "with --deterministic; its plans add seconds to the set-up); false: the batch norm's own pass",
-       defaults.fuse_batch_norm_statistics ? "true" : "false", "true"},
+       defaults.fuse_batch_norm_statistics ? "true" : "false", FlagKind::boolean},
       {"fp16_loss_scale", "Model", "X",
        "fp16: multiply the loss by X before backward, divide the gradients by X before the update "
        "(default: 128, or 32768 to start --fp16_enable_auto_loss_scale)",
-       {}, {}},
+       {}},
       {"fp16_enable_auto_loss_scale", "Model", "BOOL",
        "fp16: adapt the loss scale: halve it and skip the update when a gradient overflows, double "
        "it after --fp16_inc_loss_scale_every_n good steps",
-       defaults.fp16_enable_auto_loss_scale ? "true" : "false", "true"},
+       defaults.fp16_enable_auto_loss_scale ? "true" : "false", FlagKind::boolean},
       {"fp16_inc_loss_scale_every_n", "Model", "N",
        "Good steps before the automatic loss scale doubles",
-       std::to_string(defaults.fp16_inc_loss_scale_every_n), {}},
+       std::to_string(defaults.fp16_inc_loss_scale_every_n)},
+  };
+}
 
+std::vector<FlagDeclaration> sequence_flags() {
+  return {
       {"encoder_type", "Sequence models", "NAME",
        "Encoder and decoder of nmt and rnnlm: cudnn_lstm (cuDNN's fused RNN), dynamic (the LSTM "
        "unrolled one time step at a time, as TensorFlow's dynamic_rnn; the seeds' uni and bi mean "
        "dynamic with that --direction) or, for nmt, transformer (Transformer-base) (default: nmt "
        "dynamic, rnnlm cudnn_lstm)",
-       {}, {}},
+       {}},
       {"lstm_algorithm", "Sequence models", "NAME",
        "cudnn_lstm: the fused LSTM's algorithm, fastest (each shape's standard and persistent algorithms "
        "timed once at set-up; standard under --deterministic or --cudnn_benchmark=false), cuDNN's "
        "standard, persist_static or persist_static_small_h, or own_persistent (dpbench's persistent "
        "kernels: fp16/bf16, one direction, 32, 64 or 128 units) (default: fastest)",
-       {}, {}},
+       {}},
       {"direction", "Sequence models", "uni|bi",
-       "nmt encoder: bi = half the encoder layers read forwards, half backwards (default: bi)", {}, {}},
-      {"src_vocab_size", "Sequence models", "N", "nmt source vocabulary (default: 50000)", {}, {}},
-      {"tgt_vocab_size", "Sequence models", "N", "nmt target vocabulary (default: 50000)", {}, {}},
-      {"vocab_size", "Sequence models", "N", "rnnlm vocabulary (default: 10001)", {}, {}},
-      {"embedding_dim", "Sequence models", "N", "Embedding width (default: nmt 512, rnnlm 32)", {}, {}},
+       "nmt encoder: bi = half the encoder layers read forwards, half backwards (default: bi)", {}},
+      {"src_vocab_size", "Sequence models", "N", "nmt source vocabulary (default: 50000)", {}},
+      {"tgt_vocab_size", "Sequence models", "N", "nmt target vocabulary (default: 50000)", {}},
+      {"vocab_size", "Sequence models", "N", "rnnlm vocabulary (default: 10001)", {}},
+      {"embedding_dim", "Sequence models", "N", "Embedding width (default: nmt 512, rnnlm 32)", {}},
       {"num_units", "Sequence models", "N",
-       "LSTM hidden units, or the Transformer's model width (default: nmt 512, rnnlm 128)", {}, {}},
-      {"num_encoder_layers", "Sequence models", "N", "nmt encoder layers (default: 4; transformer 6)", {}, {}},
+       "LSTM hidden units, or the Transformer's model width (default: nmt 512, rnnlm 128)", {}},
+      {"num_encoder_layers", "Sequence models", "N", "nmt encoder layers (default: 4; transformer 6)", {}},
       {"num_decoder_layers", "Sequence models", "N",
-       "nmt decoder layers, equal to the encoder's for the LSTMs (default: 4; transformer 6)", {}, {}},
+       "nmt decoder layers, equal to the encoder's for the LSTMs (default: 4; transformer 6)", {}},
       {"num_heads", "Sequence models", "N",
-       "nmt transformer: attention heads, dividing --num_units (default: 8)", {}, {}},
-      {"ffn_units", "Sequence models", "N", "nmt transformer: feed-forward inner width (default: 2048)", {}, {}},
+       "nmt transformer: attention heads, dividing --num_units (default: 8)", {}},
+      {"ffn_units", "Sequence models", "N", "nmt transformer: feed-forward inner width (default: 2048)", {}},
       {"dropout", "Sequence models", "RATE",
        "nmt transformer: dropout of attention probabilities, the feed-forward block's activations, every "
        "sub-layer's output and the embeddings, in [0, 1) (default: 0.1)",
-       {}, {}},
-      {"num_layers", "Sequence models", "N", "rnnlm LSTM layers (default: 2)", {}, {}},
-      {"src_max_len", "Sequence models", "N", "nmt source sentence length in tokens (default: 100)", {}, {}},
-      {"tgt_max_len", "Sequence models", "N", "nmt target sentence length in tokens (default: 100)", {}, {}},
-      {"seq_len", "Sequence models", "N", "rnnlm tokens per sample (default: 50)", {}, {}},
+       {}},
+      {"num_layers", "Sequence models", "N", "rnnlm LSTM layers (default: 2)", {}},
+      {"src_max_len", "Sequence models", "N", "nmt source sentence length in tokens (default: 100)", {}},
+      {"tgt_max_len", "Sequence models", "N", "nmt target sentence length in tokens (default: 100)", {}},
+      {"seq_len", "Sequence models", "N", "rnnlm tokens per sample (default: 50)", {}},
       {"loss_chunk_rows", "Sequence models", "N",
-       "Tokens whose vocabulary logits are computed at a time (0: as many as fit in 8 GiB)", {}, {}},
+       "Tokens whose vocabulary logits are computed at a time (0: as many as fit in 8 GiB)", {}},
+  };
+}
 
+std::vector<FlagDeclaration> device_and_synchronisation_flags(const RunConfig& defaults) {
+  return {
       {"device", "Devices", "auto|gpu|cpu",
        "Where to run: gpu = CUDA, cpu = the reference backend (host threads stand in for devices), "
        "auto = gpu when one is present, else cpu",
-       defaults.device, {}},
+       defaults.device},
       {"num_gpus", "Devices", "N",
        "Number of devices (GPUs, or host stand-ins with --device=cpu, up to " +
            std::to_string(kMaxReferenceDevices) + ")",
-       std::to_string(defaults.num_gpus), {}},
+       std::to_string(defaults.num_gpus)},
       {"gpu_indices", "Devices", "LIST",
        "Comma-separated device indices, e.g. 0,2; alone it sets the device count (default: "
        "0..num_gpus-1)",
-       {}, {}},
+       {}},
 
       {"variable_update", "Synchronisation", "NAME",
        "How replicas synchronise: " + strategy_names() + " (`dpbench strategies` describes each and "
            "the options it takes)",
-       defaults.variable_update, {}},
+       defaults.variable_update},
       {"independent_replica", "Synchronisation", "BOOL",
        "With --variable_update=replicated: replicas do not exchange gradients (= independent)",
-       defaults.independent_replica ? "true" : "false", "true"},
+       defaults.independent_replica ? "true" : "false", FlagKind::boolean},
       {"all_reduce_spec", "Synchronisation", "SPEC",
        "How the gradients are all-reduced: " + all_reduce_choices() +
            "; ALG#k splits every exchange into k shards, e.g. nccl#2 (default: " + AllReduceSpec{}.text() +
            ")",
-       {}, {}},
+       {}},
       {"local_parameter_device", "Synchronisation", "gpu|cpu",
        "Where the master copy lives: gpu (its tensors spread over the GPUs) or cpu "
        "(host memory)",
-       defaults.local_parameter_device, {}},
+       defaults.local_parameter_device},
       {"gradient_repacking", "Synchronisation", "N",
        "Exchange the whole gradient buffer as N equal pieces (0: off)",
-       std::to_string(defaults.gradient_repacking), {}},
+       std::to_string(defaults.gradient_repacking)},
       {"bucket_cap_mb", "Synchronisation", "X",
        "Exchange the gradients in buckets of about X MB, filled in the order backward produces them "
        "(as PyTorch DDP; 0: one exchange per tensor)",
-       format_number(defaults.bucket_cap_mb), {}},
+       format_number(defaults.bucket_cap_mb)},
       {"tail_bucket_mb", "Synchronisation", "X",
        "With buckets: the last bucket, the tensors backward produces last, closes at X MB, so less of "
        "the exchange is left when backward ends (0: it holds what the other buckets leave)",
-       format_number(defaults.tail_bucket_mb), {}},
+       format_number(defaults.tail_bucket_mb)},
       {"agg_small_grads_max_bytes", "Synchronisation", "N",
        "One exchange per tensor (--bucket_cap_mb=0): batch consecutive tensors of at most N bytes "
        "into one exchange (0: off; given alone it sets --bucket_cap_mb=0)",
-       std::to_string(defaults.agg_small_grads_max_bytes), {}},
+       std::to_string(defaults.agg_small_grads_max_bytes)},
       {"agg_small_grads_max_group", "Synchronisation", "N",
        "A batch of --agg_small_grads_max_bytes holds at most N tensors",
-       std::to_string(defaults.agg_small_grads_max_group), {}},
+       std::to_string(defaults.agg_small_grads_max_group)},
       {"overlap_comm", "Synchronisation", "BOOL",
        "Start exchanging gradients as soon as backward has produced them (false: after the whole "
        "backward pass)",
-       defaults.overlap_comm ? "true" : "false", "true"},
+       defaults.overlap_comm ? "true" : "false", FlagKind::boolean},
       {"sparse_embedding_grads", "Synchronisation", "BOOL",
        "nmt and rnnlm: embedding tables exchange only the rows a step touched, gathered, "
        "instead of the dense gradient",
-       defaults.sparse_embedding_grads ? "true" : "false", "true"},
+       defaults.sparse_embedding_grads ? "true" : "false", FlagKind::boolean},
       {"compact_gradient_transfer", "Synchronisation", "none|fp16|bf16",
        "Gradients travel at half width and are summed in fp32 (not with xring)",
-       defaults.compact_gradient_transfer.empty() ? "none" : defaults.compact_gradient_transfer, {}},
+       defaults.compact_gradient_transfer.empty() ? "none" : defaults.compact_gradient_transfer},
       {"sharded_update", "Synchronisation", "BOOL",
        "With --all_reduce_spec=nccl: reduce-scatter each range, update only this replica's 1/N shard, all-gather "
        "the updated parameters (the optimizer's work split N ways) instead of all-reducing gradients",
-       defaults.sharded_update ? "true" : "false", "true"},
+       defaults.sharded_update ? "true" : "false", FlagKind::boolean},
       {"hierarchical_all_reduce", "Synchronisation", "BOOL",
        "distributed_all_reduce: reduce-scatter inside each host, all-reduce each piece across hosts (one "
        "communicator per host-local rank), all-gather inside each host (Horovod's hierarchical all-reduce)",
-       defaults.hierarchical_all_reduce ? "true" : "false", "true"},
+       defaults.hierarchical_all_reduce ? "true" : "false", FlagKind::boolean},
+  };
+}
 
-      {"optimizer", "Optimizer", "sgd|momentum|adam", "Optimizer" + per_model(optimizer), {}, {}},
-      {"learning_rate", "Optimizer", "X", "Learning rate, > 0" + per_model(rate), {}, {}},
+std::vector<FlagDeclaration> optimizer_and_data_flags(const RunConfig& defaults) {
+  const ModelEntry* model = find_model(defaults.model);
+  const std::string optimizer = model ? model->defaults.optimizer : "";
+  const std::string rate = model ? format_number(model->defaults.learning_rate) : "";
+  return {
+      {"optimizer", "Optimizer", "sgd|momentum|adam", "Optimizer" + per_model(optimizer), {}},
+      {"learning_rate", "Optimizer", "X", "Learning rate, > 0" + per_model(rate), {}},
       {"momentum", "Optimizer", "X", "Momentum of the momentum optimizer, in [0, 1)",
-       format_number(defaults.momentum), {}},
+       format_number(defaults.momentum)},
       {"seed", "Optimizer", "N", "Seed of the initial parameters and the synthetic data",
-       std::to_string(defaults.seed), {}},
+       std::to_string(defaults.seed)},
 
       {"data_dir", "Data", "DIR",
-       "Train on the data set in DIR (default: synthetic data made on the device)", {}, {}},
+       "Train on the data set in DIR (default: synthetic data made on the device)", {}},
       {"data_name", "Data", "NAME",
        "cifar10 (trivial, cifar10_cnn, the ResNets at 32x32), ptb (rnnlm) or parallel_text (nmt); "
        "default with --data_dir: the model's; cifar10 without --data_dir: synthetic data of its shape",
-       {}, {}},
+       {}},
       {"data_feed", "Data", "on_device|host",
        "on_device: each device's batch is made once and stays in its memory; host: every step's batch "
        "is built on the host and copied in (default: host with --data_dir, else on_device)",
-       {}, {}},
+       {}},
       {"prefetch_data_to_device", "Data", "BOOL",
        "host feed: build and copy batches ahead, on the copy stream (false: build, copy, then compute, "
        "one step at a time)",
-       defaults.data.prefetch_data_to_device ? "true" : "false", "true"},
+       defaults.data.prefetch_data_to_device ? "true" : "false", FlagKind::boolean},
       {"prefetch_depth", "Data", "N", "host feed: batches built and copied ahead (2: double-buffering)",
-       std::to_string(defaults.data.prefetch_depth), {}},
+       std::to_string(defaults.data.prefetch_depth)},
       {"datasets_num_private_threads", "Data", "N",
        "host feed: loader threads per device (0: automatic)",
-       std::to_string(defaults.data.datasets_num_private_threads), {}},
+       std::to_string(defaults.data.datasets_num_private_threads)},
       {"num_epochs", "Data", "N",
        "Run N whole passes over the data instead of --num_batches (needs --data_dir)",
-       std::to_string(defaults.data.num_epochs), {}},
+       std::to_string(defaults.data.num_epochs)},
       {"timed_epochs", "Data", "A:B",
        "With --num_epochs: time epochs A..B (from 0; e.g. 1:3 of 5); the others run untimed "
        "(default: all)",
-       {}, {}},
+       {}},
       {"shuffle", "Data", "BOOL", "Shuffle the examples every epoch, from --seed",
-       defaults.data.shuffle ? "true" : "false", "true"},
+       defaults.data.shuffle ? "true" : "false", FlagKind::boolean},
       {"vocab_file", "Data", "PATH",
-       "ptb: vocabulary file, one token per line (default: built from ptb.train.txt)", {}, {}},
+       "ptb: vocabulary file, one token per line (default: built from ptb.train.txt)", {}},
       {"train_prefix", "Data", "NAME", "parallel_text: training files DIR/NAME.<src> and DIR/NAME.<tgt>",
-       defaults.data.train_prefix, {}},
+       defaults.data.train_prefix},
       {"vocab_prefix", "Data", "NAME",
        "parallel_text: vocabulary files DIR/NAME.<src> and .<tgt> (built from the training text where absent)",
-       defaults.data.vocab_prefix, {}},
-      {"src", "Data", "EXT", "parallel_text: source language suffix", defaults.data.src, {}},
-      {"tgt", "Data", "EXT", "parallel_text: target language suffix", defaults.data.tgt, {}},
+       defaults.data.vocab_prefix},
+      {"src", "Data", "EXT", "parallel_text: source language suffix", defaults.data.src},
+      {"tgt", "Data", "EXT", "parallel_text: target language suffix", defaults.data.tgt},
       {"num_buckets", "Data", "N", "parallel_text: length buckets of width 10 (TF NMT's bucketing)",
-       std::to_string(defaults.data.num_buckets), {}},
+       std::to_string(defaults.data.num_buckets)},
+  };
+}
 
-      {"num_batches", "Measurement", "N", "Measured steps", std::to_string(defaults.num_batches), {}},
+std::vector<FlagDeclaration> measurement_and_output_flags(const RunConfig& defaults) {
+  return {
+      {"num_batches", "Measurement", "N", "Measured steps", std::to_string(defaults.num_batches)},
       {"num_warmup_batches", "Measurement", "N", "Steps run first and excluded from the measurement",
-       std::to_string(defaults.num_warmup_batches), {}},
+       std::to_string(defaults.num_warmup_batches)},
       {"display_every", "Measurement", "N", "Print a progress line every N steps",
-       std::to_string(defaults.display_every), {}},
+       std::to_string(defaults.display_every)},
 
       {"cudnn_benchmark", "Measurement", "BOOL",
        "Pick each convolution's cuDNN algorithms by timing them once per shape (false: cuDNN's "
        "heuristics); the choice is cached either way",
-       defaults.cudnn_benchmark ? "true" : "false", "true"},
+       defaults.cudnn_benchmark ? "true" : "false", FlagKind::boolean},
       {"deterministic", "Measurement", "BOOL",
        "Same bits on every run and in every process (e.g. to compare param_norm across "
        "strategies or launches): deterministic cuDNN algorithms by heuristics, no atomics in "
        "the embedding gradient; slower",
-       defaults.deterministic ? "true" : "false", "true"},
+       defaults.deterministic ? "true" : "false", FlagKind::boolean},
       {"cuda_graph", "Measurement", "BOOL",
        "Replay each step as one CUDA graph where the strategy and optimizer allow it (one launch "
        "per step; false: launch every kernel from the host)",
-       defaults.cuda_graph ? "true" : "false", "true"},
+       defaults.cuda_graph ? "true" : "false", FlagKind::boolean},
       {"profile_step", "Measurement", "N",
        "Bracket measured step N with cudaProfilerStart/Stop, for `ncu --profile-from-start off` "
        "(0: none); use with --cuda_graph=false to see each kernel",
-       std::to_string(defaults.profile_step), {}},
+       std::to_string(defaults.profile_step)},
 
       {"collective_timeout", "Measurement", "SECONDS",
        "End every rank with one line naming the rank that stopped answering when a collective, a "
        "rendezvous between ranks or a multi-GPU step makes no progress this long",
-       format_number(defaults.collective_timeout), {}},
+       format_number(defaults.collective_timeout)},
 
       {"rendezvous_port", "Measurement", "PORT",
        "Started by torchrun or srun without MPI: the port rank 0 listens on for the other ranks "
        "(0: MASTER_PORT; under srun without it, the first free of a few derived from the job and step ids)",
-       std::to_string(defaults.rendezvous_port), {}},
+       std::to_string(defaults.rendezvous_port)},
 
       {"peak_tflops", "Measurement", "TFLOPS",
        "Peak dense TFLOP/s of one device for the math that runs, the denominator of summary.flops.mfu "
        "(0: from dpbench's table of GPUs: H100, H200, GH200, A100)",
-       format_number(defaults.peak_tflops), {}},
+       format_number(defaults.peak_tflops)},
 
       {"result_file", "Output", "PATH",
        "JSON result file, written atomically (a link is followed; a device, FIFO or - is written through); "
        "--result_file= writes none",
-       defaults.result_file, {}},
+       defaults.result_file},
       {"trace_file", "Output", "PATH",
        "Timeline of a few steps as Chrome Trace Event JSON (open it in ui.perfetto.dev or "
        "chrome://tracing): a process per device, a thread per stream, spans per layer group, "
        "bucket exchange and update (empty: none)",
-       defaults.trace_file, {}},
+       defaults.trace_file},
       {"trace_steps", "Output", "A:B",
        "Steps --trace_file records: measured steps A to B (from 1), or warm-up steps as wK, e.g. "
        "w1:w3 (default: 5 steps from the middle of the measured ones; at most 100)",
-       defaults.trace_steps, {}},
+       defaults.trace_steps},
       {"nvtx", "Output", "BOOL",
        "NVTX ranges named like the trace's spans, for Nsight Systems (replayed CUDA graphs show them "
        "once, at capture; --cuda_graph=false shows them every step)",
-       defaults.nvtx ? "true" : "false", "true"},
+       defaults.nvtx ? "true" : "false", FlagKind::boolean},
+      {"version", "General", "", "Print the version and exit", {}, FlagKind::alone},
   };
-  for (FlagSpec& spec : specs) say_which_strategies_take(spec);
-  return specs;
 }
 
-cxxopts::Options build_options(const std::vector<FlagSpec>& specs) {
-  cxxopts::Options options(
-      "dpbench",
-      "dpbench: data-parallel training benchmark (successor of tf_cnn_benchmarks).\n"
-      "`dpbench report PATH...` turns result files and folders into speedup tables and plots\n"
-      "(dpbench report --help); `dpbench compare BASE NEW` tells which series got faster or slower\n"
-      "between two sets of results, and can gate CI on it (dpbench compare --help); `dpbench predict\n"
-      "BASE --system FILE` predicts each strategy's scaling from a 1-GPU run (dpbench predict --help);\n"
-      "`dpbench comm_bench` measures the collectives alone, in the style of nccl-tests (dpbench\n"
-      "comm_bench --help); `dpbench strategies` lists the strategies and the options each takes.\n");
-  options.custom_help("[run] [flags]  |  dpbench report PATH... [flags]  |  dpbench compare BASE NEW [flags]  |  "
-                      "dpbench predict BASE --system FILE [flags]  |  dpbench comm_bench [flags]  |  dpbench strategies");
-  options.positional_help("");
-  options.set_width(110);
-  for (const auto& spec : specs) {
-    auto value = cxxopts::value<std::string>();
-    if (spec.default_text) value->default_value(*spec.default_text);
-    if (spec.implicit_text) value->implicit_value(*spec.implicit_text);
-    options.add_option(spec.group, "", spec.name, spec.description, value, spec.value_hint);
-  }
-  options.add_options("General")("h,help", "Print this help and exit")(
-      "version", "Print the version and exit");
-  return options;
+std::vector<FlagDeclaration> run_flag_declarations() {
+  const RunConfig defaults;
+  std::vector<FlagDeclaration> flags;
+  for (const std::vector<FlagDeclaration>& group :
+       {model_flags(defaults), sequence_flags(), device_and_synchronisation_flags(defaults),
+        optimizer_and_data_flags(defaults), measurement_and_output_flags(defaults)})
+    flags.insert(flags.end(), group.begin(), group.end());
+  for (FlagDeclaration& flag : flags) say_which_strategies_take(flag);
+  return flags;
 }
 
-// For "did you mean": the cost of turning one flag name into another, edit by edit.
-size_t edit_distance(const std::string& from, const std::string& to) {
-  std::vector<size_t> previous(to.size() + 1), current(to.size() + 1);
-  for (size_t j = 0; j <= to.size(); ++j) previous[j] = j;
-  for (size_t i = 1; i <= from.size(); ++i) {
-    current[0] = i;
-    for (size_t j = 1; j <= to.size(); ++j) {
-      size_t substitution = previous[j - 1] + (from[i - 1] == to[j - 1] ? 0 : 1);
-      current[j] = std::min({previous[j] + 1, current[j - 1] + 1, substitution});
-    }
-    std::swap(previous, current);
-  }
-  return previous[to.size()];
-}
-
-[[noreturn]] void reject_unknown_flag(const std::string& argument, const std::string& name,
-                                      const std::vector<std::string>& known) {
-  std::string closest;
-  size_t best = 3;  // further than this is a different word, not a typo
-  constexpr size_t kLongestTypo = 64;  // a longer name is no misspelt flag (and costs name x flag steps)
-  for (const auto& candidate : known) {
-    if (name.size() > kLongestTypo) break;
-    size_t distance = edit_distance(name, candidate);
-    if (distance <= best) best = distance, closest = candidate;
-  }
-  std::string hint = closest.empty() ? "" : "did you mean --" + closest + "? ";
-  throw ConfigError(quoted_argument(argument) + ": unknown flag; " + hint + "dpbench --help lists the accepted flags");
-}
-
-// A flag given twice must say the same both times: which of two values was meant is a guess.
-void remember_value(const std::string& name, const std::string& value, std::map<std::string, std::string>* values) {
-  const auto [found, inserted] = values->emplace(name, value);
-  if (!inserted && found->second != value)
-    throw ConfigError("--" + name + " is given twice, as " + quoted_argument(found->second) + " and as " +
-                      quoted_argument(value) + "; give it once");
-}
-
-// absl/gflags, which tf_cnn_benchmarks used, also accept a single dash: -num_gpus=4.
-bool is_single_dash_flag(const std::string& arg) {
-  return arg.size() > 2 && arg[0] == '-' && std::isalpha(static_cast<unsigned char>(arg[1])) &&
-         arg[2] != '=';
-}
-
-// One pass over the arguments, with no regular expressions and no recursion, so that no
-// argument's length can exhaust the stack (a 100,000-character path is one line and exit 2 at
-// worst). Single-dash flags are read as double-dash ones; a value travels after "=" or as the next
-// argument; a boolean alone means true; a flag given twice must say the same both times.
-struct ArgumentValues {
-  std::map<std::string, std::string> values;  // each flag's value as given
-  bool help = false, version = false;
-};
-
-ArgumentValues read_arguments(const std::vector<std::string>& args, const std::vector<FlagSpec>& specs) {
-  std::vector<std::string> known;
-  for (const auto& spec : specs) known.push_back(spec.name);
-  known.push_back("help");
-  known.push_back("version");
-  auto find_spec = [&](const std::string& name) -> const FlagSpec* {
-    for (const auto& spec : specs) {
-      if (spec.name == name) return &spec;
-    }
-    return nullptr;
-  };
-
-  ArgumentValues read;
-  const FlagSpec* previous_boolean = nullptr;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string arg = args[i];
-    if (arg == "--") {
-      if (i + 1 < args.size()) throw ConfigError("unexpected argument '" + quoted_argument(args[i + 1]) + "'");
-      break;
-    }
-    if (is_single_dash_flag(arg)) arg.insert(0, "-");
-    if (arg.rfind("--", 0) != 0) {
-      if (arg == "-h") {
-        read.help = true;
-        continue;
-      }
-      if (arg.size() > 1 && arg[0] == '-') reject_unknown_flag(arg, arg.substr(1), known);
-      std::string hint = previous_boolean
-                             ? " (write --" + previous_boolean->name + "=" + quoted_argument(arg) + ")"
-                             : "; flags take the form --name=value (see dpbench --help)";
-      throw ConfigError("unexpected argument '" + quoted_argument(arg) + "'" + hint);
-    }
-    const size_t equals = arg.find('=');
-    const std::string name = arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
-    previous_boolean = nullptr;
-    if (name == "help" || name == "version") {
-      if (equals != std::string::npos) throw ConfigError(quoted_argument(arg) + ": takes no value; write --" + name);
-      (name == "help" ? read.help : read.version) = true;
-      continue;
-    }
-    const FlagSpec* spec = find_spec(name);
-    if (spec == nullptr) {
-      const std::string note = tf_cnn_benchmarks_flag_note(name);
-      if (!note.empty()) throw ConfigError("--" + name + " is a tf_cnn_benchmarks flag dpbench does not have: " + note);
-      reject_unknown_flag(arg, name, known);
-    }
-    if (equals != std::string::npos) {
-      remember_value(name, arg.substr(equals + 1), &read.values);
-      continue;
-    }
-    if (spec->implicit_text) {
-      previous_boolean = spec;
-      remember_value(name, *spec->implicit_text, &read.values);
-      continue;
-    }
-    if (i + 1 == args.size() || args[i + 1].rfind("--", 0) == 0) {
-      throw ConfigError("--" + name + ": missing a value; e.g. --" + name + "=" + spec->value_hint);
-    }
-    ++i;  // the value travels as the next argument, as it is
-    remember_value(name, args[i], &read.values);
-  }
-  return read;
+// A tf_cnn_benchmarks command line pasted as it is gets an answer rather than "unknown flag".
+std::string tf_cnn_benchmarks_flag_message(const std::string& name) {
+  const std::string note = tf_cnn_benchmarks_flag_note(name);
+  return note.empty() ? "" : "--" + name + " is a tf_cnn_benchmarks flag dpbench does not have: " + note;
 }
 
 }  // namespace
 
-ParsedRunFlags parse_run_flags(const std::vector<std::string>& raw_args, const DeviceInventory& inventory) {
-  const std::vector<FlagSpec> specs = run_flag_specs();
-  const ArgumentValues read = read_arguments(raw_args, specs);
+FlagTable run_flag_table() {
+  FlagTable table;
+  table.flags = run_flag_declarations();
+  table.empty_values_refused = false;  // flags_validation.cpp judges every text, the empty one too
+  table.note_on_missing_flag = tf_cnn_benchmarks_flag_message;
+  return table;
+}
+
+ParsedRunFlags parse_run_flags(const std::vector<std::string>& args, const DeviceInventory& inventory) {
+  const FlagTable table = run_flag_table();
+  const ReadFlags read = read_flags(table, args);
 
   ParsedRunFlags parsed;
-  parsed.help = read.help;
-  parsed.version = read.version;
+  parsed.help = read.help();
+  parsed.version = read.given("version");
   if (parsed.help || parsed.version) return parsed;
   GivenFlags flags;
-  for (const auto& spec : specs) {
-    const auto given = read.values.find(spec.name);
-    if (given != read.values.end()) {
-      flags.given.insert(spec.name);
-      flags.texts[spec.name] = given->second;
-    } else if (spec.default_text) {
-      flags.texts[spec.name] = *spec.default_text;
-    }
+  for (const FlagDeclaration& flag : table.flags) {
+    if (read.given(flag.name)) flags.given.insert(flag.name);
+    if (read.given(flag.name) || flag.default_text) flags.texts[flag.name] = read.text(flag.name);
   }
   parsed.config = resolve_run_config(flags, inventory, &parsed.fell_back_to_reference);
   const RunConfig& config = parsed.config;
@@ -509,113 +388,18 @@ ParsedRunFlags parse_run_flags(const std::vector<std::string>& raw_args, const D
 }
 
 std::string run_help_text() {
-  const std::vector<FlagSpec> specs = run_flag_specs();
-  cxxopts::Options options = build_options(specs);
-  std::vector<std::string> groups(std::begin(kGroups), std::end(kGroups));
-  return options.help(groups) +
+  return "dpbench: data-parallel training benchmark (successor of tf_cnn_benchmarks).\n"
+         "`dpbench report PATH...` turns result files and folders into speedup tables and plots\n"
+         "(dpbench report --help); `dpbench compare BASE NEW` tells which series got faster or slower\n"
+         "between two sets of results, and can gate CI on it (dpbench compare --help); `dpbench predict\n"
+         "BASE --system FILE` predicts each strategy's scaling from a 1-GPU run (dpbench predict --help);\n"
+         "`dpbench comm_bench` measures the collectives alone, in the style of nccl-tests (dpbench\n"
+         "comm_bench --help); `dpbench strategies` lists the strategies and the options each takes.\n\n"
+         "Usage:\n"
+         "  dpbench [run] [flags]  |  dpbench report PATH... [flags]  |  dpbench compare BASE NEW [flags]\n"
+         "  dpbench predict BASE --system FILE [flags]  |  dpbench comm_bench [flags]  |  dpbench strategies\n" +
+         flag_table_help(run_flag_table(), std::vector<std::string>(std::begin(kGroups), std::end(kGroups))) +
          "\nExample: dpbench --model=trivial --num_gpus=4 --variable_update=independent\n";
-}
-
-namespace {
-
-// Only the sequence flags the model takes (an image model's result carries none of them).
-void add_sequence_flags(const RunConfig& config, nlohmann::json& json) {
-  const ModelEntry* model = find_model(config.model);
-  if (model == nullptr) return;
-  const SequenceConfig& q = config.sequence;
-  const std::map<std::string, nlohmann::json> values = {
-      {"encoder_type", q.encoder_type},       {"direction", q.direction},
-      {"src_vocab_size", q.src_vocab_size},   {"tgt_vocab_size", q.tgt_vocab_size},
-      {"vocab_size", q.vocab_size},           {"embedding_dim", q.embedding_dim},
-      {"num_units", q.num_units},             {"num_encoder_layers", q.num_encoder_layers},
-      {"num_decoder_layers", q.num_decoder_layers}, {"num_layers", q.num_layers},
-      {"src_max_len", q.src_max_len},         {"tgt_max_len", q.tgt_max_len},
-      {"seq_len", q.seq_len},                 {"loss_chunk_rows", q.loss_chunk_rows},
-      {"lstm_algorithm", q.lstm_algorithm},   {"num_heads", q.num_heads},
-      {"ffn_units", q.ffn_units},             {"dropout", q.dropout}};
-  for (const auto& [name, unused] : model->sequence_flags) json[name] = values.at(name);
-}
-
-// Only the options the strategy takes (its description's): independent records none.
-void add_synchronisation_flags(const RunConfig& config, nlohmann::json& json) {
-  const StrategyEntry* strategy = find_strategy(config.variable_update);
-  if (strategy == nullptr) return;
-  for (const SynchronisationOption& option : synchronisation_options())
-    if (strategy->accepts(option.flag)) json[option.flag] = option.recorded(config);
-}
-
-// Only what applies: synthetic on-device runs carry the feed alone.
-void add_data_flags(const RunConfig& config, nlohmann::json& json) {
-  const DataConfig& data = config.data;
-  json["data_feed"] = data.data_feed;
-  if (!data.data_name.empty()) json["data_name"] = data.data_name;
-  if (!data.data_dir.empty()) json["data_dir"] = data.data_dir;
-  if (data.host_feed()) {
-    json["prefetch_data_to_device"] = data.prefetch_data_to_device;
-    json["prefetch_depth"] = data.prefetch_depth;
-    json["datasets_num_private_threads"] = data.datasets_num_private_threads;
-  }
-  if (data.data_dir.empty()) return;
-  json["shuffle"] = data.shuffle;
-  json["num_epochs"] = data.num_epochs;
-  if (data.num_epochs > 0) json["timed_epochs"] = std::to_string(data.timed_epoch_first) + ":" + std::to_string(data.timed_epoch_last);
-  if (data.data_name == "ptb" && !data.vocab_file.empty()) json["vocab_file"] = data.vocab_file;
-  if (data.data_name == "parallel_text") {
-    json["train_prefix"] = data.train_prefix;
-    json["vocab_prefix"] = data.vocab_prefix;
-    json["src"] = data.src;
-    json["tgt"] = data.tgt;
-    json["num_buckets"] = data.num_buckets;
-  }
-}
-
-}  // namespace
-
-nlohmann::json config_to_json(const RunConfig& config) {
-  nlohmann::json json = {
-      {"model", config.model},
-      {"batch_size", config.batch_size},
-      {"total_batch_size", config.total_batch_size},
-      {"data_format", config.data_format},
-      {"precision", precision_name(config.precision)},
-      {"use_fp16", config.use_fp16},
-      {"forward_only", config.forward_only},
-      {"fuse_batch_norm_statistics", config.fuse_batch_norm_statistics},
-      {"fp16_loss_scale", config.fp16_loss_scale},
-      {"fp16_enable_auto_loss_scale", config.fp16_enable_auto_loss_scale},
-      {"fp16_inc_loss_scale_every_n", config.fp16_inc_loss_scale_every_n},
-      {"device", config.device},
-      {"backend", backend_name(config.backend)},
-      {"num_gpus", config.num_gpus},
-      {"gpu_indices", config.gpu_indices},
-      {"variable_update", config.variable_update},
-      {"independent_replica", config.independent_replica},
-      {"optimizer", config.optimizer},
-      {"learning_rate", config.learning_rate},
-      {"momentum", config.momentum},
-      {"adam_beta1", config.adam_beta1},
-      {"adam_beta2", config.adam_beta2},
-      {"adam_epsilon", config.adam_epsilon},
-      {"seed", config.seed},
-      {"num_batches", config.num_batches},
-      {"num_warmup_batches", config.num_warmup_batches},
-      {"display_every", config.display_every},
-      {"cuda_graph", config.cuda_graph},
-      {"cudnn_benchmark", config.cudnn_benchmark},
-      {"deterministic", config.deterministic},
-      {"profile_step", config.profile_step},
-      {"collective_timeout", config.collective_timeout},
-      {"rendezvous_port", config.rendezvous_port},
-      {"peak_tflops", config.peak_tflops},
-      {"result_file", config.result_file},
-      {"trace_file", config.trace_file},
-      {"trace_steps", config.trace_steps},
-      {"nvtx", config.nvtx},
-  };
-  add_sequence_flags(config, json);
-  add_synchronisation_flags(config, json);
-  add_data_flags(config, json);
-  return json;
 }
 
 }  // namespace dpbench

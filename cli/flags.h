@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/flag_reader.h"
 #include "cli/run_config.h"
 
 namespace dpbench {
@@ -32,6 +33,10 @@ struct ParsedRunFlags {
 // `args` excludes the program name and the "run" subcommand word. Throws ConfigError with one line
 // naming the flag, the value and what is accepted. With --help or --version nothing is validated.
 ParsedRunFlags parse_run_flags(const std::vector<std::string>& args, const DeviceInventory& inventory);
+
+// Every flag of `run`: name, group, value hint, help and default, from RunConfig's initialisers
+// and the registries.
+FlagTable run_flag_table();
 
 // Usage line, then the flags grouped by concern, each with its default.
 std::string run_help_text();

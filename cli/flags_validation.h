@@ -1,4 +1,4 @@
-// The seam between reading the command line (flags.cpp, cxxopts) and checking it
+// The seam between reading the command line (flags.cpp, cli/flag_reader.h) and checking it
 // (flags_validation.cpp): flag texts in, a resolved RunConfig out. Internal to cli/.
 #pragma once
 
@@ -11,8 +11,8 @@
 
 namespace dpbench {
 
-// Texts rather than typed values, so every malformed value gets our own one-line message
-// instead of cxxopts' generic "failed to parse".
+// Texts rather than typed values, so every malformed value gets our own one-line message naming
+// the flag, the value and what is accepted.
 struct GivenFlags {
   std::map<std::string, std::string> texts;  // as given, or the flag's default where it has one
   std::set<std::string> given;               // names that appeared on the command line

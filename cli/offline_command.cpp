@@ -11,58 +11,6 @@
 
 namespace dpbench {
 
-OfflineCommandLine parse_offline_command_line(const std::string& command, const std::vector<std::string>& args,
-                                              const std::vector<std::string>& flags,
-                                              const std::vector<std::string>& list_flags) {
-  OfflineCommandLine line;
-  bool only_paths_follow = false;
-  auto is_flag = [](const std::string& arg) { return arg.rfind("-", 0) == 0 && arg != "-"; };
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (only_paths_follow || !is_flag(arg)) {
-      line.paths.push_back(arg);
-      continue;
-    }
-    if (arg == "--") {
-      only_paths_follow = true;
-      continue;
-    }
-    if (arg == "--help" || arg == "-h") {
-      line.help = true;
-      continue;
-    }
-    const size_t equals = arg.find('=');
-    const std::string name = arg.substr(0, equals);
-    const bool is_list = std::find(list_flags.begin(), list_flags.end(), name) != list_flags.end();
-    if (!is_list && std::find(flags.begin(), flags.end(), name) == flags.end()) {
-      std::string accepted;
-      for (const std::string& flag : flags) accepted += flag + ", ";
-      for (const std::string& flag : list_flags) accepted += flag + ", ";
-      throw ConfigError(arg + ": unknown flag of " + command + "; accepted: " + accepted + "--help");
-    }
-    if (is_list) {
-      std::vector<std::string>& values = line.lists[name];
-      const size_t before = values.size();
-      if (equals != std::string::npos) values.push_back(arg.substr(equals + 1));
-      while (i + 1 < args.size() && !is_flag(args[i + 1])) values.push_back(args[++i]);
-      if (values.size() == before) throw ConfigError(name + ": missing a value (dpbench " + command + " --help)");
-      for (size_t v = before; v < values.size(); ++v)
-        if (values[v].empty()) throw ConfigError(name + ": empty value (dpbench " + command + " --help)");
-      continue;
-    }
-    std::string& value = line.values[name];
-    if (equals != std::string::npos) {
-      value = arg.substr(equals + 1);
-    } else if (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
-      value = args[++i];
-    } else {
-      throw ConfigError(name + ": missing a value (dpbench " + command + " --help)");
-    }
-    if (value.empty()) throw ConfigError(name + ": empty value (dpbench " + command + " --help)");
-  }
-  return line;
-}
-
 ReportFormat parse_report_format(const std::string& text) {
   if (text == "markdown" || text == "md") return ReportFormat::markdown;
   if (text == "csv") return ReportFormat::csv;

@@ -1,11 +1,9 @@
-// What the offline subcommands (`dpbench report`, `dpbench compare`) share: their command line
-// (paths, "--name=value" or "--name value" flags, "--" before paths that look like flags,
-// --help), the output format flag, the checks of input paths and --output made before anything
-// is read, and writing the output to stdout or atomically to a file. Each command keeps only its
-// own flags and what it renders.
+// What the offline subcommands (`dpbench report`, `compare`, `predict`) share beyond their
+// command line (read by cli/flag_reader.h, as every command's): the output format flag, the checks
+// of input paths and --output made before anything is read, and writing the output to stdout or
+// atomically to a file. Each command keeps only its own flags and what it renders.
 #pragma once
 
-#include <map>
 #include <string>
 #include <vector>
 
@@ -14,28 +12,6 @@
 namespace dpbench {
 
 enum class ReportFormat { markdown, csv, json };
-
-struct OfflineCommandLine {
-  std::vector<std::string> paths;             // in the order given
-  std::map<std::string, std::string> values;  // by flag name ("--output"); the last one given counts
-  std::map<std::string, std::vector<std::string>> lists;  // list flags by name: every value given
-  bool help = false;
-
-  // The flag's value, or `absent` where it was not given.
-  std::string value(const std::string& flag, const std::string& absent = "") const {
-    const auto found = values.find(flag);
-    return found == values.end() ? absent : found->second;
-  }
-};
-
-// `args` excludes the subcommand's name. `flags` are the value flags it accepts ("--output", ...);
-// `list_flags` those that take several values ("--curves A B", "--curves=A B"): every argument
-// after one up to the next flag (or "--") is its value, and it may be given again.
-// Throws ConfigError with one line: an unknown flag (naming what `command` accepts), a flag
-// without its value, an empty value.
-OfflineCommandLine parse_offline_command_line(const std::string& command, const std::vector<std::string>& args,
-                                              const std::vector<std::string>& flags,
-                                              const std::vector<std::string>& list_flags = {});
 
 // "markdown" (or "md"), "csv", "json"; else a ConfigError naming --format and what is accepted.
 ReportFormat parse_report_format(const std::string& text);

@@ -12,6 +12,7 @@
 
 #include "cli/flag_parsing.h"
 #include "cli/flag_limits.h"
+#include "cli/flag_reader.h"
 #include "cli/log.h"
 #include "cli/predict_inputs.h"
 #include "engine/data/text_content.h"
@@ -42,6 +43,28 @@ CollectiveCurve load_curve(const std::string& path) {
                                      " is more than comm_bench measures (at most " + std::to_string(kMaxBenchBytes) +
                                      ", --max_bytes=1024G); give the file comm_bench wrote, unedited"));
   return curve;
+}
+
+FlagTable predict_flag_table() {
+  FlagTable table;
+  table.command = "predict";
+  table.takes_paths = true;
+  table.flags = {
+      {"system", "", "FILE", "the target system (required)"},
+      {"curves", "", "FILE",
+       "measured collectives (dpbench comm_bench --json files, one per collective and link kind): their busbw "
+       "against size replaces the system file's formulas; every argument up to the next flag is a curve, so give "
+       "MEASURED before it",
+       {}, FlagKind::list},
+      {"max_gpus", "", "N", "predict up to N GPUs", std::to_string(PredictOptions().max_gpus)},
+      {"bucket_cap_mb", "", "X",
+       "the bucket size to predict, 0 to 1048576 as dpbench run takes it (0: one exchange per tensor; default: "
+       "BASE's, else run's default); the tail bucket (--tail_bucket_mb) is BASE's where it fits that size"},
+      {"output", "", "FILE", "write the table to FILE (atomically) instead of stdout"},
+      {"format", "", "FORMAT", "markdown, csv or json", std::string("markdown")},
+      {"plot", "", "FILE", "also write the figure (efficiency against GPUs, SVG) to FILE"},
+  };
+  return table;
 }
 
 // The base run's buckets as `bucket_cap_mb` (and `tail_bucket_mb`) cut them: the bucket planner
@@ -90,32 +113,30 @@ std::vector<std::string> curve_notes(const std::vector<CollectiveCurve>& curves,
 }  // namespace
 
 PredictOptions parse_predict_flags(const std::vector<std::string>& args) {
-  const OfflineCommandLine line = parse_offline_command_line(
-      "predict", args, {"--system", "--max_gpus", "--bucket_cap_mb", "--output", "--format", "--plot"}, {"--curves"});
+  const ReadFlags flags = read_flags(predict_flag_table(), args);
   PredictOptions options;
-  options.help = line.help;
+  options.help = flags.help();
   if (options.help) return options;
-  options.system_path = line.value("--system");
-  if (line.lists.count("--curves")) options.curve_paths = line.lists.at("--curves");
-  options.output = line.value("--output");
-  options.plot = line.value("--plot");
-  options.format = parse_report_format(line.value("--format", "markdown"));
-  if (line.values.count("--max_gpus"))
-    options.max_gpus = parse_int_at_least("max_gpus", line.value("--max_gpus"), 1, "at least 1", kMaxPredictedGpus);
-  if (line.values.count("--bucket_cap_mb")) {
+  options.system_path = flags.text("system");
+  options.curve_paths = flags.list("curves");
+  options.output = flags.text("output");
+  options.plot = flags.text("plot");
+  options.format = parse_report_format(flags.text("format"));
+  options.max_gpus = parse_int_at_least("max_gpus", flags.text("max_gpus"), 1, "at least 1", kMaxPredictedGpus);
+  if (flags.given("bucket_cap_mb")) {
     // What `run` accepts: a prediction of buckets no run can have would predict nothing.
-    options.bucket_cap_mb = line.value("--bucket_cap_mb");
+    options.bucket_cap_mb = flags.text("bucket_cap_mb");
     const double cap = parse_finite_number("bucket_cap_mb", options.bucket_cap_mb, "a number of MB >= 0, e.g. 25");
     if (const std::string why_not = why_not_bucket_cap_mb(cap); !why_not.empty())
       reject("bucket_cap_mb", options.bucket_cap_mb, why_not);
   }
-  if (line.paths.empty())
+  if (flags.paths.empty())
     throw ConfigError("predict: give a 1-GPU result as BASE; usage: dpbench predict BASE [MEASURED...] --system FILE "
                       "[--curves FILE...] (dpbench predict --help)");
   if (options.system_path.empty())
     throw ConfigError("predict: give the target system with --system FILE (systems/*.json; dpbench predict --help)");
-  options.base_path = line.paths.front();
-  options.measured_paths.assign(line.paths.begin() + 1, line.paths.end());
+  options.base_path = flags.paths.front();
+  options.measured_paths.assign(flags.paths.begin() + 1, flags.paths.end());
   if (!find_missing_paths({options.system_path}).empty())
     throw ConfigError("predict: no such system file: '" + options.system_path +
                       "' (give one of systems/*.json, or a file in its format: systems/README.md)");
@@ -124,7 +145,7 @@ PredictOptions parse_predict_flags(const std::vector<std::string>& args) {
                       " (give files dpbench comm_bench --json FILE wrote)");
   std::vector<NamedPath> read = {{"--system", options.system_path}};
   for (const std::string& curve : options.curve_paths) read.push_back({"--curves", curve});
-  check_offline_paths("predict", line.paths, options.output, {{"--plot", options.plot}}, read);
+  check_offline_paths("predict", flags.paths, options.output, {{"--plot", options.plot}}, read);
   return options;
 }
 
@@ -135,20 +156,8 @@ std::string predict_help_text() {
          "on the system FILE describes (systems/*.json: GPUs per host, bandwidths and latencies, ring or tree).\n"
          "MEASURED: result files or folders of N-GPU runs of BASE's workload (model settings, batch, precision,\n"
          "optimizer, data; any other is named in a note with the flags that differ) and the buckets predicted; each\n"
-         "is put beside its prediction with the error, several of one strategy and count as their median run.\n\n"
-         "  --system FILE        the target system (required)\n"
-         "  --curves FILE...     measured collectives (dpbench comm_bench --json files, one per collective and\n"
-         "                       link kind): their busbw against size replaces the system file's formulas;\n"
-         "                       every argument up to the next flag is a curve, so give MEASURED before it\n"
-         "  --max_gpus N         predict up to N GPUs (default 1024)\n"
-         "  --bucket_cap_mb X    the bucket size to predict, 0 to 1048576 as dpbench run takes it (0: one exchange\n"
-         "                       per tensor; default: BASE's, else run's default); the tail bucket\n"
-         "                       (--tail_bucket_mb) is BASE's where it fits that size\n"
-         "  --output FILE        write the table to FILE (atomically) instead of stdout\n"
-         "  --format FORMAT      markdown (default), csv or json\n"
-         "  --plot FILE          also write the figure (efficiency against GPUs, SVG) to FILE\n"
-         "  --help               this text\n\n" +
-         prediction_model_text() +
+         "is put beside its prediction with the error, several of one strategy and count as their median run.\n\n" +
+         flag_table_help(predict_flag_table()) + "\n" + prediction_model_text() +
          "\n\nExit codes: 0 predicted; 1 an error (a BASE without a timeline or of several GPUs, a bad system file,\n"
          "a file given to --curves that comm_bench did not write, two curves of one collective and link kind);\n"
          "2 a bad command line.\n"

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "cli/flag_reader.h"
 #include "cli/log.h"
 #include "cli/strategies_command.h"
 #include "engine/data/text_content.h"
@@ -36,6 +37,20 @@ void check_paths(const ReportOptions& options) {
   }
 }
 
+FlagTable report_flag_table() {
+  FlagTable table;
+  table.command = "report";
+  table.takes_paths = true;
+  table.flags = {
+      {"output", "", "FILE", "write the report to FILE (atomically) instead of stdout"},
+      {"format", "", "FORMAT", "markdown, csv (one row per series and GPU count), or json", std::string("markdown")},
+      {"plots", "", "DIR",
+       "also write SVG figures to DIR: speedup against GPUs per workload, and the step times of each series' "
+       "largest run with the warm-up shaded"},
+  };
+  return table;
+}
+
 // Notes quote files (paths, names, values): escaped, so no control byte of theirs reaches the terminal.
 void warn(const std::string& text) { error_log().warn(escaped_value(text)); }
 void inform(const std::string& text) { error_log().info(escaped_value(text)); }
@@ -43,14 +58,14 @@ void inform(const std::string& text) { error_log().info(escaped_value(text)); }
 }  // namespace
 
 ReportOptions parse_report_flags(const std::vector<std::string>& args) {
-  const OfflineCommandLine line = parse_offline_command_line("report", args, {"--output", "--format", "--plots"});
+  const ReadFlags flags = read_flags(report_flag_table(), args);
   ReportOptions options;
-  options.paths = line.paths;
-  options.help = line.help;
+  options.paths = flags.paths;
+  options.help = flags.help();
   if (options.help) return options;
-  options.output = line.value("--output");
-  options.plots_directory = line.value("--plots");
-  options.format = parse_report_format(line.value("--format", "markdown"));
+  options.output = flags.text("output");
+  options.plots_directory = flags.text("plots");
+  options.format = parse_report_format(flags.text("format"));
   if (options.paths.empty()) {
     throw ConfigError("report: no result files or folders given; usage: dpbench report [flags] PATH... "
                       "(dpbench report --help)");
@@ -67,13 +82,9 @@ std::string report_help_text() {
          "batches, total time, processing speed, speedup over the series' 1-GPU run, efficiency and jitter,\n"
          "then per workload a table comparing the strategies. Under a weak-scaling series, where its runs carry\n"
          "summary.breakdown, where each multi-GPU run's efficiency went (points lost to exposed communication,\n"
-         "straggler wait, clock loss, data wait, host gaps, other). Repeated runs: the median by speed is shown.\n\n"
-         "  --output FILE      write the report to FILE (atomically) instead of stdout\n"
-         "  --format FORMAT    markdown (default), csv (one row per series and GPU count), or json\n"
-         "  --plots DIR        also write SVG figures to DIR: speedup against GPUs per workload, and the\n"
-         "                     step times of each series' largest run with the warm-up shaded\n"
-         "  --help             this text\n\n"
-         "Files that are not results (or of another schema_version) and results of interrupted runs\n"
+         "straggler wait, clock loss, data wait, host gaps, other). Repeated runs: the median by speed is shown.\n\n" +
+         flag_table_help(report_flag_table()) +
+         "\nFiles that are not results (or of another schema_version) and results of interrupted runs\n"
          "(summary.interrupted) are skipped with a note naming them.\n"
          "Example: dpbench report results/ --plots results/plots --output results/REPORT.md\n";
 }

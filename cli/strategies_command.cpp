@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/flag_reader.h"
 #include "engine/errors.h"
 #include "reports/text_file.h"
 #include "strategies/strategy_registry.h"
@@ -17,13 +18,27 @@ const char* layout_name(ProcessLayout layout) {
   return layout == ProcessLayout::one_process ? "one_process" : "one_process_per_gpu";
 }
 
+FlagTable strategies_flag_table() {
+  FlagTable table;
+  table.command = "strategies";
+  // scripts/sweep.sh passes a token as its user wrote it: the token's parser names an empty one
+  // ("strategy token ''") better than an empty value would.
+  table.empty_values_refused = false;
+  table.flags = {
+      {"format", "", "text|json", "the list for people, or the same as one JSON document, for programs",
+       std::string("text")},
+      {"sweep_token", "", "TOKEN",
+       "instead of the list, the flags a sweep token stands for (e.g. replicated:xring), on one line after the "
+       "process layout, separated by tabs"},
+  };
+  return table;
+}
+
 std::string help_text() {
-  return "Usage: dpbench strategies [--format=text|json] [--sweep_token=TOKEN]\n\n"
+  return "usage: dpbench strategies [--format=text|json] [--sweep_token=TOKEN]\n"
          "Lists every --variable_update strategy: its family, how many processes it runs as, the\n"
-         "synchronisation options it takes (with their defaults) and its scripts/sweep.sh token.\n"
-         "  --format=json        the same as one JSON document, for programs\n"
-         "  --sweep_token=TOKEN  the flags a sweep token stands for (e.g. replicated:xring), on one\n"
-         "                       line after the process layout, separated by tabs\n";
+         "synchronisation options it takes (with their defaults) and its scripts/sweep.sh token.\n\n" +
+         flag_table_help(strategies_flag_table());
 }
 
 nlohmann::json entry_json(const StrategyEntry& entry) {
@@ -75,24 +90,15 @@ std::string resolve_sweep_token(const std::string& token) {
 }
 
 void run_strategies_command(const std::vector<std::string>& args) {
-  std::string format = "text";
-  for (const std::string& arg : args) {
-    if (arg == "-h" || arg == "--help") {
-      write_text_atomically("-", help_text(), "strategies' help");
-      return;
-    }
-    if (arg.rfind("--format=", 0) == 0) {
-      format = arg.substr(9);
-    } else if (arg.rfind("--sweep_token=", 0) == 0) {
-      write_text_atomically("-", resolve_sweep_token(arg.substr(14)), "the strategy token's flags");
-      return;
-    } else {
-      throw ConfigError("strategies: unexpected argument '" + arg + "'; accepted: --format=text|json, "
-                        "--sweep_token=TOKEN, --help");
-    }
-  }
+  const ReadFlags flags = read_flags(strategies_flag_table(), args);
   // Written like any output: a closed or full standard output is an error, not a silent exit 0.
-  write_text_atomically("-", describe_strategies(format), "the strategies' list");
+  if (flags.help()) {
+    write_text_atomically("-", help_text(), "strategies' help");
+  } else if (flags.given("sweep_token")) {
+    write_text_atomically("-", resolve_sweep_token(flags.text("sweep_token")), "the strategy token's flags");
+  } else {
+    write_text_atomically("-", describe_strategies(flags.text("format")), "the strategies' list");
+  }
 }
 
 StrategyCatalog strategy_catalog_for_reports() {

@@ -7,7 +7,7 @@
 # services a machine that is no cluster does not want).
 set -euo pipefail
 
-packages=(cmake g++ make libcxxopts-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
+packages=(cmake g++ make libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
           libopenmpi-dev openmpi-bin)
 case ${1:-} in
   --slurm) packages+=(slurm-wlm munge) ;;

@@ -234,7 +234,17 @@ TEST_CASE("predict takes the files after --curves up to the next flag", "[predic
   CHECK(repeated.curve_paths.size() == 2);
   CHECK(repeated.measured_paths.empty());
   CHECK_THROWS_WITH(parse_predict_flags({dir.file("base.json"), "--system", dir.file("system.json"), "--curves"}),
-                    "--curves: missing a value (dpbench predict --help)");
+                    "--curves: missing a value; e.g. --curves=FILE");
+  CHECK_THROWS_WITH(parse_predict_flags({dir.file("base.json"), "--system", dir.file("system.json"), "--curves",
+                                         dir.file("c1.json"), ""}),
+                    "--curves: empty value; e.g. --curves=FILE");
+  // A list flag given again adds its values; any other flag given twice must say the same both times.
+  CHECK_THROWS_WITH(parse_predict_flags({dir.file("base.json"), "--system", dir.file("system.json"), "-system",
+                                         dir.file("base.json")}),
+                    "--system is given twice, as " + dir.file("system.json") + " and as " + dir.file("base.json") +
+                        "; give it once");
+  CHECK(parse_predict_flags({dir.file("base.json"), "--system", dir.file("system.json"), "-system=" +
+                             dir.file("system.json")}).system_path == dir.file("system.json"));
   CHECK_THROWS_WITH(parse_predict_flags({dir.file("base.json"), "--system", dir.file("system.json"), "--curves",
                                          dir.file("nowhere.json")}),
                     "predict: no such curve file: '" + dir.file("nowhere.json") +

@@ -114,7 +114,16 @@ TEST_CASE("comm_bench flags resolve defaults and reject bad values with exit cod
   CHECK_THROWS_WITH(parse_comm_bench_flags({"--device=gpu"}, no_gpu()), Catch::StartsWith("--device=gpu: no CUDA GPU"));
   CHECK_THROWS_WITH(parse_comm_bench_flags({"--num_gpus=3"}, DeviceInventory{2, ""}),
                     Catch::StartsWith("--num_gpus=3: only 2"));
-  CHECK_THROWS_WITH(parse_comm_bench_flags({"--iters"}, no_gpu()), Catch::StartsWith("--iters: missing a value"));
+  CHECK_THROWS_WITH(parse_comm_bench_flags({"--iters"}, no_gpu()), "--iters: missing a value; e.g. --iters=N");
+  // The wording every command shares (cli/flag_reader.h).
+  CHECK_THROWS_WITH(parse_comm_bench_flags({"--iter=3"}, no_gpu()),
+                    "--iter=3: unknown flag; did you mean --iters? dpbench comm_bench --help lists the accepted flags");
+  CHECK_THROWS_WITH(parse_comm_bench_flags({"stray"}, no_gpu()),
+                    "unexpected argument 'stray'; flags take the form --name=value (see dpbench comm_bench --help)");
+  CHECK_THROWS_WITH(parse_comm_bench_flags({"--iters=3", "--iters=4"}, no_gpu()),
+                    "--iters is given twice, as 3 and as 4; give it once");
+  CHECK_THROWS_WITH(parse_comm_bench_flags({"--json="}, no_gpu()), "--json: empty value; e.g. --json=FILE");
+  CHECK(parse_comm_bench_flags({"-iters", "3", "--iters=3", "--device=cpu"}, no_gpu()).iters == 3);
   for (const std::vector<std::string>& args :
        std::vector<std::vector<std::string>>{{"--op=all_to_all"},
                                              {"--device=cpu", "--min_bytes=4K", "--max_bytes=1K"},

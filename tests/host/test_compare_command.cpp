@@ -266,11 +266,16 @@ TEST_CASE("compare flags: bad values and the wrong number of paths exit 2 and wr
         "--fail_above=-1: out of range; accepted: a percentage from 0 to below 100, e.g. 2");
   CHECK(config_error_of({file, file, "--noise_floor=100"}) ==
         "--noise_floor=100: out of range; accepted: a percentage from 0 to below 100, e.g. 2");
-  CHECK(config_error_of({file, file, "--fail_above"}) == "--fail_above: missing a value (dpbench compare --help)");
+  CHECK(config_error_of({file, file, "--fail_above"}) == "--fail_above: missing a value; e.g. --fail_above=PCT");
+  CHECK(config_error_of({file, file, "--output="}) == "--output: empty value; e.g. --output=FILE");
+  CHECK(config_error_of({file, file, "--fail_above=2", "--fail_above=3"}) ==
+        "--fail_above is given twice, as 2 and as 3; give it once");
   CHECK(config_error_of({file, file, "--format=xml"}) ==
         "--format=xml: unknown report format; accepted: markdown, csv, json");
   CHECK(config_error_of({file, file, "--plots=figures"}) ==
-        "--plots=figures: unknown flag of compare; accepted: --output, --format, --fail_above, --noise_floor, --help");
+        "--plots=figures: unknown flag; dpbench compare --help lists the accepted flags");
+  CHECK(config_error_of({file, file, "--fail_abve=2"}) ==
+        "--fail_abve=2: unknown flag; did you mean --fail_above? dpbench compare --help lists the accepted flags");
   CHECK_THAT(config_error_of({file}), StartsWith("compare: give two result files or folders, BASE and NEW (got 1)"));
   CHECK_THAT(config_error_of({file, file, file}), Contains("(got 3)"));
   const std::string missing = dir.file("no_such_folder");
@@ -279,6 +284,8 @@ TEST_CASE("compare flags: bad values and the wrong number of paths exit 2 and wr
   CHECK_THAT(config_error_of({file, file, "--output=" + dir.file("missing/compare.md")}), Contains("does not exist"));
   CHECK(parse_compare_flags({file, file, "--noise_floor", "0.5"}).settings.noise_floor_pct == 0.5);
   CHECK(parse_compare_flags({file, file, "--fail_above=0"}).fail_above_pct == 0.0);
+  CHECK(parse_compare_flags({file, file}).settings.noise_floor_pct == ComparisonSettings().noise_floor_pct);
+  CHECK(parse_compare_flags({file, "-fail_above=2", file, "--fail_above", "2"}).fail_above_pct == 2.0);
 
   const std::string output = dir.file("compare.md");
   for (const std::vector<std::string>& args :
@@ -291,7 +298,7 @@ TEST_CASE("compare flags: bad values and the wrong number of paths exit 2 and wr
   }
   CHECK(parse_compare_flags({"--help"}).help);
   CHECK_THAT(compare_help_text(), Contains("usage: dpbench compare [flags] BASE NEW"));
-  for (const char* text : {"--fail_above PCT", "--noise_floor PCT", "--output FILE", "--format FORMAT", "(default 1%)",
+  for (const char* text : {"--fail_above PCT", "--noise_floor PCT", "--output FILE", "--format FORMAT", "(default: 1)",
                            "3 a series slower than --fail_above allows"})
     CHECK_THAT(compare_help_text(), Contains(text));
   CHECK(run_cli({"compare", "--help"}) == 0);

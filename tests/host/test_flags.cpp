@@ -616,6 +616,7 @@ TEST_CASE("flag --help groups the flags by concern and shows the defaults", "[fl
         "(default: 25)", "(default: 0)", "(default: true)", "(default: none)"}) {
     CHECK_THAT(one_line(help), Contains(shown_default));  // as read, wherever --help wraps a line
   }
+  for (const FlagDeclaration& flag : run_flag_table().flags) CHECK_THAT(help, Contains("--" + flag.name));  // no group lost
   CHECK_THAT(help, !Contains("planned: none"));
   CHECK_THAT(help, Contains("for trivial: " + std::to_string(trivial_defaults().batch_size)));
   // The all-reduce algorithms come from the spec parser's table, with the #k form.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli/flags.h"
+#include "cli/launch_flags.h"
 #include "engine/errors.h"
 #include "engine/process_group.h"
 #include "engine/launch_environment.h"
@@ -331,4 +332,19 @@ TEST_CASE("the hierarchical all-reduce refuses the other ways a range can travel
                           Catch::Matchers::Contains("drop one of the two flags"));
   }
   CHECK(gpus_chosen(4, 1, {"--hierarchical_all_reduce"}) == std::vector<int>{1});
+}
+
+TEST_CASE("the launch flags are read before the job meets, by run's reader", "[launchers][flags]") {
+  CHECK(launch_settings_from({"--rendezvous_port=29600"}).rendezvous_port == 29600);
+  const LaunchSettings spelled = launch_settings_from({"run", "-rendezvous_port", "29601", "--collective_timeout", "7"});
+  CHECK(spelled.rendezvous_port == 29601);
+  CHECK(spelled.timeout_seconds == 7);
+  CHECK(launch_settings_from({}).timeout_seconds == RunConfig().collective_timeout);
+  CHECK(launch_settings_from({"comm_bench", "--iters=3"}).rendezvous_port == 0);
+  CHECK(launch_settings_from({"--help", "--rendezvous_port=x"}).rendezvous_port == 0);
+  CHECK_THROWS_WITH(launch_settings_from({"--rendezvous_port=1", "--rendezvous_port=2"}),
+                    "--rendezvous_port is given twice, as 1 and as 2; give it once");
+  CHECK_THROWS_WITH(launch_settings_from({"--rendezvous_port=abc"}),
+                    Catch::StartsWith("--rendezvous_port=abc: not an integer"));
+  CHECK_THROWS_WITH(launch_settings_from({"--bogus"}), Catch::StartsWith("--bogus: unknown flag"));
 }

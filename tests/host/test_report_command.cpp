@@ -111,9 +111,14 @@ TEST_CASE("report flags: unknown --format, unknown flags, missing values and no 
   write_fixture(dir, "one.json", replicated_run(1, 1000));
   const std::string file = dir.file("one.json");
   CHECK(config_error_of({file, "--format=xml"}) == "--format=xml: unknown report format; accepted: markdown, csv, json");
-  CHECK(config_error_of({file, "--format"}) == "--format: missing a value (dpbench report --help)");
-  CHECK(config_error_of({file, "--colour=red"}) ==
-        "--colour=red: unknown flag of report; accepted: --output, --format, --plots, --help");
+  CHECK(config_error_of({file, "--format"}) == "--format: missing a value; e.g. --format=FORMAT");
+  CHECK(config_error_of({file, "--format="}) == "--format: empty value; e.g. --format=FORMAT");
+  CHECK(config_error_of({file, "--colour=red"}) == "--colour=red: unknown flag; dpbench report --help lists the accepted flags");
+  CHECK(config_error_of({file, "--plot=figures"}) ==
+        "--plot=figures: unknown flag; did you mean --plots? dpbench report --help lists the accepted flags");
+  // A flag given twice must say the same both times, as for every command.
+  CHECK(config_error_of({file, "--format=csv", "--format=json"}) == "--format is given twice, as csv and as json; give it once");
+  CHECK(parse_report_flags({file, "--format=csv", "-format", "csv"}).format == ReportFormat::csv);
   CHECK_THAT(config_error_of({}), Contains("report: no result files or folders given"));
   CHECK_THAT(config_error_of({file, "--output=" + dir.file("missing/report.md")}), Contains("does not exist"));
   CHECK(run_cli({"report", file, "--format=xml"}) == 2);

@@ -159,3 +159,16 @@ TEST_CASE("dpbench strategies lists every entry as text and as JSON", "[strategy
   }
   CHECK_THROWS_WITH(describe_strategies("yaml"), Contains("--format=yaml: unknown format; accepted: text, json"));
 }
+
+TEST_CASE("strategies reads its command line as every command does", "[strategy_descriptions][flags]") {
+  CHECK_THROWS_WITH(run_strategies_command({"stray"}),
+                    "unexpected argument 'stray'; flags take the form --name=value (see dpbench strategies --help)");
+  CHECK_THROWS_WITH(run_strategies_command({"--fromat=json"}),
+                    "--fromat=json: unknown flag; did you mean --format? dpbench strategies --help lists the accepted "
+                    "flags");
+  CHECK_THROWS_WITH(run_strategies_command({"--format=json", "--format", "text"}),
+                    "--format is given twice, as json and as text; give it once");
+  CHECK_THROWS_WITH(run_strategies_command({"--sweep_token"}), "--sweep_token: missing a value; e.g. --sweep_token=TOKEN");
+  // An empty token is the token parser's to name: scripts/sweep.sh passes what its user wrote.
+  CHECK_THROWS_WITH(run_strategies_command({"--sweep_token="}), Catch::StartsWith("strategy token '': unknown strategy"));
+}

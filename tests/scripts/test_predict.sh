@@ -130,6 +130,8 @@ expect "no --system" 2 "$work/g1.json" --output "$work/out/bad.md"
 one_error_line "no --system" "predict: give the target system with --system FILE"
 expect "a bad --max_gpus" 2 "$work/g1.json" --system "$system" --max_gpus=0
 one_error_line "a bad --max_gpus" "--max_gpus=0"
+expect "--system given twice" 2 "$work/g1.json" --system "$system" --system "$work/g2.json" --output "$work/out/bad.md"
+one_error_line "--system given twice" "--system is given twice, as .* and as .*; give it once"
 expect "a missing base" 2 "$work/nowhere.json" --system "$system"
 one_error_line "a missing base" "predict: no such file or folder"
 expect "a missing system file" 2 "$work/g1.json" --system "$work/nowhere_system.json"

@@ -35,6 +35,29 @@ for command in report compare predict comm_bench strategies; do
   attempt "$command with a 100000-character flag" any "$dpbench" "$command" "--$(long_word 100000 f)=1" &&
     settle "$command with a 100000-character flag" mishandled "more than one line" test "$(grep -c . "$work/err")" -le 1
 done
+# Every command reads its command line with one reader (cli/flag_reader.h): one wording each.
+one_wording() {  # name, the line expected, dpbench's arguments...
+  local name=$1 line=$2
+  shift 2
+  attempt "$name" 2 "$dpbench" "$@" &&
+    settle "$name" mishandled "not the one wording: $(head -c 300 "$work/err")" grep -qxF "dpbench: error: $line" "$work/err"
+}
+for entry in "run num_batches N" "report format FORMAT" "compare format FORMAT" "predict format FORMAT" \
+  "comm_bench iters N" "strategies format text|json"; do
+  read -r command flag hint <<<"$entry"
+  help="dpbench $command --help"
+  [ "$command" = run ] && help="dpbench --help"  # run is the default command
+  one_wording "$command: --$flag given twice" "--$flag is given twice, as 3 and as 4; give it once" \
+    "$command" "--$flag=3" "-$flag" 4
+  one_wording "$command: --${flag}s misspelt" \
+    "--${flag}s=3: unknown flag; did you mean --$flag? $help lists the accepted flags" "$command" "--${flag}s=3"
+  one_wording "$command: --$flag without its value" "--$flag: missing a value; e.g. --$flag=$hint" "$command" "--$flag"
+  if [ "$command" = run ] || [ "$command" = comm_bench ] || [ "$command" = strategies ]; then
+    one_wording "$command: a stray word" \
+      "unexpected argument 'stray'; flags take the form --name=value (see $help)" "$command" stray
+  fi
+done
+one_wording "report: an empty --output" "--output: empty value; e.g. --output=FILE" report --output= "$work"
 
 # ---- values with control bytes: one line, the bytes escaped ----
 for flag in model precision variable_update data_format optimizer device all_reduce_spec; do
