@@ -15,10 +15,10 @@
 #include "cli/report_command.h"
 #include "cli/run_command.h"
 #include "cli/strategies_command.h"
-#include "engine/device_factory.h"
+#include "engine/backends.h"
+#include "engine/communication/process_group.h"
 #include "engine/errors.h"
-#include "engine/host_memory.h"
-#include "engine/process_group.h"
+#include "engine/machine/host_memory.h"
 #include "reports/text_file.h"
 #include "dpbench_version.h"
 

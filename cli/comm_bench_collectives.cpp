@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "engine/collective_traffic.h"
+#include "engine/communication/collective_traffic.h"
 
 namespace dpbench {
 namespace {
@@ -49,7 +49,7 @@ const char* bench_collective_name(BenchCollective collective) {
   return "?";
 }
 
-// Bus bandwidth as nccl-tests defines it (engine/collective_traffic.h derives each factor);
+// Bus bandwidth as nccl-tests defines it (engine/communication/collective_traffic.h derives each factor);
 // algbw = size / time, with size the bytes the table reports (shape_of).
 double bus_bandwidth_factor(BenchCollective collective, int ranks) {
   switch (collective) {

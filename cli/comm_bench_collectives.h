@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/communicator.h"
+#include "engine/backend/device.h"
+#include "engine/communication/communicator.h"
 #include "engine/data_type.h"
-#include "engine/device.h"
 
 namespace dpbench {
 

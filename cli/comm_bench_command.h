@@ -14,10 +14,10 @@
 
 #include "cli/comm_bench_collectives.h"
 #include "cli/flags.h"
-#include "engine/communicator.h"
-#include "engine/data_type.h"
-#include "engine/device.h"
 #include "cli/run_config.h"
+#include "engine/backend/device.h"
+#include "engine/communication/communicator.h"
+#include "engine/data_type.h"
 
 namespace dpbench {
 

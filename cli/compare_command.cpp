@@ -10,13 +10,13 @@
 #include "cli/flag_reader.h"
 #include "cli/log.h"
 #include "cli/strategies_command.h"
-#include "engine/data/text_content.h"
 #include "engine/errors.h"
-#include "reports/text_file.h"
+#include "engine/machine/text_content.h"
 #include "reports/comparison_tables.h"
 #include "reports/report_loader.h"
 #include "reports/result_comparison.h"
 #include "reports/table_cells.h"
+#include "reports/text_file.h"
 
 namespace dpbench {
 namespace {

@@ -1,7 +1,7 @@
 // Console formatting for runs (see console.h).
 #include "cli/console.h"
 
-#include "engine/gpu_telemetry.h"
+#include "engine/machine/gpu_telemetry.h"
 
 #include "strategies/strategy_registry.h"
 #include "strategies/synchronisation_options.h"

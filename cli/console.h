@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/device.h"
 #include "cli/run_config.h"
-#include "engine/runner.h"
+#include "engine/backend/device.h"
+#include "engine/training/runner.h"
 #include "reports/result.h"
 
 namespace dpbench {

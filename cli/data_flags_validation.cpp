@@ -6,7 +6,7 @@
 #include "cli/flag_limits.h"
 #include "cli/flag_parsing.h"
 #include "cli/flags_validation.h"
-#include "engine/file_checks.h"
+#include "engine/machine/file_checks.h"
 #include "models/model_registry.h"
 
 namespace dpbench {

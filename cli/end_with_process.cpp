@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "cli/process_exit.h"
-#include "engine/environment.h"
 #include "engine/errors.h"
+#include "engine/machine/environment.h"
 
 namespace dpbench {
 namespace {

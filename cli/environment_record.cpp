@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/environment.h"
-#include "engine/process_group.h"
+#include "engine/communication/process_group.h"
+#include "engine/machine/environment.h"
 
 namespace dpbench {
 

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "engine/device.h"
+#include "engine/backend/device.h"
 #include "reports/result.h"
 
 namespace dpbench {

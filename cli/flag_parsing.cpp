@@ -8,8 +8,8 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "engine/data/text_content.h"
 #include "engine/errors.h"
+#include "engine/machine/text_content.h"
 
 namespace dpbench {
 

@@ -20,7 +20,7 @@
 #include "cli/flag_limits.h"
 #include "cli/flag_parsing.h"
 #include "cli/launch_flags.h"
-#include "engine/process_group.h"
+#include "engine/communication/process_group.h"
 #include "engine/errors.h"
 #include "models/model_registry.h"
 #include "reports/text_file.h"

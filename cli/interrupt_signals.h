@@ -1,5 +1,5 @@
 // Ctrl-C and SIGTERM during a run keep what was measured: the first SIGINT or SIGTERM asks the run
-// to stop after its current step (every device after the same one; engine/runner.h), whose
+// to stop after its current step (every device after the same one; engine/training/runner.h), whose
 // measured steps are then summarised and written as a result marked interrupted, and the process
 // exits 128 + the signal (130, 143). A second signal ends the process at once with that code.
 #pragma once

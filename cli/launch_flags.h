@@ -1,5 +1,5 @@
 // The two flags a process needs before it can read the rest: a job started without MPI meets at
-// rank 0 (engine/tcp_process_group.h) before the flags are validated (their validation already
+// rank 0 (engine/communication/tcp_process_group.h) before the flags are validated (their validation already
 // asks the process group which GPU is this rank's), so --rendezvous_port and --collective_timeout
 // are read first, by the reader and with the words the full parse uses.
 #pragma once

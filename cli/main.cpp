@@ -1,7 +1,7 @@
 // The thin dpbench executable: everything lives in dpbench_core (cli/app.cpp). Started by a
-// launcher (engine/launch_environment.h), it first joins the job: through MPI where mpirun (or
+// launcher (engine/communication/launch_environment.h), it first joins the job: through MPI where mpirun (or
 // srun with PMI) started it and dpbench was built with MPI, else through a rendezvous at rank 0
-// (torchrun, srun --mpi=none: engine/tcp_process_group.h). The process group is installed for the
+// (torchrun, srun --mpi=none: engine/communication/tcp_process_group.h). The process group is installed for the
 // run to find, and a rank that fails ends the whole job rather than leaving the others waiting in
 // a collective. A closed standard output never ends it (SIGPIPE is ignored): the result file is
 // the product, and a reader like `head` that leaves early must not take it away.
@@ -19,13 +19,13 @@
 #include "cli/interrupt_signals.h"
 #include "cli/launch_flags.h"
 #include "cli/log.h"
+#include "engine/communication/launch_environment.h"
+#include "engine/communication/process_group.h"
+#include "engine/communication/tcp_process_group.h"
 #include "engine/errors.h"
-#include "engine/launch_environment.h"
-#include "engine/process_group.h"
-#include "engine/tcp_process_group.h"
 
 #ifdef DPBENCH_HAVE_MPI
-#include "engine/mpi/mpi_context.h"
+#include "engine/communication/mpi/mpi_context.h"
 #endif
 
 namespace {

@@ -5,7 +5,7 @@
 
 #include "cli/log.h"
 #include "engine/errors.h"
-#include "engine/path_identity.h"
+#include "engine/machine/path_identity.h"
 #include "reports/report_loader.h"
 #include "reports/text_file.h"
 

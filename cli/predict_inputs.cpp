@@ -10,9 +10,9 @@
 
 #include "cli/flag_limits.h"
 #include "cli/strategies_command.h"
-#include "engine/data/text_content.h"
 #include "engine/errors.h"
-#include "engine/parameter_set.h"
+#include "engine/machine/text_content.h"
+#include "engine/training/parameter_set.h"
 #include "reports/report_series.h"
 #include "reports/table_cells.h"
 #include "reports/workload_flags.h"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/parameter_set.h"
+#include "engine/training/parameter_set.h"
 #include "reports/backward_timeline.h"
 #include "reports/prediction_tables.h"
 #include "reports/report_loader.h"

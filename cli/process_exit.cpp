@@ -9,7 +9,7 @@
 
 #include "cli/flag_parsing.h"
 #include "cli/log.h"
-#include "engine/process_group.h"
+#include "engine/communication/process_group.h"
 
 namespace dpbench {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "cli/flags.h"
-#include "engine/runner.h"
+#include "engine/training/runner.h"
 #include "reports/result.h"
 
 namespace dpbench {

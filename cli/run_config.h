@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend_kind.h"
+#include "engine/backend/backend_kind.h"
 #include "models/model_settings.h"
 #include "strategies/strategy_options.h"
 
@@ -63,12 +63,12 @@ struct RunConfig : ModelSettings, StrategyOptions {
   // Without MPI (torchrun, srun --mpi=none): the port rank 0 listens on for the others; 0: the
   // launcher's MASTER_PORT, or under srun one derived from the job and step ids.
   int rendezvous_port = 0;
-  // MFU's denominator, dense TFLOP/s of one device; 0: from the table of GPUs (engine/gpu_peaks.h).
+  // MFU's denominator, dense TFLOP/s of one device; 0: from the table of GPUs (engine/machine/gpu_peaks.h).
   double peak_tflops = 0;
 
   // Output
   std::string result_file = "dpbench_result.json";  // empty: write none
-  // Chrome Trace Event JSON of a few steps (engine/step_trace.h); empty: no trace.
+  // Chrome Trace Event JSON of a few steps (engine/backend/step_trace.h); empty: no trace.
   std::string trace_file;
   // The steps it records, as --trace_steps gave them: measured steps count from 1, warm-up steps
   // are wK (K from 1); empty: kDefaultTracedSteps steps from the middle of the measured window.

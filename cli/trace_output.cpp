@@ -1,7 +1,7 @@
 // --trace_file (see the header).
 #include "cli/trace_output.h"
 
-#include "engine/process_group.h"
+#include "engine/communication/process_group.h"
 #include "reports/chrome_trace.h"
 #include "reports/text_file.h"
 #include "dpbench_version.h"

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "cli/run_config.h"
-#include "engine/step_trace.h"
+#include "engine/backend/step_trace.h"
 
 namespace dpbench {
 

@@ -1,8 +1,8 @@
 // The host batch sources' shared parts (see batch_source_support.h).
 #include "models/batch_source_support.h"
 
-#include "engine/counter_random.h"
-#include "engine/file_checks.h"
+#include "engine/backend/counter_random.h"
+#include "engine/machine/file_checks.h"
 
 namespace dpbench {
 

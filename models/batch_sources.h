@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "engine/data/batch_source.h"
-#include "engine/model.h"
+#include "engine/training/model.h"
 #include "models/model_settings.h"
 
 namespace dpbench {

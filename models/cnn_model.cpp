@@ -2,7 +2,8 @@
 // passes, and the fused softmax cross-entropy between them.
 #include "models/cnn_model.h"
 
-#include "engine/counter_random.h"
+#include "engine/backend/counter_random.h"
+#include "engine/backend/step_trace.h"
 #include "engine/errors.h"
 #include "models/layers/softmax_cross_entropy.h"
 #include "models/model_flops.h"

@@ -7,10 +7,10 @@
 #include <memory>
 #include <string>
 
-#include "engine/model.h"
-#include "models/model_settings.h"
+#include "engine/training/model.h"
 #include "models/image_inputs.h"
 #include "models/model_inputs.h"
+#include "models/model_settings.h"
 #include "models/network.h"
 
 namespace dpbench {

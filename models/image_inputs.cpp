@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/counter_random.h"
+#include "engine/backend/counter_random.h"
 #include "engine/data/cifar10.h"
 #include "engine/errors.h"
 #include "models/batch_source_support.h"

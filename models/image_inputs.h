@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "engine/cnn_geometry.h"
+#include "engine/backend/cnn_geometry.h"
 #include "engine/data/batch_source.h"
 #include "engine/data_type.h"
 #include "models/model_settings.h"

@@ -1,11 +1,11 @@
-// FLOP counts of the building blocks, for Model::flops_per_sample (engine/model.h): 2 FLOPs per
+// FLOP counts of the building blocks, for Model::flops_per_sample (engine/training/model.h): 2 FLOPs per
 // multiply-add. A product's backward runs the weight gradient and, where something needs it, the
 // input gradient, each as many multiply-adds as the forward.
 #pragma once
 
-#include "engine/cnn_geometry.h"
-#include "engine/model.h"
-#include "engine/rnn_geometry.h"
+#include "engine/backend/cnn_geometry.h"
+#include "engine/backend/rnn_geometry.h"
+#include "engine/training/model.h"
 
 namespace dpbench {
 

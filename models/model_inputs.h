@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engine/data/batch_source.h"
-#include "engine/model.h"
+#include "engine/training/model.h"
 #include "models/model_settings.h"
 
 namespace dpbench {

@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "engine/model.h"
-#include "models/model_settings.h"
+#include "engine/training/model.h"
 #include "models/model_inputs.h"
+#include "models/model_settings.h"
 
 namespace dpbench {
 

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/backend/device_placement.h"
 #include "engine/data_type.h"
 #include "engine/precision.h"
-#include "engine/device_placement.h"
 
 namespace dpbench {
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "engine/backend/step_trace.h"
 #include "engine/errors.h"
 #include "models/layers/batch_norm.h"
 #include "models/layers/concat.h"
@@ -358,7 +359,7 @@ void* NetworkReplica::gradients(TensorId tensor) const {
 namespace {
 
 // The spans of a pass over the nodes, one per run of nodes of one group, each beginning where the
-// previous ends (one stamp per boundary, engine/step_trace.h).
+// previous ends (one stamp per boundary, engine/backend/step_trace.h).
 class GroupSpans {
  public:
   GroupSpans(Device& device, const char* category) : trace_(device.trace()), category_(category) {}

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/model.h"
+#include "engine/training/model.h"
 #include "models/layers/conv2d.h"
 #include "models/layers/layer.h"
 #include "models/layers/pooling.h"

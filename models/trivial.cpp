@@ -1,11 +1,11 @@
 // The trivial model and its per-device replica.
 #include "models/trivial.h"
 
-#include "engine/counter_random.h"
-#include "models/layers/dense.h"
+#include "engine/backend/counter_random.h"
 #include "models/image_inputs.h"
-#include "models/model_flops.h"
+#include "models/layers/dense.h"
 #include "models/layers/softmax_cross_entropy.h"
+#include "models/model_flops.h"
 
 namespace dpbench {
 namespace {

@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "engine/data/text_content.h"
 #include "engine/errors.h"
+#include "engine/machine/text_content.h"
 #include "reports/report_loader.h"
 
 namespace dpbench {

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/step_trace.h"
+#include "engine/backend/device_timeline.h"
 
 namespace dpbench {
 

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <limits>
 
-#include "engine/device.h"
 
 namespace dpbench {
 namespace {

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <tuple>
 
-#include "engine/data/text_content.h"
 #include "engine/errors.h"
+#include "engine/machine/text_content.h"
 #include "reports/result_json.h"
 #include "reports/text_file.h"
 

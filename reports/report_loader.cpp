@@ -16,8 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/data/text_content.h"
-#include "engine/file_checks.h"
+#include "engine/machine/file_checks.h"
+#include "engine/machine/text_content.h"
 #include "reports/result_json.h"
 #include "reports/text_file.h"
 

@@ -4,7 +4,7 @@
 // names it and says why, so no table silently leaves it out: another schema, a number JSON holds
 // but a double cannot (1e400), numbers no run can produce, a run that was interrupted
 // (summary.interrupted), a FIFO, socket, device or broken link found in a folder, a second copy
-// of one result. Nothing here blocks on a FIFO (engine/file_checks.h).
+// of one result. Nothing here blocks on a FIFO (engine/machine/file_checks.h).
 #pragma once
 
 #include <cstdint>

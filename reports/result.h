@@ -94,7 +94,7 @@ struct Summary {
   // Where the batches came from and what feeding them cost (data set, feed, waits, epochs);
   // see "Result JSON" in README.md.
   nlohmann::json data = nlohmann::json::object();
-  // The GPUs' clocks, power, limits and energy over the measured steps (engine/gpu_telemetry.h);
+  // The GPUs' clocks, power, limits and energy over the measured steps (engine/machine/gpu_telemetry.h);
   // {"available": false, "reason": ...} where they could not be read (reference backend, no NVML).
   nlohmann::json gpu_telemetry = nlohmann::json::object();
   // Where a step's time went, per device and on average; see "Time breakdown" in README.md.

@@ -84,7 +84,7 @@ std::string math_of(const ResultInputs& run) {
 // A device's wall time per measured step, split into parts that add up to it:
 //   data_wait + forward + backward + exposed_comm + update + straggler_wait + host_gap.
 // data_wait, forward and backward come from the device's own clocks (laps of its compute stream,
-// on one measured step in ten on a GPU: Note [timed parts of a step] in engine/runner.cpp);
+// on one measured step in ten on a GPU: Note [timed parts of a step] in engine/training/runner.cpp);
 // exposed_comm is its compute stream waiting for the exchange after backward; update is the rest
 // of its own step (the optimizer, parameter-server transfers and host reductions, the loss's
 // bookkeeping). The wall time per step left over is the device's idle time between its steps:

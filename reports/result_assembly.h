@@ -1,7 +1,7 @@
 // Assembling a run's Result (reports/result.h) from what it measured: the step records, the
 // summary's statistics over the measured steps only (warm-up and untimed trailing steps
 // excluded), throughput as a ratio of totals, and the data feed's waits and epochs. Its input is
-// the runner's one measurement record (engine/run_measurements.h, a plain record of numbers) and
+// the runner's one measurement record (engine/training/run_measurements.h, a plain record of numbers) and
 // what the run was, which `dpbench run` fills from the resolved flags and the environment.
 #pragma once
 
@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/run_measurements.h"
+#include "engine/training/run_measurements.h"
 #include "reports/result.h"
 
 namespace dpbench {
@@ -33,7 +33,7 @@ struct ResultInputs {
   int timed_epoch_first = 0, timed_epoch_last = 0;  // with epochs: the timed ones, inclusive
   nlohmann::json data = nlohmann::json::object();   // the source and feed of the batches
 
-  // What the runner measured, combined across the job's processes (engine/run_measurements.h).
+  // What the runner measured, combined across the job's processes (engine/training/run_measurements.h).
   RunMeasurements measured;
 
   // The model's FLOPs in one device's step (training, or forward only), and the peak of one

@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/data/text_content.h"
 #include "engine/errors.h"
+#include "engine/machine/text_content.h"
 #include "reports/text_file.h"
 
 namespace dpbench {

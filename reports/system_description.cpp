@@ -4,8 +4,8 @@
 #include <functional>
 #include <vector>
 
-#include "engine/data/text_content.h"
 #include "engine/errors.h"
+#include "engine/machine/text_content.h"
 #include "reports/result_json.h"
 #include "reports/text_file.h"
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "engine/data/text_content.h"
+#include "engine/machine/text_content.h"
 
 namespace dpbench {
 namespace {

@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "engine/errors.h"
-#include "engine/file_checks.h"
-#include "engine/path_identity.h"
+#include "engine/machine/file_checks.h"
+#include "engine/machine/path_identity.h"
 
 namespace dpbench {
 namespace {

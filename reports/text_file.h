@@ -49,7 +49,7 @@ struct NamedPath {
 
 // Checked before a command reads or runs anything, so that no output destroys another or what
 // the command reads: throws ConfigError, one line naming both, where two `outputs` are one
-// destination (same_destination in engine/path_identity.h: one file under two names, one new
+// destination (same_destination in engine/machine/path_identity.h: one file under two names, one new
 // name spelt two ways, standard output twice) or an output would replace one of `inputs`. Empty
 // paths are skipped.
 void check_outputs_apart(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs = {});

@@ -1,7 +1,7 @@
 // What defines a run's workload among its config flags (see workload_flags.h).
 #include "reports/workload_flags.h"
 
-#include "engine/data/text_content.h"
+#include "engine/machine/text_content.h"
 
 namespace dpbench {
 

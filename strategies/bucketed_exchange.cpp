@@ -1,8 +1,10 @@
 // BucketedExchangeStrategy (see the header).
 #include "strategies/bucketed_exchange.h"
 
-#include "engine/communicator.h"
-#include "engine/process_group.h"
+#include "engine/backend/step_trace.h"
+#include "engine/backends.h"
+#include "engine/communication/communicator.h"
+#include "engine/communication/process_group.h"
 
 #include <algorithm>
 #include <cmath>
@@ -64,7 +66,7 @@ void BucketedExchangeStrategy::abort() {
 }
 
 // What the exchange enqueues per step, as the devices count it (Note [counted launches] in
-// engine/device.h), over replica 0's first step: everything its communication stream received
+// engine/backend/device.h), over replica 0's first step: everything its communication stream received
 // during the step (only the exchange uses it, whichever thread enqueues for it), and what its
 // hooks enqueued on its compute stream (the waits, the update). Its own thread alone drives its
 // compute stream, and no other thread can enqueue its next step's exchange before it arrives.

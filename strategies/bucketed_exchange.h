@@ -3,7 +3,7 @@
 // each planned range's exchange as soon as backward has produced it (or, with --overlap_comm=false,
 // all of them after backward), device-side clocks (exchange_meter.h) and the summary.comm fields
 // they share, and the count of the work the exchange enqueues (Note [counted launches] in
-// engine/device.h). Subclasses say how one range is exchanged and how a step completes.
+// engine/backend/device.h). Subclasses say how one range is exchanged and how a step completes.
 #pragma once
 
 #include <atomic>
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/communicator.h"
-#include "engine/device_placement.h"
-#include "engine/strategy.h"
+#include "engine/backend/device_placement.h"
+#include "engine/communication/communicator.h"
+#include "engine/training/strategy.h"
 #include "strategies/exchange_meter.h"
 #include "strategies/exchange_plan.h"
 #include "strategies/strategy_options.h"

@@ -1,5 +1,6 @@
 // ExchangeMeter: timestamps written by the streams themselves (Backend::write_timestamp).
 #include "strategies/exchange_meter.h"
+#include "engine/backend/step_trace.h"
 
 namespace dpbench {
 namespace {

@@ -10,7 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/device.h"
+#include "engine/backend/device.h"
+#include "engine/backend/step_trace.h"
 
 namespace dpbench {
 
@@ -22,7 +23,7 @@ struct ExchangeTimes {
 class ExchangeMeter {
  public:
   explicit ExchangeMeter(Device& device);
-  // What the next transfer is, for a trace (engine/step_trace.h): its span's name and args and
+  // What the next transfer is, for a trace (engine/backend/step_trace.h): its span's name and args and
   // the "gradient ready" instant its arrow comes from (-1: none). begin_transfer takes it; set it
   // only while the device's trace records.
   void label_next_transfer(std::string name, nlohmann::json args, int ready_instant = -1);

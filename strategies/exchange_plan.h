@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/parameter_set.h"
+#include "engine/training/parameter_set.h"
 
 namespace dpbench {
 

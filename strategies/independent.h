@@ -2,7 +2,7 @@
 // ideal-scaling baseline (tf_cnn_benchmarks' --variable_update=replicated --independent_replica).
 #pragma once
 
-#include "engine/strategy.h"
+#include "engine/training/strategy.h"
 
 namespace dpbench {
 

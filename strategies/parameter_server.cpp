@@ -4,10 +4,11 @@
 #include <algorithm>
 #include <numeric>
 
-#include "engine/collective_traffic.h"
-#include "engine/device_factory.h"
+#include "engine/backend/step_trace.h"
+#include "engine/backends.h"
+#include "engine/communication/collective_traffic.h"
 #include "engine/errors.h"
-#include "engine/optimizer.h"
+#include "engine/training/optimizer.h"
 
 namespace dpbench {
 
@@ -109,7 +110,7 @@ void ParameterServerStrategy::prepare(const ParameterLayout& layout) {
   // Note [owners decide alone]), so the host update never has to skip a step.
   host_ = std::make_unique<HostServer>();
   HostServer& host = *host_;
-  host.host = create_reference_device(-1);
+  host.host = create_host_device();
   host.optimizer = std::make_unique<Optimizer>(*host.host, replicas().front().optimizer->config(), count);
   Device& first = *replicas().front().device;
   host.master = first.allocate_host_visible(count * sizeof(float));

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "engine/errors.h"
-#include "engine/optimizer.h"
+#include "engine/training/optimizer.h"
 #include "strategies/exchange_methods/exchange_methods.h"
 
 namespace dpbench {

@@ -1,7 +1,7 @@
 // What the strategies read of a run's configuration, and nothing else: the synchronisation options,
 // each the flag of its name (--all_reduce_spec, ...), each initialiser that flag's default. The
 // CLI's RunConfig is made of this and the models' ModelSettings; a strategy is built from this and
-// the run's DevicePlacement (engine/device_placement.h).
+// the run's DevicePlacement (engine/backend/device_placement.h).
 #pragma once
 
 #include <cstdint>

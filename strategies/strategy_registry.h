@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/device_placement.h"
-#include "engine/strategy.h"
+#include "engine/backend/device_placement.h"
+#include "engine/training/strategy.h"
 #include "strategies/strategy_options.h"
 
 namespace dpbench {

@@ -1,4 +1,4 @@
-// Multi-head attention (engine/attention_geometry.h) on tensor cores, for 16-bit data and for fp32
+// Multi-head attention (engine/backend/attention_geometry.h) on tensor cores, for 16-bit data and for fp32
 // data when the backend allows TF32: the scheme of cuda_kernels_attention.cu (flash attention: an
 // online softmax forward that keeps each row's log-sum-exp; a backward that rebuilds the
 // probabilities once per key tile for dK/dV and once per query tile for dQ, each gradient summed

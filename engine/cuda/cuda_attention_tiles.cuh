@@ -18,7 +18,7 @@
 
 #include <cstdint>
 
-#include "engine/counter_random.h"
+#include "engine/backend/counter_random.h"
 #include "engine/cuda/cuda_packs.cuh"
 
 namespace dpbench::cuda_kernels {
@@ -73,7 +73,7 @@ struct DropoutMask {
     return dropout_keeps_keyed(stream_key, index, threshold) ? keep_scale : 0.0f;
   }
   // The factors of probabilities (i, j) and (i, j + 1): one hash when their indices form a pair
-  // (engine/counter_random.h), as they do for even j and an even key_len.
+  // (engine/backend/counter_random.h), as they do for even j and an even key_len.
   __device__ __forceinline__ float2 factors(int i, int j, int key_len) const {
     if (!active) return make_float2(1.0f, 1.0f);
     const uint64_t index = (head_base + static_cast<uint64_t>(i)) * key_len + static_cast<uint64_t>(j);

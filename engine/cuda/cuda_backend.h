@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/backend.h"
+#include "engine/backend/backend.h"
 
 namespace dpbench {
 
@@ -77,11 +77,11 @@ class CudaBackend final : public Backend {
   nlohmann::json math_paths() const;
   void set_lstm_algorithm(int algorithm) { lstm_algorithm_ = algorithm; }
 
-  // Every Backend op (engine/backend_ops.h). Defined in cuda_backend.cu (dense, element-wise,
+  // Every Backend op (engine/backend/backend_ops.h). Defined in cuda_backend.cu (dense, element-wise,
   // loss, optimizer, bookkeeping and timing ops), cuda_conv_ops.cpp (convolutions),
   // cuda_cnn_ops.cpp (the other image ops), cuda_sequence_ops.cpp (sequence ops),
   // cuda_rnn_ops.cpp (the fused LSTM) and cuda_transformer_ops.cpp (Transformer ops).
-#include "engine/backend_overrides.h"
+#include "engine/backend/backend_overrides.h"
 
  private:
   // Cached per shape; built on first use (conv2d_workspace_bytes for convolutions). `benchmark`

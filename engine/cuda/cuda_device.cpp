@@ -11,9 +11,9 @@
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_device_scope.h"
-#include "engine/device_factory.h"
+#include "engine/cuda/cuda_factory.h"
 #include "engine/errors.h"
-#include "engine/host_memory.h"
+#include "engine/machine/host_memory.h"
 
 namespace dpbench {
 namespace {

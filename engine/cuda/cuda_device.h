@@ -9,11 +9,11 @@
 #include <mutex>
 #include <vector>
 
+#include "engine/backend/counting_backend.h"
+#include "engine/backend/device.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_raii.h"
 #include "engine/cuda/cudnn_raii.h"
-#include "engine/counting_backend.h"
-#include "engine/device.h"
 
 namespace dpbench {
 

@@ -9,9 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/attention_geometry.h"
-#include "engine/backend.h"
-#include "engine/cnn_geometry.h"
+#include "engine/backend/attention_geometry.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/cnn_geometry.h"
 #include "engine/data_type.h"
 
 namespace dpbench::cuda_kernels {
@@ -243,7 +243,7 @@ void launch_copy_rows(cudaStream_t stream, const void* src, size_t src_stride, v
 
 // ---- Transformer ops (cuda_kernels_layer_norm.cu, cuda_kernels_transformer.cu, -------------
 // cuda_kernels_attention.cu). Backend's Transformer-op semantics (shapes in
-// engine/attention_geometry.h). Deterministic throughout: no atomics, every sum in an order fixed
+// engine/backend/attention_geometry.h). Deterministic throughout: no atomics, every sum in an order fixed
 // by the shape.
 // Backend::add_row_bias: a linear layer's bias with its ReLU, dropout and residual add, one pass.
 void launch_row_bias_epilogue(cudaStream_t stream, DataType type, void* y, const float* bias, int rows, int cols,

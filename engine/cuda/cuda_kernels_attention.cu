@@ -1,4 +1,4 @@
-// Multi-head scaled-dot-product attention (engine/attention_geometry.h) as flash attention: the
+// Multi-head scaled-dot-product attention (engine/backend/attention_geometry.h) as flash attention: the
 // (batch, heads, query_len, key_len) scores never reach global memory. The forward pass streams
 // key/value tiles past a tile of queries with an online softmax and keeps each row's log-sum-exp;
 // the backward pass rebuilds the probabilities from it, once per key tile (dK, dV) and once per

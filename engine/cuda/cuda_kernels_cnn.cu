@@ -13,7 +13,7 @@
 #include <string>
 #include <type_traits>
 
-#include "engine/counter_random.h"
+#include "engine/backend/counter_random.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cuda_launch.cuh"
@@ -477,7 +477,7 @@ __global__ void pool_backward_gather_kernel(const T* x, const T* dy, const uint8
   }
 }
 
-// out = keep ? in * keep_scale : 0, keep and keep_scale by engine/counter_random.h's rule
+// out = keep ? in * keep_scale : 0, keep and keep_scale by engine/backend/counter_random.h's rule
 // (dropout_keeps_keyed with the step's key and dropout_threshold(rate); dropout_keep_scale(rate)),
 // which the reference follows, so the two agree bit for bit. The same mask serves forward (in = x)
 // and backward (in = dy); the step is read on the device so that a replayed graph draws a new

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "engine/counter_random.h"
+#include "engine/backend/counter_random.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cuda_launch.cuh"

@@ -2,7 +2,7 @@
 // kernel for the type (bf16 in cuDNN 9.14 to 9.19): per layer, the input projections of every
 // step as one GEMM, the recurrence as one persistent kernel (Note [persistent LSTM] in
 // cuda_kernels_persistent_lstm.cu), and the weight gradients as GEMMs over the whole sequence.
-// The three functions keep Backend's lstm_* contracts (engine/backend_ops.h) on the canonical weight
+// The three functions keep Backend's lstm_* contracts (engine/backend/backend_ops.h) on the canonical weight
 // layout, read in place; CudaBackend runs them for plans whose algorithm is "own_persistent"
 // (Note [LSTM algorithm] in cudnn_rnn_plans.h). Nothing allocates or synchronises, so they can be
 // captured in a CUDA graph.
@@ -10,7 +10,7 @@
 
 #include <cstddef>
 
-#include "engine/rnn_geometry.h"
+#include "engine/backend/rnn_geometry.h"
 
 namespace dpbench {
 

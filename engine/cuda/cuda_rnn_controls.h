@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <string>
 
-#include "engine/rnn_geometry.h"
+#include "engine/backend/rnn_geometry.h"
 
 namespace dpbench {
 

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "engine/counter_random.h"
+#include "engine/backend/counter_random.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/errors.h"

@@ -13,8 +13,8 @@
 #include <memory>
 #include <string>
 
-#include "engine/cnn_geometry.h"
-#include "engine/device.h"
+#include "engine/backend/cnn_geometry.h"
+#include "engine/backend/device.h"
 #include "engine/errors.h"
 
 struct cudnnContext;

@@ -11,7 +11,7 @@
 #include <map>
 #include <string>
 
-#include "engine/cnn_geometry.h"
+#include "engine/backend/cnn_geometry.h"
 #include "engine/cuda/cudnn_raii.h"
 #include "engine/cuda/device_memory.h"
 

@@ -23,9 +23,9 @@
 #include <optional>
 #include <string>
 
+#include "engine/backend/rnn_geometry.h"
 #include "engine/cuda/cudnn_raii.h"
 #include "engine/cuda/device_memory.h"
-#include "engine/rnn_geometry.h"
 
 namespace dpbench {
 

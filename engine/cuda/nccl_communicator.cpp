@@ -1,6 +1,6 @@
 // NcclCommunicator: the cuda backend's Communicator, one ncclComm_t per GPU of one process (from
 // ncclCommInitAll), each rank driven by its own device thread; and peer access between GPUs.
-#include "engine/cuda/nccl_communicator.h"
+#include "engine/cuda/cuda_factory.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>

@@ -11,6 +11,16 @@
 
 namespace dpbench {
 
+// A device buffer a step reads as data (images, labels, token ids, loss weights). Models fill
+// their inputs with synthetic data once; a host feed (engine/data/device_feed.h) overwrites them
+// before every step with a batch of exactly this layout. The buffer is the same every step, so a
+// captured step replays over whatever was copied in.
+struct InputBuffer {
+  std::string name;
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
 // One input of a replica's batch: it must match the model replica's InputBuffer of that name.
 struct InputSpec {
   std::string name;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/cnn_geometry.h"
+#include "engine/backend/cnn_geometry.h"
 
 namespace dpbench {
 

@@ -3,8 +3,9 @@
 
 #include <chrono>
 
+#include "engine/backend/step_trace.h"
 #include "engine/errors.h"
-#include "engine/host_memory.h"
+#include "engine/machine/host_memory.h"
 
 namespace dpbench {
 namespace {

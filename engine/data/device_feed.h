@@ -23,10 +23,9 @@
 #include <memory>
 #include <vector>
 
+#include "engine/backend/device.h"
 #include "engine/data/batch_source.h"
 #include "engine/data/prefetch_pipeline.h"
-#include "engine/device.h"
-#include "engine/model.h"
 
 namespace dpbench {
 

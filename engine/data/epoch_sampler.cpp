@@ -6,14 +6,14 @@
 #include <algorithm>
 #include <string>
 
-#include "engine/counter_random.h"
+#include "engine/backend/counter_random.h"
 #include "engine/errors.h"
 
 namespace dpbench {
 
 namespace {
 
-// Epoch e shuffles with stream kRandomStreamEpochShuffle + e (engine/counter_random.h).
+// Epoch e shuffles with stream kRandomStreamEpochShuffle + e (engine/backend/counter_random.h).
 // Draw indices of one epoch: bits 40 and up name what is shuffled (0: the batch order, b + 1:
 // bucket b's examples), the low 40 bits the draw.
 constexpr int kDrawPurposeShift = 40;

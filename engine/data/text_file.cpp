@@ -8,9 +8,9 @@
 #include <cstring>
 #include <string_view>
 
-#include "engine/data/text_content.h"
 #include "engine/errors.h"
-#include "engine/file_checks.h"
+#include "engine/machine/file_checks.h"
+#include "engine/machine/text_content.h"
 
 namespace dpbench {
 

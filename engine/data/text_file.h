@@ -10,7 +10,7 @@
 
 namespace dpbench {
 
-// Opens `path` for reading without blocking (engine/file_checks.h) and returns the descriptor.
+// Opens `path` for reading without blocking (engine/machine/file_checks.h) and returns the descriptor.
 // ConfigError "<prefix><path> <why not>; <hint>" when it is not a readable regular file, e.g.
 // "ptb.train.txt is a FIFO (named pipe), not a regular file; expects ...": the hint says what was
 // expected there.

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 
-#include "engine/data/text_content.h"
 #include "engine/data/text_file.h"
 #include "engine/errors.h"
+#include "engine/machine/text_content.h"
 
 namespace dpbench {
 

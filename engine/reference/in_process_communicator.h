@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/communicator.h"
+#include "engine/communication/communicator.h"
 
 namespace dpbench {
 

@@ -7,8 +7,8 @@
 
 #include <memory>
 
-#include "engine/communicator.h"
-#include "engine/process_group.h"
+#include "engine/communication/communicator.h"
+#include "engine/communication/process_group.h"
 
 namespace dpbench {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/counter_random.h"
+#include "engine/backend/counter_random.h"
 #include "engine/errors.h"
 #include "engine/reference/reference_storage.h"
 

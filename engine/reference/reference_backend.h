@@ -5,7 +5,7 @@
 // the fp32 op on the widened inputs with its outputs rounded (reference_storage.h's Widened).
 #pragma once
 
-#include "engine/backend.h"
+#include "engine/backend/backend.h"
 
 namespace dpbench {
 
@@ -19,11 +19,11 @@ class ReferenceBackend final : public Backend {
   // the convolutions' sums as it would on a GPU whose cuDNN fuses them (off by default).
   void set_fuse_convolution_statistics(bool fuse) { fuse_convolution_statistics_ = fuse; }
 
-  // Every Backend op (engine/backend_ops.h). Defined in reference_backend.cpp (dense,
+  // Every Backend op (engine/backend/backend_ops.h). Defined in reference_backend.cpp (dense,
   // element-wise, loss, optimizer, bookkeeping and timing ops), reference_conv.cpp
   // (convolutions), reference_cnn_ops.cpp (the other image ops), reference_sequence_ops.cpp
   // (sequence ops) and reference_transformer_ops.cpp (Transformer ops).
-#include "engine/backend_overrides.h"
+#include "engine/backend/backend_overrides.h"
 
  private:
   bool fuse_convolution_statistics_ = false;

@@ -8,9 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "engine/device_factory.h"
 #include "engine/errors.h"
-#include "engine/host_memory.h"
+#include "engine/machine/host_memory.h"
 
 namespace dpbench {
 namespace {

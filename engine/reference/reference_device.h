@@ -5,8 +5,8 @@
 #include <array>
 #include <memory>
 
-#include "engine/counting_backend.h"
-#include "engine/device.h"
+#include "engine/backend/counting_backend.h"
+#include "engine/backend/device.h"
 #include "engine/reference/reference_backend.h"
 
 namespace dpbench {
@@ -45,5 +45,8 @@ class ReferenceDevice final : public Device {
   ReferenceBackend backend_;
   std::array<std::unique_ptr<CountingBackend>, kNumStreamKinds> counted_;
 };
+
+// A reference device of index `index` (engine/backends.cpp creates them).
+std::unique_ptr<Device> create_reference_device(int index);
 
 }  // namespace dpbench

@@ -1,5 +1,5 @@
 // ReferenceBackend's Transformer ops: the row bias of a linear layer with its epilogue, layer normalisation, the
-// sinusoidal positional encoding and multi-head attention (engine/attention_geometry.h), written
+// sinusoidal positional encoding and multi-head attention (engine/backend/attention_geometry.h), written
 // as plain loops with every sum in double: the oracle the CUDA versions are tested against.
 // Buffers of a 16-bit type are read as floats and each output is rounded once to that type;
 // biases, gamma, beta, statistics and lse stay fp32. None of these ops needs a workspace here.
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/counter_random.h"
+#include "engine/backend/counter_random.h"
 #include "engine/errors.h"
 #include "engine/reference/reference_backend.h"
 #include "engine/reference/reference_storage.h"

@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "engine/backend.h"
-#include "engine/parameter_set.h"
+#include "engine/backend/backend.h"
+#include "engine/training/parameter_set.h"
 
 namespace dpbench {
 

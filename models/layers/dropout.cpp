@@ -1,7 +1,7 @@
 // Dropout forward and backward: one seed per layer, masks placed by global sample index.
 #include "models/layers/dropout.h"
 
-#include "engine/counter_random.h"
+#include "engine/backend/counter_random.h"
 
 namespace dpbench {
 namespace {

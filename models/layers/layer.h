@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend.h"
-#include "engine/cnn_geometry.h"
-#include "engine/device.h"
-#include "engine/model.h"
-#include "engine/parameter_set.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/cnn_geometry.h"
+#include "engine/backend/device.h"
+#include "engine/training/model.h"
+#include "engine/training/parameter_set.h"
 
 namespace dpbench {
 
@@ -73,7 +73,7 @@ class Layer {
   virtual std::unique_ptr<LayerState> create_state(Device& device, const ReplicaShard& shard) const {
     return nullptr;
   }
-  // FLOPs of this layer's passes over its whole batch (engine/model.h's StepFlops: convolutions
+  // FLOPs of this layer's passes over its whole batch (engine/training/model.h's StepFlops: convolutions
   // and matrix products only); `input_gradient`: backward computes the input's gradient.
   virtual StepFlops flops(bool input_gradient) const { return {}; }
   // Scratch the passes need; the replica allocates the maximum over its layers once.

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "engine/device.h"
+#include "engine/backend/device.h"
 
 namespace dpbench {
 

@@ -1,7 +1,7 @@
 // Embedding tables and synthetic token data of the sequence models.
 #include "models/sequence/embedding.h"
 
-#include "engine/counter_random.h"
+#include "engine/backend/counter_random.h"
 
 namespace dpbench {
 

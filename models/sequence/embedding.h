@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend.h"
-#include "engine/model.h"
-#include "engine/parameter_set.h"
+#include "engine/backend/backend.h"
+#include "engine/training/model.h"
+#include "engine/training/parameter_set.h"
 
 namespace dpbench {
 

@@ -2,7 +2,7 @@
 // unrolled one time step at a time from GEMMs and fused cell kernels.
 #include "models/sequence/lstm_stack.h"
 
-#include "engine/counter_random.h"
+#include "engine/backend/counter_random.h"
 #include "engine/errors.h"
 
 namespace dpbench {

@@ -5,7 +5,7 @@
 //             (h_{t-1} R^T, added onto the input projection computed for all steps at once) and
 //             one fused cell kernel, forward and backward; unidirectional only (a bidirectional
 //             encoder is two stacks, the second reading the sequence reversed).
-// Both keep their weights as ONE parameter tensor in the canonical layout of engine/rnn_geometry.h,
+// Both keep their weights as ONE parameter tensor in the canonical layout of engine/backend/rnn_geometry.h,
 // so a unidirectional stack has the same parameters either way. Activations, states and the weights
 // the stack reads have the geometry's type (16-bit under mixed precision: the weight copy); the
 // weight gradient is fp32.
@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/device.h"
-#include "engine/parameter_set.h"
-#include "engine/rnn_geometry.h"
+#include "engine/backend/device.h"
+#include "engine/backend/rnn_geometry.h"
+#include "engine/training/parameter_set.h"
 
 namespace dpbench {
 

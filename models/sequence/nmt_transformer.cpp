@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/counter_random.h"
+#include "engine/backend/counter_random.h"
+#include "engine/backend/step_trace.h"
 #include "engine/errors.h"
-#include "engine/step_trace.h"
 #include "models/model_flops.h"
 #include "models/sequence/embedding.h"
 #include "models/sequence/sequence_models.h"

@@ -9,7 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/counter_random.h"
+#include "engine/backend/counter_random.h"
+#include "engine/backend/step_trace.h"
 #include "engine/errors.h"
 #include "models/model_flops.h"
 #include "models/sequence/embedding.h"

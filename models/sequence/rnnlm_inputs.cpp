@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "engine/counter_random.h"
+#include "engine/backend/counter_random.h"
 #include "engine/data/text_corpus.h"
 #include "engine/errors.h"
 #include "models/batch_source_support.h"

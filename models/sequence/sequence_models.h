@@ -7,9 +7,9 @@
 
 #include <memory>
 
-#include "engine/model.h"
-#include "models/model_settings.h"
+#include "engine/training/model.h"
 #include "models/model_inputs.h"
+#include "models/model_settings.h"
 #include "models/sequence/lstm_stack.h"
 
 namespace dpbench {

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/counter_random.h"
+#include "engine/backend/counter_random.h"
 #include "engine/errors.h"
 
 namespace dpbench {

@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/attention_geometry.h"
-#include "engine/device.h"
-#include "engine/model.h"
-#include "engine/parameter_set.h"
+#include "engine/backend/attention_geometry.h"
+#include "engine/backend/device.h"
+#include "engine/training/model.h"
+#include "engine/training/parameter_set.h"
 
 namespace dpbench {
 

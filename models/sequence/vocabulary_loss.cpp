@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "engine/counter_random.h"
+#include "engine/backend/counter_random.h"
 
 namespace dpbench {
 

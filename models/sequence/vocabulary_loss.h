@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/device.h"
-#include "engine/parameter_set.h"
+#include "engine/backend/device.h"
+#include "engine/training/parameter_set.h"
 
 namespace dpbench {
 

@@ -1,7 +1,7 @@
 // DenseAllReduce (see the header), and the ring all-reduce's traffic that other methods share.
 #include "strategies/exchange_methods/dense_all_reduce.h"
 
-#include "engine/collective_traffic.h"
+#include "engine/communication/collective_traffic.h"
 #include "strategies/exchange_plan.h"
 
 namespace dpbench {

@@ -13,8 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/communicator.h"
-#include "engine/strategy.h"
+#include "engine/communication/communicator.h"
+#include "engine/training/strategy.h"
 #include "strategies/exchange_meter.h"
 
 namespace dpbench {

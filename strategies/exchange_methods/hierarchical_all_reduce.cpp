@@ -1,9 +1,10 @@
 // HierarchicalAllReduce (see the header).
 #include "strategies/exchange_methods/hierarchical_all_reduce.h"
 
-#include "engine/collective_traffic.h"
+#include "engine/backends.h"
+#include "engine/communication/collective_traffic.h"
+#include "engine/communication/process_group.h"
 #include "engine/errors.h"
-#include "engine/process_group.h"
 #include "strategies/exchange_methods/dense_all_reduce.h"
 #include "strategies/exchange_plan.h"
 

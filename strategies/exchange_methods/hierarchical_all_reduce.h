@@ -8,7 +8,7 @@
 
 #include <memory>
 
-#include "engine/process_subgroup.h"
+#include "engine/communication/process_subgroup.h"
 #include "strategies/all_reduce_spec.h"
 #include "strategies/exchange_methods/exchange_method.h"
 

@@ -5,7 +5,8 @@
 
 #include <cstring>
 
-#include "engine/collective_traffic.h"
+#include "engine/backends.h"
+#include "engine/communication/collective_traffic.h"
 #include "engine/errors.h"
 #include "strategies/exchange_methods/dense_all_reduce.h"
 #include "strategies/exchange_plan.h"

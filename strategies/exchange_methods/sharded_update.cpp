@@ -1,8 +1,8 @@
 // ShardedUpdate (see the header).
 #include "strategies/exchange_methods/sharded_update.h"
 
-#include "engine/collective_traffic.h"
-#include "engine/optimizer.h"
+#include "engine/communication/collective_traffic.h"
+#include "engine/training/optimizer.h"
 
 namespace dpbench {
 

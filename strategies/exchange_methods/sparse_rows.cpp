@@ -5,7 +5,7 @@
 #include <numeric>
 #include <string>
 
-#include "engine/collective_traffic.h"
+#include "engine/communication/collective_traffic.h"
 #include "engine/errors.h"
 
 namespace dpbench {

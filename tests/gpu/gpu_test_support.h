@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/counter_random.h"
+#include "engine/backend/counter_random.h"
+#include "engine/backends.h"
 #include "engine/cuda/cuda_controls.h"
 #include "engine/data_type.h"
-#include "engine/device_factory.h"
 
 namespace dpbench::gpu_test {
 

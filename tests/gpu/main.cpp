@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/device_factory.h"
+#include "engine/backends.h"
 
 namespace {
 

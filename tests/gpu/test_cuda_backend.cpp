@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/counter_random.h"
-#include "engine/device_factory.h"
+#include "engine/backend/counter_random.h"
+#include "engine/backends.h"
 #include "engine/errors.h"
 #include "engine/reference/reference_backend.h"
 #include "tests/gpu/gpu_test_support.h"

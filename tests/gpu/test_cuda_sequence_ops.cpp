@@ -22,11 +22,11 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/rnn_geometry.h"
 #include "engine/cuda/cuda_controls.h"
 #include "engine/cuda/cuda_rnn_controls.h"
 #include "engine/errors.h"
 #include "engine/reference/reference_backend.h"
-#include "engine/rnn_geometry.h"
 #include "tests/gpu/gpu_test_support.h"
 
 using namespace dpbench;

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/attention_geometry.h"
+#include "engine/backend/attention_geometry.h"
 #include "engine/cuda/cuda_controls.h"
 #include "engine/reference/reference_backend.h"
 #include "tests/gpu/gpu_test_support.h"

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <random>
 
-#include "engine/device_factory.h"
+#include "engine/backends.h"
 #include "tests/host/data_test_support.h"
 #include "tests/host/test_support.h"
 

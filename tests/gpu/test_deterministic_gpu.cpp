@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/backends.h"
 #include "engine/cuda/cuda_controls.h"
-#include "engine/device_factory.h"
 #include "engine/reference/reference_backend.h"
 #include "tests/gpu/gpu_test_support.h"
 #include "tests/host/test_support.h"

@@ -4,8 +4,8 @@
 
 #include <thread>
 
-#include "engine/device_factory.h"
-#include "engine/gpu_telemetry.h"
+#include "engine/backends.h"
+#include "engine/machine/gpu_telemetry.h"
 #include "tests/host/test_support.h"
 
 namespace dpbench {

@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "engine/communicator.h"
-#include "engine/device_factory.h"
-#include "engine/environment.h"
+#include "engine/backends.h"
+#include "engine/communication/communicator.h"
+#include "engine/machine/environment.h"
 #include "tests/gpu/gpu_test_support.h"
 #include "tests/rank_threads.h"
 

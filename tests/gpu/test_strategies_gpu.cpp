@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/device_factory.h"
+#include "engine/backends.h"
 #include "tests/host/strategy_test_support.h"
 
 namespace dpbench {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/device_factory.h"
+#include "engine/backends.h"
 #include "tests/host/test_support.h"
 #include "tests/host/trace_test_support.h"
 

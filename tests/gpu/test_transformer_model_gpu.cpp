@@ -10,7 +10,8 @@
 #include <tuple>
 #include <vector>
 
-#include "engine/device_factory.h"
+#include "engine/backends.h"
+#include "engine/reference/reference_device.h"
 #include "tests/host/model_probe.h"
 #include "tests/host/sequence_test_support.h"
 #include "tests/host/test_support.h"

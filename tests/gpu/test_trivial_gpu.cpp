@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "engine/device_factory.h"
+#include "engine/backends.h"
 #include "tests/host/test_support.h"
 
 using dpbench::testing::read_json;

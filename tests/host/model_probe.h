@@ -8,9 +8,9 @@
 #include <memory>
 #include <vector>
 
-#include "engine/device.h"
-#include "engine/model.h"
-#include "engine/parameter_set.h"
+#include "engine/backend/device.h"
+#include "engine/training/model.h"
+#include "engine/training/parameter_set.h"
 
 namespace dpbench::testing {
 

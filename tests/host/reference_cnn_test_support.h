@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/counter_random.h"
+#include "engine/backend/counter_random.h"
 #include "engine/data_type.h"
 
 namespace dpbench::testing {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/model.h"
 #include "cli/run_config.h"
+#include "engine/training/model.h"
 #include "models/model_registry.h"
 #include "tests/host/test_support.h"
 

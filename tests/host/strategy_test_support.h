@@ -15,8 +15,8 @@
 
 #include "cli/flags.h"
 #include "cli/run_command.h"
-#include "engine/device_factory.h"
-#include "engine/runner.h"
+#include "engine/backends.h"
+#include "engine/training/runner.h"
 #include "models/model_registry.h"
 #include "strategies/strategy_registry.h"
 

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/device_factory.h"
+#include "cli/run_config.h"
+#include "engine/backends.h"
 #include "engine/errors.h"
 #include "engine/reference/reference_backend.h"
 #include "engine/reference/reference_device.h"
-#include "cli/run_config.h"
 #include "models/cnn_model.h"
 #include "models/layers/normalised_residual_add.h"
 #include "models/model_registry.h"

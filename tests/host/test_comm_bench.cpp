@@ -11,9 +11,10 @@
 #include <string>
 
 #include "cli/comm_bench_command.h"
-#include "reports/collective_curves.h"
-#include "engine/collective_traffic.h"
+#include "engine/backends.h"
+#include "engine/communication/collective_traffic.h"
 #include "engine/errors.h"
+#include "reports/collective_curves.h"
 #include "tests/host/test_support.h"
 
 using namespace dpbench;

@@ -11,10 +11,10 @@
 #include "data_test_support.h"
 #include "engine/data/cifar10.h"
 #include "engine/data/parallel_corpus.h"
-#include "engine/data/text_content.h"
 #include "engine/data/text_corpus.h"
 #include "engine/data/text_file.h"
 #include "engine/data/vocabulary.h"
+#include "engine/machine/text_content.h"
 
 using namespace dpbench;
 using dpbench::testing::config_error_of;

@@ -10,8 +10,9 @@
 #include <vector>
 
 #include "cli/console.h"
-#include "engine/device_factory.h"
+#include "engine/backends.h"
 #include "engine/reference/reference_backend.h"
+#include "engine/reference/reference_device.h"
 #include "models/network.h"
 #include "tests/host/reference_cnn_test_support.h"
 #include "tests/host/test_support.h"

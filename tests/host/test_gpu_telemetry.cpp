@@ -2,7 +2,7 @@
 // the shares of samples whose clocks a limit held back, and energy from the counter's rate.
 #include <catch2/catch.hpp>
 
-#include "engine/gpu_telemetry.h"
+#include "engine/machine/gpu_telemetry.h"
 
 namespace dpbench {
 namespace {

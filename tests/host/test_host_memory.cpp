@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "engine/errors.h"
-#include "engine/host_memory.h"
+#include "engine/machine/host_memory.h"
 #include "test_support.h"
 
 using Catch::Contains;

@@ -14,10 +14,11 @@
 #include <thread>
 #include <vector>
 
-#include "engine/communicator.h"
+#include "engine/backends.h"
+#include "engine/communication/communicator.h"
 #include "engine/data_type.h"
-#include "engine/device_factory.h"
 #include "engine/errors.h"
+#include "engine/reference/reference_device.h"
 #include "tests/rank_threads.h"
 
 using namespace dpbench;

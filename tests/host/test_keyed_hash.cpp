@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "engine/keyed_hash.h"
+#include "engine/communication/keyed_hash.h"
 
 using namespace dpbench;
 

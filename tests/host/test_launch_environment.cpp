@@ -13,9 +13,9 @@
 
 #include "cli/flags.h"
 #include "cli/launch_flags.h"
+#include "engine/communication/launch_environment.h"
+#include "engine/communication/process_group.h"
 #include "engine/errors.h"
-#include "engine/process_group.h"
-#include "engine/launch_environment.h"
 
 using namespace dpbench;
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cli/flags.h"
-#include "engine/gpu_peaks.h"
+#include "engine/machine/gpu_peaks.h"
 #include "models/model_registry.h"
 #include "tests/host/test_support.h"
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/device_factory.h"
-#include "engine/parameter_set.h"
+#include "engine/backends.h"
+#include "engine/training/parameter_set.h"
 #include "models/batch_sources.h"
 #include "models/model_registry.h"
 #include "sequence_test_support.h"

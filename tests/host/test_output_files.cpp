@@ -16,7 +16,7 @@
 #include <string>
 
 #include "engine/errors.h"
-#include "engine/file_checks.h"
+#include "engine/machine/file_checks.h"
 #include "reports/text_file.h"
 #include "test_support.h"
 

@@ -14,7 +14,7 @@
 #include "cli/predict_command.h"
 #include "cli/report_command.h"
 #include "engine/errors.h"
-#include "engine/path_identity.h"
+#include "engine/machine/path_identity.h"
 #include "reports/text_file.h"
 #include "test_support.h"
 

@@ -2,10 +2,11 @@
 // 16-bit weight copy and the optimizer's loss scale (mixed precision).
 #include <catch2/catch.hpp>
 
-#include "engine/device_factory.h"
+#include "engine/backends.h"
 #include "engine/errors.h"
-#include "engine/optimizer.h"
-#include "engine/parameter_set.h"
+#include "engine/reference/reference_device.h"
+#include "engine/training/optimizer.h"
+#include "engine/training/parameter_set.h"
 
 using namespace dpbench;
 

@@ -10,8 +10,8 @@
 #include <limits>
 #include <vector>
 
-#include "engine/cnn_geometry.h"
-#include "engine/counter_random.h"
+#include "engine/backend/cnn_geometry.h"
+#include "engine/backend/counter_random.h"
 #include "engine/errors.h"
 #include "engine/reference/reference_backend.h"
 #include "tests/host/reference_cnn_test_support.h"
@@ -461,7 +461,7 @@ TEST_CASE("reference dropout: mask statistics and reuse", "[reference_cnn]") {
 TEST_CASE("dropout's integer keep rule is the pair's 24-bit draw times 2^-24 >= rate for every rate",
           "[reference_cnn][dropout]") {
   // dropout_threshold(rate) must be the least 24-bit u with u * 2^-24 >= rate (2^24: none), so
-  // that dropout_keeps draws exactly the mask the rule of engine/counter_random.h defines: index
+  // that dropout_keeps draws exactly the mask the rule of engine/backend/counter_random.h defines: index
   // 2m draws the top 24 bits of counter_hash(seed, kRandomStreamDropout + step, m), index 2m + 1
   // its bits 8 to 31; and dropout_keeps_pair gives both of a pair as dropout_keeps does.
   const float tiny = std::numeric_limits<float>::denorm_min();

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/cnn_geometry.h"
+#include "engine/backend/cnn_geometry.h"
 #include "engine/errors.h"
 #include "engine/reference/reference_backend.h"
 #include "tests/host/reference_cnn_test_support.h"

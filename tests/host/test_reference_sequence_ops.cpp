@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/rnn_geometry.h"
 #include "engine/errors.h"
 #include "engine/reference/reference_backend.h"
-#include "engine/rnn_geometry.h"
 #include "tests/host/reference_cnn_test_support.h"
 
 using namespace dpbench;

@@ -1,7 +1,7 @@
 // The reference Transformer ops are the oracle for the CUDA ones, so each is checked here on its
 // own terms: small cases worked by hand, attention against a direct softmax over logical indices,
 // every gradient against central finite differences (causal, with key lengths, packed q/k/v,
-// dropout), dropout's mask against the formula of engine/attention_geometry.h, and 16-bit storage
+// dropout), dropout's mask against the formula of engine/backend/attention_geometry.h, and 16-bit storage
 // as the fp32 op on the stored values, rounded once.
 #include <catch2/catch.hpp>
 
@@ -11,8 +11,8 @@
 #include <limits>
 #include <vector>
 
-#include "engine/attention_geometry.h"
-#include "engine/counter_random.h"
+#include "engine/backend/attention_geometry.h"
+#include "engine/backend/counter_random.h"
 #include "engine/errors.h"
 #include "engine/reference/reference_backend.h"
 #include "tests/host/reference_cnn_test_support.h"

@@ -1,5 +1,5 @@
 // Control bytes from result and curve files never reach the terminal raw: the escaper
-// (engine/data/text_content.h) on values and documents, the cells of markdown and CSV on top,
+// (engine/machine/text_content.h) on values and documents, the cells of markdown and CSV on top,
 // and whole outputs of `report`, `compare` and `predict` (markdown, CSV, JSON, SVG) made from
 // results whose model, GPU and file names hold an escape sequence.
 #include <catch2/catch.hpp>
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "engine/data/text_content.h"
+#include "engine/machine/text_content.h"
 #include "reports/backward_timeline.h"
 #include "reports/table_cells.h"
 #include "reports/text_file.h"

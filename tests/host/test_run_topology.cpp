@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "engine/environment.h"
+#include "engine/machine/environment.h"
 #include "reports/report_tables.h"
 #include "reports/result_json.h"
 #include "tests/host/report_test_support.h"

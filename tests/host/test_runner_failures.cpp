@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
-#include "engine/device_factory.h"
-#include "engine/errors.h"
 #include "cli/run_config.h"
-#include "engine/runner.h"
+#include "engine/backends.h"
+#include "engine/errors.h"
+#include "engine/training/runner.h"
 #include "models/model_registry.h"
 
 using namespace dpbench;

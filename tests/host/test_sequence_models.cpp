@@ -13,9 +13,10 @@
 #include <tuple>
 #include <vector>
 
-#include "engine/device_factory.h"
-#include "engine/errors.h"
 #include "cli/run_config.h"
+#include "engine/backends.h"
+#include "engine/errors.h"
+#include "engine/reference/reference_device.h"
 #include "models/model_registry.h"
 #include "tests/host/model_probe.h"
 #include "tests/host/sequence_test_support.h"

@@ -10,9 +10,9 @@
 
 #include "cli/flags.h"
 #include "cli/run_command.h"
-#include "engine/device_factory.h"
+#include "engine/backends.h"
 #include "engine/errors.h"
-#include "engine/runner.h"
+#include "engine/training/runner.h"
 #include "models/model_registry.h"
 #include "strategies/all_reduce_spec.h"
 #include "strategies/exchange_plan.h"

@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "engine/communication/keyed_hash.h"
+#include "engine/communication/rendezvous_handshake.h"
+#include "engine/communication/tcp_rendezvous.h"
 #include "engine/errors.h"
-#include "engine/keyed_hash.h"
-#include "engine/rendezvous_handshake.h"
-#include "engine/tcp_rendezvous.h"
 
 using namespace dpbench;
 

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/tcp_wire.h"
+#include "engine/communication/tcp_wire.h"
 
 using namespace dpbench;
 

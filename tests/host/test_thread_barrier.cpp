@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
+#include "engine/communication/thread_barrier.h"
 #include "engine/errors.h"
-#include "engine/thread_barrier.h"
 
 using dpbench::RuntimeError;
 using dpbench::ThreadBarrier;

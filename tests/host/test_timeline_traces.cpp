@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "cli/traced_steps.h"
-#include "engine/device_factory.h"
+#include "engine/backend/step_trace.h"
+#include "engine/backends.h"
 #include "engine/errors.h"
+#include "engine/reference/reference_device.h"
 #include "tests/host/test_support.h"
 #include "tests/host/trace_test_support.h"
 

@@ -3,7 +3,7 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
-#include "engine/mpi/mpi_context.h"
+#include "engine/communication/mpi/mpi_context.h"
 #include "tests/mpi/mpi_test_support.h"
 
 namespace dpbench::testing {

@@ -1,7 +1,7 @@
 // What the MPI tests share: the job's MpiContext, made once in main().
 #pragma once
 
-#include "engine/mpi/mpi_context.h"
+#include "engine/communication/mpi/mpi_context.h"
 
 namespace dpbench::testing {
 extern MpiContext* g_mpi;

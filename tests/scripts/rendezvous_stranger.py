@@ -12,7 +12,7 @@ Usage: rendezvous_stranger.py MODE PORT OUT [IDENTITY [TOKEN]]
   idle         three connections that never say anything
   trickle      a new silent connection every 0.3 s
   squat        listens on PORT itself and never speaks to whoever connects
-The hello's layout and proof follow engine/rendezvous_handshake.cpp."""
+The hello's layout and proof follow engine/communication/rendezvous_handshake.cpp."""
 import hashlib
 import hmac
 import os

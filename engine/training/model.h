@@ -1,0 +1,99 @@
+// The model interface the runner drives. Models (models/) implement it; the engine never sees layers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend/device.h"
+#include "engine/data/batch_source.h"  // InputBuffer
+#include "engine/training/parameter_set.h"
+
+namespace dpbench {
+
+// Called by a model during backward each time a contiguous range of gradients is final.
+// The runner's implementation records an event on the compute stream and hands both to the strategy.
+class GradientAnnouncer {
+ public:
+  virtual ~GradientAnnouncer() = default;
+  virtual void announce(GradientRange range) = 0;
+};
+
+// Which slice of the global batch a replica trains on: samples [replica*batch_size, (replica+1)*batch_size).
+struct ReplicaShard {
+  int replica = 0;
+  int num_replicas = 1;
+  int batch_size = 1;
+  uint64_t seed = 0;
+  uint64_t first_global_sample() const { return static_cast<uint64_t>(replica) * batch_size; }
+};
+
+// What a step's forward pass gets from the runner. Both pointers are device memory and stay the
+// same every step, so the step can be captured once and replayed as a CUDA graph.
+struct StepContext {
+  float* loss_out = nullptr;      // receives the mean loss over the replica's batch
+  const int32_t* step = nullptr;  // the step number (0-based, warm-up included), for dropout masks
+  // fp16 loss scaling: the loss's gradient is multiplied by *loss_scale; nullptr: no scaling.
+  const float* loss_scale = nullptr;
+};
+
+// An embedding table whose gradient can be exchanged sparsely (--sparse_embedding_grads): its
+// range in the flat gradient buffer, (rows, dim), and the replica's token ids that index it
+// (device memory, num_ids of them, the same buffer every step), so a strategy can find the rows
+// a step touched without knowing the model. Rows not among the ids have a zero gradient.
+struct SparseGradientSource {
+  GradientRange range;  // rows * dim elements
+  int rows = 0;
+  int dim = 0;
+  const int32_t* ids = nullptr;
+  size_t num_ids = 0;
+};
+
+// Per-device state of a model: activations, workspaces and its shard of synthetic data.
+class ModelReplica {
+ public:
+  virtual ~ModelReplica() = default;
+  // Forward pass and loss on the compute stream.
+  virtual void forward(const StepContext& context) = 0;
+  // Backward pass into the ParameterSet's gradient buffer (overwriting it), announcing finished ranges.
+  virtual void backward(GradientAnnouncer& announcer) = 0;
+  // The embedding tables of this replica, for a sparse exchange; none by default.
+  virtual std::vector<SparseGradientSource> sparse_gradients() const { return {}; }
+  // Its data inputs, in a fixed order (models/batch_sources.h writes batches in that layout).
+  virtual std::vector<InputBuffer> inputs() const = 0;
+};
+
+// Floating-point operations of a training step: the multiply-adds of convolutions
+// and matrix products (LSTM gates and recurrences included), 2 FLOPs each, as MFU figures count
+// them; element-wise ops, normalisation, pooling and softmax are left out.
+struct StepFlops {
+  double forward = 0;   // the forward pass and the loss's projection
+  double backward = 0;  // the backward pass as it runs: input gradients only where something needs them
+  double training() const { return forward + backward; }
+  StepFlops& operator+=(const StepFlops& other) {
+    forward += other.forward;
+    backward += other.backward;
+    return *this;
+  }
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual std::string name() const = 0;
+  virtual const ParameterLayout& layout() const = 0;
+  // What one sample counts as, e.g. "images" (throughput unit is unit() + "/s").
+  virtual std::string unit() const = 0;
+  // Items counted per sample (1 image; source + target words per sentence pair for nmt).
+  virtual int64_t items_per_sample() const { return 1; }
+  // FLOPs a training step spends on one sample (see StepFlops); every model's count is linear in
+  // the batch, so a replica's step is this times its batch.
+  virtual StepFlops flops_per_sample() const = 0;
+  // Deterministic initial values from the seed, identical for every replica and backend.
+  virtual std::vector<float> initial_parameters(uint64_t seed) const = 0;
+  virtual std::unique_ptr<ModelReplica> create_replica(Device& device, ParameterSet& parameters,
+                                                       const ReplicaShard& shard) const = 0;
+};
+
+}  // namespace dpbench

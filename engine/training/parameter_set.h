@@ -1,0 +1,104 @@
+// ParameterSet: all parameters of one replica in ONE contiguous device buffer, gradients in a
+// second buffer with the same layout. Tensors are views (offset, shape) laid out in the order
+// backward produces their gradients, so a finished suffix of backward is one contiguous range;
+// each starts aligned (ParameterLayout::kTensorAlignment), with zeros in the gaps.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/backend/device.h"
+
+namespace dpbench {
+
+// [offset, offset + count) in elements of the flat buffers.
+struct GradientRange {
+  size_t offset = 0;
+  size_t count = 0;
+  size_t end() const { return offset + count; }
+};
+
+struct TensorView {
+  std::string name;
+  std::vector<int64_t> shape;
+  size_t offset = 0;  // elements
+  size_t count = 0;   // elements
+};
+
+// The layout shared by all replicas (host-only description).
+class ParameterLayout {
+ public:
+  // Models declare tensors in forward order, layer by layer; finalize() lays them out in reverse
+  // declaration order (the order backward finishes them). Returns the tensor's id.
+  int declare(const std::string& name, std::vector<int64_t> shape);
+  void finalize();
+
+  bool finalized() const { return finalized_; }
+  const TensorView& tensor(int id) const { return tensors_.at(id); }
+  const std::vector<TensorView>& tensors() const { return tensors_; }  // indexed by id
+  // Elements of the flat buffers: the tensors and the gaps that align them (zeros throughout:
+  // gradients are 0 there, so every optimizer leaves the parameters at 0).
+  size_t total_count() const { return total_count_; }
+  // The model's parameters: the sum of the tensors' counts (what a result reports).
+  size_t parameter_count() const { return parameter_count_; }
+  // Every tensor starts at a multiple of this many elements: 256 bytes of the fp32 buffers, 128
+  // of a 16-bit weight copy. Packed at 16 bytes (behind the 1,000-element classifier bias),
+  // VGG-16's sm_90 backward-data kernels ran at half speed in bf16 on the copy's weights: the
+  // tensor pipe 52% busy, against 92% for the same kernel on PyTorch's separately allocated ones.
+  static constexpr size_t kTensorAlignment = 64;
+  // A tensor's extent: from its offset to the next tensor's (the buffer's end for the last), the
+  // gap that aligns the next one included. Extents tile [0, total_count()) exactly, so ranges
+  // made of them (a layer's, an exchange's) tile it too.
+  GradientRange extent(int id) const;
+  // The contiguous range covering the extents of tensors [first_id, last_id] (declared
+  // consecutively).
+  GradientRange range_of(int first_id, int last_id) const;
+
+ private:
+  std::vector<TensorView> tensors_;
+  size_t total_count_ = 0;
+  size_t parameter_count_ = 0;
+  bool finalized_ = false;
+};
+
+// One replica's parameter and gradient buffers on its device. Under mixed precision it also
+// holds a 16-bit copy of the parameters (same offsets), the weights 16-bit convolutions read;
+// the master values, gradients and optimizer state stay fp32. The optimizer refreshes the copy
+// in its update pass; whoever else writes parameters calls refresh_weight_copy.
+class ParameterSet {
+ public:
+  // weight_copy_type: f32 = no copy (fp32 and tf32 runs), else f16 or bf16.
+  ParameterSet(Device& device, const ParameterLayout& layout,
+               DataType weight_copy_type = DataType::f32);
+
+  const ParameterLayout& layout() const { return *layout_; }
+  Device& device() const { return *device_; }
+  float* parameters() const { return parameters_.as<float>(); }
+  float* gradients() const { return gradients_.as<float>(); }
+  float* parameter(int tensor_id) const { return parameters() + layout_->tensor(tensor_id).offset; }
+  float* gradient(int tensor_id) const { return gradients() + layout_->tensor(tensor_id).offset; }
+  size_t count() const { return layout_->total_count(); }
+
+  DataType weight_copy_type() const { return weight_copy_type_; }
+  void* weight_copy() const { return weight_copy_.data(); }  // nullptr without a copy
+  // Tensor `tensor_id` as an op of element type `type` reads it: the fp32 master for f32, else
+  // the 16-bit copy (which must be of that type).
+  const void* parameter_as(int tensor_id, DataType type) const;
+  // weight_copy[range] = parameters[range] rounded, enqueued on `stream`; no-op without a copy.
+  void refresh_weight_copy(GradientRange range, StreamKind stream = StreamKind::compute);
+
+  void upload(const std::vector<float>& host_values);  // blocking; refreshes the copy
+  std::vector<float> download() const;                 // blocking
+
+ private:
+  Device* device_;
+  const ParameterLayout* layout_;
+  Buffer parameters_;
+  Buffer gradients_;
+  DataType weight_copy_type_ = DataType::f32;
+  Buffer weight_copy_;
+};
+
+}  // namespace dpbench

@@ -1,0 +1,132 @@
+// Runner: one host thread per device drives forward -> backward -> finish_step; warm-up steps,
+// then measured steps. Every step is timed with events on every device (step time = max over
+// devices); total time is host wall clock from the synchronised end of warm-up to the end of the
+// last step. Progress is read by the calling thread from events and host-visible loss slots, so
+// the device threads never stop for it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/backend/device.h"
+#include "engine/communication/process_group.h"
+#include "engine/data/batch_source.h"
+#include "engine/data/device_feed.h"
+#include "engine/training/model.h"
+#include "engine/training/optimizer.h"
+#include "engine/training/run_measurements.h"
+#include "engine/training/strategy.h"
+
+namespace dpbench {
+
+struct RunnerSettings {
+  int batch_size = 1;           // per device
+  int num_warmup_batches = 10;
+  int num_batches = 100;
+  int display_every = 10;
+  uint64_t seed = 0;
+  OptimizerConfig optimizer;
+  // 16-bit type of the weight copy the model's ops read (--precision=fp16|bf16); f32: none.
+  DataType weight_copy_type = DataType::f32;
+  bool cuda_graph = false;  // replay steps as CUDA graphs where possible (see Runner::run)
+  // Inference: each step is the model's forward pass (and loss) only; the strategy's hooks never
+  // run, so nothing is exchanged or updated (the CLI allows it with independent replicas only).
+  bool forward_only = false;
+  // One measured step in this many times its parts (StepPhases; Note [timed parts of a step] in
+  // runner.cpp): the stopwatch's kernels would cost a short step a few percent.
+  int time_parts_every = 10;
+  int profile_step = 0;     // measured step (from 1) bracketed for a profiler; 0: none
+  // Steps run after the measured ones, untimed (epochs after --timed_epochs).
+  int64_t num_trailing_batches = 0;
+  // > 0: at the end of every epoch of this many steps the devices drain and its wall time is kept.
+  int64_t steps_per_epoch = 0;
+  // Host-fed batches (engine/data/device_feed.h); nullptr: the models' own on-device data.
+  const BatchSource* data = nullptr;
+  FeedSettings feed;
+  // mpirun runs: this process's devices are replicas process_rank * devices + r of
+  // num_processes * devices; they shard the global batch accordingly.
+  int process_rank = 0;
+  int num_processes = 1;
+  // After one device fails, the others normally stop at their next barrier. A device thread can
+  // also be stuck where no abort reaches it (NCCL's connection set-up, or a host wait on kernels
+  // that wait for a peer that never launched): if some are still running this long after the
+  // failure, on_stuck_devices is called with the failure's message (it is expected not to
+  // return: the stuck threads still use the run's state, so the process must end, e.g. with
+  // std::_Exit). Without it the runner waits for them, however long.
+  std::chrono::milliseconds stuck_device_grace{std::chrono::seconds(20)};
+  std::function<void(const std::string& failure)> on_stuck_devices;
+  // When no device finishes or enqueues a step for this long, on_no_progress is called with what
+  // the run was waiting for (expected not to return: a peer that stopped answering leaves the
+  // devices in waits nothing else ends). Unset: wait however long. Set it where a step waits on
+  // peers (several GPUs, several processes); a lone device cannot hang on anyone.
+  std::chrono::milliseconds no_progress_timeout{0};
+  std::function<void(const std::string& waiting_for)> on_no_progress;
+  // Asked by each device's thread before it begins a step: true stops the run early (Ctrl-C),
+  // every device after the same step (Note [stopping early] in runner.cpp). Unset: never.
+  std::function<bool()> stop_requested;
+  // Multi-process runs (one device per process): the job's processes. They agree on the step to
+  // stop after through votes of this group, and run() hands back the job's measurements, combined
+  // across them (combine_across_processes).
+  const ProcessGroup* processes = nullptr;
+  // Steps recorded into each device's timeline (engine/backend/step_trace.h), 0-based over the run with
+  // warm-up first, inclusive; first_traced_step < 0: none. `nvtx`: every span is also an NVTX range.
+  int64_t first_traced_step = -1, last_traced_step = -1;
+  bool nvtx = false;
+};
+
+// Handed to the progress callback every `display_every` measured steps and after the last one.
+struct ProgressSnapshot {
+  int64_t measured_step = 0;               // 1-based count of measured steps done
+  const std::vector<double>& measured_step_ms;  // every measured step so far (max over devices)
+  double loss = 0;                         // this step's loss, mean over replicas
+};
+
+class Runner {
+ public:
+  Runner(const Model& model, Strategy& strategy, std::vector<std::unique_ptr<Device>>& devices,
+         RunnerSettings settings);
+  ~Runner();
+
+  using ProgressCallback = std::function<void(const ProgressSnapshot&)>;
+  using PhaseCallback = std::function<void(const std::string&)>;
+  RunMeasurements run(const ProgressCallback& on_progress, const PhaseCallback& on_phase);
+  // Replica `replica`'s parameters now (blocking), e.g. after run(): for checking that strategies
+  // train the same model.
+  std::vector<float> parameters_of(int replica) const;
+
+ private:
+  struct ReplicaState;
+  struct RunState;
+  class StallWatch;
+  class StopGate;
+  double step_time_ms(int64_t step) const;
+  double step_loss(int64_t step) const;
+  // Each replica's model, built on one thread per device (the constructor's slow part).
+  void create_model_replicas(int num_replicas);
+  // The parts of run(), in runner.cpp.
+  void drive_device(ReplicaState& state, RunState& run);
+  void capture_step(ReplicaState& state, const RunState& run, const std::function<void(bool timed)>& enqueue_step);
+  void capture_traced_steps(ReplicaState& state, const RunState& run,
+                            const std::function<void(int64_t step, bool timed)>& enqueue_step);
+  void start_measurement(RunState& run, std::chrono::steady_clock::time_point now);
+  void fail(RunState& run, std::exception_ptr error);
+  void report_progress(RunState& run, StallWatch& stall_watch, const ProgressCallback& on_progress,
+                       const PhaseCallback& on_phase);
+  void wait_for_devices(RunState& run, StallWatch& stall_watch);
+  RunMeasurements collect_measurements(const RunState& run);
+
+  const Model& model_;
+  Strategy& strategy_;
+  std::vector<std::unique_ptr<Device>>& devices_;
+  RunnerSettings settings_;
+  std::vector<std::unique_ptr<ReplicaState>> replicas_;
+};
+
+}  // namespace dpbench
