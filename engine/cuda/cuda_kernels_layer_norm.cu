@@ -108,9 +108,8 @@ __device__ __forceinline__ void store_lane_packs(T* row, int packs, int lane, Va
   }
 }
 
-// The formulas every kernel shares. xhat = (x - mean) * inv_std; y = gamma * xhat + beta; a row's
-// 1 / std from its lanes' sums of squared deviations; dx from g = dy * gamma, xhat and the row's
-// means of g and g * xhat.
+// The formulas the kernels share: xhat = (x - mean) * inv_std; a row's 1 / std from its lanes'
+// sums of squared deviations; dx from g = dy * gamma, xhat and the row's means of g and g * xhat.
 __device__ __forceinline__ float normalized(float x, float mean, float inv_std) { return (x - mean) * inv_std; }
 __device__ __forceinline__ float row_inv_std(float squares, int cols, float epsilon) {
   return 1.0f / sqrtf(warp_sum(squares) / static_cast<float>(cols) + epsilon);
