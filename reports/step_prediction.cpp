@@ -41,29 +41,6 @@ double updated_by_bucket_ms(const std::vector<CommJob>& jobs, const std::vector<
 
 }  // namespace
 
-double bus_bandwidth_factor(CollectiveOp op, int ranks) {
-  const double n = ranks;
-  switch (op) {
-    case CollectiveOp::all_reduce: return 2.0 * (n - 1) / n;
-    case CollectiveOp::reduce_scatter:
-    case CollectiveOp::all_gather: return (n - 1) / n;
-    case CollectiveOp::reduce:
-    case CollectiveOp::broadcast: return 1.0;
-  }
-  return 1.0;
-}
-
-const char* collective_op_name(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::all_reduce: return "all_reduce";
-    case CollectiveOp::reduce_scatter: return "reduce_scatter";
-    case CollectiveOp::all_gather: return "all_gather";
-    case CollectiveOp::reduce: return "reduce";
-    case CollectiveOp::broadcast: return "broadcast";
-  }
-  return "";
-}
-
 const char* link_kind_name(LinkKind link) {
   return link == LinkKind::intra_host ? "intra_host" : "inter_host";
 }
@@ -74,7 +51,8 @@ LinkKind link_kind_of_hosts(const std::vector<std::string>& hosts_by_rank) {
   return LinkKind::intra_host;
 }
 
-double AlphaBetaCost::collective_ms(CollectiveOp op, double bytes, int ranks, LinkKind link) const {
+double AlphaBetaCost::collective_ms(Collective op, double bytes, int ranks, LinkKind link) const {
+  if (op == Collective::copy_to_host || op == Collective::copy_from_host) return host_copy_ms(bytes);
   if (ranks <= 1) return 0;
   const bool across = link == LinkKind::inter_host;
   const double bandwidth = across ? system_.inter_host.bandwidth_gb_per_s : system_.intra_host.bandwidth_gb_per_s;
@@ -84,20 +62,24 @@ double AlphaBetaCost::collective_ms(CollectiveOp op, double bytes, int ranks, Li
   // Note [alpha-beta collectives] in the header.
   double steps = 0;
   switch (op) {
-    case CollectiveOp::all_reduce: steps = tree ? 2 * ceil_log2(ranks) : 2 * (n - 1); break;
-    case CollectiveOp::reduce_scatter:
-    case CollectiveOp::all_gather: steps = n - 1; break;
-    case CollectiveOp::reduce:
-    case CollectiveOp::broadcast: steps = tree ? ceil_log2(ranks) : n - 1; break;
+    case Collective::all_reduce: steps = tree ? 2 * ceil_log2(ranks) : 2 * (n - 1); break;
+    case Collective::reduce_scatter:
+    case Collective::all_gather:
+    case Collective::all_to_all: steps = n - 1; break;
+    case Collective::reduce:
+    case Collective::broadcast: steps = tree ? ceil_log2(ranks) : n - 1; break;
+    case Collective::peer_copy: steps = 1; break;
+    case Collective::copy_to_host:
+    case Collective::copy_from_host: break;  // host_copy_ms, above
   }
-  return steps * latency_ms + transfer_ms(bytes * bus_bandwidth_factor(op, ranks), bandwidth);
+  return steps * latency_ms + transfer_ms(bytes * collective_bus_factor(op, ranks), bandwidth);
 }
 
 double AlphaBetaCost::host_copy_ms(double bytes) const {
   return system_.host_copy.latency_us / 1e3 + transfer_ms(bytes, system_.host_copy.bandwidth_gb_per_s);
 }
 
-const MeasuredCurveCost::Curve* MeasuredCurveCost::curve_for(CollectiveOp op, LinkKind link, int ranks) const {
+const MeasuredCurveCost::Curve* MeasuredCurveCost::curve_for(Collective op, LinkKind link, int ranks) const {
   const auto found = curves_.find({op, link});
   if (found == curves_.end() || found->second.empty()) return nullptr;
   const CurvesByRanks& by_ranks = found->second;
@@ -106,11 +88,11 @@ const MeasuredCurveCost::Curve* MeasuredCurveCost::curve_for(CollectiveOp op, Li
   return curve.empty() ? nullptr : &curve;
 }
 
-double MeasuredCurveCost::collective_ms(CollectiveOp op, double bytes, int ranks, LinkKind link) const {
+double MeasuredCurveCost::collective_ms(Collective op, double bytes, int ranks, LinkKind link) const {
   const Curve* measured = ranks > 1 ? curve_for(op, link, ranks) : nullptr;
   if (measured == nullptr) return fallback_->collective_ms(op, bytes, ranks, link);
   const Curve& curve = *measured;
-  const double factor = bus_bandwidth_factor(op, ranks);
+  const double factor = collective_bus_factor(op, ranks);
   if (bytes <= curve.front().bytes) return transfer_ms(curve.front().bytes * factor, curve.front().busbw_gb_per_s);
   if (bytes >= curve.back().bytes) return transfer_ms(bytes * factor, curve.back().busbw_gb_per_s);
   const auto upper = std::upper_bound(curve.begin(), curve.end(), bytes,
@@ -173,29 +155,29 @@ StepPrediction predict_step(const MeasuredStep& measured, PredictedStrategy stra
     switch (strategy) {
       case PredictedStrategy::replicated:
       case PredictedStrategy::replicated_no_overlap:
-        job_ms = cost.collective_ms(CollectiveOp::all_reduce, bytes, gpus, link);
+        job_ms = cost.collective_ms(Collective::all_reduce, bytes, gpus, link);
         break;
       case PredictedStrategy::replicated_fp16_transfer:
-        job_ms = cost.collective_ms(CollectiveOp::all_reduce, bytes / 2, gpus, link);
+        job_ms = cost.collective_ms(Collective::all_reduce, bytes / 2, gpus, link);
         break;
       case PredictedStrategy::replicated_sharded:
         // The bucket's share of the update runs between its two collectives, split N ways.
-        job_ms = cost.collective_ms(CollectiveOp::reduce_scatter, bytes, gpus, link) +
+        job_ms = cost.collective_ms(Collective::reduce_scatter, bytes, gpus, link) +
                  (total_bytes > 0 ? measured.update_ms * bytes / total_bytes / gpus : 0) +
-                 cost.collective_ms(CollectiveOp::all_gather, bytes, gpus, link);
+                 cost.collective_ms(Collective::all_gather, bytes, gpus, link);
         break;
       case PredictedStrategy::hierarchical:
         // Across hosts each of a host's per_host GPUs all-reduces its 1/per_host of the bucket with
         // its peers on the other hosts, all at once over the host's network: together one
         // all-reduce of the whole bucket over `hosts` ranks (Note [alpha-beta collectives]).
-        job_ms = one_host ? cost.collective_ms(CollectiveOp::all_reduce, bytes, gpus, LinkKind::intra_host)
-                          : cost.collective_ms(CollectiveOp::reduce_scatter, bytes, per_host, LinkKind::intra_host) +
-                                cost.collective_ms(CollectiveOp::all_reduce, bytes, hosts, LinkKind::inter_host) +
-                                cost.collective_ms(CollectiveOp::all_gather, bytes, per_host, LinkKind::intra_host);
+        job_ms = one_host ? cost.collective_ms(Collective::all_reduce, bytes, gpus, LinkKind::intra_host)
+                          : cost.collective_ms(Collective::reduce_scatter, bytes, per_host, LinkKind::intra_host) +
+                                cost.collective_ms(Collective::all_reduce, bytes, hosts, LinkKind::inter_host) +
+                                cost.collective_ms(Collective::all_gather, bytes, per_host, LinkKind::intra_host);
         break;
       case PredictedStrategy::parameter_server_gpu:
-        job_ms = cost.collective_ms(CollectiveOp::reduce, bytes, gpus, link);
-        after_ms += cost.collective_ms(CollectiveOp::broadcast, bytes, gpus, link);
+        job_ms = cost.collective_ms(Collective::reduce, bytes, gpus, link);
+        after_ms += cost.collective_ms(Collective::broadcast, bytes, gpus, link);
         break;
       case PredictedStrategy::parameter_server_cpu:
         job_ms = cost.host_copy_ms(bytes);

@@ -50,7 +50,7 @@ void write_file(const std::string& path, const std::string& text) { std::ofstrea
 
 TEST_CASE("a comm_bench file becomes a curve of busbw against size", "[predict]") {
   const CollectiveCurve curve = parse_collective_curve(comm_bench_file(), "c.json");
-  CHECK(curve.op == CollectiveOp::all_reduce);
+  CHECK(curve.op == Collective::all_reduce);
   CHECK(curve.link == LinkKind::intra_host);
   CHECK(curve.link_recorded);
   CHECK(curve.ranks == 2);
@@ -66,7 +66,7 @@ TEST_CASE("a comm_bench file becomes a curve of busbw against size", "[predict]"
         "all_reduce intra_host: `c.json`, 2 ranks on 1 host (reference backend, in-process, fp32), 1 KiB to 4 KiB");
 
   const CollectiveCurve across = parse_collective_curve(comm_bench_file("reduce_scatter", "inter_host", 16), "x.json");
-  CHECK(across.op == CollectiveOp::reduce_scatter);
+  CHECK(across.op == Collective::reduce_scatter);
   CHECK(across.link == LinkKind::inter_host);
   CHECK(across.hosts == 2);
 }
@@ -137,7 +137,7 @@ TEST_CASE("curves of one collective and link kind on several rank counts each pr
   const CollectiveCurve across = parse_collective_curve(comm_bench_file("all_reduce", "inter_host", 4), "x.json");
   const CurveMap map = curves_by_collective({two, four, across});
   CHECK(map.size() == 2);
-  CHECK(map.at({CollectiveOp::all_reduce, LinkKind::intra_host}).size() == 2);
+  CHECK(map.at({Collective::all_reduce, LinkKind::intra_host}).size() == 2);
   SystemModel system;
   system.gpus_per_host = 8;
   system.intra_host = {10.0, 1.0};
@@ -148,7 +148,7 @@ TEST_CASE("curves of one collective and link kind on several rank counts each pr
   // 3 ranks: still the 2-rank curve (the most ranks not above 3), 4/3 ms. 4 and 8 ranks: the
   // 4-rank curve, 3 ms and 3.5 ms.
   const auto all_reduce_ms = [&](int ranks) {
-    return cost.collective_ms(CollectiveOp::all_reduce, 1e6, ranks, LinkKind::intra_host);
+    return cost.collective_ms(Collective::all_reduce, 1e6, ranks, LinkKind::intra_host);
   };
   CHECK(all_reduce_ms(2) == Approx(1.0));
   CHECK(all_reduce_ms(3) == Approx(4.0 / 3.0));
@@ -156,7 +156,7 @@ TEST_CASE("curves of one collective and link kind on several rank counts each pr
   CHECK(all_reduce_ms(8) == Approx(3.5));
   // Only a 4-rank curve: it prices 2 ranks too (the fewest measured).
   const MeasuredCurveCost four_only(curves_by_collective({four}), std::make_shared<AlphaBetaCost>(system));
-  CHECK(four_only.collective_ms(CollectiveOp::all_reduce, 1e6, 2, LinkKind::intra_host) == Approx(2.0));
+  CHECK(four_only.collective_ms(Collective::all_reduce, 1e6, 2, LinkKind::intra_host) == Approx(2.0));
 }
 
 TEST_CASE("two curves of one collective over one link kind on one rank count are refused, naming both",

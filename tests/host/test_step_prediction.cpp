@@ -36,29 +36,29 @@ MeasuredStep one_bucket(double bytes, double ready_ms) {
 TEST_CASE("ring all-reduce follows the alpha-beta formula at 2 4 and 8 ranks", "[predict]") {
   const AlphaBetaCost cost(round_system());
   // 2(n-1) x 10 us + 2(n-1)/n x 1e6 bytes / 1 GB/s
-  CHECK(cost.collective_ms(CollectiveOp::all_reduce, 1e6, 2, LinkKind::intra_host) == Approx(0.02 + 1.0));
-  CHECK(cost.collective_ms(CollectiveOp::all_reduce, 1e6, 4, LinkKind::intra_host) == Approx(0.06 + 1.5));
-  CHECK(cost.collective_ms(CollectiveOp::all_reduce, 1e6, 8, LinkKind::intra_host) == Approx(0.14 + 1.75));
-  CHECK(cost.collective_ms(CollectiveOp::reduce_scatter, 1e6, 4, LinkKind::intra_host) == Approx(0.03 + 0.75));
-  CHECK(cost.collective_ms(CollectiveOp::broadcast, 1e6, 4, LinkKind::intra_host) == Approx(0.03 + 1.0));
-  CHECK(cost.collective_ms(CollectiveOp::all_reduce, 1e6, 1, LinkKind::intra_host) == 0);
+  CHECK(cost.collective_ms(Collective::all_reduce, 1e6, 2, LinkKind::intra_host) == Approx(0.02 + 1.0));
+  CHECK(cost.collective_ms(Collective::all_reduce, 1e6, 4, LinkKind::intra_host) == Approx(0.06 + 1.5));
+  CHECK(cost.collective_ms(Collective::all_reduce, 1e6, 8, LinkKind::intra_host) == Approx(0.14 + 1.75));
+  CHECK(cost.collective_ms(Collective::reduce_scatter, 1e6, 4, LinkKind::intra_host) == Approx(0.03 + 0.75));
+  CHECK(cost.collective_ms(Collective::broadcast, 1e6, 4, LinkKind::intra_host) == Approx(0.03 + 1.0));
+  CHECK(cost.collective_ms(Collective::all_reduce, 1e6, 1, LinkKind::intra_host) == 0);
 }
 
 TEST_CASE("across hosts a collective has the host's whole network and pays the network latency", "[predict]") {
   const AlphaBetaCost cost(round_system());
   // 16 ranks: 30 steps of 100 us; each host sends 2 x 15/16 x 1e6 bytes through its 4 GB/s.
-  CHECK(cost.collective_ms(CollectiveOp::all_reduce, 1e6, 16, LinkKind::inter_host) == Approx(3.0 + 0.46875));
+  CHECK(cost.collective_ms(Collective::all_reduce, 1e6, 16, LinkKind::inter_host) == Approx(3.0 + 0.46875));
 }
 
 TEST_CASE("tree all-reduce pays log2 n latencies where the ring pays 2(n-1)", "[predict]") {
   const AlphaBetaCost ring(round_system(CollectiveAlgorithm::ring));
   const AlphaBetaCost tree(round_system(CollectiveAlgorithm::tree));
-  CHECK(tree.collective_ms(CollectiveOp::all_reduce, 1e6, 8, LinkKind::intra_host) == Approx(0.06 + 1.75));
+  CHECK(tree.collective_ms(Collective::all_reduce, 1e6, 8, LinkKind::intra_host) == Approx(0.06 + 1.75));
   // Small messages: latency decides, and the tree wins; at 2 ranks both take 2 steps.
-  CHECK(tree.collective_ms(CollectiveOp::all_reduce, 1e3, 64, LinkKind::inter_host) <
-        ring.collective_ms(CollectiveOp::all_reduce, 1e3, 64, LinkKind::inter_host));
-  CHECK(tree.collective_ms(CollectiveOp::all_reduce, 1e6, 2, LinkKind::intra_host) ==
-        Approx(ring.collective_ms(CollectiveOp::all_reduce, 1e6, 2, LinkKind::intra_host)));
+  CHECK(tree.collective_ms(Collective::all_reduce, 1e3, 64, LinkKind::inter_host) <
+        ring.collective_ms(Collective::all_reduce, 1e3, 64, LinkKind::inter_host));
+  CHECK(tree.collective_ms(Collective::all_reduce, 1e6, 2, LinkKind::intra_host) ==
+        Approx(ring.collective_ms(Collective::all_reduce, 1e6, 2, LinkKind::intra_host)));
 }
 
 TEST_CASE("one GPU predicts the measured step for every strategy", "[predict]") {
@@ -161,7 +161,7 @@ TEST_CASE("hierarchical all-reduce is two levels across hosts and flat inside on
   const SystemModel system = round_system();
   const AlphaBetaCost cost(system);
   const StepPrediction inside = predict_step(one_bucket(1e6, 10), PredictedStrategy::hierarchical, 8, system, cost);
-  CHECK(inside.comm_ms == Approx(cost.collective_ms(CollectiveOp::all_reduce, 1e6, 8, LinkKind::intra_host)));
+  CHECK(inside.comm_ms == Approx(cost.collective_ms(Collective::all_reduce, 1e6, 8, LinkKind::intra_host)));
   // 16 GPUs on 2 hosts: reduce-scatter in the host (7 x 10 us + 7/8 ms), the 8 GPUs' all-reduces
   // of 1/8 over 2 hosts at once, one all-reduce of the bucket through the host's 4 GB/s (2 x 100
   // us + 2 x 1/2 x 1e6 bytes), all-gather in the host.
@@ -217,15 +217,15 @@ TEST_CASE("measured curves price a collective by its bus bandwidth at that size"
   const SystemModel system = round_system();
   auto formulas = std::make_shared<AlphaBetaCost>(system);
   // 2 GB/s at 1 MB, 8 GB/s at 4 MB: 2 MB sits halfway in log2(size), 5 GB/s.
-  const MeasuredCurveCost curves({{{CollectiveOp::all_reduce, LinkKind::intra_host}, {{2, {{1e6, 2.0}, {4e6, 8.0}}}}}},
+  const MeasuredCurveCost curves({{{Collective::all_reduce, LinkKind::intra_host}, {{2, {{1e6, 2.0}, {4e6, 8.0}}}}}},
                                  formulas);
-  CHECK(curves.collective_ms(CollectiveOp::all_reduce, 2e6, 2, LinkKind::intra_host) == Approx(2e6 * 1.0 / 5e6));
-  CHECK(curves.collective_ms(CollectiveOp::all_reduce, 16e6, 4, LinkKind::intra_host) == Approx(16e6 * 1.5 / 8e6));
+  CHECK(curves.collective_ms(Collective::all_reduce, 2e6, 2, LinkKind::intra_host) == Approx(2e6 * 1.0 / 5e6));
+  CHECK(curves.collective_ms(Collective::all_reduce, 16e6, 4, LinkKind::intra_host) == Approx(16e6 * 1.5 / 8e6));
   // Below the smallest size: the smallest size's time (latency-bound).
-  CHECK(curves.collective_ms(CollectiveOp::all_reduce, 10, 2, LinkKind::intra_host) == Approx(1e6 / 2e6));
+  CHECK(curves.collective_ms(Collective::all_reduce, 10, 2, LinkKind::intra_host) == Approx(1e6 / 2e6));
   // No curve for the network: the formulas.
-  CHECK(curves.collective_ms(CollectiveOp::all_reduce, 1e6, 16, LinkKind::inter_host) ==
-        Approx(formulas->collective_ms(CollectiveOp::all_reduce, 1e6, 16, LinkKind::inter_host)));
+  CHECK(curves.collective_ms(Collective::all_reduce, 1e6, 16, LinkKind::inter_host) ==
+        Approx(formulas->collective_ms(Collective::all_reduce, 1e6, 16, LinkKind::inter_host)));
 }
 
 TEST_CASE("predicted GPU counts double up to the largest", "[predict]") {
