@@ -104,35 +104,13 @@ double MeasuredCurveCost::collective_ms(Collective op, double bytes, int ranks, 
   return transfer_ms(bytes * factor, busbw);
 }
 
-const std::vector<PredictedStrategy>& all_predicted_strategies() {
-  static const std::vector<PredictedStrategy> all = {
-      PredictedStrategy::replicated,           PredictedStrategy::replicated_no_overlap,
-      PredictedStrategy::replicated_fp16_transfer, PredictedStrategy::replicated_sharded,
-      PredictedStrategy::hierarchical,         PredictedStrategy::parameter_server_gpu,
-      PredictedStrategy::parameter_server_cpu};
-  return all;
-}
-
-std::string strategy_label(PredictedStrategy strategy) {
-  switch (strategy) {
-    case PredictedStrategy::replicated: return "replicated (nccl)";
-    case PredictedStrategy::replicated_no_overlap: return "replicated (nccl, no overlap)";
-    case PredictedStrategy::replicated_fp16_transfer: return "replicated (nccl, fp16 transfer)";
-    case PredictedStrategy::replicated_sharded: return "replicated (nccl, sharded update)";
-    case PredictedStrategy::hierarchical: return "distributed_all_reduce (hierarchical)";
-    case PredictedStrategy::parameter_server_gpu: return "parameter_server (gpu)";
-    case PredictedStrategy::parameter_server_cpu: return "parameter_server (cpu)";
-  }
-  return "";
-}
-
 double MeasuredStep::gradient_bytes() const {
   double total = 0;
   for (const BucketReady& bucket : buckets) total += bucket.bytes;
   return total;
 }
 
-StepPrediction predict_step(const MeasuredStep& measured, PredictedStrategy strategy, int gpus,
+StepPrediction predict_step(const MeasuredStep& measured, const StepSchedule& schedule, int gpus,
                             const SystemModel& system, const CollectiveCost& cost) {
   StepPrediction prediction;
   prediction.gpus = gpus;
@@ -142,71 +120,54 @@ StepPrediction predict_step(const MeasuredStep& measured, PredictedStrategy stra
   }
   const int per_host = std::max(1, system.gpus_per_host);
   const bool one_host = gpus <= per_host;
-  const int hosts = (gpus + per_host - 1) / per_host;
   const LinkKind link = one_host ? LinkKind::intra_host : LinkKind::inter_host;
   const double total_bytes = measured.gradient_bytes();
+  // What one step of the schedule costs: its collective at its size over its ranks, on the link
+  // its ranks span; steps that run at once through a host's network as one of their whole bytes
+  // (Note [alpha-beta collectives]).
+  auto cost_ms = [&](const ScheduledCollective& step) {
+    const LinkKind crossed = step.span == StepRanks::job            ? link
+                             : step.span == StepRanks::inside_host ? LinkKind::intra_host
+                                                                   : LinkKind::inter_host;
+    return cost.collective_ms(step.collective, step.bytes * std::max(1, step.concurrent), step.ranks, crossed);
+  };
 
   std::vector<CommJob> during;  // started by backward, one per bucket
   double after_ms = 0;          // transfers that wait for the update (parameters travelling back)
-  double update_ms = measured.update_ms;
-  for (const BucketReady& bucket : measured.buckets) {
-    const double bytes = bucket.bytes;
+  for (size_t i = 0; i < measured.buckets.size() && i < schedule.ranges.size(); ++i) {
+    const BucketReady& bucket = measured.buckets[i];
+    const RangeSchedule& range = schedule.ranges[i];
     double job_ms = 0;
-    switch (strategy) {
-      case PredictedStrategy::replicated:
-      case PredictedStrategy::replicated_no_overlap:
-        job_ms = cost.collective_ms(Collective::all_reduce, bytes, gpus, link);
-        break;
-      case PredictedStrategy::replicated_fp16_transfer:
-        job_ms = cost.collective_ms(Collective::all_reduce, bytes / 2, gpus, link);
-        break;
-      case PredictedStrategy::replicated_sharded:
-        // The bucket's share of the update runs between its two collectives, split N ways.
-        job_ms = cost.collective_ms(Collective::reduce_scatter, bytes, gpus, link) +
-                 (total_bytes > 0 ? measured.update_ms * bytes / total_bytes / gpus : 0) +
-                 cost.collective_ms(Collective::all_gather, bytes, gpus, link);
-        break;
-      case PredictedStrategy::hierarchical:
-        // Across hosts each of a host's per_host GPUs all-reduces its 1/per_host of the bucket with
-        // its peers on the other hosts, all at once over the host's network: together one
-        // all-reduce of the whole bucket over `hosts` ranks (Note [alpha-beta collectives]).
-        job_ms = one_host ? cost.collective_ms(Collective::all_reduce, bytes, gpus, LinkKind::intra_host)
-                          : cost.collective_ms(Collective::reduce_scatter, bytes, per_host, LinkKind::intra_host) +
-                                cost.collective_ms(Collective::all_reduce, bytes, hosts, LinkKind::inter_host) +
-                                cost.collective_ms(Collective::all_gather, bytes, per_host, LinkKind::intra_host);
-        break;
-      case PredictedStrategy::parameter_server_gpu:
-        job_ms = cost.collective_ms(Collective::reduce, bytes, gpus, link);
-        after_ms += cost.collective_ms(Collective::broadcast, bytes, gpus, link);
-        break;
-      case PredictedStrategy::parameter_server_cpu:
-        job_ms = cost.host_copy_ms(bytes);
-        after_ms += cost.host_copy_ms(bytes);
-        break;
+    bool waits_for_backward = false;
+    // The bucket's share of the update, split as the schedule says, runs after its first step.
+    bool update_pending = schedule.update == UpdatePlacement::in_exchange;
+    for (const ScheduledCollective& step : range.steps) {
+      if (step.after == StepAfter::update) {
+        after_ms += cost_ms(step);
+        continue;
+      }
+      waits_for_backward = waits_for_backward || step.after == StepAfter::backward;
+      job_ms += cost_ms(step);
+      if (update_pending) {
+        job_ms += total_bytes > 0 ? measured.update_ms * bucket.bytes / total_bytes / std::max(1, schedule.update_split) : 0;
+        update_pending = false;
+      }
     }
-    const bool waits_for_backward = strategy == PredictedStrategy::replicated_no_overlap;
     during.push_back({waits_for_backward ? measured.backward_ms : bucket.ready_ms, job_ms});
     prediction.comm_ms += job_ms;
   }
-  if (strategy == PredictedStrategy::parameter_server_cpu && !one_host) {
+  if (!schedule.one_host_only.empty() && !one_host) {
     prediction.modelled = false;
-    prediction.why_not = "the host parameter server runs in one process, on one host (at most " +
-                         std::to_string(per_host) + " GPUs)";
+    prediction.why_not = schedule.one_host_only + " (at most " + std::to_string(per_host) + " GPUs)";
     return prediction;
   }
-  if (strategy == PredictedStrategy::replicated_sharded) update_ms = 0;  // done inside the exchange
-  // Parameter-server owners each update the tensors they own, at once: the most loaded one sets the pace.
-  if (strategy == PredictedStrategy::parameter_server_gpu) {
-    const auto share = measured.parameter_server_largest_share.find(gpus);
-    update_ms = measured.update_ms * (share != measured.parameter_server_largest_share.end() ? share->second
-                                                                                              : 1.0 / gpus);
-  }
+  double update_ms = measured.update_ms;
+  if (schedule.update == UpdatePlacement::in_exchange) update_ms = 0;  // done inside the exchange
+  // Owners each update the tensors they own, at once: the most loaded one sets the pace.
+  if (schedule.update == UpdatePlacement::at_owners) update_ms = measured.update_ms * schedule.update_share;
   prediction.comm_ms += after_ms;
   const bool by_bucket = system.communication_overlaps_compute && !measured.update_waits_for_every_exchange &&
-                         (strategy == PredictedStrategy::replicated ||
-                          strategy == PredictedStrategy::replicated_no_overlap ||
-                          strategy == PredictedStrategy::replicated_fp16_transfer ||
-                          strategy == PredictedStrategy::hierarchical);
+                         schedule.update == UpdatePlacement::each_range;
   double during_exposed = 0;
   if (by_bucket) {
     const double updated = updated_by_bucket_ms(during, measured.buckets, measured.backward_ms, update_ms, total_bytes);
@@ -219,6 +180,12 @@ StepPrediction predict_step(const MeasuredStep& measured, PredictedStrategy stra
   prediction.exposed_comm_ms = during_exposed + after_ms;
   prediction.step_ms = measured.step_ms - measured.update_ms + update_ms + prediction.exposed_comm_ms;
   return prediction;
+}
+
+ScheduleShape shape_on(const SystemModel& system, int gpus) {
+  const int per_host = std::max(1, system.gpus_per_host);
+  if (gpus <= per_host) return ScheduleShape{gpus, gpus, 1};
+  return ScheduleShape{gpus, per_host, (gpus + per_host - 1) / per_host};
 }
 
 std::vector<int> predicted_gpu_counts(int max_gpus) {

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/collective_schedule.h"
 #include "engine/collective_traffic.h"
 
 namespace dpbench {
@@ -113,19 +114,6 @@ class MeasuredCurveCost : public CollectiveCost {
   std::shared_ptr<const CollectiveCost> fallback_;
 };
 
-// The strategies a prediction covers, each as `dpbench run` names it.
-enum class PredictedStrategy {
-  replicated,               // --variable_update=replicated (nccl), buckets all-reduced as they are ready
-  replicated_no_overlap,    // ... --overlap_comm=false: every bucket after backward
-  replicated_fp16_transfer, // ... --compact_gradient_transfer=fp16: half the bytes
-  replicated_sharded,       // ... --sharded_update: reduce-scatter, 1/N of the update, all-gather
-  hierarchical,             // distributed_all_reduce --hierarchical_all_reduce
-  parameter_server_gpu,     // --variable_update=parameter_server --local_parameter_device=gpu
-  parameter_server_cpu,     // ... --local_parameter_device=cpu
-};
-const std::vector<PredictedStrategy>& all_predicted_strategies();
-std::string strategy_label(PredictedStrategy strategy);  // "replicated (nccl)", as `dpbench report` labels it
-
 // One gradient bucket of the 1-GPU run: its bytes (fp32) and when backward had produced all of
 // it, in ms from the start of backward.
 struct BucketReady {
@@ -139,14 +127,9 @@ struct MeasuredStep {
   double backward_ms = 0;
   double update_ms = 0;  // the optimizer (and whatever follows backward on one GPU)
   std::vector<BucketReady> buckets;  // in the order backward produces them
-  // parameter_server (gpu) on N GPUs (the key): the largest share of the gradients' bytes that one
-  // GPU owns. The broadcasts wait for every owner's update, so the update takes that share of the
-  // 1-GPU update (rnnlm's three tensors leave one of 4 GPUs 71% of the bytes). Where N is
-  // missing, 1/N: owners evenly loaded.
-  std::map<int, double> parameter_server_largest_share;
-  // The replicated strategies update each bucket once its exchange is done (Note [update by
-  // bucket] in strategies/replicated.h), except where the update first looks at every gradient
-  // (fp16's automatic loss scaling): then it waits for the last exchange.
+  // A schedule that updates each bucket once its exchange is done (Note [update by bucket] in
+  // strategies/replicated.h) waits for the last exchange instead where the update first looks at
+  // every gradient (fp16's automatic loss scaling).
   bool update_waits_for_every_exchange = false;
   double gradient_bytes() const;
 };
@@ -160,9 +143,17 @@ struct StepPrediction {
   double comm_ms = 0;         // the communication stream's busy time (all transfers, overlapped or not)
 };
 
-// The step of `strategy` on `gpus` GPUs. gpus == 1 is the measured step, for every strategy.
-StepPrediction predict_step(const MeasuredStep& measured, PredictedStrategy strategy, int gpus,
+// The step on `gpus` GPUs of the exchange `schedule` describes for that many (one range per
+// bucket of `measured`, engine/collective_schedule.h): each bucket's steps cost what `cost`
+// charges for their collectives, on the stream after what they wait for; the update runs where
+// the schedule places it, its share of the 1-GPU update. gpus == 1 is the measured step, whatever
+// the schedule.
+StepPrediction predict_step(const MeasuredStep& measured, const StepSchedule& schedule, int gpus,
                             const SystemModel& system, const CollectiveCost& cost);
+
+// The job `gpus` GPUs make on `system`, for a schedule: inside one host where they fit one, else
+// full hosts of system.gpus_per_host (the last one's share counted as full).
+ScheduleShape shape_on(const SystemModel& system, int gpus);
 
 // 1, 2, 4, ... up to and including max_gpus (which need not be a power of two).
 std::vector<int> predicted_gpu_counts(int max_gpus);

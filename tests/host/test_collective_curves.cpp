@@ -13,6 +13,7 @@
 #include "engine/errors.h"
 #include "reports/collective_curves.h"
 #include "reports/prediction_tables.h"
+#include "strategies/replicated.h"
 #include "tests/host/test_support.h"
 
 namespace dpbench {
@@ -202,14 +203,22 @@ TEST_CASE("a curve at half the system file's bandwidth doubles the predicted tra
   step.buckets = {{1e6, 9}};
   // By hand: 2 x 3/4 x 1e6 bytes at 0.5 GB/s = 3 ms, ending at 12 ms: 2 ms exposed. The system
   // file alone: 6 x 10 us + 1.5 ms = 1.56 ms, 0.56 ms exposed.
-  const StepPrediction curved = predict_step(step, PredictedStrategy::replicated, 4, system, cost);
+  // The replicated strategy's schedule of that bucket on 4 GPUs (strategies/replicated.h), with
+  // and without the sharded update.
+  const ParameterLayout layout;  // not read by the replicated strategy's schedule
+  const std::vector<GradientRange> plan = {{0, 250000}};
+  StrategyOptions options;
+  const StepSchedule all_reduce = ReplicatedStrategy::schedule_for(options, layout, plan, ScheduleShape{4, 4, 1});
+  options.sharded_update = true;
+  const StepSchedule sharded_update = ReplicatedStrategy::schedule_for(options, layout, plan, ScheduleShape{4, 4, 1});
+  const StepPrediction curved = predict_step(step, all_reduce, 4, system, cost);
   CHECK(curved.comm_ms == Approx(3.0));
   CHECK(curved.exposed_comm_ms == Approx(2.0));
   CHECK(curved.step_ms == Approx(22.0));
-  const StepPrediction formulas = predict_step(step, PredictedStrategy::replicated, 4, system, AlphaBetaCost(system));
+  const StepPrediction formulas = predict_step(step, all_reduce, 4, system, AlphaBetaCost(system));
   CHECK(formulas.comm_ms == Approx(1.56));
   // No reduce_scatter or all_gather curve: the sharded update stays on the formulas (0.78 ms each).
-  const StepPrediction sharded = predict_step(step, PredictedStrategy::replicated_sharded, 4, system, cost);
+  const StepPrediction sharded = predict_step(step, sharded_update, 4, system, cost);
   CHECK(sharded.comm_ms == Approx(0.78 + 0.5 + 0.78));
 }
 
