@@ -2,8 +2,10 @@
 // half-width transfer, sharded update, sparse embedding rows, our peer algorithms). Each method
 // is a unit of its own in this folder, in the spirit of PyTorch DDP's communication hooks: it
 // prepares its buffers, enqueues the exchange of one range for one replica on the communication
-// stream, and owns what that costs (bytes, collectives, the busbw formula). Strategies compose
-// methods (strategies/replicated.h); exchange_methods.cpp is where they are chosen.
+// stream, and publishes what it issues for a range as data, its schedule of collectives
+// (engine/collective_schedule.h), from which its traffic, `dpbench predict` and the tests all
+// price it. Strategies compose methods (strategies/replicated.h); exchange_methods.cpp is where
+// they are chosen, for the run and for predict alike.
 #pragma once
 
 #include <cstdint>
