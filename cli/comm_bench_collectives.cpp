@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <stdexcept>
 #include <vector>
 
-#include "engine/communication/collective_traffic.h"
 
 namespace dpbench {
 namespace {
@@ -16,13 +16,14 @@ float input_value(int rank, size_t index) { return static_cast<float>(1 + (stati
 
 // What element `index` of rank `rank`'s recv must hold. `sums[k]` is the sum over ranks of an
 // element whose index is k modulo 4 (input_value repeats every 4), so no loop over ranks here.
-float expected_value(BenchCollective collective, int rank, const BenchShape& shape, const float (&sums)[4], size_t index) {
+float expected_value(Collective collective, int rank, const BenchShape& shape, const float (&sums)[4], size_t index) {
   switch (collective) {
-    case BenchCollective::all_reduce: return sums[index % 4];
-    case BenchCollective::broadcast: return input_value(0, index);
-    case BenchCollective::all_gather: return input_value(static_cast<int>(index / shape.count), index % shape.count);
-    case BenchCollective::reduce_scatter: return sums[(static_cast<size_t>(rank) * shape.count + index) % 4];
-    case BenchCollective::reduce: return sums[index % 4];  // on the root; check_result skips the others
+    case Collective::all_reduce: return sums[index % 4];
+    case Collective::broadcast: return input_value(0, index);
+    case Collective::all_gather: return input_value(static_cast<int>(index / shape.count), index % shape.count);
+    case Collective::reduce_scatter: return sums[(static_cast<size_t>(rank) * shape.count + index) % 4];
+    case Collective::reduce: return sums[index % 4];  // on the root; check_result skips the others
+    default: break;  // not measured (collective_table's `benchmarked`)
   }
   return 0;
 }
@@ -31,64 +32,34 @@ constexpr size_t kStagingElements = size_t{1} << 22;  // host staging for fills 
 
 }  // namespace
 
-const std::vector<BenchCollective>& all_bench_collectives() {
-  static const std::vector<BenchCollective> all = {BenchCollective::all_reduce, BenchCollective::all_gather,
-                                                   BenchCollective::reduce_scatter, BenchCollective::reduce,
-                                                   BenchCollective::broadcast};
-  return all;
-}
-
-const char* bench_collective_name(BenchCollective collective) {
-  switch (collective) {
-    case BenchCollective::all_reduce: return "all_reduce";
-    case BenchCollective::all_gather: return "all_gather";
-    case BenchCollective::reduce_scatter: return "reduce_scatter";
-    case BenchCollective::reduce: return "reduce";
-    case BenchCollective::broadcast: return "broadcast";
-  }
-  return "?";
-}
-
-// Bus bandwidth as nccl-tests defines it (engine/communication/collective_traffic.h derives each factor);
-// algbw = size / time, with size the bytes the table reports (shape_of).
-double bus_bandwidth_factor(BenchCollective collective, int ranks) {
-  switch (collective) {
-    case BenchCollective::all_reduce: return collective_bus_factor(Collective::all_reduce, ranks);
-    case BenchCollective::all_gather: return collective_bus_factor(Collective::all_gather, ranks);
-    case BenchCollective::reduce_scatter: return collective_bus_factor(Collective::reduce_scatter, ranks);
-    case BenchCollective::reduce: return collective_bus_factor(Collective::reduce, ranks);
-    case BenchCollective::broadcast: return collective_bus_factor(Collective::broadcast, ranks);
-  }
-  return 1.0;
-}
-
-BenchShape shape_of(BenchCollective collective, size_t bytes, int ranks, DataType type) {
+BenchShape shape_of(Collective collective, size_t bytes, int ranks, DataType type) {
   const size_t element_bytes = data_type_bytes(type);
   const size_t n = static_cast<size_t>(ranks);
   BenchShape shape;
   switch (collective) {
-    case BenchCollective::all_reduce:
-    case BenchCollective::reduce:
-    case BenchCollective::broadcast:
+    case Collective::all_reduce:
+    case Collective::reduce:
+    case Collective::broadcast:
       shape.count = std::max<size_t>(1, bytes / element_bytes);
       shape.send_elements = shape.recv_elements = shape.count;
       shape.size_bytes = shape.count * element_bytes;
       break;
-    case BenchCollective::all_gather:
-    case BenchCollective::reduce_scatter: {
+    case Collective::all_gather:
+    case Collective::reduce_scatter: {
       // The size is the whole gathered (or scattered) buffer; each rank owns one n-th of it.
       shape.count = std::max<size_t>(1, bytes / element_bytes / n);
-      const bool gather = collective == BenchCollective::all_gather;
+      const bool gather = collective == Collective::all_gather;
       shape.send_elements = gather ? shape.count : shape.count * n;
       shape.recv_elements = gather ? shape.count * n : shape.count;
       shape.size_bytes = shape.count * n * element_bytes;
       break;
     }
+    default: throw std::logic_error(std::string("comm_bench does not measure ") + collective_name(collective));
   }
   return shape;
 }
 
-std::vector<size_t> measured_sizes(BenchCollective collective, size_t min_bytes, size_t max_bytes, int ranks,
+std::vector<size_t> measured_sizes(Collective collective, size_t min_bytes, size_t max_bytes, int ranks,
                                    DataType type) {
   std::vector<size_t> sizes;
   for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
@@ -102,18 +73,19 @@ std::vector<size_t> measured_sizes(BenchCollective collective, size_t min_bytes,
   return sizes;
 }
 
-void issue(Communicator& comm, BenchCollective collective, int rank, const void* send, void* recv,
+void issue(Communicator& comm, Collective collective, int rank, const void* send, void* recv,
            const BenchShape& shape, DataType type, StreamKind stream) {
   switch (collective) {
-    case BenchCollective::all_reduce:
+    case Collective::all_reduce:
       comm.all_reduce(rank, send, recv, shape.count, type, ReduceOp::sum, stream);
       break;
-    case BenchCollective::all_gather: comm.all_gather(rank, send, recv, shape.count, type, stream); break;
-    case BenchCollective::reduce_scatter:
+    case Collective::all_gather: comm.all_gather(rank, send, recv, shape.count, type, stream); break;
+    case Collective::reduce_scatter:
       comm.reduce_scatter(rank, send, recv, shape.count, type, ReduceOp::sum, stream);
       break;
-    case BenchCollective::reduce: comm.reduce(rank, send, recv, shape.count, type, ReduceOp::sum, 0, stream); break;
-    case BenchCollective::broadcast: comm.broadcast(rank, send, recv, shape.count, type, 0, stream); break;
+    case Collective::reduce: comm.reduce(rank, send, recv, shape.count, type, ReduceOp::sum, 0, stream); break;
+    case Collective::broadcast: comm.broadcast(rank, send, recv, shape.count, type, 0, stream); break;
+    default: throw std::logic_error(std::string("comm_bench does not measure ") + collective_name(collective));
   }
 }
 
@@ -127,10 +99,10 @@ void fill_inputs(Device& device, void* send, size_t elements, DataType type, int
   }
 }
 
-std::string check_result(Device& device, const void* recv, BenchCollective collective, int ranks, int rank,
+std::string check_result(Device& device, const void* recv, Collective collective, int ranks, int rank,
                          const BenchShape& shape, DataType type) {
   // A reduce defines only the root's result (nccl-tests checks the root alone too).
-  if (collective == BenchCollective::reduce && rank != 0) return "";
+  if (collective == Collective::reduce && rank != 0) return "";
   float sums[4] = {0, 0, 0, 0};
   for (size_t k = 0; k < 4; ++k) {
     for (int r = 0; r < ranks; ++r) sums[k] += input_value(r, k);

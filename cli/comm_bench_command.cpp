@@ -48,7 +48,7 @@ FlagTable comm_bench_flag_table() {
   table.flags = {
       {"op", "", "NAME",
        "collective: all_reduce (sum), all_gather, reduce_scatter (sum), reduce (sum to root 0), broadcast (root 0)",
-       std::string(bench_collective_name(defaults.collective))},
+       std::string(collective_name(defaults.collective))},
       {"data_type", "", "fp32|fp16|bf16", "element type", std::string("fp32")},
       {"device", "", "auto|gpu|cpu", "gpu = NCCL, cpu = the reference backend's in-process communicator",
        defaults.device},
@@ -154,12 +154,12 @@ CommBenchOptions parse_comm_bench_flags(const std::vector<std::string>& args, co
   auto text = [&](const std::string& name) { return flags.text(name); };
 
   const std::string op = text("op");
-  const std::vector<BenchCollective>& collectives = all_bench_collectives();
+  const std::vector<Collective> collectives = benchmarked_collectives();
   const auto collective = std::find_if(collectives.begin(), collectives.end(),
-                                       [&](BenchCollective c) { return op == bench_collective_name(c); });
+                                       [&](Collective c) { return op == collective_name(c); });
   if (collective == collectives.end()) {
     std::string accepted;
-    for (BenchCollective c : collectives) accepted += std::string(accepted.empty() ? "" : ", ") + bench_collective_name(c);
+    for (Collective c : collectives) accepted += std::string(accepted.empty() ? "" : ", ") + collective_name(c);
     reject("op", op, "unknown collective; accepted: " + accepted);
   }
   options.collective = *collective;
@@ -273,7 +273,7 @@ void check_before_timing(const Measurement& m, Device& device, int local, const 
         check_result(device, recv, m.options.collective, m.ranks, m.first_rank + local, shape, m.options.type);
     for (const std::string& problem : m.meeting.gather_texts(local, mine)) {
       if (!problem.empty()) {
-        throw RuntimeError(std::string("comm_bench: ") + bench_collective_name(m.options.collective) + " of " +
+        throw RuntimeError(std::string("comm_bench: ") + collective_name(m.options.collective) + " of " +
                            std::to_string(shape.size_bytes) + " B returned wrong values (" + problem +
                            "); no bandwidth is reported for a communicator that computes wrong results");
       }
@@ -312,7 +312,7 @@ void measure_rank(const Measurement& m, Device& device, int local, std::vector<C
     row.time_us = *std::max_element(rank_ms.begin(), rank_ms.end()) * 1000.0;
     const double seconds = row.time_us * 1e-6;
     row.algbw_gbps = seconds > 0 ? static_cast<double>(row.size_bytes) / seconds / 1e9 : 0.0;
-    row.busbw_gbps = row.algbw_gbps * bus_bandwidth_factor(options.collective, m.ranks);
+    row.busbw_gbps = row.algbw_gbps * collective_bus_factor(options.collective, m.ranks);
     rows->push_back(row);
     print(format_comm_bench_row(row, options.type));
   }
@@ -321,7 +321,7 @@ void measure_rank(const Measurement& m, Device& device, int local, std::vector<C
 // The lines above the table: the collective and the communicator, then each rank's device (and
 // host, across processes), gathered from every process.
 void print_comm_bench_preamble(const Measurement& m, const CommBenchResult& result, const ProcessGroup* group) {
-  print("# dpbench comm_bench: " + std::string(bench_collective_name(m.options.collective)) + ", " +
+  print("# dpbench comm_bench: " + std::string(collective_name(m.options.collective)) + ", " +
         data_type_name(m.options.type) + ", " + std::to_string(m.ranks) + " ranks, " + result.communicator + ", " +
         std::to_string(m.options.warmup_iters) + " warm-up + " + std::to_string(m.options.iters) +
         " timed calls per size\n");
@@ -398,7 +398,7 @@ CommBenchResult run_comm_bench(const CommBenchOptions& options, const Communicat
 namespace {
 
 nlohmann::json comm_bench_config_json(const CommBenchOptions& options) {
-  return {{"op", bench_collective_name(options.collective)}, {"data_type", data_type_name(options.type)},
+  return {{"op", collective_name(options.collective)}, {"data_type", data_type_name(options.type)},
           {"device", options.device}, {"backend", backend_name(options.backend)}, {"num_gpus", options.num_devices},
           {"min_bytes", options.min_bytes}, {"max_bytes", options.max_bytes}, {"iters", options.iters},
           {"warmup_iters", options.warmup_iters}};
@@ -426,7 +426,7 @@ nlohmann::json comm_bench_json(const CommBenchOptions& options, const CommBenchR
       {"ranks", result.ranks},
       {"hosts", hosts.size()},
       {"link", link_kind_name(link_kind_of_hosts(result.hosts))},
-      {"busbw_factor", bus_bandwidth_factor(options.collective, result.ranks)},
+      {"busbw_factor", collective_bus_factor(options.collective, result.ranks)},
       {"rows", rows_json},
   };
 }

@@ -22,7 +22,7 @@
 namespace dpbench {
 
 struct CommBenchOptions {
-  BenchCollective collective = BenchCollective::all_reduce;
+  Collective collective = Collective::all_reduce;
   DataType type = DataType::f32;
   std::string device = "auto";  // as given: auto | gpu | cpu
   BackendKind backend = BackendKind::reference;
@@ -40,11 +40,11 @@ struct CommBenchOptions {
 
 // One measured size.
 struct CommBenchRow {
-  size_t size_bytes = 0;  // the bytes nccl-tests reports for the collective (see bus_bandwidth_factor)
+  size_t size_bytes = 0;  // the bytes nccl-tests reports for the collective (see collective_bus_factor)
   size_t count = 0;       // elements per call argument: the buffer, or one rank's chunk (gather, scatter)
   double time_us = 0;     // per call, the slowest rank's
   double algbw_gbps = 0;  // size_bytes / time, GB/s (1e9 bytes)
-  double busbw_gbps = 0;  // algbw * bus_bandwidth_factor
+  double busbw_gbps = 0;  // algbw * collective_bus_factor
 };
 
 // `args` excludes "comm_bench". Throws ConfigError with one line naming the flag and the value.

@@ -27,7 +27,7 @@
 #include "reports/workload_flags.h"
 #include "strategies/bucketed_exchange.h"
 #include "strategies/exchange_plan.h"
-#include "strategies/parameter_server.h"
+#include "strategies/strategy_registry.h"
 
 namespace dpbench {
 namespace {
@@ -69,13 +69,17 @@ FlagTable predict_flag_table() {
 
 // The base run's buckets as `bucket_cap_mb` (and `tail_bucket_mb`) cut them: the bucket planner
 // of the strategies, on the base run's layout.
-std::vector<BucketReady> buckets_of(const BackwardTimeline& timeline, const ParameterLayout& layout,
-                                    double bucket_cap_mb, double tail_bucket_mb) {
+std::vector<GradientRange> plan_of(const ParameterLayout& layout, double bucket_cap_mb, double tail_bucket_mb) {
   StrategyOptions options;
   options.bucket_cap_mb = bucket_cap_mb;
   options.tail_bucket_mb = tail_bucket_mb;
+  return plan_exchanges(layout, exchange_plan_options(options));
+}
+
+// Each planned range as a bucket: its bytes and when backward had produced it.
+std::vector<BucketReady> buckets_of(const BackwardTimeline& timeline, const std::vector<GradientRange>& plan) {
   std::vector<BucketReady> buckets;
-  for (const GradientRange& range : plan_exchanges(layout, exchange_plan_options(options)))
+  for (const GradientRange& range : plan)
     buckets.push_back({static_cast<double>(range.count * timeline.gradient_element_bytes),
                        ready_ms_of(timeline, static_cast<int64_t>(range.offset), static_cast<int64_t>(range.count))});
   return buckets;
@@ -187,9 +191,8 @@ int run_predict_command(const std::vector<std::string>& args) {
   measured.update_waits_for_every_exchange = config_text(result.config, "precision") == "fp16" &&
                                              result.config.value("fp16_enable_auto_loss_scale", false);
   const ParameterLayout layout = gradient_layout_of(timeline);
-  measured.buckets = buckets_of(timeline, layout, base.bucket_cap_mb, tail_bucket_mb);
-  for (int gpus : predicted_gpu_counts(options.max_gpus))
-    if (gpus > 1) measured.parameter_server_largest_share[gpus] = largest_owned_share(layout, gpus);
+  const std::vector<GradientRange> plan = plan_of(layout, base.bucket_cap_mb, tail_bucket_mb);
+  measured.buckets = buckets_of(timeline, plan);
 
   PredictionReport report;
   report.base_path = base.loaded.path;
@@ -216,11 +219,18 @@ int run_predict_command(const std::vector<std::string>& args) {
   // The system file's formulas price whatever no curve covers (other collectives and links, host copies).
   const auto formulas = std::make_shared<const AlphaBetaCost>(system.model);
   const MeasuredCurveCost cost(curve_map, formulas);
-  for (PredictedStrategy strategy : all_predicted_strategies()) {
+  // Each configuration the strategies' table lists for predict, its schedule on each GPU count
+  // priced: the exchange method the run would choose, the run's label.
+  for (const PredictedVariant& variant : predicted_variants()) {
+    const StrategyEntry* entry = find_strategy(variant.strategy);
+    if (entry == nullptr || !entry->schedule) continue;
+    const StrategyOptions strategy_options = options_of(variant);
     for (int gpus : predicted_gpu_counts(options.max_gpus)) {
       PredictionRow row;
-      row.strategy = strategy_label(strategy);
-      row.step = predict_step(measured, strategy, gpus, system.model, cost);
+      row.strategy = strategy_label(entry->name, recorded_options(entry->name, strategy_options), false);
+      const StepSchedule schedule =
+          gpus > 1 ? entry->schedule(strategy_options, layout, plan, shape_on(system.model, gpus)) : StepSchedule{};
+      row.step = predict_step(measured, schedule, gpus, system.model, cost);
       if (row.step.modelled && row.step.step_ms > 0) {
         // The ratio first: on 1 GPU the predicted step is the measured one, and 100 * (x / x) is exactly
         // 100 where (100 * x) / x need not be.

@@ -17,6 +17,8 @@
 #include "reports/table_cells.h"
 #include "reports/workload_flags.h"
 #include "strategies/strategy_options.h"
+#include "strategies/strategy_registry.h"
+#include "strategies/synchronisation_options.h"
 
 namespace dpbench {
 namespace {
@@ -87,21 +89,15 @@ ParameterLayout gradient_layout_of(const BackwardTimeline& timeline) {
   return layout;
 }
 
-std::optional<PredictedStrategy> predicted_strategy_of(const nlohmann::json& config) {
-  const std::string update = config_text(config, "variable_update");
-  if (update == "parameter_server")
-    return config_text(config, "local_parameter_device") == "cpu" ? PredictedStrategy::parameter_server_cpu
-                                                                   : PredictedStrategy::parameter_server_gpu;
-  if (update == "distributed_replicated") return PredictedStrategy::parameter_server_gpu;
-  if (update != "replicated" && update != "distributed_all_reduce" && update != "horovod") return std::nullopt;
-  const std::string spec = config_text(config, "all_reduce_spec");
-  if (!spec.empty() && spec != "nccl") return std::nullopt;
-  if (config_text(config, "hierarchical_all_reduce") == "true") return PredictedStrategy::hierarchical;
-  if (config_text(config, "sharded_update") == "true") return PredictedStrategy::replicated_sharded;
-  const std::string compact = config_text(config, "compact_gradient_transfer");
-  if (compact == "fp16" || compact == "bf16") return PredictedStrategy::replicated_fp16_transfer;
-  if (config_text(config, "overlap_comm") == "false") return PredictedStrategy::replicated_no_overlap;
-  return PredictedStrategy::replicated;
+std::string predicted_label_of(const nlohmann::json& config) {
+  const StrategyEntry* entry = resolve_strategy_name(config_text(config, "variable_update"));
+  if (entry == nullptr) return "";
+  OptionTexts options = recorded_options(entry->name, StrategyOptions());
+  for (auto& [key, text] : options)
+    if (config.contains(key)) text = option_text(config.at(key));
+  options.erase("bucket_cap_mb");
+  options.erase("tail_bucket_mb");
+  return strategy_label(entry->name, options, false);
 }
 
 PredictBase load_predict_base(const std::string& path, const std::string& bucket_cap_flag) {
@@ -155,12 +151,14 @@ void attach_measurements(const std::vector<std::string>& paths, const PredictBas
     FlagValues workload;
     add_workload_values(result.config, false, strategy_flags, &workload);
     const std::vector<std::string> differences = workload_differences({{"BASE", base_workload}, {"MEASURED", workload}});
-    const auto strategy = predicted_strategy_of(result.config);
+    const std::string label = predicted_label_of(result.config);
+    const bool predicted = std::any_of(report.rows.begin(), report.rows.end(),
+                                       [&](const PredictionRow& row) { return row.strategy == label; });
     const nlohmann::json cap = result.config.value("bucket_cap_mb", nlohmann::json());
     std::string why;
     if (!differences.empty())
       why = "another workload than BASE: it differs in " + join_parts(differences, ", ");
-    else if (!strategy)
+    else if (!predicted)
       why = "its strategy (" + escaped_value(config_text(result.config, "variable_update")) + ") is not predicted";
     else if (!cap.is_null() && (!cap.is_number() || !why_not_bucket_cap_mb(cap.get<double>()).empty()))
       why = "config.bucket_cap_mb is " + escaped_value(cap.dump(), kQuotedExcerptBytes) + ", impossible for a run";
@@ -169,7 +167,7 @@ void attach_measurements(const std::vector<std::string>& paths, const PredictBas
             base.cap_text + "); give --bucket_cap_mb=" + fmt::format("{:g}", cap.get<double>()) + " to compare with it";
     size_t match = report.rows.size();
     for (size_t i = 0; i < report.rows.size() && why.empty(); ++i)
-      if (report.rows[i].strategy == strategy_label(*strategy) && report.rows[i].step.gpus == result.summary.num_devices)
+      if (report.rows[i].strategy == label && report.rows[i].step.gpus == result.summary.num_devices)
         match = i;
     if (why.empty() && match == report.rows.size())
       why = std::to_string(result.summary.num_devices) + " GPUs is not a predicted count";

@@ -16,8 +16,6 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr CollectiveOp kAllOps[] = {CollectiveOp::all_reduce, CollectiveOp::reduce_scatter, CollectiveOp::all_gather,
-                                    CollectiveOp::reduce, CollectiveOp::broadcast};
 constexpr LinkKind kAllLinks[] = {LinkKind::intra_host, LinkKind::inter_host};
 const char* const kHowToMeasure = "write one with dpbench comm_bench --op=all_reduce --json FILE";
 // A petabyte per second: a thousand times the fastest link there is. More is an edited file.
@@ -49,11 +47,14 @@ int count_at(const json& object, const char* key, const std::string& field, cons
   return static_cast<int>(value.get<int64_t>());
 }
 
-CollectiveOp op_named(const std::string& name, const std::string& path) {
-  for (CollectiveOp op : kAllOps)
-    if (name == collective_op_name(op)) return op;
-  fail(path, "config.op '" + name + "' is no collective dpbench predicts with; accepted: all_reduce, "
-             "reduce_scatter, all_gather, reduce, broadcast");
+// The collectives comm_bench measures (engine/communication/collective_traffic.h's table): the ones a curve can be of.
+Collective op_named(const std::string& name, const std::string& path) {
+  std::string accepted;
+  for (Collective op : benchmarked_collectives()) {
+    if (name == collective_name(op)) return op;
+    accepted += (accepted.empty() ? "" : ", ") + std::string(collective_name(op));
+  }
+  fail(path, "config.op '" + name + "' is no collective dpbench predicts with; accepted: " + accepted);
 }
 
 std::vector<MeasuredCurveCost::Point> points_of(const json& rows, const std::string& path) {
@@ -144,12 +145,12 @@ CollectiveCurve load_collective_curve(const std::string& path) {
 
 CurveMap curves_by_collective(const std::vector<CollectiveCurve>& curves) {
   CurveMap map;
-  std::map<std::tuple<CollectiveOp, LinkKind, int>, const CollectiveCurve*> first;
+  std::map<std::tuple<Collective, LinkKind, int>, const CollectiveCurve*> first;
   for (const CollectiveCurve& curve : curves) {
     const auto key = std::make_tuple(curve.op, curve.link, curve.ranks);
     if (const auto seen = first.find(key); seen != first.end()) {
       throw RuntimeError("predict: curve files '" + seen->second->path + "' and '" + curve.path + "' both measure " +
-                         collective_op_name(curve.op) + " over " + link_kind_name(curve.link) + " on " +
+                         collective_name(curve.op) + " over " + link_kind_name(curve.link) + " on " +
                          std::to_string(curve.ranks) +
                          " ranks; give one curve per collective, link kind and rank count (the prediction for "
                          "N GPUs takes the one of the most ranks not above N)");
@@ -170,7 +171,7 @@ std::string format_byte_size(double bytes) {
 }
 
 std::string describe_curve(const CollectiveCurve& curve) {
-  std::string text = std::string(collective_op_name(curve.op)) + " " + link_kind_name(curve.link) + ": `" +
+  std::string text = std::string(collective_name(curve.op)) + " " + link_kind_name(curve.link) + ": `" +
                      curve.path + "`, " + std::to_string(curve.ranks) + " ranks on " + std::to_string(curve.hosts) +
                      (curve.hosts == 1 ? " host" : " hosts");
   std::string measured_by;
@@ -185,10 +186,10 @@ std::string describe_curve(const CollectiveCurve& curve) {
 std::vector<std::string> costs_from_system_file(const std::vector<CollectiveCurve>& curves) {
   std::vector<std::string> costs;
   for (LinkKind link : kAllLinks)
-    for (CollectiveOp op : kAllOps) {
+    for (Collective op : benchmarked_collectives()) {
       const bool measured = std::any_of(curves.begin(), curves.end(),
                                         [&](const CollectiveCurve& c) { return c.op == op && c.link == link; });
-      if (!measured) costs.push_back(std::string(collective_op_name(op)) + " " + link_kind_name(link));
+      if (!measured) costs.push_back(std::string(collective_name(op)) + " " + link_kind_name(link));
     }
   costs.push_back("host copies");
   return costs;

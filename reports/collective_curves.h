@@ -18,7 +18,7 @@ namespace dpbench {
 
 struct CollectiveCurve {
   std::string path;
-  CollectiveOp op = CollectiveOp::all_reduce;
+  Collective op = Collective::all_reduce;
   LinkKind link = LinkKind::intra_host;
   bool link_recorded = true;  // false: a comm_bench from before "link", which ran in one process
   int ranks = 0;

@@ -186,7 +186,7 @@ std::string render_prediction_json(const PredictionReport& report) {
   nlohmann::json curves = nlohmann::json::array();
   for (const CollectiveCurve& curve : report.curves)
     curves.push_back({{"path", curve.path},
-                      {"op", collective_op_name(curve.op)},
+                      {"op", collective_name(curve.op)},
                       {"link", link_kind_name(curve.link)},
                       {"link_recorded", curve.link_recorded},
                       {"ranks", curve.ranks},

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <string>
 
 #include "reports/statistics.h"
 
@@ -98,9 +99,9 @@ nlohmann::json describe_breakdown(const ResultInputs& run, const Summary& summar
   for (const StepPhases& p : run.measured.step_phases) step_mean = std::max(step_mean, p.own_step_ms);
   const double wall_ms = summary.total_time_s * 1000.0 / static_cast<double>(summary.measured_steps);
   // Each part's name: per step in ms under "<name>_ms", over the measured window in s under "<name>_s".
-  constexpr size_t kPartCount = 7;
-  const std::array<const char*, kPartCount> names = {"data_wait", "forward", "backward", "exposed_comm", "update",
-                                                     "straggler_wait", "host_gap"};
+  constexpr std::array names = {"data_wait", "forward", "backward", "exposed_comm", "update", "straggler_wait",
+                                "host_gap"};
+  constexpr size_t kPartCount = names.size();
   nlohmann::json per_device = nlohmann::json::array();
   std::array<double, kPartCount> mean{};
   for (size_t d = 0; d < run.measured.step_phases.size(); ++d) {
@@ -124,8 +125,9 @@ nlohmann::json describe_breakdown(const ResultInputs& run, const Summary& summar
     window[std::string(names[k]) + "_s"] = mean[k] * static_cast<double>(summary.measured_steps) / 1000.0;
     sum += mean[k];
   }
-  return {{"parts", "data_wait + forward + backward + exposed_comm + update + straggler_wait + host_gap = wall time "
-                    "per step"},
+  std::string parts;  // the sum the parts make, named in their order
+  for (const char* name : names) parts += (parts.empty() ? "" : " + ") + std::string(name);
+  return {{"parts", parts + " = wall time per step"},
           {"wall_ms_per_step", wall_ms},
           {"step_ms", step_mean},
           {"parts_sum_ms", sum},

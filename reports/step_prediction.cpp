@@ -41,29 +41,6 @@ double updated_by_bucket_ms(const std::vector<CommJob>& jobs, const std::vector<
 
 }  // namespace
 
-double bus_bandwidth_factor(CollectiveOp op, int ranks) {
-  const double n = ranks;
-  switch (op) {
-    case CollectiveOp::all_reduce: return 2.0 * (n - 1) / n;
-    case CollectiveOp::reduce_scatter:
-    case CollectiveOp::all_gather: return (n - 1) / n;
-    case CollectiveOp::reduce:
-    case CollectiveOp::broadcast: return 1.0;
-  }
-  return 1.0;
-}
-
-const char* collective_op_name(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::all_reduce: return "all_reduce";
-    case CollectiveOp::reduce_scatter: return "reduce_scatter";
-    case CollectiveOp::all_gather: return "all_gather";
-    case CollectiveOp::reduce: return "reduce";
-    case CollectiveOp::broadcast: return "broadcast";
-  }
-  return "";
-}
-
 const char* link_kind_name(LinkKind link) {
   return link == LinkKind::intra_host ? "intra_host" : "inter_host";
 }
@@ -74,7 +51,8 @@ LinkKind link_kind_of_hosts(const std::vector<std::string>& hosts_by_rank) {
   return LinkKind::intra_host;
 }
 
-double AlphaBetaCost::collective_ms(CollectiveOp op, double bytes, int ranks, LinkKind link) const {
+double AlphaBetaCost::collective_ms(Collective op, double bytes, int ranks, LinkKind link) const {
+  if (op == Collective::copy_to_host || op == Collective::copy_from_host) return host_copy_ms(bytes);
   if (ranks <= 1) return 0;
   const bool across = link == LinkKind::inter_host;
   const double bandwidth = across ? system_.inter_host.bandwidth_gb_per_s : system_.intra_host.bandwidth_gb_per_s;
@@ -84,20 +62,24 @@ double AlphaBetaCost::collective_ms(CollectiveOp op, double bytes, int ranks, Li
   // Note [alpha-beta collectives] in the header.
   double steps = 0;
   switch (op) {
-    case CollectiveOp::all_reduce: steps = tree ? 2 * ceil_log2(ranks) : 2 * (n - 1); break;
-    case CollectiveOp::reduce_scatter:
-    case CollectiveOp::all_gather: steps = n - 1; break;
-    case CollectiveOp::reduce:
-    case CollectiveOp::broadcast: steps = tree ? ceil_log2(ranks) : n - 1; break;
+    case Collective::all_reduce: steps = tree ? 2 * ceil_log2(ranks) : 2 * (n - 1); break;
+    case Collective::reduce_scatter:
+    case Collective::all_gather:
+    case Collective::all_to_all: steps = n - 1; break;
+    case Collective::reduce:
+    case Collective::broadcast: steps = tree ? ceil_log2(ranks) : n - 1; break;
+    case Collective::peer_copy: steps = 1; break;
+    case Collective::copy_to_host:
+    case Collective::copy_from_host: break;  // host_copy_ms, above
   }
-  return steps * latency_ms + transfer_ms(bytes * bus_bandwidth_factor(op, ranks), bandwidth);
+  return steps * latency_ms + transfer_ms(bytes * collective_bus_factor(op, ranks), bandwidth);
 }
 
 double AlphaBetaCost::host_copy_ms(double bytes) const {
   return system_.host_copy.latency_us / 1e3 + transfer_ms(bytes, system_.host_copy.bandwidth_gb_per_s);
 }
 
-const MeasuredCurveCost::Curve* MeasuredCurveCost::curve_for(CollectiveOp op, LinkKind link, int ranks) const {
+const MeasuredCurveCost::Curve* MeasuredCurveCost::curve_for(Collective op, LinkKind link, int ranks) const {
   const auto found = curves_.find({op, link});
   if (found == curves_.end() || found->second.empty()) return nullptr;
   const CurvesByRanks& by_ranks = found->second;
@@ -106,11 +88,11 @@ const MeasuredCurveCost::Curve* MeasuredCurveCost::curve_for(CollectiveOp op, Li
   return curve.empty() ? nullptr : &curve;
 }
 
-double MeasuredCurveCost::collective_ms(CollectiveOp op, double bytes, int ranks, LinkKind link) const {
+double MeasuredCurveCost::collective_ms(Collective op, double bytes, int ranks, LinkKind link) const {
   const Curve* measured = ranks > 1 ? curve_for(op, link, ranks) : nullptr;
   if (measured == nullptr) return fallback_->collective_ms(op, bytes, ranks, link);
   const Curve& curve = *measured;
-  const double factor = bus_bandwidth_factor(op, ranks);
+  const double factor = collective_bus_factor(op, ranks);
   if (bytes <= curve.front().bytes) return transfer_ms(curve.front().bytes * factor, curve.front().busbw_gb_per_s);
   if (bytes >= curve.back().bytes) return transfer_ms(bytes * factor, curve.back().busbw_gb_per_s);
   const auto upper = std::upper_bound(curve.begin(), curve.end(), bytes,
@@ -122,35 +104,13 @@ double MeasuredCurveCost::collective_ms(CollectiveOp op, double bytes, int ranks
   return transfer_ms(bytes * factor, busbw);
 }
 
-const std::vector<PredictedStrategy>& all_predicted_strategies() {
-  static const std::vector<PredictedStrategy> all = {
-      PredictedStrategy::replicated,           PredictedStrategy::replicated_no_overlap,
-      PredictedStrategy::replicated_fp16_transfer, PredictedStrategy::replicated_sharded,
-      PredictedStrategy::hierarchical,         PredictedStrategy::parameter_server_gpu,
-      PredictedStrategy::parameter_server_cpu};
-  return all;
-}
-
-std::string strategy_label(PredictedStrategy strategy) {
-  switch (strategy) {
-    case PredictedStrategy::replicated: return "replicated (nccl)";
-    case PredictedStrategy::replicated_no_overlap: return "replicated (nccl, no overlap)";
-    case PredictedStrategy::replicated_fp16_transfer: return "replicated (nccl, fp16 transfer)";
-    case PredictedStrategy::replicated_sharded: return "replicated (nccl, sharded update)";
-    case PredictedStrategy::hierarchical: return "distributed_all_reduce (hierarchical)";
-    case PredictedStrategy::parameter_server_gpu: return "parameter_server (gpu)";
-    case PredictedStrategy::parameter_server_cpu: return "parameter_server (cpu)";
-  }
-  return "";
-}
-
 double MeasuredStep::gradient_bytes() const {
   double total = 0;
   for (const BucketReady& bucket : buckets) total += bucket.bytes;
   return total;
 }
 
-StepPrediction predict_step(const MeasuredStep& measured, PredictedStrategy strategy, int gpus,
+StepPrediction predict_step(const MeasuredStep& measured, const StepSchedule& schedule, int gpus,
                             const SystemModel& system, const CollectiveCost& cost) {
   StepPrediction prediction;
   prediction.gpus = gpus;
@@ -160,71 +120,54 @@ StepPrediction predict_step(const MeasuredStep& measured, PredictedStrategy stra
   }
   const int per_host = std::max(1, system.gpus_per_host);
   const bool one_host = gpus <= per_host;
-  const int hosts = (gpus + per_host - 1) / per_host;
   const LinkKind link = one_host ? LinkKind::intra_host : LinkKind::inter_host;
   const double total_bytes = measured.gradient_bytes();
+  // What one step of the schedule costs: its collective at its size over its ranks, on the link
+  // its ranks span; steps that run at once through a host's network as one of their whole bytes
+  // (Note [alpha-beta collectives]).
+  auto cost_ms = [&](const ScheduledCollective& step) {
+    const LinkKind crossed = step.span == StepRanks::job            ? link
+                             : step.span == StepRanks::inside_host ? LinkKind::intra_host
+                                                                   : LinkKind::inter_host;
+    return cost.collective_ms(step.collective, step.bytes * std::max(1, step.concurrent), step.ranks, crossed);
+  };
 
   std::vector<CommJob> during;  // started by backward, one per bucket
   double after_ms = 0;          // transfers that wait for the update (parameters travelling back)
-  double update_ms = measured.update_ms;
-  for (const BucketReady& bucket : measured.buckets) {
-    const double bytes = bucket.bytes;
+  for (size_t i = 0; i < measured.buckets.size() && i < schedule.ranges.size(); ++i) {
+    const BucketReady& bucket = measured.buckets[i];
+    const RangeSchedule& range = schedule.ranges[i];
     double job_ms = 0;
-    switch (strategy) {
-      case PredictedStrategy::replicated:
-      case PredictedStrategy::replicated_no_overlap:
-        job_ms = cost.collective_ms(CollectiveOp::all_reduce, bytes, gpus, link);
-        break;
-      case PredictedStrategy::replicated_fp16_transfer:
-        job_ms = cost.collective_ms(CollectiveOp::all_reduce, bytes / 2, gpus, link);
-        break;
-      case PredictedStrategy::replicated_sharded:
-        // The bucket's share of the update runs between its two collectives, split N ways.
-        job_ms = cost.collective_ms(CollectiveOp::reduce_scatter, bytes, gpus, link) +
-                 (total_bytes > 0 ? measured.update_ms * bytes / total_bytes / gpus : 0) +
-                 cost.collective_ms(CollectiveOp::all_gather, bytes, gpus, link);
-        break;
-      case PredictedStrategy::hierarchical:
-        // Across hosts each of a host's per_host GPUs all-reduces its 1/per_host of the bucket with
-        // its peers on the other hosts, all at once over the host's network: together one
-        // all-reduce of the whole bucket over `hosts` ranks (Note [alpha-beta collectives]).
-        job_ms = one_host ? cost.collective_ms(CollectiveOp::all_reduce, bytes, gpus, LinkKind::intra_host)
-                          : cost.collective_ms(CollectiveOp::reduce_scatter, bytes, per_host, LinkKind::intra_host) +
-                                cost.collective_ms(CollectiveOp::all_reduce, bytes, hosts, LinkKind::inter_host) +
-                                cost.collective_ms(CollectiveOp::all_gather, bytes, per_host, LinkKind::intra_host);
-        break;
-      case PredictedStrategy::parameter_server_gpu:
-        job_ms = cost.collective_ms(CollectiveOp::reduce, bytes, gpus, link);
-        after_ms += cost.collective_ms(CollectiveOp::broadcast, bytes, gpus, link);
-        break;
-      case PredictedStrategy::parameter_server_cpu:
-        job_ms = cost.host_copy_ms(bytes);
-        after_ms += cost.host_copy_ms(bytes);
-        break;
+    bool waits_for_backward = false;
+    // The bucket's share of the update, split as the schedule says, runs after its first step.
+    bool update_pending = schedule.update == UpdatePlacement::in_exchange;
+    for (const ScheduledCollective& step : range.steps) {
+      if (step.after == StepAfter::update) {
+        after_ms += cost_ms(step);
+        continue;
+      }
+      waits_for_backward = waits_for_backward || step.after == StepAfter::backward;
+      job_ms += cost_ms(step);
+      if (update_pending) {
+        job_ms += total_bytes > 0 ? measured.update_ms * bucket.bytes / total_bytes / std::max(1, schedule.update_split) : 0;
+        update_pending = false;
+      }
     }
-    const bool waits_for_backward = strategy == PredictedStrategy::replicated_no_overlap;
     during.push_back({waits_for_backward ? measured.backward_ms : bucket.ready_ms, job_ms});
     prediction.comm_ms += job_ms;
   }
-  if (strategy == PredictedStrategy::parameter_server_cpu && !one_host) {
+  if (!schedule.one_host_only.empty() && !one_host) {
     prediction.modelled = false;
-    prediction.why_not = "the host parameter server runs in one process, on one host (at most " +
-                         std::to_string(per_host) + " GPUs)";
+    prediction.why_not = schedule.one_host_only + " (at most " + std::to_string(per_host) + " GPUs)";
     return prediction;
   }
-  if (strategy == PredictedStrategy::replicated_sharded) update_ms = 0;  // done inside the exchange
-  // Parameter-server owners each update the tensors they own, at once: the most loaded one sets the pace.
-  if (strategy == PredictedStrategy::parameter_server_gpu) {
-    const auto share = measured.parameter_server_largest_share.find(gpus);
-    update_ms = measured.update_ms * (share != measured.parameter_server_largest_share.end() ? share->second
-                                                                                              : 1.0 / gpus);
-  }
+  double update_ms = measured.update_ms;
+  if (schedule.update == UpdatePlacement::in_exchange) update_ms = 0;  // done inside the exchange
+  // Owners each update the tensors they own, at once: the most loaded one sets the pace.
+  if (schedule.update == UpdatePlacement::at_owners) update_ms = measured.update_ms * schedule.update_share;
   prediction.comm_ms += after_ms;
   const bool by_bucket = system.communication_overlaps_compute && !measured.update_waits_for_every_exchange &&
-                         (strategy == PredictedStrategy::replicated ||
-                          strategy == PredictedStrategy::replicated_no_overlap ||
-                          strategy == PredictedStrategy::replicated_fp16_transfer ||
-                          strategy == PredictedStrategy::hierarchical);
+                         schedule.update == UpdatePlacement::each_range;
   double during_exposed = 0;
   if (by_bucket) {
     const double updated = updated_by_bucket_ms(during, measured.buckets, measured.backward_ms, update_ms, total_bytes);
@@ -237,6 +180,12 @@ StepPrediction predict_step(const MeasuredStep& measured, PredictedStrategy stra
   prediction.exposed_comm_ms = during_exposed + after_ms;
   prediction.step_ms = measured.step_ms - measured.update_ms + update_ms + prediction.exposed_comm_ms;
   return prediction;
+}
+
+ScheduleShape shape_on(const SystemModel& system, int gpus) {
+  const int per_host = std::max(1, system.gpus_per_host);
+  if (gpus <= per_host) return ScheduleShape{gpus, gpus, 1};
+  return ScheduleShape{gpus, per_host, (gpus + per_host - 1) / per_host};
 }
 
 std::vector<int> predicted_gpu_counts(int max_gpus) {

@@ -13,9 +13,11 @@
 #include <utility>
 #include <vector>
 
+#include "engine/communication/collective_schedule.h"
+#include "engine/communication/collective_traffic.h"
+
 namespace dpbench {
 
-enum class CollectiveOp { all_reduce, reduce_scatter, all_gather, reduce, broadcast };
 enum class CollectiveAlgorithm { ring, tree };
 // Where a collective's ranks sit: all inside one host, or spread over hosts (then the hosts'
 // network is the bottleneck link).
@@ -24,10 +26,6 @@ const char* link_kind_name(LinkKind link);  // "intra_host", as `dpbench comm_be
 // The link a collective over these ranks crosses: intra_host when every rank's host (by rank) is
 // the same, inter_host when they span hosts.
 LinkKind link_kind_of_hosts(const std::vector<std::string>& hosts_by_rank);
-
-// busbw = algbw x this, as nccl-tests defines it (and `dpbench comm_bench` prints it).
-double bus_bandwidth_factor(CollectiveOp op, int ranks);
-const char* collective_op_name(CollectiveOp op);  // "all_reduce", as comm_bench's --op spells it
 
 struct LinkCost {
   double bandwidth_gb_per_s = 0;  // GB = 1e9 bytes, one direction
@@ -53,7 +51,7 @@ class CollectiveCost {
   virtual ~CollectiveCost() = default;
   // `bytes` as nccl-tests counts a collective's size: the whole buffer (all_reduce, broadcast,
   // reduce) or the whole gathered/scattered buffer (all_gather, reduce_scatter).
-  virtual double collective_ms(CollectiveOp op, double bytes, int ranks, LinkKind link) const = 0;
+  virtual double collective_ms(Collective op, double bytes, int ranks, LinkKind link) const = 0;
   // One GPU copying `bytes` to or from host memory (over its own link: PCIe, C2C).
   virtual double host_copy_ms(double bytes) const = 0;
 };
@@ -66,7 +64,10 @@ class CollectiveCost {
 //   tree all_reduce      2 ceil(log2 n) a + 2(n-1)/n S/B   (up and down a tree; NCCL's double
 //                        binary trees reach the ring's bandwidth, so only the latency differs)
 //   tree reduce, broadcast            ceil(log2 n) a + S/B
-// reduce_scatter and all_gather have no tree in NCCL and use the ring's formula either way.
+//   all_to_all           (n-1) a + (n-1)/n S/B   (n-1 chunks out, n-1 in)
+//   peer_copy            a + S/B   (one copy over one link)
+// reduce_scatter, all_gather and all_to_all have no tree in NCCL and use the ring's formula either
+// way. Copies to and from host memory cost host_copy_ms, whatever the link.
 // Across hosts B is the host's whole network bandwidth and a the network's latency: the slowest
 // hop paces every step. NCCL lays a flat ring's channels over all of a host's adapters, so the
 // 2(n-1)/n S that each host sends out of a ring all-reduce leaves through all of them at once
@@ -77,7 +78,7 @@ class CollectiveCost {
 class AlphaBetaCost : public CollectiveCost {
  public:
   explicit AlphaBetaCost(SystemModel system) : system_(std::move(system)) {}
-  double collective_ms(CollectiveOp op, double bytes, int ranks, LinkKind link) const override;
+  double collective_ms(Collective op, double bytes, int ranks, LinkKind link) const override;
   double host_copy_ms(double bytes) const override;
   const SystemModel& system() const { return system_; }
 
@@ -87,7 +88,7 @@ class AlphaBetaCost : public CollectiveCost {
 
 // Measured bus bandwidth against message size (`dpbench comm_bench --json` rows), per collective,
 // link kind and rank count, replacing the formulas where a curve exists. The time of S bytes on n
-// ranks is S x bus_bandwidth_factor(op, n) / busbw(S), busbw from the curve measured on the most
+// ranks is S x collective_bus_factor(op, n) / busbw(S), busbw from the curve measured on the most
 // ranks not above n (the fewest, where all were measured on more): busbw is what nccl-tests made
 // comparable across rank counts, and the nearest count below keeps what it loses at larger ones
 // (latency steps, slower links) closest. busbw is interpolated linearly in log2(size); below the
@@ -100,31 +101,18 @@ class MeasuredCurveCost : public CollectiveCost {
   };
   using Curve = std::vector<Point>;                        // by ascending size
   using CurvesByRanks = std::map<int, Curve>;              // by the rank count it was measured on
-  using Curves = std::map<std::pair<CollectiveOp, LinkKind>, CurvesByRanks>;
+  using Curves = std::map<std::pair<Collective, LinkKind>, CurvesByRanks>;
   MeasuredCurveCost(Curves curves, std::shared_ptr<const CollectiveCost> fallback)
       : curves_(std::move(curves)), fallback_(std::move(fallback)) {}
-  double collective_ms(CollectiveOp op, double bytes, int ranks, LinkKind link) const override;
+  double collective_ms(Collective op, double bytes, int ranks, LinkKind link) const override;
   double host_copy_ms(double bytes) const override { return fallback_->host_copy_ms(bytes); }
   // The curve that prices `ranks`, or nullptr where none covers (op, link).
-  const Curve* curve_for(CollectiveOp op, LinkKind link, int ranks) const;
+  const Curve* curve_for(Collective op, LinkKind link, int ranks) const;
 
  private:
   Curves curves_;
   std::shared_ptr<const CollectiveCost> fallback_;
 };
-
-// The strategies a prediction covers, each as `dpbench run` names it.
-enum class PredictedStrategy {
-  replicated,               // --variable_update=replicated (nccl), buckets all-reduced as they are ready
-  replicated_no_overlap,    // ... --overlap_comm=false: every bucket after backward
-  replicated_fp16_transfer, // ... --compact_gradient_transfer=fp16: half the bytes
-  replicated_sharded,       // ... --sharded_update: reduce-scatter, 1/N of the update, all-gather
-  hierarchical,             // distributed_all_reduce --hierarchical_all_reduce
-  parameter_server_gpu,     // --variable_update=parameter_server --local_parameter_device=gpu
-  parameter_server_cpu,     // ... --local_parameter_device=cpu
-};
-const std::vector<PredictedStrategy>& all_predicted_strategies();
-std::string strategy_label(PredictedStrategy strategy);  // "replicated (nccl)", as `dpbench report` labels it
 
 // One gradient bucket of the 1-GPU run: its bytes (fp32) and when backward had produced all of
 // it, in ms from the start of backward.
@@ -139,14 +127,9 @@ struct MeasuredStep {
   double backward_ms = 0;
   double update_ms = 0;  // the optimizer (and whatever follows backward on one GPU)
   std::vector<BucketReady> buckets;  // in the order backward produces them
-  // parameter_server (gpu) on N GPUs (the key): the largest share of the gradients' bytes that one
-  // GPU owns. The broadcasts wait for every owner's update, so the update takes that share of the
-  // 1-GPU update (rnnlm's three tensors leave one of 4 GPUs 71% of the bytes). Where N is
-  // missing, 1/N: owners evenly loaded.
-  std::map<int, double> parameter_server_largest_share;
-  // The replicated strategies update each bucket once its exchange is done (Note [update by
-  // bucket] in strategies/replicated.h), except where the update first looks at every gradient
-  // (fp16's automatic loss scaling): then it waits for the last exchange.
+  // A schedule that updates each bucket once its exchange is done (Note [update by bucket] in
+  // strategies/replicated.h) waits for the last exchange instead where the update first looks at
+  // every gradient (fp16's automatic loss scaling).
   bool update_waits_for_every_exchange = false;
   double gradient_bytes() const;
 };
@@ -160,9 +143,17 @@ struct StepPrediction {
   double comm_ms = 0;         // the communication stream's busy time (all transfers, overlapped or not)
 };
 
-// The step of `strategy` on `gpus` GPUs. gpus == 1 is the measured step, for every strategy.
-StepPrediction predict_step(const MeasuredStep& measured, PredictedStrategy strategy, int gpus,
+// The step on `gpus` GPUs of the exchange `schedule` describes for that many (one range per
+// bucket of `measured`, engine/communication/collective_schedule.h): each bucket's steps cost what `cost`
+// charges for their collectives, on the stream after what they wait for; the update runs where
+// the schedule places it, its share of the 1-GPU update. gpus == 1 is the measured step, whatever
+// the schedule.
+StepPrediction predict_step(const MeasuredStep& measured, const StepSchedule& schedule, int gpus,
                             const SystemModel& system, const CollectiveCost& cost);
+
+// The job `gpus` GPUs make on `system`, for a schedule: inside one host where they fit one, else
+// full hosts of system.gpus_per_host (the last one's share counted as full).
+ScheduleShape shape_on(const SystemModel& system, int gpus);
 
 // 1, 2, 4, ... up to and including max_gpus (which need not be a power of two).
 std::vector<int> predicted_gpu_counts(int max_gpus);

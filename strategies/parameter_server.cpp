@@ -6,7 +6,6 @@
 
 #include "engine/backend/step_trace.h"
 #include "engine/backends.h"
-#include "engine/communication/collective_traffic.h"
 #include "engine/errors.h"
 #include "engine/training/optimizer.h"
 
@@ -42,6 +41,69 @@ double largest_owned_share(const ParameterLayout& layout, int num_devices) {
   return total > 0 ? static_cast<double>(*std::max_element(owned.begin(), owned.end())) / total : 0.0;
 }
 
+std::vector<std::vector<ParameterServerStrategy::OwnedRange>> ParameterServerStrategy::runs_of(
+    const ParameterLayout& layout, const std::vector<int>& owner_of_tensor, const std::vector<GradientRange>& plan) {
+  // Tensors by offset, then each planned range as runs of consecutive tensors of one owner.
+  std::vector<int> by_offset(layout.tensors().size());
+  std::iota(by_offset.begin(), by_offset.end(), 0);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [&](int a, int b) { return layout.tensors()[a].offset < layout.tensors()[b].offset; });
+  std::vector<std::vector<OwnedRange>> all;
+  for (const GradientRange& range : plan) {
+    std::vector<OwnedRange> runs;
+    for (int id : by_offset) {
+      const GradientRange tensor = layout.extent(id);  // its aligning gap included
+      if (tensor.count == 0 || tensor.offset < range.offset || tensor.offset >= range.end()) continue;
+      if (!runs.empty() && runs.back().owner == owner_of_tensor[id] && runs.back().range.end() == tensor.offset)
+        runs.back().range.count += tensor.count;
+      else
+        runs.push_back(OwnedRange{GradientRange{tensor.offset, tensor.count}, owner_of_tensor[id]});
+    }
+    all.push_back(std::move(runs));
+  }
+  return all;
+}
+
+StepSchedule ParameterServerStrategy::schedule_for(const StrategyOptions& options, const ParameterLayout& layout,
+                                                   const std::vector<GradientRange>& plan, const ScheduleShape& shape) {
+  StepSchedule schedule;
+  auto step = [](Collective collective, size_t count, int ranks, StepAfter after) {
+    ScheduledCollective scheduled;
+    scheduled.collective = collective;
+    scheduled.bytes = static_cast<double>(count) * sizeof(float);
+    scheduled.ranks = ranks;
+    scheduled.after = after;
+    return scheduled;
+  };
+  if (options.local_parameter_device == "cpu") {
+    schedule.update = UpdatePlacement::after_all;
+    schedule.one_host_only = "the host parameter server runs in one process, on one host";
+    for (const GradientRange& range : plan) {
+      RangeSchedule exchange;
+      exchange.message_bytes = static_cast<double>(range.count) * sizeof(float);
+      exchange.steps.push_back(step(Collective::copy_to_host, range.count, 1, StepAfter::previous));
+      schedule.ranges.push_back(std::move(exchange));
+    }
+    if (!schedule.ranges.empty())
+      schedule.ranges.back().steps.push_back(
+          step(Collective::copy_from_host, layout.total_count(), 1, StepAfter::update));
+    return schedule;
+  }
+  schedule.update = UpdatePlacement::at_owners;
+  schedule.update_share = largest_owned_share(layout, shape.world);
+  const std::vector<std::vector<OwnedRange>> runs = runs_of(layout, place_tensors(layout, shape.world), plan);
+  for (size_t index = 0; index < plan.size(); ++index) {
+    RangeSchedule exchange;
+    exchange.message_bytes = static_cast<double>(plan[index].count) * sizeof(float);
+    for (const OwnedRange& run : runs[index])
+      exchange.steps.push_back(step(Collective::reduce, run.range.count, shape.world, StepAfter::previous));
+    for (const OwnedRange& run : runs[index])
+      exchange.steps.push_back(step(Collective::broadcast, run.range.count, shape.world, StepAfter::update));
+    schedule.ranges.push_back(std::move(exchange));
+  }
+  return schedule;
+}
+
 // --local_parameter_device=cpu: the master copy, its gradients' sum and the optimizer on the host.
 struct ParameterServerStrategy::HostServer {
   std::unique_ptr<Device> host;       // a reference device: the optimizer's state lives in its memory
@@ -74,27 +136,12 @@ void ParameterServerStrategy::abort_exchanges() {
 void ParameterServerStrategy::prepare(const ParameterLayout& layout) {
   const int n = world_size();
   const size_t count = layout.total_count();
+  schedule_ = schedule_for(options(), layout, plan(), ScheduleShape{n, n, 1});
   if (!on_cpu_) {
     owner_of_tensor_ = place_tensors(layout, n);
     bytes_owned_ = owned_counts(layout, owner_of_tensor_, n);
     for (size_t& owned : bytes_owned_) owned *= sizeof(float);
-    // Tensors by offset, then each planned range as runs of consecutive tensors of one owner.
-    std::vector<int> by_offset(layout.tensors().size());
-    std::iota(by_offset.begin(), by_offset.end(), 0);
-    std::sort(by_offset.begin(), by_offset.end(),
-              [&](int a, int b) { return layout.tensors()[a].offset < layout.tensors()[b].offset; });
-    for (const GradientRange& range : plan()) {
-      std::vector<OwnedRange> runs;
-      for (int id : by_offset) {
-        const GradientRange tensor = layout.extent(id);  // its aligning gap included
-        if (tensor.count == 0 || tensor.offset < range.offset || tensor.offset >= range.end()) continue;
-        if (!runs.empty() && runs.back().owner == owner_of_tensor_[id] && runs.back().range.end() == tensor.offset)
-          runs.back().range.count += tensor.count;
-        else
-          runs.push_back(OwnedRange{GradientRange{tensor.offset, tensor.count}, owner_of_tensor_[id]});
-      }
-      runs_.push_back(std::move(runs));
-    }
+    runs_ = runs_of(layout, owner_of_tensor_, plan());
     create_exchange_communicator();
     for (const Replica& replica : replicas()) {
       replica.device->make_current();
@@ -262,31 +309,27 @@ void ParameterServerStrategy::complete_through_host(int replica, int64_t step) {
   host.steps_done[replica] = step;
 }
 
+// From this run's schedule: on the GPUs a reduce and a broadcast of every byte (nccl-tests: busbw
+// = algbw for each; owners spread evenly, the reduces send as a reduce-scatter and the broadcasts
+// as an all-gather, an all-reduce's volume); on the host every device sends its gradients up and
+// receives the parameters.
 TrafficModel ParameterServerStrategy::traffic() const {
   TrafficModel model;
-  const size_t count = replicas().front().parameters->count();
-  model.bytes_per_step = static_cast<double>(count) * sizeof(float);
-  // A reduce and a broadcast of every byte (nccl-tests: busbw = algbw for each).
-  const int n = world_size();
-  model.busbw_factor = collective_bus_factor(Collective::reduce, n) + collective_bus_factor(Collective::broadcast, n);
+  const ScheduleTraffic traffic = traffic_of(schedule_.ranges);
+  model.bytes_per_step = traffic.bytes;
+  model.bytes_sent_per_device = traffic.bytes_sent;
+  model.collectives_per_step = traffic.collectives;
+  model.busbw_factor = traffic.bytes > 0 ? traffic.bus_bytes / traffic.bytes : 0.0;
   if (on_cpu_) {
     model.exchange = "parameter server on the host";
     model.communicator = "copies to and from pinned host memory; update on " +
                          std::to_string(host_->threads.threads()) + " host threads";
-    model.bytes_sent_per_device = model.bytes_per_step;  // and as much received
-    model.collectives_per_step = static_cast<int64_t>(plan().size()) + 1;
     model.busbw_formula = "each device sends its gradients and receives the parameters: busbw = algbw x 2";
   } else {
     model.exchange = "parameter server on the GPUs";
     std::string shares;
     for (size_t bytes : bytes_owned_) shares += (shares.empty() ? "" : "/") + std::to_string(bytes >> 20);
     model.communicator = communicator()->description() + " reduce + broadcast; MiB owned per GPU " + shares;
-    int64_t runs = 0;
-    for (const auto& per_range : runs_) runs += static_cast<int64_t>(per_range.size());
-    model.collectives_per_step = 2 * runs;
-    // Owners spread evenly: the reduces are a reduce-scatter and the broadcasts an all-gather,
-    // an all-reduce's volume.
-    model.bytes_sent_per_device = collective_bus_factor(Collective::all_reduce, n) * model.bytes_per_step;
     model.busbw_formula = "reduce then broadcast, each busbw = algbw (nccl-tests): busbw = algbw x 2";
   }
   return model;

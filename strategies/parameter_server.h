@@ -12,6 +12,7 @@
 
 #include <memory>
 
+#include "engine/communication/collective_schedule.h"
 #include "strategies/bucketed_exchange.h"
 #include "strategies/host_thread_pool.h"
 #include "strategies/rendezvous.h"
@@ -33,6 +34,13 @@ class ParameterServerStrategy final : public BucketedExchangeStrategy {
   ParameterServerStrategy(const StrategyOptions& options, const DevicePlacement& placement);
   ~ParameterServerStrategy() override;
   std::string name() const override { return "parameter_server"; }
+  // What it issues per step for `plan` of `layout` on a job of `shape`, as data
+  // (engine/communication/collective_schedule.h), without devices: on the GPUs a reduce of each run of one
+  // owner's tensors to that owner during backward and its broadcast back after the owners'
+  // updates; on the host a copy of each range up to the host and, after the host's update, one of
+  // every parameter back.
+  static StepSchedule schedule_for(const StrategyOptions& options, const ParameterLayout& layout,
+                                   const std::vector<GradientRange>& plan, const ScheduleShape& shape);
 
  protected:
   void prepare(const ParameterLayout& layout) override;
@@ -48,6 +56,9 @@ class ParameterServerStrategy final : public BucketedExchangeStrategy {
     int owner = 0;
   };
   struct HostServer;
+  // Each range of `plan` as runs of consecutive tensors of one owner, in buffer order.
+  static std::vector<std::vector<OwnedRange>> runs_of(const ParameterLayout& layout, const std::vector<int>& owner_of_tensor,
+                                                      const std::vector<GradientRange>& plan);
   void exchange_on_gpus(int replica, size_t index, const Event& ready);
   void complete_on_gpus(int replica, int64_t step);
   void exchange_through_host(int replica, size_t index, const Event& ready);
@@ -58,6 +69,7 @@ class ParameterServerStrategy final : public BucketedExchangeStrategy {
   std::vector<std::vector<OwnedRange>> runs_;
   std::vector<int> owner_of_tensor_;
   std::vector<size_t> bytes_owned_;
+  StepSchedule schedule_;  // this run's, from prepare
   std::vector<std::unique_ptr<Event>> reduced_, updated_, broadcast_;
   std::unique_ptr<HostServer> host_;  // cpu
 };

@@ -105,6 +105,24 @@ void ReplicatedStrategy::update_by_bucket(int replica, int64_t step) {
   started.clear();
 }
 
+StepSchedule ReplicatedStrategy::schedule_for(const StrategyOptions& options, const ParameterLayout& /*layout*/,
+                                              const std::vector<GradientRange>& plan, const ScheduleShape& shape) {
+  const AllReduceSpec spec = parse_all_reduce_spec(options.all_reduce_spec.empty() ? "nccl" : options.all_reduce_spec);
+  const std::unique_ptr<ExchangeMethod> dense = choose_dense_exchange(spec, options);
+  StepSchedule schedule;
+  schedule.update = dense->updates_parameters()      ? UpdatePlacement::in_exchange
+                    : dense->orders_devices_itself() ? UpdatePlacement::after_all
+                                                     : UpdatePlacement::each_range;
+  schedule.update_split = dense->updates_parameters() ? std::max(1, shape.world) : 1;
+  schedule.update_share = 1.0 / schedule.update_split;
+  for (const GradientRange& range : plan) {
+    RangeSchedule exchange = dense->schedule(range, shape);
+    if (!options.overlap_comm && !exchange.steps.empty()) exchange.steps.front().after = StepAfter::backward;
+    schedule.ranges.push_back(std::move(exchange));
+  }
+  return schedule;
+}
+
 // The methods' traffic summed. With sparse rows, D dense bytes are all-reduced and G bytes of
 // packs all-gathered: one busbw for both is their bus bytes over the transfer time.
 TrafficModel ReplicatedStrategy::traffic() const {

@@ -27,6 +27,14 @@ class ReplicatedStrategy final : public BucketedExchangeStrategy {
  public:
   ReplicatedStrategy(const StrategyOptions& options, const DevicePlacement& placement);
   std::string name() const override { return "replicated"; }
+  // What it issues per step for `plan` on a job of `shape`, as data (engine/communication/collective_schedule.h),
+  // without devices: the schedules of the dense method the chooser picks for `options`
+  // (exchange_methods.h), each range's after backward with --overlap_comm=false, and where the
+  // update runs (Note [update by bucket]; fp16's automatic loss scaling, a fact of the run's
+  // optimizer, is not in it). The embedding tables travel densely here: the sparse rows' schedule
+  // needs the run's tables.
+  static StepSchedule schedule_for(const StrategyOptions& options, const ParameterLayout& layout,
+                                   const std::vector<GradientRange>& plan, const ScheduleShape& shape);
 
  protected:
   void prepare(const ParameterLayout& layout) override;

@@ -125,26 +125,31 @@ std::vector<StrategyEntry> make_registry() {
   };
   const std::vector<std::string> all_reduce_options = with_cutting(
       {"all_reduce_spec", "compact_gradient_transfer", "sparse_embedding_grads", "sharded_update"});
+  const auto replicated_schedule = ReplicatedStrategy::schedule_for;
+  const auto parameter_server_schedule = ParameterServerStrategy::schedule_for;
   std::vector<std::string> distributed_all_reduce_options = all_reduce_options;
   distributed_all_reduce_options.push_back("hierarchical_all_reduce");
   return {
       {"independent", "every replica updates from its own gradients; nothing is exchanged",
        StrategyFamily::independent, ProcessLayout::one_process, "", {}, "", nothing_to_check,
-       [](const StrategyOptions&, const DevicePlacement&) { return std::make_unique<IndependentStrategy>(); }},
+       [](const StrategyOptions&, const DevicePlacement&) { return std::make_unique<IndependentStrategy>(); },
+       nullptr},
       {"parameter_server", "one master copy on the GPUs or the CPU", StrategyFamily::parameter_server,
        ProcessLayout::one_process, "", with_cutting({"local_parameter_device"}), "local_parameter_device",
-       validate_parameter_server, parameter_server},
+       validate_parameter_server, parameter_server, parameter_server_schedule},
       {"replicated", "every device holds a copy; gradients are all-reduced", StrategyFamily::all_reduce,
-       ProcessLayout::one_process, "", all_reduce_options, "all_reduce_spec", validate_all_reduce, replicated},
+       ProcessLayout::one_process, "", all_reduce_options, "all_reduce_spec", validate_all_reduce, replicated,
+       replicated_schedule},
       {"distributed_all_reduce", "one process per GPU (mpirun, srun, torchrun); gradients all-reduced with NCCL",
        StrategyFamily::all_reduce, ProcessLayout::one_process_per_gpu, "", distributed_all_reduce_options, "",
-       validate_distributed_all_reduce, replicated},
+       validate_distributed_all_reduce, replicated, replicated_schedule},
       {"distributed_replicated",
        "parameter server across processes (mpirun, srun, torchrun): NCCL reduce to the owner, broadcast back",
        StrategyFamily::parameter_server, ProcessLayout::one_process_per_gpu, "",
-       with_cutting({"local_parameter_device"}), "", validate_distributed_replicated, parameter_server},
+       with_cutting({"local_parameter_device"}), "", validate_distributed_replicated, parameter_server,
+       parameter_server_schedule},
       {"horovod", "tf_cnn_benchmarks' spelling of distributed_all_reduce", StrategyFamily::all_reduce,
-       ProcessLayout::one_process_per_gpu, "distributed_all_reduce", {}, "", nothing_to_check, nullptr},
+       ProcessLayout::one_process_per_gpu, "distributed_all_reduce", {}, "", nothing_to_check, nullptr, nullptr},
   };
 }
 
@@ -227,6 +232,33 @@ std::vector<std::string> flags_of_sweep_token(const std::string& token) {
   }
   flags.push_back("--" + entry->token_option + "=" + value);
   return flags;
+}
+
+const std::vector<PredictedVariant>& predicted_variants() {
+  static const std::vector<PredictedVariant> variants = {
+      {"replicated", [](StrategyOptions&) {}},
+      {"replicated", [](StrategyOptions& o) { o.overlap_comm = false; }},
+      {"replicated", [](StrategyOptions& o) { o.compact_gradient_transfer = "fp16"; }},
+      {"replicated", [](StrategyOptions& o) { o.sharded_update = true; }},
+      {"distributed_all_reduce", [](StrategyOptions& o) { o.hierarchical_all_reduce = true; }},
+      {"parameter_server", [](StrategyOptions& o) { o.local_parameter_device = "gpu"; }},
+      {"parameter_server", [](StrategyOptions& o) { o.local_parameter_device = "cpu"; }},
+  };
+  return variants;
+}
+
+StrategyOptions options_of(const PredictedVariant& variant) {
+  StrategyOptions options;
+  variant.options(options);
+  return options;
+}
+
+OptionTexts recorded_options(const std::string& strategy, const StrategyOptions& options) {
+  OptionTexts texts;
+  const StrategyEntry* entry = resolve_strategy_name(strategy);
+  for (const SynchronisationOption& option : synchronisation_options())
+    if (entry != nullptr && entry->accepts(option.flag)) texts[option.flag] = option_text(option.recorded(options));
+  return texts;
 }
 
 std::string strategy_label(const std::string& strategy, const OptionTexts& options, bool every_option) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/backend/device_placement.h"
+#include "engine/communication/collective_schedule.h"
 #include "engine/training/strategy.h"
 #include "strategies/strategy_options.h"
 
@@ -58,6 +59,12 @@ struct StrategyEntry {
   // ConfigError. The options' own ranges are checked before.
   std::function<void(const StrategyRequest&)> validate;
   std::function<std::unique_ptr<Strategy>(const StrategyOptions&, const DevicePlacement&)> create;
+  // What it issues per step for `plan` of `layout` on a job of `shape`, as data
+  // (engine/communication/collective_schedule.h), without devices: what `dpbench predict` prices. Null where
+  // nothing is exchanged.
+  std::function<StepSchedule(const StrategyOptions&, const ParameterLayout&, const std::vector<GradientRange>& plan,
+                             const ScheduleShape&)>
+      schedule;
 
   bool accepts(const std::string& option) const;
   bool is_alias() const { return !alias_of.empty(); }
@@ -74,6 +81,17 @@ std::string strategy_names();
 // The flags a sweep token stands for ("replicated:xring" -> --variable_update=replicated
 // --all_reduce_spec=xring); throws ConfigError naming the token and the accepted forms.
 std::vector<std::string> flags_of_sweep_token(const std::string& token);
+// The configurations `dpbench predict` shows, in its row order: a strategy and the options that
+// differ from the defaults. A strategy with a schedule is predicted by adding its line here.
+struct PredictedVariant {
+  std::string strategy;  // an entry's name
+  std::function<void(StrategyOptions&)> options;
+};
+const std::vector<PredictedVariant>& predicted_variants();
+// The options of `variant` as a result records them (for its label), and as the strategy reads them.
+StrategyOptions options_of(const PredictedVariant& variant);
+std::map<std::string, std::string> recorded_options(const std::string& strategy, const StrategyOptions& options);
+
 // "replicated[:SPEC]" for the entry, as `dpbench strategies` lists it.
 std::string sweep_token_form(const StrategyEntry& entry);
 

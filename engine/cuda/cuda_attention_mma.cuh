@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(kMmaThreads, kForwardBlocks<T>)
   T* p_warp = reinterpret_cast<T*>(s_warp);  // (16, kWeight) over the scores
   float* o_warp = o_tile + warp_row * Layout::kOutput;
   const int keys = visible_keys(a, b);
-  const int key_end = a.causal ? min(keys, i0 + kMmaTile) : keys;
+  const int key_end = tile_key_end<kMmaTile>(a, keys, i0);
   const int limit = a.causal ? min(keys, i + 1) : keys;  // row i sees keys j < limit
   const float scale_log2 = a.scale * kLog2e;
   const DropoutMask dropout(a, b, h);
@@ -377,7 +377,7 @@ __global__ void __launch_bounds__(kMmaThreads, kForwardBlocks<T>)
     const float inverse = row_sum > 0.0f ? 1.0f / row_sum : 0.0f;
     store_row_half<T, kD>(o, a.o_stride, a, b, h, i, 0, half, o_row, inverse);
     if (half == 0) {
-      lse[(static_cast<int64_t>(b) * a.heads + h) * a.query_len + i] =
+      lse[row_statistic(a, b, h, i)] =
           row_sum > 0.0f ? (m + log2f(row_sum)) * kLn2 : -INFINITY;
     }
   }
@@ -411,13 +411,13 @@ __global__ void __launch_bounds__(kMmaThreads, kDqBlocks)
   T* ds_warp = reinterpret_cast<T*>(s_warp);  // (16, kWeight) over the scores
   float* dp_warp = dp_tile + warp_row * Layout::kScore;
   const int keys = visible_keys(a, b);
-  const int key_end = a.causal ? min(keys, i0 + kMmaTile) : keys;
+  const int key_end = tile_key_end<kMmaTile>(a, keys, i0);
   const DropoutMask dropout(a, b, h);
   const int query_count = min(kMmaTile, a.query_len - i0);
 
   stage_rows<T, kD>(q_tile, q, a.q_stride, a, b, h, i0, query_count);
   stage_rows<T, kD>(do_tile, d_o, a.o_stride, a, b, h, i0, query_count);
-  const int64_t at = (static_cast<int64_t>(b) * a.heads + h) * a.query_len + i;
+  const int64_t at = row_statistic(a, b, h, i);
   const float row_lse2 = i < a.query_len ? lse[at] * kLog2e : 0.0f;  // in log2 units
   float row_dot = 0.0f;
   if (i < a.query_len) {
@@ -620,7 +620,7 @@ __global__ void __launch_bounds__(kMmaThreads, kDkdvBlocks<T>)
       stage_rows<T, kD>(q_tile, q, a.q_stride, a, b, h, i0, query_count);
       stage_rows<T, kD>(do_tile, d_o, a.o_stride, a, b, h, i0, query_count);
       for (int t = threadIdx.x; t < kMmaTile; t += kMmaThreads) {
-        const int64_t at = (static_cast<int64_t>(b) * a.heads + h) * a.query_len + i0 + t;
+        const int64_t at = row_statistic(a, b, h, i0) + t;
         lse_tile[t] = t < query_count ? lse[at] * kLog2e : 0.0f;  // in log2 units
         dot_tile[t] = t < query_count ? row_dots[at] : 0.0f;
       }

@@ -47,6 +47,18 @@ __device__ __forceinline__ int visible_keys(const AttentionArgs& a, int b) {
   return min(max(a.key_lengths[b], 0), a.key_len);
 }
 
+// The keys the query tile [i0, i0 + kRows) reads: causal, none at or past its end.
+template <int kRows>
+__device__ __forceinline__ int tile_key_end(const AttentionArgs& a, int keys, int i0) {
+  return a.causal ? min(keys, i0 + kRows) : keys;
+}
+
+// Where query row i of head h of sentence b keeps its statistics (lse, row_dots): (batch, heads,
+// query_len).
+__device__ __forceinline__ int64_t row_statistic(const AttentionArgs& a, int b, int h, int i) {
+  return (static_cast<int64_t>(b) * a.heads + h) * a.query_len + i;
+}
+
 // Dropout of probability (i, j) of sentence b, head h, as attention_geometry.h places it; the
 // stream's part of the hash is computed once per thread.
 struct DropoutMask {

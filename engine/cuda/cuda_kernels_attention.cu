@@ -39,8 +39,7 @@ __global__ void __launch_bounds__(kAttentionThreads)
   const int i0 = blockIdx.x * kBr, h = blockIdx.y, b = blockIdx.z;
   const int rg = threadIdx.x / kGroupLanes, kg = threadIdx.x % kGroupLanes;
   const int keys = visible_keys(a, b);
-  // Causal: no query of the tile sees a key at or past its end.
-  const int key_end = a.causal ? min(keys, i0 + kBr) : keys;
+  const int key_end = tile_key_end<kBr>(a, keys, i0);
   const DropoutMask dropout(a, b, h);
 
   load_tile<T, kD, kBr>(q_tile, q, a.q_stride, a, b, h, i0, min(kBr, a.query_len - i0));
@@ -99,7 +98,7 @@ __global__ void __launch_bounds__(kAttentionThreads)
       const float inverse = row_sum > 0.0f ? 1.0f / row_sum : 0.0f;
       store_head_row<T, kD>(o, a.o_stride, a, b, h, i, kg, acc[x], inverse);
       if (kg == 0) {
-        lse[(static_cast<int64_t>(b) * a.heads + h) * a.query_len + i] =
+        lse[row_statistic(a, b, h, i)] =
             row_sum > 0.0f ? m[x] + logf(row_sum) : -INFINITY;
       }
     }
@@ -150,7 +149,7 @@ __global__ void __launch_bounds__(kAttentionThreads)
   const int i0 = blockIdx.x * kBr, h = blockIdx.y, b = blockIdx.z;
   const int rg = threadIdx.x / kGroupLanes, kg = threadIdx.x % kGroupLanes;
   const int keys = visible_keys(a, b);
-  const int key_end = a.causal ? min(keys, i0 + kBr) : keys;
+  const int key_end = tile_key_end<kBr>(a, keys, i0);
   const DropoutMask dropout(a, b, h);
   const int query_count = min(kBr, a.query_len - i0);
 
@@ -160,7 +159,7 @@ __global__ void __launch_bounds__(kAttentionThreads)
 #pragma unroll
   for (int x = 0; x < kR; ++x) {
     const int i = i0 + rg + kRowGroups * x;
-    const int64_t at = (static_cast<int64_t>(b) * a.heads + h) * a.query_len + i;
+    const int64_t at = row_statistic(a, b, h, i);
     row_lse[x] = i < a.query_len ? lse[at] : 0.0f;
     row_dot[x] = i < a.query_len ? row_dots[at] : 0.0f;
 #pragma unroll
@@ -239,7 +238,7 @@ __global__ void __launch_bounds__(kAttentionThreads)
       load_tile<T, kD, kBr>(q_tile, q, a.q_stride, a, b, h, i0, query_count);
       load_tile<T, kD, kBr>(do_tile, d_o, a.o_stride, a, b, h, i0, query_count);
       for (int t = threadIdx.x; t < kBr; t += kAttentionThreads) {
-        const int64_t at = (static_cast<int64_t>(b) * a.heads + h) * a.query_len + i0 + t;
+        const int64_t at = row_statistic(a, b, h, i0) + t;
         lse_tile[t] = t < query_count ? lse[at] : 0.0f;
         dot_tile[t] = t < query_count ? row_dots[at] : 0.0f;
       }

@@ -2,8 +2,6 @@
 // synthetic-data fills. All are memory-bound grid-stride loops; kernels first, launchers after.
 // The typed ones (ReLU, joins, conversion, the 16-bit fill) keep fp32, fp16 or bf16 in memory and
 // compute in fp32.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #include <cstdint>
 
@@ -11,6 +9,7 @@
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cuda_launch.cuh"
+#include "engine/cuda/cuda_packs.cuh"
 
 namespace dpbench::cuda_kernels {
 namespace {
@@ -51,54 +50,10 @@ __global__ void fill_labels_by_index_kernel(int32_t* labels, size_t n, uint64_t 
 }
 
 // ---- typed element-wise ops --------------------------------------------------------------------
-// Widening a 16-bit value to fp32 is exact; narrowing rounds to nearest even, as the host's
-// store_from_float does, so one fp32 result stores the same bits on both backends.
-__device__ __forceinline__ float widen(float v) { return v; }
-__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
-__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T>
-__device__ __forceinline__ T narrow(float v);
-template <>
-__device__ __forceinline__ float narrow<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __half narrow<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-
-// N elements read or written as whole 16-byte words (one or two vector accesses): these ops are
-// bandwidth-bound, and element-by-element 2-byte accesses would leave most of it unused.
-template <typename T, int N>
-struct alignas(16) Pack {
-  static_assert(N * sizeof(T) % 16 == 0, "a pack is made of whole 16-byte words");
-  T v[N];
-};
-
-// K consecutive elements at p, widened. K > 1 requires p to be 16-byte aligned.
-template <int K, typename T>
-__device__ __forceinline__ void load(const T* p, float (&out)[K]) {
-  if constexpr (K == 1) {
-    out[0] = widen(*p);
-  } else {
-    const Pack<T, K> pack = *reinterpret_cast<const Pack<T, K>*>(p);
-#pragma unroll
-    for (int k = 0; k < K; ++k) out[k] = widen(pack.v[k]);
-  }
-}
-
-template <int K, typename T>
-__device__ __forceinline__ void store(T* p, const float (&in)[K]) {
-  if constexpr (K == 1) {
-    *p = narrow<T>(in[0]);
-  } else {
-    Pack<T, K> pack;
-#pragma unroll
-    for (int k = 0; k < K; ++k) pack.v[k] = narrow<T>(in[k]);
-    *reinterpret_cast<Pack<T, K>*>(p) = pack;
-  }
-}
+// Loads widen exactly and stores round to nearest even (cuda_packs.cuh), as the host's
+// store_from_float does, so one fp32 result stores the same bits on both backends. K > 1 elements
+// move as whole 16-byte packs: these ops are bandwidth-bound, and element-by-element 2-byte
+// accesses would leave most of it unused.
 
 // Each op reads all its inputs for elements [i, i + K) before writing any output, all in one
 // thread, which is what lets outputs alias inputs (dx over dy, y over a).
@@ -109,10 +64,10 @@ struct ReluForward {
   template <int K>
   __device__ void apply(size_t i) const {
     float v[K];
-    load<K>(x + i, v);
+    load_widened<K>(x + i, v);
 #pragma unroll
     for (int k = 0; k < K; ++k) v[k] = v[k] > 0.0f ? v[k] : 0.0f;
-    store<K>(y + i, v);
+    store_rounded<K>(y + i, v);
   }
 };
 
@@ -125,11 +80,11 @@ struct ReluBackward {
   template <int K>
   __device__ void apply(size_t i) const {
     float out[K], g[K];
-    load<K>(y + i, out);
-    load<K>(dy + i, g);
+    load_widened<K>(y + i, out);
+    load_widened<K>(dy + i, g);
 #pragma unroll
     for (int k = 0; k < K; ++k) g[k] = out[k] > 0.0f ? __fmul_rn(g[k], scale) : 0.0f;
-    store<K>(dx + i, g);
+    store_rounded<K>(dx + i, g);
   }
 };
 
@@ -141,14 +96,14 @@ struct AddTensors {
   template <int K>
   __device__ void apply(size_t i) const {
     float u[K], v[K];
-    load<K>(a + i, u);
-    load<K>(b + i, v);
+    load_widened<K>(a + i, u);
+    load_widened<K>(b + i, v);
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const float sum = u[k] + v[k];
       u[k] = kRelu && !(sum > 0.0f) ? 0.0f : sum;
     }
-    store<K>(y + i, u);
+    store_rounded<K>(y + i, u);
   }
 };
 
@@ -162,15 +117,15 @@ struct AddTensorsBackward {
   template <int K>
   __device__ void apply(size_t i) const {
     float g[K];
-    load<K>(dy + i, g);
+    load_widened<K>(dy + i, g);
     if (kRelu) {
       float out[K];
-      load<K>(y + i, out);
+      load_widened<K>(y + i, out);
 #pragma unroll
       for (int k = 0; k < K; ++k) g[k] = out[k] > 0.0f ? g[k] : 0.0f;
     }
-    if (da != nullptr) store<K>(da + i, g);
-    if (db != nullptr) store<K>(db + i, g);
+    if (da != nullptr) store_rounded<K>(da + i, g);
+    if (db != nullptr) store_rounded<K>(db + i, g);
   }
 };
 
@@ -184,7 +139,7 @@ struct Fill {
     float v[K];
 #pragma unroll
     for (int k = 0; k < K; ++k) v[k] = value;
-    store<K>(x + i, v);
+    store_rounded<K>(x + i, v);
   }
 };
 
@@ -198,10 +153,10 @@ struct Convert {
   template <int K>
   __device__ void apply(size_t i) const {
     float v[K];
-    load<K>(src + i, v);
+    load_widened<K>(src + i, v);
 #pragma unroll
     for (int k = 0; k < K; ++k) v[k] = __fmul_rn(v[k], scale);
-    store<K>(dst + i, v);
+    store_rounded<K>(dst + i, v);
   }
 };
 
@@ -214,27 +169,10 @@ __global__ void elementwise_kernel(Op op, size_t n, size_t packs) {
   DPB_GRID_STRIDE_LOOP(t, n - first) { op.template apply<1>(first + t); }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 template <int N, typename Op>
 void launch_elementwise(cudaStream_t stream, const Op& op, size_t n, bool aligned) {
   const size_t packs = aligned ? n / N : 0;
   elementwise_kernel<N><<<grid_for(packs + (n - packs * N)), kBlockSize, 0, stream>>>(op, n, packs);
-}
-
-template <typename T>
-struct Tag {
-  using type = T;
-};
-
-// Calls f(Tag<T>{}) with T the storage type named by `type`.
-template <typename F>
-void with_storage_type(DataType type, F&& f) {
-  switch (type) {
-    case DataType::f16: f(Tag<__half>{}); break;
-    case DataType::bf16: f(Tag<__nv_bfloat16>{}); break;
-    default: f(Tag<float>{}); break;
-  }
 }
 
 // Elements per pack: one 16-byte word of the narrowest type involved.
@@ -257,9 +195,9 @@ void launch_fill(cudaStream_t stream, DataType type, void* x, size_t n, float va
     DPB_CUDA_CHECK_LAUNCH(fill_kernel);
     return;
   }
-  with_storage_type(type, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    launch_elementwise<kPackOf<T>>(stream, Fill<T>{static_cast<T*>(x), value}, n, aligned16(x));
+  with_storage_type(type, "fill", [&](auto tag) {
+    using T = decltype(tag);
+    launch_elementwise<kPackOf<T>>(stream, Fill<T>{static_cast<T*>(x), value}, n, aligned_to({x}, 16));
   });
   DPB_CUDA_CHECK_LAUNCH(fill_kernel);
 }
@@ -340,10 +278,10 @@ void launch_add_elapsed_since(cudaStream_t stream, const int64_t* start, int64_t
 
 void launch_relu_forward(cudaStream_t stream, DataType type, const void* x, void* y, size_t n) {
   if (n == 0) return;
-  with_storage_type(type, [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  with_storage_type(type, "relu_forward", [&](auto tag) {
+    using T = decltype(tag);
     const ReluForward<T> op{static_cast<const T*>(x), static_cast<T*>(y)};
-    launch_elementwise<kPackOf<T>>(stream, op, n, aligned16(x) && aligned16(y));
+    launch_elementwise<kPackOf<T>>(stream, op, n, aligned_to({x, y}, 16));
   });
   DPB_CUDA_CHECK_LAUNCH(relu_forward_kernel);
 }
@@ -351,11 +289,11 @@ void launch_relu_forward(cudaStream_t stream, DataType type, const void* x, void
 void launch_relu_backward(cudaStream_t stream, DataType type, const void* y, const void* dy,
                           void* dx, size_t n, float scale) {
   if (n == 0) return;
-  with_storage_type(type, [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  with_storage_type(type, "relu_backward", [&](auto tag) {
+    using T = decltype(tag);
     const ReluBackward<T> op{static_cast<const T*>(y), static_cast<const T*>(dy),
                              static_cast<T*>(dx), scale};
-    launch_elementwise<kPackOf<T>>(stream, op, n, aligned16(y) && aligned16(dy) && aligned16(dx));
+    launch_elementwise<kPackOf<T>>(stream, op, n, aligned_to({y, dy, dx}, 16));
   });
   DPB_CUDA_CHECK_LAUNCH(relu_backward_kernel);
 }
@@ -363,9 +301,9 @@ void launch_relu_backward(cudaStream_t stream, DataType type, const void* y, con
 void launch_add_tensors(cudaStream_t stream, DataType type, const void* a, const void* b, void* y,
                         size_t n, bool relu) {
   if (n == 0) return;
-  const bool aligned = aligned16(a) && aligned16(b) && aligned16(y);
-  with_storage_type(type, [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  const bool aligned = aligned_to({a, b, y}, 16);
+  with_storage_type(type, "add_tensors", [&](auto tag) {
+    using T = decltype(tag);
     const T* a_typed = static_cast<const T*>(a);
     const T* b_typed = static_cast<const T*>(b);
     T* y_typed = static_cast<T*>(y);
@@ -384,9 +322,9 @@ void launch_add_tensors_backward(cudaStream_t stream, DataType type, const void*
                                  bool relu, void* da, void* db, size_t n) {
   if (n == 0 || (da == nullptr && db == nullptr)) return;
   // y is read only with the ReLU; a null da or db is never accessed.
-  const bool aligned = (!relu || aligned16(y)) && aligned16(dy) && aligned16(da) && aligned16(db);
-  with_storage_type(type, [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  const bool aligned = aligned_to({relu ? y : nullptr, dy, da, db}, 16);
+  with_storage_type(type, "add_tensors_backward", [&](auto tag) {
+    using T = decltype(tag);
     const T* y_typed = static_cast<const T*>(y);
     const T* dy_typed = static_cast<const T*>(dy);
     T* da_typed = static_cast<T*>(da);
@@ -405,11 +343,11 @@ void launch_add_tensors_backward(cudaStream_t stream, DataType type, const void*
 void launch_convert(cudaStream_t stream, DataType src_type, const void* src, DataType dst_type,
                     void* dst, size_t n, float scale) {
   if (n == 0) return;
-  const bool aligned = aligned16(src) && aligned16(dst);
-  with_storage_type(src_type, [&](auto source_tag) {
-    using Source = typename decltype(source_tag)::type;
-    with_storage_type(dst_type, [&](auto destination_tag) {
-      using Destination = typename decltype(destination_tag)::type;
+  const bool aligned = aligned_to({src, dst}, 16);
+  with_storage_type(src_type, "convert", [&](auto source_tag) {
+    using Source = decltype(source_tag);
+    with_storage_type(dst_type, "convert", [&](auto destination_tag) {
+      using Destination = decltype(destination_tag);
       constexpr int kPack = kPackOf<Source> > kPackOf<Destination> ? kPackOf<Source>
                                                                     : kPackOf<Destination>;
       const Convert<Source, Destination> op{static_cast<const Source*>(src),

@@ -80,6 +80,44 @@ __device__ __forceinline__ void load_lane_floats(const float* values, int packs,
   }
 }
 
+// Calls f(j, k) for element k of every pack j the lane holds (pack lane + 32 j of the row, if the
+// row has it), in the order of its packs and of the elements in each: the order of a lane's sums.
+template <int kPacks, int kVec, typename F>
+__device__ __forceinline__ void for_lane_elements(int packs, int lane, F f) {
+#pragma unroll
+  for (int j = 0; j < kPacks; ++j) {
+    if (lane + 32 * j < packs) {
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) f(j, k);
+    }
+  }
+}
+
+// Stores the lane's packs of a row: element k of pack j is value(j, k), rounded to T.
+template <int kPacks, int kVec, typename T, typename Value>
+__device__ __forceinline__ void store_lane_packs(T* row, int packs, int lane, Value value) {
+#pragma unroll
+  for (int j = 0; j < kPacks; ++j) {
+    const int q = lane + 32 * j;
+    if (q < packs) {
+      float result[kVec];
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) result[k] = value(j, k);
+      store_pack<kVec>(row, q, round_pack<T, kVec>(result));
+    }
+  }
+}
+
+// The formulas the kernels share: xhat = (x - mean) * inv_std; a row's 1 / std from its lanes'
+// sums of squared deviations; dx from g = dy * gamma, xhat and the row's means of g and g * xhat.
+__device__ __forceinline__ float normalized(float x, float mean, float inv_std) { return (x - mean) * inv_std; }
+__device__ __forceinline__ float row_inv_std(float squares, int cols, float epsilon) {
+  return 1.0f / sqrtf(warp_sum(squares) / static_cast<float>(cols) + epsilon);
+}
+__device__ __forceinline__ float input_gradient(float g, float xhat, float g_mean, float gx_mean, float inv_std) {
+  return inv_std * (g - g_mean - xhat * gx_mean);
+}
+
 // Row-resident forward: warp (blockIdx.x, threadIdx.y) takes rows blockIdx.x * kRowsPerBlock +
 // threadIdx.y, + gridDim.x * kRowsPerBlock, ..., loading the next row before working on this one.
 template <typename T, int kVec, int kPacks>
@@ -99,38 +137,17 @@ __global__ void __launch_bounds__(kRowThreads) layer_norm_forward_resident_kerne
     Pack<T, kVec> next[kPacks] = {};
     if (row + stride < rows) load_lane_packs(x + static_cast<size_t>(row + stride) * cols, packs, lane, next);
     float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kPacks; ++j) {
-      if (lane + 32 * j < packs) {
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) sum += element(current[j], k);
-      }
-    }
+    for_lane_elements<kPacks, kVec>(packs, lane, [&](int j, int k) { sum += element(current[j], k); });
     const float mean = warp_sum(sum) / static_cast<float>(cols);
     float squares = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kPacks; ++j) {
-      if (lane + 32 * j < packs) {
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          const float deviation = element(current[j], k) - mean;
-          squares += deviation * deviation;
-        }
-      }
-    }
-    const float inv_std = 1.0f / sqrtf(warp_sum(squares) / static_cast<float>(cols) + epsilon);
-    T* out = y + static_cast<size_t>(row) * cols;  // (cols)
-#pragma unroll
-    for (int j = 0; j < kPacks; ++j) {
-      const int q = lane + 32 * j;
-      if (q < packs) {
-        float result[kVec];
-#pragma unroll
-        for (int k = 0; k < kVec; ++k)
-          result[k] = gammas[j][k] * ((element(current[j], k) - mean) * inv_std) + betas[j][k];
-        store_pack<kVec>(out, q, round_pack<T, kVec>(result));
-      }
-    }
+    for_lane_elements<kPacks, kVec>(packs, lane, [&](int j, int k) {
+      const float deviation = element(current[j], k) - mean;
+      squares += deviation * deviation;
+    });
+    const float inv_std = row_inv_std(squares, cols, epsilon);
+    store_lane_packs<kPacks, kVec>(y + static_cast<size_t>(row) * cols, packs, lane, [&](int j, int k) {
+      return gammas[j][k] * normalized(element(current[j], k), mean, inv_std) + betas[j][k];
+    });
     if (lane == 0) {
       saved_mean[row] = mean;
       saved_inv_std[row] = inv_std;
@@ -166,14 +183,14 @@ __global__ void layer_norm_forward_kernel(const T* x, const float* gamma, const 
         squares += deviation * deviation;
       }
     }
-    const float inv_std = 1.0f / sqrtf(warp_sum(squares) / static_cast<float>(cols) + epsilon);
+    const float inv_std = row_inv_std(squares, cols, epsilon);
     for (int q = threadIdx.x; q < packs; q += 32) {
       const Pack<T, kVec> v = load_pack<kVec>(in, q);
       float result[kVec];
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
         const int c = q * kVec + k;
-        result[k] = gamma[c] * ((element(v, k) - mean) * inv_std) + beta[c];
+        result[k] = gamma[c] * normalized(element(v, k), mean, inv_std) + beta[c];
       }
       store_pack<kVec>(out, q, round_pack<T, kVec>(result));
     }
@@ -230,38 +247,21 @@ __global__ void __launch_bounds__(kRowThreads, 2) layer_norm_backward_resident_k
       next_inv_std = saved_inv_std[next];
     }
     float g_sum = 0.0f, gx_sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kPacks; ++j) {
-      if (lane + 32 * j < packs) {
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          const float d = element(ds[j], k);
-          const float xhat = (element(xs[j], k) - mean) * inv_std;
-          const float g = d * gammas[j][k];
-          g_sum += g;
-          gx_sum += g * xhat;
-          dgamma[j][k] += d * xhat;
-          dbeta[j][k] += d;
-        }
-      }
-    }
+    for_lane_elements<kPacks, kVec>(packs, lane, [&](int j, int k) {
+      const float d = element(ds[j], k);
+      const float xhat = normalized(element(xs[j], k), mean, inv_std);
+      const float g = d * gammas[j][k];
+      g_sum += g;
+      gx_sum += g * xhat;
+      dgamma[j][k] += d * xhat;
+      dbeta[j][k] += d;
+    });
     const float g_mean = warp_sum(g_sum) / static_cast<float>(cols);
     const float gx_mean = warp_sum(gx_sum) / static_cast<float>(cols);
-    T* out = dx + static_cast<size_t>(row) * cols;  // (cols)
-#pragma unroll
-    for (int j = 0; j < kPacks; ++j) {
-      const int q = lane + 32 * j;
-      if (q < packs) {
-        float result[kVec];
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          const float g = element(ds[j], k) * gammas[j][k];
-          const float xhat = (element(xs[j], k) - mean) * inv_std;
-          result[k] = inv_std * (g - g_mean - xhat * gx_mean);
-        }
-        store_pack<kVec>(out, q, round_pack<T, kVec>(result));
-      }
-    }
+    store_lane_packs<kPacks, kVec>(dx + static_cast<size_t>(row) * cols, packs, lane, [&](int j, int k) {
+      const float g = element(ds[j], k) * gammas[j][k];
+      return input_gradient(g, normalized(element(xs[j], k), mean, inv_std), g_mean, gx_mean, inv_std);
+    });
 #pragma unroll
     for (int j = 0; j < kPacks; ++j) {
       xs[j] = next_xs[j];
@@ -298,17 +298,11 @@ __global__ void __launch_bounds__(kRowThreads, 2) layer_norm_backward_resident_k
   }
   if (warp == 0) {
     const size_t part_start = static_cast<size_t>(part) * cols;
-#pragma unroll
-    for (int j = 0; j < kPacks; ++j) {
+    for_lane_elements<kPacks, kVec>(packs, lane, [&](int j, int k) {
       const int q = lane + 32 * j;
-      if (q < packs) {
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          partial_dgamma[part_start + q * kVec + k] = dgamma[j][k];
-          partial_dbeta[part_start + q * kVec + k] = dbeta[j][k];
-        }
-      }
-    }
+      partial_dgamma[part_start + q * kVec + k] = dgamma[j][k];
+      partial_dbeta[part_start + q * kVec + k] = dbeta[j][k];
+    });
   }
 }
 
@@ -331,7 +325,7 @@ __global__ void layer_norm_backward_dx_kernel(const T* x, const T* dy, const flo
       for (int k = 0; k < kVec; ++k) {
         const float g = element(ds, k) * gamma[q * kVec + k];
         g_sum += g;
-        gx_sum += g * ((element(xs, k) - mean) * inv_std);
+        gx_sum += g * normalized(element(xs, k), mean, inv_std);
       }
     }
     const float g_mean = warp_sum(g_sum) / static_cast<float>(cols);
@@ -343,8 +337,7 @@ __global__ void layer_norm_backward_dx_kernel(const T* x, const T* dy, const flo
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
         const float g = element(ds, k) * gamma[q * kVec + k];
-        const float xhat = (element(xs, k) - mean) * inv_std;
-        result[k] = inv_std * (g - g_mean - xhat * gx_mean);
+        result[k] = input_gradient(g, normalized(element(xs, k), mean, inv_std), g_mean, gx_mean, inv_std);
       }
       store_pack<kVec>(dx + offset, q, round_pack<T, kVec>(result));
     }
@@ -368,7 +361,7 @@ __global__ void layer_norm_partials_kernel(const T* x, const T* dy, const float*
     for (int row = first + threadIdx.y; row < last; row += kPartLanes) {
       const size_t at = static_cast<size_t>(row) * cols + c;
       const float d = load_widened(dy + at);
-      dgamma += d * ((load_widened(x + at) - saved_mean[row]) * saved_inv_std[row]);
+      dgamma += d * normalized(load_widened(x + at), saved_mean[row], saved_inv_std[row]);
       dbeta += d;
     }
   }

@@ -140,6 +140,32 @@ __device__ __forceinline__ void store_rounded(T* p, float value) {
   store_pack<1>(p, round_pack<T, 1>(values));
 }
 
+// K consecutive elements at p widened, or K values rounded to T and stored at p, moved as packs
+// of up to 16 bytes (K * sizeof(T) bytes may span several): p must be aligned to one such pack.
+template <int K, typename T>
+__device__ __forceinline__ void load_widened(const T* p, float (&out)[K]) {
+  constexpr int kVec = K * sizeof(T) <= 16 ? K : static_cast<int>(16 / sizeof(T));
+  static_assert(K % kVec == 0, "whole packs");
+#pragma unroll
+  for (int first = 0; first < K; first += kVec) {
+    const Pack<T, kVec> pack = load_pack<kVec>(p + first);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) out[first + k] = element(pack, k);
+  }
+}
+template <int K, typename T>
+__device__ __forceinline__ void store_rounded(T* p, const float (&in)[K]) {
+  constexpr int kVec = K * sizeof(T) <= 16 ? K : static_cast<int>(16 / sizeof(T));
+  static_assert(K % kVec == 0, "whole packs");
+#pragma unroll
+  for (int first = 0; first < K; first += kVec) {
+    float values[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) values[k] = in[first + k];
+    store_pack<kVec>(p + first, round_pack<T, kVec>(values));
+  }
+}
+
 // Host side. Calls run(T{}) with T the storage type of `type`.
 template <typename Run>
 void with_storage_type(DataType type, const char* op, Run run) {

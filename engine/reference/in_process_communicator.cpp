@@ -13,19 +13,22 @@ namespace dpbench {
 namespace {
 
 using Call = InProcessCommunicator::Call;
-using Collective = InProcessCommunicator::Collective;
 using reference_detail::with_type;
 
-const char* collective_name(Collective collective) {
-  switch (collective) {
-    case Collective::all_reduce: return "all_reduce";
-    case Collective::reduce: return "reduce";
-    case Collective::broadcast: return "broadcast";
-    case Collective::reduce_scatter: return "reduce_scatter";
-    case Collective::all_gather: return "all_gather";
-    case Collective::all_to_all: return "all_to_all";
-  }
-  return "?";
+std::mutex tally_mutex;
+CollectiveTally tally;  // guarded by tally_mutex
+
+// A completed call's size as nccl-tests counts it: the whole buffer, or the whole gathered
+// (scattered, exchanged) buffer of every rank's chunk.
+void add_to_tally(const Call& call, size_t ranks) {
+  const double element_bytes = static_cast<double>(data_type_bytes(call.type));
+  const double chunks = call.collective == Collective::reduce_scatter || call.collective == Collective::all_gather ||
+                                call.collective == Collective::all_to_all
+                            ? static_cast<double>(ranks)
+                            : 1.0;
+  std::lock_guard<std::mutex> lock(tally_mutex);
+  tally.calls[call.collective] += 1;
+  tally.bytes[call.collective] += static_cast<double>(call.count) * element_bytes * chunks;
 }
 
 bool has_reduce_op(Collective collective) {
@@ -137,10 +140,20 @@ void run_collective(const std::vector<Call>& calls) {
       }
       break;
     }
+    case Collective::peer_copy:
+    case Collective::copy_to_host:
+    case Collective::copy_from_host:
+      throw RuntimeError(std::string("in-process communicator: ") + collective_name(first.collective) +
+                         " is not a collective of the communicator");
   }
 }
 
 }  // namespace
+
+CollectiveTally in_process_collective_tally() {
+  std::lock_guard<std::mutex> lock(tally_mutex);
+  return tally;
+}
 
 InProcessCommunicator::InProcessCommunicator(int num_ranks)
     : num_ranks_(num_ranks),
@@ -198,6 +211,7 @@ void InProcessCommunicator::rendezvous(int rank, const Call& call) {
   }
   try {
     run_collective(calls_);
+    add_to_tally(calls_[0], calls_.size());
   } catch (const std::exception& error) {
     abort_locked(std::string(collective_name(call.collective)) + " failed: " + error.what());
     throw;

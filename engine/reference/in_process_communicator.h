@@ -7,19 +7,19 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "engine/communication/collective_traffic.h"
 #include "engine/communication/communicator.h"
 
 namespace dpbench {
 
 class InProcessCommunicator final : public Communicator {
  public:
-  enum class Collective { all_reduce, reduce, broadcast, reduce_scatter, all_gather, all_to_all };
-
   // What one rank asked for. All ranks of one rendezvous must agree on everything but the
   // pointers; a mismatch is a programming error that would hang NCCL, so here it aborts.
   struct Call {
@@ -81,6 +81,15 @@ class InProcessCommunicator final : public Communicator {
   bool aborted_ = false;
   std::string abort_reason_;
 };
+
+// What every in-process communicator of this process has run so far, by collective: the calls
+// completed and their bytes as nccl-tests counts a call's size (engine/communication/collective_traffic.h). The
+// tests compare the difference over some steps with what the exchanges' schedules say they issue.
+struct CollectiveTally {
+  std::map<Collective, int64_t> calls;
+  std::map<Collective, double> bytes;
+};
+CollectiveTally in_process_collective_tally();
 
 // The factory create_communicator uses for reference devices: one rank per device.
 std::unique_ptr<Communicator> create_in_process_communicator(int num_ranks);

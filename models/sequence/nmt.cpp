@@ -12,6 +12,7 @@
 #include "engine/errors.h"
 #include "models/model_flops.h"
 #include "models/sequence/embedding.h"
+#include "models/sequence/sentence_pairs.h"
 #include "models/sequence/sequence_models.h"
 #include "models/sequence/vocabulary_loss.h"
 
@@ -140,21 +141,17 @@ class NmtModel final : public Model {
 class NmtReplica final : public ModelReplica {
  public:
   NmtReplica(const NmtModel& model, Device& device, ParameterSet& params, const ReplicaShard& shard)
-      : model_(model), device_(device), params_(params) {
+      : model_(model),
+        device_(device),
+        params_(params),
+        pairs_(device, shard, model.shape().src_len, model.shape().tgt_len, model.shape().src_vocab,
+               model.shape().tgt_vocab) {
     const NmtShape& s = model.shape();
     const size_t B = shard.batch_size;
-    const size_t source_tokens = s.src_len * B, target_tokens = s.tgt_len * B;
+    const size_t source_tokens = pairs_.source_tokens(), target_tokens = pairs_.target_tokens();
     const size_t states = static_cast<size_t>(s.decoder_layers) * B * s.units;
     const size_t element = data_type_bytes(s.type);  // of every activation, state and gradient
     Backend& ops = device.ops();
-    source_ids_ = device.allocate(sizeof(int32_t) * source_tokens);
-    fill_sequence_tokens(ops, source_ids_.as<int32_t>(), s.src_len, shard, kRandomStreamInputs, s.src_vocab);
-    // Target sentence plus one token: the decoder reads tokens [0, T) and predicts [1, T].
-    target_ids_ = device.allocate(sizeof(int32_t) * (target_tokens + B));
-    fill_sequence_tokens(ops, target_ids_.as<int32_t>(), s.tgt_len + 1, shard, kRandomStreamDecoderTokens,
-                         s.tgt_vocab);
-    target_weights_ = device.allocate(sizeof(float) * target_tokens);
-    ops.fill(target_weights_.as<float>(), target_tokens, 1.0f / static_cast<float>(B));
     source_embedded_ = device.allocate(element * source_tokens * s.embedding);
     source_embedded_gradient_ = device.allocate(element * source_tokens * s.embedding);
     if (model.two_encoder_stacks()) {
@@ -178,17 +175,15 @@ class NmtReplica final : public ModelReplica {
     decoder_output_gradient_ = device.allocate(element * target_tokens * s.units);
     loss_ = std::make_unique<VocabularyLossReplica>(model.projection(), device,
                                                      static_cast<int>(target_tokens), s.loss_chunk_rows, s.type);
-    batch_ = static_cast<int>(B);
   }
 
   void forward(const StepContext& context) override {
     const NmtShape& s = model_.shape();
     Backend& ops = device_.ops();
-    const size_t source_tokens = static_cast<size_t>(s.src_len) * batch_;
-    const size_t target_tokens = static_cast<size_t>(s.tgt_len) * batch_;
+    const size_t source_tokens = pairs_.source_tokens(), target_tokens = pairs_.target_tokens();
     {
       TracedSpan span(device_, StreamKind::compute, "encoder", "forward");
-      model_.source_embedding().forward(ops, params_, source_ids_.as<int32_t>(), source_tokens, s.type,
+      model_.source_embedding().forward(ops, params_, pairs_.source_ids.as<int32_t>(), source_tokens, s.type,
                                         source_embedded_.data());
       encoders_[0]->forward(params_, source_embedded_.data(), nullptr, nullptr,
                             encoder_h_.data(), encoder_c_.data());
@@ -201,24 +196,23 @@ class NmtReplica final : public ModelReplica {
     }
     {
       TracedSpan span(device_, StreamKind::compute, "decoder", "forward");
-      model_.target_embedding().forward(ops, params_, target_ids_.as<int32_t>(), target_tokens, s.type,
+      model_.target_embedding().forward(ops, params_, pairs_.target_ids.as<int32_t>(), target_tokens, s.type,
                                         target_embedded_.data());
       decoder_->forward(params_, target_embedded_.data(), encoder_h_.data(),
                         encoder_c_.data(), nullptr, nullptr);
     }
     // Sum over a sentence's tokens, mean over sentences: every token's gradient weighs 1 / B.
     TracedSpan span(device_, StreamKind::compute, "projection and loss", "forward");
-    loss_->forward_backward(params_, decoder_->output(), target_ids_.as<int32_t>() + batch_, 1.0f, 1.0f,
+    loss_->forward_backward(params_, decoder_->output(), pairs_.predicted_ids(), 1.0f, 1.0f,
                             decoder_output_gradient_.data(), context.loss_out, context.loss_scale,
-                            target_weights_.as<float>(), !s.forward_only);
+                            pairs_.target_weights.as<float>(), !s.forward_only);
   }
 
   void backward(GradientAnnouncer& announcer) override {
     const NmtShape& s = model_.shape();
     Backend& ops = device_.ops();
     const ParameterLayout& layout = params_.layout();
-    const size_t source_tokens = static_cast<size_t>(s.src_len) * batch_;
-    const size_t target_tokens = static_cast<size_t>(s.tgt_len) * batch_;
+    const size_t source_tokens = pairs_.source_tokens(), target_tokens = pairs_.target_tokens();
     {
       TracedSpan span(device_, StreamKind::compute, "decoder", "backward");
       decoder_->backward(params_, target_embedded_.data(), encoder_h_.data(),
@@ -234,7 +228,7 @@ class NmtReplica final : public ModelReplica {
     }
     {
       TracedSpan span(device_, StreamKind::compute, "target embedding", "backward");
-      model_.target_embedding().backward(ops, params_, target_ids_.as<int32_t>(), target_tokens, s.type,
+      model_.target_embedding().backward(ops, params_, pairs_.target_ids.as<int32_t>(), target_tokens, s.type,
                                          target_embedded_gradient_.data(), true);
       announcer.announce(model_.target_embedding().gradient_range(layout));
     }
@@ -255,7 +249,7 @@ class NmtReplica final : public ModelReplica {
     }
     {
       TracedSpan span(device_, StreamKind::compute, "source embedding", "backward");
-      model_.source_embedding().backward(ops, params_, source_ids_.as<int32_t>(), source_tokens, s.type,
+      model_.source_embedding().backward(ops, params_, pairs_.source_ids.as<int32_t>(), source_tokens, s.type,
                                          source_embedded_gradient_.data(), true);
       if (encoders_.size() == 2)
         model_.source_embedding().backward(ops, params_, reversed_source_ids_.as<int32_t>(), source_tokens, s.type,
@@ -272,32 +266,26 @@ class NmtReplica final : public ModelReplica {
   }
 
   std::vector<InputBuffer> inputs() const override {
-    std::vector<InputBuffer> buffers = {{"source_ids", source_ids_.data(), source_ids_.bytes()}};
+    std::vector<InputBuffer> buffers = {{"source_ids", pairs_.source_ids.data(), pairs_.source_ids.bytes()}};
     if (reversed_source_ids_)
       buffers.push_back({"reversed_source_ids", reversed_source_ids_.data(), reversed_source_ids_.bytes()});
-    buffers.push_back({"target_ids", target_ids_.data(), target_ids_.bytes()});
-    buffers.push_back({"target_weights", target_weights_.data(), target_weights_.bytes()});
+    buffers.push_back({"target_ids", pairs_.target_ids.data(), pairs_.target_ids.bytes()});
+    buffers.push_back({"target_weights", pairs_.target_weights.data(), pairs_.target_weights.bytes()});
     return buffers;
   }
 
   // The reversed source ids (two encoder stacks) are the same tokens in another order: the
   // forward ones name every source row the step touched.
   std::vector<SparseGradientSource> sparse_gradients() const override {
-    const NmtShape& s = model_.shape();
-    const ParameterLayout& layout = params_.layout();
-    const size_t source_tokens = static_cast<size_t>(s.src_len) * batch_;
-    const size_t target_tokens = static_cast<size_t>(s.tgt_len) * batch_;
-    return {model_.target_embedding().sparse_source(layout, target_ids_.as<int32_t>(), target_tokens),
-            model_.source_embedding().sparse_source(layout, source_ids_.as<int32_t>(), source_tokens)};
+    return pairs_.sparse_gradients(params_.layout(), model_.source_embedding(), model_.target_embedding());
   }
 
  private:
   const NmtModel& model_;
   Device& device_;
   ParameterSet& params_;
-  int batch_ = 0;
-  Buffer source_ids_, reversed_source_ids_, target_ids_;              // int32 (T, B)
-  Buffer target_weights_;  // (Tt, B): each decoder step's weight in the loss
+  SentencePairs pairs_;
+  Buffer reversed_source_ids_;  // int32 (T, B)
   Buffer source_embedded_, reversed_source_embedded_, target_embedded_;  // (T, B, E)
   Buffer source_embedded_gradient_, reversed_source_embedded_gradient_, target_embedded_gradient_;
   Buffer encoder_h_, encoder_c_, encoder_h_gradient_, encoder_c_gradient_;  // (layers, B, H)

@@ -15,6 +15,7 @@
 #include "engine/errors.h"
 #include "models/model_flops.h"
 #include "models/sequence/embedding.h"
+#include "models/sequence/sentence_pairs.h"
 #include "models/sequence/sequence_models.h"
 #include "models/sequence/transformer_layers.h"
 #include "models/sequence/vocabulary_loss.h"
@@ -135,20 +136,17 @@ class TransformerNmtReplica final : public ModelReplica {
  public:
   TransformerNmtReplica(const TransformerNmtModel& model, Device& device, ParameterSet& params,
                         const ReplicaShard& shard)
-      : model_(model), device_(device), params_(params), batch_(shard.batch_size) {
+      : model_(model),
+        device_(device),
+        params_(params),
+        batch_(shard.batch_size),
+        pairs_(device, shard, model.shape().src_len, model.shape().tgt_len, model.shape().src_vocab,
+               model.shape().tgt_vocab) {
     const TransformerNmtShape& s = model.shape();
     const TransformerShape& t = s.layer;
     const size_t B = static_cast<size_t>(shard.batch_size), d = static_cast<size_t>(t.model_dim);
-    const size_t source_rows = s.src_len * B, target_rows = s.tgt_len * B;
+    const size_t source_rows = pairs_.source_tokens(), target_rows = pairs_.target_tokens();
     const size_t element = data_type_bytes(t.type);
-    Backend& ops = device.ops();
-    source_ids_ = device.allocate(sizeof(int32_t) * source_rows);
-    fill_sequence_tokens(ops, source_ids_.as<int32_t>(), s.src_len, shard, kRandomStreamInputs, s.src_vocab);
-    target_ids_ = device.allocate(sizeof(int32_t) * (target_rows + B));
-    fill_sequence_tokens(ops, target_ids_.as<int32_t>(), s.tgt_len + 1, shard, kRandomStreamDecoderTokens,
-                         s.tgt_vocab);
-    target_weights_ = device.allocate(sizeof(float) * target_rows);
-    ops.fill(target_weights_.as<float>(), target_rows, 1.0f / static_cast<float>(B));
     // Synthetic sentences fill the source length; real text writes each sentence's.
     source_lengths_ = device.allocate(sizeof(int32_t) * B);
     std::vector<int32_t> full(B, s.src_len);
@@ -185,7 +183,7 @@ class TransformerNmtReplica final : public ModelReplica {
     const TransformerStep step = step_of(context.step);
     {
       TracedSpan span(device_, StreamKind::compute, "encoder", "forward");
-      embed(model_.source_embedding(), source_ids_.as<int32_t>(), s.src_len, source_embedded_.data(),
+      embed(model_.source_embedding(), pairs_.source_ids.as<int32_t>(), s.src_len, source_embedded_.data(),
             source_dropout_seed_, source_first_index_, step);
       const void* x = source_embedded_.data();
       for (auto& layer : encoder_) {
@@ -196,7 +194,7 @@ class TransformerNmtReplica final : public ModelReplica {
     }
     {
       TracedSpan span(device_, StreamKind::compute, "decoder", "forward");
-      embed(model_.target_embedding(), target_ids_.as<int32_t>(), s.tgt_len, target_embedded_.data(),
+      embed(model_.target_embedding(), pairs_.target_ids.as<int32_t>(), s.tgt_len, target_embedded_.data(),
             target_dropout_seed_, target_first_index_, step);
       const void* y = target_embedded_.data();
       for (auto& layer : decoder_) {
@@ -206,17 +204,15 @@ class TransformerNmtReplica final : public ModelReplica {
       decoder_norm_->forward(params_, y, decoder_output_.data());
     }
     TracedSpan span(device_, StreamKind::compute, "projection and loss", "forward");
-    loss_->forward_backward(params_, decoder_output_.data(), target_ids_.as<int32_t>() + batch_, 1.0f, 1.0f,
-                            gradient_.data(), context.loss_out, context.loss_scale, target_weights_.as<float>(),
+    loss_->forward_backward(params_, decoder_output_.data(), pairs_.predicted_ids(), 1.0f, 1.0f,
+                            gradient_.data(), context.loss_out, context.loss_scale, pairs_.target_weights.as<float>(),
                             !s.forward_only);
   }
 
   void backward(GradientAnnouncer& announcer) override {
-    const TransformerNmtShape& s = model_.shape();
     const ParameterLayout& layout = params_.layout();
     const TransformerStep step = step_of(last_step_);
-    const size_t source_rows = static_cast<size_t>(s.src_len) * batch_;
-    const size_t target_rows = static_cast<size_t>(s.tgt_len) * batch_;
+    const size_t source_rows = pairs_.source_tokens(), target_rows = pairs_.target_tokens();
     void* dy = gradient_.data();  // the decoder output's gradient, from the loss
     {
       TracedSpan span(device_, StreamKind::compute, "decoder", "backward");
@@ -236,7 +232,7 @@ class TransformerNmtReplica final : public ModelReplica {
     }
     {
       TracedSpan span(device_, StreamKind::compute, "target embedding", "backward");
-      unembed(model_.target_embedding(), target_ids_.as<int32_t>(), target_rows, dy, target_dropout_seed_,
+      unembed(model_.target_embedding(), pairs_.target_ids.as<int32_t>(), target_rows, dy, target_dropout_seed_,
               target_first_index_, step);
       announcer.announce(model_.target_embedding().gradient_range(layout));
     }
@@ -249,25 +245,20 @@ class TransformerNmtReplica final : public ModelReplica {
       encoder_[l]->backward(params_, step, x, dx);
       announcer.announce(model_.encoder()[l]->gradient_range(layout));
     }
-    unembed(model_.source_embedding(), source_ids_.as<int32_t>(), source_rows, dx, source_dropout_seed_,
+    unembed(model_.source_embedding(), pairs_.source_ids.as<int32_t>(), source_rows, dx, source_dropout_seed_,
             source_first_index_, step);
     announcer.announce(model_.source_embedding().gradient_range(layout));
   }
 
   std::vector<InputBuffer> inputs() const override {
-    return {{"source_ids", source_ids_.data(), source_ids_.bytes()},
+    return {{"source_ids", pairs_.source_ids.data(), pairs_.source_ids.bytes()},
             {"source_lengths", source_lengths_.data(), source_lengths_.bytes()},
-            {"target_ids", target_ids_.data(), target_ids_.bytes()},
-            {"target_weights", target_weights_.data(), target_weights_.bytes()}};
+            {"target_ids", pairs_.target_ids.data(), pairs_.target_ids.bytes()},
+            {"target_weights", pairs_.target_weights.data(), pairs_.target_weights.bytes()}};
   }
 
   std::vector<SparseGradientSource> sparse_gradients() const override {
-    const TransformerNmtShape& s = model_.shape();
-    const ParameterLayout& layout = params_.layout();
-    const size_t source_rows = static_cast<size_t>(s.src_len) * batch_;
-    const size_t target_rows = static_cast<size_t>(s.tgt_len) * batch_;
-    return {model_.target_embedding().sparse_source(layout, target_ids_.as<int32_t>(), target_rows),
-            model_.source_embedding().sparse_source(layout, source_ids_.as<int32_t>(), source_rows)};
+    return pairs_.sparse_gradients(params_.layout(), model_.source_embedding(), model_.target_embedding());
   }
 
  private:
@@ -309,7 +300,8 @@ class TransformerNmtReplica final : public ModelReplica {
   ParameterSet& params_;
   int batch_ = 0;
   const int32_t* last_step_ = nullptr;  // forward's step counter, for backward's dropout masks
-  Buffer source_ids_, target_ids_, target_weights_, source_lengths_;
+  SentencePairs pairs_;
+  Buffer source_lengths_;
   Buffer source_embedded_, target_embedded_;  // each stack's input (T, B, d)
   Buffer memory_, memory_gradient_;            // the encoder's output (Ts, B, d) and its gradient
   Buffer decoder_output_;                      // (Tt, B, d), the projection's input

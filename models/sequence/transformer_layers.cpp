@@ -94,50 +94,72 @@ TransformerScratch::TransformerScratch(Device& device, const TransformerShape& s
   query_gradient = device.allocate(element * rows * d);
 }
 
+SelfAttentionParams::SelfAttentionParams(ParameterLayout& layout, const std::string& layer,
+                                         const TransformerShape& shape)
+    : qkv(layout, layer + "/self_attention/qkv", shape.model_dim, 3 * shape.model_dim),
+      out(layout, layer + "/self_attention/output", shape.model_dim, shape.model_dim),
+      norm(layout, layer + "/norm1", shape.model_dim) {}
+
+void SelfAttentionParams::initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& values) const {
+  for (const LinearParams* linear : {&qkv, &out}) linear->initialize(layout, seed, values);
+  norm.initialize(layout, values);
+}
+
+CrossAttentionParams::CrossAttentionParams(ParameterLayout& layout, const std::string& layer,
+                                           const TransformerShape& shape)
+    : query(layout, layer + "/cross_attention/query", shape.model_dim, shape.model_dim),
+      key_value(layout, layer + "/cross_attention/key_value", shape.model_dim, 2 * shape.model_dim),
+      out(layout, layer + "/cross_attention/output", shape.model_dim, shape.model_dim),
+      norm(layout, layer + "/norm2", shape.model_dim) {}
+
+void CrossAttentionParams::initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& values) const {
+  for (const LinearParams* linear : {&query, &key_value, &out}) linear->initialize(layout, seed, values);
+  norm.initialize(layout, values);
+}
+
+FeedForwardParams::FeedForwardParams(ParameterLayout& layout, const std::string& layer, const TransformerShape& shape,
+                                     const std::string& norm_name)
+    : inner(layout, layer + "/feed_forward/inner", shape.model_dim, shape.ffn_units),
+      out(layout, layer + "/feed_forward/output", shape.ffn_units, shape.model_dim),
+      norm(layout, layer + "/" + norm_name, shape.model_dim) {}
+
+void FeedForwardParams::initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& values) const {
+  for (const LinearParams* linear : {&inner, &out}) linear->initialize(layout, seed, values);
+  norm.initialize(layout, values);
+}
+
 TransformerEncoderLayer::TransformerEncoderLayer(ParameterLayout& layout, const std::string& name,
                                                  const TransformerShape& shape, uint64_t dropout_key)
     : TransformerLayerBase(shape, dropout_key),
-      self_qkv(layout, name + "/self_attention/qkv", shape.model_dim, 3 * shape.model_dim),
-      self_out(layout, name + "/self_attention/output", shape.model_dim, shape.model_dim),
-      norm1(layout, name + "/norm1", shape.model_dim),
-      ffn_in(layout, name + "/feed_forward/inner", shape.model_dim, shape.ffn_units),
-      ffn_out(layout, name + "/feed_forward/output", shape.ffn_units, shape.model_dim),
-      norm2(layout, name + "/norm2", shape.model_dim) {}
+      self_attention(layout, name, shape),
+      feed_forward(layout, name, shape, "norm2") {}
 
 void TransformerEncoderLayer::initialize(const ParameterLayout& layout, uint64_t seed,
                                          std::vector<float>& values) const {
-  for (const LinearParams* linear : {&self_qkv, &self_out, &ffn_in, &ffn_out}) linear->initialize(layout, seed, values);
-  norm1.initialize(layout, values);
-  norm2.initialize(layout, values);
+  self_attention.initialize(layout, seed, values);
+  feed_forward.initialize(layout, seed, values);
 }
 
 GradientRange TransformerEncoderLayer::gradient_range(const ParameterLayout& layout) const {
-  return layout.range_of(self_qkv.first_id(), norm2.last_id());
+  return layout.range_of(self_attention.qkv.first_id(), feed_forward.norm.last_id());
 }
 
 TransformerDecoderLayer::TransformerDecoderLayer(ParameterLayout& layout, const std::string& name,
                                                  const TransformerShape& shape, uint64_t dropout_key)
     : TransformerLayerBase(shape, dropout_key),
-      self_qkv(layout, name + "/self_attention/qkv", shape.model_dim, 3 * shape.model_dim),
-      self_out(layout, name + "/self_attention/output", shape.model_dim, shape.model_dim),
-      norm1(layout, name + "/norm1", shape.model_dim),
-      cross_q(layout, name + "/cross_attention/query", shape.model_dim, shape.model_dim),
-      cross_kv(layout, name + "/cross_attention/key_value", shape.model_dim, 2 * shape.model_dim),
-      cross_out(layout, name + "/cross_attention/output", shape.model_dim, shape.model_dim),
-      norm2(layout, name + "/norm2", shape.model_dim),
-      ffn_in(layout, name + "/feed_forward/inner", shape.model_dim, shape.ffn_units),
-      ffn_out(layout, name + "/feed_forward/output", shape.ffn_units, shape.model_dim),
-      norm3(layout, name + "/norm3", shape.model_dim) {}
+      self_attention(layout, name, shape),
+      cross_attention(layout, name, shape),
+      feed_forward(layout, name, shape, "norm3") {}
 
 void TransformerDecoderLayer::initialize(const ParameterLayout& layout, uint64_t seed,
                                          std::vector<float>& values) const {
-  for (const LinearParams* linear : {&self_qkv, &self_out, &cross_q, &cross_kv, &cross_out, &ffn_in, &ffn_out})
-    linear->initialize(layout, seed, values);
-  for (const LayerNormParams* norm : {&norm1, &norm2, &norm3}) norm->initialize(layout, values);
+  self_attention.initialize(layout, seed, values);
+  cross_attention.initialize(layout, seed, values);
+  feed_forward.initialize(layout, seed, values);
 }
 
 GradientRange TransformerDecoderLayer::gradient_range(const ParameterLayout& layout) const {
-  return layout.range_of(self_qkv.first_id(), norm3.last_id());
+  return layout.range_of(self_attention.qkv.first_id(), feed_forward.norm.last_id());
 }
 
 // ---- sub-layers ---------------------------------------------------------------------------------
@@ -396,10 +418,11 @@ TransformerEncoderLayerReplica::TransformerEncoderLayerReplica(const Transformer
                                                                TransformerScratch& scratch) {
   const TransformerShape& shape = layer.shape();
   attention_ = std::make_unique<AttentionSublayer>(device, shape, shard, layer.dropout_key(), 0, length, length,
-                                                   false, false, &layer.self_qkv, nullptr, nullptr, layer.self_out,
-                                                   layer.norm1, scratch);
+                                                   false, false, &layer.self_attention.qkv, nullptr, nullptr,
+                                                   layer.self_attention.out, layer.self_attention.norm, scratch);
   feed_forward_ = std::make_unique<FeedForwardSublayer>(device, shape, shard, layer.dropout_key(), 4, length,
-                                                        layer.ffn_in, layer.ffn_out, layer.norm2, scratch);
+                                                        layer.feed_forward.inner, layer.feed_forward.out,
+                                                        layer.feed_forward.norm, scratch);
 }
 
 TransformerEncoderLayerReplica::~TransformerEncoderLayerReplica() = default;
@@ -422,13 +445,15 @@ TransformerDecoderLayerReplica::TransformerDecoderLayerReplica(const Transformer
                                                                int source_length, TransformerScratch& scratch) {
   const TransformerShape& shape = layer.shape();
   self_attention_ = std::make_unique<AttentionSublayer>(device, shape, shard, layer.dropout_key(), 0, length, length,
-                                                        true, false, &layer.self_qkv, nullptr, nullptr,
-                                                        layer.self_out, layer.norm1, scratch);
-  cross_attention_ = std::make_unique<AttentionSublayer>(device, shape, shard, layer.dropout_key(), 2, length,
-                                                         source_length, false, true, nullptr, &layer.cross_q,
-                                                         &layer.cross_kv, layer.cross_out, layer.norm2, scratch);
+                                                        true, false, &layer.self_attention.qkv, nullptr, nullptr,
+                                                        layer.self_attention.out, layer.self_attention.norm, scratch);
+  cross_attention_ = std::make_unique<AttentionSublayer>(
+      device, shape, shard, layer.dropout_key(), 2, length, source_length, false, true, nullptr,
+      &layer.cross_attention.query, &layer.cross_attention.key_value, layer.cross_attention.out,
+      layer.cross_attention.norm, scratch);
   feed_forward_ = std::make_unique<FeedForwardSublayer>(device, shape, shard, layer.dropout_key(), 4, length,
-                                                        layer.ffn_in, layer.ffn_out, layer.norm3, scratch);
+                                                        layer.feed_forward.inner, layer.feed_forward.out,
+                                                        layer.feed_forward.norm, scratch);
 }
 
 TransformerDecoderLayerReplica::~TransformerDecoderLayerReplica() = default;

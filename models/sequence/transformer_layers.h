@@ -124,6 +124,33 @@ class TransformerLayerBase {
   uint64_t dropout_key_;
 };
 
+// The parameters of a layer's sub-layers, each ending in its output projection and the norm after
+// its residual, declared in that order under the layer's name: self-attention
+// ("self_attention/qkv", ".../output", "norm1"), cross-attention ("cross_attention/query",
+// ".../key_value", ".../output", "norm2") and the feed-forward block ("feed_forward/inner",
+// ".../output", and the norm named by the layer: the encoder's second, the decoder's third).
+struct SelfAttentionParams {
+  SelfAttentionParams(ParameterLayout& layout, const std::string& layer, const TransformerShape& shape);
+  void initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& values) const;
+  LinearParams qkv, out;
+  LayerNormParams norm;
+};
+
+struct CrossAttentionParams {
+  CrossAttentionParams(ParameterLayout& layout, const std::string& layer, const TransformerShape& shape);
+  void initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& values) const;
+  LinearParams query, key_value, out;
+  LayerNormParams norm;
+};
+
+struct FeedForwardParams {
+  FeedForwardParams(ParameterLayout& layout, const std::string& layer, const TransformerShape& shape,
+                    const std::string& norm_name);
+  void initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& values) const;
+  LinearParams inner, out;
+  LayerNormParams norm;
+};
+
 class TransformerEncoderLayer : public TransformerLayerBase {
  public:
   TransformerEncoderLayer(ParameterLayout& layout, const std::string& name, const TransformerShape& shape,
@@ -131,10 +158,8 @@ class TransformerEncoderLayer : public TransformerLayerBase {
   void initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& values) const;
   GradientRange gradient_range(const ParameterLayout& layout) const;
 
-  LinearParams self_qkv, self_out;
-  LayerNormParams norm1;
-  LinearParams ffn_in, ffn_out;
-  LayerNormParams norm2;
+  SelfAttentionParams self_attention;
+  FeedForwardParams feed_forward;
 };
 
 class TransformerDecoderLayer : public TransformerLayerBase {
@@ -144,12 +169,9 @@ class TransformerDecoderLayer : public TransformerLayerBase {
   void initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& values) const;
   GradientRange gradient_range(const ParameterLayout& layout) const;
 
-  LinearParams self_qkv, self_out;
-  LayerNormParams norm1;
-  LinearParams cross_q, cross_kv, cross_out;
-  LayerNormParams norm2;
-  LinearParams ffn_in, ffn_out;
-  LayerNormParams norm3;
+  SelfAttentionParams self_attention;
+  CrossAttentionParams cross_attention;
+  FeedForwardParams feed_forward;
 };
 
 class AttentionSublayer;

@@ -30,6 +30,7 @@ from torch.nn.parallel import DistributedDataParallel
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pytorch_cnn  # noqa: E402
 import pytorch_rnn  # noqa: E402
+import twin_timing  # noqa: E402
 
 SEQUENCE_MODELS = ["nmt", "rnnlm"]
 
@@ -150,7 +151,7 @@ def main():
             result.update(encoder_type=a.encoder_type, direction=a.direction if a.model == "nmt" else None)
         result.update(batch_size=a.batch_size, global_batch_size=a.batch_size * world, precision=a.precision)
         if sequence:
-            result.update(amp=a.precision in pytorch_rnn.AMP_DTYPES,
+            result.update(amp=a.precision in twin_timing.AMP_DTYPES,
                           lstm_dtype=pytorch_rnn.DTYPE_NAMES.get(model.lstm_dtype, str(model.lstm_dtype)))
         if not sequence:
             result.update(data_format=a.data_format, compiled=False)

@@ -27,14 +27,13 @@ Synthetic tokens resident on the GPU; warm-up steps skipped; then host wall cloc
 measured steps after a device synchronisation. Prints one JSON line (items_per_sec = words/s for
 nmt, counting source + target tokens; tokens/s for rnnlm; precision; amp: true for bf16 and fp16)."""
 import argparse
-import json
 import warnings
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from twin_timing import AMP_DTYPES, add_measurement_arguments, amp_step, measure
+from twin_timing import add_measurement_arguments, amp_step, fused_adam, measure, result_line, sentence_pairs, set_tf32
 
 DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 
@@ -187,9 +186,7 @@ def resolve_defaults(a):
 def set_precision(precision):
     """TF32 for GEMMs and cuDNN's RNNs with --precision=tf32 and under AMP (bf16, fp16: for the math
     autocast leaves in fp32, as an AMP user has it), not with fp32; cuDNN autotuning on."""
-    tf32 = precision != "fp32"
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
+    set_tf32(precision)
     torch.backends.cudnn.benchmark = True
 
 
@@ -201,18 +198,15 @@ def build_model(a, device):
 def synthetic_inputs(a, device):
     """(model inputs, items per step): random tokens resident on `device`, time-major. Items are
     words for nmt (source + target tokens per sentence pair) and tokens for rnnlm."""
-    B = a.batch_size
     if a.model == "nmt":
-        src = torch.randint(0, a.src_vocab_size, (a.src_max_len, B), device=device)
-        tgt = torch.randint(0, a.tgt_vocab_size, (a.tgt_max_len + 1, B), device=device)
-        return (src, tgt[:-1], tgt[1:]), B * (a.src_max_len + a.tgt_max_len)
+        return sentence_pairs(a, device)
+    B = a.batch_size
     tokens = torch.randint(0, a.vocab_size, (a.seq_len + 1, B), device=device)
     return (tokens[:-1], tokens[1:]), B * a.seq_len
 
 
 def make_optimizer(model, learning_rate):
-    # fused=True: one multi-tensor kernel per step, the strongest stock Adam (dpbench's is fused).
-    return torch.optim.Adam(model.parameters(), lr=learning_rate, fused=True)
+    return fused_adam(model, learning_rate)
 
 
 def make_step(model, optimizer, inputs, precision="tf32"):
@@ -234,21 +228,15 @@ def main():
 
     set_precision(a.precision)
     dev = torch.device("cuda")
-    B = a.batch_size
     model = build_model(a, dev)
     inputs, items = synthetic_inputs(a, dev)
     optimizer = make_optimizer(model, a.learning_rate)
     step = make_step(model, optimizer, inputs, a.precision)
 
     elapsed, loss = measure(step, a.num_warmup_batches, a.num_batches, a.profile_step)
-    print(json.dumps({"framework": "pytorch", "torch": torch.__version__,
-                      "cudnn": torch.backends.cudnn.version(), "model": a.model,
-                      "encoder_type": a.encoder_type, "direction": a.direction if nmt else None,
-                      "batch_size": B, "precision": a.precision, "amp": a.precision in AMP_DTYPES,
-                      "lstm_dtype": DTYPE_NAMES.get(model.lstm_dtype, str(model.lstm_dtype)),
-                      "num_parameters": sum(q.numel() for q in model.parameters()),
-                      "items_per_sec": items * a.num_batches / elapsed, "total_time_s": elapsed,
-                      "final_loss": float(loss.detach())}))
+    print(result_line(a, model, items, elapsed, loss, cudnn=torch.backends.cudnn.version(), model=a.model,
+                      encoder_type=a.encoder_type, direction=a.direction if nmt else None,
+                      lstm_dtype=DTYPE_NAMES.get(model.lstm_dtype, str(model.lstm_dtype))))
 
 
 if __name__ == "__main__":

@@ -14,14 +14,13 @@ gradients and Adam state; fp16 with GradScaler). --compile: torch.compile the fo
 Synthetic tokens resident on the GPU; warm-up steps skipped; then host wall clock over the measured
 steps after a device synchronisation. Prints one JSON line (items_per_sec: source + target words/s)."""
 import argparse
-import json
 import math
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from twin_timing import AMP_DTYPES, add_measurement_arguments, amp_step, measure
+from twin_timing import add_measurement_arguments, amp_step, fused_adam, measure, result_line, sentence_pairs, set_tf32
 
 
 
@@ -81,26 +80,15 @@ def main():
                    help="accepted for dpbench's flag set")
     a = p.parse_args()
 
-    tf32 = a.precision != "fp32"
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
+    set_tf32(a.precision)
     device = torch.device("cuda")
     model = TransformerNmt(a, device).to(device)
-    B = a.batch_size
-    src = torch.randint(0, a.src_vocab_size, (a.src_max_len, B), device=device)
-    tgt = torch.randint(0, a.tgt_vocab_size, (a.tgt_max_len + 1, B), device=device)
-    inputs = (src, tgt[:-1], tgt[1:])
-    items = B * (a.src_max_len + a.tgt_max_len)
-    optimizer = torch.optim.Adam(model.parameters(), lr=a.learning_rate, fused=True)
+    inputs, items = sentence_pairs(a, device)
+    optimizer = fused_adam(model, a.learning_rate)
     forward = torch.compile(model) if a.compile else model
     step = amp_step(forward, optimizer, inputs, a.precision)
     elapsed, loss = measure(step, a.num_warmup_batches, a.num_batches, a.profile_step)
-    print(json.dumps({"framework": "pytorch", "torch": torch.__version__, "model": "nmt",
-                      "encoder_type": "transformer", "batch_size": B, "precision": a.precision,
-                      "amp": a.precision in AMP_DTYPES, "compiled": a.compile,
-                      "num_parameters": sum(q.numel() for q in model.parameters()),
-                      "items_per_sec": items * a.num_batches / elapsed, "total_time_s": elapsed,
-                      "final_loss": float(loss.detach())}))
+    print(result_line(a, model, items, elapsed, loss, model="nmt", encoder_type="transformer", compiled=a.compile))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 """What dpbench's PyTorch twins share: one training step under PyTorch AMP as the twins define it
 (autocast in the precision's 16-bit type, fp32 weights, GradScaler for fp16), and the measurement
 as dpbench makes it (warm-up steps run and skipped, the device synchronised, host wall clock over
-the measured steps, then an optional step bracketed for a profiler)."""
+the measured steps, then an optional step bracketed for a profiler); for the sequence twins also
+their TF32 rule, synthetic sentence pairs, fused Adam and the JSON line they print."""
 
 import contextlib
+import json
 import time
 
 import torch
@@ -23,6 +25,39 @@ def add_measurement_arguments(parser, learning_rate, num_batches, precision="tf3
     parser.add_argument("--profile_step", type=int, default=0,
                         help="run one extra step bracketed by cudaProfilerStart/Stop (for ncu "
                              "--profile-from-start off) after the measurement; 0: none")
+
+
+def set_tf32(precision):
+    """TF32 for GEMMs and cuDNN with --precision=tf32 and under AMP (bf16, fp16: for the math
+    autocast leaves in fp32, as an AMP user has it), not with fp32."""
+    tf32 = precision != "fp32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+
+
+def sentence_pairs(a, device):
+    """Synthetic translation inputs resident on `device`, time-major: ((src, tgt_in, tgt_out), words
+    per step), words counting source + target tokens per sentence pair as dpbench does."""
+    B = a.batch_size
+    src = torch.randint(0, a.src_vocab_size, (a.src_max_len, B), device=device)
+    tgt = torch.randint(0, a.tgt_vocab_size, (a.tgt_max_len + 1, B), device=device)
+    return (src, tgt[:-1], tgt[1:]), B * (a.src_max_len + a.tgt_max_len)
+
+
+def fused_adam(model, learning_rate):
+    """fused=True: one multi-tensor kernel per step, the strongest stock Adam (dpbench's is fused)."""
+    return torch.optim.Adam(model.parameters(), lr=learning_rate, fused=True)
+
+
+def result_line(a, network, items, elapsed, loss, **fields):
+    """The JSON line a sequence twin prints: the framework, the twin's own `fields` (model,
+    encoder_type, ...), then its batch, precision, the network's parameter count and what `measure`
+    returned (items per step as `items`)."""
+    return json.dumps({"framework": "pytorch", "torch": torch.__version__, **fields, "batch_size": a.batch_size,
+                       "precision": a.precision, "amp": a.precision in AMP_DTYPES,
+                       "num_parameters": sum(q.numel() for q in network.parameters()),
+                       "items_per_sec": items * a.num_batches / elapsed, "total_time_s": elapsed,
+                       "final_loss": float(loss.detach())})
 
 
 def amp_step(forward, optimizer, inputs, precision):

@@ -2,6 +2,7 @@
 #include "strategies/exchange_methods/compact_transfer.h"
 
 #include "strategies/exchange_methods/dense_all_reduce.h"
+#include "strategies/exchange_plan.h"
 
 namespace dpbench {
 
@@ -60,10 +61,19 @@ void CompactTransfer::exchange_shard(int replica, GradientRange shard) {
   ops.convert(transfer_type_, buffers.gathered.data(), DataType::f32, gradients, shard.count);
 }
 
-// The same ring volume as an fp32 all-reduce at half the bytes: the all-to-all and the all-gather
-// each send (n-1)/n of the half-width shard.
-ExchangeTraffic CompactTransfer::traffic(const std::vector<GradientRange>& ranges) const {
-  return all_reduce_traffic(ranges, context().world_size, 0.5, 2, spec_.shards);
+// Per shard an all-to-all and an all-gather of the shard at half width (their sizes unpadded: the
+// chunks' padding, fewer than N elements, is left out): the ring volume of an fp32 all-reduce at
+// half the bytes; bus bytes count fp32, as an all-reduce's.
+RangeSchedule CompactTransfer::schedule(GradientRange range, const ScheduleShape& shape) const {
+  RangeSchedule schedule;
+  schedule.message_bytes = static_cast<double>(range.count) * sizeof(float);
+  const double width = static_cast<double>(data_type_bytes(transfer_type_)) / sizeof(float);
+  for (const GradientRange& shard : split_range(range, spec_.shards)) {
+    const double bytes = static_cast<double>(shard.count * data_type_bytes(transfer_type_));
+    schedule.steps.push_back(collective_step(Collective::all_to_all, bytes, shape.world, width));
+    schedule.steps.push_back(collective_step(Collective::all_gather, bytes, shape.world, width));
+  }
+  return schedule;
 }
 
 std::string CompactTransfer::busbw_formula() const { return all_reduce_busbw_formula(); }

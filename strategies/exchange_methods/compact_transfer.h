@@ -17,7 +17,7 @@ class CompactTransfer final : public CommunicatorExchange {
   CompactTransfer(AllReduceSpec spec, DataType transfer_type);
   ~CompactTransfer() override;
   std::string description() const override { return "all-reduce (" + spec_.text() + ")"; }
-  ExchangeTraffic traffic(const std::vector<GradientRange>& ranges) const override;
+  RangeSchedule schedule(GradientRange range, const ScheduleShape& shape) const override;
   std::string busbw_formula() const override;
 
  protected:

@@ -11,7 +11,7 @@ class DenseAllReduce final : public CommunicatorExchange {
  public:
   explicit DenseAllReduce(AllReduceSpec spec) : CommunicatorExchange(spec.shards), spec_(spec) {}
   std::string description() const override { return "all-reduce (" + spec_.text() + ")"; }
-  ExchangeTraffic traffic(const std::vector<GradientRange>& ranges) const override;
+  RangeSchedule schedule(GradientRange range, const ScheduleShape& shape) const override;
   std::string busbw_formula() const override;
 
  protected:
@@ -21,12 +21,7 @@ class DenseAllReduce final : public CommunicatorExchange {
   AllReduceSpec spec_;
 };
 
-// The traffic of all-reducing `ranges` (fp32 bytes) with `shards` collectives each, when the
-// values travel at `width` of fp32 (1, or 0.5 at half width) over a ring of `ranks`.
 // The busbw formula of an all-reduce's traffic, counted in fp32 gradient bytes.
 std::string all_reduce_busbw_formula();
-
-ExchangeTraffic all_reduce_traffic(const std::vector<GradientRange>& ranges, int ranks, double width,
-                                   int64_t collectives_per_shard, int shards);
 
 }  // namespace dpbench

@@ -5,6 +5,17 @@
 
 namespace dpbench {
 
+ExchangeTraffic ExchangeMethod::traffic(const std::vector<GradientRange>& ranges) const {
+  const ScheduleShape shape = run_shape();
+  std::vector<RangeSchedule> schedules;
+  for (const GradientRange& range : ranges) schedules.push_back(schedule(range, shape));
+  return traffic_of(schedules);
+}
+
+ScheduleShape CommunicatorExchange::run_shape() const {
+  return ScheduleShape{context_.world_size, context_.world_size, 1};
+}
+
 void CommunicatorExchange::prepare(const ExchangeContext& context, size_t largest) {
   context_ = context;
   for (const Replica& replica : context_.replicas) {

@@ -2,8 +2,10 @@
 // half-width transfer, sharded update, sparse embedding rows, our peer algorithms). Each method
 // is a unit of its own in this folder, in the spirit of PyTorch DDP's communication hooks: it
 // prepares its buffers, enqueues the exchange of one range for one replica on the communication
-// stream, and owns what that costs (bytes, collectives, the busbw formula). Strategies compose
-// methods (strategies/replicated.h); exchange_methods.cpp is where they are chosen.
+// stream, and publishes what it issues for a range as data, its schedule of collectives
+// (engine/communication/collective_schedule.h), from which its traffic, `dpbench predict` and the tests all
+// price it. Strategies compose methods (strategies/replicated.h); exchange_methods.cpp is where
+// they are chosen, for the run and for predict alike.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/communication/collective_schedule.h"
 #include "engine/communication/communicator.h"
 #include "engine/training/strategy.h"
 #include "strategies/exchange_meter.h"
@@ -30,13 +33,8 @@ struct ExchangeContext {
 };
 
 // What exchanging some ranges once each costs one device (a step's worth, summed by the strategy
-// into its TrafficModel, strategies/bucketed_exchange.h).
-struct ExchangeTraffic {
-  double bytes = 0;         // the logical message: fp32 gradient bytes each replica contributes
-  double bytes_sent = 0;    // bytes one device sends, by the method's algorithm
-  double bus_bytes = 0;     // busbw x transfer time: each collective's nccl-tests size x bus factor
-  int64_t collectives = 0;  // collective calls (or transfers of our own) per device
-};
+// into its TrafficModel, strategies/bucketed_exchange.h), computed from the method's schedule.
+using ExchangeTraffic = ScheduleTraffic;
 
 class ExchangeMethod {
  public:
@@ -72,12 +70,31 @@ class ExchangeMethod {
   // A device thread failed: an exchange blocked on other replicas must throw, not hang.
   virtual void abort() {}
 
-  // The cost of exchanging each of `ranges` once; busbw_formula says how bus_bytes is derived.
-  virtual ExchangeTraffic traffic(const std::vector<GradientRange>& ranges) const = 0;
+  // What exchanging `range` once issues on one device of a job of `shape`, as data: its
+  // collectives, their sizes, streams and order. It reads only the method's own settings (spec,
+  // transfer type), never its devices, so it answers before prepare and for rank counts the run
+  // does not have (`dpbench predict`); a method whose schedule depends on what prepare found says
+  // so (the sparse rows: the tables).
+  virtual RangeSchedule schedule(GradientRange range, const ScheduleShape& shape) const = 0;
+  // The shape of the run the method was prepared for.
+  virtual ScheduleShape run_shape() const = 0;
+  // The cost of exchanging each of `ranges` once in this run: the schedules' traffic
+  // (engine/communication/collective_schedule.h); busbw_formula says how bus_bytes is derived.
+  ExchangeTraffic traffic(const std::vector<GradientRange>& ranges) const;
   virtual std::string busbw_formula() const = 0;
   // Further summary.comm fields of the method.
   virtual void add_details(nlohmann::json& details) const {}
 };
+
+// A step of a schedule on the communication stream, after the one before it.
+inline ScheduledCollective collective_step(Collective collective, double bytes, int ranks, double width = 1.0) {
+  ScheduledCollective step;
+  step.collective = collective;
+  step.bytes = bytes;
+  step.width = width;
+  step.ranks = ranks;
+  return step;
+}
 
 // The common part of the methods that travel through the strategy's communicator: they keep the
 // context, cut each range into the spec's shards ("nccl#k": k independent exchanges), and the
@@ -92,6 +109,8 @@ class CommunicatorExchange : public ExchangeMethod {
   void prepare(const ExchangeContext& context, size_t largest) final;
   void exchange(int replica, GradientRange range, const Event& ready) final;
   void wait_until_done(int replica) override;
+  // The job's ranks, all on one host as far as the method is concerned.
+  ScheduleShape run_shape() const override;
 
  protected:
   // The method's own buffers, with context() ready.

@@ -1,8 +1,9 @@
 // HierarchicalAllReduce (see the header).
 #include "strategies/exchange_methods/hierarchical_all_reduce.h"
 
+#include <algorithm>
+
 #include "engine/backends.h"
-#include "engine/communication/collective_traffic.h"
 #include "engine/communication/process_group.h"
 #include "engine/errors.h"
 #include "strategies/exchange_methods/dense_all_reduce.h"
@@ -55,13 +56,34 @@ void HierarchicalAllReduce::exchange_shard(int replica, GradientRange shard) {
   if (whole != gradients) ops.copy(gradients, whole, shard.count * sizeof(float));
 }
 
-// Counted as the all-reduce it replaces (nccl-tests' busbw over the job's ranks), so a series can
-// compare flat and hierarchical; bytes_sent is what one rank sends in the three phases.
-ExchangeTraffic HierarchicalAllReduce::traffic(const std::vector<GradientRange>& ranges) const {
-  ExchangeTraffic traffic = all_reduce_traffic(ranges, context().world_size, 1.0, 3, spec_.shards);
-  const double per_host = std::max(1, layout_.ranks_per_host), hosts = std::max(1, layout_.hosts);
-  traffic.bytes_sent = traffic.bytes * (2 * (per_host - 1) / per_host + 2 * (hosts - 1) / hosts / per_host);
-  return traffic;
+// Per shard, as exchange_shard issues it: a reduce-scatter among the L ranks of the host, an
+// all-reduce of the rank's 1/L piece among the H hosts (every rank of a host at once, together
+// the host's whole share through its network), an all-gather in the host. Sizes unpadded (the
+// padding to a multiple of L is left out). Its busbw is counted as the flat all-reduce's over the
+// job's ranks, so a series can compare flat and hierarchical.
+RangeSchedule HierarchicalAllReduce::schedule(GradientRange range, const ScheduleShape& shape) const {
+  RangeSchedule schedule;
+  schedule.message_bytes = static_cast<double>(range.count) * sizeof(float);
+  schedule.busbw_as = Collective::all_reduce;
+  schedule.busbw_ranks = shape.world;
+  const int per_host = std::max(1, shape.ranks_per_host), hosts = std::max(1, shape.hosts);
+  for (const GradientRange& shard : split_range(range, spec_.shards)) {
+    const double bytes = static_cast<double>(shard.count) * sizeof(float);
+    ScheduledCollective inside = collective_step(Collective::reduce_scatter, bytes, per_host);
+    inside.span = StepRanks::inside_host;
+    ScheduledCollective across = collective_step(Collective::all_reduce, bytes / per_host, hosts);
+    across.span = StepRanks::across_hosts;
+    across.concurrent = per_host;
+    schedule.steps.push_back(inside);
+    schedule.steps.push_back(across);
+    inside.collective = Collective::all_gather;
+    schedule.steps.push_back(inside);
+  }
+  return schedule;
+}
+
+ScheduleShape HierarchicalAllReduce::run_shape() const {
+  return ScheduleShape{context().world_size, layout_.ranks_per_host, layout_.hosts};
 }
 
 std::string HierarchicalAllReduce::busbw_formula() const {

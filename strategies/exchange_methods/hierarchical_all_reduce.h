@@ -19,7 +19,8 @@ class HierarchicalAllReduce final : public CommunicatorExchange {
   explicit HierarchicalAllReduce(AllReduceSpec spec) : CommunicatorExchange(spec.shards), spec_(spec) {}
   ~HierarchicalAllReduce() override;
   std::string description() const override;
-  ExchangeTraffic traffic(const std::vector<GradientRange>& ranges) const override;
+  RangeSchedule schedule(GradientRange range, const ScheduleShape& shape) const override;
+  ScheduleShape run_shape() const override;
   std::string busbw_formula() const override;
   void add_details(nlohmann::json& details) const override;
   void abort() override;

@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "engine/backends.h"
-#include "engine/communication/collective_traffic.h"
 #include "engine/errors.h"
 #include "strategies/exchange_methods/dense_all_reduce.h"
 #include "strategies/exchange_plan.h"
@@ -102,32 +101,35 @@ std::string PeerAllReduce::communicator_description() const {
   return "host sum (" + std::to_string(host_threads_->threads()) + " threads), copies to and from pinned memory";
 }
 
-// pscpu sends each device's gradients up to the host and as much comes back; the ring and
-// shard-then-gather move an all-reduce's volume. The copies carry the transfer type; busbw counts
-// fp32 gradient bytes as an all-reduce's.
-ExchangeTraffic PeerAllReduce::traffic(const std::vector<GradientRange>& ranges) const {
-  ExchangeTraffic traffic;
-  const int n = static_cast<int>(replicas_.size());
-  double elements = 0;
-  for (const GradientRange& range : ranges) {
-    elements += static_cast<double>(range.count);
-    traffic.collectives += transfers();
+// Per shard: xring and psgpu copy 2(N-1) chunks of 1/N of it into each device (a ring's, or a
+// shard-then-gather's, all-reduce volume); pscpu copies each device's shard up to the host and
+// the sum back. The copies carry the transfer type; busbw counts fp32 gradient bytes as the
+// all-reduce's they replace.
+RangeSchedule PeerAllReduce::schedule(GradientRange range, const ScheduleShape& shape) const {
+  RangeSchedule schedule;
+  schedule.message_bytes = static_cast<double>(range.count) * sizeof(float);
+  schedule.busbw_as = Collective::all_reduce;
+  schedule.busbw_ranks = shape.world;
+  const double width = static_cast<double>(data_type_bytes(transfer_type_)) / sizeof(float);
+  for (const GradientRange& shard : split_range(range, spec_.shards)) {
+    const double bytes = static_cast<double>(shard.count * data_type_bytes(transfer_type_));
+    if (spec_.algorithm == "pscpu") {
+      schedule.steps.push_back(collective_step(Collective::copy_to_host, bytes, 1, width));
+      schedule.steps.push_back(collective_step(Collective::copy_from_host, bytes, 1, width));
+      continue;
+    }
+    for (int copy = 0; copy < 2 * (shape.world - 1); ++copy)
+      schedule.steps.push_back(collective_step(Collective::peer_copy, bytes / shape.world, 2, width));
   }
-  traffic.bytes = elements * sizeof(float);
-  const double sent = elements * data_type_bytes(transfer_type_);
-  const double factor = collective_bus_factor(Collective::all_reduce, n);
-  traffic.bytes_sent = spec_.algorithm == "pscpu" ? sent : factor * sent;
-  traffic.bus_bytes = factor * traffic.bytes;
-  return traffic;
+  return schedule;
+}
+
+ScheduleShape PeerAllReduce::run_shape() const {
+  const int n = static_cast<int>(replicas_.size());
+  return ScheduleShape{n, n, 1};
 }
 
 std::string PeerAllReduce::busbw_formula() const { return all_reduce_busbw_formula(); }
-
-int64_t PeerAllReduce::transfers() const {
-  const int64_t n = static_cast<int64_t>(replicas_.size());
-  if (spec_.algorithm == "pscpu") return 2 * spec_.shards;
-  return 2 * (n - 1) * spec_.shards;
-}
 
 void PeerAllReduce::exchange(int replica, GradientRange range, const Event& ready) {
   rendezvous_->arrive(replica, &ready, [&](std::vector<const Event*>& ready_events) {

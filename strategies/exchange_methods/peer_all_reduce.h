@@ -46,7 +46,8 @@ class PeerAllReduce final : public ExchangeMethod {
   void wait_until_done(int replica) override;
   void abort() override;
 
-  ExchangeTraffic traffic(const std::vector<GradientRange>& ranges) const override;
+  RangeSchedule schedule(GradientRange range, const ScheduleShape& shape) const override;
+  ScheduleShape run_shape() const override;
   std::string busbw_formula() const override;
 
  private:
@@ -54,8 +55,6 @@ class PeerAllReduce final : public ExchangeMethod {
   void ring(std::vector<const Event*>& ready, GradientRange range, bool reverse);
   void sharded(std::vector<const Event*>& ready, GradientRange range);
   void through_host(std::vector<const Event*>& ready, GradientRange range);
-  // Copies one device sends per exchange of a range.
-  int64_t transfers() const;
 
   AllReduceSpec spec_;
   DataType transfer_type_;

@@ -1,8 +1,8 @@
 // ShardedUpdate (see the header).
 #include "strategies/exchange_methods/sharded_update.h"
 
-#include "engine/communication/collective_traffic.h"
 #include "engine/training/optimizer.h"
+#include "strategies/exchange_plan.h"
 
 namespace dpbench {
 
@@ -46,24 +46,25 @@ void ShardedUpdate::wait_until_done(int replica) {
   ++steps_completed_[replica];
 }
 
-// Reduce-scatter and all-gather each send (N-1)/N of the shard: an all-reduce's bytes; a shard
-// of fewer than N elements is all-reduced alone, one of a count not divisible by N also has its
-// remainder all-reduced.
-ExchangeTraffic ShardedUpdate::traffic(const std::vector<GradientRange>& ranges) const {
-  ExchangeTraffic traffic;
-  const size_t ranks = world_size();
-  double elements = 0;
-  for (const GradientRange& range : ranges) {
-    elements += static_cast<double>(range.count);
-    for (const GradientRange& shard : shards_of(range))
-      traffic.collectives += (shard.count >= ranks ? 2 : 0) + (shard.count % ranks != 0 ? 1 : 0);
+// Per shard, as exchange_shard issues it: the reduce-scatter and the all-gather of its first
+// N x (count / N) elements (the shard's update between them), and an all-reduce of the count % N
+// left over.
+RangeSchedule ShardedUpdate::schedule(GradientRange range, const ScheduleShape& shape) const {
+  RangeSchedule schedule;
+  schedule.message_bytes = static_cast<double>(range.count) * sizeof(float);
+  const size_t n = static_cast<size_t>(shape.world);
+  for (const GradientRange& shard : split_range(range, spec_.shards)) {
+    const size_t chunk = shard.count / n, rest = shard.count - chunk * n;
+    const double sharded = static_cast<double>(chunk * n) * sizeof(float);
+    if (chunk > 0) {
+      schedule.steps.push_back(collective_step(Collective::reduce_scatter, sharded, shape.world));
+      schedule.steps.push_back(collective_step(Collective::all_gather, sharded, shape.world));
+    }
+    if (rest > 0)
+      schedule.steps.push_back(
+          collective_step(Collective::all_reduce, static_cast<double>(rest) * sizeof(float), shape.world));
   }
-  traffic.bytes = elements * sizeof(float);
-  const double factor = collective_bus_factor(Collective::reduce_scatter, context().world_size) +
-                        collective_bus_factor(Collective::all_gather, context().world_size);
-  traffic.bytes_sent = factor * traffic.bytes;
-  traffic.bus_bytes = factor * traffic.bytes;
-  return traffic;
+  return schedule;
 }
 
 std::string ShardedUpdate::busbw_formula() const {

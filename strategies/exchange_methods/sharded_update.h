@@ -21,7 +21,7 @@ class ShardedUpdate final : public CommunicatorExchange {
   }
   void wait_until_done(int replica) override;
   bool updates_parameters() const override { return true; }
-  ExchangeTraffic traffic(const std::vector<GradientRange>& ranges) const override;
+  RangeSchedule schedule(GradientRange range, const ScheduleShape& shape) const override;
   std::string busbw_formula() const override;
   void add_details(nlohmann::json& details) const override;
 

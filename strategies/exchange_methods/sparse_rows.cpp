@@ -5,7 +5,6 @@
 #include <numeric>
 #include <string>
 
-#include "engine/communication/collective_traffic.h"
 #include "engine/errors.h"
 
 namespace dpbench {
@@ -157,19 +156,14 @@ void SparseRows::exchange_shard(int replica, GradientRange range) {
   }
 }
 
-// G bytes of packs each replica contributes to all-gathers (ids and values at the capacity, fp32
-// whatever --compact_gradient_transfer says). An all-gather of n packs sends (n-1)/n of them per
-// device in a ring: (n-1) x G, its own pack to each other device (nccl-tests' busbw of the
-// collective times its time).
-ExchangeTraffic SparseRows::traffic(const std::vector<GradientRange>& tables) const {
-  ExchangeTraffic traffic;
-  const double n = static_cast<double>(world_size());
-  for (const GradientRange& range : tables)
-    traffic.bytes += static_cast<double>(pack_floats(table_at(range))) * sizeof(float);
-  traffic.bytes_sent = collective_bus_factor(Collective::all_gather, context().world_size) * n * traffic.bytes;
-  traffic.bus_bytes = traffic.bytes_sent;
-  traffic.collectives = static_cast<int64_t>(tables.size());
-  return traffic;
+// G bytes of pack each replica contributes (ids and values at the capacity, fp32 whatever
+// --compact_gradient_transfer says) to one all-gather of the job's packs, N x G as nccl-tests
+// counts it. `table` must be one of the tables prepare found.
+RangeSchedule SparseRows::schedule(GradientRange table, const ScheduleShape& shape) const {
+  RangeSchedule schedule;
+  schedule.message_bytes = static_cast<double>(pack_floats(table_at(table))) * sizeof(float);
+  schedule.steps.push_back(collective_step(Collective::all_gather, shape.world * schedule.message_bytes, shape.world));
+  return schedule;
 }
 
 // With the dense method's all-reduce: one busbw for both is their traffic over the transfer time.

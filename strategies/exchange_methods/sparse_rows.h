@@ -25,7 +25,8 @@ class SparseRows final : public CommunicatorExchange {
   SparseRows();
   ~SparseRows() override;
   std::string description() const override { return "embedding rows all-gathered"; }
-  ExchangeTraffic traffic(const std::vector<GradientRange>& tables) const override;
+  // Needs prepare (the tables' capacities); `table` is one table's whole range.
+  RangeSchedule schedule(GradientRange table, const ScheduleShape& shape) const override;
   std::string busbw_formula() const override;
   void add_details(nlohmann::json& details) const override;
 

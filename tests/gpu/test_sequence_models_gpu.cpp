@@ -11,12 +11,14 @@
 #include <vector>
 
 #include "engine/backends.h"
-#include "engine/reference/reference_device.h"
+#include "tests/gpu/model_gpu_test_support.h"
 #include "tests/host/model_probe.h"
 #include "tests/host/sequence_test_support.h"
 #include "tests/host/test_support.h"
 
 using dpbench::testing::build_model;
+using dpbench::testing::check_gpu_matches_reference;
+using dpbench::testing::largest_magnitude;
 using dpbench::testing::ModelProbe;
 using dpbench::testing::read_json;
 using dpbench::testing::run_cli;
@@ -46,12 +48,6 @@ std::vector<dpbench::RunConfig> every_small_variant() {
                                                    {"embedding_dim", "12"}, {"num_units", "36"},
                                                    {"seq_len", "9"}, {"loss_chunk_rows", "20"}}));
   return configs;
-}
-
-double largest_magnitude(const std::vector<float>& values) {
-  double largest = 0;
-  for (float v : values) largest = std::max(largest, static_cast<double>(std::abs(v)));
-  return largest;
 }
 
 // fp32 everywhere (TF32 is off unless --precision=tf32): the implementations differ only in the
@@ -152,18 +148,7 @@ TEST_CASE("nmt and rnnlm in bf16 and fp16 on the GPU match the reference backend
       INFO(config.model << " " << config.sequence.encoder_type << " " << config.sequence.direction << " "
                         << dpbench::precision_name(precision));
       config.precision = precision;
-      const auto model = build_model(config);
-      const std::vector<float> values = model->initial_parameters(9);
-      ModelProbe gpu(*model, dpbench::create_cuda_device(0), config.batch_size, 42, type);
-      ModelProbe reference(*model, dpbench::create_reference_device(0), config.batch_size, 42, type);
-      CHECK(gpu.loss_at(values) == Approx(reference.loss_at(values)).epsilon(tolerance / 4));
-      const std::vector<float> a = gpu.gradients(), b = reference.gradients();
-      const double largest = largest_magnitude(b);
-      REQUIRE(largest > 0);
-      double worst = 0;
-      for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]));
-      INFO("largest gradient " << largest << ", largest difference " << worst);
-      CHECK(worst <= tolerance * largest);
+      check_gpu_matches_reference(*build_model(config), config.batch_size, type, tolerance / 4, tolerance);
     }
   }
 }

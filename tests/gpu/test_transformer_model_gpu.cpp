@@ -11,13 +11,12 @@
 #include <vector>
 
 #include "engine/backends.h"
-#include "engine/reference/reference_device.h"
-#include "tests/host/model_probe.h"
+#include "tests/gpu/model_gpu_test_support.h"
 #include "tests/host/sequence_test_support.h"
 #include "tests/host/test_support.h"
 
 using dpbench::testing::build_model;
-using dpbench::testing::ModelProbe;
+using dpbench::testing::check_gpu_matches_reference;
 using dpbench::testing::read_json;
 using dpbench::testing::run_cli;
 using dpbench::testing::sequence_config;
@@ -36,12 +35,6 @@ dpbench::RunConfig small_transformer(const std::string& dropout) {
                           {"loss_chunk_rows", "16"}, {"dropout", dropout}});
 }
 
-double largest_magnitude(const std::vector<float>& values) {
-  double largest = 0;
-  for (float v : values) largest = std::max(largest, static_cast<double>(std::abs(v)));
-  return largest;
-}
-
 }  // namespace
 
 // fp32: the backends differ in the order they sum (~1e-7 relative per addition, compounded over
@@ -55,19 +48,8 @@ TEST_CASE("the transformer on the GPU matches the reference backend", "[gpu][tra
       INFO("dropout " << dropout << ", " << dpbench::precision_name(precision));
       dpbench::RunConfig config = small_transformer(dropout);
       config.precision = precision;
-      const auto model = build_model(config);
-      const std::vector<float> values = model->initial_parameters(9);
-      ModelProbe gpu(*model, dpbench::create_cuda_device(0), config.batch_size, 42, type);
-      ModelProbe reference(*model, dpbench::create_reference_device(0), config.batch_size, 42, type);
-      const double gpu_loss = gpu.loss_at(values), reference_loss = reference.loss_at(values);
-      CHECK(gpu_loss == Approx(reference_loss).epsilon(std::max(1e-5, tolerance / 4)));
-      const std::vector<float> a = gpu.gradients(), b = reference.gradients();
-      const double largest = largest_magnitude(b);
-      REQUIRE(largest > 0);
-      double worst = 0;
-      for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]));
-      INFO("largest gradient " << largest << ", largest difference " << worst);
-      CHECK(worst <= tolerance * largest);
+      check_gpu_matches_reference(*build_model(config), config.batch_size, type, std::max(1e-5, tolerance / 4),
+                                  tolerance);
     }
   }
 }

@@ -1,11 +1,15 @@
 // ModelProbe: one replica of a model on one device, for tests that need its loss at chosen
 // parameters and the gradients of that loss (finite differences, comparing implementations or
-// backends). Shared by the host and [gpu] model tests.
+// backends), and the measures those tests compare gradients by. Shared by the host and [gpu]
+// model tests.
 #pragma once
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/backend/device.h"
@@ -80,5 +84,51 @@ class ModelProbe {
   std::unique_ptr<ModelReplica> replica_;
   std::vector<GradientRange> announced_;
 };
+
+// The largest |value|: the scale that tolerances on a model's gradients are relative to.
+inline double largest_magnitude(const std::vector<float>& values) {
+  double largest = 0;
+  for (float v : values) largest = std::max(largest, static_cast<double>(std::abs(v)));
+  return largest;
+}
+
+// How far `gradients` are from `reference` (the same layout): the largest |difference|, and how
+// many elements differ at all.
+struct GradientDifference {
+  double largest = 0;
+  size_t differing = 0;
+};
+inline GradientDifference gradient_difference(const std::vector<float>& gradients,
+                                              const std::vector<float>& reference) {
+  GradientDifference difference;
+  for (size_t i = 0; i < gradients.size(); ++i) {
+    difference.largest = std::max(difference.largest, std::abs(static_cast<double>(gradients[i]) - reference[i]));
+    difference.differing += gradients[i] != reference[i];
+  }
+  return difference;
+}
+
+// Element `index` of tensor `tensor`: the central difference of the loss (step h) and backward's
+// gradient there.
+struct FiniteDifference {
+  std::string tensor;
+  size_t index;
+  double numeric, backward;
+};
+// Every tensor's elements 0, 1 + count / spread, 2 (1 + count / spread), ..., at `values`, whose
+// gradients (from probe.gradients()) are `gradients`.
+inline std::vector<FiniteDifference> sampled_finite_differences(ModelProbe& probe, const ParameterLayout& layout,
+                                                                const std::vector<float>& values,
+                                                                const std::vector<float>& gradients, double h,
+                                                                size_t spread) {
+  std::vector<FiniteDifference> samples;
+  for (const TensorView& tensor : layout.tensors()) {
+    for (size_t k = 0; k < tensor.count; k += 1 + tensor.count / spread) {
+      const size_t i = tensor.offset + k;
+      samples.push_back({tensor.name, k, probe.central_difference(values, i, h), gradients[i]});
+    }
+  }
+  return samples;
+}
 
 }  // namespace dpbench::testing

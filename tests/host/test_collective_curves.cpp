@@ -13,6 +13,7 @@
 #include "engine/errors.h"
 #include "reports/collective_curves.h"
 #include "reports/prediction_tables.h"
+#include "strategies/replicated.h"
 #include "tests/host/test_support.h"
 
 namespace dpbench {
@@ -50,7 +51,7 @@ void write_file(const std::string& path, const std::string& text) { std::ofstrea
 
 TEST_CASE("a comm_bench file becomes a curve of busbw against size", "[predict]") {
   const CollectiveCurve curve = parse_collective_curve(comm_bench_file(), "c.json");
-  CHECK(curve.op == CollectiveOp::all_reduce);
+  CHECK(curve.op == Collective::all_reduce);
   CHECK(curve.link == LinkKind::intra_host);
   CHECK(curve.link_recorded);
   CHECK(curve.ranks == 2);
@@ -66,7 +67,7 @@ TEST_CASE("a comm_bench file becomes a curve of busbw against size", "[predict]"
         "all_reduce intra_host: `c.json`, 2 ranks on 1 host (reference backend, in-process, fp32), 1 KiB to 4 KiB");
 
   const CollectiveCurve across = parse_collective_curve(comm_bench_file("reduce_scatter", "inter_host", 16), "x.json");
-  CHECK(across.op == CollectiveOp::reduce_scatter);
+  CHECK(across.op == Collective::reduce_scatter);
   CHECK(across.link == LinkKind::inter_host);
   CHECK(across.hosts == 2);
 }
@@ -137,7 +138,7 @@ TEST_CASE("curves of one collective and link kind on several rank counts each pr
   const CollectiveCurve across = parse_collective_curve(comm_bench_file("all_reduce", "inter_host", 4), "x.json");
   const CurveMap map = curves_by_collective({two, four, across});
   CHECK(map.size() == 2);
-  CHECK(map.at({CollectiveOp::all_reduce, LinkKind::intra_host}).size() == 2);
+  CHECK(map.at({Collective::all_reduce, LinkKind::intra_host}).size() == 2);
   SystemModel system;
   system.gpus_per_host = 8;
   system.intra_host = {10.0, 1.0};
@@ -148,7 +149,7 @@ TEST_CASE("curves of one collective and link kind on several rank counts each pr
   // 3 ranks: still the 2-rank curve (the most ranks not above 3), 4/3 ms. 4 and 8 ranks: the
   // 4-rank curve, 3 ms and 3.5 ms.
   const auto all_reduce_ms = [&](int ranks) {
-    return cost.collective_ms(CollectiveOp::all_reduce, 1e6, ranks, LinkKind::intra_host);
+    return cost.collective_ms(Collective::all_reduce, 1e6, ranks, LinkKind::intra_host);
   };
   CHECK(all_reduce_ms(2) == Approx(1.0));
   CHECK(all_reduce_ms(3) == Approx(4.0 / 3.0));
@@ -156,7 +157,7 @@ TEST_CASE("curves of one collective and link kind on several rank counts each pr
   CHECK(all_reduce_ms(8) == Approx(3.5));
   // Only a 4-rank curve: it prices 2 ranks too (the fewest measured).
   const MeasuredCurveCost four_only(curves_by_collective({four}), std::make_shared<AlphaBetaCost>(system));
-  CHECK(four_only.collective_ms(CollectiveOp::all_reduce, 1e6, 2, LinkKind::intra_host) == Approx(2.0));
+  CHECK(four_only.collective_ms(Collective::all_reduce, 1e6, 2, LinkKind::intra_host) == Approx(2.0));
 }
 
 TEST_CASE("two curves of one collective over one link kind on one rank count are refused, naming both",
@@ -202,14 +203,22 @@ TEST_CASE("a curve at half the system file's bandwidth doubles the predicted tra
   step.buckets = {{1e6, 9}};
   // By hand: 2 x 3/4 x 1e6 bytes at 0.5 GB/s = 3 ms, ending at 12 ms: 2 ms exposed. The system
   // file alone: 6 x 10 us + 1.5 ms = 1.56 ms, 0.56 ms exposed.
-  const StepPrediction curved = predict_step(step, PredictedStrategy::replicated, 4, system, cost);
+  // The replicated strategy's schedule of that bucket on 4 GPUs (strategies/replicated.h), with
+  // and without the sharded update.
+  const ParameterLayout layout;  // not read by the replicated strategy's schedule
+  const std::vector<GradientRange> plan = {{0, 250000}};
+  StrategyOptions options;
+  const StepSchedule all_reduce = ReplicatedStrategy::schedule_for(options, layout, plan, ScheduleShape{4, 4, 1});
+  options.sharded_update = true;
+  const StepSchedule sharded_update = ReplicatedStrategy::schedule_for(options, layout, plan, ScheduleShape{4, 4, 1});
+  const StepPrediction curved = predict_step(step, all_reduce, 4, system, cost);
   CHECK(curved.comm_ms == Approx(3.0));
   CHECK(curved.exposed_comm_ms == Approx(2.0));
   CHECK(curved.step_ms == Approx(22.0));
-  const StepPrediction formulas = predict_step(step, PredictedStrategy::replicated, 4, system, AlphaBetaCost(system));
+  const StepPrediction formulas = predict_step(step, all_reduce, 4, system, AlphaBetaCost(system));
   CHECK(formulas.comm_ms == Approx(1.56));
   // No reduce_scatter or all_gather curve: the sharded update stays on the formulas (0.78 ms each).
-  const StepPrediction sharded = predict_step(step, PredictedStrategy::replicated_sharded, 4, system, cost);
+  const StepPrediction sharded = predict_step(step, sharded_update, 4, system, cost);
   CHECK(sharded.comm_ms == Approx(0.78 + 0.5 + 0.78));
 }
 

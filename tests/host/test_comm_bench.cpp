@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -73,11 +74,11 @@ TEST_CASE("comm_bench sizes take K, M and G as powers of 2", "[comm_bench]") {
 }
 
 TEST_CASE("comm_bench bus bandwidth factors are nccl-tests'", "[comm_bench]") {
-  CHECK(bus_bandwidth_factor(BenchCollective::all_reduce, 4) == Approx(1.5));   // 2(n-1)/n
-  CHECK(bus_bandwidth_factor(BenchCollective::all_reduce, 1) == 0.0);
-  CHECK(bus_bandwidth_factor(BenchCollective::all_gather, 4) == Approx(0.75));  // (n-1)/n
-  CHECK(bus_bandwidth_factor(BenchCollective::reduce_scatter, 8) == Approx(0.875));
-  CHECK(bus_bandwidth_factor(BenchCollective::broadcast, 8) == 1.0);
+  CHECK(collective_bus_factor(Collective::all_reduce, 4) == Approx(1.5));   // 2(n-1)/n
+  CHECK(collective_bus_factor(Collective::all_reduce, 1) == 0.0);
+  CHECK(collective_bus_factor(Collective::all_gather, 4) == Approx(0.75));  // (n-1)/n
+  CHECK(collective_bus_factor(Collective::reduce_scatter, 8) == Approx(0.875));
+  CHECK(collective_bus_factor(Collective::broadcast, 8) == 1.0);
 }
 
 TEST_CASE("every collective's bus factor is nccl-tests', written once", "[comm_bench]") {
@@ -89,9 +90,27 @@ TEST_CASE("every collective's bus factor is nccl-tests', written once", "[comm_b
   CHECK(collective_bus_factor(Collective::reduce, 8) == 1.0);
   CHECK(collective_bus_factor(Collective::broadcast, 3) == 1.0);
   CHECK(collective_bus_factor(Collective::all_reduce, 1) == 0.0);  // one rank: nothing travels
-  // The comm benchmark reads the same factors.
-  CHECK(bus_bandwidth_factor(BenchCollective::reduce_scatter, 3) ==
-        collective_bus_factor(Collective::reduce_scatter, 3));
+}
+
+TEST_CASE("one name table: every collective has one name, and comm_bench measures the table's benchmarked ones",
+          "[comm_bench]") {
+  std::set<std::string> names;
+  for (const CollectiveDescription& entry : collective_table()) {
+    INFO(entry.name);
+    CHECK(names.insert(entry.name).second);
+    CHECK(collective_named(entry.name) == entry.collective);
+    CHECK(std::string(collective_name(entry.collective)) == entry.name);
+  }
+  CHECK_FALSE(collective_named("allreduce").has_value());
+  CHECK(benchmarked_collectives() == std::vector<Collective>{Collective::all_reduce, Collective::reduce_scatter,
+                                                               Collective::all_gather, Collective::reduce,
+                                                               Collective::broadcast});
+  // What a device sends on average: a ring's bus factor, a chain's (n-1)/n, a copy from the host nothing.
+  CHECK(collective_send_factor(Collective::all_reduce, 4) == 1.5);
+  CHECK(collective_send_factor(Collective::reduce, 4) == 0.75);
+  CHECK(collective_send_factor(Collective::broadcast, 4) == 0.75);
+  CHECK(collective_send_factor(Collective::copy_to_host, 4) == 1.0);
+  CHECK(collective_send_factor(Collective::copy_from_host, 4) == 0.0);
 }
 
 TEST_CASE("comm_bench flags resolve defaults and reject bad values with exit code 2", "[comm_bench]") {
@@ -99,7 +118,7 @@ TEST_CASE("comm_bench flags resolve defaults and reject bad values with exit cod
   CHECK(cpu.backend == BackendKind::reference);
   CHECK(cpu.fell_back_to_reference);
   CHECK(cpu.num_devices == 2);
-  CHECK(cpu.collective == BenchCollective::all_reduce);
+  CHECK(cpu.collective == Collective::all_reduce);
   CHECK(cpu.min_bytes == (1u << 20));
   CHECK(cpu.max_bytes == (1u << 30));
   CHECK(cpu.iters == 20);
@@ -107,7 +126,7 @@ TEST_CASE("comm_bench flags resolve defaults and reject bad values with exit cod
   const CommBenchOptions gpus = parse_comm_bench_flags({"--op", "broadcast", "--data_type=bf16"}, DeviceInventory{8, ""});
   CHECK(gpus.backend == BackendKind::cuda);
   CHECK(gpus.num_devices == 8);
-  CHECK(gpus.collective == BenchCollective::broadcast);
+  CHECK(gpus.collective == Collective::broadcast);
   CHECK(gpus.type == DataType::bf16);
 
   CHECK_THROWS_WITH(parse_comm_bench_flags({"--op=all_to_all"}, no_gpu()),
@@ -269,18 +288,18 @@ TEST_CASE("comm_bench refuses to report the bandwidth of a communicator that com
 
 TEST_CASE("comm_bench measures each size a collective can move once, never a size twice", "[comm_bench]") {
   // 3 and 6 bytes of fp32 on 2 ranks are both one element: one row of 4 B, not two.
-  CHECK(measured_sizes(BenchCollective::all_reduce, 3, 100, 2, DataType::f32) == std::vector<size_t>{4, 12, 24, 48, 96});
+  CHECK(measured_sizes(Collective::all_reduce, 3, 100, 2, DataType::f32) == std::vector<size_t>{4, 12, 24, 48, 96});
   // Below one element per rank a scatter moves one per rank: 3, 6 and 12 B on 3 ranks are all 12.
-  CHECK(measured_sizes(BenchCollective::reduce_scatter, 3, 100, 3, DataType::f32) ==
+  CHECK(measured_sizes(Collective::reduce_scatter, 3, 100, 3, DataType::f32) ==
         std::vector<size_t>{12, 24, 48, 96});
   // Every collective, type and rank count from 2 to 8: ascending, each what one call moves (so
   // sizing it again changes nothing), none past the largest size asked for but where one call
   // moves more.
-  for (BenchCollective collective : all_bench_collectives())
+  for (Collective collective : benchmarked_collectives())
     for (DataType type : {DataType::f32, DataType::f16, DataType::bf16})
       for (int ranks = 2; ranks <= 8; ++ranks)
         for (size_t min_bytes : {size_t{1}, size_t{3}, size_t{7}, size_t{1000}}) {
-          INFO(bench_collective_name(collective) << " " << data_type_name(type) << " " << ranks << " ranks from "
+          INFO(collective_name(collective) << " " << data_type_name(type) << " " << ranks << " ranks from "
                                                  << min_bytes << " B");
           const size_t max_bytes = 1 << 16;
           const std::vector<size_t> sizes = measured_sizes(collective, min_bytes, max_bytes, ranks, type);

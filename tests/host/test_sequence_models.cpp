@@ -23,9 +23,13 @@
 #include "tests/host/test_support.h"
 
 using dpbench::testing::build_model;
+using dpbench::testing::gradient_difference;
+using dpbench::testing::GradientDifference;
+using dpbench::testing::largest_magnitude;
 using dpbench::testing::ModelProbe;
 using dpbench::testing::read_json;
 using dpbench::testing::run_cli;
+using dpbench::testing::sampled_finite_differences;
 using dpbench::testing::sequence_config;
 using dpbench::testing::tiny_nmt;
 using dpbench::testing::mean_loss;
@@ -87,14 +91,10 @@ TEST_CASE("nmt's backward matches finite differences of the loss in every encode
       // of the tanh/sigmoid curvature stays below 1e-4 for parameters of size 0.1.
       const double h = 1e-2;
       int checked = 0;
-      for (const dpbench::TensorView& tensor : model->layout().tensors()) {
-        for (size_t k = 0; k < tensor.count; k += 1 + tensor.count / 7) {
-          const size_t i = tensor.offset + k;
-          const double numeric = probe.central_difference(values, i, h);
-          INFO(tensor.name << "[" << k << "]: numeric " << numeric << ", backward " << gradients[i]);
-          CHECK(std::abs(numeric - gradients[i]) <= 2e-4 + 1e-2 * std::abs(numeric));
-          ++checked;
-        }
+      for (const auto& d : sampled_finite_differences(probe, model->layout(), values, gradients, h, 7)) {
+        INFO(d.tensor << "[" << d.index << "]: numeric " << d.numeric << ", backward " << d.backward);
+        CHECK(std::abs(d.numeric - d.backward) <= 2e-4 + 1e-2 * std::abs(d.numeric));
+        ++checked;
       }
       CHECK(checked >= 30);
     }
@@ -160,8 +160,7 @@ TEST_CASE("cudnn_lstm and dynamic are the same network: same parameters, loss an
     // Two independent implementations on the host, summing in different orders in fp32.
     CHECK(fused_probe.loss_at(values) == Approx(unrolled_probe.loss_at(values)).epsilon(1e-5));
     const std::vector<float> a = fused_probe.gradients(), b = unrolled_probe.gradients();
-    double largest = 0;
-    for (float g : a) largest = std::max(largest, static_cast<double>(std::abs(g)));
+    const double largest = largest_magnitude(a);
     REQUIRE(largest > 0);
     for (size_t i = 0; i < a.size(); ++i) {
       INFO("gradient " << i);
@@ -283,8 +282,7 @@ TEST_CASE("nmt and rnnlm in bf16 and fp16 compute the fp32 network's loss and gr
     const std::vector<float> values = fp32_model->initial_parameters(5);
     const double fp32_loss = fp32_probe.loss_at(values);
     const std::vector<float> fp32_gradients = fp32_probe.gradients();
-    double largest = 0;
-    for (float g : fp32_gradients) largest = std::max(largest, static_cast<double>(std::abs(g)));
+    const double largest = largest_magnitude(fp32_gradients);
     REQUIRE(largest > 0);
     for (const auto& [precision, type, tolerance] :
          {std::tuple{dpbench::Precision::bf16, dpbench::DataType::bf16, 2e-2}, std::tuple{dpbench::Precision::fp16, dpbench::DataType::f16, 3e-3}}) {
@@ -296,15 +294,10 @@ TEST_CASE("nmt and rnnlm in bf16 and fp16 compute the fp32 network's loss and gr
       const double loss = probe.loss_at(values);
       CHECK(loss == Approx(fp32_loss).epsilon(tolerance / 2));
       const std::vector<float> gradients = probe.gradients();
-      double worst = 0;
-      size_t differing = 0;
-      for (size_t i = 0; i < gradients.size(); ++i) {
-        worst = std::max(worst, std::abs(static_cast<double>(gradients[i]) - fp32_gradients[i]));
-        differing += gradients[i] != fp32_gradients[i];
-      }
-      INFO("largest fp32 gradient " << largest << ", largest difference " << worst);
-      CHECK(worst <= tolerance * largest);
-      CHECK(differing > gradients.size() / 4);
+      const GradientDifference difference = gradient_difference(gradients, fp32_gradients);
+      INFO("largest fp32 gradient " << largest << ", largest difference " << difference.largest);
+      CHECK(difference.largest <= tolerance * largest);
+      CHECK(difference.differing > gradients.size() / 4);
     }
   }
 }

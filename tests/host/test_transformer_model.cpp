@@ -19,9 +19,13 @@
 #include "tests/host/test_support.h"
 
 using dpbench::testing::build_model;
+using dpbench::testing::gradient_difference;
+using dpbench::testing::GradientDifference;
+using dpbench::testing::largest_magnitude;
 using dpbench::testing::ModelProbe;
 using dpbench::testing::read_json;
 using dpbench::testing::run_cli;
+using dpbench::testing::sampled_finite_differences;
 using dpbench::testing::sequence_config;
 using dpbench::testing::mean_loss;
 using dpbench::testing::TempDir;
@@ -89,17 +93,13 @@ TEST_CASE("the transformer's backward matches finite differences of its loss", "
   // elements may miss: at most 2% of them, and the rest within the tolerance.
   const double h = 1e-2;
   int checked = 0, missed = 0;
-  for (const dpbench::TensorView& tensor : model->layout().tensors()) {
-    for (size_t k = 0; k < tensor.count; k += 1 + tensor.count / 5) {
-      const size_t i = tensor.offset + k;
-      const double numeric = probe.central_difference(values, i, h);
-      const bool close = std::abs(numeric - gradients[i]) <= 5e-4 + 2e-2 * std::abs(numeric);
-      if (!close) {
-        UNSCOPED_INFO(tensor.name << "[" << k << "]: numeric " << numeric << ", backward " << gradients[i]);
-        ++missed;
-      }
-      ++checked;
+  for (const auto& d : sampled_finite_differences(probe, model->layout(), values, gradients, h, 5)) {
+    const bool close = std::abs(d.numeric - d.backward) <= 5e-4 + 2e-2 * std::abs(d.numeric);
+    if (!close) {
+      UNSCOPED_INFO(d.tensor << "[" << d.index << "]: numeric " << d.numeric << ", backward " << d.backward);
+      ++missed;
     }
+    ++checked;
   }
   CHECK(checked >= 200);
   CHECK(missed <= checked / 50);
@@ -121,8 +121,7 @@ TEST_CASE("the transformer in bf16 and fp16 computes the fp32 network's loss and
     const std::vector<float> values = fp32_model->initial_parameters(5);
     const double fp32_loss = fp32_probe.loss_at(values);
     const std::vector<float> fp32_gradients = fp32_probe.gradients();
-    double largest = 0;
-    for (float g : fp32_gradients) largest = std::max(largest, static_cast<double>(std::abs(g)));
+    const double largest = largest_magnitude(fp32_gradients);
     REQUIRE(largest > 0);
     for (const auto& [precision, type, tolerance] :
          {std::tuple{dpbench::Precision::bf16, dpbench::DataType::bf16, 4e-2}, std::tuple{dpbench::Precision::fp16, dpbench::DataType::f16, 6e-3}}) {
@@ -133,15 +132,10 @@ TEST_CASE("the transformer in bf16 and fp16 computes the fp32 network's loss and
       ModelProbe probe(*model, dpbench::create_reference_device(0), 3, 42, type);
       CHECK(probe.loss_at(values) == Approx(fp32_loss).epsilon(tolerance / 2));
       const std::vector<float> gradients = probe.gradients();
-      double worst = 0;
-      size_t differing = 0;
-      for (size_t i = 0; i < gradients.size(); ++i) {
-        worst = std::max(worst, std::abs(static_cast<double>(gradients[i]) - fp32_gradients[i]));
-        differing += gradients[i] != fp32_gradients[i];
-      }
-      INFO("largest fp32 gradient " << largest << ", largest difference " << worst);
-      CHECK(worst <= tolerance * largest);
-      CHECK(differing > gradients.size() / 4);
+      const GradientDifference difference = gradient_difference(gradients, fp32_gradients);
+      INFO("largest fp32 gradient " << largest << ", largest difference " << difference.largest);
+      CHECK(difference.largest <= tolerance * largest);
+      CHECK(difference.differing > gradients.size() / 4);
     }
   }
 }

@@ -1,0 +1,33 @@
+// The [gpu] model tests' comparison with the reference backend: a model's loss and every gradient
+// on the GPU against the reference backend's, from the same parameters and data.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "engine/backends.h"
+#include "engine/reference/reference_device.h"
+#include "tests/host/model_probe.h"
+
+namespace dpbench::testing {
+
+// `model` at its initial parameters of seed 9 on data seed 42, with `batch` samples and weights
+// stored as `type`: the losses within loss_epsilon (relative), every gradient within `tolerance`
+// of the reference's largest.
+inline void check_gpu_matches_reference(const Model& model, int batch, DataType type, double loss_epsilon,
+                                        double tolerance) {
+  const std::vector<float> values = model.initial_parameters(9);
+  ModelProbe gpu(model, create_cuda_device(0), batch, 42, type);
+  ModelProbe reference(model, create_reference_device(0), batch, 42, type);
+  const double gpu_loss = gpu.loss_at(values), reference_loss = reference.loss_at(values);
+  CHECK(gpu_loss == Approx(reference_loss).epsilon(loss_epsilon));
+  const std::vector<float> a = gpu.gradients(), b = reference.gradients();
+  const double largest = largest_magnitude(b);
+  REQUIRE(largest > 0);
+  const double worst = gradient_difference(a, b).largest;
+  INFO("largest gradient " << largest << ", largest difference " << worst);
+  CHECK(worst <= tolerance * largest);
+}
+
+}  // namespace dpbench::testing
