@@ -13,6 +13,7 @@
 #include "cli/flag_parsing.h"
 #include "cli/flag_limits.h"
 #include "cli/flag_reader.h"
+#include "cli/flags_validation.h"
 #include "cli/log.h"
 #include "cli/predict_inputs.h"
 #include "engine/data/text_content.h"
@@ -28,6 +29,7 @@
 #include "strategies/bucketed_exchange.h"
 #include "strategies/exchange_plan.h"
 #include "strategies/parameter_server.h"
+#include "strategies/synchronisation_options.h"
 
 namespace dpbench {
 namespace {
@@ -124,11 +126,10 @@ PredictOptions parse_predict_flags(const std::vector<std::string>& args) {
   options.format = parse_report_format(flags.text("format"));
   options.max_gpus = parse_int_at_least("max_gpus", flags.text("max_gpus"), 1, "at least 1", kMaxPredictedGpus);
   if (flags.given("bucket_cap_mb")) {
-    // What `run` accepts: a prediction of buckets no run can have would predict nothing.
+    // What `run` accepts (the option's record): a prediction of buckets no run can have would predict nothing.
     options.bucket_cap_mb = flags.text("bucket_cap_mb");
-    const double cap = parse_finite_number("bucket_cap_mb", options.bucket_cap_mb, "a number of MB >= 0, e.g. 25");
-    if (const std::string why_not = why_not_bucket_cap_mb(cap); !why_not.empty())
-      reject("bucket_cap_mb", options.bucket_cap_mb, why_not);
+    StrategyOptions checked;
+    parse_synchronisation_option(synchronisation_option("bucket_cap_mb"), options.bucket_cap_mb, &checked);
   }
   if (flags.paths.empty())
     throw ConfigError("predict: give a 1-GPU result as BASE; usage: dpbench predict BASE [MEASURED...] --system FILE "
