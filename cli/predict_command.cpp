@@ -123,7 +123,7 @@ PredictOptions parse_predict_flags(const std::vector<std::string>& args) {
   options.curve_paths = flags.list("curves");
   options.output = flags.text("output");
   options.plot = flags.text("plot");
-  options.format = parse_report_format(flags.text("format"));
+  options.format = parse_report_format(flags.text("format"), prediction_writers());
   options.max_gpus = parse_int_at_least("max_gpus", flags.text("max_gpus"), 1, "at least 1", kMaxPredictedGpus);
   if (flags.given("bucket_cap_mb")) {
     // What `run` accepts (the option's record): a prediction of buckets no run can have would predict nothing.
@@ -236,9 +236,7 @@ int run_predict_command(const std::vector<std::string>& args) {
   // Notes and tables quote files (paths, names): escaped, so no control byte of theirs reaches the terminal.
   for (const std::string& note : report.notes) error_log().warn(escaped_value("predict: " + note));
 
-  const std::string rendered = render_in_format(options.format, report, render_prediction_markdown,
-                                                render_prediction_csv, render_prediction_json);
-  const std::string text = options.format == ReportFormat::json ? rendered : escaped_lines(rendered);
+  const std::string text = render_in_format(options.format, report, prediction_writers());
   if (!options.plot.empty()) {
     write_text_atomically(options.plot, render_prediction_svg(report), "--plot");
     error_log().info("predict: figure written to " + options.plot);
