@@ -113,21 +113,27 @@ std::vector<SynchronisationOption> make_options() {
   };
   std::vector<SynchronisationOption> options;
 
-  SynchronisationOption spec = option(
-      "all_reduce_spec", &StrategyOptions::all_reduce_spec, "SPEC",
-      "How the gradients are all-reduced: " + all_reduce_choices() + "; ALG#k splits every exchange into k shards, e.g. nccl#2",
-      "takes an all-reduce spec");
-  spec.canonical = [](const std::string& text) { return text.empty() ? AllReduceSpec{}.text() : parse_all_reduce_spec(text).text(); };
-  spec.recorded_as = [](const StrategyOptions& c) { return nlohmann::json(c.all_reduce_spec.empty() ? AllReduceSpec{}.text() : c.all_reduce_spec); };
+  SynchronisationOption spec = option("all_reduce_spec", &StrategyOptions::all_reduce_spec, "SPEC",
+                                      "How the gradients are all-reduced: " + all_reduce_choices() +
+                                          "; ALG#k splits every exchange into k shards, e.g. nccl#2",
+                                      "takes an all-reduce spec");
+  spec.canonical = [](const std::string& text) {
+    return text.empty() ? AllReduceSpec{}.text() : parse_all_reduce_spec(text).text();
+  };
+  // Resolved for the strategies that take it; empty (not taken) reads as the default.
+  spec.recorded_as = [](const StrategyOptions& c) {
+    return nlohmann::json(c.all_reduce_spec.empty() ? AllReduceSpec{}.text() : c.all_reduce_spec);
+  };
   spec.label = [](const OptionTexts& o, bool every) {
     const std::string text = text_of(o, "all_reduce_spec");
     return text.empty() ? text : every ? "all-reduce " + text : text;
   };
   options.push_back(std::move(spec));
 
-  SynchronisationOption device = option(
-      "local_parameter_device", &StrategyOptions::local_parameter_device, "",
-      "Where the master copy lives: gpu (its tensors spread over the GPUs) or cpu (host memory)", "keeps a master copy");
+  SynchronisationOption device =
+      option("local_parameter_device", &StrategyOptions::local_parameter_device, "",
+             "Where the master copy lives: gpu (its tensors spread over the GPUs) or cpu (host memory)",
+             "keeps a master copy");
   device.choices = {"gpu", "cpu"};
   device.choice_kind = "device";
   device.label = [](const OptionTexts& o, bool every) {
@@ -221,7 +227,8 @@ std::vector<SynchronisationOption> make_options() {
       "With --all_reduce_spec=nccl: reduce-scatter each range, update only this replica's 1/N shard, all-gather the "
       "updated parameters (the optimizer's work split N ways) instead of all-reducing gradients",
       "shards the update of its replicas");
-  sharded.label = when_changed("sharded_update", [](const std::string& value) { return value == "true" ? "sharded update" : ""; });
+  sharded.label =
+      when_changed("sharded_update", [](const std::string& value) { return value == "true" ? "sharded update" : ""; });
   options.push_back(std::move(sharded));
 
   SynchronisationOption hierarchical = option(
@@ -229,8 +236,8 @@ std::vector<SynchronisationOption> make_options() {
       "distributed_all_reduce: reduce-scatter inside each host, all-reduce each piece across hosts (one communicator "
       "per host-local rank), all-gather inside each host (Horovod's hierarchical all-reduce)",
       "all-reduces inside each host, then across hosts");
-  hierarchical.label =
-      when_changed("hierarchical_all_reduce", [](const std::string& value) { return value == "true" ? "hierarchical" : ""; });
+  hierarchical.label = when_changed("hierarchical_all_reduce",
+                                    [](const std::string& value) { return value == "true" ? "hierarchical" : ""; });
   options.push_back(std::move(hierarchical));
   return options;
 }
