@@ -80,7 +80,7 @@ CompareOptions parse_compare_flags(const std::vector<std::string>& args) {
   options.help = flags.help();
   if (options.help) return options;
   options.output = flags.text("output");
-  options.format = parse_report_format(flags.text("format"));
+  options.format = parse_report_format(flags.text("format"), comparison_writers());
   if (flags.given("fail_above")) options.fail_above_pct = parse_percentage("fail_above", flags.text("fail_above"));
   options.settings.noise_floor_pct = parse_percentage("noise_floor", flags.text("noise_floor"));
   if (flags.paths.size() != 2) {
@@ -133,9 +133,7 @@ int run_compare_command(const std::vector<std::string>& args) {
   const ResultComparison comparison =
       compare_results(options.base_path, std::move(base), options.new_path, std::move(changed),
                       strategy_catalog_for_reports(), options.settings, options.fail_above_pct);
-  const std::string text = render_in_format(options.format, comparison, render_comparison_markdown,
-                                            render_comparison_csv, render_comparison_json);
-  write_offline_output("compare", options.format == ReportFormat::json ? text : escaped_lines(text), options.output);
+  write_offline_output("compare", render_in_format(options.format, comparison, comparison_writers()), options.output);
   int refused = 0;
   for (const ComparedSeries& entry : comparison.series)
     if (entry.refused()) {

@@ -2,11 +2,13 @@
 #include "cli/console.h"
 
 #include "engine/machine/gpu_telemetry.h"
+#include "engine/precision.h"
 
 #include "strategies/strategy_registry.h"
 #include "strategies/synchronisation_options.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -197,8 +199,9 @@ std::string describe_math_paths(const nlohmann::json& paths) {
 
 std::string describe_math(const Summary& s) {
   const std::string paths = describe_math_paths(s.math_paths);
-  if (s.math == "tf32") return "tf32 (tensor cores, fp32 accumulation)" + paths;
-  if (s.math == "fp16" || s.math == "bf16") {
+  const std::optional<Precision> math = find_precision(s.math);  // the result's text, read once
+  if (math == Precision::tf32) return "tf32 (tensor cores, fp32 accumulation)" + paths;
+  if (math == Precision::fp16 || math == Precision::bf16) {
     std::string text = s.math + " activations and weight copy, fp32 accumulation and master weights";
     if (s.loss_scaling != "none")
       text += fmt::format("; {} loss scale, {:g} at the end", s.loss_scaling, s.final_loss_scale);

@@ -16,11 +16,8 @@ inline constexpr int kMaxBatchPerDevice = 1 << 20;
 inline constexpr int kMaxPrefetchDepth = 64;
 inline constexpr int kMaxLoaderThreads = 256;
 inline constexpr int kMaxLengthBuckets = 1000;
-inline constexpr int kMaxGradientPieces = 65536;  // --gradient_repacking, --agg_small_grads_max_group
-inline constexpr long long kMaxAggregatedBytes = 1LL << 40;
-// --bucket_cap_mb: more megabytes are a typo, and their byte count would not fit the exchange
-// planner (past about 9e12 it wraps round to a small cap).
-inline constexpr double kMaxBucketCapMb = 1 << 20;  // 1 TiB
+// The synchronisation options' limits (--gradient_repacking, --bucket_cap_mb, ...) are their
+// records' ranges (strategies/synchronisation_options.cpp), which run and predict both read.
 inline constexpr int kMaxLossScaleInterval = 100'000'000;
 
 // Model shape flags (sequence models).
@@ -38,13 +35,5 @@ inline constexpr double kMinPeakTflops = 1e-3;
 // comm_bench.
 inline constexpr int kMaxBenchIterations = 1'000'000;
 inline constexpr unsigned long long kMaxBenchBytes = 1ULL << 40;
-
-// The bucket cap `run` accepts (--bucket_cap_mb) and `predict` reads (its flag, a result's
-// config): "" for 0 (one exchange per tensor) up to kMaxBucketCapMb, else why not.
-inline std::string why_not_bucket_cap_mb(double megabytes) {
-  if (!(megabytes >= 0)) return "must be at least 0 (0: one exchange per tensor)";
-  if (megabytes > kMaxBucketCapMb) return "too large; accepted: up to 1048576 (1 TiB)";
-  return "";
-}
 
 }  // namespace dpbench

@@ -30,6 +30,34 @@ bool parse_bool(const std::string& flag, const std::string& text);
 void require_one_of(const std::string& flag, const std::string& value,
                     const std::vector<std::string>& accepted, const std::string& what);
 
+// One value of an enumerated flag (--format, ...): its name on the command line and its enum
+// value. An unlisted row is another spelling, accepted but left out of the lists ("md").
+template <typename Enum>
+struct Choice {
+  const char* name;
+  Enum value;
+  bool listed = true;
+};
+
+// The listed names, "markdown, csv, json" (or with `separator` "|", for --help's value hint).
+template <typename Enum>
+std::string choice_names(const std::vector<Choice<Enum>>& choices, const char* separator = ", ") {
+  std::vector<std::string> names;
+  for (const Choice<Enum>& choice : choices)
+    if (choice.listed) names.push_back(choice.name);
+  return join(names, separator);
+}
+
+// The value `text` names: an enumerated flag is parsed here, once, at the command line, and passed
+// on as its enum. Else ConfigError "--flag=text: unknown <what>; accepted: <the listed names>".
+template <typename Enum>
+Enum parse_choice(const std::string& flag, const std::string& text, const std::vector<Choice<Enum>>& choices,
+                  const std::string& what) {
+  for (const Choice<Enum>& choice : choices)
+    if (text == choice.name) return choice.value;
+  reject(flag, text, "unknown " + what + "; accepted: " + choice_names(choices));
+}
+
 // "trivial (planned: resnet50, ...)" or, with only_implemented, "trivial": both registries list
 // planned entries so that the user learns a name is coming rather than misspelt.
 template <typename Entry>

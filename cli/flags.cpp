@@ -9,7 +9,6 @@
 #include "cli/flags_validation.h"
 #include "cli/tf_cnn_benchmarks_flags.h"
 #include "models/model_registry.h"
-#include "strategies/all_reduce_spec.h"
 #include "strategies/strategy_registry.h"
 #include "strategies/synchronisation_options.h"
 
@@ -40,14 +39,6 @@ template <typename Entry>
 std::string planned_of(const std::vector<Entry>& registry) {
   const std::string planned = names_of(registry, false);
   return planned == "none" ? "" : " (planned: " + planned + ")";
-}
-
-// "nccl (NCCL's all-reduce), xring (...), ..." from the spec parser's own table.
-std::string all_reduce_choices() {
-  std::string text;
-  for (const auto& [name, description] : all_reduce_algorithms())
-    text += (text.empty() ? "" : ", ") + name + " (" + description + ")";
-  return text;
 }
 
 // A synchronisation option's help ends with the strategies that take it, from their descriptions.
@@ -152,7 +143,7 @@ std::vector<FlagDeclaration> sequence_flags() {
 }
 
 std::vector<FlagDeclaration> device_and_synchronisation_flags(const RunConfig& defaults) {
-  return {
+  std::vector<FlagDeclaration> flags = {
       {"device", "Devices", "auto|gpu|cpu",
        "Where to run: gpu = CUDA, cpu = the reference backend (host threads stand in for devices), "
        "auto = gpu when one is present, else cpu",
@@ -173,53 +164,12 @@ std::vector<FlagDeclaration> device_and_synchronisation_flags(const RunConfig& d
       {"independent_replica", "Synchronisation", "BOOL",
        "With --variable_update=replicated: replicas do not exchange gradients (= independent)",
        defaults.independent_replica ? "true" : "false", FlagKind::boolean},
-      {"all_reduce_spec", "Synchronisation", "SPEC",
-       "How the gradients are all-reduced: " + all_reduce_choices() +
-           "; ALG#k splits every exchange into k shards, e.g. nccl#2 (default: " + AllReduceSpec{}.text() +
-           ")",
-       {}},
-      {"local_parameter_device", "Synchronisation", "gpu|cpu",
-       "Where the master copy lives: gpu (its tensors spread over the GPUs) or cpu "
-       "(host memory)",
-       defaults.local_parameter_device},
-      {"gradient_repacking", "Synchronisation", "N",
-       "Exchange the whole gradient buffer as N equal pieces (0: off)",
-       std::to_string(defaults.gradient_repacking)},
-      {"bucket_cap_mb", "Synchronisation", "X",
-       "Exchange the gradients in buckets of about X MB, filled in the order backward produces them "
-       "(as PyTorch DDP; 0: one exchange per tensor)",
-       format_number(defaults.bucket_cap_mb)},
-      {"tail_bucket_mb", "Synchronisation", "X",
-       "With buckets: the last bucket, the tensors backward produces last, closes at X MB, so less of "
-       "the exchange is left when backward ends (0: it holds what the other buckets leave)",
-       format_number(defaults.tail_bucket_mb)},
-      {"agg_small_grads_max_bytes", "Synchronisation", "N",
-       "One exchange per tensor (--bucket_cap_mb=0): batch consecutive tensors of at most N bytes "
-       "into one exchange (0: off; given alone it sets --bucket_cap_mb=0)",
-       std::to_string(defaults.agg_small_grads_max_bytes)},
-      {"agg_small_grads_max_group", "Synchronisation", "N",
-       "A batch of --agg_small_grads_max_bytes holds at most N tensors",
-       std::to_string(defaults.agg_small_grads_max_group)},
-      {"overlap_comm", "Synchronisation", "BOOL",
-       "Start exchanging gradients as soon as backward has produced them (false: after the whole "
-       "backward pass)",
-       defaults.overlap_comm ? "true" : "false", FlagKind::boolean},
-      {"sparse_embedding_grads", "Synchronisation", "BOOL",
-       "nmt and rnnlm: embedding tables exchange only the rows a step touched, gathered, "
-       "instead of the dense gradient",
-       defaults.sparse_embedding_grads ? "true" : "false", FlagKind::boolean},
-      {"compact_gradient_transfer", "Synchronisation", "none|fp16|bf16",
-       "Gradients travel at half width and are summed in fp32 (not with xring)",
-       defaults.compact_gradient_transfer.empty() ? "none" : defaults.compact_gradient_transfer},
-      {"sharded_update", "Synchronisation", "BOOL",
-       "With --all_reduce_spec=nccl: reduce-scatter each range, update only this replica's 1/N shard, all-gather "
-       "the updated parameters (the optimizer's work split N ways) instead of all-reducing gradients",
-       defaults.sharded_update ? "true" : "false", FlagKind::boolean},
-      {"hierarchical_all_reduce", "Synchronisation", "BOOL",
-       "distributed_all_reduce: reduce-scatter inside each host, all-reduce each piece across hosts (one "
-       "communicator per host-local rank), all-gather inside each host (Horovod's hierarchical all-reduce)",
-       defaults.hierarchical_all_reduce ? "true" : "false", FlagKind::boolean},
   };
+  // Each synchronisation option's row is its record's (strategies/synchronisation_options.cpp).
+  for (const SynchronisationOption& option : synchronisation_options())
+    flags.push_back({option.flag, "Synchronisation", option.hint(), option.help, option.default_flag_text(),
+                     option.is_boolean() ? FlagKind::boolean : FlagKind::value});
+  return flags;
 }
 
 std::vector<FlagDeclaration> optimizer_and_data_flags(const RunConfig& defaults) {

@@ -43,4 +43,12 @@ void resolve_exchange(const GivenFlags& flags, const ModelEntry& model, RunConfi
 // data_flags_validation.cpp: the data set and its feeding (after the measurement flags).
 void resolve_data(const GivenFlags& flags, RunConfig* config);
 
+struct SynchronisationOption;
+// strategy_flags_validation.cpp: one synchronisation option's text, parsed and checked as its
+// record says (range or choices, in the record's words), set in `options`. Throws ConfigError
+// "--flag=value: why". `predict` checks its --bucket_cap_mb with it too.
+void parse_synchronisation_option(const SynchronisationOption& option, const std::string& text, StrategyOptions* options);
+// The option's field back at StrategyOptions' initialiser.
+void reset_synchronisation_option(const SynchronisationOption& option, StrategyOptions* options);
+
 }  // namespace dpbench

@@ -11,13 +11,6 @@
 
 namespace dpbench {
 
-ReportFormat parse_report_format(const std::string& text) {
-  if (text == "markdown" || text == "md") return ReportFormat::markdown;
-  if (text == "csv") return ReportFormat::csv;
-  if (text == "json") return ReportFormat::json;
-  throw ConfigError("--format=" + text + ": unknown report format; accepted: markdown, csv, json");
-}
-
 std::string quoted_list(const std::vector<std::string>& items) {
   std::string text;
   for (const std::string& item : items) text += (text.empty() ? "'" : ", '") + item + "'";

@@ -1,5 +1,6 @@
 // What the offline subcommands (`dpbench report`, `compare`, `predict`) share beyond their
-// command line (read by cli/flag_reader.h, as every command's): the output format flag, the checks
+// command line (read by cli/flag_reader.h, as every command's): the output format flag and its
+// writers, the checks
 // of input paths and --output made before anything is read, and writing the output to stdout or
 // atomically to a file. Each command keeps only its own flags and what it renders.
 #pragma once
@@ -7,24 +8,31 @@
 #include <string>
 #include <vector>
 
+#include "cli/flag_parsing.h"
+#include "engine/machine/text_content.h"
+#include "reports/report_format.h"
 #include "reports/text_file.h"
 
 namespace dpbench {
 
-enum class ReportFormat { markdown, csv, json };
-
-// "markdown" (or "md"), "csv", "json"; else a ConfigError naming --format and what is accepted.
-ReportFormat parse_report_format(const std::string& text);
-
-// `subject` written by the writer of `format`.
+// --format, parsed once through the formats' names (reports/report_format.h): one the command's
+// subject has a writer for (`writers`: report_writers(), ...). Else a ConfigError "--format=X:
+// unknown report format; accepted: markdown, csv, json" (the names it has writers for).
 template <typename Subject>
-std::string render_in_format(ReportFormat format, const Subject& subject, std::string (*markdown)(const Subject&),
-                             std::string (*csv)(const Subject&), std::string (*json)(const Subject&)) {
-  switch (format) {
-    case ReportFormat::markdown: return markdown(subject);
-    case ReportFormat::csv: return csv(subject);
-    case ReportFormat::json: return json(subject);
-  }
+ReportFormat parse_report_format(const std::string& text, const ReportWriters<Subject>& writers) {
+  std::vector<Choice<ReportFormat>> choices;
+  for (const ReportFormatName& name : report_format_names())
+    for (const ReportWriter<Subject>& writer : writers)
+      if (writer.format == name.value) choices.push_back({name.name, name.value, name.listed});
+  return parse_choice("format", text, choices, "report format");
+}
+
+// `subject` written by its writer of `format` (one parse_report_format accepted), its lines
+// escaped (escaped_lines) unless the writer escapes what it quotes itself.
+template <typename Subject>
+std::string render_in_format(ReportFormat format, const Subject& subject, const ReportWriters<Subject>& writers) {
+  for (const ReportWriter<Subject>& writer : writers)
+    if (writer.format == format) return writer.escapes_itself ? writer.write(subject) : escaped_lines(writer.write(subject));
   return "";
 }
 

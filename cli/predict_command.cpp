@@ -13,10 +13,12 @@
 #include "cli/flag_limits.h"
 #include "cli/flag_parsing.h"
 #include "cli/flag_reader.h"
+#include "cli/flags_validation.h"
 #include "cli/log.h"
 #include "cli/predict_inputs.h"
 #include "engine/errors.h"
 #include "engine/machine/text_content.h"
+#include "engine/precision.h"
 #include "reports/backward_timeline.h"
 #include "reports/collective_curves.h"
 #include "reports/prediction_tables.h"
@@ -28,6 +30,7 @@
 #include "strategies/bucketed_exchange.h"
 #include "strategies/exchange_plan.h"
 #include "strategies/strategy_registry.h"
+#include "strategies/synchronisation_options.h"
 
 namespace dpbench {
 namespace {
@@ -125,14 +128,13 @@ PredictOptions parse_predict_flags(const std::vector<std::string>& args) {
   options.curve_paths = flags.list("curves");
   options.output = flags.text("output");
   options.plot = flags.text("plot");
-  options.format = parse_report_format(flags.text("format"));
+  options.format = parse_report_format(flags.text("format"), prediction_writers());
   options.max_gpus = parse_int_at_least("max_gpus", flags.text("max_gpus"), 1, "at least 1", kMaxPredictedGpus);
   if (flags.given("bucket_cap_mb")) {
-    // What `run` accepts: a prediction of buckets no run can have would predict nothing.
+    // What `run` accepts (the option's record): a prediction of buckets no run can have would predict nothing.
     options.bucket_cap_mb = flags.text("bucket_cap_mb");
-    const double cap = parse_finite_number("bucket_cap_mb", options.bucket_cap_mb, "a number of MB >= 0, e.g. 25");
-    if (const std::string why_not = why_not_bucket_cap_mb(cap); !why_not.empty())
-      reject("bucket_cap_mb", options.bucket_cap_mb, why_not);
+    StrategyOptions checked;
+    parse_synchronisation_option(synchronisation_option("bucket_cap_mb"), options.bucket_cap_mb, &checked);
   }
   if (flags.paths.empty())
     throw ConfigError("predict: give a 1-GPU result as BASE; usage: dpbench predict BASE [MEASURED...] --system FILE "
@@ -188,8 +190,9 @@ int run_predict_command(const std::vector<std::string>& args) {
   measured.step_ms = timeline.step_ms;
   measured.backward_ms = timeline.backward_ms;
   measured.update_ms = timeline.after_backward_ms;
-  measured.update_waits_for_every_exchange = config_text(result.config, "precision") == "fp16" &&
-                                             result.config.value("fp16_enable_auto_loss_scale", false);
+  const std::optional<Precision> precision = find_precision(config_text(result.config, "precision"));
+  measured.update_waits_for_every_exchange =
+      precision == Precision::fp16 && result.config.value("fp16_enable_auto_loss_scale", false);
   const ParameterLayout layout = gradient_layout_of(timeline);
   const std::vector<GradientRange> plan = plan_of(layout, base.bucket_cap_mb, tail_bucket_mb);
   measured.buckets = buckets_of(timeline, plan);
@@ -245,9 +248,7 @@ int run_predict_command(const std::vector<std::string>& args) {
   // Notes and tables quote files (paths, names): escaped, so no control byte of theirs reaches the terminal.
   for (const std::string& note : report.notes) error_log().warn(escaped_value("predict: " + note));
 
-  const std::string rendered = render_in_format(options.format, report, render_prediction_markdown,
-                                                render_prediction_csv, render_prediction_json);
-  const std::string text = options.format == ReportFormat::json ? rendered : escaped_lines(rendered);
+  const std::string text = render_in_format(options.format, report, prediction_writers());
   if (!options.plot.empty()) {
     write_text_atomically(options.plot, render_prediction_svg(report), "--plot");
     error_log().info("predict: figure written to " + options.plot);

@@ -39,7 +39,7 @@ void choose_buckets(const std::string& bucket_cap_flag, const std::string& where
   const nlohmann::json& config = base->loaded.result.config;
   const std::optional<double> recorded_cap = config_number(config, "bucket_cap_mb", where);
   if (recorded_cap) {
-    const std::string why_not = why_not_bucket_cap_mb(*recorded_cap);
+    const std::string why_not = synchronisation_option("bucket_cap_mb").range.why_not(*recorded_cap);
     if (!why_not.empty())
       throw RuntimeError(where + ": config.bucket_cap_mb is " + config.at("bucket_cap_mb").dump() +
                          ", impossible for a run (--bucket_cap_mb " + why_not + ")");
@@ -160,7 +160,8 @@ void attach_measurements(const std::vector<std::string>& paths, const PredictBas
       why = "another workload than BASE: it differs in " + join_parts(differences, ", ");
     else if (!predicted)
       why = "its strategy (" + escaped_value(config_text(result.config, "variable_update")) + ") is not predicted";
-    else if (!cap.is_null() && (!cap.is_number() || !why_not_bucket_cap_mb(cap.get<double>()).empty()))
+    else if (!cap.is_null() &&
+             (!cap.is_number() || !synchronisation_option("bucket_cap_mb").range.why_not(cap.get<double>()).empty()))
       why = "config.bucket_cap_mb is " + escaped_value(cap.dump(), kQuotedExcerptBytes) + ", impossible for a run";
     else if (!cap.is_null() && cap.get<double>() != base.bucket_cap_mb)
       why = "its buckets (--bucket_cap_mb=" + fmt::format("{:g}", cap.get<double>()) + ") are not those predicted (" +

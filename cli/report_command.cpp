@@ -65,7 +65,7 @@ ReportOptions parse_report_flags(const std::vector<std::string>& args) {
   if (options.help) return options;
   options.output = flags.text("output");
   options.plots_directory = flags.text("plots");
-  options.format = parse_report_format(flags.text("format"));
+  options.format = parse_report_format(flags.text("format"), report_writers());
   if (options.paths.empty()) {
     throw ConfigError("report: no result files or folders given; usage: dpbench report [flags] PATH... "
                       "(dpbench report --help)");
@@ -90,9 +90,7 @@ std::string report_help_text() {
 }
 
 std::string render_report(const Report& report, ReportFormat format) {
-  const std::string text = render_in_format(format, report, render_markdown, render_csv, render_json);
-  // JSON escapes control characters itself (render_json writes ASCII only).
-  return format == ReportFormat::json ? text : escaped_lines(text);
+  return render_in_format(format, report, report_writers());
 }
 
 void run_report_command(const std::vector<std::string>& args) {

@@ -188,7 +188,7 @@ ResultInputs result_inputs(const RunConfig& config, const RunMeasurements& measu
   run.flops_per_device_step = (config.forward_only ? per_sample.forward : per_sample.training()) * config.batch_size;
   run.num_devices = config.world_devices();
   run.global_batch_size = config.global_batch_size();
-  run.precision = precision_name(config.precision);
+  run.precision = config.precision;
   run.automatic_loss_scale = config.fp16_enable_auto_loss_scale;
   run.timed_epoch_first = config.data.timed_epoch_first;
   run.timed_epoch_last = config.data.timed_epoch_last;

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/flag_parsing.h"
 #include "cli/flag_reader.h"
 #include "engine/errors.h"
 #include "reports/text_file.h"
@@ -18,6 +19,12 @@ const char* layout_name(ProcessLayout layout) {
   return layout == ProcessLayout::one_process ? "one_process" : "one_process_per_gpu";
 }
 
+// --format's names, the one table it is parsed through.
+const std::vector<Choice<ListingFormat>>& listing_format_choices() {
+  static const std::vector<Choice<ListingFormat>> choices = {{"text", ListingFormat::text}, {"json", ListingFormat::json}};
+  return choices;
+}
+
 FlagTable strategies_flag_table() {
   FlagTable table;
   table.command = "strategies";
@@ -25,7 +32,8 @@ FlagTable strategies_flag_table() {
   // ("strategy token ''") better than an empty value would.
   table.empty_values_refused = false;
   table.flags = {
-      {"format", "", "text|json", "the list for people, or the same as one JSON document, for programs",
+      {"format", "", choice_names(listing_format_choices(), "|"),
+       "the list for people, or the same as one JSON document, for programs",
        std::string("text")},
       {"sweep_token", "", "TOKEN",
        "instead of the list, the flags a sweep token stands for (e.g. replicated:xring), on one line after the "
@@ -35,7 +43,8 @@ FlagTable strategies_flag_table() {
 }
 
 std::string help_text() {
-  return "usage: dpbench strategies [--format=text|json] [--sweep_token=TOKEN]\n"
+  return "usage: dpbench strategies [--format=" + choice_names(listing_format_choices(), "|") +
+         "] [--sweep_token=TOKEN]\n"
          "Lists every --variable_update strategy: its family, how many processes it runs as, the\n"
          "synchronisation options it takes (with their defaults) and its scripts/sweep.sh token.\n\n" +
          flag_table_help(strategies_flag_table());
@@ -70,13 +79,12 @@ std::string entry_text(const StrategyEntry& entry) {
 
 }  // namespace
 
-std::string describe_strategies(const std::string& format) {
-  if (format == "json") {
+std::string describe_strategies(ListingFormat format) {
+  if (format == ListingFormat::json) {
     nlohmann::json list = nlohmann::json::array();
     for (const StrategyEntry& entry : strategy_registry()) list.push_back(entry_json(entry));
     return list.dump(2) + "\n";
   }
-  if (format != "text") throw ConfigError("--format=" + format + ": unknown format; accepted: text, json");
   std::string text;
   for (const StrategyEntry& entry : strategy_registry()) text += entry_text(entry);
   return text;
@@ -97,7 +105,8 @@ void run_strategies_command(const std::vector<std::string>& args) {
   } else if (flags.given("sweep_token")) {
     write_text_atomically("-", resolve_sweep_token(flags.text("sweep_token")), "the strategy token's flags");
   } else {
-    write_text_atomically("-", describe_strategies(flags.text("format")), "the strategies' list");
+    const ListingFormat format = parse_choice("format", flags.text("format"), listing_format_choices(), "format");
+    write_text_atomically("-", describe_strategies(format), "the strategies' list");
   }
 }
 

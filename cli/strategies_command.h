@@ -13,8 +13,11 @@ namespace dpbench {
 // `args` excludes "strategies". Throws ConfigError with one line for a bad flag or token.
 void run_strategies_command(const std::vector<std::string>& args);
 
-// The listing `dpbench strategies` prints: "text" or "json".
-std::string describe_strategies(const std::string& format);
+// The forms of the listing (--format): for people, or one JSON document for programs.
+enum class ListingFormat { text, json };
+
+// The listing `dpbench strategies` prints, in `format`.
+std::string describe_strategies(ListingFormat format);
 // One line: the token's process layout (one_process | one_process_per_gpu), then its flags,
 // separated by tabs.
 std::string resolve_sweep_token(const std::string& token);

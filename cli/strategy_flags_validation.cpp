@@ -1,15 +1,16 @@
 // Checking the synchronisation flags: --variable_update (and the seeds' --independent_replica
 // spelling), --all_reduce_spec, --local_parameter_device and the gradient-exchange options. Which
 // strategy takes which option, and the rules between them, come from the strategy's description
-// (strategies/strategy_registry.h); here the texts are parsed and range-checked.
+// (strategies/strategy_registry.h), each option's values from its record
+// (strategies/synchronisation_options.h); here the texts are parsed and checked against them.
 #include <algorithm>
+#include <type_traits>
+#include <variant>
 
-#include "cli/flag_limits.h"
 #include "cli/flag_parsing.h"
 #include "cli/flags_validation.h"
 #include "engine/errors.h"
 #include "models/model_registry.h"
-#include "strategies/all_reduce_spec.h"
 #include "strategies/strategy_registry.h"
 #include "strategies/synchronisation_options.h"
 
@@ -31,39 +32,6 @@ std::vector<std::string> models_with_embeddings() {
       if (flag.first == "embedding_dim") names.push_back(entry.name);
   return names;
 }
-
-// The flags that shape how gradients are exchanged, each parsed and range-checked.
-void parse_exchange_flags(const GivenFlags& flags, RunConfig* config) {
-  config->gradient_repacking = parse_int_at_least("gradient_repacking", flags.text("gradient_repacking"), 0,
-                                                  "must be at least 0 (0: off)", kMaxGradientPieces);
-  const std::string cap_text = flags.text("bucket_cap_mb");
-  config->bucket_cap_mb = parse_finite_number("bucket_cap_mb", cap_text, "a number of MB >= 0, e.g. 25");
-  if (const std::string why_not = why_not_bucket_cap_mb(config->bucket_cap_mb); !why_not.empty())
-    reject("bucket_cap_mb", cap_text, why_not);
-  const std::string tail_text = flags.text("tail_bucket_mb");
-  config->tail_bucket_mb = parse_finite_number("tail_bucket_mb", tail_text, "a number of MB >= 0, e.g. 2");
-  if (config->tail_bucket_mb < 0) reject("tail_bucket_mb", tail_text, "must be at least 0 (0: off)");
-  const std::string bytes_text = flags.text("agg_small_grads_max_bytes");
-  long long bytes = 0;
-  if (!parse_integer_text(bytes_text, &bytes))
-    reject("agg_small_grads_max_bytes", bytes_text,
-           "not an integer; accepted: a number of bytes >= 0 (0: off)");
-  if (bytes < 0) reject("agg_small_grads_max_bytes", bytes_text, "must be at least 0 (0: off)");
-  if (bytes > kMaxAggregatedBytes)
-    reject("agg_small_grads_max_bytes", bytes_text, "too large; accepted: up to " + std::to_string(kMaxAggregatedBytes));
-  config->agg_small_grads_max_bytes = bytes;
-  config->agg_small_grads_max_group = parse_int_at_least(
-      "agg_small_grads_max_group", flags.text("agg_small_grads_max_group"), 1, "must be at least 1", kMaxGradientPieces);
-  config->overlap_comm = parse_bool("overlap_comm", flags.text("overlap_comm"));
-  config->sparse_embedding_grads =
-      parse_bool("sparse_embedding_grads", flags.text("sparse_embedding_grads"));
-  const std::string compact = flags.text("compact_gradient_transfer");
-  require_one_of("compact_gradient_transfer", compact, {"none", "fp16", "bf16"}, "transfer type");
-  config->compact_gradient_transfer = compact == "none" ? "" : compact;
-  config->sharded_update = parse_bool("sharded_update", flags.text("sharded_update"));
-  config->hierarchical_all_reduce = parse_bool("hierarchical_all_reduce", flags.text("hierarchical_all_reduce"));
-}
-
 
 // "replicated or distributed_all_reduce": the strategies of one process layout, as the
 // command line spells them (aliases left out), joined by `last`.
@@ -135,6 +103,40 @@ void check_gradient_cutting(const GivenFlags& flags, RunConfig* config) {
 
 }  // namespace
 
+void parse_synchronisation_option(const SynchronisationOption& option, const std::string& text, StrategyOptions* options) {
+  const std::string& flag = option.flag;
+  std::visit(
+      [&](auto member) {
+        auto& field = options->*member;
+        using Field = std::decay_t<decltype(field)>;
+        if constexpr (std::is_same_v<Field, bool>) {
+          field = parse_bool(flag, text);
+        } else if constexpr (std::is_integral_v<Field>) {
+          long long value = 0;
+          if (!parse_integer_text(text, &value)) reject(flag, text, "not an integer; accepted: " + option.range.accepted);
+          if (const std::string why_not = option.range.why_not(static_cast<double>(value)); !why_not.empty())
+            reject(flag, text, why_not);
+          field = static_cast<Field>(value);
+        } else if constexpr (std::is_floating_point_v<Field>) {
+          const double value = parse_finite_number(flag, text, option.range.accepted);
+          if (const std::string why_not = option.range.why_not(value); !why_not.empty()) reject(flag, text, why_not);
+          field = value;
+        } else if constexpr (std::is_enum_v<Field>) {
+          require_one_of(flag, text, option.choices, option.choice_kind);
+          const auto chosen = std::find(option.choices.begin(), option.choices.end(), text);
+          field = static_cast<Field>(chosen - option.choices.begin());
+        } else {  // a text: one of its choices, or in the grammar of its own parser
+          if (!option.choices.empty()) require_one_of(flag, text, option.choices, option.choice_kind);
+          field = option.canonical ? option.canonical(text) : text;
+        }
+      },
+      option.member);
+}
+
+void reset_synchronisation_option(const SynchronisationOption& option, StrategyOptions* options) {
+  std::visit([&](auto member) { options->*member = StrategyOptions().*member; }, option.member);
+}
+
 void resolve_strategy(const GivenFlags& flags, RunConfig* config) {
   config->independent_replica = parse_bool("independent_replica", flags.text("independent_replica"));
   config->cuda_graph = parse_bool("cuda_graph", flags.text("cuda_graph"));
@@ -168,20 +170,18 @@ void resolve_strategy(const GivenFlags& flags, RunConfig* config) {
                " as one process, or pick one of those");
 }
 
-// The synchronisation options: each parsed and range-checked, each refused with a strategy whose
-// description does not take it, then the strategy's own rules. Options it does not take keep
-// their defaults (and are not recorded).
+// The synchronisation options: each parsed and range-checked as its record says, each refused with
+// a strategy whose description does not take it, then the strategy's own rules. Options it does
+// not take keep their defaults (and are not recorded).
 void resolve_exchange(const GivenFlags& flags, const ModelEntry& model, RunConfig* config) {
   const StrategyEntry& entry = *find_strategy(config->variable_update);
-  // An empty --all_reduce_spec= means the default, as tf_cnn_benchmarks' unset spec did.
-  const std::string spec_text = flags.text("all_reduce_spec");
-  const AllReduceSpec spec = spec_text.empty() ? AllReduceSpec{} : parse_all_reduce_spec(spec_text);
-  config->all_reduce_spec = entry.accepts("all_reduce_spec") ? spec.text() : "";
-  config->local_parameter_device = flags.text("local_parameter_device");
-  require_one_of("local_parameter_device", config->local_parameter_device, {"gpu", "cpu"}, "device");
-  parse_exchange_flags(flags, config);
   for (const SynchronisationOption& option : synchronisation_options())
-    if (flags.was_given(option.flag) && !entry.accepts(option.flag)) refuse_option(flags, option, entry, *config);
+    parse_synchronisation_option(option, flags.text(option.flag), config);
+  for (const SynchronisationOption& option : synchronisation_options()) {
+    if (entry.accepts(option.flag)) continue;
+    if (flags.was_given(option.flag)) refuse_option(flags, option, entry, *config);
+    reset_synchronisation_option(option, config);  // the options it does not take keep their defaults
+  }
   check_gradient_cutting(flags, config);
 
   if (config->sparse_embedding_grads) {

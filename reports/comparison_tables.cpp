@@ -288,4 +288,11 @@ std::string render_comparison_json(const ResultComparison& comparison) {
   return document.dump(2, ' ', true, json::error_handler_t::replace) + "\n";
 }
 
+const ReportWriters<ResultComparison>& comparison_writers() {
+  static const ReportWriters<ResultComparison> writers = {{ReportFormat::markdown, render_comparison_markdown},
+                                                          {ReportFormat::csv, render_comparison_csv},
+                                                          {ReportFormat::json, render_comparison_json, true}};
+  return writers;
+}
+
 }  // namespace dpbench

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "reports/report_format.h"
 #include "reports/result_comparison.h"
 
 namespace dpbench {
@@ -13,5 +14,7 @@ namespace dpbench {
 std::string render_comparison_markdown(const ResultComparison& comparison);
 std::string render_comparison_csv(const ResultComparison& comparison);
 std::string render_comparison_json(const ResultComparison& comparison);
+// The formats `dpbench compare` writes (--format), each by its writer above.
+const ReportWriters<ResultComparison>& comparison_writers();
 
 }  // namespace dpbench

@@ -239,4 +239,11 @@ std::string render_prediction_svg(const PredictionReport& report) {
   return render_svg(chart);
 }
 
+const ReportWriters<PredictionReport>& prediction_writers() {
+  static const ReportWriters<PredictionReport> writers = {{ReportFormat::markdown, render_prediction_markdown},
+                                                          {ReportFormat::csv, render_prediction_csv},
+                                                          {ReportFormat::json, render_prediction_json, true}};
+  return writers;
+}
+
 }  // namespace dpbench

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "reports/report_format.h"
 #include "reports/collective_curves.h"
 #include "reports/step_prediction.h"
 
@@ -59,6 +60,8 @@ struct PredictionReport {
 std::string render_prediction_markdown(const PredictionReport& report);
 std::string render_prediction_csv(const PredictionReport& report);
 std::string render_prediction_json(const PredictionReport& report);
+// The formats `dpbench predict` writes (--format), each by its writer above.
+const ReportWriters<PredictionReport>& prediction_writers();
 // Efficiency % against log2(GPUs): a line per strategy, the measured runs as dots of their own.
 std::string render_prediction_svg(const PredictionReport& report);
 

@@ -336,4 +336,11 @@ std::string render_json(const Report& report) {
   return document.dump(2, ' ', true, json::error_handler_t::replace) + "\n";
 }
 
+const ReportWriters<Report>& report_writers() {
+  static const ReportWriters<Report> writers = {{ReportFormat::markdown, render_markdown},
+                                                {ReportFormat::csv, render_csv},
+                                                {ReportFormat::json, render_json, true}};
+  return writers;
+}
+
 }  // namespace dpbench

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reports/report_format.h"
 #include "reports/report_series.h"
 
 namespace dpbench {
@@ -22,5 +23,7 @@ nlohmann::json series_key_json(const SeriesKey& key);
 std::string render_markdown(const Report& report);
 std::string render_csv(const Report& report);
 std::string render_json(const Report& report);
+// The formats `dpbench report` writes (--format), each by its writer above.
+const ReportWriters<Report>& report_writers();
 
 }  // namespace dpbench

@@ -77,7 +77,7 @@ void describe_epochs(const ResultInputs& run, nlohmann::json& data) {
 // plain fp32, and says so. It does store fp16 and bf16 values exactly as the GPU would, so those
 // runs keep their name.
 std::string math_of(const ResultInputs& run) {
-  if (run.precision != "tf32") return run.precision;
+  if (run.precision != Precision::tf32) return precision_name(run.precision);
   return run.environment.backend == "cuda" ? "tf32" : "fp32";
 }
 
@@ -201,7 +201,7 @@ Result assemble_result(const ResultInputs& run) {
   summary.cuda_graph = run.measured.cuda_graph;
   if (run.measured.kernels_per_step >= 0) summary.kernel_launches_per_step = run.measured.kernels_per_step;
   summary.math = math_of(run);
-  if (run.precision == "fp16") {
+  if (run.precision == Precision::fp16) {
     summary.loss_scaling = run.automatic_loss_scale ? "automatic" : "fixed";
     summary.final_loss_scale = run.measured.final_loss_scale;
   }

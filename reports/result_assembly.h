@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/precision.h"
 #include "engine/training/run_measurements.h"
 #include "reports/result.h"
 
@@ -28,7 +29,7 @@ struct ResultInputs {
   int64_t items_per_step = 0;  // global; the count of a fixed-size batch (no feed)
   int64_t num_devices = 0;     // all processes' devices
   int64_t global_batch_size = 0;
-  std::string precision = "fp32";       // --precision
+  Precision precision = Precision::fp32;  // --precision
   bool automatic_loss_scale = false;    // fp16: the loss scale adapts (else it is fixed)
   int timed_epoch_first = 0, timed_epoch_last = 0;  // with epochs: the timed ones, inclusive
   nlohmann::json data = nlohmann::json::object();   // the source and feed of the batches

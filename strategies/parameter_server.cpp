@@ -120,7 +120,7 @@ struct ParameterServerStrategy::HostServer {
 
 ParameterServerStrategy::ParameterServerStrategy(const StrategyOptions& options, const DevicePlacement& placement)
     : BucketedExchangeStrategy(options, placement), on_cpu_(options.local_parameter_device == "cpu") {
-  if (options.compact_gradient_transfer != "" && options.compact_gradient_transfer != "none")
+  if (options.compact_gradient_transfer != TransferWidth::full)
     throw ConfigError("--compact_gradient_transfer is for --variable_update=replicated");
   if (options.sparse_embedding_grads)
     throw ConfigError("--sparse_embedding_grads is for --variable_update=replicated");

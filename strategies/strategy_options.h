@@ -1,5 +1,7 @@
 // What the strategies read of a run's configuration, and nothing else: the synchronisation options,
-// each the flag of its name (--all_reduce_spec, ...), each initialiser that flag's default. The
+// each the flag of its name (--all_reduce_spec, ...), each initialiser that flag's default, each
+// described by its record in strategies/synchronisation_options.cpp (flag, help, values, what a
+// result records, label): a new option is a field here and a record there. The
 // CLI's RunConfig is made of this and the models' ModelSettings; a strategy is built from this and
 // the run's DevicePlacement (engine/backend/device_placement.h).
 #pragma once
@@ -8,6 +10,10 @@
 #include <string>
 
 namespace dpbench {
+
+// --compact_gradient_transfer: the width gradients travel at (full: fp32). Its names ("none",
+// "fp16", "bf16", in this order) are its option's choices (synchronisation_options.cpp).
+enum class TransferWidth { full, fp16, bf16 };
 
 struct StrategyOptions {
   // replicated: nccl | xring | pscpu | psgpu, optionally "#k" for k shards; resolved to "nccl"
@@ -25,8 +31,8 @@ struct StrategyOptions {
   // How a range travels (strategies/exchange_methods/exchange_methods.cpp chooses by these):
   // embedding tables exchange only the rows a step touched (gathered), not the dense gradient;
   bool sparse_embedding_grads = false;
-  // fp16 | bf16: gradients travel at half width and are summed in fp32; empty: full width;
-  std::string compact_gradient_transfer;
+  // fp16 | bf16: gradients travel at half width and are summed in fp32; full: fp32;
+  TransferWidth compact_gradient_transfer = TransferWidth::full;
   // replicated, nccl: each range is reduce-scattered, each replica updates only its 1/N shard of
   // it and the updated parameters are all-gathered (the optimizer's work split N ways) instead of
   // all-reducing the gradients and every replica updating all of them.

@@ -35,7 +35,7 @@ void validate_all_reduce(const StrategyRequest& request) {
   const StrategyOptions& options = request.options;
   const AllReduceSpec spec = parse_all_reduce_spec(options.all_reduce_spec.empty() ? "nccl" : options.all_reduce_spec);
   const std::string spec_flag = "--all_reduce_spec=" + spec.text();
-  if (!options.compact_gradient_transfer.empty() && spec.algorithm == "xring")
+  if (options.compact_gradient_transfer != TransferWidth::full && spec.algorithm == "xring")
     throw ConfigError(request.typed("compact_gradient_transfer") + " with " + spec_flag +
                       ": a ring forwards partial sums, which would be rounded to half width at every "
                       "hop; use --all_reduce_spec=nccl, psgpu or pscpu");
@@ -49,7 +49,7 @@ void validate_all_reduce(const StrategyRequest& request) {
     throw ConfigError(request.typed("sharded_update") + " with " + spec_flag +
                       ": the shards travel by NCCL's reduce-scatter and all-gather, which only the nccl "
                       "spec uses; use --all_reduce_spec=nccl (or nccl#k), or drop --sharded_update");
-  if (!options.compact_gradient_transfer.empty())
+  if (options.compact_gradient_transfer != TransferWidth::full)
     throw ConfigError(request.typed("sharded_update") + " with " + request.typed("compact_gradient_transfer") +
                       ": a sharded update all-gathers fp32 parameters, not gradients, so there is nothing "
                       "to send at half width; drop one of the two flags");
@@ -74,7 +74,7 @@ void validate_parameter_server(const StrategyRequest& request) {
 void validate_hierarchical(const StrategyRequest& request) {
   const StrategyOptions& options = request.options;
   if (!options.hierarchical_all_reduce) return;
-  const std::pair<const char*, bool> others[] = {{"compact_gradient_transfer", !options.compact_gradient_transfer.empty()},
+  const std::pair<const char*, bool> others[] = {{"compact_gradient_transfer", options.compact_gradient_transfer != TransferWidth::full},
                                                  {"sparse_embedding_grads", options.sparse_embedding_grads},
                                                  {"sharded_update", options.sharded_update}};
   for (const auto& [other, given] : others)
@@ -238,7 +238,7 @@ const std::vector<PredictedVariant>& predicted_variants() {
   static const std::vector<PredictedVariant> variants = {
       {"replicated", [](StrategyOptions&) {}},
       {"replicated", [](StrategyOptions& o) { o.overlap_comm = false; }},
-      {"replicated", [](StrategyOptions& o) { o.compact_gradient_transfer = "fp16"; }},
+      {"replicated", [](StrategyOptions& o) { o.compact_gradient_transfer = TransferWidth::fp16; }},
       {"replicated", [](StrategyOptions& o) { o.sharded_update = true; }},
       {"distributed_all_reduce", [](StrategyOptions& o) { o.hierarchical_all_reduce = true; }},
       {"parameter_server", [](StrategyOptions& o) { o.local_parameter_device = "gpu"; }},

@@ -52,8 +52,11 @@ const std::vector<MethodEntry>& dense_methods() {
 }  // namespace
 
 DataType compact_transfer_type(const StrategyOptions& options) {
-  if (options.compact_gradient_transfer == "fp16") return DataType::f16;
-  if (options.compact_gradient_transfer == "bf16") return DataType::bf16;
+  switch (options.compact_gradient_transfer) {
+    case TransferWidth::fp16: return DataType::f16;
+    case TransferWidth::bf16: return DataType::bf16;
+    case TransferWidth::full: break;
+  }
   return DataType::f32;
 }
 

@@ -94,7 +94,7 @@ TEST_CASE("the header's strategy line says how the gradients travel", "[console]
   config.all_reduce_spec = "psgpu";
   config.bucket_cap_mb = 0;
   config.overlap_comm = true;
-  config.compact_gradient_transfer = "bf16";
+  config.compact_gradient_transfer = TransferWidth::bf16;
   config.sparse_embedding_grads = true;
   CHECK(strategy_line(config) ==
         "replicated (all-reduce psgpu, per tensor, overlapped, bf16 transfer, sparse embedding gradients)");

@@ -188,7 +188,7 @@ TEST_CASE("the exchange flags default to RunConfig's values", "[flags]") {
   CHECK(config.agg_small_grads_max_group == 10);
   CHECK(config.overlap_comm);
   CHECK_FALSE(config.sparse_embedding_grads);
-  CHECK(config.compact_gradient_transfer.empty());
+  CHECK(config.compact_gradient_transfer == TransferWidth::full);
   const RunConfig server = parse({"--variable_update=parameter_server"});
   CHECK(server.local_parameter_device == "gpu");
   CHECK(server.all_reduce_spec.empty());
@@ -345,10 +345,11 @@ TEST_CASE("flag --tail_bucket_mb cuts the last bucket smaller, with buckets only
 
 TEST_CASE("flag --compact_gradient_transfer: replicated only, not over a ring", "[flags]") {
   CHECK(parse({"--variable_update=replicated", "--compact_gradient_transfer=fp16"}).compact_gradient_transfer ==
-        "fp16");
+        TransferWidth::fp16);
   CHECK(parse({"--variable_update=replicated", "--compact_gradient_transfer=bf16", "--all_reduce_spec=psgpu#2"})
-            .compact_gradient_transfer == "bf16");
-  CHECK(parse({"--variable_update=replicated", "--compact_gradient_transfer=none"}).compact_gradient_transfer.empty());
+            .compact_gradient_transfer == TransferWidth::bf16);
+  CHECK(parse({"--variable_update=replicated", "--compact_gradient_transfer=none"}).compact_gradient_transfer ==
+        TransferWidth::full);
   // Refused even at its default: parameter_server's description does not take it.
   CHECK_THAT(error_of({"--variable_update=parameter_server", "--compact_gradient_transfer=none"}),
              Contains("only --variable_update=replicated sends gradients at half width"));
@@ -492,7 +493,7 @@ TEST_CASE("distributed strategies: one GPU per process, horovod's spelling, NCCL
   CHECK(parse({"--variable_update=distributed_replicated"}).local_parameter_device == "gpu");
   CHECK(parse({"--variable_update=distributed_all_reduce", "--all_reduce_spec=nccl#2"}).all_reduce_spec == "nccl#2");
   CHECK(parse({"--variable_update=distributed_all_reduce", "--compact_gradient_transfer=bf16"})
-            .compact_gradient_transfer == "bf16");
+            .compact_gradient_transfer == TransferWidth::bf16);
   CHECK_THAT(error_of({"--variable_update=distributed_all_reduce", "--num_gpus=2"}),
              Contains("drives one GPU per process") && Contains("mpirun -np 2"));
   CHECK_THAT(error_of({"--variable_update=distributed_all_reduce", "--all_reduce_spec=xring"}),

@@ -7,9 +7,13 @@
 #include <fstream>
 #include <string>
 
+#include "cli/compare_command.h"
+#include "cli/predict_command.h"
 #include "cli/strategies_command.h"
 #include "cli/report_command.h"
 #include "engine/errors.h"
+#include "reports/comparison_tables.h"
+#include "reports/prediction_tables.h"
 #include "reports/report_tables.h"
 #include "reports/text_file.h"
 #include "tests/host/report_test_support.h"
@@ -160,4 +164,36 @@ TEST_CASE("report --output writes the chosen format to a file and --help prints 
   CHECK_THAT(report_help_text(), Contains("usage: dpbench report [flags] PATH..."));
   for (const char* flag : {"--output FILE", "--format FORMAT", "--plots DIR"}) CHECK_THAT(report_help_text(), Contains(flag));
   CHECK(run_cli({"report", "--help"}) == 0);
+}
+
+// Every --format is parsed once, through the formats' one table of names, into ReportFormat; each
+// command accepts the formats its subject has a writer for, and refuses others in one wording.
+TEST_CASE("report, compare and predict parse --format through one table of names", "[report]") {
+  auto format_error = [](auto parse, const std::vector<std::string>& args) {
+    try {
+      parse(args);
+    } catch (const ConfigError& error) {
+      return std::string(error.what());
+    }
+    return std::string("(no error)");
+  };
+  const std::string refusal = "--format=xml: unknown report format; accepted: markdown, csv, json";
+  CHECK(format_error(parse_report_flags, {"x.json", "--format=xml"}) == refusal);
+  CHECK(format_error(parse_compare_flags, {"a.json", "b.json", "--format=xml"}) == refusal);
+  CHECK(format_error(parse_predict_flags, {"a.json", "--system=s.json", "--format=xml"}) == refusal);
+  for (const ReportFormatName& name : report_format_names()) {
+    INFO(name.name);
+    CHECK(parse_report_format(name.name, report_writers()) == name.value);
+    CHECK(parse_report_format(name.name, comparison_writers()) == name.value);
+    CHECK(parse_report_format(name.name, prediction_writers()) == name.value);
+  }
+  CHECK(parse_report_format("md", report_writers()) == ReportFormat::markdown);  // an unlisted spelling
+  // A subject without a writer for a format refuses it, and lists only what it writes.
+  const ReportWriters<Report> markdown_only = {{ReportFormat::markdown, render_markdown}};
+  CHECK_THROWS_WITH(parse_report_format("csv", markdown_only), "--format=csv: unknown report format; accepted: markdown");
+  // JSON escapes what it quotes itself; the others' lines are escaped on the way out.
+  for (const ReportWriter<Report>& writer : report_writers())
+    CHECK(writer.escapes_itself == (writer.format == ReportFormat::json));
+  // strategies lists itself as text or JSON, through its own table, in the same wording.
+  CHECK_THROWS_WITH(run_strategies_command({"--format=yaml"}), "--format=yaml: unknown format; accepted: text, json");
 }

@@ -4,6 +4,7 @@
 
 #include "reports/result_assembly.h"
 
+using dpbench::Precision;
 using dpbench::ResultInputs;
 
 namespace {
@@ -114,11 +115,11 @@ TEST_CASE("result: epochs are listed with the timed ones marked", "[result_assem
 
 TEST_CASE("result: the arithmetic named is the one the backend ran", "[result_assembly]") {
   ResultInputs run = four_measured_steps();
-  run.precision = "tf32";
+  run.precision = Precision::tf32;
   CHECK(dpbench::assemble_result(run).summary.math == "fp32");  // the reference backend has no TF32
   run.environment.backend = "cuda";
   CHECK(dpbench::assemble_result(run).summary.math == "tf32");
-  run.precision = "fp16";
+  run.precision = Precision::fp16;
   run.automatic_loss_scale = true;
   run.measured.final_loss_scale = 1024;
   const dpbench::Summary summary = dpbench::assemble_result(run).summary;

@@ -77,9 +77,9 @@ std::vector<Variant> averaging_variants(bool compact_transfers) {
   for (std::string spec : {"nccl", "psgpu", "pscpu"}) {
     if (!compact_transfers) break;
     variants.push_back({"replicated " + spec + " fp16 transfer",
-                        replicated(spec, [](RunConfig& c) { c.compact_gradient_transfer = "fp16"; }), 2e-3, 5e-5});
+                        replicated(spec, [](RunConfig& c) { c.compact_gradient_transfer = TransferWidth::fp16; }), 2e-3, 5e-5});
     variants.push_back({"replicated " + spec + " bf16 transfer",
-                        replicated(spec, [](RunConfig& c) { c.compact_gradient_transfer = "bf16"; }), 1.6e-2, 4e-4});
+                        replicated(spec, [](RunConfig& c) { c.compact_gradient_transfer = TransferWidth::bf16; }), 1.6e-2, 4e-4});
   }
   return variants;
 }
@@ -460,7 +460,7 @@ TEST_CASE("the result's comm section describes the exchange", "[strategies]") {
   const Trained host = train(args, parameter_server("cpu"));
   CHECK(host.comm.at("exchange") == "parameter server on the host");
   CHECK(host.comm.at("transfer_type") == "fp32");
-  const Trained compact = train(args, replicated("psgpu", [](RunConfig& c) { c.compact_gradient_transfer = "bf16"; }));
+  const Trained compact = train(args, replicated("psgpu", [](RunConfig& c) { c.compact_gradient_transfer = TransferWidth::bf16; }));
   CHECK(compact.comm.at("transfer_type") == "bf16");
   CHECK(compact.comm.at("bytes_sent_per_device_per_step").get<double>() ==
         Approx(0.75 * compact.comm.at("bytes_per_step").get<double>()));
