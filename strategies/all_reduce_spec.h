@@ -7,16 +7,25 @@
 
 namespace dpbench {
 
+enum class AllReduceAlgorithm { nccl, xring, pscpu, psgpu };
+
+struct AllReduceAlgorithmName {
+  AllReduceAlgorithm algorithm;
+  const char* name;         // as --all_reduce_spec spells it
+  const char* description;  // one line, for --help
+};
+// The algorithms, in the order --help lists them: the one table of their names.
+const std::vector<AllReduceAlgorithmName>& all_reduce_algorithms();
+const char* all_reduce_algorithm_name(AllReduceAlgorithm algorithm);  // "xring"
+
 struct AllReduceSpec {
-  std::string algorithm = "nccl";  // nccl | xring | pscpu | psgpu
-  int shards = 1;                  // each exchange runs as this many independent all-reduces
-  std::string text() const;        // "nccl", "xring#2"
+  AllReduceAlgorithm algorithm = AllReduceAlgorithm::nccl;
+  int shards = 1;            // each exchange runs as this many independent all-reduces
+  std::string text() const;  // "nccl", "xring#2"
 };
 
-// The algorithms, each with a one-line description, in the order --help lists them.
-const std::vector<std::pair<std::string, std::string>>& all_reduce_algorithms();
-
-// Throws ConfigError naming the flag, the value and what is accepted.
+// "" (the flag not given) is the default, nccl. Throws ConfigError naming the flag, the value and
+// what is accepted.
 AllReduceSpec parse_all_reduce_spec(const std::string& text);
 
 }  // namespace dpbench

@@ -12,7 +12,7 @@ namespace dpbench {
 
 ReplicatedStrategy::ReplicatedStrategy(const StrategyOptions& options, const DevicePlacement& placement)
     : BucketedExchangeStrategy(options, placement),
-      spec_(parse_all_reduce_spec(options.all_reduce_spec.empty() ? "nccl" : options.all_reduce_spec)),
+      spec_(parse_all_reduce_spec(options.all_reduce_spec)),
       transfer_type_(compact_transfer_type(options)),
       embeddings_(choose_embedding_exchange(spec_, options)),
       dense_(choose_dense_exchange(spec_, options)) {}
@@ -107,7 +107,7 @@ void ReplicatedStrategy::update_by_bucket(int replica, int64_t step) {
 
 StepSchedule ReplicatedStrategy::schedule_for(const StrategyOptions& options, const ParameterLayout& /*layout*/,
                                               const std::vector<GradientRange>& plan, const ScheduleShape& shape) {
-  const AllReduceSpec spec = parse_all_reduce_spec(options.all_reduce_spec.empty() ? "nccl" : options.all_reduce_spec);
+  const AllReduceSpec spec = parse_all_reduce_spec(options.all_reduce_spec);
   const std::unique_ptr<ExchangeMethod> dense = choose_dense_exchange(spec, options);
   StepSchedule schedule;
   schedule.update = dense->updates_parameters()      ? UpdatePlacement::in_exchange

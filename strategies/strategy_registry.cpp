@@ -33,19 +33,19 @@ std::vector<std::string> with_cutting(std::vector<std::string> options) {
 
 void validate_all_reduce(const StrategyRequest& request) {
   const StrategyOptions& options = request.options;
-  const AllReduceSpec spec = parse_all_reduce_spec(options.all_reduce_spec.empty() ? "nccl" : options.all_reduce_spec);
+  const AllReduceSpec spec = parse_all_reduce_spec(options.all_reduce_spec);
   const std::string spec_flag = "--all_reduce_spec=" + spec.text();
-  if (options.compact_gradient_transfer != TransferWidth::full && spec.algorithm == "xring")
+  if (options.compact_gradient_transfer != TransferWidth::full && spec.algorithm == AllReduceAlgorithm::xring)
     throw ConfigError(request.typed("compact_gradient_transfer") + " with " + spec_flag +
                       ": a ring forwards partial sums, which would be rounded to half width at every "
                       "hop; use --all_reduce_spec=nccl, psgpu or pscpu");
   // The touched rows and the shards travel through the communicator, which only nccl creates.
-  if (options.sparse_embedding_grads && spec.algorithm != "nccl")
+  if (options.sparse_embedding_grads && spec.algorithm != AllReduceAlgorithm::nccl)
     throw ConfigError(request.typed("sparse_embedding_grads") + " with " + spec_flag +
                       ": the touched embedding rows are all-gathered through NCCL, which only the nccl "
                       "spec uses; use --all_reduce_spec=nccl (or nccl#k), or drop --sparse_embedding_grads");
   if (!options.sharded_update) return;
-  if (spec.algorithm != "nccl")
+  if (spec.algorithm != AllReduceAlgorithm::nccl)
     throw ConfigError(request.typed("sharded_update") + " with " + spec_flag +
                       ": the shards travel by NCCL's reduce-scatter and all-gather, which only the nccl "
                       "spec uses; use --all_reduce_spec=nccl (or nccl#k), or drop --sharded_update");
@@ -86,7 +86,7 @@ void validate_hierarchical(const StrategyRequest& request) {
 // Across processes every gradient byte moves by NCCL; our own algorithms need one process.
 void validate_distributed_all_reduce(const StrategyRequest& request) {
   const std::string& spec = request.options.all_reduce_spec;
-  if (spec.rfind("nccl", 0) != 0)
+  if (parse_all_reduce_spec(spec).algorithm != AllReduceAlgorithm::nccl)
     throw ConfigError("--all_reduce_spec=" + spec + " with --variable_update=distributed_all_reduce: it moves "
                       "every gradient byte with NCCL across the processes; use nccl or nccl#k (peer copies "
                       "and host sums need the GPUs in one process: --variable_update=replicated)");

@@ -93,8 +93,8 @@ OptionRange up_to(OptionRange range, double maximum, const std::string& shown) {
 
 std::string all_reduce_choices() {
   std::string text;
-  for (const auto& [name, description] : all_reduce_algorithms())
-    text += (text.empty() ? "" : ", ") + name + " (" + description + ")";
+  for (const AllReduceAlgorithmName& entry : all_reduce_algorithms())
+    text += (text.empty() ? "" : ", ") + std::string(entry.name) + " (" + entry.description + ")";
   return text;
 }
 
@@ -118,7 +118,7 @@ std::vector<SynchronisationOption> make_options() {
                                           "; ALG#k splits every exchange into k shards, e.g. nccl#2",
                                       "takes an all-reduce spec");
   spec.canonical = [](const std::string& text) {
-    return text.empty() ? AllReduceSpec{}.text() : parse_all_reduce_spec(text).text();
+    return parse_all_reduce_spec(text).text();
   };
   // Resolved for the strategies that take it; empty (not taken) reads as the default.
   spec.recorded_as = [](const StrategyOptions& c) {

@@ -21,7 +21,7 @@ struct MethodEntry {
   std::function<std::unique_ptr<ExchangeMethod>(const AllReduceSpec&, const StrategyOptions&)> create;
 };
 
-bool on_nccl(const AllReduceSpec& spec) { return spec.algorithm == "nccl"; }
+bool on_nccl(const AllReduceSpec& spec) { return spec.algorithm == AllReduceAlgorithm::nccl; }
 
 const std::vector<MethodEntry>& dense_methods() {
   static const std::vector<MethodEntry> entries = {

@@ -37,10 +37,10 @@ struct PeerAllReduce::RankState {
 
 PeerAllReduce::PeerAllReduce(AllReduceSpec spec, DataType transfer_type)
     : spec_(std::move(spec)), transfer_type_(transfer_type) {
-  const std::string& algorithm = spec_.algorithm;
-  if (algorithm != "xring" && algorithm != "psgpu" && algorithm != "pscpu")
-    throw ConfigError("--all_reduce_spec=" + algorithm + ": not an all-reduce of our own");
-  if (algorithm == "xring" && transfer_type != DataType::f32)
+  const AllReduceAlgorithm algorithm = spec_.algorithm;
+  if (algorithm == AllReduceAlgorithm::nccl)
+    throw ConfigError("--all_reduce_spec=" + spec_.text() + ": not an all-reduce of our own");
+  if (algorithm == AllReduceAlgorithm::xring && transfer_type != DataType::f32)
     throw ConfigError("--compact_gradient_transfer with xring: a ring forwards partial sums, which would be "
                       "rounded at every hop; use psgpu, pscpu or nccl");
 }
@@ -54,7 +54,7 @@ void PeerAllReduce::prepare(const ExchangeContext& context, size_t max_count) {
   for (const Replica& replica : replicas_) devices.push_back(replica.device);
   enable_peer_access(devices);
   rendezvous_ = std::make_unique<Rendezvous<const Event*>>(static_cast<int>(replicas_.size()));
-  const std::string& algorithm = spec_.algorithm;
+  const AllReduceAlgorithm algorithm = spec_.algorithm;
   const int n = static_cast<int>(replicas_.size());
   const size_t max_chunk = max_count / n + 1;
   const bool compact = transfer_type_ != DataType::f32;
@@ -69,10 +69,10 @@ void PeerAllReduce::prepare(const ExchangeContext& context, size_t max_count) {
     rank->reduced = device.create_event(false);
     rank->staged = device.create_event(false);
     rank->done = device.create_event(false);
-    if (algorithm == "xring") {
+    if (algorithm == AllReduceAlgorithm::xring) {
       for (int i = 0; i < 2 * (n - 1); ++i) rank->steps.push_back(device.create_event(false));
       rank->staging = device.allocate(max_chunk * sizeof(float));
-    } else if (algorithm == "psgpu") {
+    } else if (algorithm == AllReduceAlgorithm::psgpu) {
       rank->staging = device.allocate(std::max(1, n - 1) * max_chunk * half);
       if (compact) {
         rank->outgoing = device.allocate(max_count * half);
@@ -84,7 +84,7 @@ void PeerAllReduce::prepare(const ExchangeContext& context, size_t max_count) {
     }
     ranks_.push_back(std::move(rank));
   }
-  if (algorithm == "pscpu") {
+  if (algorithm == AllReduceAlgorithm::pscpu) {
     host_threads_ = std::make_unique<HostThreadPool>();
     host_sum_ = replicas_.front().device->allocate_host_visible(max_count * half);
   }
@@ -96,8 +96,8 @@ void PeerAllReduce::abort() {
 }
 
 std::string PeerAllReduce::communicator_description() const {
-  if (spec_.algorithm == "xring") return "ring of peer copies and reduce kernels";
-  if (spec_.algorithm == "psgpu") return "peer copies, per-device shard sums, gather";
+  if (spec_.algorithm == AllReduceAlgorithm::xring) return "ring of peer copies and reduce kernels";
+  if (spec_.algorithm == AllReduceAlgorithm::psgpu) return "peer copies, per-device shard sums, gather";
   return "host sum (" + std::to_string(host_threads_->threads()) + " threads), copies to and from pinned memory";
 }
 
@@ -113,7 +113,7 @@ RangeSchedule PeerAllReduce::schedule(GradientRange range, const ScheduleShape& 
   const double width = static_cast<double>(data_type_bytes(transfer_type_)) / sizeof(float);
   for (const GradientRange& shard : split_range(range, spec_.shards)) {
     const double bytes = static_cast<double>(shard.count * data_type_bytes(transfer_type_));
-    if (spec_.algorithm == "pscpu") {
+    if (spec_.algorithm == AllReduceAlgorithm::pscpu) {
       schedule.steps.push_back(collective_step(Collective::copy_to_host, bytes, 1, width));
       schedule.steps.push_back(collective_step(Collective::copy_from_host, bytes, 1, width));
       continue;
@@ -142,8 +142,8 @@ void PeerAllReduce::exchange(int replica, GradientRange range, const Event& read
     }
     const std::vector<GradientRange> shards = split_range(range, spec_.shards);
     for (size_t s = 0; s < shards.size(); ++s) {
-      if (spec_.algorithm == "xring") ring(ready_events, shards[s], s % 2 == 1);
-      else if (spec_.algorithm == "psgpu") sharded(ready_events, shards[s]);
+      if (spec_.algorithm == AllReduceAlgorithm::xring) ring(ready_events, shards[s], s % 2 == 1);
+      else if (spec_.algorithm == AllReduceAlgorithm::psgpu) sharded(ready_events, shards[s]);
       else through_host(ready_events, shards[s]);
     }
     for (int r = 0; r < n; ++r) {
