@@ -117,12 +117,12 @@ TEST_CASE("every published collective schedule prices to the bytes the run moves
   const std::vector<Case> cases = {
       {"replicated nccl", replicated("nccl")},
       {"replicated nccl#3, per tensor", replicated("nccl#3", [](RunConfig& c) { c.bucket_cap_mb = 0; })},
-      {"replicated nccl, fp16 transfer", replicated("nccl", [](RunConfig& c) { c.compact_gradient_transfer = "fp16"; }),
-       8.0},
+      {"replicated nccl, fp16 transfer",
+       replicated("nccl", [](RunConfig& c) { c.compact_gradient_transfer = TransferWidth::fp16; }), 8.0},
       {"replicated nccl#2, bf16 transfer, per tensor",
        replicated("nccl#2",
                   [](RunConfig& c) {
-                    c.compact_gradient_transfer = "bf16";
+                    c.compact_gradient_transfer = TransferWidth::bf16;
                     c.bucket_cap_mb = 0;
                   }),
        8.0},
@@ -178,7 +178,8 @@ TEST_CASE("copies of our own are the schedule's and travel outside the communica
   const std::vector<std::string> args = {"--model=trivial", "--num_gpus=4", "--batch_size=2"};
   const std::vector<Case> cases = {
       {"replicated xring#2", replicated("xring#2")},
-      {"replicated psgpu, bf16 transfer", replicated("psgpu", [](RunConfig& c) { c.compact_gradient_transfer = "bf16"; })},
+      {"replicated psgpu, bf16 transfer",
+       replicated("psgpu", [](RunConfig& c) { c.compact_gradient_transfer = TransferWidth::bf16; })},
       {"replicated pscpu", replicated("pscpu")},
       {"parameter_server cpu", parameter_server("cpu")},
   };
@@ -259,7 +260,7 @@ TEST_CASE("predict reads every strategy's schedule through the strategies' table
       [](StrategyOptions& o) { o.all_reduce_spec = "xring"; },
       [](StrategyOptions& o) { o.all_reduce_spec = "psgpu#2"; },
       [](StrategyOptions& o) { o.all_reduce_spec = "pscpu"; },
-      [](StrategyOptions& o) { o.compact_gradient_transfer = "bf16"; },
+      [](StrategyOptions& o) { o.compact_gradient_transfer = TransferWidth::bf16; },
       [](StrategyOptions& o) { o.sharded_update = true; },
       [](StrategyOptions& o) { o.hierarchical_all_reduce = true; },
       [](StrategyOptions& o) { o.local_parameter_device = "cpu"; },
