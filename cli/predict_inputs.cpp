@@ -89,15 +89,20 @@ ParameterLayout gradient_layout_of(const BackwardTimeline& timeline) {
   return layout;
 }
 
-std::string predicted_label_of(const nlohmann::json& config) {
+std::vector<std::string> predicted_labels_of(const nlohmann::json& config) {
   const StrategyEntry* entry = resolve_strategy_name(config_text(config, "variable_update"));
-  if (entry == nullptr) return "";
-  OptionTexts options = recorded_options(entry->name, StrategyOptions());
-  for (auto& [key, text] : options)
-    if (config.contains(key)) text = option_text(config.at(key));
-  options.erase("bucket_cap_mb");
-  options.erase("tail_bucket_mb");
-  return strategy_label(entry->name, options, false);
+  if (entry == nullptr) return {};
+  auto label_as = [&](const std::string& name) {
+    OptionTexts options = recorded_options(name, StrategyOptions());
+    for (auto& [key, text] : options)
+      if (config.contains(key)) text = option_text(config.at(key));
+    options.erase("bucket_cap_mb");
+    options.erase("tail_bucket_mb");
+    return strategy_label(name, options, false);
+  };
+  std::vector<std::string> labels = {label_as(entry->name)};
+  if (!entry->predicted_as.empty()) labels.push_back(label_as(entry->predicted_as));
+  return labels;
 }
 
 PredictBase load_predict_base(const std::string& path, const std::string& bucket_cap_flag) {
@@ -151,9 +156,14 @@ void attach_measurements(const std::vector<std::string>& paths, const PredictBas
     FlagValues workload;
     add_workload_values(result.config, false, strategy_flags, &workload);
     const std::vector<std::string> differences = workload_differences({{"BASE", base_workload}, {"MEASURED", workload}});
-    const std::string label = predicted_label_of(result.config);
-    const bool predicted = std::any_of(report.rows.begin(), report.rows.end(),
-                                       [&](const PredictionRow& row) { return row.strategy == label; });
+    // Its own rows first, else those of the one-process strategy that issues the same schedule.
+    std::string label;
+    for (const std::string& candidate : predicted_labels_of(result.config)) {
+      const bool has_rows = std::any_of(report.rows.begin(), report.rows.end(),
+                                        [&](const PredictionRow& row) { return row.strategy == candidate; });
+      if (has_rows && label.empty()) label = candidate;
+    }
+    const bool predicted = !label.empty();
     const nlohmann::json cap = result.config.value("bucket_cap_mb", nlohmann::json());
     std::string why;
     if (!differences.empty())

@@ -39,11 +39,12 @@ PredictBase load_predict_base(const std::string& path, const std::string& bucket
 // The base run's tensors as a layout (in gradient-buffer order), as the strategies lay them out.
 ParameterLayout gradient_layout_of(const BackwardTimeline& timeline);
 
-// The label of the rows a measured run belongs with: its strategy's, as the strategies' table
-// labels it (strategy_label), from the options it recorded (the default where it lacks one), its
-// bucket sizes left out (they are checked against those predicted apart); "" for a strategy this
-// build does not know.
-std::string predicted_label_of(const nlohmann::json& config);
+// The labels of the rows a measured run may belong with, in preference order: its strategy's, as
+// the strategies' table labels it (strategy_label), from the options it recorded (the default
+// where it lacks one), its bucket sizes left out (they are checked against those predicted apart);
+// then, for a multi-process strategy, that of the one-process entry issuing the same schedule
+// (StrategyEntry::predicted_as). None for a strategy this build does not know.
+std::vector<std::string> predicted_labels_of(const nlohmann::json& config);
 
 // The results at `paths` (files or folders), each matched to the row of `report` of its strategy
 // and GPU count and set there (see PredictionRow), or named in report.notes with why not: skipped

@@ -65,6 +65,10 @@ struct StrategyEntry {
   std::function<StepSchedule(const StrategyOptions&, const ParameterLayout&, const std::vector<GradientRange>& plan,
                              const ScheduleShape&)>
       schedule;
+  // The one-process entry that issues the same schedule (distributed_all_reduce: replicated):
+  // `dpbench predict` compares this entry's measured runs with that one's rows where it has none
+  // of its own. Empty: none.
+  std::string predicted_as;
 
   bool accepts(const std::string& option) const;
   bool is_alias() const { return !alias_of.empty(); }

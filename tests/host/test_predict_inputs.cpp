@@ -2,7 +2,8 @@
 // writes refused, naming the field; --bucket_cap_mb held to the range `run` takes; measured runs
 // of another workload than BASE's, or of other buckets, named and not compared; repeated runs of
 // one strategy and GPU count used as their median with the spread, whatever their order; a file
-// holding 1e400 named while the others are used.
+// holding 1e400 named while the others are used; a multi-process run compared with the rows of
+// the one-process strategy that issues the same schedule.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -243,4 +244,21 @@ TEST_CASE("predict names a file holding 1e400 and uses the others", "[predict]")
   CHECK(row_of(document, "replicated (nccl)", 2)["measured_file"] == dir.file("good.json"));
   CHECK_THAT(notes_of(document), Contains("skipped `" + dir.file("huge.json") +
                                           "`: holds the number -1e400, beyond the range of a double"));
+}
+
+TEST_CASE("predict compares a multi-process run with the rows of the one-process strategy issuing its schedule",
+          "[predict]") {
+  TempDir dir;
+  write_json(dir.file("base.json"), base_json());
+  json distributed = result_to_json(reference_run(2, 1500));
+  distributed["config"]["variable_update"] = "distributed_all_reduce";
+  write_json(dir.file("distributed.json"), distributed);
+  const json document = predicted(dir, {dir.file("base.json"), dir.file("distributed.json")});
+  CHECK(row_of(document, "replicated (nccl)", 2)["measured_file"] == dir.file("distributed.json"));
+  CHECK_THAT(notes_of(document), !Contains("not compared"));
+  // Without a one-process twin a strategy's runs stay its own: an unknown one is not predicted.
+  distributed["config"]["variable_update"] = "no_such_strategy";
+  write_json(dir.file("unknown.json"), distributed);
+  const json unknown = predicted(dir, {dir.file("base.json"), dir.file("unknown.json")});
+  CHECK_THAT(notes_of(unknown), Contains("not compared: `" + dir.file("unknown.json") + "`: its strategy"));
 }
