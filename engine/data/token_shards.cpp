@@ -79,7 +79,8 @@ int64_t llmc_header_tokens(int fd, int64_t file_bytes, const std::string& path) 
   if (magic != kLlmcShardMagic)
     throw ConfigError(name + " has magic " + std::to_string(magic) +
                       " in its header, not llm.c's 20240520: it is not an llm.c token shard (nanoGPT's "
-                      "headerless tokens are read from a file named train.bin); " + format_hint(TokenShardFormat::llmc));
+                      "headerless tokens are read from a file named train.bin); " +
+                      format_hint(TokenShardFormat::llmc));
   if (version != kLlmcShardVersion)
     throw ConfigError(name + " has header version " + std::to_string(version) +
                       ", not 1 (uint16 GPT-2 tokens), the one llm.c version dpbench reads; write it again with "
@@ -197,6 +198,9 @@ TokenShards::TokenShards(const TokenShardFiles& files, int window_tokens, int vo
 void TokenShards::open_shard(const std::string& path) {
   std::string why;
   Descriptor file(open_regular_file_for_reading(path, &why));
+  if (file.fd < 0 && errno == EMFILE)
+    throw ConfigError("token shard " + quoted(path) + " " + why + " (" + std::to_string(shards_.size()) +
+                      " shards are open already, one descriptor each): raise the limit with ulimit -n");
   if (file.fd < 0) throw ConfigError("token shard " + quoted(path) + " " + why + "; " + format_hint(format_));
   struct stat status {};
   if (::fstat(file.fd, &status) != 0)

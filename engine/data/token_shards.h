@@ -47,9 +47,9 @@ bool is_llmc_shard_name(const std::string& file_name, TokenSplit split);
 // Where a split's shards are in `directory`: llm.c's shards of that split in name order when
 // there are any, else nanoGPT's train.bin (val.bin). llm.c's shards come first because their
 // header says what they hold, and llm.c's scripts never write a bare train.bin: a folder with
-// both was put together by hand. An entry that matches a name is listed whatever its kind (a FIFO or folder is
-// refused when the shards are opened, naming it). ConfigError, naming both patterns, when nothing
-// matches or `directory` is not a readable folder.
+// both was put together by hand. An entry that matches a name is listed whatever its kind (a
+// FIFO or folder is refused when the shards are opened, naming it). ConfigError, naming both
+// patterns, when nothing matches or `directory` is not a readable folder.
 TokenShardFiles find_token_shards(const std::string& directory, TokenSplit split);
 
 // Where a window lies: tokens [first_token, first_token + window_tokens) of shard `shard`.
@@ -62,7 +62,8 @@ struct TokenWindow {
 };
 
 // The shards of one split, open and checked, and the windows drawn from them. Reading windows is
-// safe from several loader threads at once (pread on descriptors held open for the lifetime).
+// safe from several loader threads at once (pread on descriptors held open for the lifetime:
+// one per shard, so a split of more shards than `ulimit -n` allows fails at open, saying so).
 class TokenShards {
  public:
   // find_token_shards, then the constructor.

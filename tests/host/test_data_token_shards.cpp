@@ -3,7 +3,7 @@
 // line each bad shard gets (header, size, token ids, short shards, FIFOs and folders, nothing).
 #include <catch2/catch.hpp>
 
-#include <sys/stat.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -347,4 +347,31 @@ TEST_CASE("token shards: a shard cut short after it was opened fails its read", 
   } catch (const RuntimeError& error) {
     CHECK_THAT(error.what(), Contains("train.bin") && Contains("became shorter"));
   }
+}
+
+TEST_CASE("token shards: more shards than open descriptors allowed names ulimit", "[data][token_shards]") {
+  DataTempDir dir;
+  for (int s = 10; s < 42; ++s)
+    write_bytes(dir.file("x_train_0000" + std::to_string(s) + ".bin"), llmc_shard(known_tokens(0, 10)));
+  // A limit that leaves four descriptors free (the listing of /proc/self/fd holds one of the
+  // open ones, closed again by then): one for listing the folder, then room for a few shards.
+  std::set<int> open_now;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd"))
+    open_now.insert(std::stoi(entry.path().filename().string()));
+  int limit = 0;
+  for (int free_below = 0; free_below < 4; ++limit)
+    if (open_now.count(limit) == 0) ++free_below;
+  rlimit before {};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &before) == 0);
+  rlimit tight = before;
+  tight.rlim_cur = static_cast<rlim_t>(limit);
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &tight) == 0);
+  std::string message;
+  try {
+    TokenShards::open(dir.path(), TokenSplit::train, kWindow, kVocab);
+  } catch (const ConfigError& error) {
+    message = error.what();
+  }
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &before) == 0);
+  CHECK_THAT(message, Contains("x_train_0000") && Contains("shards are open already") && Contains("ulimit -n"));
 }
