@@ -21,6 +21,7 @@ enum : uint64_t {
   kRandomStreamParameters = 1000,  // + tensor number
   kRandomStreamDropout = 1ull << 32,  // + step number
   kRandomStreamEpochShuffle = 2ull << 32,  // + epoch number (engine/data/epoch_sampler.cpp)
+  kRandomStreamTokenWindows = 3ull << 32,  // + step number (engine/data/token_shards.cpp)
 };
 
 // splitmix64 finaliser: a bijective mix with good avalanche.
