@@ -14,11 +14,7 @@
 #include "engine/data/token_shards.h"
 
 using namespace dpbench;
-using dpbench::testing::config_error_of;
-using dpbench::testing::DataTempDir;
-using dpbench::testing::finishes_without_blocking;
-using dpbench::testing::make_fifo;
-using dpbench::testing::write_bytes;
+using namespace dpbench::testing;
 using Catch::Matchers::Contains;
 
 namespace {
