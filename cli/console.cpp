@@ -3,6 +3,7 @@
 
 #include "engine/machine/gpu_telemetry.h"
 #include "engine/precision.h"
+#include "models/model_registry.h"
 
 #include "strategies/strategy_registry.h"
 #include "strategies/synchronisation_options.h"
@@ -78,11 +79,16 @@ std::string format_run_header(const RunConfig& config, const std::string& unit,
                         "Network:", q.encoder_type, q.direction, q.num_encoder_layers, q.num_decoder_layers,
                         q.num_units, q.embedding_dim, q.src_vocab_size, q.tgt_vocab_size, q.src_max_len,
                         q.tgt_max_len);
+  } else if (config.model == "gpt") {
+    text += fmt::format("{:<14}GPT-2 {}: {} blocks of width {} ({} heads), vocab {}, length {}, dropout {}\n",
+                        "Network:", q.gpt_size, q.num_layers, q.hidden_size, q.num_heads, q.vocab_size, q.seq_len,
+                        q.dropout);
   } else if (config.model == "rnnlm") {
     text += fmt::format("{:<14}{}, {} layers of {} units, embedding {}, vocab {}, length {}\n", "Network:",
                         q.encoder_type, q.num_layers, q.num_units, q.embedding_dim, q.vocab_size, q.seq_len);
   }
-  const bool images = q.encoder_type.empty();
+  const ModelEntry* model = find_model(config.model);
+  const bool images = model != nullptr && model->sequence_flags.empty();
   text += images ? fmt::format("{:<14}{} / {}\n", "Precision:", precision_name(config.precision), config.data_format)
                  : fmt::format("{:<14}{}\n", "Precision:", precision_name(config.precision));
   if (config.forward_only) text += fmt::format("{:<14}{}\n", "Mode:", "inference: forward passes only (--forward_only)");

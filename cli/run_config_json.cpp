@@ -25,7 +25,8 @@ void add_sequence_flags(const RunConfig& config, nlohmann::json& json) {
       {"src_max_len", q.src_max_len},         {"tgt_max_len", q.tgt_max_len},
       {"seq_len", q.seq_len},                 {"loss_chunk_rows", q.loss_chunk_rows},
       {"lstm_algorithm", q.lstm_algorithm},   {"num_heads", q.num_heads},
-      {"ffn_units", q.ffn_units},             {"dropout", q.dropout}};
+      {"ffn_units", q.ffn_units},             {"dropout", q.dropout},
+      {"gpt_size", q.gpt_size},               {"hidden_size", q.hidden_size}};
   for (const auto& [name, unused] : model->sequence_flags) json[name] = values.at(name);
 }
 

@@ -164,43 +164,30 @@ GradientRange TransformerDecoderLayer::gradient_range(const ParameterLayout& lay
 
 // ---- sub-layers ---------------------------------------------------------------------------------
 
-namespace {
+DropoutDraw DropoutSite::draw(const TransformerStep& step) const {
+  DropoutDraw d;
+  if (!active(step)) return d;
+  d.rate = rate;
+  d.seed = seed;
+  d.first_index = first_index;
+  d.step = step.step;
+  return d;
+}
 
-// One dropout of a sub-layer on one replica. The masks are placed by the replica's first
-// sentence times the buffer's elements per sentence: replicas draw disjoint masks, but a
-// sentence's mask depends on the per-replica batch (the buffers are sequence-major), unlike the
-// image models' dropout.
-struct DropoutSite {
-  uint64_t seed = 0;
-  uint64_t first_index = 0;
-  float rate = 0;
-  bool active(const TransformerStep& step) const { return step.training && rate > 0.0f; }
-  // The draw for an op that drops in its own pass (rate 0 where nothing drops this step).
-  DropoutDraw draw(const TransformerStep& step) const {
-    DropoutDraw d;
-    if (!active(step)) return d;
-    d.rate = rate;
-    d.seed = seed;
-    d.first_index = first_index;
-    d.step = step.step;
-    return d;
-  }
-  // The bias's pass of a sub-layer's output projection: sum = residual + Dropout(y + b).
-  RowBiasEpilogue into_residual(const TransformerStep& step, const void* residual, void* sum) const {
-    RowBiasEpilogue then;
-    then.dropout = draw(step);
-    then.residual = residual;
-    then.out = sum;
-    return then;
-  }
-  // The gradient before the dropout, from dy: in `scratch`, or dy itself where nothing dropped.
-  const void* backward(Backend& ops, const TransformerStep& step, DataType type, const void* dy, void* scratch,
-                       size_t n) const {
-    if (!active(step)) return dy;
-    ops.dropout_backward(type, dy, scratch, n, rate, seed, first_index, step.step);
-    return scratch;
-  }
-};
+RowBiasEpilogue DropoutSite::into_residual(const TransformerStep& step, const void* residual, void* sum) const {
+  RowBiasEpilogue then;
+  then.dropout = draw(step);
+  then.residual = residual;
+  then.out = sum;
+  return then;
+}
+
+const void* DropoutSite::backward(Backend& ops, const TransformerStep& step, DataType type, const void* dy,
+                                  void* scratch, size_t n) const {
+  if (!active(step)) return dy;
+  ops.dropout_backward(type, dy, scratch, n, rate, seed, first_index, step.step);
+  return scratch;
+}
 
 DropoutSite dropout_site(const ReplicaShard& shard, uint64_t layer_key, int site, size_t elements_per_sentence,
                          float rate) {
@@ -210,8 +197,6 @@ DropoutSite dropout_site(const ReplicaShard& shard, uint64_t layer_key, int site
   result.rate = rate;
   return result;
 }
-
-}  // namespace
 
 // x <- LayerNorm(x + Dropout(Attention(x, memory) W_o^T + b_o)), self-attention (memory ==
 // nullptr: queries, keys and values from x, one packed projection) or cross-attention (queries

@@ -97,6 +97,29 @@ struct TransformerStep {
   bool training = true;  // false: inference, no dropout
 };
 
+// One dropout site of a layer on one replica. The masks are placed by the replica's first
+// sentence times the buffer's elements per sentence: replicas draw disjoint masks, but a
+// sentence's mask depends on the per-replica batch (the buffers are sequence-major), unlike the
+// image models' dropout.
+struct DropoutSite {
+  uint64_t seed = 0;
+  uint64_t first_index = 0;
+  float rate = 0;
+  bool active(const TransformerStep& step) const { return step.training && rate > 0.0f; }
+  // The draw for an op that drops in its own pass (rate 0 where nothing drops this step).
+  DropoutDraw draw(const TransformerStep& step) const;
+  // The bias's pass of a sub-layer's output projection: sum = residual + Dropout(y + b).
+  RowBiasEpilogue into_residual(const TransformerStep& step, const void* residual, void* sum) const;
+  // The gradient before the dropout, from dy: in `scratch`, or dy itself where nothing dropped.
+  const void* backward(Backend& ops, const TransformerStep& step, DataType type, const void* dy, void* scratch,
+                       size_t n) const;
+};
+
+// Site `site` of the layer keyed `layer_key` (its seed: counter_hash of the run's seed, the
+// dropout stream and layer_key * 16 + site), over buffers of `elements_per_sentence` per sentence.
+DropoutSite dropout_site(const ReplicaShard& shard, uint64_t layer_key, int site, size_t elements_per_sentence,
+                         float rate);
+
 // Scratch shared by every layer of a replica (one layer's backward runs at a time).
 struct TransformerScratch {
   TransformerScratch(Device& device, const TransformerShape& shape, int max_rows, int source_rows);

@@ -609,6 +609,7 @@ const AttentionCase kFp32Cases[] = {
     {"lengths 0 and 9 self 9x9 d64", 2, 2, 9, 9, 64, false, 0.0f, {0, 9}},
     // Keys past two tiles: dQ from its own kernel, not beside dK and dV (under TF32).
     {"cross 40x200 h2 d64 dropout lengths 200 130", 2, 2, 40, 200, 64, false, 0.1f, {200, 130}},
+    {"packed causal 1030x1030 h1 d64", 1, 1, 1030, 1030, 64, true, 0.0f, {}, true},
 };
 
 const AttentionCase k16BitCases[] = {
@@ -621,6 +622,8 @@ const AttentionCase k16BitCases[] = {
     // Keys past two tiles: dQ from its own kernel.
     {"cross 40x200 h2 d64 dropout lengths 200 130", 2, 2, 40, 200, 64, false, 0.1f, {200, 130}},
     {"causal 150x150 h2 d64 lengths 150 70", 2, 2, 150, 150, 64, true, 0.0f, {150, 70}},
+    // gpt's shape: packed QKV, causal, longer than its 1024 tokens and not a multiple of a tile.
+    {"packed causal 1030x1030 h2 d64", 1, 2, 1030, 1030, 64, true, 0.0f, {}, true},
 };
 
 }  // namespace
