@@ -7,7 +7,7 @@
 # Defines what the scripts share (the one place for entry parsing and tables):
 #   model_flags MODEL           a model's flags in these scripts (nmt: cudnn_lstm, bi, tf32, the bi
 #                               dropped by parse_entry for --encoder_type=transformer; rnnlm:
-#                               tf32; the CNNs: fp32; trivial: none)
+#                               tf32; gpt: bf16; the CNNs: fp32; trivial: none)
 #   parse_entry ENTRY           MODEL[:BATCH][+--flag=value...] -> entry_model, entry_batch,
 #                               entry_flags (model_flags, --batch_size, then the entry's flags, each
 #                               name once: the entry's win) and entry_tag (a file-name part)
@@ -59,6 +59,7 @@ model_flags() {
   case $1 in
     nmt) echo "--encoder_type=cudnn_lstm --direction=bi --precision=tf32" ;;
     rnnlm) echo "--precision=tf32" ;;
+    gpt) echo "--precision=bf16" ;;
     trivial) echo "" ;;
     *) echo "--precision=fp32" ;;
   esac

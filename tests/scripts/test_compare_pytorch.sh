@@ -65,5 +65,5 @@ for bad in 0 two -1; do
 done
 expect_exit "ROUNDS with ddp" 2 env DPBENCH_BUILD_DIR="$build" DPBENCH_DEVICE=cpu TWINS="" ROUNDS=2 \
   bash "$root/scripts/gpu/compare_pytorch.sh" ddp "$work/bad" trivial:8
-grep -q "ROUNDS is for cnn, rnn, transformer and trivial" "$work/stderr" || fail "ROUNDS with ddp: $(cat "$work/stderr")"
+grep -q "ROUNDS is for cnn, rnn, transformer, gpt and trivial" "$work/stderr" || fail "ROUNDS with ddp: $(cat "$work/stderr")"
 finish "compare_pytorch.sh: rounds, medians and paired ratios as expected"
