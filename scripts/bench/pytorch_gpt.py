@@ -46,8 +46,9 @@ def flops_per_token(parameters, layers, seq_len, hidden):
     """Training FLOPs per token, the count dpbench makes for --model=gpt: 6 N + 6 L T d.
 
     6 N: each parameter's multiply-add per token, 2 FLOPs forward and 4 backward (input and weight
-    gradients), N every parameter with the tied matrix once (the embeddings, biases and norms are
-    in N as GPT FLOP counts usually have them, though they do no products). 6 L T d: causal
+    gradients), N every parameter with the tied matrix once (its products are lm_head's; wpe, the
+    biases and the norms are in N as GPT FLOP counts usually have them, though they do no
+    products). 6 L T d: causal
     attention's two products, scores Q K^T and the weighted sum P V, over the visible half of the
     keys: forward 2 x 2 x (T / 2) x d per token and layer, backward twice that. Softmax, norms and
     element-wise work are not counted."""
