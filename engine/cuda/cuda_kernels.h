@@ -25,6 +25,8 @@ void launch_relu_forward(cudaStream_t stream, DataType type, const void* x, void
 // dx = y > 0 ? dy * scale : 0: relu_backward (scale 1), relu_dropout_backward (the keep scale).
 void launch_relu_backward(cudaStream_t stream, DataType type, const void* y, const void* dy,
                           void* dx, size_t n, float scale);
+// dx = dy * gelu'(x) (Backend::gelu_backward); dx may alias dy.
+void launch_gelu_backward(cudaStream_t stream, DataType type, const void* x, const void* dy, void* dx, size_t n);
 // x[0, n) = value rounded to `type`.
 void launch_fill(cudaStream_t stream, DataType type, void* x, size_t n, float value);
 void launch_scale(cudaStream_t stream, float* x, size_t n, float alpha);
@@ -245,7 +247,8 @@ void launch_copy_rows(cudaStream_t stream, const void* src, size_t src_stride, v
 // cuda_kernels_attention.cu). Backend's Transformer-op semantics (shapes in
 // engine/backend/attention_geometry.h). Deterministic throughout: no atomics, every sum in an order fixed
 // by the shape.
-// Backend::add_row_bias: a linear layer's bias with its ReLU, dropout and residual add, one pass.
+// Backend::add_row_bias: a linear layer's bias with its ReLU, dropout and residual add, or its GELU,
+// one pass. The caller has checked `then` (check_row_bias_epilogue).
 void launch_row_bias_epilogue(cudaStream_t stream, DataType type, void* y, const float* bias, int rows, int cols,
                               const RowBiasEpilogue& then);
 // One warp per row; statistics in fp32 by two passes (mean, then squared deviations).
