@@ -241,11 +241,13 @@ DPBENCH_ENQUEUES(void, momentum_update,
                  (float* params, const float* grads, float* velocity, size_t n, float learning_rate, float momentum,
                   const UpdateExtras& extras = {}),
                  (params, grads, velocity, n, learning_rate, momentum, extras))
-// Adam with bias correction; `step` counts from 1.
+// Adam with bias correction; `step` counts from 1. weight_decay > 0 makes it AdamW (decoupled
+// weight decay, torch.optim.AdamW): p *= 1 - lr * weight_decay first, then the Adam step; 0 is
+// plain Adam, bit for bit. A skipped step (extras.skip) decays nothing either.
 DPBENCH_ENQUEUES(void, adam_update,
                  (float* params, const float* grads, float* m, float* v, size_t n, float learning_rate, float beta1,
-                  float beta2, float epsilon, int64_t step, const UpdateExtras& extras = {}),
-                 (params, grads, m, v, n, learning_rate, beta1, beta2, epsilon, step, extras))
+                  float beta2, float epsilon, int64_t step, float weight_decay, const UpdateExtras& extras = {}),
+                 (params, grads, m, v, n, learning_rate, beta1, beta2, epsilon, step, weight_decay, extras))
 
 // ---- loss scaling (fp16) -------------------------------------------------------------------
 // state->non_finite = 1 when any of x[0, n) is infinite or NaN; never clears it.

@@ -88,10 +88,11 @@ void launch_momentum_update(cudaStream_t stream, float* params, const float* gra
 // The bias corrections 1 - beta^step arrive computed on the host (in double), unless
 // extras.step_from_zero is set: then each block computes them on the device from
 // t = *step_from_zero + 1 (also in double) and the two arguments are ignored, so a replayed CUDA
-// graph corrects every step by its own number.
+// graph corrects every step by its own number. `decay` multiplies the parameters before the
+// step (AdamW's 1 - lr * weight_decay; 1 for Adam).
 void launch_adam_update(cudaStream_t stream, float* params, const float* grads, float* m, float* v,
                         size_t n, float learning_rate, float beta1, float beta2, float epsilon,
-                        float first_moment_correction, float second_moment_correction,
+                        float first_moment_correction, float second_moment_correction, float decay,
                         const UpdateExtras& extras);
 
 // ---- sequence ops (cuda_kernels_sequence.cu); Backend's sequence-op semantics ----------------
