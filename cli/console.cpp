@@ -66,8 +66,9 @@ std::string format_run_header(const RunConfig& config, const std::string& unit,
                       config.global_batch_size(),
                       config.total_batch_size > 0 ? "strong scaling: fixed total" : "weak scaling: fixed per device");
   text += fmt::format("{:<14}{}\n", "Strategy:", describe_strategy(config));
-  text += fmt::format("{:<14}{}, learning rate {}{}\n", "Optimizer:", config.optimizer, config.learning_rate,
-                      config.optimizer == "momentum" ? fmt::format(", momentum {}", config.momentum) : "");
+  text += fmt::format("{:<14}{}, learning rate {}{}{}\n", "Optimizer:", config.optimizer, config.learning_rate,
+                      config.optimizer == "momentum" ? fmt::format(", momentum {}", config.momentum) : "",
+                      config.optimizer == "adamw" ? fmt::format(", weight decay {}", config.weight_decay) : "");
   const SequenceConfig& q = config.sequence;
   if (config.model == "nmt" && q.encoder_type == "transformer") {
     text += fmt::format("{:<14}transformer, {} + {} layers of width {} ({} heads, feed-forward {}), dropout {}, "

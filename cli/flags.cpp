@@ -182,10 +182,14 @@ std::vector<FlagDeclaration> optimizer_and_data_flags(const RunConfig& defaults)
   const std::string optimizer = model ? model->defaults.optimizer : "";
   const std::string rate = model ? format_number(model->defaults.learning_rate) : "";
   return {
-      {"optimizer", "Optimizer", "sgd|momentum|adam", "Optimizer" + per_model(optimizer), {}},
+      {"optimizer", "Optimizer", "sgd|momentum|adam|adamw", "Optimizer" + per_model(optimizer), {}},
       {"learning_rate", "Optimizer", "X", "Learning rate, > 0" + per_model(rate), {}},
       {"momentum", "Optimizer", "X", "Momentum of the momentum optimizer, in [0, 1)",
        format_number(defaults.momentum)},
+      {"weight_decay", "Optimizer", "X",
+       "Decoupled weight decay of --optimizer=adamw (torch.optim.AdamW's: each step multiplies the "
+       "parameters by 1 - learning_rate * X before the Adam step), at least 0; adamw only",
+       format_number(defaults.weight_decay)},
       {"seed", "Optimizer", "N", "Seed of the initial parameters and the synthetic data",
        std::to_string(defaults.seed)},
 

@@ -359,7 +359,7 @@ void resolve_sequence(const GivenFlags& flags, const ModelEntry& model, RunConfi
 
 void resolve_optimizer(const GivenFlags& flags, const ModelEntry& model, RunConfig* config) {
   config->optimizer = flags.was_given("optimizer") ? flags.text("optimizer") : model.defaults.optimizer;
-  require_one_of("optimizer", config->optimizer, {"sgd", "momentum", "adam"}, "optimizer");
+  require_one_of("optimizer", config->optimizer, {"sgd", "momentum", "adam", "adamw"}, "optimizer");
 
   config->learning_rate = model.defaults.learning_rate;
   if (flags.was_given("learning_rate")) {
@@ -374,6 +374,17 @@ void resolve_optimizer(const GivenFlags& flags, const ModelEntry& model, RunConf
   if (config->momentum < 0.0 || config->momentum >= 1.0) {
     reject("momentum", momentum_text, "must be in [0, 1), e.g. 0.9");
   }
+  const std::string decay_text = flags.text("weight_decay");
+  config->weight_decay = parse_finite_number("weight_decay", decay_text, "a number >= 0, e.g. 0.1");
+  if (!(config->weight_decay >= 0.0)) reject("weight_decay", decay_text, "must be at least 0, e.g. 0.1");
+  if (config->weight_decay > std::numeric_limits<float>::max())
+    reject("weight_decay", decay_text, "too large for the optimizers' float32 arithmetic");
+  // Only AdamW reads it; taking it silently elsewhere would let a run claim a decay it never had
+  // (tf_cnn_benchmarks' --weight_decay, an L2 loss term, would pass unnoticed too).
+  if (flags.was_given("weight_decay") && config->optimizer != "adamw")
+    reject("weight_decay", decay_text,
+           "is AdamW's decoupled weight decay and this run's optimizer is --optimizer=" + config->optimizer +
+               "; give --optimizer=adamw or drop --weight_decay");
   const std::string seed_text = flags.text("seed");
   if (!parse_integer_text(seed_text, &config->seed)) {
     reject("seed", seed_text, "not a non-negative integer; accepted: 0.." + std::to_string(UINT64_MAX));

@@ -99,6 +99,7 @@ OptimizerConfig optimizer_config(const RunConfig& config) {
   optimizer.beta1 = static_cast<float>(config.adam_beta1);
   optimizer.beta2 = static_cast<float>(config.adam_beta2);
   optimizer.epsilon = static_cast<float>(config.adam_epsilon);
+  optimizer.weight_decay = static_cast<float>(config.weight_decay);
   if (config.precision == Precision::fp16) {
     optimizer.loss_scaling =
         config.fp16_enable_auto_loss_scale ? LossScaling::automatic : LossScaling::fixed;

@@ -90,6 +90,7 @@ nlohmann::json config_to_json(const RunConfig& config) {
       {"adam_beta1", config.adam_beta1},
       {"adam_beta2", config.adam_beta2},
       {"adam_epsilon", config.adam_epsilon},
+      {"weight_decay", config.weight_decay},
       {"seed", config.seed},
       {"num_batches", config.num_batches},
       {"num_warmup_batches", config.num_warmup_batches},

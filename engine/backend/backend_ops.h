@@ -241,11 +241,13 @@ DPBENCH_ENQUEUES(void, momentum_update,
                  (float* params, const float* grads, float* velocity, size_t n, float learning_rate, float momentum,
                   const UpdateExtras& extras = {}),
                  (params, grads, velocity, n, learning_rate, momentum, extras))
-// Adam with bias correction; `step` counts from 1.
+// Adam with bias correction; `step` counts from 1. weight_decay > 0 makes it AdamW (decoupled
+// weight decay, torch.optim.AdamW): p *= 1 - lr * weight_decay first, then the Adam step; 0 is
+// plain Adam, bit for bit. A skipped step (extras.skip) decays nothing either.
 DPBENCH_ENQUEUES(void, adam_update,
                  (float* params, const float* grads, float* m, float* v, size_t n, float learning_rate, float beta1,
-                  float beta2, float epsilon, int64_t step, const UpdateExtras& extras = {}),
-                 (params, grads, m, v, n, learning_rate, beta1, beta2, epsilon, step, extras))
+                  float beta2, float epsilon, int64_t step, float weight_decay, const UpdateExtras& extras = {}),
+                 (params, grads, m, v, n, learning_rate, beta1, beta2, epsilon, step, weight_decay, extras))
 
 // ---- loss scaling (fp16) -------------------------------------------------------------------
 // state->non_finite = 1 when any of x[0, n) is infinite or NaN; never clears it.
@@ -431,6 +433,11 @@ DPBENCH_ENQUEUES(void, copy_from_channels,
 // dropout_forward and add_tensors in sequence, bit for bit: the fusion only saves the passes
 // over memory (the feed-forward block's ReLU and dropout, each sub-layer's output dropout and
 // residual add).
+// With then.gelu (GPT-2's MLP): v = y + bias rounded to `type` as above, y = v (the
+// pre-activation gelu_backward reads) and then.activated (rows, cols; of `type`; not y) =
+// gelu(v), the tanh form of engine/backend/gelu.h computed in fp32 from the rounded v and rounded
+// to `type` once. GELU takes no ReLU, dropout or residual; check_row_bias_epilogue (backend.h)
+// says what else each backend refuses.
 DPBENCH_ENQUEUES(void, add_row_bias,
                  (DataType type, void* y, const float* bias, int rows, int cols, const RowBiasEpilogue& then),
                  (type, y, bias, rows, cols, then))
@@ -441,6 +448,11 @@ DPBENCH_ENQUEUES(void, add_row_bias,
 DPBENCH_ENQUEUES(void, relu_dropout_backward,
                  (DataType type, const void* y, const void* dy, void* dx, size_t n, float rate),
                  (type, y, dy, dx, n, rate))
+// Backward of add_row_bias's GELU: dx = dy * gelu'(x) (engine/backend/gelu.h), x the
+// pre-activation add_row_bias left in y. x, dy, dx of `type`, the arithmetic fp32 and dx rounded
+// once; dx may alias dy.
+DPBENCH_ENQUEUES(void, gelu_backward, (DataType type, const void* x, const void* dy, void* dx, size_t n),
+                 (type, x, dy, dx, n))
 
 // Layer normalisation of each row of x (rows, cols) over its cols (biased variance):
 //   y = gamma * (x - mean) * inv_std + beta,  inv_std = 1 / sqrt(var + epsilon).

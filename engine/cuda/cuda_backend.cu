@@ -162,7 +162,7 @@ void CudaBackend::momentum_update(float* params, const float* grads, float* velo
 
 void CudaBackend::adam_update(float* params, const float* grads, float* m, float* v, size_t n,
                               float learning_rate, float beta1, float beta2, float epsilon,
-                              int64_t step, const UpdateExtras& extras) {
+                              int64_t step, float weight_decay, const UpdateExtras& extras) {
   // In double on the host: beta2^t for large t loses digits in float before it reaches 1 - x.
   // With extras.step_from_zero the kernel computes them on the device the same way (from the
   // step it reads there) and ignores these.
@@ -172,8 +172,10 @@ void CudaBackend::adam_update(float* params, const float* grads, float* m, float
     first_moment_correction = static_cast<float>(1.0 - std::pow(double{beta1}, t));
     second_moment_correction = static_cast<float>(1.0 - std::pow(double{beta2}, t));
   }
+  // Rounded once from double, so a decay of 0 gives exactly 1.
+  const float decay = static_cast<float>(1.0 - double{learning_rate} * double{weight_decay});
   cuda_kernels::launch_adam_update(stream_, params, grads, m, v, n, learning_rate, beta1, beta2,
-                                   epsilon, first_moment_correction, second_moment_correction,
+                                   epsilon, first_moment_correction, second_moment_correction, decay,
                                    extras);
 }
 

@@ -1,6 +1,6 @@
 // CudaBackend's Transformer ops: a linear layer's epilogue and the positional encoding
-// (cuda_kernels_transformer.cu), the feed-forward activation's backward (the ReLU kernel with
-// dropout's scale), layer norm (cuda_kernels_layer_norm.cu) and flash attention
+// (cuda_kernels_transformer.cu), the feed-forward activations' backward (the ReLU kernel with
+// dropout's scale, GELU's: cuda_kernels_elementwise.cu), layer norm (cuda_kernels_layer_norm.cu) and flash attention
 // (cuda_kernels_attention.cu). Arguments are checked here, on the host, since a kernel cannot
 // throw; everything else is asynchronous on the backend's stream and allocates nothing, so a step
 // made of these ops can be captured as a CUDA graph.
@@ -43,22 +43,17 @@ void check_attention(const AttentionGeometry& g, const int32_t* step, const char
 
 void CudaBackend::add_row_bias(DataType type, void* y, const float* bias, int rows, int cols,
                                const RowBiasEpilogue& then) {
-  if (then.dropout.rate < 0.0f || then.dropout.rate >= 1.0f) {
-    throw RuntimeError("CudaBackend::add_row_bias: dropout rate " + std::to_string(then.dropout.rate) +
-                       " outside [0, 1)");
-  }
-  if (then.dropout.rate > 0.0f && then.dropout.step == nullptr) {
-    throw RuntimeError("CudaBackend::add_row_bias: dropout needs the step counter");
-  }
-  if ((then.residual == nullptr) != (then.out == nullptr)) {
-    throw RuntimeError("CudaBackend::add_row_bias: a residual needs an output and an output a residual");
-  }
+  check_row_bias_epilogue(then, y, "CudaBackend::add_row_bias");
   cuda_kernels::launch_row_bias_epilogue(stream_, type, y, bias, rows, cols, then);
 }
 
 void CudaBackend::relu_dropout_backward(DataType type, const void* y, const void* dy, void* dx, size_t n,
                                         float rate) {
   cuda_kernels::launch_relu_backward(stream_, type, y, dy, dx, n, dropout_keep_scale(rate));
+}
+
+void CudaBackend::gelu_backward(DataType type, const void* x, const void* dy, void* dx, size_t n) {
+  cuda_kernels::launch_gelu_backward(stream_, type, x, dy, dx, n);
 }
 
 void CudaBackend::layer_norm_forward(DataType type, const void* x, const float* gamma, const float* beta,

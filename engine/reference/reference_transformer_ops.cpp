@@ -1,6 +1,7 @@
-// ReferenceBackend's Transformer ops: the row bias of a linear layer with its epilogue, layer normalisation, the
-// sinusoidal positional encoding and multi-head attention (engine/backend/attention_geometry.h), written
-// as plain loops with every sum in double: the oracle the CUDA versions are tested against.
+// ReferenceBackend's Transformer ops: the row bias of a linear layer with its epilogue, GELU's
+// backward, layer normalisation, the sinusoidal positional encoding and multi-head attention
+// (engine/backend/attention_geometry.h), written as plain loops with every sum in double: the
+// oracle the CUDA versions are tested against.
 // Buffers of a 16-bit type are read as floats and each output is rounded once to that type;
 // biases, gamma, beta, statistics and lse stay fp32. None of these ops needs a workspace here.
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "engine/backend/counter_random.h"
+#include "engine/backend/gelu.h"
 #include "engine/errors.h"
 #include "engine/reference/reference_backend.h"
 #include "engine/reference/reference_storage.h"
@@ -113,9 +115,9 @@ double score(const AttentionGeometry& g, const std::vector<float>& q, int i, con
 
 void ReferenceBackend::add_row_bias(DataType type, void* y, const float* bias, int rows, int cols,
                                     const RowBiasEpilogue& then) {
+  check_row_bias_epilogue(then, y, "ReferenceBackend::add_row_bias");
   const DropoutDraw& dropout = then.dropout;
   const bool dropping = dropout.rate > 0.0f;
-  if (dropping && dropout.step == nullptr) throw RuntimeError("add_row_bias: dropout needs the step counter");
   const uint64_t stream_key = dropping ? dropout_stream_key(dropout.seed, *dropout.step) : 0;
   const uint32_t threshold = dropout_threshold(dropout.rate);
   const float keep_scale = dropout_keep_scale(dropout.rate);
@@ -137,6 +139,7 @@ void ReferenceBackend::add_row_bias(DataType type, void* y, const float* bias, i
         } else {
           store_from_float(T, y, at, v);
         }
+        if (then.gelu) store_from_float(T, then.activated, at, gelu_tanh(v));
       }
     }
   });
@@ -149,6 +152,15 @@ void ReferenceBackend::relu_dropout_backward(DataType type, const void* y, const
     constexpr DataType T = decltype(tag)::value;
     for (size_t i = 0; i < n; ++i) {
       store_from_float(T, dx, i, load_as_float(T, y, i) > 0.0f ? load_as_float(T, dy, i) * keep_scale : 0.0f);
+    }
+  });
+}
+
+void ReferenceBackend::gelu_backward(DataType type, const void* x, const void* dy, void* dx, size_t n) {
+  with_type(type, [&](auto tag) {
+    constexpr DataType T = decltype(tag)::value;
+    for (size_t i = 0; i < n; ++i) {
+      store_from_float(T, dx, i, load_as_float(T, dy, i) * gelu_tanh_derivative(load_as_float(T, x, i)));
     }
   });
 }

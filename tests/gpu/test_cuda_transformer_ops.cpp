@@ -1,5 +1,5 @@
 // [gpu] The CUDA backend's Transformer ops against the reference backend: the row bias with its
-// epilogue (ReLU, dropout, residual) and the feed-forward activation's backward,
+// epilogue (ReLU, dropout, residual; or GELU) and the feed-forward activations' backward passes,
 // layer norm (forward, backward, dx over dy), the positional encoding (in place too) and
 // multi-head attention (forward and backward; causal or not, key lengths down to 1 and 0, packed
 // Q/K/V slices with their strides, cross attention, head sizes 17 to 128, dropout with the
@@ -133,6 +133,79 @@ TEST_CASE("cuda relu_dropout_backward matches the reference bit for bit", "[gpu]
         check_same_values(dx_gpu.values(), dx_ref.values(),
                           "relu_dropout_backward n " + std::to_string(n) + " rate " + std::to_string(rate) +
                               type_suffix(type));
+      }
+    }
+  }
+}
+
+// ---- GELU ----------------------------------------------------------------------------------------
+// Both backends evaluate engine/backend/gelu.h in fp32, but with their own tanhf (CUDA's within
+// 2 ulps) and the GPU contracting products into fused multiply-adds: a few ulps apart, not bit for
+// bit. Relative to GELU's value that is a few eps; in the negative tail, where 1 + tanh(u) cancels,
+// tanh's ulps near -1 (2^-24 each) become an absolute error of about |x| 2^-24 per ulp: |x| <= 6
+// here, 4 ulps: 1.5e-6. A 16-bit result may then round one unit apart (storage_rtol/atol).
+
+namespace {
+
+RowBiasEpilogue gelu_into(void* activated) {
+  RowBiasEpilogue then;
+  then.gelu = true;
+  then.activated = activated;
+  return then;
+}
+
+}  // namespace
+
+TEST_CASE("cuda add_row_bias with gelu matches the reference", "[gpu][transformer]") {
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  struct Shape {
+    int rows, cols;
+    size_t offset;
+  };
+  // 3072: GPT-2 124M's MLP width; 100 and 13 are not multiples of a 16-byte pack (4 fp32 or 8
+  // 16-bit elements), and offset 1 misaligns whole tensors: the kernel's one-element path.
+  const Shape shapes[] = {{37, 3072, 0}, {37, 100, 0}, {37, 3072, 1}, {9, 13, 0}, {1, 1, 0}};
+  uint64_t stream = 1300;
+  for (DataType type : kAllTypes) {
+    for (const Shape& s : shapes) {
+      const size_t count = static_cast<size_t>(s.rows) * s.cols;
+      const std::vector<float> y = random_of(type, count, stream++, -5.0f, 5.0f);
+      const std::vector<float> bias = random_vector(s.cols, stream++);
+      GpuTensor y_gpu(*gpu, type, y, s.offset), activated_gpu(*gpu, type, count, s.offset);
+      GpuArray<float> bias_gpu(*gpu, bias);
+      HostTensor y_ref(type, y), activated_ref(type, count);
+      gpu->ops().add_row_bias(type, y_gpu.data(), bias_gpu.data(), s.rows, s.cols, gelu_into(activated_gpu.data()));
+      reference.add_row_bias(type, y_ref.data(), bias.data(), s.rows, s.cols, gelu_into(activated_ref.data()));
+      const std::string what = "add_row_bias gelu " + std::to_string(s.rows) + "x" + std::to_string(s.cols) + "+" +
+                               std::to_string(s.offset) + type_suffix(type);
+      // The pre-activation is one fp32 addition rounded to the type on both sides.
+      check_same_values(y_gpu.values(), y_ref.values(), what + " y");
+      check_close(activated_gpu.values(), activated_ref.values(), 1.5e-6 + storage_atol(type),
+                  4 * kEps + storage_rtol(type), what + " activated");
+    }
+  }
+}
+
+TEST_CASE("cuda gelu_backward matches the reference", "[gpu][transformer]") {
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  uint64_t stream = 1400;
+  for (DataType type : kAllTypes) {
+    // 37 x 3072 and 37 x 100 as the MLP's hidden tensors; + 3 leaves a tail after the packs.
+    for (size_t n : {size_t{1}, size_t{37}, size_t{37 * 100}, size_t{37 * 3072}, size_t{37 * 3072 + 3}}) {
+      for (size_t offset : {size_t{0}, size_t{1}}) {
+        const std::vector<float> x = random_of(type, n, stream++, -6.0f, 6.0f);
+        const std::vector<float> dy = random_of(type, n, stream++, -2.0f, 2.0f);
+        GpuTensor x_gpu(*gpu, type, x, offset), dx_gpu(*gpu, type, dy, offset);
+        HostTensor x_ref(type, x), dy_ref(type, dy), dx_ref(type, n);
+        gpu->ops().gelu_backward(type, x_gpu.data(), dx_gpu.data(), dx_gpu.data(), n);  // dx over dy
+        reference.gelu_backward(type, x_ref.data(), dy_ref.data(), dx_ref.data(), n);
+        // dy times gelu'(x): tanh's ulps near +-1 (2^-24 each, 4 of them) times d gelu'/dt, at
+        // most about 10 where t is not yet +-1 in fp32, times |dy| <= 2: 8e-6; a few eps of
+        // gelu' otherwise.
+        check_close(dx_gpu.values(), dx_ref.values(), 8e-6 + storage_atol(type), 4 * kEps + storage_rtol(type),
+                    "gelu_backward n " + std::to_string(n) + "+" + std::to_string(offset) + type_suffix(type));
       }
     }
   }
