@@ -48,7 +48,7 @@ const std::vector<ModelEntry>& model_registry() {
       // The 124m preset's shape; another --gpt_size replaces num_layers, num_heads and hidden_size
       // where they are not given (cli/flags_validation.cpp).
       {"gpt", "GPT-2 decoder language model (nanoGPT's shape; --gpt_size 124m to 1558m)", true, true,
-       {16, "adam", 1e-3}, [](const ModelSettings& config) { return create_gpt_model(config); }, gpt_inputs(),
+       {16, "adamw", 1e-3}, [](const ModelSettings& config) { return create_gpt_model(config); }, gpt_inputs(),
        {{"gpt_size", "124m"}, {"vocab_size", std::to_string(kGptVocabulary)}, {"num_layers", "12"},
         {"num_heads", "12"}, {"hidden_size", "768"}, {"seq_len", "1024"}, {"dropout", "0"},
         {"loss_chunk_rows", "0"}}},
