@@ -47,6 +47,14 @@ struct RowBiasEpilogue {
   void* activated = nullptr;
 };
 
+// Where a linear layer's backward (Backend::linear_backward) also takes a GELU's backward: `input`
+// (rows, in; of the layer's type) the pre-activation u whose GELU was the layer's input x, and
+// `bias_gradient` (in, fp32) the gradient of the bias of the layer that made u. Both or neither.
+struct GeluInputGradient {
+  const void* input = nullptr;
+  float* bias_gradient = nullptr;
+};
+
 // Throws RuntimeError, naming `op`, where `then` asks add_row_bias for what it does not define: a
 // dropout rate outside [0, 1) or without its step counter, a residual without an output (or the
 // reverse), GELU together with ReLU, dropout or a residual, GELU without `activated` (or the

@@ -52,6 +52,41 @@ DPBENCH_FP32_FORM(void, gemm,
                    const float* b, int ldb, float beta, float* c, int ldc),
                   (trans_a, trans_b, m, n, k, alpha, DataType::f32, a, lda, b, ldb, beta, DataType::f32, c, ldc))
 
+// A linear layer, y = x W^T + b, as one op so that a backend can fuse its parts:
+//   y (rows, out) = x (rows, in) W^T (W: (out, in), the weight copy) + bias (out, fp32), then
+//   `then` as Backend::add_row_bias applies it (ReLU, dropout, a residual into then.out, GELU into
+//   then.activated); x, W, y (and the tensors of `then`) of `type`.
+// Equal to gemm then add_row_bias (linear_forward_in_two_ops), except where the backend fuses
+// them (linear_forward_fused): the cuda backend then runs one cuBLASLt matmul whose epilogue adds
+// the bias, the residual (as C with beta 1) or the GELU (keeping the pre-activation as its aux
+// output), rounding y + bias once where the two ops round twice.
+DPBENCH_ENQUEUES_N(void, linear_forward,
+                   (DataType type, const void* x, const void* weights, const float* bias, int rows, int in, int out,
+                    void* y, const RowBiasEpilogue& then),
+                   (type, x, weights, bias, rows, in, out, y, then),
+                   backend.linear_forward_fused(type, rows, in, out, then) ? 1 : 2)
+DPBENCH_QUERY(bool, linear_forward_fused,
+              (DataType type, int rows, int in, int out, const RowBiasEpilogue& then), (type, rows, in, out, then))
+// linear_forward's backward, from dy (rows, out; of `type`):
+//   dweights (out, in) = dy^T x, fp32, overwritten;
+//   dbias (out, fp32) = the column sums of dy, overwritten (nullptr: not wanted);
+//   dx (rows, in) = dy W, overwritten (added to dx with `accumulate`) (nullptr: not wanted);
+//   with gelu.input (x was GELU(u), u = gelu.input): dx = (dy W) * GELU'(u) instead, u's
+//   gradient, and gelu.bias_gradient = its column sums (the bias gradient of the layer that made
+//   u); accumulate must then be false.
+// Equal to bias_gradient, gemm, gemm (gelu_backward, bias_gradient) in sequence, rounding dx once
+// where a backend fuses GELU's backward into dx's product (the cuda backend: cuBLASLt's DGELU and
+// bias-gradient epilogues, linear_backward_launches counting what runs).
+DPBENCH_ENQUEUES_N(void, linear_backward,
+                   (DataType type, const void* x, const void* dy, const void* weights, int rows, int in, int out,
+                    float* dweights, float* dbias, void* dx, bool accumulate, const GeluInputGradient& gelu),
+                   (type, x, dy, weights, rows, in, out, dweights, dbias, dx, accumulate, gelu),
+                   backend.linear_backward_launches(type, rows, in, out, dbias != nullptr, dx != nullptr,
+                                                    gelu.input != nullptr))
+DPBENCH_QUERY(int, linear_backward_launches,
+              (DataType type, int rows, int in, int out, bool bias, bool input_gradient, bool gelu),
+              (type, rows, in, out, bias, input_gradient, gelu))
+
 // y (rows, cols) += bias (cols) broadcast over rows.
 DPBENCH_ENQUEUES(void, add_bias, (float* y, const float* bias, int rows, int cols), (y, bias, rows, cols))
 // dbias (cols, fp32) = sum over rows of dy (rows, cols; of `dy_type`)  (overwrites).
@@ -463,13 +498,14 @@ DPBENCH_ENQUEUES(void, layer_norm_forward,
                   float epsilon, void* y, float* saved_mean, float* saved_inv_std),
                  (type, x, gamma, beta, rows, cols, epsilon, y, saved_mean, saved_inv_std))
 // dx (rows, cols; overwritten) from dy and the forward's x and statistics; dgamma and dbeta
-// (cols, fp32) overwritten. x, dy, dx of `type`; dx may alias dy. `workspace` holds
-// layer_norm_workspace_bytes(rows, cols) bytes.
+// (cols, fp32) overwritten. x, dy, dx of `type`; dx may alias dy. With `accumulate` the gradient
+// is added to what dx holds (a pre-norm block's residual gradient), in fp32 and rounded once;
+// dx may then not alias dy. `workspace` holds layer_norm_workspace_bytes(rows, cols) bytes.
 DPBENCH_ENQUEUES(void, layer_norm_backward,
                  (DataType type, const void* x, const void* dy, const float* gamma, const float* saved_mean,
                   const float* saved_inv_std, int rows, int cols, void* dx, float* dgamma, float* dbeta,
-                  void* workspace),
-                 (type, x, dy, gamma, saved_mean, saved_inv_std, rows, cols, dx, dgamma, dbeta, workspace))
+                  void* workspace, bool accumulate = false),
+                 (type, x, dy, gamma, saved_mean, saved_inv_std, rows, cols, dx, dgamma, dbeta, workspace, accumulate))
 DPBENCH_QUERY(size_t, layer_norm_workspace_bytes, (int rows, int cols), (rows, cols))
 
 // y (seq_len, batch, dim) = x * scale + PE(t), the sinusoids of "Attention Is All You Need":

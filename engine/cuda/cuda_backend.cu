@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "engine/cuda/cublaslt_linear.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cudnn_graph_conv.h"
@@ -54,6 +55,8 @@ void CudaBackend::set_tf32(bool enabled) {
   // keeps them exact fp32 (what the [gpu] tests compare with the reference backend).
   rnn_math_type_ = enabled ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   DPB_CUBLAS_CHECK(cublasSetMathMode(cublas_, cublas_math_mode(enabled)));
+  tf32_gemm_ = enabled;
+  if (linear_epilogues_) linear_epilogues_->set_tf32(enabled);
 }
 
 // Out of line: CudnnPlans and RnnPlans are complete only here.

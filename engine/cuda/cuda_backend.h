@@ -25,6 +25,7 @@ struct RnnPlans;  // the fused LSTM's descriptors and buffers, per geometry (cud
 struct RnnPlan;
 class DeviceMemory;
 class CudnnGraphConvolutions;  // convolutions through cuDNN's graph API (cudnn_graph_conv.h)
+class CublasLtLinear;          // linear layers with cuBLASLt's epilogues (cublaslt_linear.h)
 
 // Owns neither the stream nor the handles (the CudaDevice does). The device that owns them must be
 // current on the calling thread (Device::make_current). One thread drives a backend at a time: the
@@ -95,6 +96,9 @@ class CudaBackend final : public Backend {
   // The graph-API convolutions of this stream, made on first use with the current TF32 choice.
   CudnnGraphConvolutions& graph_convolutions();
   PoolPlan& pool_plan(const PoolGeometry& g);
+  // The linear layers' cuBLASLt plans, made on first use (which must not be inside a stream
+  // capture: it allocates cuBLASLt's workspace; step 0 runs eagerly before any).
+  CublasLtLinear& linear_epilogues();
   // The fused LSTM's plan for `g` with its math type (the current fp32 one, or tensor ops for
   // 16-bit data), built on first use (which must not be inside a stream capture: building
   // allocates device memory).
@@ -108,6 +112,7 @@ class CudaBackend final : public Backend {
   cudnnHandle_t cudnn_;
   bool cudnn_benchmark_ = true;
   bool deterministic_ = false;
+  bool tf32_gemm_ = false;  // set_tf32's choice, for the cuBLASLt plans made later
   // The bias gradient's partial sums (cuda_kernels::bias_gradient_scratch_floats, a fixed amount
   // whatever the shape): allocated here, so captured steps find it ready.
   std::unique_ptr<DeviceMemory> bias_gradient_scratch_;
@@ -127,6 +132,7 @@ class CudaBackend final : public Backend {
   bool lstm_always_repack_ = false;  // part of the plan key too
   int lstm_algorithm_ = -1;          // kChooseLstmAlgorithm; part of the plan key too
   std::unique_ptr<RnnPlans> rnn_plans_;
+  std::unique_ptr<CublasLtLinear> linear_epilogues_;
 };
 
 }  // namespace dpbench

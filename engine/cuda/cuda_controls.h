@@ -36,7 +36,9 @@ void set_lstm_algorithm(Device& device, const std::string& name);
 //    "pooling": {"shapes", "own_forward", "own_backward", "two_pass_backward"}  (shapes whose
 //               forward, or backward, runs dpbench's kernel, not cuDNN's; of the backward ones, the
 //               max poolings that run the two-pass kernel),
-//    "lstm": {"shapes", "algorithms": {name: shapes}}}
+//    "lstm": {"shapes", "algorithms": {name: shapes}},
+//    "linear": {"shapes", "cublaslt_epilogues"}}  (linear-layer GEMMs planned, by shape and
+//              epilogue, and how many of them run with cuBLASLt's epilogue fused in)
 // Throws RuntimeError unless `device` is a CUDA device.
 nlohmann::json math_paths(Device& device);
 

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "engine/cuda/cuda_backend.h"
+
+#include "engine/cuda/cublaslt_linear.h"
 #include "engine/cuda/cudnn_graph_conv.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
@@ -390,7 +392,10 @@ nlohmann::json CudaBackend::math_paths() const {
           {"pooling",
            {{"shapes", pool_shapes}, {"own_forward", own_pool_forward}, {"own_backward", own_pool_backward},
             {"two_pass_backward", two_pass_backward}}},
-          {"lstm", lstm}};
+          {"lstm", lstm},
+          {"linear",
+           {{"shapes", linear_epilogues_ ? linear_epilogues_->shapes() : 0},
+            {"cublaslt_epilogues", linear_epilogues_ ? linear_epilogues_->fused_shapes() : 0}}}};
 }
 
 CudnnGraphConvolutions& CudaBackend::graph_convolutions() {

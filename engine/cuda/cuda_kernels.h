@@ -258,12 +258,12 @@ void launch_layer_norm_forward(cudaStream_t stream, DataType type, const void* x
                                float* saved_mean, float* saved_inv_std);
 // dgamma, dbeta from per-part column sums (parts of rows fixed by the shape) added in a fixed
 // order (launch_sum_column_parts); dx one warp per row, which (rows up to 512 columns) also makes
-// the part's sums in the same pass. dx may alias dy. `workspace` holds
-// layer_norm_workspace_bytes(rows, cols).
+// the part's sums in the same pass. dx may alias dy, except with `accumulate` (dx += the
+// gradient, in fp32 before one rounding). `workspace` holds layer_norm_workspace_bytes(rows, cols).
 void launch_layer_norm_backward(cudaStream_t stream, DataType type, const void* x, const void* dy,
                                 const float* gamma, const float* saved_mean, const float* saved_inv_std,
                                 int rows, int cols, void* dx, float* dgamma, float* dbeta,
-                                void* workspace);
+                                void* workspace, bool accumulate);
 size_t layer_norm_workspace_bytes(int rows, int cols);
 // y = x * scale + PE(t) over (seq_len, batch, dim); y may alias x. seq_len <= 65535.
 void launch_add_positional_encoding(cudaStream_t stream, DataType type, const void* x, void* y,

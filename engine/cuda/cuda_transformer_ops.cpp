@@ -65,9 +65,11 @@ void CudaBackend::layer_norm_forward(DataType type, const void* x, const float* 
 
 void CudaBackend::layer_norm_backward(DataType type, const void* x, const void* dy, const float* gamma,
                                       const float* saved_mean, const float* saved_inv_std, int rows, int cols,
-                                      void* dx, float* dgamma, float* dbeta, void* workspace) {
+                                      void* dx, float* dgamma, float* dbeta, void* workspace, bool accumulate) {
+  if (accumulate && dx == dy)
+    throw RuntimeError("CudaBackend::layer_norm_backward: accumulating into dx needs dx apart from dy");
   cuda_kernels::launch_layer_norm_backward(stream_, type, x, dy, gamma, saved_mean, saved_inv_std, rows, cols,
-                                           dx, dgamma, dbeta, workspace);
+                                           dx, dgamma, dbeta, workspace, accumulate);
 }
 
 size_t CudaBackend::layer_norm_workspace_bytes(int rows, int cols) {

@@ -12,6 +12,7 @@
 
 #include "engine/backend/counter_random.h"
 #include "engine/backend/gelu.h"
+#include "engine/backend/linear_in_ops.h"
 #include "engine/errors.h"
 #include "engine/reference/reference_backend.h"
 #include "engine/reference/reference_storage.h"
@@ -111,7 +112,25 @@ double score(const AttentionGeometry& g, const std::vector<float>& q, int i, con
 
 }  // namespace
 
-// ---- row bias -----------------------------------------------------------------------------------
+// ---- linear layers and their row bias -----------------------------------------------------------
+
+void ReferenceBackend::linear_forward(DataType type, const void* x, const void* weights, const float* bias, int rows,
+                                      int in, int out, void* y, const RowBiasEpilogue& then) {
+  linear_forward_in_two_ops(*this, type, x, weights, bias, rows, in, out, y, then);
+}
+
+bool ReferenceBackend::linear_forward_fused(DataType, int, int, int, const RowBiasEpilogue&) { return false; }
+
+void ReferenceBackend::linear_backward(DataType type, const void* x, const void* dy, const void* weights, int rows,
+                                       int in, int out, float* dweights, float* dbias, void* dx, bool accumulate,
+                                       const GeluInputGradient& gelu) {
+  check_linear_backward(dx, accumulate, gelu, "ReferenceBackend::linear_backward");
+  linear_backward_in_ops(*this, type, x, dy, weights, rows, in, out, dweights, dbias, dx, accumulate, gelu);
+}
+
+int ReferenceBackend::linear_backward_launches(DataType, int, int, int, bool bias, bool input_gradient, bool gelu) {
+  return linear_weight_gradient_in_ops_launches(bias) + linear_input_gradient_in_ops_launches(input_gradient, gelu);
+}
 
 void ReferenceBackend::add_row_bias(DataType type, void* y, const float* bias, int rows, int cols,
                                     const RowBiasEpilogue& then) {
@@ -196,7 +215,8 @@ void ReferenceBackend::layer_norm_forward(DataType type, const void* x, const fl
 
 void ReferenceBackend::layer_norm_backward(DataType type, const void* x, const void* dy, const float* gamma,
                                            const float* saved_mean, const float* saved_inv_std, int rows,
-                                           int cols, void* dx, float* dgamma, float* dbeta, void* /*workspace*/) {
+                                           int cols, void* dx, float* dgamma, float* dbeta, void* /*workspace*/,
+                                           bool accumulate) {
   std::vector<double> dgamma_sum(static_cast<size_t>(std::max(cols, 0)), 0.0);
   std::vector<double> dbeta_sum(dgamma_sum.size(), 0.0);
   std::vector<double> xhat(dgamma_sum.size()), g(dgamma_sum.size());  // one row's
@@ -217,8 +237,8 @@ void ReferenceBackend::layer_norm_backward(DataType type, const void* x, const v
         dbeta_sum[c] += d;
       }
       for (int c = 0; c < cols; ++c) {
-        const double value = inv_std / cols * (cols * g[c] - sum_g - xhat[c] * sum_g_xhat);
-        store_from_float(T, dx, row + c, static_cast<float>(value));
+        const float value = static_cast<float>(inv_std / cols * (cols * g[c] - sum_g - xhat[c] * sum_g_xhat));
+        store_from_float(T, dx, row + c, accumulate ? load_as_float(T, dx, row + c) + value : value);
       }
     }
   });

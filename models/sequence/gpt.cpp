@@ -7,7 +7,8 @@
 // sequence-major (T, B, d), as the other sequence models': token t of sequence b is row t B + b.
 //
 // The block's input gradient is carried in place: each sub-layer's input gradient (its norm's
-// backward) is added to the residual's share, which is the gradient arriving from above.
+// backward) is added to the residual's share, the gradient arriving from above, by the norm's
+// backward itself.
 #include "models/sequence/gpt.h"
 
 #include <algorithm>
@@ -271,14 +272,14 @@ class GptBlockReplica {
     // The MLP branch: dx reaches its output projection (through the dropout) and, unchanged,
     // the residual.
     const void* mlp_gradient = mlp_output_dropout_.backward(ops, step, type, dx, scratch_.dropped_gradient.data(), n);
+    // Its input gradient passes GELU's backward in the same op, which also gives the inner
+    // layer's bias gradient.
+    const GeluInputGradient through_gelu{pre_activation_.data(), block_.mlp_inner.bias_gradient(params)};
     block_.mlp_output.backward(ops, params, type, activated_.data(), mlp_gradient, rows_,
-                               scratch_.inner_gradient.data(), false);
-    ops.gelu_backward(type, pre_activation_.data(), scratch_.inner_gradient.data(), scratch_.inner_gradient.data(),
-                      static_cast<size_t>(rows_) * t_.ffn_units);
+                               scratch_.inner_gradient.data(), false, through_gelu);
     block_.mlp_inner.backward(ops, params, type, mlp_input_.data(), scratch_.inner_gradient.data(), rows_,
-                              norm_gradient, false);
-    mlp_norm_.backward(params, middle_.data(), norm_gradient, norm_gradient);
-    ops.add_tensors(type, dx, norm_gradient, dx, n, false);  // dx: the middle's gradient
+                              norm_gradient, false, {}, false);
+    mlp_norm_.backward(params, middle_.data(), norm_gradient, dx, true);  // dx: the middle's gradient
     // The attention branch, likewise.
     const void* attention_gradient =
         attention_output_dropout_.backward(ops, step, type, dx, scratch_.dropped_gradient.data(), n);
@@ -290,8 +291,7 @@ class GptBlockReplica {
                            lse_.as<float>(), nullptr, step.step, dqkv, element_at(dqkv, type, d),
                            element_at(dqkv, type, 2 * d), scratch_.attention_workspace.data());
     block_.qkv.backward(ops, params, type, attention_input_.data(), dqkv, rows_, norm_gradient, false);
-    attention_norm_.backward(params, x, norm_gradient, norm_gradient);
-    ops.add_tensors(type, dx, norm_gradient, dx, n, false);  // dx: x's gradient
+    attention_norm_.backward(params, x, norm_gradient, dx, true);  // dx: x's gradient
   }
 
  private:

@@ -43,13 +43,16 @@ class LinearParams {
   // Xavier-uniform weights (as nn.Transformer resets every matrix), zero bias.
   void initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& values) const;
   // y (rows, out) = x (rows, in) W^T + b, then what `then` adds in the bias's pass (ReLU,
-  // dropout, a residual: Backend::add_row_bias).
+  // dropout, a residual, GELU: Backend::add_row_bias), as one Backend::linear_forward.
   void forward(Backend& ops, const ParameterSet& params, DataType type, const void* x, int rows, void* y,
                const RowBiasEpilogue& then = {}) const;
-  // From dy (rows, out): the weight and bias gradients (overwritten) and, where dx is given,
-  // dx (rows, in) = dy W, added to what dx holds with `accumulate`.
+  // From dy (rows, out): the weight and bias gradients (overwritten; the bias's only with
+  // `bias_gradient`) and, where dx is given, dx (rows, in) = dy W, added to what dx holds with
+  // `accumulate`; with `gelu` (x was GELU(gelu.input)), u's gradient and its layer's bias
+  // gradient instead (Backend::linear_backward).
   void backward(Backend& ops, const ParameterSet& params, DataType type, const void* x, const void* dy, int rows,
-                void* dx, bool accumulate) const;
+                void* dx, bool accumulate, const GeluInputGradient& gelu = {}, bool bias_gradient = true) const;
+  float* bias_gradient(const ParameterSet& params) const { return params.gradient(bias_id_); }
 
  private:
   int in_, out_, weights_id_, bias_id_;
@@ -76,8 +79,9 @@ class LayerNormPass {
   LayerNormPass(const LayerNormParams& norm, Device& device, int rows, DataType type, float epsilon);
   // y = LayerNorm(x); x must stay untouched until backward.
   void forward(const ParameterSet& params, const void* x, void* y);
-  // dx from dy (may alias), the scale's and shift's gradients overwritten.
-  void backward(const ParameterSet& params, const void* x, const void* dy, void* dx);
+  // dx from dy (may alias), the scale's and shift's gradients overwritten; with `accumulate`,
+  // dx (apart from dy) gets the gradient added (Backend::layer_norm_backward).
+  void backward(const ParameterSet& params, const void* x, const void* dy, void* dx, bool accumulate = false);
 
  private:
   const LayerNormParams& norm_;

@@ -220,8 +220,13 @@ struct LayerNormShape {
   size_t offset;  // elements: 1 misaligns x, y, dy and dx for 16-byte packs
 };
 
+// Where the backward writes dx: a buffer of its own, over dy, or added to a residual's gradient
+// already in dx (a pre-norm block's).
+enum class DxTarget { own_buffer, over_dy, accumulated };
+
 void compare_layer_norm(Device& gpu, ReferenceBackend& reference, DataType type, const LayerNormShape& s,
-                        bool dx_over_dy, uint64_t stream) {
+                        DxTarget target, uint64_t stream) {
+  const bool dx_over_dy = target == DxTarget::over_dy, accumulate = target == DxTarget::accumulated;
   Backend& ops = gpu.ops();
   const size_t count = static_cast<size_t>(s.rows) * s.cols;
   const float epsilon = 1e-5f;
@@ -231,10 +236,14 @@ void compare_layer_norm(Device& gpu, ReferenceBackend& reference, DataType type,
   const std::vector<float> gamma = random_vector(s.cols, stream + 2, 0.5f, 1.5f);
   const std::vector<float> beta = random_vector(s.cols, stream + 3, -0.5f, 0.5f);
   const std::string what = std::to_string(s.rows) + "x" + std::to_string(s.cols) + "+" +
-                           std::to_string(s.offset) + (dx_over_dy ? " dx over dy" : "") + type_suffix(type);
+                           std::to_string(s.offset) + (dx_over_dy ? " dx over dy" : "") +
+                           (accumulate ? " accumulated" : "") + type_suffix(type);
+  // What dx holds before: with `accumulate`, a residual's gradient of dy's size.
+  const std::vector<float> dx_before =
+      accumulate ? random_of(type, count, stream + 4) : std::vector<float>(count, 0.0f);
 
   GpuTensor x_gpu(gpu, type, x, s.offset), y_gpu(gpu, type, count, s.offset), dy_gpu(gpu, type, dy, s.offset),
-      dx_gpu(gpu, type, count, s.offset);
+      dx_gpu(gpu, type, dx_before, s.offset);
   GpuArray<float> gamma_gpu(gpu, gamma), beta_gpu(gpu, beta), mean_gpu(gpu, s.rows), inv_std_gpu(gpu, s.rows),
       dgamma_gpu(gpu, random_vector(s.cols, 3)), dbeta_gpu(gpu, random_vector(s.cols, 4));  // overwritten
   Buffer workspace = allocate_at_least_one(gpu, ops.layer_norm_workspace_bytes(s.rows, s.cols));
@@ -243,9 +252,9 @@ void compare_layer_norm(Device& gpu, ReferenceBackend& reference, DataType type,
   void* dx_target = dx_over_dy ? dy_gpu.data() : dx_gpu.data();
   ops.layer_norm_backward(type, x_gpu.data(), dy_gpu.data(), gamma_gpu.data(), mean_gpu.data(),
                           inv_std_gpu.data(), s.rows, s.cols, dx_target, dgamma_gpu.data(), dbeta_gpu.data(),
-                          workspace.data());
+                          workspace.data(), accumulate);
 
-  HostTensor x_ref(type, x), y_ref(type, count), dy_ref(type, dy), dx_ref(type, count);
+  HostTensor x_ref(type, x), y_ref(type, count), dy_ref(type, dy), dx_ref(type, dx_before);
   std::vector<float> mean(s.rows), inv_std(s.rows), dgamma(s.cols), dbeta(s.cols);
   std::vector<unsigned char> ref_workspace(
       std::max<size_t>(reference.layer_norm_workspace_bytes(s.rows, s.cols), 1));
@@ -253,7 +262,7 @@ void compare_layer_norm(Device& gpu, ReferenceBackend& reference, DataType type,
                                y_ref.data(), mean.data(), inv_std.data());
   reference.layer_norm_backward(type, x_ref.data(), dy_ref.data(), gamma.data(), mean.data(), inv_std.data(),
                                 s.rows, s.cols, dx_ref.data(), dgamma.data(), dbeta.data(),
-                                ref_workspace.data());
+                                ref_workspace.data(), accumulate);
 
   // The GPU sums a row in fp32, cols / 32 terms a lane in order and then a 5-step butterfly: the
   // mean is within (cols / 32 + 8) eps of max |x|, the variance (a second pass over the
@@ -310,9 +319,9 @@ TEST_CASE("cuda layer norm forward and backward match the reference", "[gpu][tra
   uint64_t stream = 1200;
   for (DataType type : kAllTypes) {
     for (const LayerNormShape& s : kLayerNormShapes) {
-      for (bool dx_over_dy : {false, true}) {
-        compare_layer_norm(*gpu, reference, type, s, dx_over_dy, stream);
-        stream += 4;
+      for (DxTarget target : {DxTarget::own_buffer, DxTarget::over_dy, DxTarget::accumulated}) {
+        compare_layer_norm(*gpu, reference, type, s, target, stream);
+        stream += 5;
       }
     }
   }

@@ -222,6 +222,23 @@ TEST_CASE("gpt trains on llm.c and nanoGPT token shards through the host pipelin
   // The same seed draws the same windows: a rerun reproduces every loss.
   const nlohmann::json again = train_on_reference(dir, "tokens_again", args);
   for (size_t i = 0; i < 4; ++i) CHECK(first["steps"][i]["loss"] == again["steps"][i]["loss"]);
+  // One device with the whole batch trains on the windows two and four devices draw between them.
+  std::vector<std::string> common(kSmallGpt.begin(), kSmallGpt.end() - 2);  // without the batch and rate
+  common.insert(common.end(), {"--optimizer=sgd", "--learning_rate=0.5", "--num_batches=3", "--data_name=tokens",
+                               "--data_dir=" + folder.string(), "--variable_update=replicated"});
+  auto with = [&](std::vector<std::string> args, const std::vector<std::string>& more) {
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  const double one = train_on_reference(dir, "one", with(common, {"--num_gpus=1", "--batch_size=8"}))["summary"]
+                         ["param_norm"].get<double>();
+  for (const auto& [devices, batch] : {std::pair{"2", "4"}, std::pair{"4", "2"}}) {
+    INFO(devices << " devices");
+    const nlohmann::json split = train_on_reference(
+        dir, std::string("split") + devices,
+        with(common, {std::string("--num_gpus=") + devices, std::string("--batch_size=") + batch}));
+    CHECK(split["summary"]["param_norm"].get<double>() == Approx(one).epsilon(1e-6));
+  }
   // A token at or above the vocabulary is refused, naming the shard, with no result.
   const std::string bad = dir.file("bad");
   std::filesystem::create_directories(bad);

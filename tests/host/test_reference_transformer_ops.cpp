@@ -484,6 +484,15 @@ TEST_CASE("reference layer_norm_backward is the finite-difference gradient and m
   ops.layer_norm_backward(DataType::f32, x.data(), in_place.data(), gamma.data(), mean.data(), inv_std.data(),
                           rows, cols, in_place.data(), dgamma.data(), dbeta.data(), nullptr);
   check_same_bits(in_place, dx, "dx in place");
+
+  // Accumulated: the gradient added to a residual's already in dx, one fp32 addition each.
+  const std::vector<float> residual = random_values(x.size(), 315);
+  std::vector<float> accumulated = residual;
+  ops.layer_norm_backward(DataType::f32, x.data(), w.data(), gamma.data(), mean.data(), inv_std.data(), rows, cols,
+                          accumulated.data(), dgamma.data(), dbeta.data(), nullptr, true);
+  std::vector<float> expected(x.size());
+  for (size_t i = 0; i < x.size(); ++i) expected[i] = residual[i] + dx[i];
+  check_same_bits(accumulated, expected, "dx accumulated");
 }
 
 TEST_CASE("reference layer norm in fp16 and bf16: the fp32 op on the stored values rounded once",
