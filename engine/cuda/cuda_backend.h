@@ -1,7 +1,8 @@
 // CudaBackend: the Backend ops on one CUDA stream. GEMM goes to cuBLAS and convolution and pooling
 // to cuDNN, in pure fp32 unless TF32 is asked for (so results compare with the reference backend),
-// or on 16-bit data (fp16, bf16) with fp32 arithmetic on tensor cores; everything else, batch
-// norm included, is dpbench's own kernels.
+// or on 16-bit data (fp16, bf16) with fp32 arithmetic on tensor cores; 16-bit attention to cuDNN's
+// fused flash attention where it times faster; everything else, batch norm included, is dpbench's
+// own kernels.
 #pragma once
 
 #include <cublas_v2.h>
