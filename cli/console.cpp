@@ -173,8 +173,8 @@ std::string describe_classic_algorithms(const nlohmann::json& convolutions) {
   return passes.empty() ? "" : " (" + passes + ")";
 }
 
-// "; convolutions (13 shapes): 13 fused bias + ReLU, graph API forward 2, ..." and the LSTMs'
-// cuDNN algorithms, from summary.math_paths; empty where the result has none.
+// "; convolutions (13 shapes): 13 fused bias + ReLU, graph API forward 2, ...", the LSTMs' cuDNN
+// algorithms and the attention's paths, from summary.math_paths; empty where the result has none.
 std::string describe_math_paths(const nlohmann::json& paths) {
   std::string text;
   if (paths.contains("convolutions") && paths["convolutions"].value("shapes", 0) > 0) {
@@ -200,6 +200,11 @@ std::string describe_math_paths(const nlohmann::json& paths) {
     for (const auto& [name, count] : paths["lstm"]["algorithms"].items())
       algorithms += fmt::format("{}{} {}", algorithms.empty() ? "" : ", ", name, count.get<int>());
     text += fmt::format("; cuDNN LSTM ({}): {}", counted(paths["lstm"].value("shapes", 0), "shape"), algorithms);
+  }
+  if (paths.contains("attention") && paths["attention"].value("shapes", 0) > 0) {
+    const nlohmann::json& a = paths["attention"];
+    text += fmt::format("; attention ({}): cuDNN's fused {}, the rest dpbench's kernels",
+                        counted(a.value("shapes", 0), "shape"), a.value("cudnn_fused", 0));
   }
   return text;
 }

@@ -9,6 +9,7 @@
 #include "engine/cuda/cublaslt_linear.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
+#include "engine/cuda/cudnn_attention.h"
 #include "engine/cuda/cudnn_graph_conv.h"
 #include "engine/cuda/cudnn_plans.h"
 #include "engine/cuda/cudnn_rnn_plans.h"
@@ -42,7 +43,8 @@ CudaBackend::CudaBackend(cudaStream_t stream, cublasHandle_t cublas, cudnnHandle
       bias_gradient_scratch_(
           std::make_unique<DeviceMemory>(cuda_kernels::bias_gradient_scratch_floats() * sizeof(float))),
       plans_(std::make_unique<CudnnPlans>()),
-      rnn_plans_(std::make_unique<RnnPlans>()) {
+      rnn_plans_(std::make_unique<RnnPlans>()),
+      attention_plans_(std::make_unique<AttentionPlans>()) {
   DPB_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
   // Explicitly pure fp32: TF32 tensor-core math would differ from the reference by ~1e-3.
   DPB_CUBLAS_CHECK(cublasSetMathMode(cublas_, cublas_math_mode(false)));
@@ -59,7 +61,7 @@ void CudaBackend::set_tf32(bool enabled) {
   if (linear_epilogues_) linear_epilogues_->set_tf32(enabled);
 }
 
-// Out of line: CudnnPlans and RnnPlans are complete only here.
+// Out of line: CudnnPlans, RnnPlans and AttentionPlans are complete only here.
 void CudaBackend::set_deterministic(bool deterministic) { deterministic_ = deterministic; }
 
 CudaBackend::~CudaBackend() = default;

@@ -15,6 +15,7 @@
 #include "engine/cuda/cuda_backend.h"
 
 #include "engine/cuda/cublaslt_linear.h"
+#include "engine/cuda/cudnn_attention.h"
 #include "engine/cuda/cudnn_graph_conv.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
@@ -382,6 +383,8 @@ nlohmann::json CudaBackend::math_paths() const {
     own_pool_backward += plan.backward.own;
     two_pass_backward += plan.max_positions.data() != nullptr;  // kept only while the two-pass kernel runs
   }
+  size_t cudnn_fused_attention = 0;
+  for (const auto& [key, choice] : attention_plans_->choices) cudnn_fused_attention += choice.cudnn;
   return {{"convolutions",
            {{"shapes", shapes}, {"graph_api_forward", forward}, {"fused_bias_relu", fused},
             {"fused_batch_norm_statistics", fused_statistics},
@@ -395,7 +398,8 @@ nlohmann::json CudaBackend::math_paths() const {
           {"lstm", lstm},
           {"linear",
            {{"shapes", linear_epilogues_ ? linear_epilogues_->shapes() : 0},
-            {"cublaslt_epilogues", linear_epilogues_ ? linear_epilogues_->fused_shapes() : 0}}}};
+            {"cublaslt_epilogues", linear_epilogues_ ? linear_epilogues_->fused_shapes() : 0}}},
+          {"attention", {{"shapes", attention_plans_->choices.size()}, {"cudnn_fused", cudnn_fused_attention}}}};
 }
 
 CudnnGraphConvolutions& CudaBackend::graph_convolutions() {
