@@ -55,15 +55,17 @@ DPBENCH_FP32_FORM(void, gemm,
 // A linear layer, y = x W^T + b, as one op so that a backend can fuse its parts:
 //   y (rows, out) = x (rows, in) W^T (W: (out, in), the weight copy) + bias (out, fp32), then
 //   `then` as Backend::add_row_bias applies it (ReLU, dropout, a residual into then.out, GELU into
-//   then.activated); x, W, y (and the tensors of `then`) of `type`.
+//   then.activated); x, W, y (and the tensors of `then`) of `type`. bias_copy is the same bias
+//   in `type` (the weight copy's; the fp32 bias itself for fp32).
 // Equal to gemm then add_row_bias (linear_forward_in_two_ops), except where the backend fuses
 // them (linear_forward_fused): the cuda backend then runs one cuBLASLt matmul whose epilogue adds
 // the bias, the residual (as C with beta 1) or the GELU (keeping the pre-activation as its aux
-// output), rounding y + bias once where the two ops round twice.
+// output), rounding y + bias once where the two ops round twice, and adding bias_copy (cuBLASLt
+// takes a bias of the output's type only, as PyTorch's autocast adds it too).
 DPBENCH_ENQUEUES_N(void, linear_forward,
-                   (DataType type, const void* x, const void* weights, const float* bias, int rows, int in, int out,
-                    void* y, const RowBiasEpilogue& then),
-                   (type, x, weights, bias, rows, in, out, y, then),
+                   (DataType type, const void* x, const void* weights, const float* bias, const void* bias_copy,
+                    int rows, int in, int out, void* y, const RowBiasEpilogue& then),
+                   (type, x, weights, bias, bias_copy, rows, in, out, y, then),
                    backend.linear_forward_fused(type, rows, in, out, then) ? 1 : 2)
 DPBENCH_QUERY(bool, linear_forward_fused,
               (DataType type, int rows, int in, int out, const RowBiasEpilogue& then), (type, rows, in, out, then))
@@ -76,7 +78,8 @@ DPBENCH_QUERY(bool, linear_forward_fused,
 //   u); accumulate must then be false.
 // Equal to bias_gradient, gemm, gemm (gelu_backward, bias_gradient) in sequence, rounding dx once
 // where a backend fuses GELU's backward into dx's product (the cuda backend: cuBLASLt's DGELU and
-// bias-gradient epilogues, linear_backward_launches counting what runs).
+// bias-gradient epilogues, linear_backward_launches counting what runs; u's bias gradient is then
+// summed in fp32 but stored through `type`, cuBLASLt's only choice for a 16-bit dx).
 DPBENCH_ENQUEUES_N(void, linear_backward,
                    (DataType type, const void* x, const void* dy, const void* weights, int rows, int in, int out,
                     float* dweights, float* dbias, void* dx, bool accumulate, const GeluInputGradient& gelu),

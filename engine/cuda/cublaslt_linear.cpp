@@ -24,8 +24,12 @@ namespace dpbench {
 //             A = W stored (in, out); B = dy stored (out, rows); m in, n rows, k out. DGELU
 //             reads u (the aux input, laid out as D) and DGELU_BGRAD sums D over its columns into
 //             one value per row of D (in of them): the bias gradient of the layer that made u.
-// Biases and bias gradients are fp32 whatever the data (BIAS_DATA_TYPE), as the parameters are.
-// cuBLASLt's GELU is the tanh form GPT-2 uses (engine/backend/gelu.h).
+// A bias or bias gradient has D's type: cuBLASLt takes no fp32 bias with a 16-bit D (asked for
+// one, its heuristic offers no algorithm, on an H200 with CUDA 13). So the forward adds the
+// weight copy's bias, as PyTorch's autocast does, and DGELU_BGRAD's 16-bit bias gradient (summed
+// in fp32) passes through a scratch to the fp32 gradient; BGRADB's D, dW, is fp32, and so is its
+// bias gradient. cuBLASLt's GELU is the tanh form GPT-2 uses (engine/backend/gelu.h); its
+// derivative differs from engine/backend/gelu.h's by about 1e-5 of the largest dx in fp32.
 
 namespace {
 
@@ -107,7 +111,6 @@ CublasLtLinear::Plan* CublasLtLinear::plan(const Key& key) {
   set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, trans_a);
   set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, trans_b);
   set(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
-  set(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, CUDA_R_32F);
   if (kind == Kind::gelu_aux_bias || kind == Kind::input_gradient_dgelu_bgrad)
     set(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, static_cast<int64_t>(d_rows));
   DPB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, data, a_rows, a_cols, a_rows));
@@ -132,6 +135,10 @@ CublasLtLinear::Plan* CublasLtLinear::plan(const Key& key) {
     return nullptr;
   }
   plan->algo = result.algo;
+  if (kind == Kind::input_gradient_dgelu_bgrad) {
+    const size_t bytes = static_cast<size_t>(in) * data_type_bytes(type);
+    if (!u_bias_gradient_ || u_bias_gradient_->bytes() < bytes) u_bias_gradient_ = std::make_unique<DeviceMemory>(bytes);
+  }
   Plan* made = plan.get();
   plans_.emplace(key, std::move(plan));
   return made;
@@ -161,7 +168,7 @@ bool CublasLtLinear::forward_fused(DataType type, int rows, int in, int out, con
 }
 
 void CublasLtLinear::forward(cudaStream_t stream, DataType type, const void* x, const void* weights,
-                             const float* bias, int rows, int in, int out, void* y, const RowBiasEpilogue& then) {
+                             const void* bias, int rows, int in, int out, void* y, const RowBiasEpilogue& then) {
   const Kind kind = then.gelu ? Kind::gelu_aux_bias : then.residual != nullptr ? Kind::bias_residual : Kind::bias;
   Plan* p = plan(Key{kind, type, rows, in, out, tf32_});
   if (p == nullptr) throw RuntimeError("CublasLtLinear::forward: the shape has no fused plan (ask forward_fused)");
@@ -188,10 +195,12 @@ bool CublasLtLinear::gelu_input_gradient_fused(DataType type, int rows, int in, 
 }
 
 void CublasLtLinear::gelu_input_gradient(cudaStream_t stream, DataType type, const void* dy, const void* weights,
-                                         const void* u, int rows, int in, int out, void* du, float* u_bias_gradient) {
+                                         const void* u, int rows, int in, int out, void* du) {
   Plan* p = plan(Key{Kind::input_gradient_dgelu_bgrad, type, rows, in, out, tf32_});
   if (p == nullptr) throw RuntimeError("CublasLtLinear::gelu_input_gradient: the shape has no fused plan");
-  run(stream, *p, weights, dy, du, du, 0.0f, u_bias_gradient, u);
+  run(stream, *p, weights, dy, du, du, 0.0f, u_bias_gradient_->data(), u);
 }
+
+void* CublasLtLinear::u_bias_gradient_scratch() const { return u_bias_gradient_ ? u_bias_gradient_->data() : nullptr; }
 
 }  // namespace dpbench

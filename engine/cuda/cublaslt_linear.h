@@ -37,7 +37,8 @@ class CublasLtLinear {
   // Whether forward(type, rows, in, out, then) runs fused: the epilogue is one cuBLASLt has (no
   // ReLU, no dropout) and cuBLASLt has an algorithm for the shape. Makes the plan.
   bool forward_fused(DataType type, int rows, int in, int out, const RowBiasEpilogue& then);
-  void forward(cudaStream_t stream, DataType type, const void* x, const void* weights, const float* bias, int rows,
+  // bias (out) of `type`: the weight copy's (Note [linear epilogues]).
+  void forward(cudaStream_t stream, DataType type, const void* x, const void* weights, const void* bias, int rows,
                int in, int out, void* y, const RowBiasEpilogue& then);
 
   // dweights (out, in, fp32) = dy^T x with dbias (out, fp32) = dy's column sums in its epilogue.
@@ -45,10 +46,12 @@ class CublasLtLinear {
   void weight_gradient(cudaStream_t stream, DataType type, const void* x, const void* dy, int rows, int in, int out,
                        float* dweights, float* dbias);
 
-  // du (rows, in) = (dy W) * GELU'(u), and u_bias_gradient (in, fp32) = du's column sums.
+  // du (rows, in) = (dy W) * GELU'(u), and u_bias_gradient (in, of `type`: the caller converts it
+  // to the fp32 gradient) = du's column sums, into u_bias_gradient_scratch(type, in).
   bool gelu_input_gradient_fused(DataType type, int rows, int in, int out);
   void gelu_input_gradient(cudaStream_t stream, DataType type, const void* dy, const void* weights, const void* u,
-                           int rows, int in, int out, void* du, float* u_bias_gradient);
+                           int rows, int in, int out, void* du);
+  void* u_bias_gradient_scratch() const;
 
   // Shapes planned, and how many of them run fused, for summary.math_paths.
   int shapes() const { return static_cast<int>(plans_.size()); }
@@ -68,6 +71,8 @@ class CublasLtLinear {
   bool tf32_ = false;
   std::map<Key, std::unique_ptr<Plan>> plans_;  // null entries: shapes cuBLASLt does not fuse
   std::unique_ptr<DeviceMemory> workspace_;
+  // u's bias gradient as DGELU_BGRAD writes it (of dx's type), grown when a plan is made.
+  std::unique_ptr<DeviceMemory> u_bias_gradient_;
 };
 
 }  // namespace dpbench

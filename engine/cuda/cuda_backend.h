@@ -85,6 +85,10 @@ class CudaBackend final : public Backend {
   // Which attention the workspace query prepares for a new geometry (AttentionPath; Note
   // [attention paths] in cuda_attention_ops.cpp). Geometries already prepared keep their path.
   void set_attention_path(AttentionPath path) { attention_path_ = path; }
+  // Whether linear_forward and linear_backward run cuBLASLt's fused epilogues where it has them
+  // (Note [linear epilogues] in cublaslt_linear.cpp); off by default: on an H200 they timed
+  // slower than cuBLAS's GEMMs with dpbench's epilogue kernels at every gpt size.
+  void set_linear_epilogues(bool enabled) { linear_epilogues_enabled_ = enabled; }
   // What attention_workspace_bytes chose for `g`, or nothing where it never saw g.
   std::optional<AttentionChoice> attention_choice(const AttentionGeometry& g) const;
 
@@ -152,6 +156,7 @@ class CudaBackend final : public Backend {
   int lstm_algorithm_ = -1;          // kChooseLstmAlgorithm; part of the plan key too
   std::unique_ptr<RnnPlans> rnn_plans_;
   std::unique_ptr<CublasLtLinear> linear_epilogues_;
+  bool linear_epilogues_enabled_ = false;
   AttentionPath attention_path_ = AttentionPath::fastest;
   std::unique_ptr<AttentionPlans> attention_plans_;
 };

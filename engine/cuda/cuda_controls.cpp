@@ -46,6 +46,12 @@ void set_attention_path(Device& device, const std::string& name) {
   cuda_device->set_attention_path(path);
 }
 
+void set_linear_epilogues(Device& device, bool enabled) {
+  auto* cuda_device = dynamic_cast<CudaDevice*>(&device);
+  if (cuda_device == nullptr) throw RuntimeError("set_linear_epilogues: not a CUDA device");
+  cuda_device->set_linear_epilogues(enabled);
+}
+
 namespace {
 
 CudaBackend& compute_backend(Device& device, const char* caller) {

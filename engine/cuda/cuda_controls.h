@@ -51,6 +51,10 @@ void set_lstm_algorithm(Device& device, const std::string& name);
 // unless `device` is a CUDA device and the name one of those.
 void set_attention_path(Device& device, const std::string& name);
 
+// CudaDevice::set_linear_epilogues, for tests (no flag: off, the faster on an H200). Throws
+// RuntimeError unless `device` is a CUDA device.
+void set_linear_epilogues(Device& device, bool enabled);
+
 // What the compute stream's backend chose for `g` (its AttentionGeometry::plan_fields()), or
 // nothing where its workspace query never saw g. Throws RuntimeError unless `device` is a CUDA
 // device.

@@ -114,8 +114,9 @@ double score(const AttentionGeometry& g, const std::vector<float>& q, int i, con
 
 // ---- linear layers and their row bias -----------------------------------------------------------
 
-void ReferenceBackend::linear_forward(DataType type, const void* x, const void* weights, const float* bias, int rows,
-                                      int in, int out, void* y, const RowBiasEpilogue& then) {
+void ReferenceBackend::linear_forward(DataType type, const void* x, const void* weights, const float* bias,
+                                      const void* /*bias_copy*/, int rows, int in, int out, void* y,
+                                      const RowBiasEpilogue& then) {
   linear_forward_in_two_ops(*this, type, x, weights, bias, rows, in, out, y, then);
 }
 

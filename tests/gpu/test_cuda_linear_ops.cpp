@@ -3,7 +3,8 @@
 // cuBLASLt's epilogue, the bias gradient in the weight gradient's GEMM, GELU's backward with the
 // lower layer's bias gradient in the input gradient's GEMM; shapes cuBLASLt fuses (GPT-2's widths)
 // and shapes it cannot (widths not a multiple of 8, ReLU and dropout epilogues), which run the
-// plain ops on the GPU too. math_paths says which ran.
+// plain ops on the GPU too. math_paths says which ran. The fused epilogues are off by default
+// (slower on an H200): each test turns them on, and checks that without it none is planned.
 //
 // Comparison: |gpu - ref| <= atol + rtol * max|ref| over the tensor, TF32 off. The products sum
 // `in` (or `rows`) terms in another order on each side and the fused epilogue rounds the sum
@@ -36,9 +37,13 @@ double largest(const std::vector<float>& values) {
 }
 
 // Relative to the tensor's largest value: the products' rounding scales with the sums, not with
-// each element (a cancelling sum near 0 keeps the others' absolute error).
-void check_near(const std::vector<float>& gpu, const std::vector<float>& ref, DataType type, const std::string& what) {
-  const double tolerance = (type == DataType::f32 ? 1e-5 : type == DataType::f16 ? 4e-3 : 2e-2) * largest(ref);
+// each element (a cancelling sum near 0 keeps the others' absolute error). In fp32 cuBLASLt's
+// GELU derivative sits up to 1.04e-5 of the largest dx from the tanh form's (measured on an H200
+// at these shapes): `gelu` allows 3e-5 there.
+void check_near(const std::vector<float>& gpu, const std::vector<float>& ref, DataType type, const std::string& what,
+                bool gelu = false) {
+  const double fp32 = gelu ? 3e-5 : 1e-5;
+  const double tolerance = (type == DataType::f32 ? fp32 : type == DataType::f16 ? 4e-3 : 2e-2) * largest(ref);
   check_close(gpu, ref, tolerance, 0.0, what);
 }
 
@@ -54,6 +59,7 @@ const LinearShape kShapes[] = {{70, 768, 2304}, {70, 768, 3072}, {70, 3072, 768}
 
 TEST_CASE("cuda linear_forward with its epilogues matches the reference", "[gpu][transformer][gpt]") {
   auto gpu = make_exact_gpu();
+  set_linear_epilogues(*gpu, true);
   ReferenceBackend reference;
   uint64_t stream = 9100;
   for (DataType type : kAllTypes) {
@@ -62,11 +68,14 @@ TEST_CASE("cuda linear_forward with its epilogues matches the reference", "[gpu]
       const std::vector<float> x = random_of(type, x_count, stream++);
       const std::vector<float> w = random_of(type, static_cast<size_t>(s.out) * s.in, stream++, -0.1f, 0.1f);
       const std::vector<float> bias = random_vector(s.out, stream++);
+      // What a fused epilogue adds: the bias in the layer's type, as the weight copy holds it.
+      const std::vector<float> bias_copy = rounded(type, bias);
       const std::vector<float> residual = random_of(type, y_count, stream++);
       for (const std::string epilogue : {"bias", "residual", "gelu", "relu"}) {
         GpuTensor x_gpu(*gpu, type, x), w_gpu(*gpu, type, w), y_gpu(*gpu, type, y_count),
             residual_gpu(*gpu, type, residual), out_gpu(*gpu, type, y_count);
         GpuArray<float> bias_gpu(*gpu, bias);
+        GpuTensor bias_copy_gpu(*gpu, type, bias_copy);
         HostTensor x_ref(type, x), w_ref(type, w), y_ref(type, y_count), residual_ref(type, residual),
             out_ref(type, y_count);
         RowBiasEpilogue on_gpu, on_ref;
@@ -82,10 +91,10 @@ TEST_CASE("cuda linear_forward with its epilogues matches the reference", "[gpu]
         } else if (epilogue == "relu") {
           on_gpu.relu = on_ref.relu = true;
         }
-        gpu->ops().linear_forward(type, x_gpu.data(), w_gpu.data(), bias_gpu.data(), s.rows, s.in, s.out,
-                                  y_gpu.data(), on_gpu);
-        reference.linear_forward(type, x_ref.data(), w_ref.data(), bias.data(), s.rows, s.in, s.out, y_ref.data(),
-                                 on_ref);
+        gpu->ops().linear_forward(type, x_gpu.data(), w_gpu.data(), bias_gpu.data(), bias_copy_gpu.data(), s.rows,
+                                  s.in, s.out, y_gpu.data(), on_gpu);
+        reference.linear_forward(type, x_ref.data(), w_ref.data(), bias.data(), nullptr, s.rows, s.in, s.out,
+                                 y_ref.data(), on_ref);
         const std::string what = "linear_forward " + epilogue + " " + std::to_string(s.rows) + "x" +
                                  std::to_string(s.in) + "x" + std::to_string(s.out) + type_suffix(type);
         if (epilogue != "residual") check_near(y_gpu.values(), y_ref.values(), type, what + " y");
@@ -94,15 +103,25 @@ TEST_CASE("cuda linear_forward with its epilogues matches the reference", "[gpu]
       }
     }
   }
-  // The GPT widths ran on cuBLASLt's epilogues (ReLU never does); the narrow shape did not.
+  // The GPT widths ran on cuBLASLt's epilogues: 3 shapes x 3 epilogues x 3 types (ReLU and the
+  // narrow shape are never planned).
   const nlohmann::json linear = math_paths(*gpu)["linear"];
   INFO(linear.dump());
-  CHECK(linear["cublaslt_epilogues"].get<int>() >= 9);
-  CHECK(linear["cublaslt_epilogues"].get<int>() < linear["shapes"].get<int>());
+  CHECK(linear["cublaslt_epilogues"].get<int>() == 27);
+  // Off (the default), nothing is planned and the plain ops run.
+  auto plain = make_exact_gpu();
+  std::vector<float> zeros(static_cast<size_t>(70) * 2304);
+  GpuTensor x(*plain, DataType::bf16, std::vector<float>(70 * 768)), w(*plain, DataType::bf16, std::vector<float>(2304 * 768)),
+      y(*plain, DataType::bf16, zeros), bias_copy(*plain, DataType::bf16, std::vector<float>(2304));
+  GpuArray<float> bias(*plain, std::vector<float>(2304));
+  plain->ops().linear_forward(DataType::bf16, x.data(), w.data(), bias.data(), bias_copy.data(), 70, 768, 2304, y.data(),
+                              {});
+  CHECK(math_paths(*plain)["linear"]["shapes"] == 0);
 }
 
 TEST_CASE("cuda linear_backward with and without GELU matches the reference", "[gpu][transformer][gpt]") {
   auto gpu = make_exact_gpu();
+  set_linear_epilogues(*gpu, true);
   ReferenceBackend reference;
   uint64_t stream = 9300;
   for (DataType type : kAllTypes) {
@@ -132,8 +151,8 @@ TEST_CASE("cuda linear_backward with and without GELU matches the reference", "[
                                  std::to_string(s.in) + "x" + std::to_string(s.out) + type_suffix(type);
         check_near(dw_gpu.download(), dw_ref, type, what + " dweights");
         check_near(db_gpu.download(), db_ref, type, what + " dbias");
-        check_near(dx_gpu.values(), dx_ref.values(), type, what + " dx");
-        if (gelu) check_near(du_bias_gpu.download(), du_bias_ref, type, what + " u's bias gradient");
+        check_near(dx_gpu.values(), dx_ref.values(), type, what + " dx", gelu);
+        if (gelu) check_near(du_bias_gpu.download(), du_bias_ref, type, what + " u's bias gradient", gelu);
       }
     }
   }
