@@ -149,6 +149,11 @@ class GptModel final : public Model {
     return StepFlops{per_sequence / 3.0, per_sequence * 2.0 / 3.0};
   }
 
+  std::string flops_counted() const override {
+    return "6 N + 6 L T d per token (N parameters, L blocks, T positions, width d: every parameter's multiply-add "
+           "forward and two backward, and causal attention's two products over the visible half); Note [gpt FLOPs]";
+  }
+
   std::vector<float> initial_parameters(uint64_t seed) const override {
     std::vector<float> values(layout_.total_count());
     fill_uniform_std(layout_, token_embedding_->table_id(), seed, 0.02f, values);

@@ -35,8 +35,8 @@ void LinearParams::initialize(const ParameterLayout& layout, uint64_t seed, std:
 
 void LinearParams::forward(Backend& ops, const ParameterSet& params, DataType type, const void* x, int rows,
                            void* y, const RowBiasEpilogue& then) const {
-  ops.linear_forward(type, x, params.parameter_as(weights_id_, type), params.parameter(bias_id_), rows, in_, out_, y,
-                     then);
+  ops.linear_forward(type, x, params.parameter_as(weights_id_, type), params.parameter(bias_id_),
+                     params.parameter_as(bias_id_, type), rows, in_, out_, y, then);
 }
 
 void LinearParams::backward(Backend& ops, const ParameterSet& params, DataType type, const void* x, const void* dy,
