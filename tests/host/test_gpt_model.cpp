@@ -19,14 +19,13 @@
 #include "tests/host/test_support.h"
 
 using dpbench::testing::build_model;
-using dpbench::testing::gradient_difference;
-using dpbench::testing::GradientDifference;
-using dpbench::testing::largest_magnitude;
+using dpbench::testing::check_16bit_matches_fp32;
+using dpbench::testing::check_every_tensor_has_a_gradient;
 using dpbench::testing::mean_loss;
+using dpbench::testing::missed_finite_differences;
 using dpbench::testing::ModelProbe;
 using dpbench::testing::read_json;
 using dpbench::testing::run_cli;
-using dpbench::testing::sampled_finite_differences;
 using dpbench::testing::sequence_config;
 using dpbench::testing::TempDir;
 using dpbench::testing::train_on_reference;
@@ -98,24 +97,10 @@ TEST_CASE("gpt's backward matches finite differences of its loss", "[gpt][sequen
   const std::vector<float> gradients = probe.gradients();
   // h = 1e-2 is too coarse here: at GPT-2's small initialisation the layer norms' inputs are
   // small, so their curvature is large (3 of 126 samples missed); at 3e-3 none does.
-  const double h = 3e-3;
-  int checked = 0, missed = 0;
-  for (const auto& d : sampled_finite_differences(probe, model->layout(), values, gradients, h, 5)) {
-    const bool close = std::abs(d.numeric - d.backward) <= 5e-5 + 2e-2 * std::abs(d.numeric);
-    if (!close) {
-      UNSCOPED_INFO(d.tensor << "[" << d.index << "]: numeric " << d.numeric << ", backward " << d.backward);
-      ++missed;
-    }
-    ++checked;
-  }
-  CHECK(checked >= 80);
+  int checked = 0;
+  const int missed = missed_finite_differences(probe, model->layout(), values, gradients, 3e-3, 5e-5, 2e-2, 80, &checked);
   CHECK(missed <= checked / 50);
-  for (const dpbench::TensorView& tensor : model->layout().tensors()) {
-    double sum = 0;
-    for (size_t k = 0; k < tensor.count; ++k) sum += std::abs(gradients[tensor.offset + k]);
-    INFO(tensor.name);
-    CHECK(sum > 0);
-  }
+  check_every_tensor_has_a_gradient(model->layout(), gradients);
 }
 
 TEST_CASE("gpt in bf16 and fp16 computes the fp32 network's loss and gradients", "[gpt][sequence_models][precision]") {
@@ -126,22 +111,14 @@ TEST_CASE("gpt in bf16 and fp16 computes the fp32 network's loss and gradients",
     const std::vector<float> values = fp32_model->initial_parameters(5);
     const double fp32_loss = fp32_probe.loss_at(values);
     const std::vector<float> fp32_gradients = fp32_probe.gradients();
-    const double largest = largest_magnitude(fp32_gradients);
-    REQUIRE(largest > 0);
     for (const auto& [precision, type, tolerance] :
          {std::tuple{dpbench::Precision::bf16, dpbench::DataType::bf16, 5e-2},
           std::tuple{dpbench::Precision::fp16, dpbench::DataType::f16, 8e-3}}) {
       INFO("dropout " << dropout << ", " << dpbench::precision_name(precision));
       dpbench::RunConfig config = fp32_config;
       config.precision = precision;
-      const auto model = build_model(config);
-      ModelProbe probe(*model, dpbench::create_reference_device(0), 3, 42, type);
-      CHECK(probe.loss_at(values) == Approx(fp32_loss).epsilon(tolerance / 2));
-      const std::vector<float> gradients = probe.gradients();
-      const GradientDifference difference = gradient_difference(gradients, fp32_gradients);
-      INFO("largest fp32 gradient " << largest << ", largest difference " << difference.largest);
-      CHECK(difference.largest <= tolerance * largest);
-      CHECK(difference.differing > gradients.size() / 4);
+      check_16bit_matches_fp32(*build_model(config), 3, type, values, fp32_loss, fp32_gradients, tolerance,
+                               dpbench::create_reference_device(0));
     }
   }
 }
