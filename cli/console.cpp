@@ -3,6 +3,7 @@
 
 #include "engine/machine/gpu_telemetry.h"
 #include "engine/precision.h"
+#include "models/model_registry.h"
 
 #include "strategies/strategy_registry.h"
 #include "strategies/synchronisation_options.h"
@@ -65,8 +66,9 @@ std::string format_run_header(const RunConfig& config, const std::string& unit,
                       config.global_batch_size(),
                       config.total_batch_size > 0 ? "strong scaling: fixed total" : "weak scaling: fixed per device");
   text += fmt::format("{:<14}{}\n", "Strategy:", describe_strategy(config));
-  text += fmt::format("{:<14}{}, learning rate {}{}\n", "Optimizer:", config.optimizer, config.learning_rate,
-                      config.optimizer == "momentum" ? fmt::format(", momentum {}", config.momentum) : "");
+  text += fmt::format("{:<14}{}, learning rate {}{}{}\n", "Optimizer:", config.optimizer, config.learning_rate,
+                      config.optimizer == "momentum" ? fmt::format(", momentum {}", config.momentum) : "",
+                      config.optimizer == "adamw" ? fmt::format(", weight decay {}", config.weight_decay) : "");
   const SequenceConfig& q = config.sequence;
   if (config.model == "nmt" && q.encoder_type == "transformer") {
     text += fmt::format("{:<14}transformer, {} + {} layers of width {} ({} heads, feed-forward {}), dropout {}, "
@@ -78,11 +80,16 @@ std::string format_run_header(const RunConfig& config, const std::string& unit,
                         "Network:", q.encoder_type, q.direction, q.num_encoder_layers, q.num_decoder_layers,
                         q.num_units, q.embedding_dim, q.src_vocab_size, q.tgt_vocab_size, q.src_max_len,
                         q.tgt_max_len);
+  } else if (config.model == "gpt") {
+    text += fmt::format("{:<14}GPT-2 {}: {} blocks of width {} ({} heads), vocab {}, length {}, dropout {}\n",
+                        "Network:", q.gpt_size, q.num_layers, q.hidden_size, q.num_heads, q.vocab_size, q.seq_len,
+                        q.dropout);
   } else if (config.model == "rnnlm") {
     text += fmt::format("{:<14}{}, {} layers of {} units, embedding {}, vocab {}, length {}\n", "Network:",
                         q.encoder_type, q.num_layers, q.num_units, q.embedding_dim, q.vocab_size, q.seq_len);
   }
-  const bool images = q.encoder_type.empty();
+  const ModelEntry* model = find_model(config.model);
+  const bool images = model != nullptr && model->sequence_flags.empty();
   text += images ? fmt::format("{:<14}{} / {}\n", "Precision:", precision_name(config.precision), config.data_format)
                  : fmt::format("{:<14}{}\n", "Precision:", precision_name(config.precision));
   if (config.forward_only) text += fmt::format("{:<14}{}\n", "Mode:", "inference: forward passes only (--forward_only)");
@@ -166,8 +173,8 @@ std::string describe_classic_algorithms(const nlohmann::json& convolutions) {
   return passes.empty() ? "" : " (" + passes + ")";
 }
 
-// "; convolutions (13 shapes): 13 fused bias + ReLU, graph API forward 2, ..." and the LSTMs'
-// cuDNN algorithms, from summary.math_paths; empty where the result has none.
+// "; convolutions (13 shapes): 13 fused bias + ReLU, graph API forward 2, ...", the LSTMs' cuDNN
+// algorithms and the attention's paths, from summary.math_paths; empty where the result has none.
 std::string describe_math_paths(const nlohmann::json& paths) {
   std::string text;
   if (paths.contains("convolutions") && paths["convolutions"].value("shapes", 0) > 0) {
@@ -193,6 +200,11 @@ std::string describe_math_paths(const nlohmann::json& paths) {
     for (const auto& [name, count] : paths["lstm"]["algorithms"].items())
       algorithms += fmt::format("{}{} {}", algorithms.empty() ? "" : ", ", name, count.get<int>());
     text += fmt::format("; cuDNN LSTM ({}): {}", counted(paths["lstm"].value("shapes", 0), "shape"), algorithms);
+  }
+  if (paths.contains("attention") && paths["attention"].value("shapes", 0) > 0) {
+    const nlohmann::json& a = paths["attention"];
+    text += fmt::format("; attention ({}): cuDNN's fused {}, the rest dpbench's kernels",
+                        counted(a.value("shapes", 0), "shape"), a.value("cudnn_fused", 0));
   }
   return text;
 }

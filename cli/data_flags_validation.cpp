@@ -74,10 +74,10 @@ void resolve_data(const GivenFlags& flags, RunConfig* config) {
   }
   data.data_name = flags.text("data_name");
   if (!data.data_name.empty())
-    require_one_of("data_name", data.data_name, {"cifar10", "ptb", "parallel_text"}, "data set");
+    require_one_of("data_name", data.data_name, {"cifar10", "ptb", "parallel_text", "tokens"}, "data set");
   if (data.data_name.empty() && !data.data_dir.empty()) data.data_name = data_set_of(config->model, data.data_dir);
   if (!data.data_name.empty()) check_model_reads(data.data_name, config->model);
-  if (data.data_dir.empty() && (data.data_name == "ptb" || data.data_name == "parallel_text"))
+  if (data.data_dir.empty() && (data.data_name == "ptb" || data.data_name == "parallel_text" || data.data_name == "tokens"))
     reject("data_name", data.data_name, "needs --data_dir (only cifar10 has a synthetic stand-in of its shape)");
 
   const std::string feed = flags.was_given("data_feed") ? flags.text("data_feed")
@@ -100,6 +100,10 @@ void resolve_data(const GivenFlags& flags, RunConfig* config) {
   if (data.num_epochs > 0) {
     if (data.data_dir.empty())
       reject("num_epochs", flags.text("num_epochs"), "needs a data set to pass over; give --data_dir");
+    if (data.data_name == "tokens")
+      reject("num_epochs", flags.text("num_epochs"),
+             "does not apply to --data_name=tokens, whose windows are drawn at random every step (as nanoGPT "
+             "draws them); give --num_batches");
     for (const char* counted : {"num_batches", "num_warmup_batches"})
       if (flags.was_given(counted))
         reject(counted, flags.text(counted),

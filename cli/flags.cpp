@@ -119,7 +119,12 @@ std::vector<FlagDeclaration> sequence_flags() {
        "nmt encoder: bi = half the encoder layers read forwards, half backwards (default: bi)", {}},
       {"src_vocab_size", "Sequence models", "N", "nmt source vocabulary (default: 50000)", {}},
       {"tgt_vocab_size", "Sequence models", "N", "nmt target vocabulary (default: 50000)", {}},
-      {"vocab_size", "Sequence models", "N", "rnnlm vocabulary (default: 10001)", {}},
+      {"vocab_size", "Sequence models", "N", "rnnlm and gpt vocabulary (default: rnnlm 10001, gpt 50304)", {}},
+      {"gpt_size", "Sequence models", "NAME",
+       "gpt: GPT-2's 124m, 350m, 774m or 1558m (layers/heads/width 12/12/768, 24/16/1024, 36/20/1280, "
+       "48/25/1600); --num_layers, --num_heads and --hidden_size override it (default: 124m)",
+       {}},
+      {"hidden_size", "Sequence models", "N", "gpt: model width, divided by --num_heads (default: the --gpt_size's)", {}},
       {"embedding_dim", "Sequence models", "N", "Embedding width (default: nmt 512, rnnlm 32)", {}},
       {"num_units", "Sequence models", "N",
        "LSTM hidden units, or the Transformer's model width (default: nmt 512, rnnlm 128)", {}},
@@ -127,16 +132,16 @@ std::vector<FlagDeclaration> sequence_flags() {
       {"num_decoder_layers", "Sequence models", "N",
        "nmt decoder layers, equal to the encoder's for the LSTMs (default: 4; transformer 6)", {}},
       {"num_heads", "Sequence models", "N",
-       "nmt transformer: attention heads, dividing --num_units (default: 8)", {}},
+       "nmt transformer and gpt: attention heads, dividing the width (default: nmt 8, gpt the --gpt_size's)", {}},
       {"ffn_units", "Sequence models", "N", "nmt transformer: feed-forward inner width (default: 2048)", {}},
       {"dropout", "Sequence models", "RATE",
-       "nmt transformer: dropout of attention probabilities, the feed-forward block's activations, every "
-       "sub-layer's output and the embeddings, in [0, 1) (default: 0.1)",
+       "nmt transformer and gpt: dropout of attention probabilities, the feed-forward block's activations "
+       "(nmt), every sub-layer's output and the embeddings, in [0, 1) (default: nmt 0.1, gpt 0)",
        {}},
-      {"num_layers", "Sequence models", "N", "rnnlm LSTM layers (default: 2)", {}},
+      {"num_layers", "Sequence models", "N", "rnnlm LSTM layers, gpt blocks (default: rnnlm 2, gpt the --gpt_size's)", {}},
       {"src_max_len", "Sequence models", "N", "nmt source sentence length in tokens (default: 100)", {}},
       {"tgt_max_len", "Sequence models", "N", "nmt target sentence length in tokens (default: 100)", {}},
-      {"seq_len", "Sequence models", "N", "rnnlm tokens per sample (default: 50)", {}},
+      {"seq_len", "Sequence models", "N", "rnnlm and gpt tokens per sample (default: rnnlm 50, gpt 1024)", {}},
       {"loss_chunk_rows", "Sequence models", "N",
        "Tokens whose vocabulary logits are computed at a time (0: as many as fit in 8 GiB)", {}},
   };
@@ -177,17 +182,22 @@ std::vector<FlagDeclaration> optimizer_and_data_flags(const RunConfig& defaults)
   const std::string optimizer = model ? model->defaults.optimizer : "";
   const std::string rate = model ? format_number(model->defaults.learning_rate) : "";
   return {
-      {"optimizer", "Optimizer", "sgd|momentum|adam", "Optimizer" + per_model(optimizer), {}},
+      {"optimizer", "Optimizer", "sgd|momentum|adam|adamw", "Optimizer" + per_model(optimizer), {}},
       {"learning_rate", "Optimizer", "X", "Learning rate, > 0" + per_model(rate), {}},
       {"momentum", "Optimizer", "X", "Momentum of the momentum optimizer, in [0, 1)",
        format_number(defaults.momentum)},
+      {"weight_decay", "Optimizer", "X",
+       "Decoupled weight decay of --optimizer=adamw (torch.optim.AdamW's: each step multiplies the "
+       "parameters by 1 - learning_rate * X before the Adam step), at least 0; adamw only",
+       format_number(defaults.weight_decay)},
       {"seed", "Optimizer", "N", "Seed of the initial parameters and the synthetic data",
        std::to_string(defaults.seed)},
 
       {"data_dir", "Data", "DIR",
        "Train on the data set in DIR (default: synthetic data made on the device)", {}},
       {"data_name", "Data", "NAME",
-       "cifar10 (trivial, cifar10_cnn, the ResNets at 32x32), ptb (rnnlm) or parallel_text (nmt); "
+       "cifar10 (trivial, cifar10_cnn, the ResNets at 32x32), ptb (rnnlm), parallel_text (nmt) or tokens "
+       "(gpt: llm.c's .bin or nanoGPT's train.bin token shards); "
        "default with --data_dir: the model's; cifar10 without --data_dir: synthetic data of its shape",
        {}},
       {"data_feed", "Data", "on_device|host",

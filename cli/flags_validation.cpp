@@ -23,6 +23,7 @@
 #include "engine/communication/process_group.h"
 #include "engine/errors.h"
 #include "models/model_registry.h"
+#include "models/sequence/gpt.h"
 #include "reports/text_file.h"
 #include "strategies/all_reduce_spec.h"
 #include "strategies/strategy_registry.h"
@@ -258,8 +259,9 @@ void resolve_sequence(const GivenFlags& flags, const ModelEntry& model, RunConfi
       reject("encoder_type", q.encoder_type, "is nmt's; --model=" + model.name + " takes cudnn_lstm or dynamic");
   }
   const bool transformer = q.encoder_type == "transformer";
+  const bool gpt = model.name == "gpt";
   for (const char* name : {"num_heads", "ffn_units", "dropout"})
-    if (flags.was_given(name) && !transformer)
+    if (flags.was_given(name) && !transformer && !gpt)
       reject(name, flags.text(name), "sizes the Transformer; give --encoder_type=transformer or drop the flag");
   if (transformer) {
     // Transformer-base's depth and width where not given; it has no direction, and its
@@ -273,6 +275,18 @@ void resolve_sequence(const GivenFlags& flags, const ModelEntry& model, RunConfi
     if (!flags.was_given("embedding_dim") && flags.was_given("num_units")) values["embedding_dim"] = values["num_units"];
     if (flags.was_given("lstm_algorithm"))
       reject("lstm_algorithm", flags.text("lstm_algorithm"), "picks cuDNN's LSTM; the transformer has none");
+  }
+  const GptPreset* gpt_preset = nullptr;
+  if (gpt) {
+    // The preset sizes what the command line leaves open.
+    gpt_preset = find_gpt_preset(values["gpt_size"]);
+    if (gpt_preset == nullptr)
+      reject("gpt_size", values["gpt_size"],
+             "is not one of GPT-2's sizes; give one of " + gpt_preset_names() +
+                 ", or size the model with --num_layers, --num_heads and --hidden_size");
+    if (!flags.was_given("num_layers")) values["num_layers"] = std::to_string(gpt_preset->layers);
+    if (!flags.was_given("num_heads")) values["num_heads"] = std::to_string(gpt_preset->heads);
+    if (!flags.was_given("hidden_size")) values["hidden_size"] = std::to_string(gpt_preset->hidden);
   }
   if (values.count("direction")) {
     q.direction = values["direction"];
@@ -304,6 +318,16 @@ void resolve_sequence(const GivenFlags& flags, const ModelEntry& model, RunConfi
   integer("loss_chunk_rows", &q.loss_chunk_rows, 0, INT_MAX);
   integer("num_heads", &q.num_heads, 1, kMaxWidth);
   integer("ffn_units", &q.ffn_units, 1, kMaxWidth);
+  integer("hidden_size", &q.hidden_size, 1, kMaxWidth);
+  if (gpt_preset != nullptr) {
+    // Recorded as the preset only where the shape is the preset's.
+    const bool preset_shape = q.num_layers == gpt_preset->layers && q.num_heads == gpt_preset->heads &&
+                              q.hidden_size == gpt_preset->hidden;
+    q.gpt_size = preset_shape ? gpt_preset->name : "custom";
+    if (q.hidden_size % q.num_heads != 0)
+      reject("num_heads", values["num_heads"],
+             "does not divide --hidden_size=" + std::to_string(q.hidden_size) + "; give a divisor of it");
+  }
   if (values.count("dropout")) {
     q.dropout = parse_finite_number("dropout", values["dropout"], "a rate in [0, 1), e.g. 0.1");
     if (q.dropout < 0.0 || q.dropout >= 1.0) reject("dropout", values["dropout"], "must be in [0, 1), e.g. 0.1");
@@ -335,7 +359,7 @@ void resolve_sequence(const GivenFlags& flags, const ModelEntry& model, RunConfi
 
 void resolve_optimizer(const GivenFlags& flags, const ModelEntry& model, RunConfig* config) {
   config->optimizer = flags.was_given("optimizer") ? flags.text("optimizer") : model.defaults.optimizer;
-  require_one_of("optimizer", config->optimizer, {"sgd", "momentum", "adam"}, "optimizer");
+  require_one_of("optimizer", config->optimizer, {"sgd", "momentum", "adam", "adamw"}, "optimizer");
 
   config->learning_rate = model.defaults.learning_rate;
   if (flags.was_given("learning_rate")) {
@@ -350,6 +374,17 @@ void resolve_optimizer(const GivenFlags& flags, const ModelEntry& model, RunConf
   if (config->momentum < 0.0 || config->momentum >= 1.0) {
     reject("momentum", momentum_text, "must be in [0, 1), e.g. 0.9");
   }
+  const std::string decay_text = flags.text("weight_decay");
+  config->weight_decay = parse_finite_number("weight_decay", decay_text, "a number >= 0, e.g. 0.1");
+  if (!(config->weight_decay >= 0.0)) reject("weight_decay", decay_text, "must be at least 0, e.g. 0.1");
+  if (config->weight_decay > std::numeric_limits<float>::max())
+    reject("weight_decay", decay_text, "too large for the optimizers' float32 arithmetic");
+  // Only AdamW reads it; taking it silently elsewhere would let a run claim a decay it never had
+  // (tf_cnn_benchmarks' --weight_decay, an L2 loss term, would pass unnoticed too).
+  if (flags.was_given("weight_decay") && config->optimizer != "adamw")
+    reject("weight_decay", decay_text,
+           "is AdamW's decoupled weight decay and this run's optimizer is --optimizer=" + config->optimizer +
+               "; give --optimizer=adamw or drop --weight_decay");
   const std::string seed_text = flags.text("seed");
   if (!parse_integer_text(seed_text, &config->seed)) {
     reject("seed", seed_text, "not a non-negative integer; accepted: 0.." + std::to_string(UINT64_MAX));

@@ -99,6 +99,7 @@ OptimizerConfig optimizer_config(const RunConfig& config) {
   optimizer.beta1 = static_cast<float>(config.adam_beta1);
   optimizer.beta2 = static_cast<float>(config.adam_beta2);
   optimizer.epsilon = static_cast<float>(config.adam_epsilon);
+  optimizer.weight_decay = static_cast<float>(config.weight_decay);
   if (config.precision == Precision::fp16) {
     optimizer.loss_scaling =
         config.fp16_enable_auto_loss_scale ? LossScaling::automatic : LossScaling::fixed;
@@ -186,6 +187,7 @@ ResultInputs result_inputs(const RunConfig& config, const RunMeasurements& measu
   // A forward-only step runs the forward pass alone.
   const StepFlops per_sample = model.flops_per_sample();
   run.flops_per_device_step = (config.forward_only ? per_sample.forward : per_sample.training()) * config.batch_size;
+  run.flops_counted = model.flops_counted();
   run.num_devices = config.world_devices();
   run.global_batch_size = config.global_batch_size();
   run.precision = config.precision;

@@ -31,12 +31,13 @@ struct RunConfig : ModelSettings, StrategyOptions {
   bool independent_replica = false;  // as given; replicated + this resolves to independent
 
   // Optimisation
-  std::string optimizer;       // sgd | momentum | adam; resolved from the model when not given
+  std::string optimizer;       // sgd | momentum | adam | adamw; resolved from the model when not given
   double learning_rate = 0.0;  // resolved from the model when not given
   double momentum = 0.9;
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;
   double adam_epsilon = 1e-8;
+  double weight_decay = 0.01;  // adamw's decoupled weight decay (torch.optim.AdamW's default)
 
   // Measurement
   int num_batches = 100;

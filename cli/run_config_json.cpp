@@ -25,7 +25,8 @@ void add_sequence_flags(const RunConfig& config, nlohmann::json& json) {
       {"src_max_len", q.src_max_len},         {"tgt_max_len", q.tgt_max_len},
       {"seq_len", q.seq_len},                 {"loss_chunk_rows", q.loss_chunk_rows},
       {"lstm_algorithm", q.lstm_algorithm},   {"num_heads", q.num_heads},
-      {"ffn_units", q.ffn_units},             {"dropout", q.dropout}};
+      {"ffn_units", q.ffn_units},             {"dropout", q.dropout},
+      {"gpt_size", q.gpt_size},               {"hidden_size", q.hidden_size}};
   for (const auto& [name, unused] : model->sequence_flags) json[name] = values.at(name);
 }
 
@@ -89,6 +90,7 @@ nlohmann::json config_to_json(const RunConfig& config) {
       {"adam_beta1", config.adam_beta1},
       {"adam_beta2", config.adam_beta2},
       {"adam_epsilon", config.adam_epsilon},
+      {"weight_decay", config.weight_decay},
       {"seed", config.seed},
       {"num_batches", config.num_batches},
       {"num_warmup_batches", config.num_warmup_batches},

@@ -53,11 +53,11 @@ const std::vector<Group>& groups() {
        "dpbench picks the all-reduce with --all_reduce_spec (nccl, xring, pscpu, psgpu, alg#k) and cuts "
        "the gradients with --bucket_cap_mb, --gradient_repacking or --agg_small_grads_max_bytes"},
       {{"init_learning_rate", "num_epochs_per_decay", "learning_rate_decay_factor", "minimum_learning_rate",
-        "piecewise_learning_rate_schedule", "num_learning_rate_warmup_epochs", "weight_decay",
+        "piecewise_learning_rate_schedule", "num_learning_rate_warmup_epochs",
         "gradient_clip", "single_l2_loss_op", "rmsprop_decay", "rmsprop_momentum", "rmsprop_epsilon",
         "adam_beta1_power", "label_smoothing", "fp16_vars"},
        "dpbench trains with a constant --learning_rate and the optimizer of --optimizer (sgd, momentum, "
-       "adam); schedules, decay and clipping do not change a step's speed; master weights are fp32 "
+       "adam, adamw); schedules, decay and clipping do not change a step's speed; master weights are fp32 "
        "under --precision=fp16 and bf16"},
       {{"tf_random_seed"}, "dpbench's seed is --seed"},
       {{"num_gpus_per_worker", "num_workers"},

@@ -3,6 +3,7 @@
 #include "models/model_registry.h"
 
 #include "models/cnn_model.h"
+#include "models/sequence/gpt.h"
 #include "models/sequence/sequence_models.h"
 #include "models/trivial.h"
 
@@ -44,6 +45,13 @@ const std::vector<ModelEntry>& model_registry() {
        {{"encoder_type", "cudnn_lstm"}, {"vocab_size", "10001"}, {"embedding_dim", "32"},
         {"num_units", "128"}, {"num_layers", "2"}, {"seq_len", "50"}, {"loss_chunk_rows", "0"},
         {"lstm_algorithm", "fastest"}}},
+      // The 124m preset's shape; another --gpt_size replaces num_layers, num_heads and hidden_size
+      // where they are not given (cli/flags_validation.cpp).
+      {"gpt", "GPT-2 decoder language model (nanoGPT's shape; --gpt_size 124m to 1558m)", true, true,
+       {16, "adamw", 1e-3}, [](const ModelSettings& config) { return create_gpt_model(config); }, gpt_inputs(),
+       {{"gpt_size", "124m"}, {"vocab_size", std::to_string(kGptVocabulary)}, {"num_layers", "12"},
+        {"num_heads", "12"}, {"hidden_size", "768"}, {"seq_len", "1024"}, {"dropout", "0"},
+        {"loss_chunk_rows", "0"}}},
   };
   return entries;
 }
@@ -54,7 +62,7 @@ const std::vector<std::string>& sequence_flag_names() {
       "vocab_size",   "embedding_dim",      "num_units",          "num_encoder_layers",
       "num_decoder_layers", "num_layers",   "src_max_len",        "tgt_max_len",
       "seq_len",      "loss_chunk_rows",    "lstm_algorithm",     "num_heads",
-      "ffn_units",    "dropout"};
+      "ffn_units",    "dropout",            "gpt_size",           "hidden_size"};
   return names;
 }
 

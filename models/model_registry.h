@@ -16,7 +16,7 @@ namespace dpbench {
 
 struct ModelDefaults {
   int batch_size = 32;             // per device
-  // sgd | momentum | adam. A C string: a std::string member with a default in this aggregate,
+  // sgd | momentum | adam | adamw. A C string: a std::string member with a default in this aggregate,
   // brace-initialised in the registry's table, made GCC 12 warn (falsely) of an uninitialized use.
   const char* optimizer = "sgd";
   double learning_rate = 0.01;

@@ -13,7 +13,7 @@
 
 namespace dpbench {
 
-// Flags of the sequence models (nmt, rnnlm), each under its command-line name. Values are
+// Flags of the sequence models (nmt, rnnlm, gpt), each under its command-line name. Values are
 // resolved from the model's defaults (models/model_registry.cpp) where not given.
 struct SequenceConfig {
   // cudnn_lstm | dynamic (the seeds' uni and bi resolve to dynamic) | transformer (nmt only)
@@ -24,8 +24,12 @@ struct SequenceConfig {
   int embedding_dim = 0, num_units = 0;
   int num_encoder_layers = 0, num_decoder_layers = 0;  // nmt
   int num_layers = 0;                                  // rnnlm
-  int num_heads = 0, ffn_units = 0;                    // nmt's transformer
-  double dropout = 0;                                  // nmt's transformer
+  int num_heads = 0, ffn_units = 0;                    // nmt's transformer (num_heads: gpt too)
+  double dropout = 0;                                  // nmt's transformer, gpt
+  // gpt: a preset of GPT-2's (124m, 350m, 774m, 1558m) setting num_layers, num_heads and
+  // hidden_size where those are not given; "custom" when they leave its shape.
+  std::string gpt_size;
+  int hidden_size = 0;  // gpt's width (its MLP is 4 x hidden_size)
   int src_max_len = 0, tgt_max_len = 0;                // nmt
   int seq_len = 0;                                     // rnnlm
   int loss_chunk_rows = 0;  // rows of logits per chunk of the vocabulary loss; 0: automatic

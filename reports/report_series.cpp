@@ -288,6 +288,17 @@ KeyFields SeriesKey::fields() const {
   return all;
 }
 
+// The model as a report names it: gpt with its size ("gpt 124m", or "gpt 4 x 256 (4 heads)" off
+// the presets), sizes being different workloads; every other model by its name.
+static std::string model_with_size(const json& config) {
+  const std::string model = config_text(config, "model");
+  if (model != "gpt") return model;
+  const std::string size = config_text(config, "gpt_size");
+  if (!size.empty() && size != "custom") return model + " " + size;
+  return model + " " + config_text(config, "num_layers") + " x " + config_text(config, "hidden_size") + " (" +
+         config_text(config, "num_heads") + " heads)";
+}
+
 // "cifar10, host feed (prefetch 2)", "synthetic, host feed (synchronous)", "cifar10 shape
 // (synthetic)"; "" for synthetic data on the device.
 static std::string data_label(const json& config) {
@@ -331,12 +342,13 @@ SeriesKey series_key_of(const Result& result, const StrategyCatalog& strategies)
   key.batch = key.scaling == Scaling::strong ? result.summary.global_batch_size
               : per_gpu > 0                  ? per_gpu
                                              : result.summary.global_batch_size / result.summary.num_devices;
-  key.model = config_text(config, "model");
+  key.model = model_with_size(config);
   key.encoder_type = config_text(config, "encoder_type");
   key.direction = config_text(config, "direction");
   // summary.math is what ran (a tf32 request computes fp32 on the reference backend).
   key.precision = result.summary.math.empty() ? config_text(config, "precision") : result.summary.math;
-  key.data_format = config_text(config, "data_format");
+  // A layout of images: a sequence model (one with a sequence length) has none.
+  if (!config.contains("seq_len") && !config.contains("src_max_len")) key.data_format = config_text(config, "data_format");
   key.forward_only = config_text(config, "forward_only") == "true";  // absent before the flag existed
   key.backend = result.environment.backend;
   key.device_name = device_name_of(result);

@@ -141,8 +141,7 @@ nlohmann::json describe_breakdown(const ResultInputs& run, const Summary& summar
 // MFU against the device's peak.
 nlohmann::json describe_flops(const ResultInputs& run, const Summary& summary) {
   nlohmann::json flops = {
-      {"counted", "multiply-adds of convolutions and matrix products (LSTM gates included), 2 FLOPs each; "
-                  "the passes as they run"},
+      {"counted", run.flops_counted},
       {"model_flops_per_step", run.flops_per_device_step * static_cast<double>(run.num_devices)},
       {"model_flops_per_step_per_device", run.flops_per_device_step}};
   const double steps_per_sec =

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <tuple>
 
 #include "engine/data_type.h"
 
@@ -45,6 +46,12 @@ struct AttentionGeometry {
   uint64_t first_sample = 0;  // this replica's first sentence in the global batch
 
   int model_dim() const { return heads * head_dim; }
+  // What a prepared plan of this attention depends on: every field but the scale (a value each
+  // call passes) and the dropout's seed and first sample (likewise per call).
+  auto plan_fields() const {
+    return std::tie(batch, heads, query_len, key_len, head_dim, type, causal, q_stride, k_stride, v_stride,
+                    o_stride, dropout_rate);
+  }
   // (batch, heads, query_len) floats: the log-sum-exp of each query row.
   size_t lse_count() const {
     return static_cast<size_t>(batch) * heads * query_len;

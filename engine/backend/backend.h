@@ -36,13 +36,30 @@ struct DropoutDraw {
   const int32_t* step = nullptr;
 };
 
-// What follows the bias in Backend::add_row_bias: an optional ReLU, dropout and residual add.
+// What follows the bias in Backend::add_row_bias: an optional ReLU, dropout and residual add, or
+// instead a GELU written to a second tensor.
 struct RowBiasEpilogue {
   bool relu = false;
   DropoutDraw dropout;
   const void* residual = nullptr;  // with `out`: out = residual + the result, y left undefined
   void* out = nullptr;
+  bool gelu = false;           // with `activated`: activated = gelu(y + bias), y keeps y + bias
+  void* activated = nullptr;
 };
+
+// Where a linear layer's backward (Backend::linear_backward) also takes a GELU's backward: `input`
+// (rows, in; of the layer's type) the pre-activation u whose GELU was the layer's input x, and
+// `bias_gradient` (in, fp32) the gradient of the bias of the layer that made u. Both or neither.
+struct GeluInputGradient {
+  const void* input = nullptr;
+  float* bias_gradient = nullptr;
+};
+
+// Throws RuntimeError, naming `op`, where `then` asks add_row_bias for what it does not define: a
+// dropout rate outside [0, 1) or without its step counter, a residual without an output (or the
+// reverse), GELU together with ReLU, dropout or a residual, GELU without `activated` (or the
+// reverse), `activated` on y itself. Both backends call it before any work.
+void check_row_bias_epilogue(const RowBiasEpilogue& then, const void* y, const char* op);
 
 // Device-side state of automatic loss scaling (fp16): kept in device memory so that a replayed
 // CUDA graph adapts the scale without the host. Backend::update_loss_scale documents the rule.

@@ -52,6 +52,44 @@ DPBENCH_FP32_FORM(void, gemm,
                    const float* b, int ldb, float beta, float* c, int ldc),
                   (trans_a, trans_b, m, n, k, alpha, DataType::f32, a, lda, b, ldb, beta, DataType::f32, c, ldc))
 
+// A linear layer, y = x W^T + b, as one op so that a backend can fuse its parts:
+//   y (rows, out) = x (rows, in) W^T (W: (out, in), the weight copy) + bias (out, fp32), then
+//   `then` as Backend::add_row_bias applies it (ReLU, dropout, a residual into then.out, GELU into
+//   then.activated); x, W, y (and the tensors of `then`) of `type`. bias_copy is the same bias
+//   in `type` (the weight copy's; the fp32 bias itself for fp32).
+// Equal to gemm then add_row_bias (linear_forward_in_two_ops), except where the backend fuses
+// them (linear_forward_fused): the cuda backend then runs one cuBLASLt matmul whose epilogue adds
+// the bias, the residual (as C with beta 1) or the GELU (keeping the pre-activation as its aux
+// output), rounding y + bias once where the two ops round twice, and adding bias_copy (cuBLASLt
+// takes a bias of the output's type only, as PyTorch's autocast adds it too).
+DPBENCH_ENQUEUES_N(void, linear_forward,
+                   (DataType type, const void* x, const void* weights, const float* bias, const void* bias_copy,
+                    int rows, int in, int out, void* y, const RowBiasEpilogue& then),
+                   (type, x, weights, bias, bias_copy, rows, in, out, y, then),
+                   backend.linear_forward_fused(type, rows, in, out, then) ? 1 : 2)
+DPBENCH_QUERY(bool, linear_forward_fused,
+              (DataType type, int rows, int in, int out, const RowBiasEpilogue& then), (type, rows, in, out, then))
+// linear_forward's backward, from dy (rows, out; of `type`):
+//   dweights (out, in) = dy^T x, fp32, overwritten;
+//   dbias (out, fp32) = the column sums of dy, overwritten (nullptr: not wanted);
+//   dx (rows, in) = dy W, overwritten (added to dx with `accumulate`) (nullptr: not wanted);
+//   with gelu.input (x was GELU(u), u = gelu.input): dx = (dy W) * GELU'(u) instead, u's
+//   gradient, and gelu.bias_gradient = its column sums (the bias gradient of the layer that made
+//   u); accumulate must then be false.
+// Equal to bias_gradient, gemm, gemm (gelu_backward, bias_gradient) in sequence, rounding dx once
+// where a backend fuses GELU's backward into dx's product (the cuda backend: cuBLASLt's DGELU and
+// bias-gradient epilogues, linear_backward_launches counting what runs; u's bias gradient is then
+// summed in fp32 but stored through `type`, cuBLASLt's only choice for a 16-bit dx).
+DPBENCH_ENQUEUES_N(void, linear_backward,
+                   (DataType type, const void* x, const void* dy, const void* weights, int rows, int in, int out,
+                    float* dweights, float* dbias, void* dx, bool accumulate, const GeluInputGradient& gelu),
+                   (type, x, dy, weights, rows, in, out, dweights, dbias, dx, accumulate, gelu),
+                   backend.linear_backward_launches(type, rows, in, out, dbias != nullptr, dx != nullptr,
+                                                    gelu.input != nullptr))
+DPBENCH_QUERY(int, linear_backward_launches,
+              (DataType type, int rows, int in, int out, bool bias, bool input_gradient, bool gelu),
+              (type, rows, in, out, bias, input_gradient, gelu))
+
 // y (rows, cols) += bias (cols) broadcast over rows.
 DPBENCH_ENQUEUES(void, add_bias, (float* y, const float* bias, int rows, int cols), (y, bias, rows, cols))
 // dbias (cols, fp32) = sum over rows of dy (rows, cols; of `dy_type`)  (overwrites).
@@ -241,11 +279,13 @@ DPBENCH_ENQUEUES(void, momentum_update,
                  (float* params, const float* grads, float* velocity, size_t n, float learning_rate, float momentum,
                   const UpdateExtras& extras = {}),
                  (params, grads, velocity, n, learning_rate, momentum, extras))
-// Adam with bias correction; `step` counts from 1.
+// Adam with bias correction; `step` counts from 1. weight_decay > 0 makes it AdamW (decoupled
+// weight decay, torch.optim.AdamW): p *= 1 - lr * weight_decay first, then the Adam step; 0 is
+// plain Adam, bit for bit. A skipped step (extras.skip) decays nothing either.
 DPBENCH_ENQUEUES(void, adam_update,
                  (float* params, const float* grads, float* m, float* v, size_t n, float learning_rate, float beta1,
-                  float beta2, float epsilon, int64_t step, const UpdateExtras& extras = {}),
-                 (params, grads, m, v, n, learning_rate, beta1, beta2, epsilon, step, extras))
+                  float beta2, float epsilon, int64_t step, float weight_decay, const UpdateExtras& extras = {}),
+                 (params, grads, m, v, n, learning_rate, beta1, beta2, epsilon, step, weight_decay, extras))
 
 // ---- loss scaling (fp16) -------------------------------------------------------------------
 // state->non_finite = 1 when any of x[0, n) is infinite or NaN; never clears it.
@@ -431,6 +471,11 @@ DPBENCH_ENQUEUES(void, copy_from_channels,
 // dropout_forward and add_tensors in sequence, bit for bit: the fusion only saves the passes
 // over memory (the feed-forward block's ReLU and dropout, each sub-layer's output dropout and
 // residual add).
+// With then.gelu (GPT-2's MLP): v = y + bias rounded to `type` as above, y = v (the
+// pre-activation gelu_backward reads) and then.activated (rows, cols; of `type`; not y) =
+// gelu(v), the tanh form of engine/backend/gelu.h computed in fp32 from the rounded v and rounded
+// to `type` once. GELU takes no ReLU, dropout or residual; check_row_bias_epilogue (backend.h)
+// says what else each backend refuses.
 DPBENCH_ENQUEUES(void, add_row_bias,
                  (DataType type, void* y, const float* bias, int rows, int cols, const RowBiasEpilogue& then),
                  (type, y, bias, rows, cols, then))
@@ -441,6 +486,11 @@ DPBENCH_ENQUEUES(void, add_row_bias,
 DPBENCH_ENQUEUES(void, relu_dropout_backward,
                  (DataType type, const void* y, const void* dy, void* dx, size_t n, float rate),
                  (type, y, dy, dx, n, rate))
+// Backward of add_row_bias's GELU: dx = dy * gelu'(x) (engine/backend/gelu.h), x the
+// pre-activation add_row_bias left in y. x, dy, dx of `type`, the arithmetic fp32 and dx rounded
+// once; dx may alias dy.
+DPBENCH_ENQUEUES(void, gelu_backward, (DataType type, const void* x, const void* dy, void* dx, size_t n),
+                 (type, x, dy, dx, n))
 
 // Layer normalisation of each row of x (rows, cols) over its cols (biased variance):
 //   y = gamma * (x - mean) * inv_std + beta,  inv_std = 1 / sqrt(var + epsilon).
@@ -451,13 +501,14 @@ DPBENCH_ENQUEUES(void, layer_norm_forward,
                   float epsilon, void* y, float* saved_mean, float* saved_inv_std),
                  (type, x, gamma, beta, rows, cols, epsilon, y, saved_mean, saved_inv_std))
 // dx (rows, cols; overwritten) from dy and the forward's x and statistics; dgamma and dbeta
-// (cols, fp32) overwritten. x, dy, dx of `type`; dx may alias dy. `workspace` holds
-// layer_norm_workspace_bytes(rows, cols) bytes.
+// (cols, fp32) overwritten. x, dy, dx of `type`; dx may alias dy. With `accumulate` the gradient
+// is added to what dx holds (a pre-norm block's residual gradient), in fp32 and rounded once;
+// dx may then not alias dy. `workspace` holds layer_norm_workspace_bytes(rows, cols) bytes.
 DPBENCH_ENQUEUES(void, layer_norm_backward,
                  (DataType type, const void* x, const void* dy, const float* gamma, const float* saved_mean,
                   const float* saved_inv_std, int rows, int cols, void* dx, float* dgamma, float* dbeta,
-                  void* workspace),
-                 (type, x, dy, gamma, saved_mean, saved_inv_std, rows, cols, dx, dgamma, dbeta, workspace))
+                  void* workspace, bool accumulate = false),
+                 (type, x, dy, gamma, saved_mean, saved_inv_std, rows, cols, dx, dgamma, dbeta, workspace, accumulate))
 DPBENCH_QUERY(size_t, layer_norm_workspace_bytes, (int rows, int cols), (rows, cols))
 
 // y (seq_len, batch, dim) = x * scale + PE(t), the sinusoids of "Attention Is All You Need":

@@ -5,11 +5,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define DPB_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define DPB_HOST_DEVICE inline
-#endif
+#include "engine/backend/host_device.h"
 
 namespace dpbench {
 

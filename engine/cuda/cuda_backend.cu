@@ -6,8 +6,10 @@
 #include <cmath>
 #include <string>
 
+#include "engine/cuda/cublaslt_linear.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
+#include "engine/cuda/cudnn_attention.h"
 #include "engine/cuda/cudnn_graph_conv.h"
 #include "engine/cuda/cudnn_plans.h"
 #include "engine/cuda/cudnn_rnn_plans.h"
@@ -41,7 +43,8 @@ CudaBackend::CudaBackend(cudaStream_t stream, cublasHandle_t cublas, cudnnHandle
       bias_gradient_scratch_(
           std::make_unique<DeviceMemory>(cuda_kernels::bias_gradient_scratch_floats() * sizeof(float))),
       plans_(std::make_unique<CudnnPlans>()),
-      rnn_plans_(std::make_unique<RnnPlans>()) {
+      rnn_plans_(std::make_unique<RnnPlans>()),
+      attention_plans_(std::make_unique<AttentionPlans>()) {
   DPB_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
   // Explicitly pure fp32: TF32 tensor-core math would differ from the reference by ~1e-3.
   DPB_CUBLAS_CHECK(cublasSetMathMode(cublas_, cublas_math_mode(false)));
@@ -54,9 +57,11 @@ void CudaBackend::set_tf32(bool enabled) {
   // keeps them exact fp32 (what the [gpu] tests compare with the reference backend).
   rnn_math_type_ = enabled ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   DPB_CUBLAS_CHECK(cublasSetMathMode(cublas_, cublas_math_mode(enabled)));
+  tf32_gemm_ = enabled;
+  if (linear_epilogues_) linear_epilogues_->set_tf32(enabled);
 }
 
-// Out of line: CudnnPlans and RnnPlans are complete only here.
+// Out of line: CudnnPlans, RnnPlans and AttentionPlans are complete only here.
 void CudaBackend::set_deterministic(bool deterministic) { deterministic_ = deterministic; }
 
 CudaBackend::~CudaBackend() = default;
@@ -162,7 +167,7 @@ void CudaBackend::momentum_update(float* params, const float* grads, float* velo
 
 void CudaBackend::adam_update(float* params, const float* grads, float* m, float* v, size_t n,
                               float learning_rate, float beta1, float beta2, float epsilon,
-                              int64_t step, const UpdateExtras& extras) {
+                              int64_t step, float weight_decay, const UpdateExtras& extras) {
   // In double on the host: beta2^t for large t loses digits in float before it reaches 1 - x.
   // With extras.step_from_zero the kernel computes them on the device the same way (from the
   // step it reads there) and ignores these.
@@ -172,8 +177,10 @@ void CudaBackend::adam_update(float* params, const float* grads, float* m, float
     first_moment_correction = static_cast<float>(1.0 - std::pow(double{beta1}, t));
     second_moment_correction = static_cast<float>(1.0 - std::pow(double{beta2}, t));
   }
+  // Rounded once from double, so a decay of 0 gives exactly 1.
+  const float decay = static_cast<float>(1.0 - double{learning_rate} * double{weight_decay});
   cuda_kernels::launch_adam_update(stream_, params, grads, m, v, n, learning_rate, beta1, beta2,
-                                   epsilon, first_moment_correction, second_moment_correction,
+                                   epsilon, first_moment_correction, second_moment_correction, decay,
                                    extras);
 }
 

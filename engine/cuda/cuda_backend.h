@@ -1,7 +1,8 @@
 // CudaBackend: the Backend ops on one CUDA stream. GEMM goes to cuBLAS and convolution and pooling
 // to cuDNN, in pure fp32 unless TF32 is asked for (so results compare with the reference backend),
-// or on 16-bit data (fp16, bf16) with fp32 arithmetic on tensor cores; everything else, batch
-// norm included, is dpbench's own kernels.
+// or on 16-bit data (fp16, bf16) with fp32 arithmetic on tensor cores; 16-bit attention to cuDNN's
+// fused flash attention where it times faster; everything else, batch norm included, is dpbench's
+// own kernels.
 #pragma once
 
 #include <cublas_v2.h>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/backend/backend.h"
+#include "engine/cuda/cuda_controls.h"
 
 namespace dpbench {
 
@@ -25,6 +27,10 @@ struct RnnPlans;  // the fused LSTM's descriptors and buffers, per geometry (cud
 struct RnnPlan;
 class DeviceMemory;
 class CudnnGraphConvolutions;  // convolutions through cuDNN's graph API (cudnn_graph_conv.h)
+class CublasLtLinear;          // linear layers with cuBLASLt's epilogues (cublaslt_linear.h)
+class CudnnAttention;          // attention through cuDNN's graph API (cudnn_attention.h)
+struct AttentionPlans;         // its plans and the path chosen per attention geometry
+struct AttentionTensors;
 
 // Owns neither the stream nor the handles (the CudaDevice does). The device that owns them must be
 // current on the calling thread (Device::make_current). One thread drives a backend at a time: the
@@ -76,11 +82,21 @@ class CudaBackend final : public Backend {
   // What the prepared plans run (math_paths in cuda_controls.h says the shape of it).
   nlohmann::json math_paths() const;
   void set_lstm_algorithm(int algorithm) { lstm_algorithm_ = algorithm; }
+  // Which attention the workspace query prepares for a new geometry (AttentionPath; Note
+  // [attention paths] in cuda_attention_ops.cpp). Geometries already prepared keep their path.
+  void set_attention_path(AttentionPath path) { attention_path_ = path; }
+  // Whether linear_forward and linear_backward run cuBLASLt's fused epilogues where it has them
+  // (Note [linear epilogues] in cublaslt_linear.cpp); off by default: on an H200 they timed
+  // slower than cuBLAS's GEMMs with dpbench's epilogue kernels at every gpt size.
+  void set_linear_epilogues(bool enabled) { linear_epilogues_enabled_ = enabled; }
+  // What attention_workspace_bytes chose for `g`, or nothing where it never saw g.
+  std::optional<AttentionChoice> attention_choice(const AttentionGeometry& g) const;
 
   // Every Backend op (engine/backend/backend_ops.h). Defined in cuda_backend.cu (dense, element-wise,
   // loss, optimizer, bookkeeping and timing ops), cuda_conv_ops.cpp (convolutions),
   // cuda_cnn_ops.cpp (the other image ops), cuda_sequence_ops.cpp (sequence ops),
-  // cuda_rnn_ops.cpp (the fused LSTM) and cuda_transformer_ops.cpp (Transformer ops).
+  // cuda_rnn_ops.cpp (the fused LSTM), cuda_transformer_ops.cpp (Transformer ops) and
+  // cuda_attention_ops.cpp (attention).
 #include "engine/backend/backend_overrides.h"
 
  private:
@@ -95,6 +111,9 @@ class CudaBackend final : public Backend {
   // The graph-API convolutions of this stream, made on first use with the current TF32 choice.
   CudnnGraphConvolutions& graph_convolutions();
   PoolPlan& pool_plan(const PoolGeometry& g);
+  // The linear layers' cuBLASLt plans, made on first use (which must not be inside a stream
+  // capture: it allocates cuBLASLt's workspace; step 0 runs eagerly before any).
+  CublasLtLinear& linear_epilogues();
   // The fused LSTM's plan for `g` with its math type (the current fp32 one, or tensor ops for
   // 16-bit data), built on first use (which must not be inside a stream capture: building
   // allocates device memory).
@@ -102,12 +121,21 @@ class CudaBackend final : public Backend {
   // One training pass of dpbench's persistent LSTM on scratch buffers, timed as cuDNN's plans
   // are (time_lstm_pass); for the fastest choice. Synchronises the stream.
   std::optional<double> time_own_persistent_lstm(const RnnGeometry& g);
+  // The cuDNN attention plans of this stream, made on first use.
+  CudnnAttention& cudnn_attention();
+  // Once per geometry, by attention_workspace_bytes (Note [attention paths]). Synchronises the
+  // stream.
+  AttentionChoice choose_attention_path(const AttentionGeometry& g);
+  // The choice of g where this call runs cuDNN's graphs, else nullptr (dpbench's kernels).
+  AttentionChoice* cudnn_attention_call(const AttentionGeometry& g, const int32_t* key_lengths,
+                                        const AttentionTensors& t);
 
   cudaStream_t stream_;
   cublasHandle_t cublas_;
   cudnnHandle_t cudnn_;
   bool cudnn_benchmark_ = true;
   bool deterministic_ = false;
+  bool tf32_gemm_ = false;  // set_tf32's choice, for the cuBLASLt plans made later
   // The bias gradient's partial sums (cuda_kernels::bias_gradient_scratch_floats, a fixed amount
   // whatever the shape): allocated here, so captured steps find it ready.
   std::unique_ptr<DeviceMemory> bias_gradient_scratch_;
@@ -127,6 +155,10 @@ class CudaBackend final : public Backend {
   bool lstm_always_repack_ = false;  // part of the plan key too
   int lstm_algorithm_ = -1;          // kChooseLstmAlgorithm; part of the plan key too
   std::unique_ptr<RnnPlans> rnn_plans_;
+  std::unique_ptr<CublasLtLinear> linear_epilogues_;
+  bool linear_epilogues_enabled_ = false;
+  AttentionPath attention_path_ = AttentionPath::fastest;
+  std::unique_ptr<AttentionPlans> attention_plans_;
 };
 
 }  // namespace dpbench

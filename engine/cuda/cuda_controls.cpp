@@ -32,13 +32,43 @@ void set_lstm_algorithm(Device& device, const std::string& name) {
   cuda_device->set_lstm_algorithm(rnn_algorithm_from_name(name));
 }
 
-nlohmann::json math_paths(Device& device) {
+void set_attention_path(Device& device, const std::string& name) {
   auto* cuda_device = dynamic_cast<CudaDevice*>(&device);
-  if (cuda_device == nullptr) throw RuntimeError("math_paths: not a CUDA device");
-  auto* backend = dynamic_cast<CudaBackend*>(&device.ops(StreamKind::compute).implementation());
-  if (backend == nullptr) throw RuntimeError("math_paths: the compute stream has no CUDA backend");
-  return backend->math_paths();
+  if (cuda_device == nullptr) throw RuntimeError("set_attention_path: not a CUDA device");
+  AttentionPath path = AttentionPath::fastest;
+  if (name == "own") {
+    path = AttentionPath::own;
+  } else if (name == "cudnn") {
+    path = AttentionPath::cudnn;
+  } else if (name != "fastest") {
+    throw RuntimeError("set_attention_path: \"" + name + "\" is not fastest, own or cudnn");
+  }
+  cuda_device->set_attention_path(path);
 }
+
+void set_linear_epilogues(Device& device, bool enabled) {
+  auto* cuda_device = dynamic_cast<CudaDevice*>(&device);
+  if (cuda_device == nullptr) throw RuntimeError("set_linear_epilogues: not a CUDA device");
+  cuda_device->set_linear_epilogues(enabled);
+}
+
+namespace {
+
+CudaBackend& compute_backend(Device& device, const char* caller) {
+  auto* cuda_device = dynamic_cast<CudaDevice*>(&device);
+  if (cuda_device == nullptr) throw RuntimeError(std::string(caller) + ": not a CUDA device");
+  auto* backend = dynamic_cast<CudaBackend*>(&device.ops(StreamKind::compute).implementation());
+  if (backend == nullptr) throw RuntimeError(std::string(caller) + ": the compute stream has no CUDA backend");
+  return *backend;
+}
+
+}  // namespace
+
+std::optional<AttentionChoice> attention_choice(Device& device, const AttentionGeometry& g) {
+  return compute_backend(device, "attention_choice").attention_choice(g);
+}
+
+nlohmann::json math_paths(Device& device) { return compute_backend(device, "math_paths").math_paths(); }
 
 size_t conv_algorithm_searches(const Backend& backend) {
   const auto* cuda_backend = dynamic_cast<const CudaBackend*>(&backend.implementation());

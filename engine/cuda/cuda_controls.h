@@ -3,14 +3,33 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "engine/backend/attention_geometry.h"
 
 namespace dpbench {
 
 class Backend;
 class Device;
+
+// Which attention runs a geometry CudaBackend's workspace query prepares (Note [attention paths]
+// in cuda_attention_ops.cpp): the faster of cuDNN's fused graphs and dpbench's kernels, timed
+// (the default); dpbench's kernels always; or cuDNN's wherever it has plans, untimed (tests).
+enum class AttentionPath { fastest, own, cudnn };
+
+// What the workspace query decided for one attention geometry, and what ran since.
+struct AttentionChoice {
+  bool cudnn = false;  // cuDNN's fused attention chosen (else dpbench's kernels)
+  std::string reason;  // why, in words: the timings, or what ruled cuDNN out and cuDNN's refusal
+  // The timed runs at set-up (0 where not timed), milliseconds per pass.
+  double cudnn_forward_ms = 0.0, cudnn_backward_ms = 0.0, own_forward_ms = 0.0, own_backward_ms = 0.0;
+  size_t workspace_bytes = 0;  // what the workspace query returned
+  // Per-step calls that ran cuDNN's graphs (a misaligned pointer or key lengths run dpbench's).
+  size_t cudnn_forward_calls = 0, cudnn_backward_calls = 0;
+};
 
 // CudaDevice::set_cudnn_benchmark. Throws RuntimeError unless `device` is a CUDA device.
 void set_cudnn_benchmark(Device& device, bool benchmark);
@@ -27,6 +46,20 @@ void set_deterministic(Device& device, bool deterministic);
 // device and the name one of those.
 void set_lstm_algorithm(Device& device, const std::string& name);
 
+// CudaDevice::set_attention_path: "fastest", "own" or "cudnn" (AttentionPath), for tests; no flag
+// sets it. Call at set-up: geometries already prepared keep their path. Throws RuntimeError
+// unless `device` is a CUDA device and the name one of those.
+void set_attention_path(Device& device, const std::string& name);
+
+// CudaDevice::set_linear_epilogues, for tests (no flag: off, the faster on an H200). Throws
+// RuntimeError unless `device` is a CUDA device.
+void set_linear_epilogues(Device& device, bool enabled);
+
+// What the compute stream's backend chose for `g` (its AttentionGeometry::plan_fields()), or
+// nothing where its workspace query never saw g. Throws RuntimeError unless `device` is a CUDA
+// device.
+std::optional<AttentionChoice> attention_choice(Device& device, const AttentionGeometry& g);
+
 // Which kernels the compute stream's prepared plans run, for the result (summary.math_paths):
 //   {"convolutions": {"shapes", "graph_api_forward", "fused_bias_relu", "fused_batch_norm_statistics",
 //                     "graph_api_backward_data",
@@ -36,7 +69,11 @@ void set_lstm_algorithm(Device& device, const std::string& name);
 //    "pooling": {"shapes", "own_forward", "own_backward", "two_pass_backward"}  (shapes whose
 //               forward, or backward, runs dpbench's kernel, not cuDNN's; of the backward ones, the
 //               max poolings that run the two-pass kernel),
-//    "lstm": {"shapes", "algorithms": {name: shapes}}}
+//    "lstm": {"shapes", "algorithms": {name: shapes}},
+//    "linear": {"shapes", "cublaslt_epilogues"},  (linear-layer GEMMs planned, by shape and
+//              epilogue, and how many of them run with cuBLASLt's epilogue fused in)
+//    "attention": {"shapes", "cudnn_fused"}}  (attention geometries prepared, and of those the
+//                 ones chosen to run cuDNN's fused flash attention rather than dpbench's kernels)
 // Throws RuntimeError unless `device` is a CUDA device.
 nlohmann::json math_paths(Device& device);
 

@@ -13,6 +13,9 @@
 #include <vector>
 
 #include "engine/cuda/cuda_backend.h"
+
+#include "engine/cuda/cublaslt_linear.h"
+#include "engine/cuda/cudnn_attention.h"
 #include "engine/cuda/cudnn_graph_conv.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
@@ -380,6 +383,8 @@ nlohmann::json CudaBackend::math_paths() const {
     own_pool_backward += plan.backward.own;
     two_pass_backward += plan.max_positions.data() != nullptr;  // kept only while the two-pass kernel runs
   }
+  size_t cudnn_fused_attention = 0;
+  for (const auto& [key, choice] : attention_plans_->choices) cudnn_fused_attention += choice.cudnn;
   return {{"convolutions",
            {{"shapes", shapes}, {"graph_api_forward", forward}, {"fused_bias_relu", fused},
             {"fused_batch_norm_statistics", fused_statistics},
@@ -390,7 +395,11 @@ nlohmann::json CudaBackend::math_paths() const {
           {"pooling",
            {{"shapes", pool_shapes}, {"own_forward", own_pool_forward}, {"own_backward", own_pool_backward},
             {"two_pass_backward", two_pass_backward}}},
-          {"lstm", lstm}};
+          {"lstm", lstm},
+          {"linear",
+           {{"shapes", linear_epilogues_ ? linear_epilogues_->shapes() : 0},
+            {"cublaslt_epilogues", linear_epilogues_ ? linear_epilogues_->fused_shapes() : 0}}},
+          {"attention", {{"shapes", attention_plans_->choices.size()}, {"cudnn_fused", cudnn_fused_attention}}}};
 }
 
 CudnnGraphConvolutions& CudaBackend::graph_convolutions() {

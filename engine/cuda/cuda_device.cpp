@@ -131,6 +131,8 @@ void CudaDevice::create_backend(StreamKind stream) {
   backend->set_tf32(tf32_.load());
   backend->set_deterministic(deterministic_.load());
   backend->set_lstm_algorithm(lstm_algorithm_.load());
+  backend->set_attention_path(attention_path_.load());
+  backend->set_linear_epilogues(linear_epilogues_.load());
   cublas_handles_[slot] = std::move(cublas);
   cudnn_handles_[slot] = std::move(cudnn);
   counted_[slot] = std::make_unique<CountingBackend>(*backend, *this, stream);
@@ -162,6 +164,20 @@ void CudaDevice::set_lstm_algorithm(int algorithm) {
   lstm_algorithm_.store(algorithm);
   for (auto& backend : backends_) {
     if (backend) backend->set_lstm_algorithm(algorithm);
+  }
+}
+
+void CudaDevice::set_attention_path(AttentionPath path) {
+  attention_path_.store(path);
+  for (auto& backend : backends_) {
+    if (backend) backend->set_attention_path(path);
+  }
+}
+
+void CudaDevice::set_linear_epilogues(bool enabled) {
+  linear_epilogues_.store(enabled);
+  for (auto& backend : backends_) {
+    if (backend) backend->set_linear_epilogues(enabled);
   }
 }
 

@@ -55,6 +55,12 @@ class CudaDevice final : public Device {
   // cudnn_lstm's cuDNN algorithm (CudaBackend::set_lstm_algorithm; kChooseLstmAlgorithm: the
   // fastest), for every backend of this device, present and future. Call at set-up.
   void set_lstm_algorithm(int algorithm);
+  // Which attention CudaBackend's workspace query prepares (CudaBackend::set_attention_path), for
+  // every backend of this device, present and future. Call at set-up.
+  void set_attention_path(AttentionPath path);
+  // Whether the linear layers run cuBLASLt's fused epilogues (CudaBackend::set_linear_epilogues),
+  // for every backend of this device, present and future. Call at set-up.
+  void set_linear_epilogues(bool enabled);
 
  private:
   void create_backend(StreamKind stream);
@@ -74,6 +80,8 @@ class CudaDevice final : public Device {
   std::atomic<bool> tf32_{false};
   std::atomic<bool> deterministic_{false};
   std::atomic<int> lstm_algorithm_{-1};  // kChooseLstmAlgorithm
+  std::atomic<AttentionPath> attention_path_{AttentionPath::fastest};
+  std::atomic<bool> linear_epilogues_{false};
 };
 
 }  // namespace dpbench

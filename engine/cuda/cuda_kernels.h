@@ -25,6 +25,8 @@ void launch_relu_forward(cudaStream_t stream, DataType type, const void* x, void
 // dx = y > 0 ? dy * scale : 0: relu_backward (scale 1), relu_dropout_backward (the keep scale).
 void launch_relu_backward(cudaStream_t stream, DataType type, const void* y, const void* dy,
                           void* dx, size_t n, float scale);
+// dx = dy * gelu'(x) (Backend::gelu_backward); dx may alias dy.
+void launch_gelu_backward(cudaStream_t stream, DataType type, const void* x, const void* dy, void* dx, size_t n);
 // x[0, n) = value rounded to `type`.
 void launch_fill(cudaStream_t stream, DataType type, void* x, size_t n, float value);
 void launch_scale(cudaStream_t stream, float* x, size_t n, float alpha);
@@ -86,10 +88,11 @@ void launch_momentum_update(cudaStream_t stream, float* params, const float* gra
 // The bias corrections 1 - beta^step arrive computed on the host (in double), unless
 // extras.step_from_zero is set: then each block computes them on the device from
 // t = *step_from_zero + 1 (also in double) and the two arguments are ignored, so a replayed CUDA
-// graph corrects every step by its own number.
+// graph corrects every step by its own number. `decay` multiplies the parameters before the
+// step (AdamW's 1 - lr * weight_decay; 1 for Adam).
 void launch_adam_update(cudaStream_t stream, float* params, const float* grads, float* m, float* v,
                         size_t n, float learning_rate, float beta1, float beta2, float epsilon,
-                        float first_moment_correction, float second_moment_correction,
+                        float first_moment_correction, float second_moment_correction, float decay,
                         const UpdateExtras& extras);
 
 // ---- sequence ops (cuda_kernels_sequence.cu); Backend's sequence-op semantics ----------------
@@ -245,7 +248,8 @@ void launch_copy_rows(cudaStream_t stream, const void* src, size_t src_stride, v
 // cuda_kernels_attention.cu). Backend's Transformer-op semantics (shapes in
 // engine/backend/attention_geometry.h). Deterministic throughout: no atomics, every sum in an order fixed
 // by the shape.
-// Backend::add_row_bias: a linear layer's bias with its ReLU, dropout and residual add, one pass.
+// Backend::add_row_bias: a linear layer's bias with its ReLU, dropout and residual add, or its GELU,
+// one pass. The caller has checked `then` (check_row_bias_epilogue).
 void launch_row_bias_epilogue(cudaStream_t stream, DataType type, void* y, const float* bias, int rows, int cols,
                               const RowBiasEpilogue& then);
 // One warp per row; statistics in fp32 by two passes (mean, then squared deviations).
@@ -254,12 +258,12 @@ void launch_layer_norm_forward(cudaStream_t stream, DataType type, const void* x
                                float* saved_mean, float* saved_inv_std);
 // dgamma, dbeta from per-part column sums (parts of rows fixed by the shape) added in a fixed
 // order (launch_sum_column_parts); dx one warp per row, which (rows up to 512 columns) also makes
-// the part's sums in the same pass. dx may alias dy. `workspace` holds
-// layer_norm_workspace_bytes(rows, cols).
+// the part's sums in the same pass. dx may alias dy, except with `accumulate` (dx += the
+// gradient, in fp32 before one rounding). `workspace` holds layer_norm_workspace_bytes(rows, cols).
 void launch_layer_norm_backward(cudaStream_t stream, DataType type, const void* x, const void* dy,
                                 const float* gamma, const float* saved_mean, const float* saved_inv_std,
                                 int rows, int cols, void* dx, float* dgamma, float* dbeta,
-                                void* workspace);
+                                void* workspace, bool accumulate);
 size_t layer_norm_workspace_bytes(int rows, int cols);
 // y = x * scale + PE(t) over (seq_len, batch, dim); y may alias x. seq_len <= 65535.
 void launch_add_positional_encoding(cudaStream_t stream, DataType type, const void* x, void* y,

@@ -1,4 +1,4 @@
-// Element-wise kernels: bias add, ReLU, residual joins, type conversion, fill/scale/axpy and the
+// Element-wise kernels: bias add, ReLU, GELU's backward, residual joins, type conversion, fill/scale/axpy and the
 // synthetic-data fills. All are memory-bound grid-stride loops; kernels first, launchers after.
 // The typed ones (ReLU, joins, conversion, the 16-bit fill) keep fp32, fp16 or bf16 in memory and
 // compute in fp32.
@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "engine/backend/counter_random.h"
+#include "engine/backend/gelu.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cuda_launch.cuh"
@@ -84,6 +85,22 @@ struct ReluBackward {
     load_widened<K>(dy + i, g);
 #pragma unroll
     for (int k = 0; k < K; ++k) g[k] = out[k] > 0.0f ? __fmul_rn(g[k], scale) : 0.0f;
+    store_rounded<K>(dx + i, g);
+  }
+};
+
+template <typename T>
+struct GeluBackward {
+  const T* x;  // the pre-activation
+  const T* dy;
+  T* dx;
+  template <int K>
+  __device__ void apply(size_t i) const {
+    float v[K], g[K];
+    load_widened<K>(x + i, v);
+    load_widened<K>(dy + i, g);
+#pragma unroll
+    for (int k = 0; k < K; ++k) g[k] = g[k] * gelu_tanh_derivative(v[k]);
     store_rounded<K>(dx + i, g);
   }
 };
@@ -296,6 +313,16 @@ void launch_relu_backward(cudaStream_t stream, DataType type, const void* y, con
     launch_elementwise<kPackOf<T>>(stream, op, n, aligned_to({y, dy, dx}, 16));
   });
   DPB_CUDA_CHECK_LAUNCH(relu_backward_kernel);
+}
+
+void launch_gelu_backward(cudaStream_t stream, DataType type, const void* x, const void* dy, void* dx, size_t n) {
+  if (n == 0) return;
+  with_storage_type(type, "gelu_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const GeluBackward<T> op{static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx)};
+    launch_elementwise<kPackOf<T>>(stream, op, n, aligned_to({x, dy, dx}, 16));
+  });
+  DPB_CUDA_CHECK_LAUNCH(gelu_backward_kernel);
 }
 
 void launch_add_tensors(cudaStream_t stream, DataType type, const void* a, const void* b, void* y,

@@ -212,7 +212,7 @@ __global__ void layer_norm_forward_kernel(const T* x, const float* gamma, const 
 // xhat and dy of its columns over its warp's rows, in row order; then the warps add up in a fixed
 // tree (w + 4 into w, w + 2 into w, 1 into 0) and warp 0 writes the part's sums to
 // partial_dgamma, partial_dbeta (parts, cols).
-template <typename T, int kVec, int kPacks>
+template <typename T, int kVec, int kPacks, bool kAccumulate>
 __global__ void __launch_bounds__(kRowThreads, 2) layer_norm_backward_resident_kernel(
     const T* x, const T* dy, const float* gamma, const float* saved_mean, const float* saved_inv_std,
     int rows, int cols, int rows_per_part, T* dx, float* partial_dgamma, float* partial_dbeta) {
@@ -258,9 +258,12 @@ __global__ void __launch_bounds__(kRowThreads, 2) layer_norm_backward_resident_k
     });
     const float g_mean = warp_sum(g_sum) / static_cast<float>(cols);
     const float gx_mean = warp_sum(gx_sum) / static_cast<float>(cols);
+    Pack<T, kVec> before[kPacks] = {};  // with kAccumulate, what dx held (a residual's gradient)
+    if constexpr (kAccumulate) load_lane_packs(dx + static_cast<size_t>(row) * cols, packs, lane, before);
     store_lane_packs<kPacks, kVec>(dx + static_cast<size_t>(row) * cols, packs, lane, [&](int j, int k) {
       const float g = element(ds[j], k) * gammas[j][k];
-      return input_gradient(g, normalized(element(xs[j], k), mean, inv_std), g_mean, gx_mean, inv_std);
+      const float gradient = input_gradient(g, normalized(element(xs[j], k), mean, inv_std), g_mean, gx_mean, inv_std);
+      return kAccumulate ? element(before[j], k) + gradient : gradient;
     });
 #pragma unroll
     for (int j = 0; j < kPacks; ++j) {
@@ -308,7 +311,7 @@ __global__ void __launch_bounds__(kRowThreads, 2) layer_norm_backward_resident_k
 
 // Streaming dx, for rows too long to hold (the dgamma/dbeta partial sums come from
 // layer_norm_partials_kernel).
-template <typename T, int kVec>
+template <typename T, int kVec, bool kAccumulate>
 __global__ void layer_norm_backward_dx_kernel(const T* x, const T* dy, const float* gamma,
                                               const float* saved_mean, const float* saved_inv_std,
                                               int rows, int cols, T* dx) {
@@ -338,6 +341,11 @@ __global__ void layer_norm_backward_dx_kernel(const T* x, const T* dy, const flo
       for (int k = 0; k < kVec; ++k) {
         const float g = element(ds, k) * gamma[q * kVec + k];
         result[k] = input_gradient(g, normalized(element(xs, k), mean, inv_std), g_mean, gx_mean, inv_std);
+      }
+      if constexpr (kAccumulate) {
+        const Pack<T, kVec> before = load_pack<kVec>(dx + offset, q);
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) result[k] += element(before, k);
       }
       store_pack<kVec>(dx + offset, q, round_pack<T, kVec>(result));
     }
@@ -452,7 +460,7 @@ size_t layer_norm_workspace_bytes(int rows, int cols) {
 void launch_layer_norm_backward(cudaStream_t stream, DataType type, const void* x, const void* dy,
                                 const float* gamma, const float* saved_mean, const float* saved_inv_std,
                                 int rows, int cols, void* dx, float* dgamma, float* dbeta,
-                                void* workspace) {
+                                void* workspace, bool accumulate) {
   if (cols <= 0) return;
   if (rows <= 0) {
     DPB_CUDA_CHECK(cudaMemsetAsync(dgamma, 0, sizeof(float) * cols, stream));
@@ -473,10 +481,15 @@ void launch_layer_norm_backward(cudaStream_t stream, DataType type, const void* 
       // Rows that fit in registers: one pass makes dx and the partial sums together.
       const bool resident = with_lane_packs<kVec, kBackwardLaneElements>(cols / kVec, [&](auto lane_packs) {
         constexpr int kPacks = decltype(lane_packs)::value;
-        layer_norm_backward_resident_kernel<T, kVec, kPacks>
-            <<<static_cast<unsigned>(parts), dim3(32, kRowsPerBlock), 0, stream>>>(
-                xs, dys, gamma, saved_mean, saved_inv_std, rows, cols, rows_per_part, dxs, partial_dgamma,
-                partial_dbeta);
+        const dim3 grid(static_cast<unsigned>(parts)), block(32, kRowsPerBlock);
+        if (accumulate)
+          layer_norm_backward_resident_kernel<T, kVec, kPacks, true><<<grid, block, 0, stream>>>(
+              xs, dys, gamma, saved_mean, saved_inv_std, rows, cols, rows_per_part, dxs, partial_dgamma,
+              partial_dbeta);
+        else
+          layer_norm_backward_resident_kernel<T, kVec, kPacks, false><<<grid, block, 0, stream>>>(
+              xs, dys, gamma, saved_mean, saved_inv_std, rows, cols, rows_per_part, dxs, partial_dgamma,
+              partial_dbeta);
       });
       if (resident) return;
       // The partial sums first: they read dy, which dx may overwrite.
@@ -485,8 +498,12 @@ void launch_layer_norm_backward(cudaStream_t stream, DataType type, const void* 
       layer_norm_partials_kernel<T><<<part_grid, dim3(kPartColumns, kPartLanes), 0, stream>>>(
           xs, dys, saved_mean, saved_inv_std, rows, cols, rows_per_part, partial_dgamma, partial_dbeta);
       DPB_CUDA_CHECK_LAUNCH(layer_norm_partials_kernel);
-      layer_norm_backward_dx_kernel<T, kVec><<<row_blocks(rows), dim3(32, kRowsPerBlock), 0, stream>>>(
-          xs, dys, gamma, saved_mean, saved_inv_std, rows, cols, dxs);
+      if (accumulate)
+        layer_norm_backward_dx_kernel<T, kVec, true><<<row_blocks(rows), dim3(32, kRowsPerBlock), 0, stream>>>(
+            xs, dys, gamma, saved_mean, saved_inv_std, rows, cols, dxs);
+      else
+        layer_norm_backward_dx_kernel<T, kVec, false><<<row_blocks(rows), dim3(32, kRowsPerBlock), 0, stream>>>(
+            xs, dys, gamma, saved_mean, saved_inv_std, rows, cols, dxs);
     });
   });
   DPB_CUDA_CHECK_LAUNCH(layer_norm_backward);

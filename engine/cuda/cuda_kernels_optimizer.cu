@@ -109,15 +109,17 @@ __device__ __forceinline__ void momentum_rule(float& p, float g, float& velocity
 
 // The moments' multiply-adds are spelled out: left to the compiler, they were contracted one way
 // in the four-at-a-time loop and the other way in the one-at-a-time loop. These are the ones the
-// update has always compiled to, so the parameters keep their bits.
+// update has always compiled to, so the parameters keep their bits. AdamW's decay (1 - lr *
+// weight_decay, 1 for Adam) is a separately rounded product for the same reason: times 1 it is
+// exact, and plain Adam's parameters keep their bits too.
 __device__ __forceinline__ void adam_rule(float& p, float g, float& m, float& v, float learning_rate, float beta1,
                                           float beta2, float epsilon, float first_moment_correction,
-                                          float second_moment_correction) {
+                                          float second_moment_correction, float decay) {
   m = __fmaf_rn(1.0f - beta1, g, __fmul_rn(beta1, m));                 // beta1 m + (1 - beta1) g
   v = __fmaf_rn(g, __fmul_rn(1.0f - beta2, g), __fmul_rn(beta2, v));  // beta2 v + (1 - beta2) g g
   const float m_hat = m / first_moment_correction;
   const float v_hat = v / second_moment_correction;
-  p = p - learning_rate * m_hat / (sqrtf(v_hat) + epsilon);
+  p = __fmul_rn(p, decay) - learning_rate * m_hat / (sqrtf(v_hat) + epsilon);
 }
 
 template <typename Copy>
@@ -169,11 +171,12 @@ __global__ void momentum_update_kernel(float* params, const float* grads, float*
 
 // Adam (Kingma & Ba) with bias correction: the corrections 1 - beta^t arrive precomputed, or,
 // with step_from_zero set, are computed here from t = *step_from_zero + 1 exactly as the host
-// would (in double, rounded once to float), by one thread per block for the whole block.
+// would (in double, rounded once to float), by one thread per block for the whole block. `decay`
+// is AdamW's factor on the parameters, 1 for Adam.
 template <typename Copy>
 __global__ void adam_update_kernel(float* params, const float* grads, float* m, float* v, size_t n,
                                    float learning_rate, float beta1, float beta2, float epsilon,
-                                   float first_moment_correction, float second_moment_correction,
+                                   float first_moment_correction, float second_moment_correction, float decay,
                                    const int32_t* step_from_zero, bool by_four, DeviceExtras<Copy> extras) {
   if (skipped(extras)) return;  // uniform over the grid, so the barrier below is safe
   if (step_from_zero != nullptr) {
@@ -195,7 +198,7 @@ __global__ void adam_update_kernel(float* params, const float* grads, float* m, 
         const float4 g = load4(grads, q);
         for (int k = 0; k < 4; ++k)
           adam_rule(lane(p, k), unscaled((&g.x)[k], scale), lane(m4, k), lane(v4, k), learning_rate, beta1, beta2,
-                    epsilon, first_moment_correction, second_moment_correction);
+                    epsilon, first_moment_correction, second_moment_correction, decay);
         store4(m, q, m4);
         store4(v, q, v4);
         store4(params, q, p);
@@ -204,7 +207,7 @@ __global__ void adam_update_kernel(float* params, const float* grads, float* m, 
       [&](size_t i) {
         float p = params[i], m1 = m[i], v1 = v[i];
         adam_rule(p, unscaled(grads[i], scale), m1, v1, learning_rate, beta1, beta2, epsilon,
-                  first_moment_correction, second_moment_correction);
+                  first_moment_correction, second_moment_correction, decay);
         m[i] = m1;
         v[i] = v1;
         params[i] = p;
@@ -268,13 +271,14 @@ void launch_momentum_update(cudaStream_t stream, float* params, const float* gra
 
 void launch_adam_update(cudaStream_t stream, float* params, const float* grads, float* m, float* v,
                         size_t n, float learning_rate, float beta1, float beta2, float epsilon,
-                        float first_moment_correction, float second_moment_correction,
+                        float first_moment_correction, float second_moment_correction, float decay,
                         const UpdateExtras& extras) {
   if (n == 0) return;
   with_extras(extras, [&](auto device) {
     adam_update_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(
         params, grads, m, v, n, learning_rate, beta1, beta2, epsilon, first_moment_correction,
-        second_moment_correction, extras.step_from_zero, moves_by_four({params, grads, m, v}, extras), device);
+        second_moment_correction, decay, extras.step_from_zero, moves_by_four({params, grads, m, v}, extras),
+        device);
   });
   DPB_CUDA_CHECK_LAUNCH(adam_update_kernel);
 }

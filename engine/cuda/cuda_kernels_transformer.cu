@@ -1,5 +1,5 @@
 // The Transformer's sinusoidal positional encoding and a linear layer's epilogue (bias, ReLU,
-// dropout, residual add). (Layer normalisation is cuda_kernels_layer_norm.cu; attention is
+// dropout, residual add, or GELU). (Layer normalisation is cuda_kernels_layer_norm.cu; attention is
 // cuda_kernels_attention.cu.) Kernels first, launchers after.
 // Rows hold fp32, fp16 or bf16 (cuda_packs.cuh); the arithmetic is fp32, a 16-bit result is
 // rounded once as it is stored. Bound by memory, so rows move in 16-byte packs where the row
@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "engine/backend/counter_random.h"
+#include "engine/backend/gelu.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cuda_launch.cuh"
@@ -53,11 +54,12 @@ __global__ void positional_encoding_kernel(const T* x, T* y, int batch, int dim,
 // Backend::add_row_bias: bias, ReLU, dropout and the residual add in one pass over (rows, cols),
 // in packs of kVec along a row (kVec divides cols, so a pack never straddles two rows). Values are
 // rounded to T where the separate kernels store them, and the keep scale's product is __fmul_rn,
-// never contracted into the residual's add: bit for bit the ops in sequence.
+// never contracted into the residual's add: bit for bit the ops in sequence. With `activated`
+// (GELU, which comes alone), y keeps the rounded sum and activated receives its GELU.
 template <typename T, int kVec>
 __global__ void row_bias_epilogue_kernel(T* y, const float* bias, size_t packs, unsigned cols, bool relu,
                                          DropoutDraw dropout, uint32_t threshold, float keep_scale,
-                                         const T* residual, T* out) {
+                                         const T* residual, T* out, T* activated) {
   const bool dropping = dropout.rate > 0.0f;
   const uint64_t key = dropping ? dropout_stream_key(dropout.seed, *dropout.step) : 0;
   DPB_GRID_STRIDE_LOOP(i, packs) {
@@ -90,6 +92,11 @@ __global__ void row_bias_epilogue_kernel(T* y, const float* bias, size_t packs, 
     } else {
       store_pack<kVec>(y + at, round_pack<T, kVec>(v));
     }
+    if (activated != nullptr) {
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) v[k] = gelu_tanh(v[k]);
+      store_pack<kVec>(activated + at, round_pack<T, kVec>(v));
+    }
   }
 }
 
@@ -103,12 +110,13 @@ void launch_row_bias_epilogue(cudaStream_t stream, DataType type, void* y, const
   const float keep_scale = dropout_keep_scale(rate);  // rounded once, as the reference rounds it
   with_storage_type(type, "add_row_bias", [&](auto tag) {
     using T = decltype(tag);
-    with_row_packs<T>(cols, {y, then.residual, then.out}, [&](auto vec) {
+    with_row_packs<T>(cols, {y, then.residual, then.out, then.activated}, [&](auto vec) {
       constexpr int kVec = decltype(vec)::value;
       const size_t packs = static_cast<size_t>(rows) * cols / kVec;
       row_bias_epilogue_kernel<T, kVec><<<grid_for(packs), kBlockSize, 0, stream>>>(
           static_cast<T*>(y), bias, packs, static_cast<unsigned>(cols), then.relu, then.dropout, threshold,
-          keep_scale, static_cast<const T*>(then.residual), static_cast<T*>(then.out));
+          keep_scale, static_cast<const T*>(then.residual), static_cast<T*>(then.out),
+          static_cast<T*>(then.gelu ? then.activated : nullptr));
     });
   });
   DPB_CUDA_CHECK_LAUNCH(row_bias_epilogue_kernel);

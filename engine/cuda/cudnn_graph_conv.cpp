@@ -1,6 +1,6 @@
 // CudnnGraphConvolutions (cudnn_graph_conv.h): convolutions as cuDNN operation graphs. First the
-// descriptor plumbing (an owner, one checked setter), then the graphs of each pass, then engine
-// choice (heuristics, note filters, timing), then the class.
+// graphs of each pass, then engine choice (note filters, timing; the plumbing they share with the
+// attention graphs is cudnn_graph_api.h), then the class.
 #include "engine/cuda/cudnn_graph_conv.h"
 
 #include <cuda_runtime.h>
@@ -19,7 +19,7 @@
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_device.h"
-#include "engine/cuda/cuda_raii.h"
+#include "engine/cuda/cudnn_graph_api.h"
 #include "engine/cuda/cudnn_plans.h"
 #include "engine/cuda/cudnn_raii.h"
 #include "engine/cuda/stream_timing.h"
@@ -58,9 +58,6 @@ namespace {
 // A graph no engine runs is remembered as unsupported, so a caller that falls back asks once.
 constexpr int kMaxCandidatePlans = 8;
 constexpr int kTimedRuns = 3;
-// Promised to cuDNN for every tensor's base address and checked on every pointer: the fastest
-// engines load 16 bytes at a time, and cudaMalloc gives 256.
-constexpr int64_t kByteAlignment = 16;
 
 // The variant pack's tensors are at most x, w, y, the input's scale and bias, and the two sums.
 constexpr int kMaxGraphInputsOutputs = 7;
@@ -81,69 +78,6 @@ enum TensorUid : int64_t {
   kUidActivated,  // virtual: relu(x * scale + bias), the convolution's input
   kUidSquares,    // virtual: y * y (the statistics by reductions)
 };
-
-// Owner of one backend descriptor; like CudnnObject, but the create call takes a type.
-class BackendDescriptor {
- public:
-  BackendDescriptor() = default;
-  explicit BackendDescriptor(cudnnBackendDescriptorType_t type) {
-    DPB_CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &native_));
-  }
-  ~BackendDescriptor() {
-    if (native_ != nullptr) (void)cudnnBackendDestroyDescriptor(native_);
-  }
-  BackendDescriptor(BackendDescriptor&& other) noexcept
-      : native_(std::exchange(other.native_, nullptr)) {}
-  BackendDescriptor& operator=(BackendDescriptor&& other) noexcept {
-    std::swap(native_, other.native_);
-    return *this;
-  }
-  BackendDescriptor(const BackendDescriptor&) = delete;
-  BackendDescriptor& operator=(const BackendDescriptor&) = delete;
-
-  cudnnBackendDescriptor_t get() const { return native_; }
-
- private:
-  cudnnBackendDescriptor_t native_ = nullptr;
-};
-
-// cuDNN 9 explains a backend failure (which attribute, which rule) only through this.
-std::string last_cudnn_message() {
-  std::array<char, 1024> text{};
-  cudnnGetLastErrorString(text.data(), text.size());
-  return text.data();
-}
-
-// The one way attributes are set. The macro names the call; which attribute failed, and cuDNN's
-// account of why, are added here, since every set call reads the same.
-void set_attribute(const BackendDescriptor& descriptor, cudnnBackendAttributeName_t name,
-                   cudnnBackendAttributeType_t type, int64_t count, const void* values) {
-  try {
-    DPB_CUDNN_CHECK(cudnnBackendSetAttribute(descriptor.get(), name, type, count, values));
-  } catch (const RuntimeError& error) {
-    throw RuntimeError(std::string(error.what()) + " setting attribute " + std::to_string(name) +
-                       ": " + last_cudnn_message());
-  }
-}
-
-void set_descriptor(const BackendDescriptor& descriptor, cudnnBackendAttributeName_t name,
-                    const BackendDescriptor& value) {
-  const cudnnBackendDescriptor_t native = value.get();
-  set_attribute(descriptor, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &native);
-}
-
-void finalize(const BackendDescriptor& descriptor, const char* what) {
-  try {
-    DPB_CUDNN_CHECK(cudnnBackendFinalize(descriptor.get()));
-  } catch (const RuntimeError& error) {
-    throw RuntimeError(std::string(error.what()) + " finalizing " + what + ": " +
-                       last_cudnn_message());
-  }
-}
-
-bool is_not_supported(cudnnStatus_t status) {
-  return CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_NOT_SUPPORTED;
-}
 
 // ---- the operation graphs -----------------------------------------------------------------------
 
@@ -175,7 +109,7 @@ const BackendDescriptor& add_tensor(OperationGraph& graph, TensorUid uid, cudnnD
   set_attribute(tensor, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims.data());
   set_attribute(tensor, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.data());
   set_attribute(tensor, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &id);
-  set_attribute(tensor, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &kByteAlignment);
+  set_attribute(tensor, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &kTensorByteAlignment);
   set_attribute(tensor, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
   finalize(tensor, "a tensor descriptor");
   if (!is_virtual) graph.io_uids[static_cast<size_t>(graph.io_count++)] = uid;
@@ -411,132 +345,16 @@ bool build_operation_graph(cudnnHandle_t handle, const ConvGeometry& g, ConvPass
 
 // ---- engine choice ------------------------------------------------------------------------------
 
-struct EngineNotes {
-  int64_t index = -1;  // cuDNN's global engine index
-  bool runtime_compiled = false;
-  bool tensor_cores = false;
-  bool down_converts_inputs = false;
-  bool reduces_in_reduced_precision = false;
-};
-
-EngineNotes engine_notes(const BackendDescriptor& config) {
-  BackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  cudnnBackendDescriptor_t native = engine.get();
-  int64_t count = 0;
-  DPB_CUDNN_CHECK(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
-                                           CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &native));
-  EngineNotes notes;
-  DPB_CUDNN_CHECK(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
-                                           CUDNN_TYPE_INT64, 1, &count, &notes.index));
-  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> numerical{};
-  DPB_CUDNN_CHECK(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
-                                           CUDNN_TYPE_NUMERICAL_NOTE,
-                                           static_cast<int64_t>(numerical.size()), &count,
-                                           numerical.data()));
-  for (int64_t i = 0; i < std::min<int64_t>(count, numerical.size()); ++i) {
-    const cudnnBackendNumericalNote_t note = numerical[static_cast<size_t>(i)];
-    notes.tensor_cores |= note == CUDNN_NUMERICAL_NOTE_TENSOR_CORE;
-    notes.down_converts_inputs |= note == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
-    notes.reduces_in_reduced_precision |= note == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION;
-  }
-  std::array<cudnnBackendBehaviorNote_t, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT> behavior{};
-  DPB_CUDNN_CHECK(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE,
-                                           CUDNN_TYPE_BEHAVIOR_NOTE,
-                                           static_cast<int64_t>(behavior.size()), &count,
-                                           behavior.data()));
-  for (int64_t i = 0; i < std::min<int64_t>(count, behavior.size()); ++i) {
-    notes.runtime_compiled |=
-        behavior[static_cast<size_t>(i)] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
-  }
-  return notes;
-}
-
-// Any refusal is an empty list: a mode that has nothing for a graph says so in several ways, and
-// the caller then tries the fallback list or reports the graph unsupported.
-std::vector<BackendDescriptor> heuristic_configs(const BackendDescriptor& graph,
-                                                 cudnnBackendHeurMode_t mode,
-                                                 std::string& refusal) {
-  BackendDescriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-  set_descriptor(heuristics, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
-  set_attribute(heuristics, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
-  if (cudnnBackendFinalize(heuristics.get()) != CUDNN_STATUS_SUCCESS) {
-    refusal = last_cudnn_message();
-    return {};
-  }
-  int64_t available = 0;
-  DPB_CUDNN_CHECK(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                           CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &available, nullptr));
-  // The results are copied into descriptors the caller created.
-  std::vector<BackendDescriptor> configs;
-  std::vector<cudnnBackendDescriptor_t> natives;
-  for (int64_t i = 0; i < available; ++i) {
-    configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-    natives.push_back(configs.back().get());
-  }
-  int64_t returned = 0;
-  DPB_CUDNN_CHECK(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                           CUDNN_TYPE_BACKEND_DESCRIPTOR, available, &returned,
-                                           natives.data()));
-  configs.resize(static_cast<size_t>(std::min(returned, available)));
-  return configs;
-}
-
-struct CandidatePlan {
-  BackendDescriptor config, plan;
-  EngineNotes notes;
-  size_t workspace_bytes = 0;
-};
-
-// Why a graph found no plan, for GraphConvolutionUnsupported's message.
-struct CandidateCounts {
-  int configs = 0, excluded_by_notes = 0, not_finalized = 0, over_workspace = 0, failed_to_run = 0;
-  std::string last_refusal;  // cuDNN's own words for the last graph, heuristics or plan refused
-  std::string text() const {
-    return std::to_string(configs) + " engine configs, " + std::to_string(excluded_by_notes) +
-           " excluded by numerical notes, " + std::to_string(not_finalized) +
-           " not finalized, " + std::to_string(over_workspace) + " over the workspace limit, " +
-           std::to_string(failed_to_run) + " failed to run" +
-           (last_refusal.empty() ? "" : "; cuDNN: " + last_refusal);
-  }
-};
-
 // Steps 2 and 3 of Note [graph convolution plans] for one heuristics mode.
-std::vector<CandidatePlan> candidate_plans(cudnnHandle_t handle, const OperationGraph& graph,
-                                           cudnnBackendHeurMode_t mode, bool fp32_data,
-                                           bool allow_tf32, size_t workspace_limit,
-                                           CandidateCounts& counts) {
-  std::vector<CandidatePlan> candidates;
-  for (BackendDescriptor& config : heuristic_configs(graph.graph, mode, counts.last_refusal)) {
-    if (static_cast<int>(candidates.size()) == kMaxCandidatePlans) break;
-    ++counts.configs;
-    const EngineNotes notes = engine_notes(config);
-    if ((fp32_data && notes.tensor_cores && !allow_tf32) || notes.down_converts_inputs ||
-        notes.reduces_in_reduced_precision) {
-      ++counts.excluded_by_notes;
-      continue;
-    }
-    BackendDescriptor plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-    // Deprecated like the graph's handle (see build_operation_graph), still accepted.
-    set_attribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
-    set_descriptor(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
-    // Any refusal here means this engine cannot run this graph after all (the heuristics
-    // over-promise, runtime compilation fails for a shape): the next config is tried.
-    if (cudnnBackendFinalize(plan.get()) != CUDNN_STATUS_SUCCESS) {
-      ++counts.not_finalized;
-      counts.last_refusal = last_cudnn_message();
-      continue;
-    }
-    int64_t workspace = 0, count = 0;
-    DPB_CUDNN_CHECK(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                             CUDNN_TYPE_INT64, 1, &count, &workspace));
-    if (static_cast<size_t>(workspace) > workspace_limit) {
-      ++counts.over_workspace;
-      continue;
-    }
-    candidates.push_back(
-        {std::move(config), std::move(plan), notes, static_cast<size_t>(workspace)});
-  }
-  return candidates;
+std::vector<CandidatePlan> conv_candidate_plans(cudnnHandle_t handle, const OperationGraph& graph,
+                                                cudnnBackendHeurMode_t mode, bool fp32_data, bool allow_tf32,
+                                                size_t workspace_limit, CandidateCounts& counts) {
+  return candidate_plans(handle, graph.graph, mode, workspace_limit, kMaxCandidatePlans,
+                         [&](const EngineNotes& notes) {
+                           return (fp32_data && notes.tensor_cores && !allow_tf32) || notes.down_converts_inputs ||
+                                  notes.reduces_in_reduced_precision;
+                         },
+                         counts);
 }
 
 // The device buffers of one run, by the geometry's roles (see prepare()).
@@ -549,7 +367,7 @@ struct ConvPointers {
 };
 
 void require_aligned(const void* pointer, const char* what) {
-  if (reinterpret_cast<uintptr_t>(pointer) % static_cast<uintptr_t>(kByteAlignment) != 0) {
+  if (!is_tensor_aligned(pointer)) {
     throw RuntimeError(std::string("CudnnGraphConvolutions: the ") + what +
                        " buffer is not 16-byte aligned, as every plan was promised");
   }
@@ -589,30 +407,6 @@ BackendDescriptor variant_pack(const OperationGraph& graph, const ConvPointers& 
   set_attribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
   finalize(pack, "the variant pack");
   return pack;
-}
-
-// Milliseconds per run of `plan` on the caller's buffers, or a negative value when it failed to
-// run (the candidate is then dropped).
-float time_plan(cudnnHandle_t handle, cudaStream_t stream, const BackendDescriptor& plan,
-                const BackendDescriptor& pack) {
-  if (cudnnBackendExecute(handle, plan.get(), pack.get()) != CUDNN_STATUS_SUCCESS) {
-    (void)cudaGetLastError();  // a refused launch is this candidate's answer, not the thread's
-    return -1.0f;
-  }
-  CudaEvent start(/*timing=*/true), stop(/*timing=*/true);
-  DPB_CUDA_CHECK(cudaEventRecord(start.get(), stream));
-  for (int run = 0; run < kTimedRuns; ++run) {
-    if (cudnnBackendExecute(handle, plan.get(), pack.get()) != CUDNN_STATUS_SUCCESS) {
-      (void)cudaGetLastError();
-      DPB_CUDA_CHECK(cudaStreamSynchronize(stream));
-      return -1.0f;
-    }
-  }
-  DPB_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
-  DPB_CUDA_CHECK(cudaEventSynchronize(stop.get()));
-  float milliseconds = 0.0f;
-  DPB_CUDA_CHECK(cudaEventElapsedTime(&milliseconds, start.get(), stop.get()));
-  return milliseconds / kTimedRuns;
 }
 
 const char* pass_name(ConvPass pass) {
@@ -706,19 +500,19 @@ CudnnGraphConvolutions::Impl::Plan CudnnGraphConvolutions::Impl::build(
     }
     bool fallback_list = false;
     std::vector<CandidatePlan> candidates =
-        candidate_plans(handle, graph, CUDNN_HEUR_MODE_A, g.input.type == DataType::f32,
-                        allow_tf32, workspace_limit, counts);
+        conv_candidate_plans(handle, graph, CUDNN_HEUR_MODE_A, g.input.type == DataType::f32,
+                             allow_tf32, workspace_limit, counts);
     if (candidates.empty()) {
       fallback_list = true;
-      candidates = candidate_plans(handle, graph, CUDNN_HEUR_MODE_FALLBACK,
-                                   g.input.type == DataType::f32, allow_tf32, workspace_limit,
-                                   counts);
+      candidates = conv_candidate_plans(handle, graph, CUDNN_HEUR_MODE_FALLBACK,
+                                        g.input.type == DataType::f32, allow_tf32, workspace_limit,
+                                        counts);
     }
     const BackendDescriptor pack = variant_pack(graph, pointers, workspace);
     int fastest = -1, timed = 0;
     float fastest_ms = 0.0f;
     for (size_t i = 0; i < candidates.size(); ++i) {
-      const float ms = time_plan(handle, stream, candidates[i].plan, pack);
+      const float ms = time_plan(handle, stream, candidates[i].plan, pack, kTimedRuns);
       if (ms < 0.0f) {
         ++counts.failed_to_run;
         continue;

@@ -16,22 +16,22 @@ inline bool stream_capturing(cudaStream_t stream) {
   return capture != cudaStreamCaptureStatusNone;
 }
 
-// Milliseconds of one run of `work` on `stream`, after one untimed run.
+// Milliseconds of one run of `work` on `stream` (the mean of `runs` runs), after one untimed run.
 template <typename Work>
-float timed_on_stream(cudaStream_t stream, Work work) {
+float timed_on_stream(cudaStream_t stream, Work work, int runs = 1) {
   work();
   cudaEvent_t start, stop;
   DPB_CUDA_CHECK(cudaEventCreate(&start));
   DPB_CUDA_CHECK(cudaEventCreate(&stop));
   DPB_CUDA_CHECK(cudaEventRecord(start, stream));
-  work();
+  for (int run = 0; run < runs; ++run) work();
   DPB_CUDA_CHECK(cudaEventRecord(stop, stream));
   DPB_CUDA_CHECK(cudaEventSynchronize(stop));
   float ms = 0.0f;
   DPB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
   (void)cudaEventDestroy(start);
   (void)cudaEventDestroy(stop);
-  return ms;
+  return ms / static_cast<float>(runs);
 }
 
 }  // namespace dpbench

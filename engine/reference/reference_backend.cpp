@@ -250,7 +250,8 @@ void ReferenceBackend::momentum_update(float* params, const float* grads, float*
 
 void ReferenceBackend::adam_update(float* params, const float* grads, float* m, float* v,
                                    size_t n, float learning_rate, float beta1, float beta2,
-                                   float epsilon, int64_t step, const UpdateExtras& extras) {
+                                   float epsilon, int64_t step, float weight_decay,
+                                   const UpdateExtras& extras) {
   const ExtrasAccess access{extras};
   if (access.skipped()) return;
   // A captured graph cannot take a new `step` argument each replay, so it reads the step counter
@@ -261,6 +262,9 @@ void ReferenceBackend::adam_update(float* params, const float* grads, float* m, 
   const double b1 = beta1, b2 = beta2;
   const double first_moment_correction = 1.0 - std::pow(b1, static_cast<double>(t));
   const double second_moment_correction = 1.0 - std::pow(b2, static_cast<double>(t));
+  // AdamW's decay shrinks the parameter before the Adam step reads it; exactly 1 without decay,
+  // so plain Adam keeps its bits.
+  const double decay = 1.0 - static_cast<double>(learning_rate) * weight_decay;
   for (size_t i = 0; i < n; ++i) {
     const double g = access.gradient(grads, i);
     const double m_new = b1 * m[i] + (1.0 - b1) * g;
@@ -269,7 +273,7 @@ void ReferenceBackend::adam_update(float* params, const float* grads, float* m, 
     v[i] = static_cast<float>(v_new);
     const double m_hat = m_new / first_moment_correction;
     const double v_hat = v_new / second_moment_correction;
-    params[i] = static_cast<float>(params[i] - learning_rate * m_hat / (std::sqrt(v_hat) + epsilon));
+    params[i] = static_cast<float>(params[i] * decay - learning_rate * m_hat / (std::sqrt(v_hat) + epsilon));
     access.refresh_half(i, params[i]);
   }
 }

@@ -1,6 +1,7 @@
-// ReferenceBackend's Transformer ops: the row bias of a linear layer with its epilogue, layer normalisation, the
-// sinusoidal positional encoding and multi-head attention (engine/backend/attention_geometry.h), written
-// as plain loops with every sum in double: the oracle the CUDA versions are tested against.
+// ReferenceBackend's Transformer ops: the row bias of a linear layer with its epilogue, GELU's
+// backward, layer normalisation, the sinusoidal positional encoding and multi-head attention
+// (engine/backend/attention_geometry.h), written as plain loops with every sum in double: the
+// oracle the CUDA versions are tested against.
 // Buffers of a 16-bit type are read as floats and each output is rounded once to that type;
 // biases, gamma, beta, statistics and lse stay fp32. None of these ops needs a workspace here.
 #include <algorithm>
@@ -10,6 +11,8 @@
 #include <vector>
 
 #include "engine/backend/counter_random.h"
+#include "engine/backend/gelu.h"
+#include "engine/backend/linear_in_ops.h"
 #include "engine/errors.h"
 #include "engine/reference/reference_backend.h"
 #include "engine/reference/reference_storage.h"
@@ -109,13 +112,32 @@ double score(const AttentionGeometry& g, const std::vector<float>& q, int i, con
 
 }  // namespace
 
-// ---- row bias -----------------------------------------------------------------------------------
+// ---- linear layers and their row bias -----------------------------------------------------------
+
+void ReferenceBackend::linear_forward(DataType type, const void* x, const void* weights, const float* bias,
+                                      const void* /*bias_copy*/, int rows, int in, int out, void* y,
+                                      const RowBiasEpilogue& then) {
+  linear_forward_in_two_ops(*this, type, x, weights, bias, rows, in, out, y, then);
+}
+
+bool ReferenceBackend::linear_forward_fused(DataType, int, int, int, const RowBiasEpilogue&) { return false; }
+
+void ReferenceBackend::linear_backward(DataType type, const void* x, const void* dy, const void* weights, int rows,
+                                       int in, int out, float* dweights, float* dbias, void* dx, bool accumulate,
+                                       const GeluInputGradient& gelu) {
+  check_linear_backward(dx, accumulate, gelu, "ReferenceBackend::linear_backward");
+  linear_backward_in_ops(*this, type, x, dy, weights, rows, in, out, dweights, dbias, dx, accumulate, gelu);
+}
+
+int ReferenceBackend::linear_backward_launches(DataType, int, int, int, bool bias, bool input_gradient, bool gelu) {
+  return linear_weight_gradient_in_ops_launches(bias) + linear_input_gradient_in_ops_launches(input_gradient, gelu);
+}
 
 void ReferenceBackend::add_row_bias(DataType type, void* y, const float* bias, int rows, int cols,
                                     const RowBiasEpilogue& then) {
+  check_row_bias_epilogue(then, y, "ReferenceBackend::add_row_bias");
   const DropoutDraw& dropout = then.dropout;
   const bool dropping = dropout.rate > 0.0f;
-  if (dropping && dropout.step == nullptr) throw RuntimeError("add_row_bias: dropout needs the step counter");
   const uint64_t stream_key = dropping ? dropout_stream_key(dropout.seed, *dropout.step) : 0;
   const uint32_t threshold = dropout_threshold(dropout.rate);
   const float keep_scale = dropout_keep_scale(dropout.rate);
@@ -137,6 +159,7 @@ void ReferenceBackend::add_row_bias(DataType type, void* y, const float* bias, i
         } else {
           store_from_float(T, y, at, v);
         }
+        if (then.gelu) store_from_float(T, then.activated, at, gelu_tanh(v));
       }
     }
   });
@@ -149,6 +172,15 @@ void ReferenceBackend::relu_dropout_backward(DataType type, const void* y, const
     constexpr DataType T = decltype(tag)::value;
     for (size_t i = 0; i < n; ++i) {
       store_from_float(T, dx, i, load_as_float(T, y, i) > 0.0f ? load_as_float(T, dy, i) * keep_scale : 0.0f);
+    }
+  });
+}
+
+void ReferenceBackend::gelu_backward(DataType type, const void* x, const void* dy, void* dx, size_t n) {
+  with_type(type, [&](auto tag) {
+    constexpr DataType T = decltype(tag)::value;
+    for (size_t i = 0; i < n; ++i) {
+      store_from_float(T, dx, i, load_as_float(T, dy, i) * gelu_tanh_derivative(load_as_float(T, x, i)));
     }
   });
 }
@@ -184,7 +216,8 @@ void ReferenceBackend::layer_norm_forward(DataType type, const void* x, const fl
 
 void ReferenceBackend::layer_norm_backward(DataType type, const void* x, const void* dy, const float* gamma,
                                            const float* saved_mean, const float* saved_inv_std, int rows,
-                                           int cols, void* dx, float* dgamma, float* dbeta, void* /*workspace*/) {
+                                           int cols, void* dx, float* dgamma, float* dbeta, void* /*workspace*/,
+                                           bool accumulate) {
   std::vector<double> dgamma_sum(static_cast<size_t>(std::max(cols, 0)), 0.0);
   std::vector<double> dbeta_sum(dgamma_sum.size(), 0.0);
   std::vector<double> xhat(dgamma_sum.size()), g(dgamma_sum.size());  // one row's
@@ -205,8 +238,8 @@ void ReferenceBackend::layer_norm_backward(DataType type, const void* x, const v
         dbeta_sum[c] += d;
       }
       for (int c = 0; c < cols; ++c) {
-        const double value = inv_std / cols * (cols * g[c] - sum_g - xhat[c] * sum_g_xhat);
-        store_from_float(T, dx, row + c, static_cast<float>(value));
+        const float value = static_cast<float>(inv_std / cols * (cols * g[c] - sum_g - xhat[c] * sum_g_xhat));
+        store_from_float(T, dx, row + c, accumulate ? load_as_float(T, dx, row + c) + value : value);
       }
     }
   });

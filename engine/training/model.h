@@ -90,6 +90,11 @@ class Model {
   // FLOPs a training step spends on one sample (see StepFlops); every model's count is linear in
   // the batch, so a replica's step is this times its batch.
   virtual StepFlops flops_per_sample() const = 0;
+  // What flops_per_sample counts, in words, for the result's summary.flops.counted.
+  virtual std::string flops_counted() const {
+    return "multiply-adds of convolutions and matrix products (LSTM gates included), 2 FLOPs each; the passes as "
+           "they run";
+  }
   // Deterministic initial values from the seed, identical for every replica and backend.
   virtual std::vector<float> initial_parameters(uint64_t seed) const = 0;
   virtual std::unique_ptr<ModelReplica> create_replica(Device& device, ParameterSet& parameters,

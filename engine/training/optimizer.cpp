@@ -10,7 +10,8 @@ OptimizerKind parse_optimizer_kind(const std::string& name) {
   if (name == "sgd") return OptimizerKind::sgd;
   if (name == "momentum") return OptimizerKind::momentum;
   if (name == "adam") return OptimizerKind::adam;
-  throw ConfigError("--optimizer=" + name + ": unknown optimizer; accepted: sgd, momentum, adam");
+  if (name == "adamw") return OptimizerKind::adamw;
+  throw ConfigError("--optimizer=" + name + ": unknown optimizer; accepted: sgd, momentum, adam, adamw");
 }
 
 Optimizer::Optimizer(Device& device, const OptimizerConfig& config, size_t count)
@@ -20,7 +21,7 @@ Optimizer::Optimizer(Device& device, const OptimizerConfig& config, size_t count
     first_moment_ = device.allocate(count * sizeof(float));
     device.ops().fill(first_moment_.as<float>(), count, 0.0f);
   }
-  if (config.kind == OptimizerKind::adam) {
+  if (config.kind == OptimizerKind::adam || config.kind == OptimizerKind::adamw) {
     second_moment_ = device.allocate(count * sizeof(float));
     device.ops().fill(second_moment_.as<float>(), count, 0.0f);
   }
@@ -89,9 +90,11 @@ void Optimizer::apply(float* params, const float* grads, GradientRange range, in
                           config_.learning_rate, config_.momentum, extras);
       break;
     case OptimizerKind::adam:
+    case OptimizerKind::adamw:
       ops.adam_update(p, g, first_moment_.as<float>() + range.offset,
                       second_moment_.as<float>() + range.offset, range.count, config_.learning_rate,
-                      config_.beta1, config_.beta2, config_.epsilon, step, extras);
+                      config_.beta1, config_.beta2, config_.epsilon, step,
+                      config_.kind == OptimizerKind::adamw ? config_.weight_decay : 0.0f, extras);
       break;
   }
 }

@@ -1,4 +1,4 @@
-// Optimizer: SGD, momentum or Adam applied as one fused update over a flat range of a replica's
+// Optimizer: SGD, momentum, Adam or AdamW applied as one fused update over a flat range of a replica's
 // buffers. It owns the optimizer state (same layout as the parameters) on its device, and under
 // mixed precision the loss scale: the fused update also unscales the gradients, skips a step
 // whose gradients overflowed (automatic scaling) and refreshes the 16-bit weight copy.
@@ -13,7 +13,8 @@
 
 namespace dpbench {
 
-enum class OptimizerKind { sgd, momentum, adam };
+// adamw: Adam with decoupled weight decay (torch.optim.AdamW); the same state as adam.
+enum class OptimizerKind { sgd, momentum, adam, adamw };
 
 // fp16 loss scaling: none (fp32, tf32, bf16), a fixed scale (--fp16_loss_scale), or automatic
 // (--fp16_enable_auto_loss_scale): halved after a step whose gradients were not finite (that
@@ -25,6 +26,7 @@ struct OptimizerConfig {
   float learning_rate = 0.01f;
   float momentum = 0.9f;
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
+  float weight_decay = 0.01f;  // adamw only: p *= 1 - learning_rate * weight_decay each step
   LossScaling loss_scaling = LossScaling::none;
   float loss_scale = 1.0f;  // the fixed scale, or the automatic one's first value
   int loss_scale_increase_every = 1000;
@@ -63,8 +65,8 @@ class Optimizer {
  private:
   Device* device_;
   OptimizerConfig config_;
-  Buffer first_moment_;   // momentum velocity, or Adam's m
-  Buffer second_moment_;  // Adam's v
+  Buffer first_moment_;   // momentum velocity, or Adam's (and AdamW's) m
+  Buffer second_moment_;  // Adam's (and AdamW's) v
   Buffer loss_scale_state_;  // one LossScaleState, with loss scaling only
   const int32_t* device_step_ = nullptr;
   StepTrace::Span update_span_;  // begin_update to end_update, in a trace

@@ -17,6 +17,7 @@ class EmbeddingTable {
   EmbeddingTable(ParameterLayout& layout, const std::string& name, int vocab, int dim);
   int vocab() const { return vocab_; }
   int dim() const { return dim_; }
+  int table_id() const { return table_id_; }
   GradientRange gradient_range(const ParameterLayout& layout) const {
     return layout.range_of(table_id_, table_id_);
   }

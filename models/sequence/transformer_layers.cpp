@@ -35,20 +35,16 @@ void LinearParams::initialize(const ParameterLayout& layout, uint64_t seed, std:
 
 void LinearParams::forward(Backend& ops, const ParameterSet& params, DataType type, const void* x, int rows,
                            void* y, const RowBiasEpilogue& then) const {
-  ops.gemm(Transpose::no, Transpose::yes, rows, out_, in_, 1.0f, type, x, in_, params.parameter_as(weights_id_, type),
-           in_, 0.0f, type, y, out_);
-  ops.add_row_bias(type, y, params.parameter(bias_id_), rows, out_, then);
+  ops.linear_forward(type, x, params.parameter_as(weights_id_, type), params.parameter(bias_id_),
+                     params.parameter_as(bias_id_, type), rows, in_, out_, y, then);
 }
 
 void LinearParams::backward(Backend& ops, const ParameterSet& params, DataType type, const void* x, const void* dy,
-                            int rows, void* dx, bool accumulate) const {
-  ops.bias_gradient(type, dy, params.gradient(bias_id_), rows, out_);
-  // dW (out, in) = dy^T (out, rows) x (rows, in), in fp32.
-  ops.gemm(Transpose::yes, Transpose::no, out_, in_, rows, 1.0f, type, dy, out_, x, in_, 0.0f, DataType::f32,
-           params.gradient(weights_id_), in_);
-  if (dx != nullptr)
-    ops.gemm(Transpose::no, Transpose::no, rows, in_, out_, 1.0f, type, dy, out_,
-             params.parameter_as(weights_id_, type), in_, accumulate ? 1.0f : 0.0f, type, dx, in_);
+                            int rows, void* dx, bool accumulate, const GeluInputGradient& gelu,
+                            bool bias_gradient) const {
+  ops.linear_backward(type, x, dy, params.parameter_as(weights_id_, type), rows, in_, out_,
+                      params.gradient(weights_id_), bias_gradient ? params.gradient(bias_id_) : nullptr, dx,
+                      accumulate, gelu);
 }
 
 LayerNormParams::LayerNormParams(ParameterLayout& layout, const std::string& name, int dim) : dim_(dim) {
@@ -76,11 +72,11 @@ void LayerNormPass::forward(const ParameterSet& params, const void* x, void* y) 
                                    rows_, norm_.dim(), epsilon_, y, mean_.as<float>(), inv_std_.as<float>());
 }
 
-void LayerNormPass::backward(const ParameterSet& params, const void* x, const void* dy, void* dx) {
+void LayerNormPass::backward(const ParameterSet& params, const void* x, const void* dy, void* dx, bool accumulate) {
   device_.ops().layer_norm_backward(type_, x, dy, params.parameter(norm_.gamma_id()), mean_.as<float>(),
                                     inv_std_.as<float>(), rows_, norm_.dim(), dx,
                                     params.gradient(norm_.gamma_id()), params.gradient(norm_.beta_id()),
-                                    workspace_.data());
+                                    workspace_.data(), accumulate);
 }
 
 TransformerScratch::TransformerScratch(Device& device, const TransformerShape& shape, int max_rows,
@@ -164,43 +160,30 @@ GradientRange TransformerDecoderLayer::gradient_range(const ParameterLayout& lay
 
 // ---- sub-layers ---------------------------------------------------------------------------------
 
-namespace {
+DropoutDraw DropoutSite::draw(const TransformerStep& step) const {
+  DropoutDraw d;
+  if (!active(step)) return d;
+  d.rate = rate;
+  d.seed = seed;
+  d.first_index = first_index;
+  d.step = step.step;
+  return d;
+}
 
-// One dropout of a sub-layer on one replica. The masks are placed by the replica's first
-// sentence times the buffer's elements per sentence: replicas draw disjoint masks, but a
-// sentence's mask depends on the per-replica batch (the buffers are sequence-major), unlike the
-// image models' dropout.
-struct DropoutSite {
-  uint64_t seed = 0;
-  uint64_t first_index = 0;
-  float rate = 0;
-  bool active(const TransformerStep& step) const { return step.training && rate > 0.0f; }
-  // The draw for an op that drops in its own pass (rate 0 where nothing drops this step).
-  DropoutDraw draw(const TransformerStep& step) const {
-    DropoutDraw d;
-    if (!active(step)) return d;
-    d.rate = rate;
-    d.seed = seed;
-    d.first_index = first_index;
-    d.step = step.step;
-    return d;
-  }
-  // The bias's pass of a sub-layer's output projection: sum = residual + Dropout(y + b).
-  RowBiasEpilogue into_residual(const TransformerStep& step, const void* residual, void* sum) const {
-    RowBiasEpilogue then;
-    then.dropout = draw(step);
-    then.residual = residual;
-    then.out = sum;
-    return then;
-  }
-  // The gradient before the dropout, from dy: in `scratch`, or dy itself where nothing dropped.
-  const void* backward(Backend& ops, const TransformerStep& step, DataType type, const void* dy, void* scratch,
-                       size_t n) const {
-    if (!active(step)) return dy;
-    ops.dropout_backward(type, dy, scratch, n, rate, seed, first_index, step.step);
-    return scratch;
-  }
-};
+RowBiasEpilogue DropoutSite::into_residual(const TransformerStep& step, const void* residual, void* sum) const {
+  RowBiasEpilogue then;
+  then.dropout = draw(step);
+  then.residual = residual;
+  then.out = sum;
+  return then;
+}
+
+const void* DropoutSite::backward(Backend& ops, const TransformerStep& step, DataType type, const void* dy,
+                                  void* scratch, size_t n) const {
+  if (!active(step)) return dy;
+  ops.dropout_backward(type, dy, scratch, n, rate, seed, first_index, step.step);
+  return scratch;
+}
 
 DropoutSite dropout_site(const ReplicaShard& shard, uint64_t layer_key, int site, size_t elements_per_sentence,
                          float rate) {
@@ -210,8 +193,6 @@ DropoutSite dropout_site(const ReplicaShard& shard, uint64_t layer_key, int site
   result.rate = rate;
   return result;
 }
-
-}  // namespace
 
 // x <- LayerNorm(x + Dropout(Attention(x, memory) W_o^T + b_o)), self-attention (memory ==
 // nullptr: queries, keys and values from x, one packed projection) or cross-attention (queries

@@ -43,13 +43,16 @@ class LinearParams {
   // Xavier-uniform weights (as nn.Transformer resets every matrix), zero bias.
   void initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& values) const;
   // y (rows, out) = x (rows, in) W^T + b, then what `then` adds in the bias's pass (ReLU,
-  // dropout, a residual: Backend::add_row_bias).
+  // dropout, a residual, GELU: Backend::add_row_bias), as one Backend::linear_forward.
   void forward(Backend& ops, const ParameterSet& params, DataType type, const void* x, int rows, void* y,
                const RowBiasEpilogue& then = {}) const;
-  // From dy (rows, out): the weight and bias gradients (overwritten) and, where dx is given,
-  // dx (rows, in) = dy W, added to what dx holds with `accumulate`.
+  // From dy (rows, out): the weight and bias gradients (overwritten; the bias's only with
+  // `bias_gradient`) and, where dx is given, dx (rows, in) = dy W, added to what dx holds with
+  // `accumulate`; with `gelu` (x was GELU(gelu.input)), u's gradient and its layer's bias
+  // gradient instead (Backend::linear_backward).
   void backward(Backend& ops, const ParameterSet& params, DataType type, const void* x, const void* dy, int rows,
-                void* dx, bool accumulate) const;
+                void* dx, bool accumulate, const GeluInputGradient& gelu = {}, bool bias_gradient = true) const;
+  float* bias_gradient(const ParameterSet& params) const { return params.gradient(bias_id_); }
 
  private:
   int in_, out_, weights_id_, bias_id_;
@@ -76,8 +79,9 @@ class LayerNormPass {
   LayerNormPass(const LayerNormParams& norm, Device& device, int rows, DataType type, float epsilon);
   // y = LayerNorm(x); x must stay untouched until backward.
   void forward(const ParameterSet& params, const void* x, void* y);
-  // dx from dy (may alias), the scale's and shift's gradients overwritten.
-  void backward(const ParameterSet& params, const void* x, const void* dy, void* dx);
+  // dx from dy (may alias), the scale's and shift's gradients overwritten; with `accumulate`,
+  // dx (apart from dy) gets the gradient added (Backend::layer_norm_backward).
+  void backward(const ParameterSet& params, const void* x, const void* dy, void* dx, bool accumulate = false);
 
  private:
   const LayerNormParams& norm_;
@@ -96,6 +100,29 @@ struct TransformerStep {
   const int32_t* step = nullptr;
   bool training = true;  // false: inference, no dropout
 };
+
+// One dropout site of a layer on one replica. The masks are placed by the replica's first
+// sentence times the buffer's elements per sentence: replicas draw disjoint masks, but a
+// sentence's mask depends on the per-replica batch (the buffers are sequence-major), unlike the
+// image models' dropout.
+struct DropoutSite {
+  uint64_t seed = 0;
+  uint64_t first_index = 0;
+  float rate = 0;
+  bool active(const TransformerStep& step) const { return step.training && rate > 0.0f; }
+  // The draw for an op that drops in its own pass (rate 0 where nothing drops this step).
+  DropoutDraw draw(const TransformerStep& step) const;
+  // The bias's pass of a sub-layer's output projection: sum = residual + Dropout(y + b).
+  RowBiasEpilogue into_residual(const TransformerStep& step, const void* residual, void* sum) const;
+  // The gradient before the dropout, from dy: in `scratch`, or dy itself where nothing dropped.
+  const void* backward(Backend& ops, const TransformerStep& step, DataType type, const void* dy, void* scratch,
+                       size_t n) const;
+};
+
+// Site `site` of the layer keyed `layer_key` (its seed: counter_hash of the run's seed, the
+// dropout stream and layer_key * 16 + site), over buffers of `elements_per_sentence` per sentence.
+DropoutSite dropout_site(const ReplicaShard& shard, uint64_t layer_key, int site, size_t elements_per_sentence,
+                         float rate);
 
 // Scratch shared by every layer of a replica (one layer's backward runs at a time).
 struct TransformerScratch {

@@ -24,6 +24,12 @@ class VocabularyProjection {
  public:
   // Declares "<name>/weights" (vocab, hidden).
   VocabularyProjection(ParameterLayout& layout, const std::string& name, int hidden, int vocab);
+  // A projection reading an existing (vocab, hidden) tensor and declaring nothing: the output
+  // projection tied to a token embedding (GPT-2's). Its gradient is then that tensor's, which
+  // the loss overwrites and the embedding's backward adds to; its owner initialises it.
+  static VocabularyProjection tied_to(int weights_id, int hidden, int vocab) {
+    return VocabularyProjection(weights_id, hidden, vocab);
+  }
   int hidden() const { return hidden_; }
   int vocab() const { return vocab_; }
   int weights_id() const { return weights_id_; }
@@ -33,6 +39,9 @@ class VocabularyProjection {
   void initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& host_params) const;
 
  private:
+  VocabularyProjection(int weights_id, int hidden, int vocab)
+      : hidden_(hidden), vocab_(vocab), weights_id_(weights_id) {}
+
   int hidden_, vocab_, weights_id_;
 };
 

@@ -2,7 +2,7 @@
 (autocast in the precision's 16-bit type, fp32 weights, GradScaler for fp16), and the measurement
 as dpbench makes it (warm-up steps run and skipped, the device synchronised, host wall clock over
 the measured steps, then an optional step bracketed for a profiler); for the sequence twins also
-their TF32 rule, synthetic sentence pairs, fused Adam and the JSON line they print."""
+their TF32 rule, synthetic sentence pairs, fused Adam and AdamW, and the JSON line they print."""
 
 import contextlib
 import json
@@ -49,14 +49,33 @@ def fused_adam(model, learning_rate):
     return torch.optim.Adam(model.parameters(), lr=learning_rate, fused=True)
 
 
+def fused_adamw(model, learning_rate, weight_decay):
+    """AdamW, fused as fused_adam, over every parameter in one group (biases, norms and embeddings
+    decay too, as in dpbench's AdamW); betas and eps are PyTorch's defaults, written out because
+    dpbench states its own."""
+    return torch.optim.AdamW(model.parameters(), lr=learning_rate, betas=(0.9, 0.999), eps=1e-8,
+                             weight_decay=weight_decay, fused=True)
+
+
+def num_parameters(network):
+    """The network's parameter count; parameters() yields a tensor shared by two modules (a tied
+    embedding and output projection) once, so it is counted once."""
+    return sum(q.numel() for q in network.parameters())
+
+
+def items_per_sec(a, items, elapsed):
+    """Throughput over the measured steps: `items` per step, a.num_batches steps in `elapsed` s."""
+    return items * a.num_batches / elapsed
+
+
 def result_line(a, network, items, elapsed, loss, **fields):
     """The JSON line a sequence twin prints: the framework, the twin's own `fields` (model,
     encoder_type, ...), then its batch, precision, the network's parameter count and what `measure`
     returned (items per step as `items`)."""
     return json.dumps({"framework": "pytorch", "torch": torch.__version__, **fields, "batch_size": a.batch_size,
                        "precision": a.precision, "amp": a.precision in AMP_DTYPES,
-                       "num_parameters": sum(q.numel() for q in network.parameters()),
-                       "items_per_sec": items * a.num_batches / elapsed, "total_time_s": elapsed,
+                       "num_parameters": num_parameters(network),
+                       "items_per_sec": items_per_sec(a, items, elapsed), "total_time_s": elapsed,
                        "final_loss": float(loss.detach())})
 
 

@@ -7,7 +7,7 @@
 # Defines what the scripts share (the one place for entry parsing and tables):
 #   model_flags MODEL           a model's flags in these scripts (nmt: cudnn_lstm, bi, tf32, the bi
 #                               dropped by parse_entry for --encoder_type=transformer; rnnlm:
-#                               tf32; the CNNs: fp32; trivial: none)
+#                               tf32; gpt: bf16; the CNNs: fp32; trivial: none)
 #   parse_entry ENTRY           MODEL[:BATCH][+--flag=value...] -> entry_model, entry_batch,
 #                               entry_flags (model_flags, --batch_size, then the entry's flags, each
 #                               name once: the entry's win) and entry_tag (a file-name part)
@@ -59,6 +59,7 @@ model_flags() {
   case $1 in
     nmt) echo "--encoder_type=cudnn_lstm --direction=bi --precision=tf32" ;;
     rnnlm) echo "--precision=tf32" ;;
+    gpt) echo "--precision=bf16" ;;
     trivial) echo "" ;;
     *) echo "--precision=fp32" ;;
   esac
@@ -165,7 +166,8 @@ PY
 #   builds DIR ROUNDS WORKLOAD...  compare_builds.sh: median items/s of builds A and B, B/A.
 #   twins DIR  compare_pytorch.sh: KEY_gN__dpbench[-VARIANT].json against KEY_gN__TWIN.json (a
 #     result or the JSON line a twin printed), with scaling against the smallest GPU count; with
-#     rounds (KEY_gN__WHO__rR.json), medians, each round's figure and the rounds' ratios.
+#     rounds (KEY_gN__WHO__rR.json), medians, each round's figure and the rounds' ratios; where a
+#     twin's line has an mfu (pytorch_gpt.py's), MFU columns for dpbench and each twin.
 #   kernels DIR TAG  profile_kernels.sh: ncu's kernel durations summed by kernel family.
 gpu_table() {
   python3 - "$@" <<'PY'
@@ -307,10 +309,14 @@ def twins(root):
     names = sorted({who for r in runs.values() for who, _ in r if not who.startswith("dpbench")})
     scaling = any(len({n for _, n in r}) > 1 for r in runs.values())
     rounds = max((len(v) for r in runs.values() for v in r.values()), default=1)
+    # Only twins that count FLOPs print an mfu; the other workloads' tables stay as they were.
+    mfu = any("mfu" in s for r in runs.values() for (who, _), v in r.items() if not who.startswith("dpbench")
+              for s in v.values())
     head = ["run", "GPUs", "variant", "dpbench items/s"] + (["vs N x smallest"] if scaling else [])
-    head += ["step ms (median)", "kernels/step", "CUDA graph"]
+    head += ["step ms (median)", "kernels/step", "CUDA graph"] + (["dpbench MFU"] if mfu else [])
     for name in names:
-        head += [f"{name} items/s"] + ([f"{name} vs N x smallest"] if scaling else []) + [f"dpbench / {name}"]
+        head += [f"{name} items/s"] + ([f"{name} vs N x smallest"] if scaling else [])
+        head += ([f"{name} MFU"] if mfu else []) + [f"dpbench / {name}"]
         head += [f"rounds' dpbench / {name}"] if rounds > 1 else []
     print("| " + " | ".join(head) + " |")
     print("|---|--:|---|" + "--:|" * (len(head) - 3))
@@ -323,6 +329,10 @@ def twins(root):
         if len(by_round) > 1:
             text += " (" + ", ".join(f"{by_round[k]['items_per_sec']:,.0f}" for k in sorted(by_round)) + ")"
         return text
+
+    def percent(values):  # the median MFU over the rounds, in %
+        value = med(values)
+        return "-" if value is None else f"{100 * value:.1f}%"
 
     def vs(r, who, n, value):
         smallest = min(k for w, k in r if w == who)
@@ -342,12 +352,14 @@ def twins(root):
             step_ms = [v for v in step_ms if isinstance(v, (int, float))]
             row += [num(statistics.median(step_ms) if step_ms else None, "{:.3f}"),
                     num(s.get("kernel_launches_per_step")), "yes" if s.get("cuda_graph") else "no"]
+            row += [percent((x.get("flops") or {}).get("mfu") for x in mine.values())] if mfu else []
             for name in names:
                 theirs = r.get((name, n))
                 if not theirs:
-                    row += ["-"] * ((3 if scaling else 2) + (1 if rounds > 1 else 0))
+                    row += ["-"] * ((3 if scaling else 2) + (1 if mfu else 0) + (1 if rounds > 1 else 0))
                     continue
                 row += [figure(theirs)] + ([vs(r, name, n, rate(theirs))] if scaling else [])
+                row += [percent(x.get("mfu") for x in theirs.values())] if mfu else []
                 row.append(f"{value / rate(theirs):.2f}x")
                 if rounds > 1:  # round k's dpbench against round k's twin
                     ratios = [mine[k]["items_per_sec"] / theirs[k]["items_per_sec"] for k in mine if k in theirs]

@@ -34,6 +34,11 @@ WORKLOAD:
            scripts/bench/pytorch_transformer.py (nn.Transformer, its attention through
            F.scaled_dot_product_attention; TWINS "eager compiled"; bf16 and fp16: PyTorch AMP).
            NUM_BATCHES 40, NUM_WARMUP 10.
+  gpt      ENTRY as cnn (default 'gpt:16 gpt:8+--gpt_size=350m gpt:4+--gpt_size=774m'), per
+           precision of PRECISIONS (default: the entry's --precision, else bf16); twin
+           scripts/bench/pytorch_gpt.py (GPT-2 as dpbench builds it, attention through
+           F.scaled_dot_product_attention, fused AdamW; TWINS "eager compiled"; bf16 and fp16:
+           PyTorch AMP). The table adds dpbench's MFU and each twin's. NUM_BATCHES 30, NUM_WARMUP 10.
   trivial  ENTRY = GPU counts (default 1 2 4): trivial, independent, BATCH (64) per GPU, long runs
            so fixed costs do not blur the ratio; twin scripts/bench/pytorch_trivial.py (TWINS=torch).
            NUM_BATCHES 20000, NUM_WARMUP 200.
@@ -50,6 +55,7 @@ dry check).
 e.g. compare_pytorch.sh cnn /tmp/cnn resnet50:64 resnet50:128 inception3:64 vgg16:64   (FORMATS="NCHW NHWC")
      compare_pytorch.sh ddp /tmp/ddp resnet50:64 nmt:384
      PRECISIONS=bf16 compare_pytorch.sh rnn /tmp/rnn_bf16   (or one entry: nmt:384+--precision=bf16)
+     compare_pytorch.sh gpt /tmp/gpt gpt:16 gpt:8+--seq_len=2048
 EOF
 }
 
@@ -69,18 +75,20 @@ case $workload in
     twin_scripts=(scripts/bench/pytorch_rnn.py) ;;
   transformer) default_entries=(nmt:128+--encoder_type=transformer) twins=${TWINS-eager compiled} batches=40
     warmup=10 twin_scripts=(scripts/bench/pytorch_transformer.py) ;;
+  gpt) default_entries=(gpt:16 gpt:8+--gpt_size=350m gpt:4+--gpt_size=774m) twins=${TWINS-eager compiled} batches=30
+    warmup=10 twin_scripts=(scripts/bench/pytorch_gpt.py) ;;
   trivial) default_entries=(1 2 4) twins=${TWINS-torch} batches=20000 warmup=200
     twin_scripts=(scripts/bench/pytorch_trivial.py) ;;
   ddp) default_entries=(resnet50:64) twins=${TWINS-ddp} batches=50 warmup=10
     twin_scripts=(scripts/bench/pytorch_ddp.py scripts/bench/pytorch_rnn.py) ;;
-  *) echo "compare_pytorch.sh: unknown workload '$workload' (cnn, rnn, transformer, trivial, ddp; see --help)" >&2; exit 2 ;;
+  *) echo "compare_pytorch.sh: unknown workload '$workload' (cnn, rnn, transformer, gpt, trivial, ddp; see --help)" >&2; exit 2 ;;
 esac
 ((${#entries[@]})) || entries=("${default_entries[@]}")
 steps=(--num_batches="${NUM_BATCHES:-$batches}" --num_warmup_batches="${NUM_WARMUP:-$warmup}")
 rounds=${ROUNDS:-1}
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "compare_pytorch.sh: ROUNDS must be a positive whole number, not '$rounds'" >&2; exit 2; }
 if [ "$workload" = ddp ] && ((rounds > 1)); then
-  echo "compare_pytorch.sh: ROUNDS is for cnn, rnn, transformer and trivial (ddp runs the sweep once)" >&2; exit 2
+  echo "compare_pytorch.sh: ROUNDS is for cnn, rnn, transformer, gpt and trivial (ddp runs the sweep once)" >&2; exit 2
 fi
 mkdir -p "$out"
 # shellcheck source=scripts/gpu/common.sh
@@ -150,7 +158,7 @@ else
     precisions=${PRECISIONS:-$(printf '%s\n' "${entry_flags[@]}" | grep -o '^--precision=[a-z0-9]*' | cut -d= -f2)}
     precisions=${precisions:-fp32}
     formats=${FORMATS:-NCHW}
-    case $entry_model in nmt | rnnlm) formats=- ;; esac
+    case $entry_model in nmt | rnnlm | gpt) formats=- ;; esac
     for precision in $precisions; do
       for format in $formats; do
         mapfile -t flags < <(last_of_each --model="$entry_model" "${entry_flags[@]}" --precision="$precision")

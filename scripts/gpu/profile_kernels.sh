@@ -6,9 +6,10 @@
 # e.g. scripts/gpu/profile_kernels.sh /tmp/prof resnet50 64 tf32 NHWC
 #      scripts/gpu/profile_kernels.sh /tmp/prof nmt 384 bf16 - --encoder_type=cudnn_lstm --direction=bi
 #      scripts/gpu/profile_kernels.sh /tmp/prof nmt 128 tf32 - --encoder_type=transformer
+#      scripts/gpu/profile_kernels.sh /tmp/prof gpt 16 bf16 - --gpt_size=124m
 # nmt and rnnlm (FORMAT ignored) run against scripts/bench/pytorch_rnn.py, the Transformer against
-# scripts/bench/pytorch_transformer.py (eager; TWIN_FLAGS=--compile for the compiled twin); FLAGs
-# go to both.
+# scripts/bench/pytorch_transformer.py, gpt against scripts/bench/pytorch_gpt.py (eager;
+# TWIN_FLAGS=--compile for the compiled twins); FLAGs go to both.
 # Environment: DPBENCH_BUILD_DIR (build), TWIN_FLAGS (extra flags for the twin alone).
 set -uo pipefail
 case ${1:-} in -h | --help) sed -n '2,/^set /s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
@@ -34,6 +35,7 @@ case $model in
   nmt) twin=scripts/bench/pytorch_rnn.py layout=() format=seq
        [ "$transformer" = 1 ] && twin=scripts/bench/pytorch_transformer.py format=transformer ;;
   rnnlm) twin=scripts/bench/pytorch_rnn.py layout=() format=seq ;;
+  gpt) twin=scripts/bench/pytorch_gpt.py layout=() format=seq ;;
   *) twin=scripts/bench/pytorch_cnn.py layout=(--data_format="$format") ;;
 esac
 tag="${model}_b${batch}_${precision}_${format}"

@@ -403,11 +403,22 @@ TEST_CASE("cuda softmax cross-entropy scales dlogits by the device-side loss sca
 
 namespace {
 
-enum class Optimizer { sgd, momentum, adam };
+// adamw: adam_update with a weight decay (0.1: with lr 1e-3, 1e-4 of each parameter per step).
+enum class Optimizer { sgd, momentum, adam, adamw };
+
+const Optimizer kOptimizers[] = {Optimizer::sgd, Optimizer::momentum, Optimizer::adam, Optimizer::adamw};
 
 const char* optimizer_name(Optimizer optimizer) {
-  return optimizer == Optimizer::sgd ? "sgd" : optimizer == Optimizer::momentum ? "momentum" : "adam";
+  switch (optimizer) {
+    case Optimizer::sgd: return "sgd";
+    case Optimizer::momentum: return "momentum";
+    case Optimizer::adam: return "adam";
+    case Optimizer::adamw: return "adamw";
+  }
+  return "?";
 }
+
+float weight_decay_of(Optimizer optimizer) { return optimizer == Optimizer::adamw ? 0.1f : 0.0f; }
 
 // One update on either backend (pointers of that backend's memory).
 void update(Backend& ops, Optimizer optimizer, float* params, const float* grads, float* state_a,
@@ -418,7 +429,9 @@ void update(Backend& ops, Optimizer optimizer, float* params, const float* grads
       ops.momentum_update(params, grads, state_a, n, 0.1f, 0.9f, extras);
       break;
     case Optimizer::adam:
-      ops.adam_update(params, grads, state_a, state_b, n, 1e-3f, 0.9f, 0.999f, 1e-8f, step, extras);
+    case Optimizer::adamw:
+      ops.adam_update(params, grads, state_a, state_b, n, 1e-3f, 0.9f, 0.999f, 1e-8f, step,
+                      weight_decay_of(optimizer), extras);
       break;
   }
 }
@@ -432,9 +445,11 @@ TEST_CASE("cuda optimizers match the reference over several steps", "[gpu]") {
   // handful of roundings of O(1) values per step, so parameters (|p| <= 1, updates <= lr, the
   // momentum velocity <= 3) differ by a few ulps per step: 1e-6 absolute (8 eps) over 3 steps.
   // Adam's m = 0.9 m + 0.1 g can cancel, leaving an absolute error of one rounding of the terms
-  // (~0.2 eps); v sums positive terms only, so its error is purely relative (a few eps).
+  // (~0.2 eps); v sums positive terms only, so its error is purely relative (a few eps). AdamW's
+  // decay adds one rounding of p per step, and takes 1e-4 of p per step: 300 times atol over the
+  // 3 steps, so an update that ignored the decay would fail.
   const double atol = 1e-6, rtol = 1e-5;
-  for (Optimizer optimizer : {Optimizer::sgd, Optimizer::momentum, Optimizer::adam}) {
+  for (Optimizer optimizer : kOptimizers) {
     for (size_t n : {size_t{1}, size_t{1000}, (size_t{1} << 20) + 3}) {
       const std::string what = std::string(optimizer_name(optimizer)) + " n=" + std::to_string(n);
       std::vector<float> params = random_vector(n, 40), state_a(n, 0.0f), state_b(n, 0.0f);
@@ -455,10 +470,11 @@ TEST_CASE("cuda optimizers match the reference over several steps", "[gpu]") {
             reference.momentum_update(params.data(), grads.data(), state_a.data(), n, 0.1f, 0.9f);
             break;
           case Optimizer::adam:
+          case Optimizer::adamw:
             ops.adam_update(params_gpu.data(), grads_gpu.data(), state_a_gpu.data(),
-                            state_b_gpu.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f, step);
+                            state_b_gpu.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f, step, weight_decay_of(optimizer));
             reference.adam_update(params.data(), grads.data(), state_a.data(), state_b.data(), n,
-                                  1e-3f, 0.9f, 0.999f, 1e-8f, step);
+                                  1e-3f, 0.9f, 0.999f, 1e-8f, step, weight_decay_of(optimizer));
             break;
         }
       }
@@ -466,7 +482,7 @@ TEST_CASE("cuda optimizers match the reference over several steps", "[gpu]") {
       if (optimizer == Optimizer::momentum) {
         check_close(state_a_gpu.download(), state_a, atol, rtol, what + " velocity");
       }
-      if (optimizer == Optimizer::adam) {
+      if (optimizer == Optimizer::adam || optimizer == Optimizer::adamw) {
         check_close(state_a_gpu.download(), state_a, 1e-7, rtol, what + " m");
         check_close(state_b_gpu.download(), state_b, 1e-12, rtol, what + " v");
       }
@@ -481,7 +497,7 @@ TEST_CASE("cuda optimizers give the same bits four elements at a time as one at 
   // parameters rounded.
   auto gpu = make_gpu();
   const size_t n = 1000 + 3;  // whole quads and a tail
-  for (Optimizer optimizer : {Optimizer::sgd, Optimizer::momentum, Optimizer::adam}) {
+  for (Optimizer optimizer : kOptimizers) {
     for (DataType copy_type : {DataType::f32, DataType::f16, DataType::bf16}) {
       for (bool with_copy : {false, true}) {
         if (!with_copy && copy_type != DataType::f32) continue;
@@ -548,7 +564,7 @@ TEST_CASE("cuda optimizer extras: unscaling, skipping and the 16-bit copy, fused
   ReferenceBackend reference;
   const float kScale = 1024.0f, kInverse = 1.0f / 1024.0f;
   const double atol = 1e-6, rtol = 1e-5;
-  for (Optimizer optimizer : {Optimizer::sgd, Optimizer::momentum, Optimizer::adam}) {
+  for (Optimizer optimizer : kOptimizers) {
     for (DataType half_type : {DataType::f16, DataType::bf16}) {
       for (size_t n : {size_t{1}, size_t{1000}, (size_t{1} << 20) + 3}) {
         const std::string what = std::string(optimizer_name(optimizer)) + " n=" +
@@ -616,7 +632,7 @@ TEST_CASE("cuda optimizer extras: unscaling, skipping and the 16-bit copy, fused
         if (optimizer == Optimizer::momentum) {
           check_close(mixed_a.download(), ref_a, atol, rtol, what + " velocity vs reference");
         }
-        if (optimizer == Optimizer::adam) {
+        if (optimizer == Optimizer::adam || optimizer == Optimizer::adamw) {
           check_close(mixed_a.download(), ref_a, 1e-7, rtol, what + " m vs reference");
           check_close(mixed_b.download(), ref_b, 1e-12, rtol, what + " v vs reference");
         }

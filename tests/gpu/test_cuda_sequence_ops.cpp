@@ -830,7 +830,7 @@ TEST_CASE("cuda adam reading its step on the device equals adam given the step",
   on_device.step_from_zero = step_gpu.data();
   std::unique_ptr<CapturedWork> graph = gpu->capture([&] {
     ops.adam_update(graph_params.data(), grads_gpu.data(), graph_m.data(), graph_v.data(), n,
-                    1e-3f, 0.9f, 0.999f, 1e-8f, /*step ignored*/ 0, on_device);
+                    1e-3f, 0.9f, 0.999f, 1e-8f, /*step ignored*/ 0, 0.0f, on_device);
   });
   REQUIRE(graph != nullptr);
   for (int32_t step_from_zero = 0; step_from_zero < 4; ++step_from_zero) {
@@ -838,10 +838,10 @@ TEST_CASE("cuda adam reading its step on the device equals adam given the step",
                         n * sizeof(float));
     gpu->copy_from_host(step_gpu.data(), &step_from_zero, sizeof(int32_t));
     ops.adam_update(host_params.data(), grads_gpu.data(), host_m.data(), host_v.data(), n, 1e-3f,
-                    0.9f, 0.999f, 1e-8f, step_from_zero + 1);
+                    0.9f, 0.999f, 1e-8f, step_from_zero + 1, 0.0f);
     // A wrong host step proves it is ignored.
     ops.adam_update(device_params.data(), grads_gpu.data(), device_m.data(), device_v.data(), n,
-                    1e-3f, 0.9f, 0.999f, 1e-8f, 1000, on_device);
+                    1e-3f, 0.9f, 0.999f, 1e-8f, 1000, 0.0f, on_device);
     graph->launch();
   }
   gpu->synchronize();

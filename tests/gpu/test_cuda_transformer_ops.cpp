@@ -1,5 +1,5 @@
 // [gpu] The CUDA backend's Transformer ops against the reference backend: the row bias with its
-// epilogue (ReLU, dropout, residual) and the feed-forward activation's backward,
+// epilogue (ReLU, dropout, residual; or GELU) and the feed-forward activations' backward passes,
 // layer norm (forward, backward, dx over dy), the positional encoding (in place too) and
 // multi-head attention (forward and backward; causal or not, key lengths down to 1 and 0, packed
 // Q/K/V slices with their strides, cross attention, head sizes 17 to 128, dropout with the
@@ -24,28 +24,11 @@
 #include "engine/backend/attention_geometry.h"
 #include "engine/cuda/cuda_controls.h"
 #include "engine/reference/reference_backend.h"
+#include "tests/gpu/attention_test_support.h"
 #include "tests/gpu/gpu_test_support.h"
 
 using namespace dpbench;
 using namespace dpbench::gpu_test;
-
-namespace {
-
-std::vector<float> random_of(DataType type, size_t n, uint64_t stream, float lo = -1.0f, float hi = 1.0f) {
-  return rounded(type, random_vector(n, stream, lo, hi));
-}
-
-double max_magnitude(const std::vector<float>& values) {
-  double largest = 0.0;
-  for (float v : values) {
-    if (std::isfinite(v)) largest = std::max(largest, std::fabs(static_cast<double>(v)));
-  }
-  return largest;
-}
-
-Buffer allocate_at_least_one(Device& gpu, size_t bytes) { return gpu.allocate(std::max<size_t>(bytes, 1)); }
-
-}  // namespace
 
 // ---- row bias ------------------------------------------------------------------------------------
 
@@ -138,6 +121,79 @@ TEST_CASE("cuda relu_dropout_backward matches the reference bit for bit", "[gpu]
   }
 }
 
+// ---- GELU ----------------------------------------------------------------------------------------
+// Both backends evaluate engine/backend/gelu.h in fp32, but with their own tanhf (CUDA's within
+// 2 ulps) and the GPU contracting products into fused multiply-adds: a few ulps apart, not bit for
+// bit. Relative to GELU's value that is a few eps; in the negative tail, where 1 + tanh(u) cancels,
+// tanh's ulps near -1 (2^-24 each) become an absolute error of about |x| 2^-24 per ulp: |x| <= 6
+// here, 4 ulps: 1.5e-6. A 16-bit result may then round one unit apart (storage_rtol/atol).
+
+namespace {
+
+RowBiasEpilogue gelu_into(void* activated) {
+  RowBiasEpilogue then;
+  then.gelu = true;
+  then.activated = activated;
+  return then;
+}
+
+}  // namespace
+
+TEST_CASE("cuda add_row_bias with gelu matches the reference", "[gpu][transformer]") {
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  struct Shape {
+    int rows, cols;
+    size_t offset;
+  };
+  // 3072: GPT-2 124M's MLP width; 100 and 13 are not multiples of a 16-byte pack (4 fp32 or 8
+  // 16-bit elements), and offset 1 misaligns whole tensors: the kernel's one-element path.
+  const Shape shapes[] = {{37, 3072, 0}, {37, 100, 0}, {37, 3072, 1}, {9, 13, 0}, {1, 1, 0}};
+  uint64_t stream = 1300;
+  for (DataType type : kAllTypes) {
+    for (const Shape& s : shapes) {
+      const size_t count = static_cast<size_t>(s.rows) * s.cols;
+      const std::vector<float> y = random_of(type, count, stream++, -5.0f, 5.0f);
+      const std::vector<float> bias = random_vector(s.cols, stream++);
+      GpuTensor y_gpu(*gpu, type, y, s.offset), activated_gpu(*gpu, type, count, s.offset);
+      GpuArray<float> bias_gpu(*gpu, bias);
+      HostTensor y_ref(type, y), activated_ref(type, count);
+      gpu->ops().add_row_bias(type, y_gpu.data(), bias_gpu.data(), s.rows, s.cols, gelu_into(activated_gpu.data()));
+      reference.add_row_bias(type, y_ref.data(), bias.data(), s.rows, s.cols, gelu_into(activated_ref.data()));
+      const std::string what = "add_row_bias gelu " + std::to_string(s.rows) + "x" + std::to_string(s.cols) + "+" +
+                               std::to_string(s.offset) + type_suffix(type);
+      // The pre-activation is one fp32 addition rounded to the type on both sides.
+      check_same_values(y_gpu.values(), y_ref.values(), what + " y");
+      check_close(activated_gpu.values(), activated_ref.values(), 1.5e-6 + storage_atol(type),
+                  4 * kEps + storage_rtol(type), what + " activated");
+    }
+  }
+}
+
+TEST_CASE("cuda gelu_backward matches the reference", "[gpu][transformer]") {
+  auto gpu = make_exact_gpu();
+  ReferenceBackend reference;
+  uint64_t stream = 1400;
+  for (DataType type : kAllTypes) {
+    // 37 x 3072 and 37 x 100 as the MLP's hidden tensors; + 3 leaves a tail after the packs.
+    for (size_t n : {size_t{1}, size_t{37}, size_t{37 * 100}, size_t{37 * 3072}, size_t{37 * 3072 + 3}}) {
+      for (size_t offset : {size_t{0}, size_t{1}}) {
+        const std::vector<float> x = random_of(type, n, stream++, -6.0f, 6.0f);
+        const std::vector<float> dy = random_of(type, n, stream++, -2.0f, 2.0f);
+        GpuTensor x_gpu(*gpu, type, x, offset), dx_gpu(*gpu, type, dy, offset);
+        HostTensor x_ref(type, x), dy_ref(type, dy), dx_ref(type, n);
+        gpu->ops().gelu_backward(type, x_gpu.data(), dx_gpu.data(), dx_gpu.data(), n);  // dx over dy
+        reference.gelu_backward(type, x_ref.data(), dy_ref.data(), dx_ref.data(), n);
+        // dy times gelu'(x): tanh's ulps near +-1 (2^-24 each, 4 of them) times d gelu'/dt, at
+        // most about 10 where t is not yet +-1 in fp32, times |dy| <= 2: 8e-6; a few eps of
+        // gelu' otherwise.
+        check_close(dx_gpu.values(), dx_ref.values(), 8e-6 + storage_atol(type), 4 * kEps + storage_rtol(type),
+                    "gelu_backward n " + std::to_string(n) + "+" + std::to_string(offset) + type_suffix(type));
+      }
+    }
+  }
+}
+
 // ---- layer norm ----------------------------------------------------------------------------------
 
 namespace {
@@ -147,8 +203,13 @@ struct LayerNormShape {
   size_t offset;  // elements: 1 misaligns x, y, dy and dx for 16-byte packs
 };
 
+// Where the backward writes dx: a buffer of its own, over dy, or added to a residual's gradient
+// already in dx (a pre-norm block's).
+enum class DxTarget { own_buffer, over_dy, accumulated };
+
 void compare_layer_norm(Device& gpu, ReferenceBackend& reference, DataType type, const LayerNormShape& s,
-                        bool dx_over_dy, uint64_t stream) {
+                        DxTarget target, uint64_t stream) {
+  const bool dx_over_dy = target == DxTarget::over_dy, accumulate = target == DxTarget::accumulated;
   Backend& ops = gpu.ops();
   const size_t count = static_cast<size_t>(s.rows) * s.cols;
   const float epsilon = 1e-5f;
@@ -158,10 +219,14 @@ void compare_layer_norm(Device& gpu, ReferenceBackend& reference, DataType type,
   const std::vector<float> gamma = random_vector(s.cols, stream + 2, 0.5f, 1.5f);
   const std::vector<float> beta = random_vector(s.cols, stream + 3, -0.5f, 0.5f);
   const std::string what = std::to_string(s.rows) + "x" + std::to_string(s.cols) + "+" +
-                           std::to_string(s.offset) + (dx_over_dy ? " dx over dy" : "") + type_suffix(type);
+                           std::to_string(s.offset) + (dx_over_dy ? " dx over dy" : "") +
+                           (accumulate ? " accumulated" : "") + type_suffix(type);
+  // What dx holds before: with `accumulate`, a residual's gradient of dy's size.
+  const std::vector<float> dx_before =
+      accumulate ? random_of(type, count, stream + 4) : std::vector<float>(count, 0.0f);
 
   GpuTensor x_gpu(gpu, type, x, s.offset), y_gpu(gpu, type, count, s.offset), dy_gpu(gpu, type, dy, s.offset),
-      dx_gpu(gpu, type, count, s.offset);
+      dx_gpu(gpu, type, dx_before, s.offset);
   GpuArray<float> gamma_gpu(gpu, gamma), beta_gpu(gpu, beta), mean_gpu(gpu, s.rows), inv_std_gpu(gpu, s.rows),
       dgamma_gpu(gpu, random_vector(s.cols, 3)), dbeta_gpu(gpu, random_vector(s.cols, 4));  // overwritten
   Buffer workspace = allocate_at_least_one(gpu, ops.layer_norm_workspace_bytes(s.rows, s.cols));
@@ -170,9 +235,9 @@ void compare_layer_norm(Device& gpu, ReferenceBackend& reference, DataType type,
   void* dx_target = dx_over_dy ? dy_gpu.data() : dx_gpu.data();
   ops.layer_norm_backward(type, x_gpu.data(), dy_gpu.data(), gamma_gpu.data(), mean_gpu.data(),
                           inv_std_gpu.data(), s.rows, s.cols, dx_target, dgamma_gpu.data(), dbeta_gpu.data(),
-                          workspace.data());
+                          workspace.data(), accumulate);
 
-  HostTensor x_ref(type, x), y_ref(type, count), dy_ref(type, dy), dx_ref(type, count);
+  HostTensor x_ref(type, x), y_ref(type, count), dy_ref(type, dy), dx_ref(type, dx_before);
   std::vector<float> mean(s.rows), inv_std(s.rows), dgamma(s.cols), dbeta(s.cols);
   std::vector<unsigned char> ref_workspace(
       std::max<size_t>(reference.layer_norm_workspace_bytes(s.rows, s.cols), 1));
@@ -180,7 +245,7 @@ void compare_layer_norm(Device& gpu, ReferenceBackend& reference, DataType type,
                                y_ref.data(), mean.data(), inv_std.data());
   reference.layer_norm_backward(type, x_ref.data(), dy_ref.data(), gamma.data(), mean.data(), inv_std.data(),
                                 s.rows, s.cols, dx_ref.data(), dgamma.data(), dbeta.data(),
-                                ref_workspace.data());
+                                ref_workspace.data(), accumulate);
 
   // The GPU sums a row in fp32, cols / 32 terms a lane in order and then a 5-step butterfly: the
   // mean is within (cols / 32 + 8) eps of max |x|, the variance (a second pass over the
@@ -237,9 +302,9 @@ TEST_CASE("cuda layer norm forward and backward match the reference", "[gpu][tra
   uint64_t stream = 1200;
   for (DataType type : kAllTypes) {
     for (const LayerNormShape& s : kLayerNormShapes) {
-      for (bool dx_over_dy : {false, true}) {
-        compare_layer_norm(*gpu, reference, type, s, dx_over_dy, stream);
-        stream += 4;
+      for (DxTarget target : {DxTarget::own_buffer, DxTarget::over_dy, DxTarget::accumulated}) {
+        compare_layer_norm(*gpu, reference, type, s, target, stream);
+        stream += 5;
       }
     }
   }
@@ -330,271 +395,6 @@ TEST_CASE("cuda add_positional_encoding matches the reference and works in place
 
 namespace {
 
-struct AttentionCase {
-  std::string name;
-  int batch, heads, query_len, key_len, head_dim;
-  bool causal = false;
-  float dropout = 0.0f;
-  std::vector<int32_t> key_lengths = {};  // empty: every key real
-  // Q, K, V column slices of one buffer (self attention: Q|K|V; cross: Q alone, K|V), each buffer
-  // and O 8 columns wider than its tensors, so strides differ from the row widths.
-  bool packed = false;
-  size_t offset = 0;  // elements: 1 misaligns every buffer (no 16-byte packs)
-  int32_t step = 5;
-};
-
-// Where the attention's tensors live: buffers of rows x width elements; a tensor is `column`
-// columns into buffer `buffer`, rows `stride` apart (the buffer's width).
-struct Slot {
-  int buffer = 0;
-  int column = 0;
-};
-
-struct AttentionLayout {
-  std::vector<size_t> rows;
-  std::vector<int> widths;
-  Slot q, k, v;
-};
-
-constexpr int kPadColumns = 8;  // 16 bytes of 16-bit elements: packed rows stay aligned
-
-AttentionLayout layout_of(const AttentionCase& c) {
-  const int m = c.heads * c.head_dim;
-  const size_t q_rows = static_cast<size_t>(c.query_len) * c.batch;
-  const size_t kv_rows = static_cast<size_t>(c.key_len) * c.batch;
-  AttentionLayout layout;
-  if (!c.packed) {
-    layout.rows = {q_rows, kv_rows, kv_rows};
-    layout.widths = {m, m, m};
-    layout.q = {0, 0};
-    layout.k = {1, 0};
-    layout.v = {2, 0};
-  } else if (c.query_len == c.key_len) {
-    layout.rows = {q_rows};
-    layout.widths = {3 * m + kPadColumns};
-    layout.q = {0, 0};
-    layout.k = {0, m};
-    layout.v = {0, 2 * m};
-  } else {
-    layout.rows = {q_rows, kv_rows};
-    layout.widths = {m + kPadColumns, 2 * m + kPadColumns};
-    layout.q = {0, 0};
-    layout.k = {1, 0};
-    layout.v = {1, m};
-  }
-  return layout;
-}
-
-AttentionGeometry geometry_of(const AttentionCase& c, DataType type) {
-  const AttentionLayout layout = layout_of(c);
-  AttentionGeometry g;
-  g.batch = c.batch;
-  g.heads = c.heads;
-  g.query_len = c.query_len;
-  g.key_len = c.key_len;
-  g.head_dim = c.head_dim;
-  g.type = type;
-  g.causal = c.causal;
-  g.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  g.q_stride = layout.widths[layout.q.buffer];
-  g.k_stride = layout.widths[layout.k.buffer];
-  g.v_stride = layout.widths[layout.v.buffer];
-  g.o_stride = g.model_dim() + (c.packed ? kPadColumns : 0);
-  g.dropout_rate = c.dropout;
-  g.dropout_seed = 1234;
-  g.first_sample = 1000;  // a replica's share of the global batch, as in data parallelism
-  return g;
-}
-
-// Columns [first, first + count) of a (rows, width) matrix.
-std::vector<float> columns_of(const std::vector<float>& matrix, size_t rows, int width, int first, int count) {
-  std::vector<float> result;
-  result.reserve(rows * count);
-  for (size_t r = 0; r < rows; ++r) {
-    const auto row = matrix.begin() + static_cast<std::ptrdiff_t>(r * width);
-    result.insert(result.end(), row + first, row + first + count);
-  }
-  return result;
-}
-
-// Every element of the columns of a (rows, width) matrix that no tensor owns.
-std::vector<float> unowned_columns(const std::vector<float>& matrix, size_t rows, int width,
-                                   const std::vector<Slot>& slots, int buffer, int model_dim) {
-  std::vector<float> result;
-  for (int column = 0; column < width; ++column) {
-    bool owned = false;
-    for (const Slot& s : slots)
-      owned = owned || (s.buffer == buffer && column >= s.column && column < s.column + model_dim);
-    if (owned) continue;
-    for (size_t r = 0; r < rows; ++r) result.push_back(matrix[r * width + column]);
-  }
-  return result;
-}
-
-// Note [attention tolerance]: each result is a sum over at most max(Tq, Tk) terms, each a product
-// of a probability and a sum over head_dim terms. In fp32 the GPU's dot products are within
-// head_dim eps of their terms, so a score s is within head_dim eps |s|max of itself and a
-// probability exp(s - lse) within head_dim eps (1 + |s|max) relative (exp and log within 2 ulp,
-// the row sum within (Tk / 16 + 4) eps); the sums over keys or queries add Tq + Tk eps of their
-// terms, and the terms' magnitudes are within a small factor of the largest result (cancellation
-// in the softmax gradient included), margin 4. A 16-bit result adds its rounding, and the
-// backward's row dot d_o . o reads a rounded o: 8 units in the last place of the largest result.
-
-// Attention's fp32 tolerance, relative to the largest result (Note [attention tolerance]).
-double attention_budget(const AttentionGeometry& g, double qk_max) {
-  const double score_max = g.scale * g.head_dim * qk_max * qk_max;
-  return 4.0 * kEps * (g.head_dim * (1.0 + score_max) + g.query_len + g.key_len + 32.0);
-}
-
-// The spacing of TF32's values relative to the value (10 stored mantissa bits): under TF32 the
-// tensor-core kernels round q, k, v, d_o and the probabilities to it before they multiply.
-constexpr double kTf32Unit = 1.0 / (1 << 10);
-
-// gpu against ref within the budget of the largest |ref| (Note [attention tolerance]). The inputs
-// of the products are rounded to 16 bits (or, under `tf32`, to TF32) and the results stored in
-// `type`: 8 units in the last place of the largest result for either.
-void check_attention_result(const std::vector<float>& gpu, const std::vector<float>& ref, DataType type,
-                            double budget, const std::string& what, bool tf32 = false) {
-  const double magnitude = max_magnitude(ref);
-  const double rounding = type != DataType::f32 ? unit_in_last_place(type) : tf32 ? kTf32Unit : 0.0;
-  check_close(gpu, ref, (budget + 8.0 * rounding) * magnitude + storage_atol(type), storage_rtol(type), what);
-}
-
-// ||a - b|| / ||b||: how far a whole result moved, the measure of TF32's rounding.
-double relative_l2_error(const std::vector<float>& a, const std::vector<float>& b) {
-  double difference = 0, reference = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    difference += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    reference += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(difference / reference);
-}
-
-// Rows (b, h, i) that see a key: those that have a log-sum-exp.
-std::vector<char> rows_with_keys(const AttentionCase& c) {
-  std::vector<char> seen(static_cast<size_t>(c.batch) * c.heads * c.query_len, 1);
-  for (int b = 0; b < c.batch; ++b) {
-    const int visible = c.key_lengths.empty() ? c.key_len : std::min(std::max(c.key_lengths[b], 0), c.key_len);
-    if (visible > 0) continue;
-    for (size_t at = static_cast<size_t>(b) * c.heads * c.query_len;
-         at < static_cast<size_t>(b + 1) * c.heads * c.query_len; ++at) {
-      seen[at] = 0;
-    }
-  }
-  return seen;
-}
-
-// Forward then backward on both backends from the same rounded inputs; every result compared.
-// `tf32`: the GPU runs under TF32 (fp32 data then takes the tensor-core kernels where the head and
-// strides allow), and the returned value is the relative L2 error of o.
-double compare_attention(Device& gpu, ReferenceBackend& reference, const AttentionCase& c, DataType type,
-                         uint64_t stream, bool tf32 = false) {
-  Backend& ops = gpu.ops();
-  const AttentionGeometry g = geometry_of(c, type);
-  const AttentionLayout layout = layout_of(c);
-  const int m = g.model_dim();
-  const std::string what = c.name + type_suffix(type);
-  const float qk_range = 2.0f;  // scores up to ~|s| 5 at head_dim 64: the running maximum moves
-
-  // Inputs and the gradients' buffers (random: what the backward leaves unwritten shows).
-  std::vector<std::vector<float>> inputs, gradients_before;
-  std::vector<std::unique_ptr<GpuTensor>> inputs_gpu, gradients_gpu;
-  std::vector<HostTensor> inputs_ref, gradients_ref;
-  for (size_t buffer = 0; buffer < layout.rows.size(); ++buffer) {
-    const size_t count = layout.rows[buffer] * layout.widths[buffer];
-    inputs.push_back(random_of(type, count, stream++, -qk_range, qk_range));
-    gradients_before.push_back(random_of(type, count, stream++));
-    inputs_gpu.push_back(std::make_unique<GpuTensor>(gpu, type, inputs.back(), c.offset));
-    gradients_gpu.push_back(std::make_unique<GpuTensor>(gpu, type, gradients_before.back(), c.offset));
-    inputs_ref.emplace_back(type, inputs.back());
-    gradients_ref.emplace_back(type, gradients_before.back());
-  }
-  const size_t o_rows = static_cast<size_t>(c.query_len) * c.batch;
-  const size_t o_count = o_rows * g.o_stride;
-  const std::vector<float> d_o = random_of(type, o_count, stream++);
-  const std::vector<float> o_before = random_of(type, o_count, stream++);
-  GpuTensor o_gpu(gpu, type, o_before, c.offset), d_o_gpu(gpu, type, d_o, c.offset);
-  HostTensor o_ref(type, o_before), d_o_ref(type, d_o);
-  GpuArray<float> lse_gpu(gpu, std::vector<float>(g.lse_count(), 7.0f));
-  std::vector<float> lse_ref(g.lse_count(), 7.0f);
-  GpuArray<int32_t> lengths_gpu(gpu, c.key_lengths.empty() ? std::vector<int32_t>{0} : c.key_lengths);
-  GpuArray<int32_t> step_gpu(gpu, std::vector<int32_t>{c.step});
-  const int32_t* lengths_device = c.key_lengths.empty() ? nullptr : lengths_gpu.data();
-  const int32_t* lengths_host = c.key_lengths.empty() ? nullptr : c.key_lengths.data();
-  Buffer workspace = allocate_at_least_one(gpu, ops.attention_workspace_bytes(g));
-  std::vector<unsigned char> ref_workspace(std::max<size_t>(reference.attention_workspace_bytes(g), 1));
-
-  auto element = [&](auto& tensors, const Slot& slot) {
-    return static_cast<char*>(tensors[slot.buffer]->data()) + slot.column * data_type_bytes(type);
-  };
-  auto host_element = [&](std::vector<HostTensor>& tensors, const Slot& slot) {
-    return static_cast<char*>(tensors[slot.buffer].data()) + slot.column * data_type_bytes(type);
-  };
-  ops.attention_forward(g, element(inputs_gpu, layout.q), element(inputs_gpu, layout.k),
-                        element(inputs_gpu, layout.v), lengths_device, step_gpu.data(), o_gpu.data(),
-                        lse_gpu.data(), workspace.data());
-  ops.attention_backward(g, element(inputs_gpu, layout.q), element(inputs_gpu, layout.k),
-                         element(inputs_gpu, layout.v), o_gpu.data(), d_o_gpu.data(), lse_gpu.data(),
-                         lengths_device, step_gpu.data(), element(gradients_gpu, layout.q),
-                         element(gradients_gpu, layout.k), element(gradients_gpu, layout.v), workspace.data());
-  reference.attention_forward(g, host_element(inputs_ref, layout.q), host_element(inputs_ref, layout.k),
-                              host_element(inputs_ref, layout.v), lengths_host, &c.step, o_ref.data(),
-                              lse_ref.data(), ref_workspace.data());
-  reference.attention_backward(g, host_element(inputs_ref, layout.q), host_element(inputs_ref, layout.k),
-                               host_element(inputs_ref, layout.v), o_ref.data(), d_o_ref.data(), lse_ref.data(),
-                               lengths_host, &c.step, host_element(gradients_ref, layout.q),
-                               host_element(gradients_ref, layout.k), host_element(gradients_ref, layout.v),
-                               ref_workspace.data());
-
-  const double budget = attention_budget(g, qk_range);
-  const std::vector<float> o_seen = o_gpu.values(), o_expected = o_ref.values();
-  check_attention_result(columns_of(o_seen, o_rows, g.o_stride, 0, m),
-                         columns_of(o_expected, o_rows, g.o_stride, 0, m), type, budget, "attention o " + what, tf32);
-  check_same_values(columns_of(o_seen, o_rows, g.o_stride, m, g.o_stride - m),
-                    columns_of(o_before, o_rows, g.o_stride, m, g.o_stride - m),
-                    "attention o's padding " + what);
-  // lse where the row sees a key; a row that sees none has o = 0 (compared above) and, on the
-  // GPU, lse = log 0 = -inf (what the reference stores there is its own business).
-  const std::vector<float> lse_seen = lse_gpu.download();
-  const std::vector<char> seen = rows_with_keys(c);
-  std::vector<float> lse_gpu_seen, lse_ref_seen;
-  size_t empty_rows_wrong = 0;
-  for (size_t at = 0; at < seen.size(); ++at) {
-    if (seen[at]) {
-      lse_gpu_seen.push_back(lse_seen[at]);
-      lse_ref_seen.push_back(lse_ref[at]);
-    } else {
-      empty_rows_wrong += !(lse_seen[at] == -std::numeric_limits<float>::infinity());
-    }
-  }
-  // lse = m + log l: |m| up to the largest score, l's relative error budget's worth.
-  const double lse_budget = budget + (tf32 ? 8.0 * kTf32Unit : 0.0);
-  check_close(lse_gpu_seen, lse_ref_seen, lse_budget * (1.0 + g.scale * g.head_dim * qk_range * qk_range), 2 * kEps,
-              "attention lse " + what);
-  INFO("attention lse of rows that see no key " + what);
-  CHECK(empty_rows_wrong == 0);
-
-  const std::vector<Slot> slots = {layout.q, layout.k, layout.v};
-  const char* names[] = {"dq", "dk", "dv"};
-  for (int t = 0; t < 3; ++t) {
-    const Slot& slot = slots[t];
-    const size_t rows = layout.rows[slot.buffer];
-    const int width = layout.widths[slot.buffer];
-    check_attention_result(columns_of(gradients_gpu[slot.buffer]->values(), rows, width, slot.column, m),
-                           columns_of(gradients_ref[slot.buffer].values(), rows, width, slot.column, m), type,
-                           budget, std::string("attention ") + names[t] + " " + what, tf32);
-  }
-  for (size_t buffer = 0; buffer < layout.rows.size(); ++buffer) {
-    const int b = static_cast<int>(buffer);
-    check_same_values(
-        unowned_columns(gradients_gpu[buffer]->values(), layout.rows[buffer], layout.widths[buffer], slots, b,
-                        m),
-        unowned_columns(gradients_before[buffer], layout.rows[buffer], layout.widths[buffer], slots, b, m),
-        "attention gradients' padding " + what);
-  }
-  return relative_l2_error(columns_of(o_seen, o_rows, g.o_stride, 0, m), columns_of(o_expected, o_rows, g.o_stride, 0, m));
-}
-
 const AttentionCase kFp32Cases[] = {
     // Transformer-base's heads (8 x 64) at its sentence length, a smaller batch.
     {"self 100x100 h8 d64", 4, 8, 100, 100, 64},
@@ -609,6 +409,7 @@ const AttentionCase kFp32Cases[] = {
     {"lengths 0 and 9 self 9x9 d64", 2, 2, 9, 9, 64, false, 0.0f, {0, 9}},
     // Keys past two tiles: dQ from its own kernel, not beside dK and dV (under TF32).
     {"cross 40x200 h2 d64 dropout lengths 200 130", 2, 2, 40, 200, 64, false, 0.1f, {200, 130}},
+    {"packed causal 1030x1030 h1 d64", 1, 1, 1030, 1030, 64, true, 0.0f, {}, true},
 };
 
 const AttentionCase k16BitCases[] = {
@@ -621,6 +422,8 @@ const AttentionCase k16BitCases[] = {
     // Keys past two tiles: dQ from its own kernel.
     {"cross 40x200 h2 d64 dropout lengths 200 130", 2, 2, 40, 200, 64, false, 0.1f, {200, 130}},
     {"causal 150x150 h2 d64 lengths 150 70", 2, 2, 150, 150, 64, true, 0.0f, {150, 70}},
+    // gpt's shape: packed QKV, causal, longer than its 1024 tokens and not a multiple of a tile.
+    {"packed causal 1030x1030 h2 d64", 1, 2, 1030, 1030, 64, true, 0.0f, {}, true},
 };
 
 }  // namespace

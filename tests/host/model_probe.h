@@ -131,4 +131,50 @@ inline std::vector<FiniteDifference> sampled_finite_differences(ModelProbe& prob
   return samples;
 }
 
+// The sampled finite differences (sampled_finite_differences, step h, `spread` per tensor) that
+// backward's gradients miss by more than atol + rtol * |numeric|, each named in an unscoped INFO;
+// checks that at least `at_least` were sampled and returns how many missed.
+inline int missed_finite_differences(ModelProbe& probe, const ParameterLayout& layout, const std::vector<float>& values,
+                                     const std::vector<float>& gradients, double h, double atol, double rtol,
+                                     int at_least, int* checked) {
+  int missed = 0;
+  *checked = 0;
+  for (const FiniteDifference& d : sampled_finite_differences(probe, layout, values, gradients, h, 5)) {
+    if (!(std::abs(d.numeric - d.backward) <= atol + rtol * std::abs(d.numeric))) {
+      UNSCOPED_INFO(d.tensor << "[" << d.index << "]: numeric " << d.numeric << ", backward " << d.backward);
+      ++missed;
+    }
+    ++*checked;
+  }
+  CHECK(*checked >= at_least);
+  return missed;
+}
+
+// Every tensor of `layout` has a gradient somewhere: no mask or branch leaves one out.
+inline void check_every_tensor_has_a_gradient(const ParameterLayout& layout, const std::vector<float>& gradients) {
+  for (const TensorView& tensor : layout.tensors()) {
+    double sum = 0;
+    for (size_t k = 0; k < tensor.count; ++k) sum += std::abs(gradients[tensor.offset + k]);
+    INFO(tensor.name);
+    CHECK(sum > 0);
+  }
+}
+
+// A 16-bit `model` (weights stored as `type`) against the fp32 network's loss and gradients at
+// `values`: the loss within tolerance / 2 (relative), every gradient within `tolerance` of the
+// largest fp32 gradient, and a quarter of them at least different (the 16-bit path did run).
+inline void check_16bit_matches_fp32(const Model& model, int batch, DataType type, const std::vector<float>& values,
+                                     double fp32_loss, const std::vector<float>& fp32_gradients, double tolerance,
+                                     std::unique_ptr<Device> device) {
+  const double largest = largest_magnitude(fp32_gradients);
+  REQUIRE(largest > 0);
+  ModelProbe probe(model, std::move(device), batch, 42, type);
+  CHECK(probe.loss_at(values) == Approx(fp32_loss).epsilon(tolerance / 2));
+  const std::vector<float> gradients = probe.gradients();
+  const GradientDifference difference = gradient_difference(gradients, fp32_gradients);
+  INFO("largest fp32 gradient " << largest << ", largest difference " << difference.largest);
+  CHECK(difference.largest <= tolerance * largest);
+  CHECK(difference.differing > gradients.size() / 4);
+}
+
 }  // namespace dpbench::testing

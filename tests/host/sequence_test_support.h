@@ -1,4 +1,4 @@
-// Test helpers for the sequence models: the RunConfig the CLI would resolve for nmt or rnnlm, and
+// Test helpers for the sequence models: the RunConfig the CLI would resolve for nmt, rnnlm or gpt, and
 // a tiny nmt every backend can train in milliseconds.
 #pragma once
 
@@ -34,11 +34,13 @@ inline RunConfig sequence_config(const std::string& model, int batch,
       {"num_decoder_layers", &q.num_decoder_layers}, {"num_layers", &q.num_layers},
       {"src_max_len", &q.src_max_len},       {"tgt_max_len", &q.tgt_max_len},
       {"seq_len", &q.seq_len},               {"loss_chunk_rows", &q.loss_chunk_rows},
-      {"num_heads", &q.num_heads},           {"ffn_units", &q.ffn_units}};
+      {"num_heads", &q.num_heads},           {"ffn_units", &q.ffn_units},
+      {"hidden_size", &q.hidden_size}};
   for (const auto& [name, value] : values) {
     if (name == "encoder_type") q.encoder_type = value;
     else if (name == "direction") q.direction = value;
     else if (name == "lstm_algorithm") q.lstm_algorithm = value;
+    else if (name == "gpt_size") q.gpt_size = value;
     else if (name == "dropout") q.dropout = std::stod(value);
     else *integers.at(name) = std::stoi(value);
   }

@@ -114,7 +114,7 @@ TEST_CASE("the header's strategy line says how the gradients travel", "[console]
         "parameter_server (on cpu, per tensor, small ones batched (up to 4096 bytes, 8 per batch), overlapped)");
 }
 
-TEST_CASE("the summary's math line says which kernels ran the convolutions and LSTMs", "[console]") {
+TEST_CASE("the summary's math line says which kernels ran the convolutions, LSTMs and attention", "[console]") {
   Result result;
   result.summary.unit = "images/s";
   result.summary.math = "bf16";
@@ -142,6 +142,9 @@ TEST_CASE("the summary's math line says which kernels ran the convolutions and L
                              "winograd_nonfused 6; backward filter: algo_1 9); pooling"));
   result.summary.math_paths = {{"lstm", {{"shapes", 1}, {"algorithms", {{"standard", 1}}}}}};
   CHECK_THAT(format_summary(result), Catch::Contains("; cuDNN LSTM (1 shape): standard 1\n"));
+  result.summary.math_paths = {{"attention", {{"shapes", 2}, {"cudnn_fused", 1}}}};
+  CHECK_THAT(format_summary(result),
+             Catch::Contains("; attention (2 shapes): cuDNN's fused 1, the rest dpbench's kernels\n"));
 }
 
 TEST_CASE("the summary's FLOPs line gives MFU and says when it passes the peak", "[console]") {

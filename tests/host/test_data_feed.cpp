@@ -70,6 +70,8 @@ TEST_CASE("host feeding trains bit for bit what on-device synthetic data trains"
       joined(kSmallRnnlm, {"--vocab_size=50", "--batch_size=4"}),
       joined(kSmallNmt, {"--src_vocab_size=40", "--tgt_vocab_size=30", "--batch_size=4"}),  // reversed source
       joined(kSmallNmt, {"--src_vocab_size=40", "--tgt_vocab_size=30", "--batch_size=4", "--encoder_type=cudnn_lstm"}),
+      {"--model=gpt", "--vocab_size=50", "--seq_len=6", "--num_layers=1", "--num_heads=2", "--hidden_size=8",
+       "--batch_size=4"},
   };
   for (const Args& model : models) {
     INFO(model.front());

@@ -477,13 +477,40 @@ TEST_CASE("batch and measurement counts must be in range", "[flags]") {
 
 TEST_CASE("optimizer errors", "[flags]") {
   CHECK_THAT(error_of({"--optimizer=rmsprop"}),
-             Contains("--optimizer=rmsprop: unknown optimizer; accepted: sgd, momentum, adam"));
+             Contains("--optimizer=rmsprop: unknown optimizer; accepted: sgd, momentum, adam, adamw"));
   CHECK(error_of({"--learning_rate=0"}) == "--learning_rate=0: must be greater than 0");
   CHECK(error_of({"--learning_rate=-0.1"}) == "--learning_rate=-0.1: must be greater than 0");
   CHECK_THAT(error_of({"--learning_rate=fast"}), Contains("--learning_rate=fast: not a number"));
   CHECK_THAT(error_of({"--learning_rate=nan"}), Contains("--learning_rate=nan: not a number"));
   CHECK_THAT(error_of({"--momentum=1"}), Contains("--momentum=1: must be in [0, 1)"));
   CHECK_THAT(error_of({"--momentum=-0.5"}), Contains("--momentum=-0.5: must be in [0, 1)"));
+}
+
+TEST_CASE("adamw takes --weight_decay, records it, and no other optimizer accepts the flag", "[flags]") {
+  const RunConfig adamw = parse({"--optimizer=adamw", "--weight_decay=0.1"});
+  CHECK(adamw.optimizer == "adamw");
+  CHECK(adamw.weight_decay == 0.1);
+  const nlohmann::json json = config_to_json(adamw);
+  CHECK(json["optimizer"] == "adamw");
+  CHECK(json["weight_decay"] == 0.1);
+  CHECK(parse({"--optimizer=adamw"}).weight_decay == 0.01);  // torch.optim.AdamW's default
+  CHECK(parse({"--optimizer=adamw", "--weight_decay=0"}).weight_decay == 0.0);
+
+  CHECK(error_of({"--optimizer=sgd", "--weight_decay=0.1"}) ==
+        "--weight_decay=0.1: is AdamW's decoupled weight decay and this run's optimizer is --optimizer=sgd; "
+        "give --optimizer=adamw or drop --weight_decay");
+  CHECK_THAT(error_of({"--optimizer=adam", "--weight_decay=0"}),
+             Contains("--weight_decay=0: is AdamW's decoupled weight decay") && Contains("--optimizer=adam;"));
+  // The model's optimizer (trivial: sgd) counts as much as a given one.
+  CHECK_THAT(error_of({"--weight_decay=0.01"}), Contains("this run's optimizer is --optimizer=sgd"));
+
+  CHECK(error_of({"--optimizer=adamw", "--weight_decay=-0.1"}) == "--weight_decay=-0.1: must be at least 0, e.g. 0.1");
+  CHECK_THAT(error_of({"--optimizer=adamw", "--weight_decay=nan"}), Contains("--weight_decay=nan: not a number"));
+  CHECK_THAT(error_of({"--optimizer=adamw", "--weight_decay=inf"}),
+             Contains("--weight_decay=inf: not a finite number"));
+  CHECK_THAT(error_of({"--optimizer=adamw", "--weight_decay=1e39"}),
+             Contains("--weight_decay=1e39: too large for the optimizers' float32 arithmetic"));
+  CHECK_THAT(error_of({"--optimizer=adamw", "--weight_decay="}), Contains("--weight_decay=: not a number"));
 }
 
 TEST_CASE("distributed strategies: one GPU per process, horovod's spelling, NCCL and GPU owners only", "[flags]") {
@@ -606,13 +633,13 @@ TEST_CASE("flag --help groups the flags by concern and shows the defaults", "[fl
         "--overlap_comm", "--sparse_embedding_grads", "--compact_gradient_transfer",
         "--data_format", "--precision", "--use_fp16", "--fp16_loss_scale",
         "--fp16_enable_auto_loss_scale", "--fp16_inc_loss_scale_every_n", "--optimizer", "--learning_rate", "--momentum",
-        "--seed", "--num_batches", "--num_warmup_batches", "--display_every", "--result_file",
+        "--weight_decay", "--seed", "--num_batches", "--num_warmup_batches", "--display_every", "--result_file",
         "--collective_timeout", "--help", "--version"}) {
     CHECK_THAT(help, Contains(flag));
   }
   for (const char* shown_default :
        {"(default: trivial)", "(default: auto)", "(default: 1)", "(default: independent)",
-        "(default: gpu)", "(default: NCHW)", "(default: fp32)", "(default: 0.9)", "(default: 1234)",
+        "(default: gpu)", "(default: NCHW)", "(default: fp32)", "(default: 0.9)", "(default: 0.01)", "(default: 1234)",
         "(default: 100)", "(default: 10)", "(default: dpbench_result.json)", "(default: false)",
         "(default: 25)", "(default: 0)", "(default: true)", "(default: none)"}) {
     CHECK_THAT(one_line(help), Contains(shown_default));  // as read, wherever --help wraps a line
@@ -632,7 +659,7 @@ TEST_CASE("config_to_json has every resolved flag", "[flags]") {
   for (const char* key :
        {"model", "batch_size", "total_batch_size", "num_gpus", "gpu_indices", "device", "backend",
         "variable_update", "independent_replica", "data_format", "precision", "use_fp16", "fp16_loss_scale", "fp16_enable_auto_loss_scale",
-        "fp16_inc_loss_scale_every_n", "optimizer", "learning_rate", "momentum", "seed",
+        "fp16_inc_loss_scale_every_n", "optimizer", "learning_rate", "momentum", "weight_decay", "seed",
         "num_batches", "num_warmup_batches", "display_every", "result_file", "cuda_graph",
         "cudnn_benchmark", "deterministic", "collective_timeout"}) {
     CHECK(json.contains(key));

@@ -18,7 +18,8 @@ TEST_CASE("every model's entry names its synthetic batches and the data sets it 
   const std::map<std::string, std::vector<std::string>> expected = {
       {"trivial", {"cifar10"}},    {"resnet50", {"cifar10"}},    {"resnet101", {"cifar10"}},
       {"resnet152", {"cifar10"}},  {"inception3", {}},           {"vgg16", {}},
-      {"cifar10_cnn", {"cifar10"}}, {"nmt", {"parallel_text"}}, {"rnnlm", {"ptb"}}};
+      {"cifar10_cnn", {"cifar10"}}, {"nmt", {"parallel_text"}}, {"rnnlm", {"ptb"}},
+      {"gpt", {"tokens"}}};
   for (const ModelEntry& entry : model_registry()) {
     INFO(entry.name);
     if (!entry.implemented) continue;
@@ -50,7 +51,9 @@ TEST_CASE("host synthetic batches have the layout of the replica's inputs", "[mo
   const std::vector<RunConfig> configs = {
       trivial, cifar10_cnn, testing::tiny_nmt("dynamic", "bi"), testing::tiny_nmt("cudnn_lstm", "uni"),
       testing::sequence_config("rnnlm", 2, {{"vocab_size", "17"}, {"embedding_dim", "4"}, {"num_units", "4"},
-                                            {"seq_len", "3"}})};
+                                            {"seq_len", "3"}}),
+      testing::sequence_config("gpt", 2, {{"vocab_size", "17"}, {"seq_len", "3"}, {"num_layers", "1"},
+                                          {"num_heads", "2"}, {"hidden_size", "8"}})};
   for (RunConfig config : configs) {
     INFO(config.model << " " << config.sequence.encoder_type);
     config.gpu_indices = {0};

@@ -188,15 +188,71 @@ TEST_CASE("reference optimizers: one step each, by hand", "[reference]") {
     //   v_hat = 0.00049975 / 0.001999 = 0.25; p = 0.9 - 0.1 = 0.8.
     std::vector<float> params = {1.0f}, m = {0.0f}, v = {0.0f};
     const std::vector<float> grads = {0.5f};
-    ops.adam_update(params.data(), grads.data(), m.data(), v.data(), 1, 0.1f, 0.9f, 0.999f, 1e-8f, 1);
+    ops.adam_update(params.data(), grads.data(), m.data(), v.data(), 1, 0.1f, 0.9f, 0.999f, 1e-8f, 1, 0.0f);
     CHECK(m[0] == Approx(0.05));
     // beta2 = 0.999f is 0.99900001 as a float, so 1 - beta2 is off by 1.3e-5 relative.
     CHECK(v[0] == Approx(0.00025).epsilon(1e-4));
     CHECK(params[0] == Approx(0.9));
-    ops.adam_update(params.data(), grads.data(), m.data(), v.data(), 1, 0.1f, 0.9f, 0.999f, 1e-8f, 2);
+    ops.adam_update(params.data(), grads.data(), m.data(), v.data(), 1, 0.1f, 0.9f, 0.999f, 1e-8f, 2, 0.0f);
     CHECK(m[0] == Approx(0.095));
     CHECK(v[0] == Approx(0.00049975).epsilon(1e-4));
     CHECK(params[0] == Approx(0.8));
+  }
+}
+
+namespace {
+
+// torch.optim.AdamW's algorithm in double, one element, from zero moments: the decay of
+// 1 - lr * weight_decay first, then Adam's bias-corrected step. The float hyper-parameters are
+// taken as the floats the op receives.
+double adamw_in_double(double p, const std::vector<double>& gradients, float learning_rate, float weight_decay) {
+  const double lr = learning_rate, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+  double m = 0.0, v = 0.0;
+  for (size_t t = 1; t <= gradients.size(); ++t) {
+    const double g = gradients[t - 1];
+    p *= 1.0 - lr * static_cast<double>(weight_decay);
+    m = b1 * m + (1.0 - b1) * g;
+    v = b2 * v + (1.0 - b2) * g * g;
+    const double m_hat = m / (1.0 - std::pow(b1, static_cast<double>(t)));
+    const double v_hat = v / (1.0 - std::pow(b2, static_cast<double>(t)));
+    p -= lr * m_hat / (std::sqrt(v_hat) + eps);
+  }
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("reference adam_update with weight decay is AdamW: the decay, then the Adam step", "[reference]") {
+  ReferenceBackend ops;
+  const float lr = 0.1f, decay = 0.5f;
+  // Element 0, gradient 0.5 twice: each Adam step moves p by lr (adam's case above), after the
+  // decay multiplied p by 1 - 0.1 * 0.5 = 0.95:
+  //   step 1: 1 * 0.95 - 0.1 = 0.85;  step 2: 0.85 * 0.95 - 0.1 = 0.7075  (Adam alone: 0.9, 0.8).
+  // Elements 1 and 2: other signs and sizes, against torch's algorithm in double.
+  const std::vector<float> start = {1.0f, -2.0f, 0.25f};
+  std::vector<float> params = start, m(3, 0.0f), v(3, 0.0f);
+  const std::vector<float> first = {0.5f, 0.3f, -1.5f}, second = {0.5f, -0.7f, 0.01f};
+  ops.adam_update(params.data(), first.data(), m.data(), v.data(), 3, lr, 0.9f, 0.999f, 1e-8f, 1, decay);
+  CHECK(params[0] == Approx(0.85).epsilon(1e-6));
+  ops.adam_update(params.data(), second.data(), m.data(), v.data(), 3, lr, 0.9f, 0.999f, 1e-8f, 2, decay);
+  CHECK(params[0] == Approx(0.7075).epsilon(1e-6));
+  // m, v and p are stored as floats after each step: a few float roundings, 1e-6 relative.
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("element " << i);
+    CHECK(params[i] == Approx(adamw_in_double(start[i], {first[i], second[i]}, lr, decay)).epsilon(1e-6));
+  }
+  // The decay never touches the moments: they are Adam's.
+  std::vector<float> adam_params = start, adam_m(3, 0.0f), adam_v(3, 0.0f);
+  ops.adam_update(adam_params.data(), first.data(), adam_m.data(), adam_v.data(), 3, lr, 0.9f, 0.999f, 1e-8f, 1, 0.0f);
+  ops.adam_update(adam_params.data(), second.data(), adam_m.data(), adam_v.data(), 3, lr, 0.9f, 0.999f, 1e-8f, 2,
+                  0.0f);
+  CHECK(adam_m == m);
+  CHECK(adam_v == v);
+  CHECK(adam_params[0] == Approx(0.8).epsilon(1e-6));
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("element " << i);
+    CHECK(adam_params[i] == Approx(adamw_in_double(start[i], {first[i], second[i]}, lr, 0.0f)).epsilon(1e-6));
+    CHECK(std::fabs(adam_params[i] - params[i]) > 0.01);  // the decay made a difference far above rounding
   }
 }
 
@@ -443,10 +499,10 @@ TEST_CASE("reference softmax cross-entropy: loss_scale scales dlogits, not the l
 
 namespace {
 
-enum class Rule { sgd, momentum, adam };
+enum class Rule { sgd, momentum, adam, adamw };
 
 // One update of a fixed starting state; `first` and `second` are velocity (momentum) or m and v
-// (adam).
+// (adam, adamw).
 struct UpdateState {
   std::vector<float> params, first, second;
 };
@@ -466,8 +522,9 @@ UpdateState update(ReferenceBackend& ops, Rule rule, const std::vector<float>& g
       ops.momentum_update(s.params.data(), grads.data(), s.first.data(), n, 0.1f, 0.9f, extras);
       break;
     case Rule::adam:
+    case Rule::adamw:
       ops.adam_update(s.params.data(), grads.data(), s.first.data(), s.second.data(), n, 0.01f,
-                      0.9f, 0.999f, 1e-8f, 3, extras);
+                      0.9f, 0.999f, 1e-8f, 3, rule == Rule::adamw ? 0.1f : 0.0f, extras);
       break;
   }
   return s;
@@ -480,7 +537,13 @@ void check_same_state(const UpdateState& actual, const UpdateState& expected) {
 }
 
 const char* rule_name(Rule rule) {
-  return rule == Rule::sgd ? "sgd" : rule == Rule::momentum ? "momentum" : "adam";
+  switch (rule) {
+    case Rule::sgd: return "sgd";
+    case Rule::momentum: return "momentum";
+    case Rule::adam: return "adam";
+    case Rule::adamw: return "adamw";
+  }
+  return "?";
 }
 
 }  // namespace
@@ -490,7 +553,7 @@ TEST_CASE("reference optimizers: every field of UpdateExtras", "[reference]") {
   const size_t n = 512;
   const std::vector<float> grads = random_values(n, 134);
   // Plain blocks rather than SECTIONs: Catch runs a SECTION inside a loop for one pass only.
-  for (Rule rule : {Rule::sgd, Rule::momentum, Rule::adam}) {
+  for (Rule rule : {Rule::sgd, Rule::momentum, Rule::adam, Rule::adamw}) {
     INFO(rule_name(rule));
     const UpdateState plain = update(ops, rule, grads, {});
     REQUIRE(plain.params != start_state(n).params);

@@ -523,12 +523,12 @@ TEST_CASE("reference adam reads the step from step_from_zero when it is given", 
     UpdateExtras extras;
     extras.step_from_zero = &step_from_zero;
     ops.adam_update(params_host.data(), grads.data(), m_host.data(), v_host.data(), n, 0.01f,
-                    0.9f, 0.999f, 1e-8f, step);
+                    0.9f, 0.999f, 1e-8f, step, 0.0f);
     // The `step` argument (1000) must be ignored: bias correction uses *step_from_zero + 1.
     ops.adam_update(params_device.data(), grads.data(), m_device.data(), v_device.data(), n,
-                    0.01f, 0.9f, 0.999f, 1e-8f, 1000, extras);
+                    0.01f, 0.9f, 0.999f, 1e-8f, 1000, 0.0f, extras);
     ops.adam_update(params_wrong.data(), grads.data(), m_wrong.data(), v_wrong.data(), n, 0.01f,
-                    0.9f, 0.999f, 1e-8f, 1000);
+                    0.9f, 0.999f, 1e-8f, 1000, 0.0f);
   }
   CHECK(params_device == params_host);
   CHECK(m_device == m_host);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "engine/backend/attention_geometry.h"
@@ -273,6 +274,163 @@ TEST_CASE("reference relu_dropout_backward equals dropout_backward then relu_bac
   }
 }
 
+// ---- GELU ---------------------------------------------------------------------------------------
+
+namespace {
+
+const double kSqrtTwoOverPi = std::sqrt(2.0 / std::acos(-1.0));
+
+// The tanh form of GELU and its derivative in double, from the formula itself (not gelu.h).
+double gelu_in_double(double x) {
+  return 0.5 * x * (1.0 + std::tanh(kSqrtTwoOverPi * (x + 0.044715 * x * x * x)));
+}
+
+double gelu_derivative_in_double(double x) {
+  const double t = std::tanh(kSqrtTwoOverPi * (x + 0.044715 * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kSqrtTwoOverPi * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+RowBiasEpilogue gelu_into(void* activated) {
+  RowBiasEpilogue then;
+  then.gelu = true;
+  then.activated = activated;
+  return then;
+}
+
+// GELU of `x` (fp32) by the reference's add_row_bias with a zero bias.
+std::vector<float> reference_gelu(ReferenceBackend& ops, std::vector<float> x) {
+  const std::vector<float> zero_bias(x.size(), 0.0f);
+  std::vector<float> activated(x.size());
+  ops.add_row_bias(DataType::f32, x.data(), zero_bias.data(), 1, static_cast<int>(x.size()),
+                   gelu_into(activated.data()));
+  return activated;
+}
+
+}  // namespace
+
+TEST_CASE("reference add_row_bias with gelu: y keeps the pre-activation, activated its GELU",
+          "[reference][transformer]") {
+  ReferenceBackend ops;
+  const int rows = 5, cols = 13;
+  const size_t n = static_cast<size_t>(rows) * cols;
+  const std::vector<float> bias = random_values(cols, 320);
+  const std::vector<float> start = random_values(n, 321, -5.0f, 5.0f);  // GELU's bend and both tails
+  std::vector<float> sums(n);
+  for (size_t i = 0; i < n; ++i) sums[i] = start[i] + bias[i % cols];
+
+  std::vector<float> y = start, activated(n, kNaN);
+  ops.add_row_bias(DataType::f32, y.data(), bias.data(), rows, cols, gelu_into(activated.data()));
+  check_same_bits(y, sums, "y, the pre-activation");
+  std::vector<double> expected(n);
+  for (size_t i = 0; i < n; ++i) expected[i] = gelu_in_double(y[i]);
+  // fp32 arithmetic with tanhf: a few roundings, relative to GELU's value, and tanh's own error
+  // of an ulp or two near +-1, which 1 + tanh turns into an absolute error of about |x| 2^-24
+  // in the negative tail.
+  check_close(activated, expected, 1e-6, 1e-6, "activated, fp32");
+
+  for (DataType type : kHalfTypes) {
+    INFO(data_type_name(type));
+    TypedBuffer y16(type, start), activated16(type, n, kNaN);
+    ops.add_row_bias(type, y16.data(), bias.data(), rows, cols, gelu_into(activated16.data()));
+    // v is the sum rounded to the type, as without GELU; GELU is computed in fp32 from that
+    // rounded v and rounded once.
+    std::vector<float> v = rounded(type, start);
+    for (size_t i = 0; i < n; ++i) v[i] = round_to(type, v[i] + bias[i % cols]);
+    check_same_bits(y16.values(), v, "y, the pre-activation");
+    const std::vector<float> gelu_of_v = reference_gelu(ops, v);
+    REQUIRE(changed_by_rounding(type, gelu_of_v) > n / 2);
+    check_same_bits(activated16.values(), rounded(type, gelu_of_v), "activated");
+  }
+}
+
+TEST_CASE("reference gelu_backward is dy times GELU's derivative, by the formula and by finite differences",
+          "[reference][transformer]") {
+  ReferenceBackend ops;
+  std::vector<float> x = random_values(61, 322, -6.0f, 6.0f);
+  x.insert(x.end(), {0.0f, -0.0f, 1.0f, -1.0f, 30.0f, -30.0f});
+  const size_t n = x.size();
+  const std::vector<float> dy = random_values(n, 323, -2.0f, 2.0f);
+  std::vector<float> dx(n, kNaN);
+  ops.gelu_backward(DataType::f32, x.data(), dy.data(), dx.data(), n);
+
+  std::vector<double> expected(n);
+  for (size_t i = 0; i < n; ++i) expected[i] = dy[i] * gelu_derivative_in_double(x[i]);
+  // fp32 roundings of values up to about 1.1, and tanh's error of an ulp or two (1.2e-7 near
+  // +-1) times d gelu' / dt = 0.5 - x t sqrt(2/pi) (1 + 0.134 x^2), about 10 at |x| = 4, where t
+  // is not yet +-1 in fp32: 1.2e-6 |dy|, |dy| <= 2.
+  check_close(dx, expected, 5e-6, 1e-6, "dx against the formula");
+  CHECK(dx[61] == Approx(0.5 * dy[61]).epsilon(1e-7));  // gelu'(0) = 1/2
+  CHECK(dx[65] == dy[65]);                               // gelu'(30) = 1 in fp32
+  CHECK(dx[66] == 0.0f);                                 // gelu'(-30) = 0 in fp32
+
+  // The derivative of the forward op itself: central differences of sum(dy * gelu(x)) in x.
+  std::vector<float> probe = x;
+  probe.resize(61);  // the random points, where GELU is smooth at the difference's scale
+  for (size_t i = 0; i < probe.size(); ++i) {
+    INFO("x = " << probe[i]);
+    const double numeric = finite_difference(probe[i], 1e-2, [&] {
+      return weighted_sum(reference_gelu(ops, probe), std::vector<float>(dy.begin(), dy.begin() + 61));
+    });
+    // Only term i changes, the others cancel exactly; its fp32 value (|dy gelu| <= 12, rounded
+    // to 2^-24 relative, tanh an ulp or two off) over 2h = 0.02 is off by up to about 5e-5, and
+    // Richardson's weights (4/3, 1/3) add up to 5/3 of that. The truncation, O(h^4), is far below.
+    CHECK(dx[i] == Approx(numeric).margin(2e-4));
+  }
+
+  // In place (dx over dy), and 16-bit storage: the fp32 op on the stored values, rounded once.
+  std::vector<float> in_place = dy;
+  ops.gelu_backward(DataType::f32, x.data(), in_place.data(), in_place.data(), n);
+  check_same_bits(in_place, dx, "dx over dy");
+  for (DataType type : kHalfTypes) {
+    INFO(data_type_name(type));
+    const TypedBuffer x16(type, x);
+    TypedBuffer dx16(type, dy);
+    ops.gelu_backward(type, x16.data(), dx16.data(), dx16.data(), n);
+    const std::vector<float> x_stored = x16.values(), dy_stored = rounded(type, dy);
+    std::vector<float> wide(n);
+    ops.gelu_backward(DataType::f32, x_stored.data(), dy_stored.data(), wide.data(), n);
+    REQUIRE(changed_by_rounding(type, wide) > n / 2);
+    check_same_bits(dx16.values(), rounded(type, wide), "dx");
+  }
+}
+
+TEST_CASE("reference add_row_bias refuses gelu with relu, dropout or a residual, and gelu without its output",
+          "[reference][transformer]") {
+  ReferenceBackend ops;
+  std::vector<float> y(6, 1.0f), activated(6), skip(6), out(6);
+  const std::vector<float> bias(3, 0.5f);
+  const int32_t step = 1;
+  const auto refused = [&](const RowBiasEpilogue& then, const std::string& why) {
+    INFO(why);
+    CHECK_THROWS_WITH(ops.add_row_bias(DataType::f32, y.data(), bias.data(), 2, 3, then),
+                      Catch::Contains("ReferenceBackend::add_row_bias: ") && Catch::Contains(why));
+    CHECK(y == std::vector<float>(6, 1.0f));  // refused before anything is written
+  };
+  RowBiasEpilogue with_relu = gelu_into(activated.data());
+  with_relu.relu = true;
+  refused(with_relu, "gelu takes no ReLU, dropout or residual");
+  RowBiasEpilogue with_dropout = gelu_into(activated.data());
+  with_dropout.dropout.rate = 0.1f;
+  with_dropout.dropout.step = &step;
+  refused(with_dropout, "gelu takes no ReLU, dropout or residual");
+  RowBiasEpilogue with_residual = gelu_into(activated.data());
+  with_residual.residual = skip.data();
+  with_residual.out = out.data();
+  refused(with_residual, "gelu takes no ReLU, dropout or residual");
+  refused(gelu_into(nullptr), "gelu needs `activated`");
+  refused(gelu_into(y.data()), "must not be y");
+  RowBiasEpilogue activated_alone;
+  activated_alone.activated = activated.data();
+  refused(activated_alone, "`activated` is written only with gelu");
+
+  // A dropout rate of 0 draws nothing, so it goes with GELU.
+  RowBiasEpilogue no_dropout = gelu_into(activated.data());
+  no_dropout.dropout.seed = 5;
+  ops.add_row_bias(DataType::f32, y.data(), bias.data(), 2, 3, no_dropout);
+  CHECK(y == std::vector<float>(6, 1.5f));
+  CHECK(activated[0] == Approx(gelu_in_double(1.5)).epsilon(1e-6));
+}
+
 // ---- layer normalisation ------------------------------------------------------------------------
 
 TEST_CASE("reference layer_norm_forward: statistics and outputs by hand", "[reference][transformer]") {
@@ -326,6 +484,15 @@ TEST_CASE("reference layer_norm_backward is the finite-difference gradient and m
   ops.layer_norm_backward(DataType::f32, x.data(), in_place.data(), gamma.data(), mean.data(), inv_std.data(),
                           rows, cols, in_place.data(), dgamma.data(), dbeta.data(), nullptr);
   check_same_bits(in_place, dx, "dx in place");
+
+  // Accumulated: the gradient added to a residual's already in dx, one fp32 addition each.
+  const std::vector<float> residual = random_values(x.size(), 315);
+  std::vector<float> accumulated = residual;
+  ops.layer_norm_backward(DataType::f32, x.data(), w.data(), gamma.data(), mean.data(), inv_std.data(), rows, cols,
+                          accumulated.data(), dgamma.data(), dbeta.data(), nullptr, true);
+  std::vector<float> expected(x.size());
+  for (size_t i = 0; i < x.size(); ++i) expected[i] = residual[i] + dx[i];
+  check_same_bits(accumulated, expected, "dx accumulated");
 }
 
 TEST_CASE("reference layer norm in fp16 and bf16: the fp32 op on the stored values rounded once",

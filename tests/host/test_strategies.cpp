@@ -286,6 +286,16 @@ TEST_CASE("every averaging strategy trains the transformer as one device with N 
   check_equivalence(kTinyTransformer, 3, {2}, false);
 }
 
+// SGD for the reason the transformer's test gives; dropout 0 by default.
+const std::vector<std::string> kTinyGpt = {"--optimizer=sgd", "--learning_rate=0.1", "--model=gpt",
+                                           "--vocab_size=13", "--seq_len=5", "--num_layers=2",
+                                           "--num_heads=2", "--hidden_size=8"};
+
+TEST_CASE("every averaging strategy trains gpt as one device with N times the batch",
+          "[strategies][equivalence][gpt]") {
+  check_equivalence(kTinyGpt, 3, {2, 4}, false);
+}
+
 TEST_CASE("sparse embedding gradients train the transformer as one device with N times the batch",
           "[strategies][equivalence][sparse][transformer]") {
   check_sparse_equivalence(kTinyTransformer, 3, {2});

@@ -19,13 +19,12 @@
 #include "tests/host/test_support.h"
 
 using dpbench::testing::build_model;
-using dpbench::testing::gradient_difference;
-using dpbench::testing::GradientDifference;
-using dpbench::testing::largest_magnitude;
+using dpbench::testing::check_16bit_matches_fp32;
+using dpbench::testing::check_every_tensor_has_a_gradient;
+using dpbench::testing::missed_finite_differences;
 using dpbench::testing::ModelProbe;
 using dpbench::testing::read_json;
 using dpbench::testing::run_cli;
-using dpbench::testing::sampled_finite_differences;
 using dpbench::testing::sequence_config;
 using dpbench::testing::mean_loss;
 using dpbench::testing::TempDir;
@@ -91,25 +90,11 @@ TEST_CASE("the transformer's backward matches finite differences of its loss", "
   // Central differences in double-checked fp32: h = 1e-2 on a loss near 10 rounds to about
   // 1e-5 per estimate; a ReLU input within h of its kink bends the difference, so a few
   // elements may miss: at most 2% of them, and the rest within the tolerance.
-  const double h = 1e-2;
-  int checked = 0, missed = 0;
-  for (const auto& d : sampled_finite_differences(probe, model->layout(), values, gradients, h, 5)) {
-    const bool close = std::abs(d.numeric - d.backward) <= 5e-4 + 2e-2 * std::abs(d.numeric);
-    if (!close) {
-      UNSCOPED_INFO(d.tensor << "[" << d.index << "]: numeric " << d.numeric << ", backward " << d.backward);
-      ++missed;
-    }
-    ++checked;
-  }
-  CHECK(checked >= 200);
+  int checked = 0;
+  const int missed = missed_finite_differences(probe, model->layout(), values, gradients, 1e-2, 5e-4, 2e-2, 200, &checked);
   CHECK(missed <= checked / 50);
   // Every tensor has a gradient: the masks and the causal attention leave none out.
-  for (const dpbench::TensorView& tensor : model->layout().tensors()) {
-    double sum = 0;
-    for (size_t k = 0; k < tensor.count; ++k) sum += std::abs(gradients[tensor.offset + k]);
-    INFO(tensor.name);
-    CHECK(sum > 0);
-  }
+  check_every_tensor_has_a_gradient(model->layout(), gradients);
 }
 
 TEST_CASE("the transformer in bf16 and fp16 computes the fp32 network's loss and gradients",
@@ -121,21 +106,13 @@ TEST_CASE("the transformer in bf16 and fp16 computes the fp32 network's loss and
     const std::vector<float> values = fp32_model->initial_parameters(5);
     const double fp32_loss = fp32_probe.loss_at(values);
     const std::vector<float> fp32_gradients = fp32_probe.gradients();
-    const double largest = largest_magnitude(fp32_gradients);
-    REQUIRE(largest > 0);
     for (const auto& [precision, type, tolerance] :
          {std::tuple{dpbench::Precision::bf16, dpbench::DataType::bf16, 4e-2}, std::tuple{dpbench::Precision::fp16, dpbench::DataType::f16, 6e-3}}) {
       INFO("dropout " << dropout << ", " << dpbench::precision_name(precision));
       dpbench::RunConfig config = fp32_config;
       config.precision = precision;
-      const auto model = build_model(config);
-      ModelProbe probe(*model, dpbench::create_reference_device(0), 3, 42, type);
-      CHECK(probe.loss_at(values) == Approx(fp32_loss).epsilon(tolerance / 2));
-      const std::vector<float> gradients = probe.gradients();
-      const GradientDifference difference = gradient_difference(gradients, fp32_gradients);
-      INFO("largest fp32 gradient " << largest << ", largest difference " << difference.largest);
-      CHECK(difference.largest <= tolerance * largest);
-      CHECK(difference.differing > gradients.size() / 4);
+      check_16bit_matches_fp32(*build_model(config), 3, type, values, fp32_loss, fp32_gradients, tolerance,
+                               dpbench::create_reference_device(0));
     }
   }
 }

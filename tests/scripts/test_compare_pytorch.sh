@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/gpu/compare_pytorch.sh without a GPU: ROUNDS=2 on the reference backend with no twin (two
 # dpbench results, the table's median and each round's figure), the twins table over made-up
-# results of two rounds (medians, each round's figure, the rounds' ratios paired by round), and
-# the errors for a bad ROUNDS.
+# results of two rounds (medians, each round's figure, the rounds' ratios paired by round), its MFU
+# columns where a twin gives an mfu, and the errors for a bad ROUNDS.
 # Usage: test_compare_pytorch.sh DPBENCH
 set -uo pipefail
 dpbench=${1:?usage: test_compare_pytorch.sh DPBENCH}
@@ -38,6 +38,25 @@ echo "$table" | grep -q "rounds' dpbench / compiled" || fail "twins table: no co
 # round 1 100/90 = 1.11x, round 2 120/100 = 1.20x.
 echo "$table" | grep -q '| m | 1 | - | 110 (100, 120, 110) | 9.000 | - | yes | 95 (90, 100) | 1.16x | 1.11x to 1.20x |' ||
   fail "twins table: the row is not medians, rounds and paired ratios: $table"
+echo "$table" | grep -q "MFU" && fail "twins table: MFU columns though no twin gave an mfu: $table"
+
+# A twin that prints an mfu (pytorch_gpt.py) brings MFU columns: dpbench's summary.flops.mfu and the
+# twin's own, each the median over the rounds; a twin off the peak table (mfu null) shows "-".
+mkdir -p "$work/gpt"
+gpt() { echo "{\"summary\": {\"items_per_sec\": $1, \"step_time_ms\": {\"median\": 10}, \"flops\": {\"mfu\": $2}}}"; }
+gpt 300000 0.45 >"$work/gpt/gpt_b16_bf16_g1__dpbench.json"
+gpt 320000 0.49 >"$work/gpt/gpt_b16_bf16_g1__dpbench__r2.json"
+echo '{"items_per_sec": 200000, "mfu": 0.30}' >"$work/gpt/gpt_b16_bf16_g1__compiled.json"
+echo '{"items_per_sec": 200000, "mfu": 0.32}' >"$work/gpt/gpt_b16_bf16_g1__compiled__r2.json"
+echo '{"items_per_sec": 150000, "mfu": null}' >"$work/gpt/gpt_b8+gpt_size=350m_bf16_g1__compiled.json"
+gpt 100000 null >"$work/gpt/gpt_b8+gpt_size=350m_bf16_g1__dpbench.json"
+table=$(bash -c 'source "$1/scripts/gpu/common.sh" /nonexistent >/dev/null 2>&1; gpu_table twins "$2"' _ "$root" "$work/gpt")
+echo "$table" | grep -q '| CUDA graph | dpbench MFU | compiled items/s | compiled MFU | dpbench / compiled |' ||
+  fail "twins table: no MFU columns for a twin with an mfu: $table"
+echo "$table" | grep -q '| gpt_b16_bf16 | 1 | - | 310,000 (300,000, 320,000) | 10.000 | - | no | 47.0% | 200,000 (200,000, 200,000) | 31.0% | 1.55x |' ||
+  fail "twins table: the MFU columns are not the medians of the rounds: $table"
+echo "$table" | grep -q '| gpt_b8+gpt_size=350m_bf16 | 1 | - | 100,000 | 10.000 | - | no | - | 150,000 | - | 0.67x |' ||
+  fail "twins table: an mfu of null is not shown as -: $table"
 
 for bad in 0 two -1; do
   expect_exit "ROUNDS=$bad" 2 env DPBENCH_BUILD_DIR="$build" DPBENCH_DEVICE=cpu TWINS="" ROUNDS=$bad \
@@ -46,5 +65,5 @@ for bad in 0 two -1; do
 done
 expect_exit "ROUNDS with ddp" 2 env DPBENCH_BUILD_DIR="$build" DPBENCH_DEVICE=cpu TWINS="" ROUNDS=2 \
   bash "$root/scripts/gpu/compare_pytorch.sh" ddp "$work/bad" trivial:8
-grep -q "ROUNDS is for cnn, rnn, transformer and trivial" "$work/stderr" || fail "ROUNDS with ddp: $(cat "$work/stderr")"
+grep -q "ROUNDS is for cnn, rnn, transformer, gpt and trivial" "$work/stderr" || fail "ROUNDS with ddp: $(cat "$work/stderr")"
 finish "compare_pytorch.sh: rounds, medians and paired ratios as expected"
