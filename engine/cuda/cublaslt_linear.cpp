@@ -2,9 +2,11 @@
 #include "engine/cuda/cublaslt_linear.h"
 
 #include <string>
+#include <vector>
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_memory.h"
+#include "engine/cuda/stream_timing.h"
 
 namespace dpbench {
 
@@ -34,6 +36,10 @@ namespace dpbench {
 namespace {
 
 constexpr size_t kWorkspaceBytes = 32u << 20;  // what cuBLASLt's split-K and stream-K kernels ask for on Hopper
+// The heuristic's algorithms kept per shape for choose_fastest_algorithm; its ranking beyond the
+// first few rarely holds a faster one.
+constexpr int kCandidateAlgorithms = 8;
+constexpr int kTimedRuns = 5;  // runs of each candidate, after an untimed one
 
 cudaDataType_t cuda_type(DataType type) {
   switch (type) {
@@ -54,6 +60,8 @@ struct CublasLtLinear::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulAlgo_t> candidates;  // the heuristic's, best first; algo is one of them
+  Choice choice;
   ~Plan() {
     for (cublasLtMatrixLayout_t layout : {a, b, c, d})
       if (layout != nullptr) cublasLtMatrixLayoutDestroy(layout);
@@ -76,6 +84,46 @@ int CublasLtLinear::fused_shapes() const {
   return fused;
 }
 
+int CublasLtLinear::running_fused_shapes() const {
+  int fused = 0;
+  for (const auto& [key, plan] : plans_) fused += plan != nullptr && plan->choice.fused;
+  return fused;
+}
+
+namespace {
+
+const char* pass_name(CublasLtLinear::Pass pass) {
+  switch (pass) {
+    case CublasLtLinear::Pass::bias: return "bias";
+    case CublasLtLinear::Pass::bias_residual: return "bias_residual";
+    case CublasLtLinear::Pass::gelu_aux_bias: return "bias_gelu";
+    case CublasLtLinear::Pass::weight_gradient_bgradb: return "weight_gradient_bias_gradient";
+    case CublasLtLinear::Pass::input_gradient_dgelu_bgrad: return "input_gradient_gelu_backward";
+  }
+  return "?";
+}
+
+}  // namespace
+
+nlohmann::json CublasLtLinear::timings() const {
+  nlohmann::json timed = nlohmann::json::array();
+  for (const auto& [key, plan] : plans_) {
+    if (plan == nullptr || plan->choice.plain_ms < 0.0f) continue;
+    const auto [pass, type, rows, in, out, tf32] = key;
+    timed.push_back({{"pass", pass_name(pass)}, {"type", data_type_name(type)}, {"rows", rows}, {"in", in},
+                     {"out", out}, {"fused", plan->choice.fused}, {"fused_ms", plan->choice.fused_ms},
+                     {"plain_ms", plan->choice.plain_ms}});
+  }
+  return timed;
+}
+
+CublasLtLinear::Choice* CublasLtLinear::choice(Pass pass, DataType type, int rows, int in, int out) {
+  // cuBLASLt's epilogues want every row (and the aux output's) to start 16-byte aligned.
+  if (rows <= 0 || in % 8 != 0 || out % 8 != 0) return nullptr;
+  Plan* p = plan(Key{pass, type, rows, in, out, tf32_});
+  return p == nullptr ? nullptr : &p->choice;
+}
+
 CublasLtLinear::Plan* CublasLtLinear::plan(const Key& key) {
   const auto known = plans_.find(key);
   if (known != plans_.end()) return known->second.get();
@@ -91,19 +139,19 @@ CublasLtLinear::Plan* CublasLtLinear::plan(const Key& key) {
   // (rows, cols, ld) of A, B and D as stored (Note [linear epilogues]).
   int64_t a_rows = in, a_cols = out, b_rows = in, b_cols = rows, d_rows = out, d_cols = rows;
   switch (kind) {
-    case Kind::bias:
-    case Kind::bias_residual:
-    case Kind::gelu_aux_bias:
+    case Pass::bias:
+    case Pass::bias_residual:
+    case Pass::gelu_aux_bias:
       trans_a = CUBLAS_OP_T;
-      epilogue = kind == Kind::gelu_aux_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS;
+      epilogue = kind == Pass::gelu_aux_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS;
       break;
-    case Kind::weight_gradient_bgradb:
+    case Pass::weight_gradient_bgradb:
       trans_b = CUBLAS_OP_T;
       epilogue = CUBLASLT_EPILOGUE_BGRADB;
       d_type = CUDA_R_32F;
       a_rows = in, a_cols = rows, b_rows = out, b_cols = rows, d_rows = in, d_cols = out;
       break;
-    case Kind::input_gradient_dgelu_bgrad:
+    case Pass::input_gradient_dgelu_bgrad:
       epilogue = CUBLASLT_EPILOGUE_DGELU_BGRAD;
       a_rows = in, a_cols = out, b_rows = out, b_cols = rows, d_rows = in, d_cols = rows;
       break;
@@ -111,7 +159,7 @@ CublasLtLinear::Plan* CublasLtLinear::plan(const Key& key) {
   set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, trans_a);
   set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, trans_b);
   set(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
-  if (kind == Kind::gelu_aux_bias || kind == Kind::input_gradient_dgelu_bgrad)
+  if (kind == Pass::gelu_aux_bias || kind == Pass::input_gradient_dgelu_bgrad)
     set(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, static_cast<int64_t>(d_rows));
   DPB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, data, a_rows, a_cols, a_rows));
   DPB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, data, b_rows, b_cols, b_rows));
@@ -123,19 +171,30 @@ CublasLtLinear::Plan* CublasLtLinear::plan(const Key& key) {
   const size_t workspace = kWorkspaceBytes;
   DPB_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                         &workspace, sizeof(workspace)));
-  cublasLtMatmulHeuristicResult_t result{};
+  // A split K whose parts are added in a 16-bit D's type (the in-place and output-type schemes)
+  // rounds every partial sum to it; such candidates can win the timing at small shapes (the likely
+  // cause of one fp16 gpt test run whose gradients came out 3% of the largest from the
+  // reference's, not seen again). Parts are added in fp32, or K is not split.
+  if (d_type != CUDA_R_32F) {
+    const uint32_t fp32_reductions = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    DPB_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                          &fp32_reductions, sizeof(fp32_reductions)));
+  }
+  cublasLtMatmulHeuristicResult_t results[kCandidateAlgorithms]{};
   int found = 0;
   // An epilogue cuBLASLt does not take for these types or layouts answers NOT_SUPPORTED or no
   // algorithm: the shape then runs unfused.
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c,
-                                                               plan->d, preference, 1, &result, &found);
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      handle_, plan->desc, plan->a, plan->b, plan->c, plan->d, preference, kCandidateAlgorithms, results, &found);
   cublasLtMatmulPreferenceDestroy(preference);
-  if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
+  for (int i = 0; status == CUBLAS_STATUS_SUCCESS && i < found; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) plan->candidates.push_back(results[i].algo);
+  if (plan->candidates.empty()) {
     plans_.emplace(key, nullptr);
     return nullptr;
   }
-  plan->algo = result.algo;
-  if (kind == Kind::input_gradient_dgelu_bgrad) {
+  plan->algo = plan->candidates.front();
+  if (kind == Pass::input_gradient_dgelu_bgrad) {
     const size_t bytes = static_cast<size_t>(in) * data_type_bytes(type);
     if (!u_bias_gradient_ || u_bias_gradient_->bytes() < bytes) u_bias_gradient_ = std::make_unique<DeviceMemory>(bytes);
   }
@@ -154,49 +213,51 @@ void CublasLtLinear::run(cudaStream_t stream, Plan& plan, const void* a, const v
                                   &plan.algo, workspace_->data(), kWorkspaceBytes, stream));
 }
 
-namespace {
+CublasLtLinear::Pass CublasLtLinear::forward_pass(const RowBiasEpilogue& then) {
+  return then.gelu ? Pass::gelu_aux_bias : then.residual != nullptr ? Pass::bias_residual : Pass::bias;
+}
 
-// cuBLASLt's epilogues want every row (and the aux output's) to start 16-byte aligned.
-bool aligned_widths(int in, int out) { return in % 8 == 0 && out % 8 == 0; }
-
-}  // namespace
-
-bool CublasLtLinear::forward_fused(DataType type, int rows, int in, int out, const RowBiasEpilogue& then) {
-  if (then.relu || then.dropout.rate > 0.0f || rows <= 0 || !aligned_widths(in, out)) return false;
-  const Kind kind = then.gelu ? Kind::gelu_aux_bias : then.residual != nullptr ? Kind::bias_residual : Kind::bias;
-  return plan(Key{kind, type, rows, in, out, tf32_}) != nullptr;
+float CublasLtLinear::choose_fastest_algorithm(cudaStream_t stream, Pass pass, DataType type, int rows, int in,
+                                               int out, const std::function<void()>& run) {
+  Plan* p = plan(Key{pass, type, rows, in, out, tf32_});
+  if (p == nullptr) return -1.0f;
+  float fastest_ms = -1.0f;
+  cublasLtMatmulAlgo_t fastest = p->algo;
+  for (const cublasLtMatmulAlgo_t& candidate : p->candidates) {
+    p->algo = candidate;
+    try {
+      const float ms = timed_on_stream(stream, run, kTimedRuns);
+      if (fastest_ms < 0.0f || ms < fastest_ms) fastest_ms = ms, fastest = candidate;
+    } catch (const RuntimeError&) {
+      // A candidate that will not run this shape after all (cublasLtMatmul's status): the next.
+    }
+  }
+  p->algo = fastest;
+  return fastest_ms;
 }
 
 void CublasLtLinear::forward(cudaStream_t stream, DataType type, const void* x, const void* weights,
                              const void* bias, int rows, int in, int out, void* y, const RowBiasEpilogue& then) {
-  const Kind kind = then.gelu ? Kind::gelu_aux_bias : then.residual != nullptr ? Kind::bias_residual : Kind::bias;
+  const Pass kind = forward_pass(then);
   Plan* p = plan(Key{kind, type, rows, in, out, tf32_});
   if (p == nullptr) throw RuntimeError("CublasLtLinear::forward: the shape has no fused plan (ask forward_fused)");
   switch (kind) {
-    case Kind::gelu_aux_bias: run(stream, *p, weights, x, then.activated, then.activated, 0.0f, bias, y); break;
-    case Kind::bias_residual: run(stream, *p, weights, x, then.residual, then.out, 1.0f, bias, nullptr); break;
+    case Pass::gelu_aux_bias: run(stream, *p, weights, x, then.activated, then.activated, 0.0f, bias, y); break;
+    case Pass::bias_residual: run(stream, *p, weights, x, then.residual, then.out, 1.0f, bias, nullptr); break;
     default: run(stream, *p, weights, x, y, y, 0.0f, bias, nullptr); break;
   }
 }
 
-bool CublasLtLinear::weight_gradient_fused(DataType type, int rows, int in, int out) {
-  return rows > 0 && aligned_widths(in, out) && plan(Key{Kind::weight_gradient_bgradb, type, rows, in, out, tf32_}) != nullptr;
-}
-
 void CublasLtLinear::weight_gradient(cudaStream_t stream, DataType type, const void* x, const void* dy, int rows,
                                      int in, int out, float* dweights, float* dbias) {
-  Plan* p = plan(Key{Kind::weight_gradient_bgradb, type, rows, in, out, tf32_});
+  Plan* p = plan(Key{Pass::weight_gradient_bgradb, type, rows, in, out, tf32_});
   if (p == nullptr) throw RuntimeError("CublasLtLinear::weight_gradient: the shape has no fused plan");
   run(stream, *p, x, dy, dweights, dweights, 0.0f, dbias, nullptr);
 }
 
-bool CublasLtLinear::gelu_input_gradient_fused(DataType type, int rows, int in, int out) {
-  return rows > 0 && aligned_widths(in, out) && plan(Key{Kind::input_gradient_dgelu_bgrad, type, rows, in, out, tf32_}) != nullptr;
-}
-
 void CublasLtLinear::gelu_input_gradient(cudaStream_t stream, DataType type, const void* dy, const void* weights,
                                          const void* u, int rows, int in, int out, void* du) {
-  Plan* p = plan(Key{Kind::input_gradient_dgelu_bgrad, type, rows, in, out, tf32_});
+  Plan* p = plan(Key{Pass::input_gradient_dgelu_bgrad, type, rows, in, out, tf32_});
   if (p == nullptr) throw RuntimeError("CublasLtLinear::gelu_input_gradient: the shape has no fused plan");
   run(stream, *p, weights, dy, du, du, 0.0f, u_bias_gradient_->data(), u);
 }

@@ -5,24 +5,35 @@
 // gradient of the layer below in the input gradient's GEMM (DGELU_BGRAD). Note [linear epilogues]
 // in the .cpp says how the row-major operands map onto cuBLASLt's column-major ones.
 //
-// Plans (descriptors, layouts, the heuristic's algorithm) are made once per shape and kept; a
-// shape for which cuBLASLt offers no algorithm is remembered as unfused, and the caller runs the
-// plain ops instead. Running a plan enqueues one kernel (two where cuBLASLt splits K) and
-// allocates nothing, so it can be captured in a CUDA graph.
+// Plans (descriptors, layouts, up to kCandidateAlgorithms of the heuristic's algorithms, the
+// first of them chosen) are made once per shape and kept; a shape for which cuBLASLt offers no
+// algorithm is remembered as unfused, and the caller runs the plain ops instead.
+// choose_fastest_algorithm times the candidates and keeps the fastest: the heuristic's first
+// pick for these epilogues is often a slower GEMM than cuBLAS's plain one (docs/BENCHMARKS.md).
+// Running a plan enqueues one kernel (two where cuBLASLt splits K) and allocates nothing, so it
+// can be captured in a CUDA graph.
 #pragma once
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <tuple>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/backend/backend.h"
 
 namespace dpbench {
 
 class DeviceMemory;
+
+// The fused passes: a forward with its bias, its bias and a residual, or its bias and GELU; the
+// weight gradient with the bias gradient; the input gradient with GELU's backward and the lower
+// layer's bias gradient.
+enum class LinearPass : int { bias, bias_residual, gelu_aux_bias, weight_gradient_bgradb, input_gradient_dgelu_bgrad };
 
 class CublasLtLinear {
  public:
@@ -31,36 +42,58 @@ class CublasLtLinear {
   CublasLtLinear(const CublasLtLinear&) = delete;
   CublasLtLinear& operator=(const CublasLtLinear&) = delete;
 
+  using Pass = LinearPass;
+  // The forward pass that runs `then`.
+  static Pass forward_pass(const RowBiasEpilogue& then);
+
   // fp32 products on TF32 tensor cores (--precision=tf32); plans made before keep their math.
   void set_tf32(bool enabled) { tf32_ = enabled; }
 
-  // Whether forward(type, rows, in, out, then) runs fused: the epilogue is one cuBLASLt has (no
-  // ReLU, no dropout) and cuBLASLt has an algorithm for the shape. Makes the plan.
-  bool forward_fused(DataType type, int rows, int in, int out, const RowBiasEpilogue& then);
-  // bias (out) of `type`: the weight copy's (Note [linear epilogues]).
+  // Times `run` (which enqueues the pass of this shape, as forward, weight_gradient or
+  // gelu_input_gradient do, on scratch) with each candidate algorithm of the plan and keeps the
+  // fastest; its milliseconds, or a negative number where the shape has no plan or no candidate
+  // ran. Synchronises the stream; not inside a capture.
+  float choose_fastest_algorithm(cudaStream_t stream, Pass pass, DataType type, int rows, int in, int out,
+                                 const std::function<void()>& run);
+
+  // Whether `then` is an epilogue cuBLASLt has (no ReLU, no dropout).
+  static bool forward_takes(const RowBiasEpilogue& then) { return !then.relu && then.dropout.rate <= 0.0f; }
+  // bias (out) of `type`: the weight copy's (Note [linear epilogues]). Every run below needs the
+  // pass's plan (choice() not nullptr).
   void forward(cudaStream_t stream, DataType type, const void* x, const void* weights, const void* bias, int rows,
                int in, int out, void* y, const RowBiasEpilogue& then);
 
   // dweights (out, in, fp32) = dy^T x with dbias (out, fp32) = dy's column sums in its epilogue.
-  bool weight_gradient_fused(DataType type, int rows, int in, int out);
   void weight_gradient(cudaStream_t stream, DataType type, const void* x, const void* dy, int rows, int in, int out,
                        float* dweights, float* dbias);
 
   // du (rows, in) = (dy W) * GELU'(u), and u_bias_gradient (in, of `type`: the caller converts it
   // to the fp32 gradient) = du's column sums, into u_bias_gradient_scratch(type, in).
-  bool gelu_input_gradient_fused(DataType type, int rows, int in, int out);
   void gelu_input_gradient(cudaStream_t stream, DataType type, const void* dy, const void* weights, const void* u,
                            int rows, int in, int out, void* du);
   void* u_bias_gradient_scratch() const;
 
-  // Shapes planned, and how many of them run fused, for summary.math_paths.
+  // Whether a planned pass runs fused, as the backend decided it (Note [linear paths] in
+  // cuda_linear_ops.cpp), with the timings behind the decision (negative: not timed).
+  struct Choice {
+    bool decided = false;
+    bool fused = false;
+    float fused_ms = -1.0f, plain_ms = -1.0f;
+  };
+  // The choice of the pass's plan (made here if new), or nullptr where cuBLASLt cannot fuse it
+  // (no rows, a width not a multiple of 8, or no algorithm).
+  Choice* choice(Pass pass, DataType type, int rows, int in, int out);
+
+  // Shapes planned, how many of them cuBLASLt can fuse, and how many run fused, for
+  // summary.math_paths; and each pass's timings.
   int shapes() const { return static_cast<int>(plans_.size()); }
   int fused_shapes() const;
+  int running_fused_shapes() const;
+  nlohmann::json timings() const;
 
  private:
-  enum class Kind { bias, bias_residual, gelu_aux_bias, weight_gradient_bgradb, input_gradient_dgelu_bgrad };
   struct Plan;
-  using Key = std::tuple<Kind, DataType, int, int, int, bool>;
+  using Key = std::tuple<Pass, DataType, int, int, int, bool>;
 
   // The plan of `key`, made on first use; nullptr where cuBLASLt has no algorithm for it.
   Plan* plan(const Key& key);

@@ -28,6 +28,7 @@ struct RnnPlan;
 class DeviceMemory;
 class CudnnGraphConvolutions;  // convolutions through cuDNN's graph API (cudnn_graph_conv.h)
 class CublasLtLinear;          // linear layers with cuBLASLt's epilogues (cublaslt_linear.h)
+enum class LinearPass : int;   // its fused passes
 class CudnnAttention;          // attention through cuDNN's graph API (cudnn_attention.h)
 struct AttentionPlans;         // its plans and the path chosen per attention geometry
 struct AttentionTensors;
@@ -85,10 +86,9 @@ class CudaBackend final : public Backend {
   // Which attention the workspace query prepares for a new geometry (AttentionPath; Note
   // [attention paths] in cuda_attention_ops.cpp). Geometries already prepared keep their path.
   void set_attention_path(AttentionPath path) { attention_path_ = path; }
-  // Whether linear_forward and linear_backward run cuBLASLt's fused epilogues where it has them
-  // (Note [linear epilogues] in cublaslt_linear.cpp); off by default: on an H200 they timed
-  // slower than cuBLAS's GEMMs with dpbench's epilogue kernels at every gpt size.
-  void set_linear_epilogues(bool enabled) { linear_epilogues_enabled_ = enabled; }
+  // Which passes of linear_forward and linear_backward run cuBLASLt's fused epilogues (LinearPath;
+  // Note [linear paths] in cuda_linear_ops.cpp). Passes already decided keep their path.
+  void set_linear_path(LinearPath path) { linear_path_ = path; }
   // What attention_workspace_bytes chose for `g`, or nothing where it never saw g.
   std::optional<AttentionChoice> attention_choice(const AttentionGeometry& g) const;
 
@@ -114,6 +114,9 @@ class CudaBackend final : public Backend {
   // The linear layers' cuBLASLt plans, made on first use (which must not be inside a stream
   // capture: it allocates cuBLASLt's workspace; step 0 runs eagerly before any).
   CublasLtLinear& linear_epilogues();
+  // Whether cuBLASLt's fused `pass` runs this shape (Note [linear paths]); decides it on the first
+  // ask outside a capture, which synchronises the stream.
+  bool linear_pass_fused(LinearPass pass, DataType type, int rows, int in, int out);
   // The fused LSTM's plan for `g` with its math type (the current fp32 one, or tensor ops for
   // 16-bit data), built on first use (which must not be inside a stream capture: building
   // allocates device memory).
@@ -156,7 +159,7 @@ class CudaBackend final : public Backend {
   int lstm_algorithm_ = -1;          // kChooseLstmAlgorithm; part of the plan key too
   std::unique_ptr<RnnPlans> rnn_plans_;
   std::unique_ptr<CublasLtLinear> linear_epilogues_;
-  bool linear_epilogues_enabled_ = false;
+  LinearPath linear_path_ = LinearPath::fastest;
   AttentionPath attention_path_ = AttentionPath::fastest;
   std::unique_ptr<AttentionPlans> attention_plans_;
 };

@@ -46,10 +46,18 @@ void set_attention_path(Device& device, const std::string& name) {
   cuda_device->set_attention_path(path);
 }
 
-void set_linear_epilogues(Device& device, bool enabled) {
+void set_linear_path(Device& device, const std::string& name) {
   auto* cuda_device = dynamic_cast<CudaDevice*>(&device);
-  if (cuda_device == nullptr) throw RuntimeError("set_linear_epilogues: not a CUDA device");
-  cuda_device->set_linear_epilogues(enabled);
+  if (cuda_device == nullptr) throw RuntimeError("set_linear_path: not a CUDA device");
+  LinearPath path = LinearPath::fastest;
+  if (name == "plain") {
+    path = LinearPath::plain;
+  } else if (name == "cublaslt") {
+    path = LinearPath::cublaslt;
+  } else if (name != "fastest") {
+    throw RuntimeError("set_linear_path: \"" + name + "\" is not fastest, plain or cublaslt");
+  }
+  cuda_device->set_linear_path(path);
 }
 
 namespace {

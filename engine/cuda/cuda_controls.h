@@ -20,6 +20,11 @@ class Device;
 // (the default); dpbench's kernels always; or cuDNN's wherever it has plans, untimed (tests).
 enum class AttentionPath { fastest, own, cudnn };
 
+// Which linear-layer passes run cuBLASLt's fused epilogues (Note [linear paths] in
+// cuda_linear_ops.cpp): per pass and shape whichever times faster (the default), never (the plain
+// ops: cuBLAS's GEMM and dpbench's epilogue kernels), or wherever cuBLASLt has them.
+enum class LinearPath { fastest, plain, cublaslt };
+
 // What the workspace query decided for one attention geometry, and what ran since.
 struct AttentionChoice {
   bool cudnn = false;  // cuDNN's fused attention chosen (else dpbench's kernels)
@@ -51,9 +56,10 @@ void set_lstm_algorithm(Device& device, const std::string& name);
 // unless `device` is a CUDA device and the name one of those.
 void set_attention_path(Device& device, const std::string& name);
 
-// CudaDevice::set_linear_epilogues, for tests (no flag: off, the faster on an H200). Throws
-// RuntimeError unless `device` is a CUDA device.
-void set_linear_epilogues(Device& device, bool enabled);
+// CudaDevice::set_linear_path: "fastest", "plain" or "cublaslt" (LinearPath), for tests; no flag
+// sets it. Shapes already decided keep their path. Throws RuntimeError unless `device` is a CUDA
+// device and the name one of those.
+void set_linear_path(Device& device, const std::string& name);
 
 // What the compute stream's backend chose for `g` (its AttentionGeometry::plan_fields()), or
 // nothing where its workspace query never saw g. Throws RuntimeError unless `device` is a CUDA
@@ -70,8 +76,9 @@ std::optional<AttentionChoice> attention_choice(Device& device, const AttentionG
 //               forward, or backward, runs dpbench's kernel, not cuDNN's; of the backward ones, the
 //               max poolings that run the two-pass kernel),
 //    "lstm": {"shapes", "algorithms": {name: shapes}},
-//    "linear": {"shapes", "cublaslt_epilogues"},  (linear-layer GEMMs planned, by shape and
-//              epilogue, and how many of them run with cuBLASLt's epilogue fused in)
+//    "linear": {"shapes", "cublaslt_epilogues", "timed": [{"pass", "type", "rows", "in", "out", "fused",
+//               "fused_ms", "plain_ms"}]}  (linear-layer passes planned, by shape and epilogue, how
+//              many of them run with cuBLASLt's epilogue fused in, and the timings that decided)
 //    "attention": {"shapes", "cudnn_fused"}}  (attention geometries prepared, and of those the
 //                 ones chosen to run cuDNN's fused flash attention rather than dpbench's kernels)
 // Throws RuntimeError unless `device` is a CUDA device.

@@ -398,7 +398,8 @@ nlohmann::json CudaBackend::math_paths() const {
           {"lstm", lstm},
           {"linear",
            {{"shapes", linear_epilogues_ ? linear_epilogues_->shapes() : 0},
-            {"cublaslt_epilogues", linear_epilogues_ ? linear_epilogues_->fused_shapes() : 0}}},
+            {"cublaslt_epilogues", linear_epilogues_ ? linear_epilogues_->running_fused_shapes() : 0},
+            {"timed", linear_epilogues_ ? linear_epilogues_->timings() : nlohmann::json::array()}}},
           {"attention", {{"shapes", attention_plans_->choices.size()}, {"cudnn_fused", cudnn_fused_attention}}}};
 }
 

@@ -132,7 +132,7 @@ void CudaDevice::create_backend(StreamKind stream) {
   backend->set_deterministic(deterministic_.load());
   backend->set_lstm_algorithm(lstm_algorithm_.load());
   backend->set_attention_path(attention_path_.load());
-  backend->set_linear_epilogues(linear_epilogues_.load());
+  backend->set_linear_path(linear_path_.load());
   cublas_handles_[slot] = std::move(cublas);
   cudnn_handles_[slot] = std::move(cudnn);
   counted_[slot] = std::make_unique<CountingBackend>(*backend, *this, stream);
@@ -174,10 +174,10 @@ void CudaDevice::set_attention_path(AttentionPath path) {
   }
 }
 
-void CudaDevice::set_linear_epilogues(bool enabled) {
-  linear_epilogues_.store(enabled);
+void CudaDevice::set_linear_path(LinearPath path) {
+  linear_path_.store(path);
   for (auto& backend : backends_) {
-    if (backend) backend->set_linear_epilogues(enabled);
+    if (backend) backend->set_linear_path(path);
   }
 }
 

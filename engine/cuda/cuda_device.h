@@ -58,9 +58,9 @@ class CudaDevice final : public Device {
   // Which attention CudaBackend's workspace query prepares (CudaBackend::set_attention_path), for
   // every backend of this device, present and future. Call at set-up.
   void set_attention_path(AttentionPath path);
-  // Whether the linear layers run cuBLASLt's fused epilogues (CudaBackend::set_linear_epilogues),
-  // for every backend of this device, present and future. Call at set-up.
-  void set_linear_epilogues(bool enabled);
+  // Which linear-layer passes run cuBLASLt's fused epilogues (CudaBackend::set_linear_path), for
+  // every backend of this device, present and future. Call at set-up.
+  void set_linear_path(LinearPath path);
 
  private:
   void create_backend(StreamKind stream);
@@ -81,7 +81,7 @@ class CudaDevice final : public Device {
   std::atomic<bool> deterministic_{false};
   std::atomic<int> lstm_algorithm_{-1};  // kChooseLstmAlgorithm
   std::atomic<AttentionPath> attention_path_{AttentionPath::fastest};
-  std::atomic<bool> linear_epilogues_{false};
+  std::atomic<LinearPath> linear_path_{LinearPath::fastest};
 };
 
 }  // namespace dpbench

@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "engine/backends.h"
@@ -14,11 +16,13 @@ namespace dpbench::testing {
 
 // `model` at its initial parameters of seed 9 on data seed 42, with `batch` samples and weights
 // stored as `type`: the losses within loss_epsilon (relative), every gradient within `tolerance`
-// of the reference's largest.
+// of the reference's largest. `configure` sets the GPU up first (a test's switches).
 inline void check_gpu_matches_reference(const Model& model, int batch, DataType type, double loss_epsilon,
-                                        double tolerance) {
+                                        double tolerance, const std::function<void(Device&)>& configure = {}) {
   const std::vector<float> values = model.initial_parameters(9);
-  ModelProbe gpu(model, create_cuda_device(0), batch, 42, type);
+  std::unique_ptr<Device> device = create_cuda_device(0);
+  if (configure) configure(*device);
+  ModelProbe gpu(model, std::move(device), batch, 42, type);
   ModelProbe reference(model, create_reference_device(0), batch, 42, type);
   const double gpu_loss = gpu.loss_at(values), reference_loss = reference.loss_at(values);
   CHECK(gpu_loss == Approx(reference_loss).epsilon(loss_epsilon));

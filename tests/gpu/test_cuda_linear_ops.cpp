@@ -3,8 +3,9 @@
 // cuBLASLt's epilogue, the bias gradient in the weight gradient's GEMM, GELU's backward with the
 // lower layer's bias gradient in the input gradient's GEMM; shapes cuBLASLt fuses (GPT-2's widths)
 // and shapes it cannot (widths not a multiple of 8, ReLU and dropout epilogues), which run the
-// plain ops on the GPU too. math_paths says which ran. The fused epilogues are off by default
-// (slower on an H200): each test turns them on, and checks that without it none is planned.
+// plain ops on the GPU too. math_paths says which ran. By default each pass runs whichever of the
+// two timed faster (Note [linear paths]): the tests force cuBLASLt's, check that the plain path
+// plans nothing, and that the timed choice records its timings and keeps the results.
 //
 // Comparison: |gpu - ref| <= atol + rtol * max|ref| over the tensor, TF32 off. The products sum
 // `in` (or `rows`) terms in another order on each side and the fused epilogue rounds the sum
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -53,13 +55,15 @@ struct LinearShape {
 
 // GPT-2 124m's QKV and MLP widths at 70 tokens (fused), and widths of 12 and 20 (not multiples
 // of 8: the plain ops).
-const LinearShape kShapes[] = {{70, 768, 2304}, {70, 768, 3072}, {70, 3072, 768}, {33, 12, 20}};
+// And the small gpt of test_gpt_model_gpu.cpp's widths (32, 96, 128) over 210 rows.
+const LinearShape kShapes[] = {{70, 768, 2304}, {70, 768, 3072}, {70, 3072, 768}, {33, 12, 20},
+                               {210, 32, 96},   {210, 32, 128},  {210, 128, 32}};
 
 }  // namespace
 
 TEST_CASE("cuda linear_forward with its epilogues matches the reference", "[gpu][transformer][gpt]") {
   auto gpu = make_exact_gpu();
-  set_linear_epilogues(*gpu, true);
+  set_linear_path(*gpu, "cublaslt");
   ReferenceBackend reference;
   uint64_t stream = 9100;
   for (DataType type : kAllTypes) {
@@ -103,13 +107,14 @@ TEST_CASE("cuda linear_forward with its epilogues matches the reference", "[gpu]
       }
     }
   }
-  // The GPT widths ran on cuBLASLt's epilogues: 3 shapes x 3 epilogues x 3 types (ReLU and the
+  // The GPT widths ran on cuBLASLt's epilogues: 6 shapes x 3 epilogues x 3 types (ReLU and the
   // narrow shape are never planned).
   const nlohmann::json linear = math_paths(*gpu)["linear"];
   INFO(linear.dump());
-  CHECK(linear["cublaslt_epilogues"].get<int>() == 27);
-  // Off (the default), nothing is planned and the plain ops run.
+  CHECK(linear["cublaslt_epilogues"].get<int>() == 54);
+  // On the plain path nothing is planned.
   auto plain = make_exact_gpu();
+  set_linear_path(*plain, "plain");
   std::vector<float> zeros(static_cast<size_t>(70) * 2304);
   GpuTensor x(*plain, DataType::bf16, std::vector<float>(70 * 768)), w(*plain, DataType::bf16, std::vector<float>(2304 * 768)),
       y(*plain, DataType::bf16, zeros), bias_copy(*plain, DataType::bf16, std::vector<float>(2304));
@@ -121,7 +126,7 @@ TEST_CASE("cuda linear_forward with its epilogues matches the reference", "[gpu]
 
 TEST_CASE("cuda linear_backward with and without GELU matches the reference", "[gpu][transformer][gpt]") {
   auto gpu = make_exact_gpu();
-  set_linear_epilogues(*gpu, true);
+  set_linear_path(*gpu, "cublaslt");
   ReferenceBackend reference;
   uint64_t stream = 9300;
   for (DataType type : kAllTypes) {
@@ -159,4 +164,69 @@ TEST_CASE("cuda linear_backward with and without GELU matches the reference", "[
   const nlohmann::json linear = math_paths(*gpu)["linear"];
   INFO(linear.dump());
   CHECK(linear["cublaslt_epilogues"].get<int>() >= 6);
+}
+
+TEST_CASE("cuda linear layers time cuBLASLt's fused passes against the plain ops and keep the faster",
+          "[gpu][transformer][gpt]") {
+  // gpt 124m's MLP at 2048 tokens: each pass is timed once, on the first call, both ways; the
+  // results match the reference whichever ran, and a deterministic device times nothing.
+  const int rows = 2048, in = 768, out = 3072;
+  const DataType type = DataType::bf16;
+  const size_t x_count = static_cast<size_t>(rows) * in, y_count = static_cast<size_t>(rows) * out;
+  const size_t w_count = static_cast<size_t>(out) * in;
+  const std::vector<float> x = random_of(type, x_count, 9500), w = random_of(type, w_count, 9501, -0.1f, 0.1f);
+  const std::vector<float> bias = random_vector(out, 9502), dy = random_of(type, y_count, 9503);
+  ReferenceBackend reference;
+  HostTensor x_ref(type, x), w_ref(type, w), y_ref(type, y_count), act_ref(type, y_count), dy_ref(type, dy);
+  RowBiasEpilogue gelu_ref;
+  gelu_ref.gelu = true;
+  gelu_ref.activated = act_ref.data();
+  reference.linear_forward(type, x_ref.data(), w_ref.data(), bias.data(), nullptr, rows, in, out, y_ref.data(),
+                           gelu_ref);
+  std::vector<float> dw_ref(w_count), db_ref(out);
+  reference.linear_backward(type, x_ref.data(), dy_ref.data(), w_ref.data(), rows, in, out, dw_ref.data(),
+                            db_ref.data(), nullptr, false, {});
+
+  for (const bool deterministic : {false, true}) {
+    auto gpu = make_exact_gpu();
+    set_deterministic(*gpu, deterministic);
+    GpuTensor x_gpu(*gpu, type, x), w_gpu(*gpu, type, w), y_gpu(*gpu, type, y_count), act_gpu(*gpu, type, y_count),
+        dy_gpu(*gpu, type, dy), bias_copy(*gpu, type, rounded(type, bias));
+    GpuArray<float> bias_gpu(*gpu, bias), dw_gpu(*gpu, w_count), db_gpu(*gpu, static_cast<size_t>(out));
+    RowBiasEpilogue then;
+    then.gelu = true;
+    then.activated = act_gpu.data();
+    for (int call = 0; call < 2; ++call) {
+      gpu->ops().linear_forward(type, x_gpu.data(), w_gpu.data(), bias_gpu.data(), bias_copy.data(), rows, in, out,
+                                y_gpu.data(), then);
+      gpu->ops().linear_backward(type, x_gpu.data(), dy_gpu.data(), w_gpu.data(), rows, in, out, dw_gpu.data(),
+                                 db_gpu.data(), nullptr, false, {});
+      const std::string what = std::string(deterministic ? "deterministic" : "timed") + " call " +
+                               std::to_string(call);
+      check_near(y_gpu.values(), y_ref.values(), type, what + " y");
+      check_near(act_gpu.values(), act_ref.values(), type, what + " gelu");
+      check_near(dw_gpu.download(), dw_ref, type, what + " dweights");
+      check_near(db_gpu.download(), db_ref, type, what + " dbias");
+    }
+    const nlohmann::json linear = math_paths(*gpu)["linear"];
+    INFO(linear.dump());
+    if (deterministic) {
+      CHECK(linear["shapes"].get<int>() == 0);
+      continue;
+    }
+    // The forward with GELU and the weight gradient with the bias gradient, each timed once.
+    REQUIRE(linear["timed"].size() == 2);
+    int fused = 0;
+    for (const nlohmann::json& pass : linear["timed"]) {
+      CHECK(pass["plain_ms"].get<double>() > 0.0);
+      CHECK(pass["fused_ms"].get<double>() > 0.0);
+      const bool faster = pass["fused_ms"].get<double>() < pass["plain_ms"].get<double>();
+      CHECK(pass["fused"].get<bool>() == faster);
+      fused += faster;
+      std::printf("linear %s %dx%dx%d: cuBLASLt fused %.3f ms, plain ops %.3f ms\n",
+                  pass["pass"].get<std::string>().c_str(), rows, in, out, pass["fused_ms"].get<double>(),
+                  pass["plain_ms"].get<double>());
+    }
+    CHECK(linear["cublaslt_epilogues"].get<int>() == fused);
+  }
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/backends.h"
+#include "engine/cuda/cuda_controls.h"
 #include "tests/gpu/model_gpu_test_support.h"
 #include "tests/host/sequence_test_support.h"
 #include "tests/host/test_support.h"
@@ -46,6 +47,20 @@ TEST_CASE("gpt on the GPU matches the reference backend", "[gpu][gpt]") {
       config.precision = precision;
       check_gpu_matches_reference(*build_model(config), config.batch_size, type, std::max(1e-5, tolerance / 4),
                                   tolerance);
+    }
+  }
+}
+
+TEST_CASE("gpt matches the reference backend with cuBLASLt's fused linear passes and without", "[gpu][gpt]") {
+  for (const std::string path : {"plain", "cublaslt"}) {
+    for (const auto& [precision, type, tolerance] :
+         {std::tuple{dpbench::Precision::bf16, dpbench::DataType::bf16, 4e-2},
+          std::tuple{dpbench::Precision::fp16, dpbench::DataType::f16, 6e-3}}) {
+      INFO("linear path " << path << ", " << dpbench::precision_name(precision));
+      dpbench::RunConfig config = small_gpt("0");
+      config.precision = precision;
+      check_gpu_matches_reference(*build_model(config), config.batch_size, type, std::max(1e-5, tolerance / 4),
+                                  tolerance, [&](dpbench::Device& gpu) { dpbench::set_linear_path(gpu, path); });
     }
   }
 }
