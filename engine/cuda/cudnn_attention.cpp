@@ -179,22 +179,10 @@ void add_operation(AttentionGraph& graph, BackendDescriptor operation, const cha
 void add_pointwise(AttentionGraph& graph, cudnnPointwiseMode_t mode, cudnnDataType_t precision,
                    const BackendDescriptor& x, const BackendDescriptor* b, const BackendDescriptor* t,
                    const BackendDescriptor& y, std::optional<int64_t> axis = std::nullopt) {
-  BackendDescriptor pointwise(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-  set_attribute(pointwise, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
-  set_attribute(pointwise, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &precision);
-  if (axis) set_attribute(pointwise, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &*axis);
-  finalize(pointwise, "a pointwise descriptor");
-  BackendDescriptor operation(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-  set_descriptor(operation, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pointwise);
-  set_descriptor(operation, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
-  if (b != nullptr) set_descriptor(operation, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b);
-  if (t != nullptr) set_descriptor(operation, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, *t);
-  set_descriptor(operation, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
-  const float alpha = 1.0f;
-  set_attribute(operation, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1, &alpha);
-  set_attribute(operation, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &alpha);
-  graph.parts.push_back(std::move(pointwise));
-  add_operation(graph, std::move(operation), "a pointwise operation");
+  GraphOperation made = pointwise_operation(mode, precision, x, b, t, y, axis);
+  graph.parts.push_back(std::move(made.descriptor));
+  graph.parts.push_back(std::move(made.operation));
+  graph.operations.push_back(graph.parts.back().get());
 }
 
 // The common binary form: y = x (mode) b in fp32.
@@ -227,17 +215,10 @@ void add_matmul(AttentionGraph& graph, const BackendDescriptor& a, const Backend
 // y = reduce(x) over the dimensions where y has extent 1 (here: the last).
 void add_reduction(AttentionGraph& graph, cudnnReduceTensorOp_t reduce, const BackendDescriptor& x,
                    const BackendDescriptor& y) {
-  BackendDescriptor reduction(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
-  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
-  set_attribute(reduction, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &reduce);
-  set_attribute(reduction, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
-  finalize(reduction, "a reduction descriptor");
-  BackendDescriptor operation(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
-  set_descriptor(operation, CUDNN_ATTR_OPERATION_REDUCTION_DESC, reduction);
-  set_descriptor(operation, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x);
-  set_descriptor(operation, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y);
-  graph.parts.push_back(std::move(reduction));
-  add_operation(graph, std::move(operation), "a reduction operation");
+  GraphOperation made = reduction_operation(reduce, x, y);
+  graph.parts.push_back(std::move(made.descriptor));
+  graph.parts.push_back(std::move(made.operation));
+  graph.operations.push_back(graph.parts.back().get());
 }
 
 // y: x viewed with y's dimensions, strides and type (a transpose, for the engines).

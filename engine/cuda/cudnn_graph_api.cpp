@@ -171,4 +171,38 @@ float time_plan(cudnnHandle_t handle, cudaStream_t stream, const BackendDescript
   return milliseconds / static_cast<float>(runs);
 }
 
+GraphOperation pointwise_operation(cudnnPointwiseMode_t mode, cudnnDataType_t precision,
+                                       const BackendDescriptor& x, const BackendDescriptor* b,
+                                       const BackendDescriptor* t, const BackendDescriptor& y,
+                                       std::optional<int64_t> axis) {
+  GraphOperation made{BackendDescriptor(CUDNN_BACKEND_POINTWISE_DESCRIPTOR),
+                          BackendDescriptor(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR)};
+  set_attribute(made.descriptor, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+  set_attribute(made.descriptor, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &precision);
+  if (axis) set_attribute(made.descriptor, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &*axis);
+  finalize(made.descriptor, "a pointwise descriptor");
+  set_descriptor(made.operation, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, made.descriptor);
+  set_descriptor(made.operation, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
+  if (b != nullptr) set_descriptor(made.operation, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b);
+  if (t != nullptr) set_descriptor(made.operation, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, *t);
+  set_descriptor(made.operation, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
+  finalize(made.operation, "a pointwise operation");
+  return made;
+}
+
+GraphOperation reduction_operation(cudnnReduceTensorOp_t reduce, const BackendDescriptor& x,
+                                       const BackendDescriptor& y) {
+  GraphOperation made{BackendDescriptor(CUDNN_BACKEND_REDUCTION_DESCRIPTOR),
+                          BackendDescriptor(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR)};
+  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+  set_attribute(made.descriptor, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &reduce);
+  set_attribute(made.descriptor, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+  finalize(made.descriptor, "a reduction descriptor");
+  set_descriptor(made.operation, CUDNN_ATTR_OPERATION_REDUCTION_DESC, made.descriptor);
+  set_descriptor(made.operation, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x);
+  set_descriptor(made.operation, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y);
+  finalize(made.operation, "a reduction operation");
+  return made;
+}
+
 }  // namespace dpbench

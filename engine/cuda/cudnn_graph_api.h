@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,6 +61,20 @@ void set_descriptor(const BackendDescriptor& descriptor, cudnnBackendAttributeNa
 void finalize(const BackendDescriptor& descriptor, const char* what);
 
 bool is_not_supported(cudnnStatus_t status);
+
+// An operation of a graph and the descriptor it refers to, both finalized (the graph keeps both
+// alive).
+struct GraphOperation {
+  BackendDescriptor descriptor, operation;
+};
+// y = mode(x[, b][, t]) computed in `precision` (GEN_INDEX takes an axis).
+GraphOperation pointwise_operation(cudnnPointwiseMode_t mode, cudnnDataType_t precision,
+                                       const BackendDescriptor& x, const BackendDescriptor* b,
+                                       const BackendDescriptor* t, const BackendDescriptor& y,
+                                       std::optional<int64_t> axis = std::nullopt);
+// y = reduce(x) in fp32 over the dimensions where y has extent 1.
+GraphOperation reduction_operation(cudnnReduceTensorOp_t reduce, const BackendDescriptor& x,
+                                       const BackendDescriptor& y);
 
 // What cuDNN notes of an engine config's engine.
 struct EngineNotes {

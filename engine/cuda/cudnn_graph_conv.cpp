@@ -181,19 +181,9 @@ ConvolutionAttributes convolution_attributes(ConvPass pass) {
 
 void add_pointwise(OperationGraph& graph, cudnnPointwiseMode_t mode, const BackendDescriptor& x,
                    const BackendDescriptor* b, const BackendDescriptor& y) {
-  BackendDescriptor pointwise(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-  const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
-  set_attribute(pointwise, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
-  set_attribute(pointwise, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &precision);
-  finalize(pointwise, "a pointwise descriptor");
-  BackendDescriptor operation(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-  set_descriptor(operation, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pointwise);
-  set_descriptor(operation, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
-  if (b != nullptr) set_descriptor(operation, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b);
-  set_descriptor(operation, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
-  finalize(operation, "a pointwise operation");
-  graph.parts.push_back(std::move(pointwise));
-  graph.parts.push_back(std::move(operation));
+  GraphOperation made = pointwise_operation(mode, CUDNN_DATA_FLOAT, x, b, nullptr, y);
+  graph.parts.push_back(std::move(made.descriptor));
+  graph.parts.push_back(std::move(made.operation));
 }
 
 // How a graph expresses its epilogue where cuDNN offers two forms (Note [graph convolution
@@ -209,19 +199,9 @@ struct GraphForm {
 
 // A sum over (n, h, w) per channel of `x` into `sum`, in fp32.
 void add_channel_sum(OperationGraph& graph, const BackendDescriptor& x, const BackendDescriptor& sum) {
-  BackendDescriptor reduction(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
-  const cudnnReduceTensorOp_t add = CUDNN_REDUCE_TENSOR_ADD;
-  const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
-  set_attribute(reduction, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &add);
-  set_attribute(reduction, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &precision);
-  finalize(reduction, "a reduction descriptor");
-  BackendDescriptor operation(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
-  set_descriptor(operation, CUDNN_ATTR_OPERATION_REDUCTION_DESC, reduction);
-  set_descriptor(operation, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x);
-  set_descriptor(operation, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, sum);
-  finalize(operation, "a reduction operation");
-  graph.parts.push_back(std::move(reduction));
-  graph.parts.push_back(std::move(operation));
+  GraphOperation made = reduction_operation(CUDNN_REDUCE_TENSOR_ADD, x, sum);
+  graph.parts.push_back(std::move(made.descriptor));
+  graph.parts.push_back(std::move(made.operation));
 }
 
 // The graph of (g, pass, epilogue); false, with cuDNN's reason in `refusal`, when cuDNN refuses
