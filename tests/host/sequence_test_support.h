@@ -4,14 +4,18 @@
 
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cli/run_config.h"
 #include "engine/training/model.h"
 #include "models/model_registry.h"
+#include "engine/reference/reference_device.h"
+#include "tests/host/model_probe.h"
 #include "tests/host/test_support.h"
 
 namespace dpbench::testing {
@@ -87,6 +91,28 @@ inline RunConfig tiny_transformer(const std::string& dropout = "0") {
                           {"num_heads", "2"}, {"ffn_units", "12"}, {"num_encoder_layers", "2"},
                           {"num_decoder_layers", "2"}, {"src_max_len", "5"}, {"tgt_max_len", "4"},
                           {"loss_chunk_rows", "5"}, {"dropout", dropout}});
+}
+
+// A sequence model in bf16 and in fp16 against its fp32 network (check_16bit_matches_fp32), with
+// dropout off and at 0.1: `fp32_config(dropout)` is the model's fp32 config, batch 3.
+inline void check_16bit_sequence_model(const std::function<RunConfig(const std::string&)>& fp32_config,
+                                       double bf16_tolerance, double fp16_tolerance) {
+  for (const std::string dropout : {"0", "0.1"}) {
+    const RunConfig fp32 = fp32_config(dropout);
+    const auto fp32_model = build_model(fp32);
+    ModelProbe fp32_probe(*fp32_model, create_reference_device(0), 3);
+    const std::vector<float> values = fp32_model->initial_parameters(5);
+    const double fp32_loss = fp32_probe.loss_at(values);
+    const std::vector<float> fp32_gradients = fp32_probe.gradients();
+    for (const auto& [precision, type, tolerance] : {std::tuple{Precision::bf16, DataType::bf16, bf16_tolerance},
+                                                     std::tuple{Precision::fp16, DataType::f16, fp16_tolerance}}) {
+      INFO("dropout " << dropout << ", " << precision_name(precision));
+      RunConfig config = fp32;
+      config.precision = precision;
+      check_16bit_matches_fp32(*build_model(config), 3, type, values, fp32_loss, fp32_gradients, tolerance,
+                               create_reference_device(0));
+    }
+  }
 }
 
 }  // namespace dpbench::testing

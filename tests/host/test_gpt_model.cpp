@@ -104,23 +104,7 @@ TEST_CASE("gpt's backward matches finite differences of its loss", "[gpt][sequen
 }
 
 TEST_CASE("gpt in bf16 and fp16 computes the fp32 network's loss and gradients", "[gpt][sequence_models][precision]") {
-  for (const std::string dropout : {"0", "0.1"}) {
-    dpbench::RunConfig fp32_config = tiny_gpt(dropout);
-    const auto fp32_model = build_model(fp32_config);
-    ModelProbe fp32_probe(*fp32_model, dpbench::create_reference_device(0), 3);
-    const std::vector<float> values = fp32_model->initial_parameters(5);
-    const double fp32_loss = fp32_probe.loss_at(values);
-    const std::vector<float> fp32_gradients = fp32_probe.gradients();
-    for (const auto& [precision, type, tolerance] :
-         {std::tuple{dpbench::Precision::bf16, dpbench::DataType::bf16, 5e-2},
-          std::tuple{dpbench::Precision::fp16, dpbench::DataType::f16, 8e-3}}) {
-      INFO("dropout " << dropout << ", " << dpbench::precision_name(precision));
-      dpbench::RunConfig config = fp32_config;
-      config.precision = precision;
-      check_16bit_matches_fp32(*build_model(config), 3, type, values, fp32_loss, fp32_gradients, tolerance,
-                               dpbench::create_reference_device(0));
-    }
-  }
+  dpbench::testing::check_16bit_sequence_model(tiny_gpt, 5e-2, 8e-3);
 }
 
 TEST_CASE("gpt learns its fixed batch end to end on the reference backend", "[gpt][sequence_models]") {
