@@ -257,7 +257,7 @@ void launch_layer_norm_forward(cudaStream_t stream, DataType type, const void* x
                                const float* beta, int rows, int cols, float epsilon, void* y,
                                float* saved_mean, float* saved_inv_std);
 // dgamma, dbeta from per-part column sums (parts of rows fixed by the shape) added in a fixed
-// order (launch_sum_column_parts); dx one warp per row, which (rows up to 512 columns) also makes
+// order (launch_sum_column_parts); dx one warp per row, which (rows up to 1600 columns) also makes
 // the part's sums in the same pass. dx may alias dy, except with `accumulate` (dx += the
 // gradient, in fp32 before one rounding). `workspace` holds layer_norm_workspace_bytes(rows, cols).
 void launch_layer_norm_backward(cudaStream_t stream, DataType type, const void* x, const void* dy,
