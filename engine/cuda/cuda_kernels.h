@@ -97,7 +97,8 @@ void launch_adam_update(cudaStream_t stream, float* params, const float* grads, 
 
 // ---- sequence ops (cuda_kernels_sequence.cu); Backend's sequence-op semantics ----------------
 // Row-wise softmax cross-entropy (Backend::softmax_cross_entropy_rows): one block per row, the
-// row read twice (an online max-and-sum pass, then the gradient pass), never held on chip.
+// row held in shared memory where it fits (read once and written once), else read twice (an
+// online max-and-sum pass, then the gradient pass).
 // logits and dlogits hold `type`, row_stride elements apart; the statistics and row_losses are fp32.
 void launch_softmax_cross_entropy_rows(cudaStream_t stream, DataType type, const void* logits,
                                        const int32_t* labels, int rows, int classes, int row_stride,
