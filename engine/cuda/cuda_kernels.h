@@ -97,7 +97,8 @@ void launch_adam_update(cudaStream_t stream, float* params, const float* grads, 
 
 // ---- sequence ops (cuda_kernels_sequence.cu); Backend's sequence-op semantics ----------------
 // Row-wise softmax cross-entropy (Backend::softmax_cross_entropy_rows): one block per row, the
-// row read twice (an online max-and-sum pass, then the gradient pass), never held on chip.
+// row held in shared memory where it fits (read once and written once), else read twice (an
+// online max-and-sum pass, then the gradient pass).
 // logits and dlogits hold `type`, row_stride elements apart; the statistics and row_losses are fp32.
 void launch_softmax_cross_entropy_rows(cudaStream_t stream, DataType type, const void* logits,
                                        const int32_t* labels, int rows, int classes, int row_stride,
@@ -257,7 +258,7 @@ void launch_layer_norm_forward(cudaStream_t stream, DataType type, const void* x
                                const float* beta, int rows, int cols, float epsilon, void* y,
                                float* saved_mean, float* saved_inv_std);
 // dgamma, dbeta from per-part column sums (parts of rows fixed by the shape) added in a fixed
-// order (launch_sum_column_parts); dx one warp per row, which (rows up to 512 columns) also makes
+// order (launch_sum_column_parts); dx one warp per row, which (rows up to 1600 columns) also makes
 // the part's sums in the same pass. dx may alias dy, except with `accumulate` (dx += the
 // gradient, in fp32 before one rounding). `workspace` holds layer_norm_workspace_bytes(rows, cols).
 void launch_layer_norm_backward(cudaStream_t stream, DataType type, const void* x, const void* dy,

@@ -2,9 +2,9 @@
 // deterministic dgamma and dbeta. Kernels first, launchers after. Rows hold fp32, fp16 or bf16
 // (cuda_packs.cuh); the arithmetic and every statistic are fp32, a 16-bit result is rounded once
 // as it is stored. All are bound by memory: rows move in 16-byte packs where the row length and
-// the pointers allow, and rows that fit are held in registers (up to 512 columns, the Transformer's
-// d_model; 1024 of 16 bits forward), so they are read from memory once (row-resident kernels;
-// longer rows stream through L1). dgamma and dbeta
+// the pointers allow, and rows that fit are held in registers (forward up to 1024 columns of 16
+// bits, 512 of fp32; backward up to 1600, GPT-2 1558m's width), so they are read from memory
+// once (row-resident kernels; longer rows stream through L1). dgamma and dbeta
 // are column sums over the rows, in two stages (Note [column sums in parts] in
 // cuda_kernels_reduce.cu); nothing allocates, synchronises or uses atomics, so every launcher can
 // be captured in a graph and gives the same bits on every run.
@@ -37,10 +37,10 @@ constexpr int kPartColumns = 32;  // columns per block of the unfused partial su
 constexpr int kPartLanes = 8;     // rows of a part summed in parallel there
 
 // Row-resident kernels: a warp holds its row in registers, lane l the packs l, l + 32, ... (up
-// to kPacks of them), so the row is read from memory once. Elements a lane may hold: the forward
-// keeps only the row; the backward also keeps gamma and two sums per element.
+// to kPacks of them), so the row is read from memory once. Elements a lane may hold in the
+// forward, which keeps only the row; the backward holds the widths of kBackwardWidths (Note
+// [held backward rows]).
 constexpr int kForwardLaneElements = 32;
-constexpr int kBackwardLaneElements = 16;
 constexpr int kForwardRowsPerWarp = 4;  // the forward's rows a warp, which share one load of gamma and beta
 
 // Sum over a warp by butterfly: every lane ends with the same bits (each step adds the same two
@@ -206,106 +206,146 @@ __global__ void layer_norm_forward_kernel(const T* x, const float* gamma, const 
 // alias dy: every element is read and written by one lane only, and its last read comes before
 // its write.
 
-// Row-resident backward with dgamma and dbeta fused: block p = blockIdx.x takes part p's rows
-// [p * rows_per_part, ...) (Note [column sums in parts]), warp w the rows first + w, first + w +
-// kRowsPerBlock, ... in order, loading the next before working on this one. Each lane adds dy *
-// xhat and dy of its columns over its warp's rows, in row order; then the warps add up in a fixed
-// tree (w + 4 into w, w + 2 into w, 1 into 0) and warp 0 writes the part's sums to
-// partial_dgamma, partial_dbeta (parts, cols).
-template <typename T, int kVec, int kPacks, bool kAccumulate>
-__global__ void __launch_bounds__(kRowThreads, 2) layer_norm_backward_resident_kernel(
-    const T* x, const T* dy, const float* gamma, const float* saved_mean, const float* saved_inv_std,
-    int rows, int cols, int rows_per_part, T* dx, float* partial_dgamma, float* partial_dbeta) {
-  constexpr int kElements = kPacks * kVec;
-  __shared__ float exchange[kRowsPerBlock / 2][2][kElements][32];  // [warp][dgamma, dbeta][element][lane]
-  const int packs = cols / kVec;
-  const int lane = threadIdx.x;
-  const int warp = threadIdx.y;
-  const int part = blockIdx.x;
-  const int last = min(rows, (part + 1) * rows_per_part);
-  float gammas[kPacks][kVec];
-  load_lane_floats(gamma, packs, lane, gammas);
-  float dgamma[kPacks][kVec] = {}, dbeta[kPacks][kVec] = {};
+// Note [held backward rows]
+// The row-resident backward keeps in registers only what a row brings: x and dy (and with
+// `accumulate`, what dx held) as their 16-byte packs, for the row being worked on and, where
+// registers allow, the warp's next row, loaded before this one is worked on so that its latency
+// hides behind the work. What stays for the whole part lives in shared memory, lane-major
+// ([element][lane], so a warp's 32 lanes touch 32 banks): gamma, and each warp's running sums
+// of dy * xhat and dy, which the warps' tree then adds in place. Kept in registers instead (as
+// this kernel once did, up to 512 columns), those sums and gamma cost three more registers an
+// element: 72 at 768 columns (24 elements a lane), past what two blocks an SM leave beside the
+// rows. Held this way a lane keeps 4 words a pack of each row it has in flight, and 768 to 1600
+// columns (the GPT-2 family, 124m to 1558m) fit in every type without spilling; two blocks share
+// an SM (128 registers a thread) up to kHeldWordsTwoBlocks words of rows in flight, one block
+// (255) past that. gpt 124m's 16384 x 768 bf16 rows, accumulating, on an H200: 30.6 us a call
+// (121 registers, the next row prefetched), where the streaming kernels took 58.
+constexpr int kHeldWordsTwoBlocks = 88;  // of 128 registers, the rest for the work
+constexpr int kHeldWordsOneBlock = 200;  // of 255
 
-  int row = part * rows_per_part + warp;
-  Pack<T, kVec> xs[kPacks] = {}, ds[kPacks] = {};
-  float mean = 0.0f, inv_std = 0.0f;
-  if (row < last) {
-    load_lane_packs(x + static_cast<size_t>(row) * cols, packs, lane, xs);
-    load_lane_packs(dy + static_cast<size_t>(row) * cols, packs, lane, ds);
+// Registers (words) a lane's packs of one row take: x and dy, and dx when accumulating.
+__host__ __device__ constexpr int held_row_words(int packs, bool accumulate) {
+  return packs * 4 * (accumulate ? 3 : 2);
+}
+// Whether the next row is loaded while this one is worked on: where two rows fit two blocks'
+// budget, or where one block an SM is needed all the same and two rows fit its budget.
+__host__ __device__ constexpr bool prefetch_backward_rows(int packs, bool accumulate) {
+  const int words = held_row_words(packs, accumulate);
+  return 2 * words <= kHeldWordsTwoBlocks || (words > kHeldWordsTwoBlocks && 2 * words <= kHeldWordsOneBlock);
+}
+__host__ __device__ constexpr int backward_blocks_per_sm(int packs, bool accumulate) {
+  const int words = held_row_words(packs, accumulate);
+  return (prefetch_backward_rows(packs, accumulate) ? 2 * words : words) <= kHeldWordsTwoBlocks ? 2 : 1;
+}
+
+// Shared memory of the row-resident backward (Note [held backward rows]): gamma and the
+// kRowsPerBlock warps' two sums, kElements a lane each.
+template <int kElements>
+constexpr size_t backward_shared_bytes() {
+  return sizeof(float) * kElements * 32 * (1 + 2 * kRowsPerBlock);
+}
+
+// A lane's share of one row of the backward: its packs of x and dy (and of what dx held, when
+// accumulating), and the row's saved statistics.
+template <typename T, int kVec, int kPacks, bool kAccumulate>
+struct BackwardRow {
+  Pack<T, kVec> xs[kPacks], ds[kPacks], before[kAccumulate ? kPacks : 1];
+  float mean, inv_std;
+
+  __device__ __forceinline__ void load(const T* x, const T* dy, const T* dx, const float* saved_mean,
+                                       const float* saved_inv_std, int row, int cols, int packs, int lane) {
+    const size_t offset = static_cast<size_t>(row) * cols;
+    load_lane_packs(x + offset, packs, lane, xs);
+    load_lane_packs(dy + offset, packs, lane, ds);
+    if constexpr (kAccumulate) load_lane_packs(dx + offset, packs, lane, before);
     mean = saved_mean[row];
     inv_std = saved_inv_std[row];
   }
+};
+
+// Row-resident backward with dgamma and dbeta fused: block p = blockIdx.x takes part p's rows
+// [p * rows_per_part, ...) (Note [column sums in parts]), warp w the rows first + w, first + w +
+// kRowsPerBlock, ... in order. Each lane adds dy * xhat and dy of its columns over its warp's
+// rows, in row order; then the warps add up in a fixed tree (w + 4 into w, w + 2 into w, 1 into
+// 0) and warp 0's sums are the part's, written to partial_dgamma, partial_dbeta (parts, cols).
+// Note [held backward rows] says what lives where.
+template <typename T, int kVec, int kPacks, bool kAccumulate>
+__global__ void __launch_bounds__(kRowThreads, backward_blocks_per_sm(kPacks, kAccumulate))
+    layer_norm_backward_resident_kernel(const T* x, const T* dy, const float* gamma, const float* saved_mean,
+                                        const float* saved_inv_std, int rows, int cols, int rows_per_part, T* dx,
+                                        float* partial_dgamma, float* partial_dbeta) {
+  constexpr int kElements = kPacks * kVec;
+  constexpr int kWarpSums = 2 * kElements * 32;  // a warp's dgamma then dbeta sums, [element][lane]
+  constexpr bool kPrefetch = prefetch_backward_rows(kPacks, kAccumulate);
+  extern __shared__ float lane_major[];
+  float* gammas = lane_major;                // (kElements, 32): gamma as the lanes hold it
+  float* sums = lane_major + kElements * 32;  // (kRowsPerBlock, kWarpSums)
+  const int packs = cols / kVec;
+  const int lane = threadIdx.x;
+  const int warp = threadIdx.y;
+  const int thread = warp * 32 + lane;
+  const int part = blockIdx.x;
+  const int last = min(rows, (part + 1) * rows_per_part);
+  for (int i = thread; i < kElements * 32; i += kRowThreads) {
+    const int e = i / 32, q = i % 32 + 32 * (e / kVec);  // element e of lane i % 32
+    gammas[i] = q < packs ? gamma[q * kVec + e % kVec] : 0.0f;
+  }
+  for (int i = thread; i < kRowsPerBlock * kWarpSums; i += kRowThreads) sums[i] = 0.0f;
+  __syncthreads();
+  const float* lane_gamma = gammas + lane;              // element e at [32 e]
+  float* lane_dgamma = sums + warp * kWarpSums + lane;  // element e at [32 e]
+  float* lane_dbeta = lane_dgamma + kElements * 32;
+
+  int row = part * rows_per_part + warp;
+  BackwardRow<T, kVec, kPacks, kAccumulate> current{};
+  if (row < last) current.load(x, dy, dx, saved_mean, saved_inv_std, row, cols, packs, lane);
   for (; row < last; row += kRowsPerBlock) {
     const int next = row + kRowsPerBlock;
-    Pack<T, kVec> next_xs[kPacks] = {}, next_ds[kPacks] = {};
-    float next_mean = 0.0f, next_inv_std = 0.0f;
-    if (next < last) {
-      load_lane_packs(x + static_cast<size_t>(next) * cols, packs, lane, next_xs);
-      load_lane_packs(dy + static_cast<size_t>(next) * cols, packs, lane, next_ds);
-      next_mean = saved_mean[next];
-      next_inv_std = saved_inv_std[next];
-    }
+    BackwardRow<T, kVec, kPacks, kAccumulate> ahead{};
+    if (kPrefetch && next < last)
+      ahead.load(x, dy, dx, saved_mean, saved_inv_std, next, cols, packs, lane);
+    const float mean = current.mean, inv_std = current.inv_std;
     float g_sum = 0.0f, gx_sum = 0.0f;
     for_lane_elements<kPacks, kVec>(packs, lane, [&](int j, int k) {
-      const float d = element(ds[j], k);
-      const float xhat = normalized(element(xs[j], k), mean, inv_std);
-      const float g = d * gammas[j][k];
+      const int e = j * kVec + k;
+      const float d = element(current.ds[j], k);
+      const float xhat = normalized(element(current.xs[j], k), mean, inv_std);
+      const float g = d * lane_gamma[32 * e];
       g_sum += g;
       gx_sum += g * xhat;
-      dgamma[j][k] += d * xhat;
-      dbeta[j][k] += d;
+      lane_dgamma[32 * e] += d * xhat;
+      lane_dbeta[32 * e] += d;
     });
     const float g_mean = warp_sum(g_sum) / static_cast<float>(cols);
     const float gx_mean = warp_sum(gx_sum) / static_cast<float>(cols);
-    Pack<T, kVec> before[kPacks] = {};  // with kAccumulate, what dx held (a residual's gradient)
-    if constexpr (kAccumulate) load_lane_packs(dx + static_cast<size_t>(row) * cols, packs, lane, before);
     store_lane_packs<kPacks, kVec>(dx + static_cast<size_t>(row) * cols, packs, lane, [&](int j, int k) {
-      const float g = element(ds[j], k) * gammas[j][k];
-      const float gradient = input_gradient(g, normalized(element(xs[j], k), mean, inv_std), g_mean, gx_mean, inv_std);
-      return kAccumulate ? element(before[j], k) + gradient : gradient;
+      const float g = element(current.ds[j], k) * lane_gamma[32 * (j * kVec + k)];
+      const float gradient = input_gradient(g, normalized(element(current.xs[j], k), mean, inv_std), g_mean, gx_mean, inv_std);
+      if constexpr (kAccumulate) {
+        return element(current.before[j], k) + gradient;
+      } else {
+        return gradient;
+      }
     });
-#pragma unroll
-    for (int j = 0; j < kPacks; ++j) {
-      xs[j] = next_xs[j];
-      ds[j] = next_ds[j];
+    if (kPrefetch) {
+      current = ahead;
+    } else if (next < last) {
+      current.load(x, dy, dx, saved_mean, saved_inv_std, next, cols, packs, lane);
     }
-    mean = next_mean;
-    inv_std = next_inv_std;
   }
 
-  // Warps [half, 2 half) hand their sums to warps [0, half), which add them to their own.
+  // Warps [half, 2 half) add their sums into warps [0, half)'s, element by element.
+  __syncthreads();
   for (int half = kRowsPerBlock / 2; half >= 1; half /= 2) {
-    if (warp >= half && warp < 2 * half) {
-#pragma unroll
-      for (int j = 0; j < kPacks; ++j) {
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          exchange[warp - half][0][j * kVec + k][lane] = dgamma[j][k];
-          exchange[warp - half][1][j * kVec + k][lane] = dbeta[j][k];
-        }
-      }
-    }
-    __syncthreads();
-    if (warp < half) {
-#pragma unroll
-      for (int j = 0; j < kPacks; ++j) {
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          dgamma[j][k] += exchange[warp][0][j * kVec + k][lane];
-          dbeta[j][k] += exchange[warp][1][j * kVec + k][lane];
-        }
-      }
-    }
+    for (int i = thread; i < half * kWarpSums; i += kRowThreads) sums[i] += sums[i + half * kWarpSums];
     __syncthreads();
   }
-  if (warp == 0) {
-    const size_t part_start = static_cast<size_t>(part) * cols;
-    for_lane_elements<kPacks, kVec>(packs, lane, [&](int j, int k) {
-      const int q = lane + 32 * j;
-      partial_dgamma[part_start + q * kVec + k] = dgamma[j][k];
-      partial_dbeta[part_start + q * kVec + k] = dbeta[j][k];
-    });
+  const size_t part_start = static_cast<size_t>(part) * cols;
+  for (int c = thread; c < cols; c += kRowThreads) {
+    const int q = c / kVec;
+    const int at = 32 * ((q / 32) * kVec + c % kVec) + q % 32;  // column c's element of lane q % 32
+    partial_dgamma[part_start + c] = sums[at];
+    partial_dbeta[part_start + c] = sums[kElements * 32 + at];
   }
 }
 
@@ -409,6 +449,44 @@ bool with_lane_packs(int packs, Run run) {
   return false;
 }
 
+// The row widths the row-resident backward is built for, narrowest first: the GPT-2 family's
+// (768 to 1600) and the narrower ones of the other models. Each gives the packs a lane holds, the
+// fewest that hold that width.
+constexpr int kBackwardWidths[] = {128, 256, 512, 768, 1024, 1280, 1600};
+constexpr int kBackwardWidthCount = static_cast<int>(sizeof(kBackwardWidths) / sizeof(kBackwardWidths[0]));
+
+// Calls run(std::integral_constant<int, kPacks>) with the packs a lane holds for the narrowest
+// width of kBackwardWidths (from kFrom on) that holds a row of `packs` packs of kVec elements;
+// returns false (running nothing) where none does. Only kVec > 1 rows are held.
+template <int kVec, int kFrom = 0, typename Run>
+bool with_backward_lane_packs(int packs, Run run) {
+  if constexpr (kVec > 1 && kFrom < kBackwardWidthCount) {
+    constexpr int kPacks = (kBackwardWidths[kFrom] / kVec + 31) / 32;
+    if ((packs + 31) / 32 <= kPacks) return run(std::integral_constant<int, kPacks>{}), true;
+    return with_backward_lane_packs<kVec, kFrom + 1>(packs, run);
+  }
+  return false;
+}
+
+// Launches the row-resident backward where its shared memory fits the device, opting in past 48
+// KB (legal inside a graph capture; repeated on every launch, since the setting is per device);
+// returns false (running nothing) where it does not fit.
+template <typename T, int kVec, int kPacks, bool kAccumulate>
+bool launch_backward_resident(cudaStream_t stream, const T* x, const T* dy, const float* gamma,
+                              const float* saved_mean, const float* saved_inv_std, int rows, int cols,
+                              int rows_per_part, int parts, T* dx, float* partial_dgamma, float* partial_dbeta) {
+  constexpr size_t bytes = backward_shared_bytes<kPacks * kVec>();
+  int device = 0, limit = 0;
+  DPB_CUDA_CHECK(cudaGetDevice(&device));
+  DPB_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (bytes > static_cast<size_t>(limit)) return false;
+  auto kernel = layer_norm_backward_resident_kernel<T, kVec, kPacks, kAccumulate>;
+  DPB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  kernel<<<static_cast<unsigned>(parts), dim3(32, kRowsPerBlock), bytes, stream>>>(
+      x, dy, gamma, saved_mean, saved_inv_std, rows, cols, rows_per_part, dx, partial_dgamma, partial_dbeta);
+  return true;
+}
+
 unsigned row_blocks(int rows, int rows_per_warp = 1) {
   const size_t per_block = static_cast<size_t>(kRowsPerBlock) * rows_per_warp;
   const size_t blocks = (static_cast<size_t>(rows) + per_block - 1) / per_block;
@@ -479,17 +557,15 @@ void launch_layer_norm_backward(cudaStream_t stream, DataType type, const void* 
     with_row_packs<T>(cols, {x, dy, dx}, [&](auto vec) {
       constexpr int kVec = decltype(vec)::value;
       // Rows that fit in registers: one pass makes dx and the partial sums together.
-      const bool resident = with_lane_packs<kVec, kBackwardLaneElements>(cols / kVec, [&](auto lane_packs) {
+      bool resident = false;
+      with_backward_lane_packs<kVec>(cols / kVec, [&](auto lane_packs) {
         constexpr int kPacks = decltype(lane_packs)::value;
-        const dim3 grid(static_cast<unsigned>(parts)), block(32, kRowsPerBlock);
-        if (accumulate)
-          layer_norm_backward_resident_kernel<T, kVec, kPacks, true><<<grid, block, 0, stream>>>(
-              xs, dys, gamma, saved_mean, saved_inv_std, rows, cols, rows_per_part, dxs, partial_dgamma,
-              partial_dbeta);
-        else
-          layer_norm_backward_resident_kernel<T, kVec, kPacks, false><<<grid, block, 0, stream>>>(
-              xs, dys, gamma, saved_mean, saved_inv_std, rows, cols, rows_per_part, dxs, partial_dgamma,
-              partial_dbeta);
+        resident = accumulate ? launch_backward_resident<T, kVec, kPacks, true>(
+                                    stream, xs, dys, gamma, saved_mean, saved_inv_std, rows, cols, rows_per_part,
+                                    parts, dxs, partial_dgamma, partial_dbeta)
+                              : launch_backward_resident<T, kVec, kPacks, false>(
+                                    stream, xs, dys, gamma, saved_mean, saved_inv_std, rows, cols, rows_per_part,
+                                    parts, dxs, partial_dgamma, partial_dbeta);
       });
       if (resident) return;
       // The partial sums first: they read dy, which dx may overwrite.

@@ -124,9 +124,15 @@ template <int kVec, typename T>
 __device__ __forceinline__ Pack<T, kVec> load_pack(const T* base, long long at) {
   return load_pack<kVec>(base + at * kVec);
 }
+// A 16-byte pack is stored through a uint4 index: addressed as base + at * kVec instead, the
+// softmax kernels' stores came out of the compiler as four 4-byte stores.
 template <int kVec, typename T>
 __device__ __forceinline__ void store_pack(T* base, long long at, const Pack<T, kVec>& pack) {
-  store_pack<kVec>(base + at * kVec, pack);
+  if constexpr (Pack<T, kVec>::kBytes == 16) {
+    reinterpret_cast<uint4*>(base)[at] = make_uint4(pack.w[0], pack.w[1], pack.w[2], pack.w[3]);
+  } else {
+    store_pack<kVec>(base + at * kVec, pack);
+  }
 }
 
 // One element at p, widened; one value rounded to T and stored at p (any alignment of T).

@@ -111,11 +111,16 @@ namespace {
 void compare_softmax_rows(Device& gpu, ReferenceBackend& reference, DataType type,
                           uint64_t stream) {
   struct Shape { int rows, classes; float offset; int stride = 0; };
-  // 50000 and 10001: the benchmark's vocabularies (rows far longer than shared memory; 10001
-  // leaves every row differently aligned). An offset of 100 checks the max subtraction: exp(100)
-  // overflows fp32, so only a max-shifted sum gives a finite loss.
-  const Shape shapes[] = {{7, 50000, 0.0f}, {7, 10001, 0.0f}, {7, 10001, 100.0f}, {3, 129, 0.0f},
-                          {7, 5, 0.0f}, {7, 10001, 0.0f, 10016}, {3, 129, 0.0f, 144}};
+  // 50000 and 10001: the benchmark's vocabularies (10001 leaves every row differently aligned);
+  // 50304 gpt's, 50257 GPT-2's own in rows padded to 50304 (one element past the last pack).
+  // Rows up to the device's shared memory per block (an H200's 227 KiB: 58000 fp32 classes,
+  // 116000 of 16 bits) are held on chip (Note [held softmax rows]); 120000 are too long in every
+  // type and stream. An offset of 100 checks the max subtraction: exp(100) overflows fp32, so
+  // only a max-shifted sum gives a finite loss.
+  const Shape shapes[] = {{7, 50000, 0.0f},  {7, 10001, 0.0f},       {7, 10001, 100.0f},
+                          {3, 129, 0.0f},    {7, 5, 0.0f},           {7, 10001, 0.0f, 10016},
+                          {3, 129, 0.0f, 144}, {3, 50304, 0.0f},     {3, 50257, 0.0f, 50304},
+                          {2, 120000, 0.0f}};
   // Variants: where logits and dlogits live. Offsets (in elements) misalign a buffer for
   // 16-byte packs; 1 and 0, or 0 and 3, leave logits and dlogits differently aligned, which
   // turns the packs off.
@@ -160,9 +165,11 @@ void compare_softmax_rows(Device& gpu, ReferenceBackend& reference, DataType typ
           loss_scale_host, weights_host, s.stride);
 
       // The GPU sums the row's exponentials in fp32 (each thread its share in order, rescaling
-      // its running sum when the maximum grows, then a tree), with expf (<= 2 ulp): the sum's
-      // relative error stays below ~3 (classes + 16) eps even if every term were rescaled, and
-      // that is the absolute error of log(sum), the row loss. Probabilities carry the same
+      // its running sum when the maximum grows, then a tree), with expf (<= 2 ulp), or, a row
+      // held on chip, after the maximum, with exp2f of a rounded (x - max) log2(e) (<= 2 ulp,
+      // plus |x - max| <= 12 ulp over these rows' span of 12): the sum's relative
+      // error stays below ~3 (classes + 16) eps even if every term were rescaled, and that is the
+      // absolute error of log(sum), the row loss. Probabilities carry the same
       // relative error, so dlogits are off by at most that much times the gradient's scale (row
       // weights <= 2 included). Margin 2 on the bound, as the mean softmax test has. Both read
       // the same widened logits; 16-bit dlogits then round once to the type.
@@ -205,6 +212,42 @@ TEST_CASE("cuda softmax_cross_entropy_rows matches the reference on vocabulary-s
   auto gpu = make_exact_gpu();
   ReferenceBackend reference;
   compare_softmax_rows(*gpu, reference, DataType::f32, 200);
+}
+
+TEST_CASE("cuda softmax_cross_entropy_rows gives the same bits on every run and in place", "[gpu]") {
+  auto gpu = make_exact_gpu();
+  // 50304 classes: held on chip in every type (gpt's vocabulary); 120000: streamed.
+  struct Shape { int rows, classes; };
+  for (const Shape s : {Shape{64, 50304}, Shape{4, 120000}}) {
+    for (DataType type : kAllTypes) {
+      const std::string what = " " + std::to_string(s.rows) + "x" + std::to_string(s.classes) + type_suffix(type);
+      const size_t count = static_cast<size_t>(s.rows) * s.classes;
+      const std::vector<float> logits = random_of(type, count, 1400, -8.0f, 8.0f);
+      std::vector<int32_t> labels(s.rows);
+      for (int r = 0; r < s.rows; ++r) labels[r] = static_cast<int32_t>((r * 7919) % s.classes);
+      labels[1] = s.classes;  // out of range: that row's loss is NaN
+      GpuTensor logits_gpu(*gpu, type, logits), dlogits_gpu(*gpu, type, count);
+      GpuArray<int32_t> labels_gpu(*gpu, labels);
+      GpuArray<float> losses_gpu(*gpu, s.rows), weights_gpu(*gpu, random_vector(s.rows, 1401, 0.0f, 2.0f)),
+          loss_scale_gpu(*gpu, std::vector<float>{1024.0f});
+      auto run = [&](void* dlogits) {
+        gpu->ops().softmax_cross_entropy_rows(type, logits_gpu.data(), labels_gpu.data(), s.rows, s.classes,
+                                              1.0f / s.rows, losses_gpu.data(), dlogits, loss_scale_gpu.data(),
+                                              weights_gpu.data(), 0);
+      };
+      run(dlogits_gpu.data());
+      const std::vector<float> losses = losses_gpu.download(), dlogits = dlogits_gpu.values();
+      CHECK(std::isnan(losses[1]));
+      INFO("losses finite but for the row of the bad label" + what);
+      CHECK(std::count_if(losses.begin(), losses.end(), [](float v) { return std::isfinite(v); }) == s.rows - 1);
+      run(dlogits_gpu.data());
+      check_same_values(losses_gpu.download(), losses, "row losses, second run" + what);
+      check_same_values(dlogits_gpu.values(), dlogits, "dlogits, second run" + what);
+      run(logits_gpu.data());
+      check_same_values(losses_gpu.download(), losses, "row losses in place" + what);
+      check_same_values(logits_gpu.values(), dlogits, "dlogits in place" + what);
+    }
+  }
 }
 
 TEST_CASE("cuda sum_scaled matches the reference and is reproducible", "[gpu]") {

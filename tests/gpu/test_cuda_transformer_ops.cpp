@@ -287,7 +287,12 @@ const LayerNormShape kLayerNormShapes[] = {
     {12800, 512, 0},  // a whole batch of them (128 sentences of 100 tokens): 256 parts
     {300, 256, 0},    // one 16-bit pack a lane, two in fp32
     {50, 136, 0},     // lanes holding different numbers of packs, some none
-    {1000, 1024, 0},  // held in registers forward, streamed backward in 16 bits
+    {1000, 1024, 0},  // held in registers forward and backward (GPT-2 350m's width)
+    {1100, 768, 0},   // GPT-2 124m's width held backward, 35 parts, the last part-filled
+    {70, 1280, 0},    // GPT-2 774m's: five 16-bit packs a lane, ten fp32
+    {45, 1600, 0},    // GPT-2 1558m's: seven 16-bit packs a lane (some lanes six), thirteen fp32
+    {64, 1000, 0},    // held backward, lanes holding different numbers of packs
+    {33, 770, 0},     // no 16-byte pack splits a 16-bit row: streamed
     {37, 2048, 0},    // rows of the feed-forward width: streamed
     {5, 4000, 0},     // a long row, many columns a lane
     {129, 13, 1},     // one row past a part; misaligned
@@ -313,38 +318,48 @@ TEST_CASE("cuda layer norm forward and backward match the reference", "[gpu][tra
 TEST_CASE("cuda layer norm gives the same bits on every run and with dx over dy", "[gpu][transformer]") {
   auto gpu = make_exact_gpu();
   Backend& ops = gpu->ops();
-  const int cols = 512;
-  for (DataType type : kAllTypes) {
-    // 1000 rows: 32 parts of dgamma and dbeta; 12800: 256.
-    for (const int rows : {1000, 12800}) {
-      const std::string what = " " + std::to_string(rows) + " rows" + type_suffix(type);
-      const size_t count = static_cast<size_t>(rows) * cols;
-      const std::vector<float> dy = random_of(type, count, 1301);
-      GpuTensor x_gpu(*gpu, type, random_of(type, count, 1300)), y_gpu(*gpu, type, count), dy_gpu(*gpu, type, dy),
-          dx_gpu(*gpu, type, count);
-      GpuArray<float> gamma_gpu(*gpu, random_vector(cols, 1302, 0.5f, 1.5f)),
-          beta_gpu(*gpu, random_vector(cols, 1303)), mean_gpu(*gpu, rows), inv_std_gpu(*gpu, rows),
-          dgamma_gpu(*gpu, cols), dbeta_gpu(*gpu, cols);
-      Buffer workspace = allocate_at_least_one(*gpu, ops.layer_norm_workspace_bytes(rows, cols));
-      auto run = [&](void* dx) {
-        ops.layer_norm_forward(type, x_gpu.data(), gamma_gpu.data(), beta_gpu.data(), rows, cols, 1e-5f,
-                               y_gpu.data(), mean_gpu.data(), inv_std_gpu.data());
-        ops.layer_norm_backward(type, x_gpu.data(), dy_gpu.data(), gamma_gpu.data(), mean_gpu.data(),
-                                inv_std_gpu.data(), rows, cols, dx, dgamma_gpu.data(), dbeta_gpu.data(),
-                                workspace.data());
-      };
-      run(dx_gpu.data());
-      const std::vector<float> y = y_gpu.values(), dx = dx_gpu.values(), dgamma = dgamma_gpu.download(),
-                               dbeta = dbeta_gpu.download();
-      run(dx_gpu.data());
-      check_same_values(y_gpu.values(), y, "layer_norm y, second run" + what);
-      check_same_values(dx_gpu.values(), dx, "layer_norm dx, second run" + what);
-      check_identical(dgamma_gpu.download(), dgamma, "layer_norm dgamma, second run" + what);
-      check_identical(dbeta_gpu.download(), dbeta, "layer_norm dbeta, second run" + what);
-      run(dy_gpu.data());
-      check_same_values(dy_gpu.values(), dx, "layer_norm dx written over dy" + what);
-      check_identical(dgamma_gpu.download(), dgamma, "layer_norm dgamma with dx over dy" + what);
-      check_identical(dbeta_gpu.download(), dbeta, "layer_norm dbeta with dx over dy" + what);
+  // 512: the Transformer's rows; 768 and 1600: GPT-2 124m's and 1558m's, held backward too.
+  for (const int cols : {512, 768, 1600}) {
+    for (DataType type : kAllTypes) {
+      // 1000 rows: 32 parts of dgamma and dbeta; 12800: 256.
+      for (const int rows : cols > 768 ? std::vector<int>{1000} : std::vector<int>{1000, 12800}) {
+        const std::string what =
+            " " + std::to_string(rows) + "x" + std::to_string(cols) + type_suffix(type);
+        const size_t count = static_cast<size_t>(rows) * cols;
+        const std::vector<float> dy = random_of(type, count, 1301);
+        GpuTensor x_gpu(*gpu, type, random_of(type, count, 1300)), y_gpu(*gpu, type, count),
+            dy_gpu(*gpu, type, dy), dx_gpu(*gpu, type, count);
+        GpuArray<float> gamma_gpu(*gpu, random_vector(cols, 1302, 0.5f, 1.5f)),
+            beta_gpu(*gpu, random_vector(cols, 1303)), mean_gpu(*gpu, rows), inv_std_gpu(*gpu, rows),
+            dgamma_gpu(*gpu, cols), dbeta_gpu(*gpu, cols);
+        Buffer workspace = allocate_at_least_one(*gpu, ops.layer_norm_workspace_bytes(rows, cols));
+        auto run = [&](void* dx, bool accumulate) {
+          ops.layer_norm_forward(type, x_gpu.data(), gamma_gpu.data(), beta_gpu.data(), rows, cols, 1e-5f,
+                                 y_gpu.data(), mean_gpu.data(), inv_std_gpu.data());
+          ops.layer_norm_backward(type, x_gpu.data(), dy_gpu.data(), gamma_gpu.data(), mean_gpu.data(),
+                                  inv_std_gpu.data(), rows, cols, dx, dgamma_gpu.data(), dbeta_gpu.data(),
+                                  workspace.data(), accumulate);
+        };
+        run(dx_gpu.data(), false);
+        const std::vector<float> y = y_gpu.values(), dx = dx_gpu.values(), dgamma = dgamma_gpu.download(),
+                                 dbeta = dbeta_gpu.download();
+        run(dx_gpu.data(), false);
+        check_same_values(y_gpu.values(), y, "layer_norm y, second run" + what);
+        check_same_values(dx_gpu.values(), dx, "layer_norm dx, second run" + what);
+        check_identical(dgamma_gpu.download(), dgamma, "layer_norm dgamma, second run" + what);
+        check_identical(dbeta_gpu.download(), dbeta, "layer_norm dbeta, second run" + what);
+        // Added to zeros (0 + g is g in fp32, rounded once as before): the same dx, and the same
+        // sums, from the accumulating kernel.
+        GpuTensor zeros_gpu(*gpu, type, count);
+        run(zeros_gpu.data(), true);
+        check_same_values(zeros_gpu.values(), dx, "layer_norm dx accumulated onto zeros" + what);
+        check_identical(dgamma_gpu.download(), dgamma, "layer_norm dgamma accumulating" + what);
+        check_identical(dbeta_gpu.download(), dbeta, "layer_norm dbeta accumulating" + what);
+        run(dy_gpu.data(), false);
+        check_same_values(dy_gpu.values(), dx, "layer_norm dx written over dy" + what);
+        check_identical(dgamma_gpu.download(), dgamma, "layer_norm dgamma with dx over dy" + what);
+        check_identical(dbeta_gpu.download(), dbeta, "layer_norm dbeta with dx over dy" + what);
+      }
     }
   }
 }
