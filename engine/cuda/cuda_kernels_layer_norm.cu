@@ -476,12 +476,8 @@ bool launch_backward_resident(cudaStream_t stream, const T* x, const T* dy, cons
                               const float* saved_mean, const float* saved_inv_std, int rows, int cols,
                               int rows_per_part, int parts, T* dx, float* partial_dgamma, float* partial_dbeta) {
   constexpr size_t bytes = backward_shared_bytes<kPacks * kVec>();
-  int device = 0, limit = 0;
-  DPB_CUDA_CHECK(cudaGetDevice(&device));
-  DPB_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (bytes > static_cast<size_t>(limit)) return false;
   auto kernel = layer_norm_backward_resident_kernel<T, kVec, kPacks, kAccumulate>;
-  DPB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  if (!allow_dynamic_shared_memory(kernel, bytes)) return false;
   kernel<<<static_cast<unsigned>(parts), dim3(32, kRowsPerBlock), bytes, stream>>>(
       x, dy, gamma, saved_mean, saved_inv_std, rows, cols, rows_per_part, dx, partial_dgamma, partial_dbeta);
   return true;

@@ -444,14 +444,10 @@ bool launch_softmax_held_rows(cudaStream_t stream, const T* logits, const int32_
                               const float* loss_scale, const float* row_weights) {
   constexpr int kVec = static_cast<int>(16 / sizeof(T));
   const size_t bytes = static_cast<size_t>(classes / kVec) * 16;  // the most packs a row can have
-  int device = 0, limit = 0;
-  DPB_CUDA_CHECK(cudaGetDevice(&device));
-  DPB_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (bytes > static_cast<size_t>(limit)) return false;
+  auto kernel = softmax_cross_entropy_held_rows_kernel<T>;
+  if (!allow_dynamic_shared_memory(kernel, bytes)) return false;
   // Short rows would leave most of a large block idle.
   const int block_size = classes >= 2048 ? kHeldRowThreads : classes >= 512 ? 256 : classes >= 128 ? 128 : 32;
-  auto kernel = softmax_cross_entropy_held_rows_kernel<T>;
-  DPB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   kernel<<<static_cast<unsigned>(rows), block_size, bytes, stream>>>(
       logits, labels, classes, row_stride, gradient_scale, row_losses, dlogits, loss_scale, row_weights);
   return true;

@@ -1,10 +1,12 @@
-// Device-side helpers shared by the kernel files: launch geometry for grid-stride loops and a
-// deterministic block-wide reduction.
+// Device-side helpers shared by the kernel files: launch geometry for grid-stride loops, the
+// dynamic shared memory opt-in, and a deterministic block-wide reduction.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
+
+#include "engine/cuda/cuda_check.h"
 
 namespace dpbench::cuda_kernels {
 
@@ -16,6 +18,19 @@ constexpr size_t kMaxGridBlocks = 4096;
 inline unsigned grid_for(size_t n, int block_size = kBlockSize) {
   const size_t blocks = (n + block_size - 1) / block_size;
   return static_cast<unsigned>(blocks < kMaxGridBlocks ? (blocks > 0 ? blocks : 1) : kMaxGridBlocks);
+}
+
+// Lets `kernel` launch with `bytes` of dynamic shared memory on the current device (the opt-in
+// above 48 KiB; legal inside a graph capture, and repeated per launch since the setting is per
+// device); false, setting nothing, where the device's blocks cannot have that much.
+template <typename Kernel>
+bool allow_dynamic_shared_memory(Kernel kernel, size_t bytes) {
+  int device = 0, limit = 0;
+  DPB_CUDA_CHECK(cudaGetDevice(&device));
+  DPB_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (bytes > static_cast<size_t>(limit)) return false;
+  DPB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  return true;
 }
 
 // Grid-stride index range over [0, n): size_t, so ranges beyond 2^31 elements work.
