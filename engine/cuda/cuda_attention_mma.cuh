@@ -4,7 +4,9 @@
 // probabilities once per key tile for dK/dV and once per query tile for dQ, each gradient summed
 // by one warp in a fixed order, no atomics, the same bits on every run) with its four kinds of
 // tile product on tensor cores through WMMA fragments. Included by cuda_kernels_attention.cu
-// alone, whose launchers choose between these kernels and the fp32 ones.
+// alone, whose launchers choose between these kernels, the mma.sync ones (cuda_attention_flash.cuh,
+// Note [register attention]: faster, for heads of up to 64) and the fp32 ones; these take heads of
+// 128, and keys short enough for dQ beside dK and dV.
 //
 // Note [tensor-core attention]: a CTA of 4 warps owns 64 rows (queries, or keys in the dK/dV
 // kernel), 16 per warp, and walks tiles of 64 columns (the other side). Input tiles sit in shared

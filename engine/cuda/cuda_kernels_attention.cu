@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <type_traits>
 
+#include "engine/cuda/cuda_attention_flash.cuh"
 #include "engine/cuda/cuda_attention_mma.cuh"
 #include "engine/cuda/cuda_attention_tiles.cuh"
 #include "engine/cuda/cuda_check.h"
@@ -365,9 +366,12 @@ dim3 attention_grid(int tiles, const AttentionGeometry& g) {
 
 int tiles_of(int length, int tile) { return (length + tile - 1) / tile; }
 
-// Whether the tensor-core kernels (Note [tensor-core attention]) take this call: 16-bit data, or
-// fp32 data under TF32, moved in 16-byte packs, on compute capability 8.0 or above (WMMA's bf16
-// and TF32 shapes). The fp32 kernels take the rest: exact fp32, and odd head sizes or strides.
+// Whether the tensor-core kernels take this call: 16-bit data, or fp32 data under TF32, moved in
+// 16-byte packs, on compute capability 8.0 or above (bf16 and TF32 on tensor cores). Heads of up
+// to 64 go to the mma.sync kernels (Note [register attention]), except that keys short enough for
+// dQ beside dK and dV take the WMMA backward (Note [dQ beside dK and dV]); heads of 128 go to the
+// WMMA kernels (Note [tensor-core attention]). The fp32 kernels take the rest: exact fp32, and odd
+// head sizes or strides.
 bool attention_on_tensor_cores(const AttentionGeometry& g, bool tf32, bool vectorised) {
   if (!vectorised || (g.type == DataType::f32 && !tf32)) return false;
   int device = 0, major = 0;
@@ -390,9 +394,15 @@ void launch_attention_forward(cudaStream_t stream, const AttentionGeometry& g, b
     with_head_size(g.head_dim, [&](auto head_size) {
       constexpr int kD = decltype(head_size)::value;
       if (tensor_cores) {
-        launch_tiled(attention_forward_mma_kernel<T, kD>, attention_grid(tiles_of(g.query_len, kMmaTile), g),
-                     MmaLayout<T, kD>::kForwardBytes, stream, a, static_cast<const T*>(q),
-                     static_cast<const T*>(k), static_cast<const T*>(v), static_cast<T*>(o), lse);
+        if constexpr (kD <= kFlashMaxHead) {
+          launch_tiled(attention_forward_flash_kernel<T, kD>, attention_grid(tiles_of(g.query_len, kFlashTile), g),
+                       FlashLayout<T, kD>::kForwardBytes, stream, a, static_cast<const T*>(q),
+                       static_cast<const T*>(k), static_cast<const T*>(v), static_cast<T*>(o), lse);
+        } else {
+          launch_tiled(attention_forward_mma_kernel<T, kD>, attention_grid(tiles_of(g.query_len, kMmaTile), g),
+                       MmaLayout<T, kD>::kForwardBytes, stream, a, static_cast<const T*>(q),
+                       static_cast<const T*>(k), static_cast<const T*>(v), static_cast<T*>(o), lse);
+        }
         return;
       }
       using Tiles = AttentionTiles<kD>;
@@ -479,19 +489,36 @@ void launch_attention_backward(cudaStream_t stream, const AttentionGeometry& g, 
         return;
       }
       if (tensor_cores) {
-        using Layout = MmaLayout<T, kD>;
-        if (g.query_len > 0) {
-          launch_tiled(attention_backward_dq_mma_kernel<T, kD>, attention_grid(tiles_of(g.query_len, kMmaTile), g),
-                       Layout::kDqBytes, stream, a, qs, ks, vs, static_cast<const T*>(o), dos, lse, row_dots,
-                       static_cast<T*>(dq));
-          DPB_CUDA_CHECK_LAUNCH(attention_backward_dq_mma_kernel);
-        }
-        if (g.key_len > 0) {
-          launch_tiled(attention_backward_dkdv_mma_kernel<T, kD, false>,
-                       attention_grid(tiles_of(g.key_len, kMmaTile), g), Layout::kDkdvBytes, stream, a, qs, ks, vs,
-                       dos, lse, static_cast<const float*>(row_dots), static_cast<T*>(dk), static_cast<T*>(dv),
-                       nullptr);
-          DPB_CUDA_CHECK_LAUNCH(attention_backward_dkdv_mma_kernel);
+        if constexpr (kD <= kFlashMaxHead) {
+          using Layout = FlashLayout<T, kD>;
+          if (g.query_len > 0) {
+            launch_tiled(attention_backward_dq_flash_kernel<T, kD>,
+                         attention_grid(tiles_of(g.query_len, kFlashTile), g), Layout::kDqBytes, stream, a, qs, ks,
+                         vs, static_cast<const T*>(o), dos, lse, row_dots, static_cast<T*>(dq));
+            DPB_CUDA_CHECK_LAUNCH(attention_backward_dq_flash_kernel);
+          }
+          if (g.key_len > 0) {
+            launch_tiled(attention_backward_dkdv_flash_kernel<T, kD>,
+                         attention_grid(tiles_of(g.key_len, kFlashTile), g), Layout::kDkdvBytes, stream, a, qs, ks,
+                         vs, dos, lse, static_cast<const float*>(row_dots), static_cast<T*>(dk),
+                         static_cast<T*>(dv));
+            DPB_CUDA_CHECK_LAUNCH(attention_backward_dkdv_flash_kernel);
+          }
+        } else {
+          using Layout = MmaLayout<T, kD>;
+          if (g.query_len > 0) {
+            launch_tiled(attention_backward_dq_mma_kernel<T, kD>,
+                         attention_grid(tiles_of(g.query_len, kMmaTile), g), Layout::kDqBytes, stream, a, qs, ks, vs,
+                         static_cast<const T*>(o), dos, lse, row_dots, static_cast<T*>(dq));
+            DPB_CUDA_CHECK_LAUNCH(attention_backward_dq_mma_kernel);
+          }
+          if (g.key_len > 0) {
+            launch_tiled(attention_backward_dkdv_mma_kernel<T, kD, false>,
+                         attention_grid(tiles_of(g.key_len, kMmaTile), g), Layout::kDkdvBytes, stream, a, qs, ks, vs,
+                         dos, lse, static_cast<const float*>(row_dots), static_cast<T*>(dk), static_cast<T*>(dv),
+                         nullptr);
+            DPB_CUDA_CHECK_LAUNCH(attention_backward_dkdv_mma_kernel);
+          }
         }
         return;
       }

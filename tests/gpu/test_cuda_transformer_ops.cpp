@@ -425,6 +425,12 @@ const AttentionCase kFp32Cases[] = {
     // Keys past two tiles: dQ from its own kernel, not beside dK and dV (under TF32).
     {"cross 40x200 h2 d64 dropout lengths 200 130", 2, 2, 40, 200, 64, false, 0.1f, {200, 130}},
     {"packed causal 1030x1030 h1 d64", 1, 1, 1030, 1030, 64, true, 0.0f, {}, true},
+    // Under TF32, the mma.sync kernels past two key tiles (Note [register attention]): sequences
+    // off the tile, masks, key lengths, dropout, heads narrower than their padding.
+    {"self 300x300 h2 d64 dropout lengths 300 77", 2, 2, 300, 300, 64, false, 0.1f, {300, 77}},
+    {"packed causal 200x200 h3 d48 dropout lengths 200 130", 2, 3, 200, 200, 48, true, 0.1f, {200, 130}, true},
+    {"causal 300x300 h2 d32 dropout", 1, 2, 300, 300, 32, true, 0.1f},
+    {"causal 77x77 h2 d64", 2, 2, 77, 77, 64, true},
 };
 
 const AttentionCase k16BitCases[] = {
@@ -439,6 +445,11 @@ const AttentionCase k16BitCases[] = {
     {"causal 150x150 h2 d64 lengths 150 70", 2, 2, 150, 150, 64, true, 0.0f, {150, 70}},
     // gpt's shape: packed QKV, causal, longer than its 1024 tokens and not a multiple of a tile.
     {"packed causal 1030x1030 h2 d64", 1, 2, 1030, 1030, 64, true, 0.0f, {}, true},
+    {"self 300x300 h2 d64 dropout lengths 300 77", 2, 2, 300, 300, 64, false, 0.1f, {300, 77}},
+    {"packed causal 200x200 h3 d48 dropout lengths 200 130", 2, 3, 200, 200, 48, true, 0.1f, {200, 130}, true},
+    {"causal 300x300 h2 d32 dropout", 1, 2, 300, 300, 32, true, 0.1f},
+    {"cross 77x1030 h2 d64 lengths 1030 300", 2, 2, 77, 1030, 64, false, 0.0f, {1030, 300}},
+    {"causal 77x77 h2 d64", 2, 2, 77, 77, 64, true},
 };
 
 }  // namespace
@@ -546,64 +557,77 @@ TEST_CASE(
   // Forward and backward captured once; the step counter in device memory advances between
   // replays (as the runner's does), so each replay must draw that step's masks: it equals an
   // eager run at the same step bit for bit (every sum has a fixed order), and differs from the
-  // replay before it.
-  auto gpu = make_exact_gpu();
-  Backend& ops = gpu->ops();
-  const AttentionCase c{"graph", 4, 8, 100, 100, 64, true, 0.1f, {100, 80, 1, 57}, true};
-  for (DataType type : kAllTypes) {
-    const AttentionGeometry g = geometry_of(c, type);
-    const AttentionLayout layout = layout_of(c);
-    const size_t rows = layout.rows[0];
-    const int width = layout.widths[0];
-    const size_t o_count = static_cast<size_t>(c.query_len) * c.batch * g.o_stride;
-    const int m = g.model_dim();
-    GpuTensor qkv(*gpu, type, random_of(type, rows * width, 1900, -2.0f, 2.0f)), dqkv(*gpu, type, rows * width),
-        o(*gpu, type, o_count), d_o(*gpu, type, random_of(type, o_count, 1901));
-    GpuArray<float> lse(*gpu, g.lse_count());
-    GpuArray<int32_t> lengths(*gpu, c.key_lengths), step(*gpu, std::vector<int32_t>{0});
-    Buffer workspace = allocate_at_least_one(*gpu, ops.attention_workspace_bytes(g));
-    auto at = [&](GpuTensor& t, int column) {
-      return static_cast<char*>(t.data()) + column * data_type_bytes(type);
-    };
-    auto run = [&] {
-      ops.attention_forward(g, at(qkv, 0), at(qkv, m), at(qkv, 2 * m), lengths.data(), step.data(), o.data(),
-                            lse.data(), workspace.data());
-      ops.attention_backward(g, at(qkv, 0), at(qkv, m), at(qkv, 2 * m), o.data(), d_o.data(), lse.data(),
-                             lengths.data(), step.data(), at(dqkv, 0), at(dqkv, m), at(dqkv, 2 * m),
-                             workspace.data());
-    };
-    auto set_step = [&](int32_t value) { gpu->copy_from_host(step.data(), &value, sizeof(value)); };
-    // The tensors' own columns (the buffers' padding is nobody's).
-    const size_t o_rows = static_cast<size_t>(c.query_len) * c.batch;
-    auto o_values = [&] { return columns_of(o.values(), o_rows, g.o_stride, 0, m); };
-    auto gradient_values = [&] { return columns_of(dqkv.values(), rows, width, 0, 3 * m); };
+  // replay before it. Transformer's length (dQ beside dK and dV) and one past two key tiles (the
+  // mma.sync kernels), in every type and in fp32 under TF32.
+  const AttentionCase cases[] = {{"graph", 4, 8, 100, 100, 64, true, 0.1f, {100, 80, 1, 57}, true},
+                                 {"graph 300", 2, 4, 300, 300, 64, true, 0.1f, {300, 250}, true}};
+  struct Run {
+    DataType type;
+    bool tf32;
+  };
+  const Run runs[] = {
+      {DataType::f32, false}, {DataType::f32, true}, {DataType::f16, false}, {DataType::bf16, false}};
+  for (const AttentionCase& c : cases) {
+    for (const Run& each : runs) {
+      const DataType type = each.type;
+      const std::string what = " " + c.name + (each.tf32 ? " under tf32" : "") + type_suffix(type);
+      auto gpu = make_gpu();
+      set_tf32(*gpu, each.tf32);
+      Backend& ops = gpu->ops();
+      const AttentionGeometry g = geometry_of(c, type);
+      const AttentionLayout layout = layout_of(c);
+      const size_t rows = layout.rows[0];
+      const int width = layout.widths[0];
+      const size_t o_count = static_cast<size_t>(c.query_len) * c.batch * g.o_stride;
+      const int m = g.model_dim();
+      GpuTensor qkv(*gpu, type, random_of(type, rows * width, 1900, -2.0f, 2.0f)), dqkv(*gpu, type, rows * width),
+          o(*gpu, type, o_count), d_o(*gpu, type, random_of(type, o_count, 1901));
+      GpuArray<float> lse(*gpu, g.lse_count());
+      GpuArray<int32_t> lengths(*gpu, c.key_lengths), step(*gpu, std::vector<int32_t>{0});
+      Buffer workspace = allocate_at_least_one(*gpu, ops.attention_workspace_bytes(g));
+      auto at = [&](GpuTensor& t, int column) {
+        return static_cast<char*>(t.data()) + column * data_type_bytes(type);
+      };
+      auto run = [&] {
+        ops.attention_forward(g, at(qkv, 0), at(qkv, m), at(qkv, 2 * m), lengths.data(), step.data(), o.data(),
+                              lse.data(), workspace.data());
+        ops.attention_backward(g, at(qkv, 0), at(qkv, m), at(qkv, 2 * m), o.data(), d_o.data(), lse.data(),
+                               lengths.data(), step.data(), at(dqkv, 0), at(dqkv, m), at(dqkv, 2 * m),
+                               workspace.data());
+      };
+      auto set_step = [&](int32_t value) { gpu->copy_from_host(step.data(), &value, sizeof(value)); };
+      // The tensors' own columns (the buffers' padding is nobody's).
+      const size_t o_rows = static_cast<size_t>(c.query_len) * c.batch;
+      auto o_values = [&] { return columns_of(o.values(), o_rows, g.o_stride, 0, m); };
+      auto gradient_values = [&] { return columns_of(dqkv.values(), rows, width, 0, 3 * m); };
 
-    std::vector<std::vector<float>> eager_o, eager_grads;
-    for (int32_t s : {3, 4}) {
-      set_step(s);
-      run();
-      eager_o.push_back(o_values());
-      eager_grads.push_back(gradient_values());
-      run();
-      check_same_values(o_values(), eager_o.back(), "attention o, second run" + type_suffix(type));
-      check_same_values(gradient_values(), eager_grads.back(),
-                        "attention gradients, second run" + type_suffix(type));
-    }
-    CHECK(eager_o[0] != eager_o[1]);
-    CHECK(eager_grads[0] != eager_grads[1]);
+      std::vector<std::vector<float>> eager_o, eager_grads;
+      for (int32_t s : {3, 4}) {
+        set_step(s);
+        run();
+        eager_o.push_back(o_values());
+        eager_grads.push_back(gradient_values());
+        run();
+        check_same_values(o_values(), eager_o.back(), "attention o, second run" + what);
+        check_same_values(gradient_values(), eager_grads.back(),
+                          "attention gradients, second run" + what);
+      }
+      CHECK(eager_o[0] != eager_o[1]);
+      CHECK(eager_grads[0] != eager_grads[1]);
 
-    std::unique_ptr<CapturedWork> graph = gpu->capture(run);
-    REQUIRE(graph != nullptr);
-    for (int32_t s : {3, 4}) {
-      set_step(s);
-      o.upload(random_vector(o_count, 1902));  // cleared: the replay must write it again
-      dqkv.upload(random_vector(rows * width, 1903));
-      graph->launch();
-      gpu->synchronize();
-      check_same_values(o_values(), eager_o[s - 3],
-                        "attention o, replay at step " + std::to_string(s) + type_suffix(type));
-      check_same_values(gradient_values(), eager_grads[s - 3],
-                        "attention gradients, replay at step " + std::to_string(s) + type_suffix(type));
+      std::unique_ptr<CapturedWork> graph = gpu->capture(run);
+      REQUIRE(graph != nullptr);
+      for (int32_t s : {3, 4}) {
+        set_step(s);
+        o.upload(random_vector(o_count, 1902));  // cleared: the replay must write it again
+        dqkv.upload(random_vector(rows * width, 1903));
+        graph->launch();
+        gpu->synchronize();
+        check_same_values(o_values(), eager_o[s - 3],
+                          "attention o, replay at step " + std::to_string(s) + what);
+        check_same_values(gradient_values(), eager_grads[s - 3],
+                          "attention gradients, replay at step " + std::to_string(s) + what);
+      }
     }
   }
 }

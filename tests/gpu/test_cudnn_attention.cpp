@@ -3,7 +3,8 @@
 // checked to have run; under --deterministic, or forced to dpbench's kernels, it does not run;
 // summary.math_paths counts it; it replays from a captured CUDA graph; and for gpt's own shape
 // (batch 16, 12 heads of 64, 1024 tokens, packed QKV) the set-up's timing of both paths is
-// printed with a wall-clock measurement of each.
+// printed with a wall-clock measurement of each, and dpbench's kernels' forward and backward
+// times in TF32 and bf16 (where cuDNN cannot or may not run).
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
@@ -47,6 +48,22 @@ std::unique_ptr<Device> gpu_with_attention_path(const std::string& path) {
   auto gpu = make_exact_gpu();
   set_attention_path(*gpu, path);
   return gpu;
+}
+
+// GPT-2 124M's attention at batch 16: 12 heads of 64, 1024 tokens, causal, Q|K|V packed in rows
+// of 2304.
+AttentionGeometry gpt_geometry(DataType type) {
+  AttentionGeometry g;
+  g.batch = 16;
+  g.heads = 12;
+  g.query_len = g.key_len = 1024;
+  g.head_dim = 64;
+  g.type = type;
+  g.causal = true;
+  g.scale = 0.125f;
+  g.q_stride = g.k_stride = g.v_stride = 3 * 768;
+  g.o_stride = 768;
+  return g;
 }
 
 }  // namespace
@@ -174,19 +191,9 @@ TEST_CASE("cudnn fused attention replays from a CUDA graph", "[gpu][transformer]
 }
 
 TEST_CASE("cudnn fused attention and dpbench's kernels timed at gpt's shape", "[gpu][transformer][attention_timing]") {
-  // GPT-2 124M's attention at batch 16: 12 heads of 64, 1024 tokens, causal, Q|K|V packed in rows
-  // of 2304. The set-up's timing (3 runs of each pass after one) decides; then each path, forced,
+  // gpt's shape (gpt_geometry). The set-up's timing (3 runs of each pass after one) decides; then each path, forced,
   // runs 10 forward + backward pairs, timed by the wall clock around them.
-  AttentionGeometry g;
-  g.batch = 16;
-  g.heads = 12;
-  g.query_len = g.key_len = 1024;
-  g.head_dim = 64;
-  g.type = DataType::bf16;
-  g.causal = true;
-  g.scale = 0.125f;
-  g.q_stride = g.k_stride = g.v_stride = 3 * 768;
-  g.o_stride = 768;
+  const AttentionGeometry g = gpt_geometry(DataType::bf16);
   {
     auto gpu = gpu_with_attention_path("fastest");
     gpu->ops().attention_workspace_bytes(g);
@@ -229,5 +236,52 @@ TEST_CASE("cudnn fused attention and dpbench's kernels timed at gpt's shape", "[
                   choice.cudnn ? "cuDNN" : "dpbench's", ms, 12 * ms);
     WARN(line << "; " << choice.reason);
     CHECK(choice.cudnn == (path == "cudnn"));
+  }
+}
+
+TEST_CASE("dpbench's attention kernels timed at gpt's shape in TF32 and bf16", "[gpu][transformer][attention_timing]") {
+  // The kernels cuDNN's fused attention cannot stand in for: fp32 data under TF32 (cuDNN has no
+  // fp32 fused attention) and bf16 under --deterministic. Forward and backward each run 20 times
+  // after one, timed by the wall clock around them; per layer and for gpt's 12.
+  for (DataType type : {DataType::f32, DataType::bf16}) {
+    const AttentionGeometry g = gpt_geometry(type);
+    auto gpu = gpu_with_attention_path("own");
+    set_tf32(*gpu, true);
+    Backend& ops = gpu->ops();
+    const size_t rows = static_cast<size_t>(g.query_len) * g.batch, element = data_type_bytes(type);
+    Buffer qkv = gpu->allocate(rows * g.q_stride * element), dqkv = gpu->allocate(rows * g.q_stride * element),
+           o = gpu->allocate(rows * g.o_stride * element), d_o = gpu->allocate(rows * g.o_stride * element),
+           lse = gpu->allocate(g.lse_count() * sizeof(float));
+    ops.fill(type, qkv.data(), rows * g.q_stride, 0.01f);
+    ops.fill(type, d_o.data(), rows * g.o_stride, 0.01f);
+    Buffer workspace = allocate_at_least_one(*gpu, ops.attention_workspace_bytes(g));
+    auto at = [&](const Buffer& b, int column) { return static_cast<char*>(b.data()) + column * element; };
+    auto forward = [&] {
+      ops.attention_forward(g, at(qkv, 0), at(qkv, 768), at(qkv, 1536), nullptr, nullptr, o.data(),
+                            static_cast<float*>(lse.data()), workspace.data());
+    };
+    auto backward = [&] {
+      ops.attention_backward(g, at(qkv, 0), at(qkv, 768), at(qkv, 1536), o.data(), d_o.data(),
+                             static_cast<const float*>(lse.data()), nullptr, nullptr, at(dqkv, 0), at(dqkv, 768),
+                             at(dqkv, 1536), workspace.data());
+    };
+    auto milliseconds = [&](const auto& pass) {
+      pass();
+      gpu->synchronize();
+      constexpr int kRuns = 20;
+      const auto start = std::chrono::steady_clock::now();
+      for (int run = 0; run < kRuns; ++run) pass();
+      gpu->synchronize();
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / kRuns;
+    };
+    const double forward_ms = milliseconds(forward), backward_ms = milliseconds(backward);
+    char line[200];
+    std::snprintf(line, sizeof(line),
+                  "gpt shape, dpbench's kernels in %s: forward %.3f ms, backward %.3f ms per layer "
+                  "(x12 layers: %.2f + %.2f = %.2f ms)",
+                  type == DataType::f32 ? "tf32" : "bf16", forward_ms, backward_ms, 12 * forward_ms,
+                  12 * backward_ms, 12 * (forward_ms + backward_ms));
+    WARN(line);
+    CHECK(!choice_of(*gpu, g).cudnn);
   }
 }
