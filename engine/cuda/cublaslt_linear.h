@@ -17,7 +17,9 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -56,6 +58,15 @@ class CublasLtLinear {
   float choose_fastest_algorithm(cudaStream_t stream, Pass pass, DataType type, int rows, int in, int out,
                                  const std::function<void()>& run);
 
+  // What the plans promise cuBLASLt of every operand's address (bias and aux included): a 16-bit
+  // parameter copy's tensors start 128 bytes apart (ParameterLayout::kTensorAlignment, 64
+  // elements), buffers of their own 256.
+  static constexpr uintptr_t kOperandAlignment = 128;
+  static bool operands_aligned(std::initializer_list<const void*> pointers) {
+    for (const void* pointer : pointers)
+      if (reinterpret_cast<uintptr_t>(pointer) % kOperandAlignment != 0) return false;
+    return true;
+  }
   // Whether `then` is an epilogue cuBLASLt has (no ReLU, no dropout).
   static bool forward_takes(const RowBiasEpilogue& then) { return !then.relu && then.dropout.rate <= 0.0f; }
   // bias (out) of `type`: the weight copy's (Note [linear epilogues]). Every run below needs the

@@ -145,7 +145,8 @@ void CudaBackend::linear_forward(DataType type, const void* x, const void* weigh
                                  const void* bias_copy, int rows, int in, int out, void* y,
                                  const RowBiasEpilogue& then) {
   check_row_bias_epilogue(then, y, "CudaBackend::linear_forward");
-  if (!linear_forward_fused(type, rows, in, out, then)) {
+  if (!CublasLtLinear::operands_aligned({x, weights, bias_copy, y, then.residual, then.out, then.activated}) ||
+      !linear_forward_fused(type, rows, in, out, then)) {
     linear_forward_in_two_ops(*this, type, x, weights, bias, rows, in, out, y, then);
     return;
   }
@@ -158,7 +159,8 @@ int CudaBackend::linear_backward_launches(DataType type, int rows, int in, int o
                              linear_pass_fused(LinearPass::weight_gradient_bgradb, type, rows, in, out);
   const bool fused_gelu = input_gradient && gelu &&
                           linear_pass_fused(LinearPass::input_gradient_dgelu_bgrad, type, rows, in, out);
-  // A fused GELU's product, then u's bias gradient converted to fp32.
+  // A fused GELU's product, then u's bias gradient converted to fp32. (Counted by shape: a call with an
+  // operand off CublasLtLinear::kOperandAlignment runs the plain ops whatever the count said.)
   return (fused_weights ? 1 : linear_weight_gradient_in_ops_launches(bias)) +
          (fused_gelu ? 2 : linear_input_gradient_in_ops_launches(input_gradient, gelu));
 }
@@ -167,12 +169,12 @@ void CudaBackend::linear_backward(DataType type, const void* x, const void* dy, 
                                   int out, float* dweights, float* dbias, void* dx, bool accumulate,
                                   const GeluInputGradient& gelu) {
   check_linear_backward(dx, accumulate, gelu, "CudaBackend::linear_backward");
-  if (dbias != nullptr &&
+  if (dbias != nullptr && CublasLtLinear::operands_aligned({x, dy, dweights, dbias}) &&
       linear_pass_fused(LinearPass::weight_gradient_bgradb, type, rows, in, out))
     linear_epilogues().weight_gradient(stream_, type, x, dy, rows, in, out, dweights, dbias);
   else
     linear_weight_gradient_in_ops(*this, type, x, dy, rows, in, out, dweights, dbias);
-  if (dx != nullptr && gelu.input != nullptr &&
+  if (dx != nullptr && gelu.input != nullptr && CublasLtLinear::operands_aligned({dy, weights, gelu.input, dx}) &&
       linear_pass_fused(LinearPass::input_gradient_dgelu_bgrad, type, rows, in, out)) {
     CublasLtLinear& lt = linear_epilogues();
     lt.gelu_input_gradient(stream_, type, dy, weights, gelu.input, rows, in, out, dx);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/backends.h"
+#include "engine/cuda/cuda_controls.h"
 #include "engine/reference/reference_device.h"
 #include "tests/host/model_probe.h"
 
@@ -31,6 +32,7 @@ inline void check_gpu_matches_reference(const Model& model, int batch, DataType 
   REQUIRE(largest > 0);
   const double worst = gradient_difference(a, b).largest;
   INFO("largest gradient " << largest << ", largest difference " << worst);
+  INFO("paths: " << math_paths(gpu.device()).dump());
   CHECK(worst <= tolerance * largest);
 }
 
