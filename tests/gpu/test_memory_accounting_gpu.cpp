@@ -54,12 +54,13 @@ TEST_CASE("the accounted bytes are what the GPU says the run took, beside the li
                   << record.reported_used_bytes / kMiB << " MiB, at the device's creation "
                   << record.reported_used_at_creation_bytes / kMiB << " MiB, libraries and rounding "
                   << libraries_bytes(record) / kMiB << " MiB");
-    // What is left is the cuBLAS and cuDNN handles (cuBLAS keeps a workspace of up to 32 MiB per
-    // handle on sm_90; a run makes one handle pair per stream it uses, two here) and the rounding
-    // of six buffers to 2 MiB pages: 64 MiB for the handles and 16 for the rounding bound it, and
-    // it cannot be below 0 but for another process freeing memory meanwhile (a 16 MiB margin).
+    // What is left is the cuBLAS and cuDNN handles and the rounding: cuBLAS keeps a workspace of
+    // up to 32 MiB per handle on sm_90, a device makes a cuBLAS and a cuDNN handle per stream it
+    // uses (three at most: compute, communication, copy), a cuDNN handle takes a few MiB, and six
+    // buffers round up by at most 2 MiB each: 3 x 32 + 16 + 16 = 128 MiB bound it. It cannot be
+    // below 0 but for another process freeing memory meanwhile (a 16 MiB margin).
     CHECK(libraries_bytes(record) >= -16 * kMiB);
-    CHECK(libraries_bytes(record) <= 80 * kMiB);
+    CHECK(libraries_bytes(record) <= 128 * kMiB);
     records.push_back(record);
   }
   // Between the two batches only the batch-sized buffers differ; the handles are the same, so
