@@ -288,8 +288,9 @@ void measure_rank(const Measurement& m, Device& device, int local, std::vector<C
   const StreamKind stream = StreamKind::communication;
   device.make_current();
   const BenchShape largest = shape_of(options.collective, m.sizes.back(), m.ranks, options.type);
-  Buffer send = device.allocate(largest.send_elements * data_type_bytes(options.type));
-  Buffer recv = device.allocate(largest.recv_elements * data_type_bytes(options.type));
+  const MemoryTag buffers{MemoryCategory::communication, "comm_bench"};
+  Buffer send = device.allocate(largest.send_elements * data_type_bytes(options.type), buffers);
+  Buffer recv = device.allocate(largest.recv_elements * data_type_bytes(options.type), buffers);
   fill_inputs(device, send.data(), largest.send_elements, options.type, m.first_rank + local);
   std::unique_ptr<Event> start = device.create_event(true), stop = device.create_event(true);
   check_before_timing(m, device, local, send.data(), recv.data());

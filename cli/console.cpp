@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "reports/memory_summary.h"
 #include "reports/statistics.h"
 #include "dpbench_version.h"
 
@@ -265,6 +266,8 @@ std::string format_summary(const Result& result) {
                                           s.param_norm, s.num_parameters));
   const std::string gpus = describe_telemetry(s.gpu_telemetry);
   if (!gpus.empty()) text += row("GPUs:", gpus);
+  const std::string memory = describe_memory(s.memory);
+  if (!memory.empty()) text += row("Memory:", memory);
   text += std::string(64, '-') + "\n";
   return text;
 }

@@ -29,6 +29,7 @@
 #include "models/batch_sources.h"
 #include "models/model_registry.h"
 #include "reports/backward_timeline.h"
+#include "reports/memory_summary.h"
 #include "reports/result_assembly.h"
 #include "reports/result_json.h"
 #include "strategies/strategy_registry.h"
@@ -372,6 +373,8 @@ Result run_benchmark(const ParsedRunFlags& flags) {
       measured.measured_from, measured.measured_until, result.summary.measured_steps,
       result.summary.items_per_sec * result.summary.total_time_s);
   if (group != nullptr) result.summary.gpu_telemetry["scope"] = "the GPU of rank " + std::to_string(group->rank());
+  add_nvml_memory_figures(result.summary.gpu_telemetry, static_cast<size_t>(config.process_rank) * devices.size(),
+                          result.summary.memory);
   if (group != nullptr) describe_every_process(*group, result.environment);
   print(format_summary(result));
   const bool writes_result = !path.empty() && (per_rank || config.process_rank == 0);

@@ -46,7 +46,7 @@ class CnnReplica : public ModelReplica {
       : model_(model),
         device_(device),
         network_(model.network(), device, params, shard, !model.forward_only()),
-        labels_(device.allocate(sizeof(int32_t) * shard.batch_size)),
+        labels_(device.allocate(sizeof(int32_t) * shard.batch_size, MemoryTag{MemoryCategory::data, "labels"})),
         loss_(device, shard.batch_size, model.images().classes) {
     fill_synthetic_images(shard);
     device.ops().fill_labels_by_index(labels_.as<int32_t>(), shard.batch_size, shard.seed,
@@ -85,7 +85,7 @@ class CnnReplica : public ModelReplica {
     }
     Tensor4 shape = stored;
     shape.type = DataType::f32;
-    Buffer staging = device_.allocate(shape.bytes());
+    Buffer staging = device_.allocate(shape.bytes(), kSyntheticImages);
     fill_fp32_images(shard, shape, staging.as<float>());
     device_.ops().convert(DataType::f32, staging.data(), stored.type, network_.values(input),
                           shape.count());
@@ -105,8 +105,8 @@ class CnnReplica : public ModelReplica {
     const Tensor4 nchw{shape.n, shape.c, shape.h, shape.w, DataFormat::nchw};
     const Tensor4 plane_nchw{shape.n, 1, shape.h, shape.w, DataFormat::nchw};
     const Tensor4 plane_nhwc{shape.n, 1, shape.h, shape.w, DataFormat::nhwc};
-    Buffer drawn = device_.allocate(sizeof(float) * nchw.count());
-    Buffer plane = device_.allocate(sizeof(float) * plane_nchw.count());
+    Buffer drawn = device_.allocate(sizeof(float) * nchw.count(), kSyntheticImages);
+    Buffer plane = device_.allocate(sizeof(float) * plane_nchw.count(), kSyntheticImages);
     ops.fill_uniform_by_index(drawn.as<float>(), nchw.count(), shard.seed, kRandomStreamInputs,
                               first_index, -1.0f, 1.0f);
     for (int c = 0; c < shape.c; ++c) {
@@ -116,6 +116,8 @@ class CnnReplica : public ModelReplica {
     device_.synchronize();  // the temporaries must outlive the copies
   }
 
+  // The temporaries of making the images, gone before the first step.
+  inline static const MemoryTag kSyntheticImages{MemoryCategory::scratch, "synthetic images"};
   const CnnModel& model_;
   Device& device_;
   NetworkReplica network_;

@@ -209,11 +209,12 @@ void Network::finalize(TensorId logits) {
 }
 
 void Network::plan_buffers() {
-  auto new_buffer = [&](const Tensor4& shape) {
+  auto new_buffer = [&](const Tensor4& shape, MemoryTag tag) {
     buffer_bytes_.push_back(shape.bytes());
+    buffer_tags_.push_back(std::move(tag));
     return static_cast<int>(buffer_bytes_.size()) - 1;
   };
-  tensors_[0].value_buffer = new_buffer(tensors_[0].shape);
+  tensors_[0].value_buffer = new_buffer(tensors_[0].shape, MemoryTag{MemoryCategory::data, "input"});
   for (Node& node : nodes_) {
     TensorInfo& out = tensors_[node.output];
     if (node.layer->can_run_in_place() && !node.inputs.empty()) {
@@ -230,12 +231,13 @@ void Network::plan_buffers() {
     } else {
       // A node whose work a later one does produces nothing (prepare_for_inference).
       if (node.fused_away) continue;
-      out.value_buffer = new_buffer(out.shape);
+      out.value_buffer = new_buffer(out.shape, MemoryTag{MemoryCategory::activations, node.layer->name()});
       // The fused loss turns the logits into their gradient, so they share a buffer; inference
       // needs no other gradient.
       out.gradient_buffer = node.output == logits_ ? out.value_buffer
-                            : inference_only_      ? -1
-                                                   : new_buffer(out.shape);
+                            : inference_only_
+                                ? -1
+                                : new_buffer(out.shape, MemoryTag{MemoryCategory::scratch, node.layer->name()});
     }
   }
   const Node& logits_producer = nodes_[tensors_[logits_].producer];
@@ -286,15 +288,16 @@ void Network::initialize(uint64_t seed, std::vector<float>& host_params) const {
 NetworkReplica::NetworkReplica(const Network& network, Device& device, ParameterSet& params,
                                const ReplicaShard& shard, bool training)
     : network_(network), device_(device), params_(params) {
-  for (size_t bytes : network.buffer_bytes()) buffers_.push_back(device.allocate(bytes));
+  for (size_t b = 0; b < network.buffer_bytes().size(); ++b)
+    buffers_.push_back(device.allocate(network.buffer_bytes()[b], network.buffer_tags()[b]));
   Backend& ops = device.ops();
   size_t workspace_bytes = 0;
   for (const Network::Node& node : network.nodes()) {
     states_.push_back(node.layer->create_state(device, shard));
     workspace_bytes = std::max(workspace_bytes, node.layer->workspace_bytes(ops));
   }
-  workspace_ = device.allocate(workspace_bytes);
-  scratch_ = device.allocate(network.scratch_bytes());
+  workspace_ = device.allocate(workspace_bytes, MemoryTag{MemoryCategory::workspaces, "network"});
+  scratch_ = device.allocate(network.scratch_bytes(), MemoryTag{MemoryCategory::scratch, "network"});
 
   const std::vector<Network::Node>& nodes = network.nodes();
   // The convolutions sized their workspace above, which is where the backend decided, per shape,
@@ -306,7 +309,8 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
           !ops.conv2d_forward_statistics_fused(conv->geometry()))
         continue;
       const size_t sums = 2 * static_cast<size_t>(conv->geometry().output.c);  // sums, then sums of squares
-      statistics_.emplace(node.output, device.allocate(sizeof(float) * sums));
+      const MemoryTag kept{MemoryCategory::activations, node.layer->name()};
+      statistics_.emplace(node.output, device.allocate(sizeof(float) * sums, kept));
     }
   }
   auto statistics_of = [&](TensorId tensor) { return const_cast<float*>(statistics(tensor)); };

@@ -100,6 +100,9 @@ class Network {
   int value_buffer(TensorId tensor) const { return tensors_.at(tensor).value_buffer; }
   int gradient_buffer(TensorId tensor) const { return tensors_.at(tensor).gradient_buffer; }
   const std::vector<size_t>& buffer_bytes() const { return buffer_bytes_; }
+  // What each buffer holds and whose it is: the input batch (data), a node's output (activations,
+  // owned by the node's layer) or its gradient (scratch: needed only while backward passes it).
+  const std::vector<MemoryTag>& buffer_tags() const { return buffer_tags_; }
   // Bytes of scratch for input gradients that are computed apart and then added (0: none).
   size_t scratch_bytes() const { return scratch_bytes_; }
   // Whether a tensor's producer may make batch norm's statistics for its reader
@@ -138,6 +141,7 @@ class Network {
   std::map<std::string, int> node_by_name_;
   TensorId logits_ = -1;
   std::vector<size_t> buffer_bytes_;
+  std::vector<MemoryTag> buffer_tags_;
   size_t scratch_bytes_ = 0;
   bool finalized_ = false;
   bool inference_only_ = false;

@@ -82,11 +82,11 @@ TrivialReplica::TrivialReplica(const TrivialModel& model, Device& device, Parame
       device_(device),
       params_(params),
       batch_(shard.batch_size),
-      images_(device.allocate(sizeof(float) * batch_ * kInputs)),
-      labels_(device.allocate(sizeof(int32_t) * batch_)),
-      hidden_(device.allocate(sizeof(float) * batch_ * kHidden)),
-      logits_(device.allocate(sizeof(float) * batch_ * kClasses)),
-      dhidden_(device.allocate(sizeof(float) * batch_ * kHidden)),
+      images_(device.allocate(sizeof(float) * batch_ * kInputs, MemoryTag{MemoryCategory::data, "input"})),
+      labels_(device.allocate(sizeof(int32_t) * batch_, MemoryTag{MemoryCategory::data, "labels"})),
+      hidden_(device.allocate(sizeof(float) * batch_ * kHidden, MemoryTag{MemoryCategory::activations, "hidden"})),
+      logits_(device.allocate(sizeof(float) * batch_ * kClasses, MemoryTag{MemoryCategory::activations, "logits"})),
+      dhidden_(device.allocate(sizeof(float) * batch_ * kHidden, MemoryTag{MemoryCategory::scratch, "hidden"})),
       loss_(device, batch_, kClasses) {
   // Sample s of the global batch is the same wherever it lands, so any sharding sees the same data.
   Backend& ops = device.ops();

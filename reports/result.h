@@ -1,4 +1,4 @@
-// Result: one benchmark run as dpbench records it (DESIGN section 6, schema_version 1).
+// Result: one benchmark run as dpbench records it (DESIGN section 6; its schema version below).
 // Plain data; reports/result_json.* reads and writes it, reports/statistics.* fills the summary.
 #pragma once
 
@@ -14,9 +14,11 @@ namespace dpbench {
 
 // 2: summary.comm.messages_per_step, a copy of collectives_per_step, is gone. A version-1 result
 // reads as it always did (the extra key is ignored), so both are read.
-constexpr int kResultSchemaVersion = 2;
+// 3: summary.memory, where every device byte went (README, "Memory"). Older results read
+// without it (an empty object).
+constexpr int kResultSchemaVersion = 3;
 constexpr int kOldestReadableSchemaVersion = 1;
-// "1 to 2", for messages about versions this dpbench cannot read.
+// "1 to 3", for messages about versions this dpbench cannot read.
 inline std::string readable_schema_versions() {
   return std::to_string(kOldestReadableSchemaVersion) + " to " + std::to_string(kResultSchemaVersion);
 }
@@ -101,6 +103,9 @@ struct Summary {
   nlohmann::json breakdown = nlohmann::json::object();
   // The model's FLOPs per step and the throughput and MFU they make; see "Result JSON" in README.md.
   nlohmann::json flops = nlohmann::json::object();
+  // Per device, the bytes of each allocation category at the peaks and in steady state, beside
+  // what the device reports (reports/memory_summary.h); empty in results before schema 3.
+  nlohmann::json memory = nlohmann::json::object();
   // With --trace_file: when backward produced each gradient range, and the step's parts, averaged
   // over the traced measured steps (reports/backward_timeline.h); `dpbench predict` reads it.
   nlohmann::json timeline = nlohmann::json::object();

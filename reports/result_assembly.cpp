@@ -5,6 +5,7 @@
 #include <array>
 #include <string>
 
+#include "reports/memory_summary.h"
 #include "reports/statistics.h"
 
 namespace dpbench {
@@ -208,6 +209,7 @@ Result assemble_result(const ResultInputs& run) {
   if (fed) describe_data_waits(run, result.steps, measured_steps, summary.data);
   if (!run.measured.epoch_time_s.empty()) describe_epochs(run, summary.data);
   summary.flops = describe_flops(run, summary);
+  summary.memory = memory_summary_to_json(run.measured.memory);
   if (!run.measured.step_phases.empty() && measured_steps > 0)
     summary.breakdown = describe_breakdown(run, summary);
   return result;

@@ -1,4 +1,4 @@
-// Result <-> JSON (DESIGN section 6, schema_version 1) and crash-safe result files.
+// Result <-> JSON (DESIGN section 6; the schema's version in result.h) and crash-safe result files.
 #include "reports/result_json.h"
 
 #include <cmath>
@@ -52,7 +52,8 @@ json summary_to_json(const Summary& summary) {
                   {"data", summary.data},
                   {"gpu_telemetry", summary.gpu_telemetry},
                   {"breakdown", summary.breakdown},
-                  {"flops", summary.flops}};
+                  {"flops", summary.flops},
+                  {"memory", summary.memory}};
   // Only runs with --trace_file have it (reports/backward_timeline.h).
   if (!summary.timeline.empty()) object["timeline"] = summary.timeline;
   return object;
@@ -236,6 +237,8 @@ Summary summary_from_json(const json& document) {
   if (object.contains("gpu_telemetry")) summary.gpu_telemetry = object_member(object, where, "gpu_telemetry");
   if (object.contains("flops")) summary.flops = object_member(object, where, "flops");
   if (object.contains("breakdown")) summary.breakdown = object_member(object, where, "breakdown");
+  // Schema 3 on: older results have no memory accounting.
+  if (object.contains("memory")) summary.memory = object_member(object, where, "memory");
   if (object.contains("timeline")) summary.timeline = object_member(object, where, "timeline");
   return summary;
 }

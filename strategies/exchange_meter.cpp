@@ -8,7 +8,7 @@ enum Slot { kTransferStart = 0, kTransferTotal = 1, kWaitStart = 2, kWaitTotal =
 }
 
 ExchangeMeter::ExchangeMeter(Device& device) : device_(&device) {
-  clocks_ = device.allocate(kSlots * sizeof(int64_t));
+  clocks_ = device.allocate(kSlots * sizeof(int64_t), MemoryTag{MemoryCategory::trace, "exchange meter"});
   const int64_t zeros[kSlots] = {0, 0, 0, 0};
   device.copy_from_host(clocks_.data(), zeros, sizeof(zeros));
 }

@@ -160,12 +160,16 @@ void ParameterServerStrategy::prepare(const ParameterLayout& layout) {
   host.host = create_host_device();
   host.optimizer = std::make_unique<Optimizer>(*host.host, replicas().front().optimizer->config(), count);
   Device& first = *replicas().front().device;
-  host.master = first.allocate_host_visible(count * sizeof(float));
-  host.gradient_sum = first.allocate_host_visible(count * sizeof(float));
+  // Pinned host memory, counted beside device 0's (Note [pinned host memory in the ledger]).
+  host.master =
+      first.allocate_host_visible(count * sizeof(float), MemoryTag{MemoryCategory::parameters, "parameter_server"});
+  host.gradient_sum =
+      first.allocate_host_visible(count * sizeof(float), MemoryTag{MemoryCategory::gradients, "parameter_server"});
   first.copy_to_host(host.master.data(), replicas().front().parameters->parameters(), count * sizeof(float));
   for (const Replica& replica : replicas()) {
     replica.device->make_current();
-    host.staging.push_back(replica.device->allocate_host_visible(count * sizeof(float)));
+    host.staging.push_back(replica.device->allocate_host_visible(
+        count * sizeof(float), MemoryTag{MemoryCategory::communication, "parameter_server"}));
     host.staged.push_back(replica.device->create_event(false));
     host.fetched.push_back(replica.device->create_event(false));
     host.backward_end.push_back(replica.device->create_event(false));

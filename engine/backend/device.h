@@ -7,12 +7,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/backend/backend.h"
 #include "engine/backend/backend_kind.h"
 #include "engine/backend/device_timeline.h"
 #include "engine/data_type.h"
+#include "engine/machine/memory_ledger.h"
 
 namespace dpbench {
 
@@ -43,7 +45,8 @@ class Event {
   virtual double elapsed_ms_since(const Event& start) const = 0;
 };
 
-// Owning handle to device (or host-visible) memory; the deleter knows how to free it.
+// Owning handle to device (or host-visible) memory; the deleter knows how to free it, and its
+// ledger entry takes it off the device's MemoryLedger when it goes.
 class Buffer {
  public:
   using Deleter = void (*)(void*);
@@ -57,6 +60,7 @@ class Buffer {
       data_ = other.data_;
       bytes_ = other.bytes_;
       deleter_ = other.deleter_;
+      entry_ = std::move(other.entry_);
       other.data_ = nullptr;
       other.bytes_ = 0;
     }
@@ -70,15 +74,19 @@ class Buffer {
   T* as() const { return static_cast<T*>(data_); }
   size_t bytes() const { return bytes_; }
   explicit operator bool() const { return data_ != nullptr; }
+  // Device::allocate records each buffer it hands out here.
+  void account(LedgerEntry entry) { entry_ = std::move(entry); }
 
  private:
   void reset() {
     if (data_ && deleter_) deleter_(data_);
     data_ = nullptr;
+    entry_.release();
   }
   void* data_ = nullptr;
   size_t bytes_ = 0;
   Deleter deleter_ = nullptr;
+  LedgerEntry entry_;
 };
 
 // Work recorded once and replayed as a unit (a CUDA graph): one launch instead of one per kernel.
@@ -111,11 +119,24 @@ class Device {
   // device (enqueued()).
   virtual Backend& ops(StreamKind stream = StreamKind::compute) = 0;
 
-  // Device memory, uninitialised. Throws RuntimeError naming the size when memory runs out.
-  virtual Buffer allocate(size_t bytes) = 0;
+  // Device memory, uninitialised, recorded in memory() under `tag` for as long as the buffer
+  // lives: every allocation says what it holds and whose it is. Throws RuntimeError naming the
+  // size when memory runs out.
+  Buffer allocate(size_t bytes, const MemoryTag& tag);
   // Page-locked host memory that kernels can write directly (zero-copy); data() is valid on both
   // host and device. Used for per-step loss values, so reading them needs no copy in the step.
-  virtual Buffer allocate_host_visible(size_t bytes) = 0;
+  // Recorded as pinned host memory (Note [pinned host memory in the ledger]).
+  Buffer allocate_host_visible(size_t bytes, const MemoryTag& tag);
+
+  // Where this device's memory went (engine/machine/memory_ledger.h). Whatever allocates on the
+  // device outside allocate() (a backend's plans and workspaces) records itself here too.
+  MemoryLedger& memory() const { return *memory_; }
+  // What the device itself says is in use now (the GPU's used bytes from cudaMemGetInfo: every
+  // process's, its CUDA context included), and what it said when the device was made, before
+  // dpbench allocated anything (the context, and other processes). nullopt where the device says
+  // nothing (the reference backend: its memory is the process's heap).
+  virtual std::optional<uint64_t> reported_memory_used() const { return std::nullopt; }
+  virtual std::optional<uint64_t> reported_memory_used_at_creation() const { return std::nullopt; }
 
   // Blocking copies (they wait for all streams of the device to reach them first).
   virtual void copy_to_host(void* host_dst, const void* device_src, size_t bytes) = 0;
@@ -153,7 +174,13 @@ class Device {
   // work marks its spans here (engine/backend/step_trace.h).
   StepTrace& trace() { return *trace_; }
 
+ protected:
+  // The backends' allocations, before allocate() records them.
+  virtual Buffer allocate_memory(size_t bytes) = 0;
+  virtual Buffer allocate_host_visible_memory(size_t bytes) = 0;
+
  private:
+  std::shared_ptr<MemoryLedger> memory_;  // before trace_, which allocates through it
   std::unique_ptr<StepTrace> trace_;
   std::atomic<int64_t> enqueued_[kNumStreamKinds] = {};
 };

@@ -20,7 +20,8 @@ void StepTrace::prepare(int steps, bool nvtx) {
   steps_.assign(static_cast<size_t>(std::max(steps, 0)), TracedStep{});
   if (steps > 0) {
     device_.make_current();
-    table_ = std::make_unique<Buffer>(device_.allocate(sizeof(int64_t) * kSlotsPerStep * static_cast<size_t>(steps)));
+    table_ = std::make_unique<Buffer>(device_.allocate(sizeof(int64_t) * kSlotsPerStep * static_cast<size_t>(steps),
+                                                       MemoryTag{MemoryCategory::trace, "step trace"}));
   }
 }
 
@@ -190,7 +191,7 @@ DeviceTimeline StepTrace::collect(int device_index, const std::string& device_na
 }
 
 std::pair<int64_t, int64_t> calibrate_device_clock(Device& device) {
-  Buffer slot = device.allocate_host_visible(sizeof(int64_t));
+  Buffer slot = device.allocate_host_visible(sizeof(int64_t), MemoryTag{MemoryCategory::trace, "step trace"});
   volatile int64_t* seen = slot.as<int64_t>();
   int64_t lowest_upper = std::numeric_limits<int64_t>::max();
   int64_t highest_lower = std::numeric_limits<int64_t>::min();

@@ -69,7 +69,12 @@ struct CublasLtLinear::Plan {
   }
 };
 
-CublasLtLinear::CublasLtLinear() : workspace_(std::make_unique<DeviceMemory>(kWorkspaceBytes)) {
+// Its workspace and the plans' buffers, as the device's ledger names them.
+const MemoryTag kCublasLtMemory{MemoryCategory::workspaces, "cuBLASLt"};
+
+CublasLtLinear::CublasLtLinear(MemoryLedger& memory)
+    : memory_(memory),
+      workspace_(std::make_unique<DeviceMemory>(kWorkspaceBytes, memory, kCublasLtMemory)) {
   DPB_CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
 
@@ -207,7 +212,8 @@ CublasLtLinear::Plan* CublasLtLinear::plan(const Key& key) {
   plan->algo = plan->candidates.front();
   if (kind == Pass::input_gradient_dgelu_bgrad) {
     const size_t bytes = static_cast<size_t>(in) * data_type_bytes(type);
-    if (!u_bias_gradient_ || u_bias_gradient_->bytes() < bytes) u_bias_gradient_ = std::make_unique<DeviceMemory>(bytes);
+    if (!u_bias_gradient_ || u_bias_gradient_->bytes() < bytes)
+      u_bias_gradient_ = std::make_unique<DeviceMemory>(bytes, memory_, kCublasLtMemory);
   }
   Plan* made = plan.get();
   plans_.emplace(key, std::move(plan));

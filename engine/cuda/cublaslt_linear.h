@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/backend/backend.h"
+#include "engine/machine/memory_ledger.h"
 
 namespace dpbench {
 
@@ -39,7 +40,8 @@ enum class LinearPass : int { bias, bias_residual, gelu_aux_bias, weight_gradien
 
 class CublasLtLinear {
  public:
-  CublasLtLinear();
+  // Its workspace and plans' buffers are recorded in `memory`, the device's ledger.
+  explicit CublasLtLinear(MemoryLedger& memory);
   ~CublasLtLinear();
   CublasLtLinear(const CublasLtLinear&) = delete;
   CublasLtLinear& operator=(const CublasLtLinear&) = delete;
@@ -111,6 +113,7 @@ class CublasLtLinear {
   void run(cudaStream_t stream, Plan& plan, const void* a, const void* b, const void* c, void* d, float beta,
            const void* bias, const void* aux);
 
+  MemoryLedger& memory_;
   cublasLtHandle_t handle_ = nullptr;
   bool tf32_ = false;
   std::map<Key, std::unique_ptr<Plan>> plans_;  // null entries: shapes cuBLASLt does not fuse

@@ -77,7 +77,7 @@ void check_attention(const AttentionGeometry& g, const int32_t* step, const char
 struct AttentionScratch {
   DeviceMemory q, k, v, o, d_o, lse, dq, dk, dv, own_workspace;
 
-  AttentionScratch(const AttentionGeometry& g, cudaStream_t stream) {
+  AttentionScratch(const AttentionGeometry& g, cudaStream_t stream, MemoryLedger& memory) {
     const size_t element = data_type_bytes(g.type);
     const size_t q_rows = static_cast<size_t>(g.query_len) * g.batch,
                  kv_rows = static_cast<size_t>(g.key_len) * g.batch;
@@ -88,7 +88,7 @@ struct AttentionScratch {
                             q_rows * g.q_stride * element,  kv_rows * g.k_stride * element,
                             kv_rows * g.v_stride * element, cuda_kernels::attention_workspace_bytes(g)};
     for (size_t i = 0; i < std::size(buffers); ++i) {
-      *buffers[i] = DeviceMemory(bytes[i]);
+      *buffers[i] = DeviceMemory(bytes[i], memory, MemoryTag{MemoryCategory::scratch, "attention path timing"});
       DPB_CUDA_CHECK(cudaMemsetAsync(buffers[i]->data(), 0, std::max<size_t>(bytes[i], 1), stream));
     }
   }
@@ -107,7 +107,7 @@ std::string milliseconds_text(double forward_ms, double backward_ms) {
 }  // namespace
 
 CudnnAttention& CudaBackend::cudnn_attention() {
-  if (!attention_plans_->cudnn) attention_plans_->cudnn = std::make_unique<CudnnAttention>(cudnn_);
+  if (!attention_plans_->cudnn) attention_plans_->cudnn = std::make_unique<CudnnAttention>(cudnn_, memory_);
   return *attention_plans_->cudnn;
 }
 
@@ -131,7 +131,7 @@ AttentionChoice CudaBackend::choose_attention_path(const AttentionGeometry& g) {
     return choice;
   }
   try {
-    AttentionScratch scratch(g, stream_);
+    AttentionScratch scratch(g, stream_, memory_);
     const AttentionTensors t = scratch.tensors();
     CudnnAttention& cudnn = cudnn_attention();
     const std::string cudnn_refusal = cudnn.prepare(g, t);

@@ -36,12 +36,14 @@ cudaDataType_t cublas_data_type(DataType type) {
 
 }  // namespace
 
-CudaBackend::CudaBackend(cudaStream_t stream, cublasHandle_t cublas, cudnnHandle_t cudnn)
+CudaBackend::CudaBackend(cudaStream_t stream, cublasHandle_t cublas, cudnnHandle_t cudnn, MemoryLedger& memory)
     : stream_(stream),
       cublas_(cublas),
       cudnn_(cudnn),
-      bias_gradient_scratch_(
-          std::make_unique<DeviceMemory>(cuda_kernels::bias_gradient_scratch_floats() * sizeof(float))),
+      memory_(memory),
+      bias_gradient_scratch_(std::make_unique<DeviceMemory>(
+          cuda_kernels::bias_gradient_scratch_floats() * sizeof(float), memory,
+          MemoryTag{MemoryCategory::workspaces, "bias gradient partial sums"})),
       plans_(std::make_unique<CudnnPlans>()),
       rnn_plans_(std::make_unique<RnnPlans>()),
       attention_plans_(std::make_unique<AttentionPlans>()) {

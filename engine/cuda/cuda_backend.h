@@ -17,6 +17,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/cuda/cuda_controls.h"
+#include "engine/machine/memory_ledger.h"
 
 namespace dpbench {
 
@@ -39,8 +40,9 @@ struct AttentionTensors;
 class CudaBackend final : public Backend {
  public:
   // Binds `cublas` and `cudnn` to `stream` and sets cuBLAS's math mode; the handles must serve
-  // this backend only.
-  CudaBackend(cudaStream_t stream, cublasHandle_t cublas, cudnnHandle_t cudnn);
+  // this backend only. What the backend allocates itself (plans, workspaces, timing scratch) is
+  // recorded in `memory`, its device's ledger.
+  CudaBackend(cudaStream_t stream, cublasHandle_t cublas, cudnnHandle_t cudnn, MemoryLedger& memory);
   ~CudaBackend() override;
 
   BackendKind kind() const override { return BackendKind::cuda; }
@@ -136,6 +138,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_;
   cublasHandle_t cublas_;
   cudnnHandle_t cudnn_;
+  MemoryLedger& memory_;
   bool cudnn_benchmark_ = true;
   bool deterministic_ = false;
   bool tf32_gemm_ = false;  // set_tf32's choice, for the cuBLASLt plans made later

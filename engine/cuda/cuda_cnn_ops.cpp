@@ -250,7 +250,8 @@ void CudaBackend::pool_backward(const PoolGeometry& g, const void* x, const void
     const bool two_pass_may_run = !plan.backward.decided || plan.backward.own;
     if (two_pass_may_run && plan.max_positions.data() == nullptr && !stream_capturing(stream_)) {
       try {
-        plan.max_positions = DeviceMemory(cuda_kernels::max_pool_positions_bytes(shape));
+        plan.max_positions = DeviceMemory(cuda_kernels::max_pool_positions_bytes(shape), memory_,
+                                          MemoryTag{MemoryCategory::workspaces, "max-pool positions"});
       } catch (const RuntimeError&) {
         // cudaMalloc refused: the gather and cuDNN's need no buffer.
       }

@@ -79,11 +79,12 @@ auto first_usable_algorithm(const std::vector<Perf>& results, int returned, size
                      describe(g));
 }
 
-// Device memory held for one algorithm search only. Allocation failures are answers here (the
-// search then works with less), so they are cleared rather than left as the thread's last error.
+// Device memory held for one algorithm search only, recorded in the device's ledger as scratch
+// meanwhile. Allocation failures are answers here (the search then works with less), so they are
+// cleared rather than left as the thread's last error.
 class SearchScratch {
  public:
-  SearchScratch() = default;
+  explicit SearchScratch(MemoryLedger& memory) : memory_(memory) {}
   ~SearchScratch() {
     if (data_ != nullptr && cudaFree(data_) != cudaSuccess) (void)cudaGetLastError();
   }
@@ -94,12 +95,14 @@ class SearchScratch {
   void allocate(size_t bytes) {
     DPB_CUDA_CHECK(cudaMalloc(&data_, std::max<size_t>(bytes, 1)));
     bytes_ = bytes;
+    entry_ = memory_.record(kTag, MemoryPlace::device, bytes);
   }
   // Up to `bytes`, halving under memory pressure; may end with nothing.
   void allocate_at_most(size_t bytes) {
     for (; bytes >= (size_t{1} << 20); bytes /= 2) {
       if (cudaMalloc(&data_, bytes) == cudaSuccess) {
         bytes_ = bytes;
+        entry_ = memory_.record(kTag, MemoryPlace::device, bytes);
         return;
       }
       (void)cudaGetLastError();
@@ -109,10 +112,14 @@ class SearchScratch {
   }
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  MemoryLedger& memory() const { return memory_; }
 
  private:
+  inline static const MemoryTag kTag{MemoryCategory::scratch, "convolution algorithm search"};
+  MemoryLedger& memory_;
   void* data_ = nullptr;
   size_t bytes_ = 0;
+  LedgerEntry entry_;
 };
 
 // Fills a scratch tensor of `type` with x[i] = uniform(lo, hi) by index. fp32 is filled directly;
@@ -148,6 +155,7 @@ float time_of(const std::vector<Perf>& results, int returned, Algorithm algorith
 // Scratch tensors of a geometry filled like the models' own data, and a workspace: what the
 // algorithm searches time on.
 struct SearchBuffers {
+  explicit SearchBuffers(MemoryLedger& memory) : x(memory), w(memory), y(memory), workspace(memory) {}
   SearchScratch x, w, y, workspace;
 };
 
@@ -161,7 +169,7 @@ void make_search_buffers(cudaStream_t stream, const ConvGeometry& g, SearchBuffe
   // zeros). Values like the models' own activations are the honest input.
   {
     constexpr size_t kStagingFloats = size_t{1} << 24;  // 64 MiB
-    SearchScratch staging;
+    SearchScratch staging(x.memory());
     if (g.input.type != DataType::f32) {
       const size_t largest = std::max({g.input.count(), g.filter.count(), g.output.count()});
       staging.allocate(std::min(largest, kStagingFloats) * sizeof(float));
@@ -195,10 +203,10 @@ void make_search_buffers(cudaStream_t stream, const ConvGeometry& g, SearchBuffe
 // Times every algorithm of each pass on scratch tensors (cuDNN writes the outputs, which here are
 // scratch as well) and keeps the fastest that fits the workspace searched; with `graph`, also
 // each pass's graph-API plan (Note [convolution paths]).
-void search_conv_algorithms(cudnnHandle_t cudnn, cudaStream_t stream, const ConvGeometry& g,
+void search_conv_algorithms(cudnnHandle_t cudnn, cudaStream_t stream, MemoryLedger& memory, const ConvGeometry& g,
                             ConvPlan& plan, CudnnGraphConvolutions* graph) {
   const cudnnMathType_t math = plan.math_type;
-  SearchBuffers buffers;
+  SearchBuffers buffers(memory);
   make_search_buffers(stream, g, buffers);
   SearchScratch &x = buffers.x, &w = buffers.w, &y = buffers.y, &workspace = buffers.workspace;
   // The graph plan of `pass` when it prepares and beats `classic_ms`; its workspace is recorded.
@@ -317,7 +325,7 @@ void CudaBackend::choose_conv_algorithms(const ConvGeometry& g, ConvPlan& plan, 
   // Deterministic runs never time: a timed choice can differ from run to run and process to
   // process, and with it the bits.
   if (benchmark && !deterministic_ && !stream_capturing(stream_)) {
-    search_conv_algorithms(cudnn_, stream_, g, plan, &graph_convolutions());
+    search_conv_algorithms(cudnn_, stream_, memory_, g, plan, &graph_convolutions());
   } else {
     choose_conv_algorithms_by_heuristics(cudnn_, g, plan, deterministic_);
   }
@@ -441,9 +449,9 @@ size_t CudaBackend::conv2d_bias_workspace_bytes(const ConvGeometry& g, bool relu
   if (!relu || !may_time_fused_forward(stream_, plan, plan.fused_bias_relu_decided, cudnn_benchmark_, deterministic_))
     return plan.workspace_bytes();
   plan.fused_bias_relu_decided = true;
-  SearchBuffers buffers;
+  SearchBuffers buffers(memory_);
   make_search_buffers(stream_, g, buffers);
-  SearchScratch bias;
+  SearchScratch bias(memory_);
   bias.allocate(sizeof(float) * static_cast<size_t>(g.output.c));
   DPB_CUDA_CHECK(cudaMemsetAsync(bias.data(), 0, bias.bytes(), stream_));
   // What the fused kernel replaces: the chosen forward (timed by the search) and the bias pass.
@@ -487,12 +495,12 @@ size_t CudaBackend::conv2d_statistics_workspace_bytes(const ConvGeometry& g) {
   if (!may_time_fused_forward(stream_, plan, plan.fused_statistics_decided, cudnn_benchmark_, deterministic_))
     return plan.workspace_bytes();
   plan.fused_statistics_decided = true;
-  SearchBuffers buffers;
+  SearchBuffers buffers(memory_);
   make_search_buffers(stream_, g, buffers);
   const size_t channels = static_cast<size_t>(g.output.c);
   // Per channel: the sums (2), gamma, beta; then the two saved arrays (batch_norm_saved_floats each).
   const size_t saved = batch_norm_saved_floats(g.output.c);
-  SearchScratch per_channel, normalised, norm_workspace;
+  SearchScratch per_channel(memory_), normalised(memory_), norm_workspace(memory_);
   per_channel.allocate(sizeof(float) * (4 * channels + 2 * saved));
   normalised.allocate(g.output.bytes());
   norm_workspace.allocate(cuda_kernels::batch_norm_workspace_bytes(g.output));
@@ -568,7 +576,7 @@ void CudaBackend::conv2d_forward(const ConvGeometry& g, const void* x, const voi
 void CudaBackend::decide_graph_accumulate(const ConvGeometry& g, ConvPlan& plan, size_t workspace_bytes) {
   if (plan.graph_accumulate_decided || !cudnn_benchmark_ || deterministic_ || stream_capturing(stream_)) return;
   plan.graph_accumulate_decided = true;
-  SearchBuffers buffers;
+  SearchBuffers buffers(memory_);
   make_search_buffers(stream_, g, buffers);
   const size_t limit = std::min(workspace_bytes, buffers.workspace.bytes());
   const float one = 1.0f;

@@ -39,6 +39,16 @@ size_t at_least_one_byte(size_t bytes) { return bytes == 0 ? 1 : bytes; }
 
 double to_mib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
+// The GPU's used bytes (total - free), every process's; nullopt where CUDA will not say.
+std::optional<uint64_t> memory_used_of_current_device() {
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return std::nullopt;
+  }
+  return static_cast<uint64_t>(total_bytes - free_bytes);
+}
+
 // Deleters ignore errors (they run in destructors). A failure would otherwise stay behind as the
 // "last error" and be blamed on the next kernel launch, so it is cleared here.
 void free_device_memory(void* pointer) {
@@ -89,6 +99,9 @@ class CudaDeviceEvent final : public Event {
 CudaDevice::CudaDevice(int ordinal) {
   require_context(ordinal);
   CurrentDeviceScope current(ordinal);
+  // Before the handles and the backend's own buffers: what the context (and any other process)
+  // holds, the part of the device's figure that no ledger of this run can account.
+  used_at_creation_ = memory_used_of_current_device();
   cudaDeviceProp properties{};
   DPB_CUDA_CHECK(cudaGetDeviceProperties(&properties, ordinal));
   description_.index = ordinal;
@@ -126,7 +139,7 @@ void CudaDevice::create_backend(StreamKind stream) {
   const int slot = static_cast<int>(stream);
   auto cublas = std::make_unique<CublasHandle>();
   auto cudnn = std::make_unique<CudnnHandle>();
-  auto backend = std::make_unique<CudaBackend>(streams_[slot].get(), cublas->get(), cudnn->get());
+  auto backend = std::make_unique<CudaBackend>(streams_[slot].get(), cublas->get(), cudnn->get(), memory());
   backend->set_cudnn_benchmark(cudnn_benchmark_.load());
   backend->set_tf32(tf32_.load());
   backend->set_deterministic(deterministic_.load());
@@ -188,7 +201,12 @@ Backend& CudaDevice::ops(StreamKind stream) {
   return *counted_[slot];
 }
 
-Buffer CudaDevice::allocate(size_t bytes) {
+std::optional<uint64_t> CudaDevice::reported_memory_used() const {
+  CurrentDeviceScope current(ordinal());
+  return memory_used_of_current_device();
+}
+
+Buffer CudaDevice::allocate_memory(size_t bytes) {
   CurrentDeviceScope current(ordinal());
   void* data = nullptr;
   const cudaError_t status = cudaMalloc(&data, at_least_one_byte(bytes));
@@ -207,7 +225,7 @@ Buffer CudaDevice::allocate(size_t bytes) {
   return Buffer(data, bytes, &free_device_memory);
 }
 
-Buffer CudaDevice::allocate_host_visible(size_t bytes) {
+Buffer CudaDevice::allocate_host_visible_memory(size_t bytes) {
   CurrentDeviceScope current(ordinal());
   void* data = nullptr;
   // Pinned pages are taken at once and cannot be swapped: count them against the host's memory.

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "engine/backend/counting_backend.h"
@@ -31,8 +32,8 @@ class CudaDevice final : public Device {
   void make_current() override;
   Backend& ops(StreamKind stream = StreamKind::compute) override;
 
-  Buffer allocate(size_t bytes) override;
-  Buffer allocate_host_visible(size_t bytes) override;
+  std::optional<uint64_t> reported_memory_used() const override;
+  std::optional<uint64_t> reported_memory_used_at_creation() const override { return used_at_creation_; }
 
   void copy_to_host(void* host_dst, const void* device_src, size_t bytes) override;
   void copy_from_host(void* device_dst, const void* host_src, size_t bytes) override;
@@ -62,6 +63,10 @@ class CudaDevice final : public Device {
   // every backend of this device, present and future. Call at set-up.
   void set_linear_path(LinearPath path);
 
+ protected:
+  Buffer allocate_memory(size_t bytes) override;
+  Buffer allocate_host_visible_memory(size_t bytes) override;
+
  private:
   void create_backend(StreamKind stream);
   void copy_and_wait(void* dst, const void* src, size_t bytes, cudaMemcpyKind direction);
@@ -82,6 +87,7 @@ class CudaDevice final : public Device {
   std::atomic<int> lstm_algorithm_{-1};  // kChooseLstmAlgorithm
   std::atomic<AttentionPath> attention_path_{AttentionPath::fastest};
   std::atomic<LinearPath> linear_path_{LinearPath::fastest};
+  std::optional<uint64_t> used_at_creation_;  // cudaMemGetInfo's used bytes once the context was made
 };
 
 }  // namespace dpbench

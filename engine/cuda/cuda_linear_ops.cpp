@@ -38,9 +38,10 @@ constexpr int kLinearTimedRuns = 5;  // runs of the plain ops, after an untimed 
 // Zeroed device buffers of the given sizes, for timing a pass.
 class LinearScratch {
  public:
-  LinearScratch(cudaStream_t stream, std::initializer_list<size_t> sizes) {
+  LinearScratch(cudaStream_t stream, MemoryLedger& memory, std::initializer_list<size_t> sizes) {
     for (size_t bytes : sizes) {
-      buffers_.emplace_back(std::max<size_t>(bytes, 1));
+      buffers_.emplace_back(std::max<size_t>(bytes, 1), memory,
+                            MemoryTag{MemoryCategory::scratch, "linear path timing"});
       DPB_CUDA_CHECK(cudaMemsetAsync(buffers_.back().data(), 0, buffers_.back().bytes(), stream));
     }
   }
@@ -58,7 +59,7 @@ CublasLtLinear& CudaBackend::linear_epilogues() {
     if (stream_capturing(stream_))
       throw RuntimeError("CudaBackend: cuBLASLt's linear-layer plans were first asked for inside a graph capture "
                          "(run the step eagerly once first)");
-    linear_epilogues_ = std::make_unique<CublasLtLinear>();
+    linear_epilogues_ = std::make_unique<CublasLtLinear>(memory_);
     linear_epilogues_->set_tf32(tf32_gemm_);
   }
   return *linear_epilogues_;
@@ -98,7 +99,8 @@ bool CudaBackend::linear_pass_fused(LinearPass pass, DataType type, int rows, in
       case LinearPass::bias_residual:
       case LinearPass::gelu_aux_bias: {
         // x, W, y, the residual, the sum or GELU's output, the fp32 bias, the weight copy's bias.
-        const LinearScratch s(stream_, {x_bytes, w_bytes, y_bytes, y_bytes, y_bytes, out_floats, out * element});
+        const LinearScratch s(stream_, memory_,
+                              {x_bytes, w_bytes, y_bytes, y_bytes, y_bytes, out_floats, out * element});
         RowBiasEpilogue then;
         if (pass == LinearPass::bias_residual) then.residual = s[3], then.out = s[4];
         if (pass == LinearPass::gelu_aux_bias) then.gelu = true, then.activated = s[4];
@@ -108,7 +110,7 @@ bool CudaBackend::linear_pass_fused(LinearPass pass, DataType type, int rows, in
       }
       case LinearPass::weight_gradient_bgradb: {
         // x, dy, dW (fp32), db (fp32).
-        const LinearScratch s(stream_, {x_bytes, y_bytes, sizeof(float) * out * in, out_floats});
+        const LinearScratch s(stream_, memory_, {x_bytes, y_bytes, sizeof(float) * out * in, out_floats});
         time_both(
             [&] { linear_weight_gradient_in_ops(*this, type, s[0], s[1], rows, in, out, s.floats(2), s.floats(3)); },
             [&] { lt.weight_gradient(stream_, type, s[0], s[1], rows, in, out, s.floats(2), s.floats(3)); });
@@ -116,7 +118,7 @@ bool CudaBackend::linear_pass_fused(LinearPass pass, DataType type, int rows, in
       }
       case LinearPass::input_gradient_dgelu_bgrad: {
         // dy, W, u, du, u's bias gradient (fp32).
-        const LinearScratch s(stream_, {y_bytes, w_bytes, x_bytes, x_bytes, in_floats});
+        const LinearScratch s(stream_, memory_, {y_bytes, w_bytes, x_bytes, x_bytes, in_floats});
         const GeluInputGradient gelu{s[2], s.floats(4)};
         time_both([&] { linear_input_gradient_in_ops(*this, type, s[0], s[1], rows, in, out, s[3], false, gelu); },
                   [&] {

@@ -51,7 +51,7 @@ void require_buffers(const RnnPlan& plan, const void* workspace, const void* res
 // on every call: plans are shared by layers of one geometry, so the copy may hold another layer's.
 // 16-bit weights not on a 16-byte boundary are packed too (Note [16-bit fused LSTM]); fp32 ones
 // go as they are, as they always have.
-const void* cudnn_weights(cudaStream_t stream, RnnPlan& plan, const void* weights) {
+const void* cudnn_weights(cudaStream_t stream, MemoryLedger& memory, RnnPlan& plan, const void* weights) {
   const DataType type = plan.geometry.type;
   if (plan.zero_copy &&
       (type == DataType::f32 || reinterpret_cast<uintptr_t>(weights) % 16 == 0)) {
@@ -59,7 +59,8 @@ const void* cudnn_weights(cudaStream_t stream, RnnPlan& plan, const void* weight
   }
   if (plan.packed_weights.data() == nullptr) {
     refuse_inside_capture(stream, "preparing the packed copy of unaligned 16-bit LSTM weights");
-    plan.packed_weights = DeviceMemory(plan.weight_space_bytes);
+    plan.packed_weights =
+        DeviceMemory(plan.weight_space_bytes, memory, MemoryTag{MemoryCategory::workspaces, "cuDNN LSTM plans"});
     DPB_CUDA_CHECK(cudaMemsetAsync(plan.packed_weights.data(), 0, plan.weight_space_bytes, stream));
   }
   void* packed = plan.packed_weights.data();
@@ -92,14 +93,14 @@ RnnPlan& CudaBackend::rnn_plan(const RnnGeometry& g) {
     plan = own_persistent_rnn_plan(g);
   } else if (algorithm == kChooseLstmAlgorithm) {
     std::optional<double> cudnn_ms;
-    plan = fastest_rnn_plan(cudnn_, stream_, g, math_type, lstm_always_repack_, &cudnn_ms);
+    plan = fastest_rnn_plan(cudnn_, stream_, memory_, g, math_type, lstm_always_repack_, &cudnn_ms);
     // Note [LSTM algorithm]: dpbench's kernels compete where they take the shape.
     if (cudnn_ms && persistent_lstm_supports(g)) {
       const std::optional<double> own_ms = time_own_persistent_lstm(g);
       if (own_ms && *own_ms < *cudnn_ms) plan = own_persistent_rnn_plan(g);
     }
   } else {
-    plan = build_rnn_plan(cudnn_, stream_, g, math_type, lstm_always_repack_,
+    plan = build_rnn_plan(cudnn_, stream_, memory_, g, math_type, lstm_always_repack_,
                           static_cast<cudnnRNNAlgo_t>(algorithm));
   }
   RnnPlan& ready = *plan;
@@ -110,10 +111,12 @@ RnnPlan& CudaBackend::rnn_plan(const RnnGeometry& g) {
 
 std::optional<double> CudaBackend::time_own_persistent_lstm(const RnnGeometry& g) {
   const size_t element = data_type_bytes(g.type);
-  DeviceMemory x(g.input_count() * element), dx(g.input_count() * element), y(g.output_count() * element),
-      dy(g.output_count() * element), weights(g.weight_count() * element),
-      dweights(g.weight_count() * sizeof(float)), reserve(persistent_lstm_reserve_bytes(g)),
-      workspace(persistent_lstm_workspace_bytes(g));
+  const MemoryTag timing{MemoryCategory::scratch, "LSTM algorithm timing"};
+  DeviceMemory x(g.input_count() * element, memory_, timing), dx(g.input_count() * element, memory_, timing),
+      y(g.output_count() * element, memory_, timing), dy(g.output_count() * element, memory_, timing),
+      weights(g.weight_count() * element, memory_, timing), dweights(g.weight_count() * sizeof(float), memory_, timing),
+      reserve(persistent_lstm_reserve_bytes(g), memory_, timing),
+      workspace(persistent_lstm_workspace_bytes(g), memory_, timing);
   for (const DeviceMemory* buffer : {&x, &dy, &weights})
     DPB_CUDA_CHECK(cudaMemsetAsync(buffer->data(), 0, buffer->bytes(), stream_));
   const std::optional<double> ms = time_lstm_pass(stream_, [&] {
@@ -149,7 +152,7 @@ void CudaBackend::lstm_forward(const RnnGeometry& g, const void* x, const void* 
   if (plan.own_persistent)
     return persistent_lstm_forward(*this, g, x, hx, cx, weights, y, hy, cy, reserve, workspace);
   require_buffers(plan, workspace, reserve, "lstm_forward");
-  const void* cudnn_w = cudnn_weights(stream_, plan, weights);
+  const void* cudnn_w = cudnn_weights(stream_, memory_, plan, weights);
   // hx, cx == nullptr: zero initial state; hy, cy == nullptr: not written (cuDNN's own rules).
   DPB_CUDNN_CHECK(cudnnRNNForward(
       cudnn_, plan.rnn.get(), CUDNN_FWD_MODE_TRAINING, plan.sequence_lengths.as<int32_t>(),
@@ -172,7 +175,8 @@ void CudaBackend::lstm_backward_data(const RnnGeometry& g, const void* y, const 
   if (dy == nullptr) {
     if (plan.zero_dy.data() == nullptr) {
       refuse_inside_capture(stream_, "preparing lstm_backward_data without dy");
-      plan.zero_dy = DeviceMemory(g.output_count() * element_bytes);
+      plan.zero_dy = DeviceMemory(g.output_count() * element_bytes, memory_,
+                                  MemoryTag{MemoryCategory::workspaces, "cuDNN LSTM plans"});
       DPB_CUDA_CHECK(cudaMemsetAsync(plan.zero_dy.data(), 0, plan.zero_dy.bytes(), stream_));
     }
     dy = plan.zero_dy.data();
@@ -180,11 +184,12 @@ void CudaBackend::lstm_backward_data(const RnnGeometry& g, const void* y, const 
   if (dx == nullptr) {
     if (plan.dx_scratch.data() == nullptr) {
       refuse_inside_capture(stream_, "preparing lstm_backward_data without dx");
-      plan.dx_scratch = DeviceMemory(g.input_count() * element_bytes);
+      plan.dx_scratch = DeviceMemory(g.input_count() * element_bytes, memory_,
+                                     MemoryTag{MemoryCategory::workspaces, "cuDNN LSTM plans"});
     }
     dx = plan.dx_scratch.data();
   }
-  const void* cudnn_w = cudnn_weights(stream_, plan, weights);
+  const void* cudnn_w = cudnn_weights(stream_, memory_, plan, weights);
   // hx, cx, dhy, dcy == nullptr: zeros; dhx, dcx == nullptr: not written.
   DPB_CUDNN_CHECK(cudnnRNNBackwardData_v8(
       cudnn_, plan.rnn.get(), plan.sequence_lengths.as<int32_t>(), plan.y.get(), y, dy,

@@ -70,7 +70,8 @@ void CudaBackend::embedding_backward(const int32_t* ids, DataType dy_type, const
     // The old workspace may still be read by queued work.
     DPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
     embedding_scratch_.reset();
-    embedding_scratch_ = std::make_unique<DeviceMemory>(needed);
+    embedding_scratch_ = std::make_unique<DeviceMemory>(
+        needed, memory_, MemoryTag{MemoryCategory::workspaces, "ordered embedding scatter-add"});
   }
   cuda_kernels::launch_embedding_backward_sorted(stream_, ids, dy_type, dy, n, dim, dtable,
                                                  embedding_scratch_->data());

@@ -450,9 +450,9 @@ std::string describe_pass(const char* name, const PassPlan& pass) {
 // Steps of choosing one pass's plan: candidates from heuristics mode A (the fallback list where A
 // has none), each timed on the scratch tensors, the fastest kept. No numerical note excludes a
 // config: the pattern fixes the precision (16-bit P and dS, fp32 elsewhere).
-std::string choose_pass_plan(cudnnHandle_t handle, cudaStream_t stream, const AttentionGeometry& g,
-                             const AttentionTensors& scratch, PassPlan& pass, const char* name,
-                             DeviceMemory& workspace) {
+std::string choose_pass_plan(cudnnHandle_t handle, cudaStream_t stream, MemoryLedger& memory,
+                             const AttentionGeometry& g, const AttentionTensors& scratch, PassPlan& pass,
+                             const char* name, DeviceMemory& workspace) {
   CandidateCounts counts;
   auto no_exclusions = [](const EngineNotes&) { return false; };
   std::vector<CandidatePlan> candidates = candidate_plans(
@@ -465,7 +465,8 @@ std::string choose_pass_plan(cudnnHandle_t handle, cudaStream_t stream, const At
   size_t largest = 0;
   for (const CandidatePlan& candidate : candidates) largest = std::max(largest, candidate.workspace_bytes);
   const size_t needed = plan_workspace_offset(g) + largest;
-  if (workspace.bytes() < needed) workspace = DeviceMemory(needed);
+  if (workspace.bytes() < needed)
+    workspace = DeviceMemory(needed, memory, MemoryTag{MemoryCategory::scratch, "attention path timing"});
   const float scale = g.scale, mask_value = masked_score_value();
   const BackendDescriptor pack = variant_pack(pass.graph, g, scratch, scale, mask_value, workspace.data());
   int fastest = -1;
@@ -531,6 +532,7 @@ struct CudnnAttention::Impl {
   };
 
   cudnnHandle_t handle = nullptr;
+  MemoryLedger* memory = nullptr;
   std::map<AttentionKey, Plan> plans;
 
   const Plan& find(const AttentionGeometry& g) const {
@@ -570,9 +572,9 @@ CudnnAttention::Impl::Plan CudnnAttention::Impl::build(const AttentionGeometry& 
     }
     DeviceMemory workspace;  // grown to the largest candidate's need
     // The forward first: its runs leave the scratch's o and lse for the backward to read.
-    plan.refusal = choose_pass_plan(handle, stream(), g, scratch, plan.forward, "forward", workspace);
+    plan.refusal = choose_pass_plan(handle, stream(), *memory, g, scratch, plan.forward, "forward", workspace);
     if (plan.refusal.empty()) {
-      plan.refusal = choose_pass_plan(handle, stream(), g, scratch, plan.backward, "backward", workspace);
+      plan.refusal = choose_pass_plan(handle, stream(), *memory, g, scratch, plan.backward, "backward", workspace);
     }
   } catch (const RuntimeError& error) {
     plan.refusal = error.what();
@@ -580,7 +582,10 @@ CudnnAttention::Impl::Plan CudnnAttention::Impl::build(const AttentionGeometry& 
   return plan;
 }
 
-CudnnAttention::CudnnAttention(cudnnHandle_t handle) : impl_(std::make_unique<Impl>()) { impl_->handle = handle; }
+CudnnAttention::CudnnAttention(cudnnHandle_t handle, MemoryLedger& memory) : impl_(std::make_unique<Impl>()) {
+  impl_->handle = handle;
+  impl_->memory = &memory;
+}
 
 CudnnAttention::~CudnnAttention() = default;
 

@@ -16,6 +16,7 @@
 
 #include "engine/backend/attention_geometry.h"
 #include "engine/cuda/cuda_controls.h"
+#include "engine/machine/memory_ledger.h"
 
 namespace dpbench {
 
@@ -58,8 +59,9 @@ struct AttentionKey {
 // cache is not locked. The device must be current on the calling thread.
 class CudnnAttention {
  public:
-  // `handle` is bound to its stream by the owner and must outlive this object.
-  explicit CudnnAttention(cudnnHandle_t handle);
+  // `handle` is bound to its stream by the owner and must outlive this object; the timing
+  // workspace is recorded in `memory`, the device's ledger.
+  CudnnAttention(cudnnHandle_t handle, MemoryLedger& memory);
   ~CudnnAttention();
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;

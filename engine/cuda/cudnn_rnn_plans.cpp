@@ -132,7 +132,7 @@ RnnKey rnn_key(const RnnGeometry& g, cudnnMathType_t math_type, bool always_repa
           always_repack, algorithm};
 }
 
-std::unique_ptr<RnnPlan> build_rnn_plan(cudnnHandle_t handle, cudaStream_t stream,
+std::unique_ptr<RnnPlan> build_rnn_plan(cudnnHandle_t handle, cudaStream_t stream, MemoryLedger& memory,
                                         const RnnGeometry& g, cudnnMathType_t math_type,
                                         bool always_repack, cudnnRNNAlgo_t algorithm) {
   if (g.seq_len <= 0 || g.batch <= 0 || g.input_size <= 0 || g.hidden_size <= 0 ||
@@ -180,11 +180,12 @@ std::unique_ptr<RnnPlan> build_rnn_plan(cudnnHandle_t handle, cudaStream_t strea
                   g, "cudnnGetRNNTempSpaceSizes", __LINE__);
   DPB_CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(handle, plan->rnn.get(), &plan->weight_space_bytes));
 
-  plan->sequence_lengths = DeviceMemory(lengths.size() * sizeof(int32_t));
+  const MemoryTag plans{MemoryCategory::workspaces, "cuDNN LSTM plans"};
+  plan->sequence_lengths = DeviceMemory(lengths.size() * sizeof(int32_t), memory, plans);
   DPB_CUDA_CHECK(cudaMemcpyAsync(plan->sequence_lengths.data(), lengths.data(),
                                  lengths.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
 
-  DeviceMemory weight_space(plan->weight_space_bytes);
+  DeviceMemory weight_space(plan->weight_space_bytes, memory, plans);
   const WeightMap map = map_weights(handle, *plan, weight_space.data());
   plan->zero_copy = !always_repack && map.identical &&
                     plan->weight_space_bytes == g.weight_count() * data_type_bytes(g.type);
@@ -196,13 +197,13 @@ std::unique_ptr<RnnPlan> build_rnn_plan(cudnnHandle_t handle, cudaStream_t strea
     DPB_CUDA_CHECK(cudaMemsetAsync(plan->packed_weights.data(), 0, plan->weight_space_bytes, stream));
   }
   if (plan->gradients_through_scratch) {
-    plan->packed_dweights = DeviceMemory(plan->weight_space_bytes);
+    plan->packed_dweights = DeviceMemory(plan->weight_space_bytes, memory, plans);
     plan->block_count = static_cast<int>(map.blocks.size());
     for (const cuda_kernels::WeightBlock& block : map.blocks) {
       plan->largest_block = std::max(plan->largest_block, block.count);
     }
     const size_t table_bytes = map.blocks.size() * sizeof(cuda_kernels::WeightBlock);
-    plan->blocks = DeviceMemory(table_bytes);
+    plan->blocks = DeviceMemory(table_bytes, memory, plans);
     DPB_CUDA_CHECK(cudaMemcpyAsync(plan->blocks.data(), map.blocks.data(), table_bytes,
                                    cudaMemcpyHostToDevice, stream));
   }
@@ -269,13 +270,16 @@ namespace {
 
 // Milliseconds of one training pass of `plan` (forward, backward data, backward weights) on
 // zeroed scratch buffers, the best of three after a warm-up; nullopt when cuDNN refuses to run it.
-std::optional<double> time_rnn_plan(cudnnHandle_t handle, cudaStream_t stream, const RnnPlan& plan) {
+std::optional<double> time_rnn_plan(cudnnHandle_t handle, cudaStream_t stream, MemoryLedger& memory,
+                                    const RnnPlan& plan) {
   const RnnGeometry& g = plan.geometry;
   const size_t element = data_type_bytes(g.type);
-  DeviceMemory x(g.input_count() * element), dx(g.input_count() * element),
-      y(g.output_count() * element), dy(g.output_count() * element), weights(plan.weight_space_bytes),
-      dweights(plan.weight_space_bytes), reserve(std::max<size_t>(plan.reserve_bytes, 16)),
-      workspace(std::max<size_t>(plan.workspace_bytes, 16));
+  const MemoryTag timing{MemoryCategory::scratch, "LSTM algorithm timing"};
+  DeviceMemory x(g.input_count() * element, memory, timing), dx(g.input_count() * element, memory, timing),
+      y(g.output_count() * element, memory, timing), dy(g.output_count() * element, memory, timing),
+      weights(plan.weight_space_bytes, memory, timing), dweights(plan.weight_space_bytes, memory, timing),
+      reserve(std::max<size_t>(plan.reserve_bytes, 16), memory, timing),
+      workspace(std::max<size_t>(plan.workspace_bytes, 16), memory, timing);
   for (const DeviceMemory* buffer : {&x, &dy, &weights})
     DPB_CUDA_CHECK(cudaMemsetAsync(buffer->data(), 0, buffer->bytes(), stream));
   auto pass = [&]() {
@@ -303,22 +307,22 @@ std::optional<double> time_rnn_plan(cudnnHandle_t handle, cudaStream_t stream, c
 
 }  // namespace
 
-std::unique_ptr<RnnPlan> fastest_rnn_plan(cudnnHandle_t handle, cudaStream_t stream,
+std::unique_ptr<RnnPlan> fastest_rnn_plan(cudnnHandle_t handle, cudaStream_t stream, MemoryLedger& memory,
                                           const RnnGeometry& g, cudnnMathType_t math_type,
                                           bool always_repack, std::optional<double>* best_ms_out) {
-  std::unique_ptr<RnnPlan> best = build_rnn_plan(handle, stream, g, math_type, always_repack);
+  std::unique_ptr<RnnPlan> best = build_rnn_plan(handle, stream, memory, g, math_type, always_repack);
   if (best_ms_out != nullptr) best_ms_out->reset();
   if (g.type == DataType::f32) return best;  // Note [LSTM algorithm]: timed alone, misleads
-  std::optional<double> best_ms = time_rnn_plan(handle, stream, *best);
+  std::optional<double> best_ms = time_rnn_plan(handle, stream, memory, *best);
   if (!best_ms) return best;  // STANDARD itself would not run here: let the real call report it
   for (const cudnnRNNAlgo_t algorithm : {CUDNN_RNN_ALGO_PERSIST_STATIC, CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H}) {
     std::unique_ptr<RnnPlan> candidate;
     try {
-      candidate = build_rnn_plan(handle, stream, g, math_type, always_repack, algorithm);
+      candidate = build_rnn_plan(handle, stream, memory, g, math_type, always_repack, algorithm);
     } catch (const std::exception&) {
       continue;  // cuDNN does not offer this algorithm for the shape or type
     }
-    const std::optional<double> ms = time_rnn_plan(handle, stream, *candidate);
+    const std::optional<double> ms = time_rnn_plan(handle, stream, memory, *candidate);
     if (ms && *ms < *best_ms) {
       best_ms = ms;
       best = std::move(candidate);

@@ -113,7 +113,8 @@ struct RnnPlans {
 // `always_repack` takes the repacking path even where zero copy would do (for its tests). A cuDNN
 // without bf16 RNNs (before 9.13) refuses a bf16 `g`: RuntimeError, naming the version and the
 // ways around it.
-std::unique_ptr<RnnPlan> build_rnn_plan(cudnnHandle_t handle, cudaStream_t stream,
+// Its buffers are recorded in `memory`, the device's ledger.
+std::unique_ptr<RnnPlan> build_rnn_plan(cudnnHandle_t handle, cudaStream_t stream, MemoryLedger& memory,
                                         const RnnGeometry& g, cudnnMathType_t math_type,
                                         bool always_repack,
                                         cudnnRNNAlgo_t algorithm = CUDNN_RNN_ALGO_STANDARD);
@@ -122,7 +123,7 @@ std::unique_ptr<RnnPlan> build_rnn_plan(cudnnHandle_t handle, cudaStream_t strea
 // STANDARD's set-up errors are reported as build_rnn_plan reports them. Synchronous, allocates
 // scratch for the timing; call outside a capture.
 // `best_ms`, where given, receives the kept plan's time (nullopt: untimed, as fp32 plans are).
-std::unique_ptr<RnnPlan> fastest_rnn_plan(cudnnHandle_t handle, cudaStream_t stream,
+std::unique_ptr<RnnPlan> fastest_rnn_plan(cudnnHandle_t handle, cudaStream_t stream, MemoryLedger& memory,
                                           const RnnGeometry& g, cudnnMathType_t math_type,
                                           bool always_repack, std::optional<double>* best_ms = nullptr);
 

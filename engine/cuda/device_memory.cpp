@@ -9,7 +9,7 @@
 
 namespace dpbench {
 
-DeviceMemory::DeviceMemory(size_t bytes) : bytes_(bytes) {
+DeviceMemory::DeviceMemory(size_t bytes, MemoryLedger& ledger, const MemoryTag& tag) : bytes_(bytes) {
   const cudaError_t status = cudaMalloc(&data_, bytes > 0 ? bytes : 1);
   if (status != cudaSuccess) {
     data_ = nullptr;
@@ -17,6 +17,7 @@ DeviceMemory::DeviceMemory(size_t bytes) : bytes_(bytes) {
     cuda_detail::throw_library_error("CUDA", "cudaMalloc of a backend workspace", static_cast<int>(status),
                                      cudaGetErrorString(status), __FILE__, __LINE__);
   }
+  entry_ = ledger.record(tag, MemoryPlace::device, bytes);
 }
 
 DeviceMemory::~DeviceMemory() {
@@ -24,11 +25,15 @@ DeviceMemory::~DeviceMemory() {
 }
 
 DeviceMemory::DeviceMemory(DeviceMemory&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+    : data_(std::exchange(other.data_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      entry_(std::move(other.entry_)) {}
 
+// Swaps: the memory this held (and its ledger entry) goes with `other`, when it goes.
 DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
   std::swap(data_, other.data_);
   std::swap(bytes_, other.bytes_);
+  std::swap(entry_, other.entry_);
   return *this;
 }
 

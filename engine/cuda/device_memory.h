@@ -1,7 +1,10 @@
-// Device memory that a plan or a backend owns: cudaMalloc'd when it is made, freed with its owner.
+// Device memory that a plan or a backend owns: cudaMalloc'd when it is made, freed with its owner,
+// and recorded in the device's MemoryLedger meanwhile, like every Device::allocate.
 #pragma once
 
 #include <cstddef>
+
+#include "engine/machine/memory_ledger.h"
 
 namespace dpbench {
 
@@ -9,7 +12,7 @@ namespace dpbench {
 class DeviceMemory {
  public:
   DeviceMemory() = default;
-  explicit DeviceMemory(size_t bytes);
+  DeviceMemory(size_t bytes, MemoryLedger& ledger, const MemoryTag& tag);
   ~DeviceMemory();
   DeviceMemory(DeviceMemory&& other) noexcept;
   DeviceMemory& operator=(DeviceMemory&& other) noexcept;
@@ -24,6 +27,7 @@ class DeviceMemory {
  private:
   void* data_ = nullptr;
   size_t bytes_ = 0;
+  LedgerEntry entry_;
 };
 
 }  // namespace dpbench

@@ -48,7 +48,8 @@ DeviceFeed::DeviceFeed(Device& device, int replica, const BatchSource& source, s
   check_host_allocation(static_cast<size_t>(slots) * slot_bytes_,
                         "device " + std::to_string(device.index()) + "'s " + std::to_string(slots) + " batch slots",
                         "lower --prefetch_depth or --batch_size");
-  for (int slot = 0; slot < slots; ++slot) host_slots_.push_back(device.allocate_host_visible(slot_bytes_));
+  for (int slot = 0; slot < slots; ++slot)
+    host_slots_.push_back(device.allocate_host_visible(slot_bytes_, MemoryTag{MemoryCategory::data, "data feed"}));
   if (settings.mode == FeedMode::on_device) {
     // One batch, once: the data set's first batch (or the synthetic one) stays in device memory.
     build_into(0, host_slots_[0].as<char>());
@@ -58,7 +59,7 @@ DeviceFeed::DeviceFeed(Device& device, int replica, const BatchSource& source, s
     host_slots_.clear();
   } else if (settings.mode == FeedMode::prefetch) {
     for (int slot = 0; slot < slots; ++slot) {
-      device_slots_.push_back(device.allocate(slot_bytes_));
+      device_slots_.push_back(device.allocate(slot_bytes_, MemoryTag{MemoryCategory::data, "data feed"}));
       copied_.push_back(device.create_event(false));
       consumed_.push_back(device.create_event(false));
     }

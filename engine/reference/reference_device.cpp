@@ -82,9 +82,9 @@ ReferenceDevice::ReferenceDevice(int index) {
     counted_[stream] = std::make_unique<CountingBackend>(backend_, *this, static_cast<StreamKind>(stream));
 }
 
-Buffer ReferenceDevice::allocate(size_t bytes) { return allocate_aligned(bytes, index()); }
+Buffer ReferenceDevice::allocate_memory(size_t bytes) { return allocate_aligned(bytes, index()); }
 
-Buffer ReferenceDevice::allocate_host_visible(size_t bytes) {
+Buffer ReferenceDevice::allocate_host_visible_memory(size_t bytes) {
   return allocate_aligned(bytes, index());
 }
 

@@ -25,9 +25,6 @@ class ReferenceDevice final : public Device {
   // The backend itself, for the tests' switches (ReferenceBackend::set_fuse_convolution_statistics).
   ReferenceBackend& reference_backend() { return backend_; }
 
-  Buffer allocate(size_t bytes) override;
-  Buffer allocate_host_visible(size_t bytes) override;
-
   void copy_to_host(void* host_dst, const void* device_src, size_t bytes) override;
   void copy_from_host(void* device_dst, const void* host_src, size_t bytes) override;
 
@@ -39,6 +36,10 @@ class ReferenceDevice final : public Device {
     count_enqueued(stream);
     work();
   }
+
+ protected:
+  Buffer allocate_memory(size_t bytes) override;
+  Buffer allocate_host_visible_memory(size_t bytes) override;
 
  private:
   DeviceDescription description_;

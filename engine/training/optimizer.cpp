@@ -18,11 +18,11 @@ Optimizer::Optimizer(Device& device, const OptimizerConfig& config, size_t count
     : device_(&device), config_(config) {
   // Only the state the chosen rule needs is allocated: Adam's two moments are 2x the model size.
   if (config.kind != OptimizerKind::sgd) {
-    first_moment_ = device.allocate(count * sizeof(float));
+    first_moment_ = device.allocate(count * sizeof(float), MemoryTag{MemoryCategory::optimizer_state, "optimizer"});
     device.ops().fill(first_moment_.as<float>(), count, 0.0f);
   }
   if (config.kind == OptimizerKind::adam || config.kind == OptimizerKind::adamw) {
-    second_moment_ = device.allocate(count * sizeof(float));
+    second_moment_ = device.allocate(count * sizeof(float), MemoryTag{MemoryCategory::optimizer_state, "optimizer"});
     device.ops().fill(second_moment_.as<float>(), count, 0.0f);
   }
   if (config.loss_scaling != LossScaling::none) {
@@ -31,7 +31,8 @@ Optimizer::Optimizer(Device& device, const OptimizerConfig& config, size_t count
     LossScaleState initial;
     initial.scale = config.loss_scale;
     initial.inverse_scale = 1.0f / config.loss_scale;
-    loss_scale_state_ = device.allocate(sizeof(LossScaleState));
+    loss_scale_state_ =
+        device.allocate(sizeof(LossScaleState), MemoryTag{MemoryCategory::optimizer_state, "loss scale"});
     device.copy_from_host(loss_scale_state_.data(), &initial, sizeof(initial));
   }
 }

@@ -52,11 +52,12 @@ ParameterSet::ParameterSet(Device& device, const ParameterLayout& layout, DataTy
     : device_(&device), layout_(&layout), weight_copy_type_(weight_copy_type) {
   if (!layout.finalized()) throw RuntimeError("ParameterSet: layout is not finalized");
   const size_t bytes = layout.total_count() * sizeof(float);
-  parameters_ = device.allocate(bytes);
-  gradients_ = device.allocate(bytes);
+  parameters_ = device.allocate(bytes, MemoryTag{MemoryCategory::parameters, "parameter set"});
+  gradients_ = device.allocate(bytes, MemoryTag{MemoryCategory::gradients, "parameter set"});
   device.ops().fill(gradients(), count(), 0.0f);
   if (weight_copy_type != DataType::f32)
-    weight_copy_ = device.allocate(layout.total_count() * data_type_bytes(weight_copy_type));
+    weight_copy_ = device.allocate(layout.total_count() * data_type_bytes(weight_copy_type),
+                                   MemoryTag{MemoryCategory::parameters, "16-bit weight copy"});
 }
 
 const void* ParameterSet::parameter_as(int tensor_id, DataType type) const {

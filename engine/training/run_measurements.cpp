@@ -46,6 +46,7 @@ void combine_across_processes(const ProcessGroup& group, RunMeasurements& m) {
   m.step_phases.clear();
   for (size_t i = 0; i + StepPhases::kParts <= all_phases.size(); i += StepPhases::kParts)
     m.step_phases.push_back(StepPhases::from_parts(all_phases.data() + i));
+  m.memory = gather_values(group, m.memory);
   if (!m.step_items.empty()) {
     const std::vector<int64_t> all = gather_values(group, m.step_items);
     for (size_t i = 0; i < steps; ++i) {

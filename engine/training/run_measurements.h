@@ -14,6 +14,7 @@
 
 #include "engine/backend/step_trace.h"
 #include "engine/communication/process_group.h"
+#include "engine/machine/memory_ledger.h"
 
 namespace dpbench {
 
@@ -30,6 +31,17 @@ struct StepPhases {
   static constexpr size_t kParts = 5;
   std::array<double, kParts> parts() const { return {data_ms, forward_ms, backward_ms, own_step_ms, exposed_comm_ms}; }
   static StepPhases from_parts(const double* parts) { return {parts[0], parts[1], parts[2], parts[3], parts[4]}; }
+};
+
+// One device's memory at the end of the run (engine/machine/memory_ledger.h): its ledger's figures,
+// whose window is the measured steps (with any untimed ones after them), and what the device
+// itself reported at that moment and when it was made; -1 where it reports nothing. Plain
+// numbers, so the records travel between processes as bytes.
+struct DeviceMemoryRecord {
+  int device_index = 0;
+  MemoryFigures figures;
+  int64_t reported_used_bytes = -1;
+  int64_t reported_used_at_creation_bytes = -1;
 };
 
 struct RunMeasurements {
@@ -56,6 +68,7 @@ struct RunMeasurements {
   std::vector<double> epoch_time_s;  // wall time of each epoch (steps_per_epoch > 0)
   std::vector<StepPhases> step_phases;  // per device, over the measured steps; empty when none was
   std::vector<DeviceTimeline> timelines;  // per device, its traced steps; empty without tracing
+  std::vector<DeviceMemoryRecord> memory;  // per device, every process's, process after process
   // stop_requested stopped the run before its last step: the vectors above hold the steps that
   // ran (warm-up first), so the measured ones may be fewer than asked for, or none.
   bool stopped_early = false;

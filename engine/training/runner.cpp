@@ -77,6 +77,18 @@ std::vector<int64_t> read_totals(Device& device, const Buffer& totals) {
   return values;
 }
 
+DeviceMemoryRecord memory_record(const Device& device) {
+  DeviceMemoryRecord record;
+  record.device_index = device.index();
+  record.figures = device.memory().figures();
+  const auto as_bytes = [](std::optional<uint64_t> reported) {
+    return reported ? static_cast<int64_t>(*reported) : int64_t{-1};
+  };
+  record.reported_used_bytes = as_bytes(device.reported_memory_used());
+  record.reported_used_at_creation_bytes = as_bytes(device.reported_memory_used_at_creation());
+  return record;
+}
+
 // A step as the trace names it: measured steps from 1, warm-up steps apart.
 std::string step_label(int64_t step, int64_t warmup) {
   return step < warmup ? "warm-up step " + std::to_string(step + 1) : "step " + std::to_string(step - warmup + 1);
@@ -146,11 +158,12 @@ Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_p
       state->step_start.push_back(device.create_event(true));
       state->step_stop.push_back(device.create_event(true));
     }
-    state->losses = device.allocate_host_visible(sizeof(float) * total_steps);
+    const MemoryTag bookkeeping{MemoryCategory::trace, "runner"};
+    state->losses = device.allocate_host_visible(sizeof(float) * total_steps, bookkeeping);
     std::fill_n(state->losses.as<float>(), total_steps, std::nanf(""));
-    state->loss = device.allocate(sizeof(float));
-    state->phase_clock = device.allocate(sizeof(int64_t));
-    state->phase_totals = device.allocate(sizeof(int64_t) * kPhases);
+    state->loss = device.allocate(sizeof(float), bookkeeping);
+    state->phase_clock = device.allocate(sizeof(int64_t), bookkeeping);
+    state->phase_totals = device.allocate(sizeof(int64_t) * kPhases, bookkeeping);
     const std::vector<int64_t> no_time(kPhases + 1, 0);
     device.copy_from_host(state->phase_clock.data(), no_time.data(), sizeof(int64_t));
     device.copy_from_host(state->phase_totals.data(), no_time.data(), sizeof(int64_t) * kPhases);
@@ -158,7 +171,7 @@ Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_p
       device.trace().prepare(settings.first_traced_step < 0 ? 0
                                  : static_cast<int>(settings.last_traced_step - settings.first_traced_step + 1),
                              settings.nvtx);
-    state->loss_cursor = device.allocate(sizeof(int32_t));
+    state->loss_cursor = device.allocate(sizeof(int32_t), bookkeeping);
     const int32_t first_slot = 0;
     device.copy_from_host(state->loss_cursor.data(), &first_slot, sizeof(first_slot));
     // During a step's update the cursor still holds the step's number (append_scalar advances
@@ -378,9 +391,12 @@ void Runner::fail(RunState& run, std::exception_ptr error) {
   strategy_.abort();
 }
 
-// Runs on the last thread to reach the end of warm-up, every device idle.
+// Runs on the last thread to reach the end of warm-up, every device idle. The memory ledgers'
+// window starts here too, so the measured steps' peak leaves out set-up's transients (the
+// algorithm searches' scratch, the synthetic data's staging).
 void Runner::start_measurement(RunState& run, Clock::time_point now) {
   strategy_.begin_measurement();
+  for (const auto& state : replicas_) state->device->memory().begin_window();
   run.wall_start = now;
 }
 
@@ -661,9 +677,12 @@ RunMeasurements Runner::collect_measurements(const RunState& run) {
   if (measured_steps > 0) result.total_time_s = std::chrono::duration<double>(run.wall_end - run.wall_start).count();
   result.measured_from = run.wall_start;
   result.measured_until = run.wall_end;
+  // Before the parameter norm's scratch below: the steps' memory, as the steps left it.
+  for (const auto& state : replicas_) result.memory.push_back(memory_record(*state->device));
   ReplicaState& first = *replicas_.front();
   first.device->make_current();
-  Buffer scratch = first.device->allocate(std::max<size_t>(first.device->ops().sum_squares_scratch_bytes(), 8));
+  Buffer scratch = first.device->allocate(std::max<size_t>(first.device->ops().sum_squares_scratch_bytes(), 8),
+                                          MemoryTag{MemoryCategory::scratch, "parameter norm"});
   result.param_norm = std::sqrt(first.device->ops().sum_squares(first.parameters->parameters(),
                                                                first.parameters->count(), scratch.data()));
   result.num_parameters = static_cast<int64_t>(model_.layout().parameter_count());

@@ -36,10 +36,13 @@ void BatchNormLayer::initialize(const ParameterLayout& layout, uint64_t,
 
 std::unique_ptr<LayerState> BatchNormLayer::create_state(Device& device, const ReplicaShard&) const {
   auto state = std::make_unique<BatchNormState>();
-  state->saved_mean = device.allocate(sizeof(float) * batch_norm_saved_floats(shape_.c));
-  state->saved_inv_std = device.allocate(sizeof(float) * batch_norm_saved_floats(shape_.c));
-  state->running_mean = device.allocate(sizeof(float) * shape_.c);
-  state->running_variance = device.allocate(sizeof(float) * shape_.c);
+  // The saved statistics are kept for backward; the running ones, a few floats per channel, are
+  // counted with them (they are no trained parameter).
+  const MemoryTag kept{MemoryCategory::activations, name()};
+  state->saved_mean = device.allocate(sizeof(float) * batch_norm_saved_floats(shape_.c), kept);
+  state->saved_inv_std = device.allocate(sizeof(float) * batch_norm_saved_floats(shape_.c), kept);
+  state->running_mean = device.allocate(sizeof(float) * shape_.c, kept);
+  state->running_variance = device.allocate(sizeof(float) * shape_.c, kept);
   const std::vector<float> zeros(static_cast<size_t>(shape_.c), 0.0f), ones(static_cast<size_t>(shape_.c), 1.0f);
   device.copy_from_host(state->running_mean.data(), zeros.data(), sizeof(float) * zeros.size());
   device.copy_from_host(state->running_variance.data(), ones.data(), sizeof(float) * ones.size());

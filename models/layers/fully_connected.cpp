@@ -53,7 +53,8 @@ std::unique_ptr<LayerState> FullyConnectedLayer::create_state(Device& device,
                                                               const ReplicaShard&) const {
   if (input_.type == math_type_) return nullptr;
   auto state = std::make_unique<NarrowedInputState>();
-  state->input = device.allocate(data_type_bytes(math_type_) * input_.count());
+  state->input =
+      device.allocate(data_type_bytes(math_type_) * input_.count(), MemoryTag{MemoryCategory::activations, name()});
   return state;
 }
 

@@ -4,7 +4,9 @@
 namespace dpbench {
 
 SoftmaxCrossEntropy::SoftmaxCrossEntropy(Device& device, int batch, int classes)
-    : batch_(batch), classes_(classes), row_losses_(device.allocate(sizeof(float) * batch)) {}
+    : batch_(batch),
+      classes_(classes),
+      row_losses_(device.allocate(sizeof(float) * batch, MemoryTag{MemoryCategory::scratch, "loss"})) {}
 
 void SoftmaxCrossEntropy::forward_backward(Backend& ops, float* logits_to_dlogits,
                                            const int32_t* labels, float* loss_out,

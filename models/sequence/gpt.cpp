@@ -96,7 +96,8 @@ void initialize_linear(const ParameterLayout& layout, const LinearParams& linear
 // One block's parameters, declared in forward order under "block_<l>/".
 struct GptBlock {
   GptBlock(ParameterLayout& layout, const std::string& name, const TransformerShape& t)
-      : attention_norm(layout, name + "/attention_norm", t.model_dim),
+      : name(name),
+        attention_norm(layout, name + "/attention_norm", t.model_dim),
         qkv(layout, name + "/attention/qkv", t.model_dim, 3 * t.model_dim),
         attention_output(layout, name + "/attention/output", t.model_dim, t.model_dim),
         mlp_norm(layout, name + "/mlp_norm", t.model_dim),
@@ -116,6 +117,7 @@ struct GptBlock {
     return layout.range_of(attention_norm.first_id(), mlp_output.last_id());
   }
 
+  std::string name;  // "block_<l>": who holds its activations in the memory ledger
   LayerNormParams attention_norm;
   LinearParams qkv, attention_output;
   LayerNormParams mlp_norm;
@@ -186,12 +188,13 @@ class GptModel final : public Model {
 struct GptScratch {
   GptScratch(Device& device, const TransformerShape& t, size_t rows) {
     const size_t element = data_type_bytes(t.type), d = static_cast<size_t>(t.model_dim);
-    projected = device.allocate(element * rows * d);
-    dropped_gradient = t.dropout > 0.0f ? device.allocate(element * rows * d) : Buffer();
-    norm_gradient = device.allocate(element * rows * d);
-    attended_gradient = device.allocate(element * rows * d);
-    qkv_gradient = device.allocate(element * rows * 3 * d);
-    inner_gradient = device.allocate(element * rows * static_cast<size_t>(t.ffn_units));
+    const MemoryTag shared{MemoryCategory::scratch, "blocks"};
+    projected = device.allocate(element * rows * d, shared);
+    dropped_gradient = t.dropout > 0.0f ? device.allocate(element * rows * d, shared) : Buffer();
+    norm_gradient = device.allocate(element * rows * d, shared);
+    attended_gradient = device.allocate(element * rows * d, shared);
+    qkv_gradient = device.allocate(element * rows * 3 * d, shared);
+    inner_gradient = device.allocate(element * rows * static_cast<size_t>(t.ffn_units), shared);
   }
   Buffer projected;          // (rows, d): a projection's output before its residual add (not kept)
   Buffer dropped_gradient;   // (rows, d): a gradient before its dropout, with dropout only
@@ -231,17 +234,19 @@ class GptBlockReplica {
     const size_t per_sequence = static_cast<size_t>(seq_len) * d;
     attention_output_dropout_ = dropout_site(shard, key, kAttentionOutputSite, per_sequence, t.dropout);
     mlp_output_dropout_ = dropout_site(shard, key, kMlpOutputSite, per_sequence, t.dropout);
-    attention_input_ = device.allocate(element * rows * d);
-    qkv_ = device.allocate(element * rows * 3 * d);
-    attended_ = device.allocate(element * rows * d);
-    lse_ = device.allocate(sizeof(float) * geometry_.lse_count());
-    middle_ = device.allocate(element * rows * d);
-    mlp_input_ = device.allocate(element * rows * d);
-    pre_activation_ = device.allocate(element * rows * inner);
-    activated_ = device.allocate(element * rows * inner);
-    output_ = device.allocate(element * rows * d);
+    const MemoryTag kept{MemoryCategory::activations, block.name};
+    attention_input_ = device.allocate(element * rows * d, kept);
+    qkv_ = device.allocate(element * rows * 3 * d, kept);
+    attended_ = device.allocate(element * rows * d, kept);
+    lse_ = device.allocate(sizeof(float) * geometry_.lse_count(), kept);
+    middle_ = device.allocate(element * rows * d, kept);
+    mlp_input_ = device.allocate(element * rows * d, kept);
+    pre_activation_ = device.allocate(element * rows * inner, kept);
+    activated_ = device.allocate(element * rows * inner, kept);
+    output_ = device.allocate(element * rows * d, kept);
     const size_t workspace = device.ops().attention_workspace_bytes(geometry_);
-    if (workspace > scratch.attention_workspace.bytes()) scratch.attention_workspace = device.allocate(workspace);
+    if (workspace > scratch.attention_workspace.bytes())
+      scratch.attention_workspace = device.allocate(workspace, MemoryTag{MemoryCategory::workspaces, "attention"});
   }
 
   const void* output() const { return output_.data(); }
@@ -334,15 +339,15 @@ class GptReplica final : public ModelReplica {
     const size_t rows = static_cast<size_t>(s.seq_len) * batch_, d = static_cast<size_t>(t.model_dim);
     const size_t element = data_type_bytes(t.type);
     Backend& ops = device.ops();
-    tokens_ = device.allocate(sizeof(int32_t) * (rows + batch_));
+    tokens_ = device.allocate(sizeof(int32_t) * (rows + batch_), MemoryTag{MemoryCategory::data, "tokens"});
     fill_sequence_tokens(ops, tokens_.as<int32_t>(), s.seq_len + 1, shard, kRandomStreamInputs, s.vocab);
     std::vector<int32_t> positions(rows);
     for (size_t r = 0; r < rows; ++r) positions[r] = static_cast<int32_t>(r / static_cast<size_t>(batch_));
-    positions_ = device.allocate(sizeof(int32_t) * rows);
+    positions_ = device.allocate(sizeof(int32_t) * rows, MemoryTag{MemoryCategory::data, "positions"});
     device.copy_from_host(positions_.data(), positions.data(), sizeof(int32_t) * rows);
-    embedded_ = device.allocate(element * rows * d);
-    final_output_ = device.allocate(element * rows * d);
-    gradient_ = device.allocate(element * rows * d);
+    embedded_ = device.allocate(element * rows * d, MemoryTag{MemoryCategory::activations, "embedding"});
+    final_output_ = device.allocate(element * rows * d, MemoryTag{MemoryCategory::activations, "final norm"});
+    gradient_ = device.allocate(element * rows * d, MemoryTag{MemoryCategory::scratch, "blocks"});
     scratch_ = std::make_unique<GptScratch>(device, t, rows);
     for (size_t l = 0; l < model.blocks().size(); ++l)
       blocks_.push_back(std::make_unique<GptBlockReplica>(*model.blocks()[l], static_cast<uint64_t>(l), t, device,

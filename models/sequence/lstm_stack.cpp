@@ -9,7 +9,7 @@ namespace dpbench {
 
 LstmStack::LstmStack(ParameterLayout& layout, const std::string& name, const RnnGeometry& geometry,
                      LstmImplementation implementation)
-    : geometry_(geometry), implementation_(implementation) {
+    : name_(name), geometry_(geometry), implementation_(implementation) {
   if (implementation == LstmImplementation::unrolled && geometry.bidirectional)
     throw RuntimeError(name + ": the unrolled LSTM is unidirectional; build a bidirectional one "
                               "from two stacks");
@@ -32,9 +32,12 @@ class FusedLstmReplica final : public LstmStackReplica {
   FusedLstmReplica(const LstmStack& stack, Device& device)
       : stack_(stack), device_(device), g_(stack.geometry()) {
     Backend& ops = device.ops();
-    output_ = device.allocate(g_.output_count() * data_type_bytes(g_.type));
-    reserve_ = device.allocate(std::max<size_t>(ops.lstm_reserve_bytes(g_), 16));
-    workspace_ = device.allocate(std::max<size_t>(ops.lstm_workspace_bytes(g_), 16));
+    // cuDNN's reserve space is what its backward reads of the forward: kept activations.
+    const MemoryTag kept{MemoryCategory::activations, stack.name()};
+    output_ = device.allocate(g_.output_count() * data_type_bytes(g_.type), kept);
+    reserve_ = device.allocate(std::max<size_t>(ops.lstm_reserve_bytes(g_), 16), kept);
+    workspace_ = device.allocate(std::max<size_t>(ops.lstm_workspace_bytes(g_), 16),
+                                 MemoryTag{MemoryCategory::workspaces, stack.name()});
   }
 
   void forward(const ParameterSet& params, const void* x, const void* hx, const void* cx, void* hy,
@@ -77,15 +80,16 @@ class UnrolledLstmReplica final : public LstmStackReplica {
   UnrolledLstmReplica(const LstmStack& stack, Device& device, StateSlots slots)
       : stack_(stack), device_(device), g_(stack.geometry()), slots_(slots) {
     const size_t T = g_.seq_len, B = g_.batch, H = g_.hidden_size;
+    const MemoryTag kept{MemoryCategory::activations, stack.name()}, passing{MemoryCategory::scratch, stack.name()};
     for (int l = 0; l < g_.num_layers; ++l) {
       Layer layer;
-      layer.gates = device.allocate(bytes(T * B * 4 * H));
-      layer.hidden = device.allocate(bytes((T + 1) * B * H));
-      layer.cell = device.allocate(bytes((T + 1) * B * H));
-      layer.hidden_gradient = device.allocate(bytes(T * B * H));
+      layer.gates = device.allocate(bytes(T * B * 4 * H), kept);
+      layer.hidden = device.allocate(bytes((T + 1) * B * H), kept);
+      layer.cell = device.allocate(bytes((T + 1) * B * H), kept);
+      layer.hidden_gradient = device.allocate(bytes(T * B * H), passing);
       layers_.push_back(std::move(layer));
     }
-    cell_gradient_ = device.allocate(bytes(B * H));
+    cell_gradient_ = device.allocate(bytes(B * H), passing);
   }
 
   void forward(const ParameterSet& params, const void* x, const void* hx, const void* cx, void* hy,

@@ -38,6 +38,7 @@ class LstmStack {
   LstmStack(ParameterLayout& layout, const std::string& name, const RnnGeometry& geometry,
             LstmImplementation implementation);
 
+  const std::string& name() const { return name_; }
   const RnnGeometry& geometry() const { return geometry_; }
   LstmImplementation implementation() const { return implementation_; }
   int parameter_id() const { return parameter_id_; }
@@ -48,6 +49,7 @@ class LstmStack {
   void initialize(const ParameterLayout& layout, uint64_t seed, std::vector<float>& host_params) const;
 
  private:
+  std::string name_;
   RnnGeometry geometry_;
   LstmImplementation implementation_;
   int parameter_id_;

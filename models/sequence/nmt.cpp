@@ -152,27 +152,36 @@ class NmtReplica final : public ModelReplica {
     const size_t states = static_cast<size_t>(s.decoder_layers) * B * s.units;
     const size_t element = data_type_bytes(s.type);  // of every activation, state and gradient
     Backend& ops = device.ops();
-    source_embedded_ = device.allocate(element * source_tokens * s.embedding);
-    source_embedded_gradient_ = device.allocate(element * source_tokens * s.embedding);
+    const MemoryTag source_embedded{MemoryCategory::activations, "source embedding"},
+        source_embedded_gradient{MemoryCategory::scratch, "source embedding"};
+    source_embedded_ = device.allocate(element * source_tokens * s.embedding, source_embedded);
+    source_embedded_gradient_ = device.allocate(element * source_tokens * s.embedding, source_embedded_gradient);
     if (model.two_encoder_stacks()) {
-      reversed_source_ids_ = device.allocate(sizeof(int32_t) * source_tokens);
+      reversed_source_ids_ =
+          device.allocate(sizeof(int32_t) * source_tokens, MemoryTag{MemoryCategory::data, "reversed source"});
       fill_sequence_tokens(ops, reversed_source_ids_.as<int32_t>(), s.src_len, shard, kRandomStreamInputs,
                            s.src_vocab, /*reversed=*/true);
-      reversed_source_embedded_ = device.allocate(element * source_tokens * s.embedding);
-      reversed_source_embedded_gradient_ = device.allocate(element * source_tokens * s.embedding);
+      reversed_source_embedded_ = device.allocate(element * source_tokens * s.embedding, source_embedded);
+      reversed_source_embedded_gradient_ =
+          device.allocate(element * source_tokens * s.embedding, source_embedded_gradient);
       encoders_.push_back(create_lstm_stack_replica(*model.encoders()[0], device, StateSlots{2, 0}));
       encoders_.push_back(create_lstm_stack_replica(*model.encoders()[1], device, StateSlots{2, 1}));
     } else {
       encoders_.push_back(create_lstm_stack_replica(*model.encoders()[0], device));
     }
-    target_embedded_ = device.allocate(element * target_tokens * s.embedding);
-    target_embedded_gradient_ = device.allocate(element * target_tokens * s.embedding);
-    encoder_h_ = device.allocate(element * states);
-    encoder_c_ = device.allocate(element * states);
-    encoder_h_gradient_ = device.allocate(element * states);
-    encoder_c_gradient_ = device.allocate(element * states);
+    const MemoryTag target_embedded{MemoryCategory::activations, "target embedding"},
+        target_embedded_gradient{MemoryCategory::scratch, "target embedding"};
+    target_embedded_ = device.allocate(element * target_tokens * s.embedding, target_embedded);
+    target_embedded_gradient_ = device.allocate(element * target_tokens * s.embedding, target_embedded_gradient);
+    const MemoryTag encoder_states{MemoryCategory::activations, "encoder"},
+        encoder_state_gradients{MemoryCategory::scratch, "encoder"};
+    encoder_h_ = device.allocate(element * states, encoder_states);
+    encoder_c_ = device.allocate(element * states, encoder_states);
+    encoder_h_gradient_ = device.allocate(element * states, encoder_state_gradients);
+    encoder_c_gradient_ = device.allocate(element * states, encoder_state_gradients);
     decoder_ = create_lstm_stack_replica(model.decoder(), device);
-    decoder_output_gradient_ = device.allocate(element * target_tokens * s.units);
+    decoder_output_gradient_ =
+        device.allocate(element * target_tokens * s.units, MemoryTag{MemoryCategory::scratch, "decoder"});
     loss_ = std::make_unique<VocabularyLossReplica>(model.projection(), device,
                                                      static_cast<int>(target_tokens), s.loss_chunk_rows, s.type);
   }

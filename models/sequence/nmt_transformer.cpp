@@ -148,16 +148,19 @@ class TransformerNmtReplica final : public ModelReplica {
     const size_t source_rows = pairs_.source_tokens(), target_rows = pairs_.target_tokens();
     const size_t element = data_type_bytes(t.type);
     // Synthetic sentences fill the source length; real text writes each sentence's.
-    source_lengths_ = device.allocate(sizeof(int32_t) * B);
+    source_lengths_ = device.allocate(sizeof(int32_t) * B, MemoryTag{MemoryCategory::data, "source lengths"});
     std::vector<int32_t> full(B, s.src_len);
     device.copy_from_host(source_lengths_.data(), full.data(), sizeof(int32_t) * B);
 
-    source_embedded_ = device.allocate(element * source_rows * d);
-    target_embedded_ = device.allocate(element * target_rows * d);
-    memory_ = device.allocate(element * source_rows * d);
-    memory_gradient_ = device.allocate(element * source_rows * d);
-    decoder_output_ = device.allocate(element * target_rows * d);
-    gradient_ = device.allocate(element * std::max(source_rows, target_rows) * d);
+    source_embedded_ =
+        device.allocate(element * source_rows * d, MemoryTag{MemoryCategory::activations, "source embedding"});
+    target_embedded_ =
+        device.allocate(element * target_rows * d, MemoryTag{MemoryCategory::activations, "target embedding"});
+    memory_ = device.allocate(element * source_rows * d, MemoryTag{MemoryCategory::activations, "encoder"});
+    memory_gradient_ = device.allocate(element * source_rows * d, MemoryTag{MemoryCategory::scratch, "encoder"});
+    decoder_output_ = device.allocate(element * target_rows * d, MemoryTag{MemoryCategory::activations, "decoder"});
+    gradient_ = device.allocate(element * std::max(source_rows, target_rows) * d,
+                                MemoryTag{MemoryCategory::scratch, "transformer layers"});
     scratch_ = std::make_unique<TransformerScratch>(device, t, static_cast<int>(std::max(source_rows, target_rows)),
                                                     static_cast<int>(source_rows));
     for (const auto& layer : model.encoder())

@@ -90,15 +90,16 @@ class RnnlmReplica final : public ModelReplica {
       : model_(model), device_(device), params_(params), batch_(shard.batch_size) {
     const RnnlmShape& s = model.shape();
     const size_t tokens = static_cast<size_t>(s.seq_len) * batch_;
-    tokens_ = device.allocate(sizeof(int32_t) * (tokens + batch_));
+    tokens_ = device.allocate(sizeof(int32_t) * (tokens + batch_), MemoryTag{MemoryCategory::data, "tokens"});
     fill_sequence_tokens(device.ops(), tokens_.as<int32_t>(), s.seq_len + 1, shard, kRandomStreamInputs,
                          s.vocab);
-    token_weights_ = device.allocate(sizeof(float) * tokens);
+    token_weights_ = device.allocate(sizeof(float) * tokens, MemoryTag{MemoryCategory::data, "token weights"});
     device.ops().fill(token_weights_.as<float>(), tokens, 1.0f / static_cast<float>(tokens));
     const size_t element = data_type_bytes(s.type);  // of every activation and its gradient
-    embedded_ = device.allocate(element * tokens * s.embedding);
-    embedded_gradient_ = device.allocate(element * tokens * s.embedding);
-    output_gradient_ = device.allocate(element * tokens * s.units);
+    const MemoryTag embedded{MemoryCategory::activations, "embedding"}, passing{MemoryCategory::scratch, "embedding"};
+    embedded_ = device.allocate(element * tokens * s.embedding, embedded);
+    embedded_gradient_ = device.allocate(element * tokens * s.embedding, passing);
+    output_gradient_ = device.allocate(element * tokens * s.units, MemoryTag{MemoryCategory::scratch, "lstm"});
     lstm_ = create_lstm_stack_replica(model.lstm(), device);
     loss_ = std::make_unique<VocabularyLossReplica>(model.projection(), device, static_cast<int>(tokens),
                                                      s.loss_chunk_rows, s.type);

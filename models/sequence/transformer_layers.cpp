@@ -18,7 +18,7 @@ namespace dpbench {
 // ---- parameters ---------------------------------------------------------------------------------
 
 LinearParams::LinearParams(ParameterLayout& layout, const std::string& name, int in, int out)
-    : in_(in), out_(out) {
+    : name_(name), in_(in), out_(out) {
   weights_id_ = layout.declare(name + "/weights", {out, in});
   bias_id_ = layout.declare(name + "/bias", {out});
 }
@@ -47,7 +47,8 @@ void LinearParams::backward(Backend& ops, const ParameterSet& params, DataType t
                       accumulate, gelu);
 }
 
-LayerNormParams::LayerNormParams(ParameterLayout& layout, const std::string& name, int dim) : dim_(dim) {
+LayerNormParams::LayerNormParams(ParameterLayout& layout, const std::string& name, int dim)
+    : name_(name), dim_(dim) {
   gamma_id_ = layout.declare(name + "/gamma", {dim});
   beta_id_ = layout.declare(name + "/beta", {dim});
 }
@@ -61,10 +62,11 @@ void LayerNormParams::initialize(const ParameterLayout& layout, std::vector<floa
 
 LayerNormPass::LayerNormPass(const LayerNormParams& norm, Device& device, int rows, DataType type, float epsilon)
     : norm_(norm), device_(device), rows_(rows), type_(type), epsilon_(epsilon) {
-  mean_ = device.allocate(sizeof(float) * static_cast<size_t>(rows));
-  inv_std_ = device.allocate(sizeof(float) * static_cast<size_t>(rows));
+  const MemoryTag statistics{MemoryCategory::activations, norm.name()};
+  mean_ = device.allocate(sizeof(float) * static_cast<size_t>(rows), statistics);
+  inv_std_ = device.allocate(sizeof(float) * static_cast<size_t>(rows), statistics);
   const size_t workspace = device.ops().layer_norm_workspace_bytes(rows, norm.dim());
-  if (workspace > 0) workspace_ = device.allocate(workspace);
+  if (workspace > 0) workspace_ = device.allocate(workspace, MemoryTag{MemoryCategory::workspaces, norm.name()});
 }
 
 void LayerNormPass::forward(const ParameterSet& params, const void* x, void* y) {
@@ -83,11 +85,12 @@ TransformerScratch::TransformerScratch(Device& device, const TransformerShape& s
                                        int source_rows) {
   const size_t element = data_type_bytes(shape.type);
   const size_t rows = static_cast<size_t>(max_rows), d = static_cast<size_t>(shape.model_dim);
-  projected = device.allocate(element * rows * d);
-  inner_gradient = device.allocate(element * rows * static_cast<size_t>(shape.ffn_units));
-  qkv_gradient = device.allocate(element * std::max(rows * 3 * d, static_cast<size_t>(source_rows) * 2 * d));
-  output_gradient = device.allocate(element * rows * d);
-  query_gradient = device.allocate(element * rows * d);
+  const MemoryTag shared{MemoryCategory::scratch, "transformer layers"};
+  projected = device.allocate(element * rows * d, shared);
+  inner_gradient = device.allocate(element * rows * static_cast<size_t>(shape.ffn_units), shared);
+  qkv_gradient = device.allocate(element * std::max(rows * 3 * d, static_cast<size_t>(source_rows) * 2 * d), shared);
+  output_gradient = device.allocate(element * rows * d, shared);
+  query_gradient = device.allocate(element * rows * d, shared);
 }
 
 SelfAttentionParams::SelfAttentionParams(ParameterLayout& layout, const std::string& layer,
@@ -232,18 +235,20 @@ class AttentionSublayer {
         counter_hash(shard.seed, kRandomStreamDropout, layer_key * 16 + static_cast<uint64_t>(first_site));
     geometry_.first_sample = shard.first_global_sample();
     output_dropout_ = dropout_site(shard, layer_key, first_site + 1, static_cast<size_t>(length) * d, shape.dropout);
+    const MemoryTag kept{MemoryCategory::activations, output.sublayer()};
     if (cross) {
-      queries_ = device.allocate(element * rows_ * d);
-      keys_values_ = device.allocate(element * key_rows_ * 2 * d);
+      queries_ = device.allocate(element * rows_ * d, kept);
+      keys_values_ = device.allocate(element * key_rows_ * 2 * d, kept);
     } else {
-      queries_ = device.allocate(element * rows_ * 3 * d);
+      queries_ = device.allocate(element * rows_ * 3 * d, kept);
     }
-    attended_ = device.allocate(element * rows_ * d);
-    lse_ = device.allocate(sizeof(float) * geometry_.lse_count());
-    sum_ = device.allocate(element * rows_ * d);
-    normed_ = device.allocate(element * rows_ * d);
+    attended_ = device.allocate(element * rows_ * d, kept);
+    lse_ = device.allocate(sizeof(float) * geometry_.lse_count(), kept);
+    sum_ = device.allocate(element * rows_ * d, kept);
+    normed_ = device.allocate(element * rows_ * d, kept);
     const size_t workspace = device.ops().attention_workspace_bytes(geometry_);
-    if (workspace > scratch.attention_workspace.bytes()) scratch.attention_workspace = device.allocate(workspace);
+    if (workspace > scratch.attention_workspace.bytes())
+      scratch.attention_workspace = device.allocate(workspace, MemoryTag{MemoryCategory::workspaces, "attention"});
   }
 
   const void* output() const { return normed_.data(); }
@@ -343,9 +348,10 @@ class FeedForwardSublayer {
     inner_dropout_ = dropout_site(shard, layer_key, first_site, static_cast<size_t>(length) * shape.ffn_units,
                                   shape.dropout);
     output_dropout_ = dropout_site(shard, layer_key, first_site + 1, static_cast<size_t>(length) * d, shape.dropout);
-    hidden_ = device.allocate(element * rows_ * static_cast<size_t>(shape.ffn_units));
-    sum_ = device.allocate(element * rows_ * d);
-    normed_ = device.allocate(element * rows_ * d);
+    const MemoryTag kept{MemoryCategory::activations, output.sublayer()};
+    hidden_ = device.allocate(element * rows_ * static_cast<size_t>(shape.ffn_units), kept);
+    sum_ = device.allocate(element * rows_ * d, kept);
+    normed_ = device.allocate(element * rows_ * d, kept);
   }
 
   const void* output() const { return normed_.data(); }

@@ -36,6 +36,10 @@ struct TransformerShape {
 class LinearParams {
  public:
   LinearParams(ParameterLayout& layout, const std::string& name, int in, int out);
+  const std::string& name() const { return name_; }
+  // The name of the sub-layer it belongs to ("decoder/layer_0/self_attention" of ".../output"):
+  // who holds the sub-layer's buffers in the device's memory ledger.
+  std::string sublayer() const { return name_.substr(0, name_.rfind('/')); }
   int in() const { return in_; }
   int out() const { return out_; }
   int first_id() const { return weights_id_; }
@@ -55,6 +59,7 @@ class LinearParams {
   float* bias_gradient(const ParameterSet& params) const { return params.gradient(bias_id_); }
 
  private:
+  std::string name_;
   int in_, out_, weights_id_, bias_id_;
 };
 
@@ -62,6 +67,7 @@ class LinearParams {
 class LayerNormParams {
  public:
   LayerNormParams(ParameterLayout& layout, const std::string& name, int dim);
+  const std::string& name() const { return name_; }
   int first_id() const { return gamma_id_; }
   int last_id() const { return beta_id_; }
   void initialize(const ParameterLayout& layout, std::vector<float>& values) const;
@@ -70,6 +76,7 @@ class LayerNormParams {
   int dim() const { return dim_; }
 
  private:
+  std::string name_;
   int dim_, gamma_id_, beta_id_;
 };
 

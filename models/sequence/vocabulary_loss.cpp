@@ -35,13 +35,17 @@ VocabularyLossReplica::VocabularyLossReplica(const VocabularyProjection& project
       logits_stride_(padded_logits_stride(projection.vocab())), type_(type) {
   chunk_rows_ = chunk_rows > 0 ? std::min(chunk_rows, rows)
                                : default_loss_chunk_rows(rows, projection.vocab());
-  logits_ = device.allocate(data_type_bytes(type) * static_cast<size_t>(chunk_rows_) * logits_stride_);
-  row_losses_ = device.allocate(sizeof(float) * static_cast<size_t>(rows));
+  // The logits are made and turned into their gradient within the loss (chunk by chunk where they
+  // are chunked); the padded weights are refreshed every step.
+  const MemoryTag projection_scratch{MemoryCategory::scratch, "output projection"};
+  logits_ = device.allocate(data_type_bytes(type) * static_cast<size_t>(chunk_rows_) * logits_stride_,
+                            MemoryTag{MemoryCategory::activations, "output projection"});
+  row_losses_ = device.allocate(sizeof(float) * static_cast<size_t>(rows), MemoryTag{MemoryCategory::scratch, "loss"});
   overlap_weight_gradient_ = chunk_rows_ >= rows_;
   if (logits_stride_ != projection.vocab()) {
     const size_t padded = static_cast<size_t>(logits_stride_) * projection.hidden();
-    padded_weights_ = device.allocate(data_type_bytes(type) * padded);
-    padded_gradient_ = device.allocate(sizeof(float) * padded);
+    padded_weights_ = device.allocate(data_type_bytes(type) * padded, projection_scratch);
+    padded_gradient_ = device.allocate(sizeof(float) * padded, projection_scratch);
     device.ops().fill(type, padded_weights_.data(), padded, 0.0f);  // the padding rows stay 0
   }
   if (overlap_weight_gradient_) {

@@ -25,11 +25,12 @@ void CompactTransfer::allocate(size_t largest) {
     Device& device = *replica.device;
     device.make_current();
     auto buffers = std::make_unique<Buffers>();
-    buffers->outgoing = device.allocate(padded * half);
-    buffers->received = device.allocate(padded * half);
-    buffers->gathered = device.allocate(padded * half);
-    buffers->sum = device.allocate(chunk * sizeof(float));
-    buffers->addend = device.allocate(chunk * sizeof(float));
+    const MemoryTag exchange_buffers{MemoryCategory::communication, "compact transfer"};
+    buffers->outgoing = device.allocate(padded * half, exchange_buffers);
+    buffers->received = device.allocate(padded * half, exchange_buffers);
+    buffers->gathered = device.allocate(padded * half, exchange_buffers);
+    buffers->sum = device.allocate(chunk * sizeof(float), exchange_buffers);
+    buffers->addend = device.allocate(chunk * sizeof(float), exchange_buffers);
     // The padding past a range's end is summed too (its results are dropped): keep it finite.
     device.ops().fill(reinterpret_cast<float*>(buffers->outgoing.data()), padded * half / sizeof(float), 0.0f);
     buffers_.push_back(std::move(buffers));

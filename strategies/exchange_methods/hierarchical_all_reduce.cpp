@@ -31,8 +31,9 @@ void HierarchicalAllReduce::allocate(size_t largest) {
   across_hosts_ = create_process_communicator(device, *index_group_);
   const size_t per_host = static_cast<size_t>(layout_.ranks_per_host);
   const size_t padded = (largest + per_host - 1) / per_host * per_host;
-  staging_ = device.allocate(std::max<size_t>(padded, 1) * sizeof(float));
-  piece_ = device.allocate(std::max<size_t>(padded / per_host, 1) * sizeof(float));
+  const MemoryTag exchange_buffers{MemoryCategory::communication, "hierarchical all-reduce"};
+  staging_ = device.allocate(std::max<size_t>(padded, 1) * sizeof(float), exchange_buffers);
+  piece_ = device.allocate(std::max<size_t>(padded / per_host, 1) * sizeof(float), exchange_buffers);
 }
 
 void HierarchicalAllReduce::exchange_shard(int replica, GradientRange shard) {

@@ -59,6 +59,7 @@ void PeerAllReduce::prepare(const ExchangeContext& context, size_t max_count) {
   const size_t max_chunk = max_count / n + 1;
   const bool compact = transfer_type_ != DataType::f32;
   const size_t half = data_type_bytes(transfer_type_);
+  const MemoryTag exchange_buffers{MemoryCategory::communication, "peer all-reduce"};
   for (const Replica& replica : replicas_) {
     auto rank = std::make_unique<RankState>();
     Device& device = *replica.device;
@@ -71,22 +72,22 @@ void PeerAllReduce::prepare(const ExchangeContext& context, size_t max_count) {
     rank->done = device.create_event(false);
     if (algorithm == AllReduceAlgorithm::xring) {
       for (int i = 0; i < 2 * (n - 1); ++i) rank->steps.push_back(device.create_event(false));
-      rank->staging = device.allocate(max_chunk * sizeof(float));
+      rank->staging = device.allocate(max_chunk * sizeof(float), exchange_buffers);
     } else if (algorithm == AllReduceAlgorithm::psgpu) {
-      rank->staging = device.allocate(std::max(1, n - 1) * max_chunk * half);
+      rank->staging = device.allocate(std::max(1, n - 1) * max_chunk * half, exchange_buffers);
       if (compact) {
-        rank->outgoing = device.allocate(max_count * half);
-        rank->accumulator = device.allocate(2 * max_chunk * sizeof(float));
+        rank->outgoing = device.allocate(max_count * half, exchange_buffers);
+        rank->accumulator = device.allocate(2 * max_chunk * sizeof(float), exchange_buffers);
       }
     } else {
-      if (compact) rank->outgoing = device.allocate(max_count * half);
-      rank->host_staging = device.allocate_host_visible(max_count * half);
+      if (compact) rank->outgoing = device.allocate(max_count * half, exchange_buffers);
+      rank->host_staging = device.allocate_host_visible(max_count * half, exchange_buffers);
     }
     ranks_.push_back(std::move(rank));
   }
   if (algorithm == AllReduceAlgorithm::pscpu) {
     host_threads_ = std::make_unique<HostThreadPool>();
-    host_sum_ = replicas_.front().device->allocate_host_visible(max_count * half);
+    host_sum_ = replicas_.front().device->allocate_host_visible(max_count * half, exchange_buffers);
   }
   replicas_.front().device->make_current();
 }

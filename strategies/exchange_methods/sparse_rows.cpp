@@ -41,11 +41,12 @@ void SparseRows::allocate(size_t /*largest*/) {
     for (const SparseGradientSource& table : tables_)
       workspace = std::max(workspace, device.ops().embedding_touched_rows_workspace_bytes(table.num_ids, table.rows));
     auto buffers = std::make_unique<Buffers>();
-    buffers->touched = device.allocate(most_ids * sizeof(int32_t));
-    buffers->count = device.allocate(sizeof(int32_t));
-    buffers->workspace = device.allocate(workspace);
-    buffers->pack = device.allocate(most_pack * sizeof(float));
-    buffers->gathered = device.allocate(world_size() * most_pack * sizeof(float));
+    const MemoryTag exchange_buffers{MemoryCategory::communication, "sparse rows"};
+    buffers->touched = device.allocate(most_ids * sizeof(int32_t), exchange_buffers);
+    buffers->count = device.allocate(sizeof(int32_t), exchange_buffers);
+    buffers->workspace = device.allocate(workspace, exchange_buffers);
+    buffers->pack = device.allocate(most_pack * sizeof(float), exchange_buffers);
+    buffers->gathered = device.allocate(world_size() * most_pack * sizeof(float), exchange_buffers);
     // The ids' padding (up to a multiple of 4) is never written again: keep it row 0.
     device.ops().fill(buffers->pack.as<float>(), most_pack, 0.0f);
     buffers_.push_back(std::move(buffers));

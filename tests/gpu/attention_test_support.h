@@ -33,7 +33,9 @@ inline double max_magnitude(const std::vector<float>& values) {
   return largest;
 }
 
-inline Buffer allocate_at_least_one(Device& gpu, size_t bytes) { return gpu.allocate(std::max<size_t>(bytes, 1)); }
+inline Buffer allocate_at_least_one(Device& gpu, size_t bytes) {
+  return gpu.allocate(std::max<size_t>(bytes, 1), kTestBuffer);
+}
 
 struct AttentionCase {
   std::string name;

@@ -20,6 +20,10 @@
 
 namespace dpbench::gpu_test {
 
+// What the tests allocate themselves, in the device's memory ledger.
+inline const MemoryTag kTestBuffer{MemoryCategory::scratch, "test"};
+inline const MemoryTag kTestWorkspace{MemoryCategory::workspaces, "test"};
+
 constexpr double kEps = 1.0 / (1 << 23);  // fp32 machine epsilon
 
 constexpr DataType kAllTypes[] = {DataType::f32, DataType::f16, DataType::bf16};
@@ -77,7 +81,7 @@ template <typename T>
 class GpuArray {
  public:
   GpuArray(Device& device, const std::vector<T>& host)
-      : device_(device), size_(host.size()), buffer_(device.allocate(host.size() * sizeof(T))) {
+      : device_(device), size_(host.size()), buffer_(device.allocate(host.size() * sizeof(T), kTestBuffer)) {
     device_.copy_from_host(buffer_.data(), host.data(), size_ * sizeof(T));
   }
   GpuArray(Device& device, size_t size) : GpuArray(device, std::vector<T>(size)) {}
@@ -127,7 +131,7 @@ class GpuTensor {
         type_(type),
         count_(values.size()),
         offset_bytes_(offset * data_type_bytes(type)),
-        buffer_(device.allocate(offset_bytes_ + values.size() * data_type_bytes(type) + 1)) {
+        buffer_(device.allocate(offset_bytes_ + values.size() * data_type_bytes(type) + 1, kTestBuffer)) {
     upload(values);
   }
   GpuTensor(Device& device, DataType type, size_t count, size_t offset = 0)

@@ -319,7 +319,7 @@ TEST_CASE("cuda softmax cross-entropy matches the reference; loss lands in host-
 
     GpuArray<float> logits_gpu(*gpu, logits), row_losses_gpu(*gpu, s.rows);
     GpuArray<int32_t> labels_gpu(*gpu, labels);
-    Buffer loss_host_visible = gpu->allocate_host_visible(sizeof(float));
+    Buffer loss_host_visible = gpu->allocate_host_visible(sizeof(float), kTestBuffer);
     float* loss_gpu = loss_host_visible.as<float>();
     *loss_gpu = -1.0f;
     // dlogits written in place over the logits, the aliasing layers use.
@@ -877,7 +877,7 @@ TEST_CASE("cuda synthetic fills are bit-identical to the reference", "[gpu]") {
 TEST_CASE("cuda sum of squares matches the reference and is reproducible", "[gpu]") {
   auto gpu = make_gpu();
   ReferenceBackend reference;
-  Buffer scratch = gpu->allocate(gpu->ops().sum_squares_scratch_bytes());
+  Buffer scratch = gpu->allocate(gpu->ops().sum_squares_scratch_bytes(), kTestBuffer);
   for (size_t n : {size_t{0}, size_t{1}, size_t{255}, size_t{100000}, (size_t{1} << 24) + 11}) {
     const std::vector<float> x = random_vector(n, 50);
     GpuArray<float> x_gpu(*gpu, x);
@@ -927,7 +927,7 @@ TEST_CASE("an absurd allocation reports out of GPU memory and leaves the device 
   auto gpu = make_gpu();
   const size_t one_pebibyte = size_t{1} << 50;
   try {
-    Buffer impossible = gpu->allocate(one_pebibyte);
+    Buffer impossible = gpu->allocate(one_pebibyte, kTestBuffer);
     FAIL("allocating 1 PiB succeeded");
   } catch (const RuntimeError& error) {
     INFO(error.what());
@@ -944,7 +944,7 @@ TEST_CASE("a captured step replays its work, and append_scalar files each replay
   auto gpu = make_gpu();
   GpuArray<float> value(*gpu, std::vector<float>{0.0f});
   GpuArray<int32_t> cursor(*gpu, std::vector<int32_t>{0});
-  Buffer history = gpu->allocate_host_visible(4 * sizeof(float));
+  Buffer history = gpu->allocate_host_visible(4 * sizeof(float), kTestBuffer);
   std::fill_n(history.as<float>(), 4, -1.0f);
   // The captured work adds 1.5 to `value` and files it: replaying it three times must give
   // 1.5, 3.0, 4.5 — capture alone runs nothing.

@@ -852,7 +852,7 @@ TEST_CASE("cuda channel bias and its gradient match the reference in both format
           HostTensor dy_ref(type, dy);
           GpuArray<float> dbias_gpu(*gpu, random_vector(shape.c, 3));  // must be overwritten
           Buffer workspace =
-              gpu->allocate(std::max<size_t>(gpu->ops().channel_bias_workspace_bytes(shape), 1));
+              gpu->allocate(std::max<size_t>(gpu->ops().channel_bias_workspace_bytes(shape), 1), kTestWorkspace);
           gpu->ops().channel_bias_gradient(shape, out_gpu.data(), dy_gpu.data(), dbias_gpu.data(),
                                            relu, workspace.data());
           std::vector<float> dbias(shape.c);

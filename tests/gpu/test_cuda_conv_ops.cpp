@@ -89,7 +89,7 @@ TEST_CASE("cuda convolutions match the reference in both formats, timed or heuri
           const std::vector<float> dy = rounded(type, random_vector(g.output.count(), stream++));
 
           const size_t workspace_bytes = ops.conv2d_workspace_bytes(g);
-          Buffer workspace = gpu->allocate(workspace_bytes);
+          Buffer workspace = gpu->allocate(workspace_bytes, kTestWorkspace);
           std::vector<unsigned char> reference_workspace(reference.conv2d_workspace_bytes(g));
           GpuTensor x_gpu(*gpu, type, x), w_gpu(*gpu, type, w), dy_gpu(*gpu, type, dy);
           // Outputs start as garbage: every pass must overwrite, not accumulate.
@@ -172,7 +172,7 @@ TEST_CASE("cuda convolution algorithms are chosen once per geometry", "[gpu]") {
   GpuArray<float> x(*gpu, random_vector(g.input.count(), 5));
   GpuArray<float> w(*gpu, random_vector(g.filter.count(), 6));
   GpuArray<float> y(*gpu, g.output.count());
-  Buffer workspace = gpu->allocate(first);
+  Buffer workspace = gpu->allocate(first, kTestBuffer);
   for (int step = 0; step < 3; ++step) {
     ops.conv2d_forward(g, x.data(), w.data(), y.data(), workspace.data(), first);
     ops.conv2d_backward_data(g, y.data(), w.data(), x.data(), workspace.data(), first);
@@ -209,7 +209,7 @@ TEST_CASE("a cuda convolution given less workspace than it asked for throws", "[
     const size_t needed = ops.conv2d_workspace_bytes(g);
     if (needed == 0) continue;
     GpuArray<float> x(*gpu, g.input.count()), w(*gpu, g.filter.count()), y(*gpu, g.output.count());
-    Buffer workspace = gpu->allocate(needed);
+    Buffer workspace = gpu->allocate(needed, kTestBuffer);
     INFO(describe(g) << " needs " << needed << " bytes");
     CHECK_THROWS_AS(ops.conv2d_forward(g, x.data(), w.data(), y.data(), workspace.data(),
                                        needed - 1),
@@ -253,7 +253,7 @@ TEST_CASE("cuda conv2d_forward_bias matches the reference convolution then bias 
           const std::vector<float> x = rounded(type, random_vector(g.input.count(), stream++));
           const std::vector<float> w = rounded(type, random_vector(g.filter.count(), stream++));
           const std::vector<float> bias = random_vector(static_cast<size_t>(g.output.c), stream++);
-          Buffer workspace = gpu->allocate(std::max<size_t>(workspace_bytes, 1));
+          Buffer workspace = gpu->allocate(std::max<size_t>(workspace_bytes, 1), kTestWorkspace);
           std::vector<unsigned char> reference_workspace(reference.conv2d_workspace_bytes(g));
           GpuTensor x_gpu(*gpu, type, x), w_gpu(*gpu, type, w), bias_gpu(*gpu, DataType::f32, bias);
           GpuTensor y_gpu(*gpu, type, random_vector(g.output.count(), 1));

@@ -343,7 +343,7 @@ TEST_CASE("cuda embedding_touched_rows lists the distinct ids in ascending order
     GpuArray<int32_t> ids_gpu(*gpu, ids), rows_gpu(*gpu, std::vector<int32_t>(c.n, -1)),
         count_gpu(*gpu, std::vector<int32_t>{-1});
     Buffer workspace = gpu->allocate(
-        std::max<size_t>(gpu->ops().embedding_touched_rows_workspace_bytes(c.n, c.vocab), 1));
+        std::max<size_t>(gpu->ops().embedding_touched_rows_workspace_bytes(c.n, c.vocab), 1), kTestWorkspace);
     // Twice: the second call must not see the first one's flags.
     for (int round = 0; round < 2; ++round) {
       gpu->ops().embedding_touched_rows(ids_gpu.data(), c.n, c.vocab, rows_gpu.data(),
@@ -378,7 +378,7 @@ TEST_CASE("cuda gather_rows packs the touched rows and zero padding as the refer
   GpuArray<int32_t> ids_gpu(*gpu, ids), rows_gpu(*gpu, std::vector<int32_t>(n, -1)),
       count_gpu(*gpu, std::vector<int32_t>{-1});
   Buffer workspace =
-      gpu->allocate(std::max<size_t>(gpu->ops().embedding_touched_rows_workspace_bytes(n, vocab), 1));
+      gpu->allocate(std::max<size_t>(gpu->ops().embedding_touched_rows_workspace_bytes(n, vocab), 1), kTestWorkspace);
   gpu->ops().embedding_touched_rows(ids_gpu.data(), n, vocab, rows_gpu.data(), count_gpu.data(),
                                     workspace.data());
   std::vector<int32_t> rows(n, -1);
@@ -590,8 +590,8 @@ void compare_fused_lstm(Device& gpu, ReferenceBackend& reference, const LstmCase
   const std::vector<float> dw_start = random_vector(g.weight_count(), stream + 7);
 
   // ---- GPU
-  Buffer workspace = gpu.allocate(std::max<size_t>(ops.lstm_workspace_bytes(g), 1));
-  Buffer reserve = gpu.allocate(std::max<size_t>(ops.lstm_reserve_bytes(g), 1));
+  Buffer workspace = gpu.allocate(std::max<size_t>(ops.lstm_workspace_bytes(g), 1), kTestWorkspace);
+  Buffer reserve = gpu.allocate(std::max<size_t>(ops.lstm_reserve_bytes(g), 1), kTestWorkspace);
   GpuTensor w_gpu(gpu, type, w, c.weight_offset);
   GpuTensor dw_gpu(gpu, DataType::f32, dw_start, c.weight_offset);
   GpuTensor x_gpu(gpu, type, x), hx_gpu(gpu, type, hx), cx_gpu(gpu, type, cx),
@@ -802,10 +802,10 @@ TEST_CASE("cuda sequence ops replay from a captured CUDA graph", "[gpu]") {
       x_gpu(*gpu, g.input_count()), weights_gpu(*gpu, random_vector(g.weight_count(), 502, -0.3f, 0.3f)),
       y_gpu(*gpu, g.output_count()), dy_gpu(*gpu, g.output_count()), dx_gpu(*gpu, g.input_count()),
       dweights_gpu(*gpu, g.weight_count()), losses_gpu(*gpu, tokens), loss_gpu(*gpu, 1);
-  Buffer workspace = gpu->allocate(std::max<size_t>(ops.lstm_workspace_bytes(g), 1));
-  Buffer reserve = gpu->allocate(std::max<size_t>(ops.lstm_reserve_bytes(g), 1));
+  Buffer workspace = gpu->allocate(std::max<size_t>(ops.lstm_workspace_bytes(g), 1), kTestWorkspace);
+  Buffer reserve = gpu->allocate(std::max<size_t>(ops.lstm_reserve_bytes(g), 1), kTestWorkspace);
   Buffer touched_workspace =
-      gpu->allocate(std::max<size_t>(ops.embedding_touched_rows_workspace_bytes(tokens, vocab), 1));
+      gpu->allocate(std::max<size_t>(ops.embedding_touched_rows_workspace_bytes(tokens, vocab), 1), kTestWorkspace);
   const size_t capacity = std::min<size_t>(tokens, vocab);
   GpuArray<int32_t> packed_rows_gpu(*gpu, capacity);
   GpuArray<float> packed_values_gpu(*gpu, capacity * g.input_size);
@@ -1184,8 +1184,8 @@ TEST_CASE("cuda 16-bit fused lstm replays from a captured CUDA graph", "[gpu]") 
     GpuTensor dhy_gpu(*gpu, type, random_of(type, g.state_count(), 822));
     GpuTensor y_gpu(*gpu, type, g.output_count()), dhx_gpu(*gpu, type, g.state_count());
     GpuArray<float> dweights_gpu(*gpu, g.weight_count());
-    Buffer workspace = gpu->allocate(std::max<size_t>(ops.lstm_workspace_bytes(g), 1));
-    Buffer reserve = gpu->allocate(std::max<size_t>(ops.lstm_reserve_bytes(g), 1));
+    Buffer workspace = gpu->allocate(std::max<size_t>(ops.lstm_workspace_bytes(g), 1), kTestWorkspace);
+    Buffer reserve = gpu->allocate(std::max<size_t>(ops.lstm_reserve_bytes(g), 1), kTestWorkspace);
     auto step = [&] {
       ops.lstm_forward(g, x_gpu.data(), nullptr, nullptr, w_gpu.data(), y_gpu.data(), nullptr,
                        nullptr, reserve.data(), workspace.data());
@@ -1347,8 +1347,8 @@ TEST_CASE("cuda own persistent lstm replays from a captured CUDA graph", "[gpu]"
     GpuTensor dy_gpu(*gpu, type, random_of(type, g.output_count(), 1702));
     GpuTensor y_gpu(*gpu, type, g.output_count()), dx_gpu(*gpu, type, g.input_count());
     GpuArray<float> dweights_gpu(*gpu, g.weight_count());
-    Buffer workspace = gpu->allocate(ops.lstm_workspace_bytes(g));
-    Buffer reserve = gpu->allocate(ops.lstm_reserve_bytes(g));
+    Buffer workspace = gpu->allocate(ops.lstm_workspace_bytes(g), kTestWorkspace);
+    Buffer reserve = gpu->allocate(ops.lstm_reserve_bytes(g), kTestWorkspace);
     auto step = [&] {
       ops.lstm_forward(g, x_gpu.data(), nullptr, nullptr, w_gpu.data(), y_gpu.data(), nullptr,
                        nullptr, reserve.data(), workspace.data());

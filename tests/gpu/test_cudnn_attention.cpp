@@ -208,9 +208,11 @@ TEST_CASE("cudnn fused attention and dpbench's kernels timed at gpt's shape", "[
   for (const std::string path : {"own", "cudnn"}) {
     auto gpu = gpu_with_attention_path(path);
     Backend& ops = gpu->ops();
-    Buffer qkv = gpu->allocate(rows * g.q_stride * element), dqkv = gpu->allocate(rows * g.q_stride * element),
-           o = gpu->allocate(rows * g.o_stride * element), d_o = gpu->allocate(rows * g.o_stride * element),
-           lse = gpu->allocate(g.lse_count() * sizeof(float));
+    Buffer qkv = gpu->allocate(rows * g.q_stride * element, kTestBuffer),
+           dqkv = gpu->allocate(rows * g.q_stride * element, kTestBuffer),
+           o = gpu->allocate(rows * g.o_stride * element, kTestBuffer),
+           d_o = gpu->allocate(rows * g.o_stride * element, kTestBuffer),
+           lse = gpu->allocate(g.lse_count() * sizeof(float), kTestBuffer);
     gpu->ops().fill(g.type, qkv.data(), rows * g.q_stride, 0.01f);
     gpu->ops().fill(g.type, d_o.data(), rows * g.o_stride, 0.01f);
     Buffer workspace = allocate_at_least_one(*gpu, ops.attention_workspace_bytes(g));

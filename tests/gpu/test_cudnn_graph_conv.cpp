@@ -175,7 +175,7 @@ void check_passes(Device& gpu, CudnnGraphConvolutions& convs, const ConvGeometry
 TEST_CASE("cudnn graph convolutions match the reference in NHWC fp32 fp16 and bf16", "[gpu]") {
   auto gpu = make_gpu();
   CudnnGraphConvolutions convs(*gpu, StreamKind::compute);  // fp32 without TF32
-  Buffer workspace = gpu->allocate(kWorkspaceLimit);
+  Buffer workspace = gpu->allocate(kWorkspaceLimit, kTestWorkspace);
   uint64_t stream = 300;
   for (DataType type : kAllTypes) {
     for (const ConvCase& c : kGraphConvCases) {
@@ -188,7 +188,7 @@ TEST_CASE("cudnn graph convolutions match the reference in NHWC fp32 fp16 and bf
 TEST_CASE("cudnn graph convolutions match the reference in NCHW", "[gpu]") {
   auto gpu = make_gpu();
   CudnnGraphConvolutions convs(*gpu, StreamKind::compute);
-  Buffer workspace = gpu->allocate(kWorkspaceLimit);
+  Buffer workspace = gpu->allocate(kWorkspaceLimit, kTestWorkspace);
   uint64_t stream = 400;
   for (DataType type : {DataType::f32, DataType::bf16}) {
     for (const ConvCase& c : {kGraphConvCases[0], kGraphConvCases[2], kGraphConvCases[4]}) {
@@ -210,7 +210,7 @@ TEST_CASE("cudnn graph fused conv bias relu matches reference conv then add_chan
   auto gpu = make_gpu();
   CudnnGraphConvolutions convs(*gpu, StreamKind::compute);
   ReferenceBackend reference;
-  Buffer workspace = gpu->allocate(kWorkspaceLimit);
+  Buffer workspace = gpu->allocate(kWorkspaceLimit, kTestWorkspace);
   uint64_t stream = 500;
   const std::pair<DataFormat, DataType> layouts[] = {{DataFormat::nhwc, DataType::f32},
                                                      {DataFormat::nhwc, DataType::f16},
@@ -286,7 +286,7 @@ TEST_CASE("cudnn graph convolution statistics match the stored output's sums, wi
   auto gpu = make_gpu();
   CudnnGraphConvolutions convs(*gpu, StreamKind::compute);
   ReferenceBackend reference;
-  Buffer workspace = gpu->allocate(kWorkspaceLimit);
+  Buffer workspace = gpu->allocate(kWorkspaceLimit, kTestWorkspace);
   uint64_t stream = 900;
   const std::pair<DataFormat, DataType> layouts[] = {{DataFormat::nhwc, DataType::f16},
                                                      {DataFormat::nhwc, DataType::bf16},
@@ -376,7 +376,7 @@ TEST_CASE("cudnn graph convolution plans are built once per geometry pass and ep
           "[gpu]") {
   auto gpu = make_gpu();
   CudnnGraphConvolutions convs(*gpu, StreamKind::compute);
-  Buffer workspace = gpu->allocate(kWorkspaceLimit);
+  Buffer workspace = gpu->allocate(kWorkspaceLimit, kTestWorkspace);
   const ConvGeometry g = conv_geometry(kGraphConvCases[1], DataFormat::nhwc, DataType::f16);
   ConvTensors tensors(*gpu, g, 7);
   GpuTensor &x = tensors.x, &w = tensors.w, &y = tensors.y;
@@ -414,7 +414,7 @@ TEST_CASE("cudnn graph convolution plans are built once per geometry pass and ep
 TEST_CASE("cudnn graph convolutions refuse unprepared plans and impossible requests", "[gpu]") {
   auto gpu = make_gpu();
   CudnnGraphConvolutions convs(*gpu, StreamKind::compute);
-  Buffer workspace = gpu->allocate(kWorkspaceLimit);
+  Buffer workspace = gpu->allocate(kWorkspaceLimit, kTestWorkspace);
   const ConvGeometry g = conv_geometry(kGraphConvCases[0], DataFormat::nhwc, DataType::bf16);
   ConvTensors tensors(*gpu, g, 9);
   GpuTensor &x = tensors.x, &w = tensors.w, &y = tensors.y;
@@ -495,7 +495,7 @@ TEST_CASE("cudnn graph convolutions run inside a captured cuda graph once prepar
   auto gpu = make_gpu();
   CudnnGraphConvolutions convs(*gpu, StreamKind::compute);
   ReferenceBackend reference;
-  Buffer workspace = gpu->allocate(kWorkspaceLimit);
+  Buffer workspace = gpu->allocate(kWorkspaceLimit, kTestWorkspace);
   const DataType type = DataType::bf16;
   const ConvGeometry g = conv_geometry(kGraphConvCases[0], DataFormat::nhwc, type);
   const std::vector<float> x = rounded(type, random_vector(g.input.count(), 12));

@@ -61,7 +61,7 @@ class DeviceValues {
  public:
   DeviceValues(Device& device, DataType type, const std::vector<float>& values)
       : device_(device), type_(type), count_(values.size()),
-        buffer_(device.allocate(values.size() * data_type_bytes(type))) {
+        buffer_(device.allocate(values.size() * data_type_bytes(type), gpu_test::kTestBuffer)) {
     const HostTensor host(type, values);
     device_.copy_from_host(buffer_.data(), host.data(), count_ * data_type_bytes(type_));
   }

@@ -43,7 +43,7 @@ TEST_CASE("tf32 convolutions and GEMMs: within TF32's rounding; GEMMs on tensor 
                                             Padding::same);
   const std::vector<float> x = random_vector(g.input.count(), 11), w = random_vector(g.filter.count(), 12);
   GpuArray<float> x_gpu(*gpu, x), w_gpu(*gpu, w), y_gpu(*gpu, g.output.count());
-  Buffer workspace = gpu->allocate(std::max<size_t>(gpu->ops().conv2d_workspace_bytes(g), 1));
+  Buffer workspace = gpu->allocate(std::max<size_t>(gpu->ops().conv2d_workspace_bytes(g), 1), kTestWorkspace);
   gpu->ops().conv2d_forward(g, x_gpu.data(), w_gpu.data(), y_gpu.data(), workspace.data(), workspace.bytes());
   std::vector<float> y_ref(g.output.count());
   reference.conv2d_forward(g, x.data(), w.data(), y_ref.data(), nullptr, 0);

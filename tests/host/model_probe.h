@@ -18,6 +18,9 @@
 
 namespace dpbench::testing {
 
+// The probe's own loss and step slots, in the device's memory ledger.
+inline const MemoryTag kProbeBuffer{MemoryCategory::scratch, "model probe"};
+
 class RecordingAnnouncer final : public GradientAnnouncer {
  public:
   void announce(GradientRange range) override { ranges.push_back(range); }
@@ -30,8 +33,8 @@ class ModelProbe {
   ModelProbe(const Model& model, std::unique_ptr<Device> device, int batch, uint64_t data_seed = 42,
              DataType weight_copy_type = DataType::f32)
       : device_((device->make_current(), std::move(device))), params_(*device_, model.layout(), weight_copy_type) {
-    loss_ = device_->allocate(sizeof(float));
-    step_ = device_->allocate(sizeof(int32_t));
+    loss_ = device_->allocate(sizeof(float), kProbeBuffer);
+    step_ = device_->allocate(sizeof(int32_t), kProbeBuffer);
     const int32_t zero = 0;
     device_->copy_from_host(step_.data(), &zero, sizeof(zero));
     replica_ = model.create_replica(*device_, params_, ReplicaShard{0, 1, batch, data_seed});

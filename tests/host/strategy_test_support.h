@@ -28,6 +28,8 @@ struct Trained {
   int64_t kernels_per_step = -1;
   int64_t strategy_launches_per_step = -1;  // Strategy::launches_per_step, as the devices counted it
   bool cuda_graph = false;  // the measured steps were replayed as CUDA graphs
+  std::vector<DeviceMemoryRecord> memory;  // per device, its memory ledger's figures at the end
+  size_t parameter_slots = 0;              // floats in the parameter buffer (ParameterLayout::total_count)
 };
 
 // Trains on reference devices from the command line `args`, then lets `adjust` change the
@@ -50,6 +52,8 @@ inline Trained train(std::vector<std::string> args, const std::function<void(Run
   trained.kernels_per_step = measured.kernels_per_step;
   trained.strategy_launches_per_step = strategy->launches_per_step();
   trained.cuda_graph = measured.cuda_graph;
+  trained.memory = measured.memory;
+  trained.parameter_slots = model->layout().total_count();
   return trained;
 }
 

@@ -21,6 +21,9 @@
 #include "tests/host/reference_cnn_test_support.h"
 #include "tests/host/test_support.h"
 
+// What the tests allocate themselves, in the device's memory ledger.
+const dpbench::MemoryTag kTestBuffer{dpbench::MemoryCategory::scratch, "test"};
+
 using dpbench::testing::read_json;
 using dpbench::testing::run_cli;
 using dpbench::testing::TempDir;
@@ -246,8 +249,8 @@ TEST_CASE("backward through the graph matches finite differences of the loss", "
       dpbench::ParameterSet params(*device, model.layout());
       std::vector<float> values = model.initial_parameters(11);
       params.upload(values);
-      dpbench::Buffer loss = device->allocate(sizeof(float));
-      dpbench::Buffer step = device->allocate(sizeof(int32_t));
+      dpbench::Buffer loss = device->allocate(sizeof(float), kTestBuffer);
+      dpbench::Buffer step = device->allocate(sizeof(int32_t), kTestBuffer);
       const int32_t step_number = 5;  // any fixed step: the same dropout mask in every pass
       device->copy_from_host(step.data(), &step_number, sizeof(step_number));
       dpbench::ReplicaShard shard{0, 1, 3, 42};
@@ -320,8 +323,8 @@ class OneReplica {
   OneReplica(const dpbench::CnnModel& model, dpbench::DataType weight_copy_type = dpbench::DataType::f32)
       : device_(dpbench::create_reference_device(0)), params_(*device_, model.layout(), weight_copy_type) {
     params_.upload(model.initial_parameters(11));
-    loss_ = device_->allocate(sizeof(float));
-    step_ = device_->allocate(sizeof(int32_t));
+    loss_ = device_->allocate(sizeof(float), kTestBuffer);
+    step_ = device_->allocate(sizeof(int32_t), kTestBuffer);
     const int32_t step_number = 1;
     device_->copy_from_host(step_.data(), &step_number, sizeof(step_number));
     replica_ = model.create_replica(*device_, params_, dpbench::ReplicaShard{0, 1, 3, 42});
@@ -661,7 +664,7 @@ TEST_CASE("batch norms take their statistics from the convolutions' epilogues wh
       for (size_t i = 0; i < images.size(); ++i)
         images[i] = static_cast<float>(std::cos(0.37 * static_cast<double>(i)));
       device->copy_from_host(replica.values(net.input()), images.data(), input.bytes());
-      Buffer step = device->allocate(sizeof(int32_t));
+      Buffer step = device->allocate(sizeof(int32_t), kTestBuffer);
       const int32_t zero = 0;
       device->copy_from_host(step.data(), &zero, sizeof(zero));
       replica.forward(step.as<int32_t>());

@@ -19,7 +19,7 @@ TEST_CASE("5 batches after 2 warm-up batches on 2 devices write 7 step records, 
   REQUIRE(run_cli({"--device=cpu", "--model=trivial", "--num_gpus=2", "--num_batches=5",
                    "--num_warmup_batches=2", "--result_file=" + out}) == 0);
   const nlohmann::json result = read_json(out);
-  REQUIRE(result["schema_version"] == 2);
+  REQUIRE(result["schema_version"] == 3);
   REQUIRE(result["steps"].size() == 7);
   int warmup = 0;
   for (size_t i = 0; i < result["steps"].size(); ++i) {

@@ -18,6 +18,9 @@
 #include "tests/host/test_support.h"
 
 using namespace dpbench;
+
+// What the tests allocate themselves, in the device's memory ledger.
+const MemoryTag kTestBuffer{MemoryCategory::scratch, "test"};
 using dpbench::testing::read_json;
 using dpbench::testing::run_cli;
 using dpbench::testing::TempDir;
@@ -193,7 +196,7 @@ TEST_CASE("the fused inference joins compute what the batch norms and the adds c
     for (size_t i = 0; i < images.size(); ++i) images[i] = static_cast<float>(std::cos(0.37 * static_cast<double>(i)));
     device->copy_from_host(fused_replica.values(fused.input()), images.data(), input.bytes());
     device->copy_from_host(plain_replica.values(plain.input()), images.data(), input.bytes());
-    Buffer step = device->allocate(sizeof(int32_t));
+    Buffer step = device->allocate(sizeof(int32_t), kTestBuffer);
     const int32_t zero = 0;
     device->copy_from_host(step.data(), &zero, sizeof(zero));
     fused_replica.forward(step.as<int32_t>());

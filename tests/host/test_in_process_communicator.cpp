@@ -22,6 +22,9 @@
 #include "tests/rank_threads.h"
 
 using namespace dpbench;
+
+// What the tests allocate themselves, in the device's memory ledger.
+const MemoryTag kTestBuffer{MemoryCategory::scratch, "test"};
 using dpbench::testing::on_rank_threads;
 
 namespace {
@@ -45,7 +48,7 @@ struct Ranks {
 class TypedBuffer {
  public:
   TypedBuffer(Device& device, DataType type, size_t count)
-      : type_(type), count_(count), buffer_(device.allocate(count * data_type_bytes(type))) {}
+      : type_(type), count_(count), buffer_(device.allocate(count * data_type_bytes(type), kTestBuffer)) {}
   void fill(const std::function<float(size_t)>& value) {
     for (size_t i = 0; i < count_; ++i) store_from_float(type_, buffer_.data(), i, value(i));
   }

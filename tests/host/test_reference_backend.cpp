@@ -16,6 +16,9 @@
 #include "tests/host/reference_cnn_test_support.h"
 
 using namespace dpbench;
+
+// What the tests allocate themselves, in the device's memory ledger.
+const MemoryTag kTestBuffer{MemoryCategory::scratch, "test"};
 using dpbench::testing::changed_by_rounding;
 using dpbench::testing::check_same_bits;
 using dpbench::testing::kHalfTypes;
@@ -304,11 +307,11 @@ TEST_CASE("reference device: memory, copies, streams and events", "[reference]")
   CHECK(device.description().memory_bytes > 0);
   device.make_current();
 
-  Buffer buffer = device.allocate(100 * sizeof(float));
+  Buffer buffer = device.allocate(100 * sizeof(float), kTestBuffer);
   REQUIRE(buffer);
   CHECK(buffer.bytes() == 100 * sizeof(float));
   CHECK(reinterpret_cast<uintptr_t>(buffer.data()) % 64 == 0);
-  CHECK(device.allocate(0));  // still a valid pointer
+  CHECK(device.allocate(0, kTestBuffer));  // still a valid pointer
 
   std::vector<float> host(100), back(100);
   for (int i = 0; i < 100; ++i) host[i] = static_cast<float>(i);
@@ -317,7 +320,7 @@ TEST_CASE("reference device: memory, copies, streams and events", "[reference]")
   device.copy_to_host(back.data(), buffer.data(), 100 * sizeof(float));
   for (int i = 0; i < 100; ++i) CHECK(back[i] == 2.0f * i);
 
-  Buffer loss = device.allocate_host_visible(sizeof(float));
+  Buffer loss = device.allocate_host_visible(sizeof(float), kTestBuffer);
   REQUIRE(loss);
   *loss.as<float>() = 1.0f;  // host-visible: the host may write it directly
   CHECK(*loss.as<float>() == 1.0f);
@@ -342,7 +345,7 @@ TEST_CASE("reference device: memory, copies, streams and events", "[reference]")
 
 TEST_CASE("a device counts the work enqueued on each stream, not the queries", "[reference]") {
   std::unique_ptr<Device> device = create_reference_device(0);
-  Buffer buffer = device->allocate(16 * sizeof(float));
+  Buffer buffer = device->allocate(16 * sizeof(float), kTestBuffer);
   const int64_t compute = device->enqueued(StreamKind::compute);
   CHECK(device->enqueued(StreamKind::communication) == 0);
   device->ops(StreamKind::communication).fill(buffer.as<float>(), 16, 1.0f);

@@ -59,16 +59,16 @@ TEST_CASE("report skips a result of another schema_version with a note naming th
   TempDir dir;
   write_fixture(dir, "one.json", replicated_run(1, 1000));
   nlohmann::json future = result_to_json(make_fixture_result(replicated_run(2, 1900)));
-  future["schema_version"] = 3;
+  future["schema_version"] = 4;
   write_text(dir.file("future.json"), future.dump());
   const Report report = report_of({dir.path().string()});
   CHECK(report.results == 1);
   REQUIRE(report.skipped.size() == 1);
-  CHECK(report.skipped[0].reason == "result schema_version 3 (this dpbench reads 1 to 2)");
+  CHECK(report.skipped[0].reason == "result schema_version 4 (this dpbench reads 1 to 3)");
   const std::string markdown = with_placeholder(render_markdown(report), dir);
   CHECK_THAT(markdown, Contains("1 result from 2 files in 1 series; 1 file skipped (listed at the end).\n"));
-  CHECK_THAT(markdown, Contains("\n## Skipped files\n\n- `<dir>/future.json`: result schema_version 3 (this dpbench "
-                                "reads 1 to 2)\n"));
+  CHECK_THAT(markdown, Contains("\n## Skipped files\n\n- `<dir>/future.json`: result schema_version 4 (this dpbench "
+                                "reads 1 to 3)\n"));
 }
 
 TEST_CASE("report skips files that are not dpbench results with a note naming each", "[report]") {

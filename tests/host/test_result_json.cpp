@@ -72,6 +72,8 @@ Result make_full_result() {
   result.summary.loss_scaling = "automatic";
   result.summary.final_loss_scale = 4096;
   result.summary.math_paths = {{"convolutions", {{"shapes", 3}, {"fused_bias_relu", 1}}}};
+  result.summary.memory = {{"devices", {{{"device", 0}, {"peak_bytes", 9000}, {"at_peak", {{"parameters", 9000}}}}}},
+                           {"peak_bytes", 9000}};
   result.steps = {{0, 120.5, 7.25, true}, {1, 55.0, 7.0, false}, {2, 54.5, 6.875, false}};
   return result;
 }
@@ -136,6 +138,7 @@ void check_results_equal(const Result& a, const Result& b) {
   CHECK(a.summary.loss_scaling == b.summary.loss_scaling);
   CHECK(a.summary.final_loss_scale == b.summary.final_loss_scale);
   CHECK(a.summary.math_paths == b.summary.math_paths);
+  CHECK(a.summary.memory == b.summary.memory);
   REQUIRE(a.steps.size() == b.steps.size());
   for (size_t i = 0; i < a.steps.size(); ++i) {
     CHECK(a.steps[i].step == b.steps[i].step);
@@ -173,7 +176,7 @@ void write_text(const fs::path& path, const std::string& text) {
 
 TEST_CASE("result JSON has the DESIGN section 6 shape", "[result_json]") {
   const json document = dpbench::result_to_json(make_full_result());
-  CHECK(document.at("schema_version") == 2);
+  CHECK(document.at("schema_version") == 3);
   CHECK(document.at("tool").at("git_sha") == "0123456789ab");
   const json& environment = document.at("environment");
   for (const char* key : {"hostname", "date", "backend", "devices", "cuda", "cuda_driver",
@@ -268,14 +271,17 @@ TEST_CASE("documents that are not dpbench results are rejected", "[result_json]"
   CHECK_THROWS_AS(dpbench::result_from_json(fractional_count), RuntimeError);
 }
 
-TEST_CASE("other schema versions are rejected, version 1 results still read", "[result_json]") {
+TEST_CASE("other schema versions are rejected, version 1 and 2 results still read", "[result_json]") {
   json document = dpbench::result_to_json(make_full_result());
+  document["summary"].erase("memory");  // versions 1 and 2 had no memory accounting
+  document["schema_version"] = 2;
+  CHECK(dpbench::result_from_json(document).summary.memory.empty());
   document["schema_version"] = 1;
   document["summary"]["comm"]["messages_per_step"] = 3;  // what version 1 also wrote
   CHECK(dpbench::result_from_json(document).summary.items_per_sec == make_full_result().summary.items_per_sec);
-  document["schema_version"] = 3;
+  document["schema_version"] = 4;
   CHECK_THROWS_WITH(dpbench::result_from_json(document),
-                    "result schema_version 3 is not supported (this dpbench reads 1 to 2)");
+                    "result schema_version 4 is not supported (this dpbench reads 1 to 3)");
   document["schema_version"] = 0;
   CHECK_THROWS_AS(dpbench::result_from_json(document), RuntimeError);
   document["schema_version"] = "1";
