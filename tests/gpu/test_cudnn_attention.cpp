@@ -251,9 +251,11 @@ TEST_CASE("dpbench's attention kernels timed at gpt's shape in TF32 and bf16", "
     set_tf32(*gpu, true);
     Backend& ops = gpu->ops();
     const size_t rows = static_cast<size_t>(g.query_len) * g.batch, element = data_type_bytes(type);
-    Buffer qkv = gpu->allocate(rows * g.q_stride * element), dqkv = gpu->allocate(rows * g.q_stride * element),
-           o = gpu->allocate(rows * g.o_stride * element), d_o = gpu->allocate(rows * g.o_stride * element),
-           lse = gpu->allocate(g.lse_count() * sizeof(float));
+    Buffer qkv = gpu->allocate(rows * g.q_stride * element, kTestBuffer),
+           dqkv = gpu->allocate(rows * g.q_stride * element, kTestBuffer),
+           o = gpu->allocate(rows * g.o_stride * element, kTestBuffer),
+           d_o = gpu->allocate(rows * g.o_stride * element, kTestBuffer),
+           lse = gpu->allocate(g.lse_count() * sizeof(float), kTestBuffer);
     ops.fill(type, qkv.data(), rows * g.q_stride, 0.01f);
     ops.fill(type, d_o.data(), rows * g.o_stride, 0.01f);
     Buffer workspace = allocate_at_least_one(*gpu, ops.attention_workspace_bytes(g));
