@@ -386,7 +386,8 @@ std::string run_help_text() {
          "comm_bench --help); `dpbench strategies` lists the strategies and the options each takes.\n\n"
          "Usage:\n"
          "  dpbench [run] [flags]  |  dpbench report PATH... [flags]  |  dpbench compare BASE NEW [flags]\n"
-         "  dpbench predict BASE --system FILE [flags]  |  dpbench comm_bench [flags]  |  dpbench strategies\n" +
+         "  dpbench predict BASE --system FILE [flags]  |  dpbench comm_bench [flags]  |  dpbench strategies\n"
+         "  dpbench completion bash|zsh   (the shell completion script)\n" +
          flag_table_help(run_flag_table(), std::vector<std::string>(std::begin(kGroups), std::end(kGroups))) +
          "\nExample: dpbench --model=trivial --num_gpus=4 --variable_update=independent\n";
 }
