@@ -6,6 +6,7 @@
 
 #include "cli/comm_bench_command.h"
 #include "cli/compare_command.h"
+#include "cli/completion_command.h"
 #include "cli/end_with_process.h"
 #include "cli/flags.h"
 #include "cli/interrupt_signals.h"
@@ -51,6 +52,10 @@ int dpbench_main(const std::vector<std::string>& args) {
       return run_predict_command({run_args.begin() + 1, run_args.end()});
     if (!run_args.empty() && run_args.front() == "strategies") {
       run_strategies_command({run_args.begin() + 1, run_args.end()});
+      return 0;
+    }
+    if (!run_args.empty() && run_args.front() == "completion") {
+      run_completion_command({run_args.begin() + 1, run_args.end()});
       return 0;
     }
     if (!run_args.empty() && run_args.front() == "run") run_args.erase(run_args.begin());

@@ -41,6 +41,15 @@ void print(const std::string& text) {
   if (speaks()) log_lines(output_log(), text);
 }
 
+// --op's names: the collectives comm_bench measures.
+std::vector<std::string> benchmarked_collective_names() {
+  std::vector<std::string> names;
+  for (Collective collective : benchmarked_collectives()) names.push_back(collective_name(collective));
+  return names;
+}
+
+}  // namespace
+
 FlagTable comm_bench_flag_table() {
   const CommBenchOptions defaults;
   FlagTable table;
@@ -48,7 +57,7 @@ FlagTable comm_bench_flag_table() {
   table.flags = {
       {"op", "", "NAME",
        "collective: all_reduce (sum), all_gather, reduce_scatter (sum), reduce (sum to root 0), broadcast (root 0)",
-       std::string(collective_name(defaults.collective))},
+       std::string(collective_name(defaults.collective)), FlagKind::value, benchmarked_collective_names()},
       {"data_type", "", "fp32|fp16|bf16", "element type", std::string("fp32")},
       {"device", "", "auto|gpu|cpu", "gpu = NCCL, cpu = the reference backend's in-process communicator",
        defaults.device},
@@ -65,6 +74,8 @@ FlagTable comm_bench_flag_table() {
   };
   return table;
 }
+
+namespace {
 
 std::string format_time_us(double us) {
   char text[32];

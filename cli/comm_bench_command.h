@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli/comm_bench_collectives.h"
+#include "cli/flag_reader.h"
 #include "cli/flags.h"
 #include "cli/run_config.h"
 #include "engine/backend/device.h"
@@ -46,6 +47,9 @@ struct CommBenchRow {
   double algbw_gbps = 0;  // size_bytes / time, GB/s (1e9 bytes)
   double busbw_gbps = 0;  // algbw * collective_bus_factor
 };
+
+// `dpbench comm_bench`'s flags: what it reads, what --help lists, what shell completion offers.
+FlagTable comm_bench_flag_table();
 
 // `args` excludes "comm_bench". Throws ConfigError with one line naming the flag and the value.
 CommBenchOptions parse_comm_bench_flags(const std::vector<std::string>& args, const DeviceInventory& inventory);

@@ -28,6 +28,8 @@ double parse_percentage(const std::string& flag, const std::string& text) {
   return pct;
 }
 
+}  // namespace
+
 FlagTable compare_flag_table() {
   const ComparisonSettings defaults;
   FlagTable table;
@@ -35,7 +37,8 @@ FlagTable compare_flag_table() {
   table.takes_paths = true;
   table.flags = {
       {"output", "", "FILE", "write the comparison to FILE (atomically) instead of stdout"},
-      {"format", "", "FORMAT", "markdown, csv (one row per series of either side), or json", std::string("markdown")},
+      {"format", "", "FORMAT", "markdown, csv (one row per series of either side), or json", std::string("markdown"),
+       FlagKind::value, report_format_choice_names(comparison_writers())},
       {"fail_above", "", "PCT",
        "exit with code 3 when a series is slower beyond the noise and by more than PCT percent (its measured "
        "slowdown, the point estimate): a gate for CI and nightly jobs"},
@@ -44,6 +47,8 @@ FlagTable compare_flag_table() {
   };
   return table;
 }
+
+namespace {
 
 // Why a side gave no result at all, in one line: the one file's reason, or the first of several.
 std::string why_no_results(const std::string& path, const LoadedResults& loaded) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/flag_reader.h"
 #include "cli/offline_command.h"
 #include "reports/speed_comparison.h"
 
@@ -27,6 +28,9 @@ struct CompareOptions {
   ComparisonSettings settings;  // --noise_floor; the rest fixed (reports/speed_comparison.h)
   bool help = false;
 };
+
+// `dpbench compare`'s flags: what it reads, what --help lists, what shell completion offers.
+FlagTable compare_flag_table();
 
 // `args` excludes "compare". Throws ConfigError with one line: an unknown flag or format, a flag
 // without its value or with one out of range, not exactly two paths, a path that does not exist,

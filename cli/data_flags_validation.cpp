@@ -74,7 +74,7 @@ void resolve_data(const GivenFlags& flags, RunConfig* config) {
   }
   data.data_name = flags.text("data_name");
   if (!data.data_name.empty())
-    require_one_of("data_name", data.data_name, {"cifar10", "ptb", "parallel_text", "tokens"}, "data set");
+    require_one_of("data_name", data.data_name, kDataSetNames, "data set");
   if (data.data_name.empty() && !data.data_dir.empty()) data.data_name = data_set_of(config->model, data.data_dir);
   if (!data.data_name.empty()) check_model_reads(data.data_name, config->model);
   if (data.data_dir.empty() && (data.data_name == "ptb" || data.data_name == "parallel_text" || data.data_name == "tokens"))

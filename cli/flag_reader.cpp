@@ -19,6 +19,19 @@ std::string FlagTable::help_command() const {
   return command.empty() ? "dpbench --help" : "dpbench " + command + " --help";
 }
 
+std::vector<std::string> flag_value_choices(const FlagDeclaration& flag) {
+  if (!flag.choices.empty()) return flag.choices;
+  if (flag.kind == FlagKind::boolean) return {"true", "false"};
+  if (flag.value_hint.find('|') == std::string::npos) return {};
+  std::vector<std::string> alternatives;
+  for (size_t start = 0;;) {
+    const size_t bar = flag.value_hint.find('|', start);
+    alternatives.push_back(flag.value_hint.substr(start, bar - start));
+    if (bar == std::string::npos) return alternatives;
+    start = bar + 1;
+  }
+}
+
 std::string ReadFlags::text(const std::string& name) const {
   if (const auto given = values.find(name); given != values.end()) return given->second;
   const auto fallback = defaults.find(name);

@@ -28,7 +28,14 @@ struct FlagDeclaration {
   std::string help{};        // --help's description
   std::optional<std::string> default_text = std::nullopt;  // the text where not given; --help shows it
   FlagKind kind = FlagKind::value;
+  // The names an enumerated flag accepts, from the list its validation checks against, where the
+  // value hint cannot show them ("NAME"); shell completion offers them (flag_value_choices).
+  std::vector<std::string> choices{};
 };
+
+// The values shell completion offers for `flag`: its choices, else the alternatives of a hint
+// such as "fp32|tf32" (a boolean's: true, false); empty for a free value (N, FILE).
+std::vector<std::string> flag_value_choices(const FlagDeclaration& flag);
 
 struct FlagTable {
   std::string command;  // "report"; empty for run, the default command (its help: dpbench --help)

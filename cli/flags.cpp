@@ -8,7 +8,9 @@
 #include "cli/flag_reader.h"
 #include "cli/flags_validation.h"
 #include "cli/tf_cnn_benchmarks_flags.h"
+#include "engine/precision.h"
 #include "models/model_registry.h"
+#include "models/sequence/gpt.h"
 #include "strategies/strategy_registry.h"
 #include "strategies/synchronisation_options.h"
 
@@ -32,6 +34,33 @@ std::string names_of(const std::vector<Entry>& registry, bool implemented) {
     names += (names.empty() ? "" : ", ") + entry.name;
   }
   return names.empty() ? "none" : names;
+}
+
+// The names of the implemented entries: a row's choices.
+template <typename Entry>
+std::vector<std::string> implemented_names(const std::vector<Entry>& registry) {
+  std::vector<std::string> names;
+  for (const auto& entry : registry)
+    if (entry.implemented) names.push_back(entry.name);
+  return names;
+}
+
+std::vector<std::string> strategy_entry_names() {
+  std::vector<std::string> names;
+  for (const StrategyEntry& entry : strategy_registry()) names.push_back(entry.name);
+  return names;
+}
+
+std::vector<std::string> gpt_size_names() {
+  std::vector<std::string> names;
+  for (const GptPreset& preset : gpt_presets()) names.push_back(preset.name);
+  return names;
+}
+
+std::vector<std::string> precision_names() {
+  std::vector<std::string> names;
+  for (Precision precision : every_precision()) names.push_back(precision_name(precision));
+  return names;
 }
 
 // " (planned: a, b)", or nothing when every entry is implemented.
@@ -65,7 +94,7 @@ std::vector<FlagDeclaration> model_flags(const RunConfig& defaults) {
   return {
       {"model", "Model", "NAME",
        "Model to train; accepted now: " + names_of(model_registry(), true) + planned_of(model_registry()),
-       defaults.model},
+       defaults.model, FlagKind::value, implemented_names(model_registry())},
       {"batch_size", "Model", "N", "Batch size per device" + per_model(batch), {}},
       {"total_batch_size", "Model", "N",
        "Global batch over all devices, for strong scaling; must divide evenly by the device count "
@@ -75,7 +104,7 @@ std::vector<FlagDeclaration> model_flags(const RunConfig& defaults) {
       {"precision", "Model", "fp32|tf32|fp16|bf16",
        "Arithmetic: fp32; tf32 (tensor cores, fp32 storage); fp16 or bf16 (16-bit activations and "
        "weight copy, fp32 accumulation and master weights; CNN models)",
-       precision_name(defaults.precision)},
+       precision_name(defaults.precision), FlagKind::value, precision_names()},
       {"use_fp16", "Model", "BOOL", "Alias for --precision=fp16 (tf_cnn_benchmarks' spelling)",
        defaults.use_fp16 ? "true" : "false", FlagKind::boolean},
       {"forward_only", "Model", "BOOL",
@@ -108,13 +137,13 @@ std::vector<FlagDeclaration> sequence_flags() {
        "unrolled one time step at a time, as TensorFlow's dynamic_rnn; the seeds' uni and bi mean "
        "dynamic with that --direction) or, for nmt, transformer (Transformer-base) (default: nmt "
        "dynamic, rnnlm cudnn_lstm)",
-       {}},
+       {}, FlagKind::value, kEncoderTypeNames},
       {"lstm_algorithm", "Sequence models", "NAME",
        "cudnn_lstm: the fused LSTM's algorithm, fastest (each shape's standard and persistent algorithms "
        "timed once at set-up; standard under --deterministic or --cudnn_benchmark=false), cuDNN's "
        "standard, persist_static or persist_static_small_h, or own_persistent (dpbench's persistent "
        "kernels: fp16/bf16, one direction, 32, 64 or 128 units) (default: fastest)",
-       {}},
+       {}, FlagKind::value, kLstmAlgorithmNames},
       {"direction", "Sequence models", "uni|bi",
        "nmt encoder: bi = half the encoder layers read forwards, half backwards (default: bi)", {}},
       {"src_vocab_size", "Sequence models", "N", "nmt source vocabulary (default: 50000)", {}},
@@ -123,7 +152,7 @@ std::vector<FlagDeclaration> sequence_flags() {
       {"gpt_size", "Sequence models", "NAME",
        "gpt: GPT-2's 124m, 350m, 774m or 1558m (layers/heads/width 12/12/768, 24/16/1024, 36/20/1280, "
        "48/25/1600); --num_layers, --num_heads and --hidden_size override it (default: 124m)",
-       {}},
+       {}, FlagKind::value, gpt_size_names()},
       {"hidden_size", "Sequence models", "N", "gpt: model width, divided by --num_heads (default: the --gpt_size's)", {}},
       {"embedding_dim", "Sequence models", "N", "Embedding width (default: nmt 512, rnnlm 32)", {}},
       {"num_units", "Sequence models", "N",
@@ -165,7 +194,7 @@ std::vector<FlagDeclaration> device_and_synchronisation_flags(const RunConfig& d
       {"variable_update", "Synchronisation", "NAME",
        "How replicas synchronise: " + strategy_names() + " (`dpbench strategies` describes each and "
            "the options it takes)",
-       defaults.variable_update},
+       defaults.variable_update, FlagKind::value, strategy_entry_names()},
       {"independent_replica", "Synchronisation", "BOOL",
        "With --variable_update=replicated: replicas do not exchange gradients (= independent)",
        defaults.independent_replica ? "true" : "false", FlagKind::boolean},
@@ -199,7 +228,7 @@ std::vector<FlagDeclaration> optimizer_and_data_flags(const RunConfig& defaults)
        "cifar10 (trivial, cifar10_cnn, the ResNets at 32x32), ptb (rnnlm), parallel_text (nmt) or tokens "
        "(gpt: llm.c's .bin or nanoGPT's train.bin token shards); "
        "default with --data_dir: the model's; cifar10 without --data_dir: synthetic data of its shape",
-       {}},
+       {}, FlagKind::value, kDataSetNames},
       {"data_feed", "Data", "on_device|host",
        "on_device: each device's batch is made once and stays in its memory; host: every step's batch "
        "is built on the host and copied in (default: host with --data_dir, else on_device)",
@@ -357,7 +386,8 @@ std::string run_help_text() {
          "comm_bench --help); `dpbench strategies` lists the strategies and the options each takes.\n\n"
          "Usage:\n"
          "  dpbench [run] [flags]  |  dpbench report PATH... [flags]  |  dpbench compare BASE NEW [flags]\n"
-         "  dpbench predict BASE --system FILE [flags]  |  dpbench comm_bench [flags]  |  dpbench strategies\n" +
+         "  dpbench predict BASE --system FILE [flags]  |  dpbench comm_bench [flags]  |  dpbench strategies\n"
+         "  dpbench completion bash|zsh   (the shell completion script)\n" +
          flag_table_help(run_flag_table(), std::vector<std::string>(std::begin(kGroups), std::end(kGroups))) +
          "\nExample: dpbench --model=trivial --num_gpus=4 --variable_update=independent\n";
 }

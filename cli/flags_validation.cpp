@@ -253,8 +253,7 @@ void resolve_sequence(const GivenFlags& flags, const ModelEntry& model, RunConfi
   };
   if (values.count("encoder_type")) {
     q.encoder_type = values["encoder_type"];
-    require_one_of("encoder_type", q.encoder_type, {"cudnn_lstm", "dynamic", "uni", "bi", "transformer"},
-                   "encoder");
+    require_one_of("encoder_type", q.encoder_type, kEncoderTypeNames, "encoder");
     if (q.encoder_type == "transformer" && model.name != "nmt")
       reject("encoder_type", q.encoder_type, "is nmt's; --model=" + model.name + " takes cudnn_lstm or dynamic");
   }
@@ -334,9 +333,7 @@ void resolve_sequence(const GivenFlags& flags, const ModelEntry& model, RunConfi
   }
   if (values.count("lstm_algorithm")) {
     q.lstm_algorithm = values["lstm_algorithm"];
-    require_one_of("lstm_algorithm", q.lstm_algorithm,
-                   {"fastest", "standard", "persist_static", "persist_static_small_h", "own_persistent"},
-                   "LSTM algorithm");
+    require_one_of("lstm_algorithm", q.lstm_algorithm, kLstmAlgorithmNames, "LSTM algorithm");
     if (flags.was_given("lstm_algorithm") && q.encoder_type != "cudnn_lstm" && !transformer)
       reject("lstm_algorithm", q.lstm_algorithm,
              "picks cuDNN's fused RNN algorithm, and this run's LSTMs are --encoder_type=" + q.encoder_type +

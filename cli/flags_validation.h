@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "cli/flags.h"
 #include "cli/run_config.h"
@@ -24,6 +25,13 @@ struct GivenFlags {
     return found == texts.end() ? std::string() : found->second;
   }
 };
+
+// The names of the run flags that take one of a fixed few: validation accepts exactly these, and
+// the flag table lists them as the flags' choices (shell completion offers them).
+inline const std::vector<std::string> kEncoderTypeNames = {"cudnn_lstm", "dynamic", "uni", "bi", "transformer"};
+inline const std::vector<std::string> kLstmAlgorithmNames = {"fastest", "standard", "persist_static",
+                                                             "persist_static_small_h", "own_persistent"};
+inline const std::vector<std::string> kDataSetNames = {"cifar10", "ptb", "parallel_text", "tokens"};
 
 // The reference backend's host stand-in devices are threads; more than this only slows CI down.
 constexpr int kMaxReferenceDevices = 64;

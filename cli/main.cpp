@@ -34,7 +34,8 @@ namespace {
 // files). Throws with the line to print when it cannot.
 std::unique_ptr<dpbench::ProcessGroup> join_job(const std::vector<std::string>& args) {
   const bool offline = !args.empty() && (args.front() == "report" || args.front() == "compare" ||
-                                          args.front() == "predict" || args.front() == "strategies");
+                                          args.front() == "predict" || args.front() == "strategies" ||
+                                          args.front() == "completion");
   if (offline) return nullptr;
   dpbench::LaunchEnvironment launch = dpbench::detect_launch_environment();
   if (launch.launcher == dpbench::Launcher::none) return nullptr;

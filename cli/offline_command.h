@@ -15,16 +15,31 @@
 
 namespace dpbench {
 
-// --format, parsed once through the formats' names (reports/report_format.h): one the command's
-// subject has a writer for (`writers`: report_writers(), ...). Else a ConfigError "--format=X:
-// unknown report format; accepted: markdown, csv, json" (the names it has writers for).
+// --format's names (reports/report_format.h) that the command's subject has a writer for
+// (`writers`: report_writers(), ...).
 template <typename Subject>
-ReportFormat parse_report_format(const std::string& text, const ReportWriters<Subject>& writers) {
+std::vector<Choice<ReportFormat>> report_format_choices(const ReportWriters<Subject>& writers) {
   std::vector<Choice<ReportFormat>> choices;
   for (const ReportFormatName& name : report_format_names())
     for (const ReportWriter<Subject>& writer : writers)
       if (writer.format == name.value) choices.push_back({name.name, name.value, name.listed});
-  return parse_choice("format", text, choices, "report format");
+  return choices;
+}
+
+// The listed ones as names: the --format row's choices in the command's flag table.
+template <typename Subject>
+std::vector<std::string> report_format_choice_names(const ReportWriters<Subject>& writers) {
+  std::vector<std::string> names;
+  for (const Choice<ReportFormat>& choice : report_format_choices(writers))
+    if (choice.listed) names.push_back(choice.name);
+  return names;
+}
+
+// --format, parsed once through report_format_choices. Else a ConfigError "--format=X: unknown
+// report format; accepted: markdown, csv, json" (the names it has writers for).
+template <typename Subject>
+ReportFormat parse_report_format(const std::string& text, const ReportWriters<Subject>& writers) {
+  return parse_choice("format", text, report_format_choices(writers), "report format");
 }
 
 // `subject` written by its writer of `format` (one parse_report_format accepted), its lines

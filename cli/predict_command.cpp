@@ -48,6 +48,8 @@ CollectiveCurve load_curve(const std::string& path) {
   return curve;
 }
 
+}  // namespace
+
 FlagTable predict_flag_table() {
   FlagTable table;
   table.command = "predict";
@@ -64,11 +66,14 @@ FlagTable predict_flag_table() {
        "the bucket size to predict, 0 to 1048576 as dpbench run takes it (0: one exchange per tensor; default: "
        "BASE's, else run's default); the tail bucket (--tail_bucket_mb) is BASE's where it fits that size"},
       {"output", "", "FILE", "write the table to FILE (atomically) instead of stdout"},
-      {"format", "", "FORMAT", "markdown, csv or json", std::string("markdown")},
+      {"format", "", "FORMAT", "markdown, csv or json", std::string("markdown"), FlagKind::value,
+       report_format_choice_names(prediction_writers())},
       {"plot", "", "FILE", "also write the figure (efficiency against GPUs, SVG) to FILE"},
   };
   return table;
 }
+
+namespace {
 
 // The base run's buckets as `bucket_cap_mb` (and `tail_bucket_mb`) cut them: the bucket planner
 // of the strategies, on the base run's layout.

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/flag_reader.h"
 #include "cli/offline_command.h"
 
 namespace dpbench {
@@ -27,6 +28,9 @@ struct PredictOptions {
   ReportFormat format = ReportFormat::markdown;
   bool help = false;
 };
+
+// `dpbench predict`'s flags: what it reads, what --help lists, what shell completion offers.
+FlagTable predict_flag_table();
 
 // `args` excludes "predict". Throws ConfigError with one line: an unknown flag or format, a value
 // out of range, no BASE, no --system, a path (BASE, MEASURED, --system, --curves) that does not

@@ -37,19 +37,24 @@ void check_paths(const ReportOptions& options) {
   }
 }
 
+}  // namespace
+
 FlagTable report_flag_table() {
   FlagTable table;
   table.command = "report";
   table.takes_paths = true;
   table.flags = {
       {"output", "", "FILE", "write the report to FILE (atomically) instead of stdout"},
-      {"format", "", "FORMAT", "markdown, csv (one row per series and GPU count), or json", std::string("markdown")},
+      {"format", "", "FORMAT", "markdown, csv (one row per series and GPU count), or json", std::string("markdown"),
+       FlagKind::value, report_format_choice_names(report_writers())},
       {"plots", "", "DIR",
        "also write SVG figures to DIR: speedup against GPUs per workload, and the step times of each series' "
        "largest run with the warm-up shaded"},
   };
   return table;
 }
+
+namespace {
 
 // Notes quote files (paths, names, values): escaped, so no control byte of theirs reaches the terminal.
 void warn(const std::string& text) { error_log().warn(escaped_value(text)); }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/flag_reader.h"
 #include "cli/offline_command.h"
 #include "reports/report_series.h"
 
@@ -18,6 +19,9 @@ struct ReportOptions {
   std::string plots_directory;     // empty: no figures
   bool help = false;
 };
+
+// `dpbench report`'s flags: what it reads, what --help lists, what shell completion offers.
+FlagTable report_flag_table();
 
 // `args` excludes "report". Throws ConfigError with one line: an unknown flag or format, a flag
 // without its value, no paths, a path that does not exist, an --output in a missing folder.

@@ -25,6 +25,8 @@ const std::vector<Choice<ListingFormat>>& listing_format_choices() {
   return choices;
 }
 
+}  // namespace
+
 FlagTable strategies_flag_table() {
   FlagTable table;
   table.command = "strategies";
@@ -41,6 +43,8 @@ FlagTable strategies_flag_table() {
   };
   return table;
 }
+
+namespace {
 
 std::string help_text() {
   return "usage: dpbench strategies [--format=" + choice_names(listing_format_choices(), "|") +

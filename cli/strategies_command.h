@@ -6,9 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "cli/flag_reader.h"
 #include "reports/strategy_catalog.h"
 
 namespace dpbench {
+
+// `dpbench strategies`'s flags: what it reads, what --help lists, what shell completion offers.
+FlagTable strategies_flag_table();
 
 // `args` excludes "strategies". Throws ConfigError with one line for a bad flag or token.
 void run_strategies_command(const std::vector<std::string>& args);

@@ -2,15 +2,26 @@
 # Sweeps dpbench over models x device counts x synchronisation strategies (x repeats): one run and
 # one self-named JSON result per combination in one output folder, failures recorded and skipped
 # over, results already present not run again, and `dpbench report` regenerated at the end.
-# `scripts/sweep.sh --help` says how; README.md ("Sweeps") has examples.
+# `scripts/sweep.sh --help` says how; README.md ("Sweeps") has examples. Installed (cmake --install,
+# the Debian package) it is `dpbench-sweep`, beside the dpbench it runs.
 set -euo pipefail
 
-prog=sweep.sh
-repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# Its name in messages: sweep.sh in a checkout, dpbench-sweep where installed.
+prog=${BASH_SOURCE[0]##*/}
+usage_name=$prog
+[ "$prog" != sweep.sh ] || usage_name=scripts/sweep.sh
+# The dpbench it runs unless told: the one beside this script (followed through links) where it
+# is installed, else the checkout's build.
+script_dir=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
+if [ -x "$script_dir/dpbench" ] && [ ! -d "$script_dir/dpbench" ]; then
+  default_dpbench=$script_dir/dpbench
+else
+  default_dpbench=$(cd "$script_dir/.." && pwd)/build/dpbench
+fi
 
 usage() {
   cat <<EOF
-Usage: scripts/sweep.sh --models=M1,M2 --gpus=N1,N2 --strategies='S1;S2' --out=DIR [options] [-- DPBENCH_FLAGS...]
+Usage: $usage_name --models=M1,M2 --gpus=N1,N2 --strategies='S1;S2' --out=DIR [options] [-- DPBENCH_FLAGS...]
 
 Runs dpbench once per model x device count x strategy x repeat, each writing its JSON result to
 DIR/MODEL__STRATEGY__Ngpu.json (NAME__rK.json with --repeats=K>1), its output to DIR/logs/NAME.log.
@@ -23,7 +34,7 @@ Required:
   --out=DIR           output folder (created if missing)
 
 Options:
-  --dpbench=PATH      dpbench executable (default: $repo_root/build/dpbench)
+  --dpbench=PATH      dpbench executable (default: $default_dpbench)
   --select=visible    (default) choose the GPUs of an N-GPU run with CUDA_VISIBLE_DEVICES: the first
                       N entries of the caller's CUDA_VISIBLE_DEVICES when it is set, else 0,...,N-1
   --select=indices    choose them with --gpu_indices=0,...,N-1 instead (environment untouched)
@@ -199,7 +210,7 @@ while [[ $out == */ && $out != / ]]; do out=${out%/}; done
   die "--out=$(printf %q "$out_arg"): the folder name holds a newline or another control character; choose another name"
 # A name that starts with '-' would read as an option to mkdir, find and dpbench report.
 [[ $out == -* ]] && out=./$out
-[ -n "$dpbench" ] || dpbench=$repo_root/build/dpbench
+[ -n "$dpbench" ] || dpbench=$default_dpbench
 
 split , "$models_arg"
 models=("${fields[@]}")
