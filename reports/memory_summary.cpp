@@ -45,17 +45,7 @@ json device_to_json(const DeviceMemoryRecord& record) {
 
 // ---- the console line ----
 
-struct Unit {
-  const char* name;
-  double bytes;
-};
-
-// The largest unit in which `bytes` is at least 1, so a tiny reference run does not read 0.0 GiB.
-Unit unit_for(double bytes) {
-  if (bytes >= 1024.0 * 1024.0 * 1024.0) return {"GiB", 1024.0 * 1024.0 * 1024.0};
-  if (bytes >= 1024.0 * 1024.0) return {"MiB", 1024.0 * 1024.0};
-  return {"KiB", 1024.0};
-}
+using Unit = MemoryUnit;
 
 std::string in_unit(double bytes, const Unit& unit) {
   char text[32];
@@ -63,12 +53,18 @@ std::string in_unit(double bytes, const Unit& unit) {
   return text;
 }
 
-double number_at(const json& object, const char* key) {
+}  // namespace
+
+MemoryUnit memory_unit_for(double bytes) {
+  if (bytes >= 1024.0 * 1024.0 * 1024.0) return {"GiB", 1024.0 * 1024.0 * 1024.0};
+  if (bytes >= 1024.0 * 1024.0) return {"MiB", 1024.0 * 1024.0};
+  return {"KiB", 1024.0};
+}
+
+double memory_number(const json& object, const char* key) {
   const auto found = object.find(key);
   return found != object.end() && found->is_number() ? found->get<double>() : 0.0;
 }
-
-}  // namespace
 
 json memory_summary_to_json(const std::vector<DeviceMemoryRecord>& devices) {
   if (devices.empty()) return json::object();
@@ -96,7 +92,7 @@ void add_nvml_memory_figures(const json& telemetry, size_t first_device, json& m
   const json& gpus = telemetry["devices"];
   json& devices = memory["devices"];
   for (size_t d = 0; d < gpus.size() && first_device + d < devices.size(); ++d) {
-    const double mib = number_at(gpus[d], "memory_used_max_mib");
+    const double mib = memory_number(gpus[d], "memory_used_max_mib");
     if (mib > 0) devices[first_device + d]["nvml_used_max_bytes"] = static_cast<int64_t>(mib * 1024.0 * 1024.0 + 0.5);
   }
 }
@@ -105,37 +101,37 @@ std::string describe_memory(const json& memory) {
   if (!memory.is_object() || !memory.contains("devices") || !memory["devices"].is_array() || memory["devices"].empty())
     return "";
   const json& devices = memory["devices"];
-  const size_t fullest = std::min(static_cast<size_t>(number_at(memory, "fullest_device")), devices.size() - 1);
+  const size_t fullest = std::min(static_cast<size_t>(memory_number(memory, "fullest_device")), devices.size() - 1);
   const json& device = devices[fullest];
-  const double step_peak = number_at(device, "step_peak_bytes");
-  const Unit unit = unit_for(step_peak);
+  const double step_peak = memory_number(device, "step_peak_bytes");
+  const Unit unit = memory_unit_for(step_peak);
   bool all_alike = true;
   for (const json& other : devices)
-    all_alike = all_alike && in_unit(number_at(other, "step_peak_bytes"), unit) == in_unit(step_peak, unit);
+    all_alike = all_alike && in_unit(memory_number(other, "step_peak_bytes"), unit) == in_unit(step_peak, unit);
   std::string line = "peak " + in_unit(step_peak, unit) + " " + unit.name;
-  line += all_alike ? " per device" : " on device " + std::to_string(static_cast<int>(number_at(device, "device"))) +
+  line += all_alike ? " per device" : " on device " + std::to_string(static_cast<int>(memory_number(device, "device"))) +
                                           " (the fullest of " + std::to_string(devices.size()) + ")";
   line += " in the measured steps:";
   const json& at_step_peak = device.contains("at_step_peak") ? device["at_step_peak"] : json::object();
   const char* separator = " ";
   for (const MemoryCategoryInfo& category : memory_categories()) {
-    const double bytes = number_at(at_step_peak, category.key);
+    const double bytes = memory_number(at_step_peak, category.key);
     if (bytes <= 0) continue;
     line += separator + std::string(category.console_word) + " " + in_unit(bytes, unit);
     separator = ", ";
   }
-  const double setup_peak = number_at(device, "peak_bytes");
+  const double setup_peak = memory_number(device, "peak_bytes");
   if (in_unit(setup_peak, unit) != in_unit(step_peak, unit)) line += "; set-up peak " + in_unit(setup_peak, unit);
-  const double pinned = number_at(device, "pinned_host_peak_bytes");
+  const double pinned = memory_number(device, "pinned_host_peak_bytes");
   if (std::atof(in_unit(pinned, unit).c_str()) > 0) line += "; pinned host memory " + in_unit(pinned, unit);
   if (device.contains("device_reported_bytes")) {
-    line += "; device reports " + in_unit(number_at(device, "device_reported_bytes"), unit);
+    line += "; device reports " + in_unit(memory_number(device, "device_reported_bytes"), unit);
     if (device.contains("unaccounted") && device["unaccounted"].is_object()) {
       const json& unaccounted = device["unaccounted"];
-      line += " (" + in_unit(number_at(unaccounted, "context_bytes"), unit) + " CUDA context and other processes, " +
-              in_unit(number_at(unaccounted, "libraries_bytes"), unit) + " libraries' own and rounding)";
+      line += " (" + in_unit(memory_number(unaccounted, "context_bytes"), unit) + " CUDA context and other processes, " +
+              in_unit(memory_number(unaccounted, "libraries_bytes"), unit) + " libraries' own and rounding)";
     } else if (device.contains("unaccounted_bytes")) {
-      line += " (" + in_unit(number_at(device, "unaccounted_bytes"), unit) + " not dpbench's)";
+      line += " (" + in_unit(memory_number(device, "unaccounted_bytes"), unit) + " not dpbench's)";
     }
   }
   return line;

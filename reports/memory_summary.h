@@ -31,6 +31,17 @@ nlohmann::json memory_summary_to_json(const std::vector<DeviceMemoryRecord>& dev
 // telemetry covers its own process's GPUs, which sit from `first_device` on in the memory record.
 void add_nvml_memory_figures(const nlohmann::json& telemetry, size_t first_device, nlohmann::json& memory);
 
+// The largest of GiB, MiB and KiB in which `bytes` is at least 1 (KiB below), so a tiny
+// reference run does not read 0.0 GiB.
+struct MemoryUnit {
+  const char* name;
+  double bytes;
+};
+MemoryUnit memory_unit_for(double bytes);
+
+// object[key] where it is a number, else 0 (a result of an older dpbench lacks the key).
+double memory_number(const nlohmann::json& object, const char* key);
+
 // The console's "Memory:" line after its label: "peak 8.1 GiB per device in the measured steps:
 // parameters 0.5, ...; device reports 9.0 (...)", the fullest device's, without a newline; ""
 // where `memory` has no devices (a result of an older dpbench).

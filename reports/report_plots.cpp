@@ -1,4 +1,4 @@
-// Speedup and step-time figures of `dpbench report --plots` (see report_plots.h).
+// Speedup, step-time, memory and efficiency figures of `dpbench report --plots` (see report_plots.h).
 #include "reports/report_plots.h"
 
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "reports/memory_report.h"
 #include "reports/svg_chart.h"
 #include "reports/text_file.h"
 
@@ -168,6 +169,11 @@ std::vector<PlotFile> build_report_plots(const Report& report, std::vector<std::
     const std::string stem =
         "steps_" + safe_file_stem(series.title) + "_" + std::to_string(largest.num_devices) + "gpu";
     plots.push_back({unique_name(stem, &used), render_svg(step_time_chart(series, largest))});
+  }
+  for (const Comparison& comparison : report.comparisons) {
+    const StackedBarChart chart = memory_chart(comparison.title, memory_rows(report, comparison));
+    if (!chart.categories.empty())
+      plots.push_back({unique_name("memory_" + safe_file_stem(comparison.title), &used), render_svg(chart)});
   }
   for (const Series& series : report.series) {
     const StackedBarChart chart = efficiency_loss_chart(series);

@@ -1,6 +1,7 @@
 // The figures of `dpbench report --plots DIR`, built on reports/svg_chart.*: per workload, speedup
-// against GPU count with one line per strategy and the ideal y = x; per series, the step times of
-// its largest run with the warm-up steps shaded.
+// against GPU count with one line per strategy and the ideal y = x, and where its runs measured
+// memory, each strategy's and GPU count's bytes per category (memory_report.h); per series, the
+// step times of its largest run with the warm-up steps shaded, and where the efficiency went.
 #pragma once
 
 #include <string>

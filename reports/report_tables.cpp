@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reports/memory_report.h"
 #include "reports/table_cells.h"
 
 namespace dpbench {
@@ -282,6 +283,8 @@ std::string render_markdown(const Report& report) {
               notes_list(notes);
     }
     text += "\n### Comparison: " + comparison.title + "\n\n" + comparison_table(report, comparison);
+    const std::string memory = memory_table(memory_rows(report, comparison));
+    if (!memory.empty()) text += "\n" + memory;
   }
   if (!report.skipped.empty()) {
     text += "\n## Skipped files\n\n";
