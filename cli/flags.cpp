@@ -8,6 +8,7 @@
 #include "cli/flag_reader.h"
 #include "cli/flags_validation.h"
 #include "cli/tf_cnn_benchmarks_flags.h"
+#include "cli/trace_output.h"
 #include "engine/precision.h"
 #include "models/model_registry.h"
 #include "models/sequence/gpt.h"
@@ -315,6 +316,11 @@ std::vector<FlagDeclaration> measurement_and_output_flags(const RunConfig& defau
        "chrome://tracing): a process per device, a thread per stream, spans per layer group, "
        "bucket exchange and update (empty: none)",
        defaults.trace_file},
+      {"trace_format", "Output", choice_names(trace_format_choices(), "|"),
+       "How --trace_file is written: perfetto, one Chrome trace of every device; hta, --trace_file is a "
+       "folder of one trace per device (rank<R>.json) as Holistic Trace Analysis reads them, "
+       "TraceAnalysis(trace_dir=FOLDER)",
+       trace_format_name(defaults.trace_format)},
       {"trace_steps", "Output", "A:B",
        "Steps --trace_file records: measured steps A to B (from 1), or warm-up steps as wK, e.g. "
        "w1:w3 (default: 5 steps from the middle of the measured ones; at most 100)",

@@ -2,6 +2,7 @@
 // of the form "--flag=value: what is wrong; what is accepted", and defaults that depend on other
 // flags (the model's batch size and optimizer, the device list, the backend) are filled in here.
 #include "cli/flags_validation.h"
+#include "cli/trace_output.h"
 #include "cli/traced_steps.h"
 
 #include <unistd.h>
@@ -436,9 +437,13 @@ void resolve_trace(const GivenFlags& flags, RunConfig* config) {
   config->nvtx = parse_bool("nvtx", flags.text("nvtx"));
   config->trace_file = flags.text("trace_file");
   config->trace_steps = flags.text("trace_steps");
+  config->trace_format =
+      parse_choice("trace_format", flags.text("trace_format"), trace_format_choices(), "trace format");
   if (config->trace_file.empty()) {
     if (!config->trace_steps.empty())
       reject("trace_steps", config->trace_steps, "says which steps --trace_file records; give --trace_file=PATH too");
+    if (flags.was_given("trace_format"))
+      reject("trace_format", flags.text("trace_format"), "says how --trace_file is written; give --trace_file=PATH too");
     return;
   }
   // By identity, not by name: ./r.json, a link or a hard link to the result file, or stdout twice.
@@ -446,7 +451,7 @@ void resolve_trace(const GivenFlags& flags, RunConfig* config) {
                        {"--trace_file", config->trace_file}});
   if (config->data.num_epochs == 0)
     resolve_traced_steps(config->trace_steps, config->num_warmup_batches, config->num_batches);
-  if (config->process_rank == 0) check_output_path(config->trace_file, "--trace_file");  // rank 0 writes it
+  check_trace_destination(*config, result_path_of_rank(config->result_file, config->process_rank));
 }
 
 }  // namespace

@@ -16,6 +16,9 @@
 
 namespace dpbench {
 
+// How --trace_file is written (cli/trace_output.h).
+enum class TraceFormat { perfetto, hta };
+
 struct RunConfig : ModelSettings, StrategyOptions {
   // Model and data (the rest is ModelSettings')
   int total_batch_size = 0;  // strong scaling: 0 = not given
@@ -71,6 +74,9 @@ struct RunConfig : ModelSettings, StrategyOptions {
   std::string result_file = "dpbench_result.json";  // empty: write none
   // Chrome Trace Event JSON of a few steps (engine/backend/step_trace.h); empty: no trace.
   std::string trace_file;
+  // perfetto: one file for the job; hta: trace_file is a folder of one trace per device, as
+  // Holistic Trace Analysis reads them (reports/hta_trace.h).
+  TraceFormat trace_format = TraceFormat::perfetto;
   // The steps it records, as --trace_steps gave them: measured steps count from 1, warm-up steps
   // are wK (K from 1); empty: kDefaultTracedSteps steps from the middle of the measured window.
   std::string trace_steps;

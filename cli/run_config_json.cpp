@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "cli/trace_output.h"
 #include "models/model_registry.h"
 #include "strategies/strategy_registry.h"
 #include "strategies/synchronisation_options.h"
@@ -104,6 +105,7 @@ nlohmann::json config_to_json(const RunConfig& config) {
       {"peak_tflops", config.peak_tflops},
       {"result_file", config.result_file},
       {"trace_file", config.trace_file},
+      {"trace_format", trace_format_name(config.trace_format)},
       {"trace_steps", config.trace_steps},
       {"nvtx", config.nvtx},
   };

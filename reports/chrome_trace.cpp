@@ -12,12 +12,6 @@ nlohmann::json metadata_event(const char* name, int pid, int tid, nlohmann::json
   return {{"ph", "M"}, {"name", name}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}};
 }
 
-std::string process_name(const DeviceTimeline& timeline, const TraceOrigin& origin) {
-  std::string name = "device " + std::to_string(timeline.device_index) + ": " + timeline.device_name;
-  if (origin.num_ranks > 1) name = "rank " + std::to_string(origin.rank) + " (" + origin.host + ") " + name;
-  return name;
-}
-
 // The tracks a timeline uses, in display order.
 std::vector<int> tracks_of(const DeviceTimeline& timeline) {
   std::vector<int> tracks;
@@ -31,6 +25,17 @@ std::vector<int> tracks_of(const DeviceTimeline& timeline) {
 }
 
 }  // namespace
+
+std::string trace_process_name(const DeviceTimeline& timeline, const TraceOrigin& origin) {
+  std::string name = "device " + std::to_string(timeline.device_index) + ": " + timeline.device_name;
+  if (origin.num_ranks > 1) name = "rank " + std::to_string(origin.rank) + " (" + origin.host + ") " + name;
+  return name;
+}
+
+std::string trace_clock_label(const DeviceTimeline& timeline, const TraceOrigin& origin) {
+  return "clock aligned within " +
+         std::to_string((timeline.clock_uncertainty_ns + origin.clock_uncertainty_ns + 500) / 1000) + " us";
+}
 
 std::string trace_track_name(int track) {
   if (track == host_track_id(HostTrack::device_thread)) return "host: the device's thread";
@@ -58,13 +63,9 @@ nlohmann::json trace_events(const std::vector<DeviceTimeline>& timelines, const 
     const DeviceTimeline& timeline = timelines[position];
     const int pid = origin.rank * origin.devices_per_rank + static_cast<int>(position);
     const int64_t shift = origin.clock_shift_ns;
-    events.push_back(metadata_event("process_name", pid, 0, {{"name", process_name(timeline, origin)}}));
+    events.push_back(metadata_event("process_name", pid, 0, {{"name", trace_process_name(timeline, origin)}}));
     events.push_back(metadata_event("process_sort_index", pid, 0, {{"sort_index", pid}}));
-    events.push_back(metadata_event(
-        "process_labels", pid, 0,
-        {{"labels", "clock aligned within " +
-                        std::to_string((timeline.clock_uncertainty_ns + origin.clock_uncertainty_ns + 500) / 1000) +
-                        " us"}}));
+    events.push_back(metadata_event("process_labels", pid, 0, {{"labels", trace_clock_label(timeline, origin)}}));
     for (int track : tracks_of(timeline)) {
       const int tid = trace_thread_id(track);
       events.push_back(metadata_event("thread_name", pid, tid, {{"name", trace_track_name(track)}}));

@@ -35,6 +35,11 @@ nlohmann::json trace_events(const std::vector<DeviceTimeline>& timelines, const 
 // with `metadata` as its otherData.
 std::string chrome_trace_document(const std::vector<nlohmann::json>& events_by_rank, const nlohmann::json& metadata);
 
+// A device's process name ("device 0: NVIDIA H200", with its rank and host under mpirun) and the
+// label that says how well its clock is aligned, shared with reports/hta_trace.h.
+std::string trace_process_name(const DeviceTimeline& timeline, const TraceOrigin& origin);
+std::string trace_clock_label(const DeviceTimeline& timeline, const TraceOrigin& origin);
+
 // Track names and order, shared with the tests that read traces back.
 std::string trace_track_name(int track);
 int trace_thread_id(int track);

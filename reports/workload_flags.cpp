@@ -13,7 +13,7 @@ FlagRole config_flag_role(const std::string& flag, bool strong_scaling) {
                                                   "display_every", "num_batches", "num_warmup_batches",
                                                   "profile_step", "device",      "seed",
                                                   "use_fp16",     "independent_replica", "trace_file",
-                                                  "trace_steps",  "rendezvous_port"};
+                                                  "trace_steps",  "trace_format", "rendezvous_port"};
   // The same arithmetic on the same data, run another way or read from another folder.
   static const std::set<std::string> execution = {"cuda_graph",   "cudnn_benchmark",  "deterministic",
                                                   "nvtx",         "collective_timeout", "peak_tflops",
