@@ -1,32 +1,28 @@
 #!/usr/bin/env bash
 # Holistic Trace Analysis on real GPU traces: per entry a traced run with --trace_format=hta (one
 # GPU; with GPUS=N also N GPUs, replicated over NCCL), then scripts/hta_breakdown.py where a Python
-# with HTA is at hand. `scripts/gpu/trace_hta.sh --help` says how.
+# with HTA is at hand.
+#
+# Usage: scripts/gpu/trace_hta.sh OUT_DIR [ENTRY...]
+#
+# For each ENTRY (MODEL[:BATCH][+--flag=value...], with the model's flags of these scripts; default:
+# resnet50:64 nmt:384 gpt:16), on 1 GPU (--variable_update=independent) and on each count of GPUS
+# (e.g. GPUS="2 8"; replicated, its exchanges NCCL's), a run tracing NUM_BATCHES (20) measured steps:
+# OUT_DIR/KEY_gN/ holds the traces (rank0.json, ...), OUT_DIR/KEY_gN.json the result and .log the
+# console. Then, with HTA_PYTHON (default python3) able to import hta, scripts/hta_breakdown.py
+# compares HTA's temporal breakdown (and, on N GPUs, its communication/computation overlap) with the
+# result's breakdown, within TOLERANCE (2) percentage points, into OUT_DIR/KEY_gN.hta.txt. The GPU
+# machine has no package registry: where HTA is missing there, bring OUT_DIR back and run the printed
+# commands where `pip install HolisticTraceAnalysis` works.
+# Environment: GPUS, NUM_BATCHES, NUM_WARMUP (10), TOLERANCE, HTA_PYTHON, DPBENCH_FLAGS (extra flags
+# for every run), DPBENCH_BUILD_DIR (build).
+# e.g. scripts/gpu/trace_hta.sh /tmp/hta resnet50:64
+#      GPUS=2 scripts/gpu/trace_hta.sh /tmp/hta resnet50:64 nmt:384
 set -uo pipefail
-cd "$(dirname "$0")/../.." || exit 1
-
-usage() {
-  cat <<'EOF'
-Usage: scripts/gpu/trace_hta.sh OUT_DIR [ENTRY...]
-
-For each ENTRY (MODEL[:BATCH][+--flag=value...], with the model's flags of these scripts; default:
-resnet50:64 nmt:384 gpt:16), on 1 GPU (--variable_update=independent) and on each count of GPUS
-(e.g. GPUS="2 8"; replicated, its exchanges NCCL's), a run tracing NUM_BATCHES (20) measured steps:
-OUT_DIR/KEY_gN/ holds the traces (rank0.json, ...), OUT_DIR/KEY_gN.json the result and .log the
-console. Then, with HTA_PYTHON (default python3) able to import hta, scripts/hta_breakdown.py
-compares HTA's temporal breakdown (and, on N GPUs, its communication/computation overlap) with the
-result's breakdown, within TOLERANCE (2) percentage points, into OUT_DIR/KEY_gN.hta.txt. The GPU
-machine has no package registry: where HTA is missing there, bring OUT_DIR back and run the printed
-commands where `pip install HolisticTraceAnalysis` works.
-Environment: GPUS, NUM_BATCHES, NUM_WARMUP (10), TOLERANCE, HTA_PYTHON, DPBENCH_FLAGS (extra flags
-for every run), DPBENCH_BUILD_DIR (build).
-e.g. scripts/gpu/trace_hta.sh /tmp/hta resnet50:64
-     GPUS=2 scripts/gpu/trace_hta.sh /tmp/hta resnet50:64 nmt:384
-EOF
-}
-
+usage() { sed -n '2,/^set /{/^set /d;s/^# \{0,1\}//p}' "$0"; }
 case ${1:-} in -h | --help) usage; exit 0 ;; esac
 (($# >= 1)) || { usage >&2; exit 2; }
+cd "$(dirname "$0")/../.." || exit 1
 out=$1
 shift
 entries=("$@")

@@ -15,12 +15,7 @@
 #include "tests/host/sequence_test_support.h"
 #include "tests/host/test_support.h"
 
-using dpbench::testing::build_model;
-using dpbench::testing::check_gpu_matches_reference;
-using dpbench::testing::read_json;
-using dpbench::testing::run_cli;
-using dpbench::testing::sequence_config;
-using dpbench::testing::TempDir;
+using namespace dpbench::testing;  // build_model, check_gpu_matches_reference, run_cli, TempDir, ...
 
 namespace {
 
