@@ -165,7 +165,8 @@ def main():
                       "compile_mode": args.compile_mode or ("default" if args.compile else None),
                       "forward_only": args.forward_only, "num_parameters": parameters,
                       "images_per_sec": args.batch_size * args.num_batches / elapsed, "total_time_s": elapsed,
-                      "final_loss": float(loss.detach())}))
+                      "final_loss": float(loss.detach()),
+                      "max_memory_allocated_bytes": torch.cuda.max_memory_allocated()}))
 
 
 if __name__ == "__main__":

@@ -71,12 +71,14 @@ def items_per_sec(a, items, elapsed):
 def result_line(a, network, items, elapsed, loss, **fields):
     """The JSON line a sequence twin prints: the framework, the twin's own `fields` (model,
     encoder_type, ...), then its batch, precision, the network's parameter count and what `measure`
-    returned (items per step as `items`)."""
+    returned (items per step as `items`), and the caching allocator's peak of the whole run
+    (torch.cuda.max_memory_allocated), which dpbench's memory peak is compared against."""
     return json.dumps({"framework": "pytorch", "torch": torch.__version__, **fields, "batch_size": a.batch_size,
                        "precision": a.precision, "amp": a.precision in AMP_DTYPES,
                        "num_parameters": num_parameters(network),
                        "items_per_sec": items_per_sec(a, items, elapsed), "total_time_s": elapsed,
-                       "final_loss": float(loss.detach())})
+                       "final_loss": float(loss.detach()),
+                       "max_memory_allocated_bytes": torch.cuda.max_memory_allocated()})
 
 
 def amp_step(forward, optimizer, inputs, precision):

@@ -312,11 +312,16 @@ def twins(root):
     # Only twins that count FLOPs print an mfu; the other workloads' tables stay as they were.
     mfu = any("mfu" in s for r in runs.values() for (who, _), v in r.items() if not who.startswith("dpbench")
               for s in v.values())
+    # Twins that print torch.cuda.max_memory_allocated get a memory column beside dpbench's peak.
+    memory = any("max_memory_allocated_bytes" in s for r in runs.values() for (who, _), v in r.items()
+                 if not who.startswith("dpbench") for s in v.values())
     head = ["run", "GPUs", "variant", "dpbench items/s"] + (["vs N x smallest"] if scaling else [])
     head += ["step ms (median)", "kernels/step", "CUDA graph"] + (["dpbench MFU"] if mfu else [])
+    head += ["dpbench peak GiB"] if memory else []
     for name in names:
         head += [f"{name} items/s"] + ([f"{name} vs N x smallest"] if scaling else [])
-        head += ([f"{name} MFU"] if mfu else []) + [f"dpbench / {name}"]
+        head += ([f"{name} MFU"] if mfu else []) + ([f"{name} max allocated GiB"] if memory else [])
+        head += [f"dpbench / {name}"]
         head += [f"rounds' dpbench / {name}"] if rounds > 1 else []
     print("| " + " | ".join(head) + " |")
     print("|---|--:|---|" + "--:|" * (len(head) - 3))
@@ -333,6 +338,10 @@ def twins(root):
     def percent(values):  # the median MFU over the rounds, in %
         value = med(values)
         return "-" if value is None else f"{100 * value:.1f}%"
+
+    def gib(values):  # the largest figure over the rounds, in GiB
+        values = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        return f"{max(values) / 2**30:.2f}" if values else "-"
 
     def vs(r, who, n, value):
         smallest = min(k for w, k in r if w == who)
@@ -353,13 +362,15 @@ def twins(root):
             row += [num(statistics.median(step_ms) if step_ms else None, "{:.3f}"),
                     num(s.get("kernel_launches_per_step")), "yes" if s.get("cuda_graph") else "no"]
             row += [percent((x.get("flops") or {}).get("mfu") for x in mine.values())] if mfu else []
+            row += [gib((x.get("memory") or {}).get("peak_bytes") for x in mine.values())] if memory else []
             for name in names:
                 theirs = r.get((name, n))
                 if not theirs:
-                    row += ["-"] * ((3 if scaling else 2) + (1 if mfu else 0) + (1 if rounds > 1 else 0))
+                    row += ["-"] * ((3 if scaling else 2) + (1 if mfu else 0) + (1 if memory else 0) + (1 if rounds > 1 else 0))
                     continue
                 row += [figure(theirs)] + ([vs(r, name, n, rate(theirs))] if scaling else [])
                 row += [percent(x.get("mfu") for x in theirs.values())] if mfu else []
+                row += [gib(x.get("max_memory_allocated_bytes") for x in theirs.values())] if memory else []
                 row.append(f"{value / rate(theirs):.2f}x")
                 if rounds > 1:  # round k's dpbench against round k's twin
                     ratios = [mine[k]["items_per_sec"] / theirs[k]["items_per_sec"] for k in mine if k in theirs]

@@ -2,7 +2,8 @@
 # scripts/gpu/compare_pytorch.sh without a GPU: ROUNDS=2 on the reference backend with no twin (two
 # dpbench results, the table's median and each round's figure), the twins table over made-up
 # results of two rounds (medians, each round's figure, the rounds' ratios paired by round), its MFU
-# columns where a twin gives an mfu, and the errors for a bad ROUNDS.
+# columns where a twin gives an mfu, its memory columns where a twin gives its allocator's peak, and
+# the errors for a bad ROUNDS.
 # Usage: test_compare_pytorch.sh DPBENCH
 set -uo pipefail
 dpbench=${1:?usage: test_compare_pytorch.sh DPBENCH}
@@ -57,6 +58,20 @@ echo "$table" | grep -q '| gpt_b16_bf16 | 1 | - | 310,000 (300,000, 320,000) | 1
   fail "twins table: the MFU columns are not the medians of the rounds: $table"
 echo "$table" | grep -q '| gpt_b8+gpt_size=350m_bf16 | 1 | - | 100,000 | 10.000 | - | no | - | 150,000 | - | 0.67x |' ||
   fail "twins table: an mfu of null is not shown as -: $table"
+
+# A twin that prints max_memory_allocated_bytes brings dpbench's summary.memory.peak_bytes beside it,
+# each the largest over the rounds, in GiB.
+mkdir -p "$work/memory"
+echo '{"summary": {"items_per_sec": 100, "memory": {"peak_bytes": 3221225472}}}' >"$work/memory/m_g1__dpbench.json"
+echo '{"summary": {"items_per_sec": 100, "memory": {"peak_bytes": 2147483648}}}' >"$work/memory/m_g1__dpbench__r2.json"
+echo '{"items_per_sec": 50, "max_memory_allocated_bytes": 4294967296}' >"$work/memory/m_g1__eager.json"
+table=$(bash -c 'source "$1/scripts/gpu/common.sh" /nonexistent >/dev/null 2>&1; gpu_table twins "$2"' _ "$root" "$work/memory")
+echo "$table" | grep -q '| CUDA graph | dpbench peak GiB | eager items/s | eager max allocated GiB | dpbench / eager |' ||
+  fail "twins table: no memory columns for a twin with max_memory_allocated_bytes: $table"
+echo "$table" | grep -q '| m | 1 | - | 100 (100, 100) | - | - | no | 3.00 | 50 | 4.00 | 2.00x |' ||
+  fail "twins table: the memory columns are not the largest peaks in GiB: $table"
+echo "$table" | grep -q "GiB" <<<"$(bash -c 'source "$1/scripts/gpu/common.sh" /nonexistent >/dev/null 2>&1; gpu_table twins "$2"' _ "$root" "$work/gpt")" &&
+  fail "twins table: memory columns though no twin gave its peak"
 
 for bad in 0 two -1; do
   expect_exit "ROUNDS=$bad" 2 env DPBENCH_BUILD_DIR="$build" DPBENCH_DEVICE=cpu TWINS="" ROUNDS=$bad \
