@@ -18,6 +18,11 @@ class ReferenceBackend final : public Backend {
   // Tests only: makes conv2d_forward_statistics_fused true, so a network hands its batch norms
   // the convolutions' sums as it would on a GPU whose cuDNN fuses them (off by default).
   void set_fuse_convolution_statistics(bool fuse) { fuse_convolution_statistics_ = fuse; }
+  // Tests only: linear_forward rounds as one cuBLASLt matmul with its epilogue does (the product,
+  // the 16-bit bias copy and a residual summed in fp32, rounded once), where CudaBackend's
+  // cuBLASLt path takes the epilogue, so a GPU forced onto that path has an oracle with its
+  // rounding points; off, the op-by-op rounding of the plain path (off by default).
+  void set_fuse_linear_epilogues(bool fuse) { fuse_linear_epilogues_ = fuse; }
 
   // Every Backend op (engine/backend/backend_ops.h). Defined in reference_backend.cpp (dense,
   // element-wise, loss, optimizer, bookkeeping and timing ops), reference_conv.cpp
@@ -27,6 +32,7 @@ class ReferenceBackend final : public Backend {
 
  private:
   bool fuse_convolution_statistics_ = false;
+  bool fuse_linear_epilogues_ = false;
   // The fp32 ops; a 16-bit op widens its inputs, runs one of these and rounds its outputs once.
   void gemm_f32(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha,
                 const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);

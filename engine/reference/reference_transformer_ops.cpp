@@ -115,12 +115,36 @@ double score(const AttentionGeometry& g, const std::vector<float>& q, int i, con
 // ---- linear layers and their row bias -----------------------------------------------------------
 
 void ReferenceBackend::linear_forward(DataType type, const void* x, const void* weights, const float* bias,
-                                      const void* /*bias_copy*/, int rows, int in, int out, void* y,
+                                      const void* bias_copy, int rows, int in, int out, void* y,
                                       const RowBiasEpilogue& then) {
-  linear_forward_in_two_ops(*this, type, x, weights, bias, rows, in, out, y, then);
+  if (!linear_forward_fused(type, rows, in, out, then)) {
+    linear_forward_in_two_ops(*this, type, x, weights, bias, rows, in, out, y, then);
+    return;
+  }
+  // As one fused matmul: the product kept in fp32, the bias copy (the layer's type) and the
+  // residual added to it, each output rounded once; GELU of the unrounded pre-activation.
+  check_row_bias_epilogue(then, y, "ReferenceBackend::linear_forward");
+  std::vector<float> product(static_cast<size_t>(rows) * out);
+  gemm(Transpose::no, Transpose::yes, rows, out, in, 1.0f, type, x, in, weights, in, 0.0f, DataType::f32,
+       product.data(), out);
+  with_type(type, [&](auto tag) {
+    constexpr DataType T = decltype(tag)::value;
+    for (size_t at = 0; at < product.size(); ++at) {
+      const float u = product[at] + load_as_float(T, bias_copy, at % static_cast<size_t>(out));
+      if (then.residual != nullptr) {
+        store_from_float(T, then.out, at, load_as_float(T, then.residual, at) + u);
+        continue;
+      }
+      store_from_float(T, y, at, u);
+      if (then.gelu) store_from_float(T, then.activated, at, gelu_tanh(u));
+    }
+  });
 }
 
-bool ReferenceBackend::linear_forward_fused(DataType, int, int, int, const RowBiasEpilogue&) { return false; }
+// What CudaBackend's cuBLASLt path takes (CublasLtLinear::forward_takes), when the tests ask.
+bool ReferenceBackend::linear_forward_fused(DataType, int, int, int, const RowBiasEpilogue& then) {
+  return fuse_linear_epilogues_ && !then.relu && then.dropout.rate <= 0.0f;
+}
 
 void ReferenceBackend::linear_backward(DataType type, const void* x, const void* dy, const void* weights, int rows,
                                        int in, int out, float* dweights, float* dbias, void* dx, bool accumulate,

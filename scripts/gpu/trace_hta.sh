@@ -48,7 +48,7 @@ for entry in "${entries[@]}"; do
     strategy=independent
     ((n > 1)) && strategy=replicated
     rm -rf "${out:?}/$key"
-    if ! "$dpbench" "${entry_flags[@]}" --num_gpus="$n" --variable_update="$strategy" --num_batches="$steps" \
+    if ! "$dpbench" --model="$entry_model" "${entry_flags[@]}" --num_gpus="$n" --variable_update="$strategy" --num_batches="$steps" \
       --num_warmup_batches="${NUM_WARMUP:-10}" --display_every=1000 --trace_steps=1:"$steps" --trace_format=hta \
       --trace_file="$out/$key" --result_file="$out/$key.json" "${extra_flags[@]}" >"$out/$key.log" 2>&1; then
       echo "trace_hta.sh: $key failed: $(tail -2 "$out/$key.log")" >&2

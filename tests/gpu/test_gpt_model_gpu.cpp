@@ -55,7 +55,7 @@ TEST_CASE("gpt matches the reference backend with cuBLASLt's fused linear passes
       dpbench::RunConfig config = small_gpt("0");
       config.precision = precision;
       check_gpu_matches_reference(*build_model(config), config.batch_size, type, std::max(1e-5, tolerance / 4),
-                                  tolerance, [&](dpbench::Device& gpu) { dpbench::set_linear_path(gpu, path); });
+                                  tolerance, {}, path);
     }
   }
 }

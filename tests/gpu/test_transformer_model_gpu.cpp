@@ -49,6 +49,23 @@ TEST_CASE("the transformer on the GPU matches the reference backend", "[gpu][tra
   }
 }
 
+// Without dropout each sub-layer's residual joins its output projection's epilogue: fused, the
+// sum is rounded once (the reference then rounds as the fused matmul does), plain three times.
+TEST_CASE("the transformer matches the reference backend with cuBLASLt's fused linear passes and without",
+          "[gpu][transformer]") {
+  for (const std::string path : {"plain", "cublaslt"}) {
+    for (const auto& [precision, type, tolerance] :
+         {std::tuple{dpbench::Precision::bf16, dpbench::DataType::bf16, 4e-2},
+          std::tuple{dpbench::Precision::fp16, dpbench::DataType::f16, 6e-3}}) {
+      INFO("linear path " << path << ", " << dpbench::precision_name(precision));
+      dpbench::RunConfig config = small_transformer("0");
+      config.precision = precision;
+      check_gpu_matches_reference(*build_model(config), config.batch_size, type, std::max(1e-5, tolerance / 4),
+                                  tolerance, {}, path);
+    }
+  }
+}
+
 TEST_CASE("the transformer learns its fixed batch on the GPU replayed as a graph", "[gpu][transformer]") {
   TempDir dir;
   int index = 0;

@@ -250,6 +250,47 @@ TEST_CASE("reference add_row_bias's epilogue equals the bias, dropout and residu
   }
 }
 
+TEST_CASE("reference linear_forward with fused epilogues rounds the fp32 product, bias copy and residual once",
+          "[reference][transformer]") {
+  // x (rows, in) times W (out, in) transposed; the fp32 product computed here by the reference's
+  // own fp32 GEMM on the stored 16-bit values, the bias copy and residual added, rounded once.
+  const int rows = 5, in = 16, out = 8;
+  const size_t n = static_cast<size_t>(rows) * out;
+  for (DataType type : kHalfTypes) {
+    INFO(data_type_name(type));
+    ReferenceBackend ops;
+    ops.set_fuse_linear_epilogues(true);
+    const TypedBuffer x(type, random_values(size_t(rows) * in, 311)), w(type, random_values(size_t(out) * in, 312));
+    const TypedBuffer bias_copy(type, random_values(out, 313)), skip(type, random_values(n, 314, -2.0f, 2.0f));
+    const std::vector<float> bias = bias_copy.values();
+    std::vector<float> product(n);
+    const std::vector<float> xs = x.values(), ws = w.values();
+    ops.gemm(Transpose::no, Transpose::yes, rows, out, in, 1.0f, DataType::f32, xs.data(), in, ws.data(), in, 0.0f,
+             DataType::f32, product.data(), out);
+    std::vector<float> with_bias(n), with_residual(n);
+    const std::vector<float> skips = skip.values();
+    for (size_t at = 0; at < n; ++at) {
+      with_bias[at] = product[at] + bias[at % out];
+      with_residual[at] = skips[at] + with_bias[at];
+    }
+    CHECK(ops.linear_forward_fused(type, rows, in, out, RowBiasEpilogue{}));
+    TypedBuffer y(type, std::vector<float>(n, 0.0f)), sum(type, std::vector<float>(n, 0.0f));
+    ops.linear_forward(type, x.data(), w.data(), bias.data(), bias_copy.data(), rows, in, out, y.data(), {});
+    check_same_bits(y.values(), rounded(type, with_bias), "y");
+    RowBiasEpilogue then;
+    then.residual = skip.data();
+    then.out = sum.data();
+    ops.linear_forward(type, x.data(), w.data(), bias.data(), bias_copy.data(), rows, in, out, y.data(), then);
+    check_same_bits(sum.values(), rounded(type, with_residual), "out");
+    // Op by op (the default) the product and the biased sum are rounded first: other bits.
+    ReferenceBackend plain;
+    TypedBuffer plain_sum(type, std::vector<float>(n, 0.0f));
+    then.out = plain_sum.data();
+    plain.linear_forward(type, x.data(), w.data(), bias.data(), bias_copy.data(), rows, in, out, y.data(), then);
+    CHECK(plain_sum.values() != sum.values());
+  }
+}
+
 TEST_CASE("reference relu_dropout_backward equals dropout_backward then relu_backward",
           "[reference][transformer]") {
   ReferenceBackend ops;

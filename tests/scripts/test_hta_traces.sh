@@ -6,7 +6,8 @@
 # both ranks, and its compute, non-compute and overlap fractions must agree with the result's
 # summary.breakdown within the README's tolerance. A host-fed run shows its batch copies as HTA's
 # memory (non-compute) time and still agrees on compute; with MPIEXEC, two ranks under it write a
-# file each into one folder, ranks 0 and 1 for HTA.
+# file each into one folder, ranks 0 and 1 for HTA. Last, scripts/gpu/trace_hta.sh (the GPU
+# machine's check) runs its entry on the reference backend with this HTA.
 # Usage: test_hta_traces.sh DPBENCH [MPIEXEC]   (exit 77, skipped: PyPI cannot be reached)
 set -uo pipefail
 dpbench=${1:?usage: test_hta_traces.sh DPBENCH [MPIEXEC]}
@@ -76,5 +77,15 @@ if [ -n "$mpiexec" ]; then
   run mpi_ranks 12 --variable_update=distributed_all_reduce --model=trivial
   compare mpi_ranks
 fi
+
+# The GPU script, dry: its entry's model runs (not the default one) and its HTA report is written.
+DPBENCH_BUILD_DIR=$(dirname "$dpbench") DPBENCH_FLAGS="--device=cpu --data_name=cifar10" HTA_PYTHON=$python \
+  NUM_BATCHES=6 NUM_WARMUP=1 GPUS=2 bash "$source_dir/scripts/gpu/trace_hta.sh" "$work/script" cifar10_cnn:2 \
+  >"$work/script.txt" 2>&1 || fail "trace_hta.sh on the reference backend: $(tail -5 "$work/script.txt")"
+for n in 1 2; do
+  grep -q '"model": *"cifar10_cnn"' "$work/script/cifar10_cnn_b2_g$n.json" ||
+    fail "trace_hta.sh ran another model than its entry's on $n devices: $(grep -o '"model": *"[a-z0-9_]*"' "$work/script/cifar10_cnn_b2_g$n.json" | head -1)"
+  [ -s "$work/script/cifar10_cnn_b2_g$n.hta.txt" ] || fail "trace_hta.sh wrote no HTA report for $n devices"
+done
 
 finish "HTA reads both ranks and agrees with dpbench's breakdown within $tolerance percentage points"
