@@ -2,6 +2,7 @@
 #include "models/network.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "engine/backend/step_trace.h"
 #include "engine/errors.h"
@@ -209,12 +210,16 @@ void Network::finalize(TensorId logits) {
 }
 
 void Network::plan_buffers() {
-  auto new_buffer = [&](const Tensor4& shape, MemoryTag tag) {
-    buffer_bytes_.push_back(shape.bytes());
+  auto new_buffer = [&](size_t bytes, MemoryTag tag) {
+    buffer_bytes_.push_back(bytes);
     buffer_tags_.push_back(std::move(tag));
     return static_cast<int>(buffer_bytes_.size()) - 1;
   };
-  tensors_[0].value_buffer = new_buffer(tensors_[0].shape, MemoryTag{MemoryCategory::data, "input"});
+  // Gradients are planned apart (plan_gradient_buffers): here each tensor that needs one gets a
+  // group, shared with its input's by an in-place node, as the values are.
+  std::vector<int> gradient_group(tensors_.size(), -1);
+  int groups = 0;
+  tensors_[0].value_buffer = new_buffer(tensors_[0].shape.bytes(), MemoryTag{MemoryCategory::data, "input"});
   for (Node& node : nodes_) {
     TensorInfo& out = tensors_[node.output];
     if (node.layer->can_run_in_place() && !node.inputs.empty()) {
@@ -227,22 +232,85 @@ void Network::plan_buffers() {
     }
     if (node.in_place) {
       out.value_buffer = tensors_[node.inputs[0]].value_buffer;
-      out.gradient_buffer = tensors_[node.inputs[0]].gradient_buffer;
+      gradient_group[node.output] = gradient_group[node.inputs[0]];
     } else {
       // A node whose work a later one does produces nothing (prepare_for_inference).
       if (node.fused_away) continue;
-      out.value_buffer = new_buffer(out.shape, MemoryTag{MemoryCategory::activations, node.layer->name()});
+      out.value_buffer = new_buffer(out.shape.bytes(), MemoryTag{MemoryCategory::activations, node.layer->name()});
       // The fused loss turns the logits into their gradient, so they share a buffer; inference
       // needs no other gradient.
-      out.gradient_buffer = node.output == logits_ ? out.value_buffer
-                            : inference_only_
-                                ? -1
-                                : new_buffer(out.shape, MemoryTag{MemoryCategory::scratch, node.layer->name()});
+      if (node.output == logits_)
+        out.gradient_buffer = out.value_buffer;
+      else if (!inference_only_)
+        gradient_group[node.output] = groups++;
     }
   }
   const Node& logits_producer = nodes_[tensors_[logits_].producer];
   if (logits_producer.in_place || logits_producer.layer->backward_reads_output())
     throw RuntimeError("Network: the logits must come from a layer whose output the loss may overwrite");
+  plan_gradient_buffers(gradient_group, groups);
+}
+
+// Note [pooled activation gradients]
+// A tensor's gradient lives only while backward passes it: from the backward of its last reader
+// (forward order; the first to run, which writes it) to that of its producer (which reads it), so
+// gradients whose spans do not meet share one buffer. Giving each its own held as much memory
+// again as the activations (ResNet-50, bf16, batch 128: 5.0 GiB of gradient buffers beside 5.0 of
+// activations, where PyTorch's autograd frees each gradient once used). Groups are placed in
+// backward order into the free buffer that fits best (else the largest free one, grown; else a
+// new one); a buffer is free again once the backward of its group's producer has run, strictly
+// before the node being placed (a node reads its output's gradient while it writes its inputs').
+void Network::plan_gradient_buffers(const std::vector<int>& gradient_group, int groups) {
+  struct Span {
+    int first = std::numeric_limits<int>::max();  // its producers' lowest node index
+    int last = -1;                                 // its readers' highest node index
+    size_t bytes = 0;
+  };
+  std::vector<Span> spans(static_cast<size_t>(groups));
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    if (gradient_group[t] < 0) continue;
+    Span& span = spans[static_cast<size_t>(gradient_group[t])];
+    const TensorInfo& info = tensors_[t];
+    span.first = std::min(span.first, info.producer);
+    span.last = std::max(span.last, info.consumers.empty() ? info.producer : info.consumers.back());
+    span.bytes = std::max(span.bytes, info.shape.bytes());
+  }
+  std::vector<int> order(static_cast<size_t>(groups));
+  for (int g = 0; g < groups; ++g) order[static_cast<size_t>(g)] = g;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return spans[a].last > spans[b].last; });
+
+  std::vector<int> buffer_of(static_cast<size_t>(groups), -1);
+  std::vector<size_t> pooled_bytes;
+  std::vector<int> free_after;  // per pooled buffer: the producer index after whose backward it is free
+  for (int g : order) {
+    const Span& span = spans[static_cast<size_t>(g)];
+    int best = -1, largest = -1;
+    for (size_t b = 0; b < pooled_bytes.size(); ++b) {
+      if (free_after[b] <= span.last) continue;  // still held when this group is written
+      if (pooled_bytes[b] >= span.bytes && (best < 0 || pooled_bytes[b] < pooled_bytes[static_cast<size_t>(best)]))
+        best = static_cast<int>(b);
+      if (largest < 0 || pooled_bytes[b] > pooled_bytes[static_cast<size_t>(largest)]) largest = static_cast<int>(b);
+    }
+    int chosen = best >= 0 ? best : largest;
+    if (chosen < 0) {
+      pooled_bytes.push_back(0);
+      free_after.push_back(0);
+      chosen = static_cast<int>(pooled_bytes.size()) - 1;
+    }
+    pooled_bytes[static_cast<size_t>(chosen)] = std::max(pooled_bytes[static_cast<size_t>(chosen)], span.bytes);
+    free_after[static_cast<size_t>(chosen)] = span.first;
+    buffer_of[static_cast<size_t>(g)] = chosen;
+  }
+  std::vector<int> buffer_id(pooled_bytes.size());
+  for (size_t b = 0; b < pooled_bytes.size(); ++b)
+    buffer_id[b] = [&] {
+      buffer_bytes_.push_back(pooled_bytes[b]);
+      buffer_tags_.push_back(MemoryTag{MemoryCategory::scratch, "activation gradients"});
+      return static_cast<int>(buffer_bytes_.size()) - 1;
+    }();
+  for (size_t t = 0; t < tensors_.size(); ++t)
+    if (gradient_group[t] >= 0)
+      tensors_[t].gradient_buffer = buffer_id[static_cast<size_t>(buffer_of[static_cast<size_t>(gradient_group[t])])];
 }
 
 void Network::plan_gradient_accumulation() {

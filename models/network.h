@@ -6,7 +6,8 @@
 // nodes with several inputs. finalize() then plans, once for all replicas:
 // - buffers: every tensor gets an activation buffer and a gradient buffer, except that in-place
 //   layers (ReLU, residual add) reuse their first input's buffers where nothing else reads that
-//   input, and the logits' gradient reuses the logits (the fused loss overwrites them);
+//   input, and the logits' gradient reuses the logits (the fused loss overwrites them); gradients
+//   never live at once share buffers (Note [pooled activation gradients] in network.cpp);
 // - gradient accumulation: a tensor read by several nodes receives its gradient from each of them.
 //   Backward runs nodes in reverse, so the last reader in forward order writes the gradient
 //   directly and every earlier reader adds to it: itself where the layer can (a convolution's
@@ -133,6 +134,9 @@ class Network {
   // join) to make that batch norm's statistics (Conv2dLayer::make_output_statistics).
   void fuse_batch_norm_statistics();
   void plan_buffers();
+  // Gives each gradient group (a tensor's, shared by in-place nodes) a buffer it shares with
+  // groups that are never live together (Note [pooled activation gradients]).
+  void plan_gradient_buffers(const std::vector<int>& gradient_group, int groups);
   void plan_gradient_accumulation();
 
   ParameterLayout& layout_;

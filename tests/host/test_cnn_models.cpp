@@ -182,6 +182,52 @@ TEST_CASE("the network plans in-place buffers and gradient accumulation", "[cnn_
   CHECK(expected_offset == resnet->layout().total_count());
 }
 
+TEST_CASE("activation gradients that are never live together share buffers", "[cnn_models][memory]") {
+  // The bound on gradient bytes against activation bytes: deep nets hold a small share; VGG-16's
+  // first two feature maps are a third of all its activations, and two of them meet in backward.
+  for (const auto& [name, share] : {std::pair<std::string, double>{"resnet50", 0.2}, {"inception3", 0.2}, {"vgg16", 0.5}}) {
+    INFO(name << ": " << share);
+    const auto model = build(name);
+    const dpbench::Network& net = network_of(*model);
+    const auto& nodes = net.nodes();
+    // Each tensor's gradient span in node indices: from its producer to its last reader.
+    std::map<int, std::vector<std::pair<int, int>>> spans_by_buffer;
+    size_t activation_bytes = 0, gradient_bytes = 0, gradients_before = 0;
+    for (size_t b = 0; b < net.buffer_bytes().size(); ++b) {
+      if (net.buffer_tags()[b].category == dpbench::MemoryCategory::activations) activation_bytes += net.buffer_bytes()[b];
+      if (net.buffer_tags()[b].owner == "activation gradients") gradient_bytes += net.buffer_bytes()[b];
+    }
+    std::map<int, int> last_reader;
+    for (size_t i = 0; i < nodes.size(); ++i)
+      for (dpbench::TensorId in : nodes[i].inputs) last_reader[in] = static_cast<int>(i);
+    std::map<int, std::pair<int, int>> span_of_buffer_group;  // in-place chains share a buffer and a span
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const dpbench::TensorId out = nodes[i].output;
+      const int buffer = net.gradient_buffer(out);
+      if (buffer < 0 || out == net.logits()) continue;
+      const int last = last_reader.count(out) ? last_reader[out] : static_cast<int>(i);
+      if (!nodes[i].in_place) ++gradients_before;
+      spans_by_buffer[buffer].push_back({static_cast<int>(i), last});
+    }
+    // Spans in one buffer either belong to one in-place chain (they touch end to start) or do not
+    // meet: some tensor's whole backward lies strictly before the other's.
+    for (auto& [buffer, spans] : spans_by_buffer) {
+      std::sort(spans.begin(), spans.end());
+      for (size_t a = 0; a + 1 < spans.size(); ++a) {
+        const auto [first_a, last_a] = spans[a];
+        const auto [first_b, last_b] = spans[a + 1];
+        const bool chained = nodes[static_cast<size_t>(first_b)].in_place && first_b <= last_a;
+        INFO("buffer " << buffer << ": nodes " << first_a << ".." << last_a << " and " << first_b << ".." << last_b);
+        CHECK((chained || last_a < first_b));
+      }
+    }
+    CHECK(spans_by_buffer.size() * 4 < gradients_before);  // far fewer buffers than gradients
+    // One buffer each before: as many bytes again as the activations.
+    INFO("gradients " << gradient_bytes << " bytes, activations " << activation_bytes);
+    CHECK(static_cast<double>(gradient_bytes) <= share * static_cast<double>(activation_bytes));
+  }
+}
+
 namespace {
 
 // A small graph with every layer kind and every kind of edge: a tensor read by three nodes
