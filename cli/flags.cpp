@@ -173,7 +173,8 @@ std::vector<FlagDeclaration> sequence_flags() {
       {"tgt_max_len", "Sequence models", "N", "nmt target sentence length in tokens (default: 100)", {}},
       {"seq_len", "Sequence models", "N", "rnnlm and gpt tokens per sample (default: rnnlm 50, gpt 1024)", {}},
       {"loss_chunk_rows", "Sequence models", "N",
-       "Tokens whose vocabulary logits are computed at a time (0: as many as fit in 8 GiB)", {}},
+       "Tokens whose vocabulary logits are computed at a time (0: as many as fit in 8 GiB; default: gpt 4096, "
+       "the others 0)", {}},
   };
 }
 

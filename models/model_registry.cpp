@@ -51,7 +51,9 @@ const std::vector<ModelEntry>& model_registry() {
        {16, "adamw", 1e-3}, [](const ModelSettings& config) { return create_gpt_model(config); }, gpt_inputs(),
        {{"gpt_size", "124m"}, {"vocab_size", std::to_string(kGptVocabulary)}, {"num_layers", "12"},
         {"num_heads", "12"}, {"hidden_size", "768"}, {"seq_len", "1024"}, {"dropout", "0"},
-        {"loss_chunk_rows", "0"}}},
+        // 4096 tokens' logits at a time: at 124m, batch 16, the step kept its speed (564,111
+        // against 560,155 tokens/s in one chunk, one H200) and its peak fell by 1.15 GiB.
+        {"loss_chunk_rows", "4096"}}},
   };
   return entries;
 }
