@@ -160,6 +160,9 @@ std::vector<std::string> workload_mismatches(const Result& run, const Result& re
   FlagValues run_flags, reference_flags;
   add_workload_values(run.config, run_key.scaling == Scaling::strong, {}, &run_flags);
   add_workload_values(reference.config, reference_key.scaling == Scaling::strong, {}, &reference_flags);
+  // The backend is a config flag too: named once.
+  run_flags.erase("backend");
+  reference_flags.erase("backend");
   for (std::string& difference : workload_differences({{kThisRun, run_flags}, {kReference, reference_flags}}))
     mismatches.push_back(std::move(difference));
   if (!mismatches.empty()) return mismatches;

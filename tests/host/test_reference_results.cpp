@@ -145,9 +145,10 @@ TEST_CASE(
                  "all_reduce_spec (this run xring; reference nccl)"));
   FixtureRun host_run = run_of({"--model=resnet50"}, 1, 1000);
   host_run.backend = "reference";
-  CHECK(contains(
-      workload_mismatches(make_fixture_result(host_run), references.results[1].result, strategy_catalog_for_reports()),
-      "backend (this run reference; reference cuda)"));
+  // Named once, though the config records the backend as a flag too.
+  const std::vector<std::string> other_backend =
+      workload_mismatches(make_fixture_result(host_run), references.results[1].result, strategy_catalog_for_reports());
+  CHECK(std::count(other_backend.begin(), other_backend.end(), "backend (this run reference; reference cuda)") == 1);
   // No references at all: nothing near.
   const ReferenceChoice empty = choice_of(gpu_result(kGpt, 1, 1), LoadedResults());
   CHECK_FALSE(empty.matched());
