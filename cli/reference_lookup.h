@@ -5,9 +5,10 @@
 // names the path; the build tree and the checkout are compiled in).
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "reports/result.h"
 

@@ -1,15 +1,16 @@
 // Matching a run with its reference result and saying how they compare (see reference_results.h).
 #include "reports/reference_results.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
 #include <tuple>
+
+#include <fmt/format.h>
 
 #include "engine/machine/text_content.h"
 #include "reports/report_series.h"
@@ -146,6 +147,148 @@ std::map<std::string, std::string> nccl_settings(const Result& result) {
 
 std::string date_of(const Result& result) { return result.environment.date.substr(0, 10); }
 
+// What machine_differences finds, each with both values: "power limit 600 W (reference 700 W)".
+struct Differences {
+  std::vector<std::string> items;
+  void add(const std::string& what, const std::string& run_value, const std::string& reference_value) {
+    items.push_back(what + " " + escaped_value(run_value) + " (reference " + escaped_value(reference_value) + ")");
+  }
+};
+
+// The GPU and its form (a PCIe card or an SXM module), or, the same GPU, its memory.
+void add_gpu_differences(const Result& run, const Result& reference, Differences& differences) {
+  const std::string run_gpu = gpu_name_of(run), reference_gpu = gpu_name_of(reference);
+  if (run_gpu != reference_gpu && !run_gpu.empty() && !reference_gpu.empty()) {
+    const bool run_pcie = is_pcie_card(run_gpu), reference_pcie = is_pcie_card(reference_gpu);
+    if (run_pcie && !reference_pcie)
+      differences.add("a PCIe card instead of SXM, with a lower power limit and clocks:", run_gpu, reference_gpu);
+    else if (!run_pcie && reference_pcie)
+      differences.add("an SXM module instead of a PCIe card, with a higher power limit and clocks:", run_gpu,
+                      reference_gpu);
+    else
+      differences.add("another GPU:", run_gpu, reference_gpu);
+  } else if (!run_gpu.empty() && !run.environment.devices.empty() && !reference.environment.devices.empty()) {
+    const double run_gib = static_cast<double>(run.environment.devices.front().memory_bytes) / (1ull << 30);
+    const double reference_gib = static_cast<double>(reference.environment.devices.front().memory_bytes) / (1ull << 30);
+    if (run_gib > 0 && reference_gib > 0 && std::abs(run_gib - reference_gib) > 0.02 * reference_gib)
+      differences.add("GPU memory", whole(run_gib) + " GiB", whole(reference_gib) + " GiB");
+  }
+  // The reference backend's machine is the host's CPU.
+  const EnvironmentRecord &mine = run.environment, &theirs = reference.environment;
+  if (mine.backend == "reference" && theirs.backend == "reference" && mine.cpu_model != theirs.cpu_model &&
+      !mine.cpu_model.empty() && !theirs.cpu_model.empty())
+    differences.add("CPU", mine.cpu_model, theirs.cpu_model);
+}
+
+// What NVML says the GPUs are set to: the power limit and the highest SM clock.
+void add_power_and_clock_differences(const Result& run, const Result& reference, Differences& differences) {
+  if (telemetry_of(run) == nullptr && telemetry_of(reference) != nullptr && run.environment.backend == "cuda") {
+    const std::string why = run.summary.gpu_telemetry.is_object() ? run.summary.gpu_telemetry.value("reason", "") : "";
+    differences.items.push_back("no GPU telemetry in this run" +
+                                (why.empty() ? std::string() : " (" + escaped_value(why) + ")") +
+                                ", so its power limit and clocks are not known");
+  }
+  const std::optional<double> run_limit = power_limit_of(run), reference_limit = power_limit_of(reference);
+  if (run_limit && reference_limit && std::abs(*run_limit - *reference_limit) >= 1)
+    differences.add("power limit", whole(*run_limit) + " W", whole(*reference_limit) + " W");
+  const std::optional<double> run_max_clock = largest_per_device(run, "max_sm_clock_mhz"),
+                              reference_max_clock = largest_per_device(reference, "max_sm_clock_mhz");
+  if (run_max_clock && reference_max_clock && *run_max_clock > 0 && *reference_max_clock > 0 &&
+      std::abs(*run_max_clock - *reference_max_clock) >= 1)
+    differences.add("maximum SM clock", whole(*run_max_clock) + " MHz", whole(*reference_max_clock) + " MHz");
+}
+
+// How this run's clocks went, against the reference's: a mean 3% or more off (and whether the
+// power cap held it), thermal limits and hardware slowdowns in 5 points more of the samples.
+void add_run_conditions(const Result& run, const Result& reference, Differences& differences) {
+  const std::optional<double> run_clock = telemetry_number(run, "sm_clock_mhz_mean"),
+                              reference_clock = telemetry_number(reference, "sm_clock_mhz_mean");
+  if (run_clock && reference_clock && *reference_clock > 0 &&
+      std::abs(*run_clock - *reference_clock) >= 0.03 * *reference_clock) {
+    std::string what = "SM clock " + whole(*run_clock) + " MHz mean (reference " + whole(*reference_clock) + " MHz)";
+    const std::optional<double> capped = telemetry_number(run, "power_capped_share");
+    if (*run_clock < *reference_clock && capped && *capped >= 0.5)
+      what += ", held by the power cap in " + share_text(*capped) + " of samples";
+    differences.items.push_back(what);
+  }
+  const std::optional<double> run_thermal = telemetry_number(run, "thermal_limited_share"),
+                              reference_thermal = telemetry_number(reference, "thermal_limited_share");
+  if (run_thermal && *run_thermal >= reference_thermal.value_or(0) + 0.05)
+    differences.add("clocks thermally limited in", share_text(*run_thermal) + " of samples",
+                    reference_thermal ? share_text(*reference_thermal) : "not known");
+  const std::optional<double> run_slowdown = largest_per_device(run, "hardware_slowdown_share"),
+                              reference_slowdown = largest_per_device(reference, "hardware_slowdown_share");
+  if (run_slowdown && *run_slowdown >= reference_slowdown.value_or(0) + 0.05)
+    differences.add("hardware slowdown (power brake, overheating) in", share_text(*run_slowdown) + " of samples",
+                    reference_slowdown ? share_text(*reference_slowdown) : "not known");
+}
+
+// How the steps executed: the execution flags that can change their time, and tracing.
+void add_execution_differences(const Result& run, const Result& reference, Differences& differences) {
+  if (!run.config.is_object() || !reference.config.is_object()) return;
+  const bool strong = strong_scaling(run);
+  for (const auto& [flag, value] : run.config.items()) {
+    if (config_flag_role(flag, strong) != FlagRole::execution || execution_flag_without_speed(flag)) continue;
+    const auto other = reference.config.find(flag);
+    if (other == reference.config.end()) continue;
+    const std::string run_text = config_value_text(value), reference_text = config_value_text(*other);
+    if (run_text != reference_text)
+      differences.items.push_back("--" + escaped_value(flag) + "=" + escaped_value(run_text) + " (reference " +
+                                  escaped_value(reference_text) + ")");
+  }
+  if (!config_text(run.config, "trace_file").empty() && config_text(reference.config, "trace_file").empty())
+    differences.items.push_back("traced (--trace_file), which adds work to every traced step (reference untraced)");
+}
+
+// The launch and the links between the GPUs.
+void add_launch_differences(const Result& run, const Result& reference, Differences& differences) {
+  if (launcher_words(run.environment.launcher) != launcher_words(reference.environment.launcher))
+    differences.add("launched by", launcher_words(run.environment.launcher),
+                    launcher_words(reference.environment.launcher));
+  const size_t run_hosts = std::max<size_t>(1, run.environment.ranks_per_host.size()),
+               reference_hosts = std::max<size_t>(1, reference.environment.ranks_per_host.size());
+  if (run_hosts != reference_hosts)
+    differences.items.push_back(std::to_string(run_hosts) + " hosts (reference " + std::to_string(reference_hosts) +
+                                ")");
+  if (run.summary.num_devices <= 1) return;
+  const std::optional<bool> run_nvlink = over_nvlink(run), reference_nvlink = over_nvlink(reference);
+  if (run_nvlink && reference_nvlink && *run_nvlink != *reference_nvlink)
+    differences.add("GPUs linked by", *run_nvlink ? "NVLink" : "PCIe only", *reference_nvlink ? "NVLink" : "PCIe only");
+}
+
+// The software under dpbench and dpbench's own version; NCCL and its settings only where GPUs
+// exchange (one GPU exchanges nothing).
+void add_software_differences(const Result& run, const Result& reference, Differences& differences) {
+  const EnvironmentRecord &mine = run.environment, &theirs = reference.environment;
+  const bool several = run.summary.num_devices > 1;
+  const std::vector<std::tuple<const char*, const std::string*, const std::string*>> versions = {
+      {"driver", &mine.driver, &theirs.driver},
+      {"CUDA runtime", &mine.cuda_runtime, &theirs.cuda_runtime},
+      {"cuBLAS", &mine.cublas, &theirs.cublas},
+      {"cuDNN", &mine.cudnn, &theirs.cudnn},
+      {"NCCL", &mine.nccl, &theirs.nccl}};
+  for (const auto& [name, run_version, reference_version] : versions) {
+    if (std::string(name) == "NCCL" && !several) continue;
+    if (!run_version->empty() && !reference_version->empty() && *run_version != *reference_version)
+      differences.add(name, *run_version, *reference_version);
+  }
+  if (several) {
+    const std::map<std::string, std::string> run_nccl = nccl_settings(run), reference_nccl = nccl_settings(reference);
+    std::set<std::string> names;
+    for (const auto& entry : run_nccl) names.insert(entry.first);
+    for (const auto& entry : reference_nccl) names.insert(entry.first);
+    for (const std::string& name : names) {
+      const auto a = run_nccl.find(name), b = reference_nccl.find(name);
+      if (a != run_nccl.end() && b != reference_nccl.end() && a->second == b->second) continue;
+      const std::string run_value = a == run_nccl.end() ? name + " unset" : name + "=" + a->second;
+      const std::string reference_value = b == reference_nccl.end() ? "unset" : name + "=" + b->second;
+      differences.items.push_back(escaped_value(run_value) + " (reference " + escaped_value(reference_value) + ")");
+    }
+  }
+  if (!run.tool_version.empty() && !reference.tool_version.empty() && run.tool_version != reference.tool_version)
+    differences.add("dpbench", run.tool_version, reference.tool_version);
+}
+
 }  // namespace
 
 std::vector<std::string> workload_mismatches(const Result& run, const Result& reference,
@@ -178,130 +321,14 @@ std::vector<std::string> workload_mismatches(const Result& run, const Result& re
 }
 
 std::vector<std::string> machine_differences(const Result& run, const Result& reference, bool with_conditions) {
-  std::vector<std::string> differences;
-  auto differs = [&](const std::string& what, const std::string& run_value, const std::string& reference_value) {
-    differences.push_back(what + " " + escaped_value(run_value) + " (reference " + escaped_value(reference_value) +
-                          ")");
-  };
-
-  // The GPU and its form.
-  const std::string run_gpu = gpu_name_of(run), reference_gpu = gpu_name_of(reference);
-  if (run_gpu != reference_gpu && !run_gpu.empty() && !reference_gpu.empty()) {
-    const bool run_pcie = is_pcie_card(run_gpu), reference_pcie = is_pcie_card(reference_gpu);
-    if (run_pcie && !reference_pcie)
-      differs("a PCIe card instead of SXM, with a lower power limit and clocks:", run_gpu, reference_gpu);
-    else if (!run_pcie && reference_pcie)
-      differs("an SXM module instead of a PCIe card, with a higher power limit and clocks:", run_gpu, reference_gpu);
-    else
-      differs("another GPU:", run_gpu, reference_gpu);
-  } else if (!run_gpu.empty() && !run.environment.devices.empty() && !reference.environment.devices.empty()) {
-    const double run_gib = static_cast<double>(run.environment.devices.front().memory_bytes) / (1ull << 30);
-    const double reference_gib = static_cast<double>(reference.environment.devices.front().memory_bytes) / (1ull << 30);
-    if (run_gib > 0 && reference_gib > 0 && std::abs(run_gib - reference_gib) > 0.02 * reference_gib)
-      differs("GPU memory", whole(run_gib) + " GiB", whole(reference_gib) + " GiB");
-  }
-  // The reference backend's machine is the host's CPU.
-  if (run.environment.backend == "reference" && reference.environment.backend == "reference" &&
-      run.environment.cpu_model != reference.environment.cpu_model && !run.environment.cpu_model.empty() &&
-      !reference.environment.cpu_model.empty())
-    differs("CPU", run.environment.cpu_model, reference.environment.cpu_model);
-
-  // Power and clocks, as NVML read them.
-  const bool run_telemetry = telemetry_of(run) != nullptr, reference_telemetry = telemetry_of(reference) != nullptr;
-  if (!run_telemetry && reference_telemetry && run.environment.backend == "cuda") {
-    const std::string why = run.summary.gpu_telemetry.is_object() ? run.summary.gpu_telemetry.value("reason", "") : "";
-    differences.push_back("no GPU telemetry in this run" +
-                          (why.empty() ? std::string() : " (" + escaped_value(why) + ")") +
-                          ", so its power limit and clocks are not known");
-  }
-  const std::optional<double> run_limit = power_limit_of(run), reference_limit = power_limit_of(reference);
-  if (run_limit && reference_limit && std::abs(*run_limit - *reference_limit) >= 1)
-    differs("power limit", whole(*run_limit) + " W", whole(*reference_limit) + " W");
-  const std::optional<double> run_max_clock = largest_per_device(run, "max_sm_clock_mhz"),
-                              reference_max_clock = largest_per_device(reference, "max_sm_clock_mhz");
-  if (run_max_clock && reference_max_clock && *run_max_clock > 0 && *reference_max_clock > 0 &&
-      std::abs(*run_max_clock - *reference_max_clock) >= 1)
-    differs("maximum SM clock", whole(*run_max_clock) + " MHz", whole(*reference_max_clock) + " MHz");
-  if (with_conditions) {
-    const std::optional<double> run_clock = telemetry_number(run, "sm_clock_mhz_mean"),
-                                reference_clock = telemetry_number(reference, "sm_clock_mhz_mean");
-    if (run_clock && reference_clock && *reference_clock > 0 &&
-        std::abs(*run_clock - *reference_clock) >= 0.03 * *reference_clock) {
-      std::string what = "SM clock " + whole(*run_clock) + " MHz mean (reference " + whole(*reference_clock) + " MHz)";
-      const std::optional<double> capped = telemetry_number(run, "power_capped_share");
-      if (*run_clock < *reference_clock && capped && *capped >= 0.5)
-        what += ", held by the power cap in " + share_text(*capped) + " of samples";
-      differences.push_back(what);
-    }
-    const std::optional<double> run_thermal = telemetry_number(run, "thermal_limited_share"),
-                                reference_thermal = telemetry_number(reference, "thermal_limited_share");
-    if (run_thermal && *run_thermal >= reference_thermal.value_or(0) + 0.05)
-      differs("clocks thermally limited in", share_text(*run_thermal) + " of samples",
-              reference_thermal ? share_text(*reference_thermal) : "not known");
-    const std::optional<double> run_slowdown = largest_per_device(run, "hardware_slowdown_share"),
-                                reference_slowdown = largest_per_device(reference, "hardware_slowdown_share");
-    if (run_slowdown && *run_slowdown >= reference_slowdown.value_or(0) + 0.05)
-      differs("hardware slowdown (power brake, overheating) in", share_text(*run_slowdown) + " of samples",
-              reference_slowdown ? share_text(*reference_slowdown) : "not known");
-  }
-
-  // How the steps executed: the execution flags that can change their time, and tracing.
-  if (run.config.is_object() && reference.config.is_object()) {
-    const bool strong = strong_scaling(run);
-    for (const auto& [flag, value] : run.config.items()) {
-      if (config_flag_role(flag, strong) != FlagRole::execution || execution_flag_without_speed(flag)) continue;
-      const auto other = reference.config.find(flag);
-      if (other == reference.config.end()) continue;
-      const std::string run_text = config_value_text(value), reference_text = config_value_text(*other);
-      if (run_text != reference_text)
-        differences.push_back("--" + escaped_value(flag) + "=" + escaped_value(run_text) + " (reference " +
-                              escaped_value(reference_text) + ")");
-    }
-    if (!config_text(run.config, "trace_file").empty() && config_text(reference.config, "trace_file").empty())
-      differences.push_back("traced (--trace_file), which adds work to every traced step (reference untraced)");
-  }
-  // The launch and the links between the GPUs.
-  if (launcher_words(run.environment.launcher) != launcher_words(reference.environment.launcher))
-    differs("launched by", launcher_words(run.environment.launcher), launcher_words(reference.environment.launcher));
-  const size_t run_hosts = std::max<size_t>(1, run.environment.ranks_per_host.size()),
-               reference_hosts = std::max<size_t>(1, reference.environment.ranks_per_host.size());
-  if (run_hosts != reference_hosts)
-    differences.push_back(std::to_string(run_hosts) + " hosts (reference " + std::to_string(reference_hosts) + ")");
-  const bool several = run.summary.num_devices > 1;
-  if (several) {
-    const std::optional<bool> run_nvlink = over_nvlink(run), reference_nvlink = over_nvlink(reference);
-    if (run_nvlink && reference_nvlink && *run_nvlink != *reference_nvlink)
-      differs("GPUs linked by", *run_nvlink ? "NVLink" : "PCIe only", *reference_nvlink ? "NVLink" : "PCIe only");
-  }
-  // The software under dpbench.
-  const EnvironmentRecord &mine = run.environment, &theirs = reference.environment;
-  const std::vector<std::tuple<const char*, const std::string*, const std::string*>> versions = {
-      {"driver", &mine.driver, &theirs.driver},
-      {"CUDA runtime", &mine.cuda_runtime, &theirs.cuda_runtime},
-      {"cuBLAS", &mine.cublas, &theirs.cublas},
-      {"cuDNN", &mine.cudnn, &theirs.cudnn},
-      {"NCCL", &mine.nccl, &theirs.nccl}};
-  for (const auto& [name, run_version, reference_version] : versions) {
-    if (std::string(name) == "NCCL" && !several) continue;  // one GPU exchanges nothing
-    if (!run_version->empty() && !reference_version->empty() && *run_version != *reference_version)
-      differs(name, *run_version, *reference_version);
-  }
-  if (several) {
-    const std::map<std::string, std::string> run_nccl = nccl_settings(run), reference_nccl = nccl_settings(reference);
-    std::set<std::string> names;
-    for (const auto& entry : run_nccl) names.insert(entry.first);
-    for (const auto& entry : reference_nccl) names.insert(entry.first);
-    for (const std::string& name : names) {
-      const auto a = run_nccl.find(name), b = reference_nccl.find(name);
-      if (a != run_nccl.end() && b != reference_nccl.end() && a->second == b->second) continue;
-      const std::string run_value = a == run_nccl.end() ? name + " unset" : name + "=" + a->second;
-      const std::string reference_value = b == reference_nccl.end() ? "unset" : name + "=" + b->second;
-      differences.push_back(escaped_value(run_value) + " (reference " + escaped_value(reference_value) + ")");
-    }
-  }
-  if (!run.tool_version.empty() && !reference.tool_version.empty() && run.tool_version != reference.tool_version)
-    differs("dpbench", run.tool_version, reference.tool_version);
-  return differences;
+  Differences differences;
+  add_gpu_differences(run, reference, differences);
+  add_power_and_clock_differences(run, reference, differences);
+  if (with_conditions) add_run_conditions(run, reference, differences);
+  add_execution_differences(run, reference, differences);
+  add_launch_differences(run, reference, differences);
+  add_software_differences(run, reference, differences);
+  return differences.items;
 }
 
 ReferenceChoice choose_reference(const Result& run, const std::vector<LoadedResult>& references,

@@ -20,9 +20,10 @@
 // the libraries' versions, dpbench's version.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "reports/report_loader.h"
 #include "reports/speed_comparison.h"

@@ -5,8 +5,9 @@
 // found from the build tree or an install, `dpbench compare --reference` and its exit codes; and
 // every reference dpbench ships: a real GPU run with its provenance, found again by the command
 // that made it.
-#include <algorithm>
 #include <catch2/catch.hpp>
+
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
