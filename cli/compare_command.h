@@ -4,7 +4,8 @@
 // noise); markdown, CSV or JSON on stdout or in a file. With --fail_above=PCT it is a gate: exit
 // code 3 when a series is slower beyond the noise and by more than PCT. The work is done by
 // reports/result_comparison.h and reports/comparison_tables.h; this file is flags, checks, output
-// and the exit code.
+// and the exit code. `dpbench compare --reference RESULT...` is the same with the reference
+// results (reports/reference_results.h) as BASE, each series against the reference of its workload.
 #pragma once
 
 #include <optional>
@@ -21,7 +22,10 @@ namespace dpbench {
 constexpr int kCompareSlowerExitCode = 3;
 
 struct CompareOptions {
-  std::string base_path, new_path;
+  // BASE, or with --reference the folder of reference results; NEW's paths (one without --reference).
+  std::string base_path;
+  std::vector<std::string> new_paths;
+  bool against_references = false;  // --reference
   std::string output;  // empty: stdout
   ReportFormat format = ReportFormat::markdown;
   std::optional<double> fail_above_pct;
@@ -34,7 +38,8 @@ FlagTable compare_flag_table();
 
 // `args` excludes "compare". Throws ConfigError with one line: an unknown flag or format, a flag
 // without its value or with one out of range, not exactly two paths, a path that does not exist,
-// an --output that cannot be written.
+// an --output that cannot be written; --reference without a path, --reference_dir without
+// --reference.
 CompareOptions parse_compare_flags(const std::vector<std::string>& args);
 std::string compare_help_text();
 

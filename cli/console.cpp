@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "reports/memory_summary.h"
+#include "reports/reference_results.h"
 #include "reports/statistics.h"
 #include "dpbench_version.h"
 
@@ -268,6 +269,8 @@ std::string format_summary(const Result& result) {
   if (!gpus.empty()) text += row("GPUs:", gpus);
   const std::string memory = describe_memory(s.memory);
   if (!memory.empty()) text += row("Memory:", memory);
+  const std::vector<std::string> reference = reference_console_lines(s.reference);
+  for (size_t i = 0; i < reference.size(); ++i) text += row(i == 0 ? "Reference:" : "", reference[i]);
   text += std::string(64, '-') + "\n";
   return text;
 }

@@ -14,6 +14,7 @@
 #include "cli/interrupt_signals.h"
 #include "cli/log.h"
 #include "cli/process_exit.h"
+#include "cli/reference_lookup.h"
 #include "cli/trace_output.h"
 #include "cli/traced_steps.h"
 #include "engine/backends.h"
@@ -376,6 +377,8 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   add_nvml_memory_figures(result.summary.gpu_telemetry, static_cast<size_t>(config.process_rank) * devices.size(),
                           result.summary.memory);
   if (group != nullptr) describe_every_process(*group, result.environment);
+  // Against the reference result of its workload, where dpbench has one (README, "Is my number normal?").
+  if (std::optional<nlohmann::json> reference = reference_for_run(result)) result.summary.reference = std::move(*reference);
   print(format_summary(result));
   const bool writes_result = !path.empty() && (per_rank || config.process_rank == 0);
   if (writes_result) {

@@ -1,7 +1,8 @@
 # Installing dpbench (`cmake --install build --prefix DIR`) and packaging it for Debian (`cpack -G
 # DEB` in the build folder): the executable, the sweep as `dpbench-sweep`, the PyTorch twins, the
-# docs and the bash completion (DPBENCH_BASH_COMPLETION, made at build time). README.md
-# ("Install") says how; tests/scripts/test_package.sh builds, unpacks and runs the package.
+# reference results, the docs and the bash completion (DPBENCH_BASH_COMPLETION, made at build
+# time). README.md ("Install") says how; tests/scripts/test_package.sh builds, unpacks and runs
+# the package.
 include(GNUInstallDirs)
 # Installing and packaging take the build as it is, and build nothing first (`make install` and
 # cpack's preinstall step would otherwise build everything): the package test runs cpack beside
@@ -18,11 +19,16 @@ install(FILES ${DPBENCH_TWIN_SCRIPTS} DESTINATION ${CMAKE_INSTALL_DATADIR}/dpben
 file(GLOB DPBENCH_DOCS CONFIGURE_DEPENDS docs/*.md)
 install(FILES README.md ${DPBENCH_DOCS} DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(FILES ${DPBENCH_BASH_COMPLETION} DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
-# Reference results (measured runs to compare one's own against) go to share/dpbench/reference_results
-# from a reference_results/ folder at the top of the tree, once there is one.
-if(IS_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/reference_results)
-  install(DIRECTORY reference_results/ DESTINATION ${CMAKE_INSTALL_DATADIR}/dpbench/reference_results)
-endif()
+# Reference results (dpbench's own measured runs, README "Is my number normal?") go from the
+# reference_results/ folder at the top of the tree to share/dpbench/reference_results. dpbench
+# finds them (cli/reference_lookup.cpp) in the checkout when it runs from this build tree, and
+# beside its bin/ when installed: both paths are compiled in here, where the layout is known.
+set(DPBENCH_REFERENCE_RESULTS_DESTINATION ${CMAKE_INSTALL_DATADIR}/dpbench/reference_results)
+install(DIRECTORY reference_results/ DESTINATION ${DPBENCH_REFERENCE_RESULTS_DESTINATION})
+file(RELATIVE_PATH _installed_reference_results /prefix/${CMAKE_INSTALL_BINDIR}
+     /prefix/${DPBENCH_REFERENCE_RESULTS_DESTINATION})
+set_source_files_properties(cli/reference_lookup.cpp PROPERTIES COMPILE_DEFINITIONS
+  "DPBENCH_BUILD_TREE=\"${CMAKE_BINARY_DIR}\";DPBENCH_CHECKOUT_REFERENCE_RESULTS=\"${CMAKE_CURRENT_SOURCE_DIR}/reference_results\";DPBENCH_INSTALLED_REFERENCE_RESULTS=\"${_installed_reference_results}\"")
 
 # ---- the Debian package ------------------------------------------------------------------------
 # Note [the package's dependencies]

@@ -69,6 +69,25 @@ std::string gate_text(const ResultComparison& comparison) {
          " (marked over --fail_above).\n";
 }
 
+// "no reference; nearest: FILE, LABEL, which differs in batch_size (this run 32; reference 16)".
+std::string no_reference_text(const ReferenceNote& note) {
+  if (note.nearest.empty()) return "no reference (the folder has no reference results)";
+  return "no reference; nearest: " + note.nearest + ", which differs in " + join_parts(note.nearest_differences, ", ");
+}
+
+std::string machines_text(const ReferenceNote& note) {
+  if (note.machine_differences.empty())
+    return "the machines' descriptions agree (GPU, power limit, clocks, execution flags, driver, libraries)";
+  return "the machines differ: " + join_parts(note.machine_differences, "; ");
+}
+
+json reference_json(const ReferenceNote& note) {
+  if (!note.label.empty()) return {{"label", note.label}, {"machine_differences", note.machine_differences}};
+  return {{"label", nullptr},
+          {"nearest", note.nearest.empty() ? json() : json(note.nearest)},
+          {"differs_in", note.nearest_differences}};
+}
+
 std::string matched_table(const ResultComparison& comparison) {
   const std::vector<std::string> header = {"Series", "GPUs", "BASE runs", "NEW runs", "BASE speed", "NEW speed",
                                            "Ratio", percent_text(100.0 * comparison.settings.confidence) + " CI",
@@ -99,10 +118,28 @@ std::string unmatched_list(const ResultComparison& comparison, bool in_base) {
     const std::optional<ComparedRuns>& runs = in_base ? entry.base_runs : entry.new_runs;
     if (entry.matched() || !runs) continue;
     const std::optional<double>& speed = in_base ? entry.speeds.base_speed : entry.speeds.new_speed;
-    text += "- " + entry.label() + ": " + speed_cell(speed, entry.key.unit) + " (" + files_text(runs->files) + ")\n";
+    text += "- " + entry.label() + ": " + speed_cell(speed, entry.key.unit) + " (" + files_text(runs->files) + ")";
+    if (entry.reference) text += "; " + no_reference_text(*entry.reference);
+    text += "\n";
   }
   if (text.empty()) return "";
+  if (comparison.against_references && !in_base)
+    return "\n## No reference\n\nNo reference result measured these series' workload; each names the nearest "
+           "reference and how its workload differs.\n\n" + text;
   return std::string("\n## Only in ") + (in_base ? "BASE" : "NEW") + "\n\n" + text;
+}
+
+// --reference: each compared series' reference and how the machines differ.
+std::string references_list(const ResultComparison& comparison) {
+  if (!comparison.against_references) return "";
+  std::string text;
+  for (const ComparedSeries& entry : comparison.series) {
+    if (!entry.matched() || !entry.reference) continue;
+    text += "- " + entry.label() + ": " + entry.reference->label + " (" + files_text(entry.base_runs->files) + "); " +
+            machines_text(*entry.reference) + "\n";
+  }
+  if (text.empty()) return "";
+  return "\n## References\n\n" + text;
 }
 
 std::string refused_list(const ResultComparison& comparison) {
@@ -171,6 +208,7 @@ json series_json(const ResultComparison& comparison, const ComparedSeries& entry
                  {"unit", entry.key.unit},
                  {"base", runs_json(entry.base_runs, entry.speeds.base_speed)},
                  {"new", runs_json(entry.new_runs, entry.speeds.new_speed)}};
+  if (entry.reference) object["reference"] = reference_json(*entry.reference);
   if (!entry.matched()) return object;
   if (entry.refused()) {
     object["verdict"] = kRefusedVerdict;
@@ -224,6 +262,11 @@ std::string csv_row(const ResultComparison& comparison, const ComparedSeries& en
         csv_field(verdict), std::string(over ? (*over ? "true" : "false") : ""), files_csv(entry.base_runs),
         files_csv(entry.new_runs), left_out_csv(entry), csv_field(join_parts(entry.workload_differences, "; "))})
     row += "," + cell;
+  if (comparison.against_references) {
+    const ReferenceNote note = entry.reference.value_or(ReferenceNote());
+    row += "," + csv_field(note.label.empty() ? no_reference_text(note) : note.label) + "," +
+           csv_field(join_parts(note.machine_differences, "; "));
+  }
   return row + "\n";
 }
 
@@ -235,7 +278,9 @@ std::string render_comparison_markdown(const ResultComparison& comparison) {
     only_base += !entry.matched() && entry.base_runs ? 1 : 0;
     only_new += !entry.matched() && entry.new_runs ? 1 : 0;
   }
-  std::string text = "# dpbench compare\n\n" + input_text("BASE", comparison.base) + "; " +
+  const bool references = comparison.against_references;
+  std::string text = std::string(references ? "# dpbench compare --reference" : "# dpbench compare") + "\n\n" +
+                     input_text(references ? "BASE (reference results)" : "BASE", comparison.base) + "; " +
                      input_text("NEW", comparison.changed) + ".\n" +
                      count_of(comparison.matched_count(), "series", "series") + " in both" +
                      (comparison.refused_count() > 0
@@ -244,7 +289,13 @@ std::string render_comparison_markdown(const ResultComparison& comparison) {
                      ", " +
                      std::to_string(only_base) + " only in BASE, " + std::to_string(only_new) + " only in NEW.\n\n" +
                      method_text(comparison);
-  return text + matched_table(comparison) + gate_text(comparison) + refused_list(comparison) +
+  if (references)
+    text += "\nBASE of each NEW series: the reference result of its workload (model and its settings, strategy and "
+            "its options, precision, batch, data, backend, GPU count: what compare pairs runs by, but the GPU type), the "
+            "one on the same GPU type first, its repeats (the same build on the same machine) with it; how the "
+            "machines differ is listed under References.\n";
+  return text + matched_table(comparison) + gate_text(comparison) + references_list(comparison) +
+         refused_list(comparison) +
          unmatched_list(comparison, true) + unmatched_list(comparison, false) + left_out_list(comparison) +
          skipped_list(comparison);
 }
@@ -256,6 +307,8 @@ std::string render_comparison_csv(const ResultComparison& comparison) {
                              "ratio_low", "ratio_high", "change_pct", "verdict", "over_fail_above", "base_files",
                              "new_files", "left_out", "workload_differences"})
     header.push_back(column);
+  if (comparison.against_references)
+    for (const char* column : {"reference", "machine_differences"}) header.push_back(column);
   std::string text;
   for (size_t i = 0; i < header.size(); ++i) text += (i ? "," : "") + header[i];
   text += "\n";
@@ -270,7 +323,7 @@ std::string render_comparison_json(const ResultComparison& comparison) {
     json& list = entry.matched() ? matched : entry.base_runs ? only_base : only_new;
     list.push_back(series_json(comparison, entry));
   }
-  const json document = {
+  json document = {
       {"base", input_json(comparison.base)},
       {"new", input_json(comparison.changed)},
       {"method", {{"speed", "items / time over each run's measured steps; mean over a side's runs"},
@@ -284,6 +337,7 @@ std::string render_comparison_json(const ResultComparison& comparison) {
       {"only_in_base", only_base},
       {"only_in_new", only_new},
       {"over_fail_above", comparison.fail_above_pct ? json(comparison.over_fail_above_count()) : json()}};
+  if (comparison.against_references) document["against_references"] = true;
   // ASCII only: a control byte of a value (U+009B too) reaches no terminal.
   return document.dump(2, ' ', true, json::error_handler_t::replace) + "\n";
 }

@@ -109,6 +109,10 @@ struct Summary {
   // With --trace_file: when backward produced each gradient range, and the step's parts, averaged
   // over the traced measured steps (reports/backward_timeline.h); `dpbench predict` reads it.
   nlohmann::json timeline = nlohmann::json::object();
+  // How the run compares with the reference result of its workload (reports/reference_results.h;
+  // README, "Is my number normal?"): on GPU runs, and on reference-backend runs given a folder of
+  // references (DPBENCH_REFERENCE_RESULTS); empty otherwise and in results written before it.
+  nlohmann::json reference = nlohmann::json::object();
 };
 
 struct Result {

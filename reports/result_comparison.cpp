@@ -4,6 +4,7 @@
 #include <map>
 #include <utility>
 
+#include "reports/reference_results.h"
 #include "reports/workload_flags.h"
 
 namespace dpbench {
@@ -30,23 +31,53 @@ struct GroupedRuns {
   ComparedRuns runs;
   std::vector<std::vector<StepSample>> samples;  // of the runs not left out
   FlagValues workload;                           // what every run recorded of its workload
+  const LoadedResult* first = nullptr;           // the first run, in path order
 };
 
 using Grouped = std::map<SeriesAtGpus, GroupedRuns, SeriesAtGpusLess>;
+
+void add_run(const LoadedResult& run, bool strong_scaling, GroupedRuns& group) {
+  if (group.first == nullptr) group.first = &run;
+  group.runs.files.push_back(run.path);
+  add_workload_values(run.result.config, strong_scaling, {}, &group.workload);
+  std::vector<StepSample> samples = measured_steps_of(run.result);
+  const std::string why_not = why_too_few_samples(samples);
+  if (why_not.empty()) group.samples.push_back(std::move(samples));
+  else group.runs.left_out.push_back({run.path, why_not});
+}
 
 Grouped group_runs(const LoadedResults& loaded, const StrategyCatalog& strategies) {
   Grouped grouped;
   for (const LoadedResult& run : loaded.results) {
     const SeriesKey key = series_key_of(run.result, strategies);
-    GroupedRuns& group = grouped[{key, run.result.summary.num_devices}];
-    group.runs.files.push_back(run.path);
-    add_workload_values(run.result.config, key.scaling == Scaling::strong, {}, &group.workload);
-    std::vector<StepSample> samples = measured_steps_of(run.result);
-    const std::string why_not = why_too_few_samples(samples);
-    if (why_not.empty()) group.samples.push_back(std::move(samples));
-    else group.runs.left_out.push_back({run.path, why_not});
+    add_run(run, key.scaling == Scaling::strong, grouped[{key, run.result.summary.num_devices}]);
   }
   return grouped;
+}
+
+// One series at a GPU count, from a side's runs or both: matched and compared, refused where the
+// runs differ in their workload (the sides named `base_name` and NEW), or on one side only.
+ComparedSeries compare_groups(const SeriesAtGpus& at, const GroupedRuns* base, const GroupedRuns* changed,
+                              const ComparisonSettings& settings, const std::string& base_name) {
+  ComparedSeries entry;
+  entry.key = at.key;
+  entry.num_devices = at.num_devices;
+  if (base != nullptr) entry.base_runs = base->runs;
+  if (changed != nullptr) entry.new_runs = changed->runs;
+  if (entry.matched())
+    entry.workload_differences = workload_differences({{base_name, base->workload}, {"NEW", changed->workload}});
+  // A series on one side only still gets that side's speed (and no ratio).
+  const std::vector<std::vector<StepSample>> no_runs;
+  const auto& base_samples = base != nullptr ? base->samples : no_runs;
+  const auto& new_samples = changed != nullptr ? changed->samples : no_runs;
+  if (entry.refused()) {
+    // Each side's own speed, and no ratio: the runs did not compute the same thing.
+    entry.speeds = compare_speeds(base_samples, {}, settings);
+    entry.speeds.new_speed = compare_speeds({}, new_samples, settings).new_speed;
+  } else {
+    entry.speeds = compare_speeds(base_samples, new_samples, settings);
+  }
+  return entry;
 }
 
 ComparedInput input_of(const std::string& path, LoadedResults& loaded) {
@@ -105,34 +136,52 @@ ResultComparison compare_results(const std::string& base_path, LoadedResults bas
   comparison.settings = settings;
   comparison.fail_above_pct = fail_above_pct;
   const Grouped base_groups = group_runs(base, strategies), new_groups = group_runs(changed, strategies);
+
+  std::map<SeriesAtGpus, std::pair<const GroupedRuns*, const GroupedRuns*>, SeriesAtGpusLess> merged;
+  for (const auto& [at, group] : base_groups) merged[at].first = &group;
+  for (const auto& [at, group] : new_groups) merged[at].second = &group;
+  for (const auto& [at, sides] : merged)
+    comparison.series.push_back(compare_groups(at, sides.first, sides.second, settings, "BASE"));
+  give_titles(comparison.series);
   comparison.base = input_of(base_path, base);
   comparison.changed = input_of(new_path, changed);
+  return comparison;
+}
 
-  std::map<SeriesAtGpus, ComparedSeries, SeriesAtGpusLess> merged;
-  for (const auto& [at, group] : base_groups) merged[at].base_runs = group.runs;
-  for (const auto& [at, group] : new_groups) merged[at].new_runs = group.runs;
-  // A series on one side only still gets that side's speed (and no ratio).
-  const std::vector<std::vector<StepSample>> no_runs;
-  auto samples_in = [&](const Grouped& groups, const SeriesAtGpus& at) -> const std::vector<std::vector<StepSample>>& {
-    const auto found = groups.find(at);
-    return found == groups.end() ? no_runs : found->second.samples;
-  };
-  for (auto& [at, entry] : merged) {
-    entry.key = at.key;
-    entry.num_devices = at.num_devices;
-    if (entry.matched())
-      entry.workload_differences =
-          workload_differences({{"BASE", base_groups.at(at).workload}, {"NEW", new_groups.at(at).workload}});
-    if (entry.refused()) {
-      // Each side's own speed, and no ratio: the runs did not compute the same thing.
-      entry.speeds = compare_speeds(samples_in(base_groups, at), {}, settings);
-      entry.speeds.new_speed = compare_speeds({}, samples_in(new_groups, at), settings).new_speed;
-    } else {
-      entry.speeds = compare_speeds(samples_in(base_groups, at), samples_in(new_groups, at), settings);
+ResultComparison compare_with_references(const std::string& folder, LoadedResults references,
+                                         const std::string& new_path, LoadedResults changed,
+                                         const StrategyCatalog& strategies, const ComparisonSettings& settings,
+                                         std::optional<double> fail_above_pct) {
+  ResultComparison comparison;
+  comparison.settings = settings;
+  comparison.fail_above_pct = fail_above_pct;
+  comparison.against_references = true;
+  const Grouped new_groups = group_runs(changed, strategies);
+  for (const auto& [at, group] : new_groups) {
+    // The series' first run stands for it; its other runs, were their workload another, make it refused.
+    const ReferenceChoice choice = choose_reference(group.first->result, references.results, strategies);
+    ReferenceNote note;
+    if (!choice.matched()) {
+      if (choice.nearest != nullptr) {
+        note.nearest = path_in_folder(choice.nearest->path, folder) + ", " + reference_label(choice.nearest->result);
+        note.nearest_differences = choice.nearest_differences;
+      }
+      ComparedSeries entry = compare_groups(at, nullptr, &group, settings, kReferenceSide);
+      entry.reference = note;
+      comparison.series.push_back(std::move(entry));
+      continue;
     }
+    GroupedRuns reference_runs;
+    for (const LoadedResult* run : choice.runs) add_run(*run, at.key.scaling == Scaling::strong, reference_runs);
+    ComparedSeries entry = compare_groups(at, &reference_runs, &group, settings, kReferenceSide);
+    note.label = reference_label(choice.chosen->result);
+    note.machine_differences = choice.machine_differences;
+    entry.reference = note;
     comparison.series.push_back(std::move(entry));
   }
   give_titles(comparison.series);
+  comparison.base = input_of(folder, references);
+  comparison.changed = input_of(new_path, changed);
   return comparison;
 }
 

@@ -56,6 +56,7 @@ json summary_to_json(const Summary& summary) {
                   {"memory", summary.memory}};
   // Only runs with --trace_file have it (reports/backward_timeline.h).
   if (!summary.timeline.empty()) object["timeline"] = summary.timeline;
+  if (!summary.reference.empty()) object["reference"] = summary.reference;
   return object;
 }
 
@@ -240,6 +241,7 @@ Summary summary_from_json(const json& document) {
   // Schema 3 on: older results have no memory accounting.
   if (object.contains("memory")) summary.memory = object_member(object, where, "memory");
   if (object.contains("timeline")) summary.timeline = object_member(object, where, "timeline");
+  if (object.contains("reference")) summary.reference = object_member(object, where, "reference");
   return summary;
 }
 

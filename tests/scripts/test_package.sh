@@ -5,7 +5,8 @@
 # refuses the package where the CUDA libraries come from NVIDIA's tarball rather than its
 # packages (as here). Then, from a folder outside the checkout with the root's bin/ first on PATH:
 # dpbench --version, a short run on the reference backend, dpbench-sweep --dry-run running the
-# dpbench beside it, and the bash completion; and the package's Depends naming a package for
+# dpbench beside it, compare --reference finding the installed reference results, and the bash
+# completion; and the package's Depends naming a package for
 # every library dpbench links (Note [the package's dependencies]). Everything goes at the end.
 # Usage: test_package.sh BUILD_DIR CMAKE CPACK
 set -uo pipefail
@@ -34,6 +35,9 @@ done
 for twin in "$source_dir"/scripts/bench/*.py; do
   cmp -s "$twin" "$work/prefix/share/dpbench/bench/${twin##*/}" || fail "cmake --install: ${twin##*/} differs or is missing"
 done
+# The reference results, every file as it is in the checkout.
+diff -r "$source_dir/reference_results" "$work/prefix/share/dpbench/reference_results" >"$work/references.diff" 2>&1 ||
+  fail "cmake --install: the reference results differ from reference_results/: $(head -n 3 "$work/references.diff")"
 
 # ---- the Debian package -------------------------------------------------------------------------
 (cd "$work" && "$cpack" -G DEB --config "$build/CPackConfig.cmake" -B "$work/package") >"$work/cpack.log" 2>&1 ||
@@ -104,6 +108,16 @@ commands=$(grep -v '^dpbench-sweep (dry run): ' "$work/stdout")
 [ "$(tail -n 1 "$work/stdout")" = "dpbench-sweep (dry run): 4 runs, 0 with a result present (would be skipped); nothing was run" ] ||
   fail "dpbench-sweep --dry-run: last line: $(tail -n 1 "$work/stdout")"
 [ ! -e sweep ] || fail "dpbench-sweep --dry-run made its output folder"
+
+# The references are found beside the installed dpbench, not in the checkout: a copy of one is
+# its own reference.
+installed_references=$(cd "$work/root/usr/share/dpbench/reference_results" && pwd -P)
+cp "$installed_references/2026-11-29_h200_gpt/gpt_124m_b16_bf16_1gpu.json" mine.json
+expect_exit "dpbench compare --reference" 0 dpbench compare --reference mine.json --fail_above=5 --format=json
+[ "$(python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["base"]["path"])' <"$work/stdout")" = \
+  "$installed_references" ] || fail "dpbench compare --reference: not the installed references: $(head -c 300 "$work/stdout")"
+[ "$(python3 -c 'import json,sys; d=json.load(sys.stdin); s=d["series"][0]; print(s["ratio"], s["verdict"])' \
+  <"$work/stdout")" = "1.0 within noise" ] || fail "dpbench compare --reference: $(head -c 600 "$work/stdout")"
 
 completion=$work/root/usr/share/bash-completion/completions/dpbench
 cmp -s "$completion" <(dpbench completion bash) || fail "the installed completion is not what dpbench completion bash prints"
