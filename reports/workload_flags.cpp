@@ -16,7 +16,7 @@ FlagRole config_flag_role(const std::string& flag, bool strong_scaling) {
                                                   "trace_steps",  "trace_format", "rendezvous_port"};
   // The same arithmetic on the same data, run another way or read from another folder.
   static const std::set<std::string> execution = {"cuda_graph",   "cudnn_benchmark",  "deterministic",
-                                                  "nvtx",         "collective_timeout", "peak_tflops",
+                                                  "nvtx",         "collective_timeout", "peak_tflops", "device_memory",
                                                   "data_dir",     "vocab_file",       "train_prefix",
                                                   "vocab_prefix", "datasets_num_private_threads"};
   if (by_design.count(flag) > 0 || (strong_scaling && flag == "batch_size")) return FlagRole::varies_by_design;
