@@ -58,7 +58,7 @@ std::string too_little_memory_line(const MemoryRefusal& refusal) {
                      ": it needs " + in_unit(static_cast<double>(total_bytes(need)), unit.bytes) + " " + unit.name +
                      " (" + category_list(need, unit.bytes) + "), and " +
                      in_unit(static_cast<double>(available), unit.bytes) + " " + unit.name + " is free of its " +
-                     in_unit(static_cast<double>(fit.limit_bytes), unit.bytes) + " (" + refusal.limit_source + ")";
+                     in_unit(static_cast<double>(fit.limit_bytes), unit.bytes) + " " + unit.name + " (" + refusal.limit_source + ")";
   // The fit is linear in the batch; should it ever call the refused batch fitting, the set-up's
   // own count (which refused it) is the one believed.
   const int64_t largest = std::min<int64_t>(largest_fitting_batch(fit, refusal.strategy), fit.batch_size - 1);

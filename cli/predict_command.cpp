@@ -16,6 +16,8 @@
 #include "cli/flags_validation.h"
 #include "cli/log.h"
 #include "cli/predict_inputs.h"
+#include "cli/traced_steps.h"
+#include "engine/backend/step_trace.h"
 #include "engine/errors.h"
 #include "engine/machine/library_memory.h"
 #include "engine/machine/text_content.h"
@@ -71,7 +73,7 @@ FlagTable predict_flag_table() {
        "the batch per device of the memory table (default: BASE's; the time table keeps BASE's batch)"},
       {"device_memory", "", "SIZE",
        "the memory of one device the largest batch must fit, e.g. 141GiB (default: BASE's --device_memory, else "
-       "its GPU's memory less what its CUDA context held)"},
+       "its GPU's memory less what its CUDA context held and 1 GiB for the libraries)"},
       {"output", "", "FILE", "write the table to FILE (atomically) instead of stdout"},
       {"format", "", "FORMAT", "markdown, csv or json", std::string("markdown"), FlagKind::value,
        report_format_choice_names(prediction_writers())},
@@ -142,6 +144,17 @@ std::optional<MeasuredMemory> measured_memory_of(const Result& result) {
     measured.replica[static_cast<size_t>(category.category)] =
         static_cast<uint64_t>(std::max(0.0, memory_number(device["at_peak"], category.key)));
   measured.replica[static_cast<size_t>(MemoryCategory::communication)] = 0;  // its strategy's
+  // Its --trace_file's stamps are the trace's, not a run's: a row of them per traced step.
+  try {
+    const TracedStepWindow traced =
+        resolve_traced_steps(config_text(result.config, "trace_steps"), result.config.value("num_warmup_batches", 0),
+                             result.config.value("num_batches", 1));
+    const uint64_t stamps = sizeof(int64_t) * StepTrace::kSlotsPerStep * static_cast<uint64_t>(std::max<int64_t>(0, traced.count()));
+    uint64_t& trace = measured.replica[static_cast<size_t>(MemoryCategory::trace)];
+    trace = trace > stamps ? trace - stamps : 0;
+  } catch (const ConfigError&) {
+    // A window no run has (BASE's own checks refuse it elsewhere): its trace stays as recorded.
+  }
   measured.batch_size = std::max(1, result.config.value("batch_size", 1));
   return measured;
 }
