@@ -5,6 +5,7 @@
 // one line, its suggested batch that then runs, and the next larger that is refused.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@
 #include "engine/backends.h"
 #include "engine/errors.h"
 #include "models/model_registry.h"
+#include "reports/prediction_tables.h"
 #include "reports/step_prediction.h"
 #include "strategies/bucketed_exchange.h"
 #include "strategies/exchange_plan.h"
@@ -251,4 +253,61 @@ TEST_CASE("the run command refuses a configuration that does not fit with one li
   const std::string none = error_message_of<ConfigError>(
       [&] { run_benchmark(parse_run_flags(tiny, DeviceInventory{})); }, "refusal");
   CHECK(none.find("not even a batch of 1 fits") != std::string::npos);
+}
+
+TEST_CASE("predict's memory table in markdown, CSV and JSON", "[what_fits][report]") {
+  PredictionReport report;
+  report.unit = "images/s";
+  report.memory_predicted = true;
+  report.memory_batch_size = 32;
+  report.base_batch_size = 16;
+  report.device_memory_bytes = 8 * kMiB;
+  report.device_memory_source = "--device_memory";
+  PredictionRow with_memory;
+  with_memory.strategy = "replicated (nccl)";
+  with_memory.step.gpus = 2;
+  MemoryPrediction memory;
+  memory.batch_size = 32;
+  memory.bytes[static_cast<size_t>(MemoryCategory::parameters)] = 3 * kMiB;
+  memory.bytes[static_cast<size_t>(MemoryCategory::activations)] = kMiB / 2;
+  memory.largest_batch = 144;
+  memory.rule = "every device holds a whole replica";
+  with_memory.memory = memory;
+  with_memory.measured_memory_peak_bytes = 3.5 * kMiB * 1.02;
+  PredictionRow without = with_memory;
+  without.memory.reset();
+  without.step.gpus = 4;
+  report.rows = {with_memory, without};
+  report.measurements_given = true;
+
+  const std::string markdown = render_prediction_markdown(report);
+  CHECK_THAT(markdown, Catch::Contains("## Memory per device"));
+  CHECK_THAT(markdown, Catch::Contains("At --batch_size=32 per device (BASE ran 16)"));
+  CHECK_THAT(markdown, Catch::Contains("| replicated (nccl) | 2 | 3.50 | 3.00 | 0.00 | 0.00 | 0.50 |"));
+  CHECK_THAT(markdown, Catch::Contains("| 144 | 3.57 | -2.0% |"));
+  CHECK_THAT(markdown, Catch::Contains("- `replicated (nccl)`: every device holds a whole replica"));
+
+  // Every CSV line has the header's fields, with or without a memory prediction.
+  const std::string csv = render_prediction_csv(report);
+  std::vector<size_t> fields;
+  size_t start = 0;
+  while (start < csv.size()) {
+    const size_t end = csv.find('\n', start);
+    const std::string line = csv.substr(start, end - start);
+    fields.push_back(static_cast<size_t>(std::count(line.begin(), line.end(), ',')));
+    start = end + 1;
+  }
+  REQUIRE(fields.size() == 3);
+  CHECK(fields[1] == fields[0]);
+  CHECK(fields[2] == fields[0]);
+  CHECK_THAT(csv, Catch::Contains(",memory_batch_size,memory_peak_bytes,memory_parameters_bytes,"));
+
+  const nlohmann::json json = nlohmann::json::parse(render_prediction_json(report));
+  CHECK(json["memory"]["batch_size"] == 32);
+  CHECK(json["memory"]["device_memory_bytes"] == 8 * kMiB);
+  CHECK(json["rows"][0]["memory"]["peak_bytes"] == 3 * kMiB + kMiB / 2);
+  CHECK(json["rows"][0]["memory"]["categories"]["activations"] == kMiB / 2);
+  CHECK(json["rows"][0]["memory"]["largest_batch_that_fits"] == 144);
+  CHECK(json["rows"][0]["memory_error_pct"].get<double>() == Approx(-100.0 * 0.02 / 1.02));
+  CHECK_FALSE(json["rows"][1].contains("memory"));
 }
