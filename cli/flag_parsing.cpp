@@ -63,6 +63,30 @@ double parse_finite_number(const std::string& flag, const std::string& text, con
   return value;
 }
 
+uint64_t parse_memory_size(const std::string& flag, const std::string& text) {
+  const std::string accepted = "accepted: a size such as 141GiB, 1.5GiB, 512MiB or a number of bytes, 1KiB to 1PiB";
+  size_t number_end = 0;
+  while (number_end < text.size() && (std::isdigit(static_cast<unsigned char>(text[number_end])) || text[number_end] == '.'))
+    ++number_end;
+  if (number_end == 0) reject(flag, text, accepted);
+  std::string unit = text.substr(number_end);
+  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  double scale = 0;
+  if (unit.empty() || unit == "b") scale = 1;
+  else if (unit == "k" || unit == "kb" || unit == "kib") scale = 1024.0;
+  else if (unit == "m" || unit == "mb" || unit == "mib") scale = 1024.0 * 1024.0;
+  else if (unit == "g" || unit == "gb" || unit == "gib") scale = 1024.0 * 1024.0 * 1024.0;
+  else if (unit == "t" || unit == "tb" || unit == "tib") scale = 1024.0 * 1024.0 * 1024.0 * 1024.0;
+  else reject(flag, text, accepted);
+  char* stop = nullptr;
+  const std::string number = text.substr(0, number_end);
+  const double value = std::strtod(number.c_str(), &stop);
+  if (stop != number.c_str() + number.size() || !std::isfinite(value)) reject(flag, text, accepted);
+  const double bytes = std::floor(value * scale);
+  if (!(bytes >= 1024.0) || bytes > 1125899906842624.0) reject(flag, text, accepted);
+  return static_cast<uint64_t>(bytes);
+}
+
 // absl/gflags, which tf_cnn_benchmarks used, accept these spellings too.
 bool parse_bool(const std::string& flag, const std::string& text) {
   std::string lower = text;

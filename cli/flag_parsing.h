@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <climits>
+#include <cstdint>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -27,6 +28,10 @@ int parse_int_at_least(const std::string& flag, const std::string& text, int min
 int parse_positive_int(const std::string& flag, const std::string& text);
 double parse_finite_number(const std::string& flag, const std::string& text, const std::string& accepted);
 bool parse_bool(const std::string& flag, const std::string& text);
+// A memory size: a number with a unit, "141GiB", "1.5GiB", "512MiB", "64KiB" (also GB, MB, KB and
+// G, M, K, all powers of 2, as nvidia-smi's MiB), or a whole number of bytes; at least 1 KiB, at
+// most 1 PiB. -> bytes.
+uint64_t parse_memory_size(const std::string& flag, const std::string& text);
 void require_one_of(const std::string& flag, const std::string& value,
                     const std::vector<std::string>& accepted, const std::string& what);
 

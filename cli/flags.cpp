@@ -192,6 +192,11 @@ std::vector<FlagDeclaration> device_and_synchronisation_flags(const RunConfig& d
        "Comma-separated device indices, e.g. 0,2; alone it sets the device count (default: "
        "0..num_gpus-1)",
        {}},
+      {"device_memory", "Devices", "SIZE",
+       "Memory each device may use, e.g. 80GiB: a configuration that needs more is refused at set-up "
+       "with what each category needs and the largest batch that fits (default: what the GPU has free "
+       "when the run starts, less 1 GiB for the libraries; the reference backend's devices: no limit)",
+       {}},
 
       {"variable_update", "Synchronisation", "NAME",
        "How replicas synchronise: " + strategy_names() + " (`dpbench strategies` describes each and "

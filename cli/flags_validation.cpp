@@ -400,6 +400,8 @@ void resolve_measurement(const GivenFlags& flags, RunConfig* config) {
                                             "must be at least 0 (0: no profiled step)");
   config->collective_timeout = parse_collective_timeout(flags.text("collective_timeout"));
   config->rendezvous_port = parse_rendezvous_port(flags.text("rendezvous_port"));
+  if (flags.was_given("device_memory"))
+    config->device_memory = parse_memory_size("device_memory", flags.text("device_memory"));
   const std::string peak_text = flags.text("peak_tflops");
   config->peak_tflops = parse_finite_number("peak_tflops", peak_text, "TFLOP/s, e.g. 989.5");
   if (!(config->peak_tflops >= 0) || config->peak_tflops > kMaxPeakTflops ||

@@ -16,11 +16,15 @@
 #include "cli/flags_validation.h"
 #include "cli/log.h"
 #include "cli/predict_inputs.h"
+#include "cli/traced_steps.h"
+#include "engine/backend/step_trace.h"
 #include "engine/errors.h"
+#include "engine/machine/library_memory.h"
 #include "engine/machine/text_content.h"
 #include "engine/precision.h"
 #include "reports/backward_timeline.h"
 #include "reports/collective_curves.h"
+#include "reports/memory_summary.h"
 #include "reports/prediction_tables.h"
 #include "reports/report_loader.h"
 #include "reports/report_series.h"
@@ -65,6 +69,11 @@ FlagTable predict_flag_table() {
       {"bucket_cap_mb", "", "X",
        "the bucket size to predict, 0 to 1048576 as dpbench run takes it (0: one exchange per tensor; default: "
        "BASE's, else run's default); the tail bucket (--tail_bucket_mb) is BASE's where it fits that size"},
+      {"batch_size", "", "N",
+       "the batch per device of the memory table (default: BASE's; the time table keeps BASE's batch)"},
+      {"device_memory", "", "SIZE",
+       "the memory of one device the largest batch must fit, e.g. 141GiB (default: BASE's --device_memory, else "
+       "its GPU's memory less what its CUDA context held and 1 GiB for the libraries)"},
       {"output", "", "FILE", "write the table to FILE (atomically) instead of stdout"},
       {"format", "", "FORMAT", "markdown, csv or json", std::string("markdown"), FlagKind::value,
        report_format_choice_names(prediction_writers())},
@@ -122,6 +131,53 @@ std::vector<std::string> curve_notes(const std::vector<CollectiveCurve>& curves,
   return notes;
 }
 
+// Note [memory from one run]: BASE's peak per device as one replica at its batch; none where it has
+// no summary.memory (a result before schema 3).
+std::optional<MeasuredMemory> measured_memory_of(const Result& result) {
+  const nlohmann::json& memory = result.summary.memory;
+  if (!memory.is_object() || !memory.contains("devices") || !memory["devices"].is_array() || memory["devices"].empty())
+    return std::nullopt;
+  const nlohmann::json& device = memory["devices"].front();
+  if (!device.contains("at_peak") || !device["at_peak"].is_object()) return std::nullopt;
+  MeasuredMemory measured;
+  for (const MemoryCategoryInfo& category : memory_categories())
+    measured.replica[static_cast<size_t>(category.category)] =
+        static_cast<uint64_t>(std::max(0.0, memory_number(device["at_peak"], category.key)));
+  measured.replica[static_cast<size_t>(MemoryCategory::communication)] = 0;  // its strategy's
+  // Its --trace_file's stamps are the trace's, not a run's: a row of them per traced step.
+  try {
+    const TracedStepWindow traced =
+        resolve_traced_steps(config_text(result.config, "trace_steps"), result.config.value("num_warmup_batches", 0),
+                             result.config.value("num_batches", 1));
+    const uint64_t stamps = sizeof(int64_t) * StepTrace::kSlotsPerStep * static_cast<uint64_t>(std::max<int64_t>(0, traced.count()));
+    uint64_t& trace = measured.replica[static_cast<size_t>(MemoryCategory::trace)];
+    trace = trace > stamps ? trace - stamps : 0;
+  } catch (const ConfigError&) {
+    // A window no run has (BASE's own checks refuse it elsewhere): its trace stays as recorded.
+  }
+  measured.batch_size = std::max(1, result.config.value("batch_size", 1));
+  return measured;
+}
+
+// The memory the largest batch must fit, and where it came from: --device_memory, else BASE's own,
+// else BASE's first device's memory less what its CUDA context held when the run began.
+std::pair<uint64_t, std::string> device_memory_of(const PredictOptions& options, const Result& result) {
+  if (options.device_memory > 0) return {options.device_memory, "--device_memory"};
+  const uint64_t recorded = result.config.value("device_memory", uint64_t{0});
+  if (recorded > 0) return {recorded, "BASE's --device_memory"};
+  if (result.environment.devices.empty()) return {0, "BASE records no device"};
+  const DeviceRecord& device = result.environment.devices.front();
+  const nlohmann::json& memory = result.summary.memory;
+  double context = 0;
+  if (memory.contains("devices") && memory["devices"].is_array() && !memory["devices"].empty() &&
+      memory["devices"].front().contains("unaccounted"))
+    context = memory_number(memory["devices"].front()["unaccounted"], "context_bytes");
+  if (result.environment.backend != "cuda") return {device.memory_bytes, "BASE's " + device.name};
+  const double taken = context + static_cast<double>(kLibraryMemoryReserve);
+  const uint64_t usable = static_cast<double>(device.memory_bytes) > taken ? device.memory_bytes - static_cast<uint64_t>(taken) : 0;
+  return {usable, "BASE's " + device.name + ", less what its CUDA context held and 1 GiB for the libraries"};
+}
+
 }  // namespace
 
 PredictOptions parse_predict_flags(const std::vector<std::string>& args) {
@@ -135,6 +191,9 @@ PredictOptions parse_predict_flags(const std::vector<std::string>& args) {
   options.plot = flags.text("plot");
   options.format = parse_report_format(flags.text("format"), prediction_writers());
   options.max_gpus = parse_int_at_least("max_gpus", flags.text("max_gpus"), 1, "at least 1", kMaxPredictedGpus);
+  if (flags.given("batch_size"))
+    options.batch_size = parse_int_at_least("batch_size", flags.text("batch_size"), 1, "at least 1", kMaxBatchPerDevice);
+  if (flags.given("device_memory")) options.device_memory = parse_memory_size("device_memory", flags.text("device_memory"));
   if (flags.given("bucket_cap_mb")) {
     // What `run` accepts (the option's record): a prediction of buckets no run can have would predict nothing.
     options.bucket_cap_mb = flags.text("bucket_cap_mb");
@@ -167,8 +226,10 @@ std::string predict_help_text() {
          "on the system FILE describes (systems/*.json: GPUs per host, bandwidths and latencies, ring or tree).\n"
          "MEASURED: result files or folders of N-GPU runs of BASE's workload (model settings, batch, precision,\n"
          "optimizer, data; any other is named in a note with the flags that differ) and the buckets predicted; each\n"
-         "is put beside its prediction with the error, several of one strategy and count as their median run.\n\n" +
-         flag_table_help(predict_flag_table()) + "\n" + prediction_model_text() +
+         "is put beside its prediction with the error, several of one strategy and count as their median run.\n"
+         "Also each device's memory by category for every strategy and count at --batch_size (default BASE's), from\n"
+         "BASE's summary.memory, and the largest batch per device that fits --device_memory (default BASE's device).\n\n" +
+         flag_table_help(predict_flag_table()) + "\n" + prediction_model_text() + "\n\n" + memory_model_text() +
          "\n\nExit codes: 0 predicted; 1 an error (a BASE without a timeline or of several GPUs, a bad system file,\n"
          "a file given to --curves that comm_bench did not write, two curves of one collective and link kind);\n"
          "2 a bad command line.\n"
@@ -227,6 +288,17 @@ int run_predict_command(const std::vector<std::string>& args) {
   // The system file's formulas price whatever no curve covers (other collectives and links, host copies).
   const auto formulas = std::make_shared<const AlphaBetaCost>(system.model);
   const MeasuredCurveCost cost(curve_map, formulas);
+  const std::optional<MeasuredMemory> memory = measured_memory_of(result);
+  const auto [device_memory, device_memory_source] = device_memory_of(options, result);
+  if (memory) {
+    report.memory_predicted = true;
+    report.base_batch_size = memory->batch_size;
+    report.memory_batch_size = options.batch_size > 0 ? options.batch_size : memory->batch_size;
+    report.device_memory_bytes = device_memory;
+    report.device_memory_source = device_memory_source;
+  } else {
+    report.notes.push_back("BASE has no summary.memory (a result of an older dpbench): no memory table");
+  }
   // Each configuration the strategies' table lists for predict, its schedule on each GPU count
   // priced: the exchange method the run would choose, the run's label.
   for (const PredictedVariant& variant : predicted_variants()) {
@@ -239,6 +311,9 @@ int run_predict_command(const std::vector<std::string>& args) {
       const StepSchedule schedule =
           gpus > 1 ? entry->schedule(strategy_options, layout, plan, shape_on(system.model, gpus)) : StepSchedule{};
       row.step = predict_step(measured, schedule, gpus, system.model, cost);
+      if (memory && entry->memory)
+        row.memory = predict_memory(*memory, entry->memory(strategy_options, layout, plan, shape_on(system.model, gpus)),
+                                    report.memory_batch_size, report.device_memory_bytes);
       if (row.step.modelled && row.step.step_ms > 0) {
         // The ratio first: on 1 GPU the predicted step is the measured one, and 100 * (x / x) is exactly
         // 100 where (100 * x) / x need not be.

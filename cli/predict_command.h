@@ -23,6 +23,8 @@ struct PredictOptions {
   std::vector<std::string> curve_paths;  // `dpbench comm_bench --json` files
   int max_gpus = 1024;
   std::string bucket_cap_mb;  // empty: the base run's, else --bucket_cap_mb's default
+  int batch_size = 0;         // the memory table's batch per device; 0: the base run's
+  uint64_t device_memory = 0; // what the largest batch must fit; 0: the base run's device's
   std::string output;         // empty: stdout
   std::string plot;           // SVG file; empty: none
   ReportFormat format = ReportFormat::markdown;

@@ -200,6 +200,11 @@ void attach_measurements(const std::vector<std::string>& paths, const PredictBas
     row->measured_items_per_sec = median.result.summary.items_per_sec;
     row->measured_path = median.path;
     row->measured_clock_loss_pct = clock_loss_points(median.result, base.loaded.result);
+    // Its memory where the table predicts BASE's batch (a measured run ran BASE's workload).
+    const nlohmann::json& memory = median.result.summary.memory;
+    if (row->memory && report.memory_batch_size == report.base_batch_size && memory.is_object() &&
+        memory.contains("peak_bytes") && memory["peak_bytes"].is_number())
+      row->measured_memory_peak_bytes = memory["peak_bytes"].get<double>();
     for (const LoadedResult* run : runs) {
       row->measured_speeds.push_back(run->result.summary.items_per_sec);
       row->measured_paths.push_back(run->path);

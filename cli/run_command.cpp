@@ -13,6 +13,7 @@
 #include "cli/flag_limits.h"
 #include "cli/interrupt_signals.h"
 #include "cli/log.h"
+#include "cli/memory_refusal.h"
 #include "cli/process_exit.h"
 #include "cli/reference_lookup.h"
 #include "cli/trace_output.h"
@@ -33,6 +34,8 @@
 #include "reports/memory_summary.h"
 #include "reports/result_assembly.h"
 #include "reports/result_json.h"
+#include "strategies/bucketed_exchange.h"
+#include "strategies/exchange_plan.h"
 #include "strategies/strategy_registry.h"
 #include "dpbench_version.h"
 
@@ -281,6 +284,29 @@ std::string data_line(const DataConfig& data_config, const FeedSettings& feed, c
   return line + "\n";
 }
 
+// Note [too little memory] (engine/training/runner.h): the runner's fit of one replica, with each
+// strategy's share from its rule in the strategies' table, as one line.
+std::string describe_too_little_memory(const RunConfig& config, const Model& model, const ReplicaMemoryFit& fit) {
+  const ParameterLayout& layout = model.layout();
+  const std::vector<GradientRange> plan = plan_exchanges(layout, exchange_plan_options(config));
+  const ScheduleShape shape{config.world_devices(), config.num_devices(), config.num_processes};
+  const StrategyEntry* run_entry = resolve_strategy_name(config.variable_update);
+  MemoryRefusal refusal;
+  refusal.fit = fit;
+  if (run_entry != nullptr && run_entry->memory) refusal.strategy = run_entry->memory(config, layout, plan, shape);
+  refusal.limit_source = config.device_memory > 0 ? "--device_memory" : "what the GPU had free when the run started";
+  for (const PredictedVariant& variant : predicted_variants()) {
+    const StrategyEntry* entry = find_strategy(variant.strategy);
+    if (entry == nullptr || !entry->memory || run_entry == nullptr || entry->processes != run_entry->processes) continue;
+    StrategyOptions options = options_of(variant);
+    options.bucket_cap_mb = config.bucket_cap_mb;
+    options.tail_bucket_mb = config.tail_bucket_mb;
+    refusal.alternatives.push_back({strategy_label(entry->name, recorded_options(entry->name, options), false),
+                                    entry->memory(options, layout, plan, shape)});
+  }
+  return too_little_memory_line(refusal);
+}
+
 }  // namespace
 
 Result run_benchmark(const ParsedRunFlags& flags) {
@@ -323,6 +349,8 @@ Result run_benchmark(const ParsedRunFlags& flags) {
       // 16-bit runs put any GEMM they keep in fp32 on TF32 tensor cores too.
       set_tf32(*device, allows_tf32(config.precision));
     }
+  if (config.device_memory > 0)
+    for (auto& device : devices) device->set_memory_limit(config.device_memory);
   std::vector<DeviceDescription> descriptions;
   for (const auto& device : devices) descriptions.push_back(device->description());
 
@@ -342,14 +370,19 @@ Result run_benchmark(const ParsedRunFlags& flags) {
     settings.last_traced_step = window.last;
   }
 
-  Runner runner(*model, *strategy, devices, settings);
+  std::unique_ptr<Runner> runner;
+  try {
+    runner = std::make_unique<Runner>(*model, *strategy, devices, settings);
+  } catch (const TooLittleDeviceMemory& refused) {
+    throw ConfigError(describe_too_little_memory(config, *model, refused.fit()));
+  }
 
   // Sampled from here on; the summary keeps the measured steps' window only.
   std::vector<std::string> bus_ids;
   for (const DeviceDescription& description : descriptions) bus_ids.push_back(description.pci_bus_id);
   GpuTelemetry telemetry(bus_ids, kTelemetryPeriod);
   const std::string unit = model->unit();
-  RunMeasurements measured = runner.run(
+  RunMeasurements measured = runner->run(
       [&](const ProgressSnapshot& snapshot) { print(format_progress_line(snapshot, items_per_step, unit) + "\n"); },
       [&](const std::string& phase) { print(phase + "\n"); });
   if (measured.stopped_early && measured.step_time_ms.size() <= static_cast<size_t>(measured.warmup_steps)) {

@@ -28,6 +28,9 @@ struct RunConfig : ModelSettings, StrategyOptions {
   std::string device = "auto";   // as given: auto | gpu | cpu
   BackendKind backend = BackendKind::reference;  // resolved from `device`
   int num_gpus = 1;              // number of devices (GPUs, or reference devices on cpu)
+  // The bytes dpbench may hold on each device (Device::memory_limit); 0: not given (a GPU's free
+  // memory when the run starts; a reference device has no limit).
+  uint64_t device_memory = 0;
 
   // Synchronisation (the options are StrategyOptions')
   std::string variable_update = "independent";

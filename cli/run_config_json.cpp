@@ -103,6 +103,7 @@ nlohmann::json config_to_json(const RunConfig& config) {
       {"collective_timeout", config.collective_timeout},
       {"rendezvous_port", config.rendezvous_port},
       {"peak_tflops", config.peak_tflops},
+      {"device_memory", config.device_memory},
       {"result_file", config.result_file},
       {"trace_file", config.trace_file},
       {"trace_format", trace_format_name(config.trace_format)},

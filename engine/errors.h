@@ -18,4 +18,17 @@ class RuntimeError : public std::runtime_error {
   explicit RuntimeError(const std::string& message) : std::runtime_error(message) {}
 };
 
+// An allocation that would take a device past the memory it may use (--device_memory, or what the
+// GPU had free), refused before it is made. The runner turns it, at set-up, into the one line that
+// says what each category needs and what batch would fit (Runner, Note [too little memory]).
+class OutOfDeviceMemory : public RuntimeError {
+ public:
+  OutOfDeviceMemory(const std::string& message, int device_index)
+      : RuntimeError(message), device_index_(device_index) {}
+  int device_index() const { return device_index_; }
+
+ private:
+  int device_index_;
+};
+
 }  // namespace dpbench

@@ -1,12 +1,14 @@
 // The output of `dpbench predict` (see prediction_tables.h).
 #include "reports/prediction_tables.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
 
 #include <nlohmann/json.hpp>
 
+#include "reports/memory_summary.h"
 #include "reports/report_series.h"
 #include "reports/svg_chart.h"
 #include "reports/table_cells.h"
@@ -37,7 +39,79 @@ std::string signed_percent(std::optional<double> pct) {
   return (*pct >= 0 ? "+" : "") + format_fixed(*pct, 1) + "%";
 }
 
+// The memory table (Note [memory from one run]), markdown: a row per strategy and GPU count.
+std::string memory_markdown(const PredictionReport& report) {
+  if (!report.memory_predicted) return "";
+  uint64_t fullest = report.device_memory_bytes;
+  for (const PredictionRow& row : report.rows)
+    if (row.memory) fullest = std::max(fullest, row.memory->peak_bytes());
+  const MemoryUnit unit = memory_unit_for(static_cast<double>(fullest));
+  auto in_unit = [&](double bytes) { return format_fixed(bytes / unit.bytes, 2); };
+  std::string text = "\n## Memory per device\n\n" + memory_model_text() + "\n\nAt --batch_size=" +
+                     std::to_string(report.memory_batch_size) + " per device (BASE ran " +
+                     std::to_string(report.base_batch_size) + "); the largest batch that fits " +
+                     in_unit(static_cast<double>(report.device_memory_bytes)) + " " + unit.name + " (" +
+                     report.device_memory_source + ").\n\n";
+  std::vector<std::string> header = {"Strategy", "GPUs", std::string("Peak (") + unit.name + ")"};
+  std::string alignment = "lrr";
+  for (const MemoryCategoryInfo& category : memory_categories()) {
+    header.push_back(category.console_word);
+    alignment += "r";
+  }
+  header.push_back("Largest batch that fits");
+  alignment += "r";
+  if (report.measurements_given) {
+    header.insert(header.end(), {std::string("Measured peak (") + unit.name + ")", "Memory error"});
+    alignment += "rr";
+  }
+  text += markdown_row(header) + alignment_rule(alignment);
+  std::vector<std::string> rules;  // "strategy: rule", once per strategy
+  for (const PredictionRow& row : report.rows) {
+    if (!row.memory) continue;
+    const MemoryPrediction& memory = *row.memory;
+    std::vector<std::string> cells = {row.strategy, std::to_string(row.step.gpus),
+                                      in_unit(static_cast<double>(memory.peak_bytes()))};
+    for (const MemoryCategoryInfo& category : memory_categories())
+      cells.push_back(in_unit(static_cast<double>(memory.bytes[static_cast<size_t>(category.category)])));
+    cells.push_back(std::to_string(memory.largest_batch));
+    if (report.measurements_given)
+      cells.insert(cells.end(), {row.measured_memory_peak_bytes ? in_unit(*row.measured_memory_peak_bytes) : "-",
+                                 signed_percent(row.memory_error_pct())});
+    text += markdown_row(cells);
+    const std::string rule = "`" + row.strategy + "`: " + memory.rule +
+                             (memory.pinned_host_bytes > 0
+                                  ? " (" + in_unit(static_cast<double>(memory.pinned_host_bytes)) + " " + unit.name +
+                                        " of page-locked host memory beside the fullest device)"
+                                  : "");
+    if (std::find(rules.begin(), rules.end(), rule) == rules.end()) rules.push_back(rule);
+  }
+  text += "\nEach strategy's memory rule (its entry in the strategies' table):\n";
+  for (const std::string& rule : rules) text += "- " + rule + "\n";
+  return text;
+}
+
+nlohmann::json memory_json(const MemoryPrediction& memory) {
+  nlohmann::json categories = nlohmann::json::object();
+  for (const MemoryCategoryInfo& category : memory_categories())
+    categories[category.key] = memory.bytes[static_cast<size_t>(category.category)];
+  return {{"batch_size", memory.batch_size},
+          {"peak_bytes", memory.peak_bytes()},
+          {"categories", categories},
+          {"pinned_host_bytes", memory.pinned_host_bytes},
+          {"largest_batch_that_fits", memory.largest_batch},
+          {"rule", memory.rule}};
+}
+
 }  // namespace
+
+std::string memory_model_text() {
+  return "Memory: BASE's peak per device (summary.memory's at_peak, set-up included) without its exchange "
+         "buffers is one replica; the categories that grow with the batch (activations, scratch, workspaces, "
+         "data) are scaled in proportion to the batch, the others kept; each strategy's memory rule (the "
+         "strategies' table) then keeps each category whole or a 1/N share on every device and adds its "
+         "exchange buffers for the largest bucket at that GPU count. The largest batch that fits is the "
+         "largest whose predicted peak is at most the device memory.";
+}
 
 std::string prediction_model_text() {
   return "Model: one step per strategy, simulated from the 1-GPU run's backward timeline. Each gradient bucket "
@@ -130,14 +204,17 @@ std::string render_prediction_markdown(const PredictionReport& report) {
     text += "\n";
     for (const std::string& note : notes) text += "- " + note + "\n";
   }
-  return text;
+  return text + memory_markdown(report);
 }
 
 std::string render_prediction_csv(const PredictionReport& report) {
   std::string text =
       "strategy,gpu_number,modelled,step_ms,items_per_sec,efficiency_pct,exposed_comm_ms,comm_ms,"
       "measured_items_per_sec,error_pct,clock_loss_pct,error_at_equal_clocks_pct,measured_file,unit,base_file,"
-      "system_file,curve_files,measured_runs,measured_min_items_per_sec,measured_max_items_per_sec\n";
+      "system_file,curve_files,measured_runs,measured_min_items_per_sec,measured_max_items_per_sec,"
+      "memory_batch_size,memory_peak_bytes";
+  for (const MemoryCategoryInfo& category : memory_categories()) text += ",memory_" + std::string(category.key) + "_bytes";
+  text += ",largest_batch_that_fits,device_memory_bytes,measured_memory_peak_bytes,memory_error_pct\n";
   std::string curve_files;  // ';' between them
   for (const CollectiveCurve& curve : report.curves) curve_files += (curve_files.empty() ? "" : ";") + curve.path;
   for (const PredictionRow& row : report.rows) {
@@ -151,7 +228,16 @@ std::string render_prediction_csv(const PredictionReport& report) {
             csv_field(row.measured_path) + "," + csv_field(report.unit) + "," + csv_field(report.base_path) + "," +
             csv_field(report.system_path) + "," + csv_field(curve_files) + "," +
             std::to_string(row.measured_speeds.size()) + "," + csv_number(slowest(row)) + "," +
-            csv_number(fastest(row)) + "\n";
+            csv_number(fastest(row));
+    if (row.memory) {
+      text += "," + std::to_string(row.memory->batch_size) + "," + std::to_string(row.memory->peak_bytes());
+      for (const MemoryCategoryInfo& category : memory_categories())
+        text += "," + std::to_string(row.memory->bytes[static_cast<size_t>(category.category)]);
+      text += "," + std::to_string(row.memory->largest_batch) + "," + std::to_string(report.device_memory_bytes);
+    } else {
+      text += std::string(",,") + std::string(memory_categories().size(), ',') + ",,";
+    }
+    text += "," + csv_number(row.measured_memory_peak_bytes) + "," + csv_number(row.memory_error_pct()) + "\n";
   }
   return text;
 }
@@ -181,6 +267,11 @@ std::string render_prediction_json(const PredictionReport& report) {
     entry["measured_runs"] = row.measured_speeds.size();
     entry["measured_min_items_per_sec"] = json_number(slowest(row));
     entry["measured_max_items_per_sec"] = json_number(fastest(row));
+    if (row.memory) {
+      entry["memory"] = memory_json(*row.memory);
+      entry["measured_memory_peak_bytes"] = json_number(row.measured_memory_peak_bytes);
+      entry["memory_error_pct"] = json_number(row.memory_error_pct());
+    }
     rows.push_back(entry);
   }
   nlohmann::json curves = nlohmann::json::array();
@@ -198,7 +289,7 @@ std::string render_prediction_json(const PredictionReport& report) {
                       {"max_bytes", static_cast<int64_t>(curve.points.back().bytes)},
                       {"sizes", curve.points.size()}});
   const nlohmann::json costs = {{"curves", curves}, {"system_file", costs_from_system_file(report.curves)}};
-  const nlohmann::json document = {{"base", {{"path", report.base_path}, {"title", report.base_title},
+  nlohmann::json document = {{"base", {{"path", report.base_path}, {"title", report.base_title},
                                              {"items_per_sec", report.base_items_per_sec}, {"unit", report.unit},
                                              {"timeline", report.timeline_text}}},
                                    {"system", {{"path", report.system_path}, {"name", report.system_name},
@@ -207,6 +298,17 @@ std::string render_prediction_json(const PredictionReport& report) {
                                    {"model", prediction_model_text()},
                                    {"rows", rows},
                                    {"notes", report.notes}};
+  if (report.memory_predicted) {
+    nlohmann::json scaling = nlohmann::json::array();
+    for (const MemoryCategoryInfo& category : memory_categories())
+      if (category.scales_with_batch) scaling.push_back(category.key);
+    document["memory"] = {{"batch_size", report.memory_batch_size},
+                          {"base_batch_size", report.base_batch_size},
+                          {"device_memory_bytes", report.device_memory_bytes},
+                          {"device_memory_source", report.device_memory_source},
+                          {"scales_with_batch", scaling},
+                          {"model", memory_model_text()}};
+  }
   // ASCII only (a control byte of a path or name reaches no terminal); a path that is no UTF-8 replaced.
   return document.dump(2, ' ', true, nlohmann::json::error_handler_t::replace) + "\n";
 }

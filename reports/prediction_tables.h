@@ -30,6 +30,15 @@ struct PredictionRow {
   // Points of the median run's step lost to a lower mean GPU clock than BASE's
   // (clock_loss_points); the prediction leaves that term out. None without telemetry in both.
   std::optional<double> measured_clock_loss_pct;
+  // One device's memory at the report's memory batch (Note [memory from one run]); none where
+  // BASE has no summary.memory. The median run's peak beside it (its fullest device's, set-up
+  // included), where it ran that batch.
+  std::optional<MemoryPrediction> memory;
+  std::optional<double> measured_memory_peak_bytes;
+  std::optional<double> memory_error_pct() const {  // 100 x (predicted - measured) / measured
+    if (!memory || !measured_memory_peak_bytes || *measured_memory_peak_bytes <= 0) return std::nullopt;
+    return 100.0 * (static_cast<double>(memory->peak_bytes()) - *measured_memory_peak_bytes) / *measured_memory_peak_bytes;
+  }
   std::optional<double> error_pct() const {  // 100 x (predicted - measured) / measured
     if (!measured_items_per_sec || *measured_items_per_sec <= 0) return std::nullopt;
     return 100.0 * (items_per_sec - *measured_items_per_sec) / *measured_items_per_sec;
@@ -55,6 +64,12 @@ struct PredictionReport {
   bool measurements_given = false;                     // measured results were given (error columns)
   std::vector<PredictionRow> rows;                     // by strategy, then GPU count
   std::vector<std::string> notes;                      // measured results not used, and why
+  // The memory table: the batch per device it predicts (BASE's unless --batch_size), BASE's own,
+  // and the device memory its largest batches fit (--device_memory, else BASE's), in words.
+  bool memory_predicted = false;
+  int memory_batch_size = 0, base_batch_size = 0;
+  uint64_t device_memory_bytes = 0;
+  std::string device_memory_source;
 };
 
 std::string render_prediction_markdown(const PredictionReport& report);
@@ -64,6 +79,9 @@ std::string render_prediction_json(const PredictionReport& report);
 const ReportWriters<PredictionReport>& prediction_writers();
 // Efficiency % against log2(GPUs): a line per strategy, the measured runs as dots of their own.
 std::string render_prediction_svg(const PredictionReport& report);
+
+// How the memory table is predicted, in one paragraph (README, "What fits").
+std::string memory_model_text();
 
 // What is and is not modelled, in one paragraph (the README says the same at length).
 std::string prediction_model_text();

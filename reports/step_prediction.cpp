@@ -188,6 +188,31 @@ ScheduleShape shape_on(const SystemModel& system, int gpus) {
   return ScheduleShape{gpus, per_host, (gpus + per_host - 1) / per_host};
 }
 
+CategoryBytes replica_bytes_at(const MeasuredMemory& measured, int64_t batch) {
+  CategoryBytes bytes = measured.replica;
+  const double ratio = static_cast<double>(batch) / std::max(1, measured.batch_size);
+  for (const MemoryCategoryInfo& category : memory_categories()) {
+    uint64_t& held = bytes[static_cast<size_t>(category.category)];
+    if (category.scales_with_batch) held = static_cast<uint64_t>(std::llround(static_cast<double>(held) * ratio));
+  }
+  return bytes;
+}
+
+MemoryPrediction predict_memory(const MeasuredMemory& measured, const StrategyMemory& strategy, int64_t batch,
+                                uint64_t device_memory) {
+  // Far past any device at a byte per sample; a model whose bytes do not grow fits every batch.
+  constexpr int64_t kLargestBatch = int64_t{1} << 30;
+  MemoryPrediction prediction;
+  prediction.batch_size = batch;
+  prediction.bytes = device_bytes_under(strategy, replica_bytes_at(measured, batch));
+  prediction.pinned_host_bytes = strategy.pinned_host_added;
+  prediction.rule = strategy.rule;
+  prediction.largest_batch = largest_batch_that_fits(
+      device_memory, [&](int64_t b) { return total_bytes(device_bytes_under(strategy, replica_bytes_at(measured, b))); },
+      kLargestBatch);
+  return prediction;
+}
+
 std::vector<int> predicted_gpu_counts(int max_gpus) {
   std::vector<int> counts;
   for (int n = 1; n <= max_gpus; n *= 2) {

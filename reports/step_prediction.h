@@ -15,6 +15,7 @@
 
 #include "engine/communication/collective_schedule.h"
 #include "engine/communication/collective_traffic.h"
+#include "engine/machine/memory_ledger.h"
 
 namespace dpbench {
 
@@ -154,6 +155,33 @@ StepPrediction predict_step(const MeasuredStep& measured, const StepSchedule& sc
 // The job `gpus` GPUs make on `system`, for a schedule: inside one host where they fit one, else
 // full hosts of system.gpus_per_host (the last one's share counted as full).
 ScheduleShape shape_on(const SystemModel& system, int gpus);
+
+// Note [memory from one run]
+// A device's memory at another batch, strategy and device count, from one 1-device run's peak
+// (summary.memory's at_peak: each category when its total was largest, set-up included). Its
+// communication is its strategy's, so the replica is the rest. The categories that grow with the
+// batch (memory_categories()'s scales_with_batch) grow in proportion to it, the others stay; each
+// strategy's memory rule (StrategyEntry::memory) then says which categories every device keeps
+// whole or a 1/N share of, and which exchange buffers it adds. The largest batch that fits is the
+// largest whose total is at most the device's memory.
+struct MeasuredMemory {
+  CategoryBytes replica{};  // the run's at_peak, its communication left out
+  int batch_size = 1;       // per device
+};
+// The replica's bytes at `batch` per device.
+CategoryBytes replica_bytes_at(const MeasuredMemory& measured, int64_t batch);
+
+struct MemoryPrediction {
+  int64_t batch_size = 0;
+  CategoryBytes bytes{};          // one device's, the fullest
+  uint64_t pinned_host_bytes = 0; // beside it
+  // The largest batch per device whose bytes fit `device_memory`; 0: not even 1.
+  int64_t largest_batch = 0;
+  std::string rule;               // the strategy's, in words
+  uint64_t peak_bytes() const { return total_bytes(bytes); }
+};
+MemoryPrediction predict_memory(const MeasuredMemory& measured, const StrategyMemory& strategy, int64_t batch,
+                                uint64_t device_memory);
 
 // 1, 2, 4, ... up to and including max_gpus (which need not be a power of two).
 std::vector<int> predicted_gpu_counts(int max_gpus);

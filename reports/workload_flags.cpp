@@ -17,7 +17,7 @@ FlagRole config_flag_role(const std::string& flag, bool strong_scaling) {
   // The same arithmetic on the same data, run another way or read from another folder (the
   // vocabulary loss in chunks: the same rows, the logits held fewer at a time).
   static const std::set<std::string> execution = {"cuda_graph",   "cudnn_benchmark",  "deterministic",
-                                                  "nvtx",         "collective_timeout", "peak_tflops",
+                                                  "nvtx",         "collective_timeout", "peak_tflops", "device_memory",
                                                   "data_dir",     "vocab_file",       "train_prefix",
                                                   "vocab_prefix", "datasets_num_private_threads", "loss_chunk_rows"};
   if (by_design.count(flag) > 0 || (strong_scaling && flag == "batch_size")) return FlagRole::varies_by_design;

@@ -104,6 +104,21 @@ StepSchedule ParameterServerStrategy::schedule_for(const StrategyOptions& option
   return schedule;
 }
 
+StrategyMemory ParameterServerStrategy::memory_for(const StrategyOptions& options, const ParameterLayout& layout,
+                                                  const std::vector<GradientRange>& /*plan*/,
+                                                  const ScheduleShape& /*shape*/) {
+  StrategyMemory memory;
+  if (options.local_parameter_device == "cpu") {
+    memory.pinned_host_added = 3 * layout.total_count() * sizeof(float);  // master, sum, staging (prepare)
+    memory.rule = "every device holds a whole replica; the master copy, the gradients' sum and the staging are "
+                  "in page-locked host memory";
+  } else {
+    memory.rule = "every device holds a whole replica and its optimizer state (each owner updates only its "
+                  "tensors)";
+  }
+  return memory;
+}
+
 // --local_parameter_device=cpu: the master copy, its gradients' sum and the optimizer on the host.
 struct ParameterServerStrategy::HostServer {
   std::unique_ptr<Device> host;       // a reference device: the optimizer's state lives in its memory

@@ -41,6 +41,12 @@ class ParameterServerStrategy final : public BucketedExchangeStrategy {
   // every parameter back.
   static StepSchedule schedule_for(const StrategyOptions& options, const ParameterLayout& layout,
                                    const std::vector<GradientRange>& plan, const ScheduleShape& shape);
+  // Its memory rule (StrategyMemory): on the GPUs every device holds a whole replica with its
+  // optimizer state (each owner updates only the tensors it owns, but the runner gives every
+  // replica the whole state), nothing added; on the host the master copy and the gradients' sum
+  // beside device 0 and each device's staging, all in page-locked host memory.
+  static StrategyMemory memory_for(const StrategyOptions& options, const ParameterLayout& layout,
+                                   const std::vector<GradientRange>& plan, const ScheduleShape& shape);
 
  protected:
   void prepare(const ParameterLayout& layout) override;

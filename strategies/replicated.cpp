@@ -123,6 +123,23 @@ StepSchedule ReplicatedStrategy::schedule_for(const StrategyOptions& options, co
   return schedule;
 }
 
+StrategyMemory ReplicatedStrategy::memory_for(const StrategyOptions& options, const ParameterLayout& /*layout*/,
+                                              const std::vector<GradientRange>& plan, const ScheduleShape& shape) {
+  const AllReduceSpec spec = parse_all_reduce_spec(options.all_reduce_spec);
+  const std::unique_ptr<ExchangeMethod> dense = choose_dense_exchange(spec, options);
+  size_t largest = 0;
+  for (const GradientRange& range : plan)
+    for (const GradientRange& shard : split_range(range, spec.shards)) largest = std::max(largest, shard.count);
+  const ExchangeBuffers buffers = dense->buffer_bytes(largest, shape);
+  StrategyMemory memory;
+  memory.added[static_cast<size_t>(MemoryCategory::communication)] = buffers.device;
+  memory.pinned_host_added = buffers.pinned_host;
+  memory.rule = std::string("every device holds a whole replica") +
+                (options.sharded_update ? " (each updates 1/N of the optimizer state, but holds all of it)" : "") +
+                (buffers.device > 0 ? " and the exchange's buffers for its largest bucket" : "; the exchange adds no buffers");
+  return memory;
+}
+
 // The methods' traffic summed. With sparse rows, D dense bytes are all-reduced and G bytes of
 // packs all-gathered: one busbw for both is their bus bytes over the transfer time.
 TrafficModel ReplicatedStrategy::traffic() const {

@@ -35,6 +35,12 @@ class ReplicatedStrategy final : public BucketedExchangeStrategy {
   // needs the run's tables.
   static StepSchedule schedule_for(const StrategyOptions& options, const ParameterLayout& layout,
                                    const std::vector<GradientRange>& plan, const ScheduleShape& shape);
+  // Its memory rule (StrategyMemory): every device holds a whole replica (a sharded update
+  // updates 1/N of the optimizer state, but every replica holds all of it), and the dense
+  // method's buffers for the largest shard of `plan` on `shape`. The sparse rows' packs, sized by
+  // the tokens a batch touches, are not in it.
+  static StrategyMemory memory_for(const StrategyOptions& options, const ParameterLayout& layout,
+                                   const std::vector<GradientRange>& plan, const ScheduleShape& shape);
 
  protected:
   void prepare(const ParameterLayout& layout) override;

@@ -127,29 +127,38 @@ std::vector<StrategyEntry> make_registry() {
       {"all_reduce_spec", "compact_gradient_transfer", "sparse_embedding_grads", "sharded_update"});
   const auto replicated_schedule = ReplicatedStrategy::schedule_for;
   const auto parameter_server_schedule = ParameterServerStrategy::schedule_for;
+  const auto replicated_memory = ReplicatedStrategy::memory_for;
+  const auto parameter_server_memory = ParameterServerStrategy::memory_for;
+  auto independent_memory = [](const StrategyOptions&, const ParameterLayout&, const std::vector<GradientRange>&,
+                               const ScheduleShape&) {
+    StrategyMemory memory;
+    memory.rule = "every device holds a whole replica; nothing is exchanged";
+    return memory;
+  };
   std::vector<std::string> distributed_all_reduce_options = all_reduce_options;
   distributed_all_reduce_options.push_back("hierarchical_all_reduce");
   return {
       {"independent", "every replica updates from its own gradients; nothing is exchanged",
        StrategyFamily::independent, ProcessLayout::one_process, "", {}, "", nothing_to_check,
        [](const StrategyOptions&, const DevicePlacement&) { return std::make_unique<IndependentStrategy>(); },
-       nullptr, ""},
+       nullptr, independent_memory, ""},
       {"parameter_server", "one master copy on the GPUs or the CPU", StrategyFamily::parameter_server,
        ProcessLayout::one_process, "", with_cutting({"local_parameter_device"}), "local_parameter_device",
-       validate_parameter_server, parameter_server, parameter_server_schedule, ""},
+       validate_parameter_server, parameter_server, parameter_server_schedule, parameter_server_memory, ""},
       {"replicated", "every device holds a copy; gradients are all-reduced", StrategyFamily::all_reduce,
        ProcessLayout::one_process, "", all_reduce_options, "all_reduce_spec", validate_all_reduce, replicated,
-       replicated_schedule, ""},
+       replicated_schedule, replicated_memory, ""},
       {"distributed_all_reduce", "one process per GPU (mpirun, srun, torchrun); gradients all-reduced with NCCL",
        StrategyFamily::all_reduce, ProcessLayout::one_process_per_gpu, "", distributed_all_reduce_options, "",
-       validate_distributed_all_reduce, replicated, replicated_schedule, "replicated"},
+       validate_distributed_all_reduce, replicated, replicated_schedule, replicated_memory, "replicated"},
       {"distributed_replicated",
        "parameter server across processes (mpirun, srun, torchrun): NCCL reduce to the owner, broadcast back",
        StrategyFamily::parameter_server, ProcessLayout::one_process_per_gpu, "",
        with_cutting({"local_parameter_device"}), "", validate_distributed_replicated, parameter_server,
-       parameter_server_schedule, "parameter_server"},
+       parameter_server_schedule, parameter_server_memory, "parameter_server"},
       {"horovod", "tf_cnn_benchmarks' spelling of distributed_all_reduce", StrategyFamily::all_reduce,
-       ProcessLayout::one_process_per_gpu, "distributed_all_reduce", {}, "", nothing_to_check, nullptr, nullptr, ""},
+       ProcessLayout::one_process_per_gpu, "distributed_all_reduce", {}, "", nothing_to_check, nullptr, nullptr, nullptr,
+       ""},
   };
 }
 

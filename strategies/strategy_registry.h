@@ -65,6 +65,12 @@ struct StrategyEntry {
   std::function<StepSchedule(const StrategyOptions&, const ParameterLayout&, const std::vector<GradientRange>& plan,
                              const ScheduleShape&)>
       schedule;
+  // What one device holds under it, from one replica's bytes alone, for `plan` of `layout` on a
+  // job of `shape` (StrategyMemory, engine/machine/memory_ledger.h): which categories it shards
+  // and which buffers it adds. `dpbench predict` and the run's too-little-memory line read it.
+  std::function<StrategyMemory(const StrategyOptions&, const ParameterLayout&, const std::vector<GradientRange>& plan,
+                               const ScheduleShape&)>
+      memory;
   // The one-process entry that issues the same schedule (distributed_all_reduce: replicated):
   // `dpbench predict` compares this entry's measured runs with that one's rows where it has none
   // of its own. Empty: none.

@@ -128,6 +128,13 @@ class Device {
   // Recorded as pinned host memory (Note [pinned host memory in the ledger]).
   Buffer allocate_host_visible(size_t bytes, const MemoryTag& tag);
 
+  // The most bytes dpbench may hold on the device at once, by its ledger: --device_memory where
+  // given, else on a GPU what was free when the device was made; 0: no limit (a reference
+  // device's default: its memory is the host's). allocate() refuses to pass it, before it
+  // allocates, with OutOfDeviceMemory (engine/errors.h).
+  uint64_t memory_limit() const { return memory_limit_.load(); }
+  void set_memory_limit(uint64_t bytes) { memory_limit_ = bytes; }
+
   // Where this device's memory went (engine/machine/memory_ledger.h). Whatever allocates on the
   // device outside allocate() (a backend's plans and workspaces) records itself here too.
   MemoryLedger& memory() const { return *memory_; }
@@ -181,6 +188,7 @@ class Device {
 
  private:
   std::shared_ptr<MemoryLedger> memory_;  // before trace_, which allocates through it
+  std::atomic<uint64_t> memory_limit_{0};
   std::unique_ptr<StepTrace> trace_;
   std::atomic<int64_t> enqueued_[kNumStreamKinds] = {};
 };

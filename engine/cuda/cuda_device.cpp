@@ -13,6 +13,7 @@
 #include "engine/cuda/cuda_device_scope.h"
 #include "engine/cuda/cuda_factory.h"
 #include "engine/errors.h"
+#include "engine/machine/library_memory.h"
 #include "engine/machine/host_memory.h"
 
 namespace dpbench {
@@ -107,6 +108,10 @@ CudaDevice::CudaDevice(int ordinal) {
   description_.index = ordinal;
   description_.name = properties.name;
   description_.memory_bytes = properties.totalGlobalMem;
+  // What dpbench may take: what the context and other processes left free, less what the
+  // libraries will take of it (engine/machine/library_memory.h); --device_memory replaces it.
+  if (used_at_creation_ && *used_at_creation_ + kLibraryMemoryReserve < properties.totalGlobalMem)
+    set_memory_limit(properties.totalGlobalMem - *used_at_creation_ - kLibraryMemoryReserve);
   description_.compute_capability =
       std::to_string(properties.major) + "." + std::to_string(properties.minor);
   char bus_id[32] = {};
@@ -219,7 +224,7 @@ Buffer CudaDevice::allocate_memory(size_t bytes) {
                   "out of GPU memory on device %d (%s): allocating %.1f MiB with %.1f MiB free; "
                   "reduce --batch_size or use more GPUs",
                   ordinal(), description_.name.c_str(), to_mib(bytes), to_mib(free_bytes));
-    throw RuntimeError(message);
+    throw OutOfDeviceMemory(message, ordinal());
   }
   DPB_CUDA_CHECK(status);
   return Buffer(data, bytes, &free_device_memory);

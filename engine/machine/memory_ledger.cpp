@@ -2,6 +2,7 @@
 #include "engine/machine/memory_ledger.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace dpbench {
@@ -29,6 +30,25 @@ const MemoryCategoryInfo& memory_category_info(MemoryCategory category) {
 
 uint64_t total_bytes(const CategoryBytes& bytes) {
   return std::accumulate(bytes.begin(), bytes.end(), uint64_t{0});
+}
+
+CategoryBytes device_bytes_under(const StrategyMemory& strategy, const CategoryBytes& replica) {
+  CategoryBytes bytes{};
+  for (size_t c = 0; c < bytes.size(); ++c)
+    bytes[c] = static_cast<uint64_t>(std::llround(static_cast<double>(replica[c]) * strategy.kept[c])) + strategy.added[c];
+  return bytes;
+}
+
+int64_t largest_batch_that_fits(uint64_t available, const std::function<uint64_t(int64_t)>& need, int64_t most) {
+  if (most < 1 || need(1) > available) return 0;
+  int64_t fits = 1, too_large = most + 1;  // need(fits) fits; need(too_large) does not (or past most)
+  if (need(most) <= available) return most;
+  too_large = most;
+  while (too_large - fits > 1) {
+    const int64_t middle = fits + (too_large - fits) / 2;
+    (need(middle) <= available ? fits : too_large) = middle;
+  }
+  return fits;
 }
 
 LedgerEntry& LedgerEntry::operator=(LedgerEntry&& other) noexcept {

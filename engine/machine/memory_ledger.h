@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -61,6 +62,25 @@ inline constexpr int kNumMemoryPlaces = 2;
 
 using CategoryBytes = std::array<uint64_t, kNumMemoryCategories>;
 uint64_t total_bytes(const CategoryBytes& bytes);
+
+// How a strategy changes one device's memory from what one replica training alone holds: the
+// share of each category every device keeps (1: a whole copy; 1/N: a shard), and the buffers the
+// strategy's exchanges add on its fullest device. Each strategy states it beside its description
+// in the strategies' table (strategies/strategy_registry.h, StrategyEntry::memory); `dpbench
+// predict` and the run's too-little-memory line (Note [too little memory] in
+// engine/training/runner.h) both read it there.
+struct StrategyMemory {
+  std::array<double, kNumMemoryCategories> kept = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+  CategoryBytes added{};
+  uint64_t pinned_host_added = 0;  // page-locked host memory, beside the device's (never in it)
+  std::string rule;                // in words, for predict's output
+};
+// One device's bytes under `strategy`, from one replica's alone (which holds no exchange buffers).
+CategoryBytes device_bytes_under(const StrategyMemory& strategy, const CategoryBytes& replica);
+
+// The largest batch b in [1, most] whose `need` (bytes, growing with b) is at most `available`; 0
+// where not even a batch of 1 fits.
+int64_t largest_batch_that_fits(uint64_t available, const std::function<uint64_t(int64_t batch)>& need, int64_t most);
 
 // A ledger's figures at one moment; plain numbers, so they travel between processes as bytes.
 struct MemoryFigures {

@@ -122,9 +122,78 @@ struct Runner::ReplicaState {
   std::atomic<int64_t> steps_enqueued{0};
 };
 
+CategoryBytes ReplicaMemoryFit::need(int batch) const {
+  CategoryBytes bytes = at_one_sample;
+  for (const MemoryCategoryInfo& category : memory_categories()) {
+    const size_t c = static_cast<size_t>(category.category);
+    if (category.scales_with_batch) bytes[c] += per_sample[c] * static_cast<uint64_t>(std::max(0, batch - 1));
+  }
+  return bytes;
+}
+
 Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_ptr<Device>>& devices,
                RunnerSettings settings)
     : model_(model), strategy_(strategy), devices_(devices), settings_(settings) {
+  try {
+    set_up(model, strategy, devices);
+  } catch (const OutOfDeviceMemory& error) {
+    // Note [too little memory]
+    const std::string refused = error.what();
+    Device* failed = devices.front().get();
+    int world_rank = settings_.process_rank * static_cast<int>(devices.size());
+    for (size_t r = 0; r < devices.size(); ++r)
+      if (devices[r]->index() == error.device_index()) {
+        failed = devices[r].get();
+        world_rank = settings_.process_rank * static_cast<int>(devices.size()) + static_cast<int>(r);
+      }
+    for (auto& device : devices) device->synchronize();
+    replicas_.clear();
+    throw TooLittleDeviceMemory(fit_replica_memory(*failed, world_rank, refused));
+  }
+}
+
+ReplicaMemoryFit Runner::fit_replica_memory(Device& device, int world_rank, const std::string& refused) const {
+  ReplicaMemoryFit fit;
+  fit.device_index = device.index();
+  fit.limit_bytes = device.memory_limit();
+  fit.batch_size = settings_.batch_size;
+  fit.refused = refused;
+  device.make_current();
+  fit.held_bytes = total_bytes(device.memory().figures().held);
+  // What one replica alone holds at `batch`, each category at the peak of its set-up.
+  auto size_at = [&](int batch) {
+    MemoryLedger& ledger = device.memory();
+    const CategoryBytes before = ledger.figures().held;
+    ledger.begin_window();
+    {
+      ParameterSet parameters(device, model_.layout(), settings_.weight_copy_type);
+      Optimizer optimizer(device, settings_.optimizer, model_.layout().total_count());
+      const ReplicaShard shard{world_rank, static_cast<int>(devices_.size()) * settings_.num_processes, batch,
+                               settings_.seed};
+      std::unique_ptr<ModelReplica> replica = model_.create_replica(device, parameters, shard);
+      device.synchronize();
+    }
+    const CategoryBytes at_peak = ledger.figures().at_window_peak;
+    CategoryBytes bytes{};
+    for (size_t c = 0; c < bytes.size(); ++c) bytes[c] = at_peak[c] > before[c] ? at_peak[c] - before[c] : 0;
+    return bytes;
+  };
+  const uint64_t limit = device.memory_limit();
+  device.set_memory_limit(0);
+  try {
+    const CategoryBytes one = size_at(1), two = size_at(2);
+    fit.at_one_sample = one;
+    for (size_t c = 0; c < one.size(); ++c) fit.per_sample[c] = two[c] > one[c] ? two[c] - one[c] : 0;
+    fit.fitted = true;
+  } catch (const OutOfDeviceMemory&) {
+    fit.fitted = false;
+  }
+  device.set_memory_limit(limit);
+  return fit;
+}
+
+void Runner::set_up(const Model& model, Strategy& strategy, std::vector<std::unique_ptr<Device>>& devices) {
+  const RunnerSettings& settings = settings_;
   const int num_replicas = static_cast<int>(devices.size());
   const int64_t total_steps = settings.num_warmup_batches + settings.num_batches + settings.num_trailing_batches;
   const HostMemoryReservation initial_bytes(model.layout().total_count() * sizeof(float),

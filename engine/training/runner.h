@@ -11,12 +11,14 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/backend/device.h"
 #include "engine/communication/process_group.h"
+#include "engine/errors.h"
 #include "engine/data/batch_source.h"
 #include "engine/data/device_feed.h"
 #include "engine/training/model.h"
@@ -81,6 +83,40 @@ struct RunnerSettings {
   bool nvtx = false;
 };
 
+// Note [too little memory]
+// Every buffer of a run is made at set-up (the parameters, the optimizer's state, each replica's
+// activations and workspaces, the strategy's exchange buffers): the steps allocate nothing. So a
+// device that is too small fails while the runner sets up, at the first allocation past the
+// device's memory limit (Device::memory_limit), never in a step. The runner then gives back what
+// it made and sizes one replica alone on that device, unlimited, at a batch of 1 and of 2: its
+// parameters, optimizer state and model replica, each category at the peak of its set-up. Those
+// two points are the per-category linear fit in the batch (memory_categories()'s
+// scales_with_batch: the categories that grow with it take the difference per sample, the others
+// stay), which says what the batch asked for needs and, with the strategy's own buffers that the
+// caller adds, the largest batch that fits. It throws TooLittleDeviceMemory with that fit; the
+// command line turns it into one line.
+struct ReplicaMemoryFit {
+  int device_index = 0;      // the device that ran out
+  uint64_t limit_bytes = 0;  // its memory limit
+  uint64_t held_bytes = 0;   // what it held without the run's replica (its own trace buffers)
+  int batch_size = 1;        // per device, as asked
+  bool fitted = false;       // false: even the sizing at a batch of 1 or 2 did not fit
+  CategoryBytes at_one_sample{};  // one replica at a batch of 1, at its set-up's peak
+  CategoryBytes per_sample{};     // what each further sample adds
+  std::string refused;            // the allocation refused (OutOfDeviceMemory's message)
+  // One replica's need at `batch` per device, by category.
+  CategoryBytes need(int batch) const;
+};
+
+class TooLittleDeviceMemory : public RuntimeError {
+ public:
+  explicit TooLittleDeviceMemory(ReplicaMemoryFit fit) : RuntimeError(fit.refused), fit_(std::move(fit)) {}
+  const ReplicaMemoryFit& fit() const { return fit_; }
+
+ private:
+  ReplicaMemoryFit fit_;
+};
+
 // Handed to the progress callback every `display_every` measured steps and after the last one.
 struct ProgressSnapshot {
   int64_t measured_step = 0;               // 1-based count of measured steps done
@@ -108,8 +144,12 @@ class Runner {
   class StopGate;
   double step_time_ms(int64_t step) const;
   double step_loss(int64_t step) const;
+  // The constructor's work: every replica's buffers and the strategy's.
+  void set_up(const Model& model, Strategy& strategy, std::vector<std::unique_ptr<Device>>& devices);
   // Each replica's model, built on one thread per device (the constructor's slow part).
   void create_model_replicas(int num_replicas);
+  // Note [too little memory]: one replica sized alone on `device` at two batches.
+  ReplicaMemoryFit fit_replica_memory(Device& device, int world_rank, const std::string& refused) const;
   // The parts of run(), in runner.cpp.
   void drive_device(ReplicaState& state, RunState& run);
   void capture_step(ReplicaState& state, const RunState& run, const std::function<void(bool timed)>& enqueue_step);

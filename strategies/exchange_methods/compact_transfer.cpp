@@ -1,6 +1,8 @@
 // CompactTransfer (see the header).
 #include "strategies/exchange_methods/compact_transfer.h"
 
+#include <algorithm>
+
 #include "strategies/exchange_methods/dense_all_reduce.h"
 #include "strategies/exchange_plan.h"
 
@@ -16,6 +18,14 @@ CompactTransfer::CompactTransfer(AllReduceSpec spec, DataType transfer_type)
     : CommunicatorExchange(spec.shards), spec_(spec), transfer_type_(transfer_type) {}
 
 CompactTransfer::~CompactTransfer() = default;
+
+// Per device: the outgoing, received and gathered ranges at half width (padded to N chunks) and
+// two fp32 chunks for the sum, as allocate() makes them.
+ExchangeBuffers CompactTransfer::buffer_bytes(size_t largest, const ScheduleShape& shape) const {
+  const size_t n = static_cast<size_t>(std::max(1, shape.world));
+  const size_t chunk = (largest + n - 1) / n, padded = chunk * n;
+  return {3 * padded * data_type_bytes(transfer_type_) + 2 * chunk * sizeof(float), 0};
+}
 
 void CompactTransfer::allocate(size_t largest) {
   const size_t n = world_size();

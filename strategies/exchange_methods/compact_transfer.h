@@ -18,6 +18,7 @@ class CompactTransfer final : public CommunicatorExchange {
   ~CompactTransfer() override;
   std::string description() const override { return "all-reduce (" + spec_.text() + ")"; }
   RangeSchedule schedule(GradientRange range, const ScheduleShape& shape) const override;
+  ExchangeBuffers buffer_bytes(size_t largest, const ScheduleShape& shape) const override;
   std::string busbw_formula() const override;
 
  protected:

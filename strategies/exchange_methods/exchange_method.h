@@ -36,6 +36,13 @@ struct ExchangeContext {
 // into its TrafficModel, strategies/bucketed_exchange.h), computed from the method's schedule.
 using ExchangeTraffic = ScheduleTraffic;
 
+// What a method's buffers take on one device: device bytes, and page-locked host bytes the device
+// reads and writes (counted beside its memory).
+struct ExchangeBuffers {
+  uint64_t device = 0;
+  uint64_t pinned_host = 0;
+};
+
 class ExchangeMethod {
  public:
   virtual ~ExchangeMethod() = default;
@@ -76,6 +83,10 @@ class ExchangeMethod {
   // does not have (`dpbench predict`); a method whose schedule depends on what prepare found says
   // so (the sparse rows: the tables).
   virtual RangeSchedule schedule(GradientRange range, const ScheduleShape& shape) const = 0;
+  // What prepare() allocates on the fullest device for ranges of up to `largest` elements on a job
+  // of `shape`, read from its own settings as schedule() is: the strategy's memory rule
+  // (StrategyMemory) adds it. None by default (a method on the communicator's buffers alone).
+  virtual ExchangeBuffers buffer_bytes(size_t largest, const ScheduleShape& shape) const { return {}; }
   // The shape of the run the method was prepared for.
   virtual ScheduleShape run_shape() const = 0;
   // The cost of exchanging each of `ranges` once in this run: the schedules' traffic

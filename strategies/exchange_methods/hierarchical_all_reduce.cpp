@@ -18,6 +18,14 @@ std::string HierarchicalAllReduce::description() const {
          "all-gather in each host";
 }
 
+// The staging of a whole range padded to the host's GPUs, and one GPU's piece of it, as allocate()
+// makes them.
+ExchangeBuffers HierarchicalAllReduce::buffer_bytes(size_t largest, const ScheduleShape& shape) const {
+  const size_t per_host = static_cast<size_t>(std::max(1, shape.ranks_per_host));
+  const size_t padded = (largest + per_host - 1) / per_host * per_host;
+  return {(std::max<size_t>(padded, 1) + std::max<size_t>(padded / per_host, 1)) * sizeof(float), 0};
+}
+
 void HierarchicalAllReduce::allocate(size_t largest) {
   const ProcessGroup* group = process_group();
   if (group == nullptr || context().replicas.size() != 1)

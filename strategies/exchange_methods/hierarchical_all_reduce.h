@@ -20,6 +20,7 @@ class HierarchicalAllReduce final : public CommunicatorExchange {
   ~HierarchicalAllReduce() override;
   std::string description() const override;
   RangeSchedule schedule(GradientRange range, const ScheduleShape& shape) const override;
+  ExchangeBuffers buffer_bytes(size_t largest, const ScheduleShape& shape) const override;
   ScheduleShape run_shape() const override;
   std::string busbw_formula() const override;
   void add_details(nlohmann::json& details) const override;

@@ -47,6 +47,26 @@ PeerAllReduce::PeerAllReduce(AllReduceSpec spec, DataType transfer_type)
 
 PeerAllReduce::~PeerAllReduce() = default;
 
+// As prepare() makes them: xring a chunk of staging; psgpu N-1 chunks (and at half width the
+// outgoing range and two fp32 chunks); pscpu the outgoing range at half width and its host
+// staging, with the host's sum beside device 0 (the fullest).
+ExchangeBuffers PeerAllReduce::buffer_bytes(size_t max_count, const ScheduleShape& shape) const {
+  const size_t n = static_cast<size_t>(std::max(1, shape.world));
+  const size_t max_chunk = max_count / n + 1;
+  const bool compact = transfer_type_ != DataType::f32;
+  const size_t half = data_type_bytes(transfer_type_);
+  ExchangeBuffers buffers;
+  if (spec_.algorithm == AllReduceAlgorithm::xring) {
+    buffers.device = max_chunk * sizeof(float);
+  } else if (spec_.algorithm == AllReduceAlgorithm::psgpu) {
+    buffers.device = (n > 1 ? n - 1 : 1) * max_chunk * half + (compact ? max_count * half + 2 * max_chunk * sizeof(float) : 0);
+  } else {
+    buffers.device = compact ? max_count * half : 0;
+    buffers.pinned_host = 2 * max_count * half;
+  }
+  return buffers;
+}
+
 void PeerAllReduce::prepare(const ExchangeContext& context, size_t max_count) {
   replicas_ = context.replicas;
   meters_ = context.meters;

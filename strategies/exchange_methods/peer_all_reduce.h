@@ -47,6 +47,7 @@ class PeerAllReduce final : public ExchangeMethod {
   void abort() override;
 
   RangeSchedule schedule(GradientRange range, const ScheduleShape& shape) const override;
+  ExchangeBuffers buffer_bytes(size_t largest, const ScheduleShape& shape) const override;
   ScheduleShape run_shape() const override;
   std::string busbw_formula() const override;
 

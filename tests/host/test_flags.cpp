@@ -661,7 +661,7 @@ TEST_CASE("config_to_json has every resolved flag", "[flags]") {
         "variable_update", "independent_replica", "data_format", "precision", "use_fp16", "fp16_loss_scale", "fp16_enable_auto_loss_scale",
         "fp16_inc_loss_scale_every_n", "optimizer", "learning_rate", "momentum", "weight_decay", "seed",
         "num_batches", "num_warmup_batches", "display_every", "result_file", "cuda_graph",
-        "cudnn_benchmark", "deterministic", "collective_timeout"}) {
+        "cudnn_benchmark", "deterministic", "collective_timeout", "device_memory"}) {
     CHECK(json.contains(key));
   }
   CHECK(json["gpu_indices"] == nlohmann::json::array({0, 2}));
@@ -880,6 +880,15 @@ TEST_CASE("numbers too small or too large for a flag are named as such, not as '
   CHECK_THAT(error_of({"--peak_tflops=0.0009"}), Contains("from 0.001 to"));
   CHECK(parse({"--peak_tflops=0.001"}).peak_tflops == Approx(0.001));
   CHECK(parse({"--peak_tflops=0"}).peak_tflops == 0);
+}
+
+TEST_CASE("--device_memory takes a size with its unit and is recorded in bytes", "[flags][what_fits]") {
+  CHECK(parse({}).device_memory == 0);
+  const RunConfig config = parse({"--device_memory=80GiB"});
+  CHECK(config.device_memory == 80ull << 30);
+  CHECK(config_to_json(config)["device_memory"] == 80ull << 30);
+  CHECK_THAT(error_of({"--device_memory=lots"}), Contains("--device_memory=lots: accepted: a size such as 141GiB"));
+  CHECK_THAT(error_of({"--device_memory=0"}), Contains("1KiB to 1PiB"));
 }
 
 TEST_CASE("a traced step past the run is out of range however many digits it has", "[flags]") {

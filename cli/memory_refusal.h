@@ -1,0 +1,45 @@
+// The run's one line when its configuration does not fit its devices' memory (Note [too little
+// memory] in engine/training/runner.h): what each category needs at the batch asked, what the
+// device has, the largest batch that fits, and a strategy that would fit where another of the
+// strategies' table's configurations would. Each strategy's share of the bytes comes from its
+// memory rule in the strategies' table (StrategyEntry::memory), as `dpbench predict` takes it.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/machine/memory_ledger.h"
+#include "engine/training/runner.h"
+
+namespace dpbench {
+
+// A configuration's memory rule and the flags that select it ("--variable_update=replicated").
+struct StrategyMemoryChoice {
+  std::string flags;
+  StrategyMemory memory;
+};
+
+struct MemoryRefusal {
+  ReplicaMemoryFit fit;
+  StrategyMemory strategy;                        // the run's
+  std::vector<StrategyMemoryChoice> alternatives; // others of the table, in its order
+  std::string limit_source;                       // "--device_memory=7MiB", "what the GPU had free"
+};
+
+// One device's bytes, by category, at `batch` under `memory` (the fit's replica with the strategy's
+// shares and buffers).
+CategoryBytes refused_device_bytes(const ReplicaMemoryFit& fit, const StrategyMemory& memory, int64_t batch);
+
+// The largest batch per device that fits the device under `memory`; 0: not even 1.
+int64_t largest_fitting_batch(const ReplicaMemoryFit& fit, const StrategyMemory& memory);
+
+// "too little memory on device 0 for --batch_size=65: it needs 7.2 MiB (parameters 3.0, ...), and
+// 7.0 MiB is free of its 7.0 MiB (--device_memory=7MiB); the largest batch that fits is 63
+// (--batch_size=63)", one line, no newline.
+std::string too_little_memory_line(const MemoryRefusal& refusal);
+
+// "parameters 3.0, gradients 3.0, ..." in `unit`, the categories that hold anything.
+std::string category_list(const CategoryBytes& bytes, double unit_bytes);
+
+}  // namespace dpbench
