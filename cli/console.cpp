@@ -94,6 +94,10 @@ std::string format_run_header(const RunConfig& config, const std::string& unit,
   text += images ? fmt::format("{:<14}{} / {}\n", "Precision:", precision_name(config.precision), config.data_format)
                  : fmt::format("{:<14}{}\n", "Precision:", precision_name(config.precision));
   if (config.forward_only) text += fmt::format("{:<14}{}\n", "Mode:", "inference: forward passes only (--forward_only)");
+  if (config.recomputes_blocks())
+    text += fmt::format("{:<14}{}\n", "Activations:",
+                        "each block's input and output kept, the block recomputed in backward "
+                        "(--activation_checkpointing=blocks)");
   text += fmt::format("{:<14}{} warm-up + {} measured, progress every {}\n", "Steps:",
                       config.num_warmup_batches, config.num_batches, config.display_every);
   text += fmt::format("{:<14}{}/s, seed {}\n", "Unit:", unit, config.seed);

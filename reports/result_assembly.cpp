@@ -145,6 +145,10 @@ nlohmann::json describe_flops(const ResultInputs& run, const Summary& summary) {
       {"counted", run.flops_counted},
       {"model_flops_per_step", run.flops_per_device_step * static_cast<double>(run.num_devices)},
       {"model_flops_per_step_per_device", run.flops_per_device_step}};
+  // Recomputed blocks: their forward's second run is part of the step's work (and of MFU), and
+  // stated apart so the model's own work can be told from it.
+  if (run.recompute_flops_per_device_step > 0)
+    flops["recompute_flops_per_step_per_device"] = run.recompute_flops_per_device_step;
   const double steps_per_sec =
       run.items_per_step > 0 ? summary.items_per_sec / static_cast<double>(run.items_per_step) : 0.0;
   const double achieved = run.flops_per_device_step * steps_per_sec / 1e12;
