@@ -456,10 +456,13 @@ void NetworkReplica::backward(const int32_t* step, GradientAnnouncer& announcer)
     const int block = nodes[index].block_first;
     const bool block_ends = block >= 0 && (index + 1 == nodes.size() || nodes[index + 1].block_first != block);
     if (block_ends && network_.recomputes_blocks()) {
-      // Its outputs in the shared set, made again: the same forward, on its kept input.
+      // Its outputs in the shared set, made again: the same forward, on its kept input (timed
+      // apart from the backward around it in a timed step).
+      device_.trace().lap(StepPart::backward);
       spans.enter(nodes[index].group, "recompute");
       for (size_t j = static_cast<size_t>(block); j <= index; ++j)
         if (nodes[j].recomputed) nodes[j].layer->forward(passes_[j], step);
+      device_.trace().lap(StepPart::recompute);
     }
     spans.enter(nodes[index].group);
     // A node fused into a later one had its backward run there; its parameters' gradients are

@@ -128,13 +128,22 @@ nlohmann::json describe_breakdown(const ResultInputs& run, const Summary& summar
   }
   std::string parts;  // the sum the parts make, named in their order
   for (const char* name : names) parts += (parts.empty() ? "" : " + ") + std::string(name);
-  return {{"parts", parts + " = wall time per step"},
-          {"wall_ms_per_step", wall_ms},
-          {"step_ms", step_mean},
-          {"parts_sum_ms", sum},
-          {"ms_per_step", per_step},
-          {"window_s", window},
-          {"per_device", per_device}};
+  nlohmann::json breakdown = {{"parts", parts + " = wall time per step"},
+                              {"wall_ms_per_step", wall_ms},
+                              {"step_ms", step_mean},
+                              {"parts_sum_ms", sum},
+                              {"ms_per_step", per_step},
+                              {"window_s", window},
+                              {"per_device", per_device}};
+  // Recomputed blocks: the part of backward that ran their forward again, no part of its own.
+  double recompute = 0;
+  for (size_t d = 0; d < run.measured.step_phases.size(); ++d) {
+    const double ms = run.measured.step_phases[d].recompute_ms;
+    if (ms > 0) breakdown["per_device"][d]["recompute_in_backward_ms"] = ms;
+    recompute += ms / static_cast<double>(run.measured.step_phases.size());
+  }
+  if (recompute > 0) breakdown["recompute_in_backward_ms"] = recompute;
+  return breakdown;
 }
 
 // FLOPs per step, the achieved TFLOP/s per device (the steps' FLOPs over the measured wall time:

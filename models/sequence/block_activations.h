@@ -56,13 +56,20 @@ class BlockActivations {
 // --activation_checkpointing=blocks: as large as the largest set, held as activations.
 Buffer allocate_shared_block_activations(Device& device, const std::vector<const BlockActivations*>& sets);
 
-// A block's forward run again before its backward, as a trace shows it: a span named after the
-// block, of category "recompute", inside the backward pass.
+// A block's forward run again before its backward, as a trace shows it (a span named after the
+// block, of category "recompute", inside the backward pass) and as the timed steps' breakdown
+// counts it (a lap of its own inside backward: summary.breakdown's recompute_in_backward_ms).
 class RecomputeSpan {
  public:
-  RecomputeSpan(Device& device, const std::string& block) : span_(device, StreamKind::compute, block, "recompute") {}
+  RecomputeSpan(Device& device, const std::string& block)
+      : trace_((device.trace().lap(StepPart::backward), device.trace())),
+        span_(device, StreamKind::compute, block, "recompute") {}
+  ~RecomputeSpan() { trace_.lap(StepPart::recompute); }
+  RecomputeSpan(const RecomputeSpan&) = delete;
+  RecomputeSpan& operator=(const RecomputeSpan&) = delete;
 
  private:
+  StepTrace& trace_;
   TracedSpan span_;
 };
 
