@@ -170,6 +170,14 @@ void check_trains_alike_through_the_cli(std::vector<std::string> args, const std
     if (halves_activations) CHECK(recomputed_bytes * 2 <= kept_bytes);
   }
 
+  // The breakdown gives the recomputation's share of backward (the reference backend times every step).
+  CHECK_FALSE(kept["summary"]["breakdown"].contains("recompute_in_backward_ms"));
+  const nlohmann::json& breakdown = recomputed["summary"]["breakdown"];
+  const double recompute_ms = breakdown["recompute_in_backward_ms"].get<double>();
+  CHECK(recompute_ms > 0);
+  CHECK(recompute_ms < breakdown["ms_per_step"]["backward_ms"].get<double>());
+  for (const nlohmann::json& device : breakdown["per_device"]) CHECK(device["recompute_in_backward_ms"] > 0);
+
   const std::vector<std::string> recomputes = span_names(read_json(dir.file("trace.json")), "recompute");
   CHECK(std::find(recomputes.begin(), recomputes.end(), first_span) != recomputes.end());
 }
