@@ -95,6 +95,10 @@ std::string format_run_header(const RunConfig& config, const std::string& unit,
   text += images ? fmt::format("{:<14}{} / {}\n", "Precision:", precision_name(config.precision), config.data_format)
                  : fmt::format("{:<14}{}\n", "Precision:", precision_name(config.precision));
   if (config.forward_only) text += fmt::format("{:<14}{}\n", "Mode:", "inference: forward passes only (--forward_only)");
+  if (config.recomputes_blocks())
+    text += fmt::format("{:<14}{}\n", "Activations:",
+                        "each block's input and output kept, the block recomputed in backward "
+                        "(--activation_checkpointing=blocks)");
   text += fmt::format("{:<14}{} warm-up + {} measured, progress every {}\n", "Steps:",
                       config.num_warmup_batches, config.num_batches, config.display_every);
   text += fmt::format("{:<14}{}/s, seed {}\n", "Unit:", unit, config.seed);
@@ -141,8 +145,11 @@ std::string describe_flops(const nlohmann::json& flops) {
   return text + ", MFU: none (" + flops.value("mfu_reason", std::string("no peak")) + ")";
 }
 
-// "forward 5.10 ms, backward 10.20, ... (per step, mean over devices)": the parts that are there.
-std::string describe_breakdown(const nlohmann::json& per_step) {
+// "forward 5.10 ms, backward 10.20 (recompute 2.80), ... (per step, mean over devices)": the
+// parts that are there, and the recomputed blocks' share of backward where there is one.
+std::string describe_breakdown(const nlohmann::json& breakdown) {
+  const nlohmann::json& per_step = breakdown["ms_per_step"];
+  const double recompute = breakdown.value("recompute_in_backward_ms", 0.0);
   const std::pair<const char*, const char*> parts[] = {
       {"data_wait_ms", "data wait"},       {"forward_ms", "forward"},        {"backward_ms", "backward"},
       {"exposed_comm_ms", "exposed comm"}, {"update_ms", "update"},         {"straggler_wait_ms", "straggler wait"},
@@ -152,6 +159,7 @@ std::string describe_breakdown(const nlohmann::json& per_step) {
     const double ms = per_step.value(key, 0.0);
     if (ms < 0.0005 && std::string(key) != "forward_ms") continue;  // what is not there
     text += fmt::format("{}{} {:.3f}{}", text.empty() ? "" : ", ", words, ms, text.empty() ? " ms" : "");
+    if (std::string(key) == "backward_ms" && recompute > 0) text += fmt::format(" (recompute {:.3f})", recompute);
   }
   return text + " (per step, mean over devices)";
 }
@@ -252,7 +260,7 @@ std::string format_summary(const Result& result) {
   if (s.jitter) text += row("Jitter:", fmt::format("{:.1f} {}", *s.jitter, s.unit));
   text += row("Math:", describe_math(s));
   if (s.flops.contains("tflops_per_sec_per_device")) text += row("FLOPs:", describe_flops(s.flops));
-  if (s.breakdown.contains("ms_per_step")) text += row("Breakdown:", describe_breakdown(s.breakdown["ms_per_step"]));
+  if (s.breakdown.contains("ms_per_step")) text += row("Breakdown:", describe_breakdown(s.breakdown));
   if (s.data.contains("wait_ms_per_step"))
     text += row("Data:", fmt::format("{}, compute waited {:.3f} ms per step for its batch ({:.1f}% of step time)",
                                      s.data.value("feed", std::string()), s.data["wait_ms_per_step"].get<double>(),

@@ -117,6 +117,12 @@ std::vector<FlagDeclaration> model_flags(const RunConfig& defaults) {
        "epilogue where cuDNN has a fused kernel that times faster (16-bit NHWC on the GPU; never "
        "with --deterministic; its plans add seconds to the set-up); false: the batch norm's own pass",
        defaults.fuse_batch_norm_statistics ? "true" : "false", FlagKind::boolean},
+      {"activation_checkpointing", "Model", "none|blocks",
+       "Training: what forward keeps for backward. none: every activation backward reads; blocks: each block's "
+       "input and output only, the block's forward run again before its backward into one set of buffers the "
+       "blocks share (same bits, less activation memory, more work; gpt's blocks, nmt's Transformer layers, "
+       "ResNet's bottlenecks and Inception's modules)",
+       defaults.activation_checkpointing, FlagKind::value, kActivationCheckpointingNames},
       {"fp16_loss_scale", "Model", "X",
        "fp16: multiply the loss by X before backward, divide the gradients by X before the update "
        "(default: 128, or 32768 to start --fp16_enable_auto_loss_scale)",

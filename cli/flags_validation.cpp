@@ -189,6 +189,12 @@ void resolve_numerics(const GivenFlags& flags, const ModelEntry& model, RunConfi
   config->forward_only = parse_bool("forward_only", flags.text("forward_only"));
   config->fuse_batch_norm_statistics =
       parse_bool("fuse_batch_norm_statistics", flags.text("fuse_batch_norm_statistics"));
+  config->activation_checkpointing = flags.text("activation_checkpointing");
+  require_one_of("activation_checkpointing", config->activation_checkpointing, kActivationCheckpointingNames,
+                 "activation checkpointing");
+  if (config->recomputes_blocks() && config->forward_only)
+    reject("activation_checkpointing", config->activation_checkpointing,
+           "recomputes blocks in the backward pass, and --forward_only runs none; drop one of them");
   const std::string precision_text = flags.text("precision");
   std::vector<std::string> precision_names;
   for (Precision precision : every_precision()) precision_names.push_back(precision_name(precision));
@@ -465,6 +471,10 @@ RunConfig resolve_run_config(const GivenFlags& flags, const DeviceInventory& inv
   const ModelEntry& model = resolve_model(config.model);
   resolve_numerics(flags, model, &config);
   resolve_sequence(flags, model, &config);
+  if (config.recomputes_blocks()) {
+    const std::string why = why_blocks_are_not_recomputed(model, config.sequence);
+    if (!why.empty()) reject("activation_checkpointing", config.activation_checkpointing, why);
+  }
   resolve_devices(flags, inventory, &config, fell_back_to_reference);
   resolve_batch(flags, model, &config);
   resolve_strategy(flags, &config);

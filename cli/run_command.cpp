@@ -192,6 +192,7 @@ ResultInputs result_inputs(const RunConfig& config, const RunMeasurements& measu
   // A forward-only step runs the forward pass alone.
   const StepFlops per_sample = model.flops_per_sample();
   run.flops_per_device_step = (config.forward_only ? per_sample.forward : per_sample.training()) * config.batch_size;
+  run.recompute_flops_per_device_step = config.forward_only ? 0.0 : per_sample.recompute * config.batch_size;
   run.flops_counted = model.flops_counted();
   run.num_devices = config.world_devices();
   run.global_batch_size = config.global_batch_size();

@@ -76,6 +76,7 @@ nlohmann::json config_to_json(const RunConfig& config) {
       {"use_fp16", config.use_fp16},
       {"forward_only", config.forward_only},
       {"fuse_batch_norm_statistics", config.fuse_batch_norm_statistics},
+      {"activation_checkpointing", config.activation_checkpointing},
       {"fp16_loss_scale", config.fp16_loss_scale},
       {"fp16_enable_auto_loss_scale", config.fp16_enable_auto_loss_scale},
       {"fp16_inc_loss_scale_every_n", config.fp16_inc_loss_scale_every_n},

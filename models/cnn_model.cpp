@@ -143,10 +143,19 @@ CnnModel::CnnModel(std::string name, const ModelSettings& config, const ImageSpe
   layout_.finalize();
   if (forward_only_) network_->prepare_for_inference();
   network_->set_fuse_batch_norm_statistics(config.fuse_batch_norm_statistics);
+  network_->set_recompute_blocks(config.recomputes_blocks());
   network_->finalize(logits);
 }
 
 StepFlops CnnModel::flops_per_sample() const { return per_sample(network_->flops(), batch_size_); }
+
+std::string CnnModel::flops_counted() const {
+  std::string counted = Model::flops_counted();
+  if (network_->recomputes_blocks())
+    counted += "; with --activation_checkpointing=blocks, the forward of every block's layers whose outputs only the "
+               "block reads once more in backward (recompute)";
+  return counted;
+}
 
 std::vector<float> CnnModel::initial_parameters(uint64_t seed) const {
   std::vector<float> values(layout_.total_count());

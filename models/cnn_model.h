@@ -37,6 +37,7 @@ class CnnModel : public Model {
   std::string unit() const override { return "images"; }
   std::vector<float> initial_parameters(uint64_t seed) const override;
   StepFlops flops_per_sample() const override;
+  std::string flops_counted() const override;
   std::unique_ptr<ModelReplica> create_replica(Device& device, ParameterSet& parameters,
                                                const ReplicaShard& shard) const override;
 

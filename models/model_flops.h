@@ -12,7 +12,7 @@ namespace dpbench {
 // (m x k) times (k x n).
 inline StepFlops matmul_flops(double m, double k, double n, bool input_gradient) {
   const double forward = 2.0 * m * k * n;
-  return StepFlops{forward, forward * (input_gradient ? 2.0 : 1.0)};
+  return StepFlops{forward, forward * (input_gradient ? 2.0 : 1.0), 0.0};
 }
 
 // A convolution over its whole batch: every output element is a dot product over c * r * s inputs.
@@ -29,12 +29,13 @@ inline StepFlops lstm_flops(const RnnGeometry& g, bool input_gradient) {
   const double tokens = static_cast<double>(g.seq_len) * g.batch;
   const double forward = 2.0 * tokens * static_cast<double>(g.all_matrices_count());
   const double first_layer_input = 2.0 * tokens * 4.0 * g.hidden_size * g.input_size * g.directions();
-  return StepFlops{forward, 2.0 * forward - (input_gradient ? 0.0 : first_layer_input)};
+  return StepFlops{forward, 2.0 * forward - (input_gradient ? 0.0 : first_layer_input), 0.0};
 }
 
 inline StepFlops per_sample(StepFlops flops, int batch) {
   flops.forward /= batch;
   flops.backward /= batch;
+  flops.recompute /= batch;
   return flops;
 }
 

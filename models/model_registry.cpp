@@ -16,16 +16,16 @@ const std::vector<ModelEntry>& model_registry() {
        [](const ModelSettings& config) { return create_trivial_model(config); }, trivial_inputs()},
       {"resnet50", "ResNet-50 v1.5, 224x224", true, true, {64, "momentum", 0.1},
        [](const ModelSettings& config) { return create_resnet50_model(config); },
-       cnn_inputs(CnnDataSets::cifar10)},
+       cnn_inputs(CnnDataSets::cifar10), {}, "its bottleneck blocks"},
       {"resnet101", "ResNet-101 v1.5, 224x224", true, true, {64, "momentum", 0.1},
        [](const ModelSettings& config) { return create_resnet101_model(config); },
-       cnn_inputs(CnnDataSets::cifar10)},
+       cnn_inputs(CnnDataSets::cifar10), {}, "its bottleneck blocks"},
       {"resnet152", "ResNet-152 v1.5, 224x224", true, true, {64, "momentum", 0.1},
        [](const ModelSettings& config) { return create_resnet152_model(config); },
-       cnn_inputs(CnnDataSets::cifar10)},
+       cnn_inputs(CnnDataSets::cifar10), {}, "its bottleneck blocks"},
       {"inception3", "Inception-v3, 299x299", true, true, {64, "momentum", 0.1},
        [](const ModelSettings& config) { return create_inception3_model(config); },
-       cnn_inputs(CnnDataSets::synthetic_only)},
+       cnn_inputs(CnnDataSets::synthetic_only), {}, "its Inception modules"},
       {"vgg16", "VGG-16, 224x224", true, true, {64, "momentum", 0.01},
        [](const ModelSettings& config) { return create_vgg16_model(config); },
        cnn_inputs(CnnDataSets::synthetic_only)},
@@ -39,7 +39,8 @@ const std::vector<ModelEntry>& model_registry() {
         {"tgt_vocab_size", "50000"}, {"embedding_dim", "512"}, {"num_units", "512"},
         {"num_encoder_layers", "4"}, {"num_decoder_layers", "4"}, {"src_max_len", "100"},
         {"tgt_max_len", "100"}, {"loss_chunk_rows", "0"}, {"lstm_algorithm", "fastest"},
-        {"num_heads", "8"}, {"ffn_units", "2048"}, {"dropout", "0.1"}}},
+        {"num_heads", "8"}, {"ffn_units", "2048"}, {"dropout", "0.1"}},
+       "its encoder and decoder layers", "transformer"},
       {"rnnlm", "LSTM language model (vocabulary 10001, 2 x 128 units)", true, true,
        {512, "adam", 1e-3}, [](const ModelSettings& config) { return create_rnnlm_model(config); }, rnnlm_inputs(),
        {{"encoder_type", "cudnn_lstm"}, {"vocab_size", "10001"}, {"embedding_dim", "32"},
@@ -53,7 +54,8 @@ const std::vector<ModelEntry>& model_registry() {
         {"num_heads", "12"}, {"hidden_size", "768"}, {"seq_len", "1024"}, {"dropout", "0"},
         // 4096 tokens' logits at a time: at 124m, batch 16, the step kept its speed (564,111
         // against 560,155 tokens/s in one chunk, one H200) and its peak fell by 1.15 GiB.
-        {"loss_chunk_rows", "4096"}}},
+        {"loss_chunk_rows", "4096"}},
+       "its blocks"},
   };
   return entries;
 }
@@ -71,6 +73,24 @@ const std::vector<std::string>& sequence_flag_names() {
 int default_batch_size(const ModelEntry& model, const SequenceConfig& sequence) {
   if (model.name == "nmt" && sequence.encoder_type == "transformer") return 128;
   return model.defaults.batch_size;
+}
+
+std::string why_blocks_are_not_recomputed(const ModelEntry& model, const SequenceConfig& sequence) {
+  const bool takes = model.recomputed_blocks != nullptr &&
+                     (model.recomputed_blocks_encoder == nullptr || sequence.encoder_type == model.recomputed_blocks_encoder);
+  if (takes) return "";
+  std::string takers;
+  for (const ModelEntry& entry : model_registry()) {
+    if (entry.recomputed_blocks == nullptr) continue;
+    takers += (takers.empty() ? "" : "; ") + entry.name;
+    if (entry.recomputed_blocks_encoder != nullptr)
+      takers += std::string(" with --encoder_type=") + entry.recomputed_blocks_encoder;
+    takers += std::string(" (") + entry.recomputed_blocks + ")";
+  }
+  const std::string what = model.recomputed_blocks != nullptr
+                               ? "--model=" + model.name + " with --encoder_type=" + sequence.encoder_type
+                               : "--model=" + model.name;
+  return what + " has no blocks it recomputes; it is taken by " + takers;
 }
 
 const ModelEntry* find_model(const std::string& name) {

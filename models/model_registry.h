@@ -33,7 +33,17 @@ struct ModelEntry {
   // The sequence-model flags (ModelSettings::sequence) this model takes, with its defaults; a
   // model rejects the ones it does not list.
   std::vector<std::pair<std::string, std::string>> sequence_flags = {};
+  // What --activation_checkpointing=blocks recomputes, in words ("its blocks"); nullptr: the
+  // model has nothing it can recompute and refuses the flag.
+  const char* recomputed_blocks = nullptr;
+  // Only with this --encoder_type (nullptr: any).
+  const char* recomputed_blocks_encoder = nullptr;
 };
+
+// The --activation_checkpointing values; blocks needs a model (and encoder) that names its blocks.
+inline const std::vector<std::string> kActivationCheckpointingNames = {"none", "blocks"};
+// "" where `model` with `sequence` recomputes its blocks; else why not, naming what does.
+std::string why_blocks_are_not_recomputed(const ModelEntry& model, const SequenceConfig& sequence);
 
 // Every sequence-model flag, in --help order.
 const std::vector<std::string>& sequence_flag_names();

@@ -78,6 +78,12 @@ struct ModelSettings : DevicePlacement {
   // for all of ResNet-50's shapes and all but one of Inception-v3's, and their runtime
   // compilation adds seconds to the set-up (docs/BENCHMARKS.md).
   bool fuse_batch_norm_statistics = false;
+  // Training: what forward keeps for backward. none: every block's activations; blocks: each
+  // block's input and output only, the block's forward run again in its backward into one set of
+  // buffers every block shares (same bits, less memory, a known compute cost). The models that
+  // take blocks name what they recompute (ModelEntry::recomputed_blocks).
+  std::string activation_checkpointing = "none";
+  bool recomputes_blocks() const { return activation_checkpointing == "blocks"; }
   SequenceConfig sequence;  // nmt and rnnlm only
   DataConfig data;
 

@@ -43,6 +43,10 @@ TensorId Network::add_node(std::unique_ptr<Layer> layer, const std::vector<Tenso
   for (TensorId input : inputs) tensors_[input].consumers.push_back(index);
   Node node;
   node.group = group_.empty() ? layer->name() : group_;
+  if (!group_.empty()) {
+    const bool continues = !nodes_.empty() && nodes_.back().block_first >= 0 && nodes_.back().group == group_;
+    node.block_first = continues ? nodes_.back().block_first : index;
+  }
   node.inputs = inputs;
   node.output = make_tensor(layer->output_shape(), index);
   node.layer = std::move(layer);
@@ -206,7 +210,40 @@ void Network::finalize(TensorId logits) {
   }
   plan_buffers();
   plan_gradient_accumulation();
+  if (recompute_blocks_ && !inference_only_) plan_recomputation();
   finalized_ = true;
+}
+
+void Network::plan_recomputation() {
+  // A buffer is its block's alone when every tensor in it (in-place layers share one) is made by a
+  // node of that block and read by nodes of that block only; anything else keeps its buffer.
+  constexpr int kKept = -2, kUnseen = -1;
+  std::vector<int> block_of(buffer_bytes_.size(), kUnseen);  // the block's first node
+  for (TensorId t = 1; t < static_cast<TensorId>(tensors_.size()); ++t) {
+    const TensorInfo& tensor = tensors_[t];
+    if (tensor.value_buffer < 0) continue;
+    const int block = nodes_[tensor.producer].block_first;
+    bool alone = block >= 0 && t != logits_;
+    for (int consumer : tensor.consumers) alone = alone && nodes_[consumer].block_first == block;
+    int& owner = block_of[tensor.value_buffer];
+    owner = !alone || (owner != kUnseen && owner != block) ? kKept : block;
+  }
+  // Each block lays its buffers out from the set's start, so the set is as large as the largest
+  // block's.
+  constexpr size_t kAlignment = 256;
+  shared_offsets_.assign(buffer_bytes_.size(), -1);
+  std::map<int, size_t> block_bytes;
+  for (size_t b = 0; b < buffer_bytes_.size(); ++b) {
+    if (block_of[b] < 0) continue;
+    size_t& used = block_bytes[block_of[b]];
+    shared_offsets_[b] = static_cast<long long>(used);
+    used += (buffer_bytes_[b] + kAlignment - 1) / kAlignment * kAlignment;
+    shared_bytes_ = std::max(shared_bytes_, used);
+  }
+  for (Node& node : nodes_) {
+    const int buffer = tensors_[node.output].value_buffer;
+    node.recomputed = !node.fused_away && buffer >= 0 && shared_offsets_[buffer] >= 0;
+  }
 }
 
 void Network::plan_buffers() {
@@ -342,7 +379,9 @@ StepFlops Network::flops() const {
     if (node.fused_away) continue;
     const bool input_gradient = std::any_of(node.inputs.begin(), node.inputs.end(),
                                             [&](TensorId in) { return in != input(); });
-    total += node.layer->flops(input_gradient);
+    const StepFlops flops = node.layer->flops(input_gradient);
+    total += flops;
+    if (node.recomputed) total.recompute += flops.forward;
   }
   return total;
 }
@@ -357,7 +396,11 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
                                const ReplicaShard& shard, bool training)
     : network_(network), device_(device), params_(params) {
   for (size_t b = 0; b < network.buffer_bytes().size(); ++b)
-    buffers_.push_back(device.allocate(network.buffer_bytes()[b], network.buffer_tags()[b]));
+    buffers_.push_back(network.shared_offset(static_cast<int>(b)) >= 0
+                           ? Buffer()
+                           : device.allocate(network.buffer_bytes()[b], network.buffer_tags()[b]));
+  if (network.shared_bytes() > 0)
+    shared_ = device.allocate(network.shared_bytes(), MemoryTag{MemoryCategory::activations, "recomputed block"});
   Backend& ops = device.ops();
   size_t workspace_bytes = 0;
   for (const Network::Node& node : network.nodes()) {
@@ -413,9 +456,14 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
   }
 }
 
+void* NetworkReplica::address(int buffer) const {
+  const long long offset = network_.shared_offset(buffer);
+  return offset >= 0 ? shared_.as<char>() + offset : buffers_.at(buffer).data();
+}
+
 void* NetworkReplica::values(TensorId tensor) const {
   const int buffer = network_.value_buffer(tensor);
-  return buffer < 0 ? nullptr : buffers_.at(buffer).data();  // none: a node fused away
+  return buffer < 0 ? nullptr : address(buffer);  // none: a node fused away
 }
 
 const float* NetworkReplica::statistics(TensorId tensor) const {
@@ -425,23 +473,26 @@ const float* NetworkReplica::statistics(TensorId tensor) const {
 
 void* NetworkReplica::gradients(TensorId tensor) const {
   const int buffer = network_.gradient_buffer(tensor);
-  return buffer < 0 ? nullptr : buffers_.at(buffer).data();
+  return buffer < 0 ? nullptr : address(buffer);
 }
 
 namespace {
 
 // The spans of a pass over the nodes, one per run of nodes of one group, each beginning where the
-// previous ends (one stamp per boundary, engine/backend/step_trace.h).
+// previous ends (one stamp per boundary, engine/backend/step_trace.h); in backward, a recomputed
+// block's forward is a span of its own before its backward ("recompute").
 class GroupSpans {
  public:
   GroupSpans(Device& device, const char* category) : trace_(device.trace()), category_(category) {}
   ~GroupSpans() {
     if (open_) trace_.end(span_);
   }
-  void enter(const std::string& group) {
-    if (!trace_.annotating() || (open_ && *open_ == group)) return;
-    span_ = open_ ? trace_.next(span_, group, category_) : trace_.begin(StreamKind::compute, group, category_);
+  void enter(const std::string& group) { enter(group, category_); }
+  void enter(const std::string& group, const char* category) {
+    if (!trace_.annotating() || (open_ && *open_ == group && open_category_ == category)) return;
+    span_ = open_ ? trace_.next(span_, group, category) : trace_.begin(StreamKind::compute, group, category);
     open_ = &group;
+    open_category_ = category;
   }
 
  private:
@@ -449,6 +500,7 @@ class GroupSpans {
   const char* category_;
   StepTrace::Span span_;
   const std::string* open_ = nullptr;  // the group of the open span
+  const char* open_category_ = nullptr;
 };
 
 }  // namespace
@@ -469,6 +521,17 @@ void NetworkReplica::backward(const int32_t* step, GradientAnnouncer& announcer)
   GroupSpans spans(device_, "backward");
   for (size_t index = nodes.size(); index-- > 0;) {
     const Layer& layer = *nodes[index].layer;
+    const int block = nodes[index].block_first;
+    const bool block_ends = block >= 0 && (index + 1 == nodes.size() || nodes[index + 1].block_first != block);
+    if (block_ends && network_.recomputes_blocks()) {
+      // Its outputs in the shared set, made again: the same forward, on its kept input (timed
+      // apart from the backward around it in a timed step).
+      device_.trace().lap(StepPart::backward);
+      spans.enter(nodes[index].group, "recompute");
+      for (size_t j = static_cast<size_t>(block); j <= index; ++j)
+        if (nodes[j].recomputed) nodes[j].layer->forward(passes_[j], step);
+      device_.trace().lap(StepPart::recompute);
+    }
     spans.enter(nodes[index].group);
     // A node fused into a later one had its backward run there; its parameters' gradients are
     // final now, and announced here, in node order, as always.

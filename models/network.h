@@ -56,9 +56,16 @@ class Network {
   TensorId fully_connected(TensorId x, const std::string& name, int outputs);
   // Any layer; it must already have declared its parameters (in forward order).
   TensorId add_node(std::unique_ptr<Layer> layer, const std::vector<TensorId>& inputs);
-  // The nodes added from now on form one span, `name`, in a trace's forward and backward passes
-  // (a ResNet block, an Inception module); empty: each node is a span of its own.
+  // The nodes added from now on form one block, `name`: one span in a trace's forward and backward
+  // passes (a ResNet block, an Inception module), and what set_recompute_blocks recomputes; empty:
+  // each node is a span of its own, and no block.
   void set_group(const std::string& name) { group_ = name; }
+  // Training, before finalize (--activation_checkpointing=blocks): the outputs a block's nodes
+  // make that only its own nodes read share one set of buffers with every other block's (laid out
+  // per block from the same start), and each block's backward first runs those nodes' forward
+  // again. A block keeps its input, its output and its layers' statistics.
+  void set_recompute_blocks(bool recompute) { recompute_blocks_ = recompute; }
+  bool recomputes_blocks() const { return recompute_blocks_; }
 
   // Inference only (--forward_only), after building and before finalize: the network will run
   // forward passes only, so no tensor gets a gradient buffer, and a residual add fed by batch
@@ -92,6 +99,8 @@ class Network {
     std::vector<bool> accumulate;
     bool fused_away = false;  // a later node does this one's work (fuse_normalised_joins)
     std::string group;        // its span in a trace: the group set when it was added, or its own name
+    int block_first = -1;     // the first node of its block (set_group's); -1: in none
+    bool recomputed = false;  // its output lives in the blocks' shared set: backward runs it again
   };
   const std::vector<Node>& nodes() const { return nodes_; }
   // The output of the node called `name`; throws when there is none.
@@ -104,6 +113,10 @@ class Network {
   // What each buffer holds and whose it is: the input batch (data), a node's output (activations,
   // owned by the node's layer) or its gradient (scratch: needed only while backward passes it).
   const std::vector<MemoryTag>& buffer_tags() const { return buffer_tags_; }
+  // Under set_recompute_blocks: the offset of a buffer in the blocks' shared set, -1 for a buffer
+  // of its own; and the set's bytes (0: none).
+  long long shared_offset(int buffer) const { return shared_offsets_.empty() ? -1 : shared_offsets_.at(buffer); }
+  size_t shared_bytes() const { return shared_bytes_; }
   // Bytes of scratch for input gradients that are computed apart and then added (0: none).
   size_t scratch_bytes() const { return scratch_bytes_; }
   // Whether a tensor's producer may make batch norm's statistics for its reader
@@ -138,6 +151,8 @@ class Network {
   // groups that are never live together (Note [pooled activation gradients]).
   void plan_gradient_buffers(const std::vector<int>& gradient_group, int groups);
   void plan_gradient_accumulation();
+  // set_recompute_blocks: which buffers only their block reads, and where they sit in the set.
+  void plan_recomputation();
 
   ParameterLayout& layout_;
   std::vector<TensorInfo> tensors_;
@@ -150,6 +165,9 @@ class Network {
   bool finalized_ = false;
   bool inference_only_ = false;
   bool fuse_batch_norm_statistics_ = false;
+  bool recompute_blocks_ = false;
+  std::vector<long long> shared_offsets_;  // per buffer, under recomputation
+  size_t shared_bytes_ = 0;
   std::string group_;  // set_group's
 };
 
@@ -170,6 +188,8 @@ class NetworkReplica {
 
   // Every node in order; the logits end up in values(logits()).
   void forward(const int32_t* step);
+  // The address of buffer `buffer`: its own, or its place in the shared set.
+  void* address(int buffer) const;
   // Expects d(loss)/d(logits) in gradients(logits()); fills the parameter gradients and announces
   // each node's range as soon as it is final.
   void backward(const int32_t* step, GradientAnnouncer& announcer);
@@ -183,7 +203,8 @@ class NetworkReplica {
   const Network& network_;
   Device& device_;
   const ParameterSet& params_;
-  std::vector<Buffer> buffers_;
+  std::vector<Buffer> buffers_;  // none for the buffers in the shared set
+  Buffer shared_;                // the blocks' shared set (set_recompute_blocks)
   Buffer workspace_;
   Buffer scratch_;
   std::map<TensorId, Buffer> statistics_;  // per tensor whose producer fuses batch norm's statistics

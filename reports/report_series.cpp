@@ -65,6 +65,7 @@ std::string model_label(const SeriesKey& key) {
 std::vector<std::string> workload_details(const SeriesKey& key) {
   std::vector<std::string> parts;
   if (key.forward_only) parts.push_back("inference (forward only)");
+  if (key.activation_checkpointing == "blocks") parts.push_back("blocks recomputed");
   parts.push_back(key.precision);
   if (key.encoder_type.empty() && !key.data_format.empty()) parts.push_back(key.data_format);
   if (!key.data.empty()) parts.push_back(key.data);
@@ -238,7 +239,7 @@ std::optional<double> clock_loss_points(const Result& run, const Result& single)
 bool SeriesKeyLess::operator()(const SeriesKey& a, const SeriesKey& b) const {
   auto workload = [](const SeriesKey& k) {
     return std::tie(k.scaling, k.forward_only, k.model, k.encoder_type, k.direction, k.precision, k.data_format,
-                    k.data, k.batch, k.backend, k.device_name, k.unit);
+                    k.data, k.batch, k.backend, k.device_name, k.unit, k.activation_checkpointing);
   };
   if (workload(a) != workload(b)) return workload(a) < workload(b);
   if (a.strategy_rank != b.strategy_rank) return a.strategy_rank < b.strategy_rank;
@@ -273,7 +274,7 @@ KeyFields SeriesKey::workload_fields() const {
           {"model", model},     {"encoder_type", encoder_type},
           {"direction", direction},           {"precision", precision}, {"data_format", data_format},
           {"data", data}, {"fixed_batch", std::to_string(batch)},   {"backend", backend},
-          {"device_name", device_name}, {"unit", unit}};
+          {"device_name", device_name}, {"unit", unit}, {"activation_checkpointing", activation_checkpointing}};
 }
 
 KeyFields SeriesKey::strategy_fields() const {
@@ -350,6 +351,8 @@ SeriesKey series_key_of(const Result& result, const StrategyCatalog& strategies)
   // A layout of images: a sequence model (one with a sequence length) has none.
   if (!config.contains("seq_len") && !config.contains("src_max_len")) key.data_format = config_text(config, "data_format");
   key.forward_only = config_text(config, "forward_only") == "true";  // absent before the flag existed
+  const std::string checkpointing = config_text(config, "activation_checkpointing");
+  key.activation_checkpointing = checkpointing.empty() ? "none" : checkpointing;
   key.backend = result.environment.backend;
   key.device_name = device_name_of(result);
   key.unit = result.summary.unit;

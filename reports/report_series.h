@@ -30,6 +30,9 @@ struct SeriesKey {
   std::string model, encoder_type, direction;  // encoder_type, direction: sequence models only
   std::string precision, data_format;
   bool forward_only = false;  // inference runs (--forward_only) form series of their own
+  // --activation_checkpointing's recorded value ("none" where an older result lacks it): runs that
+  // recompute their blocks form series of their own.
+  std::string activation_checkpointing = "none";
   std::string backend;      // "cuda" | "reference"
   std::string device_name;  // the GPUs' name ("" on the reference backend, whose devices are all alike)
   std::string unit;         // "images/s", "words/s", ...

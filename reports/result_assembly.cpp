@@ -128,13 +128,22 @@ nlohmann::json describe_breakdown(const ResultInputs& run, const Summary& summar
   }
   std::string parts;  // the sum the parts make, named in their order
   for (const char* name : names) parts += (parts.empty() ? "" : " + ") + std::string(name);
-  return {{"parts", parts + " = wall time per step"},
-          {"wall_ms_per_step", wall_ms},
-          {"step_ms", step_mean},
-          {"parts_sum_ms", sum},
-          {"ms_per_step", per_step},
-          {"window_s", window},
-          {"per_device", per_device}};
+  nlohmann::json breakdown = {{"parts", parts + " = wall time per step"},
+                              {"wall_ms_per_step", wall_ms},
+                              {"step_ms", step_mean},
+                              {"parts_sum_ms", sum},
+                              {"ms_per_step", per_step},
+                              {"window_s", window},
+                              {"per_device", per_device}};
+  // Recomputed blocks: the part of backward that ran their forward again, no part of its own.
+  double recompute = 0;
+  for (size_t d = 0; d < run.measured.step_phases.size(); ++d) {
+    const double ms = run.measured.step_phases[d].recompute_ms;
+    if (ms > 0) breakdown["per_device"][d]["recompute_in_backward_ms"] = ms;
+    recompute += ms / static_cast<double>(run.measured.step_phases.size());
+  }
+  if (recompute > 0) breakdown["recompute_in_backward_ms"] = recompute;
+  return breakdown;
 }
 
 // FLOPs per step, the achieved TFLOP/s per device (the steps' FLOPs over the measured wall time:
@@ -145,6 +154,10 @@ nlohmann::json describe_flops(const ResultInputs& run, const Summary& summary) {
       {"counted", run.flops_counted},
       {"model_flops_per_step", run.flops_per_device_step * static_cast<double>(run.num_devices)},
       {"model_flops_per_step_per_device", run.flops_per_device_step}};
+  // Recomputed blocks: their forward's second run is part of the step's work (and of MFU), and
+  // stated apart so the model's own work can be told from it.
+  if (run.recompute_flops_per_device_step > 0)
+    flops["recompute_flops_per_step_per_device"] = run.recompute_flops_per_device_step;
   const double steps_per_sec =
       run.items_per_step > 0 ? summary.items_per_sec / static_cast<double>(run.items_per_step) : 0.0;
   const double achieved = run.flops_per_device_step * steps_per_sec / 1e12;

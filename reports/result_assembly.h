@@ -40,6 +40,8 @@ struct ResultInputs {
   // The model's FLOPs in one device's step (training, or forward only), and the peak of one
   // device that MFU divides by: 0 where none is known, peak_source then saying why.
   double flops_per_device_step = 0;
+  // Of them, the forward work backward runs again (--activation_checkpointing=blocks); 0: none.
+  double recompute_flops_per_device_step = 0;
   std::string flops_counted;  // what the count holds, in words (Model::flops_counted)
   double peak_tflops_per_device = 0;
   std::string peak_source;

@@ -15,8 +15,10 @@ FlagRole config_flag_role(const std::string& flag, bool strong_scaling) {
                                                   "use_fp16",     "independent_replica", "trace_file",
                                                   "trace_steps",  "trace_format", "rendezvous_port"};
   // The same arithmetic on the same data, run another way or read from another folder (the
-  // vocabulary loss in chunks: the same rows, the logits held fewer at a time).
+  // vocabulary loss in chunks: the same rows, the logits held fewer at a time;
+  // activation_checkpointing recomputes with the same bits).
   static const std::set<std::string> execution = {"cuda_graph",   "cudnn_benchmark",  "deterministic",
+                                                  "activation_checkpointing",
                                                   "nvtx",         "collective_timeout", "peak_tflops", "device_memory",
                                                   "data_dir",     "vocab_file",       "train_prefix",
                                                   "vocab_prefix", "datasets_num_private_threads", "loss_chunk_rows"};

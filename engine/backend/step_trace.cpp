@@ -91,6 +91,11 @@ StepTrace::Span StepTrace::begin(StreamKind stream, const std::string& name, con
 
 void StepTrace::end(const Span& span) { end_with_instant(span, std::string()); }
 
+void StepTrace::lap(StepPart part) {
+  if (stopwatch_totals_ == nullptr) return;
+  device_.ops(StreamKind::compute).lap(stopwatch_clock_, stopwatch_totals_ + static_cast<int>(part));
+}
+
 void StepTrace::end_with_instant(const Span& span, const std::string& instant_name, nlohmann::json args) {
   if (span.nvtx) nvtx_range_end(span.nvtx_range);
   if (span.index < 0 || !recording()) return;

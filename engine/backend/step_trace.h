@@ -31,6 +31,13 @@ namespace dpbench {
 
 class Device;
 class Buffer;
+
+// The parts a timed step's stopwatch splits it into (Note [timed parts of a step] in
+// engine/training/runner.cpp): the runner laps the first three; a block recomputed in backward
+// (--activation_checkpointing=blocks) laps its recomputation apart from the backward around it.
+enum class StepPart : int { data = 0, forward = 1, backward = 2, recompute = 3 };
+inline constexpr int kStepParts = 4;
+
 class StepTrace {
  public:
   // Stamps one traced step may write; past it the step is marked truncated.
@@ -54,7 +61,17 @@ class StepTrace {
   // After the run, the device idle: reads the stamps and resolves every time to the host clock.
   DeviceTimeline collect(int device_index, const std::string& device_name);
 
+  // While it enqueues a timed step, where the step's stopwatch keeps its clock and its parts'
+  // totals (device memory; nullptr, nullptr after it).
+  void set_stopwatch(int64_t* clock, int64_t* totals) {
+    stopwatch_clock_ = clock;
+    stopwatch_totals_ = totals;
+  }
+
   // ---- everyone who enqueues work
+  // In a timed step, the time since the stopwatch's last lap goes to `part` (one tiny op on the
+  // compute stream); nothing in the other steps.
+  void lap(StepPart part);
   bool recording() const { return row_.load(std::memory_order_relaxed) >= 0; }
   bool annotating() const { return recording() || nvtx_; }  // spans are worth building
 
@@ -97,6 +114,8 @@ class StepTrace {
 
   Device& device_;
   bool nvtx_ = false;
+  int64_t* stopwatch_clock_ = nullptr;
+  int64_t* stopwatch_totals_ = nullptr;
   // The row being recorded; -1: not recording. Atomic: another device's thread may enqueue here
   // (the leader of a rendezvous), after this device's thread began the step.
   std::atomic<int> row_{-1};

@@ -70,10 +70,14 @@ class ModelReplica {
 struct StepFlops {
   double forward = 0;   // the forward pass and the loss's projection
   double backward = 0;  // the backward pass as it runs: input gradients only where something needs them
-  double training() const { return forward + backward; }
+  // Forward work the backward pass runs again (--activation_checkpointing=blocks recomputes each
+  // block before its backward); part of the step's work, apart from the two above.
+  double recompute = 0;
+  double training() const { return forward + backward + recompute; }
   StepFlops& operator+=(const StepFlops& other) {
     forward += other.forward;
     backward += other.backward;
+    recompute += other.recompute;
     return *this;
   }
 };

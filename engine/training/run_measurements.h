@@ -26,11 +26,16 @@ struct StepPhases {
   double backward_ms = 0;  // the backward pass, with the exchanges it starts (0 for --forward_only)
   double own_step_ms = 0;  // its whole step, start to stop (the step's time is the slowest device's)
   double exposed_comm_ms = 0;  // after backward: waiting for the exchange (0 where none)
+  double recompute_ms = 0;     // of backward_ms: its blocks' forward run again (--activation_checkpointing)
 
   // The parts in the order above, and back: how they travel between processes.
-  static constexpr size_t kParts = 5;
-  std::array<double, kParts> parts() const { return {data_ms, forward_ms, backward_ms, own_step_ms, exposed_comm_ms}; }
-  static StepPhases from_parts(const double* parts) { return {parts[0], parts[1], parts[2], parts[3], parts[4]}; }
+  static constexpr size_t kParts = 6;
+  std::array<double, kParts> parts() const {
+    return {data_ms, forward_ms, backward_ms, own_step_ms, exposed_comm_ms, recompute_ms};
+  }
+  static StepPhases from_parts(const double* parts) {
+    return {parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]};
+  }
 };
 
 // One device's memory at the end of the run (engine/machine/memory_ledger.h): its ledger's figures,

@@ -67,8 +67,14 @@ std::string describe_failure(const std::exception_ptr& error) {
   }
 }
 
-constexpr int kPhases = 3;  // data, forward, backward: the laps of a step's stopwatch
-enum PhaseSlot { kDataPhase = 0, kForwardPhase = 1, kBackwardPhase = 2 };
+// The laps of a step's stopwatch: data, forward, backward, and a recomputation inside backward.
+constexpr int kPhases = kStepParts;
+enum PhaseSlot {
+  kDataPhase = static_cast<int>(StepPart::data),
+  kForwardPhase = static_cast<int>(StepPart::forward),
+  kBackwardPhase = static_cast<int>(StepPart::backward),
+  kRecomputePhase = static_cast<int>(StepPart::recompute)
+};
 
 std::vector<int64_t> read_totals(Device& device, const Buffer& totals) {
   std::vector<int64_t> values(kPhases);
@@ -549,6 +555,7 @@ void Runner::drive_device(ReplicaState& state, RunState& run) {
     StepTrace& trace = device.trace();
     auto enqueue_step = [&](int64_t step, bool timed) {
       StepTrace::Span pass;
+      if (timed) trace.set_stopwatch(clock, phase_totals);  // for the laps inside the passes
       if (trace.annotating()) pass = trace.begin(StreamKind::compute, "forward", "forward");
       // loss_cursor is also the step number: append_scalar advances it at the end of the step.
       state.model->forward(StepContext{state.loss.as<float>(), state.loss_cursor.as<int32_t>(),
@@ -564,6 +571,7 @@ void Runner::drive_device(ReplicaState& state, RunState& run) {
         strategy_.finish_step(state.index, step + 1);
       }
       trace.end(pass);
+      trace.set_stopwatch(nullptr, nullptr);
       device.ops().append_scalar(state.loss.as<float>(), state.losses.as<float>(), state.loss_cursor.as<int32_t>());
     };
     if (run.warmup == 0 || run.steps_per_epoch > 0) {
@@ -787,7 +795,9 @@ RunMeasurements Runner::collect_measurements(const RunState& run) {
       StepPhases phases;
       phases.data_ms = static_cast<double>(totals[kDataPhase]) / 1e6 / timed;
       phases.forward_ms = static_cast<double>(totals[kForwardPhase]) / 1e6 / timed;
-      phases.backward_ms = static_cast<double>(totals[kBackwardPhase]) / 1e6 / timed;
+      // Backward includes the blocks it recomputed, which the recompute lap also gives apart.
+      phases.backward_ms = static_cast<double>(totals[kBackwardPhase] + totals[kRecomputePhase]) / 1e6 / timed;
+      phases.recompute_ms = static_cast<double>(totals[kRecomputePhase]) / 1e6 / timed;
       for (int64_t step : timed_steps)
         phases.own_step_ms += state.step_stop[step]->elapsed_ms_since(*state.step_start[step]) / timed;
       if (r < exposed.size()) phases.exposed_comm_ms = exposed[r];

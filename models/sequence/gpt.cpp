@@ -21,6 +21,7 @@
 #include "engine/backend/step_trace.h"
 #include "engine/errors.h"
 #include "models/model_flops.h"
+#include "models/sequence/block_activations.h"
 #include "models/sequence/embedding.h"
 #include "models/sequence/sequence_models.h"
 #include "models/sequence/transformer_layers.h"
@@ -55,6 +56,11 @@ double gpt_flops_per_token(int64_t parameters, int64_t layers, int64_t seq_len, 
          6.0 * static_cast<double>(layers) * static_cast<double>(seq_len) * static_cast<double>(hidden);
 }
 
+double gpt_recompute_flops_per_token(int64_t layers, int64_t seq_len, int64_t hidden) {
+  const double d = static_cast<double>(hidden);
+  return static_cast<double>(layers) * (16.0 * d * d + 2.0 * static_cast<double>(seq_len) * d);
+}
+
 namespace {
 
 struct GptShape {
@@ -63,6 +69,7 @@ struct GptShape {
   int batch;               // per replica
   int loss_chunk_rows;
   bool forward_only;
+  bool recompute_blocks;  // --activation_checkpointing=blocks
 };
 
 // Dropout keys: block l is key l; the embedding sum's site is kEmbeddingDropoutKey.
@@ -148,12 +155,21 @@ class GptModel final : public Model {
     const double per_token = gpt_flops_per_token(static_cast<int64_t>(layout_.parameter_count()), shape_.layers,
                                                  shape_.seq_len, shape_.block.model_dim);
     const double per_sequence = per_token * shape_.seq_len;
-    return StepFlops{per_sequence / 3.0, per_sequence * 2.0 / 3.0};
+    const double recomputed =
+        shape_.recompute_blocks
+            ? gpt_recompute_flops_per_token(shape_.layers, shape_.seq_len, shape_.block.model_dim) * shape_.seq_len
+            : 0.0;
+    return StepFlops{per_sequence / 3.0, per_sequence * 2.0 / 3.0, recomputed};
   }
 
   std::string flops_counted() const override {
-    return "6 N + 6 L T d per token (N parameters, L blocks, T positions, width d: every parameter's multiply-add "
-           "forward and two backward, and causal attention's two products over the visible half); Note [gpt FLOPs]";
+    std::string counted =
+        "6 N + 6 L T d per token (N parameters, L blocks, T positions, width d: every parameter's multiply-add "
+        "forward and two backward, and causal attention's two products over the visible half)";
+    if (shape_.recompute_blocks)
+      counted += ", and L (16 d^2 + 2 T d) per token for the blocks' forward run again in backward "
+                 "(--activation_checkpointing=blocks: every product but the MLP's output projection)";
+    return counted + "; Note [gpt FLOPs]";
   }
 
   std::vector<float> initial_parameters(uint64_t seed) const override {
@@ -208,8 +224,10 @@ struct GptScratch {
 // One block's activations on one replica and its two passes.
 class GptBlockReplica {
  public:
+  // `recomputed`: the kept activations are laid over the replica's shared set (kept()), and
+  // backward runs forward again first (--activation_checkpointing=blocks).
   GptBlockReplica(const GptBlock& block, uint64_t key, const TransformerShape& t, Device& device,
-                  const ReplicaShard& shard, int seq_len, GptScratch& scratch)
+                  const ReplicaShard& shard, int seq_len, GptScratch& scratch, bool recomputed)
       : block_(block),
         t_(t),
         device_(device),
@@ -234,25 +252,32 @@ class GptBlockReplica {
     const size_t per_sequence = static_cast<size_t>(seq_len) * d;
     attention_output_dropout_ = dropout_site(shard, key, kAttentionOutputSite, per_sequence, t.dropout);
     mlp_output_dropout_ = dropout_site(shard, key, kMlpOutputSite, per_sequence, t.dropout);
+    // The block's output is the next block's input: kept whether or not the rest is recomputed.
     const MemoryTag kept{MemoryCategory::activations, block.name};
-    attention_input_ = device.allocate(element * rows * d, kept);
-    qkv_ = device.allocate(element * rows * 3 * d, kept);
-    attended_ = device.allocate(element * rows * d, kept);
-    lse_ = device.allocate(sizeof(float) * geometry_.lse_count(), kept);
-    middle_ = device.allocate(element * rows * d, kept);
-    mlp_input_ = device.allocate(element * rows * d, kept);
-    pre_activation_ = device.allocate(element * rows * inner, kept);
-    activated_ = device.allocate(element * rows * inner, kept);
+    attention_input_ = kept_.take(element * rows * d, kept);
+    qkv_ = kept_.take(element * rows * 3 * d, kept);
+    attended_ = kept_.take(element * rows * d, kept);
+    lse_ = kept_.take(sizeof(float) * geometry_.lse_count(), kept);
+    middle_ = kept_.take(element * rows * d, kept);
+    mlp_input_ = kept_.take(element * rows * d, kept);
+    pre_activation_ = kept_.take(element * rows * inner, kept);
+    activated_ = kept_.take(element * rows * inner, kept);
+    if (!recomputed) kept_.allocate_own(device);
     output_ = device.allocate(element * rows * d, kept);
     const size_t workspace = device.ops().attention_workspace_bytes(geometry_);
     if (workspace > scratch.attention_workspace.bytes())
       scratch.attention_workspace = device.allocate(workspace, MemoryTag{MemoryCategory::workspaces, "attention"});
   }
 
+  // What forward keeps for backward but the output; under recomputation the replica places it
+  // over the memory every block shares.
+  BlockActivations& kept() { return kept_; }
   const void* output() const { return output_.data(); }
 
-  // output() from x (rows, d), which must stay untouched until backward.
-  void forward(const ParameterSet& params, const TransformerStep& step, const void* x) {
+  // output() from x (rows, d), which must stay untouched until backward. `recomputing`: again,
+  // before backward, into the kept activations: the same ops on the same input, but the MLP's
+  // output projection, whose result (the output, kept) backward does not read.
+  void forward(const ParameterSet& params, const TransformerStep& step, const void* x, bool recomputing = false) {
     Backend& ops = device_.ops();
     const DataType type = t_.type;
     const size_t d = static_cast<size_t>(t_.model_dim);
@@ -268,6 +293,7 @@ class GptBlockReplica {
     gelu.gelu = true;
     gelu.activated = activated_.data();
     block_.mlp_inner.forward(ops, params, type, mlp_input_.data(), rows_, pre_activation_.data(), gelu);
+    if (recomputing) return;
     block_.mlp_output.forward(ops, params, type, activated_.data(), rows_, scratch_.projected.data(),
                               mlp_output_dropout_.into_residual(step, middle_.data(), output_.data()));
   }
@@ -319,15 +345,16 @@ class GptBlockReplica {
   LayerNormPass attention_norm_, mlp_norm_;
   AttentionGeometry geometry_;
   DropoutSite attention_output_dropout_, mlp_output_dropout_;
-  Buffer attention_input_;  // LayerNorm1(x) (rows, d)
-  Buffer qkv_;              // (rows, 3d)
-  Buffer attended_;         // attention's output (rows, d), before its projection
-  Buffer lse_;
-  Buffer middle_;           // x + the attention branch (rows, d)
-  Buffer mlp_input_;        // LayerNorm2(middle) (rows, d)
-  Buffer pre_activation_;   // the MLP's inner layer before GELU (rows, 4d), what GELU's backward reads
-  Buffer activated_;        // after GELU (rows, 4d)
-  Buffer output_;           // middle + the MLP branch (rows, d)
+  BlockActivations kept_;
+  BlockActivations::Slice attention_input_;  // LayerNorm1(x) (rows, d)
+  BlockActivations::Slice qkv_;              // (rows, 3d)
+  BlockActivations::Slice attended_;         // attention's output (rows, d), before its projection
+  BlockActivations::Slice lse_;
+  BlockActivations::Slice middle_;           // x + the attention branch (rows, d)
+  BlockActivations::Slice mlp_input_;        // LayerNorm2(middle) (rows, d)
+  BlockActivations::Slice pre_activation_;   // the MLP's inner layer before GELU (rows, 4d), what GELU's backward reads
+  BlockActivations::Slice activated_;        // after GELU (rows, 4d)
+  Buffer output_;                            // middle + the MLP branch (rows, d)
 };
 
 class GptReplica final : public ModelReplica {
@@ -351,7 +378,13 @@ class GptReplica final : public ModelReplica {
     scratch_ = std::make_unique<GptScratch>(device, t, rows);
     for (size_t l = 0; l < model.blocks().size(); ++l)
       blocks_.push_back(std::make_unique<GptBlockReplica>(*model.blocks()[l], static_cast<uint64_t>(l), t, device,
-                                                          shard, s.seq_len, *scratch_));
+                                                          shard, s.seq_len, *scratch_, s.recompute_blocks));
+    if (s.recompute_blocks) {
+      std::vector<const BlockActivations*> sets;
+      for (const auto& block : blocks_) sets.push_back(&block->kept());
+      recomputed_ = allocate_shared_block_activations(device, sets);
+      for (const auto& block : blocks_) block->kept().place(recomputed_.data());
+    }
     final_norm_ = std::make_unique<LayerNormPass>(model.final_norm(), device, static_cast<int>(rows), t.type,
                                                   t.norm_epsilon);
     embedding_dropout_ = dropout_site(shard, kEmbeddingDropoutKey, 0, static_cast<size_t>(s.seq_len) * d, t.dropout);
@@ -403,8 +436,14 @@ class GptReplica final : public ModelReplica {
       announcer.announce(layout.range_of(model_.final_norm().first_id(), model_.final_norm().last_id()));
     }
     for (size_t l = blocks_.size(); l-- > 0;) {
-      TracedSpan span(device_, StreamKind::compute, "block " + std::to_string(l), "backward");
-      blocks_[l]->backward(params_, step, l == 0 ? embedded_.data() : blocks_[l - 1]->output(), dx);
+      const std::string name = "block " + std::to_string(l);
+      const void* x = l == 0 ? embedded_.data() : blocks_[l - 1]->output();
+      if (s.recompute_blocks) {
+        RecomputeSpan recompute(device_, name);
+        blocks_[l]->forward(params_, step, x, true);
+      }
+      TracedSpan span(device_, StreamKind::compute, name, "backward");
+      blocks_[l]->backward(params_, step, x, dx);
       announcer.announce(model_.blocks()[l]->gradient_range(layout));
     }
     TracedSpan span(device_, StreamKind::compute, "embedding", "backward");
@@ -442,6 +481,7 @@ class GptReplica final : public ModelReplica {
   Buffer gradient_;      // the final norm's output gradient, then each block's input gradient
   std::unique_ptr<GptScratch> scratch_;
   std::vector<std::unique_ptr<GptBlockReplica>> blocks_;
+  Buffer recomputed_;  // --activation_checkpointing=blocks: the one set of kept activations
   std::unique_ptr<LayerNormPass> final_norm_;
   DropoutSite embedding_dropout_;
   std::unique_ptr<VocabularyLossReplica> loss_;
@@ -468,6 +508,7 @@ std::unique_ptr<Model> create_gpt_model(const ModelSettings& config) {
   s.batch = config.batch_size;
   s.loss_chunk_rows = q.loss_chunk_rows;
   s.forward_only = config.forward_only;
+  s.recompute_blocks = config.recomputes_blocks();
   if (q.num_heads <= 0 || q.hidden_size % q.num_heads != 0)
     throw ConfigError("--num_heads=" + std::to_string(q.num_heads) + ": does not divide --hidden_size=" +
                       std::to_string(q.hidden_size) + "; give a divisor, e.g. 12 for 768");

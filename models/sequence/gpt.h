@@ -43,7 +43,12 @@ int64_t gpt_parameter_count(int64_t vocab, int64_t seq_len, int64_t layers, int6
 // T / 2 keys a token sees on average, forward (2 x 2 x T/2 x d) and backward (twice that); the
 // masked half is neither computed nor counted (PaLM's 12 L T d counts it), and the recomputed
 // scores of the flash-attention backward are not counted either. Forward alone is a third.
+// --activation_checkpointing=blocks runs each block's forward again before its backward, but for
+// the MLP's output projection (its result, the block's output, is kept): the QKV, attention output
+// and MLP inner products (8 d^2 multiply-adds) and attention's forward products (T d), that is
+// L (16 d^2 + 2 T d) more per token; the biases and norms are not counted.
 double gpt_flops_per_token(int64_t parameters, int64_t layers, int64_t seq_len, int64_t hidden);
+double gpt_recompute_flops_per_token(int64_t layers, int64_t seq_len, int64_t hidden);
 
 std::unique_ptr<Model> create_gpt_model(const ModelSettings& config);
 // Synthetic token windows or --data_name=tokens (llm.c / nanoGPT shards), gpt_inputs.cpp.

@@ -14,6 +14,7 @@
 #include "engine/backend/step_trace.h"
 #include "engine/errors.h"
 #include "models/model_flops.h"
+#include "models/sequence/block_activations.h"
 #include "models/sequence/embedding.h"
 #include "models/sequence/sentence_pairs.h"
 #include "models/sequence/sequence_models.h"
@@ -29,6 +30,7 @@ struct TransformerNmtShape {
   int batch;  // per replica
   int loss_chunk_rows;
   bool forward_only;
+  bool recompute_layers;  // --activation_checkpointing=blocks
 };
 
 // Dropout keys of the layers: encoder layers 0.., decoder layers 1000.., the embeddings' sites
@@ -76,11 +78,13 @@ class TransformerNmtModel final : public Model {
   // The linear layers of every token, the attentions' products and the vocabulary projection of
   // every target token. Every input gradient runs (the embeddings need them), so backward is
   // twice forward; FlashAttention's recomputation of the scores is not counted.
+  // --activation_checkpointing=blocks runs every layer's forward again before its backward (all
+  // but its last norm, which no product is), so the layers' forward counts twice.
   StepFlops flops_per_sample() const override {
     const TransformerShape& t = shape_.layer;
     const double d = t.model_dim, ffn = t.ffn_units, B = shape_.batch;
     const double source = static_cast<double>(shape_.src_len) * B, target = static_cast<double>(shape_.tgt_len) * B;
-    StepFlops flops;
+    StepFlops flops;  // the layers', then the projection's
     for (int l = 0; l < shape_.encoder_layers; ++l) {
       flops += matmul_flops(source, d, 4 * d, true);  // qkv and output projections
       flops += matmul_flops(source, d, 2 * ffn, true);
@@ -94,8 +98,17 @@ class TransformerNmtModel final : public Model {
       flops += attention_flops(B, t.heads, shape_.tgt_len, shape_.tgt_len, t.head_dim(), true);
       flops += attention_flops(B, t.heads, shape_.tgt_len, shape_.src_len, t.head_dim(), false);
     }
+    if (shape_.recompute_layers) flops.recompute = flops.forward;
     flops += matmul_flops(target, d, projection_->vocab(), true);
     return per_sample(flops, shape_.batch);
+  }
+
+  std::string flops_counted() const override {
+    std::string counted = Model::flops_counted();
+    if (shape_.recompute_layers)
+      counted += "; with --activation_checkpointing=blocks, every encoder and decoder layer's forward once more in "
+                 "backward (recompute)";
+    return counted;
   }
 
   std::vector<float> initial_parameters(uint64_t seed) const override {
@@ -164,11 +177,20 @@ class TransformerNmtReplica final : public ModelReplica {
     scratch_ = std::make_unique<TransformerScratch>(device, t, static_cast<int>(std::max(source_rows, target_rows)),
                                                     static_cast<int>(source_rows));
     for (const auto& layer : model.encoder())
-      encoder_.push_back(
-          std::make_unique<TransformerEncoderLayerReplica>(*layer, device, shard, s.src_len, *scratch_));
+      encoder_.push_back(std::make_unique<TransformerEncoderLayerReplica>(*layer, device, shard, s.src_len, *scratch_,
+                                                                          s.recompute_layers));
     for (const auto& layer : model.decoder())
       decoder_.push_back(std::make_unique<TransformerDecoderLayerReplica>(*layer, device, shard, s.tgt_len,
-                                                                          s.src_len, *scratch_));
+                                                                          s.src_len, *scratch_, s.recompute_layers));
+    if (s.recompute_layers) {
+      // One set for every layer of both stacks: one layer's backward runs at a time.
+      std::vector<const BlockActivations*> sets;
+      for (const auto& layer : encoder_) sets.push_back(&layer->kept());
+      for (const auto& layer : decoder_) sets.push_back(&layer->kept());
+      recomputed_ = allocate_shared_block_activations(device, sets);
+      for (const auto& layer : encoder_) layer->kept().place(recomputed_.data());
+      for (const auto& layer : decoder_) layer->kept().place(recomputed_.data());
+    }
     encoder_norm_ = std::make_unique<LayerNormPass>(model.encoder_norm(), device, static_cast<int>(source_rows),
                                                     t.type, t.norm_epsilon);
     decoder_norm_ = std::make_unique<LayerNormPass>(model.decoder_norm(), device, static_cast<int>(target_rows),
@@ -223,6 +245,10 @@ class TransformerNmtReplica final : public ModelReplica {
       announcer.announce(layout.range_of(model_.decoder_norm().first_id(), model_.decoder_norm().last_id()));
       for (size_t l = decoder_.size(); l-- > 0;) {
         const void* x = l == 0 ? target_embedded_.data() : decoder_[l - 1]->output();
+        if (model_.shape().recompute_layers) {
+          RecomputeSpan recompute(device_, "decoder layer " + std::to_string(l));
+          decoder_[l]->forward(params_, step, x, memory_.data(), true);
+        }
         decoder_[l]->backward(params_, step, x, memory_.data(), dy, memory_gradient_.data(),
                               l + 1 == decoder_.size());
         announcer.announce(model_.decoder()[l]->gradient_range(layout));
@@ -245,6 +271,10 @@ class TransformerNmtReplica final : public ModelReplica {
     announcer.announce(layout.range_of(model_.encoder_norm().first_id(), model_.encoder_norm().last_id()));
     for (size_t l = encoder_.size(); l-- > 0;) {
       const void* x = l == 0 ? source_embedded_.data() : encoder_[l - 1]->output();
+      if (model_.shape().recompute_layers) {
+        RecomputeSpan recompute(device_, "encoder layer " + std::to_string(l));
+        encoder_[l]->forward(params_, step, x, true);
+      }
       encoder_[l]->backward(params_, step, x, dx);
       announcer.announce(model_.encoder()[l]->gradient_range(layout));
     }
@@ -312,6 +342,7 @@ class TransformerNmtReplica final : public ModelReplica {
   std::unique_ptr<TransformerScratch> scratch_;
   std::vector<std::unique_ptr<TransformerEncoderLayerReplica>> encoder_;
   std::vector<std::unique_ptr<TransformerDecoderLayerReplica>> decoder_;
+  Buffer recomputed_;  // --activation_checkpointing=blocks: the layers' one set of kept activations
   std::unique_ptr<LayerNormPass> encoder_norm_, decoder_norm_;
   uint64_t source_dropout_seed_ = 0, target_dropout_seed_ = 0;
   uint64_t source_first_index_ = 0, target_first_index_ = 0;
@@ -342,6 +373,7 @@ std::unique_ptr<Model> create_transformer_nmt_model(const ModelSettings& config)
   s.batch = config.batch_size;
   s.loss_chunk_rows = q.loss_chunk_rows;
   s.forward_only = config.forward_only;
+  s.recompute_layers = config.recomputes_blocks();
   if (q.embedding_dim != q.num_units)
     throw ConfigError("--embedding_dim=" + std::to_string(q.embedding_dim) + ": differs from --num_units=" +
                       std::to_string(q.num_units) + "; the transformer's embeddings are its model width: give one of them");

@@ -205,7 +205,7 @@ class AttentionSublayer {
   AttentionSublayer(Device& device, const TransformerShape& shape, const ReplicaShard& shard, uint64_t layer_key,
                     int first_site, int length, int key_length, bool causal, bool cross, const LinearParams* qkv,
                     const LinearParams* query, const LinearParams* key_value, const LinearParams& output,
-                    const LayerNormParams& norm, TransformerScratch& scratch)
+                    const LayerNormParams& norm, TransformerScratch& scratch, BlockActivations& kept_set)
       : device_(device),
         shape_(shape),
         qkv_(qkv),
@@ -237,15 +237,15 @@ class AttentionSublayer {
     output_dropout_ = dropout_site(shard, layer_key, first_site + 1, static_cast<size_t>(length) * d, shape.dropout);
     const MemoryTag kept{MemoryCategory::activations, output.sublayer()};
     if (cross) {
-      queries_ = device.allocate(element * rows_ * d, kept);
-      keys_values_ = device.allocate(element * key_rows_ * 2 * d, kept);
+      queries_ = kept_set.take(element * rows_ * d, kept);
+      keys_values_ = kept_set.take(element * key_rows_ * 2 * d, kept);
     } else {
-      queries_ = device.allocate(element * rows_ * 3 * d, kept);
+      queries_ = kept_set.take(element * rows_ * 3 * d, kept);
     }
-    attended_ = device.allocate(element * rows_ * d, kept);
-    lse_ = device.allocate(sizeof(float) * geometry_.lse_count(), kept);
-    sum_ = device.allocate(element * rows_ * d, kept);
-    normed_ = device.allocate(element * rows_ * d, kept);
+    attended_ = kept_set.take(element * rows_ * d, kept);
+    lse_ = kept_set.take(sizeof(float) * geometry_.lse_count(), kept);
+    sum_ = kept_set.take(element * rows_ * d, kept);
+    normed_ = kept_set.take(element * rows_ * d, kept);
     const size_t workspace = device.ops().attention_workspace_bytes(geometry_);
     if (workspace > scratch.attention_workspace.bytes())
       scratch.attention_workspace = device.allocate(workspace, MemoryTag{MemoryCategory::workspaces, "attention"});
@@ -327,8 +327,8 @@ class AttentionSublayer {
   int rows_ = 0, key_rows_ = 0;
   AttentionGeometry geometry_;
   DropoutSite output_dropout_;
-  Buffer queries_, keys_values_;  // (rows, 3d) packed, or (rows, d) and (key rows, 2d)
-  Buffer attended_, lse_, sum_, normed_;
+  BlockActivations::Slice queries_, keys_values_;  // (rows, 3d) packed, or (rows, d) and (key rows, 2d)
+  BlockActivations::Slice attended_, lse_, sum_, normed_;
 };
 
 // x <- LayerNorm(x + Dropout(Dropout(ReLU(x W_1^T + b_1)) W_2^T + b_2)).
@@ -336,7 +336,7 @@ class FeedForwardSublayer {
  public:
   FeedForwardSublayer(Device& device, const TransformerShape& shape, const ReplicaShard& shard, uint64_t layer_key,
                       int first_site, int length, const LinearParams& inner, const LinearParams& output,
-                      const LayerNormParams& norm, TransformerScratch& scratch)
+                      const LayerNormParams& norm, TransformerScratch& scratch, BlockActivations& kept_set)
       : device_(device),
         shape_(shape),
         inner_(inner),
@@ -349,14 +349,18 @@ class FeedForwardSublayer {
                                   shape.dropout);
     output_dropout_ = dropout_site(shard, layer_key, first_site + 1, static_cast<size_t>(length) * d, shape.dropout);
     const MemoryTag kept{MemoryCategory::activations, output.sublayer()};
-    hidden_ = device.allocate(element * rows_ * static_cast<size_t>(shape.ffn_units), kept);
-    sum_ = device.allocate(element * rows_ * d, kept);
+    hidden_ = kept_set.take(element * rows_ * static_cast<size_t>(shape.ffn_units), kept);
+    sum_ = kept_set.take(element * rows_ * d, kept);
+    // The layer's output (the feed-forward block ends both layers): the next layer's input, kept
+    // whether or not the layer is recomputed.
     normed_ = device.allocate(element * rows_ * d, kept);
   }
 
   const void* output() const { return normed_.data(); }
 
-  void forward(const ParameterSet& params, const TransformerStep& step, const void* x) {
+  // `recomputing`: again before backward, all but the norm: its output is kept (output()), and
+  // its statistics too (LayerNormPass).
+  void forward(const ParameterSet& params, const TransformerStep& step, const void* x, bool recomputing = false) {
     Backend& ops = device_.ops();
     const DataType type = shape_.type;
     // hidden_ keeps ReLU's output after its dropout: above 0 exactly where both let the gradient
@@ -367,6 +371,7 @@ class FeedForwardSublayer {
     inner_.forward(ops, params, type, x, rows_, hidden_.data(), activation);
     output_.forward(ops, params, type, hidden_.data(), rows_, scratch_.projected.data(),
                     output_dropout_.into_residual(step, x, sum_.data()));
+    if (recomputing) return;
     norm_pass_.forward(params, sum_.data(), normed_.data());
   }
 
@@ -393,7 +398,8 @@ class FeedForwardSublayer {
   TransformerScratch& scratch_;
   size_t rows_ = 0;
   DropoutSite inner_dropout_, output_dropout_;
-  Buffer hidden_, sum_, normed_;
+  BlockActivations::Slice hidden_, sum_;
+  Buffer normed_;
 };
 
 // ---- layers on a replica --------------------------------------------------------------------------
@@ -402,23 +408,26 @@ class FeedForwardSublayer {
 // probabilities, 3 its output, 4 the feed-forward block's inner activations, 5 its output.
 TransformerEncoderLayerReplica::TransformerEncoderLayerReplica(const TransformerEncoderLayer& layer, Device& device,
                                                                const ReplicaShard& shard, int length,
-                                                               TransformerScratch& scratch) {
+                                                               TransformerScratch& scratch, bool recomputed) {
   const TransformerShape& shape = layer.shape();
   attention_ = std::make_unique<AttentionSublayer>(device, shape, shard, layer.dropout_key(), 0, length, length,
                                                    false, false, &layer.self_attention.qkv, nullptr, nullptr,
-                                                   layer.self_attention.out, layer.self_attention.norm, scratch);
+                                                   layer.self_attention.out, layer.self_attention.norm, scratch,
+                                                   kept_);
   feed_forward_ = std::make_unique<FeedForwardSublayer>(device, shape, shard, layer.dropout_key(), 4, length,
                                                         layer.feed_forward.inner, layer.feed_forward.out,
-                                                        layer.feed_forward.norm, scratch);
+                                                        layer.feed_forward.norm, scratch, kept_);
+  if (!recomputed) kept_.allocate_own(device);
 }
 
 TransformerEncoderLayerReplica::~TransformerEncoderLayerReplica() = default;
 
 const void* TransformerEncoderLayerReplica::output() const { return feed_forward_->output(); }
 
-void TransformerEncoderLayerReplica::forward(const ParameterSet& params, const TransformerStep& step, const void* x) {
+void TransformerEncoderLayerReplica::forward(const ParameterSet& params, const TransformerStep& step, const void* x,
+                                             bool recomputing) {
   attention_->forward(params, step, x, nullptr);
-  feed_forward_->forward(params, step, attention_->output());
+  feed_forward_->forward(params, step, attention_->output(), recomputing);
 }
 
 void TransformerEncoderLayerReplica::backward(const ParameterSet& params, const TransformerStep& step, const void* x,
@@ -429,18 +438,21 @@ void TransformerEncoderLayerReplica::backward(const ParameterSet& params, const 
 
 TransformerDecoderLayerReplica::TransformerDecoderLayerReplica(const TransformerDecoderLayer& layer, Device& device,
                                                                const ReplicaShard& shard, int length,
-                                                               int source_length, TransformerScratch& scratch) {
+                                                               int source_length, TransformerScratch& scratch,
+                                                               bool recomputed) {
   const TransformerShape& shape = layer.shape();
   self_attention_ = std::make_unique<AttentionSublayer>(device, shape, shard, layer.dropout_key(), 0, length, length,
                                                         true, false, &layer.self_attention.qkv, nullptr, nullptr,
-                                                        layer.self_attention.out, layer.self_attention.norm, scratch);
+                                                        layer.self_attention.out, layer.self_attention.norm, scratch,
+                                                        kept_);
   cross_attention_ = std::make_unique<AttentionSublayer>(
       device, shape, shard, layer.dropout_key(), 2, length, source_length, false, true, nullptr,
       &layer.cross_attention.query, &layer.cross_attention.key_value, layer.cross_attention.out,
-      layer.cross_attention.norm, scratch);
+      layer.cross_attention.norm, scratch, kept_);
   feed_forward_ = std::make_unique<FeedForwardSublayer>(device, shape, shard, layer.dropout_key(), 4, length,
                                                         layer.feed_forward.inner, layer.feed_forward.out,
-                                                        layer.feed_forward.norm, scratch);
+                                                        layer.feed_forward.norm, scratch, kept_);
+  if (!recomputed) kept_.allocate_own(device);
 }
 
 TransformerDecoderLayerReplica::~TransformerDecoderLayerReplica() = default;
@@ -448,10 +460,10 @@ TransformerDecoderLayerReplica::~TransformerDecoderLayerReplica() = default;
 const void* TransformerDecoderLayerReplica::output() const { return feed_forward_->output(); }
 
 void TransformerDecoderLayerReplica::forward(const ParameterSet& params, const TransformerStep& step, const void* x,
-                                             const void* memory) {
+                                             const void* memory, bool recomputing) {
   self_attention_->forward(params, step, x, nullptr);
   cross_attention_->forward(params, step, self_attention_->output(), memory);
-  feed_forward_->forward(params, step, cross_attention_->output());
+  feed_forward_->forward(params, step, cross_attention_->output(), recomputing);
 }
 
 void TransformerDecoderLayerReplica::backward(const ParameterSet& params, const TransformerStep& step, const void* x,

@@ -19,6 +19,7 @@
 #include "engine/backend/device.h"
 #include "engine/training/model.h"
 #include "engine/training/parameter_set.h"
+#include "models/sequence/block_activations.h"
 
 namespace dpbench {
 
@@ -212,19 +213,25 @@ class AttentionSublayer;
 class FeedForwardSublayer;
 
 // A layer's activations on one replica: `batch` sentences of `length` tokens (and, for the
-// decoder, `source_length` memory tokens).
+// decoder, `source_length` memory tokens). With `recomputed` (--activation_checkpointing=blocks)
+// what the layer keeps for backward but its output (kept()) is laid over memory the replica's
+// layers share (BlockActivations::place), and the replica runs forward again, `recomputing`,
+// before each backward: the same ops on the same inputs, but the last norm, whose output and
+// statistics are kept.
 class TransformerEncoderLayerReplica {
  public:
   TransformerEncoderLayerReplica(const TransformerEncoderLayer& layer, Device& device, const ReplicaShard& shard,
-                                 int length, TransformerScratch& scratch);
+                                 int length, TransformerScratch& scratch, bool recomputed = false);
   ~TransformerEncoderLayerReplica();
   // output (rows, d) from x (rows, d), which must stay untouched until backward.
-  void forward(const ParameterSet& params, const TransformerStep& step, const void* x);
+  void forward(const ParameterSet& params, const TransformerStep& step, const void* x, bool recomputing = false);
   const void* output() const;
   // dx: in, the gradient of output(); out, the gradient of x (in place).
   void backward(const ParameterSet& params, const TransformerStep& step, const void* x, void* dx);
+  BlockActivations& kept() { return kept_; }
 
  private:
+  BlockActivations kept_;  // before the sublayers, which take their slices of it
   std::unique_ptr<AttentionSublayer> attention_;
   std::unique_ptr<FeedForwardSublayer> feed_forward_;
 };
@@ -232,18 +239,21 @@ class TransformerEncoderLayerReplica {
 class TransformerDecoderLayerReplica {
  public:
   TransformerDecoderLayerReplica(const TransformerDecoderLayer& layer, Device& device, const ReplicaShard& shard,
-                                 int length, int source_length, TransformerScratch& scratch);
+                                 int length, int source_length, TransformerScratch& scratch, bool recomputed = false);
   ~TransformerDecoderLayerReplica();
   // output (rows, d) from x (rows, d) and the encoder's output memory (source rows, d); both
   // must stay untouched until backward.
-  void forward(const ParameterSet& params, const TransformerStep& step, const void* x, const void* memory);
+  void forward(const ParameterSet& params, const TransformerStep& step, const void* x, const void* memory,
+               bool recomputing = false);
   const void* output() const;
   // dx in place as the encoder layer's; d_memory (source rows, d) gets the memory's gradient,
   // overwritten when `first_into_memory`, else added.
   void backward(const ParameterSet& params, const TransformerStep& step, const void* x, const void* memory,
                 void* dx, void* d_memory, bool first_into_memory);
+  BlockActivations& kept() { return kept_; }
 
  private:
+  BlockActivations kept_;
   std::unique_ptr<AttentionSublayer> self_attention_, cross_attention_;
   std::unique_ptr<FeedForwardSublayer> feed_forward_;
 };

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -178,6 +180,34 @@ inline void check_16bit_matches_fp32(const Model& model, int batch, DataType typ
   INFO("largest fp32 gradient " << largest << ", largest difference " << difference.largest);
   CHECK(difference.largest <= tolerance * largest);
   CHECK(difference.differing > gradients.size() / 4);
+}
+
+// One forward and backward of `model` at `values` on a fresh `device`: the loss, the gradients,
+// and the activation bytes the device holds (the replica's: the probe's own buffers are scratch).
+struct ProbedStep {
+  double loss = 0;
+  std::vector<float> gradients;
+  uint64_t activation_bytes = 0;
+};
+inline ProbedStep probe_one_step(const Model& model, std::unique_ptr<Device> device, int batch,
+                                 DataType weight_copy_type, const std::vector<float>& values) {
+  ModelProbe probe(model, std::move(device), batch, 42, weight_copy_type);
+  ProbedStep step;
+  step.loss = probe.loss_at(values);
+  step.gradients = probe.gradients();
+  step.activation_bytes =
+      probe.device().memory().figures().held[static_cast<size_t>(MemoryCategory::activations)];
+  return step;
+}
+
+// Whether two float vectors hold the same bits (0.0 and -0.0 differ; so would two NaNs' payloads).
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](float x, float y) {
+           uint32_t bits_x = 0, bits_y = 0;
+           std::memcpy(&bits_x, &x, sizeof(x));
+           std::memcpy(&bits_y, &y, sizeof(y));
+           return bits_x == bits_y;
+         });
 }
 
 }  // namespace dpbench::testing

@@ -223,7 +223,7 @@ TEST_CASE("compare --output writes each format atomically and CSV and JSON carry
 
   const std::string csv = with_placeholder(render_comparison_csv(comparison), dir);
   CHECK_THAT(csv, StartsWith("series,scaling,mode,model,"));
-  CHECK_THAT(csv, Contains(",unit,variable_update,"));  // the key's fields, as report's CSV has them
+  CHECK_THAT(csv, Contains(",unit,activation_checkpointing,variable_update,"));  // the key's fields, as report's CSV has them
   CHECK_THAT(csv, Contains(",gpu_number,found_in,base_runs,new_runs,base_speed,new_speed,ratio,ratio_low,ratio_high,"
                            "change_pct,verdict,over_fail_above,base_files,new_files,left_out,workload_differences\n"));
   // Numbers as they read back exactly (1000 x 256 images over the steps' summed times: 950.0000000000001).
