@@ -7,6 +7,7 @@
 
 #include "engine/errors.h"
 #include "strategies/all_reduce_spec.h"
+#include "strategies/fully_sharded.h"
 #include "strategies/independent.h"
 #include "strategies/parameter_server.h"
 #include "strategies/replicated.h"
@@ -102,6 +103,22 @@ void validate_distributed_replicated(const StrategyRequest& request) {
   validate_parameter_server(request);
 }
 
+// fully_sharded's rules. Note [owners decide alone] holds for its shard owners too; the sparse
+// and compact ways of exchanging gradients belong to whole-replica exchanges (a unit's rows are
+// spread over its owners, and --reduce_precision is its half-width reduction).
+void validate_fully_sharded(const StrategyRequest& request) {
+  const StrategyOptions& options = request.options;
+  if (request.automatic_loss_scale)
+    throw ConfigError("--fp16_enable_auto_loss_scale=true with --variable_update=fully_sharded: each shard's owner "
+                      "would decide alone whether to skip a step, so the replicas would diverge; use a fixed "
+                      "--fp16_loss_scale");
+  const int k = options.shard_group_size;
+  if (k > 0 && (k > request.world_devices || request.world_devices % k != 0))
+    throw ConfigError(request.typed("shard_group_size") + ": does not cut the " + std::to_string(request.world_devices) +
+                      " devices into equal groups; give a divisor of " + std::to_string(request.world_devices) +
+                      " (0: one group of every device)");
+}
+
 // Each entry's options in the table's order, so that listings, records and labels agree.
 std::vector<StrategyEntry> in_option_order(std::vector<StrategyEntry> entries) {
   for (StrategyEntry& entry : entries) {
@@ -127,6 +144,8 @@ std::vector<StrategyEntry> make_registry() {
       {"all_reduce_spec", "compact_gradient_transfer", "sparse_embedding_grads", "sharded_update"});
   const auto replicated_schedule = ReplicatedStrategy::schedule_for;
   const auto parameter_server_schedule = ParameterServerStrategy::schedule_for;
+  const std::vector<std::string> fully_sharded_options = {"prefetch_units", "reshard_after_forward",
+                                                          "reduce_precision", "shard_group_size"};
   std::vector<std::string> distributed_all_reduce_options = all_reduce_options;
   distributed_all_reduce_options.push_back("hierarchical_all_reduce");
   return {
@@ -148,6 +167,14 @@ std::vector<StrategyEntry> make_registry() {
        StrategyFamily::parameter_server, ProcessLayout::one_process_per_gpu, "",
        with_cutting({"local_parameter_device"}), "", validate_distributed_replicated, parameter_server,
        parameter_server_schedule, "parameter_server"},
+      {"fully_sharded",
+       "each device keeps 1/N of every unit's parameters, gradients and optimizer state (ZeRO-3, FSDP); units "
+       "all-gathered before use, gradients reduce-scattered",
+       StrategyFamily::fully_sharded, ProcessLayout::one_process, "", fully_sharded_options, "", validate_fully_sharded,
+       [](const StrategyOptions& options, const DevicePlacement& placement) {
+         return std::make_unique<FullyShardedStrategy>(options, placement);
+       },
+       FullyShardedStrategy::schedule_for, ""},
       {"horovod", "tf_cnn_benchmarks' spelling of distributed_all_reduce", StrategyFamily::all_reduce,
        ProcessLayout::one_process_per_gpu, "distributed_all_reduce", {}, "", nothing_to_check, nullptr, nullptr, ""},
   };
@@ -160,6 +187,7 @@ const char* family_name(StrategyFamily family) {
     case StrategyFamily::independent: return "independent";
     case StrategyFamily::parameter_server: return "parameter server";
     case StrategyFamily::all_reduce: return "all-reduce";
+    case StrategyFamily::fully_sharded: return "fully sharded";
   }
   return "?";
 }
@@ -241,6 +269,7 @@ const std::vector<PredictedVariant>& predicted_variants() {
       {"replicated", [](StrategyOptions& o) { o.compact_gradient_transfer = TransferWidth::fp16; }},
       {"replicated", [](StrategyOptions& o) { o.sharded_update = true; }},
       {"distributed_all_reduce", [](StrategyOptions& o) { o.hierarchical_all_reduce = true; }},
+      {"fully_sharded", [](StrategyOptions&) {}},
       {"parameter_server", [](StrategyOptions& o) { o.local_parameter_device = "gpu"; }},
       {"parameter_server", [](StrategyOptions& o) { o.local_parameter_device = "cpu"; }},
   };
