@@ -447,6 +447,10 @@ nlohmann::json FullyShardedStrategy::communication_summary(int64_t measured_step
   comm["collectives_per_step"] = traffic.collectives;
   comm["bytes_per_step"] = traffic.bytes;
   comm["bytes_sent_per_device_per_step"] = traffic.bytes_sent;
+  double sizes = 0;  // the collectives' sizes as nccl-tests counts them, in the types they travel in
+  for (const RangeSchedule& range : ranges)
+    for (const ScheduledCollective& step : range.steps) sizes += step.bytes;
+  comm["collective_bytes_per_step"] = sizes;
   comm["transfer_type"] = "fp32";
   comm["reduce_precision"] = options_.reduce_precision == ReducePrecision::bf16 ? "bf16" : "fp32";
   comm["overlap"] = true;

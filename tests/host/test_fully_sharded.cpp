@@ -3,11 +3,14 @@
 // schedule predict prices, and the flag rules.
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/flags.h"
 #include "engine/errors.h"
+#include "engine/reference/in_process_communicator.h"
 #include "strategies/fully_sharded.h"
 #include "strategies/strategy_registry.h"
 #include "strategies/unit_slots.h"
@@ -209,6 +212,46 @@ TEST_CASE("fully_sharded's flag rules", "[strategies][fully_sharded][flags]") {
                     Catch::Contains("fp16"));
   // A model not cut into units is refused when its run is built, with the way out.
   CHECK_THROWS_WITH(train_as({"--model=trivial"}, 2, "fully_sharded"), Catch::Contains("not cut into parameter units"));
+}
+
+}  // namespace dpbench
+
+namespace dpbench {
+
+TEST_CASE("fully_sharded's published schedule is what its run moves", "[strategies][fully_sharded][schedule]") {
+  // The collectives of one step: a run of three steps less a run of two (the tally counts every run).
+  auto moved_in = [](const std::vector<std::string>& args, int steps) {
+    const CollectiveTally before = in_process_collective_tally();
+    std::vector<std::string> with_steps = args;
+    with_steps.push_back("--num_warmup_batches=1");
+    with_steps.push_back("--num_batches=" + std::to_string(steps - 1));
+    const testing::Trained trained = testing::train(with_steps);
+    const CollectiveTally after = in_process_collective_tally();
+    std::map<Collective, std::pair<double, double>> moved;  // calls, bytes
+    for (const auto& [collective, calls] : after.calls)
+      moved[collective] = {calls - (before.calls.count(collective) ? before.calls.at(collective) : 0),
+                           after.bytes.at(collective) - (before.bytes.count(collective) ? before.bytes.at(collective) : 0)};
+    return std::make_pair(moved, trained.comm);
+  };
+  for (const std::string& reduce : {"--reduce_precision=fp32", "--reduce_precision=bf16"}) {
+    INFO(reduce);
+    const std::vector<std::string> args = {"--model=gpt", "--vocab_size=13", "--seq_len=5", "--num_layers=2",
+                                           "--num_heads=2", "--hidden_size=8", "--num_gpus=4", "--batch_size=1",
+                                           "--variable_update=fully_sharded", reduce};
+    const auto [two, comm] = moved_in(args, 2);
+    const auto [three, unused] = moved_in(args, 3);
+    double calls = 0, bytes = 0;
+    for (const auto& [collective, figures] : three) {
+      const auto earlier = two.count(collective) ? two.at(collective) : std::make_pair(0.0, 0.0);
+      calls += figures.first - earlier.first;
+      bytes += figures.second - earlier.second;
+    }
+    CHECK(calls == comm.at("collectives_per_step").get<double>());
+    // The schedule's sizes (engine/communication/collective_schedule.h): each gather's padded unit
+    // in fp32, each reduce-scatter's in its type; the message is the fp32 bytes of the units.
+    CHECK(bytes == comm.at("collective_bytes_per_step").get<double>());
+    CHECK(comm.at("bytes_per_step").get<double>() >= 4.0 * 13 * 8);
+  }
 }
 
 }  // namespace dpbench
