@@ -41,6 +41,7 @@ class FullyShardedStrategy::ReplicaUnits final : public UnitHooks, public Tensor
     }
     step_started_ = device_.create_event(false);
     exchanged_ = device_.create_event(false);
+    if (!whole_ && copy_type_ != DataType::f32) plan_vector_pieces();
     if (!whole_) allocate_slots();
   }
 
@@ -77,7 +78,16 @@ class FullyShardedStrategy::ReplicaUnits final : public UnitHooks, public Tensor
   }
 
   float* parameter(int tensor_id) const override {
-    return slot_parameters(tensor_id, DataType::f32, parameter_slots_);
+    if (copy_type_ == DataType::f32) return slot_parameters(tensor_id, DataType::f32, parameter_slots_);
+    // Note [what travels]: under fp16/bf16 only the vectors come in fp32, packed.
+    const size_t at = vector_offset_.at(static_cast<size_t>(tensor_id));
+    if (at == kNotAVector)
+      throw RuntimeError("fully_sharded: the model reads '" + layout_.tensor(tensor_id).name +
+                         "' in fp32 under " + data_type_name(copy_type_) +
+                         ", but units travel in the 16-bit copy with only their vectors (biases, norms) in fp32");
+    const int slot = parameter_slot_of_[static_cast<size_t>(unit_of(tensor_id))];
+    if (slot < 0) outside(tensor_id, "reads");
+    return parameter_slots_[static_cast<size_t>(slot)].as<float>() + at;
   }
   const void* parameter_as(int tensor_id, DataType type) const override {
     if (type != copy_type_)
@@ -110,6 +120,16 @@ class FullyShardedStrategy::ReplicaUnits final : public UnitHooks, public Tensor
   }
 
   ExchangeMeter& meter() { return *s_.meters_.at(static_cast<size_t>(replica_.index)); }
+  // What the slots hold beyond the shard: bytes of the parameter and gradient slots.
+  double slot_bytes() const {
+    double bytes = 0;
+    for (const auto* slots : {&parameter_slots_, &half_slots_, &gradient_slots_})
+      for (const Buffer& slot : *slots) bytes += static_cast<double>(slot.bytes());
+    return bytes;
+  }
+  // Under fp16/bf16: the elements of unit `unit`'s fp32 vector pack per owner; 0 otherwise.
+  size_t pack_count(size_t unit) const { return pack_count_.empty() ? 0 : pack_count_.at(unit); }
+  DataType copy_type() const { return copy_type_; }
 
  private:
   int expect(int unit, UnitPass pass, const char* where) const {
@@ -124,10 +144,19 @@ class FullyShardedStrategy::ReplicaUnits final : public UnitHooks, public Tensor
   void allocate_slots() {
     const UnitSlotPlan& plan = s_.plan_;
     const MemoryTag gathered{MemoryCategory::parameters, "fully_sharded gathered units"};
+    const bool mixed = copy_type_ != DataType::f32;
     for (size_t elements : plan.parameter_slot_elements) {
-      parameter_slots_.push_back(device_.allocate(elements * sizeof(float), gathered));
-      if (copy_type_ != DataType::f32)
-        half_slots_.push_back(device_.allocate(elements * data_type_bytes(copy_type_), gathered));
+      parameter_slots_.push_back(
+          device_.allocate(std::max<size_t>(mixed ? largest_vectors_ : elements, 1) * sizeof(float), gathered));
+      if (mixed) half_slots_.push_back(device_.allocate(elements * data_type_bytes(copy_type_), gathered));
+    }
+    if (mixed) {
+      const MemoryTag packs{MemoryCategory::communication, "fully_sharded vector packs"};
+      size_t largest_pack = 0;
+      for (size_t count : pack_count_) largest_pack = std::max(largest_pack, count);
+      pack_send_ = device_.allocate(std::max<size_t>(largest_pack, 1) * sizeof(float), packs);
+      pack_received_ = device_.allocate(
+          std::max<size_t>(largest_pack * static_cast<size_t>(s_.group_size()), 1) * sizeof(float), packs);
     }
     const MemoryTag unit_gradients{MemoryCategory::gradients, "fully_sharded unit gradients"};
     for (size_t elements : plan.gradient_slot_elements) {
@@ -161,13 +190,34 @@ class FullyShardedStrategy::ReplicaUnits final : public UnitHooks, public Tensor
       meter().label_next_transfer("all-gather " + s_.units_.units[u].name,
                                   {{"unit", s_.units_.units[u].name}, {"bytes", chunk * k_ranks * sizeof(float)}});
     meter().begin_transfer(StreamKind::communication);
-    s_.shard_group(replica_.index).all_gather(s_.shard_rank(replica_.index),
-                                              replica_.parameters->parameters() + s_.shard_offset_[u], slot, chunk,
-                                              DataType::f32, StreamKind::communication);
-    if (copy_type_ != DataType::f32)
-      device_.ops(StreamKind::communication)
-          .convert(DataType::f32, slot, copy_type_, half_slots_[static_cast<size_t>(use.parameter_slot)].data(),
-                   chunk * k_ranks);
+    Communicator& group = s_.shard_group(replica_.index);
+    const int rank = s_.shard_rank(replica_.index);
+    ParameterSet& params = *replica_.parameters;
+    if (copy_type_ == DataType::f32) {
+      group.all_gather(rank, params.parameters() + s_.shard_offset_[u], slot, chunk, DataType::f32,
+                       StreamKind::communication);
+    } else {  // Note [what travels]: the 16-bit copy, and the vectors' fp32 values packed
+      const size_t half = data_type_bytes(copy_type_);
+      group.all_gather(rank, static_cast<char*>(params.weight_copy()) + s_.shard_offset_[u] * half,
+                       half_slots_[static_cast<size_t>(use.parameter_slot)].data(), chunk, copy_type_,
+                       StreamKind::communication);
+      const size_t pack = pack_count_[u];
+      if (pack > 0) {
+        Backend& ops = device_.ops(StreamKind::communication);
+        float* send = pack_send_.as<float>();
+        float* received = pack_received_.as<float>();
+        const size_t own_start = static_cast<size_t>(rank) * chunk;
+        for (const VectorPiece& piece : pieces_[u])
+          if (piece.rank == rank)
+            ops.copy(send + piece.pack_offset,
+                     params.parameters() + s_.shard_offset_[u] + (piece.unit_offset - own_start),
+                     piece.count * sizeof(float));
+        group.all_gather(rank, send, received, pack, DataType::f32, StreamKind::communication);
+        for (const VectorPiece& piece : pieces_[u])
+          ops.copy(slot + piece.slot_offset, received + static_cast<size_t>(piece.rank) * pack + piece.pack_offset,
+                   piece.count * sizeof(float));
+      }
+    }
     meter().end_transfer(StreamKind::communication);
     gathered_[static_cast<size_t>(k)]->record(StreamKind::communication);
   }
@@ -209,6 +259,37 @@ class FullyShardedStrategy::ReplicaUnits final : public UnitHooks, public Tensor
     }
   }
 
+  // Under fp16/bf16: each unit's vectors (rank-1 tensors: biases, norm scales) cut at the
+  // owners' chunk boundaries, each piece's place in its owner's pack and in the slot's compact
+  // fp32 part (the unit's vectors one after the other).
+  void plan_vector_pieces() {
+    const size_t k = static_cast<size_t>(s_.group_size());
+    vector_offset_.assign(layout_.tensors().size(), kNotAVector);
+    pieces_.assign(s_.units_.units.size(), {});
+    pack_count_.assign(s_.units_.units.size(), 0);
+    for (size_t u = 0; u < s_.units_.units.size(); ++u) {
+      const GradientRange& range = s_.units_.units[u].range;
+      const size_t chunk = s_.chunk_[u];
+      std::vector<size_t> packed(k, 0);
+      size_t compact = 0;
+      for (size_t id = layout_.tensors().size(); id-- > 0;) {  // in layout order
+        const TensorView& tensor = layout_.tensor(static_cast<int>(id));
+        if (unit_of_tensor_[id] != static_cast<int>(u) || tensor.shape.size() != 1) continue;
+        vector_offset_[id] = compact;
+        const size_t begin = tensor.offset - range.offset, end = begin + tensor.count;
+        for (size_t at = begin; at < end;) {
+          const size_t owner = at / chunk, stop = std::min(end, (owner + 1) * chunk);
+          pieces_[u].push_back(VectorPiece{static_cast<int>(owner), at, stop - at, packed[owner], compact + (at - begin)});
+          packed[owner] += stop - at;
+          at = stop;
+        }
+        compact += tensor.count;
+      }
+      pack_count_[u] = *std::max_element(packed.begin(), packed.end());
+      largest_vectors_ = std::max(largest_vectors_, compact);
+    }
+  }
+
   int unit_of(int tensor_id) const { return unit_of_tensor_.at(static_cast<size_t>(tensor_id)); }
   size_t element_in_unit(int tensor_id) const {
     return layout_.tensor(tensor_id).offset - s_.units_.units[static_cast<size_t>(unit_of(tensor_id))].range.offset;
@@ -232,6 +313,19 @@ class FullyShardedStrategy::ReplicaUnits final : public UnitHooks, public Tensor
   const bool whole_;
   const DataType copy_type_;
   std::vector<int> unit_of_tensor_;
+  struct VectorPiece {
+    int rank = 0;             // its owner in the shard group
+    size_t unit_offset = 0;   // where it starts in the unit
+    size_t count = 0;
+    size_t pack_offset = 0;   // where it sits in its owner's pack
+    size_t slot_offset = 0;   // where it goes in the slot's compact fp32 part
+  };
+  static constexpr size_t kNotAVector = static_cast<size_t>(-1);
+  std::vector<size_t> vector_offset_;  // per tensor: its place in a slot's compact fp32 part
+  std::vector<std::vector<VectorPiece>> pieces_;  // per unit
+  std::vector<size_t> pack_count_;                // per unit: the largest owner's pack
+  size_t largest_vectors_ = 0;
+  Buffer pack_send_, pack_received_;
   std::vector<int> parameter_slot_of_, gradient_slot_of_;  // per unit: its slot now; -1: none
   std::vector<Buffer> parameter_slots_, half_slots_, gradient_slots_;
   Buffer reduce_staging_, shard_staging_;
@@ -375,8 +469,22 @@ RangeSchedule FullyShardedStrategy::unit_schedule(const ParameterUnit& unit) con
   for (const ScheduledCollective& step : schedule.steps)
     if (step.collective != Collective::all_gather) steps.push_back(step);
   if (group_size() > 1) {
-    const ScheduledCollective gather = schedule.steps.front();
-    steps.insert(steps.begin(), static_cast<size_t>(gathers), gather);
+    ScheduledCollective gather = schedule.steps.front();
+    std::vector<ScheduledCollective> gathered = {gather};
+    const DataType copy = state_.empty() ? DataType::f32 : state_.front()->copy_type();
+    if (copy != DataType::f32) {  // Note [what travels]: the 16-bit copy, then the vectors' pack
+      gather.width = static_cast<double>(data_type_bytes(copy)) / sizeof(float);
+      gather.bytes *= gather.width;
+      gathered = {gather};
+      const size_t pack = state_.front()->pack_count(index);
+      if (pack > 0) {
+        ScheduledCollective vectors = gather;
+        vectors.width = 1;
+        vectors.bytes = static_cast<double>(pack) * group_size() * sizeof(float);
+        gathered.push_back(vectors);
+      }
+    }
+    for (int g = 0; g < gathers; ++g) steps.insert(steps.begin(), gathered.begin(), gathered.end());
   }
   schedule.steps = steps;
   return schedule;
@@ -434,7 +542,7 @@ nlohmann::json FullyShardedStrategy::communication_summary(int64_t measured_step
   nlohmann::json comm;
   comm["exchange"] = k == 1 ? (crosses_groups() ? "all-reduce per unit (shard groups of one)"
                                                 : "none (one device: nothing to gather or reduce)")
-                            : std::string("per unit: all-gather (fp32), reduce-scatter (") +
+                            : std::string("per unit: all-gather (") + gathered_type() + "), reduce-scatter (" +
                                   (options_.reduce_precision == ReducePrecision::bf16 ? "bf16" : "fp32") + ")" +
                                   (crosses_groups() ? ", all-reduce across groups" : "");
   comm["communicator"] = shard_groups_.empty() ? (replica_groups_.empty() ? "none" : replica_groups_.front()->description())
@@ -451,7 +559,7 @@ nlohmann::json FullyShardedStrategy::communication_summary(int64_t measured_step
   for (const RangeSchedule& range : ranges)
     for (const ScheduledCollective& step : range.steps) sizes += step.bytes;
   comm["collective_bytes_per_step"] = sizes;
-  comm["transfer_type"] = "fp32";
+  comm["transfer_type"] = gathered_type();
   comm["reduce_precision"] = options_.reduce_precision == ReducePrecision::bf16 ? "bf16" : "fp32";
   comm["overlap"] = true;
   comm["embedding_exchange"] = "dense";
@@ -480,16 +588,17 @@ nlohmann::json FullyShardedStrategy::communication_summary(int64_t measured_step
   return comm;
 }
 
+// The type units are gathered in (Note [what travels]).
+std::string FullyShardedStrategy::gathered_type() const {
+  const DataType copy = state_.empty() ? DataType::f32 : state_.front()->copy_type();
+  return copy == DataType::f32 ? "fp32" : std::string(data_type_name(copy)) + ", vectors fp32";
+}
+
 // What one device holds beyond its shard: the parameter slots (fp32, and the 16-bit copy under
 // mixed precision) and the gradient slots. Nothing with groups of one.
 double FullyShardedStrategy::in_flight_bytes() const {
-  if (group_size() == 1 || replicas_.empty()) return 0;
-  const DataType copy = replicas_.front().parameters->weight_copy_type();
-  const double per_parameter = sizeof(float) + (copy == DataType::f32 ? 0.0 : data_type_bytes(copy));
-  double bytes = 0;
-  for (size_t elements : plan_.parameter_slot_elements) bytes += static_cast<double>(elements) * per_parameter;
-  for (size_t elements : plan_.gradient_slot_elements) bytes += static_cast<double>(elements) * sizeof(float);
-  return bytes;
+  if (group_size() == 1 || state_.empty()) return 0;
+  return state_.front()->slot_bytes();
 }
 
 std::vector<float> FullyShardedStrategy::assembled_parameters(int replica) const {

@@ -6,10 +6,13 @@
 // into the owners' shards (--reduce_precision), and each device updates its own shard. With
 // K < N the shards' gradients are then all-reduced across the N/K groups (hybrid sharding).
 //
-// Note [what travels]: a unit is gathered as fp32 master values; under fp16/bf16 the slot's
-// 16-bit copy is rounded from them on arrival. dpbench's layers read biases and norm scales in
-// fp32 beside the 16-bit weights, so a 16-bit-only gather would change what they compute (and
-// break bit-equality with replicated); the cost is twice FSDP's bf16 gather volume.
+// Note [what travels]: under fp32 a unit is gathered as its fp32 values. Under fp16/bf16 it is
+// gathered in the 16-bit copy (each shard's, which the update refreshes), as FSDP's param_dtype
+// gathers; but dpbench's layers read biases and norm scales in fp32 beside the 16-bit weights, so
+// a unit's vectors (its rank-1 tensors) also travel in fp32: each owner packs the pieces of them
+// in its chunk, the packs are all-gathered, and the pieces are copied into the slot's compact
+// fp32 part. A layer reading a matrix in fp32 under fp16/bf16 is refused. The layers then read
+// exactly what replicated's read, so training is bit for bit the same.
 //
 // Note [a group of one]: with K = 1 every device holds whole units, so nothing is gathered:
 // the replica's ordinary buffers serve the model and only the all-reduce across groups (if any)
@@ -51,7 +54,8 @@ class FullyShardedStrategy final : public Strategy {
   // What it issues per step, as data (engine/communication/collective_schedule.h): each of
   // `units` all-gathered once (twice when resharded after forward), its gradients
   // reduce-scattered, and with groups smaller than the job the shard all-reduced across them.
-  // `dpbench predict` passes its exchange plan's ranges as the units.
+  // `dpbench predict` passes its exchange plan's ranges as the units; not knowing the run's
+  // precision, it prices fp32 gathers (a run's own summary.comm prices its 16-bit ones).
   static StepSchedule schedule_for(const StrategyOptions& options, const ParameterLayout& layout,
                                    const std::vector<GradientRange>& units, const ScheduleShape& shape);
 
@@ -67,6 +71,7 @@ class FullyShardedStrategy final : public Strategy {
   int replica_rank(int replica) const { return replica / group_size(); }
   RangeSchedule unit_schedule(const ParameterUnit& unit) const;
   double in_flight_bytes() const;
+  std::string gathered_type() const;
 
   StrategyOptions options_;
   int world_ = 1;

@@ -124,11 +124,13 @@ TEST_CASE("fully_sharded with hybrid groups and a bf16 reduction trains gpt as r
 
 TEST_CASE("fully_sharded trains the transformer bit for bit as replicated", "[strategies][fully_sharded][equivalence]") {
   for (int n : {1, 2, 4}) {
-    INFO(n << " devices");
-    const Trained want = train_as(kTinyTransformer, n, "replicated");
-    for (const std::string& reshard : {"--reshard_after_forward=true", "--reshard_after_forward=false"}) {
-      const Trained got = train_as(kTinyTransformer, n, "fully_sharded", {reshard});
-      CHECK(got.parameters.front() == want.parameters.front());
+    for (const std::string& precision : {"--precision=fp32", "--precision=bf16"}) {
+      INFO(n << " devices, " << precision);
+      const Trained want = train_as(kTinyTransformer, n, "replicated", {precision});
+      for (const std::string& reshard : {"--reshard_after_forward=true", "--reshard_after_forward=false"}) {
+        const Trained got = train_as(kTinyTransformer, n, "fully_sharded", {reshard, precision});
+        CHECK(got.parameters.front() == want.parameters.front());
+      }
     }
   }
 }
@@ -233,11 +235,14 @@ TEST_CASE("fully_sharded's published schedule is what its run moves", "[strategi
                            after.bytes.at(collective) - (before.bytes.count(collective) ? before.bytes.at(collective) : 0)};
     return std::make_pair(moved, trained.comm);
   };
-  for (const std::string& reduce : {"--reduce_precision=fp32", "--reduce_precision=bf16"}) {
-    INFO(reduce);
-    const std::vector<std::string> args = {"--model=gpt", "--vocab_size=13", "--seq_len=5", "--num_layers=2",
-                                           "--num_heads=2", "--hidden_size=8", "--num_gpus=4", "--batch_size=1",
-                                           "--variable_update=fully_sharded", reduce};
+  for (const std::vector<std::string>& options :
+       {std::vector<std::string>{"--reduce_precision=fp32"}, {"--reduce_precision=bf16"},
+        {"--precision=bf16"}, {"--precision=bf16", "--reshard_after_forward=false"}}) {
+    INFO(options.front() << (options.size() > 1 ? " " + options.back() : ""));
+    std::vector<std::string> args = {"--model=gpt", "--vocab_size=13", "--seq_len=5", "--num_layers=2",
+                                     "--num_heads=2", "--hidden_size=8", "--num_gpus=4", "--batch_size=1",
+                                     "--variable_update=fully_sharded"};
+    args.insert(args.end(), options.begin(), options.end());
     const auto [two, comm] = moved_in(args, 2);
     const auto [three, unused] = moved_in(args, 3);
     double calls = 0, bytes = 0;
