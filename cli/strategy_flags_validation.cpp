@@ -191,7 +191,8 @@ void resolve_exchange(const GivenFlags& flags, const ModelEntry& model, RunConfi
              "--model=" + model.name + " has no embedding tables (only " + join(takers, " and ") +
                  " have); drop --sparse_embedding_grads");
   }
-  StrategyRequest request{entry.name, *config, {}, config->precision == Precision::fp16 && config->fp16_enable_auto_loss_scale};
+  StrategyRequest request{entry.name, *config, {}, config->precision == Precision::fp16 && config->fp16_enable_auto_loss_scale,
+                          config->num_devices() * config->num_processes};
   for (const std::string& option : entry.options)
     if (flags.was_given(option)) request.given[option] = flags.text(option);
   entry.validate(request);

@@ -15,6 +15,10 @@ namespace dpbench {
 // "fp16", "bf16", in this order) are its option's choices (synchronisation_options.cpp).
 enum class TransferWidth { full, fp16, bf16 };
 
+// --reduce_precision (fully_sharded): the type a unit's gradients are reduce-scattered in. Its
+// names ("fp32", "bf16", in this order) are its option's choices.
+enum class ReducePrecision { fp32, bf16 };
+
 struct StrategyOptions {
   // replicated: nccl | xring | pscpu | psgpu, optionally "#k" for k shards; resolved to "nccl"
   // for the all-reduce strategies when not given, empty for the others.
@@ -40,6 +44,13 @@ struct StrategyOptions {
   // distributed_all_reduce: reduce-scatter inside each host, all-reduce across hosts, all-gather
   // inside each host (strategies/exchange_methods/hierarchical_all_reduce.h).
   bool hierarchical_all_reduce = false;
+  // fully_sharded (strategies/fully_sharded.h): units gathered this many uses ahead; a unit's
+  // forward copy freed after it (true) or kept until its backward (false); the type gradients
+  // are reduce-scattered in; devices per shard group (0: every device; fewer: hybrid sharding).
+  int prefetch_units = 1;
+  bool reshard_after_forward = true;
+  ReducePrecision reduce_precision = ReducePrecision::fp32;
+  int shard_group_size = 0;
 };
 
 }  // namespace dpbench

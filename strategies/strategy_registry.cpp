@@ -7,6 +7,7 @@
 
 #include "engine/errors.h"
 #include "strategies/all_reduce_spec.h"
+#include "strategies/fully_sharded.h"
 #include "strategies/independent.h"
 #include "strategies/parameter_server.h"
 #include "strategies/replicated.h"
@@ -102,6 +103,22 @@ void validate_distributed_replicated(const StrategyRequest& request) {
   validate_parameter_server(request);
 }
 
+// fully_sharded's rules. Note [owners decide alone] holds for its shard owners too; the sparse
+// and compact ways of exchanging gradients belong to whole-replica exchanges (a unit's rows are
+// spread over its owners, and --reduce_precision is its half-width reduction).
+void validate_fully_sharded(const StrategyRequest& request) {
+  const StrategyOptions& options = request.options;
+  if (request.automatic_loss_scale)
+    throw ConfigError("--fp16_enable_auto_loss_scale=true with --variable_update=fully_sharded: each shard's owner "
+                      "would decide alone whether to skip a step, so the replicas would diverge; use a fixed "
+                      "--fp16_loss_scale");
+  const int k = options.shard_group_size;
+  if (k > 0 && (k > request.world_devices || request.world_devices % k != 0))
+    throw ConfigError(request.typed("shard_group_size") + ": does not cut the " + std::to_string(request.world_devices) +
+                      " devices into equal groups; give a divisor of " + std::to_string(request.world_devices) +
+                      " (0: one group of every device)");
+}
+
 // Each entry's options in the table's order, so that listings, records and labels agree.
 std::vector<StrategyEntry> in_option_order(std::vector<StrategyEntry> entries) {
   for (StrategyEntry& entry : entries) {
@@ -135,6 +152,28 @@ std::vector<StrategyEntry> make_registry() {
     memory.rule = "every device holds a whole replica; nothing is exchanged";
     return memory;
   };
+  const std::vector<std::string> fully_sharded_options = {"prefetch_units", "reshard_after_forward",
+                                                          "reduce_precision", "shard_group_size"};
+  // Each device keeps 1/N (N: the shard group) of the parameters, gradients and optimizer state,
+  // and adds the gathered units in flight: prefetch + 1 slots of the largest unit (fp32 at most)
+  // and one gradient slot.
+  auto fully_sharded_memory = [](const StrategyOptions& options, const ParameterLayout&,
+                                 const std::vector<GradientRange>& plan, const ScheduleShape& shape) {
+    const int group = options.shard_group_size > 0 ? std::min(options.shard_group_size, shape.world) : shape.world;
+    size_t largest = 0;
+    for (const GradientRange& range : plan) largest = std::max(largest, range.count);
+    StrategyMemory memory;
+    for (MemoryCategory kept : {MemoryCategory::parameters, MemoryCategory::gradients, MemoryCategory::optimizer_state})
+      memory.kept[static_cast<size_t>(kept)] = group > 1 ? 1.0 / group : 1.0;
+    if (group > 1) {
+      memory.added[static_cast<size_t>(MemoryCategory::parameters)] =
+          static_cast<uint64_t>(options.prefetch_units + 1) * largest * sizeof(float);
+      memory.added[static_cast<size_t>(MemoryCategory::gradients)] = largest * sizeof(float);
+    }
+    memory.rule = "each device keeps 1/N of the parameters, gradients and optimizer state, and the gathered units "
+                  "in flight (prefetch + 1 of the largest) and one unit's gradient slot";
+    return memory;
+  };
   std::vector<std::string> distributed_all_reduce_options = all_reduce_options;
   distributed_all_reduce_options.push_back("hierarchical_all_reduce");
   return {
@@ -156,6 +195,14 @@ std::vector<StrategyEntry> make_registry() {
        StrategyFamily::parameter_server, ProcessLayout::one_process_per_gpu, "",
        with_cutting({"local_parameter_device"}), "", validate_distributed_replicated, parameter_server,
        parameter_server_schedule, parameter_server_memory, "parameter_server"},
+      {"fully_sharded",
+       "each device keeps 1/N of every unit's parameters, gradients and optimizer state (ZeRO-3, FSDP); units "
+       "all-gathered before use, gradients reduce-scattered",
+       StrategyFamily::fully_sharded, ProcessLayout::one_process, "", fully_sharded_options, "", validate_fully_sharded,
+       [](const StrategyOptions& options, const DevicePlacement& placement) {
+         return std::make_unique<FullyShardedStrategy>(options, placement);
+       },
+       FullyShardedStrategy::schedule_for, fully_sharded_memory, ""},
       {"horovod", "tf_cnn_benchmarks' spelling of distributed_all_reduce", StrategyFamily::all_reduce,
        ProcessLayout::one_process_per_gpu, "distributed_all_reduce", {}, "", nothing_to_check, nullptr, nullptr, nullptr,
        ""},
@@ -169,6 +216,7 @@ const char* family_name(StrategyFamily family) {
     case StrategyFamily::independent: return "independent";
     case StrategyFamily::parameter_server: return "parameter server";
     case StrategyFamily::all_reduce: return "all-reduce";
+    case StrategyFamily::fully_sharded: return "fully sharded";
   }
   return "?";
 }
@@ -250,6 +298,7 @@ const std::vector<PredictedVariant>& predicted_variants() {
       {"replicated", [](StrategyOptions& o) { o.compact_gradient_transfer = TransferWidth::fp16; }},
       {"replicated", [](StrategyOptions& o) { o.sharded_update = true; }},
       {"distributed_all_reduce", [](StrategyOptions& o) { o.hierarchical_all_reduce = true; }},
+      {"fully_sharded", [](StrategyOptions&) {}},
       {"parameter_server", [](StrategyOptions& o) { o.local_parameter_device = "gpu"; }},
       {"parameter_server", [](StrategyOptions& o) { o.local_parameter_device = "cpu"; }},
   };

@@ -21,6 +21,7 @@ enum class StrategyFamily {
   independent,       // nothing exchanged
   parameter_server,  // owners of the master copy reduce, update and send back
   all_reduce,        // every replica all-reduces the gradients and updates alike
+  fully_sharded,     // each device keeps a shard of every unit; units gathered, gradients reduce-scattered
 };
 const char* family_name(StrategyFamily family);  // "independent", "parameter server", "all-reduce"
 
@@ -36,6 +37,7 @@ struct StrategyRequest {
   const StrategyOptions& options;
   std::map<std::string, std::string> given;  // option flags on the command line: name -> text
   bool automatic_loss_scale = false;         // --precision=fp16 with --fp16_enable_auto_loss_scale
+  int world_devices = 1;                     // devices of the whole run
 
   bool was_given(const std::string& flag) const { return given.count(flag) > 0; }
   // "--flag=text" as the user typed it (or as resolved, when not given), for messages.

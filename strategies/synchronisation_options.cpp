@@ -239,6 +239,45 @@ std::vector<SynchronisationOption> make_options() {
   hierarchical.label = when_changed("hierarchical_all_reduce",
                                     [](const std::string& value) { return value == "true" ? "hierarchical" : ""; });
   options.push_back(std::move(hierarchical));
+
+  SynchronisationOption prefetch = option(
+      "prefetch_units", &StrategyOptions::prefetch_units, "N",
+      "fully_sharded: all-gather each unit this many unit uses before the model reaches it (0: just before it)",
+      "prefetches the units it gathers");
+  prefetch.range = up_to(at_least(0, "an integer >= 0", "must be at least 0 (0: no prefetch)"), 64, "64");
+  prefetch.label = when_changed("prefetch_units", [](const std::string& value) { return "prefetch " + value; });
+  options.push_back(std::move(prefetch));
+
+  SynchronisationOption reshard = option(
+      "reshard_after_forward", &StrategyOptions::reshard_after_forward, "",
+      "fully_sharded: free a unit's gathered copy after its forward and gather it again for backward (ZeRO-3; "
+      "false: keep it until its backward, as FSDP's SHARD_GRAD_OP)",
+      "frees or keeps the units it gathers");
+  reshard.label = [](const OptionTexts& o, bool every) -> std::string {
+    const bool freed = text_of(o, "reshard_after_forward") != "false";
+    if (!every) return freed ? "" : "kept for backward";
+    return freed ? "resharded after forward" : "kept for backward";
+  };
+  options.push_back(std::move(reshard));
+
+  SynchronisationOption reduce = option("reduce_precision", &StrategyOptions::reduce_precision, "",
+                                        "fully_sharded: the type each unit's gradients are reduce-scattered in",
+                                        "reduce-scatters gradients");
+  reduce.choices = {"fp32", "bf16"};  // ReducePrecision's values, in its order
+  reduce.choice_kind = "reduce precision";
+  reduce.label = when_changed("reduce_precision", [](const std::string& value) { return value + " reduce"; });
+  options.push_back(std::move(reduce));
+
+  SynchronisationOption shard_group = option(
+      "shard_group_size", &StrategyOptions::shard_group_size, "K",
+      "fully_sharded: shard within groups of K devices and all-reduce the shards' gradients across the groups "
+      "(hybrid sharding, HSDP; 0: one group of every device)",
+      "shards parameters over groups of devices");
+  shard_group.range = up_to(at_least(0, "an integer >= 0", "must be at least 0 (0: every device)"), 65536, "65536");
+  shard_group.label = when_changed("shard_group_size", [](const std::string& value) {
+    return value == "0" ? std::string() : "groups of " + value;
+  });
+  options.push_back(std::move(shard_group));
   return options;
 }
 

@@ -31,7 +31,7 @@ using OptionTexts = std::map<std::string, std::string>;
 // An option of a new enumeration adds its type here.
 using OptionMember = std::variant<bool StrategyOptions::*, int StrategyOptions::*, int64_t StrategyOptions::*,
                                   double StrategyOptions::*, std::string StrategyOptions::*,
-                                  TransferWidth StrategyOptions::*>;
+                                  TransferWidth StrategyOptions::*, ReducePrecision StrategyOptions::*>;
 
 // The values a number option takes, and the words that refuse the others: a malformed text gets
 // "not an integer; accepted: <accepted>" (or "not a number"), a value under the minimum `below`,

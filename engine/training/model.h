@@ -12,12 +12,68 @@
 
 namespace dpbench {
 
+// Note [parameter units]: a model may cut its parameters into units, the groups the trace
+// shows (embeddings, each block, the final norm): each unit one contiguous range of the layout,
+// the units tiling it. A strategy that keeps only a shard of each unit (fully_sharded) gathers a
+// unit just before the model uses it and reduces its gradients once the model is done with them,
+// so the model brackets every use of a unit, in forward and in backward, with UnitHooks calls, in
+// the order its `uses` list. A use that writes the unit's gradients says so (a tied projection's
+// weight gradient is written in forward). Between its brackets a unit's tensors are read and
+// written through the ParameterSet as always; outside them a sharding strategy has nothing there.
+enum class UnitPass { forward, backward };
+
+struct ParameterUnit {
+  std::string name;     // "block 3": as the trace names its span
+  GradientRange range;  // its tensors' extents
+};
+
+struct UnitUse {
+  int unit = 0;
+  UnitPass pass = UnitPass::forward;
+  bool writes_gradients = false;
+};
+
+struct ParameterUnits {
+  std::vector<ParameterUnit> units;  // in layout order, tiling [0, total_count())
+  std::vector<UnitUse> uses;         // one training step's brackets, in order
+  bool empty() const { return units.empty(); }
+};
+
+// What the model calls around each use of a unit (Note [parameter units]); the runner passes the
+// strategy's, or none.
+class UnitHooks {
+ public:
+  virtual ~UnitHooks() = default;
+  virtual void before_unit(int unit, UnitPass pass) = 0;
+  virtual void after_unit(int unit, UnitPass pass) = 0;
+};
+
+// A use of a unit as a scope: before_unit now, after_unit at its end; nothing without hooks.
+class UnitScope {
+ public:
+  UnitScope(UnitHooks* hooks, int unit, UnitPass pass) : hooks_(hooks), unit_(unit), pass_(pass) {
+    if (hooks_ != nullptr) hooks_->before_unit(unit_, pass_);
+  }
+  ~UnitScope() noexcept(false) {
+    if (hooks_ != nullptr) hooks_->after_unit(unit_, pass_);
+  }
+  UnitScope(const UnitScope&) = delete;
+  UnitScope& operator=(const UnitScope&) = delete;
+
+ private:
+  UnitHooks* hooks_;
+  int unit_;
+  UnitPass pass_;
+};
+
 // Called by a model during backward each time a contiguous range of gradients is final.
 // The runner's implementation records an event on the compute stream and hands both to the strategy.
 class GradientAnnouncer {
  public:
   virtual ~GradientAnnouncer() = default;
   virtual void announce(GradientRange range) = 0;
+  // The hooks backward brackets its units with (Note [parameter units]); none by default.
+  virtual UnitHooks* unit_hooks() { return nullptr; }
 };
 
 // Which slice of the global batch a replica trains on: samples [replica*batch_size, (replica+1)*batch_size).
@@ -36,6 +92,8 @@ struct StepContext {
   const int32_t* step = nullptr;  // the step number (0-based, warm-up included), for dropout masks
   // fp16 loss scaling: the loss's gradient is multiplied by *loss_scale; nullptr: no scaling.
   const float* loss_scale = nullptr;
+  // The hooks forward brackets its units with (Note [parameter units]); nullptr: none.
+  UnitHooks* units = nullptr;
 };
 
 // An embedding table whose gradient can be exchanged sparsely (--sparse_embedding_grads): its
@@ -101,6 +159,8 @@ class Model {
   }
   // Deterministic initial values from the seed, identical for every replica and backend.
   virtual std::vector<float> initial_parameters(uint64_t seed) const = 0;
+  // Its parameter units and their uses in a step (Note [parameter units]); empty: not cut into units.
+  virtual ParameterUnits parameter_units() const { return {}; }
   virtual std::unique_ptr<ModelReplica> create_replica(Device& device, ParameterSet& parameters,
                                                        const ReplicaShard& shard) const = 0;
 };

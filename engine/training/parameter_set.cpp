@@ -2,6 +2,7 @@
 // two flat buffers (parameters and gradients) on its device.
 #include "engine/training/parameter_set.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "engine/errors.h"
@@ -49,25 +50,47 @@ GradientRange ParameterLayout::extent(int id) const {
 }
 
 ParameterSet::ParameterSet(Device& device, const ParameterLayout& layout, DataType weight_copy_type)
-    : device_(&device), layout_(&layout), weight_copy_type_(weight_copy_type) {
+    : ParameterSet(device, layout, weight_copy_type, {}) {}
+
+ParameterSet::ParameterSet(Device& device, const ParameterLayout& layout, DataType weight_copy_type,
+                           std::vector<ResidentChunk> chunks)
+    : device_(&device), layout_(&layout), weight_copy_type_(weight_copy_type), chunks_(std::move(chunks)) {
   if (!layout.finalized()) throw RuntimeError("ParameterSet: layout is not finalized");
-  const size_t bytes = layout.total_count() * sizeof(float);
-  parameters_ = device.allocate(bytes, MemoryTag{MemoryCategory::parameters, "parameter set"});
-  gradients_ = device.allocate(bytes, MemoryTag{MemoryCategory::gradients, "parameter set"});
+  count_ = layout.total_count();
+  if (!chunks_.empty()) {
+    count_ = 0;
+    for (const ResidentChunk& chunk : chunks_) {
+      if (chunk.count > chunk.padded_count || chunk.layout_offset + chunk.count > layout.total_count())
+        throw RuntimeError("ParameterSet: a resident chunk lies outside the layout");
+      count_ += chunk.padded_count;
+    }
+  }
+  const std::string owner = chunks_.empty() ? "parameter set" : "parameter shard";
+  const size_t bytes = std::max<size_t>(count_, 1) * sizeof(float);
+  parameters_ = device.allocate(bytes, MemoryTag{MemoryCategory::parameters, owner});
+  gradients_ = device.allocate(bytes, MemoryTag{MemoryCategory::gradients, owner});
   device.ops().fill(gradients(), count(), 0.0f);
   if (weight_copy_type != DataType::f32)
-    weight_copy_ = device.allocate(layout.total_count() * data_type_bytes(weight_copy_type),
+    weight_copy_ = device.allocate(std::max<size_t>(count_, 1) * data_type_bytes(weight_copy_type),
                                    MemoryTag{MemoryCategory::parameters, "16-bit weight copy"});
+}
+
+size_t ParameterSet::offset_in_buffers(int tensor_id) const {
+  if (sharded())
+    throw RuntimeError("ParameterSet: '" + layout_->tensor(tensor_id).name +
+                       "' was asked for before its sharded set had a residence (a model must read its "
+                       "parameters during its passes, not when it is built)");
+  return layout_->tensor(tensor_id).offset;
 }
 
 const void* ParameterSet::parameter_as(int tensor_id, DataType type) const {
   if (type == DataType::f32) return parameter(tensor_id);
+  if (residence_ != nullptr) return residence_->parameter_as(tensor_id, type);
   if (type != weight_copy_type_)
     throw RuntimeError(std::string("ParameterSet: a ") + data_type_name(type) + " op reads '" +
                        layout_->tensor(tensor_id).name + "' but the weight copy is " +
                        data_type_name(weight_copy_type_));
-  return static_cast<const char*>(weight_copy_.data()) +
-         layout_->tensor(tensor_id).offset * data_type_bytes(type);
+  return static_cast<const char*>(weight_copy_.data()) + offset_in_buffers(tensor_id) * data_type_bytes(type);
 }
 
 void ParameterSet::refresh_weight_copy(GradientRange range, StreamKind stream) {
@@ -79,10 +102,21 @@ void ParameterSet::refresh_weight_copy(GradientRange range, StreamKind stream) {
 }
 
 void ParameterSet::upload(const std::vector<float>& host_values) {
-  if (host_values.size() != count())
-    throw RuntimeError("ParameterSet::upload: expected " + std::to_string(count()) + " values, got " +
+  if (host_values.size() != layout_->total_count())
+    throw RuntimeError("ParameterSet::upload: expected " + std::to_string(layout_->total_count()) + " values, got " +
                        std::to_string(host_values.size()));
-  device_->copy_from_host(parameters(), host_values.data(), count() * sizeof(float));
+  if (sharded()) {
+    std::vector<float> shard(count(), 0.0f);
+    size_t at = 0;
+    for (const ResidentChunk& chunk : chunks_) {
+      std::copy_n(host_values.begin() + static_cast<std::ptrdiff_t>(chunk.layout_offset), chunk.count,
+                  shard.begin() + static_cast<std::ptrdiff_t>(at));
+      at += chunk.padded_count;
+    }
+    device_->copy_from_host(parameters(), shard.data(), count() * sizeof(float));
+  } else {
+    device_->copy_from_host(parameters(), host_values.data(), count() * sizeof(float));
+  }
   refresh_weight_copy(GradientRange{0, count()});
   device_->synchronize();
 }

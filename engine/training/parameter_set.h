@@ -63,6 +63,25 @@ class ParameterLayout {
   bool finalized_ = false;
 };
 
+// A part of the layout a replica keeps when its parameters are sharded (fully_sharded): `count`
+// elements of the layout from `layout_offset` (possibly none), then zeros up to `padded_count`.
+struct ResidentChunk {
+  size_t layout_offset = 0;
+  size_t count = 0;
+  size_t padded_count = 0;
+};
+
+// Where a sharded replica's tensors are while the model uses them (Note [parameter units] in
+// engine/training/model.h): the strategy's gathered copies and gradient buffers. Read only from
+// the thread that drives the replica.
+class TensorResidence {
+ public:
+  virtual ~TensorResidence() = default;
+  virtual float* parameter(int tensor_id) const = 0;
+  virtual const void* parameter_as(int tensor_id, DataType type) const = 0;  // a 16-bit type
+  virtual float* gradient(int tensor_id) const = 0;
+};
+
 // One replica's parameter and gradient buffers on its device. Under mixed precision it also
 // holds a 16-bit copy of the parameters (same offsets), the weights 16-bit convolutions read;
 // the master values, gradients and optimizer state stay fp32. The optimizer refreshes the copy
@@ -72,14 +91,29 @@ class ParameterSet {
   // weight_copy_type: f32 = no copy (fp32 and tf32 runs), else f16 or bf16.
   ParameterSet(Device& device, const ParameterLayout& layout,
                DataType weight_copy_type = DataType::f32);
+  // Sharded: the buffers hold only `chunks`, one after the other (the replica's shard); the
+  // tensors are where set_residence says. No chunks: the whole layout, as above.
+  ParameterSet(Device& device, const ParameterLayout& layout, DataType weight_copy_type,
+               std::vector<ResidentChunk> chunks);
 
   const ParameterLayout& layout() const { return *layout_; }
   Device& device() const { return *device_; }
   float* parameters() const { return parameters_.as<float>(); }
   float* gradients() const { return gradients_.as<float>(); }
-  float* parameter(int tensor_id) const { return parameters() + layout_->tensor(tensor_id).offset; }
-  float* gradient(int tensor_id) const { return gradients() + layout_->tensor(tensor_id).offset; }
-  size_t count() const { return layout_->total_count(); }
+  float* parameter(int tensor_id) const {
+    if (residence_ != nullptr) return residence_->parameter(tensor_id);
+    return parameters() + offset_in_buffers(tensor_id);
+  }
+  float* gradient(int tensor_id) const {
+    if (residence_ != nullptr) return residence_->gradient(tensor_id);
+    return gradients() + offset_in_buffers(tensor_id);
+  }
+  // Elements of the flat buffers: the layout's, or the shard's.
+  size_t count() const { return count_; }
+  bool sharded() const { return !chunks_.empty(); }
+  const std::vector<ResidentChunk>& chunks() const { return chunks_; }
+  // Where the tensors of a sharded set are (the strategy's, set once before any step).
+  void set_residence(const TensorResidence* residence) { residence_ = residence; }
 
   DataType weight_copy_type() const { return weight_copy_type_; }
   void* weight_copy() const { return weight_copy_.data(); }  // nullptr without a copy
@@ -89,8 +123,9 @@ class ParameterSet {
   // weight_copy[range] = parameters[range] rounded, enqueued on `stream`; no-op without a copy.
   void refresh_weight_copy(GradientRange range, StreamKind stream = StreamKind::compute);
 
-  void upload(const std::vector<float>& host_values);  // blocking; refreshes the copy
-  std::vector<float> download() const;                 // blocking
+  // The whole layout's values (a sharded set keeps its chunks of them); blocking; refreshes the copy.
+  void upload(const std::vector<float>& host_values);
+  std::vector<float> download() const;  // the buffer (a sharded set's shard); blocking
 
  private:
   Device* device_;
@@ -99,6 +134,12 @@ class ParameterSet {
   Buffer gradients_;
   DataType weight_copy_type_ = DataType::f32;
   Buffer weight_copy_;
+  std::vector<ResidentChunk> chunks_;
+  size_t count_ = 0;
+  const TensorResidence* residence_ = nullptr;
+  // The tensor's offset in the buffers, which hold the whole layout; a sharded set throws here
+  // (its tensors are only where its residence says, once set).
+  size_t offset_in_buffers(int tensor_id) const;
 };
 
 }  // namespace dpbench

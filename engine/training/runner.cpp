@@ -32,6 +32,7 @@ class EventAnnouncer : public GradientAnnouncer {
     for (size_t i = 0; i < max_announcements; ++i) events_.push_back(device.create_event(false));
   }
   void begin_step() { next_ = 0; }
+  UnitHooks* unit_hooks() override { return strategy_.unit_hooks(replica_); }
   void announce(GradientRange range) override {
     if (next_ == events_.size())
       throw RuntimeError("model announced more gradient ranges than it has tensors");
@@ -207,6 +208,8 @@ void Runner::set_up(const Model& model, Strategy& strategy, std::vector<std::uni
                                            "the model is too large for this host: lower its size flags (layers, "
                                            "units, vocabularies)");
   const std::vector<float> initial = model.initial_parameters(settings.seed);
+  const std::vector<std::vector<ResidentChunk>> shards =
+      strategy.plan_shards(model.layout(), model.parameter_units(), num_replicas);
   for (int r = 0; r < num_replicas; ++r) {
     auto state = std::make_unique<ReplicaState>();
     Device& device = *devices[r];
@@ -214,9 +217,10 @@ void Runner::set_up(const Model& model, Strategy& strategy, std::vector<std::uni
     state->index = r;
     state->world_rank = settings.process_rank * num_replicas + r;
     state->device = &device;
-    state->parameters = std::make_unique<ParameterSet>(device, model.layout(), settings.weight_copy_type);
-    state->parameters->upload(initial);  // every replica starts from the same values
-    state->optimizer = std::make_unique<Optimizer>(device, settings.optimizer, model.layout().total_count());
+    state->parameters = std::make_unique<ParameterSet>(device, model.layout(), settings.weight_copy_type,
+                                                       shards.empty() ? std::vector<ResidentChunk>{} : shards.at(r));
+    state->parameters->upload(initial);  // every replica starts from the same values (or its shard of them)
+    state->optimizer = std::make_unique<Optimizer>(device, settings.optimizer, state->parameters->count());
     replicas_.push_back(std::move(state));
   }
   create_model_replicas(num_replicas);
@@ -299,6 +303,7 @@ double Runner::step_time_ms(int64_t step) const {
 
 std::vector<float> Runner::parameters_of(int replica) const {
   const ReplicaState& state = *replicas_.at(replica);
+  if (state.parameters->sharded()) return strategy_.assembled_parameters(replica);
   state.device->make_current();
   return state.parameters->download();
 }
@@ -559,7 +564,7 @@ void Runner::drive_device(ReplicaState& state, RunState& run) {
       if (trace.annotating()) pass = trace.begin(StreamKind::compute, "forward", "forward");
       // loss_cursor is also the step number: append_scalar advances it at the end of the step.
       state.model->forward(StepContext{state.loss.as<float>(), state.loss_cursor.as<int32_t>(),
-                                       state.optimizer->loss_scale()});
+                                       state.optimizer->loss_scale(), strategy_.unit_hooks(state.index)});
       if (timed) device.ops().lap(clock, phase_totals + kForwardPhase);
       if (!settings_.forward_only) {
         if (trace.annotating()) pass = trace.next(pass, "backward", "backward");
@@ -760,8 +765,17 @@ RunMeasurements Runner::collect_measurements(const RunState& run) {
   first.device->make_current();
   Buffer scratch = first.device->allocate(std::max<size_t>(first.device->ops().sum_squares_scratch_bytes(), 8),
                                           MemoryTag{MemoryCategory::scratch, "parameter norm"});
-  result.param_norm = std::sqrt(first.device->ops().sum_squares(first.parameters->parameters(),
-                                                               first.parameters->count(), scratch.data()));
+  if (first.parameters->sharded()) {  // the norm of the whole parameters, summed as an unsharded run sums them
+    const std::vector<float> whole = strategy_.assembled_parameters(0);
+    first.device->make_current();
+    Buffer values = first.device->allocate(whole.size() * sizeof(float),
+                                           MemoryTag{MemoryCategory::scratch, "parameter norm"});
+    first.device->copy_from_host(values.data(), whole.data(), whole.size() * sizeof(float));
+    result.param_norm = std::sqrt(first.device->ops().sum_squares(values.as<float>(), whole.size(), scratch.data()));
+  } else {
+    result.param_norm = std::sqrt(first.device->ops().sum_squares(first.parameters->parameters(),
+                                                                 first.parameters->count(), scratch.data()));
+  }
   result.num_parameters = static_cast<int64_t>(model_.layout().parameter_count());
   if (measured_steps > 0) result.comm = strategy_.communication_summary(measured_steps);
   result.cuda_graph = first.replayable_step != nullptr;

@@ -30,6 +30,20 @@ class Strategy {
  public:
   virtual ~Strategy() = default;
   virtual std::string name() const = 0;
+  // Strategies that shard every replica's parameters (fully_sharded): called once, before the
+  // replicas' buffers exist, with the model's units (Note [parameter units] in
+  // engine/training/model.h). Returns per replica of this process the chunks of the layout it
+  // keeps (ParameterSet's sharded form); empty where every replica keeps the whole layout.
+  // Throws ConfigError for a model it cannot shard.
+  virtual std::vector<std::vector<ResidentChunk>> plan_shards(const ParameterLayout& layout,
+                                                              const ParameterUnits& units, int num_replicas) {
+    return {};
+  }
+  // The hooks replica `replica`'s model brackets its units with; nullptr: none. Valid after setup.
+  virtual UnitHooks* unit_hooks(int replica) { return nullptr; }
+  // Replica `replica`'s whole parameters where it keeps only a shard of them, assembled from
+  // every replica's shard (blocking, every device idle, after the run); empty otherwise.
+  virtual std::vector<float> assembled_parameters(int replica) const { return {}; }
   // Called once, before any step, from the main thread.
   virtual void setup(const ParameterLayout& layout, std::vector<Replica>& replicas) = 0;
   // Called from replica `replica`'s thread during backward; `ready` marks the range's completion on

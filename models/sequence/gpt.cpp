@@ -184,6 +184,28 @@ class GptModel final : public Model {
   std::unique_ptr<ModelReplica> create_replica(Device& device, ParameterSet& params,
                                                const ReplicaShard& shard) const override;
 
+  // Units in layout order: the final norm, the blocks last to first, the two embeddings (the
+  // token table is also the tied projection, used at the end of forward, where the loss writes
+  // its gradient, and in backward's last use).
+  ParameterUnits parameter_units() const override {
+    ParameterUnits units;
+    const int layers = shape_.layers;
+    units.units.push_back({"final norm", layout_.range_of(final_norm_->first_id(), final_norm_->last_id())});
+    for (int l = layers; l-- > 0;) units.units.push_back({"block " + std::to_string(l), blocks_[l]->gradient_range(layout_)});
+    units.units.push_back({"embedding", layout_.range_of(token_embedding_->table_id(), position_embedding_->table_id())});
+    units.uses.push_back({embedding_unit(), UnitPass::forward, false});
+    for (int l = 0; l < layers; ++l) units.uses.push_back({block_unit(l), UnitPass::forward, false});
+    units.uses.push_back({final_norm_unit(), UnitPass::forward, false});
+    units.uses.push_back({embedding_unit(), UnitPass::forward, true});
+    units.uses.push_back({final_norm_unit(), UnitPass::backward, true});
+    for (int l = layers; l-- > 0;) units.uses.push_back({block_unit(l), UnitPass::backward, true});
+    units.uses.push_back({embedding_unit(), UnitPass::backward, true});
+    return units;
+  }
+  int final_norm_unit() const { return 0; }
+  int block_unit(int l) const { return shape_.layers - l; }
+  int embedding_unit() const { return shape_.layers + 1; }
+
   const GptShape& shape() const { return shape_; }
   const EmbeddingTable& token_embedding() const { return *token_embedding_; }
   const EmbeddingTable& position_embedding() const { return *position_embedding_; }
@@ -399,6 +421,7 @@ class GptReplica final : public ModelReplica {
     Backend& ops = device_.ops();
     const size_t rows = static_cast<size_t>(s.seq_len) * batch_, n = rows * static_cast<size_t>(t.model_dim);
     {
+      UnitScope unit(context.units, model_.embedding_unit(), UnitPass::forward);
       TracedSpan span(device_, StreamKind::compute, "embedding", "forward");
       model_.token_embedding().forward(ops, params_, tokens_.as<int32_t>(), rows, t.type, embedded_.data());
       model_.position_embedding().forward(ops, params_, positions_.as<int32_t>(), rows, t.type,
@@ -410,12 +433,17 @@ class GptReplica final : public ModelReplica {
     }
     const void* x = embedded_.data();
     for (size_t l = 0; l < blocks_.size(); ++l) {
+      UnitScope unit(context.units, model_.block_unit(static_cast<int>(l)), UnitPass::forward);
       TracedSpan span(device_, StreamKind::compute, "block " + std::to_string(l), "forward");
       blocks_[l]->forward(params_, step, x);
       x = blocks_[l]->output();
     }
     TracedSpan span(device_, StreamKind::compute, "projection and loss", "forward");
-    final_norm_->forward(params_, x, final_output_.data());
+    {
+      UnitScope unit(context.units, model_.final_norm_unit(), UnitPass::forward);
+      final_norm_->forward(params_, x, final_output_.data());
+    }
+    UnitScope unit(context.units, model_.embedding_unit(), UnitPass::forward);
     // The mean over the replica's B x T predictions; the strategies average the replicas.
     const float per_token = 1.0f / static_cast<float>(rows);
     loss_->forward_backward(params_, final_output_.data(), tokens_.as<int32_t>() + batch_, per_token, per_token,
@@ -430,7 +458,9 @@ class GptReplica final : public ModelReplica {
     Backend& ops = device_.ops();
     const size_t rows = static_cast<size_t>(s.seq_len) * batch_, n = rows * static_cast<size_t>(t.model_dim);
     void* dx = gradient_.data();  // the final norm's output gradient, from the loss
+    UnitHooks* units = announcer.unit_hooks();
     {
+      UnitScope unit(units, model_.final_norm_unit(), UnitPass::backward);
       TracedSpan span(device_, StreamKind::compute, "final norm", "backward");
       final_norm_->backward(params_, blocks_.back()->output(), dx, dx);
       announcer.announce(layout.range_of(model_.final_norm().first_id(), model_.final_norm().last_id()));
@@ -438,6 +468,8 @@ class GptReplica final : public ModelReplica {
     for (size_t l = blocks_.size(); l-- > 0;) {
       const std::string name = "block " + std::to_string(l);
       const void* x = l == 0 ? embedded_.data() : blocks_[l - 1]->output();
+      // The unit's parameters are at hand (gathered, under fully_sharded) for the recompute too.
+      UnitScope unit(units, model_.block_unit(static_cast<int>(l)), UnitPass::backward);
       if (s.recompute_blocks) {
         RecomputeSpan recompute(device_, name);
         blocks_[l]->forward(params_, step, x, true);
@@ -446,6 +478,7 @@ class GptReplica final : public ModelReplica {
       blocks_[l]->backward(params_, step, x, dx);
       announcer.announce(model_.blocks()[l]->gradient_range(layout));
     }
+    UnitScope unit(units, model_.embedding_unit(), UnitPass::backward);
     TracedSpan span(device_, StreamKind::compute, "embedding", "backward");
     if (embedding_dropout_.active(step))
       ops.dropout_backward(t.type, dx, dx, n, t.dropout, embedding_dropout_.seed, embedding_dropout_.first_index,

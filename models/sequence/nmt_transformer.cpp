@@ -72,6 +72,46 @@ class TransformerNmtModel final : public Model {
 
   std::string name() const override { return "nmt"; }
   const ParameterLayout& layout() const override { return layout_; }
+
+  // Units in layout order: the decoder's norm and layers (last first), the projection, the
+  // target embedding, the encoder's norm and layers (last first), the source embedding.
+  ParameterUnits parameter_units() const override {
+    ParameterUnits units;
+    const int decoders = static_cast<int>(decoder_.size()), encoders = static_cast<int>(encoder_.size());
+    units.units.push_back({"decoder norm", layout_.range_of(decoder_norm_->first_id(), decoder_norm_->last_id())});
+    for (int l = decoders; l-- > 0;)
+      units.units.push_back({"decoder layer " + std::to_string(l), decoder_[l]->gradient_range(layout_)});
+    units.units.push_back({"projection", projection_->gradient_range(layout_)});
+    units.units.push_back({"target embedding", target_embedding_->gradient_range(layout_)});
+    units.units.push_back({"encoder norm", layout_.range_of(encoder_norm_->first_id(), encoder_norm_->last_id())});
+    for (int l = encoders; l-- > 0;)
+      units.units.push_back({"encoder layer " + std::to_string(l), encoder_[l]->gradient_range(layout_)});
+    units.units.push_back({"source embedding", source_embedding_->gradient_range(layout_)});
+    auto use = [&units](int unit, UnitPass pass, bool writes) { units.uses.push_back({unit, pass, writes}); };
+    use(source_embedding_unit(), UnitPass::forward, false);
+    for (int l = 0; l < encoders; ++l) use(encoder_unit(l), UnitPass::forward, false);
+    use(encoder_norm_unit(), UnitPass::forward, false);
+    use(target_embedding_unit(), UnitPass::forward, false);
+    for (int l = 0; l < decoders; ++l) use(decoder_unit(l), UnitPass::forward, false);
+    use(decoder_norm_unit(), UnitPass::forward, false);
+    use(projection_unit(), UnitPass::forward, true);  // the loss writes its weight gradient
+    use(decoder_norm_unit(), UnitPass::backward, true);
+    for (int l = decoders; l-- > 0;) use(decoder_unit(l), UnitPass::backward, true);
+    use(projection_unit(), UnitPass::backward, true);
+    use(target_embedding_unit(), UnitPass::backward, true);
+    use(encoder_norm_unit(), UnitPass::backward, true);
+    for (int l = encoders; l-- > 0;) use(encoder_unit(l), UnitPass::backward, true);
+    use(source_embedding_unit(), UnitPass::backward, true);
+    return units;
+  }
+  int decoder_norm_unit() const { return 0; }
+  int decoder_unit(int l) const { return static_cast<int>(decoder_.size()) - l; }
+  int projection_unit() const { return static_cast<int>(decoder_.size()) + 1; }
+  int target_embedding_unit() const { return projection_unit() + 1; }
+  int encoder_norm_unit() const { return projection_unit() + 2; }
+  int encoder_unit(int l) const { return encoder_norm_unit() + static_cast<int>(encoder_.size()) - l; }
+  int source_embedding_unit() const { return encoder_norm_unit() + static_cast<int>(encoder_.size()) + 1; }
+
   std::string unit() const override { return "words"; }
   int64_t items_per_sample() const override { return shape_.src_len + shape_.tgt_len; }
 
@@ -208,27 +248,40 @@ class TransformerNmtReplica final : public ModelReplica {
     const TransformerStep step = step_of(context.step);
     {
       TracedSpan span(device_, StreamKind::compute, "encoder", "forward");
-      embed(model_.source_embedding(), pairs_.source_ids.as<int32_t>(), s.src_len, source_embedded_.data(),
-            source_dropout_seed_, source_first_index_, step);
-      const void* x = source_embedded_.data();
-      for (auto& layer : encoder_) {
-        layer->forward(params_, step, x);
-        x = layer->output();
+      UnitHooks* units = context.units;
+      {
+        UnitScope unit(units, model_.source_embedding_unit(), UnitPass::forward);
+        embed(model_.source_embedding(), pairs_.source_ids.as<int32_t>(), s.src_len, source_embedded_.data(),
+              source_dropout_seed_, source_first_index_, step);
       }
+      const void* x = source_embedded_.data();
+      for (size_t l = 0; l < encoder_.size(); ++l) {
+        UnitScope unit(units, model_.encoder_unit(static_cast<int>(l)), UnitPass::forward);
+        encoder_[l]->forward(params_, step, x);
+        x = encoder_[l]->output();
+      }
+      UnitScope unit(units, model_.encoder_norm_unit(), UnitPass::forward);
       encoder_norm_->forward(params_, x, memory_.data());
     }
     {
       TracedSpan span(device_, StreamKind::compute, "decoder", "forward");
-      embed(model_.target_embedding(), pairs_.target_ids.as<int32_t>(), s.tgt_len, target_embedded_.data(),
-            target_dropout_seed_, target_first_index_, step);
-      const void* y = target_embedded_.data();
-      for (auto& layer : decoder_) {
-        layer->forward(params_, step, y, memory_.data());
-        y = layer->output();
+      UnitHooks* units = context.units;
+      {
+        UnitScope unit(units, model_.target_embedding_unit(), UnitPass::forward);
+        embed(model_.target_embedding(), pairs_.target_ids.as<int32_t>(), s.tgt_len, target_embedded_.data(),
+              target_dropout_seed_, target_first_index_, step);
       }
+      const void* y = target_embedded_.data();
+      for (size_t l = 0; l < decoder_.size(); ++l) {
+        UnitScope unit(units, model_.decoder_unit(static_cast<int>(l)), UnitPass::forward);
+        decoder_[l]->forward(params_, step, y, memory_.data());
+        y = decoder_[l]->output();
+      }
+      UnitScope unit(units, model_.decoder_norm_unit(), UnitPass::forward);
       decoder_norm_->forward(params_, y, decoder_output_.data());
     }
     TracedSpan span(device_, StreamKind::compute, "projection and loss", "forward");
+    UnitScope unit(context.units, model_.projection_unit(), UnitPass::forward);
     loss_->forward_backward(params_, decoder_output_.data(), pairs_.predicted_ids(), 1.0f, 1.0f,
                             gradient_.data(), context.loss_out, context.loss_scale, pairs_.target_weights.as<float>(),
                             !s.forward_only);
@@ -239,11 +292,16 @@ class TransformerNmtReplica final : public ModelReplica {
     const TransformerStep step = step_of(last_step_);
     const size_t source_rows = pairs_.source_tokens(), target_rows = pairs_.target_tokens();
     void* dy = gradient_.data();  // the decoder output's gradient, from the loss
+    UnitHooks* units = announcer.unit_hooks();
     {
       TracedSpan span(device_, StreamKind::compute, "decoder", "backward");
-      decoder_norm_->backward(params_, decoder_[decoder_.size() - 1]->output(), dy, dy);
+      {
+        UnitScope unit(units, model_.decoder_norm_unit(), UnitPass::backward);
+        decoder_norm_->backward(params_, decoder_[decoder_.size() - 1]->output(), dy, dy);
+      }
       announcer.announce(layout.range_of(model_.decoder_norm().first_id(), model_.decoder_norm().last_id()));
       for (size_t l = decoder_.size(); l-- > 0;) {
+        UnitScope unit(units, model_.decoder_unit(static_cast<int>(l)), UnitPass::backward);
         const void* x = l == 0 ? target_embedded_.data() : decoder_[l - 1]->output();
         if (model_.shape().recompute_layers) {
           RecomputeSpan recompute(device_, "decoder layer " + std::to_string(l));
@@ -256,20 +314,26 @@ class TransformerNmtReplica final : public ModelReplica {
     }
     {
       TracedSpan span(device_, StreamKind::compute, "projection", "backward");
+      UnitScope unit(units, model_.projection_unit(), UnitPass::backward);
       loss_->finish_weight_gradient();
       announcer.announce(model_.projection().gradient_range(layout));
     }
     {
       TracedSpan span(device_, StreamKind::compute, "target embedding", "backward");
+      UnitScope unit(units, model_.target_embedding_unit(), UnitPass::backward);
       unembed(model_.target_embedding(), pairs_.target_ids.as<int32_t>(), target_rows, dy, target_dropout_seed_,
               target_first_index_, step);
       announcer.announce(model_.target_embedding().gradient_range(layout));
     }
     TracedSpan span(device_, StreamKind::compute, "encoder", "backward");
     void* dx = memory_gradient_.data();
-    encoder_norm_->backward(params_, encoder_[encoder_.size() - 1]->output(), dx, dx);
+    {
+      UnitScope unit(units, model_.encoder_norm_unit(), UnitPass::backward);
+      encoder_norm_->backward(params_, encoder_[encoder_.size() - 1]->output(), dx, dx);
+    }
     announcer.announce(layout.range_of(model_.encoder_norm().first_id(), model_.encoder_norm().last_id()));
     for (size_t l = encoder_.size(); l-- > 0;) {
+      UnitScope unit(units, model_.encoder_unit(static_cast<int>(l)), UnitPass::backward);
       const void* x = l == 0 ? source_embedded_.data() : encoder_[l - 1]->output();
       if (model_.shape().recompute_layers) {
         RecomputeSpan recompute(device_, "encoder layer " + std::to_string(l));
@@ -278,6 +342,7 @@ class TransformerNmtReplica final : public ModelReplica {
       encoder_[l]->backward(params_, step, x, dx);
       announcer.announce(model_.encoder()[l]->gradient_range(layout));
     }
+    UnitScope unit(units, model_.source_embedding_unit(), UnitPass::backward);
     unembed(model_.source_embedding(), pairs_.source_ids.as<int32_t>(), source_rows, dx, source_dropout_seed_,
             source_first_index_, step);
     announcer.announce(model_.source_embedding().gradient_range(layout));

@@ -284,7 +284,8 @@ TEST_CASE("predict reads every strategy's schedule through the strategies' table
       }
     }
   }
-  CHECK(priced_schedules == 4 * 9 * 3);  // parameter_server, replicated and their process-per-GPU forms
+  // parameter_server, replicated, their process-per-GPU forms, and fully_sharded
+  CHECK(priced_schedules == 5 * 9 * 3);
   // The rows predict shows are the table's configurations, each labelled as `dpbench report`
   // labels such a run, each of an entry with a schedule.
   std::set<std::string> labels;

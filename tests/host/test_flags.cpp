@@ -529,7 +529,7 @@ TEST_CASE("distributed strategies: one GPU per process, horovod's spelling, NCCL
              Contains("--local_parameter_device=cpu") && Contains("sharded over the ranks' GPUs"));
   CHECK_THAT(error_of({"--variable_update=foo"}),
              Contains("--variable_update=foo: unknown strategy; accepted: independent, parameter_server, "
-                      "replicated, distributed_all_reduce, distributed_replicated, horovod"));
+                      "replicated, distributed_all_reduce, distributed_replicated, fully_sharded, horovod"));
   CHECK_THAT(error_of({"--local_parameter_device=tpu"}),
              Contains("--local_parameter_device=tpu: unknown device; accepted: gpu, cpu"));
   CHECK(parse({"--data_format=NHWC"}).data_format == "NHWC");

@@ -376,7 +376,7 @@ TEST_CASE("sparse embedding gradients run on the nccl spec only", "[strategies][
     options.all_reduce_spec = spec;
     options.sparse_embedding_grads = true;
     INFO(spec);
-    CHECK_THROWS_WITH(find_strategy("replicated")->validate(StrategyRequest{"replicated", options, {}, false}),
+    CHECK_THROWS_WITH(find_strategy("replicated")->validate(StrategyRequest{"replicated", options, {}, false, 1}),
                       Catch::Matchers::Contains("--sparse_embedding_grads=true with --all_reduce_spec=" + spec));
   }
 }

@@ -353,10 +353,15 @@ TEST_CASE("a tiny run of each strategy records exactly its options, at the recor
     if (entry->processes != ProcessLayout::one_process) continue;  // one process per GPU: tests/mpi, launcher tests
     INFO(entry->name);
     DeviceInventory no_gpu;
-    ParsedRunFlags flags = parse_run_flags({"--variable_update=" + entry->name, "--device=cpu", "--model=trivial",
-                                            "--num_gpus=2", "--num_batches=2", "--num_warmup_batches=0",
-                                            "--display_every=100", "--result_file="},
-                                           no_gpu);
+    std::vector<std::string> args = {"--variable_update=" + entry->name, "--device=cpu", "--model=trivial",
+                                     "--num_gpus=2", "--num_batches=2", "--num_warmup_batches=0",
+                                     "--display_every=100", "--result_file="};
+    if (entry->family == StrategyFamily::fully_sharded) {  // it shards models cut into units: a tiny gpt
+      args[2] = "--model=gpt";
+      for (const char* flag : {"--vocab_size=16", "--seq_len=4", "--num_layers=1", "--num_heads=2", "--hidden_size=8"})
+        args.push_back(flag);
+    }
+    ParsedRunFlags flags = parse_run_flags(args, no_gpu);
     const Result result = run_benchmark(flags);
     for (const SynchronisationOption& option : synchronisation_options()) {
       INFO(option.flag);

@@ -231,3 +231,36 @@ TEST_CASE("a device timeline: spans from stream stamps, one stamp between adjace
   // The reference device's clock is the host's: the offset found is within its uncertainty of 0.
   CHECK(std::abs(timeline.clock_offset_ns) <= timeline.clock_uncertainty_ns + 1000);
 }
+
+TEST_CASE("a trace of fully_sharded shows each unit's all-gather and reduce-scatter on the communication stream",
+          "[trace][fully_sharded]") {
+  TempDir dir;
+  const TraceView trace(traced_run(dir, {"--model=gpt", "--batch_size=2", "--vocab_size=32", "--seq_len=8",
+                                         "--num_layers=2", "--num_heads=2", "--hidden_size=16"},
+                                   2, "fully_sharded"));
+  REQUIRE(trace.processes.size() == 2);
+  for (int pid : {0, 1}) {
+    const int communication = trace.thread(pid, "communication stream");
+    REQUIRE(communication >= 0);
+    for (int64_t step : trace.run_steps(pid)) {
+      std::map<std::string, int> transfers;
+      for (const auto* span : trace.find(pid, "communication", step)) {
+        CHECK(span->tid == communication);
+        ++transfers[span->name];
+      }
+      // Gathered for forward and again for backward; its gradients reduce-scattered once.
+      CHECK(transfers["all-gather block 1"] == 2);
+      CHECK(transfers["reduce-scatter block 1"] == 1);
+      CHECK(transfers["reduce-scatter embedding"] == 1);
+      // Prefetched: block 0's gather begins before block 0's forward does.
+      const testing::ReadSpan *gather = nullptr, *block = nullptr;
+      for (const auto* span : trace.find(pid, "communication", step))
+        if (span->name == "all-gather block 0" && gather == nullptr) gather = span;
+      for (const auto* span : trace.find(pid, "forward", step))
+        if (span->name == "block 0" && block == nullptr) block = span;
+      REQUIRE(gather != nullptr);
+      REQUIRE(block != nullptr);
+      CHECK(gather->begin_us <= block->begin_us);
+    }
+  }
+}

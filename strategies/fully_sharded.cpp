@@ -1,0 +1,306 @@
+// FullyShardedStrategy (see the header): the shard plan, the communicators of the groups, the
+// schedule that prices it and its summary; each replica's hooks are fully_sharded_units.h's.
+#include "strategies/fully_sharded.h"
+
+#include <algorithm>
+#include <string>
+
+#include "engine/backends.h"
+#include "engine/errors.h"
+#include "strategies/fully_sharded_units.h"
+
+namespace dpbench {
+namespace {
+
+size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+FullyShardedStrategy::FullyShardedStrategy(const StrategyOptions& options, const DevicePlacement& placement)
+    : options_(options), world_(placement.world_devices()) {
+  if (placement.num_processes > 1)
+    throw ConfigError("--variable_update=fully_sharded runs in one process (one process driving every GPU) for now");
+}
+
+FullyShardedStrategy::~FullyShardedStrategy() = default;
+
+int FullyShardedStrategy::group_size() const {
+  return options_.shard_group_size > 0 ? options_.shard_group_size : world_;
+}
+
+std::vector<std::vector<ResidentChunk>> FullyShardedStrategy::plan_shards(const ParameterLayout& layout,
+                                                                          const ParameterUnits& units,
+                                                                          int num_replicas) {
+  world_ = num_replicas;
+  if (units.empty()) {
+    // On one device nothing is gathered or reduced (Note [a group of one]): the whole model is one unit.
+    if (world_ > 1)
+      throw ConfigError("--variable_update=fully_sharded: this model is not cut into parameter units (gpt and the "
+                        "transformer are), so it runs on one device only; use --variable_update=replicated "
+                        "--sharded_update=true for it");
+    ParameterUnits whole;
+    whole.units.push_back({"model", GradientRange{0, layout.total_count()}});
+    return plan_shards(layout, whole, num_replicas);
+  }
+  const int k = group_size();
+  if (k > world_ || world_ % k != 0)
+    throw ConfigError("--shard_group_size=" + std::to_string(k) + ": does not divide the " + std::to_string(world_) +
+                      " devices into equal groups; give a divisor of " + std::to_string(world_));
+  size_t expected = 0;
+  for (const ParameterUnit& unit : units.units) {
+    if (unit.range.offset != expected)
+      throw RuntimeError("fully_sharded: the model's units do not tile its parameters ('" + unit.name + "')");
+    expected = unit.range.end();
+  }
+  if (expected != layout.total_count())
+    throw RuntimeError("fully_sharded: the model's units leave parameters outside every unit");
+  units_ = units;
+  chunk_.clear();
+  shard_offset_.clear();
+  std::vector<size_t> padded;
+  size_t offset = 0;
+  for (const ParameterUnit& unit : units.units) {
+    const size_t chunk = ceil_div(unit.range.count, static_cast<size_t>(k));
+    chunk_.push_back(chunk);
+    shard_offset_.push_back(offset);
+    padded.push_back(chunk * static_cast<size_t>(k));
+    offset += chunk;
+  }
+  plan_ = plan_unit_slots(padded, units.uses, options_.prefetch_units, options_.reshard_after_forward);
+  if (k == 1) return {};  // Note [a group of one]
+  std::vector<std::vector<ResidentChunk>> shards(static_cast<size_t>(num_replicas));
+  for (int r = 0; r < num_replicas; ++r) {
+    const size_t q = static_cast<size_t>(r % k);
+    for (size_t u = 0; u < units.units.size(); ++u) {
+      const GradientRange& range = units.units[u].range;
+      const size_t start = std::min(q * chunk_[u], range.count);
+      const size_t count = std::min(chunk_[u], range.count - start);
+      shards[static_cast<size_t>(r)].push_back(ResidentChunk{range.offset + start, count, chunk_[u]});
+    }
+  }
+  return shards;
+}
+
+void FullyShardedStrategy::setup(const ParameterLayout& layout, std::vector<Replica>& replicas) {
+  replicas_ = replicas;
+  const int k = group_size();
+  if (k > 1)
+    for (int g = 0; g < world_ / k; ++g) {
+      std::vector<Device*> devices;
+      for (int q = 0; q < k; ++q) devices.push_back(replicas[static_cast<size_t>(g * k + q)].device);
+      shard_groups_.push_back(create_communicator(devices));
+    }
+  if (crosses_groups())
+    for (int q = 0; q < k; ++q) {
+      std::vector<Device*> devices;
+      for (int g = 0; g < world_ / k; ++g) devices.push_back(replicas[static_cast<size_t>(g * k + q)].device);
+      replica_groups_.push_back(create_communicator(devices));
+    }
+  for (const Replica& replica : replicas) {
+    replica.device->make_current();
+    meters_.push_back(std::make_unique<ExchangeMeter>(*replica.device));
+    state_.push_back(std::make_unique<ReplicaUnits>(*this, replica, layout));
+    if (k > 1) replica.parameters->set_residence(state_.back().get());
+  }
+  measured_from_.resize(replicas.size());
+}
+
+UnitHooks* FullyShardedStrategy::unit_hooks(int replica) { return state_.at(static_cast<size_t>(replica)).get(); }
+
+void FullyShardedStrategy::finish_step(int replica, int64_t step) { state_.at(static_cast<size_t>(replica))->finish(step); }
+
+bool FullyShardedStrategy::step_is_replayable() const {
+  for (const auto& group : shard_groups_)
+    if (!group->capturable()) return false;
+  for (const auto& group : replica_groups_)
+    if (!group->capturable()) return false;
+  return true;
+}
+
+void FullyShardedStrategy::abort() {
+  for (const auto& group : shard_groups_) group->abort();
+  for (const auto& group : replica_groups_) group->abort();
+}
+
+void FullyShardedStrategy::begin_measurement() {
+  for (size_t r = 0; r < meters_.size(); ++r) measured_from_[r] = meters_[r]->totals();
+}
+
+std::vector<double> FullyShardedStrategy::exposed_comm_ms_per_step(int64_t measured_steps) const {
+  if (measured_steps <= 0 || (group_size() == 1 && !crosses_groups())) return {};
+  std::vector<double> waits;
+  for (size_t r = 0; r < meters_.size(); ++r)
+    waits.push_back((meters_[r]->totals().wait_ms - measured_from_[r].wait_ms) / static_cast<double>(measured_steps));
+  return waits;
+}
+
+RangeSchedule FullyShardedStrategy::unit_schedule(const ParameterUnit& unit) const {
+  size_t index = 0;
+  while (index < units_.units.size() && units_.units[index].name != unit.name) ++index;
+  int gathers = 0;
+  for (const PlannedUse& use : plan_.uses) gathers += use.unit == static_cast<int>(index) && use.gathers ? 1 : 0;
+  StrategyOptions options = options_;
+  options.shard_group_size = group_size();
+  ScheduleShape shape;
+  shape.world = world_;
+  shape.ranks_per_host = world_;
+  StepSchedule one = schedule_for(options, ParameterLayout{}, {unit.range}, shape);
+  RangeSchedule schedule = one.ranges.front();
+  // The planned gathers, not the estimate: a unit still held is not gathered again.
+  std::vector<ScheduledCollective> steps;
+  for (const ScheduledCollective& step : schedule.steps)
+    if (step.collective != Collective::all_gather) steps.push_back(step);
+  if (group_size() > 1) {
+    ScheduledCollective gather = schedule.steps.front();
+    std::vector<ScheduledCollective> gathered = {gather};
+    const DataType copy = state_.empty() ? DataType::f32 : state_.front()->copy_type();
+    if (copy != DataType::f32) {  // Note [what travels]: the 16-bit copy, then the vectors' pack
+      gather.width = static_cast<double>(data_type_bytes(copy)) / sizeof(float);
+      gather.bytes *= gather.width;
+      gathered = {gather};
+      const size_t pack = state_.front()->pack_count(index);
+      if (pack > 0) {
+        ScheduledCollective vectors = gather;
+        vectors.width = 1;
+        vectors.bytes = static_cast<double>(pack) * group_size() * sizeof(float);
+        gathered.push_back(vectors);
+      }
+    }
+    for (int g = 0; g < gathers; ++g) steps.insert(steps.begin(), gathered.begin(), gathered.end());
+  }
+  schedule.steps = steps;
+  return schedule;
+}
+
+StepSchedule FullyShardedStrategy::schedule_for(const StrategyOptions& options, const ParameterLayout& /*layout*/,
+                                                const std::vector<GradientRange>& units, const ScheduleShape& shape) {
+  const int k = options.shard_group_size > 0 ? std::min(options.shard_group_size, shape.world) : shape.world;
+  const int groups = std::max(1, shape.world / std::max(1, k));
+  StepSchedule schedule;
+  schedule.update = UpdatePlacement::after_all;
+  schedule.update_share = 1.0 / k;
+  for (const GradientRange& unit : units) {
+    RangeSchedule range;
+    range.message_bytes = static_cast<double>(unit.count) * sizeof(float);
+    const size_t chunk = ceil_div(unit.count, static_cast<size_t>(k));
+    const double padded_bytes = static_cast<double>(chunk) * k * sizeof(float);
+    if (k > 1) {
+      for (int g = 0; g < (options.reshard_after_forward ? 2 : 1); ++g) {
+        ScheduledCollective gather;
+        gather.collective = Collective::all_gather;
+        gather.bytes = padded_bytes;
+        gather.ranks = k;
+        gather.span = k == shape.world ? StepRanks::job : StepRanks::inside_host;
+        range.steps.push_back(gather);
+      }
+      ScheduledCollective reduce;
+      reduce.collective = Collective::reduce_scatter;
+      const bool half = options.reduce_precision == ReducePrecision::bf16;
+      reduce.width = half ? 0.5 : 1.0;
+      reduce.bytes = padded_bytes * reduce.width;
+      reduce.ranks = k;
+      reduce.span = k == shape.world ? StepRanks::job : StepRanks::inside_host;
+      range.steps.push_back(reduce);
+    }
+    if (groups > 1) {
+      ScheduledCollective across;
+      across.collective = Collective::all_reduce;
+      across.bytes = static_cast<double>(k > 1 ? chunk : unit.count) * sizeof(float);
+      across.ranks = groups;
+      across.span = k == shape.ranks_per_host ? StepRanks::across_hosts : StepRanks::job;
+      across.concurrent = k == shape.ranks_per_host ? k : 1;
+      range.steps.push_back(across);
+    }
+    schedule.ranges.push_back(range);
+  }
+  return schedule;
+}
+
+nlohmann::json FullyShardedStrategy::communication_summary(int64_t measured_steps) const {
+  std::vector<RangeSchedule> ranges;
+  for (const ParameterUnit& unit : units_.units) ranges.push_back(unit_schedule(unit));
+  const ScheduleTraffic traffic = traffic_of(ranges);
+  const int k = group_size();
+  nlohmann::json comm;
+  comm["exchange"] = k == 1 ? (crosses_groups() ? "all-reduce per unit (shard groups of one)"
+                                                : "none (one device: nothing to gather or reduce)")
+                            : std::string("per unit: all-gather (") + gathered_type() + "), reduce-scatter (" +
+                                  (options_.reduce_precision == ReducePrecision::bf16 ? "bf16" : "fp32") + ")" +
+                                  (crosses_groups() ? ", all-reduce across groups" : "");
+  comm["communicator"] = shard_groups_.empty() ? (replica_groups_.empty() ? "none" : replica_groups_.front()->description())
+                                               : shard_groups_.front()->description();
+  comm["units"] = units_.units.size();
+  comm["shard_group_size"] = k;
+  comm["parameter_slots"] = plan_.parameter_slot_elements.size();
+  comm["gradient_slots"] = plan_.gradient_slot_elements.size();
+  comm["gathered_bytes"] = in_flight_bytes();
+  comm["collectives_per_step"] = traffic.collectives;
+  comm["bytes_per_step"] = traffic.bytes;
+  comm["bytes_sent_per_device_per_step"] = traffic.bytes_sent;
+  double sizes = 0;  // the collectives' sizes as nccl-tests counts them, in the types they travel in
+  for (const RangeSchedule& range : ranges)
+    for (const ScheduledCollective& step : range.steps) sizes += step.bytes;
+  comm["collective_bytes_per_step"] = sizes;
+  comm["transfer_type"] = gathered_type();
+  comm["reduce_precision"] = options_.reduce_precision == ReducePrecision::bf16 ? "bf16" : "fp32";
+  comm["overlap"] = true;
+  comm["embedding_exchange"] = "dense";
+  comm["busbw_formula"] = "each collective's nccl-tests size x its bus factor ((k-1)/k for all-gather and "
+                          "reduce-scatter over a group of k, 2(g-1)/g for the all-reduce across g groups), summed";
+  if (measured_steps <= 0 || meters_.empty()) return comm;
+  double transfer_ms = 0, transfer_min_ms = 0, wait_ms = 0, wait_max_ms = 0;
+  for (size_t r = 0; r < meters_.size(); ++r) {
+    const ExchangeTimes now = meters_[r]->totals();
+    const double transfer = (now.transfer_ms - measured_from_[r].transfer_ms) / measured_steps;
+    const double wait = (now.wait_ms - measured_from_[r].wait_ms) / measured_steps;
+    transfer_ms += transfer / meters_.size();
+    transfer_min_ms = r == 0 ? transfer : std::min(transfer_min_ms, transfer);
+    wait_ms += wait / meters_.size();
+    wait_max_ms = std::max(wait_max_ms, wait);
+  }
+  comm["transfer_ms_per_step"] = transfer_ms;
+  comm["transfer_ms_per_step_min"] = transfer_min_ms;
+  comm["exposed_comm_ms_per_step"] = wait_ms;
+  comm["exposed_comm_ms_per_step_max"] = wait_max_ms;
+  if (transfer_min_ms > 0) {
+    const double seconds = transfer_min_ms * 1e-3;
+    comm["algbw_gbps"] = traffic.bytes / seconds / 1e9;
+    comm["busbw_gbps"] = traffic.bus_bytes / seconds / 1e9;
+  }
+  return comm;
+}
+
+// The type units are gathered in (Note [what travels]).
+std::string FullyShardedStrategy::gathered_type() const {
+  const DataType copy = state_.empty() ? DataType::f32 : state_.front()->copy_type();
+  return copy == DataType::f32 ? "fp32" : std::string(data_type_name(copy)) + ", vectors fp32";
+}
+
+// What one device holds beyond its shard: the parameter slots (fp32, and the 16-bit copy under
+// mixed precision) and the gradient slots. Nothing with groups of one.
+double FullyShardedStrategy::in_flight_bytes() const {
+  if (group_size() == 1 || state_.empty()) return 0;
+  return state_.front()->slot_bytes();
+}
+
+std::vector<float> FullyShardedStrategy::assembled_parameters(int replica) const {
+  const int k = group_size();
+  if (k == 1) return {};
+  const ParameterLayout& layout = replicas_.front().parameters->layout();
+  std::vector<float> whole(layout.total_count(), 0.0f);
+  const int group = replica / k;
+  for (int q = 0; q < k; ++q) {
+    const Replica& owner = replicas_.at(static_cast<size_t>(group * k + q));
+    owner.device->make_current();
+    const std::vector<float> shard = owner.parameters->download();
+    size_t at = 0;
+    for (const ResidentChunk& chunk : owner.parameters->chunks()) {
+      std::copy_n(shard.begin() + static_cast<std::ptrdiff_t>(at), chunk.count,
+                  whole.begin() + static_cast<std::ptrdiff_t>(chunk.layout_offset));
+      at += chunk.padded_count;
+    }
+  }
+  return whole;
+}
+
+}  // namespace dpbench

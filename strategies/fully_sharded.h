@@ -1,0 +1,89 @@
+// `fully_sharded` (ZeRO-3, PyTorch FSDP): each device keeps 1/K of every unit's fp32 parameters,
+// gradients and optimizer state (K = --shard_group_size, every device by default) as one flat
+// shard. Before the model uses a unit (Note [parameter units] in engine/training/model.h) the
+// unit is all-gathered into a slot of a fixed pool on the communication stream,
+// --prefetch_units uses ahead; after its last use in a step its gradients are reduce-scattered
+// into the owners' shards (--reduce_precision), and each device updates its own shard. With
+// K < N the shards' gradients are then all-reduced across the N/K groups (hybrid sharding).
+//
+// Note [what travels]: under fp32 a unit is gathered as its fp32 values. Under fp16/bf16 it is
+// gathered in the 16-bit copy (each shard's, which the update refreshes), as FSDP's param_dtype
+// gathers; but dpbench's layers read biases and norm scales in fp32 beside the 16-bit weights, so
+// a unit's vectors (its rank-1 tensors) also travel in fp32: each owner packs the pieces of them
+// in its chunk, the packs are all-gathered, and the pieces are copied into the slot's compact
+// fp32 part. A layer reading a matrix in fp32 under fp16/bf16 is refused. The layers then read
+// exactly what replicated's read, so training is bit for bit the same.
+//
+// Note [a group of one]: with K = 1 every device holds whole units, so nothing is gathered:
+// the replica's ordinary buffers serve the model and only the all-reduce across groups (if any)
+// is left, after each unit's last gradient-writing use. N = 1 is then exactly one device
+// training alone, with nothing but the hooks' bookkeeping added.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "engine/backend/device_placement.h"
+#include "engine/communication/collective_schedule.h"
+#include "engine/communication/communicator.h"
+#include "engine/training/strategy.h"
+#include "strategies/exchange_meter.h"
+#include "strategies/strategy_options.h"
+#include "strategies/unit_slots.h"
+
+namespace dpbench {
+
+class FullyShardedStrategy final : public Strategy {
+ public:
+  FullyShardedStrategy(const StrategyOptions& options, const DevicePlacement& placement);
+  ~FullyShardedStrategy() override;
+  std::string name() const override { return "fully_sharded"; }
+  std::vector<std::vector<ResidentChunk>> plan_shards(const ParameterLayout& layout, const ParameterUnits& units,
+                                                      int num_replicas) override;
+  void setup(const ParameterLayout& layout, std::vector<Replica>& replicas) override;
+  UnitHooks* unit_hooks(int replica) override;
+  void on_gradients_ready(int replica, GradientRange range, const Event& ready) override {}
+  void finish_step(int replica, int64_t step) override;
+  bool step_is_replayable() const override;
+  void begin_measurement() override;
+  nlohmann::json communication_summary(int64_t measured_steps) const override;
+  std::vector<double> exposed_comm_ms_per_step(int64_t measured_steps) const override;
+  std::vector<float> assembled_parameters(int replica) const override;
+  void abort() override;
+
+  // What it issues per step, as data (engine/communication/collective_schedule.h): each of
+  // `units` all-gathered once (twice when resharded after forward), its gradients
+  // reduce-scattered, and with groups smaller than the job the shard all-reduced across them.
+  // `dpbench predict` passes its exchange plan's ranges as the units; not knowing the run's
+  // precision, it prices fp32 gathers (a run's own summary.comm prices its 16-bit ones).
+  static StepSchedule schedule_for(const StrategyOptions& options, const ParameterLayout& layout,
+                                   const std::vector<GradientRange>& units, const ScheduleShape& shape);
+
+ private:
+  class ReplicaUnits;
+  int group_size() const;  // K
+  bool crosses_groups() const { return group_size() < world_; }
+  // Replica `replica`'s shard group (K devices) and its rank there; its replica group (one
+  // device of each shard group, the same rank in each) and its rank there.
+  Communicator& shard_group(int replica) const { return *shard_groups_.at(static_cast<size_t>(replica / group_size())); }
+  int shard_rank(int replica) const { return replica % group_size(); }
+  Communicator& replica_group(int replica) const { return *replica_groups_.at(static_cast<size_t>(shard_rank(replica))); }
+  int replica_rank(int replica) const { return replica / group_size(); }
+  RangeSchedule unit_schedule(const ParameterUnit& unit) const;
+  double in_flight_bytes() const;
+  std::string gathered_type() const;
+
+  StrategyOptions options_;
+  int world_ = 1;
+  ParameterUnits units_;
+  std::vector<size_t> chunk_;         // per unit: elements each device of a group keeps
+  std::vector<size_t> shard_offset_;  // per unit: where its chunk starts in a device's shard
+  UnitSlotPlan plan_;
+  std::vector<Replica> replicas_;
+  std::vector<std::unique_ptr<ReplicaUnits>> state_;
+  std::vector<std::unique_ptr<Communicator>> shard_groups_, replica_groups_;
+  std::vector<std::unique_ptr<ExchangeMeter>> meters_;
+  std::vector<ExchangeTimes> measured_from_;
+};
+
+}  // namespace dpbench
