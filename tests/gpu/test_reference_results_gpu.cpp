@@ -27,7 +27,7 @@ TEST_CASE("[gpu] a GPU run finds the shipped reference of its workload, and one 
   REQUIRE(reference["matched"] == true);
   CHECK(std::filesystem::equivalent(reference["folder"].get<std::string>(),
                                     std::string(DPBENCH_SOURCE_DIR) + "/reference_results"));
-  CHECK(reference["files"] == nlohmann::json::array({"2026-11-29_h200_gpt/gpt_124m_b16_bf16_1gpu.json"}));
+  CHECK(reference["files"] == nlohmann::json::array({"2026-11-29_h200/gpt_124m_b16_bf16_1gpu.json"}));
   CHECK(reference["label"] == "H200 reference (2026-11-29, 700 W)");
   REQUIRE(reference["ratio"].is_number());
   CHECK(reference["ratio"].get<double>() > 0);
@@ -44,7 +44,7 @@ TEST_CASE("[gpu] a GPU run finds the shipped reference of its workload, and one 
   const nlohmann::json none = testing::read_json(unmatched)["summary"]["reference"];
   INFO(none.dump(1));
   CHECK(none["matched"] == false);
-  CHECK(none["nearest"]["file"] == "2026-11-29_h200_gpt/gpt_124m_b16_bf16_1gpu.json");
+  CHECK(none["nearest"]["file"] == "2026-11-29_h200/gpt_124m_b16_bf16_1gpu.json");
   CHECK(none["nearest"]["differs_in"] == nlohmann::json::array({"batch_size (this run 2; reference 16)"}));
 }
 

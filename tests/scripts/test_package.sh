@@ -112,7 +112,7 @@ commands=$(grep -v '^dpbench-sweep (dry run): ' "$work/stdout")
 # The references are found beside the installed dpbench, not in the checkout: a copy of one is
 # its own reference.
 installed_references=$(cd "$work/root/usr/share/dpbench/reference_results" && pwd -P)
-cp "$installed_references/2026-11-29_h200_gpt/gpt_124m_b16_bf16_1gpu.json" mine.json
+cp "$installed_references/2026-11-29_h200/gpt_124m_b16_bf16_1gpu.json" mine.json
 expect_exit "dpbench compare --reference" 0 dpbench compare --reference mine.json --fail_above=5 --format=json
 [ "$(python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["base"]["path"])' <"$work/stdout")" = \
   "$installed_references" ] || fail "dpbench compare --reference: not the installed references: $(head -c 300 "$work/stdout")"

@@ -21,7 +21,7 @@ source "$(dirname "$0")/result_checks.sh"
 unset DPBENCH_REFERENCE_RESULTS
 
 # ---- dpbench's own references, from the build tree ----------------------------------------------
-shipped=$source_dir/reference_results/2026-11-29_h200_gpt/gpt_124m_b16_bf16_1gpu.json
+shipped=$source_dir/reference_results/2026-11-29_h200/gpt_124m_b16_bf16_1gpu.json
 [ -f "$shipped" ] || { fail "no $shipped"; finish ""; }
 mkdir -p "$work/mine"
 cp "$shipped" "$work/mine/same.json"
