@@ -174,20 +174,7 @@ nlohmann::json BucketedExchangeStrategy::communication_summary(int64_t measured_
     return comm;
   }
   if (measured_steps <= 0) return comm;
-  double transfer_ms = 0, transfer_min_ms = 0, wait_ms = 0, wait_max_ms = 0;
-  for (size_t r = 0; r < meters_.size(); ++r) {
-    const ExchangeTimes now = meters_[r]->totals();
-    const double transfer = (now.transfer_ms - measured_from_[r].transfer_ms) / measured_steps;
-    const double wait = (now.wait_ms - measured_from_[r].wait_ms) / measured_steps;
-    transfer_ms += transfer / meters_.size();
-    transfer_min_ms = r == 0 ? transfer : std::min(transfer_min_ms, transfer);
-    wait_ms += wait / meters_.size();
-    wait_max_ms = std::max(wait_max_ms, wait);
-  }
-  comm["transfer_ms_per_step"] = transfer_ms;
-  comm["transfer_ms_per_step_min"] = transfer_min_ms;
-  comm["exposed_comm_ms_per_step"] = wait_ms;
-  comm["exposed_comm_ms_per_step_max"] = wait_max_ms;
+  const double transfer_min_ms = record_measured_exchange_times(meters_, measured_from_, measured_steps, comm);
   // Bandwidths as nccl-tests defines them: algbw = message bytes / time spent transferring. A
   // device's transfer time also holds its wait for the others to reach the same collective; the
   // device that waited least (the least total) is the closest to the wire's own time, as

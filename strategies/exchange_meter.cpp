@@ -1,5 +1,8 @@
 // ExchangeMeter: timestamps written by the streams themselves (Backend::write_timestamp).
 #include "strategies/exchange_meter.h"
+
+#include <algorithm>
+
 #include "engine/backend/step_trace.h"
 
 namespace dpbench {
@@ -53,6 +56,27 @@ ExchangeTimes ExchangeMeter::totals() const {
   int64_t clocks[kSlots];
   device_->copy_to_host(clocks, clocks_.data(), sizeof(clocks));
   return ExchangeTimes{clocks[kTransferTotal] * 1e-6, clocks[kWaitTotal] * 1e-6};
+}
+
+double record_measured_exchange_times(const std::vector<std::unique_ptr<ExchangeMeter>>& meters,
+                                      const std::vector<ExchangeTimes>& measured_from, int64_t measured_steps,
+                                      nlohmann::json& comm) {
+  double transfer_ms = 0, transfer_min_ms = 0, wait_ms = 0, wait_max_ms = 0;
+  const double replicas = static_cast<double>(meters.size());
+  for (size_t r = 0; r < meters.size(); ++r) {
+    const ExchangeTimes now = meters[r]->totals();
+    const double transfer = (now.transfer_ms - measured_from[r].transfer_ms) / measured_steps;
+    const double wait = (now.wait_ms - measured_from[r].wait_ms) / measured_steps;
+    transfer_ms += transfer / replicas;
+    transfer_min_ms = r == 0 ? transfer : std::min(transfer_min_ms, transfer);
+    wait_ms += wait / replicas;
+    wait_max_ms = std::max(wait_max_ms, wait);
+  }
+  comm["transfer_ms_per_step"] = transfer_ms;
+  comm["transfer_ms_per_step_min"] = transfer_min_ms;
+  comm["exposed_comm_ms_per_step"] = wait_ms;
+  comm["exposed_comm_ms_per_step_max"] = wait_max_ms;
+  return transfer_min_ms;
 }
 
 }  // namespace dpbench

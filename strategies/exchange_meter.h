@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -47,5 +49,13 @@ class ExchangeMeter {
   int next_ready_instant_ = -1;
   StepTrace::Span transfer_span_, wait_span_;
 };
+
+// The measured steps' exchange times of every replica (their meters' totals less `measured_from`,
+// the totals when measurement began), per step, into `comm` (summary.comm): transfer_ms_per_step
+// (the mean over replicas) and its _min, exposed_comm_ms_per_step (the mean) and its _max.
+// Returns the least transfer time, the figure bandwidths are computed from.
+double record_measured_exchange_times(const std::vector<std::unique_ptr<ExchangeMeter>>& meters,
+                                      const std::vector<ExchangeTimes>& measured_from, int64_t measured_steps,
+                                      nlohmann::json& comm);
 
 }  // namespace dpbench

@@ -248,20 +248,7 @@ nlohmann::json FullyShardedStrategy::communication_summary(int64_t measured_step
   comm["busbw_formula"] = "each collective's nccl-tests size x its bus factor ((k-1)/k for all-gather and "
                           "reduce-scatter over a group of k, 2(g-1)/g for the all-reduce across g groups), summed";
   if (measured_steps <= 0 || meters_.empty()) return comm;
-  double transfer_ms = 0, transfer_min_ms = 0, wait_ms = 0, wait_max_ms = 0;
-  for (size_t r = 0; r < meters_.size(); ++r) {
-    const ExchangeTimes now = meters_[r]->totals();
-    const double transfer = (now.transfer_ms - measured_from_[r].transfer_ms) / measured_steps;
-    const double wait = (now.wait_ms - measured_from_[r].wait_ms) / measured_steps;
-    transfer_ms += transfer / meters_.size();
-    transfer_min_ms = r == 0 ? transfer : std::min(transfer_min_ms, transfer);
-    wait_ms += wait / meters_.size();
-    wait_max_ms = std::max(wait_max_ms, wait);
-  }
-  comm["transfer_ms_per_step"] = transfer_ms;
-  comm["transfer_ms_per_step_min"] = transfer_min_ms;
-  comm["exposed_comm_ms_per_step"] = wait_ms;
-  comm["exposed_comm_ms_per_step_max"] = wait_max_ms;
+  const double transfer_min_ms = record_measured_exchange_times(meters_, measured_from_, measured_steps, comm);
   if (transfer_min_ms > 0) {
     const double seconds = transfer_min_ms * 1e-3;
     comm["algbw_gbps"] = traffic.bytes / seconds / 1e9;

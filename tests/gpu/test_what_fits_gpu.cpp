@@ -20,6 +20,7 @@
 #include "strategies/exchange_plan.h"
 #include "strategies/strategy_registry.h"
 #include "tests/host/strategy_test_support.h"
+#include "tests/host/what_fits_test_support.h"
 
 namespace dpbench {
 namespace {
@@ -36,28 +37,6 @@ RunConfig gpu_config(std::vector<std::string> args) {
   DeviceInventory inventory;
   inventory.cuda_gpus = cuda_device_count();
   return parse_run_flags(args, inventory).config;
-}
-
-// A run's set-up and steps with each GPU limited to `limit` bytes: nothing when it fits, the
-// runner's fit when it is refused.
-std::unique_ptr<ReplicaMemoryFit> run_within(const RunConfig& config, uint64_t limit) {
-  std::unique_ptr<Model> model = find_model(config.model)->create(config);
-  std::unique_ptr<Strategy> strategy = find_strategy(config.variable_update)->create(config, config);
-  std::vector<std::unique_ptr<Device>> devices = create_devices(config.backend, config.gpu_indices);
-  for (auto& device : devices) device->set_memory_limit(limit);
-  try {
-    Runner runner(*model, *strategy, devices, runner_settings(config));
-    runner.run(nullptr, nullptr);
-  } catch (const TooLittleDeviceMemory& refused) {
-    return std::make_unique<ReplicaMemoryFit>(refused.fit());
-  }
-  return nullptr;
-}
-
-StrategyMemory rule_of(const RunConfig& config) {
-  std::unique_ptr<Model> model = find_model(config.model)->create(config);
-  const std::vector<GradientRange> plan = plan_exchanges(model->layout(), exchange_plan_options(config));
-  return resolve_strategy_name(config.variable_update)->memory(config, model->layout(), plan, ScheduleShape{1, 1, 1});
 }
 
 }  // namespace

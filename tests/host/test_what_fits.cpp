@@ -24,12 +24,15 @@
 #include "strategies/exchange_plan.h"
 #include "strategies/strategy_registry.h"
 #include "tests/host/strategy_test_support.h"
+#include "tests/host/what_fits_test_support.h"
 #include "tests/host/test_support.h"
 
 using namespace dpbench;
 using dpbench::testing::error_message_of;
 using dpbench::testing::train;
 using dpbench::testing::Trained;
+using dpbench::testing::rule_of;
+using dpbench::testing::run_within;
 
 namespace {
 
@@ -48,29 +51,6 @@ std::vector<std::string> trivial_flags(int devices, int batch) {
 }
 
 RunConfig config_of(const std::vector<std::string>& args) { return parse_run_flags(args, DeviceInventory{}).config; }
-
-// A run's set-up on reference devices limited to `limit` bytes each: nothing when it fits, the
-// runner's fit when it is refused.
-std::unique_ptr<ReplicaMemoryFit> set_up_within(const RunConfig& config, uint64_t limit) {
-  std::unique_ptr<Model> model = find_model(config.model)->create(config);
-  std::unique_ptr<Strategy> strategy = find_strategy(config.variable_update)->create(config, config);
-  std::vector<std::unique_ptr<Device>> devices = create_devices(config.backend, config.gpu_indices);
-  for (auto& device : devices) device->set_memory_limit(limit);
-  try {
-    Runner runner(*model, *strategy, devices, runner_settings(config));
-    runner.run(nullptr, nullptr);
-  } catch (const TooLittleDeviceMemory& refused) {
-    return std::make_unique<ReplicaMemoryFit>(refused.fit());
-  }
-  return nullptr;
-}
-
-StrategyMemory rule_of(const RunConfig& config) {
-  std::unique_ptr<Model> model = find_model(config.model)->create(config);
-  const std::vector<GradientRange> plan = plan_exchanges(model->layout(), exchange_plan_options(config));
-  const ScheduleShape shape{config.world_devices(), config.num_devices(), 1};
-  return resolve_strategy_name(config.variable_update)->memory(config, model->layout(), plan, shape);
-}
 
 }  // namespace
 
@@ -206,7 +186,7 @@ TEST_CASE("a run too large for its devices is refused at set-up, and the batch t
     RunConfig config = config_of(trivial_flags(devices, 512));
     config.variable_update = "replicated";
     config.optimizer = "sgd";
-    const std::unique_ptr<ReplicaMemoryFit> fit = set_up_within(config, limit);
+    const std::unique_ptr<ReplicaMemoryFit> fit = run_within(config, limit);
     REQUIRE(fit != nullptr);
     CHECK(fit->fitted);
     CHECK(fit->limit_bytes == limit);
@@ -230,9 +210,9 @@ TEST_CASE("a run too large for its devices is refused at set-up, and the batch t
 
     // The fit's need is what a run at that batch holds at its peak, and its batch fits; one more does not.
     config.batch_size = static_cast<int>(largest);
-    CHECK(set_up_within(config, limit) == nullptr);
+    CHECK(run_within(config, limit) == nullptr);
     config.batch_size = static_cast<int>(largest) + 1;
-    CHECK(set_up_within(config, limit) != nullptr);
+    CHECK(run_within(config, limit) != nullptr);
   }
 }
 
