@@ -81,15 +81,7 @@ def nccl_version():
 
 def main():
     a = parse_args()
-    if "RANK" not in os.environ:  # run without torchrun: one rank
-        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1")
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", "29500")
-    local_rank = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local_rank)
-    device = torch.device("cuda", local_rank)
-    dist.init_process_group(backend="nccl")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    device, rank, world = twin_timing.join_process_group()
     sequence = a.model in SEQUENCE_MODELS
 
     # The same model on every rank (DDP also broadcasts rank 0's parameters); different data per rank.
@@ -111,7 +103,7 @@ def main():
         unit = "images/s"
     parameters = sum(p.numel() for p in model.parameters())
 
-    ddp = DistributedDataParallel(model, device_ids=[local_rank], output_device=local_rank,
+    ddp = DistributedDataParallel(model, device_ids=[device.index], output_device=device.index,
                                   bucket_cap_mb=a.bucket_cap_mb, gradient_as_bucket_view=True,
                                   static_graph=a.static_graph)
     if sequence:
@@ -123,7 +115,7 @@ def main():
 
     def synchronize():
         torch.cuda.synchronize()
-        dist.barrier(device_ids=[local_rank])
+        dist.barrier(device_ids=[device.index])
         torch.cuda.synchronize()
 
     for _ in range(a.num_warmup_batches):

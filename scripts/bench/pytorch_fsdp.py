@@ -24,6 +24,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pytorch_gpt  # noqa: E402
+import twin_timing  # noqa: E402
 
 
 def parse_args():
@@ -48,15 +49,7 @@ def main():
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     a = parse_args()
-    if "RANK" not in os.environ:  # run without torchrun: one rank
-        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1")
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", "29500")
-    local_rank = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local_rank)
-    device = torch.device("cuda", local_rank)
-    dist.init_process_group(backend="nccl")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    device, rank, world = twin_timing.join_process_group()
     group = a.shard_group_size or world
     if world % group:
         raise SystemExit(f"--shard_group_size={group} does not divide the {world} GPUs")
@@ -90,7 +83,7 @@ def main():
 
     def synchronize():
         torch.cuda.synchronize()
-        dist.barrier(device_ids=[local_rank])
+        dist.barrier(device_ids=[device.index])
         torch.cuda.synchronize()
 
     for _ in range(a.num_warmup_batches):

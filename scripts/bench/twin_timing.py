@@ -119,3 +119,20 @@ def measure(step, num_warmup_batches, num_batches, profile_step=0):
         torch.cuda.synchronize()
         torch.cuda.profiler.stop()
     return elapsed, loss
+
+
+def join_process_group():
+    """This process's rank in an NCCL process group (torchrun's environment, else a group of one):
+    its CUDA device, rank and world size."""
+    import os
+
+    import torch.distributed as dist
+
+    if "RANK" not in os.environ:  # run without torchrun: one rank
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1")
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29500")
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group(backend="nccl")
+    return torch.device("cuda", local_rank), dist.get_rank(), dist.get_world_size()
