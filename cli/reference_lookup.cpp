@@ -50,13 +50,29 @@ std::string reference_folder_for_executable(const std::string& executable, const
   return (program.parent_path() / installed_relative).lexically_normal().string();
 }
 
+std::string checkout_reference_folder_above(const std::string& executable) {
+  fs::path folder = settled(executable).parent_path();
+  for (int level = 0; level < 4 && !folder.empty(); ++level, folder = folder.parent_path()) {
+    std::error_code error;
+    if (fs::is_directory(folder / "reference_results", error) && fs::is_regular_file(folder / "CMakeLists.txt", error))
+      return (folder / "reference_results").string();
+    if (folder == folder.root_path()) break;
+  }
+  return "";
+}
+
 std::string default_reference_folder() {
   if (const char* given = std::getenv(kReferenceFolderVariable); given != nullptr && *given != '\0') return given;
   std::error_code error;
   const fs::path executable = fs::read_symlink("/proc/self/exe", error);
   if (error) return DPBENCH_CHECKOUT_REFERENCE_RESULTS;
-  return reference_folder_for_executable(executable.string(), DPBENCH_BUILD_TREE, DPBENCH_CHECKOUT_REFERENCE_RESULTS,
-                                         DPBENCH_INSTALLED_REFERENCE_RESULTS);
+  const std::string folder = reference_folder_for_executable(
+      executable.string(), DPBENCH_BUILD_TREE, DPBENCH_CHECKOUT_REFERENCE_RESULTS, DPBENCH_INSTALLED_REFERENCE_RESULTS);
+  if (fs::is_directory(folder, error)) return folder;
+  // A build tree copied away from where it was built (a GPU machine's copy of the checkout): the
+  // checkout it sits in.
+  const std::string above = checkout_reference_folder_above(executable.string());
+  return above.empty() ? folder : above;
 }
 
 std::optional<nlohmann::json> reference_for_run(const Result& run) {

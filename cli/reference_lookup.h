@@ -22,8 +22,13 @@ inline constexpr const char* kReferenceFolderVariable = "DPBENCH_REFERENCE_RESUL
 std::string reference_folder_for_executable(const std::string& executable, const std::string& build_dir,
                                             const std::string& checkout_folder, const std::string& installed_relative);
 
+// The reference_results/ of a checkout (a folder with it and a CMakeLists.txt) at most three
+// folders above the executable's; "" where there is none. Pure but for reading the folders.
+std::string checkout_reference_folder_above(const std::string& executable);
+
 // DPBENCH_REFERENCE_RESULTS where set and not empty, else reference_folder_for_executable for this
-// process's executable (/proc/self/exe) with the paths compiled in.
+// process's executable (/proc/self/exe) with the paths compiled in, and where that folder does
+// not exist (a build tree copied elsewhere) the checkout above the executable's.
 std::string default_reference_folder();
 
 // summary.reference for `run` (reports/reference_results.h): every GPU run's, against the default

@@ -388,6 +388,22 @@ TEST_CASE("reference results: the run's summary shows summary.reference under Re
   CHECK_FALSE(read_json(dir.file("plain.json"))["summary"].contains("reference"));
 }
 
+TEST_CASE("reference results: a build tree copied away from its checkout finds the checkout it sits in",
+          "[reference_results]") {
+  TempDir dir;
+  const std::filesystem::path checkout = dir.path() / "copy";
+  std::filesystem::create_directories(checkout / "reference_results");
+  std::filesystem::create_directories(checkout / ".device" / "run" / "build");
+  write_text_atomically((checkout / "CMakeLists.txt").string(), "project(x)\n");
+  const std::string program = (checkout / ".device" / "run" / "build" / "dpbench").string();
+  CHECK(checkout_reference_folder_above(program) == (checkout / "reference_results").string());
+  // Four folders up is too far, and a reference_results/ without a CMakeLists.txt beside it is not a checkout's.
+  std::filesystem::create_directories(checkout / "a" / "b" / "c" / "d");
+  CHECK(checkout_reference_folder_above((checkout / "a" / "b" / "c" / "d" / "dpbench").string()).empty());
+  std::filesystem::create_directories(dir.path() / "loose" / "reference_results");
+  CHECK(checkout_reference_folder_above((dir.path() / "loose" / "dpbench").string()).empty());
+}
+
 TEST_CASE(
     "reference results: the reference folder is the checkout's for a build-tree dpbench and share/ beside an installed "
     "one",
