@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 import torch
 import torch.distributed as dist
@@ -113,19 +112,7 @@ def main():
         optimizer = pytorch_cnn.make_optimizer(model, a.learning_rate)
         step = pytorch_cnn.make_step(ddp, optimizer, images, labels, a.precision)
 
-    def synchronize():
-        torch.cuda.synchronize()
-        dist.barrier(device_ids=[device.index])
-        torch.cuda.synchronize()
-
-    for _ in range(a.num_warmup_batches):
-        step()
-    synchronize()
-    start = time.perf_counter()
-    for _ in range(a.num_batches):
-        loss = step()
-    synchronize()
-    elapsed = time.perf_counter() - start
+    elapsed, loss = twin_timing.timed_ranks(step, device, a.num_warmup_batches, a.num_batches)
 
     # Outside the measurement: the slowest rank's time, and the loss averaged over the ranks.
     totals = torch.tensor([elapsed], dtype=torch.float64, device=device)

@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 import torch
 import torch.distributed as dist
@@ -81,19 +80,8 @@ def main():
         optimizer.step()
         return loss
 
-    def synchronize():
-        torch.cuda.synchronize()
-        dist.barrier(device_ids=[device.index])
-        torch.cuda.synchronize()
-
-    for _ in range(a.num_warmup_batches):
-        step()
-    synchronize()
-    start = time.perf_counter()
-    for _ in range(a.num_batches):
-        loss = step()
-    synchronize()
-    elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64, device=device)
+    seconds, loss = twin_timing.timed_ranks(step, device, a.num_warmup_batches, a.num_batches)
+    elapsed = torch.tensor([seconds], dtype=torch.float64, device=device)
     dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
     if rank == 0:
         items = a.batch_size * a.seq_len * world

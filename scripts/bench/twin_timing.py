@@ -136,3 +136,23 @@ def join_process_group():
     torch.cuda.set_device(local_rank)
     dist.init_process_group(backend="nccl")
     return torch.device("cuda", local_rank), dist.get_rank(), dist.get_world_size()
+
+def timed_ranks(step, device, warmup, steps):
+    """`warmup` untimed calls of step(), then `steps` timed ones between barriers of every rank:
+    this rank's seconds and the last loss."""
+    import torch.distributed as dist
+
+    def synchronize():
+        torch.cuda.synchronize()
+        dist.barrier(device_ids=[device.index])
+        torch.cuda.synchronize()
+
+    for _ in range(warmup):
+        step()
+    synchronize()
+    start = time.perf_counter()
+    loss = None
+    for _ in range(steps):
+        loss = step()
+    synchronize()
+    return time.perf_counter() - start, loss
