@@ -338,7 +338,7 @@ TEST_CASE("resnet50 recomputing its bottlenecks trains as without, through the C
                                      "layer4.2", /*halves_activations=*/false);
 }
 
-TEST_CASE("--activation_checkpointing: none by default, blocks only where a model has blocks to recompute",
+TEST_CASE("activation checkpointing is none by default, blocks only where a model has blocks to recompute",
           "[activation_checkpointing][flags]") {
   auto parse = [](std::vector<std::string> args) {
     args.insert(args.end(), {"--device=cpu", "--result_file="});

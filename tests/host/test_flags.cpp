@@ -882,7 +882,7 @@ TEST_CASE("numbers too small or too large for a flag are named as such, not as '
   CHECK(parse({"--peak_tflops=0"}).peak_tflops == 0);
 }
 
-TEST_CASE("--device_memory takes a size with its unit and is recorded in bytes", "[flags][what_fits]") {
+TEST_CASE("the device_memory flag takes a size with its unit and is recorded in bytes", "[flags][what_fits]") {
   CHECK(parse({}).device_memory == 0);
   const RunConfig config = parse({"--device_memory=80GiB"});
   CHECK(config.device_memory == 80ull << 30);
