@@ -52,7 +52,8 @@ std::string reference_folder_for_executable(const std::string& executable, const
 
 std::string checkout_reference_folder_above(const std::string& executable) {
   fs::path folder = settled(executable).parent_path();
-  for (int level = 0; level < 4 && !folder.empty(); ++level, folder = folder.parent_path()) {
+  // Deep enough for a test binary in a carried copy: CHECKOUT/.device/NAME/build/tests/.
+  for (int level = 0; level < 6 && !folder.empty(); ++level, folder = folder.parent_path()) {
     std::error_code error;
     if (fs::is_directory(folder / "reference_results", error) && fs::is_regular_file(folder / "CMakeLists.txt", error))
       return (folder / "reference_results").string();

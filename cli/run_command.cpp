@@ -116,6 +116,19 @@ OptimizerConfig optimizer_config(const RunConfig& config) {
   return optimizer;
 }
 
+void configure_devices(const RunConfig& config, const std::vector<std::unique_ptr<Device>>& devices) {
+  for (const auto& device : devices)
+    if (device->kind() == BackendKind::cuda) {
+      set_cudnn_benchmark(*device, config.cudnn_benchmark);
+      set_deterministic(*device, config.deterministic);
+      set_lstm_algorithm(*device, config.sequence.lstm_algorithm);
+      // 16-bit runs put any GEMM they keep in fp32 on TF32 tensor cores too.
+      set_tf32(*device, allows_tf32(config.precision));
+    }
+  if (config.device_memory > 0)
+    for (const auto& device : devices) device->set_memory_limit(config.device_memory);
+}
+
 RunnerSettings runner_settings(const RunConfig& config) {
   RunnerSettings settings;
   settings.batch_size = config.batch_size;
@@ -342,16 +355,7 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   std::unique_ptr<Model> model = model_entry->create(config);
   std::unique_ptr<Strategy> strategy = strategy_entry->create(config, config);
   std::vector<std::unique_ptr<Device>> devices = create_devices(config.backend, config.gpu_indices);
-  for (auto& device : devices)
-    if (device->kind() == BackendKind::cuda) {
-      set_cudnn_benchmark(*device, config.cudnn_benchmark);
-      set_deterministic(*device, config.deterministic);
-      set_lstm_algorithm(*device, config.sequence.lstm_algorithm);
-      // 16-bit runs put any GEMM they keep in fp32 on TF32 tensor cores too.
-      set_tf32(*device, allows_tf32(config.precision));
-    }
-  if (config.device_memory > 0)
-    for (auto& device : devices) device->set_memory_limit(config.device_memory);
+  configure_devices(config, devices);
   std::vector<DeviceDescription> descriptions;
   for (const auto& device : devices) descriptions.push_back(device->description());
 

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <stdexcept>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "cli/flags.h"
 #include "engine/training/runner.h"
@@ -14,6 +16,10 @@ namespace dpbench {
 // The optimizer and the runner's settings the resolved flags ask for.
 OptimizerConfig optimizer_config(const RunConfig& config);
 RunnerSettings runner_settings(const RunConfig& config);
+// The resolved flags' device controls (cuDNN search, --deterministic, the LSTM algorithm, TF32
+// under 16-bit precision, --device_memory) set on every device; every path that builds devices
+// for a run (the run itself, tests training in-process) goes through it.
+void configure_devices(const RunConfig& config, const std::vector<std::unique_ptr<Device>>& devices);
 
 // A run stopped by SIGINT or SIGTERM (cli/interrupt_signals.h) before any step was measured:
 // there is nothing to keep, so no result is written.

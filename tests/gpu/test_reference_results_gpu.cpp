@@ -25,8 +25,11 @@ TEST_CASE("[gpu] a GPU run finds the shipped reference of its workload, and one 
   const nlohmann::json& reference = result["summary"]["reference"];
   INFO(reference.dump(1));
   REQUIRE(reference["matched"] == true);
-  CHECK(std::filesystem::equivalent(reference["folder"].get<std::string>(),
-                                    std::string(DPBENCH_SOURCE_DIR) + "/reference_results"));
+  const std::filesystem::path folder = reference["folder"].get<std::string>();
+  CHECK(std::filesystem::is_regular_file(folder / "2026-11-29_h200" / "gpt_124m_b16_bf16_1gpu.json"));
+  // Where the build tree is still in its checkout, that checkout's folder (a carried copy finds its own).
+  const std::filesystem::path built_in = std::string(DPBENCH_SOURCE_DIR) + "/reference_results";
+  if (std::filesystem::is_directory(built_in)) CHECK(std::filesystem::equivalent(folder, built_in));
   CHECK(reference["files"] == nlohmann::json::array({"2026-11-29_h200/gpt_124m_b16_bf16_1gpu.json"}));
   CHECK(reference["label"] == "H200 reference (2026-11-29, 700 W)");
   REQUIRE(reference["ratio"].is_number());

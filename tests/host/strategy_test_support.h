@@ -44,6 +44,7 @@ inline Trained train(std::vector<std::string> args, const std::function<void(Run
   std::unique_ptr<Model> model = find_model(config.model)->create(config);
   std::unique_ptr<Strategy> strategy = find_strategy(config.variable_update)->create(config, config);
   std::vector<std::unique_ptr<Device>> devices = create_devices(config.backend, config.gpu_indices);
+  configure_devices(config, devices);  // --deterministic and the other device controls, as a run sets them
   Runner runner(*model, *strategy, devices, runner_settings(config));
   const RunMeasurements measured = runner.run(nullptr, nullptr);
   Trained trained;

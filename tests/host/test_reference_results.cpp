@@ -397,9 +397,14 @@ TEST_CASE("reference results: a build tree copied away from its checkout finds t
   write_text_atomically((checkout / "CMakeLists.txt").string(), "project(x)\n");
   const std::string program = (checkout / ".device" / "run" / "build" / "dpbench").string();
   CHECK(checkout_reference_folder_above(program) == (checkout / "reference_results").string());
-  // Four folders up is too far, and a reference_results/ without a CMakeLists.txt beside it is not a checkout's.
-  std::filesystem::create_directories(checkout / "a" / "b" / "c" / "d");
-  CHECK(checkout_reference_folder_above((checkout / "a" / "b" / "c" / "d" / "dpbench").string()).empty());
+  // The test binaries one folder deeper (build/tests/) find it too.
+  std::filesystem::create_directories(checkout / ".device" / "run" / "build" / "tests");
+  CHECK(checkout_reference_folder_above((checkout / ".device" / "run" / "build" / "tests" / "dpbench_gpu_tests").string()) ==
+        (checkout / "reference_results").string());
+  // Six folders up is too far, and a reference_results/ without a CMakeLists.txt beside it is not a checkout's.
+  const std::filesystem::path deep = checkout / "a" / "b" / "c" / "d" / "e" / "f";
+  std::filesystem::create_directories(deep);
+  CHECK(checkout_reference_folder_above((deep / "dpbench").string()).empty());
   std::filesystem::create_directories(dir.path() / "loose" / "reference_results");
   CHECK(checkout_reference_folder_above((dir.path() / "loose" / "dpbench").string()).empty());
 }

@@ -22,7 +22,9 @@ inline std::unique_ptr<ReplicaMemoryFit> run_within(const RunConfig& config, uin
   std::unique_ptr<Model> model = find_model(config.model)->create(config);
   std::unique_ptr<Strategy> strategy = find_strategy(config.variable_update)->create(config, config);
   std::vector<std::unique_ptr<Device>> devices = create_devices(config.backend, config.gpu_indices);
-  for (auto& device : devices) device->set_memory_limit(limit);
+  RunConfig limited = config;
+  limited.device_memory = limit;
+  configure_devices(limited, devices);
   try {
     Runner runner(*model, *strategy, devices, runner_settings(config));
     runner.run(nullptr, nullptr);
