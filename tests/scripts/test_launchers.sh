@@ -126,7 +126,7 @@ sharded() {  # launcher, ranks, the one-process result to equal, tag, fully_shar
     fail "$tag: summary.comm"
   [ "$(field "$work/$tag.json" 'len(d["summary"]["breakdown"]["per_device"])')" = "$ranks" ] || fail "$tag: breakdown devices"
 }
-auto_fp16=(--precision=fp16 --fp16_enable_auto_loss_scale --fp16_loss_scale=16777216)
+auto_fp16=(--precision=fp16 --fp16_enable_auto_loss_scale --fp16_loss_scale=1048576)
 for ranks in 2 4; do
   one_process "replicated_$ranks" "$ranks" --variable_update=replicated
   sharded torchrun "$ranks" "replicated_$ranks" resharded
