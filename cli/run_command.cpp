@@ -309,7 +309,8 @@ std::string describe_too_little_memory(const RunConfig& config, const Model& mod
   refusal.fit = fit;
   if (run_entry != nullptr && run_entry->memory) refusal.strategy = run_entry->memory(config, layout, plan, shape);
   refusal.limit_source = config.device_memory > 0 ? "--device_memory" : "what the GPU had free when the run started";
-  const ProcessLayout processes = config.num_processes > 1 ? ProcessLayout::one_process_per_gpu : ProcessLayout::one_process;
+  const ProcessLayout processes =
+      config.num_processes > 1 ? ProcessLayout::one_process_per_gpu : ProcessLayout::one_process;
   for (const PredictedVariant& variant : predicted_variants()) {
     const StrategyEntry* entry = find_strategy(variant.strategy);
     if (entry == nullptr || !entry->memory || run_entry == nullptr || !entry->runs_in(processes)) continue;

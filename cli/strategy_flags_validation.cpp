@@ -179,7 +179,8 @@ void resolve_strategy(const GivenFlags& flags, RunConfig* config) {
     reject("num_gpus", std::to_string(config->num_devices()),
            "--variable_update=" + entry.name + " drives one GPU per process" +
                (launched ? " when a launcher starts it" : "") + "; start one process per GPU, e.g. mpirun -np " +
-               std::to_string(config->num_devices() * config->num_processes) + " dpbench --variable_update=" + entry.name);
+               std::to_string(config->num_devices() * config->num_processes) +
+               " dpbench --variable_update=" + entry.name);
 }
 
 // The synchronisation options: each parsed and range-checked as its record says, each refused with

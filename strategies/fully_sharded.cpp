@@ -120,7 +120,8 @@ void FullyShardedStrategy::create_groups(const std::vector<Replica>& replicas) {
       std::vector<Device*> devices;
       for (int g = 0; g < world_ / k; ++g) devices.push_back(replicas[static_cast<size_t>(g * k + q)].device);
       replica_groups_.push_back(create_communicator(devices));
-      for (int g = 0; g < world_ / k; ++g) replica_seats_[static_cast<size_t>(g * k + q)] = Seat{replica_groups_.back().get(), g};
+      for (int g = 0; g < world_ / k; ++g)
+        replica_seats_[static_cast<size_t>(g * k + q)] = Seat{replica_groups_.back().get(), g};
     }
 }
 

@@ -111,11 +111,12 @@ TEST_CASE("fully_sharded skips and applies the steps replicated does under autom
   // Six steps from `scale`, halved after each step that overflowed (and skipped).
   auto train_fp16 = [](int devices, const std::string& strategy, float scale) {
     std::vector<std::string> args = kTinyGpt;
-    for (const std::string& flag :
-         {"--num_gpus=" + std::to_string(devices), std::string("--batch_size=2"), std::string("--num_warmup_batches=1"),
-          std::string("--num_batches=5"), std::string("--precision=fp16"), std::string("--fp16_enable_auto_loss_scale=true"),
-          "--fp16_loss_scale=" + std::to_string(static_cast<int64_t>(scale)), "--variable_update=" + strategy})
+    for (const std::string& flag : {"--batch_size=2", "--num_warmup_batches=1", "--num_batches=5", "--precision=fp16",
+                                    "--fp16_enable_auto_loss_scale=true"})
       args.push_back(flag);
+    args.push_back("--num_gpus=" + std::to_string(devices));
+    args.push_back("--fp16_loss_scale=" + std::to_string(static_cast<int64_t>(scale)));
+    args.push_back("--variable_update=" + strategy);
     return train(args);
   };
   // From 2^20 the first three steps overflow (2^17 fits), from 2^18 the first: near the edge only
