@@ -105,7 +105,7 @@ void validate_distributed_replicated(const StrategyRequest& request) {
 
 // fully_sharded's rules. The sparse and compact ways of exchanging gradients belong to
 // whole-replica exchanges (a unit's rows are spread over its owners, and --reduce_precision is
-// its half-width reduction): it does not take them.
+// its half-width reduction): it does not take them, and says why (its entry's refused_because).
 void validate_fully_sharded(const StrategyRequest& request) {
   const StrategyOptions& options = request.options;
   const int k = options.shard_group_size;
@@ -174,7 +174,7 @@ std::vector<StrategyEntry> make_registry() {
   const std::map<std::string, std::string> fully_sharded_refusals = {
       {"compact_gradient_transfer",
        "reduce-scatters each unit's gradients to its owners, and --reduce_precision=bf16 is its half-width "
-       "reduction; drop --compact_gradient_transfer for that, or use --variable_update=replicated"},
+       "reduction; drop --compact_gradient_transfer and give that instead, or use --variable_update=replicated"},
       {"sparse_embedding_grads",
        "reduce-scatters each unit's gradients to its owners, so an embedding table's touched rows have no one "
        "device to be gathered on; drop --sparse_embedding_grads, or use --variable_update=replicated"},
