@@ -139,6 +139,10 @@ sharded torchrun 4 hybrid_4 hybrid --shard_group_size=2
 if [ -f "$work/torchrun_fully_sharded_4_hybrid.json" ]; then
   close_to "$(norm "$work/torchrun_fully_sharded_4_hybrid.json")" "$(norm "$work/replicated_4.json")" ||
     fail "hybrid fully_sharded across processes: param_norm not replicated's to rounding"
+  # Each rank's shard, slots and optimizer state, as one process's devices hold them.
+  held='[(m["at_peak"]["parameters"], m["at_peak"]["gradients"], m["at_peak"]["optimizer_state"]) for m in d["summary"]["memory"]["devices"]]'
+  [ "$(field "$work/torchrun_fully_sharded_4_hybrid.json" "$held")" = "$(field "$work/hybrid_4.json" "$held")" ] ||
+    fail "hybrid fully_sharded across processes: the devices' memory differs from one process's"
 fi
 
 # Two hosts simulated on one machine (DPBENCH_HOST_NAME), 2 ranks each: the flat and the

@@ -92,6 +92,12 @@ for ranks in 2 4; do
 done
 one_process hybrid_4 4 --variable_update=fully_sharded --shard_group_size=2
 sharded 4 hybrid_4 hybrid --shard_group_size=2
+# Each rank's shard, slots and optimizer state, as one process's devices hold them.
+held='[(m["at_peak"]["parameters"], m["at_peak"]["gradients"], m["at_peak"]["optimizer_state"]) for m in d["summary"]["memory"]["devices"]]'
+if [ -f "$work/fully_sharded_4_hybrid.mpi.json" ] && [ -f "$work/hybrid_4.one.json" ]; then
+  [ "$(field "$work/fully_sharded_4_hybrid.mpi.json" "$held")" = "$(field "$work/hybrid_4.one.json" "$held")" ] ||
+    fail "hybrid fully_sharded under mpirun: the devices' memory differs from one process's"
+fi
 
 # Two hosts simulated on one machine (DPBENCH_HOST_NAME per application context), 2 ranks each:
 # hierarchical all-reduce trains what one process with 4 devices trains, to rounding.
