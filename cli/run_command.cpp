@@ -309,9 +309,11 @@ std::string describe_too_little_memory(const RunConfig& config, const Model& mod
   refusal.fit = fit;
   if (run_entry != nullptr && run_entry->memory) refusal.strategy = run_entry->memory(config, layout, plan, shape);
   refusal.limit_source = config.device_memory > 0 ? "--device_memory" : "what the GPU had free when the run started";
+  const ProcessLayout processes =
+      config.num_processes > 1 ? ProcessLayout::one_process_per_gpu : ProcessLayout::one_process;
   for (const PredictedVariant& variant : predicted_variants()) {
     const StrategyEntry* entry = find_strategy(variant.strategy);
-    if (entry == nullptr || !entry->memory || run_entry == nullptr || entry->processes != run_entry->processes) continue;
+    if (entry == nullptr || !entry->memory || run_entry == nullptr || !entry->runs_in(processes)) continue;
     StrategyOptions options = options_of(variant);
     options.bucket_cap_mb = config.bucket_cap_mb;
     options.tail_bucket_mb = config.tail_bucket_mb;

@@ -16,7 +16,22 @@ namespace dpbench {
 namespace {
 
 const char* layout_name(ProcessLayout layout) {
-  return layout == ProcessLayout::one_process ? "one_process" : "one_process_per_gpu";
+  switch (layout) {
+    case ProcessLayout::one_process: return "one_process";
+    case ProcessLayout::one_process_per_gpu: return "one_process_per_gpu";
+    case ProcessLayout::either: return "one_process_or_per_gpu";
+  }
+  return "?";
+}
+
+// For people: how the strategy's processes are started.
+const char* layout_words(ProcessLayout layout) {
+  switch (layout) {
+    case ProcessLayout::one_process: return "one process drives every device";
+    case ProcessLayout::one_process_per_gpu: return "one process per GPU (mpirun)";
+    case ProcessLayout::either: return "one process drives every device, or one process per GPU (mpirun)";
+  }
+  return "?";
 }
 
 // --format's names, the one table it is parsed through.
@@ -71,9 +86,7 @@ nlohmann::json entry_json(const StrategyEntry& entry) {
 std::string entry_text(const StrategyEntry& entry) {
   if (entry.is_alias()) return entry.name + ": " + entry.description + "\n";
   std::string text = entry.name + ": " + entry.description + "\n";
-  text += "  family " + std::string(family_name(entry.family)) + "; " +
-          (entry.processes == ProcessLayout::one_process ? "one process drives every device"
-                                                         : "one process per GPU (mpirun)") +
+  text += "  family " + std::string(family_name(entry.family)) + "; " + layout_words(entry.processes) +
           "; sweep token " + sweep_token_form(entry) + "\n";
   std::string options;
   for (const std::string& flag : entry.options)

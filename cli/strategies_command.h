@@ -22,8 +22,8 @@ enum class ListingFormat { text, json };
 
 // The listing `dpbench strategies` prints, in `format`.
 std::string describe_strategies(ListingFormat format);
-// One line: the token's process layout (one_process | one_process_per_gpu), then its flags,
-// separated by tabs.
+// One line: the token's process layout (one_process | one_process_per_gpu |
+// one_process_or_per_gpu), then its flags, separated by tabs.
 std::string resolve_sweep_token(const std::string& token);
 
 // What reports know of the strategies: column order, recorded options with defaults, labels.

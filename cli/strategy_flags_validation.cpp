@@ -33,12 +33,12 @@ std::vector<std::string> models_with_embeddings() {
   return names;
 }
 
-// "replicated or distributed_all_reduce": the strategies of one process layout, as the
-// command line spells them (aliases left out), joined by `last`.
+// "replicated or fully_sharded": the strategies that run in one process layout, as the
+// command line spells them (aliases left out), joined by "or".
 std::string strategies_with(ProcessLayout layout, const std::string& option = "") {
   std::vector<std::string> names;
   for (const StrategyEntry& entry : strategy_registry())
-    if (!entry.is_alias() && entry.processes == layout && (option.empty() || entry.accepts(option)))
+    if (!entry.is_alias() && entry.runs_in(layout) && (option.empty() || entry.accepts(option)))
       names.push_back(entry.name);
   std::string text;
   for (size_t i = 0; i < names.size(); ++i)
@@ -46,21 +46,32 @@ std::string strategies_with(ProcessLayout layout, const std::string& option = ""
   return text;
 }
 
+// The layout of the strategy's runs: its own, or, for one that runs either way, the one this run
+// was started in (several processes under a launcher, or one).
+ProcessLayout run_layout(const StrategyEntry& entry, const RunConfig& config) {
+  if (entry.processes != ProcessLayout::either) return entry.processes;
+  return config.num_processes > 1 ? ProcessLayout::one_process_per_gpu : ProcessLayout::one_process;
+}
+
 // An option the run's strategy does not take: say which strategies of the same layout do (or,
 // where none does, of the other: one process per GPU under a launcher).
 [[noreturn]] void refuse_option(const GivenFlags& flags, const SynchronisationOption& option,
                                 const StrategyEntry& entry, const RunConfig& config) {
-  std::string takers = strategies_with(entry.processes, option.flag);
+  const auto because = entry.refused_because.find(option.flag);
+  if (because != entry.refused_because.end())
+    reject(option.flag, flags.text(option.flag), asked_strategy(config) + " " + because->second);
+  const ProcessLayout layout = run_layout(entry, config);
+  std::string takers = strategies_with(layout, option.flag);
   if (takers.empty()) {
-    const ProcessLayout other = entry.processes == ProcessLayout::one_process ? ProcessLayout::one_process_per_gpu
-                                                                             : ProcessLayout::one_process;
+    const ProcessLayout other = layout == ProcessLayout::one_process ? ProcessLayout::one_process_per_gpu
+                                                                     : ProcessLayout::one_process;
     takers = strategies_with(other, option.flag);
     if (other == ProcessLayout::one_process_per_gpu) takers += " (one process per GPU, under mpirun, srun or torchrun)";
   }
   if (entry.options.empty())
     reject(option.flag, flags.text(option.flag),
            asked_strategy(config) + " exchanges no gradients; drop --" + option.flag + ", or use --variable_update=" +
-               strategies_with(entry.processes, option.flag));
+               strategies_with(layout, option.flag));
   reject(option.flag, flags.text(option.flag),
          "only --variable_update=" + takers + " " + option.purpose + ", and this run is " + asked_strategy(config) +
              "; drop --" + option.flag + " or use --variable_update=" + takers);
@@ -158,16 +169,18 @@ void resolve_strategy(const GivenFlags& flags, RunConfig* config) {
            "--variable_update=independent (the default), or drop --forward_only");
 
   // One process per GPU: mpirun starts the processes, each drives the GPU of its host-local rank.
-  const bool per_gpu = entry.processes == ProcessLayout::one_process_per_gpu;
-  if (per_gpu && config->num_devices() != 1)
-    reject("num_gpus", std::to_string(config->num_devices()),
-           "--variable_update=" + entry.name + " drives one GPU per process; start one process per GPU, "
-           "e.g. mpirun -np " + std::to_string(config->num_devices()) + " dpbench --variable_update=" + entry.name);
-  if (!per_gpu && config->num_processes > 1)
+  const bool launched = config->num_processes > 1;
+  if (launched && !entry.runs_in(ProcessLayout::one_process_per_gpu))
     reject("variable_update", entry.name,
            "this is one of " + std::to_string(config->num_processes) + " processes started by mpirun, which only " +
                strategies_with(ProcessLayout::one_process_per_gpu) + " use; run --variable_update=" + entry.name +
                " as one process, or pick one of those");
+  if ((entry.processes == ProcessLayout::one_process_per_gpu || launched) && config->num_devices() != 1)
+    reject("num_gpus", std::to_string(config->num_devices()),
+           "--variable_update=" + entry.name + " drives one GPU per process" +
+               (launched ? " when a launcher starts it" : "") + "; start one process per GPU, e.g. mpirun -np " +
+               std::to_string(config->num_devices() * config->num_processes) +
+               " dpbench --variable_update=" + entry.name);
 }
 
 // The synchronisation options: each parsed and range-checked as its record says, each refused with

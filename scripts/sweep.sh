@@ -43,8 +43,8 @@ Options:
                       again, ..., so a machine's slow drift falls on each alike; names as --repeats
   --launcher=none     run dpbench directly, one process driving all N devices (default)
   --launcher=mpirun   run N processes, one per GPU: \$MPIRUN (default mpirun) -np N dpbench ...;
-                      for the distributed strategies only (each rank drives the GPU of its
-                      host-local rank; with --select=visible the job's CUDA_VISIBLE_DEVICES).
+                      for the strategies that run one process per GPU (each rank drives the GPU
+                      of its host-local rank; with --select=visible the job's CUDA_VISIBLE_DEVICES).
                       Flags for mpirun itself (hosts, -x VAR) go in \$MPIRUN_ARGS (split on spaces)
   --launcher=srun     the same through Slurm: \$SRUN (default srun) \$SRUN_ARGS -n N dpbench ...
                       (e.g. SRUN_ARGS='--gpus-per-task=1 --mpi=none': a task that sees one GPU
@@ -70,7 +70,8 @@ Strategy tokens: BASE[+FLAG]...
   distributed_all_reduce           --variable_update=distributed_all_reduce (--launcher=mpirun, srun or torchrun)
                                    The sweep asks dpbench what a BASE stands for, so tokens and dpbench
                                    always agree; the strategies that run one process per GPU need
-                                   a --launcher, the others refuse one.
+                                   a --launcher, those that run as one process refuse one, and
+                                   those that run either way (fully_sharded) take it or not.
   BASE+--flag=value[+--flag2=...]  BASE plus raw dpbench flags for this strategy only, e.g.
                                    'replicated:nccl+--overlap_comm=false' (a value cannot hold + or ;)
   The file-name part of a token: ':' and '#' become '-', each '+--' becomes '+', other characters

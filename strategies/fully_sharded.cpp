@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/backends.h"
+#include "engine/communication/process_group.h"
 #include "engine/errors.h"
 #include "strategies/fully_sharded_units.h"
 
@@ -17,10 +18,8 @@ size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 FullyShardedStrategy::FullyShardedStrategy(const StrategyOptions& options, const DevicePlacement& placement)
-    : options_(options), world_(placement.world_devices()) {
-  if (placement.num_processes > 1)
-    throw ConfigError("--variable_update=fully_sharded runs in one process (one process driving every GPU) for now");
-}
+    : options_(options), num_processes_(placement.num_processes), process_rank_(placement.process_rank),
+      world_(placement.world_devices()), local_replicas_(placement.num_devices()) {}
 
 FullyShardedStrategy::~FullyShardedStrategy() = default;
 
@@ -31,13 +30,15 @@ int FullyShardedStrategy::group_size() const {
 std::vector<std::vector<ResidentChunk>> FullyShardedStrategy::plan_shards(const ParameterLayout& layout,
                                                                           const ParameterUnits& units,
                                                                           int num_replicas) {
-  world_ = num_replicas;
+  local_replicas_ = num_replicas;
+  world_ = num_replicas * num_processes_;
   if (units.empty()) {
     // On one device nothing is gathered or reduced (Note [a group of one]): the whole model is one unit.
     if (world_ > 1)
       throw ConfigError("--variable_update=fully_sharded: this model is not cut into parameter units (gpt and the "
-                        "transformer are), so it runs on one device only; use --variable_update=replicated "
-                        "--sharded_update=true for it");
+                        "transformer are), so it runs on one device only; use --variable_update=" +
+                        std::string(num_processes_ > 1 ? "distributed_all_reduce" : "replicated") +
+                        " --sharded_update=true for it");
     ParameterUnits whole;
     whole.units.push_back({"model", GradientRange{0, layout.total_count()}});
     return plan_shards(layout, whole, num_replicas);
@@ -70,7 +71,7 @@ std::vector<std::vector<ResidentChunk>> FullyShardedStrategy::plan_shards(const 
   if (k == 1) return {};  // Note [a group of one]
   std::vector<std::vector<ResidentChunk>> shards(static_cast<size_t>(num_replicas));
   for (int r = 0; r < num_replicas; ++r) {
-    const size_t q = static_cast<size_t>(r % k);
+    const size_t q = static_cast<size_t>(shard_rank(r));
     for (size_t u = 0; u < units.units.size(); ++u) {
       const GradientRange& range = units.units[u].range;
       const size_t start = std::min(q * chunk_[u], range.count);
@@ -83,19 +84,9 @@ std::vector<std::vector<ResidentChunk>> FullyShardedStrategy::plan_shards(const 
 
 void FullyShardedStrategy::setup(const ParameterLayout& layout, std::vector<Replica>& replicas) {
   replicas_ = replicas;
+  local_replicas_ = static_cast<int>(replicas.size());
   const int k = group_size();
-  if (k > 1)
-    for (int g = 0; g < world_ / k; ++g) {
-      std::vector<Device*> devices;
-      for (int q = 0; q < k; ++q) devices.push_back(replicas[static_cast<size_t>(g * k + q)].device);
-      shard_groups_.push_back(create_communicator(devices));
-    }
-  if (crosses_groups())
-    for (int q = 0; q < k; ++q) {
-      std::vector<Device*> devices;
-      for (int g = 0; g < world_ / k; ++g) devices.push_back(replicas[static_cast<size_t>(g * k + q)].device);
-      replica_groups_.push_back(create_communicator(devices));
-    }
+  create_groups(replicas);
   for (const Replica& replica : replicas) {
     replica.device->make_current();
     meters_.push_back(std::make_unique<ExchangeMeter>(*replica.device));
@@ -103,6 +94,61 @@ void FullyShardedStrategy::setup(const ParameterLayout& layout, std::vector<Repl
     if (k > 1) replica.parameters->set_residence(state_.back().get());
   }
   measured_from_.resize(replicas.size());
+}
+
+// In one process: a communicator per group over its devices, each device seated at its rank
+// there. Across processes: this process's two groups (Note [groups across processes]).
+void FullyShardedStrategy::create_groups(const std::vector<Replica>& replicas) {
+  const int k = group_size();
+  shard_seats_.assign(replicas.size(), Seat{});
+  replica_seats_.assign(replicas.size(), Seat{});
+  if (num_processes_ > 1) {
+    if (replicas.size() != 1)
+      throw ConfigError("--variable_update=fully_sharded across processes drives one device per process; start one "
+                        "process per device");
+    create_process_groups(*replicas.front().device);
+    return;
+  }
+  if (k > 1)
+    for (int g = 0; g < world_ / k; ++g) {
+      std::vector<Device*> devices;
+      for (int q = 0; q < k; ++q) devices.push_back(replicas[static_cast<size_t>(g * k + q)].device);
+      shard_groups_.push_back(create_communicator(devices));
+      for (int q = 0; q < k; ++q) shard_seats_[static_cast<size_t>(g * k + q)] = Seat{shard_groups_.back().get(), q};
+    }
+  if (crosses_groups())
+    for (int q = 0; q < k; ++q) {
+      std::vector<Device*> devices;
+      for (int g = 0; g < world_ / k; ++g) devices.push_back(replicas[static_cast<size_t>(g * k + q)].device);
+      replica_groups_.push_back(create_communicator(devices));
+      for (int g = 0; g < world_ / k; ++g)
+        replica_seats_[static_cast<size_t>(g * k + q)] = Seat{replica_groups_.back().get(), g};
+    }
+}
+
+void FullyShardedStrategy::create_process_groups(Device& device) {
+  const ProcessGroup* job = process_group();
+  if (job == nullptr || job->size() != world_)
+    throw RuntimeError("fully_sharded across processes needs the run's process group, one rank per device");
+  const int k = group_size(), me = world_index(0);
+  // The group of `members` (ranks of the job, ascending), the job itself where it is all of them.
+  auto communicator_of = [&](const std::vector<int>& members) {
+    if (static_cast<int>(members.size()) == world_) return create_process_communicator(device, *job);
+    process_subgroups_.push_back(std::make_unique<ProcessSubgroup>(*job, members));
+    return create_process_communicator(device, *process_subgroups_.back());
+  };
+  if (k > 1) {
+    std::vector<int> members;
+    for (int q = 0; q < k; ++q) members.push_back(me - me % k + q);
+    shard_groups_.push_back(communicator_of(members));
+    shard_seats_.front() = Seat{shard_groups_.back().get(), 0};
+  }
+  if (crosses_groups()) {
+    std::vector<int> members;
+    for (int g = 0; g < world_ / k; ++g) members.push_back(g * k + me % k);
+    replica_groups_.push_back(communicator_of(members));
+    replica_seats_.front() = Seat{replica_groups_.back().get(), 0};
+  }
 }
 
 UnitHooks* FullyShardedStrategy::unit_hooks(int replica) { return state_.at(static_cast<size_t>(replica)).get(); }
@@ -270,22 +316,42 @@ double FullyShardedStrategy::in_flight_bytes() const {
   return state_.front()->slot_bytes();
 }
 
+void FullyShardedStrategy::place_shard(const float* shard, int owner, std::vector<float>& whole) const {
+  for (size_t u = 0; u < units_.units.size(); ++u) {
+    const GradientRange& range = units_.units[u].range;
+    const size_t start = std::min(static_cast<size_t>(owner) * chunk_[u], range.count);
+    const size_t count = std::min(chunk_[u], range.count - start);
+    std::copy_n(shard + shard_offset_[u], count, whole.begin() + static_cast<std::ptrdiff_t>(range.offset + start));
+  }
+}
+
 std::vector<float> FullyShardedStrategy::assembled_parameters(int replica) const {
   const int k = group_size();
   if (k == 1) return {};
-  const ParameterLayout& layout = replicas_.front().parameters->layout();
-  std::vector<float> whole(layout.total_count(), 0.0f);
+  const Replica& self = replicas_.at(static_cast<size_t>(replica));
+  std::vector<float> whole(self.parameters->layout().total_count(), 0.0f);
+  const size_t shard = self.parameters->count();  // every owner's: its padded chunks
+  if (num_processes_ > 1) {
+    // The other owners' shards live in other processes: all-gathered through the shard group,
+    // which every rank of the job does here at once (each its own group's).
+    Device& device = *self.device;
+    device.make_current();
+    Buffer gathered = device.allocate(shard * static_cast<size_t>(k) * sizeof(float),
+                                      MemoryTag{MemoryCategory::scratch, "fully_sharded assembled parameters"});
+    const Seat& seat = shard_seat(replica);
+    seat.group->all_gather(seat.rank, self.parameters->parameters(), gathered.data(), shard, DataType::f32,
+                           StreamKind::communication);
+    device.synchronize();
+    std::vector<float> owners(shard * static_cast<size_t>(k));
+    device.copy_to_host(owners.data(), gathered.data(), owners.size() * sizeof(float));
+    for (int q = 0; q < k; ++q) place_shard(owners.data() + static_cast<size_t>(q) * shard, q, whole);
+    return whole;
+  }
   const int group = replica / k;
   for (int q = 0; q < k; ++q) {
     const Replica& owner = replicas_.at(static_cast<size_t>(group * k + q));
     owner.device->make_current();
-    const std::vector<float> shard = owner.parameters->download();
-    size_t at = 0;
-    for (const ResidentChunk& chunk : owner.parameters->chunks()) {
-      std::copy_n(shard.begin() + static_cast<std::ptrdiff_t>(at), chunk.count,
-                  whole.begin() + static_cast<std::ptrdiff_t>(chunk.layout_offset));
-      at += chunk.padded_count;
-    }
+    place_shard(owner.parameters->download().data(), q, whole);
   }
   return whole;
 }

@@ -18,6 +18,12 @@
 // the replica's ordinary buffers serve the model and only the all-reduce across groups (if any)
 // is left, after each unit's last gradient-writing use. N = 1 is then exactly one device
 // training alone, with nothing but the hooks' bookkeeping added.
+//
+// Note [groups across processes]: under a launcher (one process per GPU) device w of the job is
+// process w's only device, and its groups are the same as in one process: shard group w / K
+// (ranks w - w % K ... + K - 1), replica group w % K (every K-th rank). Each is a communicator
+// over a ProcessSubgroup of the job (the whole job where a group spans it), which every rank
+// makes in the same order and then calls in the same order: every rank runs the same plan.
 #pragma once
 
 #include <memory>
@@ -26,6 +32,7 @@
 #include "engine/backend/device_placement.h"
 #include "engine/communication/collective_schedule.h"
 #include "engine/communication/communicator.h"
+#include "engine/communication/process_subgroup.h"
 #include "engine/training/strategy.h"
 #include "strategies/exchange_meter.h"
 #include "strategies/strategy_options.h"
@@ -61,27 +68,43 @@ class FullyShardedStrategy final : public Strategy {
 
  private:
   class ReplicaUnits;
+  // A replica's place in one of its groups: the group's communicator and the rank it calls it
+  // as (its rank in the group in one process; 0, its process's one device, across processes).
+  struct Seat {
+    Communicator* group = nullptr;
+    int rank = 0;
+  };
   int group_size() const;  // K
   bool crosses_groups() const { return group_size() < world_; }
-  // Replica `replica`'s shard group (K devices) and its rank there; its replica group (one
-  // device of each shard group, the same rank in each) and its rank there.
-  Communicator& shard_group(int replica) const { return *shard_groups_.at(static_cast<size_t>(replica / group_size())); }
-  int shard_rank(int replica) const { return replica % group_size(); }
-  Communicator& replica_group(int replica) const { return *replica_groups_.at(static_cast<size_t>(shard_rank(replica))); }
-  int replica_rank(int replica) const { return replica / group_size(); }
+  // Replica `replica` of this process as a device of the job (Note [groups across processes]),
+  // and which owner of each unit's chunks it is in its shard group.
+  int world_index(int replica) const { return process_rank_ * local_replicas_ + replica; }
+  int shard_rank(int replica) const { return world_index(replica) % group_size(); }
+  // Its shard group (K devices) and its replica group (one device of each shard group, the same
+  // owner in each).
+  const Seat& shard_seat(int replica) const { return shard_seats_.at(static_cast<size_t>(replica)); }
+  const Seat& replica_seat(int replica) const { return replica_seats_.at(static_cast<size_t>(replica)); }
+  void create_groups(const std::vector<Replica>& replicas);
+  void create_process_groups(Device& device);
+  // Owner `owner`'s shard (its chunk of every unit, one after the other) into the whole layout.
+  void place_shard(const float* shard, int owner, std::vector<float>& whole) const;
   RangeSchedule unit_schedule(const ParameterUnit& unit) const;
   double in_flight_bytes() const;
   std::string gathered_type() const;
 
   StrategyOptions options_;
+  int num_processes_ = 1, process_rank_ = 0;  // the run's DevicePlacement
   int world_ = 1;
+  int local_replicas_ = 1;  // this process's
   ParameterUnits units_;
   std::vector<size_t> chunk_;         // per unit: elements each device of a group keeps
   std::vector<size_t> shard_offset_;  // per unit: where its chunk starts in a device's shard
   UnitSlotPlan plan_;
   std::vector<Replica> replicas_;
   std::vector<std::unique_ptr<ReplicaUnits>> state_;
+  std::vector<std::unique_ptr<ProcessSubgroup>> process_subgroups_;  // under the communicators below
   std::vector<std::unique_ptr<Communicator>> shard_groups_, replica_groups_;
+  std::vector<Seat> shard_seats_, replica_seats_;                    // per replica of this process
   std::vector<std::unique_ptr<ExchangeMeter>> meters_;
   std::vector<ExchangeTimes> measured_from_;
 };

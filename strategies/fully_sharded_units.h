@@ -109,7 +109,17 @@ class FullyShardedStrategy::ReplicaUnits final : public UnitHooks, public Tensor
     }
     ParameterSet& params = *replica_.parameters;
     Optimizer& optimizer = *replica_.optimizer;
-    optimizer.begin_update(params.gradients(), params.count());
+    // Automatic loss scaling: each device holds its shard's gradients only; the shard group sums
+    // their flags, so every device skips or applies the step as one look at every gradient would
+    // (the replica groups' all-reduce already gave each group the same shards).
+    if (whole_) {
+      optimizer.begin_update(params.gradients(), params.count());
+    } else {
+      const Seat& seat = s_.shard_seat(replica_.index);
+      optimizer.begin_shared_update(params.gradients(), params.count(), [&](float* flag) {
+        seat.group->all_reduce(seat.rank, flag, flag, 1, DataType::f32, ReduceOp::sum, StreamKind::compute);
+      });
+    }
     optimizer.apply(params.parameters(), params.gradients(), GradientRange{0, params.count()}, step,
                     StreamKind::compute, &params);
     optimizer.end_update();
@@ -186,15 +196,16 @@ class FullyShardedStrategy::ReplicaUnits final : public UnitHooks, public Tensor
       meter().label_next_transfer("all-gather " + s_.units_.units[u].name,
                                   {{"unit", s_.units_.units[u].name}, {"bytes", chunk * k_ranks * sizeof(float)}});
     meter().begin_transfer(StreamKind::communication);
-    Communicator& group = s_.shard_group(replica_.index);
+    const Seat& seat = s_.shard_seat(replica_.index);
+    Communicator& group = *seat.group;
     const int rank = s_.shard_rank(replica_.index);
     ParameterSet& params = *replica_.parameters;
     if (copy_type_ == DataType::f32) {
-      group.all_gather(rank, params.parameters() + s_.shard_offset_[u], slot, chunk, DataType::f32,
+      group.all_gather(seat.rank, params.parameters() + s_.shard_offset_[u], slot, chunk, DataType::f32,
                        StreamKind::communication);
     } else {  // Note [what travels]: the 16-bit copy, and the vectors' fp32 values packed
       const size_t half = data_type_bytes(copy_type_);
-      group.all_gather(rank, static_cast<char*>(params.weight_copy()) + s_.shard_offset_[u] * half,
+      group.all_gather(seat.rank, static_cast<char*>(params.weight_copy()) + s_.shard_offset_[u] * half,
                        half_slots_[static_cast<size_t>(use.parameter_slot)].data(), chunk, copy_type_,
                        StreamKind::communication);
       const size_t pack = pack_count_[u];
@@ -208,7 +219,7 @@ class FullyShardedStrategy::ReplicaUnits final : public UnitHooks, public Tensor
             ops.copy(send + piece.pack_offset,
                      params.parameters() + s_.shard_offset_[u] + (piece.unit_offset - own_start),
                      piece.count * sizeof(float));
-        group.all_gather(rank, send, received, pack, DataType::f32, StreamKind::communication);
+        group.all_gather(seat.rank, send, received, pack, DataType::f32, StreamKind::communication);
         for (const VectorPiece& piece : pieces_[u])
           ops.copy(slot + piece.slot_offset, received + static_cast<size_t>(piece.rank) * pack + piece.pack_offset,
                    piece.count * sizeof(float));
@@ -233,21 +244,23 @@ class FullyShardedStrategy::ReplicaUnits final : public UnitHooks, public Tensor
     float* own = params.gradients() + (whole_ ? s_.units_.units[u].range.offset : s_.shard_offset_[u]);
     if (!whole_) {
       float* unit_gradients = gradient_slots_[static_cast<size_t>(use.gradient_slot)].as<float>();
-      Communicator& group = s_.shard_group(index);
+      const Seat& seat = s_.shard_seat(index);
       if (s_.options_.reduce_precision == ReducePrecision::bf16) {
         Backend& ops = device_.ops(StreamKind::communication);
         ops.convert(DataType::f32, unit_gradients, DataType::bf16, reduce_staging_.data(), padded);
-        group.reduce_scatter(s_.shard_rank(index), reduce_staging_.data(), shard_staging_.data(), chunk, DataType::bf16,
-                             ReduceOp::average, StreamKind::communication);
+        seat.group->reduce_scatter(seat.rank, reduce_staging_.data(), shard_staging_.data(), chunk, DataType::bf16,
+                                   ReduceOp::average, StreamKind::communication);
         ops.convert(DataType::bf16, shard_staging_.data(), DataType::f32, own, chunk);
       } else {
-        group.reduce_scatter(s_.shard_rank(index), unit_gradients, own, chunk, DataType::f32, ReduceOp::average,
-                             StreamKind::communication);
+        seat.group->reduce_scatter(seat.rank, unit_gradients, own, chunk, DataType::f32, ReduceOp::average,
+                                   StreamKind::communication);
       }
     }
-    if (s_.crosses_groups())
-      s_.replica_group(index).all_reduce(s_.replica_rank(index), own, own, whole_ ? s_.units_.units[u].range.count : chunk,
-                                         DataType::f32, ReduceOp::average, StreamKind::communication);
+    if (s_.crosses_groups()) {
+      const Seat& across = s_.replica_seat(index);
+      across.group->all_reduce(across.rank, own, own, whole_ ? s_.units_.units[u].range.count : chunk, DataType::f32,
+                               ReduceOp::average, StreamKind::communication);
+    }
     meter().end_transfer(StreamKind::communication);
     if (!whole_) {
       reduced_[static_cast<size_t>(use.gradient_slot)]->record(StreamKind::communication);

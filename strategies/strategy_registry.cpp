@@ -30,7 +30,7 @@ std::vector<std::string> with_cutting(std::vector<std::string> options) {
 // Note [owners decide alone]: with automatic loss scaling a step is skipped when any gradient
 // overflows; where each owner of a part of the parameters decides for its part only (a parameter
 // server's owners, a sharded update's shard owners), the replicas would skip different steps and
-// diverge. Both refuse it.
+// diverge. Both refuse it. (fully_sharded's owners agree first, through their shard group.)
 
 void validate_all_reduce(const StrategyRequest& request) {
   const StrategyOptions& options = request.options;
@@ -103,15 +103,11 @@ void validate_distributed_replicated(const StrategyRequest& request) {
   validate_parameter_server(request);
 }
 
-// fully_sharded's rules. Note [owners decide alone] holds for its shard owners too; the sparse
-// and compact ways of exchanging gradients belong to whole-replica exchanges (a unit's rows are
-// spread over its owners, and --reduce_precision is its half-width reduction).
+// fully_sharded's rules. The sparse and compact ways of exchanging gradients belong to
+// whole-replica exchanges (a unit's rows are spread over its owners, and --reduce_precision is
+// its half-width reduction): it does not take them, and says why (its entry's refused_because).
 void validate_fully_sharded(const StrategyRequest& request) {
   const StrategyOptions& options = request.options;
-  if (request.automatic_loss_scale)
-    throw ConfigError("--fp16_enable_auto_loss_scale=true with --variable_update=fully_sharded: each shard's owner "
-                      "would decide alone whether to skip a step, so the replicas would diverge; use a fixed "
-                      "--fp16_loss_scale");
   const int k = options.shard_group_size;
   if (k > 0 && (k > request.world_devices || request.world_devices % k != 0))
     throw ConfigError(request.typed("shard_group_size") + ": does not cut the " + std::to_string(request.world_devices) +
@@ -174,38 +170,47 @@ std::vector<StrategyEntry> make_registry() {
                   "in flight (prefetch + 1 of the largest) and one unit's gradient slot";
     return memory;
   };
+  // The whole-replica ways of exchanging gradients, which a unit's owners have no use for.
+  const std::map<std::string, std::string> fully_sharded_refusals = {
+      {"compact_gradient_transfer",
+       "reduce-scatters each unit's gradients to its owners, and --reduce_precision=bf16 is its half-width "
+       "reduction; drop --compact_gradient_transfer and give that instead, or use --variable_update=replicated"},
+      {"sparse_embedding_grads",
+       "reduce-scatters each unit's gradients to its owners, so an embedding table's touched rows have no one "
+       "device to be gathered on; drop --sparse_embedding_grads, or use --variable_update=replicated"},
+  };
   std::vector<std::string> distributed_all_reduce_options = all_reduce_options;
   distributed_all_reduce_options.push_back("hierarchical_all_reduce");
   return {
       {"independent", "every replica updates from its own gradients; nothing is exchanged",
        StrategyFamily::independent, ProcessLayout::one_process, "", {}, "", nothing_to_check,
        [](const StrategyOptions&, const DevicePlacement&) { return std::make_unique<IndependentStrategy>(); },
-       nullptr, independent_memory, ""},
+       nullptr, independent_memory, "", {}},
       {"parameter_server", "one master copy on the GPUs or the CPU", StrategyFamily::parameter_server,
        ProcessLayout::one_process, "", with_cutting({"local_parameter_device"}), "local_parameter_device",
-       validate_parameter_server, parameter_server, parameter_server_schedule, parameter_server_memory, ""},
+       validate_parameter_server, parameter_server, parameter_server_schedule, parameter_server_memory, "", {}},
       {"replicated", "every device holds a copy; gradients are all-reduced", StrategyFamily::all_reduce,
        ProcessLayout::one_process, "", all_reduce_options, "all_reduce_spec", validate_all_reduce, replicated,
-       replicated_schedule, replicated_memory, ""},
+       replicated_schedule, replicated_memory, "", {}},
       {"distributed_all_reduce", "one process per GPU (mpirun, srun, torchrun); gradients all-reduced with NCCL",
        StrategyFamily::all_reduce, ProcessLayout::one_process_per_gpu, "", distributed_all_reduce_options, "",
-       validate_distributed_all_reduce, replicated, replicated_schedule, replicated_memory, "replicated"},
+       validate_distributed_all_reduce, replicated, replicated_schedule, replicated_memory, "replicated", {}},
       {"distributed_replicated",
        "parameter server across processes (mpirun, srun, torchrun): NCCL reduce to the owner, broadcast back",
        StrategyFamily::parameter_server, ProcessLayout::one_process_per_gpu, "",
        with_cutting({"local_parameter_device"}), "", validate_distributed_replicated, parameter_server,
-       parameter_server_schedule, parameter_server_memory, "parameter_server"},
+       parameter_server_schedule, parameter_server_memory, "parameter_server", {}},
       {"fully_sharded",
        "each device keeps 1/N of every unit's parameters, gradients and optimizer state (ZeRO-3, FSDP); units "
        "all-gathered before use, gradients reduce-scattered",
-       StrategyFamily::fully_sharded, ProcessLayout::one_process, "", fully_sharded_options, "", validate_fully_sharded,
+       StrategyFamily::fully_sharded, ProcessLayout::either, "", fully_sharded_options, "", validate_fully_sharded,
        [](const StrategyOptions& options, const DevicePlacement& placement) {
          return std::make_unique<FullyShardedStrategy>(options, placement);
        },
-       FullyShardedStrategy::schedule_for, fully_sharded_memory, ""},
+       FullyShardedStrategy::schedule_for, fully_sharded_memory, "", fully_sharded_refusals},
       {"horovod", "tf_cnn_benchmarks' spelling of distributed_all_reduce", StrategyFamily::all_reduce,
        ProcessLayout::one_process_per_gpu, "distributed_all_reduce", {}, "", nothing_to_check, nullptr, nullptr, nullptr,
-       ""},
+       "", {}},
   };
 }
 

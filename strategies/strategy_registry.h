@@ -28,6 +28,7 @@ const char* family_name(StrategyFamily family);  // "independent", "parameter se
 enum class ProcessLayout {
   one_process,           // one process drives every device
   one_process_per_gpu,   // mpirun starts one process per GPU; each drives one
+  either,                // either of the two, as the run is started
 };
 
 // What a strategy's validation sees: the resolved options, the option flags as typed, and the
@@ -77,8 +78,14 @@ struct StrategyEntry {
   // `dpbench predict` compares this entry's measured runs with that one's rows where it has none
   // of its own. Empty: none.
   std::string predicted_as;
+  // Options it does not take for a reason of its own (flag -> the reason and the fix, which the
+  // line refusing the flag says after the strategy's name); the others are refused by naming the
+  // strategies that take them.
+  std::map<std::string, std::string> refused_because;
 
   bool accepts(const std::string& option) const;
+  // Whether it runs in `layout` (one_process or one_process_per_gpu).
+  bool runs_in(ProcessLayout layout) const { return processes == layout || processes == ProcessLayout::either; }
   bool is_alias() const { return !alias_of.empty(); }
 };
 

@@ -35,6 +35,8 @@ Optimizer::Optimizer(Device& device, const OptimizerConfig& config, size_t count
         device.allocate(sizeof(LossScaleState), MemoryTag{MemoryCategory::optimizer_state, "loss scale"});
     device.copy_from_host(loss_scale_state_.data(), &initial, sizeof(initial));
   }
+  if (config.loss_scaling == LossScaling::automatic)
+    non_finite_flag_ = device.allocate(sizeof(float), MemoryTag{MemoryCategory::optimizer_state, "loss scale"});
 }
 
 void Optimizer::begin_update(const float* grads, size_t count, StreamKind stream) {
@@ -50,6 +52,19 @@ void Optimizer::end_update(StreamKind stream) {
                                            config_.loss_scale_increase_every);
   device_->trace().end(update_span_);
   update_span_ = StepTrace::Span{};
+}
+
+void Optimizer::begin_shared_update(const float* grads, size_t count, const std::function<void(float* flag)>& agree,
+                                    StreamKind stream) {
+  if (config_.loss_scaling != LossScaling::automatic) return begin_update(grads, count, stream);
+  StepTrace& trace = device_->trace();
+  if (trace.annotating()) update_span_ = trace.begin(stream, "optimizer update", "optimizer");
+  // 0 x the part's sum, summed in double (which no float values overflow): 0 where every value
+  // is finite, NaN where one is not; a sum of such flags is NaN where any part's is.
+  float* flag = non_finite_flag_.as<float>();
+  device_->ops(stream).sum_scaled(grads, count, 0.0f, flag);
+  agree(flag);
+  device_->ops(stream).find_non_finite(flag, 1, loss_scale_state_.as<LossScaleState>());
 }
 
 const float* Optimizer::loss_scale() const {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "engine/backend/device.h"
@@ -50,6 +51,12 @@ class Optimizer {
   void apply(float* params, const float* grads, GradientRange range, int64_t step,
              StreamKind stream = StreamKind::compute, const ParameterSet* parameters = nullptr);
   void end_update(StreamKind stream = StreamKind::compute);
+  // begin_update where each device holds only a part of the step's gradients (its shard,
+  // grads[0, count)): with automatic scaling `agree` gets a device float, NaN where this part
+  // holds a non-finite value and 0 otherwise, and must leave in it its sum over every part of
+  // the step (a collective on `stream`), so that every device skips or applies the step alike.
+  void begin_shared_update(const float* grads, size_t count, const std::function<void(float* flag)>& agree,
+                           StreamKind stream = StreamKind::compute);
   // Device memory holding the 0-based step number during the update (the runner's step counter):
   // Adam then reads its step there instead of taking it from the host, so the update can be
   // captured once and replayed as a CUDA graph. nullptr: use the host's step.
@@ -68,6 +75,7 @@ class Optimizer {
   Buffer first_moment_;   // momentum velocity, or Adam's (and AdamW's) m
   Buffer second_moment_;  // Adam's (and AdamW's) v
   Buffer loss_scale_state_;  // one LossScaleState, with loss scaling only
+  Buffer non_finite_flag_;   // begin_shared_update's float, with automatic scaling only
   const int32_t* device_step_ = nullptr;
   StepTrace::Span update_span_;  // begin_update to end_update, in a trace
 };

@@ -1,7 +1,8 @@
 // [gpu] fully_sharded on real GPUs: with one GPU it is one device training alone (Note [a group
 // of one] in strategies/fully_sharded.h) and holds replicated's parameters bit for bit, replayed
 // as CUDA graphs; on 2 and 4 GPUs (where present) its gathers and reduce-scatters through NCCL,
-// captured into the step's graph, train the same gpt and Transformer as replicated.
+// captured into the step's graph, train the same gpt and Transformer as replicated, and skip the
+// same overflowing steps under fp16's automatic loss scaling.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -68,6 +69,24 @@ TEST_CASE("[gpu] fully_sharded on 2 and 4 GPUs trains gpt and the Transformer as
         CHECK(got.comm.at("transfer_ms_per_step").get<double>() > 0);
       }
     }
+  }
+}
+
+TEST_CASE("[gpu] fully_sharded under fp16's automatic loss scaling skips the steps replicated skips",
+          "[gpu][strategies][fully_sharded][multi_gpu][loss_scaling]") {
+  const int available = cuda_device_count();
+  REQUIRE(available >= 2);
+  // From 2^24 the first steps overflow: every GPU must skip them (and halve its scale) together.
+  const std::vector<std::string> fp16 = {"--precision=fp16", "--fp16_enable_auto_loss_scale=true",
+                                         "--fp16_loss_scale=16777216"};
+  for (int n : {2, 4}) {
+    if (n > available) continue;
+    INFO(n << " GPUs");
+    const Trained want = train_gpu(kSmallGpt, n, "replicated", fp16);
+    const Trained got = train_gpu(kSmallGpt, n, "fully_sharded", fp16);
+    CHECK(got.final_loss_scale == want.final_loss_scale);
+    CHECK(got.final_loss_scale < 16777216.0f);
+    check_close(got.parameters.front(), want.parameters.front(), 1e-4, 1e-5);
   }
 }
 

@@ -30,6 +30,7 @@ struct Trained {
   bool cuda_graph = false;  // the measured steps were replayed as CUDA graphs
   std::vector<DeviceMemoryRecord> memory;  // per device, its memory ledger's figures at the end
   size_t parameter_slots = 0;              // floats in the parameter buffer (ParameterLayout::total_count)
+  float final_loss_scale = 1.0f;           // replica 0's, after the last step
 };
 
 // Trains on reference devices from the command line `args`, then lets `adjust` change the
@@ -55,6 +56,7 @@ inline Trained train(std::vector<std::string> args, const std::function<void(Run
   trained.cuda_graph = measured.cuda_graph;
   trained.memory = measured.memory;
   trained.parameter_slots = model->layout().total_count();
+  trained.final_loss_scale = measured.final_loss_scale;
   return trained;
 }
 

@@ -106,6 +106,37 @@ TEST_CASE("fully_sharded trains gpt in bf16 bit for bit as replicated", "[strate
   }
 }
 
+TEST_CASE("fully_sharded skips and applies the steps replicated does under automatic fp16 loss scaling",
+          "[strategies][fully_sharded][equivalence][loss_scaling]") {
+  // Six steps from `scale`, halved after each step that overflowed (and skipped).
+  auto train_fp16 = [](int devices, const std::string& strategy, float scale) {
+    std::vector<std::string> args = kTinyGpt;
+    for (const std::string& flag : {"--batch_size=2", "--num_warmup_batches=1", "--num_batches=5", "--precision=fp16",
+                                    "--fp16_enable_auto_loss_scale=true"})
+      args.push_back(flag);
+    args.push_back("--num_gpus=" + std::to_string(devices));
+    args.push_back("--fp16_loss_scale=" + std::to_string(static_cast<int64_t>(scale)));
+    args.push_back("--variable_update=" + strategy);
+    return train(args);
+  };
+  // From 2^20 the first three steps overflow (2^17 fits), from 2^18 the first: near the edge only
+  // some gradients overflow, in some devices' shards and not in others', and every device must
+  // still skip the step. From 2^17 and below none does.
+  for (int n : {1, 2, 4}) {
+    for (const float scale : {1048576.0f, 262144.0f, 131072.0f, 1024.0f}) {
+      INFO(n << " devices, loss scale " << scale);
+      const Trained want = train_fp16(n, "replicated", scale);
+      const Trained got = train_fp16(n, "fully_sharded", scale);
+      CHECK(got.final_loss_scale == want.final_loss_scale);
+      for (const std::vector<float>& replica : got.parameters) CHECK(replica == want.parameters.front());
+    }
+  }
+  // From 2^20 some steps were skipped (the scale halved) and some applied (not halved six times).
+  const Trained overflowed = train_fp16(4, "fully_sharded", 1048576.0f);
+  CHECK(overflowed.final_loss_scale < 1048576.0f);
+  CHECK(overflowed.final_loss_scale > 1048576.0f / 64);
+}
+
 TEST_CASE("fully_sharded with hybrid groups and a bf16 reduction trains gpt as replicated",
           "[strategies][fully_sharded][equivalence]") {
   const Trained want = train_as(kTinyGpt, 4, "replicated");
@@ -201,13 +232,18 @@ TEST_CASE("fully_sharded's flag rules", "[strategies][fully_sharded][flags]") {
                     Catch::Contains("--shard_group_size=3") && Catch::Contains("divisor of 4"));
   CHECK_THROWS_WITH(parse({"--model=gpt", "--variable_update=fully_sharded", "--forward_only=true"}),
                     Catch::Contains("--forward_only"));
-  CHECK_THROWS_WITH(parse({"--model=gpt", "--variable_update=fully_sharded", "--precision=fp16",
-                           "--fp16_enable_auto_loss_scale=true"}),
-                    Catch::Contains("--fp16_enable_auto_loss_scale"));
-  CHECK_THROWS_WITH(parse({"--model=gpt", "--variable_update=fully_sharded", "--sparse_embedding_grads=true"}),
-                    Catch::Contains("sparse_embedding_grads"));
+  // Its owners agree on skipping a step, so automatic loss scaling is taken.
+  CHECK(parse({"--model=gpt", "--num_gpus=2", "--variable_update=fully_sharded", "--precision=fp16",
+               "--fp16_enable_auto_loss_scale=true"})
+            .fp16_enable_auto_loss_scale);
+  // The whole-replica ways of exchanging gradients: refused in one line naming its own way out.
+  CHECK_THROWS_WITH(parse({"--model=rnnlm", "--num_gpus=2", "--variable_update=fully_sharded",
+                           "--sparse_embedding_grads=true"}),
+                    Catch::Matches("--sparse_embedding_grads=true: --variable_update=fully_sharded reduce-scatters "
+                                   "[^\n]*drop --sparse_embedding_grads, or use --variable_update=replicated"));
   CHECK_THROWS_WITH(parse({"--model=gpt", "--variable_update=fully_sharded", "--compact_gradient_transfer=bf16"}),
-                    Catch::Contains("compact_gradient_transfer"));
+                    Catch::Matches("--compact_gradient_transfer=bf16: --variable_update=fully_sharded [^\n]*"
+                                   "--reduce_precision=bf16 is its half-width reduction[^\n]*"));
   CHECK_THROWS_WITH(parse({"--model=gpt", "--variable_update=replicated", "--prefetch_units=2"}),
                     Catch::Contains("--prefetch_units"));
   CHECK_THROWS_WITH(parse({"--model=gpt", "--variable_update=fully_sharded", "--reduce_precision=fp16"}),

@@ -334,6 +334,38 @@ TEST_CASE("the hierarchical all-reduce refuses the other ways a range can travel
   CHECK(gpus_chosen(4, 1, {"--hierarchical_all_reduce"}) == std::vector<int>{1});
 }
 
+TEST_CASE("fully_sharded runs under a launcher, one device per process, as the other strategies of that layout",
+          "[launchers][fully_sharded]") {
+  // The flags of rank 1 of a job of 4 on the reference backend: the config, or the line refusing it.
+  auto launched = [](std::vector<std::string> args) {
+    LaunchedGroup group(1, 4, 1);
+    set_process_group(&group);
+    args.insert(args.end(), {"--device=cpu", "--model=gpt", "--result_file="});
+    try {
+      const RunConfig config = parse_run_flags(args, DeviceInventory{}).config;
+      set_process_group(nullptr);
+      return config;
+    } catch (...) {
+      set_process_group(nullptr);
+      throw;
+    }
+  };
+  const RunConfig config = launched({"--variable_update=fully_sharded", "--shard_group_size=2"});
+  CHECK(config.num_processes == 4);
+  CHECK(config.shard_group_size == 2);  // groups of the job's 4 devices
+  CHECK_THROWS_WITH(launched({"--variable_update=fully_sharded", "--shard_group_size=3"}),
+                    Catch::Matchers::Contains("divisor of 4"));
+  CHECK_THROWS_WITH(launched({"--variable_update=fully_sharded", "--num_gpus=2"}),
+                    Catch::Matchers::StartsWith("--num_gpus=2: --variable_update=fully_sharded drives one GPU per "
+                                                "process when a launcher starts it; start one process per GPU"));
+  CHECK_THROWS_WITH(launched({"--variable_update=replicated"}),
+                    Catch::Matchers::Contains("processes started by mpirun, which only distributed_all_reduce, "
+                                              "distributed_replicated or fully_sharded use"));
+  // An option no strategy of this layout takes names the one-process strategies that do.
+  CHECK_THROWS_WITH(launched({"--variable_update=fully_sharded", "--all_reduce_spec=xring"}),
+                    Catch::Matchers::Contains("use --variable_update=distributed_all_reduce"));
+}
+
 TEST_CASE("the launch flags are read before the job meets, by run's reader", "[launchers][flags]") {
   CHECK(launch_settings_from({"--rendezvous_port=29600"}).rendezvous_port == 29600);
   const LaunchSettings spelled = launch_settings_from({"run", "-rendezvous_port", "29601", "--collective_timeout", "7"});

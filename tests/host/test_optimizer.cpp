@@ -1,14 +1,19 @@
 // The Optimizer's choice of rule: adamw is Adam's update with the configured decoupled weight
-// decay and Adam's two moments of state, adam never decays, and a decay of 0 is Adam bit for bit.
+// decay and Adam's two moments of state, adam never decays, and a decay of 0 is Adam bit for bit;
+// and automatic loss scaling over gradients split among devices.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "engine/errors.h"
+#include "engine/reference/in_process_communicator.h"
 #include "engine/reference/reference_device.h"
 #include "engine/training/optimizer.h"
 #include "tests/host/reference_cnn_test_support.h"
+#include "tests/rank_threads.h"
 
 using namespace dpbench;
 using dpbench::testing::random_values;
@@ -67,4 +72,52 @@ TEST_CASE("adamw decays by its weight_decay, adam ignores it, and a decay of 0 i
     if (std::fabs(adam[i] - adamw[i]) > 1e-3) ++decayed;
   }
   CHECK(decayed > adamw.size() / 2);
+}
+
+TEST_CASE("devices holding parts of one step's gradients skip the step together when one part overflowed",
+          "[optimizer][loss_scaling]") {
+  // Two devices, each its part of 8 gradients; only device 1's part holds an infinity.
+  OptimizerConfig config;
+  config.learning_rate = 0.5f;
+  config.loss_scaling = LossScaling::automatic;
+  config.loss_scale = 1024.0f;
+  const size_t n = 8;
+  std::vector<std::vector<float>> params(2, std::vector<float>(n, 1.0f));
+  std::vector<std::vector<float>> grads(2, std::vector<float>(n, 256.0f));
+  grads[1][5] = INFINITY;
+  // shared: the parts agree through a communicator; otherwise each device decides alone.
+  auto step = [&](bool shared) {
+    std::vector<std::vector<float>> after = params;
+    std::vector<float> scales(2);
+    const std::unique_ptr<Communicator> group = create_in_process_communicator(2);
+    dpbench::testing::on_rank_threads(2, [&](int rank) {
+      auto device = create_reference_device(rank);
+      Optimizer optimizer(*device, config, n);
+      const float* part = grads[static_cast<size_t>(rank)].data();
+      if (shared)
+        optimizer.begin_shared_update(part, n, [&](float* flag) {
+          group->all_reduce(rank, flag, flag, 1, DataType::f32, ReduceOp::sum, StreamKind::compute);
+        });
+      else
+        optimizer.begin_update(part, n);
+      optimizer.apply(after[static_cast<size_t>(rank)].data(), part, GradientRange{0, n}, 1);
+      optimizer.end_update();
+      scales[static_cast<size_t>(rank)] = optimizer.current_loss_scale();
+    });
+    return std::make_pair(after, scales);
+  };
+  const auto [agreed, agreed_scales] = step(true);
+  CHECK(agreed == params);  // both skipped
+  CHECK(agreed_scales == std::vector<float>{512.0f, 512.0f});
+  // Alone, device 0 would have applied its step (and kept its scale): the replicas would diverge.
+  const auto [alone, alone_scales] = step(false);
+  CHECK(alone[0] != params[0]);
+  CHECK(alone[1] == params[1]);
+  CHECK(alone_scales == std::vector<float>{1024.0f, 512.0f});
+  // With every part finite, both apply it.
+  grads[1][5] = 256.0f;
+  const auto [applied, applied_scales] = step(true);
+  CHECK(applied[0] != params[0]);
+  CHECK(applied[0] == applied[1]);
+  CHECK(applied_scales == std::vector<float>{1024.0f, 1024.0f});
 }

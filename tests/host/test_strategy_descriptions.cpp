@@ -166,8 +166,9 @@ TEST_CASE("every strategy has a sweep token that stands for its flags", "[strate
   for (const StrategyEntry& entry : strategy_registry()) {
     INFO(entry.name);
     const std::string line = resolve_sweep_token(entry.name);
-    const std::string layout =
-        entry.processes == ProcessLayout::one_process ? "one_process\t" : "one_process_per_gpu\t";
+    const std::string layout = entry.processes == ProcessLayout::one_process           ? "one_process\t"
+                               : entry.processes == ProcessLayout::one_process_per_gpu ? "one_process_per_gpu\t"
+                                                                                       : "one_process_or_per_gpu\t";
     CHECK(line == layout + "--variable_update=" + entry.name + "\n");
     if (entry.token_option.empty()) {
       CHECK_THROWS_WITH(flags_of_sweep_token(entry.name + ":gpu"), Contains("takes no ':VALUE'"));
@@ -229,7 +230,7 @@ TEST_CASE("each option's record is its row of run's flag table and its lines of 
     CHECK_THAT(help, Contains(option.help.substr(0, option.help.find(' ', 12))));
     // Parsing the default text, with a strategy that takes it, gives the field's initialiser back.
     for (const StrategyEntry* entry : strategies())
-      if (entry->accepts(option.flag) && entry->processes == ProcessLayout::one_process)
+      if (entry->accepts(option.flag) && entry->runs_in(ProcessLayout::one_process))
         CHECK(option.recorded(parse({"--variable_update=" + entry->name})) == option.recorded(StrategyOptions()));
   }
 }
@@ -256,7 +257,10 @@ TEST_CASE("each option is accepted by exactly the strategies that take it, refus
         CHECK(error.find('\n') == std::string::npos);
         CHECK_THAT(error, Contains(given + ": "));
         CHECK_THAT(error, Contains("drop --" + option.flag));
-        if (!entry->options.empty()) CHECK_THAT(error, Contains(option.purpose));
+        // Its own reason where it has one, else the option's purpose (with the strategies that take it).
+        const auto because = entry->refused_because.find(option.flag);
+        if (because != entry->refused_because.end()) CHECK_THAT(error, Contains(because->second));
+        else if (!entry->options.empty()) CHECK_THAT(error, Contains(option.purpose));
       }
     }
   }
@@ -350,7 +354,7 @@ TEST_CASE("each option's recorded value and label follow its record", "[synchron
 TEST_CASE("a tiny run of each strategy records exactly its options, at the records' defaults",
           "[synchronisation_options]") {
   for (const StrategyEntry* entry : strategies()) {
-    if (entry->processes != ProcessLayout::one_process) continue;  // one process per GPU: tests/mpi, launcher tests
+    if (!entry->runs_in(ProcessLayout::one_process)) continue;  // one process per GPU: tests/mpi, launcher tests
     INFO(entry->name);
     DeviceInventory no_gpu;
     std::vector<std::string> args = {"--variable_update=" + entry->name, "--device=cpu", "--model=trivial",

@@ -5,7 +5,8 @@
 # what one process with as many devices trains; the result names the launcher; two hosts simulated
 # on one machine (DPBENCH_HOST_NAME), flat and hierarchical all-reduce; a merged trace;
 # ranks that disagree on flags, a rank that never arrives, a failing rank, a rank killed mid-run
-# (rank 0 or another) and a frozen one each end the job with one line and no hang; comm_bench
+# (rank 0 or another) and a frozen one each end the job with one line and no hang; fully_sharded
+# across processes (hybrid groups and fp16 loss scaling too) as replicated in one; comm_bench
 # across processes, recording the link its ranks spanned. With PyTorch installed,
 # also under the real torchrun (python3 -m torch.distributed.run --no-python).
 # Usage: test_launchers.sh DPBENCH
@@ -91,6 +92,58 @@ for launcher in torchrun srun; do
   done
 done
 compare torchrun 2 horovod replicated "${small_rnnlm[@]}" --compact_gradient_transfer=bf16 --sparse_embedding_grads
+
+# fully_sharded across processes (shard and replica groups of ranks): the same bits as replicated
+# in one process with as many devices, both reshard settings; hybrid groups the same bits as one
+# process's hybrid groups (a mean of means: replicated's to rounding); fp16 automatic loss
+# scaling, from a scale that overflows, the same bits and the same final scale as replicated.
+tiny_gpt=(--model=gpt --optimizer=sgd --learning_rate=0.1 --vocab_size=13 --seq_len=5 --num_layers=3 --num_heads=2
+  --hidden_size=8 --batch_size=2 --deterministic)
+one_process() {  # tag, devices, flags...: one process's result in $work/TAG.json
+  local tag=$1 devices=$2
+  shift 2
+  [ -f "$work/$tag.json" ] && return 0
+  "$dpbench" "${common[@]}" "${tiny_gpt[@]}" --num_gpus="$devices" "$@" --result_file="$work/$tag.json" \
+    > "$work/$tag.log" 2>&1 || fail "$tag: one process failed: $(tail -n 2 "$work/$tag.log")"
+}
+sharded() {  # launcher, ranks, the one-process result to equal, tag, fully_sharded flags...
+  local launcher=$1 ranks=$2 want=$3 tag="${1}_fully_sharded_$2_$4"
+  shift 4
+  start_ranks "$launcher" "$ranks" "$(port)" "$tag" "${common[@]}" "${tiny_gpt[@]}" --variable_update=fully_sharded \
+    "$@" --result_file="$work/$tag.json"
+  if ! wait_ranks 120; then
+    fail "$tag: the job failed: $(tail -q -n 2 "$work/$tag".[0-9]*.log)"
+    return
+  fi
+  [ -f "$work/$want.json" ] || return
+  [ "$(norm "$work/$tag.json")" = "$(norm "$work/$want.json")" ] ||
+    fail "$tag: param_norm $(norm "$work/$tag.json") != $(norm "$work/$want.json") ($want, one process)"
+  [ "$(field "$work/$tag.json" 'd["summary"]["final_loss_scale"]')" = "$(field "$work/$want.json" 'd["summary"]["final_loss_scale"]')" ] ||
+    fail "$tag: final loss scale"
+  [ "$(field "$work/$tag.json" 'd["summary"]["num_devices"]')" = "$ranks" ] || fail "$tag: num_devices"
+  [ "$(field "$work/$tag.json" 'd["config"]["variable_update"]')" = fully_sharded ] || fail "$tag: the strategy"
+  [ "$(field "$work/$tag.json" 'd["summary"]["comm"]["units"] > 0 and d["summary"]["comm"]["bytes_per_step"] > 0')" = True ] ||
+    fail "$tag: summary.comm"
+  [ "$(field "$work/$tag.json" 'len(d["summary"]["breakdown"]["per_device"])')" = "$ranks" ] || fail "$tag: breakdown devices"
+}
+auto_fp16=(--precision=fp16 --fp16_enable_auto_loss_scale --fp16_loss_scale=1048576)
+for ranks in 2 4; do
+  one_process "replicated_$ranks" "$ranks" --variable_update=replicated
+  sharded torchrun "$ranks" "replicated_$ranks" resharded
+  sharded srun "$ranks" "replicated_$ranks" kept --reshard_after_forward=false
+  one_process "replicated_fp16_$ranks" "$ranks" --variable_update=replicated "${auto_fp16[@]}"
+  sharded torchrun "$ranks" "replicated_fp16_$ranks" fp16 "${auto_fp16[@]}"
+done
+one_process hybrid_4 4 --variable_update=fully_sharded --shard_group_size=2
+sharded torchrun 4 hybrid_4 hybrid --shard_group_size=2
+if [ -f "$work/torchrun_fully_sharded_4_hybrid.json" ]; then
+  close_to "$(norm "$work/torchrun_fully_sharded_4_hybrid.json")" "$(norm "$work/replicated_4.json")" ||
+    fail "hybrid fully_sharded across processes: param_norm not replicated's to rounding"
+  # Each rank's shard, slots and optimizer state, as one process's devices hold them.
+  held='[(m["at_peak"]["parameters"], m["at_peak"]["gradients"], m["at_peak"]["optimizer_state"]) for m in d["summary"]["memory"]["devices"]]'
+  [ "$(field "$work/torchrun_fully_sharded_4_hybrid.json" "$held")" = "$(field "$work/hybrid_4.json" "$held")" ] ||
+    fail "hybrid fully_sharded across processes: the devices' memory differs from one process's"
+fi
 
 # Two hosts simulated on one machine (DPBENCH_HOST_NAME), 2 ranks each: the flat and the
 # hierarchical all-reduce train the same model as one process with 4 devices (to rounding: the

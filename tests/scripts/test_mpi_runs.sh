@@ -2,7 +2,8 @@
 # Multi-process runs of the real dpbench under mpirun on the reference backend:
 # distributed_all_reduce (and its horovod spelling) and distributed_replicated on 2 and 4 ranks
 # train bit for bit what one process with as many devices trains with replicated and
-# parameter_server; one result from rank 0 (or one per rank with {rank}) with every rank's device in
+# parameter_server, and fully_sharded (hybrid groups and fp16 loss scaling too) what replicated trains;
+# one result from rank 0 (or one per rank with {rank}) with every rank's device in
 # its breakdown; hierarchical all-reduce on two simulated hosts; a trace merged from every rank; ranks that disagree on flags, a rank that fails alone, and a rank that freezes
 # (SIGSTOP) end the job with a message and no hang.
 # Usage: test_mpi_runs.sh MPIEXEC DPBENCH
@@ -50,6 +51,53 @@ for ranks in 2 4; do
   compare "$ranks" horovod replicated "${small_rnnlm[@]}" --compact_gradient_transfer=bf16 --sparse_embedding_grads
   compare "$ranks" distributed_replicated parameter_server "${small_rnnlm[@]}"
 done
+
+# fully_sharded under mpirun: the same bits as replicated in one process with as many devices
+# (both reshard settings, and fp16 automatic loss scaling from a scale that overflows, with the
+# same final scale); hybrid groups the same bits as one process's hybrid groups.
+tiny_gpt=(--model=gpt --optimizer=sgd --learning_rate=0.1 --vocab_size=13 --seq_len=5 --num_layers=3 --num_heads=2
+  --hidden_size=8 --batch_size=2 --deterministic)
+auto_fp16=(--precision=fp16 --fp16_enable_auto_loss_scale --fp16_loss_scale=1048576)
+one_process() {  # tag, devices, flags...: one process's result in $work/TAG.one.json
+  local tag=$1 devices=$2
+  shift 2
+  [ -f "$work/$tag.one.json" ] && return 0
+  "$dpbench" "${common[@]}" "${tiny_gpt[@]}" --num_gpus="$devices" "$@" --result_file="$work/$tag.one.json" \
+    > "$work/$tag.one.log" 2>&1 || fail "$tag: one process failed: $(tail -n 2 "$work/$tag.one.log")"
+}
+sharded() {  # ranks, the one-process tag to equal, tag, fully_sharded flags...
+  local ranks=$1 want=$2 tag=fully_sharded_$1_$3
+  shift 3
+  if ! timeout 120 "$mpiexec" -n "$ranks" "$dpbench" "${common[@]}" "${tiny_gpt[@]}" --variable_update=fully_sharded "$@" \
+      --result_file="$work/$tag.mpi.json" > "$work/$tag.mpi.log" 2>&1; then
+    fail "$tag: mpirun failed: $(tail -n 3 "$work/$tag.mpi.log")"
+    return
+  fi
+  [ -f "$work/$want.one.json" ] || return
+  [ "$(norm "$work/$tag.mpi.json")" = "$(norm "$work/$want.one.json")" ] ||
+    fail "$tag: param_norm $(norm "$work/$tag.mpi.json") (mpirun) != $(norm "$work/$want.one.json") ($want, one process)"
+  [ "$(field "$work/$tag.mpi.json" 'd["summary"]["final_loss_scale"]')" = "$(field "$work/$want.one.json" 'd["summary"]["final_loss_scale"]')" ] ||
+    fail "$tag: final loss scale"
+  [ "$(field "$work/$tag.mpi.json" 'd["summary"]["num_devices"]')" = "$ranks" ] || fail "$tag: num_devices"
+  [ "$(field "$work/$tag.mpi.json" 'len(d["summary"]["breakdown"]["per_device"])')" = "$ranks" ] ||
+    fail "$tag: breakdown devices"
+  [ "$(grep -c '^total ' "$work/$tag.mpi.log")" = 1 ] || fail "$tag: expected one summary, from rank 0"
+}
+for ranks in 2 4; do
+  one_process "replicated_$ranks" "$ranks" --variable_update=replicated
+  sharded "$ranks" "replicated_$ranks" resharded
+  sharded "$ranks" "replicated_$ranks" kept --reshard_after_forward=false
+  one_process "replicated_fp16_$ranks" "$ranks" --variable_update=replicated "${auto_fp16[@]}"
+  sharded "$ranks" "replicated_fp16_$ranks" fp16 "${auto_fp16[@]}"
+done
+one_process hybrid_4 4 --variable_update=fully_sharded --shard_group_size=2
+sharded 4 hybrid_4 hybrid --shard_group_size=2
+# Each rank's shard, slots and optimizer state, as one process's devices hold them.
+held='[(m["at_peak"]["parameters"], m["at_peak"]["gradients"], m["at_peak"]["optimizer_state"]) for m in d["summary"]["memory"]["devices"]]'
+if [ -f "$work/fully_sharded_4_hybrid.mpi.json" ] && [ -f "$work/hybrid_4.one.json" ]; then
+  [ "$(field "$work/fully_sharded_4_hybrid.mpi.json" "$held")" = "$(field "$work/hybrid_4.one.json" "$held")" ] ||
+    fail "hybrid fully_sharded under mpirun: the devices' memory differs from one process's"
+fi
 
 # Two hosts simulated on one machine (DPBENCH_HOST_NAME per application context), 2 ranks each:
 # hierarchical all-reduce trains what one process with 4 devices trains, to rounding.

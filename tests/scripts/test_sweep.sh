@@ -260,6 +260,17 @@ EOF
   expect_rc 0 "dry run, --launcher=torchrun"
   check "torchrun command: $(head -n 1 "$tmp/stdout")" [ "$(head -n 1 "$tmp/stdout")" = \
     "CUDA_VISIBLE_DEVICES=0,1 torchrun --nnodes=1 --nproc_per_node=2 --no-python $d --model=nmt --variable_update=distributed_replicated --result_file=$o/nmt__distributed_replicated__2gpu.json" ]
+  # fully_sharded runs either way: one process driving every device, or one process per GPU.
+  rc=0
+  bash "$sweep" --models=gpt --gpus=2 --strategies=fully_sharded --launcher=torchrun --out="$o" --dpbench="$d" \
+    --dry-run >"$tmp/stdout" 2>"$tmp/stderr" || rc=$?
+  expect_rc 0 "dry run, fully_sharded under torchrun"
+  check "fully_sharded under torchrun: $(head -n 1 "$tmp/stdout")" [ "$(head -n 1 "$tmp/stdout")" = \
+    "CUDA_VISIBLE_DEVICES=0,1 torchrun --nproc_per_node=2 --no-python $d --model=gpt --variable_update=fully_sharded --result_file=$o/gpt__fully_sharded__2gpu.json" ]
+  sweep --models=gpt --gpus=2 --strategies=fully_sharded --out="$o" --dpbench="$d" --dry-run --no-report
+  expect_rc 0 "dry run, fully_sharded in one process"
+  check "fully_sharded in one process: $(head -n 1 "$tmp/stdout")" [ "$(head -n 1 "$tmp/stdout")" = \
+    "CUDA_VISIBLE_DEVICES=0,1 $d --model=gpt --num_gpus=2 --variable_update=fully_sharded --result_file=$o/gpt__fully_sharded__2gpu.json" ]
   expect_usage_error "--num_gpus after --" "${ok[@]}" --strategies=independent -- --num_gpus=8
   expect_usage_error "unknown option '--model=x'" "${ok[@]}" --strategies=independent --model=x
   expect_usage_error "unexpected argument 'resnet50'" "${ok[@]}" --strategies=independent resnet50
