@@ -116,6 +116,8 @@ void Network::fuse_normalised_joins() {
   auto fusable_norm = [&](TensorId tensor, int reader) -> const BatchNormLayer* {
     const TensorInfo& info = tensors_[tensor];
     if (info.producer < 0 || info.consumers != std::vector<int>{reader}) return nullptr;
+    // The join reads the norm's parameters, so both must sit in one unit (Note [network units]).
+    if (nodes_[info.producer].block_first != nodes_[reader].block_first) return nullptr;
     const auto* norm = dynamic_cast<const BatchNormLayer*>(nodes_[info.producer].layer.get());
     return norm != nullptr && !norm->fused_relu() ? norm : nullptr;
   };
