@@ -56,7 +56,7 @@ class CnnReplica : public ModelReplica {
 
   void forward(const StepContext& context) override {
     step_ = context.step;
-    network_.forward(step_);
+    network_.forward(step_, context.units);
     // The logits' gradient buffer is the logits buffer: dlogits replace them here.
     const TensorId logits = model_.network().logits();
     TracedSpan span(device_, StreamKind::compute, "loss", "forward");

@@ -38,6 +38,8 @@ class CnnModel : public Model {
   std::vector<float> initial_parameters(uint64_t seed) const override;
   StepFlops flops_per_sample() const override;
   std::string flops_counted() const override;
+  // Its blocks, stem and classifier (Note [network units] in models/network.h).
+  ParameterUnits parameter_units() const override { return network_->parameter_units(); }
   std::unique_ptr<ModelReplica> create_replica(Device& device, ParameterSet& parameters,
                                                const ReplicaShard& shard) const override;
 

@@ -116,6 +116,8 @@ void Network::fuse_normalised_joins() {
   auto fusable_norm = [&](TensorId tensor, int reader) -> const BatchNormLayer* {
     const TensorInfo& info = tensors_[tensor];
     if (info.producer < 0 || info.consumers != std::vector<int>{reader}) return nullptr;
+    // The join reads the norm's parameters, so both must sit in one unit (Note [network units]).
+    if (nodes_[info.producer].block_first != nodes_[reader].block_first) return nullptr;
     const auto* norm = dynamic_cast<const BatchNormLayer*>(nodes_[info.producer].layer.get());
     return norm != nullptr && !norm->fused_relu() ? norm : nullptr;
   };
@@ -211,7 +213,63 @@ void Network::finalize(TensorId logits) {
   plan_buffers();
   plan_gradient_accumulation();
   if (recompute_blocks_ && !inference_only_) plan_recomputation();
+  plan_units();
   finalized_ = true;
+}
+
+void Network::plan_units() {
+  // Runs in node order: a block's nodes, or consecutive nodes outside any block.
+  struct Run {
+    int first = 0, last = 0;
+    size_t begin = std::numeric_limits<size_t>::max(), end = 0;  // its parameters' extents
+  };
+  std::vector<Run> runs;
+  for (size_t index = 0; index < nodes_.size(); ++index) {
+    const Node& node = nodes_[index];
+    if (runs.empty() || node.block_first != nodes_[index - 1].block_first)
+      runs.push_back(Run{static_cast<int>(index), static_cast<int>(index)});
+    Run& run = runs.back();
+    run.last = static_cast<int>(index);
+    if (!node.layer->has_parameters()) continue;
+    const GradientRange range = node.layer->gradient_range(layout_);
+    run.begin = std::min(run.begin, range.offset);
+    run.end = std::max(run.end, range.end());
+  }
+  int with_parameters = 0;
+  for (const Run& run : runs) with_parameters += run.end > 0 ? 1 : 0;
+  units_.clear();
+  node_units_.assign(nodes_.size(), -1);
+  int seen = 0;
+  for (const Run& run : runs) {
+    if (run.end == 0) continue;
+    // The layout holds the last run first.
+    const int unit = with_parameters - 1 - seen++;
+    for (int index = run.first; index <= run.last; ++index) node_units_[static_cast<size_t>(index)] = unit;
+    const Node& first = nodes_[static_cast<size_t>(run.first)];
+    const bool starts = run.first == 0, ends = static_cast<size_t>(run.last) + 1 == nodes_.size();
+    std::string name = first.group;
+    if (first.block_first < 0 && (starts || ends)) name = starts && ends ? "model" : starts ? "stem" : "classifier";
+    units_.push_back(ParameterUnit{name, GradientRange{run.begin, run.end - run.begin}});
+  }
+  std::reverse(units_.begin(), units_.end());
+}
+
+ParameterUnits Network::parameter_units() const {
+  // A network sharing its layout with tensors of no node (a test's) cannot be cut.
+  size_t expected = 0;
+  for (const ParameterUnit& unit : units_) {
+    if (unit.range.offset != expected)
+      throw RuntimeError("Network: the parameters of '" + unit.name + "' are not one range after the next unit's");
+    expected = unit.range.end();
+  }
+  if (expected != layout_.total_count())
+    throw RuntimeError("Network: the layout holds parameters of no node, so it cannot be cut into units");
+  ParameterUnits units;
+  units.units = units_;
+  const int count = static_cast<int>(units_.size());
+  for (int u = count; u-- > 0;) units.uses.push_back(UnitUse{u, UnitPass::forward, false});
+  for (int u = 0; u < count; ++u) units.uses.push_back(UnitUse{u, UnitPass::backward, true});
+  return units;
 }
 
 void Network::plan_recomputation() {
@@ -503,24 +561,53 @@ class GroupSpans {
   const char* open_category_ = nullptr;
 };
 
+// The use of a unit a pass is in (Note [network units]): a node of another unit ends it and
+// begins its own; a node of none just ends it. Ended explicitly by close(), so an exception
+// thrown inside a pass does not call the hooks again while it unwinds.
+class UnitBrackets {
+ public:
+  UnitBrackets(UnitHooks* hooks, UnitPass pass) : hooks_(hooks), pass_(pass) {}
+  void enter(int unit) {
+    if (hooks_ == nullptr || unit == open_) return;
+    close();
+    if (unit >= 0) hooks_->before_unit(unit, pass_);
+    open_ = unit;
+  }
+  void close() {
+    if (hooks_ != nullptr && open_ >= 0) hooks_->after_unit(open_, pass_);
+    open_ = -1;
+  }
+
+ private:
+  UnitHooks* hooks_;
+  UnitPass pass_;
+  int open_ = -1;
+};
+
 }  // namespace
 
-void NetworkReplica::forward(const int32_t* step) {
+void NetworkReplica::forward(const int32_t* step, UnitHooks* units) {
   const std::vector<Network::Node>& nodes = network_.nodes();
   GroupSpans spans(device_, "forward");
+  UnitBrackets brackets(units, UnitPass::forward);
   for (size_t index = 0; index < nodes.size(); ++index) {
     if (nodes[index].fused_away) continue;
+    brackets.enter(network_.unit_of_node(static_cast<int>(index)));
     spans.enter(nodes[index].group);
     nodes[index].layer->forward(passes_[index], step);
   }
+  brackets.close();
 }
 
 void NetworkReplica::backward(const int32_t* step, GradientAnnouncer& announcer) {
   const std::vector<Network::Node>& nodes = network_.nodes();
   Backend& ops = device_.ops();
   GroupSpans spans(device_, "backward");
+  // A block's unit is at hand for its recomputation as for its backward.
+  UnitBrackets brackets(announcer.unit_hooks(), UnitPass::backward);
   for (size_t index = nodes.size(); index-- > 0;) {
     const Layer& layer = *nodes[index].layer;
+    brackets.enter(network_.unit_of_node(static_cast<int>(index)));
     const int block = nodes[index].block_first;
     const bool block_ends = block >= 0 && (index + 1 == nodes.size() || nodes[index + 1].block_first != block);
     if (block_ends && network_.recomputes_blocks()) {
@@ -540,6 +627,7 @@ void NetworkReplica::backward(const int32_t* step, GradientAnnouncer& announcer)
       ops.add_tensors(a.shape.type, a.scratch, a.gradient, a.gradient, a.shape.count(), false);
     if (layer.has_parameters()) announcer.announce(layer.gradient_range(params_.layout()));
   }
+  brackets.close();
 }
 
 }  // namespace dpbench

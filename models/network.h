@@ -14,6 +14,12 @@
 //   backward-data with beta = 1), else through a scratch buffer and an addition.
 // Parameters are declared in node order, so a node's tensors form one contiguous gradient range,
 // and ranges become ready in ascending offset order as backward walks the nodes in reverse.
+// Note [network units]: the parameter units (engine/training/model.h) are the trace's blocks: each
+// run of nodes of one set_group block is a unit, and so is each run of nodes outside any block
+// that has parameters (the stem before the first block, the classifier after the last). Since
+// nodes declare their parameters in node order, a run's tensors are one contiguous range and the
+// runs tile the layout, the last run first; forward uses each once in node order, backward again
+// in reverse (recomputing a block inside its backward use).
 #pragma once
 
 #include <map>
@@ -87,6 +93,11 @@ class Network {
   void finalize(TensorId logits);
 
   // ---- queries
+  // The units of Note [network units] and one training step's uses of them (after finalize).
+  ParameterUnits parameter_units() const;
+  // The unit node `node` runs in; -1: none (a run of nodes without parameters).
+  int unit_of_node(int node) const { return node_units_.at(static_cast<size_t>(node)); }
+
   struct Node {
     std::unique_ptr<Layer> layer;
     std::vector<TensorId> inputs;
@@ -153,6 +164,8 @@ class Network {
   void plan_gradient_accumulation();
   // set_recompute_blocks: which buffers only their block reads, and where they sit in the set.
   void plan_recomputation();
+  // Note [network units]: cuts the nodes into runs and gives those with parameters a unit.
+  void plan_units();
 
   ParameterLayout& layout_;
   std::vector<TensorInfo> tensors_;
@@ -169,6 +182,8 @@ class Network {
   std::vector<long long> shared_offsets_;  // per buffer, under recomputation
   size_t shared_bytes_ = 0;
   std::string group_;  // set_group's
+  std::vector<ParameterUnit> units_;  // in layout order
+  std::vector<int> node_units_;       // per node
 };
 
 // One replica's activations, activation gradients, layer states and workspace, all allocated
@@ -186,12 +201,13 @@ class NetworkReplica {
   // fp32: sums, then sums of squares); nullptr where the backend does not fuse them for it.
   const float* statistics(TensorId tensor) const;
 
-  // Every node in order; the logits end up in values(logits()).
-  void forward(const int32_t* step);
+  // Every node in order; the logits end up in values(logits()). `units`: the hooks each unit's
+  // use is bracketed with (Note [network units]); nullptr: none.
+  void forward(const int32_t* step, UnitHooks* units = nullptr);
   // The address of buffer `buffer`: its own, or its place in the shared set.
   void* address(int buffer) const;
   // Expects d(loss)/d(logits) in gradients(logits()); fills the parameter gradients and announces
-  // each node's range as soon as it is final.
+  // each node's range as soon as it is final; brackets each unit's use with the announcer's hooks.
   void backward(const int32_t* step, GradientAnnouncer& announcer);
 
  private:

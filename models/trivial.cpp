@@ -67,6 +67,19 @@ class TrivialModel : public Model {
     return std::make_unique<TrivialReplica>(*this, device, params, shard);
   }
 
+  // Each dense layer is a unit; the output layer, declared last, comes first in the layout.
+  ParameterUnits parameter_units() const override {
+    ParameterUnits units;
+    units.units.push_back({"dense2", output_layer_.gradient_range(layout_)});
+    units.units.push_back({"dense1", hidden_layer_.gradient_range(layout_)});
+    units.uses = {{kHiddenUnit, UnitPass::forward, false},
+                  {kOutputUnit, UnitPass::forward, false},
+                  {kOutputUnit, UnitPass::backward, true},
+                  {kHiddenUnit, UnitPass::backward, true}};
+    return units;
+  }
+  static constexpr int kOutputUnit = 0, kHiddenUnit = 1;
+
   const DenseLayer& hidden_layer() const { return hidden_layer_; }
   const DenseLayer& output_layer() const { return output_layer_; }
 
@@ -99,21 +112,31 @@ TrivialReplica::TrivialReplica(const TrivialModel& model, Device& device, Parame
 
 void TrivialReplica::forward(const StepContext& context) {
   Backend& ops = device_.ops();
-  model_.hidden_layer().forward(ops, params_, images_.as<float>(), hidden_.as<float>(), batch_);
+  {
+    UnitScope unit(context.units, TrivialModel::kHiddenUnit, UnitPass::forward);
+    model_.hidden_layer().forward(ops, params_, images_.as<float>(), hidden_.as<float>(), batch_);
+  }
   ops.relu_forward(hidden_.as<float>(), hidden_.as<float>(), static_cast<size_t>(batch_) * kHidden);
-  model_.output_layer().forward(ops, params_, hidden_.as<float>(), logits_.as<float>(), batch_);
+  {
+    UnitScope unit(context.units, TrivialModel::kOutputUnit, UnitPass::forward);
+    model_.output_layer().forward(ops, params_, hidden_.as<float>(), logits_.as<float>(), batch_);
+  }
   loss_.forward_backward(ops, logits_.as<float>(), labels_.as<int32_t>(), context.loss_out);
 }
 
 void TrivialReplica::backward(GradientAnnouncer& announcer) {
   Backend& ops = device_.ops();
   const float* dlogits = logits_.as<float>();
-  model_.output_layer().backward(ops, params_, hidden_.as<float>(), dlogits, dhidden_.as<float>(),
-                                 batch_);
-  announcer.announce(model_.output_layer().gradient_range(params_.layout()));
+  {
+    UnitScope unit(announcer.unit_hooks(), TrivialModel::kOutputUnit, UnitPass::backward);
+    model_.output_layer().backward(ops, params_, hidden_.as<float>(), dlogits, dhidden_.as<float>(),
+                                   batch_);
+    announcer.announce(model_.output_layer().gradient_range(params_.layout()));
+  }
   ops.relu_backward(hidden_.as<float>(), dhidden_.as<float>(), dhidden_.as<float>(),
                     static_cast<size_t>(batch_) * kHidden);
   // The input layer needs no dx: images are data.
+  UnitScope unit(announcer.unit_hooks(), TrivialModel::kHiddenUnit, UnitPass::backward);
   model_.hidden_layer().backward(ops, params_, images_.as<float>(), dhidden_.as<float>(), nullptr,
                                  batch_);
   announcer.announce(model_.hidden_layer().gradient_range(params_.layout()));

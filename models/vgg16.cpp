@@ -1,6 +1,7 @@
 // VGG-16 as torchvision's vgg16 (no batch norm): 13 3x3 convolutions with bias in five blocks,
 // each block closed by a 2x2/2 max pool, then the classifier 25088 -> 4096 -> 4096 -> 1000 with
 // ReLU and dropout 0.5. At 224x224 torchvision's adaptive average pool to 7x7 is the identity.
+// Each block of convolutions is one span in a trace and one parameter unit, as is the classifier.
 #include <string>
 
 #include "models/cnn_model.h"
@@ -15,6 +16,7 @@ TensorId build_vgg16(Network& net, TensorId images) {
   TensorId x = images;
   int conv_number = 0;
   for (int block = 0; block < 5; ++block) {
+    net.set_group("features.block" + std::to_string(block + 1));
     for (int i = 0; i < convs_per_block[block]; ++i) {
       const std::string name = "features.conv" + std::to_string(++conv_number);
       Conv2dOptions o;
@@ -29,6 +31,7 @@ TensorId build_vgg16(Network& net, TensorId images) {
     x = net.pool(x, "features.pool" + std::to_string(block + 1),
                  PoolOptions{PoolMode::max, 2, 2, Padding::valid, 0});
   }
+  net.set_group("");
   // (n, 512, 7, 7), flattened by the first dense layer
   x = net.fully_connected(x, "classifier.fc1", 4096);
   x = net.relu(x, "classifier.relu1");

@@ -35,8 +35,9 @@ std::vector<std::vector<ResidentChunk>> FullyShardedStrategy::plan_shards(const 
   if (units.empty()) {
     // On one device nothing is gathered or reduced (Note [a group of one]): the whole model is one unit.
     if (world_ > 1)
-      throw ConfigError("--variable_update=fully_sharded: this model is not cut into parameter units (gpt and the "
-                        "transformer are), so it runs on one device only; use --variable_update=" +
+      throw ConfigError("--variable_update=fully_sharded: this model publishes no parameter units (every model "
+                        "of the zoo does; Note [parameter units] in engine/training/model.h says how), so it runs "
+                        "on one device only; use --variable_update=" +
                         std::string(num_processes_ > 1 ? "distributed_all_reduce" : "replicated") +
                         " --sharded_update=true for it");
     ParameterUnits whole;

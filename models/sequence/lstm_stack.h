@@ -9,6 +9,14 @@
 // so a unidirectional stack has the same parameters either way. Activations, states and the weights
 // the stack reads have the geometry's type (16-bit under mixed precision: the weight copy); the
 // weight gradient is fp32.
+//
+// Note [LSTM units]: a stack is one parameter unit (engine/training/model.h), all its layers
+// together. A unit is a range of whole tensors, and a stack's layers share its one weight tensor:
+// the fused implementation hands cuDNN the whole stack's weights in one call, and the unrolled one
+// keeps the same tensor so both build the same parameters from the same seed. Nor is a layer a
+// range inside it: the canonical layout puts every layer's matrices before all the biases. Cutting
+// per layer would take one tensor per layer, which the fused call cannot read, and would change
+// every unrolled run's initial values.
 #pragma once
 
 #include <memory>

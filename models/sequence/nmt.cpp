@@ -118,6 +118,38 @@ class NmtModel final : public Model {
   std::unique_ptr<ModelReplica> create_replica(Device& device, ParameterSet& params,
                                                const ReplicaShard& shard) const override;
 
+  // Units in layout order: the decoder, the projection (whose weight gradient the loss writes in
+  // forward and finishes in backward), the two embeddings, the encoder's stacks (the
+  // backward-in-time one first). A stack is one unit (Note [LSTM units] in lstm_stack.h). Backward
+  // uses each encoder stack twice: its input and state gradients, then, after the source
+  // embedding's gradient, its weight gradient.
+  ParameterUnits parameter_units() const override {
+    ParameterUnits units;
+    units.units.push_back({"decoder", decoder_->gradient_range(layout_)});
+    units.units.push_back({"projection", projection_->gradient_range(layout_)});
+    units.units.push_back({"target embedding", target_embedding_->gradient_range(layout_)});
+    units.units.push_back({"source embedding", source_embedding_->gradient_range(layout_)});
+    for (size_t e = encoders_.size(); e-- > 0;)
+      units.units.push_back({two_encoder_stacks() ? (e == 0 ? "encoder forward" : "encoder backward") : "encoder",
+                             encoders_[e]->gradient_range(layout_)});
+    const int stacks = static_cast<int>(encoders_.size());
+    units.uses.push_back({kSourceEmbeddingUnit, UnitPass::forward, false});
+    for (int e = 0; e < stacks; ++e) units.uses.push_back({encoder_unit(e), UnitPass::forward, false});
+    units.uses.push_back({kTargetEmbeddingUnit, UnitPass::forward, false});
+    units.uses.push_back({kDecoderUnit, UnitPass::forward, false});
+    units.uses.push_back({kProjectionUnit, UnitPass::forward, true});
+    units.uses.push_back({kDecoderUnit, UnitPass::backward, true});
+    units.uses.push_back({kProjectionUnit, UnitPass::backward, true});
+    units.uses.push_back({kTargetEmbeddingUnit, UnitPass::backward, true});
+    for (int e = stacks; e-- > 0;) units.uses.push_back({encoder_unit(e), UnitPass::backward, false});
+    units.uses.push_back({kSourceEmbeddingUnit, UnitPass::backward, true});
+    for (int e = stacks; e-- > 0;) units.uses.push_back({encoder_unit(e), UnitPass::backward, true});
+    return units;
+  }
+  static constexpr int kDecoderUnit = 0, kProjectionUnit = 1, kTargetEmbeddingUnit = 2, kSourceEmbeddingUnit = 3;
+  // Stack `e` of encoders(): the last declared comes first in the layout.
+  int encoder_unit(int e) const { return 4 + static_cast<int>(encoders_.size()) - 1 - e; }
+
   const NmtShape& shape() const { return shape_; }
   bool two_encoder_stacks() const { return encoders_.size() == 2; }
   const EmbeddingTable& source_embedding() const { return *source_embedding_; }
@@ -192,26 +224,40 @@ class NmtReplica final : public ModelReplica {
     const size_t source_tokens = pairs_.source_tokens(), target_tokens = pairs_.target_tokens();
     {
       TracedSpan span(device_, StreamKind::compute, "encoder", "forward");
-      model_.source_embedding().forward(ops, params_, pairs_.source_ids.as<int32_t>(), source_tokens, s.type,
-                                        source_embedded_.data());
-      encoders_[0]->forward(params_, source_embedded_.data(), nullptr, nullptr,
-                            encoder_h_.data(), encoder_c_.data());
+      {
+        // Both readings of the source, so its table is gathered once.
+        UnitScope unit(context.units, NmtModel::kSourceEmbeddingUnit, UnitPass::forward);
+        model_.source_embedding().forward(ops, params_, pairs_.source_ids.as<int32_t>(), source_tokens, s.type,
+                                          source_embedded_.data());
+        if (encoders_.size() == 2)
+          model_.source_embedding().forward(ops, params_, reversed_source_ids_.as<int32_t>(), source_tokens, s.type,
+                                            reversed_source_embedded_.data());
+      }
+      {
+        UnitScope unit(context.units, model_.encoder_unit(0), UnitPass::forward);
+        encoders_[0]->forward(params_, source_embedded_.data(), nullptr, nullptr, encoder_h_.data(),
+                              encoder_c_.data());
+      }
       if (encoders_.size() == 2) {
-        model_.source_embedding().forward(ops, params_, reversed_source_ids_.as<int32_t>(), source_tokens, s.type,
-                                          reversed_source_embedded_.data());
+        UnitScope unit(context.units, model_.encoder_unit(1), UnitPass::forward);
         encoders_[1]->forward(params_, reversed_source_embedded_.data(), nullptr, nullptr,
                               encoder_h_.data(), encoder_c_.data());
       }
     }
     {
       TracedSpan span(device_, StreamKind::compute, "decoder", "forward");
-      model_.target_embedding().forward(ops, params_, pairs_.target_ids.as<int32_t>(), target_tokens, s.type,
-                                        target_embedded_.data());
+      {
+        UnitScope unit(context.units, NmtModel::kTargetEmbeddingUnit, UnitPass::forward);
+        model_.target_embedding().forward(ops, params_, pairs_.target_ids.as<int32_t>(), target_tokens, s.type,
+                                          target_embedded_.data());
+      }
+      UnitScope unit(context.units, NmtModel::kDecoderUnit, UnitPass::forward);
       decoder_->forward(params_, target_embedded_.data(), encoder_h_.data(),
                         encoder_c_.data(), nullptr, nullptr);
     }
     // Sum over a sentence's tokens, mean over sentences: every token's gradient weighs 1 / B.
     TracedSpan span(device_, StreamKind::compute, "projection and loss", "forward");
+    UnitScope unit(context.units, NmtModel::kProjectionUnit, UnitPass::forward);
     loss_->forward_backward(params_, decoder_->output(), pairs_.predicted_ids(), 1.0f, 1.0f,
                             decoder_output_gradient_.data(), context.loss_out, context.loss_scale,
                             pairs_.target_weights.as<float>(), !s.forward_only);
@@ -222,7 +268,9 @@ class NmtReplica final : public ModelReplica {
     Backend& ops = device_.ops();
     const ParameterLayout& layout = params_.layout();
     const size_t source_tokens = pairs_.source_tokens(), target_tokens = pairs_.target_tokens();
+    UnitHooks* units = announcer.unit_hooks();
     {
+      UnitScope unit(units, NmtModel::kDecoderUnit, UnitPass::backward);
       TracedSpan span(device_, StreamKind::compute, "decoder", "backward");
       decoder_->backward(params_, target_embedded_.data(), encoder_h_.data(),
                          encoder_c_.data(), decoder_output_gradient_.data(), nullptr,
@@ -231,11 +279,13 @@ class NmtReplica final : public ModelReplica {
       announcer.announce(model_.decoder().gradient_range(layout));
     }
     {
+      UnitScope unit(units, NmtModel::kProjectionUnit, UnitPass::backward);
       TracedSpan span(device_, StreamKind::compute, "projection", "backward");
       loss_->finish_weight_gradient();
       announcer.announce(model_.projection().gradient_range(layout));
     }
     {
+      UnitScope unit(units, NmtModel::kTargetEmbeddingUnit, UnitPass::backward);
       TracedSpan span(device_, StreamKind::compute, "target embedding", "backward");
       model_.target_embedding().backward(ops, params_, pairs_.target_ids.as<int32_t>(), target_tokens, s.type,
                                          target_embedded_gradient_.data(), true);
@@ -248,15 +298,19 @@ class NmtReplica final : public ModelReplica {
     // backward-in-time stack was declared last, so it comes first).
     {
       TracedSpan span(device_, StreamKind::compute, "encoder", "backward");
-      if (encoders_.size() == 2)
+      if (encoders_.size() == 2) {
+        UnitScope unit(units, model_.encoder_unit(1), UnitPass::backward);
         encoders_[1]->backward_data(params_, reversed_source_embedded_.data(), nullptr, nullptr, nullptr,
                                     encoder_h_gradient_.data(), encoder_c_gradient_.data(),
                                     reversed_source_embedded_gradient_.data(), nullptr, nullptr);
+      }
+      UnitScope unit(units, model_.encoder_unit(0), UnitPass::backward);
       encoders_[0]->backward_data(params_, source_embedded_.data(), nullptr, nullptr, nullptr,
                                   encoder_h_gradient_.data(), encoder_c_gradient_.data(),
                                   source_embedded_gradient_.data(), nullptr, nullptr);
     }
     {
+      UnitScope unit(units, NmtModel::kSourceEmbeddingUnit, UnitPass::backward);
       TracedSpan span(device_, StreamKind::compute, "source embedding", "backward");
       model_.source_embedding().backward(ops, params_, pairs_.source_ids.as<int32_t>(), source_tokens, s.type,
                                          source_embedded_gradient_.data(), true);
@@ -267,9 +321,11 @@ class NmtReplica final : public ModelReplica {
     }
     TracedSpan span(device_, StreamKind::compute, "encoder weights", "backward");
     if (encoders_.size() == 2) {
+      UnitScope unit(units, model_.encoder_unit(1), UnitPass::backward);
       encoders_[1]->backward_weights(params_, reversed_source_embedded_.data(), nullptr);
       announcer.announce(model_.encoders()[1]->gradient_range(layout));
     }
+    UnitScope unit(units, model_.encoder_unit(0), UnitPass::backward);
     encoders_[0]->backward_weights(params_, source_embedded_.data(), nullptr);
     announcer.announce(model_.encoders()[0]->gradient_range(layout));
   }

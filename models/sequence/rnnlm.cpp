@@ -71,6 +71,21 @@ class RnnlmModel final : public Model {
   std::unique_ptr<ModelReplica> create_replica(Device& device, ParameterSet& params,
                                                const ReplicaShard& shard) const override;
 
+  // Units in layout order: the LSTM (one unit: its layers share one weight tensor, Note [LSTM
+  // units] in lstm_stack.h), the projection (whose weight gradient the loss writes in forward and
+  // finishes in backward), the embedding.
+  ParameterUnits parameter_units() const override {
+    ParameterUnits units;
+    units.units.push_back({"lstm", lstm_->gradient_range(layout_)});
+    units.units.push_back({"projection", projection_->gradient_range(layout_)});
+    units.units.push_back({"embedding", embedding_.gradient_range(layout_)});
+    units.uses = {{kEmbeddingUnit, UnitPass::forward, false},  {kLstmUnit, UnitPass::forward, false},
+                  {kProjectionUnit, UnitPass::forward, true},  {kLstmUnit, UnitPass::backward, true},
+                  {kProjectionUnit, UnitPass::backward, true}, {kEmbeddingUnit, UnitPass::backward, true}};
+    return units;
+  }
+  static constexpr int kLstmUnit = 0, kProjectionUnit = 1, kEmbeddingUnit = 2;
+
   const RnnlmShape& shape() const { return shape_; }
   const EmbeddingTable& embedding() const { return embedding_; }
   const LstmStack& lstm() const { return *lstm_; }
@@ -110,11 +125,16 @@ class RnnlmReplica final : public ModelReplica {
     const size_t tokens = static_cast<size_t>(s.seq_len) * batch_;
     {
       TracedSpan span(device_, StreamKind::compute, "embedding and lstm", "forward");
-      model_.embedding().forward(device_.ops(), params_, tokens_.as<int32_t>(), tokens, s.type,
-                                 embedded_.data());
+      {
+        UnitScope unit(context.units, RnnlmModel::kEmbeddingUnit, UnitPass::forward);
+        model_.embedding().forward(device_.ops(), params_, tokens_.as<int32_t>(), tokens, s.type,
+                                   embedded_.data());
+      }
+      UnitScope unit(context.units, RnnlmModel::kLstmUnit, UnitPass::forward);
       lstm_->forward(params_, embedded_.data(), nullptr, nullptr, nullptr, nullptr);
     }
     TracedSpan span(device_, StreamKind::compute, "projection and loss", "forward");
+    UnitScope unit(context.units, RnnlmModel::kProjectionUnit, UnitPass::forward);
     loss_->forward_backward(params_, lstm_->output(), tokens_.as<int32_t>() + batch_, 1.0f, 1.0f,
                             output_gradient_.data(), context.loss_out, context.loss_scale,
                             token_weights_.as<float>(), !s.forward_only);
@@ -124,17 +144,21 @@ class RnnlmReplica final : public ModelReplica {
     const RnnlmShape& s = model_.shape();
     const ParameterLayout& layout = params_.layout();
     const size_t tokens = static_cast<size_t>(s.seq_len) * batch_;
+    UnitHooks* units = announcer.unit_hooks();
     {
+      UnitScope unit(units, RnnlmModel::kLstmUnit, UnitPass::backward);
       TracedSpan span(device_, StreamKind::compute, "lstm", "backward");
       lstm_->backward(params_, embedded_.data(), nullptr, nullptr, output_gradient_.data(), nullptr,
                       nullptr, embedded_gradient_.data(), nullptr, nullptr);
       announcer.announce(model_.lstm().gradient_range(layout));
     }
     {
+      UnitScope unit(units, RnnlmModel::kProjectionUnit, UnitPass::backward);
       TracedSpan span(device_, StreamKind::compute, "projection", "backward");
       loss_->finish_weight_gradient();
       announcer.announce(model_.projection().gradient_range(layout));
     }
+    UnitScope unit(units, RnnlmModel::kEmbeddingUnit, UnitPass::backward);
     TracedSpan span(device_, StreamKind::compute, "embedding", "backward");
     model_.embedding().backward(device_.ops(), params_, tokens_.as<int32_t>(), tokens, s.type,
                                 embedded_gradient_.data(), true);

@@ -35,14 +35,17 @@ struct Trained {
 
 // Trains on reference devices from the command line `args`, then lets `adjust` change the
 // resolved config (so strategy options can be set past the CLI's own checks).
+// `build` (when given) makes the model from the resolved config in place of the registry's entry
+// for --model: a test's own network, under the flags of the model it stands in for.
 inline Trained train(std::vector<std::string> args, const std::function<void(RunConfig&)>& adjust = {},
-                     BackendKind backend = BackendKind::reference) {
+                     BackendKind backend = BackendKind::reference,
+                     const std::function<std::unique_ptr<Model>(const RunConfig&)>& build = {}) {
   args.push_back(backend == BackendKind::cuda ? "--device=gpu" : "--device=cpu");
   DeviceInventory inventory;
   if (backend == BackendKind::cuda) inventory.cuda_gpus = cuda_device_count();
   RunConfig config = parse_run_flags(args, inventory).config;
   if (adjust) adjust(config);
-  std::unique_ptr<Model> model = find_model(config.model)->create(config);
+  std::unique_ptr<Model> model = build ? build(config) : find_model(config.model)->create(config);
   std::unique_ptr<Strategy> strategy = find_strategy(config.variable_update)->create(config, config);
   std::vector<std::unique_ptr<Device>> devices = create_devices(config.backend, config.gpu_indices);
   configure_devices(config, devices);  // --deterministic and the other device controls, as a run sets them

@@ -248,8 +248,18 @@ TEST_CASE("fully_sharded's flag rules", "[strategies][fully_sharded][flags]") {
                     Catch::Contains("--prefetch_units"));
   CHECK_THROWS_WITH(parse({"--model=gpt", "--variable_update=fully_sharded", "--reduce_precision=fp16"}),
                     Catch::Contains("fp16"));
-  // A model not cut into units is refused when its run is built, with the way out.
-  CHECK_THROWS_WITH(train_as({"--model=trivial"}, 2, "fully_sharded"), Catch::Contains("not cut into parameter units"));
+  // A model that publishes no units runs on one device only; on more it is refused when its run
+  // is built, with the way out.
+  DevicePlacement two;
+  two.gpu_indices = {0, 1};
+  ParameterLayout layout;
+  layout.declare("weights", {3, 5});
+  layout.finalize();
+  FullyShardedStrategy alone(StrategyOptions{}, two);
+  CHECK(alone.plan_shards(layout, ParameterUnits{}, 1).empty());
+  FullyShardedStrategy shared(StrategyOptions{}, two);
+  CHECK_THROWS_WITH(shared.plan_shards(layout, ParameterUnits{}, 2),
+                    Catch::Contains("publishes no parameter units") && Catch::Contains("--sharded_update=true"));
 }
 
 }  // namespace dpbench
