@@ -210,13 +210,16 @@ void Network::finalize(TensorId logits) {
   }
   plan_buffers();
   plan_gradient_accumulation();
+  recomputed_buffers_.assign(buffer_bytes_.size(), false);
   if (recompute_blocks_ && !inference_only_) plan_recomputation();
+  plan_live_spans();
+  plan_arena();
   finalized_ = true;
 }
 
 void Network::plan_recomputation() {
   // A buffer is its block's alone when every tensor in it (in-place layers share one) is made by a
-  // node of that block and read by nodes of that block only; anything else keeps its buffer.
+  // node of that block and read by nodes of that block only; anything else is kept.
   constexpr int kKept = -2, kUnseen = -1;
   std::vector<int> block_of(buffer_bytes_.size(), kUnseen);  // the block's first node
   for (TensorId t = 1; t < static_cast<TensorId>(tensors_.size()); ++t) {
@@ -228,34 +231,20 @@ void Network::plan_recomputation() {
     int& owner = block_of[tensor.value_buffer];
     owner = !alone || (owner != kUnseen && owner != block) ? kKept : block;
   }
-  // Each block lays its buffers out from the set's start, so the set is as large as the largest
-  // block's.
-  constexpr size_t kAlignment = 256;
-  shared_offsets_.assign(buffer_bytes_.size(), -1);
-  std::map<int, size_t> block_bytes;
-  for (size_t b = 0; b < buffer_bytes_.size(); ++b) {
-    if (block_of[b] < 0) continue;
-    size_t& used = block_bytes[block_of[b]];
-    shared_offsets_[b] = static_cast<long long>(used);
-    used += (buffer_bytes_[b] + kAlignment - 1) / kAlignment * kAlignment;
-    shared_bytes_ = std::max(shared_bytes_, used);
-  }
+  for (size_t b = 0; b < buffer_bytes_.size(); ++b) recomputed_buffers_[b] = block_of[b] >= 0;
   for (Node& node : nodes_) {
     const int buffer = tensors_[node.output].value_buffer;
-    node.recomputed = !node.fused_away && buffer >= 0 && shared_offsets_[buffer] >= 0;
+    node.recomputed = !node.fused_away && buffer >= 0 && recomputed_buffers_[static_cast<size_t>(buffer)];
   }
 }
 
+int Network::new_buffer(size_t bytes, MemoryTag tag) {
+  buffer_bytes_.push_back(bytes);
+  buffer_tags_.push_back(std::move(tag));
+  return static_cast<int>(buffer_bytes_.size()) - 1;
+}
+
 void Network::plan_buffers() {
-  auto new_buffer = [&](size_t bytes, MemoryTag tag) {
-    buffer_bytes_.push_back(bytes);
-    buffer_tags_.push_back(std::move(tag));
-    return static_cast<int>(buffer_bytes_.size()) - 1;
-  };
-  // Gradients are planned apart (plan_gradient_buffers): here each tensor that needs one gets a
-  // group, shared with its input's by an in-place node, as the values are.
-  std::vector<int> gradient_group(tensors_.size(), -1);
-  int groups = 0;
   tensors_[0].value_buffer = new_buffer(tensors_[0].shape.bytes(), MemoryTag{MemoryCategory::data, "input"});
   for (Node& node : nodes_) {
     TensorInfo& out = tensors_[node.output];
@@ -269,7 +258,7 @@ void Network::plan_buffers() {
     }
     if (node.in_place) {
       out.value_buffer = tensors_[node.inputs[0]].value_buffer;
-      gradient_group[node.output] = gradient_group[node.inputs[0]];
+      out.gradient_buffer = tensors_[node.inputs[0]].gradient_buffer;
     } else {
       // A node whose work a later one does produces nothing (prepare_for_inference).
       if (node.fused_away) continue;
@@ -279,75 +268,12 @@ void Network::plan_buffers() {
       if (node.output == logits_)
         out.gradient_buffer = out.value_buffer;
       else if (!inference_only_)
-        gradient_group[node.output] = groups++;
+        out.gradient_buffer = new_buffer(out.shape.bytes(), MemoryTag{MemoryCategory::scratch, "activation gradients"});
     }
   }
   const Node& logits_producer = nodes_[tensors_[logits_].producer];
   if (logits_producer.in_place || logits_producer.layer->backward_reads_output())
     throw RuntimeError("Network: the logits must come from a layer whose output the loss may overwrite");
-  plan_gradient_buffers(gradient_group, groups);
-}
-
-// Note [pooled activation gradients]
-// A tensor's gradient lives only while backward passes it: from the backward of its last reader
-// (forward order; the first to run, which writes it) to that of its producer (which reads it), so
-// gradients whose spans do not meet share one buffer. Giving each its own held as much memory
-// again as the activations (ResNet-50, bf16, batch 128: 5.0 GiB of gradient buffers beside 5.0 of
-// activations, where PyTorch's autograd frees each gradient once used). Groups are placed in
-// backward order into the free buffer that fits best (else the largest free one, grown; else a
-// new one); a buffer is free again once the backward of its group's producer has run, strictly
-// before the node being placed (a node reads its output's gradient while it writes its inputs').
-void Network::plan_gradient_buffers(const std::vector<int>& gradient_group, int groups) {
-  struct Span {
-    int first = std::numeric_limits<int>::max();  // its producers' lowest node index
-    int last = -1;                                 // its readers' highest node index
-    size_t bytes = 0;
-  };
-  std::vector<Span> spans(static_cast<size_t>(groups));
-  for (size_t t = 0; t < tensors_.size(); ++t) {
-    if (gradient_group[t] < 0) continue;
-    Span& span = spans[static_cast<size_t>(gradient_group[t])];
-    const TensorInfo& info = tensors_[t];
-    span.first = std::min(span.first, info.producer);
-    span.last = std::max(span.last, info.consumers.empty() ? info.producer : info.consumers.back());
-    span.bytes = std::max(span.bytes, info.shape.bytes());
-  }
-  std::vector<int> order(static_cast<size_t>(groups));
-  for (int g = 0; g < groups; ++g) order[static_cast<size_t>(g)] = g;
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return spans[a].last > spans[b].last; });
-
-  std::vector<int> buffer_of(static_cast<size_t>(groups), -1);
-  std::vector<size_t> pooled_bytes;
-  std::vector<int> free_after;  // per pooled buffer: the producer index after whose backward it is free
-  for (int g : order) {
-    const Span& span = spans[static_cast<size_t>(g)];
-    int best = -1, largest = -1;
-    for (size_t b = 0; b < pooled_bytes.size(); ++b) {
-      if (free_after[b] <= span.last) continue;  // still held when this group is written
-      if (pooled_bytes[b] >= span.bytes && (best < 0 || pooled_bytes[b] < pooled_bytes[static_cast<size_t>(best)]))
-        best = static_cast<int>(b);
-      if (largest < 0 || pooled_bytes[b] > pooled_bytes[static_cast<size_t>(largest)]) largest = static_cast<int>(b);
-    }
-    int chosen = best >= 0 ? best : largest;
-    if (chosen < 0) {
-      pooled_bytes.push_back(0);
-      free_after.push_back(0);
-      chosen = static_cast<int>(pooled_bytes.size()) - 1;
-    }
-    pooled_bytes[static_cast<size_t>(chosen)] = std::max(pooled_bytes[static_cast<size_t>(chosen)], span.bytes);
-    free_after[static_cast<size_t>(chosen)] = span.first;
-    buffer_of[static_cast<size_t>(g)] = chosen;
-  }
-  std::vector<int> buffer_id(pooled_bytes.size());
-  for (size_t b = 0; b < pooled_bytes.size(); ++b)
-    buffer_id[b] = [&] {
-      buffer_bytes_.push_back(pooled_bytes[b]);
-      buffer_tags_.push_back(MemoryTag{MemoryCategory::scratch, "activation gradients"});
-      return static_cast<int>(buffer_bytes_.size()) - 1;
-    }();
-  for (size_t t = 0; t < tensors_.size(); ++t)
-    if (gradient_group[t] >= 0)
-      tensors_[t].gradient_buffer = buffer_id[static_cast<size_t>(buffer_of[static_cast<size_t>(gradient_group[t])])];
 }
 
 void Network::plan_gradient_accumulation() {
@@ -369,7 +295,173 @@ void Network::plan_gradient_accumulation() {
       node.scratch_offset[i] = static_cast<long long>(offset);
       offset += in.shape.bytes();
     }
+    if (offset > 0) node.scratch_buffer = new_buffer(offset, MemoryTag{MemoryCategory::scratch, "gradient sums"});
     scratch_bytes_ = std::max(scratch_bytes_, offset);
+  }
+}
+
+// Note [one arena for activations and their gradients]
+// A step writes and reads its buffers in a fixed order, so when each buffer is live is known at
+// set-up, and buffers never live at the same moment can share bytes. All of them (the input
+// batch's aside, which the data source refills) sit in one arena at offsets fixed here, the same
+// every step, so a step replays as a CUDA graph. Moments: forward runs node i at 2i; backward
+// runs node i at 2 (2n - i) (n nodes), and a recomputed block's forward just before its last
+// node's backward. Spans are inclusive, so a node's inputs and output (and in backward its
+// output's gradient and its inputs') never share bytes unless the node runs in place.
+// - An activation is live from its producer's forward to its last reader: its readers' forward,
+//   their backward where it reads that input (Layer::backward_reads_input), its producer's
+//   backward where that reads its output (ReLU's mask). An output read only by the next forward
+//   op (into a concatenation, a ReLU's input) is therefore transient.
+// - A gradient is live from its first writer's backward (its last reader in forward order;
+//   earlier readers add to it) to its producer's backward, which reads it.
+// - A node's gradient sums (its input gradients computed apart, then added) live during its
+//   backward only.
+// - Under set_recompute_blocks a buffer its block makes again is live twice: in forward up to its
+//   last forward reader, and from the block's recomputation to its last backward reader.
+// Before this plan activations were kept for the whole step and their gradients pooled beside
+// them, among themselves (ResNet-50, bf16, batch 128: 0.6 GiB of gradients beside 5.0 GiB of
+// activations); PyTorch's autograd frees each saved tensor once backward has used it, and so
+// does this plan: backward's gradients take the place of activations it has passed, and the peak
+// is at the turn from forward to backward, the activations then live.
+// Placement: largest buffer first, each into the smallest gap that holds it between the buffers
+// already placed that are live at a moment it is (else above them all). The ledger records the
+// arena as what it holds at the step's busiest moment: the gradients and sums then live as
+// scratch ("activation gradients"), the rest, placement's slack included, as activations.
+namespace {
+
+struct StepMoments {
+  int nodes;
+  int forward(int node) const { return 2 * node; }
+  int backward(int node) const { return 2 * (2 * nodes - node); }
+  int recompute(int block_last) const { return backward(block_last) - 1; }
+  int end() const { return backward(0); }
+};
+
+constexpr size_t kArenaAlignment = 256;
+size_t arena_aligned(size_t bytes) { return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
+
+bool live_together(const std::vector<Network::LiveSpan>& a, const std::vector<Network::LiveSpan>& b) {
+  for (const Network::LiveSpan& x : a)
+    for (const Network::LiveSpan& y : b)
+      if (x.first <= y.last && y.first <= x.last) return true;
+  return false;
+}
+
+}  // namespace
+
+void Network::plan_live_spans() {
+  const StepMoments at{static_cast<int>(nodes_.size())};
+  const size_t buffers = buffer_bytes_.size();
+  // Per buffer: its span in forward (or its only one), and from its recomputation on.
+  std::vector<LiveSpan> first(buffers, LiveSpan{std::numeric_limits<int>::max(), -1}), again = first;
+  auto use = [](LiveSpan& span, int moment) {
+    span.first = std::min(span.first, moment);
+    span.last = std::max(span.last, moment);
+  };
+  auto span_in_backward = [&](int buffer) -> LiveSpan& {
+    return recomputed_buffers_[static_cast<size_t>(buffer)] ? again[static_cast<size_t>(buffer)]
+                                                            : first[static_cast<size_t>(buffer)];
+  };
+  for (TensorId t = 1; t < static_cast<TensorId>(tensors_.size()); ++t) {
+    const TensorInfo& tensor = tensors_[t];
+    if (tensor.value_buffer < 0) continue;
+    LiveSpan& made = first[static_cast<size_t>(tensor.value_buffer)];
+    use(made, at.forward(tensor.producer));
+    for (int reader : tensor.consumers) use(made, at.forward(reader));
+    if (inference_only_) {
+      if (t == logits_) use(made, at.end());  // the caller reads them after forward
+      continue;
+    }
+    for (int reader : tensor.consumers) {
+      const Node& node = nodes_[static_cast<size_t>(reader)];
+      for (size_t i = 0; i < node.inputs.size(); ++i)
+        if (node.inputs[i] == t && node.layer->backward_reads_input(i))
+          use(span_in_backward(tensor.value_buffer), at.backward(reader));
+    }
+    if (nodes_[static_cast<size_t>(tensor.producer)].layer->backward_reads_output())
+      use(span_in_backward(tensor.value_buffer), at.backward(tensor.producer));
+    if (tensor.gradient_buffer >= 0) {
+      LiveSpan& gradient = first[static_cast<size_t>(tensor.gradient_buffer)];
+      use(gradient, at.backward(tensor.consumers.empty() ? tensor.producer : tensor.consumers.back()));
+      use(gradient, at.backward(tensor.producer));
+    }
+  }
+  for (size_t index = 0; index < nodes_.size(); ++index) {
+    const Node& node = nodes_[index];
+    if (node.scratch_buffer >= 0) use(first[static_cast<size_t>(node.scratch_buffer)], at.backward(static_cast<int>(index)));
+    if (!node.recomputed) continue;
+    // Its block's forward again: it writes its output and reads its inputs then.
+    size_t block_last = index;
+    while (block_last + 1 < nodes_.size() && nodes_[block_last + 1].block_first == node.block_first) ++block_last;
+    const int moment = at.recompute(static_cast<int>(block_last));
+    use(span_in_backward(tensors_[node.output].value_buffer), moment);
+    for (TensorId in : node.inputs) use(span_in_backward(tensors_[in].value_buffer), moment);
+  }
+  live_spans_.assign(buffers, {});
+  for (size_t b = 0; b < buffers; ++b) {
+    if (first[b].last >= 0) live_spans_[b].push_back(first[b]);
+    if (again[b].last >= 0) live_spans_[b].push_back(again[b]);
+  }
+}
+
+void Network::plan_arena() {
+  const size_t buffers = buffer_bytes_.size();
+  arena_offsets_.assign(buffers, -1);
+  std::vector<int> order;
+  for (size_t b = 0; b < buffers; ++b)
+    if (static_cast<int>(b) != tensors_[0].value_buffer) order.push_back(static_cast<int>(b));
+  auto first_moment = [&](int b) { return live_spans_[static_cast<size_t>(b)].empty() ? 0 : live_spans_[static_cast<size_t>(b)].front().first; };
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    const size_t bytes_a = arena_aligned(buffer_bytes_[static_cast<size_t>(a)]);
+    const size_t bytes_b = arena_aligned(buffer_bytes_[static_cast<size_t>(b)]);
+    return bytes_a != bytes_b ? bytes_a > bytes_b : first_moment(a) < first_moment(b);
+  });
+  arena_bytes_ = 0;
+  std::vector<int> placed;
+  for (int b : order) {
+    const size_t bytes = arena_aligned(buffer_bytes_[static_cast<size_t>(b)]);
+    size_t offset = arena_bytes_;
+    if (share_memory_) {
+      std::vector<std::pair<size_t, size_t>> taken;  // [begin, end) of placed buffers live with b
+      for (int p : placed)
+        if (live_together(live_spans_[static_cast<size_t>(p)], live_spans_[static_cast<size_t>(b)])) {
+          const auto begin = static_cast<size_t>(arena_offsets_[static_cast<size_t>(p)]);
+          taken.emplace_back(begin, begin + arena_aligned(buffer_bytes_[static_cast<size_t>(p)]));
+        }
+      std::sort(taken.begin(), taken.end());
+      size_t cursor = 0, best_gap = std::numeric_limits<size_t>::max();
+      offset = std::numeric_limits<size_t>::max();
+      for (const auto& [begin, end] : taken) {
+        if (begin >= cursor + bytes && begin - cursor < best_gap) {
+          offset = cursor;
+          best_gap = begin - cursor;
+        }
+        cursor = std::max(cursor, end);
+      }
+      if (offset == std::numeric_limits<size_t>::max()) offset = cursor;
+    }
+    arena_offsets_[static_cast<size_t>(b)] = static_cast<long long>(offset);
+    arena_bytes_ = std::max(arena_bytes_, offset + bytes);
+    placed.push_back(b);
+  }
+  // The busiest moment and what is live then.
+  std::vector<int> moments;
+  for (int b : order)
+    for (const LiveSpan& span : live_spans_[static_cast<size_t>(b)]) moments.push_back(span.first);
+  busiest_bytes_ = busiest_gradient_bytes_ = 0;
+  for (int moment : moments) {
+    size_t live = 0, gradients = 0;
+    for (int b : order)
+      for (const LiveSpan& span : live_spans_[static_cast<size_t>(b)])
+        if (span.first <= moment && moment <= span.last) {
+          const size_t bytes = arena_aligned(buffer_bytes_[static_cast<size_t>(b)]);
+          live += bytes;
+          if (buffer_tags_[static_cast<size_t>(b)].category == MemoryCategory::scratch) gradients += bytes;
+        }
+    if (live > busiest_bytes_) {
+      busiest_bytes_ = live;
+      busiest_gradient_bytes_ = gradients;
+    }
   }
 }
 
@@ -396,11 +488,21 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
                                const ReplicaShard& shard, bool training)
     : network_(network), device_(device), params_(params) {
   for (size_t b = 0; b < network.buffer_bytes().size(); ++b)
-    buffers_.push_back(network.shared_offset(static_cast<int>(b)) >= 0
+    buffers_.push_back(network.arena_offset(static_cast<int>(b)) >= 0
                            ? Buffer()
                            : device.allocate(network.buffer_bytes()[b], network.buffer_tags()[b]));
-  if (network.shared_bytes() > 0)
-    shared_ = device.allocate(network.shared_bytes(), MemoryTag{MemoryCategory::activations, "recomputed block"});
+  // Recorded as what it holds at the step's busiest moment (Note [one arena for activations and
+  // their gradients]): allocated (and checked against the device's limit) whole, then its entry
+  // taken off and replaced by the two shares, so the ledger never counts it twice.
+  const MemoryTag activations{MemoryCategory::activations, "network"};
+  arena_ = device.allocate(network.arena_bytes(), activations);
+  const size_t gradient_share = std::min(network.busiest_gradient_bytes(), network.arena_bytes());
+  if (gradient_share > 0) {
+    arena_.account(LedgerEntry());
+    arena_.account(device.memory().record(activations, MemoryPlace::device, network.arena_bytes() - gradient_share));
+    arena_gradients_ = device.memory().record(MemoryTag{MemoryCategory::scratch, "activation gradients"},
+                                              MemoryPlace::device, gradient_share);
+  }
   Backend& ops = device.ops();
   size_t workspace_bytes = 0;
   for (const Network::Node& node : network.nodes()) {
@@ -408,7 +510,6 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
     workspace_bytes = std::max(workspace_bytes, node.layer->workspace_bytes(ops));
   }
   workspace_ = device.allocate(workspace_bytes, MemoryTag{MemoryCategory::workspaces, "network"});
-  scratch_ = device.allocate(network.scratch_bytes(), MemoryTag{MemoryCategory::scratch, "network"});
 
   const std::vector<Network::Node>& nodes = network.nodes();
   // The convolutions sized their workspace above, which is where the backend decided, per shape,
@@ -446,7 +547,7 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
       if (node.scratch_offset[i] < 0) {
         pass.dx.push_back(gradients(in));
       } else {
-        void* scratch = scratch_.as<char>() + node.scratch_offset[i];
+        void* scratch = static_cast<char*>(address(node.scratch_buffer)) + node.scratch_offset[i];
         pass.dx.push_back(scratch);
         accumulations.push_back({scratch, gradients(in), network.shape(in)});
       }
@@ -457,8 +558,8 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
 }
 
 void* NetworkReplica::address(int buffer) const {
-  const long long offset = network_.shared_offset(buffer);
-  return offset >= 0 ? shared_.as<char>() + offset : buffers_.at(buffer).data();
+  const long long offset = network_.arena_offset(buffer);
+  return offset >= 0 ? arena_.as<char>() + offset : buffers_.at(buffer).data();
 }
 
 void* NetworkReplica::values(TensorId tensor) const {
@@ -524,7 +625,7 @@ void NetworkReplica::backward(const int32_t* step, GradientAnnouncer& announcer)
     const int block = nodes[index].block_first;
     const bool block_ends = block >= 0 && (index + 1 == nodes.size() || nodes[index + 1].block_first != block);
     if (block_ends && network_.recomputes_blocks()) {
-      // Its outputs in the shared set, made again: the same forward, on its kept input (timed
+      // Its outputs not kept from forward, made again: the same forward, on its kept input (timed
       // apart from the backward around it in a timed step).
       device_.trace().lap(StepPart::backward);
       spans.enter(nodes[index].group, "recompute");
