@@ -2,7 +2,6 @@
 #include "models/network.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "engine/backend/step_trace.h"
 #include "engine/errors.h"
@@ -213,7 +212,7 @@ void Network::finalize(TensorId logits) {
   recomputed_buffers_.assign(buffer_bytes_.size(), false);
   if (recompute_blocks_ && !inference_only_) plan_recomputation();
   plan_live_spans();
-  plan_arena();
+  arena_ = plan_arena({});
   finalized_ = true;
 }
 
@@ -300,171 +299,6 @@ void Network::plan_gradient_accumulation() {
   }
 }
 
-// Note [one arena for activations and their gradients]
-// A step writes and reads its buffers in a fixed order, so when each buffer is live is known at
-// set-up, and buffers never live at the same moment can share bytes. All of them (the input
-// batch's aside, which the data source refills) sit in one arena at offsets fixed here, the same
-// every step, so a step replays as a CUDA graph. Moments: forward runs node i at 2i; backward
-// runs node i at 2 (2n - i) (n nodes), and a recomputed block's forward just before its last
-// node's backward. Spans are inclusive, so a node's inputs and output (and in backward its
-// output's gradient and its inputs') never share bytes unless the node runs in place.
-// - An activation is live from its producer's forward to its last reader: its readers' forward,
-//   their backward where it reads that input (Layer::backward_reads_input), its producer's
-//   backward where that reads its output (ReLU's mask). An output read only by the next forward
-//   op (into a concatenation, a ReLU's input) is therefore transient.
-// - A gradient is live from its first writer's backward (its last reader in forward order;
-//   earlier readers add to it) to its producer's backward, which reads it.
-// - A node's gradient sums (its input gradients computed apart, then added) live during its
-//   backward only.
-// - Under set_recompute_blocks a buffer its block makes again is live twice: in forward up to its
-//   last forward reader, and from the block's recomputation to its last backward reader.
-// Before this plan activations were kept for the whole step and their gradients pooled beside
-// them, among themselves (ResNet-50, bf16, batch 128: 0.6 GiB of gradients beside 5.0 GiB of
-// activations); PyTorch's autograd frees each saved tensor once backward has used it, and so
-// does this plan: backward's gradients take the place of activations it has passed, and the peak
-// is at the turn from forward to backward, the activations then live.
-// Placement: largest buffer first, each into the smallest gap that holds it between the buffers
-// already placed that are live at a moment it is (else above them all). The ledger records the
-// arena as what it holds at the step's busiest moment: the gradients and sums then live as
-// scratch ("activation gradients"), the rest, placement's slack included, as activations.
-namespace {
-
-struct StepMoments {
-  int nodes;
-  int forward(int node) const { return 2 * node; }
-  int backward(int node) const { return 2 * (2 * nodes - node); }
-  int recompute(int block_last) const { return backward(block_last) - 1; }
-  int end() const { return backward(0); }
-};
-
-constexpr size_t kArenaAlignment = 256;
-size_t arena_aligned(size_t bytes) { return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
-
-bool live_together(const std::vector<Network::LiveSpan>& a, const std::vector<Network::LiveSpan>& b) {
-  for (const Network::LiveSpan& x : a)
-    for (const Network::LiveSpan& y : b)
-      if (x.first <= y.last && y.first <= x.last) return true;
-  return false;
-}
-
-}  // namespace
-
-void Network::plan_live_spans() {
-  const StepMoments at{static_cast<int>(nodes_.size())};
-  const size_t buffers = buffer_bytes_.size();
-  // Per buffer: its span in forward (or its only one), and from its recomputation on.
-  std::vector<LiveSpan> first(buffers, LiveSpan{std::numeric_limits<int>::max(), -1}), again = first;
-  auto use = [](LiveSpan& span, int moment) {
-    span.first = std::min(span.first, moment);
-    span.last = std::max(span.last, moment);
-  };
-  auto span_in_backward = [&](int buffer) -> LiveSpan& {
-    return recomputed_buffers_[static_cast<size_t>(buffer)] ? again[static_cast<size_t>(buffer)]
-                                                            : first[static_cast<size_t>(buffer)];
-  };
-  for (TensorId t = 1; t < static_cast<TensorId>(tensors_.size()); ++t) {
-    const TensorInfo& tensor = tensors_[t];
-    if (tensor.value_buffer < 0) continue;
-    LiveSpan& made = first[static_cast<size_t>(tensor.value_buffer)];
-    use(made, at.forward(tensor.producer));
-    for (int reader : tensor.consumers) use(made, at.forward(reader));
-    if (inference_only_) {
-      if (t == logits_) use(made, at.end());  // the caller reads them after forward
-      continue;
-    }
-    for (int reader : tensor.consumers) {
-      const Node& node = nodes_[static_cast<size_t>(reader)];
-      for (size_t i = 0; i < node.inputs.size(); ++i)
-        if (node.inputs[i] == t && node.layer->backward_reads_input(i))
-          use(span_in_backward(tensor.value_buffer), at.backward(reader));
-    }
-    if (nodes_[static_cast<size_t>(tensor.producer)].layer->backward_reads_output())
-      use(span_in_backward(tensor.value_buffer), at.backward(tensor.producer));
-    if (tensor.gradient_buffer >= 0) {
-      LiveSpan& gradient = first[static_cast<size_t>(tensor.gradient_buffer)];
-      use(gradient, at.backward(tensor.consumers.empty() ? tensor.producer : tensor.consumers.back()));
-      use(gradient, at.backward(tensor.producer));
-    }
-  }
-  for (size_t index = 0; index < nodes_.size(); ++index) {
-    const Node& node = nodes_[index];
-    if (node.scratch_buffer >= 0) use(first[static_cast<size_t>(node.scratch_buffer)], at.backward(static_cast<int>(index)));
-    if (!node.recomputed) continue;
-    // Its block's forward again: it writes its output and reads its inputs then.
-    size_t block_last = index;
-    while (block_last + 1 < nodes_.size() && nodes_[block_last + 1].block_first == node.block_first) ++block_last;
-    const int moment = at.recompute(static_cast<int>(block_last));
-    use(span_in_backward(tensors_[node.output].value_buffer), moment);
-    for (TensorId in : node.inputs) use(span_in_backward(tensors_[in].value_buffer), moment);
-  }
-  live_spans_.assign(buffers, {});
-  for (size_t b = 0; b < buffers; ++b) {
-    if (first[b].last >= 0) live_spans_[b].push_back(first[b]);
-    if (again[b].last >= 0) live_spans_[b].push_back(again[b]);
-  }
-}
-
-void Network::plan_arena() {
-  const size_t buffers = buffer_bytes_.size();
-  arena_offsets_.assign(buffers, -1);
-  std::vector<int> order;
-  for (size_t b = 0; b < buffers; ++b)
-    if (static_cast<int>(b) != tensors_[0].value_buffer) order.push_back(static_cast<int>(b));
-  auto first_moment = [&](int b) { return live_spans_[static_cast<size_t>(b)].empty() ? 0 : live_spans_[static_cast<size_t>(b)].front().first; };
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    const size_t bytes_a = arena_aligned(buffer_bytes_[static_cast<size_t>(a)]);
-    const size_t bytes_b = arena_aligned(buffer_bytes_[static_cast<size_t>(b)]);
-    return bytes_a != bytes_b ? bytes_a > bytes_b : first_moment(a) < first_moment(b);
-  });
-  arena_bytes_ = 0;
-  std::vector<int> placed;
-  for (int b : order) {
-    const size_t bytes = arena_aligned(buffer_bytes_[static_cast<size_t>(b)]);
-    size_t offset = arena_bytes_;
-    if (share_memory_) {
-      std::vector<std::pair<size_t, size_t>> taken;  // [begin, end) of placed buffers live with b
-      for (int p : placed)
-        if (live_together(live_spans_[static_cast<size_t>(p)], live_spans_[static_cast<size_t>(b)])) {
-          const auto begin = static_cast<size_t>(arena_offsets_[static_cast<size_t>(p)]);
-          taken.emplace_back(begin, begin + arena_aligned(buffer_bytes_[static_cast<size_t>(p)]));
-        }
-      std::sort(taken.begin(), taken.end());
-      size_t cursor = 0, best_gap = std::numeric_limits<size_t>::max();
-      offset = std::numeric_limits<size_t>::max();
-      for (const auto& [begin, end] : taken) {
-        if (begin >= cursor + bytes && begin - cursor < best_gap) {
-          offset = cursor;
-          best_gap = begin - cursor;
-        }
-        cursor = std::max(cursor, end);
-      }
-      if (offset == std::numeric_limits<size_t>::max()) offset = cursor;
-    }
-    arena_offsets_[static_cast<size_t>(b)] = static_cast<long long>(offset);
-    arena_bytes_ = std::max(arena_bytes_, offset + bytes);
-    placed.push_back(b);
-  }
-  // The busiest moment and what is live then.
-  std::vector<int> moments;
-  for (int b : order)
-    for (const LiveSpan& span : live_spans_[static_cast<size_t>(b)]) moments.push_back(span.first);
-  busiest_bytes_ = busiest_gradient_bytes_ = 0;
-  for (int moment : moments) {
-    size_t live = 0, gradients = 0;
-    for (int b : order)
-      for (const LiveSpan& span : live_spans_[static_cast<size_t>(b)])
-        if (span.first <= moment && moment <= span.last) {
-          const size_t bytes = arena_aligned(buffer_bytes_[static_cast<size_t>(b)]);
-          live += bytes;
-          if (buffer_tags_[static_cast<size_t>(b)].category == MemoryCategory::scratch) gradients += bytes;
-        }
-    if (live > busiest_bytes_) {
-      busiest_bytes_ = live;
-      busiest_gradient_bytes_ = gradients;
-    }
-  }
-}
-
 StepFlops Network::flops() const {
   StepFlops total;
   for (const Node& node : nodes_) {
@@ -487,29 +321,13 @@ void Network::initialize(uint64_t seed, std::vector<float>& host_params) const {
 NetworkReplica::NetworkReplica(const Network& network, Device& device, ParameterSet& params,
                                const ReplicaShard& shard, bool training)
     : network_(network), device_(device), params_(params) {
-  for (size_t b = 0; b < network.buffer_bytes().size(); ++b)
-    buffers_.push_back(network.arena_offset(static_cast<int>(b)) >= 0
-                           ? Buffer()
-                           : device.allocate(network.buffer_bytes()[b], network.buffer_tags()[b]));
-  // Recorded as what it holds at the step's busiest moment (Note [one arena for activations and
-  // their gradients]): allocated (and checked against the device's limit) whole, then its entry
-  // taken off and replaced by the two shares, so the ledger never counts it twice.
-  const MemoryTag activations{MemoryCategory::activations, "network"};
-  arena_ = device.allocate(network.arena_bytes(), activations);
-  const size_t gradient_share = std::min(network.busiest_gradient_bytes(), network.arena_bytes());
-  if (gradient_share > 0) {
-    arena_.account(LedgerEntry());
-    arena_.account(device.memory().record(activations, MemoryPlace::device, network.arena_bytes() - gradient_share));
-    arena_gradients_ = device.memory().record(MemoryTag{MemoryCategory::scratch, "activation gradients"},
-                                              MemoryPlace::device, gradient_share);
-  }
   Backend& ops = device.ops();
-  size_t workspace_bytes = 0;
+  std::vector<size_t> workspace_bytes;
   for (const Network::Node& node : network.nodes()) {
     states_.push_back(node.layer->create_state(device, shard));
-    workspace_bytes = std::max(workspace_bytes, node.layer->workspace_bytes(ops));
+    workspace_bytes.push_back(node.layer->workspace_bytes(ops));
   }
-  workspace_ = device.allocate(workspace_bytes, MemoryTag{MemoryCategory::workspaces, "network"});
+  allocate_arena(workspace_bytes);
 
   const std::vector<Network::Node>& nodes = network.nodes();
   // The convolutions sized their workspace above, which is where the backend decided, per shape,
@@ -535,8 +353,10 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
     pass.dy = gradients(node.output);
     pass.y_statistics = statistics_of(node.output);
     pass.state = states_[index].get();
-    pass.workspace = workspace_.data();
-    pass.workspace_bytes = workspace_bytes;
+    // Its own workspace, in the arena while its passes run.
+    const long long workspace = plan_.workspace_offsets[index];
+    pass.workspace = workspace < 0 ? nullptr : arena_.as<char>() + workspace;
+    pass.workspace_bytes = workspace < 0 ? 0 : workspace_bytes[index];
     pass.training = training;
     pass.accumulate_dx = node.accumulate;
     std::vector<Accumulation> accumulations;
@@ -557,8 +377,33 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
   }
 }
 
+void NetworkReplica::allocate_arena(const std::vector<size_t>& workspace_bytes) {
+  plan_ = network_.plan_arena(workspace_bytes);
+  for (size_t b = 0; b < network_.buffer_bytes().size(); ++b)
+    buffers_.push_back(plan_.offsets[b] >= 0 ? Buffer()
+                                             : device_.allocate(network_.buffer_bytes()[b], network_.buffer_tags()[b]));
+  // Recorded as what it holds at the step's busiest moment (Note [one arena for activations and
+  // their gradients]): allocated (and checked against the device's limit) whole, then its entry
+  // taken off and replaced by the shares, so the ledger never counts it twice.
+  const MemoryTag activations{MemoryCategory::activations, "network"};
+  arena_ = device_.allocate(plan_.bytes, activations);
+  auto busiest = [&](MemoryCategory category) { return plan_.busiest[static_cast<size_t>(category)]; };
+  const std::pair<MemoryTag, size_t> others[] = {
+      {MemoryTag{MemoryCategory::scratch, "activation gradients"}, busiest(MemoryCategory::scratch)},
+      {MemoryTag{MemoryCategory::workspaces, "network"}, busiest(MemoryCategory::workspaces)}};
+  if (busiest(MemoryCategory::scratch) + busiest(MemoryCategory::workspaces) == 0) return;
+  arena_.account(LedgerEntry());
+  size_t rest = plan_.bytes;
+  for (const auto& [tag, bytes] : others) {
+    if (bytes == 0 || bytes > rest) continue;
+    arena_shares_.push_back(device_.memory().record(tag, MemoryPlace::device, bytes));
+    rest -= bytes;
+  }
+  arena_.account(device_.memory().record(activations, MemoryPlace::device, rest));
+}
+
 void* NetworkReplica::address(int buffer) const {
-  const long long offset = network_.arena_offset(buffer);
+  const long long offset = plan_.offsets.at(static_cast<size_t>(buffer));
   return offset >= 0 ? arena_.as<char>() + offset : buffers_.at(buffer).data();
 }
 

@@ -10,7 +10,7 @@
 // - memory: the buffers (the input batch's aside) live in one arena, each at an offset fixed
 //   here, and buffers never live at the same moment of a step share bytes: a gradient takes the
 //   place of activations backward has passed (Note [one arena for activations and their
-//   gradients] in network.cpp);
+//   gradients] in network_arena.cpp);
 // - gradient accumulation: a tensor read by several nodes receives its gradient from each of them.
 //   Backward runs nodes in reverse, so the last reader in forward order writes the gradient
 //   directly and every earlier reader adds to it: itself where the layer can (a convolution's
@@ -127,15 +127,25 @@ class Network {
     int first = 0, last = 0;  // inclusive
   };
   const std::vector<LiveSpan>& live_spans(int buffer) const { return live_spans_.at(buffer); }
-  // A buffer's offset in the arena; -1 for one allocated alone (the input batch).
-  long long arena_offset(int buffer) const { return arena_offsets_.at(buffer); }
-  size_t arena_bytes() const { return arena_bytes_; }
-  // The most bytes of buffers live at one moment of the step (aligned as placed): no arena is
-  // smaller. And how those bytes divide between the buffers' categories then (activations;
-  // scratch: activation gradients and gradient sums); the arena's bytes beyond them, which
-  // placement could not fill, count as activations.
-  size_t busiest_bytes() const { return busiest_bytes_; }
-  size_t busiest_gradient_bytes() const { return busiest_gradient_bytes_; }
+  // When a node's workspace is live: while its passes run (forward; backward and a recomputed
+  // forward in training). Empty for a node fused away.
+  std::vector<LiveSpan> workspace_spans(int node) const;
+  // Where the buffers (and the nodes' workspaces) sit in the arena.
+  struct ArenaPlan {
+    std::vector<long long> offsets;            // per buffer; -1: allocated alone (the input batch)
+    std::vector<long long> workspace_offsets;  // per node; -1: none
+    size_t bytes = 0;
+    // The most bytes live at one moment of the step (aligned as placed): no arena is smaller.
+    // And how they divide between categories then: activations, scratch (activation gradients,
+    // gradient sums), workspaces.
+    size_t busiest_bytes = 0;
+    CategoryBytes busiest{};
+  };
+  // The plan with each node's workspace in the arena too: `workspace_bytes` per node (what its
+  // largest pass needs, Layer::workspace_bytes; the replica asks its backend).
+  ArenaPlan plan_arena(const std::vector<size_t>& workspace_bytes) const;
+  // The plan of the buffers alone, made at finalize (the replica's adds the workspaces).
+  const ArenaPlan& arena() const { return arena_; }
   // Bytes of scratch for input gradients that are computed apart and then added: the most one
   // node needs (0: none).
   size_t scratch_bytes() const { return scratch_bytes_; }
@@ -174,7 +184,7 @@ class Network {
   // When each buffer is live, then where it sits in the arena
   // (Note [one arena for activations and their gradients]).
   void plan_live_spans();
-  void plan_arena();
+  size_t block_last(size_t node) const;  // the last node of its block
 
   ParameterLayout& layout_;
   std::vector<TensorInfo> tensors_;
@@ -185,9 +195,7 @@ class Network {
   std::vector<MemoryTag> buffer_tags_;
   std::vector<bool> recomputed_buffers_;  // per buffer, under recomputation
   std::vector<std::vector<LiveSpan>> live_spans_;
-  std::vector<long long> arena_offsets_;
-  size_t arena_bytes_ = 0;
-  size_t busiest_bytes_ = 0, busiest_gradient_bytes_ = 0;
+  ArenaPlan arena_;
   size_t scratch_bytes_ = 0;
   bool finalized_ = false;
   bool inference_only_ = false;
@@ -221,6 +229,8 @@ class NetworkReplica {
   void backward(const int32_t* step, GradientAnnouncer& announcer);
 
  private:
+  // The arena with this replica's workspaces (Network::plan_arena), and its ledger shares.
+  void allocate_arena(const std::vector<size_t>& workspace_bytes);
   struct Accumulation {
     const void* scratch;
     void* gradient;
@@ -230,9 +240,9 @@ class NetworkReplica {
   Device& device_;
   const ParameterSet& params_;
   std::vector<Buffer> buffers_;  // none for the buffers in the arena
+  Network::ArenaPlan plan_;  // with this replica's workspaces
   Buffer arena_;
-  LedgerEntry arena_gradients_;  // the arena's share recorded as scratch
-  Buffer workspace_;
+  std::vector<LedgerEntry> arena_shares_;  // the arena's bytes recorded in other categories
   std::map<TensorId, Buffer> statistics_;  // per tensor whose producer fuses batch norm's statistics
   std::vector<std::unique_ptr<LayerState>> states_;
   std::vector<LayerPass> passes_;                       // per node

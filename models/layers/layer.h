@@ -85,7 +85,7 @@ class Layer {
   virtual bool backward_reads_output() const { return false; }
   // Backward reads the values of input `input` (a convolution's filter gradient does; ReLU, an
   // add, a concatenation do not): the network keeps them until then, and no longer
-  // (Note [one arena for activations and their gradients] in models/network.cpp).
+  // (Note [one arena for activations and their gradients] in models/network_arena.cpp).
   virtual bool backward_reads_input(size_t input) const { return true; }
   // Backward can add its input gradient to what dx holds (LayerPass::accumulate_dx), so a tensor
   // read by several layers needs no scratch buffer and no separate addition for this reader.

@@ -248,7 +248,7 @@ TEST_CASE("resnet50 recomputing its bottlenecks computes the same loss and gradi
 TEST_CASE("at ImageNet sizes recomputed blocks plan at most half of ResNet's activation arena and 60% of Inception's",
           "[activation_checkpointing][cnn_models]") {
   // The planned arena only (no device): the layer outputs and their gradients, placed by when
-  // each is live (Note [one arena for activations and their gradients] in models/network.cpp);
+  // each is live (Note [one arena for activations and their gradients] in models/network_arena.cpp);
   // the batch norms' per-channel statistics are a few KiB beside it. Inception-v3's stem (five
   // convolutions at 147 to 71 pixels a side before the first module) is in no module, and its
   // outputs are the largest: they stay.
@@ -262,7 +262,7 @@ TEST_CASE("at ImageNet sizes recomputed blocks plan at most half of ResNet's act
       config.activation_checkpointing = recompute ? "blocks" : "none";
       const auto model = build_model(config);
       const Network& network = dynamic_cast<const CnnModel&>(*model).network();
-      planned[recompute ? 1 : 0] = network.arena_bytes();
+      planned[recompute ? 1 : 0] = network.arena().bytes;
     }
     INFO(std::string(name) << ": an arena of " << planned[0] << " bytes kept, " << planned[1] << " recomputed");
     CHECK(static_cast<double>(planned[1]) <= share * static_cast<double>(planned[0]));

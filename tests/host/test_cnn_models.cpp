@@ -356,42 +356,56 @@ class OneReplica {
 
 namespace {
 
-// The arena's plan (Note [one arena for activations and their gradients]): buffers live at one
-// moment never share a byte, every buffer lies inside the arena, and no arena is smaller than
-// what is live at the busiest moment.
-void check_arena_plan(const dpbench::Network& net) {
-  const std::vector<size_t>& bytes = net.buffer_bytes();
-  std::vector<int> placed;
-  for (size_t b = 0; b < bytes.size(); ++b) {
-    const long long offset = net.arena_offset(static_cast<int>(b));
+// The arena's plan (Note [one arena for activations and their gradients]) with these workspaces
+// per node: buffers and workspaces live at one moment never share a byte, each lies inside the
+// arena, and no arena is smaller than what is live at the busiest moment. Returns the plan.
+dpbench::Network::ArenaPlan check_arena_plan(const dpbench::Network& net, const std::vector<size_t>& workspace_bytes) {
+  using dpbench::Network;
+  const Network::ArenaPlan plan = net.plan_arena(workspace_bytes);
+  struct Placed {
+    size_t begin, end;
+    std::vector<Network::LiveSpan> spans;
+    std::string what;
+  };
+  std::vector<Placed> placed;
+  for (size_t b = 0; b < net.buffer_bytes().size(); ++b) {
+    const long long offset = plan.offsets[b];
     if (offset < 0) {
       CHECK(net.buffer_tags()[b].category == dpbench::MemoryCategory::data);  // the input batch alone
       continue;
     }
-    CHECK(static_cast<size_t>(offset) + bytes[b] <= net.arena_bytes());
     CHECK_FALSE(net.live_spans(static_cast<int>(b)).empty());
-    placed.push_back(static_cast<int>(b));
+    const auto begin = static_cast<size_t>(offset);
+    placed.push_back({begin, begin + net.buffer_bytes()[b], net.live_spans(static_cast<int>(b)), net.buffer_tags()[b].owner});
   }
-  auto live_together = [&](int a, int b) {
-    for (const auto& x : net.live_spans(a))
-      for (const auto& y : net.live_spans(b))
+  for (size_t n = 0; n < workspace_bytes.size(); ++n) {
+    const std::vector<Network::LiveSpan> spans = net.workspace_spans(static_cast<int>(n));
+    if (workspace_bytes[n] == 0 || spans.empty()) continue;
+    REQUIRE(plan.workspace_offsets[n] >= 0);
+    const auto begin = static_cast<size_t>(plan.workspace_offsets[n]);
+    placed.push_back({begin, begin + workspace_bytes[n], spans, net.nodes()[n].layer->name() + "'s workspace"});
+  }
+  auto live_together = [](const Placed& a, const Placed& b) {
+    for (const auto& x : a.spans)
+      for (const auto& y : b.spans)
         if (x.first <= y.last && y.first <= x.last) return true;
     return false;
   };
   size_t overlapping = 0;
   for (size_t i = 0; i < placed.size(); ++i) {
+    CHECK(placed[i].end <= plan.bytes);
     for (size_t j = i + 1; j < placed.size(); ++j) {
-      const int a = placed[i], b = placed[j];
-      const auto begin_a = static_cast<size_t>(net.arena_offset(a)), begin_b = static_cast<size_t>(net.arena_offset(b));
-      const bool share_bytes = begin_a < begin_b + bytes[static_cast<size_t>(b)] && begin_b < begin_a + bytes[static_cast<size_t>(a)];
-      if (share_bytes && live_together(a, b)) {
+      const Placed& a = placed[i];
+      const Placed& b = placed[j];
+      if (a.begin < b.end && b.begin < a.end && live_together(a, b)) {
         ++overlapping;
-        UNSCOPED_INFO(net.buffer_tags()[static_cast<size_t>(a)].owner << " and " << net.buffer_tags()[static_cast<size_t>(b)].owner);
+        UNSCOPED_INFO(a.what << " and " << b.what);
       }
     }
   }
   CHECK(overlapping == 0);
-  CHECK(net.arena_bytes() >= net.busiest_bytes());
+  CHECK(plan.bytes >= plan.busiest_bytes);
+  return plan;
 }
 
 }  // namespace
@@ -411,18 +425,24 @@ TEST_CASE("activations and their gradients share one arena wherever they are nev
       config.activation_checkpointing = recompute ? "blocks" : "none";
       const auto model = dpbench::find_model(name)->create(config);
       const dpbench::Network& net = network_of(*model);
-      check_arena_plan(net);
+      const dpbench::Network::ArenaPlan& plan = net.arena();
+      check_arena_plan(net, {});
+      // Workspaces as large as a quarter of each node's output, in the plan too.
+      std::vector<size_t> workspaces;
+      for (const dpbench::Network::Node& node : net.nodes()) workspaces.push_back(net.shape(node.output).bytes() / 4);
+      const size_t largest_workspace = *std::max_element(workspaces.begin(), workspaces.end());
+      CHECK(check_arena_plan(net, workspaces).bytes <= plan.bytes + largest_workspace);
       size_t outputs = 0, largest_gradient = 0;
       for (size_t b = 0; b < net.buffer_bytes().size(); ++b) {
         const dpbench::MemoryTag& tag = net.buffer_tags()[b];
         if (tag.category == dpbench::MemoryCategory::activations) outputs += net.buffer_bytes()[b];
         if (tag.owner == "activation gradients") largest_gradient = std::max(largest_gradient, net.buffer_bytes()[b]);
       }
-      INFO("arena " << net.arena_bytes() << " bytes, busiest moment " << net.busiest_bytes() << " (gradients "
-                    << net.busiest_gradient_bytes() << "), layer outputs " << outputs << ", largest gradient "
-                    << largest_gradient);
-      if (!recompute) CHECK(net.arena_bytes() <= outputs + largest_gradient);
-      CHECK(static_cast<double>(net.arena_bytes()) <= 1.02 * static_cast<double>(net.busiest_bytes()));
+      INFO("arena " << plan.bytes << " bytes, busiest moment " << plan.busiest_bytes << " (gradients "
+                    << plan.busiest[static_cast<size_t>(dpbench::MemoryCategory::scratch)] << "), layer outputs "
+                    << outputs << ", largest gradient " << largest_gradient);
+      if (!recompute) CHECK(plan.bytes <= outputs + largest_gradient);
+      CHECK(static_cast<double>(plan.bytes) <= 1.02 * static_cast<double>(plan.busiest_bytes));
     }
   }
 }
@@ -446,8 +466,8 @@ TEST_CASE("a step whose buffers share memory computes to the bit what one whose 
                                    });
         };
         const dpbench::CnnModel shared = model_sharing(true), apart = model_sharing(false);
-        check_arena_plan(shared.network());
-        CHECK(shared.network().arena_bytes() < apart.network().arena_bytes());
+        check_arena_plan(shared.network(), {});
+        CHECK(shared.network().arena().bytes < apart.network().arena().bytes);
         OneReplica a(shared, copy_type), b(apart, copy_type);
         CHECK(a.forward() == b.forward());
         dpbench::testing::check_same_bits(a.backward(), b.backward(), "gradients");
