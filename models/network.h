@@ -7,10 +7,10 @@
 // - buffers: every tensor gets an activation buffer and a gradient buffer, except that in-place
 //   layers (ReLU, residual add) reuse their first input's buffers where nothing else reads that
 //   input, and the logits' gradient reuses the logits (the fused loss overwrites them);
-// - memory: the buffers (the input batch's aside) live in one arena, each at an offset fixed
-//   here, and buffers never live at the same moment of a step share bytes: a gradient takes the
-//   place of activations backward has passed (Note [one arena for activations and their
-//   gradients] in network_arena.cpp);
+// - memory: the buffers (the input batch's aside) live in one arena at offsets fixed before the
+//   first step, and buffers never live at the same moment of a step share bytes: a gradient
+//   takes the place of activations backward has passed (Note [one arena for activations and
+//   their gradients] in network_arena.cpp);
 // - gradient accumulation: a tensor read by several nodes receives its gradient from each of them.
 //   Backward runs nodes in reverse, so the last reader in forward order writes the gradient
 //   directly and every earlier reader adds to it: itself where the layer can (a convolution's
@@ -118,7 +118,9 @@ class Network {
   int gradient_buffer(TensorId tensor) const { return tensors_.at(tensor).gradient_buffer; }
   const std::vector<size_t>& buffer_bytes() const { return buffer_bytes_; }
   // What each buffer holds and whose it is: the input batch (data), a node's output (activations,
-  // owned by the node's layer) or its gradient (scratch: needed only while backward passes it).
+  // owned by the node's layer), its gradient or a node's gradient sums (scratch: needed only
+  // while backward passes them). The ledger records the arena by what it holds at its busiest
+  // moment (NetworkReplica).
   const std::vector<MemoryTag>& buffer_tags() const { return buffer_tags_; }
   // When a buffer is live, in step moments (Note [one arena for activations and their gradients]):
   // one span from its first write to its last read, or under set_recompute_blocks two for a
@@ -213,7 +215,8 @@ class NetworkReplica {
   NetworkReplica(const Network& network, Device& device, ParameterSet& params,
                  const ReplicaShard& shard, bool training = true);
 
-  // A tensor's buffers hold its shape's type.
+  // A tensor's buffers hold its shape's type, and its values only while it is live
+  // (Network::live_spans): after forward, those backward reads and the logits.
   void* values(TensorId tensor) const;     // nullptr for the output of a node fused away
   void* gradients(TensorId tensor) const;  // nullptr for the input, and in inference
   // Batch norm's statistics of a tensor as its producing convolution made them (2 * channels
