@@ -447,6 +447,32 @@ TEST_CASE("activations and their gradients share one arena wherever they are nev
   }
 }
 
+TEST_CASE("a forward-only network holds each output only until its last reader has run", "[cnn_models][memory]") {
+  // Inference keeps nothing for a backward pass: the arena holds a few feature maps at a time, the
+  // widest layer's input and output at least, where training holds them all.
+  size_t arena[2] = {0, 0};
+  for (const bool forward_only : {false, true}) {
+    dpbench::RunConfig config;
+    config.model = "resnet50";
+    config.batch_size = 1;
+    config.forward_only = forward_only;
+    const auto model = dpbench::find_model("resnet50")->create(config);
+    const dpbench::Network& net = network_of(*model);
+    check_arena_plan(net, {});
+    arena[forward_only ? 1 : 0] = net.arena().bytes;
+    if (!forward_only) continue;
+    // The logits stay for the caller; the stem's output (the widest) is in the busiest moment.
+    const int logits = net.value_buffer(net.logits());
+    int last = 0;
+    for (size_t b = 0; b < net.buffer_bytes().size(); ++b)
+      for (const auto& span : net.live_spans(static_cast<int>(b))) last = std::max(last, span.last);
+    CHECK(net.live_spans(logits).back().last == last);
+    CHECK(net.arena().bytes >= 2 * net.shape(net.find("conv1")).bytes());
+  }
+  INFO("training " << arena[0] << " bytes, forward only " << arena[1]);
+  CHECK(arena[1] * 10 < arena[0]);
+}
+
 TEST_CASE("a step whose buffers share memory computes to the bit what one whose buffers have their own does",
           "[cnn_models][memory]") {
   for (const bool fused : {false, true}) {
