@@ -352,9 +352,40 @@ class OneReplica {
   std::unique_ptr<dpbench::ModelReplica> replica_;
 };
 
-}  // namespace
-
-namespace {
+// Every buffer a node's passes touch is live at the moments they run (those of its workspace):
+// forward (and a recomputed forward) its inputs and output; backward its output's gradient, its
+// inputs' gradients and gradient sums, and the values it reads back.
+void check_passes_find_their_buffers_live(const dpbench::Network& net) {
+  size_t dead = 0;
+  for (size_t n = 0; n < net.nodes().size(); ++n) {
+    const dpbench::Network::Node& node = net.nodes()[n];
+    const std::vector<dpbench::Network::LiveSpan> moments = net.workspace_spans(static_cast<int>(n));
+    if (moments.empty()) continue;  // fused away: runs no pass
+    auto check_live = [&](int buffer, int moment, const char* what) {
+      if (buffer < 0 || net.arena().offsets[static_cast<size_t>(buffer)] < 0) return;
+      for (const auto& span : net.live_spans(buffer))
+        if (span.first <= moment && moment <= span.last) return;
+      ++dead;
+      UNSCOPED_INFO(node.layer->name() << ": " << what << " not live at moment " << moment);
+    };
+    auto check_forward = [&](int moment) {
+      check_live(net.value_buffer(node.output), moment, "its output");
+      for (dpbench::TensorId in : node.inputs) check_live(net.value_buffer(in), moment, "an input");
+    };
+    check_forward(moments.front().first);
+    if (moments.size() == 1) continue;  // inference
+    if (moments.size() == 3) check_forward(moments[1].first);  // recomputed
+    const int backward = moments.back().first;
+    check_live(net.gradient_buffer(node.output), backward, "its output's gradient");
+    if (node.layer->backward_reads_output()) check_live(net.value_buffer(node.output), backward, "its output");
+    check_live(node.scratch_buffer, backward, "its gradient sums");
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      check_live(net.gradient_buffer(node.inputs[i]), backward, "an input's gradient");
+      if (node.layer->backward_reads_input(i)) check_live(net.value_buffer(node.inputs[i]), backward, "an input");
+    }
+  }
+  CHECK(dead == 0);
+}
 
 // The arena's plan (Note [one arena for activations and their gradients]) with these workspaces
 // per node: buffers and workspaces live at one moment never share a byte, each lies inside the
@@ -405,6 +436,7 @@ dpbench::Network::ArenaPlan check_arena_plan(const dpbench::Network& net, const 
   }
   CHECK(overlapping == 0);
   CHECK(plan.bytes >= plan.busiest_bytes);
+  check_passes_find_their_buffers_live(net);
   return plan;
 }
 
