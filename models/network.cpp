@@ -2,7 +2,6 @@
 #include "models/network.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "engine/backend/step_trace.h"
 #include "engine/errors.h"
@@ -212,8 +211,11 @@ void Network::finalize(TensorId logits) {
   }
   plan_buffers();
   plan_gradient_accumulation();
+  recomputed_buffers_.assign(buffer_bytes_.size(), false);
   if (recompute_blocks_ && !inference_only_) plan_recomputation();
   plan_units();
+  plan_live_spans();
+  arena_ = plan_arena({});
   finalized_ = true;
 }
 
@@ -274,7 +276,7 @@ ParameterUnits Network::parameter_units() const {
 
 void Network::plan_recomputation() {
   // A buffer is its block's alone when every tensor in it (in-place layers share one) is made by a
-  // node of that block and read by nodes of that block only; anything else keeps its buffer.
+  // node of that block and read by nodes of that block only; anything else is kept.
   constexpr int kKept = -2, kUnseen = -1;
   std::vector<int> block_of(buffer_bytes_.size(), kUnseen);  // the block's first node
   for (TensorId t = 1; t < static_cast<TensorId>(tensors_.size()); ++t) {
@@ -286,34 +288,20 @@ void Network::plan_recomputation() {
     int& owner = block_of[tensor.value_buffer];
     owner = !alone || (owner != kUnseen && owner != block) ? kKept : block;
   }
-  // Each block lays its buffers out from the set's start, so the set is as large as the largest
-  // block's.
-  constexpr size_t kAlignment = 256;
-  shared_offsets_.assign(buffer_bytes_.size(), -1);
-  std::map<int, size_t> block_bytes;
-  for (size_t b = 0; b < buffer_bytes_.size(); ++b) {
-    if (block_of[b] < 0) continue;
-    size_t& used = block_bytes[block_of[b]];
-    shared_offsets_[b] = static_cast<long long>(used);
-    used += (buffer_bytes_[b] + kAlignment - 1) / kAlignment * kAlignment;
-    shared_bytes_ = std::max(shared_bytes_, used);
-  }
+  for (size_t b = 0; b < buffer_bytes_.size(); ++b) recomputed_buffers_[b] = block_of[b] >= 0;
   for (Node& node : nodes_) {
     const int buffer = tensors_[node.output].value_buffer;
-    node.recomputed = !node.fused_away && buffer >= 0 && shared_offsets_[buffer] >= 0;
+    node.recomputed = !node.fused_away && buffer >= 0 && recomputed_buffers_[static_cast<size_t>(buffer)];
   }
 }
 
+int Network::new_buffer(size_t bytes, MemoryTag tag) {
+  buffer_bytes_.push_back(bytes);
+  buffer_tags_.push_back(std::move(tag));
+  return static_cast<int>(buffer_bytes_.size()) - 1;
+}
+
 void Network::plan_buffers() {
-  auto new_buffer = [&](size_t bytes, MemoryTag tag) {
-    buffer_bytes_.push_back(bytes);
-    buffer_tags_.push_back(std::move(tag));
-    return static_cast<int>(buffer_bytes_.size()) - 1;
-  };
-  // Gradients are planned apart (plan_gradient_buffers): here each tensor that needs one gets a
-  // group, shared with its input's by an in-place node, as the values are.
-  std::vector<int> gradient_group(tensors_.size(), -1);
-  int groups = 0;
   tensors_[0].value_buffer = new_buffer(tensors_[0].shape.bytes(), MemoryTag{MemoryCategory::data, "input"});
   for (Node& node : nodes_) {
     TensorInfo& out = tensors_[node.output];
@@ -327,7 +315,7 @@ void Network::plan_buffers() {
     }
     if (node.in_place) {
       out.value_buffer = tensors_[node.inputs[0]].value_buffer;
-      gradient_group[node.output] = gradient_group[node.inputs[0]];
+      out.gradient_buffer = tensors_[node.inputs[0]].gradient_buffer;
     } else {
       // A node whose work a later one does produces nothing (prepare_for_inference).
       if (node.fused_away) continue;
@@ -337,75 +325,12 @@ void Network::plan_buffers() {
       if (node.output == logits_)
         out.gradient_buffer = out.value_buffer;
       else if (!inference_only_)
-        gradient_group[node.output] = groups++;
+        out.gradient_buffer = new_buffer(out.shape.bytes(), MemoryTag{MemoryCategory::scratch, "activation gradients"});
     }
   }
   const Node& logits_producer = nodes_[tensors_[logits_].producer];
   if (logits_producer.in_place || logits_producer.layer->backward_reads_output())
     throw RuntimeError("Network: the logits must come from a layer whose output the loss may overwrite");
-  plan_gradient_buffers(gradient_group, groups);
-}
-
-// Note [pooled activation gradients]
-// A tensor's gradient lives only while backward passes it: from the backward of its last reader
-// (forward order; the first to run, which writes it) to that of its producer (which reads it), so
-// gradients whose spans do not meet share one buffer. Giving each its own held as much memory
-// again as the activations (ResNet-50, bf16, batch 128: 5.0 GiB of gradient buffers beside 5.0 of
-// activations, where PyTorch's autograd frees each gradient once used). Groups are placed in
-// backward order into the free buffer that fits best (else the largest free one, grown; else a
-// new one); a buffer is free again once the backward of its group's producer has run, strictly
-// before the node being placed (a node reads its output's gradient while it writes its inputs').
-void Network::plan_gradient_buffers(const std::vector<int>& gradient_group, int groups) {
-  struct Span {
-    int first = std::numeric_limits<int>::max();  // its producers' lowest node index
-    int last = -1;                                 // its readers' highest node index
-    size_t bytes = 0;
-  };
-  std::vector<Span> spans(static_cast<size_t>(groups));
-  for (size_t t = 0; t < tensors_.size(); ++t) {
-    if (gradient_group[t] < 0) continue;
-    Span& span = spans[static_cast<size_t>(gradient_group[t])];
-    const TensorInfo& info = tensors_[t];
-    span.first = std::min(span.first, info.producer);
-    span.last = std::max(span.last, info.consumers.empty() ? info.producer : info.consumers.back());
-    span.bytes = std::max(span.bytes, info.shape.bytes());
-  }
-  std::vector<int> order(static_cast<size_t>(groups));
-  for (int g = 0; g < groups; ++g) order[static_cast<size_t>(g)] = g;
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return spans[a].last > spans[b].last; });
-
-  std::vector<int> buffer_of(static_cast<size_t>(groups), -1);
-  std::vector<size_t> pooled_bytes;
-  std::vector<int> free_after;  // per pooled buffer: the producer index after whose backward it is free
-  for (int g : order) {
-    const Span& span = spans[static_cast<size_t>(g)];
-    int best = -1, largest = -1;
-    for (size_t b = 0; b < pooled_bytes.size(); ++b) {
-      if (free_after[b] <= span.last) continue;  // still held when this group is written
-      if (pooled_bytes[b] >= span.bytes && (best < 0 || pooled_bytes[b] < pooled_bytes[static_cast<size_t>(best)]))
-        best = static_cast<int>(b);
-      if (largest < 0 || pooled_bytes[b] > pooled_bytes[static_cast<size_t>(largest)]) largest = static_cast<int>(b);
-    }
-    int chosen = best >= 0 ? best : largest;
-    if (chosen < 0) {
-      pooled_bytes.push_back(0);
-      free_after.push_back(0);
-      chosen = static_cast<int>(pooled_bytes.size()) - 1;
-    }
-    pooled_bytes[static_cast<size_t>(chosen)] = std::max(pooled_bytes[static_cast<size_t>(chosen)], span.bytes);
-    free_after[static_cast<size_t>(chosen)] = span.first;
-    buffer_of[static_cast<size_t>(g)] = chosen;
-  }
-  std::vector<int> buffer_id(pooled_bytes.size());
-  for (size_t b = 0; b < pooled_bytes.size(); ++b)
-    buffer_id[b] = [&] {
-      buffer_bytes_.push_back(pooled_bytes[b]);
-      buffer_tags_.push_back(MemoryTag{MemoryCategory::scratch, "activation gradients"});
-      return static_cast<int>(buffer_bytes_.size()) - 1;
-    }();
-  for (size_t t = 0; t < tensors_.size(); ++t)
-    if (gradient_group[t] >= 0)
-      tensors_[t].gradient_buffer = buffer_id[static_cast<size_t>(buffer_of[static_cast<size_t>(gradient_group[t])])];
 }
 
 void Network::plan_gradient_accumulation() {
@@ -427,6 +352,7 @@ void Network::plan_gradient_accumulation() {
       node.scratch_offset[i] = static_cast<long long>(offset);
       offset += in.shape.bytes();
     }
+    if (offset > 0) node.scratch_buffer = new_buffer(offset, MemoryTag{MemoryCategory::scratch, "gradient sums"});
     scratch_bytes_ = std::max(scratch_bytes_, offset);
   }
 }
@@ -453,20 +379,13 @@ void Network::initialize(uint64_t seed, std::vector<float>& host_params) const {
 NetworkReplica::NetworkReplica(const Network& network, Device& device, ParameterSet& params,
                                const ReplicaShard& shard, bool training)
     : network_(network), device_(device), params_(params) {
-  for (size_t b = 0; b < network.buffer_bytes().size(); ++b)
-    buffers_.push_back(network.shared_offset(static_cast<int>(b)) >= 0
-                           ? Buffer()
-                           : device.allocate(network.buffer_bytes()[b], network.buffer_tags()[b]));
-  if (network.shared_bytes() > 0)
-    shared_ = device.allocate(network.shared_bytes(), MemoryTag{MemoryCategory::activations, "recomputed block"});
   Backend& ops = device.ops();
-  size_t workspace_bytes = 0;
+  std::vector<size_t> workspace_bytes;
   for (const Network::Node& node : network.nodes()) {
     states_.push_back(node.layer->create_state(device, shard));
-    workspace_bytes = std::max(workspace_bytes, node.layer->workspace_bytes(ops));
+    workspace_bytes.push_back(node.layer->workspace_bytes(ops));
   }
-  workspace_ = device.allocate(workspace_bytes, MemoryTag{MemoryCategory::workspaces, "network"});
-  scratch_ = device.allocate(network.scratch_bytes(), MemoryTag{MemoryCategory::scratch, "network"});
+  allocate_arena(workspace_bytes);
 
   const std::vector<Network::Node>& nodes = network.nodes();
   // The convolutions sized their workspace above, which is where the backend decided, per shape,
@@ -492,8 +411,10 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
     pass.dy = gradients(node.output);
     pass.y_statistics = statistics_of(node.output);
     pass.state = states_[index].get();
-    pass.workspace = workspace_.data();
-    pass.workspace_bytes = workspace_bytes;
+    // Its own workspace, in the arena while its passes run.
+    const long long workspace = plan_.workspace_offsets[index];
+    pass.workspace = workspace < 0 ? nullptr : arena_.as<char>() + workspace;
+    pass.workspace_bytes = workspace < 0 ? 0 : workspace_bytes[index];
     pass.training = training;
     pass.accumulate_dx = node.accumulate;
     std::vector<Accumulation> accumulations;
@@ -504,7 +425,7 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
       if (node.scratch_offset[i] < 0) {
         pass.dx.push_back(gradients(in));
       } else {
-        void* scratch = scratch_.as<char>() + node.scratch_offset[i];
+        void* scratch = static_cast<char*>(address(node.scratch_buffer)) + node.scratch_offset[i];
         pass.dx.push_back(scratch);
         accumulations.push_back({scratch, gradients(in), network.shape(in)});
       }
@@ -514,9 +435,34 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
   }
 }
 
+void NetworkReplica::allocate_arena(const std::vector<size_t>& workspace_bytes) {
+  plan_ = network_.plan_arena(workspace_bytes);
+  for (size_t b = 0; b < network_.buffer_bytes().size(); ++b)
+    buffers_.push_back(plan_.offsets[b] >= 0 ? Buffer()
+                                             : device_.allocate(network_.buffer_bytes()[b], network_.buffer_tags()[b]));
+  // Recorded as what it holds at the step's busiest moment (Note [one arena for activations and
+  // their gradients]): allocated (and checked against the device's limit) whole, then its entry
+  // taken off and replaced by the shares, so the ledger never counts it twice.
+  const MemoryTag activations{MemoryCategory::activations, "network"};
+  arena_ = device_.allocate(plan_.bytes, activations);
+  auto busiest = [&](MemoryCategory category) { return plan_.busiest[static_cast<size_t>(category)]; };
+  const std::pair<MemoryTag, size_t> others[] = {
+      {MemoryTag{MemoryCategory::scratch, "activation gradients"}, busiest(MemoryCategory::scratch)},
+      {MemoryTag{MemoryCategory::workspaces, "network"}, busiest(MemoryCategory::workspaces)}};
+  if (busiest(MemoryCategory::scratch) + busiest(MemoryCategory::workspaces) == 0) return;
+  arena_.account(LedgerEntry());
+  size_t rest = plan_.bytes;
+  for (const auto& [tag, bytes] : others) {
+    if (bytes == 0 || bytes > rest) continue;
+    arena_shares_.push_back(device_.memory().record(tag, MemoryPlace::device, bytes));
+    rest -= bytes;
+  }
+  arena_.account(device_.memory().record(activations, MemoryPlace::device, rest));
+}
+
 void* NetworkReplica::address(int buffer) const {
-  const long long offset = network_.shared_offset(buffer);
-  return offset >= 0 ? shared_.as<char>() + offset : buffers_.at(buffer).data();
+  const long long offset = plan_.offsets.at(static_cast<size_t>(buffer));
+  return offset >= 0 ? arena_.as<char>() + offset : buffers_.at(buffer).data();
 }
 
 void* NetworkReplica::values(TensorId tensor) const {
@@ -611,7 +557,7 @@ void NetworkReplica::backward(const int32_t* step, GradientAnnouncer& announcer)
     const int block = nodes[index].block_first;
     const bool block_ends = block >= 0 && (index + 1 == nodes.size() || nodes[index + 1].block_first != block);
     if (block_ends && network_.recomputes_blocks()) {
-      // Its outputs in the shared set, made again: the same forward, on its kept input (timed
+      // Its outputs not kept from forward, made again: the same forward, on its kept input (timed
       // apart from the backward around it in a timed step).
       device_.trace().lap(StepPart::backward);
       spans.enter(nodes[index].group, "recompute");

@@ -6,8 +6,11 @@
 // nodes with several inputs. finalize() then plans, once for all replicas:
 // - buffers: every tensor gets an activation buffer and a gradient buffer, except that in-place
 //   layers (ReLU, residual add) reuse their first input's buffers where nothing else reads that
-//   input, and the logits' gradient reuses the logits (the fused loss overwrites them); gradients
-//   never live at once share buffers (Note [pooled activation gradients] in network.cpp);
+//   input, and the logits' gradient reuses the logits (the fused loss overwrites them);
+// - memory: the buffers (the input batch's aside) live in one arena at offsets fixed before the
+//   first step, and buffers never live at the same moment of a step share bytes: a gradient
+//   takes the place of activations backward has passed (Note [one arena for activations and
+//   their gradients] in network_arena.cpp);
 // - gradient accumulation: a tensor read by several nodes receives its gradient from each of them.
 //   Backward runs nodes in reverse, so the last reader in forward order writes the gradient
 //   directly and every earlier reader adds to it: itself where the layer can (a convolution's
@@ -67,10 +70,13 @@ class Network {
   // each node is a span of its own, and no block.
   void set_group(const std::string& name) { group_ = name; }
   // Training, before finalize (--activation_checkpointing=blocks): the outputs a block's nodes
-  // make that only its own nodes read share one set of buffers with every other block's (laid out
-  // per block from the same start), and each block's backward first runs those nodes' forward
-  // again. A block keeps its input, its output and its layers' statistics.
+  // make that only its own nodes read are not kept from forward (their memory is free for what
+  // follows), and each block's backward first runs those nodes' forward again. A block keeps its
+  // input, its output and its layers' statistics.
   void set_recompute_blocks(bool recompute) { recompute_blocks_ = recompute; }
+  // Before finalize, for tests: false gives every buffer bytes of its own in the arena, so a
+  // step's results can be compared with those of the plan where buffers share memory.
+  void set_share_memory(bool share) { share_memory_ = share; }
   bool recomputes_blocks() const { return recompute_blocks_; }
 
   // Inference only (--forward_only), after building and before finalize: the network will run
@@ -104,14 +110,15 @@ class Network {
     TensorId output = -1;
     bool in_place = false;  // output (and dx[0]) share input 0's buffers
     // Per input: its gradient goes straight into the tensor's gradient buffer (the last reader),
-    // is added there by the layer itself (accumulate), or goes through scratch at this offset (in
-    // bytes) and is then added; -1 = no scratch.
+    // is added there by the layer itself (accumulate), or goes through scratch_buffer at this
+    // offset (in bytes) and is then added; -1 = no scratch.
     std::vector<long long> scratch_offset;
+    int scratch_buffer = -1;  // the node's buffer for those input gradients; -1: none
     std::vector<bool> accumulate;
     bool fused_away = false;  // a later node does this one's work (fuse_normalised_joins)
     std::string group;        // its span in a trace: the group set when it was added, or its own name
     int block_first = -1;     // the first node of its block (set_group's); -1: in none
-    bool recomputed = false;  // its output lives in the blocks' shared set: backward runs it again
+    bool recomputed = false;  // its output is not kept from forward: backward runs it again
   };
   const std::vector<Node>& nodes() const { return nodes_; }
   // The output of the node called `name`; throws when there is none.
@@ -122,13 +129,38 @@ class Network {
   int gradient_buffer(TensorId tensor) const { return tensors_.at(tensor).gradient_buffer; }
   const std::vector<size_t>& buffer_bytes() const { return buffer_bytes_; }
   // What each buffer holds and whose it is: the input batch (data), a node's output (activations,
-  // owned by the node's layer) or its gradient (scratch: needed only while backward passes it).
+  // owned by the node's layer), its gradient or a node's gradient sums (scratch: needed only
+  // while backward passes them). The ledger records the arena by what it holds at its busiest
+  // moment (NetworkReplica).
   const std::vector<MemoryTag>& buffer_tags() const { return buffer_tags_; }
-  // Under set_recompute_blocks: the offset of a buffer in the blocks' shared set, -1 for a buffer
-  // of its own; and the set's bytes (0: none).
-  long long shared_offset(int buffer) const { return shared_offsets_.empty() ? -1 : shared_offsets_.at(buffer); }
-  size_t shared_bytes() const { return shared_bytes_; }
-  // Bytes of scratch for input gradients that are computed apart and then added (0: none).
+  // When a buffer is live, in step moments (Note [one arena for activations and their gradients]):
+  // one span from its first write to its last read, or under set_recompute_blocks two for a
+  // buffer its block makes again (forward, then from the recomputation on).
+  struct LiveSpan {
+    int first = 0, last = 0;  // inclusive
+  };
+  const std::vector<LiveSpan>& live_spans(int buffer) const { return live_spans_.at(buffer); }
+  // When a node's workspace is live: while its passes run (forward; backward and a recomputed
+  // forward in training). Empty for a node fused away.
+  std::vector<LiveSpan> workspace_spans(int node) const;
+  // Where the buffers (and the nodes' workspaces) sit in the arena.
+  struct ArenaPlan {
+    std::vector<long long> offsets;            // per buffer; -1: allocated alone (the input batch)
+    std::vector<long long> workspace_offsets;  // per node; -1: none
+    size_t bytes = 0;
+    // The most bytes live at one moment of the step (aligned as placed): no arena is smaller.
+    // And how they divide between categories then: activations, scratch (activation gradients,
+    // gradient sums), workspaces.
+    size_t busiest_bytes = 0;
+    CategoryBytes busiest{};
+  };
+  // The plan with each node's workspace in the arena too: `workspace_bytes` per node (what its
+  // largest pass needs, Layer::workspace_bytes; the replica asks its backend).
+  ArenaPlan plan_arena(const std::vector<size_t>& workspace_bytes) const;
+  // The plan of the buffers alone, made at finalize (the replica's adds the workspaces).
+  const ArenaPlan& arena() const { return arena_; }
+  // Bytes of scratch for input gradients that are computed apart and then added: the most one
+  // node needs (0: none).
   size_t scratch_bytes() const { return scratch_bytes_; }
   // Whether a tensor's producer may make batch norm's statistics for its reader
   // (set_fuse_batch_norm_statistics).
@@ -157,15 +189,17 @@ class Network {
   // Training: marks the convolutions whose output a batch norm reads (itself, or inside a fused
   // join) to make that batch norm's statistics (Conv2dLayer::make_output_statistics).
   void fuse_batch_norm_statistics();
+  int new_buffer(size_t bytes, MemoryTag tag);
   void plan_buffers();
-  // Gives each gradient group (a tensor's, shared by in-place nodes) a buffer it shares with
-  // groups that are never live together (Note [pooled activation gradients]).
-  void plan_gradient_buffers(const std::vector<int>& gradient_group, int groups);
   void plan_gradient_accumulation();
-  // set_recompute_blocks: which buffers only their block reads, and where they sit in the set.
+  // set_recompute_blocks: which buffers only their block reads (made again in its backward).
   void plan_recomputation();
   // Note [network units]: cuts the nodes into runs and gives those with parameters a unit.
   void plan_units();
+  // When each buffer is live, then where it sits in the arena
+  // (Note [one arena for activations and their gradients]).
+  void plan_live_spans();
+  size_t block_last(size_t node) const;  // the last node of its block
 
   ParameterLayout& layout_;
   std::vector<TensorInfo> tensors_;
@@ -174,13 +208,15 @@ class Network {
   TensorId logits_ = -1;
   std::vector<size_t> buffer_bytes_;
   std::vector<MemoryTag> buffer_tags_;
+  std::vector<bool> recomputed_buffers_;  // per buffer, under recomputation
+  std::vector<std::vector<LiveSpan>> live_spans_;
+  ArenaPlan arena_;
   size_t scratch_bytes_ = 0;
   bool finalized_ = false;
   bool inference_only_ = false;
   bool fuse_batch_norm_statistics_ = false;
   bool recompute_blocks_ = false;
-  std::vector<long long> shared_offsets_;  // per buffer, under recomputation
-  size_t shared_bytes_ = 0;
+  bool share_memory_ = true;
   std::string group_;  // set_group's
   std::vector<ParameterUnit> units_;  // in layout order
   std::vector<int> node_units_;       // per node
@@ -194,7 +230,8 @@ class NetworkReplica {
   NetworkReplica(const Network& network, Device& device, ParameterSet& params,
                  const ReplicaShard& shard, bool training = true);
 
-  // A tensor's buffers hold its shape's type.
+  // A tensor's buffers hold its shape's type, and its values only while it is live
+  // (Network::live_spans): after forward, those backward reads and the logits.
   void* values(TensorId tensor) const;     // nullptr for the output of a node fused away
   void* gradients(TensorId tensor) const;  // nullptr for the input, and in inference
   // Batch norm's statistics of a tensor as its producing convolution made them (2 * channels
@@ -204,13 +241,15 @@ class NetworkReplica {
   // Every node in order; the logits end up in values(logits()). `units`: the hooks each unit's
   // use is bracketed with (Note [network units]); nullptr: none.
   void forward(const int32_t* step, UnitHooks* units = nullptr);
-  // The address of buffer `buffer`: its own, or its place in the shared set.
+  // The address of buffer `buffer`: its place in the arena, or its own.
   void* address(int buffer) const;
   // Expects d(loss)/d(logits) in gradients(logits()); fills the parameter gradients and announces
   // each node's range as soon as it is final; brackets each unit's use with the announcer's hooks.
   void backward(const int32_t* step, GradientAnnouncer& announcer);
 
  private:
+  // The arena with this replica's workspaces (Network::plan_arena), and its ledger shares.
+  void allocate_arena(const std::vector<size_t>& workspace_bytes);
   struct Accumulation {
     const void* scratch;
     void* gradient;
@@ -219,10 +258,10 @@ class NetworkReplica {
   const Network& network_;
   Device& device_;
   const ParameterSet& params_;
-  std::vector<Buffer> buffers_;  // none for the buffers in the shared set
-  Buffer shared_;                // the blocks' shared set (set_recompute_blocks)
-  Buffer workspace_;
-  Buffer scratch_;
+  std::vector<Buffer> buffers_;  // none for the buffers in the arena
+  Network::ArenaPlan plan_;  // with this replica's workspaces
+  Buffer arena_;
+  std::vector<LedgerEntry> arena_shares_;  // the arena's bytes recorded in other categories
   std::map<TensorId, Buffer> statistics_;  // per tensor whose producer fuses batch norm's statistics
   std::vector<std::unique_ptr<LayerState>> states_;
   std::vector<LayerPass> passes_;                       // per node

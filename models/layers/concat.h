@@ -9,6 +9,7 @@ class ConcatLayer : public Layer {
  public:
   ConcatLayer(const std::string& name, const std::vector<Tensor4>& inputs);
 
+  bool backward_reads_input(size_t) const override { return false; }
   void forward(const LayerPass& pass, const int32_t* step) const override;
   void backward(const LayerPass& pass, const int32_t* step) const override;
 

@@ -15,6 +15,8 @@ class DropoutLayer : public Layer {
   // Each layer draws its own masks; a sample's mask is the same whichever replica trains it, so
   // N replicas of batch B drop exactly what one device with batch N*B would.
   std::unique_ptr<LayerState> create_state(Device& device, const ReplicaShard& shard) const override;
+  // Backward draws the mask again from its counters; it reads no values.
+  bool backward_reads_input(size_t) const override { return false; }
   void forward(const LayerPass& pass, const int32_t* step) const override;
   void backward(const LayerPass& pass, const int32_t* step) const override;
 

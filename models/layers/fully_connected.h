@@ -31,6 +31,8 @@ class FullyConnectedLayer : public Layer {
   std::unique_ptr<LayerState> create_state(Device& device, const ReplicaShard& shard) const override;
   size_t workspace_bytes(Backend& ops) const override;
   StepFlops flops(bool input_gradient) const override;
+  // An input of another type than the GEMMs' is read through its narrowed copy (the layer's state).
+  bool backward_reads_input(size_t) const override { return input_.type == math_type_; }
   void forward(const LayerPass& pass, const int32_t* step) const override;
   void backward(const LayerPass& pass, const int32_t* step) const override;
 

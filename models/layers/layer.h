@@ -83,6 +83,10 @@ class Layer {
   virtual bool can_run_in_place() const { return false; }
   // Backward reads the forward output (ReLU, pooling), so nothing may overwrite it in place.
   virtual bool backward_reads_output() const { return false; }
+  // Backward reads the values of input `input` (a convolution's filter gradient does; ReLU, an
+  // add, a concatenation do not): the network keeps them until then, and no longer
+  // (Note [one arena for activations and their gradients] in models/network_arena.cpp).
+  virtual bool backward_reads_input(size_t input) const { return true; }
   // Backward can add its input gradient to what dx holds (LayerPass::accumulate_dx), so a tensor
   // read by several layers needs no scratch buffer and no separate addition for this reader.
   virtual bool can_accumulate_input_gradient() const { return false; }

@@ -33,6 +33,8 @@ class NormalisedResidualAddLayer : public Layer {
   bool can_run_in_place() const override { return !training_; }
   // The ReLU's mask is read back from the output.
   bool backward_reads_output() const override { return training_ && relu_; }
+  // The main path's batch norm input, and the shortcut's where a batch norm runs on it.
+  bool backward_reads_input(size_t input) const override { return input == 0 || shortcut_norm_ != nullptr; }
   bool has_shortcut_norm() const { return shortcut_norm_ != nullptr; }
   void forward(const LayerPass& pass, const int32_t* step) const override;
   void backward(const LayerPass& pass, const int32_t* step) const override;

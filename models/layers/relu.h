@@ -12,6 +12,7 @@ class ReluLayer : public Layer {
 
   bool can_run_in_place() const override { return true; }
   bool backward_reads_output() const override { return true; }
+  bool backward_reads_input(size_t) const override { return false; }
   void forward(const LayerPass& pass, const int32_t* step) const override;
   void backward(const LayerPass& pass, const int32_t* step) const override;
 };

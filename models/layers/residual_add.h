@@ -14,6 +14,7 @@ class ResidualAddLayer : public Layer {
   bool can_run_in_place() const override { return true; }
   // The ReLU's mask is read back from the output.
   bool backward_reads_output() const override { return relu_; }
+  bool backward_reads_input(size_t) const override { return false; }
   void forward(const LayerPass& pass, const int32_t* step) const override;
   void backward(const LayerPass& pass, const int32_t* step) const override;
 

@@ -182,52 +182,6 @@ TEST_CASE("the network plans in-place buffers and gradient accumulation", "[cnn_
   CHECK(expected_offset == resnet->layout().total_count());
 }
 
-TEST_CASE("activation gradients that are never live together share buffers", "[cnn_models][memory]") {
-  // The bound on gradient bytes against activation bytes: deep nets hold a small share; VGG-16's
-  // first two feature maps are a third of all its activations, and two of them meet in backward.
-  for (const auto& [name, share] : {std::pair<std::string, double>{"resnet50", 0.2}, {"inception3", 0.2}, {"vgg16", 0.5}}) {
-    INFO(name << ": " << share);
-    const auto model = build(name);
-    const dpbench::Network& net = network_of(*model);
-    const auto& nodes = net.nodes();
-    // Each tensor's gradient span in node indices: from its producer to its last reader.
-    std::map<int, std::vector<std::pair<int, int>>> spans_by_buffer;
-    size_t activation_bytes = 0, gradient_bytes = 0, gradients_before = 0;
-    for (size_t b = 0; b < net.buffer_bytes().size(); ++b) {
-      if (net.buffer_tags()[b].category == dpbench::MemoryCategory::activations) activation_bytes += net.buffer_bytes()[b];
-      if (net.buffer_tags()[b].owner == "activation gradients") gradient_bytes += net.buffer_bytes()[b];
-    }
-    std::map<int, int> last_reader;
-    for (size_t i = 0; i < nodes.size(); ++i)
-      for (dpbench::TensorId in : nodes[i].inputs) last_reader[in] = static_cast<int>(i);
-    std::map<int, std::pair<int, int>> span_of_buffer_group;  // in-place chains share a buffer and a span
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      const dpbench::TensorId out = nodes[i].output;
-      const int buffer = net.gradient_buffer(out);
-      if (buffer < 0 || out == net.logits()) continue;
-      const int last = last_reader.count(out) ? last_reader[out] : static_cast<int>(i);
-      if (!nodes[i].in_place) ++gradients_before;
-      spans_by_buffer[buffer].push_back({static_cast<int>(i), last});
-    }
-    // Spans in one buffer either belong to one in-place chain (they touch end to start) or do not
-    // meet: some tensor's whole backward lies strictly before the other's.
-    for (auto& [buffer, spans] : spans_by_buffer) {
-      std::sort(spans.begin(), spans.end());
-      for (size_t a = 0; a + 1 < spans.size(); ++a) {
-        const auto [first_a, last_a] = spans[a];
-        const auto [first_b, last_b] = spans[a + 1];
-        const bool chained = nodes[static_cast<size_t>(first_b)].in_place && first_b <= last_a;
-        INFO("buffer " << buffer << ": nodes " << first_a << ".." << last_a << " and " << first_b << ".." << last_b);
-        CHECK((chained || last_a < first_b));
-      }
-    }
-    CHECK(spans_by_buffer.size() * 4 < gradients_before);  // far fewer buffers than gradients
-    // One buffer each before: as many bytes again as the activations.
-    INFO("gradients " << gradient_bytes << " bytes, activations " << activation_bytes);
-    CHECK(static_cast<double>(gradient_bytes) <= share * static_cast<double>(activation_bytes));
-  }
-}
-
 namespace {
 
 // A small graph with every layer kind and every kind of edge: a tensor read by three nodes
@@ -398,7 +352,190 @@ class OneReplica {
   std::unique_ptr<dpbench::ModelReplica> replica_;
 };
 
+// Every buffer a node's passes touch is live at the moments they run (those of its workspace):
+// forward (and a recomputed forward) its inputs and output; backward its output's gradient, its
+// inputs' gradients and gradient sums, and the values it reads back.
+void check_passes_find_their_buffers_live(const dpbench::Network& net) {
+  size_t dead = 0;
+  for (size_t n = 0; n < net.nodes().size(); ++n) {
+    const dpbench::Network::Node& node = net.nodes()[n];
+    const std::vector<dpbench::Network::LiveSpan> moments = net.workspace_spans(static_cast<int>(n));
+    if (moments.empty()) continue;  // fused away: runs no pass
+    auto check_live = [&](int buffer, int moment, const char* what) {
+      if (buffer < 0 || net.arena().offsets[static_cast<size_t>(buffer)] < 0) return;
+      for (const auto& span : net.live_spans(buffer))
+        if (span.first <= moment && moment <= span.last) return;
+      ++dead;
+      UNSCOPED_INFO(node.layer->name() << ": " << what << " not live at moment " << moment);
+    };
+    auto check_forward = [&](int moment) {
+      check_live(net.value_buffer(node.output), moment, "its output");
+      for (dpbench::TensorId in : node.inputs) check_live(net.value_buffer(in), moment, "an input");
+    };
+    check_forward(moments.front().first);
+    if (moments.size() == 1) continue;  // inference
+    if (moments.size() == 3) check_forward(moments[1].first);  // recomputed
+    const int backward = moments.back().first;
+    check_live(net.gradient_buffer(node.output), backward, "its output's gradient");
+    if (node.layer->backward_reads_output()) check_live(net.value_buffer(node.output), backward, "its output");
+    check_live(node.scratch_buffer, backward, "its gradient sums");
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      check_live(net.gradient_buffer(node.inputs[i]), backward, "an input's gradient");
+      if (node.layer->backward_reads_input(i)) check_live(net.value_buffer(node.inputs[i]), backward, "an input");
+    }
+  }
+  CHECK(dead == 0);
+}
+
+// The arena's plan (Note [one arena for activations and their gradients]) with these workspaces
+// per node: buffers and workspaces live at one moment never share a byte, each lies inside the
+// arena, and no arena is smaller than what is live at the busiest moment. Returns the plan.
+dpbench::Network::ArenaPlan check_arena_plan(const dpbench::Network& net, const std::vector<size_t>& workspace_bytes) {
+  using dpbench::Network;
+  const Network::ArenaPlan plan = net.plan_arena(workspace_bytes);
+  struct Placed {
+    size_t begin, end;
+    std::vector<Network::LiveSpan> spans;
+    std::string what;
+  };
+  std::vector<Placed> placed;
+  for (size_t b = 0; b < net.buffer_bytes().size(); ++b) {
+    const long long offset = plan.offsets[b];
+    if (offset < 0) {
+      CHECK(net.buffer_tags()[b].category == dpbench::MemoryCategory::data);  // the input batch alone
+      continue;
+    }
+    CHECK_FALSE(net.live_spans(static_cast<int>(b)).empty());
+    const auto begin = static_cast<size_t>(offset);
+    placed.push_back({begin, begin + net.buffer_bytes()[b], net.live_spans(static_cast<int>(b)), net.buffer_tags()[b].owner});
+  }
+  for (size_t n = 0; n < workspace_bytes.size(); ++n) {
+    const std::vector<Network::LiveSpan> spans = net.workspace_spans(static_cast<int>(n));
+    if (workspace_bytes[n] == 0 || spans.empty()) continue;
+    REQUIRE(plan.workspace_offsets[n] >= 0);
+    const auto begin = static_cast<size_t>(plan.workspace_offsets[n]);
+    placed.push_back({begin, begin + workspace_bytes[n], spans, net.nodes()[n].layer->name() + "'s workspace"});
+  }
+  auto live_together = [](const Placed& a, const Placed& b) {
+    for (const auto& x : a.spans)
+      for (const auto& y : b.spans)
+        if (x.first <= y.last && y.first <= x.last) return true;
+    return false;
+  };
+  size_t overlapping = 0;
+  for (size_t i = 0; i < placed.size(); ++i) {
+    CHECK(placed[i].end <= plan.bytes);
+    for (size_t j = i + 1; j < placed.size(); ++j) {
+      const Placed& a = placed[i];
+      const Placed& b = placed[j];
+      if (a.begin < b.end && b.begin < a.end && live_together(a, b)) {
+        ++overlapping;
+        UNSCOPED_INFO(a.what << " and " << b.what);
+      }
+    }
+  }
+  CHECK(overlapping == 0);
+  CHECK(plan.bytes >= plan.busiest_bytes);
+  check_passes_find_their_buffers_live(net);
+  return plan;
+}
+
 }  // namespace
+
+TEST_CASE("activations and their gradients share one arena wherever they are never live together", "[cnn_models][memory]") {
+  // Before the arena a step kept every layer output and pooled the gradients beside them; now the
+  // turn from forward to backward is the busiest moment: what backward reads, and the first
+  // few (small) gradients. So the arena is at most the layer outputs and the largest gradient,
+  // and placement leaves little unused at that moment.
+  for (const std::string name : {"resnet50", "inception3", "vgg16"}) {
+    for (const bool recompute : {false, true}) {
+      if (recompute && name == "vgg16") continue;  // no blocks
+      INFO(name << (recompute ? ", blocks recomputed" : ""));
+      dpbench::RunConfig config;
+      config.model = name;
+      config.batch_size = 1;
+      config.activation_checkpointing = recompute ? "blocks" : "none";
+      const auto model = dpbench::find_model(name)->create(config);
+      const dpbench::Network& net = network_of(*model);
+      const dpbench::Network::ArenaPlan& plan = net.arena();
+      check_arena_plan(net, {});
+      // Workspaces as large as a quarter of each node's output, in the plan too.
+      std::vector<size_t> workspaces;
+      for (const dpbench::Network::Node& node : net.nodes()) workspaces.push_back(net.shape(node.output).bytes() / 4);
+      const size_t largest_workspace = *std::max_element(workspaces.begin(), workspaces.end());
+      CHECK(check_arena_plan(net, workspaces).bytes <= plan.bytes + largest_workspace);
+      size_t outputs = 0, largest_gradient = 0;
+      for (size_t b = 0; b < net.buffer_bytes().size(); ++b) {
+        const dpbench::MemoryTag& tag = net.buffer_tags()[b];
+        if (tag.category == dpbench::MemoryCategory::activations) outputs += net.buffer_bytes()[b];
+        if (tag.owner == "activation gradients") largest_gradient = std::max(largest_gradient, net.buffer_bytes()[b]);
+      }
+      INFO("arena " << plan.bytes << " bytes, busiest moment " << plan.busiest_bytes << " (gradients "
+                    << plan.busiest[static_cast<size_t>(dpbench::MemoryCategory::scratch)] << "), layer outputs "
+                    << outputs << ", largest gradient " << largest_gradient);
+      if (!recompute) CHECK(plan.bytes <= outputs + largest_gradient);
+      CHECK(static_cast<double>(plan.bytes) <= 1.02 * static_cast<double>(plan.busiest_bytes));
+    }
+  }
+}
+
+TEST_CASE("a forward-only network holds each output only until its last reader has run", "[cnn_models][memory]") {
+  // Inference keeps nothing for a backward pass: the arena holds a few feature maps at a time, the
+  // widest layer's input and output at least, where training holds them all.
+  size_t arena[2] = {0, 0};
+  for (const bool forward_only : {false, true}) {
+    dpbench::RunConfig config;
+    config.model = "resnet50";
+    config.batch_size = 1;
+    config.forward_only = forward_only;
+    const auto model = dpbench::find_model("resnet50")->create(config);
+    const dpbench::Network& net = network_of(*model);
+    check_arena_plan(net, {});
+    arena[forward_only ? 1 : 0] = net.arena().bytes;
+    if (!forward_only) continue;
+    // The logits stay for the caller; the stem's output (the widest) is in the busiest moment.
+    const int logits = net.value_buffer(net.logits());
+    int last = 0;
+    for (size_t b = 0; b < net.buffer_bytes().size(); ++b)
+      for (const auto& span : net.live_spans(static_cast<int>(b))) last = std::max(last, span.last);
+    CHECK(net.live_spans(logits).back().last == last);
+    CHECK(net.arena().bytes >= 2 * net.shape(net.find("conv1")).bytes());
+  }
+  INFO("training " << arena[0] << " bytes, forward only " << arena[1]);
+  CHECK(arena[1] * 10 < arena[0]);
+}
+
+TEST_CASE("a step whose buffers share memory computes to the bit what one whose buffers have their own does",
+          "[cnn_models][memory]") {
+  for (const bool fused : {false, true}) {
+    for (const char* format : {"NCHW", "NHWC"}) {
+      for (const auto& [precision, copy_type] : {std::pair{dpbench::Precision::fp32, dpbench::DataType::f32},
+                                                 std::pair{dpbench::Precision::bf16, dpbench::DataType::bf16}}) {
+        INFO(format << ", " << dpbench::precision_name(precision) << (fused ? ", batch norm and ReLU fused" : ""));
+        dpbench::RunConfig config;
+        config.batch_size = 3;
+        config.data_format = format;
+        config.precision = precision;
+        auto model_sharing = [&](bool share) {
+          return dpbench::CnnModel("tiny", config, dpbench::ImageSpec{3, 8, 8, 4},
+                                   [fused, share](dpbench::Network& net, dpbench::TensorId images) {
+                                     net.set_share_memory(share);
+                                     return build_tiny_graph(net, images, fused);
+                                   });
+        };
+        const dpbench::CnnModel shared = model_sharing(true), apart = model_sharing(false);
+        check_arena_plan(shared.network(), {});
+        CHECK(shared.network().arena().bytes < apart.network().arena().bytes);
+        OneReplica a(shared, copy_type), b(apart, copy_type);
+        CHECK(a.forward() == b.forward());
+        dpbench::testing::check_same_bits(a.backward(), b.backward(), "gradients");
+        // A second step over the first's leftovers.
+        CHECK(a.forward() == b.forward());
+        dpbench::testing::check_same_bits(a.backward(), b.backward(), "gradients");
+      }
+    }
+  }
+}
 
 TEST_CASE("a convolution's ReLU rides in the next max pool's backward, gradients unchanged", "[cnn_models]") {
   for (const char* format : {"NCHW", "NHWC"}) {
