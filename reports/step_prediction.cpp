@@ -188,6 +188,16 @@ ScheduleShape shape_on(const SystemModel& system, int gpus) {
   return ScheduleShape{gpus, per_host, (gpus + per_host - 1) / per_host};
 }
 
+MeasuredMemory measured_memory_from(const MemoryFigures& figures, int batch_size) {
+  MeasuredMemory measured;
+  measured.replica = figures.at_window_peak;
+  measured.replica[static_cast<size_t>(MemoryCategory::communication)] = 0;  // its strategy's
+  measured.set_up_excess_bytes =
+      figures.peak_bytes > figures.window_peak_bytes ? figures.peak_bytes - figures.window_peak_bytes : 0;
+  measured.batch_size = batch_size;
+  return measured;
+}
+
 CategoryBytes replica_bytes_at(const MeasuredMemory& measured, int64_t batch) {
   CategoryBytes bytes = measured.replica;
   const double ratio = static_cast<double>(batch) / std::max(1, measured.batch_size);
@@ -205,6 +215,7 @@ MemoryPrediction predict_memory(const MeasuredMemory& measured, const StrategyMe
   MemoryPrediction prediction;
   prediction.batch_size = batch;
   prediction.bytes = device_bytes_under(strategy, replica_bytes_at(measured, batch));
+  prediction.set_up_excess_bytes = measured.set_up_excess_bytes;
   prediction.pinned_host_bytes = strategy.pinned_host_added;
   prediction.rule = strategy.rule;
   prediction.largest_batch = largest_batch_that_fits(
