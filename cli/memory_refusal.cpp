@@ -73,6 +73,18 @@ std::string too_little_memory_line(const MemoryRefusal& refusal) {
       break;
     }
   }
+  if (refusal.recomputing_blocks && refusal.recomputing_blocks->fitted) {
+    const ReplicaMemoryFit& recomputing = *refusal.recomputing_blocks;
+    const uint64_t recomputing_need = total_bytes(refused_device_bytes(recomputing, refusal.strategy, fit.batch_size));
+    const int64_t recomputing_largest =
+        std::min<int64_t>(largest_fitting_batch(recomputing, refusal.strategy), fit.batch_size);
+    if (recomputing_need <= available) {
+      line += ", or this batch with --activation_checkpointing=blocks (" +
+              in_unit(static_cast<double>(recomputing_need), unit.bytes) + " " + unit.name + ")";
+    } else if (recomputing_largest > largest) {
+      line += ", or --batch_size=" + std::to_string(recomputing_largest) + " with --activation_checkpointing=blocks";
+    }
+  }
   return line;
 }
 

@@ -148,6 +148,11 @@ RunnerSettings runner_settings(const RunConfig& config) {
   settings.stop_requested = [] { return interrupt_signal() != 0; };
   settings.processes = process_group();
   settings.nvtx = config.nvtx;
+  settings.model_for_batch = [config](int batch) {
+    RunConfig at_batch = config;
+    at_batch.batch_size = batch;
+    return find_model(config.model)->create(at_batch);
+  };
   // A device stuck in an NCCL wait after another failed would hold the process forever: end it
   // with the failure's message instead (no result is written; nothing was).
   settings.on_stuck_devices = [](const std::string& failure) {
@@ -300,13 +305,43 @@ std::string data_line(const DataConfig& data_config, const FeedSettings& feed, c
 
 // Note [too little memory] (engine/training/runner.h): the runner's fit of one replica, with each
 // strategy's share from its rule in the strategies' table, as one line.
-std::string describe_too_little_memory(const RunConfig& config, const Model& model, const ReplicaMemoryFit& fit) {
+// Note [too little memory]: the same replica recomputing its blocks, sized on the device that
+// refused the run, where the model can recompute them and the run does not already; a measurement
+// of the activations kept either way, not a ratio. nullopt where there is nothing to size.
+std::optional<ReplicaMemoryFit> fit_recomputing_blocks(const RunConfig& config, const ReplicaMemoryFit& fit,
+                                                       const RunnerSettings& settings,
+                                                       std::vector<std::unique_ptr<Device>>& devices) {
+  if (config.recomputes_blocks() || config.forward_only || !fit.fitted) return std::nullopt;
+  const ModelEntry* entry = find_model(config.model);
+  if (entry == nullptr || !entry->create || !why_blocks_are_not_recomputed(*entry, config.sequence).empty())
+    return std::nullopt;
+  RunConfig recomputing = config;
+  recomputing.activation_checkpointing = "blocks";
+  const std::unique_ptr<Model> model = entry->create(recomputing);
+  RunnerSettings recomputing_settings = settings;
+  recomputing_settings.model_for_batch = [entry, recomputing](int batch) {
+    RunConfig at_batch = recomputing;
+    at_batch.batch_size = batch;
+    return entry->create(at_batch);
+  };
+  for (size_t r = 0; r < devices.size(); ++r) {
+    if (devices[r]->index() != fit.device_index) continue;
+    const int world_rank = config.process_rank * static_cast<int>(devices.size()) + static_cast<int>(r);
+    return Runner::size_replica_memory(*model, *devices[r], recomputing_settings, world_rank, config.world_devices(),
+                                       fit.refused);
+  }
+  return std::nullopt;
+}
+
+std::string describe_too_little_memory(const RunConfig& config, const Model& model, const ReplicaMemoryFit& fit,
+                                       std::optional<ReplicaMemoryFit> recomputing_blocks) {
   const ParameterLayout& layout = model.layout();
   const std::vector<GradientRange> plan = plan_exchanges(layout, exchange_plan_options(config));
   const ScheduleShape shape{config.world_devices(), config.num_devices(), config.num_processes};
   const StrategyEntry* run_entry = resolve_strategy_name(config.variable_update);
   MemoryRefusal refusal;
   refusal.fit = fit;
+  refusal.recomputing_blocks = std::move(recomputing_blocks);
   if (run_entry != nullptr && run_entry->memory) refusal.strategy = run_entry->memory(config, layout, plan, shape);
   refusal.limit_source = config.device_memory > 0 ? "--device_memory" : "what the GPU had free when the run started";
   for (const PredictedVariant& variant : predicted_variants()) {
@@ -379,7 +414,8 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   try {
     runner = std::make_unique<Runner>(*model, *strategy, devices, settings);
   } catch (const TooLittleDeviceMemory& refused) {
-    throw ConfigError(describe_too_little_memory(config, *model, refused.fit()));
+    throw ConfigError(describe_too_little_memory(config, *model, refused.fit(),
+                                                 fit_recomputing_blocks(config, refused.fit(), settings, devices)));
   }
 
   // Sampled from here on; the summary keeps the measured steps' window only.
