@@ -782,10 +782,18 @@ RunMeasurements Runner::collect_measurements(const RunState& run) {
   if (first.parameters->sharded()) {  // the norm of the whole parameters, summed as an unsharded run sums them
     const std::vector<float> whole = strategy_.assembled_parameters(0);
     first.device->make_current();
-    Buffer values = first.device->allocate(whole.size() * sizeof(float),
-                                           MemoryTag{MemoryCategory::scratch, "parameter norm"});
-    first.device->copy_from_host(values.data(), whole.data(), whole.size() * sizeof(float));
-    result.param_norm = std::sqrt(first.device->ops().sum_squares(values.as<float>(), whole.size(), scratch));
+    // Where the whole parameters would pass the device's memory limit (the run was sized for its
+    // shard), the host sums them instead, in another order: a last bit may differ.
+    if (whole.size() * sizeof(float) > first.device->memory().room_for_transients()) {
+      double sum = 0;
+      for (float value : whole) sum += static_cast<double>(value) * value;
+      result.param_norm = std::sqrt(sum);
+    } else {
+      Buffer values = first.device->allocate(whole.size() * sizeof(float),
+                                             MemoryTag{MemoryCategory::scratch, "parameter norm"});
+      first.device->copy_from_host(values.data(), whole.data(), whole.size() * sizeof(float));
+      result.param_norm = std::sqrt(first.device->ops().sum_squares(values.as<float>(), whole.size(), scratch));
+    }
   } else {
     result.param_norm = std::sqrt(first.device->ops().sum_squares(first.parameters->parameters(),
                                                                  first.parameters->count(), scratch));
