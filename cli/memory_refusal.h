@@ -1,8 +1,9 @@
 // The run's one line when its configuration does not fit its devices' memory (Note [too little
 // memory] in engine/training/runner.h): what each category needs at the batch asked, what the
 // device has, the largest batch that fits, a strategy that would fit where another of the
-// strategies' table's configurations would, and recomputing the model's blocks where that would. Each strategy's share of the bytes comes from its
-// memory rule in the strategies' table (StrategyEntry::memory), as `dpbench predict` takes it.
+// strategies' table's configurations would, and recomputing the model's blocks where that would.
+// Each strategy's share of the bytes comes from its memory rule in the strategies' table
+// (StrategyEntry::memory), as `dpbench predict` takes it.
 #pragma once
 
 #include <optional>

@@ -156,8 +156,8 @@ Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_p
       }
     for (auto& device : devices) device->synchronize();
     replicas_.clear();
-    throw TooLittleDeviceMemory(size_replica_memory(model, *failed, settings_, world_rank,
-                                                    static_cast<int>(devices.size()) * settings_.num_processes, refused));
+    const int world_size = static_cast<int>(devices.size()) * settings_.num_processes;
+    throw TooLittleDeviceMemory(size_replica_memory(model, *failed, settings_, world_rank, world_size, refused));
   }
 }
 
@@ -248,7 +248,8 @@ void Runner::set_up(const Model& model, Strategy& strategy, std::vector<std::uni
       state->step_start.push_back(device.create_event(true));
       state->step_stop.push_back(device.create_event(true));
     }
-    state->losses = device.allocate_host_visible(sizeof(float) * total_steps, MemoryTag{MemoryCategory::trace, "runner"});
+    state->losses =
+        device.allocate_host_visible(sizeof(float) * total_steps, MemoryTag{MemoryCategory::trace, "runner"});
     std::fill_n(state->losses.as<float>(), total_steps, std::nanf(""));
     allocate_bookkeeping(device, *state);
     // During a step's update the cursor still holds the step's number (append_scalar advances

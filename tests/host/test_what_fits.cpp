@@ -196,7 +196,8 @@ TEST_CASE("memory predicted from one device's run is within 5% of runs at other 
           measured_step_peak = std::max(measured_step_peak, device.figures.window_peak_bytes);
         }
         const auto error = [](uint64_t predicted, uint64_t measured) {
-          return std::abs(static_cast<double>(predicted) - static_cast<double>(measured)) / static_cast<double>(measured);
+          return std::abs(static_cast<double>(predicted) - static_cast<double>(measured)) /
+                 static_cast<double>(measured);
         };
         CHECK(error(predicted.peak_bytes(), measured_peak) <= 0.05);
         CHECK(error(predicted.step_peak_bytes(), measured_step_peak) <= 0.05);
