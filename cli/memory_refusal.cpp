@@ -61,7 +61,9 @@ std::string too_little_memory_line(const MemoryRefusal& refusal) {
                      in_unit(static_cast<double>(fit.limit_bytes), unit.bytes) + " " + unit.name + " (" + refusal.limit_source + ")";
   // The fit is linear in the batch; should it ever call the refused batch fitting, the set-up's
   // own count (which refused it) is the one believed.
-  const int64_t largest = std::min<int64_t>(largest_fitting_batch(fit, refusal.strategy), fit.batch_size - 1);
+  const int64_t largest = refusal.largest_batch
+                              ? *refusal.largest_batch
+                              : std::min<int64_t>(largest_fitting_batch(fit, refusal.strategy), fit.batch_size - 1);
   line += largest > 0 ? "; the largest batch that fits is " + std::to_string(largest) + " (--batch_size=" +
                             std::to_string(largest) + ")"
                       : "; not even a batch of 1 fits with this strategy";

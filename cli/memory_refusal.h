@@ -6,6 +6,7 @@
 // (StrategyEntry::memory), as `dpbench predict` takes it.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -30,6 +31,8 @@ struct MemoryRefusal {
   // The same replica recomputing its blocks (--activation_checkpointing=blocks), sized on the
   // same device; absent where the model cannot, or the run already does.
   std::optional<ReplicaMemoryFit> recomputing_blocks;
+  // The largest batch that fits, checked by sizing the replica on the device; unset: the fit's.
+  std::optional<int64_t> largest_batch;
 };
 
 // One device's bytes, by category, at `batch` under `memory` (the fit's replica with the strategy's

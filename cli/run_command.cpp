@@ -333,8 +333,55 @@ std::optional<ReplicaMemoryFit> fit_recomputing_blocks(const RunConfig& config, 
   return std::nullopt;
 }
 
+// Note [too little memory]: the fit's largest batch under `memory`, checked by sizing the replica
+// there and one past it on the device that refused the run, moving by the fit's bytes per sample
+// until the one fits and the next does not (a few sizings at most). The fit is linear from
+// batches of 1 and 2; buffers rounded up to tiles, and workspaces that follow the algorithms
+// chosen at each batch, are not.
+int64_t checked_largest_batch(const RunConfig& config, const Model& model, const ReplicaMemoryFit& fit,
+                              const StrategyMemory& memory, const RunnerSettings& settings,
+                              std::vector<std::unique_ptr<Device>>& devices) {
+  int64_t largest = std::min<int64_t>(largest_fitting_batch(fit, memory), fit.batch_size - 1);
+  Device* device = nullptr;
+  int world_rank = 0;
+  for (size_t r = 0; r < devices.size(); ++r)
+    if (devices[r]->index() == fit.device_index) {
+      device = devices[r].get();
+      world_rank = config.process_rank * static_cast<int>(devices.size()) + static_cast<int>(r);
+    }
+  if (!fit.fitted || largest < 1 || device == nullptr) return largest;
+  const uint64_t available = fit.limit_bytes > fit.held_bytes ? fit.limit_bytes - fit.held_bytes : 0;
+  const uint64_t one = total_bytes(refused_device_bytes(fit, memory, 1));
+  const uint64_t per_sample = std::max<uint64_t>(1, total_bytes(refused_device_bytes(fit, memory, 2)) - one);
+  // The device's bytes at `batch`; nullopt where the device itself has too little for it.
+  auto need_at = [&](int64_t batch) -> std::optional<uint64_t> {
+    const std::optional<CategoryBytes> replica = Runner::size_replica_at(
+        model, *device, settings, world_rank, config.world_devices(), static_cast<int>(batch));
+    if (!replica) return std::nullopt;
+    return total_bytes(device_bytes_under(memory, *replica));
+  };
+  int64_t verified = 0;
+  constexpr int kMostSizings = 8;
+  for (int sizing = 0; sizing < kMostSizings && largest >= 1; ++sizing) {
+    const std::optional<uint64_t> need = need_at(largest);
+    if (!need || *need > available) {
+      const uint64_t over = need ? *need - available : per_sample;
+      largest -= std::max<int64_t>(1, static_cast<int64_t>((over + per_sample - 1) / per_sample));
+      continue;
+    }
+    verified = largest;
+    if (largest + 1 >= fit.batch_size) return largest;
+    const std::optional<uint64_t> next = need_at(largest + 1);
+    if (!next || *next > available) return largest;
+    largest += std::max<int64_t>(1, static_cast<int64_t>((available - *next) / per_sample));
+    largest = std::min<int64_t>(largest, fit.batch_size - 1);
+  }
+  return verified > 0 ? verified : std::max<int64_t>(largest, 0);
+}
+
 std::string describe_too_little_memory(const RunConfig& config, const Model& model, const ReplicaMemoryFit& fit,
-                                       std::optional<ReplicaMemoryFit> recomputing_blocks) {
+                                       std::optional<ReplicaMemoryFit> recomputing_blocks,
+                                       const RunnerSettings& settings, std::vector<std::unique_ptr<Device>>& devices) {
   const ParameterLayout& layout = model.layout();
   const std::vector<GradientRange> plan = plan_exchanges(layout, exchange_plan_options(config));
   const ScheduleShape shape{config.world_devices(), config.num_devices(), config.num_processes};
@@ -343,6 +390,7 @@ std::string describe_too_little_memory(const RunConfig& config, const Model& mod
   refusal.fit = fit;
   refusal.recomputing_blocks = std::move(recomputing_blocks);
   if (run_entry != nullptr && run_entry->memory) refusal.strategy = run_entry->memory(config, layout, plan, shape);
+  refusal.largest_batch = checked_largest_batch(config, model, fit, refusal.strategy, settings, devices);
   refusal.limit_source = config.device_memory > 0 ? "--device_memory" : "what the GPU had free when the run started";
   for (const PredictedVariant& variant : predicted_variants()) {
     const StrategyEntry* entry = find_strategy(variant.strategy);
@@ -415,7 +463,8 @@ Result run_benchmark(const ParsedRunFlags& flags) {
     runner = std::make_unique<Runner>(*model, *strategy, devices, settings);
   } catch (const TooLittleDeviceMemory& refused) {
     throw ConfigError(describe_too_little_memory(config, *model, refused.fit(),
-                                                 fit_recomputing_blocks(config, refused.fit(), settings, devices)));
+                                                 fit_recomputing_blocks(config, refused.fit(), settings, devices),
+                                                 settings, devices));
   }
 
   // Sampled from here on; the summary keeps the measured steps' window only.

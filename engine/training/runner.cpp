@@ -161,6 +161,37 @@ Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_p
   }
 }
 
+std::optional<CategoryBytes> Runner::size_replica_at(const Model& model, Device& device,
+                                                    const RunnerSettings& settings, int world_rank, int world_size,
+                                                    int batch) {
+  device.make_current();
+  MemoryLedger& ledger = device.memory();
+  const uint64_t limit = device.memory_limit();
+  device.set_memory_limit(0);
+  const CategoryBytes before = ledger.figures().held;
+  CategoryBytes sized{};
+  bool fitted = true;
+  try {
+    ParameterSet parameters(device, model.layout(), settings.weight_copy_type);
+    Optimizer optimizer(device, settings.optimizer, model.layout().total_count());
+    const ReplicaShard shard{world_rank, world_size, batch, settings.seed};
+    const std::unique_ptr<Model> rebuilt = settings.model_for_batch ? settings.model_for_batch(batch) : nullptr;
+    std::unique_ptr<ModelReplica> replica = (rebuilt ? *rebuilt : model).create_replica(device, parameters, shard);
+    ReplicaState bookkeeping;
+    allocate_bookkeeping(device, bookkeeping);
+    device.synchronize();
+    // Once set up: what the steps hold (they allocate nothing); the set-up's transients are left
+    // out (Note [too little memory]).
+    const CategoryBytes held = ledger.figures().held;
+    for (size_t c = 0; c < sized.size(); ++c) sized[c] = held[c] > before[c] ? held[c] - before[c] : 0;
+  } catch (const OutOfDeviceMemory&) {
+    fitted = false;
+  }
+  device.set_memory_limit(limit);
+  if (!fitted) return std::nullopt;
+  return sized;
+}
+
 ReplicaMemoryFit Runner::size_replica_memory(const Model& model, Device& device, const RunnerSettings& settings,
                                              int world_rank, int world_size, const std::string& refused) {
   ReplicaMemoryFit fit;
@@ -170,37 +201,14 @@ ReplicaMemoryFit Runner::size_replica_memory(const Model& model, Device& device,
   fit.refused = refused;
   device.make_current();
   fit.held_bytes = total_bytes(device.memory().figures().held);
-  // What one replica alone holds at `batch` once set up: what its steps hold (they allocate
-  // nothing); the set-up's transients are left out (Note [too little memory]).
-  auto size_at = [&](int batch) {
-    MemoryLedger& ledger = device.memory();
-    const CategoryBytes before = ledger.figures().held;
-    CategoryBytes sized{};
-    {
-      ParameterSet parameters(device, model.layout(), settings.weight_copy_type);
-      Optimizer optimizer(device, settings.optimizer, model.layout().total_count());
-      const ReplicaShard shard{world_rank, world_size, batch, settings.seed};
-      const std::unique_ptr<Model> rebuilt = settings.model_for_batch ? settings.model_for_batch(batch) : nullptr;
-      std::unique_ptr<ModelReplica> replica = (rebuilt ? *rebuilt : model).create_replica(device, parameters, shard);
-      ReplicaState bookkeeping;
-      allocate_bookkeeping(device, bookkeeping);
-      device.synchronize();
-      const CategoryBytes held = ledger.figures().held;
-      for (size_t c = 0; c < sized.size(); ++c) sized[c] = held[c] > before[c] ? held[c] - before[c] : 0;
-    }
-    return sized;
-  };
-  const uint64_t limit = device.memory_limit();
-  device.set_memory_limit(0);
-  try {
-    const CategoryBytes one = size_at(1), two = size_at(2);
-    fit.at_one_sample = one;
-    for (size_t c = 0; c < one.size(); ++c) fit.per_sample[c] = two[c] > one[c] ? two[c] - one[c] : 0;
-    fit.fitted = true;
-  } catch (const OutOfDeviceMemory&) {
-    fit.fitted = false;
+  const std::optional<CategoryBytes> one = size_replica_at(model, device, settings, world_rank, world_size, 1);
+  const std::optional<CategoryBytes> two =
+      one ? size_replica_at(model, device, settings, world_rank, world_size, 2) : std::nullopt;
+  fit.fitted = one && two;
+  if (fit.fitted) {
+    fit.at_one_sample = *one;
+    for (size_t c = 0; c < one->size(); ++c) fit.per_sample[c] = (*two)[c] > (*one)[c] ? (*two)[c] - (*one)[c] : 0;
   }
-  device.set_memory_limit(limit);
   return fit;
 }
 

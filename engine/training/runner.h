@@ -10,6 +10,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -101,8 +102,10 @@ struct RunnerSettings {
 // search's buffers, Note [search memory] in engine/cuda/device_memory.h) is no need: a search
 // takes only the room the limit leaves, and with less it searches less. The fit says what the
 // batch asked for needs and, with the strategy's own buffers that the caller adds, the largest
-// batch that fits; the fit is exact to the byte, so that batch runs and the next is refused.
-// It throws TooLittleDeviceMemory with that fit; the command line turns it into one line.
+// batch that fits. It throws TooLittleDeviceMemory with that fit; the command line turns it into
+// one line, after checking that largest batch by sizing the replica there and one past it
+// (size_replica_at): the fit is linear, and buffers rounded up to tiles or workspaces that follow
+// the algorithms chosen at each batch are not.
 struct ReplicaMemoryFit {
   int device_index = 0;      // the device that ran out
   uint64_t limit_bytes = 0;  // its memory limit
@@ -147,6 +150,11 @@ class Runner {
   // same model recomputing its blocks) on the device that refused the run.
   static ReplicaMemoryFit size_replica_memory(const Model& model, Device& device, const RunnerSettings& settings,
                                               int world_rank, int world_size, const std::string& refused);
+  // One replica's bytes at `batch` alone on `device`, unlimited, as held once set up; nullopt
+  // where the device itself has too little memory for it.
+  static std::optional<CategoryBytes> size_replica_at(const Model& model, Device& device,
+                                                      const RunnerSettings& settings, int world_rank, int world_size,
+                                                      int batch);
   // Replica `replica`'s parameters now (blocking), e.g. after run(): for checking that strategies
   // train the same model.
   std::vector<float> parameters_of(int replica) const;

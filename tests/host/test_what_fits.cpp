@@ -338,6 +338,18 @@ TEST_CASE("the refusal suggests recomputing the blocks where that fits the batch
       [&] { run_benchmark(parse_run_flags(limited, DeviceInventory{})); }, "refusal");
   CHECK(line.rfind("too little memory on device 0 for --batch_size=64: ", 0) == 0);
   CHECK(line.find(", or this batch with --activation_checkpointing=blocks (") != std::string::npos);
+  // The largest batch the line names is checked by sizing on the device, so it holds where the
+  // fit's line from batches of 1 and 2 is a little off (gpt's buffers rounded up to tiles): it
+  // runs, and one more is refused.
+  const std::string named = "the largest batch that fits is ";
+  REQUIRE(line.find(named) != std::string::npos);
+  const int largest = std::stoi(line.substr(line.find(named) + named.size()));
+  REQUIRE(largest > 1);
+  RunConfig at_largest = keeping;
+  at_largest.batch_size = largest;
+  CHECK(run_within(at_largest, limit) == nullptr);
+  at_largest.batch_size = largest + 1;
+  CHECK(run_within(at_largest, limit) != nullptr);
   // The fit is linear in the batch from batches of 1 and 2; gpt's buffers rounded up to tiles
   // hold a few KiB more at 64 than it extrapolates (0.3% here).
   const std::unique_ptr<ReplicaMemoryFit> recomputed_run = run_within(recomputing, limit + limit / 100);
