@@ -111,9 +111,10 @@ std::string memory_model_text() {
          "buffers is one replica; the categories that grow with the batch (activations, scratch, workspaces, "
          "data) are scaled in proportion to the batch, the others kept; each strategy's memory rule (the "
          "strategies' table) then keeps each category whole or a 1/N share on every device and adds its "
-         "exchange buffers for the largest bucket at that GPU count. Peak is the whole run's: the steps' "
-         "categories plus how far BASE's set-up peak passed its steps' (its algorithm searches), a fixed "
-         "term. The largest batch that fits is the largest whose steps' bytes are at most the device memory "
+         "exchange buffers for the largest bucket at that GPU count. Peak is the whole run's: BASE's "
+         "whole-run peak (at_peak: its set-up's searches, its warm-up's timings) scaled the same way, but for "
+         "the workspaces it held past its steps' (a search's), which stay; at least the steps' categories. "
+         "The largest batch that fits is the largest whose steps' bytes are at most the device memory "
          "(the set-up's searches take only the room the memory limit leaves).";
 }
 

@@ -84,7 +84,10 @@ auto first_usable_algorithm(const std::vector<Perf>& results, int returned, size
 // cleared rather than left as the thread's last error.
 class SearchScratch {
  public:
-  explicit SearchScratch(MemoryLedger& memory) : memory_(memory) {}
+  // The search's tensors are scratch; its workspace is recorded as a workspace, which memory
+  // predictions keep fixed past the steps' (Note [memory from one run] in reports/step_prediction.h).
+  explicit SearchScratch(MemoryLedger& memory, MemoryCategory category = MemoryCategory::scratch)
+      : memory_(memory), tag_{category, "convolution algorithm search"} {}
   ~SearchScratch() {
     if (data_ != nullptr && cudaFree(data_) != cudaSuccess) (void)cudaGetLastError();
   }
@@ -95,14 +98,14 @@ class SearchScratch {
   void allocate(size_t bytes) {
     DPB_CUDA_CHECK(cudaMalloc(&data_, std::max<size_t>(bytes, 1)));
     bytes_ = bytes;
-    entry_ = memory_.record(kTag, MemoryPlace::device, bytes);
+    entry_ = memory_.record(tag_, MemoryPlace::device, bytes);
   }
   // Up to `bytes`, halving under memory pressure down to 1 MiB; may end with nothing.
   void allocate_at_most(size_t bytes) {
     while (bytes > 0) {
       if (cudaMalloc(&data_, bytes) == cudaSuccess) {
         bytes_ = bytes;
-        entry_ = memory_.record(kTag, MemoryPlace::device, bytes);
+        entry_ = memory_.record(tag_, MemoryPlace::device, bytes);
         return;
       }
       (void)cudaGetLastError();
@@ -116,8 +119,8 @@ class SearchScratch {
   MemoryLedger& memory() const { return memory_; }
 
  private:
-  inline static const MemoryTag kTag{MemoryCategory::scratch, "convolution algorithm search"};
   MemoryLedger& memory_;
+  MemoryTag tag_;
   void* data_ = nullptr;
   size_t bytes_ = 0;
   LedgerEntry entry_;
@@ -156,7 +159,8 @@ float time_of(const std::vector<Perf>& results, int returned, Algorithm algorith
 // Scratch tensors of a geometry filled like the models' own data, and a workspace: what the
 // algorithm searches time on.
 struct SearchBuffers {
-  explicit SearchBuffers(MemoryLedger& memory) : x(memory), w(memory), y(memory), workspace(memory) {}
+  explicit SearchBuffers(MemoryLedger& memory)
+      : x(memory), w(memory), y(memory), workspace(memory, MemoryCategory::workspaces) {}
   SearchScratch x, w, y, workspace;
 };
 

@@ -18,10 +18,10 @@ namespace dpbench {
 // half of what the GPU has free). So a search never refuses a run nor passes its limit. Within the
 // limit it can still lift the set-up's peak above the steps': a CNN replica has made its
 // activations when it sizes its convolutions' workspaces, and the search's tensors and workspace
-// come on top. That excess does not grow with the batch the way the steps' bytes do, so memory
-// predictions (Note [memory from one run] in reports/step_prediction.h) and the too-little-memory
-// fit (Note [too little memory] in engine/training/runner.h) take the steps' bytes as what scales
-// and the excess as a fixed term.
+// come on top. Its tensors grow with the batch, its workspace (recorded as a workspace) does not:
+// memory predictions keep that part fixed (Note [memory from one run] in
+// reports/step_prediction.h), and the too-little-memory fit leaves the transients out (Note [too
+// little memory] in engine/training/runner.h).
 
 // Move-only, like the buffer it owns.
 class DeviceMemory {

@@ -103,30 +103,40 @@ TEST_CASE("memory from one run scales the batch's categories and applies the str
   CHECK(sharded.largest_batch == (20000 - 6000) / 150);
   CHECK(predict_memory(measured, whole, 1, 12000).largest_batch == 0);
 
-  // A set-up transient past the steps' peak is a fixed term of the whole-run peak, and no need.
-  measured.set_up_excess_bytes = 700;
+  // The whole run's peak (a set-up search) scales as the steps' do, but for the workspace it held
+  // past the steps', which stays; it is no need.
+  measured.whole_run = measured.replica;
+  measured.whole_run[static_cast<size_t>(MemoryCategory::scratch)] = 200;     // 20 per sample
+  measured.whole_run[static_cast<size_t>(MemoryCategory::workspaces)] = 700;  // the search's, fixed
   const MemoryPrediction with_transient = predict_memory(measured, whole, 40, 20000);
   CHECK(with_transient.step_peak_bytes() == 4000 + 8000 + 4000 + 2000 + 300);
-  CHECK(with_transient.peak_bytes() == with_transient.step_peak_bytes() + 700);
+  CHECK(with_transient.peak_bytes() == with_transient.step_peak_bytes() + 800 + 700);
   CHECK(with_transient.largest_batch == 51);
+  // A whole-run peak that scales below the steps' is the steps'.
+  measured.whole_run = measured.replica;
+  measured.whole_run[static_cast<size_t>(MemoryCategory::activations)] = 0;
+  CHECK(predict_memory(measured, whole, 40, 20000).peak_bytes() == with_transient.step_peak_bytes());
 }
 
-TEST_CASE("a run's memory as a prediction's base is its steps' peak, and its set-up's excess over them",
-          "[what_fits]") {
+TEST_CASE("a run's memory as a prediction's base is its steps' peak and its whole-run peak", "[what_fits]") {
   MemoryFigures figures;
   figures.at_window_peak[static_cast<size_t>(MemoryCategory::activations)] = 1000;
   figures.at_window_peak[static_cast<size_t>(MemoryCategory::communication)] = 300;
   figures.window_peak_bytes = 1300;
-  figures.at_peak[static_cast<size_t>(MemoryCategory::scratch)] = 2000;  // a search's, at set-up
-  figures.peak_bytes = 2000;
+  figures.at_peak[static_cast<size_t>(MemoryCategory::workspaces)] = 2000;  // a search's, at set-up
+  figures.at_peak[static_cast<size_t>(MemoryCategory::communication)] = 300;
+  figures.peak_bytes = 2300;
   const MeasuredMemory measured = measured_memory_from(figures, 8);
   CHECK(of(measured.replica, MemoryCategory::activations) == 1000);
-  CHECK(of(measured.replica, MemoryCategory::scratch) == 0);
+  CHECK(of(measured.replica, MemoryCategory::workspaces) == 0);
   CHECK(of(measured.replica, MemoryCategory::communication) == 0);  // the strategy's rule adds it
-  CHECK(measured.set_up_excess_bytes == 700);
+  CHECK(of(measured.whole_run, MemoryCategory::workspaces) == 2000);
+  CHECK(of(measured.whole_run, MemoryCategory::communication) == 0);
   CHECK(measured.batch_size == 8);
-  figures.peak_bytes = figures.window_peak_bytes;  // the steps are the peak: nothing fixed
-  CHECK(measured_memory_from(figures, 8).set_up_excess_bytes == 0);
+  // At twice the batch: the steps' activations double; the search's workspace stays.
+  const MemoryPrediction predicted = predict_memory(measured, StrategyMemory{}, 16, uint64_t{1} << 40);
+  CHECK(predicted.step_peak_bytes() == 2000);
+  CHECK(predicted.peak_bytes() == 2000);  // max(steps 2000, whole run 0 * 2 + 2000)
 }
 
 TEST_CASE("every strategy's memory rule is what its run holds on the reference backend",
