@@ -303,9 +303,7 @@ std::string data_line(const DataConfig& data_config, const FeedSettings& feed, c
   return line + "\n";
 }
 
-// Note [too little memory] (engine/training/runner.h): the runner's fit of one replica, with each
-// strategy's share from its rule in the strategies' table, as one line.
-// Note [too little memory]: the same replica recomputing its blocks, sized on the device that
+// Note [too little memory] (engine/training/runner.h): the same replica recomputing its blocks, sized on the device that
 // refused the run, where the model can recompute them and the run does not already; a measurement
 // of the activations kept either way, not a ratio. nullopt where there is nothing to size.
 std::optional<ReplicaMemoryFit> fit_recomputing_blocks(const RunConfig& config, const ReplicaMemoryFit& fit,
@@ -379,6 +377,8 @@ int64_t checked_largest_batch(const RunConfig& config, const Model& model, const
   return verified > 0 ? verified : std::max<int64_t>(largest, 0);
 }
 
+// Note [too little memory]: the runner's fit of one replica, with each strategy's share from its
+// rule in the strategies' table, its largest batch checked on the device, as one line.
 std::string describe_too_little_memory(const RunConfig& config, const Model& model, const ReplicaMemoryFit& fit,
                                        std::optional<ReplicaMemoryFit> recomputing_blocks,
                                        const RunnerSettings& settings, std::vector<std::unique_ptr<Device>>& devices) {
