@@ -61,7 +61,9 @@ std::string too_little_memory_line(const MemoryRefusal& refusal) {
                      in_unit(static_cast<double>(fit.limit_bytes), unit.bytes) + " " + unit.name + " (" + refusal.limit_source + ")";
   // The fit is linear in the batch; should it ever call the refused batch fitting, the set-up's
   // own count (which refused it) is the one believed.
-  const int64_t largest = std::min<int64_t>(largest_fitting_batch(fit, refusal.strategy), fit.batch_size - 1);
+  const int64_t largest = refusal.largest_batch
+                              ? *refusal.largest_batch
+                              : std::min<int64_t>(largest_fitting_batch(fit, refusal.strategy), fit.batch_size - 1);
   line += largest > 0 ? "; the largest batch that fits is " + std::to_string(largest) + " (--batch_size=" +
                             std::to_string(largest) + ")"
                       : "; not even a batch of 1 fits with this strategy";
@@ -71,6 +73,18 @@ std::string too_little_memory_line(const MemoryRefusal& refusal) {
       line += ", or this batch with " + other.flags + " (" + in_unit(static_cast<double>(other_need), unit.bytes) +
               " " + unit.name + ")";
       break;
+    }
+  }
+  if (refusal.recomputing_blocks && refusal.recomputing_blocks->fitted) {
+    const ReplicaMemoryFit& recomputing = *refusal.recomputing_blocks;
+    const uint64_t recomputing_need = total_bytes(refused_device_bytes(recomputing, refusal.strategy, fit.batch_size));
+    const int64_t recomputing_largest =
+        std::min<int64_t>(largest_fitting_batch(recomputing, refusal.strategy), fit.batch_size);
+    if (recomputing_need <= available) {
+      line += ", or this batch with --activation_checkpointing=blocks (" +
+              in_unit(static_cast<double>(recomputing_need), unit.bytes) + " " + unit.name + ")";
+    } else if (recomputing_largest > largest) {
+      line += ", or --batch_size=" + std::to_string(recomputing_largest) + " with --activation_checkpointing=blocks";
     }
   }
   return line;

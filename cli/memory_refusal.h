@@ -1,10 +1,13 @@
 // The run's one line when its configuration does not fit its devices' memory (Note [too little
 // memory] in engine/training/runner.h): what each category needs at the batch asked, what the
-// device has, the largest batch that fits, and a strategy that would fit where another of the
-// strategies' table's configurations would. Each strategy's share of the bytes comes from its
-// memory rule in the strategies' table (StrategyEntry::memory), as `dpbench predict` takes it.
+// device has, the largest batch that fits, a strategy that would fit where another of the
+// strategies' table's configurations would, and recomputing the model's blocks where that would.
+// Each strategy's share of the bytes comes from its memory rule in the strategies' table
+// (StrategyEntry::memory), as `dpbench predict` takes it.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +28,11 @@ struct MemoryRefusal {
   StrategyMemory strategy;                        // the run's
   std::vector<StrategyMemoryChoice> alternatives; // others of the table, in its order
   std::string limit_source;                       // "--device_memory=7MiB", "what the GPU had free"
+  // The same replica recomputing its blocks (--activation_checkpointing=blocks), sized on the
+  // same device; absent where the model cannot, or the run already does.
+  std::optional<ReplicaMemoryFit> recomputing_blocks;
+  // The largest batch that fits, checked by sizing the replica on the device; unset: the fit's.
+  std::optional<int64_t> largest_batch;
 };
 
 // One device's bytes, by category, at `batch` under `memory` (the fit's replica with the strategy's
@@ -36,7 +44,8 @@ int64_t largest_fitting_batch(const ReplicaMemoryFit& fit, const StrategyMemory&
 
 // "too little memory on device 0 for --batch_size=65: it needs 7.2 MiB (parameters 3.0, ...), and
 // 7.0 MiB is free of its 7.0 MiB (--device_memory=7MiB); the largest batch that fits is 63
-// (--batch_size=63)", one line, no newline.
+// (--batch_size=63)", one line, no newline; then, where one would fit this batch, another
+// strategy of the table, and --activation_checkpointing=blocks (or the larger batch it fits).
 std::string too_little_memory_line(const MemoryRefusal& refusal);
 
 // "parameters 3.0, gradients 3.0, ..." in `unit`, the categories that hold anything.

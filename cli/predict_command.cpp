@@ -131,27 +131,35 @@ std::vector<std::string> curve_notes(const std::vector<CollectiveCurve>& curves,
   return notes;
 }
 
-// Note [memory from one run]: BASE's peak per device as one replica at its batch; none where it has
-// no summary.memory (a result before schema 3).
+// Note [memory from one run]: BASE's steps' and whole-run peaks per device as one replica at its
+// batch; none where it has no summary.memory (a result before schema 3). A result without the
+// steps' figures has its whole-run peak as both.
 std::optional<MeasuredMemory> measured_memory_of(const Result& result) {
   const nlohmann::json& memory = result.summary.memory;
   if (!memory.is_object() || !memory.contains("devices") || !memory["devices"].is_array() || memory["devices"].empty())
     return std::nullopt;
   const nlohmann::json& device = memory["devices"].front();
   if (!device.contains("at_peak") || !device["at_peak"].is_object()) return std::nullopt;
+  const bool has_steps = device.contains("at_step_peak") && device["at_step_peak"].is_object();
+  const nlohmann::json& steps = has_steps ? device["at_step_peak"] : device["at_peak"];
   MeasuredMemory measured;
-  for (const MemoryCategoryInfo& category : memory_categories())
-    measured.replica[static_cast<size_t>(category.category)] =
-        static_cast<uint64_t>(std::max(0.0, memory_number(device["at_peak"], category.key)));
+  for (const MemoryCategoryInfo& category : memory_categories()) {
+    const size_t c = static_cast<size_t>(category.category);
+    measured.replica[c] = static_cast<uint64_t>(std::max(0.0, memory_number(steps, category.key)));
+    measured.whole_run[c] = static_cast<uint64_t>(std::max(0.0, memory_number(device["at_peak"], category.key)));
+  }
   measured.replica[static_cast<size_t>(MemoryCategory::communication)] = 0;  // its strategy's
+  measured.whole_run[static_cast<size_t>(MemoryCategory::communication)] = 0;
   // Its --trace_file's stamps are the trace's, not a run's: a row of them per traced step.
   try {
     const TracedStepWindow traced =
         resolve_traced_steps(config_text(result.config, "trace_steps"), result.config.value("num_warmup_batches", 0),
                              result.config.value("num_batches", 1));
     const uint64_t stamps = sizeof(int64_t) * StepTrace::kSlotsPerStep * static_cast<uint64_t>(std::max<int64_t>(0, traced.count()));
-    uint64_t& trace = measured.replica[static_cast<size_t>(MemoryCategory::trace)];
-    trace = trace > stamps ? trace - stamps : 0;
+    for (CategoryBytes* bytes : {&measured.replica, &measured.whole_run}) {
+      uint64_t& trace = (*bytes)[static_cast<size_t>(MemoryCategory::trace)];
+      trace = trace > stamps ? trace - stamps : 0;
+    }
   } catch (const ConfigError&) {
     // A window no run has (BASE's own checks refuse it elsewhere): its trace stays as recorded.
   }

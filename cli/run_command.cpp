@@ -148,6 +148,11 @@ RunnerSettings runner_settings(const RunConfig& config) {
   settings.stop_requested = [] { return interrupt_signal() != 0; };
   settings.processes = process_group();
   settings.nvtx = config.nvtx;
+  settings.model_for_batch = [config](int batch) {
+    RunConfig at_batch = config;
+    at_batch.batch_size = batch;
+    return find_model(config.model)->create(at_batch);
+  };
   // A device stuck in an NCCL wait after another failed would hold the process forever: end it
   // with the failure's message instead (no result is written; nothing was).
   settings.on_stuck_devices = [](const std::string& failure) {
@@ -298,16 +303,94 @@ std::string data_line(const DataConfig& data_config, const FeedSettings& feed, c
   return line + "\n";
 }
 
-// Note [too little memory] (engine/training/runner.h): the runner's fit of one replica, with each
-// strategy's share from its rule in the strategies' table, as one line.
-std::string describe_too_little_memory(const RunConfig& config, const Model& model, const ReplicaMemoryFit& fit) {
+// Note [too little memory] (engine/training/runner.h): the same replica recomputing its blocks, sized on the device that
+// refused the run, where the model can recompute them and the run does not already; a measurement
+// of the activations kept either way, not a ratio. nullopt where there is nothing to size.
+std::optional<ReplicaMemoryFit> fit_recomputing_blocks(const RunConfig& config, const ReplicaMemoryFit& fit,
+                                                       const RunnerSettings& settings,
+                                                       std::vector<std::unique_ptr<Device>>& devices) {
+  if (config.recomputes_blocks() || config.forward_only || !fit.fitted) return std::nullopt;
+  const ModelEntry* entry = find_model(config.model);
+  if (entry == nullptr || !entry->create || !why_blocks_are_not_recomputed(*entry, config.sequence).empty())
+    return std::nullopt;
+  RunConfig recomputing = config;
+  recomputing.activation_checkpointing = "blocks";
+  const std::unique_ptr<Model> model = entry->create(recomputing);
+  RunnerSettings recomputing_settings = settings;
+  recomputing_settings.model_for_batch = [entry, recomputing](int batch) {
+    RunConfig at_batch = recomputing;
+    at_batch.batch_size = batch;
+    return entry->create(at_batch);
+  };
+  for (size_t r = 0; r < devices.size(); ++r) {
+    if (devices[r]->index() != fit.device_index) continue;
+    const int world_rank = config.process_rank * static_cast<int>(devices.size()) + static_cast<int>(r);
+    return Runner::size_replica_memory(*model, *devices[r], recomputing_settings, world_rank, config.world_devices(),
+                                       fit.refused);
+  }
+  return std::nullopt;
+}
+
+// Note [too little memory]: the fit's largest batch under `memory`, checked by sizing the replica
+// there and one past it on the device that refused the run, moving by the fit's bytes per sample
+// until the one fits and the next does not (a few sizings at most). The fit is linear from
+// batches of 1 and 2; buffers rounded up to tiles, and workspaces that follow the algorithms
+// chosen at each batch, are not.
+int64_t checked_largest_batch(const RunConfig& config, const Model& model, const ReplicaMemoryFit& fit,
+                              const StrategyMemory& memory, const RunnerSettings& settings,
+                              std::vector<std::unique_ptr<Device>>& devices) {
+  int64_t largest = std::min<int64_t>(largest_fitting_batch(fit, memory), fit.batch_size - 1);
+  Device* device = nullptr;
+  int world_rank = 0;
+  for (size_t r = 0; r < devices.size(); ++r)
+    if (devices[r]->index() == fit.device_index) {
+      device = devices[r].get();
+      world_rank = config.process_rank * static_cast<int>(devices.size()) + static_cast<int>(r);
+    }
+  if (!fit.fitted || largest < 1 || device == nullptr) return largest;
+  const uint64_t available = fit.limit_bytes > fit.held_bytes ? fit.limit_bytes - fit.held_bytes : 0;
+  const uint64_t one = total_bytes(refused_device_bytes(fit, memory, 1));
+  const uint64_t per_sample = std::max<uint64_t>(1, total_bytes(refused_device_bytes(fit, memory, 2)) - one);
+  // The device's bytes at `batch`; nullopt where the device itself has too little for it.
+  auto need_at = [&](int64_t batch) -> std::optional<uint64_t> {
+    const std::optional<CategoryBytes> replica = Runner::size_replica_at(
+        model, *device, settings, world_rank, config.world_devices(), static_cast<int>(batch));
+    if (!replica) return std::nullopt;
+    return total_bytes(device_bytes_under(memory, *replica));
+  };
+  int64_t verified = 0;
+  constexpr int kMostSizings = 8;
+  for (int sizing = 0; sizing < kMostSizings && largest >= 1; ++sizing) {
+    const std::optional<uint64_t> need = need_at(largest);
+    if (!need || *need > available) {
+      const uint64_t over = need ? *need - available : per_sample;
+      largest -= std::max<int64_t>(1, static_cast<int64_t>((over + per_sample - 1) / per_sample));
+      continue;
+    }
+    verified = largest;
+    if (largest + 1 >= fit.batch_size) return largest;
+    const std::optional<uint64_t> next = need_at(largest + 1);
+    if (!next || *next > available) return largest;
+    largest += std::max<int64_t>(1, static_cast<int64_t>((available - *next) / per_sample));
+    largest = std::min<int64_t>(largest, fit.batch_size - 1);
+  }
+  return verified > 0 ? verified : std::max<int64_t>(largest, 0);
+}
+
+// Note [too little memory]: the runner's fit of one replica, with each strategy's share from its
+// rule in the strategies' table, its largest batch checked on the device, as one line.
+std::string describe_too_little_memory(const RunConfig& config, const Model& model, const ReplicaMemoryFit& fit,
+                                       std::optional<ReplicaMemoryFit> recomputing_blocks,
+                                       const RunnerSettings& settings, std::vector<std::unique_ptr<Device>>& devices) {
   const ParameterLayout& layout = model.layout();
   const std::vector<GradientRange> plan = plan_exchanges(layout, exchange_plan_options(config));
   const ScheduleShape shape{config.world_devices(), config.num_devices(), config.num_processes};
   const StrategyEntry* run_entry = resolve_strategy_name(config.variable_update);
   MemoryRefusal refusal;
   refusal.fit = fit;
+  refusal.recomputing_blocks = std::move(recomputing_blocks);
   if (run_entry != nullptr && run_entry->memory) refusal.strategy = run_entry->memory(config, layout, plan, shape);
+  refusal.largest_batch = checked_largest_batch(config, model, fit, refusal.strategy, settings, devices);
   refusal.limit_source = config.device_memory > 0 ? "--device_memory" : "what the GPU had free when the run started";
   const ProcessLayout processes =
       config.num_processes > 1 ? ProcessLayout::one_process_per_gpu : ProcessLayout::one_process;
@@ -381,7 +464,9 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   try {
     runner = std::make_unique<Runner>(*model, *strategy, devices, settings);
   } catch (const TooLittleDeviceMemory& refused) {
-    throw ConfigError(describe_too_little_memory(config, *model, refused.fit()));
+    throw ConfigError(describe_too_little_memory(config, *model, refused.fit(),
+                                                 fit_recomputing_blocks(config, refused.fit(), settings, devices),
+                                                 settings, devices));
   }
 
   // Sampled from here on; the summary keeps the measured steps' window only.

@@ -96,6 +96,8 @@ nlohmann::json memory_json(const MemoryPrediction& memory) {
     categories[category.key] = memory.bytes[static_cast<size_t>(category.category)];
   return {{"batch_size", memory.batch_size},
           {"peak_bytes", memory.peak_bytes()},
+          {"step_peak_bytes", memory.step_peak_bytes()},
+          {"set_up_excess_bytes", memory.set_up_excess_bytes},
           {"categories", categories},
           {"pinned_host_bytes", memory.pinned_host_bytes},
           {"largest_batch_that_fits", memory.largest_batch},
@@ -105,12 +107,15 @@ nlohmann::json memory_json(const MemoryPrediction& memory) {
 }  // namespace
 
 std::string memory_model_text() {
-  return "Memory: BASE's peak per device (summary.memory's at_peak, set-up included) without its exchange "
+  return "Memory: BASE's measured steps' peak per device (summary.memory's at_step_peak) without its exchange "
          "buffers is one replica; the categories that grow with the batch (activations, scratch, workspaces, "
          "data) are scaled in proportion to the batch, the others kept; each strategy's memory rule (the "
          "strategies' table) then keeps each category whole or a 1/N share on every device and adds its "
-         "exchange buffers for the largest bucket at that GPU count. The largest batch that fits is the "
-         "largest whose predicted peak is at most the device memory.";
+         "exchange buffers for the largest bucket at that GPU count. Peak is the whole run's: BASE's "
+         "whole-run peak (at_peak: its set-up's searches, its warm-up's timings) scaled the same way, but for "
+         "the workspaces it held past its steps' (a search's), which stay; at least the steps' categories. "
+         "The largest batch that fits is the largest whose steps' bytes are at most the device memory "
+         "(the set-up's searches take only the room the memory limit leaves).";
 }
 
 std::string prediction_model_text() {
@@ -214,7 +219,8 @@ std::string render_prediction_csv(const PredictionReport& report) {
       "system_file,curve_files,measured_runs,measured_min_items_per_sec,measured_max_items_per_sec,"
       "memory_batch_size,memory_peak_bytes";
   for (const MemoryCategoryInfo& category : memory_categories()) text += ",memory_" + std::string(category.key) + "_bytes";
-  text += ",largest_batch_that_fits,device_memory_bytes,measured_memory_peak_bytes,memory_error_pct\n";
+  text += ",largest_batch_that_fits,device_memory_bytes,measured_memory_peak_bytes,memory_error_pct,"
+          "memory_set_up_excess_bytes\n";
   std::string curve_files;  // ';' between them
   for (const CollectiveCurve& curve : report.curves) curve_files += (curve_files.empty() ? "" : ";") + curve.path;
   for (const PredictionRow& row : report.rows) {
@@ -237,7 +243,8 @@ std::string render_prediction_csv(const PredictionReport& report) {
     } else {
       text += std::string(",,") + std::string(memory_categories().size(), ',') + ",,";
     }
-    text += "," + csv_number(row.measured_memory_peak_bytes) + "," + csv_number(row.memory_error_pct()) + "\n";
+    text += "," + csv_number(row.measured_memory_peak_bytes) + "," + csv_number(row.memory_error_pct()) + "," +
+            (row.memory ? std::to_string(row.memory->set_up_excess_bytes) : std::string()) + "\n";
   }
   return text;
 }

@@ -188,14 +188,45 @@ ScheduleShape shape_on(const SystemModel& system, int gpus) {
   return ScheduleShape{gpus, per_host, (gpus + per_host - 1) / per_host};
 }
 
-CategoryBytes replica_bytes_at(const MeasuredMemory& measured, int64_t batch) {
-  CategoryBytes bytes = measured.replica;
-  const double ratio = static_cast<double>(batch) / std::max(1, measured.batch_size);
+MeasuredMemory measured_memory_from(const MemoryFigures& figures, int batch_size) {
+  MeasuredMemory measured;
+  measured.replica = figures.at_window_peak;
+  measured.whole_run = figures.at_peak;
+  measured.replica[static_cast<size_t>(MemoryCategory::communication)] = 0;  // its strategy's
+  measured.whole_run[static_cast<size_t>(MemoryCategory::communication)] = 0;
+  measured.batch_size = batch_size;
+  return measured;
+}
+
+namespace {
+
+// `bytes` of a run at `base_batch` per device, at `batch`: the categories that grow with it in
+// proportion, the others as they are.
+CategoryBytes scaled_to(CategoryBytes bytes, int base_batch, int64_t batch) {
+  const double ratio = static_cast<double>(batch) / std::max(1, base_batch);
   for (const MemoryCategoryInfo& category : memory_categories()) {
     uint64_t& held = bytes[static_cast<size_t>(category.category)];
     if (category.scales_with_batch) held = static_cast<uint64_t>(std::llround(static_cast<double>(held) * ratio));
   }
   return bytes;
+}
+
+// Note [memory from one run]: the whole run's peak at `batch`, its workspaces past the steps' fixed.
+CategoryBytes whole_run_bytes_at(const MeasuredMemory& measured, int64_t batch) {
+  const size_t workspaces = static_cast<size_t>(MemoryCategory::workspaces);
+  CategoryBytes base = measured.whole_run;
+  const uint64_t fixed =
+      base[workspaces] > measured.replica[workspaces] ? base[workspaces] - measured.replica[workspaces] : 0;
+  base[workspaces] -= fixed;
+  CategoryBytes bytes = scaled_to(base, measured.batch_size, batch);
+  bytes[workspaces] += fixed;
+  return bytes;
+}
+
+}  // namespace
+
+CategoryBytes replica_bytes_at(const MeasuredMemory& measured, int64_t batch) {
+  return scaled_to(measured.replica, measured.batch_size, batch);
 }
 
 MemoryPrediction predict_memory(const MeasuredMemory& measured, const StrategyMemory& strategy, int64_t batch,
@@ -205,6 +236,9 @@ MemoryPrediction predict_memory(const MeasuredMemory& measured, const StrategyMe
   MemoryPrediction prediction;
   prediction.batch_size = batch;
   prediction.bytes = device_bytes_under(strategy, replica_bytes_at(measured, batch));
+  const uint64_t whole_run = total_bytes(device_bytes_under(strategy, whole_run_bytes_at(measured, batch)));
+  prediction.set_up_excess_bytes =
+      whole_run > prediction.step_peak_bytes() ? whole_run - prediction.step_peak_bytes() : 0;
   prediction.pinned_host_bytes = strategy.pinned_host_added;
   prediction.rule = strategy.rule;
   prediction.largest_batch = largest_batch_that_fits(

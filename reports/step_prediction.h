@@ -157,28 +157,42 @@ StepPrediction predict_step(const MeasuredStep& measured, const StepSchedule& sc
 ScheduleShape shape_on(const SystemModel& system, int gpus);
 
 // Note [memory from one run]
-// A device's memory at another batch, strategy and device count, from one 1-device run's peak
-// (summary.memory's at_peak: each category when its total was largest, set-up included). Its
-// communication is its strategy's, so the replica is the rest. The categories that grow with the
-// batch (memory_categories()'s scales_with_batch) grow in proportion to it, the others stay; each
-// strategy's memory rule (StrategyEntry::memory) then says which categories every device keeps
-// whole or a 1/N share of, and which exchange buffers it adds. The largest batch that fits is the
-// largest whose total is at most the device's memory.
+// A device's memory at another batch, strategy and device count, from one 1-device run. Two
+// figures: its measured steps' peak (summary.memory's at_step_peak), and its whole-run peak
+// (at_peak, set-up and warm-up included). Each without its communication, which is its
+// strategy's, is one replica. The categories that grow with the batch (memory_categories()'s
+// scales_with_batch) grow in proportion to it, the others stay; each strategy's memory rule
+// (StrategyEntry::memory) then says which categories every device keeps whole or a 1/N share of,
+// and which exchange buffers it adds. The whole run's peak is most often a set-up or warm-up
+// transient (Note [search memory] in engine/cuda/device_memory.h) whose tensors grow with the
+// batch like the steps' (the searched layer's input and output, a linear layer's timing
+// buffers), but whose workspace does not: a convolution search takes what room there is, up to
+// 2 GiB. Scaled with the rest, that workspace made a ResNet-50 prediction 20% to 40% high at 2x
+// and 4x its batch, so the workspaces the whole-run peak held past the steps' stay fixed. The
+// predicted whole-run peak is at least the steps'. The largest batch that fits is the largest
+// whose steps' total is at most the device's memory: the set-up's transients take only the room
+// the memory limit leaves them, so they are no need.
 struct MeasuredMemory {
-  CategoryBytes replica{};  // the run's at_peak, its communication left out
-  int batch_size = 1;       // per device
+  CategoryBytes replica{};    // the run's at_step_peak, its communication left out
+  CategoryBytes whole_run{};  // the run's at_peak, its communication left out
+  int batch_size = 1;         // per device
 };
-// The replica's bytes at `batch` per device.
+// One device's figures (DeviceMemoryRecord::figures) of a run at `batch_size` per device.
+MeasuredMemory measured_memory_from(const MemoryFigures& figures, int batch_size);
+// The replica's bytes at `batch` per device, in its steps.
 CategoryBytes replica_bytes_at(const MeasuredMemory& measured, int64_t batch);
 
 struct MemoryPrediction {
   int64_t batch_size = 0;
-  CategoryBytes bytes{};          // one device's, the fullest
-  uint64_t pinned_host_bytes = 0; // beside it
-  // The largest batch per device whose bytes fit `device_memory`; 0: not even 1.
+  CategoryBytes bytes{};             // one device's (the fullest) at its steps' peak
+  uint64_t set_up_excess_bytes = 0;  // the whole-run peak past the steps'
+  uint64_t pinned_host_bytes = 0;    // beside it
+  // The largest batch per device whose steps' bytes fit `device_memory`; 0: not even 1.
   int64_t largest_batch = 0;
   std::string rule;               // the strategy's, in words
-  uint64_t peak_bytes() const { return total_bytes(bytes); }
+  uint64_t step_peak_bytes() const { return total_bytes(bytes); }
+  // The whole run's, set-up included: what summary.memory's peak_bytes will say.
+  uint64_t peak_bytes() const { return step_peak_bytes() + set_up_excess_bytes; }
 };
 MemoryPrediction predict_memory(const MeasuredMemory& measured, const StrategyMemory& strategy, int64_t batch,
                                 uint64_t device_memory);

@@ -8,6 +8,7 @@
 namespace dpbench {
 namespace {
 enum Slot { kTransferStart = 0, kTransferTotal = 1, kWaitStart = 2, kWaitTotal = 3, kSlots = 4 };
+static_assert(ExchangeMeter::kDeviceBytes == kSlots * sizeof(int64_t));
 }
 
 ExchangeMeter::ExchangeMeter(Device& device) : device_(&device) {

@@ -24,6 +24,8 @@ struct ExchangeTimes {
 
 class ExchangeMeter {
  public:
+  // What each meter holds on its device (trace): the strategies' memory rules add it.
+  static constexpr size_t kDeviceBytes = 4 * sizeof(int64_t);
   explicit ExchangeMeter(Device& device);
   // What the next transfer is, for a trace (engine/backend/step_trace.h): its span's name and args and
   // the "gradient ready" instant its arrow comes from (-1: none). begin_transfer takes it; set it

@@ -8,6 +8,7 @@
 #include "engine/backends.h"
 #include "engine/errors.h"
 #include "engine/training/optimizer.h"
+#include "strategies/exchange_meter.h"
 
 namespace dpbench {
 
@@ -108,6 +109,7 @@ StrategyMemory ParameterServerStrategy::memory_for(const StrategyOptions& option
                                                   const std::vector<GradientRange>& /*plan*/,
                                                   const ScheduleShape& /*shape*/) {
   StrategyMemory memory;
+  memory.added[static_cast<size_t>(MemoryCategory::trace)] = ExchangeMeter::kDeviceBytes;
   if (options.local_parameter_device == "cpu") {
     memory.pinned_host_added = 3 * layout.total_count() * sizeof(float);  // master, sum, staging (prepare)
     memory.rule = "every device holds a whole replica; the master copy, the gradients' sum and the staging are "

@@ -6,6 +6,7 @@
 
 #include "engine/errors.h"
 #include "engine/training/optimizer.h"
+#include "strategies/exchange_meter.h"
 #include "strategies/exchange_methods/exchange_methods.h"
 
 namespace dpbench {
@@ -133,6 +134,7 @@ StrategyMemory ReplicatedStrategy::memory_for(const StrategyOptions& options, co
   const ExchangeBuffers buffers = dense->buffer_bytes(largest, shape);
   StrategyMemory memory;
   memory.added[static_cast<size_t>(MemoryCategory::communication)] = buffers.device;
+  memory.added[static_cast<size_t>(MemoryCategory::trace)] = ExchangeMeter::kDeviceBytes;
   memory.pinned_host_added = buffers.pinned_host;
   memory.rule = std::string("every device holds a whole replica") +
                 (options.sharded_update ? " (each updates 1/N of the optimizer state, but holds all of it)" : "") +

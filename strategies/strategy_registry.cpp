@@ -7,6 +7,7 @@
 
 #include "engine/errors.h"
 #include "strategies/all_reduce_spec.h"
+#include "strategies/exchange_meter.h"
 #include "strategies/fully_sharded.h"
 #include "strategies/independent.h"
 #include "strategies/parameter_server.h"
@@ -159,6 +160,7 @@ std::vector<StrategyEntry> make_registry() {
     size_t largest = 0;
     for (const GradientRange& range : plan) largest = std::max(largest, range.count);
     StrategyMemory memory;
+    memory.added[static_cast<size_t>(MemoryCategory::trace)] = ExchangeMeter::kDeviceBytes;
     for (MemoryCategory kept : {MemoryCategory::parameters, MemoryCategory::gradients, MemoryCategory::optimizer_state})
       memory.kept[static_cast<size_t>(kept)] = group > 1 ? 1.0 / group : 1.0;
     if (group > 1) {

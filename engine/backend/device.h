@@ -133,7 +133,10 @@ class Device {
   // device's default: its memory is the host's). allocate() refuses to pass it, before it
   // allocates, with OutOfDeviceMemory (engine/errors.h).
   uint64_t memory_limit() const { return memory_limit_.load(); }
-  void set_memory_limit(uint64_t bytes) { memory_limit_ = bytes; }
+  void set_memory_limit(uint64_t bytes) {
+    memory_limit_ = bytes;
+    memory_->set_limit(bytes);
+  }
 
   // Where this device's memory went (engine/machine/memory_ledger.h). Whatever allocates on the
   // device outside allocate() (a backend's plans and workspaces) records itself here too.

@@ -88,7 +88,9 @@ struct AttentionScratch {
                             q_rows * g.q_stride * element,  kv_rows * g.k_stride * element,
                             kv_rows * g.v_stride * element, cuda_kernels::attention_workspace_bytes(g)};
     for (size_t i = 0; i < std::size(buffers); ++i) {
-      *buffers[i] = DeviceMemory(bytes[i], memory, MemoryTag{MemoryCategory::scratch, "attention path timing"});
+      // Within the device's memory limit, or not at all (Note [search memory] in device_memory.h).
+      *buffers[i] =
+          DeviceMemory::transient(bytes[i], memory, MemoryTag{MemoryCategory::scratch, "attention path timing"});
       DPB_CUDA_CHECK(cudaMemsetAsync(buffers[i]->data(), 0, std::max<size_t>(bytes[i], 1), stream));
     }
   }

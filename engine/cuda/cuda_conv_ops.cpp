@@ -84,7 +84,10 @@ auto first_usable_algorithm(const std::vector<Perf>& results, int returned, size
 // cleared rather than left as the thread's last error.
 class SearchScratch {
  public:
-  explicit SearchScratch(MemoryLedger& memory) : memory_(memory) {}
+  // The search's tensors are scratch; its workspace is recorded as a workspace, which memory
+  // predictions keep fixed past the steps' (Note [memory from one run] in reports/step_prediction.h).
+  explicit SearchScratch(MemoryLedger& memory, MemoryCategory category = MemoryCategory::scratch)
+      : memory_(memory), tag_{category, "convolution algorithm search"} {}
   ~SearchScratch() {
     if (data_ != nullptr && cudaFree(data_) != cudaSuccess) (void)cudaGetLastError();
   }
@@ -95,17 +98,18 @@ class SearchScratch {
   void allocate(size_t bytes) {
     DPB_CUDA_CHECK(cudaMalloc(&data_, std::max<size_t>(bytes, 1)));
     bytes_ = bytes;
-    entry_ = memory_.record(kTag, MemoryPlace::device, bytes);
+    entry_ = memory_.record(tag_, MemoryPlace::device, bytes);
   }
-  // Up to `bytes`, halving under memory pressure; may end with nothing.
+  // Up to `bytes`, halving under memory pressure down to 1 MiB; may end with nothing.
   void allocate_at_most(size_t bytes) {
-    for (; bytes >= (size_t{1} << 20); bytes /= 2) {
+    while (bytes > 0) {
       if (cudaMalloc(&data_, bytes) == cudaSuccess) {
         bytes_ = bytes;
-        entry_ = memory_.record(kTag, MemoryPlace::device, bytes);
+        entry_ = memory_.record(tag_, MemoryPlace::device, bytes);
         return;
       }
       (void)cudaGetLastError();
+      bytes = bytes >= (size_t{2} << 20) ? bytes / 2 : 0;
     }
     data_ = nullptr;
     bytes_ = 0;
@@ -115,8 +119,8 @@ class SearchScratch {
   MemoryLedger& memory() const { return memory_; }
 
  private:
-  inline static const MemoryTag kTag{MemoryCategory::scratch, "convolution algorithm search"};
   MemoryLedger& memory_;
+  MemoryTag tag_;
   void* data_ = nullptr;
   size_t bytes_ = 0;
   LedgerEntry entry_;
@@ -155,12 +159,30 @@ float time_of(const std::vector<Perf>& results, int returned, Algorithm algorith
 // Scratch tensors of a geometry filled like the models' own data, and a workspace: what the
 // algorithm searches time on.
 struct SearchBuffers {
-  explicit SearchBuffers(MemoryLedger& memory) : x(memory), w(memory), y(memory), workspace(memory) {}
+  explicit SearchBuffers(MemoryLedger& memory)
+      : x(memory), w(memory), y(memory), workspace(memory, MemoryCategory::workspaces) {}
   SearchScratch x, w, y, workspace;
 };
 
-void make_search_buffers(cudaStream_t stream, const ConvGeometry& g, SearchBuffers& buffers) {
+// The tensors' bytes a search of `g` holds besides its workspace (the 16-bit staging with them).
+size_t search_tensor_bytes(const ConvGeometry& g, size_t staging_floats) {
+  size_t bytes = g.input.bytes() + g.filter.bytes() + g.output.bytes();
+  if (g.input.type != DataType::f32)
+    bytes += std::min(std::max({g.input.count(), g.filter.count(), g.output.count()}), staging_floats) * sizeof(float);
+  return bytes;
+}
+
+constexpr size_t kStagingFloats = size_t{1} << 24;  // 64 MiB
+
+// False, allocating nothing, where the search's tensors and `kept_back` bytes (the caller's own
+// scratch beside them) do not fit the room the device's memory limit leaves (Note [search
+// memory] in device_memory.h): the caller then times nothing. The workspace is at most
+// `most_workspace`.
+bool make_search_buffers(cudaStream_t stream, const ConvGeometry& g, SearchBuffers& buffers, size_t kept_back = 0,
+                         size_t most_workspace = kMaxConvWorkspaceBytes) {
   SearchScratch &x = buffers.x, &w = buffers.w, &y = buffers.y, &workspace = buffers.workspace;
+  const uint64_t room = x.memory().room_for_transients();
+  if (search_tensor_bytes(g, kStagingFloats) + uint64_t{kept_back} > room) return false;
   x.allocate(g.input.bytes());
   w.allocate(g.filter.bytes());
   y.allocate(g.output.bytes());
@@ -168,7 +190,6 @@ void make_search_buffers(cudaStream_t stream, const ConvGeometry& g, SearchBuffe
   // would flatter kernels whose speed depends on the data (tensor cores draw less power on
   // zeros). Values like the models' own activations are the honest input.
   {
-    constexpr size_t kStagingFloats = size_t{1} << 24;  // 64 MiB
     SearchScratch staging(x.memory());
     if (g.input.type != DataType::f32) {
       const size_t largest = std::max({g.input.count(), g.filter.count(), g.output.count()});
@@ -182,8 +203,11 @@ void make_search_buffers(cudaStream_t stream, const ConvGeometry& g, SearchBuffe
   }
   size_t free_bytes = 0, total_bytes = 0;
   DPB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  // Leave half of what is free: the search must not starve whatever is allocated next.
-  workspace.allocate_at_most(std::min(kMaxConvWorkspaceBytes, free_bytes / 2));
+  // Leave half of what is free: the search must not starve whatever is allocated next. And keep
+  // within the limit: what room the tensors leave of it.
+  const uint64_t room_left = room - (g.input.bytes() + g.filter.bytes() + g.output.bytes() + kept_back);
+  workspace.allocate_at_most(static_cast<size_t>(std::min<uint64_t>({most_workspace, free_bytes / 2, room_left})));
+  return true;
 }
 
 // Note [convolution paths]
@@ -202,12 +226,13 @@ void make_search_buffers(cudaStream_t stream, const ConvGeometry& g, SearchBuffe
 
 // Times every algorithm of each pass on scratch tensors (cuDNN writes the outputs, which here are
 // scratch as well) and keeps the fastest that fits the workspace searched; with `graph`, also
-// each pass's graph-API plan (Note [convolution paths]).
-void search_conv_algorithms(cudnnHandle_t cudnn, cudaStream_t stream, MemoryLedger& memory, const ConvGeometry& g,
+// each pass's graph-API plan (Note [convolution paths]). False, choosing nothing, where the
+// tensors do not fit under the device's memory limit.
+bool search_conv_algorithms(cudnnHandle_t cudnn, cudaStream_t stream, MemoryLedger& memory, const ConvGeometry& g,
                             ConvPlan& plan, CudnnGraphConvolutions* graph) {
   const cudnnMathType_t math = plan.math_type;
   SearchBuffers buffers(memory);
-  make_search_buffers(stream, g, buffers);
+  if (!make_search_buffers(stream, g, buffers)) return false;
   SearchScratch &x = buffers.x, &w = buffers.w, &y = buffers.y, &workspace = buffers.workspace;
   // The graph plan of `pass` when it prepares and beats `classic_ms`; its workspace is recorded.
   auto graph_wins = [&](ConvPass pass, float classic_ms, float* winning_ms) {
@@ -262,6 +287,7 @@ void search_conv_algorithms(cudnnHandle_t cudnn, cudaStream_t stream, MemoryLedg
 
   // The scratch is freed on return; nothing queued may still be using it.
   DPB_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return true;
 }
 
 // cuDNN's heuristics: no allocation, no synchronisation, nothing run on the GPU.
@@ -324,11 +350,11 @@ void CudaBackend::choose_conv_algorithms(const ConvGeometry& g, ConvPlan& plan, 
   // A search allocates and synchronises, which a stream being captured into a graph forbids.
   // Deterministic runs never time: a timed choice can differ from run to run and process to
   // process, and with it the bits.
-  if (benchmark && !deterministic_ && !stream_capturing(stream_)) {
-    search_conv_algorithms(cudnn_, stream_, memory_, g, plan, &graph_convolutions());
-  } else {
-    choose_conv_algorithms_by_heuristics(cudnn_, g, plan, deterministic_);
-  }
+  // A search whose tensors would pass the device's memory limit leaves it to the heuristics
+  // (Note [search memory] in device_memory.h).
+  const bool searched = benchmark && !deterministic_ && !stream_capturing(stream_) &&
+                        search_conv_algorithms(cudnn_, stream_, memory_, g, plan, &graph_convolutions());
+  if (!searched) choose_conv_algorithms_by_heuristics(cudnn_, g, plan, deterministic_);
   DPB_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
       cudnn_, plan.input.get(), plan.filter.get(), plan.convolution.get(), plan.output.get(),
       plan.forward_algorithm, &plan.forward_workspace_bytes));
@@ -450,9 +476,10 @@ size_t CudaBackend::conv2d_bias_workspace_bytes(const ConvGeometry& g, bool relu
     return plan.workspace_bytes();
   plan.fused_bias_relu_decided = true;
   SearchBuffers buffers(memory_);
-  make_search_buffers(stream_, g, buffers);
+  const size_t bias_bytes = sizeof(float) * static_cast<size_t>(g.output.c);
+  if (!make_search_buffers(stream_, g, buffers, bias_bytes)) return plan.workspace_bytes();
   SearchScratch bias(memory_);
-  bias.allocate(sizeof(float) * static_cast<size_t>(g.output.c));
+  bias.allocate(bias_bytes);
   DPB_CUDA_CHECK(cudaMemsetAsync(bias.data(), 0, bias.bytes(), stream_));
   // What the fused kernel replaces: the chosen forward (timed by the search) and the bias pass.
   const float bias_ms = timed_on_stream(stream_, [&] {
@@ -495,15 +522,18 @@ size_t CudaBackend::conv2d_statistics_workspace_bytes(const ConvGeometry& g) {
   if (!may_time_fused_forward(stream_, plan, plan.fused_statistics_decided, cudnn_benchmark_, deterministic_))
     return plan.workspace_bytes();
   plan.fused_statistics_decided = true;
-  SearchBuffers buffers(memory_);
-  make_search_buffers(stream_, g, buffers);
   const size_t channels = static_cast<size_t>(g.output.c);
   // Per channel: the sums (2), gamma, beta; then the two saved arrays (batch_norm_saved_floats each).
   const size_t saved = batch_norm_saved_floats(g.output.c);
+  const size_t per_channel_bytes = sizeof(float) * (4 * channels + 2 * saved);
+  const size_t norm_workspace_bytes = cuda_kernels::batch_norm_workspace_bytes(g.output);
+  SearchBuffers buffers(memory_);
+  if (!make_search_buffers(stream_, g, buffers, per_channel_bytes + g.output.bytes() + norm_workspace_bytes))
+    return plan.workspace_bytes();
   SearchScratch per_channel(memory_), normalised(memory_), norm_workspace(memory_);
-  per_channel.allocate(sizeof(float) * (4 * channels + 2 * saved));
+  per_channel.allocate(per_channel_bytes);
   normalised.allocate(g.output.bytes());
-  norm_workspace.allocate(cuda_kernels::batch_norm_workspace_bytes(g.output));
+  norm_workspace.allocate(norm_workspace_bytes);
   float* sums = static_cast<float*>(per_channel.data());
   float* gamma = sums + 2 * channels;
   float* saved_mean = gamma + 2 * channels;
@@ -577,8 +607,10 @@ void CudaBackend::decide_graph_accumulate(const ConvGeometry& g, ConvPlan& plan,
   if (plan.graph_accumulate_decided || !cudnn_benchmark_ || deterministic_ || stream_capturing(stream_)) return;
   plan.graph_accumulate_decided = true;
   SearchBuffers buffers(memory_);
-  make_search_buffers(stream_, g, buffers);
+  // No more workspace than the call has: the timing runs within that.
+  if (!make_search_buffers(stream_, g, buffers, 0, workspace_bytes)) return;
   const size_t limit = std::min(workspace_bytes, buffers.workspace.bytes());
+  if (limit < plan.backward_data_workspace_bytes) return;  // the classic pass could not run to be timed
   const float one = 1.0f;
   const float classic_ms = timed_on_stream(stream_, [&] {
     DPB_CUDNN_CHECK(cudnnConvolutionBackwardData(

@@ -40,8 +40,9 @@ class LinearScratch {
  public:
   LinearScratch(cudaStream_t stream, MemoryLedger& memory, std::initializer_list<size_t> sizes) {
     for (size_t bytes : sizes) {
-      buffers_.emplace_back(std::max<size_t>(bytes, 1), memory,
-                            MemoryTag{MemoryCategory::scratch, "linear path timing"});
+      // Within the device's memory limit, or not at all (Note [search memory] in device_memory.h).
+      buffers_.push_back(DeviceMemory::transient(std::max<size_t>(bytes, 1), memory,
+                                                 MemoryTag{MemoryCategory::scratch, "linear path timing"}));
       DPB_CUDA_CHECK(cudaMemsetAsync(buffers_.back().data(), 0, buffers_.back().bytes(), stream));
     }
   }

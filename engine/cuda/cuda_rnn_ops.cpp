@@ -112,6 +112,11 @@ RnnPlan& CudaBackend::rnn_plan(const RnnGeometry& g) {
 std::optional<double> CudaBackend::time_own_persistent_lstm(const RnnGeometry& g) {
   const size_t element = data_type_bytes(g.type);
   const MemoryTag timing{MemoryCategory::scratch, "LSTM algorithm timing"};
+  // Within the device's memory limit, or untimed (Note [search memory] in device_memory.h).
+  const uint64_t scratch_bytes = 2 * (g.input_count() + g.output_count()) * element +
+                                 g.weight_count() * (element + sizeof(float)) + persistent_lstm_reserve_bytes(g) +
+                                 persistent_lstm_workspace_bytes(g);
+  if (scratch_bytes > memory_.room_for_transients()) return std::nullopt;
   DeviceMemory x(g.input_count() * element, memory_, timing), dx(g.input_count() * element, memory_, timing),
       y(g.output_count() * element, memory_, timing), dy(g.output_count() * element, memory_, timing),
       weights(g.weight_count() * element, memory_, timing), dweights(g.weight_count() * sizeof(float), memory_, timing),

@@ -466,7 +466,7 @@ std::string choose_pass_plan(cudnnHandle_t handle, cudaStream_t stream, MemoryLe
   for (const CandidatePlan& candidate : candidates) largest = std::max(largest, candidate.workspace_bytes);
   const size_t needed = plan_workspace_offset(g) + largest;
   if (workspace.bytes() < needed)
-    workspace = DeviceMemory(needed, memory, MemoryTag{MemoryCategory::scratch, "attention path timing"});
+    workspace = DeviceMemory::transient(needed, memory, MemoryTag{MemoryCategory::scratch, "attention path timing"});
   const float scale = g.scale, mask_value = masked_score_value();
   const BackendDescriptor pack = variant_pack(pass.graph, g, scratch, scale, mask_value, workspace.data());
   int fastest = -1;

@@ -275,6 +275,10 @@ std::optional<double> time_rnn_plan(cudnnHandle_t handle, cudaStream_t stream, M
   const RnnGeometry& g = plan.geometry;
   const size_t element = data_type_bytes(g.type);
   const MemoryTag timing{MemoryCategory::scratch, "LSTM algorithm timing"};
+  // Within the device's memory limit, or untimed (Note [search memory] in device_memory.h).
+  const uint64_t scratch_bytes = 2 * (g.input_count() + g.output_count()) * element + 2 * plan.weight_space_bytes +
+                                 std::max<size_t>(plan.reserve_bytes, 16) + std::max<size_t>(plan.workspace_bytes, 16);
+  if (scratch_bytes > memory.room_for_transients()) return std::nullopt;
   DeviceMemory x(g.input_count() * element, memory, timing), dx(g.input_count() * element, memory, timing),
       y(g.output_count() * element, memory, timing), dy(g.output_count() * element, memory, timing),
       weights(plan.weight_space_bytes, memory, timing), dweights(plan.weight_space_bytes, memory, timing),

@@ -3,9 +3,11 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
 #include <utility>
 
 #include "engine/cuda/cuda_check.h"
+#include "engine/errors.h"
 
 namespace dpbench {
 
@@ -18,6 +20,12 @@ DeviceMemory::DeviceMemory(size_t bytes, MemoryLedger& ledger, const MemoryTag& 
                                      cudaGetErrorString(status), __FILE__, __LINE__);
   }
   entry_ = ledger.record(tag, MemoryPlace::device, bytes);
+}
+
+DeviceMemory DeviceMemory::transient(size_t bytes, MemoryLedger& ledger, const MemoryTag& tag) {
+  if (bytes > ledger.room_for_transients())
+    throw RuntimeError(tag.owner + ": " + std::to_string(bytes) + " bytes would pass the device's memory limit");
+  return DeviceMemory(bytes, ledger, tag);
 }
 
 DeviceMemory::~DeviceMemory() {

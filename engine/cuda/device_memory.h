@@ -8,11 +8,29 @@
 
 namespace dpbench {
 
+// Note [search memory]
+// At set-up the backend times algorithms (cuDNN's convolution search, the linear, attention and
+// LSTM paths) on buffers of its own that it frees again: a transient above what the steps hold.
+// Those buffers keep within the device's memory limit (--device_memory, else what the GPU had
+// free less the libraries' reserve; MemoryLedger::room_for_transients): a timing whose buffers
+// do not fit is not run (the heuristics' or the plain choice stands), and the convolution search
+// gives its workspace what room is left after its tensors (at most kMaxConvWorkspaceBytes, and
+// half of what the GPU has free). So a search never refuses a run nor passes its limit. Within the
+// limit it can still lift the set-up's peak above the steps': a CNN replica has made its
+// activations when it sizes its convolutions' workspaces, and the search's tensors and workspace
+// come on top. Its tensors grow with the batch, its workspace (recorded as a workspace) does not:
+// memory predictions keep that part fixed (Note [memory from one run] in
+// reports/step_prediction.h), and the too-little-memory fit leaves the transients out (Note [too
+// little memory] in engine/training/runner.h).
+
 // Move-only, like the buffer it owns.
 class DeviceMemory {
  public:
   DeviceMemory() = default;
   DeviceMemory(size_t bytes, MemoryLedger& ledger, const MemoryTag& tag);
+  // A set-up transient (Note [search memory]): throws RuntimeError, allocating nothing, where
+  // `bytes` would pass the device's memory limit.
+  static DeviceMemory transient(size_t bytes, MemoryLedger& ledger, const MemoryTag& tag);
   ~DeviceMemory();
   DeviceMemory(DeviceMemory&& other) noexcept;
   DeviceMemory& operator=(DeviceMemory&& other) noexcept;

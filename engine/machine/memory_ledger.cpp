@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 namespace dpbench {
@@ -116,6 +117,18 @@ void MemoryLedger::begin_window() {
   std::lock_guard<std::mutex> lock(mutex_);
   figures_.window_peak_bytes = total_bytes(figures_.held);
   figures_.at_window_peak = figures_.held;
+}
+
+void MemoryLedger::set_limit(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  limit_ = bytes;
+}
+
+uint64_t MemoryLedger::room_for_transients() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (limit_ == 0) return std::numeric_limits<uint64_t>::max();
+  const uint64_t held = total_bytes(figures_.held);
+  return limit_ > held ? limit_ - held : 0;
 }
 
 MemoryFigures MemoryLedger::figures() const {

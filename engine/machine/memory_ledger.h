@@ -139,6 +139,14 @@ class MemoryLedger : public std::enable_shared_from_this<MemoryLedger> {
   void begin_window();
 
   MemoryFigures figures() const;
+
+  // The device's memory limit (Device::memory_limit; 0: none), so that what allocates on the
+  // device outside Device::allocate can keep within it too.
+  void set_limit(uint64_t bytes);
+  // Device bytes a set-up transient (a backend's algorithm search or timing, Note [search memory]
+  // in engine/cuda/device_memory.h) may take now without passing the limit; UINT64_MAX: no limit.
+  uint64_t room_for_transients() const;
+
   // Bytes held now by each (owner, category) in `place`; owners holding nothing are left out.
   // For tests and diagnostics: which layer or strategy holds what.
   std::map<std::pair<std::string, MemoryCategory>, uint64_t> held_by_owner(MemoryPlace place) const;
@@ -160,6 +168,7 @@ class MemoryLedger : public std::enable_shared_from_this<MemoryLedger> {
   std::vector<Line> lines_;
   std::map<std::tuple<std::string, int, int>, int> line_index_;
   MemoryFigures figures_;
+  uint64_t limit_ = 0;
 };
 
 }  // namespace dpbench

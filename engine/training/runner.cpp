@@ -116,6 +116,7 @@ struct Runner::ReplicaState {
   Buffer losses;                                               // host-visible, one float per step
   Buffer loss;                                                 // the step's loss, on the device
   Buffer loss_cursor;                                          // int32: next step's slot in `losses`
+  Buffer norm_scratch;  // the final parameter norm's partial sums (sum_squares_scratch_bytes)
   std::unique_ptr<CapturedWork> replayable_step;               // the step as a CUDA graph
   // The step's stopwatch (int64 ns, on the device): the clock of the last lap, and the laps'
   // totals over every step so far: data, forward, backward (StepPhases); read when idle.
@@ -155,47 +156,59 @@ Runner::Runner(const Model& model, Strategy& strategy, std::vector<std::unique_p
       }
     for (auto& device : devices) device->synchronize();
     replicas_.clear();
-    throw TooLittleDeviceMemory(fit_replica_memory(*failed, world_rank, refused));
+    const int world_size = static_cast<int>(devices.size()) * settings_.num_processes;
+    throw TooLittleDeviceMemory(size_replica_memory(model, *failed, settings_, world_rank, world_size, refused));
   }
 }
 
-ReplicaMemoryFit Runner::fit_replica_memory(Device& device, int world_rank, const std::string& refused) const {
+std::optional<CategoryBytes> Runner::size_replica_at(const Model& model, Device& device,
+                                                    const RunnerSettings& settings, int world_rank, int world_size,
+                                                    int batch) {
+  device.make_current();
+  MemoryLedger& ledger = device.memory();
+  const uint64_t limit = device.memory_limit();
+  device.set_memory_limit(0);
+  const CategoryBytes before = ledger.figures().held;
+  CategoryBytes sized{};
+  bool fitted = true;
+  try {
+    ParameterSet parameters(device, model.layout(), settings.weight_copy_type);
+    Optimizer optimizer(device, settings.optimizer, model.layout().total_count());
+    const ReplicaShard shard{world_rank, world_size, batch, settings.seed};
+    const std::unique_ptr<Model> rebuilt = settings.model_for_batch ? settings.model_for_batch(batch) : nullptr;
+    std::unique_ptr<ModelReplica> replica = (rebuilt ? *rebuilt : model).create_replica(device, parameters, shard);
+    ReplicaState bookkeeping;
+    allocate_bookkeeping(device, bookkeeping);
+    device.synchronize();
+    // Once set up: what the steps hold (they allocate nothing); the set-up's transients are left
+    // out (Note [too little memory]).
+    const CategoryBytes held = ledger.figures().held;
+    for (size_t c = 0; c < sized.size(); ++c) sized[c] = held[c] > before[c] ? held[c] - before[c] : 0;
+  } catch (const OutOfDeviceMemory&) {
+    fitted = false;
+  }
+  device.set_memory_limit(limit);
+  if (!fitted) return std::nullopt;
+  return sized;
+}
+
+ReplicaMemoryFit Runner::size_replica_memory(const Model& model, Device& device, const RunnerSettings& settings,
+                                             int world_rank, int world_size, const std::string& refused) {
   ReplicaMemoryFit fit;
   fit.device_index = device.index();
   fit.limit_bytes = device.memory_limit();
-  fit.batch_size = settings_.batch_size;
+  fit.batch_size = settings.batch_size;
   fit.refused = refused;
   device.make_current();
   fit.held_bytes = total_bytes(device.memory().figures().held);
-  // What one replica alone holds at `batch`, each category at the peak of its set-up.
-  auto size_at = [&](int batch) {
-    MemoryLedger& ledger = device.memory();
-    const CategoryBytes before = ledger.figures().held;
-    ledger.begin_window();
-    {
-      ParameterSet parameters(device, model_.layout(), settings_.weight_copy_type);
-      Optimizer optimizer(device, settings_.optimizer, model_.layout().total_count());
-      const ReplicaShard shard{world_rank, static_cast<int>(devices_.size()) * settings_.num_processes, batch,
-                               settings_.seed};
-      std::unique_ptr<ModelReplica> replica = model_.create_replica(device, parameters, shard);
-      device.synchronize();
-    }
-    const CategoryBytes at_peak = ledger.figures().at_window_peak;
-    CategoryBytes bytes{};
-    for (size_t c = 0; c < bytes.size(); ++c) bytes[c] = at_peak[c] > before[c] ? at_peak[c] - before[c] : 0;
-    return bytes;
-  };
-  const uint64_t limit = device.memory_limit();
-  device.set_memory_limit(0);
-  try {
-    const CategoryBytes one = size_at(1), two = size_at(2);
-    fit.at_one_sample = one;
-    for (size_t c = 0; c < one.size(); ++c) fit.per_sample[c] = two[c] > one[c] ? two[c] - one[c] : 0;
-    fit.fitted = true;
-  } catch (const OutOfDeviceMemory&) {
-    fit.fitted = false;
+  const std::optional<CategoryBytes> one = size_replica_at(model, device, settings, world_rank, world_size, 1);
+  const std::optional<CategoryBytes> two =
+      one ? size_replica_at(model, device, settings, world_rank, world_size, 2) : std::nullopt;
+  fit.fitted = one && two;
+  if (fit.fitted) {
+    fit.at_one_sample = *one;
+    for (size_t c = 0; c < one->size(); ++c) fit.per_sample[c] = (*two)[c] > (*one)[c] ? (*two)[c] - (*one)[c] : 0;
   }
-  device.set_memory_limit(limit);
   return fit;
 }
 
@@ -214,6 +227,12 @@ void Runner::set_up(const Model& model, Strategy& strategy, std::vector<std::uni
     auto state = std::make_unique<ReplicaState>();
     Device& device = *devices[r];
     device.make_current();
+    // First, so that a refused set-up's device still holds the trace's rows, which its fit then
+    // counts as held (Note [too little memory]).
+    if (settings.first_traced_step >= 0 || settings.nvtx)
+      device.trace().prepare(settings.first_traced_step < 0 ? 0
+                                 : static_cast<int>(settings.last_traced_step - settings.first_traced_step + 1),
+                             settings.nvtx);
     state->index = r;
     state->world_rank = settings.process_rank * num_replicas + r;
     state->device = &device;
@@ -237,22 +256,10 @@ void Runner::set_up(const Model& model, Strategy& strategy, std::vector<std::uni
       state->step_start.push_back(device.create_event(true));
       state->step_stop.push_back(device.create_event(true));
     }
-    const MemoryTag bookkeeping{MemoryCategory::trace, "runner"};
-    state->losses = device.allocate_host_visible(sizeof(float) * total_steps, bookkeeping);
+    state->losses =
+        device.allocate_host_visible(sizeof(float) * total_steps, MemoryTag{MemoryCategory::trace, "runner"});
     std::fill_n(state->losses.as<float>(), total_steps, std::nanf(""));
-    state->loss = device.allocate(sizeof(float), bookkeeping);
-    state->phase_clock = device.allocate(sizeof(int64_t), bookkeeping);
-    state->phase_totals = device.allocate(sizeof(int64_t) * kPhases, bookkeeping);
-    const std::vector<int64_t> no_time(kPhases + 1, 0);
-    device.copy_from_host(state->phase_clock.data(), no_time.data(), sizeof(int64_t));
-    device.copy_from_host(state->phase_totals.data(), no_time.data(), sizeof(int64_t) * kPhases);
-    if (settings.first_traced_step >= 0 || settings.nvtx)
-      device.trace().prepare(settings.first_traced_step < 0 ? 0
-                                 : static_cast<int>(settings.last_traced_step - settings.first_traced_step + 1),
-                             settings.nvtx);
-    state->loss_cursor = device.allocate(sizeof(int32_t), bookkeeping);
-    const int32_t first_slot = 0;
-    device.copy_from_host(state->loss_cursor.data(), &first_slot, sizeof(first_slot));
+    allocate_bookkeeping(device, *state);
     // During a step's update the cursor still holds the step's number (append_scalar advances
     // it last), so Adam reads its step there and the whole step stays replayable.
     state->optimizer->set_device_step(state->loss_cursor.as<int32_t>());
@@ -261,6 +268,23 @@ void Runner::set_up(const Model& model, Strategy& strategy, std::vector<std::uni
   }
   strategy.setup(model.layout(), strategy_view);
   for (auto& state : replicas_) state->device->synchronize();
+}
+
+void Runner::allocate_bookkeeping(Device& device, ReplicaState& state) {
+  const MemoryTag bookkeeping{MemoryCategory::trace, "runner"};
+  state.loss = device.allocate(sizeof(float), bookkeeping);
+  state.phase_clock = device.allocate(sizeof(int64_t), bookkeeping);
+  state.phase_totals = device.allocate(sizeof(int64_t) * kPhases, bookkeeping);
+  const std::vector<int64_t> no_time(kPhases + 1, 0);
+  device.copy_from_host(state.phase_clock.data(), no_time.data(), sizeof(int64_t));
+  device.copy_from_host(state.phase_totals.data(), no_time.data(), sizeof(int64_t) * kPhases);
+  state.loss_cursor = device.allocate(sizeof(int32_t), bookkeeping);
+  const int32_t first_slot = 0;
+  device.copy_from_host(state.loss_cursor.data(), &first_slot, sizeof(first_slot));
+  // Made here rather than when the norm is taken after the steps: an allocation then could pass
+  // the memory limit that the set-up's fit promised the run would stay within.
+  state.norm_scratch = device.allocate(std::max<size_t>(device.ops().sum_squares_scratch_bytes(), 8),
+                                       MemoryTag{MemoryCategory::trace, "parameter norm"});
 }
 
 Runner::~Runner() = default;
@@ -759,22 +783,29 @@ RunMeasurements Runner::collect_measurements(const RunState& run) {
   if (measured_steps > 0) result.total_time_s = std::chrono::duration<double>(run.wall_end - run.wall_start).count();
   result.measured_from = run.wall_start;
   result.measured_until = run.wall_end;
-  // Before the parameter norm's scratch below: the steps' memory, as the steps left it.
+  // Before a sharded run's whole parameters below: the steps' memory, as the steps left it.
   for (const auto& state : replicas_) result.memory.push_back(memory_record(*state->device));
   ReplicaState& first = *replicas_.front();
   first.device->make_current();
-  Buffer scratch = first.device->allocate(std::max<size_t>(first.device->ops().sum_squares_scratch_bytes(), 8),
-                                          MemoryTag{MemoryCategory::scratch, "parameter norm"});
+  void* scratch = first.norm_scratch.data();
   if (first.parameters->sharded()) {  // the norm of the whole parameters, summed as an unsharded run sums them
     const std::vector<float> whole = strategy_.assembled_parameters(0);
     first.device->make_current();
-    Buffer values = first.device->allocate(whole.size() * sizeof(float),
-                                           MemoryTag{MemoryCategory::scratch, "parameter norm"});
-    first.device->copy_from_host(values.data(), whole.data(), whole.size() * sizeof(float));
-    result.param_norm = std::sqrt(first.device->ops().sum_squares(values.as<float>(), whole.size(), scratch.data()));
+    // Where the whole parameters would pass the device's memory limit (the run was sized for its
+    // shard), the host sums them instead, in another order: a last bit may differ.
+    if (whole.size() * sizeof(float) > first.device->memory().room_for_transients()) {
+      double sum = 0;
+      for (float value : whole) sum += static_cast<double>(value) * value;
+      result.param_norm = std::sqrt(sum);
+    } else {
+      Buffer values = first.device->allocate(whole.size() * sizeof(float),
+                                             MemoryTag{MemoryCategory::scratch, "parameter norm"});
+      first.device->copy_from_host(values.data(), whole.data(), whole.size() * sizeof(float));
+      result.param_norm = std::sqrt(first.device->ops().sum_squares(values.as<float>(), whole.size(), scratch));
+    }
   } else {
     result.param_norm = std::sqrt(first.device->ops().sum_squares(first.parameters->parameters(),
-                                                                 first.parameters->count(), scratch.data()));
+                                                                 first.parameters->count(), scratch));
   }
   result.num_parameters = static_cast<int64_t>(model_.layout().parameter_count());
   if (measured_steps > 0) result.comm = strategy_.communication_summary(measured_steps);

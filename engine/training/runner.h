@@ -10,6 +10,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -81,27 +82,37 @@ struct RunnerSettings {
   // warm-up first, inclusive; first_traced_step < 0: none. `nvtx`: every span is also an NVTX range.
   int64_t first_traced_step = -1, last_traced_step = -1;
   bool nvtx = false;
+  // The run's model built for another batch per device, for the too-little-memory fit's sizing
+  // (Note [too little memory]): the sequence models are built for one batch. Unset: the run's
+  // own model, at any batch.
+  std::function<std::unique_ptr<Model>(int batch)> model_for_batch;
 };
 
 // Note [too little memory]
 // Every buffer of a run is made at set-up (the parameters, the optimizer's state, each replica's
-// activations and workspaces, the strategy's exchange buffers): the steps allocate nothing. So a
-// device that is too small fails while the runner sets up, at the first allocation past the
-// device's memory limit (Device::memory_limit), never in a step. The runner then gives back what
-// it made and sizes one replica alone on that device, unlimited, at a batch of 1 and of 2: its
-// parameters, optimizer state and model replica, each category at the peak of its set-up. Those
-// two points are the per-category linear fit in the batch (memory_categories()'s
-// scales_with_batch: the categories that grow with it take the difference per sample, the others
-// stay), which says what the batch asked for needs and, with the strategy's own buffers that the
-// caller adds, the largest batch that fits. It throws TooLittleDeviceMemory with that fit; the
-// command line turns it into one line.
+// activations and workspaces, the strategy's exchange buffers, the runner's own loss slots,
+// stopwatch and parameter norm's scratch): the steps allocate nothing. So a device that is too
+// small fails while the runner sets up, at the first allocation past the device's memory limit
+// (Device::memory_limit), never in a step. The runner then gives back what it made and sizes one
+// replica alone on that device, unlimited, at a batch of 1 and of 2: its parameters, optimizer
+// state, model replica and the runner's buffers, each category as held once set up (what the
+// steps hold). Those two points are the per-category linear fit in the batch
+// (memory_categories()'s scales_with_batch: the categories that grow with it take the difference
+// per sample, the others stay). What the set-up held for a moment past that (an algorithm
+// search's buffers, Note [search memory] in engine/cuda/device_memory.h) is no need: a search
+// takes only the room the limit leaves, and with less it searches less. The fit says what the
+// batch asked for needs and, with the strategy's own buffers that the caller adds, the largest
+// batch that fits. It throws TooLittleDeviceMemory with that fit; the command line turns it into
+// one line, after checking that largest batch by sizing the replica there and one past it
+// (size_replica_at): the fit is linear, and buffers rounded up to tiles or workspaces that follow
+// the algorithms chosen at each batch are not.
 struct ReplicaMemoryFit {
   int device_index = 0;      // the device that ran out
   uint64_t limit_bytes = 0;  // its memory limit
   uint64_t held_bytes = 0;   // what it held without the run's replica (its own trace buffers)
   int batch_size = 1;        // per device, as asked
   bool fitted = false;       // false: even the sizing at a batch of 1 or 2 did not fit
-  CategoryBytes at_one_sample{};  // one replica at a batch of 1, at its set-up's peak
+  CategoryBytes at_one_sample{};  // one replica at a batch of 1, as held once set up
   CategoryBytes per_sample{};     // what each further sample adds
   std::string refused;            // the allocation refused (OutOfDeviceMemory's message)
   // One replica's need at `batch` per device, by category.
@@ -133,6 +144,17 @@ class Runner {
   using ProgressCallback = std::function<void(const ProgressSnapshot&)>;
   using PhaseCallback = std::function<void(const std::string&)>;
   RunMeasurements run(const ProgressCallback& on_progress, const PhaseCallback& on_phase);
+  // Note [too little memory]'s sizing: one replica of `model` (world rank `world_rank` of
+  // `world_size`) alone on `device`, unlimited, at a batch of 1 and of 2; `refused` is kept as the
+  // fit's message. The command line also sizes another configuration of the model with it (the
+  // same model recomputing its blocks) on the device that refused the run.
+  static ReplicaMemoryFit size_replica_memory(const Model& model, Device& device, const RunnerSettings& settings,
+                                              int world_rank, int world_size, const std::string& refused);
+  // One replica's bytes at `batch` alone on `device`, unlimited, as held once set up; nullopt
+  // where the device itself has too little memory for it.
+  static std::optional<CategoryBytes> size_replica_at(const Model& model, Device& device,
+                                                      const RunnerSettings& settings, int world_rank, int world_size,
+                                                      int batch);
   // Replica `replica`'s parameters now (blocking), e.g. after run(): for checking that strategies
   // train the same model.
   std::vector<float> parameters_of(int replica) const;
@@ -148,8 +170,9 @@ class Runner {
   void set_up(const Model& model, Strategy& strategy, std::vector<std::unique_ptr<Device>>& devices);
   // Each replica's model, built on one thread per device (the constructor's slow part).
   void create_model_replicas(int num_replicas);
-  // Note [too little memory]: one replica sized alone on `device` at two batches.
-  ReplicaMemoryFit fit_replica_memory(Device& device, int world_rank, const std::string& refused) const;
+  // The runner's own device buffers of a replica (loss, stopwatch, loss cursor, the parameter
+  // norm's scratch): one function, so the fit below sizes exactly what set_up makes.
+  static void allocate_bookkeeping(Device& device, ReplicaState& state);
   // The parts of run(), in runner.cpp.
   void drive_device(ReplicaState& state, RunState& run);
   void capture_step(ReplicaState& state, const RunState& run, const std::function<void(bool timed)>& enqueue_step);

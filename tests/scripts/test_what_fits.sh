@@ -46,7 +46,8 @@ for row in d["rows"]:
     if row["strategy"] != "replicated (nccl)":
         continue
     memory = row["memory"]
-    assert sum(memory["categories"].values()) == memory["peak_bytes"], row
+    assert sum(memory["categories"].values()) == memory["step_peak_bytes"], row
+    assert memory["peak_bytes"] == memory["step_peak_bytes"] + memory["set_up_excess_bytes"], row
     if row["gpu_number"] > 1:
         error = row["memory_error_pct"]
         assert error is not None and abs(error) <= 5, ("memory error", row["gpu_number"], error)
