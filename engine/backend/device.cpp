@@ -30,7 +30,8 @@ Buffer Device::allocate(size_t bytes, const MemoryTag& tag) {
     if (held + bytes > limit)
       throw OutOfDeviceMemory("too little memory on device " + std::to_string(index()) + ": " + tag.owner + "'s " +
                                   memory_category_key(tag.category) + " (" + in_mib(bytes) + ") with " +
-                                  in_mib(held) + " held would pass its " + in_mib(limit),
+                                  in_mib(held) + " held would pass its " + in_mib(limit) +
+                                  "; reduce --batch_size (dpbench predict says which fits) or use more devices",
                               index());
   }
   Buffer buffer = allocate_memory(bytes);
