@@ -2,6 +2,8 @@
 // passes, and the fused softmax cross-entropy between them.
 #include "models/cnn_model.h"
 
+#include <algorithm>
+
 #include "engine/backend/counter_random.h"
 #include "engine/backend/step_trace.h"
 #include "engine/errors.h"
@@ -75,45 +77,60 @@ class CnnReplica : public ModelReplica {
  private:
   // Image values are defined per global logical (sample, channel, y, x) index, as an NCHW tensor,
   // so every sharding and both data formats train on the same images. 16-bit images are the
-  // fp32 ones rounded.
+  // fp32 ones rounded. They are made a few samples at a time: the temporaries come after the
+  // network's arena, so whatever they take beside it would be the set-up's peak.
   void fill_synthetic_images(const ReplicaShard& shard) {
+    constexpr size_t kChunkBytes = size_t{16} << 20;  // fp32 values drawn at a time, at least one sample
     const TensorId input = model_.network().input();
     const Tensor4 stored = model_.network().shape(input);
-    if (stored.type == DataType::f32) {
-      fill_fp32_images(shard, stored, static_cast<float*>(network_.values(input)));
-      return;
+    const size_t sample_count = stored.count() / static_cast<size_t>(stored.n);
+    Tensor4 chunk = stored;
+    chunk.type = DataType::f32;
+    chunk.n = static_cast<int>(std::clamp<size_t>(kChunkBytes / (sample_count * sizeof(float)), 1,
+                                                  static_cast<size_t>(stored.n)));
+    const bool nhwc = stored.format != DataFormat::nchw;
+    Buffer staging, drawn, plane;
+    if (stored.type != DataType::f32) staging = device_.allocate(chunk.bytes(), kSyntheticImages);
+    if (nhwc) {
+      drawn = device_.allocate(chunk.bytes(), kSyntheticImages);
+      plane = device_.allocate(chunk.bytes() / static_cast<size_t>(chunk.c), kSyntheticImages);
     }
-    Tensor4 shape = stored;
-    shape.type = DataType::f32;
-    Buffer staging = device_.allocate(shape.bytes(), kSyntheticImages);
-    fill_fp32_images(shard, shape, staging.as<float>());
-    device_.ops().convert(DataType::f32, staging.data(), stored.type, network_.values(input),
-                          shape.count());
-    device_.synchronize();  // the staging buffer must outlive the conversion
+    char* images = static_cast<char*>(network_.values(input));
+    for (int first = 0; first < stored.n; first += chunk.n) {
+      Tensor4 part = chunk;
+      part.n = std::min(chunk.n, stored.n - first);
+      void* out = images + static_cast<size_t>(first) * sample_count * data_type_bytes(stored.type);
+      float* values = stored.type == DataType::f32 ? static_cast<float*>(out) : staging.as<float>();
+      fill_fp32_images(shard.seed, shard.first_global_sample() + static_cast<uint64_t>(first), part, values, drawn,
+                       plane);
+      if (stored.type != DataType::f32)
+        device_.ops().convert(DataType::f32, staging.data(), stored.type, out, part.count());
+    }
+    device_.synchronize();  // the temporaries must outlive the copies
   }
 
-  void fill_fp32_images(const ReplicaShard& shard, const Tensor4& shape, float* images) {
+  // `shape.n` samples from global sample `first_sample` on, fp32, in `shape`'s format; an NHWC
+  // shape is drawn NCHW into `drawn` and moved one channel at a time through `plane`.
+  void fill_fp32_images(uint64_t seed, uint64_t first_sample, const Tensor4& shape, float* images,
+                        const Buffer& drawn, const Buffer& plane) {
     Backend& ops = device_.ops();
-    const uint64_t first_index = shard.first_global_sample() * (shape.count() / shape.n);
+    const uint64_t first_index = first_sample * (shape.count() / static_cast<size_t>(shape.n));
     if (shape.format == DataFormat::nchw) {
-      ops.fill_uniform_by_index(images, shape.count(), shard.seed, kRandomStreamInputs,
+      ops.fill_uniform_by_index(images, shape.count(), seed, kRandomStreamInputs,
                                 first_index, -1.0f, 1.0f);
       return;
     }
-    // NHWC: draw NCHW, then move one channel at a time; a one-channel tensor has the same memory
-    // in both layouts, so it can be copied out of one and into the other.
+    // A one-channel tensor has the same memory in both layouts, so it can be copied out of one
+    // and into the other.
     const Tensor4 nchw{shape.n, shape.c, shape.h, shape.w, DataFormat::nchw};
     const Tensor4 plane_nchw{shape.n, 1, shape.h, shape.w, DataFormat::nchw};
     const Tensor4 plane_nhwc{shape.n, 1, shape.h, shape.w, DataFormat::nhwc};
-    Buffer drawn = device_.allocate(sizeof(float) * nchw.count(), kSyntheticImages);
-    Buffer plane = device_.allocate(sizeof(float) * plane_nchw.count(), kSyntheticImages);
-    ops.fill_uniform_by_index(drawn.as<float>(), nchw.count(), shard.seed, kRandomStreamInputs,
+    ops.fill_uniform_by_index(drawn.as<float>(), nchw.count(), seed, kRandomStreamInputs,
                               first_index, -1.0f, 1.0f);
     for (int c = 0; c < shape.c; ++c) {
       ops.copy_from_channels(nchw, drawn.as<float>(), c, plane_nchw, plane.as<float>());
       ops.copy_into_channels(plane_nhwc, plane.as<float>(), shape, images, c);
     }
-    device_.synchronize();  // the temporaries must outlive the copies
   }
 
   // The temporaries of making the images, gone before the first step.

@@ -385,6 +385,16 @@ NetworkReplica::NetworkReplica(const Network& network, Device& device, Parameter
     states_.push_back(node.layer->create_state(device, shard));
     workspace_bytes.push_back(node.layer->workspace_bytes(ops));
   }
+  // A convolution that adds its input gradient to another's decides how now, while no activation
+  // is held: its first call would time that on scratch beside the whole arena (Note [search
+  // memory] in engine/cuda/device_memory.h).
+  if (training)
+    for (size_t index = 0; index < network.nodes().size(); ++index) {
+      const Network::Node& node = network.nodes()[index];
+      const auto* conv = dynamic_cast<const Conv2dLayer*>(node.layer.get());
+      if (conv != nullptr && !node.accumulate.empty() && node.accumulate.front())
+        ops.prepare_conv2d_backward_data_accumulate(conv->geometry(), workspace_bytes[index]);
+    }
   allocate_arena(workspace_bytes);
 
   const std::vector<Network::Node>& nodes = network.nodes();

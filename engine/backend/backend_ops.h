@@ -327,6 +327,14 @@ DPBENCH_ENQUEUES(void, conv2d_backward_filter,
                  (const ConvGeometry& g, const void* x, const void* dy, void* dw, void* workspace,
                   size_t workspace_bytes),
                  (g, x, dy, dw, workspace, workspace_bytes))
+// Before the first step: how conv2d_backward_data with `accumulate` runs for `g` within
+// `workspace_bytes` (the cuda backend times cuDNN's graph API's accumulating plan against the
+// classic algorithm with beta = 1 on scratch tensors, as its algorithm search does, so the
+// scratch comes and goes before the step's activations exist; Note [search memory] in
+// engine/cuda/device_memory.h). Without it the first accumulating call decides. Nothing to
+// decide on the reference backend.
+DPBENCH_QUERY(void, prepare_conv2d_backward_data_accumulate, (const ConvGeometry& g, size_t workspace_bytes),
+              (g, workspace_bytes))
 // Bytes of workspace the three passes need. The cuda backend picks (and caches, per geometry)
 // its algorithms here, so layers call it once at set-up; the reference backend needs none.
 DPBENCH_QUERY(size_t, conv2d_workspace_bytes, (const ConvGeometry& g), (g))

@@ -603,6 +603,10 @@ void CudaBackend::conv2d_forward(const ConvGeometry& g, const void* x, const voi
                                           workspace, workspace_bytes, &zero, plan.output.get(), y));
 }
 
+void CudaBackend::prepare_conv2d_backward_data_accumulate(const ConvGeometry& g, size_t workspace_bytes) {
+  decide_graph_accumulate(g, conv_plan(g, cudnn_benchmark_), workspace_bytes);
+}
+
 void CudaBackend::decide_graph_accumulate(const ConvGeometry& g, ConvPlan& plan, size_t workspace_bytes) {
   if (plan.graph_accumulate_decided || !cudnn_benchmark_ || deterministic_ || stream_capturing(stream_)) return;
   plan.graph_accumulate_decided = true;

@@ -269,6 +269,8 @@ void store_activated(const Tensor4& shape, bool relu, void* y, Value value) {
 
 bool ReferenceBackend::conv2d_forward_statistics_fused(const ConvGeometry&) { return fuse_convolution_statistics_; }
 
+void ReferenceBackend::prepare_conv2d_backward_data_accumulate(const ConvGeometry&, size_t) {}
+
 // conv2d_forward, then the sums of the stored y in double, rounded to fp32.
 void ReferenceBackend::conv2d_forward_statistics(const ConvGeometry& g, const void* x, const void* w, void* y,
                                                  float* statistics, void* workspace, size_t workspace_bytes) {
