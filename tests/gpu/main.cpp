@@ -18,7 +18,9 @@ std::string without_multi_gpu(const std::string& spec) {
   std::string result;
   size_t start = 0;
   while (true) {
-    const size_t comma = spec.find(',', start);
+    // An escaped comma (backslash, comma: as in a test name with a comma) belongs to its alternative.
+    size_t comma = spec.find(',', start);
+    while (comma != std::string::npos && comma > 0 && spec[comma - 1] == '\\') comma = spec.find(',', comma + 1);
     const std::string alternative = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (!result.empty()) result += ',';
     result += alternative.find(exclusion) == std::string::npos ? exclusion + alternative : alternative;
