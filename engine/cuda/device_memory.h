@@ -15,10 +15,13 @@ namespace dpbench {
 // free less the libraries' reserve; MemoryLedger::room_for_transients): a timing whose buffers
 // do not fit is not run (the heuristics' or the plain choice stands), and the convolution search
 // gives its workspace what room is left after its tensors (at most kMaxConvWorkspaceBytes, and
-// half of what the GPU has free). So a search never refuses a run nor passes its limit. Within the
-// limit it can still lift the set-up's peak above the steps': a CNN replica has made its
-// activations when it sizes its convolutions' workspaces, and the search's tensors and workspace
-// come on top. Its tensors grow with the batch, its workspace (recorded as a workspace) does not:
+// half of what the GPU has free). So a search never refuses a run nor passes its limit. A CNN
+// replica sizes its convolutions, and decides its accumulating ones, before its arena exists, so
+// the search's buffers never sit beside the step's activations: its whole-run peak is the larger
+// of the steps' and the search's own (up to 2 GiB of workspace and one layer's tensors, the larger
+// only at small batches); a timing in a model's first step (gpt's linear and attention paths)
+// still comes on top of the activations it holds. The
+// search's tensors grow with the batch, its workspace (recorded as a workspace) does not:
 // memory predictions keep that part fixed (Note [memory from one run] in
 // reports/step_prediction.h), and the too-little-memory fit leaves the transients out (Note [too
 // little memory] in engine/training/runner.h).
