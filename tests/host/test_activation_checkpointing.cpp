@@ -269,30 +269,29 @@ TEST_CASE("at ImageNet sizes recomputed blocks plan at most half of ResNet's act
   }
 }
 
+// A model's FLOPs per sample without and with its blocks recomputed, checked for what recomputing
+// must leave alone: no recompute without it, the same forward and backward with it.
+static std::pair<StepFlops, StepFlops> flops_kept_and_recomputed(const RunConfig& kept) {
+  RunConfig recomputed = kept;
+  recomputed.activation_checkpointing = "blocks";
+  const StepFlops without = build_model(kept)->flops_per_sample();
+  const StepFlops with = build_model(recomputed)->flops_per_sample();
+  CHECK(without.recompute == 0);
+  CHECK(with.forward == without.forward);
+  CHECK(with.backward == without.backward);
+  return {without, with};
+}
+
 TEST_CASE("recomputed blocks add their forward to the step's FLOPs and nothing else", "[activation_checkpointing][flops]") {
   SECTION("gpt: every block's products but the MLP's output projection, L (16 d^2 + 2 T d) per token") {
-    const RunConfig kept = four_block_gpt("0");
-    RunConfig recomputed = kept;
-    recomputed.activation_checkpointing = "blocks";
-    const StepFlops without = build_model(kept)->flops_per_sample();
-    const StepFlops with = build_model(recomputed)->flops_per_sample();
-    CHECK(without.recompute == 0);
-    CHECK(with.forward == without.forward);
-    CHECK(with.backward == without.backward);
+    const auto [without, with] = flops_kept_and_recomputed(four_block_gpt("0"));
     // 4 blocks, width 8, 6 positions: 4 (16 x 64 + 2 x 6 x 8) = 4480 per token, 6 tokens.
     CHECK(with.recompute == Approx(6 * 4480.0).epsilon(1e-12));
     CHECK(gpt_recompute_flops_per_token(12, 1024, 768) == Approx(12 * (16.0 * 768 * 768 + 2.0 * 1024 * 768)));
     CHECK(with.training() == Approx(without.training() + with.recompute).epsilon(1e-12));
   }
   SECTION("the Transformer: every layer's forward, the vocabulary projection's not") {
-    const RunConfig kept = three_layer_transformer("0");
-    RunConfig recomputed = kept;
-    recomputed.activation_checkpointing = "blocks";
-    const StepFlops without = build_model(kept)->flops_per_sample();
-    const StepFlops with = build_model(recomputed)->flops_per_sample();
-    CHECK(without.recompute == 0);
-    CHECK(with.forward == without.forward);
-    CHECK(with.backward == without.backward);
+    const auto [without, with] = flops_kept_and_recomputed(three_layer_transformer("0"));
     // The projection's forward: 2 x 4 target tokens x width 8 x vocabulary 11 per sentence pair.
     CHECK(with.recompute == Approx(without.forward - 2.0 * 4 * 8 * 11).epsilon(1e-12));
   }
