@@ -80,7 +80,7 @@ class CnnReplica : public ModelReplica {
   // fp32 ones rounded. They are made a few samples at a time: the temporaries come after the
   // network's arena, so whatever they take beside it would be the set-up's peak.
   void fill_synthetic_images(const ReplicaShard& shard) {
-    constexpr size_t kChunkBytes = size_t{16} << 20;  // fp32 values drawn at a time, at least one sample
+    constexpr size_t kChunkBytes = size_t{4} << 20;  // fp32 values drawn at a time, at least one sample
     const TensorId input = model_.network().input();
     const Tensor4 stored = model_.network().shape(input);
     const size_t sample_count = stored.count() / static_cast<size_t>(stored.n);

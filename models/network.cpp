@@ -303,7 +303,8 @@ int Network::new_buffer(size_t bytes, MemoryTag tag) {
 
 void Network::plan_buffers() {
   tensors_[0].value_buffer = new_buffer(tensors_[0].shape.bytes(), MemoryTag{MemoryCategory::data, "input"});
-  for (Node& node : nodes_) {
+  for (int index = 0; index < static_cast<int>(nodes_.size()); ++index) {
+    Node& node = nodes_[static_cast<size_t>(index)];
     TensorInfo& out = tensors_[node.output];
     if (node.layer->can_run_in_place() && !node.inputs.empty()) {
       const TensorInfo& in = tensors_[node.inputs[0]];
@@ -324,13 +325,30 @@ void Network::plan_buffers() {
       // needs no other gradient.
       if (node.output == logits_)
         out.gradient_buffer = out.value_buffer;
-      else if (!inference_only_)
+      else if (!inference_only_ && (out.gradient_buffer = gradient_buffer_to_share(index)) < 0)
         out.gradient_buffer = new_buffer(out.shape.bytes(), MemoryTag{MemoryCategory::scratch, "activation gradients"});
     }
   }
   const Node& logits_producer = nodes_[tensors_[logits_].producer];
   if (logits_producer.in_place || logits_producer.layer->backward_reads_output())
     throw RuntimeError("Network: the logits must come from a layer whose output the loss may overwrite");
+}
+
+int Network::gradient_buffer_to_share(int index) const {
+  // An input whose gradient backward may write over dy's (the last one that may): the output's
+  // gradient is dead once this node's backward has read it, and that gradient's first writer is
+  // this node, its last reader, so the two are never live together but at this node's backward.
+  // ResNet's turn from forward to backward held three feature-map gradients; now two.
+  const Node& node = nodes_[static_cast<size_t>(index)];
+  for (size_t i = node.inputs.size(); i-- > 0;) {
+    const TensorInfo& in = tensors_[node.inputs[i]];
+    if (node.inputs[i] == input() || in.consumers.back() != index || in.gradient_buffer < 0 ||
+        buffer_bytes_[static_cast<size_t>(in.gradient_buffer)] != tensors_[node.output].shape.bytes() ||
+        !node.layer->input_gradient_may_overwrite_output_gradient(i))
+      continue;
+    return in.gradient_buffer;
+  }
+  return -1;
 }
 
 void Network::plan_gradient_accumulation() {

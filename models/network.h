@@ -199,6 +199,8 @@ class Network {
   // When each buffer is live, then where it sits in the arena
   // (Note [one arena for activations and their gradients]).
   void plan_live_spans();
+  // The gradient buffer of an input of node `index` that its output's gradient may share, or -1.
+  int gradient_buffer_to_share(int index) const;
   size_t block_last(size_t node) const;  // the last node of its block
 
   ParameterLayout& layout_;

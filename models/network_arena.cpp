@@ -33,7 +33,9 @@ namespace dpbench {
 // GiB of gradients beside 4.99 of activations (ResNet-50, bf16 NHWC, batch 128); PyTorch's
 // autograd frees each saved tensor once backward has used it, and so does this plan: backward's
 // gradients take the place of activations it has passed, and the busiest moment is the turn from
-// forward to backward, where the arena holds the activations and 0.07 GiB of gradients (5.06).
+// forward to backward, where the arena holds the activations and 0.05 GiB of gradients (5.04;
+// 0.07 before a join's shortcut gradient took its output gradient's bytes,
+// Layer::input_gradient_may_overwrite_output_gradient).
 // Placement: largest buffer first, each into the smallest gap that holds it between the buffers
 // already placed that are live at a moment it is (else above them all). The ledger records the
 // arena as what it holds at the step's busiest moment: the gradients and sums then live as

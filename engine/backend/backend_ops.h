@@ -401,7 +401,8 @@ DPBENCH_ENQUEUES(void, batch_norm_forward_training,
 // residual, that masked dy is its gradient and is written to d_residual (overwritten), which such
 // a backward must pass: without one (nullptr) the forward added none, and a backend may take y's
 // mask from x and the saved arrays instead of reading y (the cuda backend does). dx may alias dy
-// (every element of dx is written after its dy has been read), but not x, y or d_residual.
+// (every element of dx is written after its dy has been read), but not x, y or d_residual;
+// d_residual may alias dy (a join's shortcut gradient written over its output's).
 DPBENCH_ENQUEUES(void, batch_norm_backward,
                  (const Tensor4& shape, const void* x, const void* y, const void* dy, const float* gamma,
                   const float* saved_mean, const float* saved_inv_std, float epsilon, bool relu, void* dx,

@@ -90,6 +90,10 @@ class Layer {
   // Backward can add its input gradient to what dx holds (LayerPass::accumulate_dx), so a tensor
   // read by several layers needs no scratch buffer and no separate addition for this reader.
   virtual bool can_accumulate_input_gradient() const { return false; }
+  // Backward may write input `input`'s gradient over dy (each element of dy read before it is
+  // overwritten, and not read after): where this layer writes that gradient rather than adding to
+  // it, the network gives it dy's buffer, as autograd hands an add's one gradient to both inputs.
+  virtual bool input_gradient_may_overwrite_output_gradient(size_t input) const { return false; }
 
   // `step` is the device-side step number (the same pointer every step).
   virtual void forward(const LayerPass& pass, const int32_t* step) const = 0;

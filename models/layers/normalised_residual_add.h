@@ -35,6 +35,9 @@ class NormalisedResidualAddLayer : public Layer {
   bool backward_reads_output() const override { return training_ && relu_; }
   // The main path's batch norm input, and the shortcut's where a batch norm runs on it.
   bool backward_reads_input(size_t input) const override { return input == 0 || shortcut_norm_ != nullptr; }
+  // The shortcut's gradient is the main norm's d_residual, which may alias dy
+  // (Backend::batch_norm_backward); a shortcut norm then works on it in place.
+  bool input_gradient_may_overwrite_output_gradient(size_t input) const override { return input == 1; }
   bool has_shortcut_norm() const { return shortcut_norm_ != nullptr; }
   void forward(const LayerPass& pass, const int32_t* step) const override;
   void backward(const LayerPass& pass, const int32_t* step) const override;

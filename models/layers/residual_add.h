@@ -15,6 +15,7 @@ class ResidualAddLayer : public Layer {
   // The ReLU's mask is read back from the output.
   bool backward_reads_output() const override { return relu_; }
   bool backward_reads_input(size_t) const override { return false; }
+  bool input_gradient_may_overwrite_output_gradient(size_t) const override { return true; }  // add_tensors_backward
   void forward(const LayerPass& pass, const int32_t* step) const override;
   void backward(const LayerPass& pass, const int32_t* step) const override;
 

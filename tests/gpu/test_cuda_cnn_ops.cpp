@@ -578,7 +578,8 @@ TEST_CASE("cuda batch norm: dx may alias dy, and the passes replay as a CUDA gra
   }
 }
 
-TEST_CASE("cuda batch norm's backward masks relu from x exactly as from the stored y, at the step's edge", "[gpu]") {
+TEST_CASE("cuda batch norm's backward masks relu from x exactly as from the stored y, at the step's edge, "
+          "and writes the residual's gradient over dy alike", "[gpu]") {
   auto gpu = make_gpu();
   Backend& ops = gpu->ops();
   // Without a residual the backward takes relu's mask from a threshold on x that the forward's
@@ -659,6 +660,15 @@ TEST_CASE("cuda batch norm's backward masks relu from x exactly as from the stor
           check_same_values(dx_gpu.values(), residual_dx_gpu.values(), "dx, mask from x against from y " + what);
           check_identical(dgamma_gpu.download(), residual_dgamma_gpu.download(), "dgamma " + what);
           check_identical(dbeta_gpu.download(), residual_dbeta_gpu.download(), "dbeta " + what);
+          // d_residual over dy itself, as a join writes its shortcut's gradient: the same answers.
+          GpuTensor shared_gpu(*gpu, type, dy), shared_dx_gpu(*gpu, type, count);
+          ops.batch_norm_backward(shape, x_gpu.data(), y_gpu.data(), shared_gpu.data(), gamma_gpu.data(),
+                                  mean_gpu.data(), inv_std_gpu.data(), 1e-5f, true, shared_dx_gpu.data(),
+                                  dgamma_gpu.data(), dbeta_gpu.data(), workspace.data(), shared_gpu.data());
+          check_identical(shared_gpu.values(), masked, "d_residual over dy " + what);
+          check_identical(shared_dx_gpu.values(), residual_dx_gpu.values(), "dx with d_residual over dy " + what);
+          check_identical(dgamma_gpu.download(), residual_dgamma_gpu.download(), "dgamma, d_residual over dy " + what);
+          check_identical(dbeta_gpu.download(), residual_dbeta_gpu.download(), "dbeta, d_residual over dy " + what);
           // Not vacuous: the steps have both sides; gamma 0 passes everything above 0 and nothing
           // below; in fp16 the tiny-gamma channel has positive values that rounded to 0.
           size_t passed[8] = {}, rounded_away = 0;

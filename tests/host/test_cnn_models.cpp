@@ -147,6 +147,15 @@ TEST_CASE("the network plans in-place buffers and gradient accumulation", "[cnn_
     }
   }
   CHECK(joins == 16);  // 3 + 4 + 6 + 3 bottlenecks
+  // A join writes its shortcut's gradient (the block input's, or the downsampling convolution's
+  // output's) over its output's: one buffer fewer, and one feature map's gradient fewer at the
+  // step's busiest moment.
+  for (const dpbench::Network::Node& node : net.nodes())
+    if (dynamic_cast<const dpbench::NormalisedResidualAddLayer*>(node.layer.get()) != nullptr) {
+      INFO(node.layer->name());
+      CHECK(net.gradient_buffer(node.output) == net.gradient_buffer(node.inputs[1]));
+      CHECK(net.gradient_buffer(node.output) != net.gradient_buffer(node.inputs[0]));
+    }
   CHECK(fused_away == 20);  // every bn3, and the 4 downsampling shortcuts' batch norms
   for (const dpbench::Network::Node& node : net.nodes()) {
     if (node.layer->name() == "layer1.1.conv1" || node.layer->name() == "layer2.0.downsample.0")
@@ -209,6 +218,9 @@ dpbench::TensorId build_tiny_graph(dpbench::Network& net, dpbench::TensorId imag
   const TensorId shortcut = net.batch_norm(conv(r1, "shortcut", 8, 1, false), "shortcut_bn", 1e-5f);
   const TensorId joined = net.batch_norm(net.concat({a, b}, "concat"), "bn2", 1e-5f);
   TensorId x = net.add(joined, shortcut, "add", /*relu=*/true);
+  // An identity shortcut, as most ResNet blocks have: the join writes its gradient over its own
+  // output's, and conv_id then adds into it.
+  x = net.add(net.batch_norm(conv(x, "conv_id", 8, 3, false), "bn_id", 1e-5f), x, "add_id", /*relu=*/true);
   x = net.pool(x, "max_pool", PoolOptions{PoolMode::max, 2, 2, Padding::valid, 0});  // (n, 8, 4, 4)
   x = net.dropout(x, "dropout", 0.25f);
   return net.fully_connected(x, "fc", 4);
@@ -240,10 +252,16 @@ TEST_CASE("backward through the graph matches finite differences of the loss", "
       for (const dpbench::Network::Node& node : model.network().nodes()) {
         if (node.layer->name() == "branch_a") CHECK(node.accumulate == std::vector<bool>{true});
         if (node.layer->name() == "shortcut") CHECK(node.accumulate == std::vector<bool>{false});
-        if (node.layer->name() == "add")
+        if (node.layer->name() == "conv_id") CHECK(node.accumulate == std::vector<bool>{true});
+        if (node.layer->name() == "add" || node.layer->name() == "add_id")
           CHECK(dynamic_cast<const dpbench::NormalisedResidualAddLayer*>(node.layer.get()) != nullptr);
-        CHECK(node.fused_away == (node.layer->name() == "bn2" || node.layer->name() == "shortcut_bn"));
+        CHECK(node.fused_away ==
+              (node.layer->name() == "bn2" || node.layer->name() == "shortcut_bn" || node.layer->name() == "bn_id"));
       }
+      // Each join's shortcut gradient is written over its output's gradient.
+      const dpbench::Network& net = model.network();
+      CHECK(net.gradient_buffer(net.find("add_id")) == net.gradient_buffer(net.find("add")));
+      CHECK(net.gradient_buffer(net.find("add")) == net.gradient_buffer(net.find("shortcut")));
 
       std::unique_ptr<dpbench::Device> device = dpbench::create_reference_device(0);
       dpbench::ParameterSet params(*device, model.layout());

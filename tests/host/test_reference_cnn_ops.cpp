@@ -751,6 +751,16 @@ TEST_CASE("reference batch norm with a residual equals batch norm then the resid
                             joined_dbeta.data(), nullptr, in_place_dz.data());
     check_same_bits(in_place.values(), separate_dx.values(), "dx in place");
     check_same_bits(in_place_dz.values(), dz_add.values(), "dz with dx in place");
+
+    // Or the residual's gradient may be written over dy (a join's shortcut gradient over its
+    // output's), dx apart.
+    TypedBuffer dz_over_dy = dy, dx_apart(type, n, 0.0f);
+    ops.batch_norm_backward(t, x.data(), joined_y.data(), dz_over_dy.data(), gamma.data(), mean.data(),
+                            inv_std.data(), epsilon, relu, dx_apart.data(), joined_dgamma.data(),
+                            joined_dbeta.data(), nullptr, dz_over_dy.data());
+    check_same_bits(dz_over_dy.values(), dz_add.values(), "dz over dy");
+    check_same_bits(dx_apart.values(), separate_dx.values(), "dx with dz over dy");
+    check_same_bits(joined_dgamma, dgamma, "dgamma with dz over dy");
   });
 }
 
