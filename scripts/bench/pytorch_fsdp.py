@@ -2,8 +2,12 @@
 """PyTorch FSDP2 twin of dpbench's --variable_update=fully_sharded on gpt, measured the way dpbench measures.
 
     torchrun --standalone --nproc_per_node=N scripts/bench/pytorch_fsdp.py --gpt_size 124m --batch_size 16
+    torchrun --standalone --nproc_per_node=N scripts/bench/pytorch_fsdp.py --num_layers=32 --hidden_size=4096 \
+        --num_heads=32 --batch_size 1   (a GPT of about 8B parameters)
 
-The GPT is pytorch_gpt.py's (dpbench's network, parameter for parameter). FSDP2's fully_shard wraps
+The GPT is pytorch_gpt.py's (dpbench's network, parameter for parameter): --gpt_size's preset, each
+of --num_layers, --num_heads and --hidden_size given overriding it; --model gpt (the only one) is
+accepted for dpbench's flag set. FSDP2's fully_shard wraps
 each block, then the root (wte, wpe, ln_f and the tied lm_head: dpbench's embedding and final-norm
 units), as dpbench cuts gpt into units. --precision bf16 (the default): MixedPrecisionPolicy with
 param_dtype bf16 and reduce_dtype --reduce_precision (fp32 by default, as dpbench's); fp32: no
@@ -12,7 +16,8 @@ policy. --reshard_after_forward (true: ZeRO-3; false: SHARD_GRAD_OP, as dpbench'
 AdamW (foreach) on the sharded parameters. One process per GPU, weak scaling: --batch_size per
 GPU. Warm-up steps skipped; then, after a device synchronisation and a barrier, host wall clock
 over the measured steps (the slowest rank's); rank 0 prints one JSON line: pytorch_gpt.py's keys
-plus world_size, the FSDP settings and torch.cuda.max_memory_allocated of rank 0."""
+plus world_size, the FSDP settings and torch.cuda.max_memory_allocated of rank 0 from the sharding
+on (the whole model that each rank builds before sharding it is not counted)."""
 import argparse
 import json
 import os
@@ -28,10 +33,15 @@ import twin_timing  # noqa: E402
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="gpt", choices=["gpt"], help="accepted for dpbench's flag set")
     p.add_argument("--gpt_size", default="124m", choices=list(pytorch_gpt.GPT_SIZES))
+    p.add_argument("--num_layers", type=int, help="blocks (default: --gpt_size's)")
+    p.add_argument("--num_heads", type=int, help="attention heads (default: --gpt_size's)")
+    p.add_argument("--hidden_size", type=int, help="width d (default: --gpt_size's)")
     p.add_argument("--vocab_size", type=int, default=50304)
     p.add_argument("--seq_len", type=int, default=1024)
     p.add_argument("--batch_size", type=int, default=16, help="per GPU")
+    p.add_argument("--dropout", type=float, default=0.0, help="as pytorch_gpt.py's (default 0: none)")
     p.add_argument("--precision", default="bf16", choices=["bf16", "fp32"])
     p.add_argument("--reduce_precision", default="fp32", choices=["fp32", "bf16"])
     p.add_argument("--reshard_after_forward", default="true", choices=["true", "false"])
@@ -40,7 +50,18 @@ def parse_args():
     p.add_argument("--weight_decay", type=float, default=0.01)
     p.add_argument("--num_batches", type=int, default=40)
     p.add_argument("--num_warmup_batches", type=int, default=10)
-    return p.parse_args()
+    a = p.parse_args()
+    for name, preset in zip(("num_layers", "num_heads", "hidden_size"), pytorch_gpt.GPT_SIZES[a.gpt_size]):
+        if getattr(a, name) is None:
+            setattr(a, name, preset)
+    for name in ("num_layers", "num_heads", "hidden_size", "vocab_size", "seq_len", "batch_size", "num_batches"):
+        if getattr(a, name) < 1:
+            p.error(f"--{name}={getattr(a, name)}: must be at least 1")
+    if not 0 <= a.dropout < 1:
+        p.error(f"--dropout={a.dropout}: must be in [0, 1)")
+    if a.hidden_size % a.num_heads:
+        p.error(f"--hidden_size={a.hidden_size} is not a multiple of --num_heads={a.num_heads}")
+    return a
 
 
 def main():
@@ -55,9 +76,8 @@ def main():
     mesh = (init_device_mesh("cuda", (world,)) if group == world
             else init_device_mesh("cuda", (world // group, group), mesh_dim_names=("replicate", "shard")))
 
-    layers, heads, hidden = pytorch_gpt.GPT_SIZES[a.gpt_size]
     torch.manual_seed(1234)
-    model = pytorch_gpt.Gpt(a.vocab_size, a.seq_len, layers, heads, hidden, 0.0).to(device)
+    model = pytorch_gpt.Gpt(a.vocab_size, a.seq_len, a.num_layers, a.num_heads, a.hidden_size, a.dropout).to(device)
     parameters = sum(q.numel() for q in model.parameters())
     policy = {}
     if a.precision == "bf16":
@@ -67,6 +87,9 @@ def main():
     for block in model.blocks:
         fully_shard(block, mesh=mesh, reshard_after_forward=reshard, **policy)
     fully_shard(model, mesh=mesh, reshard_after_forward=reshard, **policy)
+    # Every rank built the whole model before sharding it (32 GB in fp32 for a GPT of 8B parameters);
+    # sharding freed it, so the peak counted from here on is training's, not this set-up's.
+    torch.cuda.reset_peak_memory_stats(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=a.learning_rate, weight_decay=a.weight_decay, foreach=True)
 
     torch.manual_seed(1234 + rank)
@@ -86,7 +109,9 @@ def main():
     if rank == 0:
         items = a.batch_size * a.seq_len * world
         print(json.dumps({"framework": "pytorch-fsdp2", "torch": torch.__version__, "model": "gpt",
-                          "gpt_size": a.gpt_size, "batch_size": a.batch_size, "precision": a.precision,
+                          "gpt_size": a.gpt_size, "num_layers": a.num_layers, "num_heads": a.num_heads,
+                          "hidden_size": a.hidden_size, "seq_len": a.seq_len, "dropout": a.dropout,
+                          "batch_size": a.batch_size, "precision": a.precision,
                           "reduce_precision": a.reduce_precision, "reshard_after_forward": reshard,
                           "shard_group_size": group, "num_parameters": parameters, "world_size": world,
                           "num_gpus": world, "items_per_sec": items * a.num_batches / float(elapsed.item()),

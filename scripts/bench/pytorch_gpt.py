@@ -127,23 +127,38 @@ class Gpt(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def parse_arguments():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="gpt", choices=["gpt"], help="accepted for dpbench's flag set")
-    p.add_argument("--gpt_size", default="124m", choices=list(GPT_SIZES),
-                   help="layers/heads/hidden: " + ", ".join(f"{k} {l}/{h}/{d}" for k, (l, h, d) in GPT_SIZES.items()))
-    p.add_argument("--num_layers", type=int, help="blocks (default: --gpt_size's)")
-    p.add_argument("--num_heads", type=int, help="attention heads (default: --gpt_size's)")
-    p.add_argument("--hidden_size", type=int, help="width d (default: --gpt_size's)")
-    p.add_argument("--vocab_size", type=int, default=50304, help="GPT-2's 50,257 tokens padded to a multiple of 64")
-    p.add_argument("--seq_len", type=int, default=1024, help="tokens per sample, also wpe's rows")
-    p.add_argument("--batch_size", type=int, default=16)
-    p.add_argument("--dropout", type=float, default=0.0)
-    p.add_argument("--optimizer", default="adamw", choices=["adamw"], help="accepted for dpbench's flag set")
-    p.add_argument("--weight_decay", type=float, default=0.01)
-    p.add_argument("--compile", action="store_true", help="torch.compile the model (default mode)")
-    add_measurement_arguments(p, learning_rate=1e-3, num_batches=40, precision="bf16")
-    a = p.parse_args()
+# The defaults of the flags whose names pytorch_rnn.py also declares (with rnnlm's defaults): a parser
+# holding both model sets, as pytorch_ddp.py's, declares them once and fills in gpt's from here.
+SHARED_DEFAULTS = {"vocab_size": 50304, "seq_len": 1024}
+
+
+def add_model_arguments(p, skip=()):
+    """The network's and the optimizer's flags, named as dpbench's; a name in `skip` is left out
+    (a parser that already declares it). --vocab_size, --seq_len, --num_layers, --num_heads and
+    --hidden_size default to None: resolve_model_arguments fills them in (the last three from
+    --gpt_size's preset)."""
+    def add(flag, **kwargs):  # the flag spelled out in full: compare_pytorch.sh finds a twin's flags by "--name"
+        if flag[2:] not in skip:
+            p.add_argument(flag, **kwargs)
+
+    add("--gpt_size", default="124m", choices=list(GPT_SIZES),
+        help="layers/heads/hidden: " + ", ".join(f"{k} {l}/{h}/{d}" for k, (l, h, d) in GPT_SIZES.items()))
+    add("--num_layers", type=int, help="blocks (default: --gpt_size's)")
+    add("--num_heads", type=int, help="attention heads (default: --gpt_size's)")
+    add("--hidden_size", type=int, help="width d (default: --gpt_size's)")
+    add("--vocab_size", type=int, help="default 50304: GPT-2's 50,257 tokens padded to a multiple of 64")
+    add("--seq_len", type=int, help="tokens per sample, also wpe's rows (default 1024)")
+    add("--dropout", type=float, default=0.0)
+    add("--optimizer", default="adamw", choices=["adamw"], help="accepted for dpbench's flag set")
+    add("--weight_decay", type=float, default=0.01)
+    add("--compile", action="store_true", help="torch.compile the model (default mode)")
+
+
+def resolve_model_arguments(p, a):
+    """Fills in the defaults add_model_arguments left open, then checks the sizes (p.error)."""
+    for name, value in SHARED_DEFAULTS.items():
+        if getattr(a, name) is None:
+            setattr(a, name, value)
     # Each of the three given overrides the preset's.
     for name, preset in zip(("num_layers", "num_heads", "hidden_size"), GPT_SIZES[a.gpt_size]):
         if getattr(a, name) is None:
@@ -155,6 +170,16 @@ def parse_arguments():
         p.error(f"--dropout={a.dropout}: must be in [0, 1)")
     if a.hidden_size % a.num_heads:
         p.error(f"--hidden_size={a.hidden_size} is not a multiple of --num_heads={a.num_heads}")
+
+
+def parse_arguments():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="gpt", choices=["gpt"], help="accepted for dpbench's flag set")
+    p.add_argument("--batch_size", type=int, default=16)
+    add_model_arguments(p)
+    add_measurement_arguments(p, learning_rate=1e-3, num_batches=40, precision="bf16")
+    a = p.parse_args()
+    resolve_model_arguments(p, a)
     return a
 
 

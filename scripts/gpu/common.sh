@@ -167,7 +167,10 @@ PY
 #   twins DIR  compare_pytorch.sh: KEY_gN__dpbench[-VARIANT].json against KEY_gN__TWIN.json (a
 #     result or the JSON line a twin printed), with scaling against the smallest GPU count; with
 #     rounds (KEY_gN__WHO__rR.json), medians, each round's figure and the rounds' ratios; where a
-#     twin's line has an mfu (pytorch_gpt.py's), MFU columns for dpbench and each twin.
+#     twin's line has an mfu (pytorch_gpt.py's), MFU columns for dpbench and each twin. Then, where
+#     the folder holds a sweep (the ddp workload), a second table with each torchrun twin beside the
+#     strategy it mirrors (ddp: replicated:nccl, fsdp: fully_sharded, fsdp_keep:
+#     fully_sharded+--reshard_after_forward=false): both throughputs and memory peaks, dpbench / twin.
 #   kernels DIR TAG  profile_kernels.sh: ncu's kernel durations summed by kernel family.
 gpu_table() {
   python3 - "$@" <<'PY'
@@ -376,6 +379,33 @@ def twins(root):
                     ratios = [mine[k]["items_per_sec"] / theirs[k]["items_per_sec"] for k in mine if k in theirs]
                     row.append(f"{min(ratios):.2f}x to {max(ratios):.2f}x" if ratios else "-")
             print("| " + " | ".join(row) + " |")
+
+    # The torchrun twins each mirror one of the sweep's strategies (its file-name slug): the main
+    # table sets every strategy against every twin, this one each twin against its own.
+    mirrors = {"ddp": "replicated-nccl", "fsdp": "fully_sharded",
+               "fsdp_keep": "fully_sharded+reshard_after_forward=false"}
+    pairs = [(key, n, name, "dpbench-" + mirrors[name]) for key, r in runs.items()
+             for name, n in sorted(r, key=lambda k: (k[1], k[0]))
+             if name in mirrors and ("dpbench-" + mirrors[name], n) in r]
+    if not pairs:
+        return
+    head = ["run", "GPUs", "twin", "dpbench strategy", "dpbench items/s", "twin items/s", "dpbench / twin"]
+    head += ["rounds' dpbench / twin"] if rounds > 1 else []
+    head += ["dpbench peak GiB", "twin max allocated GiB"] if memory else []
+    print("\nEach torchrun twin beside the dpbench strategy it mirrors:\n")
+    print("| " + " | ".join(head) + " |")
+    print("|---|--:|---|---|" + "--:|" * (len(head) - 4))
+    for key, n, name, who in pairs:
+        mine, theirs = runs[key][(who, n)], runs[key][(name, n)]
+        row = [key, str(n), name, who[len("dpbench-"):], figure(mine), figure(theirs),
+               f"{rate(mine) / rate(theirs):.2f}x"]
+        if rounds > 1:
+            ratios = [mine[k]["items_per_sec"] / theirs[k]["items_per_sec"] for k in mine if k in theirs]
+            row.append(f"{min(ratios):.2f}x to {max(ratios):.2f}x" if ratios else "-")
+        if memory:
+            row += [gib((x.get("memory") or {}).get("peak_bytes") for x in mine.values()),
+                    gib(x.get("max_memory_allocated_bytes") for x in theirs.values())]
+        print("| " + " | ".join(row) + " |")
 
 
 def kernels(root, tag):

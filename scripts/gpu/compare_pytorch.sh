@@ -42,18 +42,26 @@ WORKLOAD:
   trivial  ENTRY = GPU counts (default 1 2 4): trivial, independent, BATCH (64) per GPU, long runs
            so fixed costs do not blur the ratio; twin scripts/bench/pytorch_trivial.py (TWINS=torch).
            NUM_BATCHES 20000, NUM_WARMUP 200.
-  ddp      ENTRY as cnn (default resnet50:64), per precision and layout as cnn (nmt, rnnlm: as rnn):
+  ddp      ENTRY as cnn (default resnet50:64), per precision and layout as cnn (nmt, rnnlm: as rnn;
+           gpt: bf16 by default, e.g. gpt:16 or gpt:1+--num_layers=32+--hidden_size=4096+--num_heads=32):
            scripts/sweep.sh once over GPUS ("1 2 4") x STRATEGIES (sweep tokens, default
-           'independent;replicated:nccl;parameter_server:gpu'), then on each count the PyTorch DDP
-           twin (torchrun, scripts/bench/pytorch_ddp.py; TWINS=ddp); last `dpbench comm_bench`'s
-           all-reduce table on each count of 2 or more (COMM_BENCH=0: none). NUM_BATCHES 50,
-           NUM_WARMUP 10.
+           'independent;replicated:nccl;parameter_server:gpu'; gpt: 'replicated:nccl;
+           replicated:nccl+--sharded_update=true;fully_sharded;
+           fully_sharded+--reshard_after_forward=false;parameter_server:gpu'), then on each count
+           the twins of TWINS under torchrun (default ddp; gpt: "ddp fsdp fsdp_keep"): ddp
+           scripts/bench/pytorch_ddp.py (DistributedDataParallel), fsdp scripts/bench/pytorch_fsdp.py
+           (FSDP2, --reshard_after_forward true, against fully_sharded) and fsdp_keep the same with
+           --reshard_after_forward false (against fully_sharded+--reshard_after_forward=false); a
+           second table sets each twin beside the strategy it mirrors (ddp: replicated:nccl). Last
+           `dpbench comm_bench`'s all-reduce table on each count of 2 or more (COMM_BENCH=0:
+           none). NUM_BATCHES 50, NUM_WARMUP 10.
 TWINS="" runs dpbench alone. Each twin gets the flags of its run that it accepts.
 Environment: DPBENCH_FLAGS (extra flags for every dpbench run, e.g. --cuda_graph=false),
 DPBENCH_BUILD_DIR (build), DPBENCH_DEVICE (gpu; cpu: the reference backend, with TWINS="", for a
 dry check).
 e.g. compare_pytorch.sh cnn /tmp/cnn resnet50:64 resnet50:128 inception3:64 vgg16:64   (FORMATS="NCHW NHWC")
      compare_pytorch.sh ddp /tmp/ddp resnet50:64 nmt:384
+     compare_pytorch.sh ddp /tmp/ddp_gpt gpt:16   (dpbench's strategies against PyTorch DDP and FSDP2)
      PRECISIONS=bf16 compare_pytorch.sh rnn /tmp/rnn_bf16   (or one entry: nmt:384+--precision=bf16)
      compare_pytorch.sh gpt /tmp/gpt gpt:16 gpt:8+--seq_len=2048
 EOF
@@ -80,7 +88,10 @@ case $workload in
   trivial) default_entries=(1 2 4) twins=${TWINS-torch} batches=20000 warmup=200
     twin_scripts=(scripts/bench/pytorch_trivial.py) ;;
   ddp) default_entries=(resnet50:64) twins=${TWINS-ddp} batches=50 warmup=10
-    twin_scripts=(scripts/bench/pytorch_ddp.py scripts/bench/pytorch_rnn.py) ;;
+    # The DDP twin takes the flags of the single-GPU twins it imports its models from; the FSDP2
+    # twin (gpt only) its own, looked up on it alone in twin().
+    twin_scripts=(scripts/bench/pytorch_ddp.py scripts/bench/pytorch_rnn.py scripts/bench/pytorch_gpt.py
+      scripts/bench/pytorch_fsdp.py) ;;
   *) echo "compare_pytorch.sh: unknown workload '$workload' (cnn, rnn, transformer, gpt, trivial, ddp; see --help)" >&2; exit 2 ;;
 esac
 ((${#entries[@]})) || entries=("${default_entries[@]}")
@@ -109,9 +120,15 @@ run_dpbench() {  # file name, then dpbench flags
   "$dpbench" "${args[@]}" --result_file="$out/$name.json" >"$out/$name.log" 2>&1 || { echo "$name failed: $(tail -n 1 "$out/$name.log")"; status=1; }
 }
 twin() {  # file name, twin, GPU count, then the run's flags
-  local name=$1 which=$2 n=$3 accepted=()
+  local name=$1 which=$2 n=$3 accepted=() scripts=("${twin_scripts[@]}")
   shift 3
-  mapfile -t accepted < <(twin_flags "${twin_scripts[@]}" -- "$@")
+  # A flag only pytorch_fsdp.py takes (--shard_group_size, ...) would stop pytorch_ddp.py, and the
+  # other way round: each torchrun twin gets the flags of the scripts it reads them from.
+  case $which in
+    ddp) mapfile -t scripts < <(printf '%s\n' "${twin_scripts[@]}" | grep -v pytorch_fsdp.py) ;;
+    fsdp | fsdp_keep) scripts=(scripts/bench/pytorch_fsdp.py) ;;
+  esac
+  mapfile -t accepted < <(twin_flags "${scripts[@]}" -- "$@")
   echo "== PyTorch $which $name"
   case $which in
     eager) run "$name" python3 -W ignore "${twin_scripts[0]}" "${accepted[@]}" "${steps[@]}" ;;
@@ -125,6 +142,14 @@ twin() {  # file name, twin, GPU count, then the run's flags
     torch) run "$name" python3 -W ignore "${twin_scripts[0]}" --num_gpus="$n" "${accepted[@]}" "${steps[@]}" ;;
     ddp) run "$name" env PYTHONWARNINGS=ignore python3 -m torch.distributed.run --standalone --nproc_per_node="$n" \
       "${twin_scripts[0]}" "${accepted[@]}" "${steps[@]}" ;;
+    fsdp | fsdp_keep)
+      if [ "$workload" != ddp ] || ! printf '%s\n' "$@" | grep -qx -- --model=gpt; then
+        echo "compare_pytorch.sh: the $which twin is for gpt in the ddp workload only" >&2; status=1; return
+      fi
+      local reshard=true
+      [ "$which" = fsdp_keep ] && reshard=false
+      run "$name" env PYTHONWARNINGS=ignore python3 -m torch.distributed.run --standalone --nproc_per_node="$n" \
+        scripts/bench/pytorch_fsdp.py "${accepted[@]}" "${steps[@]}" --reshard_after_forward="$reshard" ;;
     *) echo "compare_pytorch.sh: no twin '$which' for $workload" >&2; status=1 ;;
   esac
 }
@@ -168,14 +193,22 @@ else
           run_rounds "${key}_g1" 1 "${flags[@]}" -- "${flags[@]}"
           continue
         fi
+        strategies=${STRATEGIES:-independent;replicated:nccl;parameter_server:gpu} run_twins=$twins
+        if [ "$entry_model" = gpt ]; then
+          # gpt's strategies are those its twins mirror, DDP's (also with the update sharded) and
+          # FSDP2's resharding after the forward or keeping the parameters, and the parameter server.
+          strategies="replicated:nccl;replicated:nccl+--sharded_update=true;fully_sharded"
+          strategies=${STRATEGIES:-$strategies;fully_sharded+--reshard_after_forward=false;parameter_server:gpu}
+          run_twins=${TWINS-ddp fsdp fsdp_keep}
+        fi
         echo "== dpbench $key: sweep over ${counts[*]} GPUs"
         mapfile -t sweep_flags < <(last_of_each --device="$device" "${flags[@]:1}" "${steps[@]}" --display_every=1000 \
           "${dpbench_flags[@]}")
         bash scripts/sweep.sh --dpbench="$dpbench" --models="$entry_model" --gpus="$(IFS=,; echo "${counts[*]}")" \
-          --strategies="${STRATEGIES:-independent;replicated:nccl;parameter_server:gpu}" --out="$out/$key" --no-report \
+          --strategies="$strategies" --out="$out/$key" --no-report \
           -- "${sweep_flags[@]}" || status=1
         for n in "${counts[@]}"; do
-          for which in $twins; do twin "${key}_g${n}__$which" "$which" "$n" "${flags[@]}"; done
+          for which in $run_twins; do twin "${key}_g${n}__$which" "$which" "$n" "${flags[@]}"; done
         done
       done
     done

@@ -3,7 +3,9 @@
 # dpbench results, the table's median and each round's figure), the twins table over made-up
 # results of two rounds (medians, each round's figure, the rounds' ratios paired by round), its MFU
 # columns where a twin gives an mfu, its memory columns where a twin gives its allocator's peak, and
-# the errors for a bad ROUNDS.
+# the table of the torchrun twins beside the sweep's strategies they mirror (ddp: replicated:nccl,
+# fsdp: fully_sharded, fsdp_keep: fully_sharded+--reshard_after_forward=false), and the errors for a
+# bad ROUNDS.
 # Usage: test_compare_pytorch.sh DPBENCH
 set -uo pipefail
 dpbench=${1:?usage: test_compare_pytorch.sh DPBENCH}
@@ -73,6 +75,30 @@ echo "$table" | grep -q '| m | 1 | - | 100 (100, 100) | - | - | no | 3.00 | 50 |
 echo "$table" | grep -q "GiB" <<<"$(bash -c 'source "$1/scripts/gpu/common.sh" /nonexistent >/dev/null 2>&1; gpu_table twins "$2"' _ "$root" "$work/gpt")" &&
   fail "twins table: memory columns though no twin gave its peak"
 
+# The ddp workload's folder: a sweep in OUT_DIR/KEY (MODEL__SLUG__Ngpu.json) and the twins' lines
+# beside it; each twin is set against its own strategy, parameter_server against none.
+mkdir -p "$work/ddp/gpt_b16_bf16"
+peak() { echo "{\"summary\": {\"items_per_sec\": $1, \"memory\": {\"peak_bytes\": $2}}}"; }
+peak 900 4294967296 >"$work/ddp/gpt_b16_bf16/gpt__replicated-nccl__2gpu.json"
+peak 800 2147483648 >"$work/ddp/gpt_b16_bf16/gpt__fully_sharded__2gpu.json"
+peak 850 3221225472 >"$work/ddp/gpt_b16_bf16/gpt__fully_sharded+reshard_after_forward=false__2gpu.json"
+peak 700 4294967296 >"$work/ddp/gpt_b16_bf16/gpt__parameter_server-gpu__2gpu.json"
+echo '{"framework": "pytorch-ddp", "items_per_sec": 1000, "max_memory_allocated_bytes": 5368709120}' >"$work/ddp/gpt_b16_bf16_g2__ddp.json"
+{ echo "a warning"; echo '{"framework": "pytorch-fsdp2", "items_per_sec": 400, "max_memory_allocated_bytes": 1073741824}'; } \
+  >"$work/ddp/gpt_b16_bf16_g2__fsdp.json"
+echo '{"framework": "pytorch-fsdp2", "items_per_sec": 1700, "max_memory_allocated_bytes": 2147483648}' \
+  >"$work/ddp/gpt_b16_bf16_g2__fsdp_keep.json"
+table=$(bash -c 'source "$1/scripts/gpu/common.sh" /nonexistent >/dev/null 2>&1; gpu_table twins "$2"' _ "$root" "$work/ddp")
+for row in '| gpt_b16_bf16 | 2 | ddp | replicated-nccl | 900 | 1,000 | 0.90x | 4.00 | 5.00 |' \
+  '| gpt_b16_bf16 | 2 | fsdp | fully_sharded | 800 | 400 | 2.00x | 2.00 | 1.00 |' \
+  '| gpt_b16_bf16 | 2 | fsdp_keep | fully_sharded+reshard_after_forward=false | 850 | 1,700 | 0.50x | 3.00 | 2.00 |'; do
+  echo "$table" | grep -qF "$row" || fail "twins table: no row $row: $table"
+done
+[ "$(echo "$table" | grep -Ec '^\| gpt_b16_bf16 \| 2 \| (ddp|fsdp|fsdp_keep) \| ')" = 3 ] ||
+  fail "twins table: not one row per twin beside its strategy: $table"
+grep -q "beside the dpbench strategy" <<<"$(bash -c 'source "$1/scripts/gpu/common.sh" /nonexistent >/dev/null 2>&1; gpu_table twins "$2"' _ "$root" "$work/memory")" &&
+  fail "twins table: a table of mirrored strategies without a sweep"
+
 for bad in 0 two -1; do
   expect_exit "ROUNDS=$bad" 2 env DPBENCH_BUILD_DIR="$build" DPBENCH_DEVICE=cpu TWINS="" ROUNDS=$bad \
     bash "$root/scripts/gpu/compare_pytorch.sh" cnn "$work/bad" trivial:8
@@ -81,4 +107,4 @@ done
 expect_exit "ROUNDS with ddp" 2 env DPBENCH_BUILD_DIR="$build" DPBENCH_DEVICE=cpu TWINS="" ROUNDS=2 \
   bash "$root/scripts/gpu/compare_pytorch.sh" ddp "$work/bad" trivial:8
 grep -q "ROUNDS is for cnn, rnn, transformer, gpt and trivial" "$work/stderr" || fail "ROUNDS with ddp: $(cat "$work/stderr")"
-finish "compare_pytorch.sh: rounds, medians and paired ratios as expected"
+finish "compare_pytorch.sh: rounds, medians, paired ratios and the twins beside their strategies as expected"
