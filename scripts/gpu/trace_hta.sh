@@ -7,14 +7,15 @@
 #
 # For each ENTRY (MODEL[:BATCH][+--flag=value...], with the model's flags of these scripts; default:
 # resnet50:64 nmt:384 gpt:16), on 1 GPU (--variable_update=independent) and on each count of GPUS
-# (e.g. GPUS="2 8"; replicated, its exchanges NCCL's), a run tracing NUM_BATCHES (20) measured steps:
+# (e.g. GPUS="2 8") per strategy of STRATEGIES (variable_update values, default "replicated": its
+# exchanges NCCL's; e.g. "replicated fully_sharded"), a run tracing NUM_BATCHES (20) measured steps:
 # OUT_DIR/KEY_gN/ holds the traces (rank0.json, ...), OUT_DIR/KEY_gN.json the result and .log the
-# console. Then, with HTA_PYTHON (default python3) able to import hta, scripts/hta_breakdown.py
+# console (KEY_gN_STRATEGY for a strategy other than replicated). Then, with HTA_PYTHON (default python3) able to import hta, scripts/hta_breakdown.py
 # compares HTA's temporal breakdown (and, on N GPUs, its communication/computation overlap) with the
 # result's breakdown, within TOLERANCE (2) percentage points, into OUT_DIR/KEY_gN.hta.txt. The GPU
 # machine has no package registry: where HTA is missing there, bring OUT_DIR back and run the printed
 # commands where `pip install HolisticTraceAnalysis` works.
-# Environment: GPUS, NUM_BATCHES, NUM_WARMUP (10), TOLERANCE, HTA_PYTHON, DPBENCH_FLAGS (extra flags
+# Environment: GPUS, STRATEGIES, NUM_BATCHES, NUM_WARMUP (10), TOLERANCE, HTA_PYTHON, DPBENCH_FLAGS (extra flags
 # for every run), DPBENCH_BUILD_DIR (build).
 # e.g. scripts/gpu/trace_hta.sh /tmp/hta resnet50:64
 #      GPUS=2 scripts/gpu/trace_hta.sh /tmp/hta resnet50:64 nmt:384
@@ -29,6 +30,7 @@ entries=("$@")
 ((${#entries[@]})) || entries=(resnet50:64 nmt:384 gpt:16)
 dpbench=${DPBENCH_BUILD_DIR:-build}/dpbench
 read -r -a counts <<<"1 ${GPUS:-}"
+read -r -a strategies <<<"${STRATEGIES:-replicated}"
 read -r -a extra_flags <<<"${DPBENCH_FLAGS:-}"
 steps=${NUM_BATCHES:-20}
 tolerance=${TOLERANCE:-2}
@@ -43,10 +45,14 @@ status=0
 later=()
 for entry in "${entries[@]}"; do
   parse_entry "$entry"
+  runs=()
   for n in "${counts[@]}"; do
+    if ((n == 1)); then runs+=("1 independent"); else for s in "${strategies[@]}"; do runs+=("$n $s"); done; fi
+  done
+  for run in "${runs[@]}"; do
+    read -r n strategy <<<"$run"
     key=${entry_tag}_g$n
-    strategy=independent
-    ((n > 1)) && strategy=replicated
+    case $strategy in independent | replicated) ;; *) key+=_$strategy ;; esac
     rm -rf "${out:?}/$key"
     if ! "$dpbench" --model="$entry_model" "${entry_flags[@]}" --num_gpus="$n" --variable_update="$strategy" --num_batches="$steps" \
       --num_warmup_batches="${NUM_WARMUP:-10}" --display_every=1000 --trace_steps=1:"$steps" --trace_format=hta \

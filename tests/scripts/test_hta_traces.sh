@@ -80,12 +80,15 @@ fi
 
 # The GPU script, dry: its entry's model runs (not the default one) and its HTA report is written.
 DPBENCH_BUILD_DIR=$(dirname "$dpbench") DPBENCH_FLAGS="--device=cpu --data_name=cifar10" HTA_PYTHON=$python \
-  NUM_BATCHES=6 NUM_WARMUP=1 GPUS=2 bash "$source_dir/scripts/gpu/trace_hta.sh" "$work/script" cifar10_cnn:2 \
-  >"$work/script.txt" 2>&1 || fail "trace_hta.sh on the reference backend: $(tail -5 "$work/script.txt")"
-for n in 1 2; do
-  grep -q '"model": *"cifar10_cnn"' "$work/script/cifar10_cnn_b2_g$n.json" ||
-    fail "trace_hta.sh ran another model than its entry's on $n devices: $(grep -o '"model": *"[a-z0-9_]*"' "$work/script/cifar10_cnn_b2_g$n.json" | head -1)"
-  [ -s "$work/script/cifar10_cnn_b2_g$n.hta.txt" ] || fail "trace_hta.sh wrote no HTA report for $n devices"
+  NUM_BATCHES=6 NUM_WARMUP=1 GPUS=2 STRATEGIES="replicated fully_sharded" bash "$source_dir/scripts/gpu/trace_hta.sh" \
+  "$work/script" cifar10_cnn:2 >"$work/script.txt" 2>&1 ||
+  fail "trace_hta.sh on the reference backend: $(tail -5 "$work/script.txt")"
+for key in g1 g2 g2_fully_sharded; do
+  grep -q '"model": *"cifar10_cnn"' "$work/script/cifar10_cnn_b2_$key.json" ||
+    fail "trace_hta.sh ran another model than its entry's ($key): $(grep -o '"model": *"[a-z0-9_]*"' "$work/script/cifar10_cnn_b2_$key.json" | head -1)"
+  [ -s "$work/script/cifar10_cnn_b2_$key.hta.txt" ] || fail "trace_hta.sh wrote no HTA report for $key"
 done
+grep -q '"variable_update": *"fully_sharded"' "$work/script/cifar10_cnn_b2_g2_fully_sharded.json" ||
+  fail "trace_hta.sh's fully_sharded run ran another strategy"
 
 finish "HTA reads both ranks and agrees with dpbench's breakdown within $tolerance percentage points"
