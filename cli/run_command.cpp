@@ -389,7 +389,7 @@ std::string describe_too_little_memory(const RunConfig& config, const Model& mod
   MemoryRefusal refusal;
   refusal.fit = fit;
   refusal.recomputing_blocks = std::move(recomputing_blocks);
-  if (run_entry != nullptr && run_entry->memory) refusal.strategy = run_entry->memory(config, layout, plan, shape);
+  if (run_entry != nullptr && run_entry->memory) refusal.strategy = run_entry->memory(config, layout, plan, shape, model.parameter_units());
   refusal.largest_batch = checked_largest_batch(config, model, fit, refusal.strategy, settings, devices);
   refusal.limit_source = config.device_memory > 0 ? "--device_memory" : "what the GPU had free when the run started";
   const ProcessLayout processes =
@@ -401,7 +401,7 @@ std::string describe_too_little_memory(const RunConfig& config, const Model& mod
     options.bucket_cap_mb = config.bucket_cap_mb;
     options.tail_bucket_mb = config.tail_bucket_mb;
     refusal.alternatives.push_back({strategy_label(entry->name, recorded_options(entry->name, options), false),
-                                    entry->memory(options, layout, plan, shape)});
+                                    entry->memory(options, layout, plan, shape, model.parameter_units())});
   }
   return too_little_memory_line(refusal);
 }
@@ -487,7 +487,8 @@ Result run_benchmark(const ParsedRunFlags& flags) {
 
   Result result = assemble_result(result_inputs(effective, measured, *model, items_per_step, descriptions, data_summary));
   if (!measured.timelines.empty()) {
-    if (const auto timeline = summarize_backward_timeline(measured.timelines.front(), tensor_sizes_in_buffer_order(model->layout())))
+    if (const auto timeline = summarize_backward_timeline(measured.timelines.front(), tensor_sizes_in_buffer_order(model->layout()),
+                                                          model->parameter_units()))
       result.summary.timeline = backward_timeline_to_json(*timeline);
   }
   result.invocation = describe_invocation(flags.arguments);
