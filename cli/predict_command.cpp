@@ -317,7 +317,9 @@ int run_predict_command(const std::vector<std::string>& args) {
   for (const PredictedVariant& variant : predicted_variants()) {
     const StrategyEntry* entry = find_strategy(variant.strategy);
     if (entry == nullptr || !entry->schedule) continue;
-    const StrategyOptions strategy_options = options_of(variant);
+    StrategyOptions strategy_options = options_of(variant);
+    // A 16-bit weight copy is what fully_sharded gathers (Note [what travels]).
+    if (precision == Precision::fp16 || precision == Precision::bf16) strategy_options.gathered_element_bytes = 2;
     for (int gpus : predicted_gpu_counts(options.max_gpus)) {
       PredictionRow row;
       row.strategy = strategy_label(entry->name, recorded_options(entry->name, strategy_options), false);

@@ -310,6 +310,10 @@ StepSchedule FullyShardedStrategy::step_schedule(const StrategyOptions& options,
                 steps.end());
     ScheduledCollective planned = gather;
     planned.after = StepAfter::unit_use;
+    // Under a 16-bit weight copy the copy travels (its fp32 vectors beside it are left out: a
+    // few biases and norm scales per unit).
+    planned.width = options.gathered_element_bytes / static_cast<double>(sizeof(float));
+    planned.bytes *= planned.width;
     steps.insert(steps.begin(), static_cast<size_t>(gathers[r]), planned);
   }
   for (size_t j = 0; j < slots.uses.size(); ++j) {
@@ -335,12 +339,16 @@ StrategyMemory FullyShardedStrategy::memory_for(const StrategyOptions& options, 
   for (MemoryCategory kept : {MemoryCategory::parameters, MemoryCategory::gradients, MemoryCategory::optimizer_state})
     memory.kept[static_cast<size_t>(kept)] = k > 1 ? 1.0 / k : 1.0;
   memory.rule = "each device keeps 1/N of the parameters, gradients and optimizer state, and the slots its unit plan "
-                "allocates (fp32 gathered units and unit gradients, each slot the largest unit it holds)";
+                "allocates (gathered units in the weight copy's type, fp32 unit gradients, each slot the largest unit it "
+                "holds)";
   const ParameterUnits units = units_or_plan(published, plan);
   if (k <= 1 || units.uses.empty()) return memory;
   const UnitSlotPlan slots = slot_plan_of(options, units, k);
   uint64_t parameter_slots = 0, gradient_slots = 0, largest_gradient_slot = 0, largest_chunk = 0;
-  for (size_t elements : slots.parameter_slot_elements) parameter_slots += std::max<size_t>(elements, 1) * sizeof(float);
+  // Under a 16-bit weight copy a slot holds the unit in 16 bits (and its fp32 vectors, a few
+  // biases and norm scales, left out here).
+  for (size_t elements : slots.parameter_slot_elements)
+    parameter_slots += std::max<size_t>(elements, 1) * static_cast<uint64_t>(options.gathered_element_bytes);
   for (size_t elements : slots.gradient_slot_elements) {
     gradient_slots += elements * sizeof(float);
     largest_gradient_slot = std::max<uint64_t>(largest_gradient_slot, elements);
