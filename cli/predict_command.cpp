@@ -262,6 +262,7 @@ int run_predict_command(const std::vector<std::string>& args) {
 
   MeasuredStep measured;
   measured.step_ms = timeline.step_ms;
+  measured.forward_ms = timeline.forward_ms;
   measured.backward_ms = timeline.backward_ms;
   measured.update_ms = timeline.after_backward_ms;
   const std::optional<Precision> precision = find_precision(config_text(result.config, "precision"));
@@ -270,6 +271,10 @@ int run_predict_command(const std::vector<std::string>& args) {
   const ParameterLayout layout = gradient_layout_of(timeline);
   const std::vector<GradientRange> plan = plan_of(layout, base.bucket_cap_mb, tail_bucket_mb);
   measured.buckets = buckets_of(timeline, plan);
+  // The units fully_sharded gathers: the model's, where BASE recorded them, else the plan's ranges.
+  std::vector<GradientRange> unit_ranges;
+  for (const ParameterUnit& unit : timeline.units.units) unit_ranges.push_back(unit.range);
+  measured.units = timeline.units.empty() ? measured.buckets : buckets_of(timeline, unit_ranges);
 
   PredictionReport report;
   report.base_path = base.loaded.path;
@@ -312,15 +317,17 @@ int run_predict_command(const std::vector<std::string>& args) {
   for (const PredictedVariant& variant : predicted_variants()) {
     const StrategyEntry* entry = find_strategy(variant.strategy);
     if (entry == nullptr || !entry->schedule) continue;
-    const StrategyOptions strategy_options = options_of(variant);
+    StrategyOptions strategy_options = options_of(variant);
+    // A 16-bit weight copy is what fully_sharded gathers (Note [what travels]).
+    if (precision == Precision::fp16 || precision == Precision::bf16) strategy_options.gathered_element_bytes = 2;
     for (int gpus : predicted_gpu_counts(options.max_gpus)) {
       PredictionRow row;
       row.strategy = strategy_label(entry->name, recorded_options(entry->name, strategy_options), false);
       const StepSchedule schedule =
-          gpus > 1 ? entry->schedule(strategy_options, layout, plan, shape_on(system.model, gpus)) : StepSchedule{};
+          gpus > 1 ? entry->schedule(strategy_options, layout, plan, shape_on(system.model, gpus), timeline.units) : StepSchedule{};
       row.step = predict_step(measured, schedule, gpus, system.model, cost);
       if (memory && entry->memory)
-        row.memory = predict_memory(*memory, entry->memory(strategy_options, layout, plan, shape_on(system.model, gpus)),
+        row.memory = predict_memory(*memory, entry->memory(strategy_options, layout, plan, shape_on(system.model, gpus), timeline.units),
                                     report.memory_batch_size, report.device_memory_bytes);
       if (row.step.modelled && row.step.step_ms > 0) {
         // The ratio first: on 1 GPU the predicted step is the measured one, and 100 * (x / x) is exactly

@@ -76,6 +76,14 @@ void check_timeline_against_result(const BackwardTimeline& timeline, const Summa
                          ") ends past the gradient buffer of its tensors (" + std::to_string(buffer) +
                          " elements), impossible for a run");
   }
+  for (size_t i = 0; i < timeline.units.units.size(); ++i) {
+    const GradientRange& range = timeline.units.units[i].range;
+    if (static_cast<int64_t>(range.offset + range.count) > buffer)
+      throw RuntimeError(where + ": summary.timeline.units[" + std::to_string(i) + "] (offset " +
+                         std::to_string(range.offset) + ", count " + std::to_string(range.count) +
+                         ") ends past the gradient buffer of its tensors (" + std::to_string(buffer) +
+                         " elements), impossible for a run");
+  }
 }
 
 }  // namespace

@@ -389,7 +389,12 @@ std::string describe_too_little_memory(const RunConfig& config, const Model& mod
   MemoryRefusal refusal;
   refusal.fit = fit;
   refusal.recomputing_blocks = std::move(recomputing_blocks);
-  if (run_entry != nullptr && run_entry->memory) refusal.strategy = run_entry->memory(config, layout, plan, shape);
+  // A 16-bit weight copy is what fully_sharded gathers (Note [what travels]).
+  const int gathered_element_bytes = config.precision == Precision::fp16 || config.precision == Precision::bf16 ? 2 : 4;
+  StrategyOptions run_options = config;
+  run_options.gathered_element_bytes = gathered_element_bytes;
+  if (run_entry != nullptr && run_entry->memory)
+    refusal.strategy = run_entry->memory(run_options, layout, plan, shape, model.parameter_units());
   refusal.largest_batch = checked_largest_batch(config, model, fit, refusal.strategy, settings, devices);
   refusal.limit_source = config.device_memory > 0 ? "--device_memory" : "what the GPU had free when the run started";
   const ProcessLayout processes =
@@ -400,8 +405,9 @@ std::string describe_too_little_memory(const RunConfig& config, const Model& mod
     StrategyOptions options = options_of(variant);
     options.bucket_cap_mb = config.bucket_cap_mb;
     options.tail_bucket_mb = config.tail_bucket_mb;
+    options.gathered_element_bytes = gathered_element_bytes;
     refusal.alternatives.push_back({strategy_label(entry->name, recorded_options(entry->name, options), false),
-                                    entry->memory(options, layout, plan, shape)});
+                                    entry->memory(options, layout, plan, shape, model.parameter_units())});
   }
   return too_little_memory_line(refusal);
 }
@@ -487,7 +493,8 @@ Result run_benchmark(const ParsedRunFlags& flags) {
 
   Result result = assemble_result(result_inputs(effective, measured, *model, items_per_step, descriptions, data_summary));
   if (!measured.timelines.empty()) {
-    if (const auto timeline = summarize_backward_timeline(measured.timelines.front(), tensor_sizes_in_buffer_order(model->layout())))
+    if (const auto timeline = summarize_backward_timeline(measured.timelines.front(), tensor_sizes_in_buffer_order(model->layout()),
+                                                          model->parameter_units()))
       result.summary.timeline = backward_timeline_to_json(*timeline);
   }
   result.invocation = describe_invocation(flags.arguments);

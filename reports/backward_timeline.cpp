@@ -110,6 +110,39 @@ std::vector<int64_t> tensor_elements_of(const json& object, int64_t element_byte
   return sizes;
 }
 
+// summary.timeline.units and unit_uses (optional: a result of an older dpbench has neither):
+// each unit a range of the gradient buffer, each use one of those units in a pass.
+ParameterUnits units_of(const json& object, int64_t max_elements) {
+  ParameterUnits units;
+  const json& listed = field(object, "units");
+  if (!listed.is_array() || listed.empty()) reject("units", "is not a non-empty array");
+  for (size_t i = 0; i < listed.size(); ++i) {
+    const std::string where = "units[" + std::to_string(i) + "].";
+    if (!listed[i].is_object()) reject("units[" + std::to_string(i) + "]", "is not an object");
+    ParameterUnit unit;
+    if (listed[i].contains("name") && listed[i]["name"].is_string()) unit.name = listed[i]["name"].get<std::string>();
+    unit.range.offset = static_cast<size_t>(count_field(listed[i], "offset", where, 0, max_elements));
+    unit.range.count = static_cast<size_t>(count_field(listed[i], "count", where, 1, max_elements));
+    units.units.push_back(unit);
+  }
+  const json& uses = field(object, "unit_uses");
+  if (!uses.is_array() || uses.empty()) reject("unit_uses", "is not a non-empty array");
+  for (size_t i = 0; i < uses.size(); ++i) {
+    const std::string where = "unit_uses[" + std::to_string(i) + "].";
+    if (!uses[i].is_object()) reject("unit_uses[" + std::to_string(i) + "]", "is not an object");
+    UnitUse use;
+    use.unit = static_cast<int>(count_field(uses[i], "unit", where, 0, static_cast<int64_t>(listed.size()) - 1));
+    const json& pass = field(uses[i], "pass", where);
+    if (pass != "forward" && pass != "backward") reject(where + "pass", "is " + shown(pass) + ", not forward or backward");
+    use.pass = pass == "forward" ? UnitPass::forward : UnitPass::backward;
+    const json& writes = field(uses[i], "writes_gradients", where);
+    if (!writes.is_boolean()) reject(where + "writes_gradients", "is " + shown(writes) + ", not true or false");
+    use.writes_gradients = writes.get<bool>();
+    units.uses.push_back(use);
+  }
+  return units;
+}
+
 }  // namespace
 
 int64_t BackwardTimeline::total_elements() const {
@@ -119,9 +152,11 @@ int64_t BackwardTimeline::total_elements() const {
 }
 
 std::optional<BackwardTimeline> summarize_backward_timeline(const DeviceTimeline& timeline,
-                                                            std::vector<int64_t> tensor_elements) {
+                                                            std::vector<int64_t> tensor_elements,
+                                                            ParameterUnits units) {
   BackwardTimeline summary;
   summary.tensor_elements = std::move(tensor_elements);
+  summary.units = std::move(units);
   for (const TracedStep& step : timeline.steps) {
     if (!step.measured || !step.ran) continue;
     const std::optional<StepParts> parts = parts_of(step);
@@ -152,7 +187,7 @@ json backward_timeline_to_json(const BackwardTimeline& timeline) {
   json produced = json::array();
   for (const ProducedRange& range : timeline.produced)
     produced.push_back({{"offset", range.offset}, {"count", range.count}, {"ready_ms", range.ready_ms}});
-  return {{"source", "device 0's measured traced steps (--trace_file), device timestamps"},
+  json object = {{"source", "device 0's measured traced steps (--trace_file), device timestamps"},
           {"traced_steps", timeline.traced_steps},
           {"step_ms", timeline.step_ms},
           {"forward_ms", timeline.forward_ms},
@@ -161,6 +196,18 @@ json backward_timeline_to_json(const BackwardTimeline& timeline) {
           {"gradient_element_bytes", timeline.gradient_element_bytes},
           {"tensor_elements", timeline.tensor_elements},
           {"produced", produced}};
+  if (!timeline.units.empty()) {
+    json units = json::array(), uses = json::array();
+    for (const ParameterUnit& unit : timeline.units.units)
+      units.push_back({{"name", unit.name}, {"offset", unit.range.offset}, {"count", unit.range.count}});
+    for (const UnitUse& use : timeline.units.uses)
+      uses.push_back({{"unit", use.unit},
+                      {"pass", use.pass == UnitPass::forward ? "forward" : "backward"},
+                      {"writes_gradients", use.writes_gradients}});
+    object["units"] = units;
+    object["unit_uses"] = uses;
+  }
+  return object;
 }
 
 BackwardTimeline backward_timeline_from_json(const json& object) {
@@ -196,6 +243,7 @@ BackwardTimeline backward_timeline_from_json(const json& object) {
                                              range.ready_ms, timeline.step_ms));
     timeline.produced.push_back(range);
   }
+  if (object.contains("units")) timeline.units = units_of(object, max_elements);
   return timeline;
 }
 

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/backend/device_timeline.h"
+#include "engine/training/model.h"
 
 namespace dpbench {
 
@@ -33,13 +34,19 @@ struct BackwardTimeline {
   int64_t gradient_element_bytes = 4;  // the gradients are fp32 whatever the precision
   std::vector<int64_t> tensor_elements;  // every tensor's size, in the order backward produces them
   std::vector<ProducedRange> produced;   // in the order backward announced them
+  // The model's parameter units and their uses in one step (Note [parameter units]), whatever
+  // strategy the run had: what `dpbench predict` gathers and reduces for fully_sharded. Empty in
+  // a result of an older dpbench or of a model that publishes none.
+  ParameterUnits units;
   int64_t total_elements() const;        // of every tensor, the gaps that align them left out
 };
 
 // The timeline of `timeline`'s measured traced steps; none where no measured step was traced.
 // `tensor_elements`: the model's tensors in gradient-buffer order.
+// `units`: the model's parameter units, recorded beside the times.
 std::optional<BackwardTimeline> summarize_backward_timeline(const DeviceTimeline& timeline,
-                                                            std::vector<int64_t> tensor_elements);
+                                                            std::vector<int64_t> tensor_elements,
+                                                            ParameterUnits units = {});
 
 nlohmann::json backward_timeline_to_json(const BackwardTimeline& timeline);
 // Throws RuntimeError naming the field (summary.timeline.<key>) that is missing, malformed or

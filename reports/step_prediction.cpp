@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <iterator>
 
 namespace dpbench {
@@ -37,6 +38,49 @@ double updated_by_bucket_ms(const std::vector<CommJob>& jobs, const std::vector<
     compute_free = std::max(compute_free, comm_free) + update_ms * share;
   }
   return compute_free;
+}
+
+// Note [units gathered ahead]: each use's compute time, forward then backward, in the uses' order.
+std::vector<double> use_compute_ms(const MeasuredStep& measured, const StepSchedule& schedule) {
+  const std::vector<ScheduledUse>& uses = schedule.uses;
+  std::vector<double> compute(uses.size(), 0.0);
+  std::vector<double> unit_backward(schedule.ranges.size(), 0.0);
+  std::vector<int> forward_uses(schedule.ranges.size(), 0);
+  double pinned = 0;            // backward's time when the last unit's gradients were produced
+  std::vector<size_t> waiting;  // backward uses since then, not yet placed
+  auto share = [&](double until) {
+    const double each = waiting.empty() ? 0.0 : std::max(0.0, until - pinned) / static_cast<double>(waiting.size());
+    for (size_t j : waiting) {
+      compute[j] = each;
+      unit_backward[static_cast<size_t>(uses[j].range)] += each;
+    }
+    waiting.clear();
+    pinned = std::max(pinned, until);
+  };
+  for (size_t j = 0; j < uses.size(); ++j) {
+    if (!uses[j].backward) {
+      ++forward_uses[static_cast<size_t>(uses[j].range)];
+      continue;
+    }
+    waiting.push_back(j);
+    const size_t range = static_cast<size_t>(uses[j].range);
+    if (uses[j].reduces && range < measured.units.size()) share(measured.units[range].ready_ms);
+  }
+  if (!waiting.empty()) share(measured.backward_ms);
+  double backward_total = 0;
+  int forward_count = 0;
+  for (size_t r = 0; r < unit_backward.size(); ++r) {
+    if (forward_uses[r] > 0) backward_total += unit_backward[r];
+    forward_count += forward_uses[r];
+  }
+  for (size_t j = 0; j < uses.size(); ++j) {
+    if (uses[j].backward) continue;
+    const size_t range = static_cast<size_t>(uses[j].range);
+    compute[j] = backward_total > 0
+                     ? measured.forward_ms * unit_backward[range] / backward_total / forward_uses[range]
+                     : measured.forward_ms / std::max(1, forward_count);
+  }
+  return compute;
 }
 
 }  // namespace
@@ -110,6 +154,62 @@ double MeasuredStep::gradient_bytes() const {
   return total;
 }
 
+namespace {
+
+// Note [units gathered ahead]: the step of a schedule with uses, from `prediction`'s count.
+StepPrediction predict_unit_step(const MeasuredStep& measured, const StepSchedule& schedule, StepPrediction prediction,
+                                 const SystemModel& system,
+                                 const std::function<double(const ScheduledCollective&)>& cost_ms) {
+  const std::vector<ScheduledUse>& uses = schedule.uses;
+  const std::vector<double> compute = use_compute_ms(measured, schedule);
+  // Each range's g-th gather costs its g-th gather step; its other steps are its reduction.
+  std::vector<std::vector<double>> gather_ms(schedule.ranges.size());
+  std::vector<double> reduce_ms(schedule.ranges.size(), 0.0);
+  for (size_t r = 0; r < schedule.ranges.size(); ++r)
+    for (const ScheduledCollective& step : schedule.ranges[r].steps) {
+      if (step.after == StepAfter::unit_use)
+        gather_ms[r].push_back(cost_ms(step));
+      else
+        reduce_ms[r] += cost_ms(step);
+    }
+  std::vector<size_t> gathers_done(schedule.ranges.size(), 0);
+  std::vector<double> gathered_at(uses.size(), 0.0), ended_at(uses.size(), 0.0);
+  double stream_free = 0, compute_free = 0;
+  for (size_t j = 0; j < uses.size(); ++j) {
+    for (int g : uses[j].issues_gathers_of) {
+      const ScheduledUse& target = uses[static_cast<size_t>(g)];
+      const size_t r = static_cast<size_t>(target.range);
+      const std::vector<double>& costs = gather_ms[r];
+      const double ms = costs.empty() ? 0.0 : costs[std::min(gathers_done[r]++, costs.size() - 1)];
+      const double slot_free = target.gather_waits_for >= 0 ? ended_at[static_cast<size_t>(target.gather_waits_for)] : 0.0;
+      stream_free = std::max(stream_free, slot_free) + ms;
+      gathered_at[static_cast<size_t>(g)] = stream_free;
+      prediction.comm_ms += ms;
+    }
+    const double start = std::max(compute_free, uses[j].gathers ? gathered_at[j] : 0.0);
+    ended_at[j] = start + compute[j];
+    compute_free = ended_at[j];
+    if (uses[j].reduces) {
+      const double ms = reduce_ms[static_cast<size_t>(uses[j].range)];
+      stream_free = std::max(stream_free, ended_at[j]) + ms;
+      prediction.comm_ms += ms;
+    }
+  }
+  // Backward's compute of no unit (after the last unit's gradients) follows the last use.
+  double backward_placed = 0;
+  for (size_t j = 0; j < uses.size(); ++j) backward_placed += uses[j].backward ? compute[j] : 0.0;
+  const double compute_end = compute_free + std::max(0.0, measured.backward_ms - backward_placed);
+  const double one_gpu = measured.forward_ms + measured.backward_ms;
+  prediction.exposed_comm_ms = system.communication_overlaps_compute
+                                   ? std::max(0.0, std::max(compute_end, stream_free) - one_gpu)
+                                   : prediction.comm_ms;
+  const double update_ms = measured.update_ms * schedule.update_share;
+  prediction.step_ms = measured.step_ms - measured.update_ms + update_ms + prediction.exposed_comm_ms;
+  return prediction;
+}
+
+}  // namespace
+
 StepPrediction predict_step(const MeasuredStep& measured, const StepSchedule& schedule, int gpus,
                             const SystemModel& system, const CollectiveCost& cost) {
   StepPrediction prediction;
@@ -131,6 +231,8 @@ StepPrediction predict_step(const MeasuredStep& measured, const StepSchedule& sc
                                                                    : LinkKind::inter_host;
     return cost.collective_ms(step.collective, step.bytes * std::max(1, step.concurrent), step.ranks, crossed);
   };
+
+  if (!schedule.uses.empty()) return predict_unit_step(measured, schedule, prediction, system, cost_ms);
 
   std::vector<CommJob> during;  // started by backward, one per bucket
   double after_ms = 0;          // transfers that wait for the update (parameters travelling back)

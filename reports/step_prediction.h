@@ -125,9 +125,13 @@ struct BucketReady {
 // What the 1-GPU run measured: its step and the parts a prediction changes, in ms per step.
 struct MeasuredStep {
   double step_ms = 0;
+  double forward_ms = 0;
   double backward_ms = 0;
   double update_ms = 0;  // the optimizer (and whatever follows backward on one GPU)
   std::vector<BucketReady> buckets;  // in the order backward produces them
+  // Each parameter unit's bytes and when backward had produced its gradients, in the model's unit
+  // order: the ranges of a schedule whose exchanges follow the units' uses (StepSchedule::uses).
+  std::vector<BucketReady> units;
   // A schedule that updates each bucket once its exchange is done (Note [update by bucket] in
   // strategies/replicated.h) waits for the last exchange instead where the update first looks at
   // every gradient (fp16's automatic loss scaling).
@@ -147,10 +151,24 @@ struct StepPrediction {
 // The step on `gpus` GPUs of the exchange `schedule` describes for that many (one range per
 // bucket of `measured`, engine/communication/collective_schedule.h): each bucket's steps cost what `cost`
 // charges for their collectives, on the stream after what they wait for; the update runs where
-// the schedule places it, its share of the 1-GPU update. gpus == 1 is the measured step, whatever
-// the schedule.
+// the schedule places it, its share of the 1-GPU update. A schedule with uses (fully_sharded:
+// one range per unit of `measured.units`) is simulated use by use instead (Note [units gathered
+// ahead]). gpus == 1 is the measured step, whatever the schedule.
 StepPrediction predict_step(const MeasuredStep& measured, const StepSchedule& schedule, int gpus,
                             const SystemModel& system, const CollectiveCost& cost);
+
+// Note [units gathered ahead]
+// fully_sharded's step, use by use as its slot plan runs it (StepSchedule::uses). Each use's
+// compute: in backward, a unit's gradients are produced when its last writing use ends, so those
+// uses end at their units' ready times and the uses between two such ends share the interval
+// evenly (backward after the last of them is compute of no unit); the 1-GPU run has no forward
+// time per unit, so forward is split over the forward uses in proportion to their units'
+// backward times (a unit of several forward uses evenly over them). On the communication stream,
+// in the order the run issues them: when a use begins, the gathers it issues (its own and,
+// prefetched, later uses'), each after its slot's previous holder's compute; when a unit's last
+// writing use ends, its reduction. A use's compute starts once the one before it ended and its
+// own gather is done, so a gather is charged only where it is not done by then; the update waits
+// for every transfer. Without overlap (the reference backend) every transfer is charged.
 
 // The job `gpus` GPUs make on `system`, for a schedule: inside one host where they fit one, else
 // full hosts of system.gpus_per_host (the last one's share counted as full).

@@ -8,12 +8,38 @@
 #include "engine/backends.h"
 #include "engine/communication/process_group.h"
 #include "engine/errors.h"
+#include "strategies/exchange_meter.h"
 #include "strategies/fully_sharded_units.h"
+#include "strategies/unit_slots.h"
 
 namespace dpbench {
 namespace {
 
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
+// The shard group a job of `shape` has under `options`.
+int shard_group_of(const StrategyOptions& options, const ScheduleShape& shape) {
+  return options.shard_group_size > 0 ? std::min(options.shard_group_size, shape.world) : shape.world;
+}
+
+// `units`, or where a model published none (an older result), the bucket plan's ranges as units:
+// backward produces them in the plan's order, so forward uses them in reverse.
+ParameterUnits units_or_plan(const ParameterUnits& units, const std::vector<GradientRange>& plan) {
+  if (!units.empty()) return units;
+  ParameterUnits from_plan;
+  for (size_t i = 0; i < plan.size(); ++i) from_plan.units.push_back({"range " + std::to_string(i), plan[i]});
+  for (size_t i = plan.size(); i-- > 0;) from_plan.uses.push_back({static_cast<int>(i), UnitPass::forward, false});
+  for (size_t i = 0; i < plan.size(); ++i) from_plan.uses.push_back({static_cast<int>(i), UnitPass::backward, true});
+  return from_plan;
+}
+
+// The slot plan a run on a shard group of `k` makes for `units`.
+UnitSlotPlan slot_plan_of(const StrategyOptions& options, const ParameterUnits& units, int k) {
+  std::vector<size_t> padded;
+  for (const ParameterUnit& unit : units.units)
+    padded.push_back(ceil_div(unit.range.count, static_cast<size_t>(k)) * static_cast<size_t>(k));
+  return plan_unit_slots(padded, units.uses, options.prefetch_units, options.reshard_after_forward);
+}
 
 }  // namespace
 
@@ -261,6 +287,81 @@ StepSchedule FullyShardedStrategy::schedule_for(const StrategyOptions& options, 
     schedule.ranges.push_back(range);
   }
   return schedule;
+}
+
+StepSchedule FullyShardedStrategy::step_schedule(const StrategyOptions& options, const ParameterLayout& layout,
+                                                 const std::vector<GradientRange>& plan, const ScheduleShape& shape,
+                                                 const ParameterUnits& published) {
+  const ParameterUnits units = units_or_plan(published, plan);
+  std::vector<GradientRange> ranges;
+  for (const ParameterUnit& unit : units.units) ranges.push_back(unit.range);
+  StepSchedule schedule = schedule_for(options, layout, ranges, shape);
+  const int k = shard_group_of(options, shape);
+  if (k <= 1 || units.uses.empty()) return schedule;
+  const UnitSlotPlan slots = slot_plan_of(options, units, k);
+  // Each range's gathers: one per use the slot plan gathers for, not the estimate's one or two.
+  std::vector<int> gathers(ranges.size(), 0);
+  for (const PlannedUse& use : slots.uses) gathers[static_cast<size_t>(use.unit)] += use.gathers ? 1 : 0;
+  for (size_t r = 0; r < schedule.ranges.size(); ++r) {
+    std::vector<ScheduledCollective>& steps = schedule.ranges[r].steps;
+    const ScheduledCollective gather = steps.front();  // schedule_for puts the gathers first
+    steps.erase(std::remove_if(steps.begin(), steps.end(),
+                               [](const ScheduledCollective& step) { return step.collective == Collective::all_gather; }),
+                steps.end());
+    ScheduledCollective planned = gather;
+    planned.after = StepAfter::unit_use;
+    // Under a 16-bit weight copy the copy travels (its fp32 vectors beside it are left out: a
+    // few biases and norm scales per unit).
+    planned.width = options.gathered_element_bytes / static_cast<double>(sizeof(float));
+    planned.bytes *= planned.width;
+    steps.insert(steps.begin(), static_cast<size_t>(gathers[r]), planned);
+  }
+  for (size_t j = 0; j < slots.uses.size(); ++j) {
+    const PlannedUse& planned = slots.uses[j];
+    ScheduledUse use;
+    use.range = planned.unit;
+    use.backward = planned.pass == UnitPass::backward;
+    use.gathers = planned.gathers;
+    use.issues_gathers_of = slots.gathers_issued_at[j];
+    use.gather_waits_for = planned.gathers ? planned.slot_freed_by : -1;
+    use.reduces = planned.reduces_gradients;
+    schedule.uses.push_back(use);
+  }
+  return schedule;
+}
+
+StrategyMemory FullyShardedStrategy::memory_for(const StrategyOptions& options, const ParameterLayout& /*layout*/,
+                                                const std::vector<GradientRange>& plan, const ScheduleShape& shape,
+                                                const ParameterUnits& published) {
+  const int k = shard_group_of(options, shape);
+  StrategyMemory memory;
+  memory.added[static_cast<size_t>(MemoryCategory::trace)] = ExchangeMeter::kDeviceBytes;
+  for (MemoryCategory kept : {MemoryCategory::parameters, MemoryCategory::gradients, MemoryCategory::optimizer_state})
+    memory.kept[static_cast<size_t>(kept)] = k > 1 ? 1.0 / k : 1.0;
+  memory.rule = "each device keeps 1/N of the parameters, gradients and optimizer state, and the slots its unit plan "
+                "allocates (gathered units in the weight copy's type, fp32 unit gradients, each slot the largest unit it "
+                "holds)";
+  const ParameterUnits units = units_or_plan(published, plan);
+  if (k <= 1 || units.uses.empty()) return memory;
+  const UnitSlotPlan slots = slot_plan_of(options, units, k);
+  uint64_t parameter_slots = 0, gradient_slots = 0, largest_gradient_slot = 0, largest_chunk = 0;
+  // Under a 16-bit weight copy a slot holds the unit in 16 bits (and its fp32 vectors, a few
+  // biases and norm scales, left out here).
+  for (size_t elements : slots.parameter_slot_elements)
+    parameter_slots += std::max<size_t>(elements, 1) * static_cast<uint64_t>(options.gathered_element_bytes);
+  for (size_t elements : slots.gradient_slot_elements) {
+    gradient_slots += elements * sizeof(float);
+    largest_gradient_slot = std::max<uint64_t>(largest_gradient_slot, elements);
+  }
+  for (const ParameterUnit& unit : units.units)
+    largest_chunk = std::max<uint64_t>(largest_chunk, ceil_div(unit.range.count, static_cast<size_t>(k)));
+  memory.added[static_cast<size_t>(MemoryCategory::parameters)] = parameter_slots;
+  memory.added[static_cast<size_t>(MemoryCategory::gradients)] = gradient_slots;
+  // The bf16 reduction's staging: the largest gradient slot and the largest chunk, 2 bytes each.
+  if (options.reduce_precision == ReducePrecision::bf16)
+    memory.added[static_cast<size_t>(MemoryCategory::communication)] =
+        std::max<uint64_t>(largest_gradient_slot, 1) * 2 + std::max<uint64_t>(largest_chunk, 1) * 2;
+  return memory;
 }
 
 nlohmann::json FullyShardedStrategy::communication_summary(int64_t measured_steps) const {

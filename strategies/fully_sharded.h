@@ -65,6 +65,20 @@ class FullyShardedStrategy final : public Strategy {
   // precision, it prices fp32 gathers (a run's own summary.comm prices its 16-bit ones).
   static StepSchedule schedule_for(const StrategyOptions& options, const ParameterLayout& layout,
                                    const std::vector<GradientRange>& units, const ScheduleShape& shape);
+  // The whole step as the run plans it, for `dpbench predict`: one range per unit of `units`
+  // (the bucket plan's ranges standing in for units a model did not publish, used forward in
+  // reverse and backward in order), its gathers those of the slot plan (plan_unit_slots, with
+  // the options' prefetch and resharding) and the uses that issue them (StepSchedule::uses).
+  static StepSchedule step_schedule(const StrategyOptions& options, const ParameterLayout& layout,
+                                    const std::vector<GradientRange>& plan, const ScheduleShape& shape,
+                                    const ParameterUnits& units);
+  // Its memory rule (StrategyMemory): each device keeps 1/K (K: the shard group) of the
+  // parameters, gradients and optimizer state, and adds the slots the slot plan allocates for
+  // `units` (as step_schedule takes them): fp32 parameter slots and gradient slots, each as large
+  // as the largest padded unit it holds.
+  static StrategyMemory memory_for(const StrategyOptions& options, const ParameterLayout& layout,
+                                   const std::vector<GradientRange>& plan, const ScheduleShape& shape,
+                                   const ParameterUnits& units);
 
  private:
   class ReplicaUnits;

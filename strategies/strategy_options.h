@@ -51,6 +51,10 @@ struct StrategyOptions {
   bool reshard_after_forward = true;
   ReducePrecision reduce_precision = ReducePrecision::fp32;
   int shard_group_size = 0;
+  // Not a flag, the run's precision's: the bytes per element fully_sharded gathers a unit in, 2
+  // where the run keeps a 16-bit weight copy (--precision=fp16 or bf16, Note [what travels] in
+  // strategies/fully_sharded.h), else 4. Its schedule and memory rule size the gathers by it.
+  int gathered_element_bytes = 4;
 };
 
 }  // namespace dpbench

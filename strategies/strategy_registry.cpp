@@ -139,39 +139,35 @@ std::vector<StrategyEntry> make_registry() {
   };
   const std::vector<std::string> all_reduce_options = with_cutting(
       {"all_reduce_spec", "compact_gradient_transfer", "sparse_embedding_grads", "sharded_update"});
-  const auto replicated_schedule = ReplicatedStrategy::schedule_for;
-  const auto parameter_server_schedule = ParameterServerStrategy::schedule_for;
-  const auto replicated_memory = ReplicatedStrategy::memory_for;
-  const auto parameter_server_memory = ParameterServerStrategy::memory_for;
+  // The bucket plan's strategies have no use for the model's units.
+  const auto replicated_schedule = [](const StrategyOptions& options, const ParameterLayout& layout,
+                                      const std::vector<GradientRange>& plan, const ScheduleShape& shape,
+                                      const ParameterUnits&) {
+    return ReplicatedStrategy::schedule_for(options, layout, plan, shape);
+  };
+  const auto parameter_server_schedule = [](const StrategyOptions& options, const ParameterLayout& layout,
+                                            const std::vector<GradientRange>& plan, const ScheduleShape& shape,
+                                            const ParameterUnits&) {
+    return ParameterServerStrategy::schedule_for(options, layout, plan, shape);
+  };
+  const auto replicated_memory = [](const StrategyOptions& options, const ParameterLayout& layout,
+                                    const std::vector<GradientRange>& plan, const ScheduleShape& shape,
+                                    const ParameterUnits&) {
+    return ReplicatedStrategy::memory_for(options, layout, plan, shape);
+  };
+  const auto parameter_server_memory = [](const StrategyOptions& options, const ParameterLayout& layout,
+                                          const std::vector<GradientRange>& plan, const ScheduleShape& shape,
+                                          const ParameterUnits&) {
+    return ParameterServerStrategy::memory_for(options, layout, plan, shape);
+  };
   auto independent_memory = [](const StrategyOptions&, const ParameterLayout&, const std::vector<GradientRange>&,
-                               const ScheduleShape&) {
+                               const ScheduleShape&, const ParameterUnits&) {
     StrategyMemory memory;
     memory.rule = "every device holds a whole replica; nothing is exchanged";
     return memory;
   };
   const std::vector<std::string> fully_sharded_options = {"prefetch_units", "reshard_after_forward",
                                                           "reduce_precision", "shard_group_size"};
-  // Each device keeps 1/N (N: the shard group) of the parameters, gradients and optimizer state,
-  // and adds the gathered units in flight: prefetch + 1 slots of the largest unit (fp32 at most)
-  // and one gradient slot.
-  auto fully_sharded_memory = [](const StrategyOptions& options, const ParameterLayout&,
-                                 const std::vector<GradientRange>& plan, const ScheduleShape& shape) {
-    const int group = options.shard_group_size > 0 ? std::min(options.shard_group_size, shape.world) : shape.world;
-    size_t largest = 0;
-    for (const GradientRange& range : plan) largest = std::max(largest, range.count);
-    StrategyMemory memory;
-    memory.added[static_cast<size_t>(MemoryCategory::trace)] = ExchangeMeter::kDeviceBytes;
-    for (MemoryCategory kept : {MemoryCategory::parameters, MemoryCategory::gradients, MemoryCategory::optimizer_state})
-      memory.kept[static_cast<size_t>(kept)] = group > 1 ? 1.0 / group : 1.0;
-    if (group > 1) {
-      memory.added[static_cast<size_t>(MemoryCategory::parameters)] =
-          static_cast<uint64_t>(options.prefetch_units + 1) * largest * sizeof(float);
-      memory.added[static_cast<size_t>(MemoryCategory::gradients)] = largest * sizeof(float);
-    }
-    memory.rule = "each device keeps 1/N of the parameters, gradients and optimizer state, and the gathered units "
-                  "in flight (prefetch + 1 of the largest) and one unit's gradient slot";
-    return memory;
-  };
   // The whole-replica ways of exchanging gradients, which a unit's owners have no use for.
   const std::map<std::string, std::string> fully_sharded_refusals = {
       {"compact_gradient_transfer",
@@ -209,7 +205,7 @@ std::vector<StrategyEntry> make_registry() {
        [](const StrategyOptions& options, const DevicePlacement& placement) {
          return std::make_unique<FullyShardedStrategy>(options, placement);
        },
-       FullyShardedStrategy::schedule_for, fully_sharded_memory, "", fully_sharded_refusals},
+       FullyShardedStrategy::step_schedule, FullyShardedStrategy::memory_for, "", fully_sharded_refusals},
       {"horovod", "tf_cnn_benchmarks' spelling of distributed_all_reduce", StrategyFamily::all_reduce,
        ProcessLayout::one_process_per_gpu, "distributed_all_reduce", {}, "", nothing_to_check, nullptr, nullptr, nullptr,
        "", {}},
@@ -306,6 +302,8 @@ const std::vector<PredictedVariant>& predicted_variants() {
       {"replicated", [](StrategyOptions& o) { o.sharded_update = true; }},
       {"distributed_all_reduce", [](StrategyOptions& o) { o.hierarchical_all_reduce = true; }},
       {"fully_sharded", [](StrategyOptions&) {}},
+      {"fully_sharded", [](StrategyOptions& o) { o.reshard_after_forward = false; }},
+      {"fully_sharded", [](StrategyOptions& o) { o.prefetch_units = 2; }},
       {"parameter_server", [](StrategyOptions& o) { o.local_parameter_device = "gpu"; }},
       {"parameter_server", [](StrategyOptions& o) { o.local_parameter_device = "cpu"; }},
   };

@@ -12,6 +12,7 @@
 
 #include "engine/backend/device_placement.h"
 #include "engine/communication/collective_schedule.h"
+#include "engine/training/model.h"
 #include "engine/training/strategy.h"
 #include "strategies/strategy_options.h"
 
@@ -64,15 +65,17 @@ struct StrategyEntry {
   std::function<std::unique_ptr<Strategy>(const StrategyOptions&, const DevicePlacement&)> create;
   // What it issues per step for `plan` of `layout` on a job of `shape`, as data
   // (engine/communication/collective_schedule.h), without devices: what `dpbench predict` prices. Null where
-  // nothing is exchanged.
+  // nothing is exchanged. `units`: the model's parameter units and their uses (Note [parameter
+  // units]), for a strategy that exchanges by unit; empty where unknown (it then takes the plan's
+  // ranges for units).
   std::function<StepSchedule(const StrategyOptions&, const ParameterLayout&, const std::vector<GradientRange>& plan,
-                             const ScheduleShape&)>
+                             const ScheduleShape&, const ParameterUnits& units)>
       schedule;
   // What one device holds under it, from one replica's bytes alone, for `plan` of `layout` on a
   // job of `shape` (StrategyMemory, engine/machine/memory_ledger.h): which categories it shards
   // and which buffers it adds. `dpbench predict` and the run's too-little-memory line read it.
   std::function<StrategyMemory(const StrategyOptions&, const ParameterLayout&, const std::vector<GradientRange>& plan,
-                               const ScheduleShape&)>
+                               const ScheduleShape&, const ParameterUnits& units)>
       memory;
   // The one-process entry that issues the same schedule (distributed_all_reduce: replicated):
   // `dpbench predict` compares this entry's measured runs with that one's rows where it has none

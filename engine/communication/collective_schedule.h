@@ -26,6 +26,9 @@ enum class StepAfter {
   previous,  // nothing more
   backward,  // the whole backward (--overlap_comm=false)
   update,    // the optimizer's update of the range: the parameters travelling back
+  // A gather of the range's parameters before one of its uses (fully_sharded's units): when it
+  // is issued and what it waits for are StepSchedule::uses'; each such step is one gather.
+  unit_use,
 };
 
 // The ranks a step spans: the whole job's, those of one host, or one rank of each host (the
@@ -56,6 +59,20 @@ struct RangeSchedule {
   int busbw_ranks = 1;
 };
 
+// One use of a range in the model's step, in the model's order (fully_sharded: a unit's use in
+// forward or backward, Note [parameter units] in engine/training/model.h), with the collectives
+// its slot plan issues around it: before the use's compute, the gathers it issues (for itself or,
+// prefetched, for later uses), on the communication stream in that order; after it, where it is
+// the unit's last writing use, the range's other steps (the reduction).
+struct ScheduledUse {
+  int range = 0;          // index into StepSchedule::ranges
+  bool backward = false;  // its pass
+  bool gathers = false;   // its range is gathered for it (else its slot still holds it)
+  std::vector<int> issues_gathers_of;  // the uses whose gathers start when this use begins
+  int gather_waits_for = -1;  // its own gather waits for this use's compute (its slot's holder); -1: none
+  bool reduces = false;       // its range's reduction steps follow its compute
+};
+
 // Where a strategy's optimizer update runs against its exchanges.
 enum class UpdatePlacement {
   each_range,   // a range's update follows its own exchange on the compute stream
@@ -67,6 +84,9 @@ enum class UpdatePlacement {
 // A step's exchange on one device: every planned range's schedule, and where the update runs.
 struct StepSchedule {
   std::vector<RangeSchedule> ranges;  // in the plan's order (the order backward produces them)
+  // Where the ranges are units gathered before their uses: every use of the step, in order.
+  // Empty: each range's steps start once backward has produced its gradients.
+  std::vector<ScheduledUse> uses;
   UpdatePlacement update = UpdatePlacement::after_all;
   // The share of one device's whole update that the busiest device runs: at_owners, the largest
   // owner's share; in_exchange, 1 / update_split (each device updates its 1/N of every range).

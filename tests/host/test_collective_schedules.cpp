@@ -90,7 +90,7 @@ StepSchedule published_schedule(const std::vector<std::string>& args, const std:
   const std::unique_ptr<Model> model = find_model(config.model)->create(config);
   const std::vector<GradientRange> plan = plan_exchanges(model->layout(), exchange_plan_options(config));
   const int n = config.num_devices();
-  return find_strategy(config.variable_update)->schedule(config, model->layout(), plan, ScheduleShape{n, n, 1});
+  return find_strategy(config.variable_update)->schedule(config, model->layout(), plan, ScheduleShape{n, n, 1}, model->parameter_units());
 }
 
 Moved priced(const StepSchedule& schedule) {
@@ -274,7 +274,7 @@ TEST_CASE("predict reads every strategy's schedule through the strategies' table
       for (int gpus : {2, 4, 8}) {
         INFO(entry.name << " " << strategy_label(entry.name, recorded_options(entry.name, options), true) << " on "
                         << gpus);
-        const StepSchedule schedule = entry.schedule(options, layout, plan, shape_on(system, gpus));
+        const StepSchedule schedule = entry.schedule(options, layout, plan, shape_on(system, gpus), ParameterUnits{});
         REQUIRE(schedule.ranges.size() == plan.size());
         const StepPrediction prediction = predict_step(measured, schedule, gpus, system, cost);
         CHECK(prediction.comm_ms > 0);

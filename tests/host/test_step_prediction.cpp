@@ -70,7 +70,7 @@ StepPrediction predict(const MeasuredStep& step, const std::string& label, int g
     const StrategyEntry& entry = *find_strategy(variant.strategy);
     const StrategyOptions options = options_of(variant);
     if (strategy_label(entry.name, recorded_options(entry.name, options), false) != label) continue;
-    return predict_step(step, entry.schedule(options, layout, plan, shape_on(system, gpus)), gpus, system, cost);
+    return predict_step(step, entry.schedule(options, layout, plan, shape_on(system, gpus), ParameterUnits{}), gpus, system, cost);
   }
   FAIL("no predicted configuration is labelled " << label);
   return {};

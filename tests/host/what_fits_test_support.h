@@ -39,7 +39,7 @@ inline StrategyMemory rule_of(const RunConfig& config) {
   std::unique_ptr<Model> model = find_model(config.model)->create(config);
   const std::vector<GradientRange> plan = plan_exchanges(model->layout(), exchange_plan_options(config));
   const ScheduleShape shape{config.world_devices(), config.num_devices(), 1};
-  return resolve_strategy_name(config.variable_update)->memory(config, model->layout(), plan, shape);
+  return resolve_strategy_name(config.variable_update)->memory(config, model->layout(), plan, shape, model->parameter_units());
 }
 
 }  // namespace dpbench::testing

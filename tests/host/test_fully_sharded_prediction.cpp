@@ -1,0 +1,135 @@
+// `dpbench predict` for fully_sharded: its variants' rows and the runs they are matched to, and
+// the use-by-use step simulation (Note [units gathered ahead] in reports/step_prediction.h) on a
+// synthetic timeline whose gathers are hand-timed.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/predict_inputs.h"
+#include "reports/step_prediction.h"
+#include "strategies/fully_sharded.h"
+#include "strategies/strategy_registry.h"
+
+namespace dpbench {
+namespace {
+
+// Every gather costs `gather_ms`, every other collective nothing: the gathers alone are priced.
+class GatherOnlyCost : public CollectiveCost {
+ public:
+  explicit GatherOnlyCost(double gather_ms) : gather_ms_(gather_ms) {}
+  double collective_ms(Collective op, double, int, LinkKind) const override {
+    return op == Collective::all_gather ? gather_ms_ : 0.0;
+  }
+  double host_copy_ms(double) const override { return 0; }
+
+ private:
+  double gather_ms_;
+};
+
+// Three units of 1000 elements used forward 0, 1, 2 and backward 2, 1, 0 (each writing its
+// gradients), produced 2, 4 and 6 ms into a 6 ms backward: 2 ms of backward each, so a 3 ms
+// forward is 1 ms per unit. A 12 ms step with a 1 ms update.
+ParameterUnits three_units() {
+  ParameterUnits units;
+  for (int u = 0; u < 3; ++u)
+    units.units.push_back({"unit " + std::to_string(u), GradientRange{static_cast<size_t>(u) * 1000, 1000}});
+  for (int u = 0; u < 3; ++u) units.uses.push_back({u, UnitPass::forward, false});
+  for (int u = 2; u >= 0; --u) units.uses.push_back({u, UnitPass::backward, true});
+  return units;
+}
+
+MeasuredStep three_unit_step() {
+  MeasuredStep step;
+  step.step_ms = 12;
+  step.forward_ms = 3;
+  step.backward_ms = 6;
+  step.update_ms = 1;
+  step.units = {{4000, 6}, {4000, 4}, {4000, 2}};
+  step.buckets = {{12000, 6}};
+  return step;
+}
+
+SystemModel two_gpu_system(bool overlaps) {
+  SystemModel system;
+  system.gpus_per_host = 8;
+  system.intra_host = {1.0, 10.0};
+  system.inter_host = {1.0, 10.0};
+  system.host_copy = {1.0, 10.0};
+  system.communication_overlaps_compute = overlaps;
+  return system;
+}
+
+StepPrediction predict_three_units(const StrategyOptions& options, double gather_ms, bool overlaps) {
+  const ParameterUnits units = three_units();
+  const StepSchedule schedule =
+      FullyShardedStrategy::step_schedule(options, ParameterLayout{}, {}, ScheduleShape{2, 2, 1}, units);
+  return predict_step(three_unit_step(), schedule, 2, two_gpu_system(overlaps), GatherOnlyCost(gather_ms));
+}
+
+std::vector<std::string> predicted_row_labels() {
+  std::vector<std::string> labels;
+  for (const PredictedVariant& variant : predicted_variants())
+    labels.push_back(strategy_label(variant.strategy, recorded_options(variant.strategy, options_of(variant)), false));
+  return labels;
+}
+
+}  // namespace
+
+TEST_CASE("fully_sharded's default kept-for-backward and prefetch-2 rows are predicted and match their runs",
+          "[predict][fully_sharded]") {
+  const std::vector<std::string> rows = predicted_row_labels();
+  struct Run {
+    nlohmann::json options;
+    std::string row;
+  };
+  const std::vector<Run> runs = {
+      {{}, "fully_sharded"},
+      {{{"reshard_after_forward", false}}, "fully_sharded (kept for backward)"},
+      {{{"prefetch_units", 2}}, "fully_sharded (prefetch 2)"},
+  };
+  for (const Run& run : runs) {
+    INFO(run.row);
+    CHECK(std::count(rows.begin(), rows.end(), run.row) == 1);
+    // A measured run records every option it took; its label is its row's.
+    nlohmann::json config = {{"variable_update", "fully_sharded"}, {"prefetch_units", 1},
+                             {"reshard_after_forward", true},      {"reduce_precision", "fp32"},
+                             {"shard_group_size", 0}};
+    for (const auto& [key, value] : run.options.items()) config[key] = value;
+    const std::vector<std::string> labels = predicted_labels_of(config);
+    REQUIRE_FALSE(labels.empty());
+    CHECK(labels.front() == run.row);
+  }
+}
+
+TEST_CASE("gathers that finish behind the previous unit's forward are not charged", "[predict][fully_sharded]") {
+  // 0.5 ms gathers against 1 ms of forward per unit: only the first unit's gather, which nothing
+  // precedes, delays the step; the backward gathers hide behind 2 ms units.
+  const StepPrediction prediction = predict_three_units(StrategyOptions(), 0.5, true);
+  CHECK(prediction.exposed_comm_ms == Approx(0.5));
+  // The update is split over the 2 devices' shards.
+  CHECK(prediction.step_ms == Approx(12 - 1 + 0.5 + 0.5));
+}
+
+TEST_CASE("a gather longer than the unit before it is charged the difference", "[predict][fully_sharded]") {
+  // 1.5 ms gathers against 1 ms units: the first whole (1.5), then units 1 and 2 each wait 0.5 ms
+  // for theirs (issued a use ahead, queued behind the one before); unit 0's backward gather starts
+  // after unit 2's backward (its slot's holder) and ends before unit 1's backward does.
+  const StepPrediction prediction = predict_three_units(StrategyOptions(), 1.5, true);
+  CHECK(prediction.exposed_comm_ms == Approx(1.5 + 0.5 + 0.5));
+}
+
+TEST_CASE("kept for backward gathers each unit once where resharding gathers it again", "[predict][fully_sharded]") {
+  // Without overlap every gather is charged, so the exposed time counts them.
+  StrategyOptions kept;
+  kept.reshard_after_forward = false;
+  CHECK(predict_three_units(kept, 1.0, false).exposed_comm_ms == Approx(3.0));
+  // Resharded: unit 0 is gathered again for its backward; units 2 and 1 are still in their slots
+  // when backward reaches them (nothing was gathered into those slots after them).
+  CHECK(predict_three_units(StrategyOptions(), 1.0, false).exposed_comm_ms == Approx(4.0));
+}
+
+}  // namespace dpbench
