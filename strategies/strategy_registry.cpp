@@ -316,6 +316,13 @@ StrategyOptions options_of(const PredictedVariant& variant) {
   return options;
 }
 
+std::vector<std::string> predicted_variant_labels() {
+  std::vector<std::string> labels;
+  for (const PredictedVariant& variant : predicted_variants())
+    labels.push_back(strategy_label(variant.strategy, recorded_options(variant.strategy, options_of(variant)), false));
+  return labels;
+}
+
 OptionTexts recorded_options(const std::string& strategy, const StrategyOptions& options) {
   OptionTexts texts;
   const StrategyEntry* entry = resolve_strategy_name(strategy);

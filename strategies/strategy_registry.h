@@ -113,6 +113,8 @@ const std::vector<PredictedVariant>& predicted_variants();
 // The options of `variant` as a result records them (for its label), and as the strategy reads them.
 StrategyOptions options_of(const PredictedVariant& variant);
 std::map<std::string, std::string> recorded_options(const std::string& strategy, const StrategyOptions& options);
+// The labels of predict's rows, one per variant in its order, with no option beyond the variant's.
+std::vector<std::string> predicted_variant_labels();
 
 // "replicated[:SPEC]" for the entry, as `dpbench strategies` lists it.
 std::string sweep_token_form(const StrategyEntry& entry);

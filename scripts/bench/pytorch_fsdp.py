@@ -51,16 +51,9 @@ def parse_args():
     p.add_argument("--num_batches", type=int, default=40)
     p.add_argument("--num_warmup_batches", type=int, default=10)
     a = p.parse_args()
-    for name, preset in zip(("num_layers", "num_heads", "hidden_size"), pytorch_gpt.GPT_SIZES[a.gpt_size]):
-        if getattr(a, name) is None:
-            setattr(a, name, preset)
-    for name in ("num_layers", "num_heads", "hidden_size", "vocab_size", "seq_len", "batch_size", "num_batches"):
-        if getattr(a, name) < 1:
-            p.error(f"--{name}={getattr(a, name)}: must be at least 1")
-    if not 0 <= a.dropout < 1:
-        p.error(f"--dropout={a.dropout}: must be in [0, 1)")
-    if a.hidden_size % a.num_heads:
-        p.error(f"--hidden_size={a.hidden_size} is not a multiple of --num_heads={a.num_heads}")
+    pytorch_gpt.resolve_model_arguments(p, a)  # the presets and the size checks, as the one-GPU twin's
+    if a.num_batches < 1:
+        p.error(f"--num_batches={a.num_batches}: must be at least 1")
     return a
 
 

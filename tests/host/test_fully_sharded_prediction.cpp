@@ -70,18 +70,11 @@ StepPrediction predict_three_units(const StrategyOptions& options, double gather
   return predict_step(three_unit_step(), schedule, 2, two_gpu_system(overlaps), GatherOnlyCost(gather_ms));
 }
 
-std::vector<std::string> predicted_row_labels() {
-  std::vector<std::string> labels;
-  for (const PredictedVariant& variant : predicted_variants())
-    labels.push_back(strategy_label(variant.strategy, recorded_options(variant.strategy, options_of(variant)), false));
-  return labels;
-}
-
 }  // namespace
 
 TEST_CASE("fully_sharded's default kept-for-backward and prefetch-2 rows are predicted and match their runs",
           "[predict][fully_sharded]") {
-  const std::vector<std::string> rows = predicted_row_labels();
+  const std::vector<std::string> rows = predicted_variant_labels();
   struct Run {
     nlohmann::json options;
     std::string row;

@@ -76,13 +76,6 @@ StepPrediction predict(const MeasuredStep& step, const std::string& label, int g
   return {};
 }
 
-std::vector<std::string> predicted_labels() {
-  std::vector<std::string> labels;
-  for (const PredictedVariant& variant : predicted_variants())
-    labels.push_back(strategy_label(variant.strategy, recorded_options(variant.strategy, options_of(variant)), false));
-  return labels;
-}
-
 }  // namespace
 
 TEST_CASE("ring all-reduce follows the alpha-beta formula at 2 4 and 8 ranks", "[predict]") {
@@ -116,7 +109,7 @@ TEST_CASE("tree all-reduce pays log2 n latencies where the ring pays 2(n-1)", "[
 TEST_CASE("one GPU predicts the measured step for every strategy", "[predict]") {
   const SystemModel system = round_system();
   const AlphaBetaCost cost(system);
-  for (const std::string& strategy : predicted_labels()) {
+  for (const std::string& strategy : predicted_variant_labels()) {
     const StepPrediction one = predict(one_bucket(1e6, 5), strategy, 1, system, cost);
     CHECK(one.modelled);
     CHECK(one.step_ms == 20);
@@ -260,7 +253,7 @@ TEST_CASE("predicted steps never shrink as GPUs are added", "[predict]") {
   MeasuredStep step = one_bucket(4e6, 6);
   step.buckets.push_back({2e6, 9});
   step.buckets.push_back({1e5, 10});
-  for (const std::string& strategy : predicted_labels()) {
+  for (const std::string& strategy : predicted_variant_labels()) {
     if (strategy == kServerOnGpus) continue;  // its update shrinks with N
     double previous = 0;
     for (int gpus : predicted_gpu_counts(1024)) {
