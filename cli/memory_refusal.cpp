@@ -2,6 +2,7 @@
 #include "cli/memory_refusal.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "reports/memory_summary.h"
@@ -22,7 +23,54 @@ uint64_t available_bytes(const ReplicaMemoryFit& fit) {
   return fit.limit_bytes > fit.held_bytes ? fit.limit_bytes - fit.held_bytes : 0;
 }
 
+std::string in_unit_named(uint64_t bytes, const MemoryUnit& unit) {
+  return in_unit(static_cast<double>(bytes), unit.bytes) + " " + unit.name;
+}
+
+// Note [too little memory]: nothing of the replica could be measured on the device (it is larger
+// than the device itself), so the line says what it can count without allocating, the parameters,
+// gradients and optimizer state, and over how many devices fully_sharded leaves room beside them.
+// A smaller batch is no remedy here: these do not depend on it.
+std::string unsized_replica_line(const MemoryRefusal& refusal) {
+  const ReplicaMemoryFit& fit = refusal.fit;
+  const uint64_t available = available_bytes(fit);
+  const CategoryBytes need = model_state_under(refusal.strategy, fit.model_state);
+  const MemoryUnit unit = memory_unit_for(static_cast<double>(std::max(total_bytes(need), fit.limit_bytes)));
+  std::string line = "too little memory on device " + std::to_string(fit.device_index) + " for --batch_size=" +
+                     std::to_string(fit.batch_size) + ": its parameters, gradients and optimizer state alone need " +
+                     in_unit_named(total_bytes(need), unit) + " (" + category_list(need, unit.bytes) +
+                     ") before any activation, and " + in_unit_named(available, unit) + " is free of its " +
+                     in_unit_named(fit.limit_bytes, unit) + " (" + refusal.limit_source + ")";
+  const auto leaves_room = [&](const CategoryBytes& bytes) {
+    return static_cast<double>(total_bytes(bytes)) <= (1.0 - kRoomForActivations) * static_cast<double>(available);
+  };
+  if (leaves_room(need)) line += "; with its activations one replica does not fit it even at a batch of 1";
+  for (const ShardedChoice& choice : refusal.fully_sharded_over) {
+    const CategoryBytes sharded = model_state_under(choice.memory, fit.model_state);
+    if (!leaves_room(sharded)) continue;
+    const double kept = choice.memory.kept[static_cast<size_t>(MemoryCategory::parameters)];
+    const long long shards = kept > 0 ? std::llround(1.0 / kept) : 1;
+    return line + "; --variable_update=fully_sharded over " + std::to_string(choice.devices) + " devices keeps 1/" +
+           std::to_string(shards) + " of each on every device (" + in_unit_named(total_bytes(sharded), unit) +
+           " before activations), or use a smaller model";
+  }
+  if (refusal.fully_sharded_over.empty()) return line + "; use a device with more memory, or a smaller model";
+  const ShardedChoice& most = refusal.fully_sharded_over.back();
+  return line + "; even --variable_update=fully_sharded over " + std::to_string(most.devices) +
+         " devices leaves less than " + std::to_string(std::lround(kRoomForActivations * 100)) + "% of it beside them (" +
+         in_unit_named(total_bytes(model_state_under(most.memory, fit.model_state)), unit) +
+         " before activations): use a smaller model";
+}
+
 }  // namespace
+
+CategoryBytes model_state_under(const StrategyMemory& memory, const CategoryBytes& model_state) {
+  const CategoryBytes under = device_bytes_under(memory, model_state);
+  CategoryBytes kept{};
+  for (MemoryCategory category : {MemoryCategory::parameters, MemoryCategory::gradients, MemoryCategory::optimizer_state})
+    kept[static_cast<size_t>(category)] = under[static_cast<size_t>(category)];
+  return kept;
+}
 
 std::string category_list(const CategoryBytes& bytes, double unit_bytes) {
   std::string text;
@@ -49,9 +97,9 @@ std::string too_little_memory_line(const MemoryRefusal& refusal) {
   const ReplicaMemoryFit& fit = refusal.fit;
   const std::string device = "device " + std::to_string(fit.device_index);
   const uint64_t available = available_bytes(fit);
-  if (!fit.fitted)
-    return "too little memory on " + device + ": " + fit.refused + ", and one replica does not fit it even at a batch "
-           "of 1 or 2 (" + refusal.limit_source + "); use a device with more memory, or a smaller model";
+  // The refused allocation's own message (fit.refused) is not repeated: it begins with this
+  // line's "too little memory on device N" and says to reduce the batch.
+  if (!fit.fitted) return unsized_replica_line(refusal);
   const CategoryBytes need = refused_device_bytes(fit, refusal.strategy, fit.batch_size);
   const MemoryUnit unit = memory_unit_for(static_cast<double>(std::max(total_bytes(need), fit.limit_bytes)));
   std::string line = "too little memory on " + device + " for --batch_size=" + std::to_string(fit.batch_size) +

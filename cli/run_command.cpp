@@ -395,7 +395,7 @@ std::string describe_too_little_memory(const RunConfig& config, const Model& mod
   run_options.gathered_element_bytes = gathered_element_bytes;
   if (run_entry != nullptr && run_entry->memory)
     refusal.strategy = run_entry->memory(run_options, layout, plan, shape, model.parameter_units());
-  refusal.largest_batch = checked_largest_batch(config, model, fit, refusal.strategy, settings, devices);
+  if (fit.fitted) refusal.largest_batch = checked_largest_batch(config, model, fit, refusal.strategy, settings, devices);
   refusal.limit_source = config.device_memory > 0 ? "--device_memory" : "what the GPU had free when the run started";
   const ProcessLayout processes =
       config.num_processes > 1 ? ProcessLayout::one_process_per_gpu : ProcessLayout::one_process;
@@ -408,6 +408,23 @@ std::string describe_too_little_memory(const RunConfig& config, const Model& mod
     options.gathered_element_bytes = gathered_element_bytes;
     refusal.alternatives.push_back({strategy_label(entry->name, recorded_options(entry->name, options), false),
                                     entry->memory(options, layout, plan, shape, model.parameter_units())});
+  }
+  // No replica fits the device whole: fully_sharded's rule over more devices, its shard group
+  // all of them (the rule takes the device count from the shape). A fully_sharded run already
+  // keeps 1/world of each, so only more devices than it has are offered.
+  const StrategyEntry* sharded = find_strategy("fully_sharded");
+  if (!fit.fitted && sharded != nullptr && sharded->memory && sharded->runs_in(processes)) {
+    StrategyOptions options;
+    options.gathered_element_bytes = gathered_element_bytes;
+    const bool run_is_sharded = run_entry != nullptr && run_entry->name == sharded->name;
+    constexpr int kMostSuggestedDevices = 64;
+    for (int devices = 2; devices <= kMostSuggestedDevices; devices *= 2) {
+      if (run_is_sharded && devices <= config.world_devices()) continue;
+      const ScheduleShape over = config.num_processes > 1 ? ScheduleShape{devices, 1, devices}
+                                                          : ScheduleShape{devices, devices, 1};
+      refusal.fully_sharded_over.push_back(
+          {devices, sharded->memory(options, layout, plan, over, model.parameter_units())});
+    }
   }
   return too_little_memory_line(refusal);
 }

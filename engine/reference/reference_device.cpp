@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +46,11 @@ Buffer allocate_aligned(size_t bytes, int device_index) {
   return Buffer(data, bytes, &free_aligned);
 }
 
+std::atomic<uint64_t>& reference_device_capacity() {
+  static std::atomic<uint64_t> capacity{0};
+  return capacity;
+}
+
 // Work is synchronous, so the moment of record() is the moment the preceding work finished.
 class ReferenceEvent final : public Event {
  public:
@@ -78,11 +84,26 @@ ReferenceDevice::ReferenceDevice(int index) {
   description_.name = "reference-cpu-" + std::to_string(index);
   description_.memory_bytes = physical_memory_bytes();
   description_.compute_capability = "";
+  capacity_ = reference_device_capacity().load();
   for (int stream = 0; stream < kNumStreamKinds; ++stream)
     counted_[stream] = std::make_unique<CountingBackend>(backend_, *this, static_cast<StreamKind>(stream));
 }
 
-Buffer ReferenceDevice::allocate_memory(size_t bytes) { return allocate_aligned(bytes, index()); }
+Buffer ReferenceDevice::allocate_memory(size_t bytes) {
+  if (capacity_ > 0) {
+    const uint64_t held = total_bytes(memory().figures().held);
+    if (held + bytes > capacity_) {
+      char message[200];
+      std::snprintf(message, sizeof message,
+                    "out of memory on reference device %d: allocating %.1f MiB with %.1f MiB held passes its "
+                    "capacity of %.1f MiB",
+                    index(), static_cast<double>(bytes) / (1024.0 * 1024.0),
+                    static_cast<double>(held) / (1024.0 * 1024.0), static_cast<double>(capacity_) / (1024.0 * 1024.0));
+      throw OutOfDeviceMemory(message, index());
+    }
+  }
+  return allocate_aligned(bytes, index());
+}
 
 Buffer ReferenceDevice::allocate_host_visible_memory(size_t bytes) {
   return allocate_aligned(bytes, index());
@@ -103,5 +124,7 @@ std::unique_ptr<Event> ReferenceDevice::create_event(bool /*timing*/) {
 std::unique_ptr<Device> create_reference_device(int index) {
   return std::make_unique<ReferenceDevice>(index);
 }
+
+void set_reference_device_capacity(uint64_t bytes) { reference_device_capacity() = bytes; }
 
 }  // namespace dpbench

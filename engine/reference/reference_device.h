@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <memory>
 
 #include "engine/backend/counting_backend.h"
@@ -43,11 +44,19 @@ class ReferenceDevice final : public Device {
 
  private:
   DeviceDescription description_;
+  uint64_t capacity_ = 0;  // set_reference_device_capacity's, when the device was made
   ReferenceBackend backend_;
   std::array<std::unique_ptr<CountingBackend>, kNumStreamKinds> counted_;
 };
 
 // A reference device of index `index` (engine/backends.cpp creates them).
 std::unique_ptr<Device> create_reference_device(int index);
+
+// For tests of a GPU too small for even one replica: the whole memory of the GPU that the
+// reference devices made from now on stand in for. An allocation past it is refused with
+// OutOfDeviceMemory as cudaMalloc refuses it, whatever the device's memory limit: the
+// too-little-memory sizing lifts the limit, never this (Note [too little memory] in
+// engine/training/runner.h). 0, the default: none; host memory takes whatever is asked.
+void set_reference_device_capacity(uint64_t bytes);
 
 }  // namespace dpbench

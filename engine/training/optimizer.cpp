@@ -14,14 +14,34 @@ OptimizerKind parse_optimizer_kind(const std::string& name) {
   throw ConfigError("--optimizer=" + name + ": unknown optimizer; accepted: sgd, momentum, adam, adamw");
 }
 
+int Optimizer::moments_of(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::sgd: return 0;
+    case OptimizerKind::momentum: return 1;
+    case OptimizerKind::adam:
+    case OptimizerKind::adamw: return 2;
+  }
+  return 0;
+}
+
+CategoryBytes Optimizer::bytes_for(const OptimizerConfig& config, size_t count) {
+  uint64_t bytes = static_cast<uint64_t>(moments_of(config.kind)) * count * sizeof(float);
+  if (config.loss_scaling != LossScaling::none) bytes += sizeof(LossScaleState);
+  if (config.loss_scaling == LossScaling::automatic) bytes += sizeof(float);  // the non-finite flag
+  CategoryBytes by_category{};
+  by_category[static_cast<size_t>(MemoryCategory::optimizer_state)] = bytes;
+  return by_category;
+}
+
 Optimizer::Optimizer(Device& device, const OptimizerConfig& config, size_t count)
     : device_(&device), config_(config) {
-  // Only the state the chosen rule needs is allocated: Adam's two moments are 2x the model size.
-  if (config.kind != OptimizerKind::sgd) {
+  // Only the state the chosen rule needs is allocated (moments_of): Adam's two moments are 2x the
+  // model size.
+  if (moments_of(config.kind) >= 1) {
     first_moment_ = device.allocate(count * sizeof(float), MemoryTag{MemoryCategory::optimizer_state, "optimizer"});
     device.ops().fill(first_moment_.as<float>(), count, 0.0f);
   }
-  if (config.kind == OptimizerKind::adam || config.kind == OptimizerKind::adamw) {
+  if (moments_of(config.kind) >= 2) {
     second_moment_ = device.allocate(count * sizeof(float), MemoryTag{MemoryCategory::optimizer_state, "optimizer"});
     device.ops().fill(second_moment_.as<float>(), count, 0.0f);
   }

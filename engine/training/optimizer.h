@@ -41,6 +41,14 @@ class Optimizer {
   // State for `count` elements on `device`, zero-initialised.
   Optimizer(Device& device, const OptimizerConfig& config, size_t count);
 
+  // The device bytes the constructor allocates for `count` elements under `config`, all optimizer
+  // state: fp32 moments by the kind (none for SGD, one for momentum, two for Adam and AdamW) and
+  // the loss scale's state. The too-little-memory line counts a replica no device can hold with
+  // it (Note [too little memory] in engine/training/runner.h).
+  static CategoryBytes bytes_for(const OptimizerConfig& config, size_t count);
+  // fp32 moments the rule `kind` keeps per parameter.
+  static int moments_of(OptimizerKind kind);
+
   // A step's update is begin_update, apply over every range, end_update, all on one stream.
   // begin_update looks for non-finite values in the step's final (exchanged) gradients
   // [0, count) when scaling is automatic; end_update adapts the scale. Both are no-ops otherwise.

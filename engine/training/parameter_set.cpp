@@ -66,13 +66,29 @@ ParameterSet::ParameterSet(Device& device, const ParameterLayout& layout, DataTy
     }
   }
   const std::string owner = chunks_.empty() ? "parameter set" : "parameter shard";
-  const size_t bytes = std::max<size_t>(count_, 1) * sizeof(float);
+  const size_t bytes = fp32_buffer_bytes(count_);
   parameters_ = device.allocate(bytes, MemoryTag{MemoryCategory::parameters, owner});
   gradients_ = device.allocate(bytes, MemoryTag{MemoryCategory::gradients, owner});
   device.ops().fill(gradients(), count(), 0.0f);
   if (weight_copy_type != DataType::f32)
-    weight_copy_ = device.allocate(std::max<size_t>(count_, 1) * data_type_bytes(weight_copy_type),
+    weight_copy_ = device.allocate(weight_copy_bytes(count_, weight_copy_type),
                                    MemoryTag{MemoryCategory::parameters, "16-bit weight copy"});
+}
+
+// An empty set still gets one element of each buffer, so that its pointers are real.
+size_t ParameterSet::fp32_buffer_bytes(size_t count) { return std::max<size_t>(count, 1) * sizeof(float); }
+
+size_t ParameterSet::weight_copy_bytes(size_t count, DataType weight_copy_type) {
+  if (weight_copy_type == DataType::f32) return 0;
+  return std::max<size_t>(count, 1) * data_type_bytes(weight_copy_type);
+}
+
+CategoryBytes ParameterSet::bytes_for(size_t count, DataType weight_copy_type) {
+  CategoryBytes bytes{};
+  bytes[static_cast<size_t>(MemoryCategory::parameters)] =
+      fp32_buffer_bytes(count) + weight_copy_bytes(count, weight_copy_type);
+  bytes[static_cast<size_t>(MemoryCategory::gradients)] = fp32_buffer_bytes(count);
+  return bytes;
 }
 
 size_t ParameterSet::offset_in_buffers(int tensor_id) const {

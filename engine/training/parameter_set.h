@@ -96,6 +96,12 @@ class ParameterSet {
   ParameterSet(Device& device, const ParameterLayout& layout, DataType weight_copy_type,
                std::vector<ResidentChunk> chunks);
 
+  // The device bytes a set of `count` elements allocates, by category: the fp32 values and, with
+  // a 16-bit weight copy, that copy (parameters), and the fp32 gradients. The constructors
+  // allocate by these sizes; the too-little-memory line counts a replica that no device can hold
+  // with them (Note [too little memory] in engine/training/runner.h), so the two cannot disagree.
+  static CategoryBytes bytes_for(size_t count, DataType weight_copy_type);
+
   const ParameterLayout& layout() const { return *layout_; }
   Device& device() const { return *device_; }
   float* parameters() const { return parameters_.as<float>(); }
@@ -140,6 +146,10 @@ class ParameterSet {
   // The tensor's offset in the buffers, which hold the whole layout; a sharded set throws here
   // (its tensors are only where its residence says, once set).
   size_t offset_in_buffers(int tensor_id) const;
+  // Bytes of one fp32 buffer (values or gradients), and of the 16-bit copy (0 without one), for
+  // `count` elements: bytes_for's parts, and what the constructors allocate.
+  static size_t fp32_buffer_bytes(size_t count);
+  static size_t weight_copy_bytes(size_t count, DataType weight_copy_type);
 };
 
 }  // namespace dpbench

@@ -201,6 +201,10 @@ ReplicaMemoryFit Runner::size_replica_memory(const Model& model, Device& device,
   fit.refused = refused;
   device.make_current();
   fit.held_bytes = total_bytes(device.memory().figures().held);
+  const size_t count = model.layout().total_count();
+  fit.model_state = ParameterSet::bytes_for(count, settings.weight_copy_type);
+  const CategoryBytes optimizer_state = Optimizer::bytes_for(settings.optimizer, count);
+  for (size_t c = 0; c < fit.model_state.size(); ++c) fit.model_state[c] += optimizer_state[c];
   const std::optional<CategoryBytes> one = size_replica_at(model, device, settings, world_rank, world_size, 1);
   const std::optional<CategoryBytes> two =
       one ? size_replica_at(model, device, settings, world_rank, world_size, 2) : std::nullopt;

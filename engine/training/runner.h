@@ -106,6 +106,11 @@ struct RunnerSettings {
 // one line, after checking that largest batch by sizing the replica there and one past it
 // (size_replica_at): the fit is linear, and buffers rounded up to tiles or workspaces that follow
 // the algorithms chosen at each batch are not.
+// The sizing lifts the limit, not the device's own memory: a replica larger than the whole GPU
+// fails it too (cudaMalloc refuses), and then nothing is measured. What the line says then comes
+// from the bytes the parameters, gradients and optimizer state are allocated by, counted from the
+// layout (ReplicaMemoryFit::model_state), with the strategies' memory rules: how many devices
+// fully_sharded needs to leave room beside them.
 struct ReplicaMemoryFit {
   int device_index = 0;      // the device that ran out
   uint64_t limit_bytes = 0;  // its memory limit
@@ -115,6 +120,10 @@ struct ReplicaMemoryFit {
   CategoryBytes at_one_sample{};  // one replica at a batch of 1, as held once set up
   CategoryBytes per_sample{};     // what each further sample adds
   std::string refused;            // the allocation refused (OutOfDeviceMemory's message)
+  // One whole replica's parameters (with their 16-bit copy), gradients and optimizer state,
+  // counted from the layout without allocating (ParameterSet::bytes_for, Optimizer::bytes_for):
+  // what the line can still say where the sizing did not fit the device (fitted false).
+  CategoryBytes model_state{};
   // One replica's need at `batch` per device, by category.
   CategoryBytes need(int batch) const;
 };

@@ -18,6 +18,7 @@
 #include "engine/backend/backend.h"
 #include "engine/backends.h"
 #include "engine/machine/memory_ledger.h"
+#include "engine/training/optimizer.h"
 #include "engine/training/parameter_set.h"
 #include "reports/memory_summary.h"
 #include "tests/host/strategy_test_support.h"
@@ -155,6 +156,44 @@ TEST_CASE("a reference device records each allocation under its tag until the bu
   // A buffer may outlive its device: it is still taken off a ledger that exists.
   device.reset();
   weights = Buffer();
+}
+
+TEST_CASE("a parameter set and an optimizer allocate what their bytes_for rules count, to the byte", "[memory]") {
+  // The too-little-memory line counts a replica no device can hold with these rules instead of
+  // allocating it (Note [too little memory] in engine/training/runner.h).
+  std::unique_ptr<Device> device = std::move(create_devices(BackendKind::reference, {0}).front());
+  ParameterLayout layout;
+  layout.declare("weights", {7, 5});
+  layout.declare("bias", {5});
+  layout.finalize();
+  const size_t count = layout.total_count();
+  // What the device holds now beyond `before`.
+  const auto held_since = [&](const CategoryBytes& before) {
+    const CategoryBytes now = device->memory().figures().held;
+    CategoryBytes added{};
+    for (size_t c = 0; c < added.size(); ++c) added[c] = now[c] - before[c];
+    return added;
+  };
+  for (DataType copy : {DataType::f32, DataType::f16, DataType::bf16}) {
+    INFO("weight copy " << static_cast<int>(copy));
+    const CategoryBytes before = device->memory().figures().held;
+    const ParameterSet parameters(*device, layout, copy);
+    CHECK(held_since(before) == ParameterSet::bytes_for(count, copy));
+  }
+  for (OptimizerKind kind : {OptimizerKind::sgd, OptimizerKind::momentum, OptimizerKind::adam, OptimizerKind::adamw})
+    for (LossScaling scaling : {LossScaling::none, LossScaling::fixed, LossScaling::automatic}) {
+      INFO("optimizer " << static_cast<int>(kind) << ", loss scaling " << static_cast<int>(scaling));
+      OptimizerConfig config;
+      config.kind = kind;
+      config.loss_scaling = scaling;
+      config.loss_scale = 128;
+      const CategoryBytes before = device->memory().figures().held;
+      const Optimizer optimizer(*device, config, count);
+      const CategoryBytes held = held_since(before);
+      CHECK(held == Optimizer::bytes_for(config, count));
+      CHECK(of(held, MemoryCategory::optimizer_state) >=
+            static_cast<size_t>(Optimizer::moments_of(kind)) * count * sizeof(float));
+    }
 }
 
 // ---- every model and strategy on the reference backend ----

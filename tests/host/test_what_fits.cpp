@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,7 +18,9 @@
 #include "cli/run_command.h"
 #include "engine/backends.h"
 #include "engine/errors.h"
+#include "engine/reference/reference_device.h"
 #include "models/model_registry.h"
+#include "reports/memory_summary.h"
 #include "reports/prediction_tables.h"
 #include "reports/step_prediction.h"
 #include "strategies/bucketed_exchange.h"
@@ -382,6 +385,125 @@ TEST_CASE("the refusal suggests recomputing the blocks where that fits the batch
   refusal.recomputing_blocks = recomputed_at_smaller;
   CHECK(too_little_memory_line(refusal).find(", or --batch_size=48 with --activation_checkpointing=blocks") !=
         std::string::npos);
+}
+
+namespace {
+
+// The reference devices made while it lives stand in for a GPU of `bytes`: the sizing that lifts
+// the memory limit is refused past it, as cudaMalloc refuses past a GPU's memory.
+class ReferenceDeviceCapacity {
+ public:
+  explicit ReferenceDeviceCapacity(uint64_t bytes) { set_reference_device_capacity(bytes); }
+  ~ReferenceDeviceCapacity() { set_reference_device_capacity(0); }
+  ReferenceDeviceCapacity(const ReferenceDeviceCapacity&) = delete;
+  ReferenceDeviceCapacity& operator=(const ReferenceDeviceCapacity&) = delete;
+};
+
+// fully_sharded's memory rule over `devices` devices for `config`'s model, as the run's refusal
+// takes it (a bf16 weight copy gathered).
+StrategyMemory fully_sharded_rule_over(const RunConfig& config, int devices) {
+  const std::unique_ptr<Model> model = find_model(config.model)->create(config);
+  const std::vector<GradientRange> plan = plan_exchanges(model->layout(), exchange_plan_options(config));
+  StrategyOptions options;
+  options.gathered_element_bytes = 2;
+  return find_strategy("fully_sharded")
+      ->memory(options, model->layout(), plan, ScheduleShape{devices, devices, 1}, model->parameter_units());
+}
+
+}  // namespace
+
+TEST_CASE("a model larger than its whole device is refused with its parameters, gradients and optimizer state, "
+          "and the devices fully_sharded would need",
+          "[what_fits][refusal][cli]") {
+  std::vector<std::string> args = {"--model=gpt",      "--vocab_size=23",   "--seq_len=8",
+                                   "--num_layers=4",   "--num_heads=2",     "--hidden_size=16",
+                                   "--batch_size=1",   "--precision=bf16",  "--optimizer=adam",
+                                   "--variable_update=replicated", "--device=cpu", "--num_warmup_batches=1",
+                                   "--num_batches=2"};
+  const RunConfig config = config_of(args);
+  const uint64_t count = find_model(config.model)->create(config)->layout().total_count();
+  // fp32 values and their bf16 copy, fp32 gradients, Adam's two fp32 moments.
+  CategoryBytes model_state{};
+  model_state[static_cast<size_t>(MemoryCategory::parameters)] = count * (4 + 2);
+  model_state[static_cast<size_t>(MemoryCategory::gradients)] = count * 4;
+  model_state[static_cast<size_t>(MemoryCategory::optimizer_state)] = count * 8;
+  // A device on which fully_sharded over 4 devices leaves a tenth of it beside the model state and
+  // over 2 does not, and which the whole model state passes.
+  const uint64_t over_two = total_bytes(model_state_under(fully_sharded_rule_over(config, 2), model_state));
+  const uint64_t over_four = total_bytes(model_state_under(fully_sharded_rule_over(config, 4), model_state));
+  REQUIRE(over_four < over_two);
+  const uint64_t limit =
+      static_cast<uint64_t>(static_cast<double>(over_two + over_four) / 2 / (1 - kRoomForActivations));
+  REQUIRE(limit < total_bytes(model_state));
+  const ReferenceDeviceCapacity capacity(limit);
+
+  // The sizing that lifts the limit is refused too: nothing is measured, the model state counted.
+  const std::unique_ptr<ReplicaMemoryFit> fit = run_within(config, limit);
+  REQUIRE(fit != nullptr);
+  CHECK_FALSE(fit->fitted);
+  CHECK(fit->model_state == model_state);
+  const uint64_t available = limit - fit->held_bytes;
+  int fewest = 0;
+  for (int devices = 2; devices <= 64 && fewest == 0; devices *= 2)
+    if (static_cast<double>(total_bytes(model_state_under(fully_sharded_rule_over(config, devices), model_state))) <=
+        (1 - kRoomForActivations) * static_cast<double>(available))
+      fewest = devices;
+  CHECK(fewest == 4);
+
+  const testing::TempDir folder;
+  const std::string result = folder.file("result.json");
+  args.insert(args.end(), {"--device_memory=" + std::to_string(limit), "--result_file=" + result});
+  const std::string line = error_message_of<ConfigError>(
+      [&] { run_benchmark(parse_run_flags(args, DeviceInventory{})); }, "refusal");
+  INFO(line);
+  const MemoryUnit unit = memory_unit_for(static_cast<double>(total_bytes(model_state)));
+  CHECK(line.rfind("too little memory on device 0 for --batch_size=1: its parameters, gradients and optimizer state "
+                   "alone need ", 0) == 0);
+  CHECK(line.find("too little memory on device", 1) == std::string::npos);
+  CHECK(line.find(" (" + category_list(model_state, unit.bytes) + ") before any activation, and ") !=
+        std::string::npos);
+  CHECK(line.find("(--device_memory); --variable_update=fully_sharded over 4 devices keeps 1/4 of each on every "
+                  "device (") != std::string::npos);
+  CHECK(line.find(" before activations), or use a smaller model") != std::string::npos);
+  CHECK(line.find("reduce --batch_size") == std::string::npos);
+  CHECK(line.find("largest batch") == std::string::npos);
+  CHECK(line.find('\n') == std::string::npos);
+  // The command's exit: 2, and no result.
+  CHECK(testing::run_cli(args) == 2);
+  CHECK_FALSE(std::filesystem::exists(result));
+}
+
+TEST_CASE("a model that even fully_sharded over 64 devices leaves no room beside is told to be smaller",
+          "[what_fits][refusal]") {
+  constexpr uint64_t kGiB = 1024 * kMiB;
+  MemoryRefusal refusal;
+  refusal.fit.fitted = false;
+  refusal.fit.batch_size = 2;
+  refusal.fit.model_state[static_cast<size_t>(MemoryCategory::parameters)] = 6 * kGiB;
+  refusal.fit.model_state[static_cast<size_t>(MemoryCategory::gradients)] = 4 * kGiB;
+  refusal.fit.model_state[static_cast<size_t>(MemoryCategory::optimizer_state)] = 8 * kGiB;
+  refusal.limit_source = "what the GPU had free when the run started";
+  for (int devices = 2; devices <= 64; devices *= 2) {
+    StrategyMemory sharded;
+    for (MemoryCategory category :
+         {MemoryCategory::parameters, MemoryCategory::gradients, MemoryCategory::optimizer_state})
+      sharded.kept[static_cast<size_t>(category)] = 1.0 / devices;
+    refusal.fully_sharded_over.push_back({devices, sharded});
+  }
+  refusal.fit.limit_bytes = 100 * kMiB;  // 18 GiB over 64 is 288 MiB
+  std::string line = too_little_memory_line(refusal);
+  INFO(line);
+  CHECK(line.rfind("too little memory on device 0 for --batch_size=2: its parameters, gradients and optimizer state "
+                   "alone need 18.0 GiB (parameters 6.0, gradients 4.0, optimizer 8.0) before any activation, and "
+                   "0.1 GiB is free of its 0.1 GiB (what the GPU had free when the run started); even "
+                   "--variable_update=fully_sharded over 64 devices leaves less than 10% of it beside them (0.3 GiB "
+                   "before activations): use a smaller model",
+                   0) == 0);
+  // 18 GiB over 32 is 0.56 GiB, within 90% of 1 GiB; over 16 it is not.
+  refusal.fit.limit_bytes = kGiB;
+  line = too_little_memory_line(refusal);
+  CHECK(line.find("; --variable_update=fully_sharded over 32 devices keeps 1/32 of each on every device (0.6 GiB "
+                  "before activations), or use a smaller model") != std::string::npos);
 }
 
 TEST_CASE("predict's memory table in markdown, CSV and JSON", "[what_fits][report]") {
