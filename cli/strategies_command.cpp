@@ -132,7 +132,7 @@ StrategyCatalog strategy_catalog_for_reports() {
   for (const SynchronisationOption& option : synchronisation_options()) catalog.option_keys.push_back(option.flag);
   for (const StrategyEntry& entry : strategy_registry()) {
     if (entry.is_alias()) continue;  // results record the name it stands for
-    StrategyCatalog::Entry listed{entry.name, {}};
+    StrategyCatalog::Entry listed{entry.name, {}, entry.processes == ProcessLayout::either};
     for (const std::string& flag : entry.options)
       listed.options.push_back({flag, find_synchronisation_option(flag)->default_text()});
     catalog.strategies.push_back(std::move(listed));

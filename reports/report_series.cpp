@@ -278,7 +278,7 @@ KeyFields SeriesKey::workload_fields() const {
 }
 
 KeyFields SeriesKey::strategy_fields() const {
-  KeyFields fields = {{"variable_update", variable_update}};
+  KeyFields fields = {{"variable_update", variable_update}, {"processes", processes}};
   fields.insert(fields.end(), strategy_options.begin(), strategy_options.end());
   return fields;
 }
@@ -366,6 +366,14 @@ SeriesKey series_key_of(const Result& result, const StrategyCatalog& strategies)
   key.strategy_words = key.variable_update.empty() ? "(no strategy)"
                        : strategies.label         ? strategies.label(key.variable_update, recorded)
                                                   : key.variable_update;
+  const StrategyCatalog::Entry* entry = strategies.find(key.variable_update);
+  const bool process_per_gpu = result.environment.launcher != "none" || result.summary.num_devices > config_integer(config, "num_gpus");
+  if (entry != nullptr && entry->runs_either_way && process_per_gpu) {
+    key.processes = "one process per GPU";
+    std::string& words = key.strategy_words;
+    words = words.back() == ')' ? words.substr(0, words.size() - 1) + ", " + key.processes + ")"
+                                : words + " (" + key.processes + ")";
+  }
   return key;
 }
 

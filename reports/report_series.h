@@ -40,6 +40,9 @@ struct SeriesKey {
   // on the device (the default, and every result written before the data flags existed).
   std::string data;
   std::string variable_update;
+  // "one process per GPU" where a strategy that runs either way ran so (a launcher started it, or
+  // the job had more devices than each process drove), else "".
+  std::string processes;
   // Every option of the catalog, in its order: the recorded value (or the option's default where an
   // older result lacks it) for an option the strategy takes, "" for the others.
   KeyFields strategy_options;

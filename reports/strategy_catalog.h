@@ -20,6 +20,9 @@ struct StrategyCatalog {
   struct Entry {
     std::string name;
     std::vector<Option> options;  // the keys it records
+    // It runs as one process driving every GPU or as one process per GPU (fully_sharded): the
+    // two are series of their own, since the launch changes what a step costs.
+    bool runs_either_way = false;
   };
   std::vector<Entry> strategies;         // in the column order of comparison tables
   std::vector<std::string> option_keys;  // every option, in the order keys list them

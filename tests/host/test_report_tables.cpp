@@ -207,6 +207,34 @@ TEST_CASE("report keeps inference runs apart from training runs and says which t
   CHECK(report.comparisons[1].title == "resnet50, inference (forward only), fp32, NCHW, batch 64 per GPU (weak scaling)");
 }
 
+TEST_CASE("report keeps fully_sharded's one-process and one-process-per-GPU runs apart", "[report]") {
+  // One process drove both GPUs, or a launcher started one process per GPU (each recording
+  // --num_gpus=1 in a job of 2 devices): two series, each with its own baseline.
+  TempDir dir;
+  const std::vector<std::string> sharded = flags_of({"--model=resnet50", "--variable_update=fully_sharded"});
+  write_fixture(dir, "one_process_1.json", run_of(sharded, 1, 1000));
+  write_fixture(dir, "one_process_2.json", run_of(sharded, 2, 1900));
+  auto per_gpu = [&](int ranks, double speed, const std::string& name) {
+    Result result = make_fixture_result(run_of(sharded, 1, speed));
+    result.environment.launcher = "torchrun";
+    result.summary.num_devices = ranks;
+    write_result_atomically(result, dir.file(name));
+  };
+  per_gpu(1, 990, "per_gpu_1.json");
+  per_gpu(2, 1800, "per_gpu_2.json");
+  const Report report = report_of({dir.path().string()});
+  REQUIRE(report.series.size() == 2);
+  CHECK(report.series[0].title == "resnet50, fully_sharded, fp32, NCHW, batch 64 per GPU (weak scaling)");
+  CHECK(report.series[1].title ==
+        "resnet50, fully_sharded (one process per GPU), fp32, NCHW, batch 64 per GPU (weak scaling)");
+  REQUIRE(report.series[0].rows.size() == 2);
+  REQUIRE(report.series[1].rows.size() == 2);
+  CHECK(*report.series[0].rows[1].speedup == Approx(1.9));
+  CHECK(*report.series[1].rows[1].speedup == Approx(1800.0 / 990.0));
+  // replicated runs only as one process: no such split, nothing added to its label.
+  CHECK(series_key_of(make_fixture_result(run_of(kReplicated, 2, 1900)), strategy_catalog_for_reports()).processes == "");
+}
+
 TEST_CASE("report keeps strong and weak scaling apart even at equal batches", "[report]") {
   TempDir dir;
   // Weak at 64 per GPU and strong at total 64 agree on the 1-GPU run's batch, but not beyond.
@@ -317,7 +345,7 @@ TEST_CASE("report csv has one row per series and GPU count with the key fields",
   const std::string csv = with_placeholder(render_csv(report_of({dir.path().string()})), dir);
   CHECK(csv ==
         "series,scaling,mode,model,encoder_type,direction,precision,data_format,data,fixed_batch,backend,device_name,unit,"
-        "activation_checkpointing,variable_update,all_reduce_spec,local_parameter_device,gradient_repacking,bucket_cap_mb,tail_bucket_mb,"
+        "activation_checkpointing,variable_update,processes,all_reduce_spec,local_parameter_device,gradient_repacking,bucket_cap_mb,tail_bucket_mb,"
         "agg_small_grads_max_bytes,agg_small_grads_max_group,overlap_comm,compact_gradient_transfer,"
         "sparse_embedding_grads,sharded_update,hierarchical_all_reduce,prefetch_units,reshard_after_forward,"
         "reduce_precision,shard_group_size,gpu_number,batch_size_per_gpu,total_batch,"
@@ -325,13 +353,13 @@ TEST_CASE("report csv has one row per series and GPU count with the key fields",
         "items_per_sec,speedup,efficiency_pct,jitter,tflops_per_gpu,mfu_pct,loss_exposed_comm_pts,loss_straggler_pts,loss_clock_pts,"
         "loss_data_pts,loss_host_pts,loss_other_pts,runs,file\n"
         "\"resnet50, parameter_server (cpu), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,training,resnet50,,,fp32,NCHW,"
-        ",64,cuda,NVIDIA H100 80GB HBM3,images/s,none,parameter_server,,cpu,0,25.0,0.0,0,10,true,,,,,,,,,"
+        ",64,cuda,NVIDIA H100 80GB HBM3,images/s,none,parameter_server,,,cpu,0,25.0,0.0,0,10,true,,,,,,,,,"
         "2,64,128,100,8.533333333333333,1500.0,,,10.0,,,,,,,,,1,<dir>/ps.json\n"
         "\"resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,training,resnet50,,,fp32,NCHW,"
-        ",64,cuda,NVIDIA H100 80GB HBM3,images/s,none,replicated,nccl,,0,25.0,0.0,0,10,true,none,false,false,,,,,,"
+        ",64,cuda,NVIDIA H100 80GB HBM3,images/s,none,replicated,,nccl,,0,25.0,0.0,0,10,true,none,false,false,,,,,,"
         "1,64,64,100,6.4,1000.0,1.0,100.0,10.0,,,,,,,,,1,<dir>/one.json\n"
         "\"resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,training,resnet50,,,fp32,NCHW,"
-        ",64,cuda,NVIDIA H100 80GB HBM3,images/s,none,replicated,nccl,,0,25.0,0.0,0,10,true,none,false,false,,,,,,"
+        ",64,cuda,NVIDIA H100 80GB HBM3,images/s,none,replicated,,nccl,,0,25.0,0.0,0,10,true,none,false,false,,,,,,"
         "2,64,128,100,6.7368421052631575,1900.0,1.9,95.0,10.0,,,,,,,,,1,<dir>/two.json\n");
 }
 
