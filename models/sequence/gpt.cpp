@@ -202,6 +202,18 @@ class GptModel final : public Model {
     units.uses.push_back({embedding_unit(), UnitPass::backward, true});
     return units;
   }
+  // As the replica allocates them: the embeddings' sum and the final norm's output (rows x d), the
+  // final norm's statistics (fp32 per row), and the loss's chunk of logits.
+  uint64_t activation_bytes_outside_blocks() const override {
+    const uint64_t rows = static_cast<uint64_t>(shape_.batch) * static_cast<uint64_t>(shape_.seq_len);
+    const uint64_t element = data_type_bytes(shape_.block.type);
+    const uint64_t d = static_cast<uint64_t>(shape_.block.model_dim);
+    const int row_count = static_cast<int>(rows);
+    const int chunk = shape_.loss_chunk_rows > 0 ? std::min(shape_.loss_chunk_rows, row_count)
+                                                 : default_loss_chunk_rows(row_count, shape_.vocab);
+    const uint64_t logits = element * static_cast<uint64_t>(chunk) * static_cast<uint64_t>(padded_logits_stride(shape_.vocab));
+    return 2 * element * rows * d + 2 * sizeof(float) * rows + logits;
+  }
   int final_norm_unit() const { return 0; }
   int block_unit(int l) const { return shape_.layers - l; }
   int embedding_unit() const { return shape_.layers + 1; }
