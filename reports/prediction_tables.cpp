@@ -51,7 +51,7 @@ std::string memory_markdown(const PredictionReport& report) {
                                 ? std::string()
                                 : " For " + report.depth_text + ": its parameters, gradients and optimizer state "
                                   "are the deeper model's count's, its activations BASE's outside the blocks "
-                                  "plus the number of blocks times BASE's per block (below the time table).";
+                                  "plus the number of blocks times BASE's per block (the depth rule above the time table).";
   std::string text = "\n## Memory per device\n\n" + memory_model_text() + depth + "\n\nAt --batch_size=" +
                      std::to_string(report.memory_batch_size) + " per device (BASE ran " +
                      std::to_string(report.base_batch_size) + "); the largest batch that fits " +
