@@ -26,7 +26,9 @@ namespace dpbench {
 // Optimizer::bytes_for); activations are the part outside the blocks (the model's count,
 // Model::activation_bytes_outside_blocks) plus L times BASE's per-block part, (BASE's activations
 // - its part outside the blocks) / K; scratch, workspaces, data and trace are kept (the blocks
-// share one scratch and one attention workspace: one block runs at a time).
+// share one scratch and one attention workspace: one block runs at a time). On a GPU each layer
+// norm keeps its own backward workspace (2 x up to 256 parts x width, fp32), which the blocks
+// added leave out: a counted backend op no host-side count reaches here.
 // The speed at 1 GPU is BASE's at the scaled step; the config records --num_layers=L, so MEASURED
 // runs of the deeper model are compared with it.
 

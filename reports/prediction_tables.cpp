@@ -136,7 +136,8 @@ std::string depth_model_text() {
          "(the embeddings' and final norm's outputs and the loss's logits chunk, counted from the model's shape) "
          "plus the number of blocks times BASE's per-block part ((BASE's activations - that part) / BASE's "
          "blocks); scratch, workspaces, data and trace are kept (the blocks share them: one block runs at a "
-         "time). Then every strategy's rules apply as above.";
+         "time; on a GPU each layer norm's own backward workspace, up to 2 x 256 x width fp32, is left out for "
+         "the blocks added). Then every strategy's rules apply as above.";
 }
 
 std::string prediction_model_text() {
