@@ -109,8 +109,9 @@ struct BlockRange {
 
 // The deeper model's timeline from BASE's (the Note): its own tensors and units, BASE's ranges
 // before the blocks kept, each block's produced as BASE's were, those after shifted.
+// `block_forward_share`: the part of BASE's forward FLOPs one block's forward is.
 BackwardTimeline deeper_timeline(const BackwardTimeline& base, const BlockSpan& blocks, const Model& deeper,
-                                 int layers, const std::string& where) {
+                                 int layers, double block_forward_share, const std::string& where) {
   const int base_layers = static_cast<int>(blocks.count);
   std::vector<ProducedRange> before, after;
   std::vector<std::vector<BlockRange>> by_block(blocks.count);
@@ -175,8 +176,8 @@ BackwardTimeline deeper_timeline(const BackwardTimeline& base, const BlockSpan& 
     range.ready_ms += extra * spacing;
     timeline.produced.push_back(range);
   }
-  // A block's forward: forward's share in proportion to the block's backward.
-  const double block_forward = base.backward_ms > 0 ? base.forward_ms * spacing / base.backward_ms : 0.0;
+  // A block's forward: its share of BASE's forward by their FLOPs.
+  const double block_forward = base.forward_ms * block_forward_share;
   timeline.backward_ms = base.backward_ms + extra * spacing;
   timeline.forward_ms = base.forward_ms + extra * block_forward;
   timeline.after_backward_ms = base.after_backward_ms * static_cast<double>(deeper.layout().parameter_count()) /
@@ -256,7 +257,13 @@ DepthScaling scale_base_to_layers(int layers, const std::string& where, Result* 
   if (deeper_blocks.offset != blocks.offset || deeper_blocks.stride != blocks.stride)
     throw RuntimeError(where + ": its model's blocks at --num_layers=" + std::to_string(layers) +
                        " are laid out unlike BASE's; --num_layers scales identical blocks");
-  BackwardTimeline scaled = deeper_timeline(*timeline, blocks, *deeper_model, layers, where);
+  // One block's forward FLOPs: what the model's count adds per block (Model::flops_per_sample).
+  const double base_forward = base_model->flops_per_sample().forward;
+  const double block_forward = layers != base_layers ? (deeper_model->flops_per_sample().forward - base_forward) /
+                                                           (layers - base_layers)
+                                                     : 0.0;
+  const double block_forward_share = base_forward > 0 ? std::max(0.0, block_forward) / base_forward : 0.0;
+  BackwardTimeline scaled = deeper_timeline(*timeline, blocks, *deeper_model, layers, block_forward_share, where);
 
   // Its memory at the scaled depth, every figure predict reads.
   nlohmann::json& memory = result->summary.memory;

@@ -14,10 +14,13 @@ namespace dpbench {
 // BASE's K blocks are identical, so a block costs the same time and memory at any depth; the
 // rest of the model (embeddings, final norm, loss) does not change with the depth.
 // Time: a block's backward is the mean spacing of BASE's blocks' gradients (from the last range
-// produced before the first block's to the last block's, over K), and its forward is forward's
-// share in the same proportion (forward x that block's backward / backward: a 1-GPU run records
-// no forward time per unit, as fully_sharded's simulation splits forward). The deeper step is
-// BASE's plus L - K blocks of both; the update (after backward) is scaled by the parameter count.
+// produced before the first block's to the last block's, over K), and its forward is BASE's
+// forward times the block's share of BASE's forward FLOPs (Model::flops_per_sample: what a
+// block adds to the count over what all of BASE's forward counts; a 1-GPU run records no forward
+// time per unit). The deeper step is BASE's plus L - K blocks of both; the update (after
+// backward) is scaled by the parameter count. Where the forward's time holds work its FLOPs do
+// not count (gpt's loss writes the tied projection's gradient inside forward), a block's forward
+// is over-estimated by that work's share.
 // Its gradients: the deeper model's own tensors and units (its description is built, nothing is
 // allocated), each block's ranges produced as BASE's blocks produced theirs (at the mean fraction
 // of the block's spacing), the ranges after the blocks (the embeddings') L - K spacings later.

@@ -128,8 +128,8 @@ std::string memory_model_text() {
 std::string depth_model_text() {
   return "--num_layers: BASE's blocks are identical, so each costs what BASE's cost on average and the rest "
          "(embeddings, final norm, loss) is kept. Time: a block's backward is the mean spacing of BASE's blocks' "
-         "gradients, its forward forward's share in the same proportion (forward x block backward / backward: a "
-         "1-GPU run records no forward time per block); the step is BASE's plus that for each block more; the "
+         "gradients, its forward BASE's forward times the block's share of BASE's forward FLOPs (the model's "
+         "count; a 1-GPU run records no forward time per block); the step is BASE's plus that for each block more; the "
          "update is scaled by the parameter count; the gradients are the deeper model's tensors and units, each "
          "block produced at BASE's spacing. Memory: parameters (with the 16-bit copy), gradients and optimizer "
          "state are counted from the deeper model's parameters; activations are the part outside the blocks "

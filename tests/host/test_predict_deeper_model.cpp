@@ -34,11 +34,30 @@ void run_gpt(const TempDir& dir, int layers, int devices, const std::string& str
              const std::string& result) {
   std::vector<std::string> args = {"--device=cpu",        "--model=gpt",          "--num_layers=" + std::to_string(layers),
                                    "--hidden_size=64",    "--num_heads=2",        "--seq_len=32",
-                                   "--vocab_size=512",    "--batch_size=2",       "--num_warmup_batches=2",
-                                   "--num_batches=10",    "--num_gpus=" + std::to_string(devices),
+                                   "--vocab_size=512",    "--batch_size=2",       "--num_warmup_batches=3",
+                                   "--num_batches=20",    "--num_gpus=" + std::to_string(devices),
                                    "--variable_update=" + strategy, "--result_file=" + result};
-  if (traced) args.push_back("--trace_file=" + dir.file("trace_" + std::to_string(layers) + ".json"));
+  // 20 traced steps: a mean the machine's other work moves less.
+  if (traced)
+    args.insert(args.end(), {"--trace_file=" + dir.file("trace_" + std::to_string(layers) + ".json"), "--trace_steps=1:20"});
   REQUIRE(run_cli(args) == 0);
+}
+
+// Of three traced 1-device runs of `layers` blocks, the fastest's result file: the machine's other
+// work (a build, another test) only ever slows a step, so the fastest is the model's own time.
+std::string fastest_traced_run(const TempDir& dir, int layers) {
+  std::string fastest;
+  double fastest_ms = 0;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const std::string path = dir.file("traced_" + std::to_string(layers) + "_" + std::to_string(attempt) + ".json");
+    run_gpt(dir, layers, 1, "independent", true, path);
+    const double step_ms = read_json(path)["summary"]["timeline"]["step_ms"].get<double>();
+    if (fastest.empty() || step_ms < fastest_ms) {
+      fastest = path;
+      fastest_ms = step_ms;
+    }
+  }
+  return fastest;
 }
 
 // predict's JSON for BASE at `layers` blocks, up to 2 GPUs.
@@ -88,15 +107,13 @@ size_t blocks_of(const ParameterUnits& units) {
 TEST_CASE("a 2-block gpt predicted at 4 and 6 blocks has their tensors, memory and a step linear in the blocks",
           "[predict][deeper_model]") {
   TempDir dir;
-  const std::string base = dir.file("base.json");
-  run_gpt(dir, 2, 1, "independent", true, base);
+  const std::string base = fastest_traced_run(dir, 2);
   for (int layers : {4, 6}) {
     INFO(layers << " blocks");
     const std::string name = std::to_string(layers);
-    run_gpt(dir, layers, 1, "independent", true, dir.file("traced_" + name + ".json"));
     run_gpt(dir, layers, 1, "replicated", false, dir.file("one_" + name + ".json"));
     run_gpt(dir, layers, 2, "fully_sharded", false, dir.file("sharded_" + name + ".json"));
-    const json traced = read_json(dir.file("traced_" + name + ".json"));
+    const json traced = read_json(fastest_traced_run(dir, layers));
 
     // The scaled base: the deeper model's tensors, units and parameter count, exactly.
     const PredictBase scaled = load_predict_base(base, "", layers);
@@ -119,9 +136,10 @@ TEST_CASE("a 2-block gpt predicted at 4 and 6 blocks has their tensors, memory a
     CHECK(predicted["depth"]["scaled"] == scaled.depth->text());
     check_memory_within_5_percent(row_of(predicted, "replicated (nccl)", 1), read_json(dir.file("one_" + name + ".json")));
     check_memory_within_5_percent(row_of(predicted, "fully_sharded", 2), read_json(dir.file("sharded_" + name + ".json")));
-    // The reference backend's times are noisy and its forward per block is not backward's
-    // proportion: the check is that the step grows with the blocks as the runs' do.
+    // The reference backend's times are noisy (the fastest of three runs each): the check is that
+    // the step grows with the blocks as the runs' do.
     const double step = row_of(predicted, "replicated (nccl)", 1)["step_ms"].get<double>();
+    INFO("predicted step " << step << " ms, measured " << measured.step_ms << " ms");
     CHECK(std::abs(step - measured.step_ms) <= 0.25 * measured.step_ms);
   }
 }
