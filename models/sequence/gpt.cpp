@@ -208,10 +208,8 @@ class GptModel final : public Model {
     const uint64_t rows = static_cast<uint64_t>(shape_.batch) * static_cast<uint64_t>(shape_.seq_len);
     const uint64_t element = data_type_bytes(shape_.block.type);
     const uint64_t d = static_cast<uint64_t>(shape_.block.model_dim);
-    const int row_count = static_cast<int>(rows);
-    const int chunk = shape_.loss_chunk_rows > 0 ? std::min(shape_.loss_chunk_rows, row_count)
-                                                 : default_loss_chunk_rows(row_count, shape_.vocab);
-    const uint64_t logits = element * static_cast<uint64_t>(chunk) * static_cast<uint64_t>(padded_logits_stride(shape_.vocab));
+    const uint64_t logits =
+        loss_logits_bytes(static_cast<int>(rows), shape_.loss_chunk_rows, shape_.vocab, shape_.block.type);
     return 2 * element * rows * d + 2 * sizeof(float) * rows + logits;
   }
   int final_norm_unit() const { return 0; }
