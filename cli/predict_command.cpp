@@ -71,6 +71,9 @@ FlagTable predict_flag_table() {
        "BASE's, else run's default); the tail bucket (--tail_bucket_mb) is BASE's where it fits that size"},
       {"batch_size", "", "N",
        "the batch per device of the memory table (default: BASE's; the time table keeps BASE's batch)"},
+      {"num_layers", "", "N",
+       "predict the model with N blocks, scaled from BASE's blocks (a model of identical blocks, e.g. gpt: a "
+       "depth too large for one GPU from a shallower BASE; default: BASE's)"},
       {"device_memory", "", "SIZE",
        "the memory of one device the largest batch must fit, e.g. 141GiB (default: BASE's --device_memory, else "
        "its GPU's memory less what its CUDA context held and 1 GiB for the libraries)"},
@@ -201,6 +204,8 @@ PredictOptions parse_predict_flags(const std::vector<std::string>& args) {
   options.max_gpus = parse_int_at_least("max_gpus", flags.text("max_gpus"), 1, "at least 1", kMaxPredictedGpus);
   if (flags.given("batch_size"))
     options.batch_size = parse_int_at_least("batch_size", flags.text("batch_size"), 1, "at least 1", kMaxBatchPerDevice);
+  if (flags.given("num_layers"))
+    options.num_layers = parse_int_at_least("num_layers", flags.text("num_layers"), 1, "at least 1", kMaxLayers);
   if (flags.given("device_memory")) options.device_memory = parse_memory_size("device_memory", flags.text("device_memory"));
   if (flags.given("bucket_cap_mb")) {
     // What `run` accepts (the option's record): a prediction of buckets no run can have would predict nothing.
@@ -254,7 +259,7 @@ int run_predict_command(const std::vector<std::string>& args) {
   std::vector<CollectiveCurve> curves;
   for (const std::string& path : options.curve_paths) curves.push_back(load_curve(path));
   const CurveMap curve_map = curves_by_collective(curves);
-  const PredictBase base = load_predict_base(options.base_path, options.bucket_cap_mb);
+  const PredictBase base = load_predict_base(options.base_path, options.bucket_cap_mb, options.num_layers);
   const Result& result = base.loaded.result;
   const BackwardTimeline& timeline = base.timeline;
   const std::string& cap_text = base.cap_text;
@@ -290,6 +295,12 @@ int run_predict_command(const std::vector<std::string>& args) {
                          std::to_string(measured.buckets.size()) + " bucket(s) of --bucket_cap_mb=" + cap_text +
                          (tail_bucket_mb > 0 ? fmt::format(", --tail_bucket_mb={:g}", tail_bucket_mb) : std::string()) +
                          " (" + format_fixed(measured.gradient_bytes() / 1e6, 2) + " MB of gradients).";
+  if (base.depth) {
+    report.depth_text = base.depth->text();
+    report.base_title += "; predicted for " + report.depth_text;
+    error_log().info("predict: predicting " + config_text(result.config, "model") + " at " + report.depth_text +
+                     " (" + std::to_string(result.summary.num_parameters) + " parameters)");
+  }
   report.system_path = options.system_path;
   report.system_name = system.model.name;
   report.system_text = describe_system(system);

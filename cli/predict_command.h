@@ -24,6 +24,7 @@ struct PredictOptions {
   int max_gpus = 1024;
   std::string bucket_cap_mb;  // empty: the base run's, else --bucket_cap_mb's default
   int batch_size = 0;         // the memory table's batch per device; 0: the base run's
+  int num_layers = 0;         // BASE's model at this many blocks; 0: BASE's own (Note [deeper model from its blocks])
   uint64_t device_memory = 0; // what the largest batch must fit; 0: the base run's device's
   std::string output;         // empty: stdout
   std::string plot;           // SVG file; empty: none

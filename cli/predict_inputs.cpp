@@ -113,7 +113,7 @@ std::vector<std::string> predicted_labels_of(const nlohmann::json& config) {
   return labels;
 }
 
-PredictBase load_predict_base(const std::string& path, const std::string& bucket_cap_flag) {
+PredictBase load_predict_base(const std::string& path, const std::string& bucket_cap_flag, int num_layers) {
   const std::string where = "predict: BASE '" + escaped_value(path) + "'";
   LoadedResults loaded = load_results({path});
   if (loaded.results.size() != 1) {
@@ -141,6 +141,7 @@ PredictBase load_predict_base(const std::string& path, const std::string& bucket
     throw RuntimeError(where + ": " + escaped_value(error.what()));
   }
   check_timeline_against_result(base.timeline, result.summary, where);
+  if (num_layers > 0) base.depth = scale_base_to_layers(num_layers, where, &base.loaded.result, &base.timeline);
   choose_buckets(bucket_cap_flag, where, &base);
   return base;
 }

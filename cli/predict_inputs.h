@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/predict_deeper_model.h"
 #include "engine/training/parameter_set.h"
 #include "reports/backward_timeline.h"
 #include "reports/prediction_tables.h"
@@ -28,13 +29,18 @@ struct PredictBase {
   double bucket_cap_mb = 0;   // predicted: --bucket_cap_mb, else BASE's, else `run`'s default
   std::string cap_text;       // that cap as given, recorded or defaulted
   double tail_bucket_mb = 0;  // BASE's tail bucket where it fits the cap predicted, else 0
+  // --num_layers: `loaded` and `timeline` are those of BASE's model at that depth (Note [deeper
+  // model from its blocks] in cli/predict_deeper_model.h); none: BASE's own.
+  std::optional<DepthScaling> depth;
 };
 
-// `bucket_cap_flag`: --bucket_cap_mb as given (already checked), "" where it was not. Throws
-// RuntimeError "predict: BASE '<path>': <why>; <the fix>": not one usable result (the loader's
-// reason), not 1 GPU, a forward-only run (no backward to predict from), no timeline, a timeline
-// or bucket size no run writes (the field named).
-PredictBase load_predict_base(const std::string& path, const std::string& bucket_cap_flag);
+// `bucket_cap_flag`: --bucket_cap_mb as given (already checked), "" where it was not.
+// `num_layers`: --num_layers as given (at least 1), 0 where it was not: BASE scaled to that many
+// blocks (scale_base_to_layers). Throws RuntimeError "predict: BASE '<path>': <why>; <the fix>":
+// not one usable result (the loader's reason), not 1 GPU, a forward-only run (no backward to
+// predict from), no timeline, a timeline or bucket size no run writes (the field named), a model
+// --num_layers does not scale.
+PredictBase load_predict_base(const std::string& path, const std::string& bucket_cap_flag, int num_layers = 0);
 
 // The base run's tensors as a layout (in gradient-buffer order), as the strategies lay them out.
 ParameterLayout gradient_layout_of(const BackwardTimeline& timeline);

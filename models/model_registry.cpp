@@ -55,7 +55,7 @@ const std::vector<ModelEntry>& model_registry() {
         // 4096 tokens' logits at a time: at 124m, batch 16, the step kept its speed (564,111
         // against 560,155 tokens/s in one chunk, one H200) and its peak fell by 1.15 GiB.
         {"loss_chunk_rows", "4096"}},
-       "its blocks"},
+       "its blocks", nullptr, "its transformer blocks"},
   };
   return entries;
 }

@@ -38,6 +38,11 @@ struct ModelEntry {
   const char* recomputed_blocks = nullptr;
   // Only with this --encoder_type (nullptr: any).
   const char* recomputed_blocks_encoder = nullptr;
+  // The identical blocks --num_layers counts, in words ("its blocks"), where the rest of the model
+  // does not change with their number: `dpbench predict --num_layers` scales a run's per-block time
+  // and memory to another depth (Model::activation_bytes_outside_blocks says what stays). nullptr:
+  // predict refuses --num_layers for the model.
+  const char* repeated_blocks = nullptr;
 };
 
 // The --activation_checkpointing values; blocks needs a model (and encoder) that names its blocks.

@@ -47,7 +47,12 @@ std::string memory_markdown(const PredictionReport& report) {
     if (row.memory) fullest = std::max(fullest, row.memory->peak_bytes());
   const MemoryUnit unit = memory_unit_for(static_cast<double>(fullest));
   auto in_unit = [&](double bytes) { return format_fixed(bytes / unit.bytes, 2); };
-  std::string text = "\n## Memory per device\n\n" + memory_model_text() + "\n\nAt --batch_size=" +
+  const std::string depth = report.depth_text.empty()
+                                ? std::string()
+                                : " For " + report.depth_text + ": its parameters, gradients and optimizer state "
+                                  "are the deeper model's count's, its activations BASE's outside the blocks "
+                                  "plus the number of blocks times BASE's per block (the depth rule above the time table).";
+  std::string text = "\n## Memory per device\n\n" + memory_model_text() + depth + "\n\nAt --batch_size=" +
                      std::to_string(report.memory_batch_size) + " per device (BASE ran " +
                      std::to_string(report.base_batch_size) + "); the largest batch that fits " +
                      in_unit(static_cast<double>(report.device_memory_bytes)) + " " + unit.name + " (" +
@@ -73,7 +78,8 @@ std::string memory_markdown(const PredictionReport& report) {
                                       in_unit(static_cast<double>(memory.peak_bytes()))};
     for (const MemoryCategoryInfo& category : memory_categories())
       cells.push_back(in_unit(static_cast<double>(memory.bytes[static_cast<size_t>(category.category)])));
-    cells.push_back(std::to_string(memory.largest_batch));
+    // 0 would read as a batch: say that nothing fits.
+    cells.push_back(memory.largest_batch > 0 ? std::to_string(memory.largest_batch) : "none (not even 1)");
     if (report.measurements_given)
       cells.insert(cells.end(), {row.measured_memory_peak_bytes ? in_unit(*row.measured_memory_peak_bytes) : "-",
                                  signed_percent(row.memory_error_pct())});
@@ -117,6 +123,21 @@ std::string memory_model_text() {
          "the workspaces it held past its steps' (a search's), which stay; at least the steps' categories. "
          "The largest batch that fits is the largest whose steps' bytes are at most the device memory "
          "(the set-up's searches take only the room the memory limit leaves).";
+}
+
+std::string depth_model_text() {
+  return "--num_layers: BASE's blocks are identical, so each costs what BASE's cost on average and the rest "
+         "(embeddings, final norm, loss) is kept. Time: a block's backward is the mean spacing of BASE's blocks' "
+         "gradients, its forward BASE's forward times the block's share of BASE's forward FLOPs (the model's "
+         "count; a 1-GPU run records no forward time per block); the step is BASE's plus that for each block more; the "
+         "update is scaled by the parameter count; the gradients are the deeper model's tensors and units, each "
+         "block produced at BASE's spacing. Memory: parameters (with the 16-bit copy), gradients and optimizer "
+         "state are counted from the deeper model's parameters; activations are the part outside the blocks "
+         "(the embeddings' and final norm's outputs and the loss's logits chunk, counted from the model's shape) "
+         "plus the number of blocks times BASE's per-block part ((BASE's activations - that part) / BASE's "
+         "blocks); scratch, workspaces, data and trace are kept (the blocks share them: one block runs at a "
+         "time; on a GPU each layer norm's own backward workspace, up to 2 x 256 x width fp32, is left out for "
+         "the blocks added). Then every strategy's rules apply as above.";
 }
 
 std::string prediction_model_text() {
@@ -179,6 +200,9 @@ std::string render_prediction_markdown(const PredictionReport& report) {
   std::string text = "# dpbench predict\n\n";
   text += "Base: `" + report.base_path + "`, " + report.base_title + ".\n";
   text += report.timeline_text + "\n";
+  if (!report.depth_text.empty())
+    text += "\n**Predicted for " + report.depth_text + "**: every row, time and memory, is the model at that depth. " +
+            depth_model_text() + "\n\n";
   text += "System: " + report.system_name + " (`" + report.system_path + "`): " + report.system_text + "\n\n";
   text += prediction_costs_text(report.curves) + "\n";
   text += prediction_model_text() + "\n\n";
@@ -307,6 +331,9 @@ std::string render_prediction_json(const PredictionReport& report) {
   nlohmann::json document = {{"base", {{"path", report.base_path}, {"title", report.base_title},
                                              {"items_per_sec", report.base_items_per_sec}, {"unit", report.unit},
                                              {"timeline", report.timeline_text}}},
+                                   {"depth", report.depth_text.empty() ? nlohmann::json()
+                                                                       : nlohmann::json{{"scaled", report.depth_text},
+                                                                                        {"model", depth_model_text()}}},
                                    {"system", {{"path", report.system_path}, {"name", report.system_name},
                                                {"values", report.system_text}}},
                                    {"costs", costs},

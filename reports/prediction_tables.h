@@ -61,6 +61,9 @@ struct PredictionReport {
   std::string system_path, system_name, system_text;  // the system file, its values in words
   std::vector<CollectiveCurve> curves;                 // --curves: the costs they give; the system file the rest
   std::string timeline_text;                           // the 1-GPU timeline and its buckets in words
+  // --num_layers: what the prediction is for ("--num_layers=40, scaled from BASE's 4 blocks");
+  // "" for BASE's own model. The time and memory tables are then the deeper model's.
+  std::string depth_text;
   bool measurements_given = false;                     // measured results were given (error columns)
   std::vector<PredictionRow> rows;                     // by strategy, then GPU count
   std::vector<std::string> notes;                      // measured results not used, and why
@@ -82,6 +85,9 @@ std::string render_prediction_svg(const PredictionReport& report);
 
 // How the memory table is predicted, in one paragraph (README, "What fits").
 std::string memory_model_text();
+// How --num_layers scales BASE's blocks' time and memory, in one paragraph (README, "Predicting
+// scaling"; Note [deeper model from its blocks] in cli/predict_deeper_model.h).
+std::string depth_model_text();
 
 // What is and is not modelled, in one paragraph (the README says the same at length).
 std::string prediction_model_text();

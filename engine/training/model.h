@@ -161,6 +161,10 @@ class Model {
   virtual std::vector<float> initial_parameters(uint64_t seed) const = 0;
   // Its parameter units and their uses in a step (Note [parameter units]); empty: not cut into units.
   virtual ParameterUnits parameter_units() const { return {}; }
+  // The activation bytes a replica keeps outside its repeated blocks (embeddings, final norm,
+  // the loss's logits), counted from its shape as its replica allocates them: what stays when
+  // `dpbench predict --num_layers` scales a run's blocks to another depth (ModelEntry::repeated_blocks).
+  virtual uint64_t activation_bytes_outside_blocks() const { return 0; }
   virtual std::unique_ptr<ModelReplica> create_replica(Device& device, ParameterSet& parameters,
                                                        const ReplicaShard& shard) const = 0;
 };

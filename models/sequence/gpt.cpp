@@ -202,6 +202,16 @@ class GptModel final : public Model {
     units.uses.push_back({embedding_unit(), UnitPass::backward, true});
     return units;
   }
+  // As the replica allocates them: the embeddings' sum and the final norm's output (rows x d), the
+  // final norm's statistics (fp32 per row), and the loss's chunk of logits.
+  uint64_t activation_bytes_outside_blocks() const override {
+    const uint64_t rows = static_cast<uint64_t>(shape_.batch) * static_cast<uint64_t>(shape_.seq_len);
+    const uint64_t element = data_type_bytes(shape_.block.type);
+    const uint64_t d = static_cast<uint64_t>(shape_.block.model_dim);
+    const uint64_t logits =
+        loss_logits_bytes(static_cast<int>(rows), shape_.loss_chunk_rows, shape_.vocab, shape_.block.type);
+    return 2 * element * rows * d + 2 * sizeof(float) * rows + logits;
+  }
   int final_norm_unit() const { return 0; }
   int block_unit(int l) const { return shape_.layers - l; }
   int embedding_unit() const { return shape_.layers + 1; }

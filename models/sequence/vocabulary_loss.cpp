@@ -29,16 +29,28 @@ int default_loss_chunk_rows(int rows, int vocab) {
   return static_cast<int>(std::min<long long>(rows, by_budget));
 }
 
+namespace {
+
+int chunk_rows_of(int rows, int chunk_rows, int vocab) {
+  return chunk_rows > 0 ? std::min(chunk_rows, rows) : default_loss_chunk_rows(rows, vocab);
+}
+
+}  // namespace
+
+size_t loss_logits_bytes(int rows, int chunk_rows, int vocab, DataType type) {
+  return data_type_bytes(type) * static_cast<size_t>(chunk_rows_of(rows, chunk_rows, vocab)) *
+         static_cast<size_t>(padded_logits_stride(vocab));
+}
+
 VocabularyLossReplica::VocabularyLossReplica(const VocabularyProjection& projection,
                                              Device& device, int rows, int chunk_rows, DataType type)
     : projection_(projection), device_(device), rows_(rows),
       logits_stride_(padded_logits_stride(projection.vocab())), type_(type) {
-  chunk_rows_ = chunk_rows > 0 ? std::min(chunk_rows, rows)
-                               : default_loss_chunk_rows(rows, projection.vocab());
+  chunk_rows_ = chunk_rows_of(rows, chunk_rows, projection.vocab());
   // The logits are made and turned into their gradient within the loss (chunk by chunk where they
   // are chunked); the padded weights are refreshed every step.
   const MemoryTag projection_scratch{MemoryCategory::scratch, "output projection"};
-  logits_ = device.allocate(data_type_bytes(type) * static_cast<size_t>(chunk_rows_) * logits_stride_,
+  logits_ = device.allocate(loss_logits_bytes(rows, chunk_rows, projection.vocab(), type),
                             MemoryTag{MemoryCategory::activations, "output projection"});
   row_losses_ = device.allocate(sizeof(float) * static_cast<size_t>(rows), MemoryTag{MemoryCategory::scratch, "loss"});
   overlap_weight_gradient_ = chunk_rows_ >= rows_;

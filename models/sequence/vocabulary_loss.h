@@ -65,6 +65,11 @@ int default_loss_chunk_rows(int rows, int vocab);
 // to dh. Two copies of V x H per step, against the GEMMs' seconds.
 int padded_logits_stride(int vocab);
 
+// The bytes of the logits a loss over `rows` rows keeps, `chunk_rows` of them at a time (0:
+// default_loss_chunk_rows), of `type`: what its replica allocates (and what a model counts of
+// its activations outside its blocks).
+size_t loss_logits_bytes(int rows, int chunk_rows, int vocab, DataType type);
+
 // When all rows fit one chunk, the projection's weight gradient (one of the three big GEMMs) runs
 // on the auxiliary stream, overlapping whatever the compute stream does next (the LSTM's backward
 // pass, latency-bound by its time steps); finish_weight_gradient() joins it.
