@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/backend/device_timeline.h"
-#include "engine/training/model.h"
+#include "engine/training/parameter_units.h"
 
 namespace dpbench {
 

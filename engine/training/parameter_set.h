@@ -10,15 +10,9 @@
 #include <vector>
 
 #include "engine/backend/device.h"
+#include "engine/training/parameter_units.h"
 
 namespace dpbench {
-
-// [offset, offset + count) in elements of the flat buffers.
-struct GradientRange {
-  size_t offset = 0;
-  size_t count = 0;
-  size_t end() const { return offset + count; }
-};
 
 struct TensorView {
   std::string name;
