@@ -103,6 +103,35 @@ std::vector<std::string> config_difference_notes(const Series& series) {
   return notes;
 }
 
+// A sweep shows an N-GPU run the first N GPUs of one list (0; 0,1; 0,1,2,3): CUDA_VISIBLE_DEVICES
+// then differs by design. True where every run's list holds as many GPUs as the run had devices
+// and each shorter list begins the longer ones; false where a run was set on other GPUs (a 1-GPU
+// run on GPU 3 beside a 2-GPU run on 0,1), or a run left it unset.
+bool visible_devices_grow_with_the_count(const Series& series) {
+  std::vector<std::vector<std::string>> lists;
+  for (const SeriesRow& row : series.rows) {
+    for (const LoadedResult& run : row.runs) {
+      const auto& variables = run.result.environment.variables;
+      const auto found = variables.find("CUDA_VISIBLE_DEVICES");
+      if (found == variables.end()) return false;
+      std::vector<std::string> list;
+      std::string entry;
+      for (char c : found->second + ",") {
+        if (c != ',') { entry += c; continue; }
+        list.push_back(entry);
+        entry.clear();
+      }
+      // One process per GPU sees the job's list; one process, its own devices.
+      if (static_cast<int64_t>(list.size()) != run.result.summary.num_devices) return false;
+      lists.push_back(std::move(list));
+    }
+  }
+  std::sort(lists.begin(), lists.end(), [](const auto& a, const auto& b) { return a.size() < b.size(); });
+  for (size_t i = 1; i < lists.size(); ++i)
+    if (!std::equal(lists[i - 1].begin(), lists[i - 1].end(), lists[i].begin())) return false;
+  return true;
+}
+
 // Notes where the series' runs ran on different topologies: over different numbers of hosts (a
 // 4-GPU run on two hosts beside 1- and 2-GPU runs on one), or with different NCCL_* / CUDA_*
 // environment variables. The GPU count differs by design; how the GPUs are spread does not.
@@ -135,10 +164,12 @@ std::vector<std::string> topology_difference_notes(const Series& series) {
     notes.push_back("The runs span different numbers of hosts: " + join_parts(parts, "; ") +
                     ": the traffic between hosts is part of the difference.");
   }
-  for (const auto& [name, seen] : variables)
-    if (seen.size() > 1)
-      notes.push_back("The runs differ in " + name + " (" + join_parts({seen.begin(), seen.end()}, ", ") +
-                      "): the rows are not like for like.");
+  for (const auto& [name, seen] : variables) {
+    if (seen.size() < 2) continue;
+    if (name == "CUDA_VISIBLE_DEVICES" && visible_devices_grow_with_the_count(series)) continue;
+    notes.push_back("The runs differ in " + name + " (" + join_parts({seen.begin(), seen.end()}, ", ") +
+                    "): the rows are not like for like.");
+  }
   return notes;
 }
 

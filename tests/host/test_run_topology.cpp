@@ -58,3 +58,22 @@ TEST_CASE("a series whose runs span different numbers of hosts, or NCCL settings
   markdown = render_markdown(report_of({dir.path().string()}));
   CHECK_THAT(markdown, Catch::Matchers::Contains("The runs differ in NCCL_ALGO ((unset), Tree)"));
 }
+
+TEST_CASE("a sweep's N-GPU runs on the first N GPUs of one list are like for like; other GPUs are not", "[topology]") {
+  TempDir dir;
+  Result one = make_fixture_result(replicated_run(1, 1000));
+  Result two = make_fixture_result(replicated_run(2, 1900));
+  Result four = make_fixture_result(replicated_run(4, 3600));
+  one.environment.variables = {{"CUDA_VISIBLE_DEVICES", "2"}};
+  two.environment.variables = {{"CUDA_VISIBLE_DEVICES", "2,3"}};
+  four.environment.variables = {{"CUDA_VISIBLE_DEVICES", "2,3,0,1"}};
+  write_result_atomically(one, dir.file("one.json"));
+  write_result_atomically(two, dir.file("two.json"));
+  write_result_atomically(four, dir.file("four.json"));
+  CHECK_THAT(render_markdown(report_of({dir.path().string()})), !Catch::Matchers::Contains("CUDA_VISIBLE_DEVICES"));
+  // The 1-GPU run on a GPU the others do not start with: said.
+  one.environment.variables = {{"CUDA_VISIBLE_DEVICES", "1"}};
+  write_result_atomically(one, dir.file("one.json"));
+  CHECK_THAT(render_markdown(report_of({dir.path().string()})),
+             Catch::Matchers::Contains("The runs differ in CUDA_VISIBLE_DEVICES (1, 2,3, 2,3,0,1)"));
+}
