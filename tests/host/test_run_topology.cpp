@@ -59,7 +59,7 @@ TEST_CASE("a series whose runs span different numbers of hosts, or NCCL settings
   CHECK_THAT(markdown, Catch::Matchers::Contains("The runs differ in NCCL_ALGO ((unset), Tree)"));
 }
 
-TEST_CASE("a sweep's N-GPU runs on the first N GPUs of one list are like for like; other GPUs are not", "[topology]") {
+TEST_CASE("a sweep's N-GPU runs on the first N GPUs of one list are like for like, runs on other GPUs are not", "[topology]") {
   TempDir dir;
   Result one = make_fixture_result(replicated_run(1, 1000));
   Result two = make_fixture_result(replicated_run(2, 1900));
