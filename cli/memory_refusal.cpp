@@ -48,7 +48,7 @@ std::string unsized_replica_line(const MemoryRefusal& refusal) {
   for (const ShardedChoice& choice : refusal.fully_sharded_over) {
     const CategoryBytes sharded = model_state_under(choice.memory, fit.model_state);
     if (!leaves_room(sharded)) continue;
-    const double kept = choice.memory.kept[static_cast<size_t>(MemoryCategory::parameters)];
+    const double kept = choice.memory.kept[static_cast<size_t>(MemoryCategory::gradients)];
     const long long shards = kept > 0 ? std::llround(1.0 / kept) : 1;
     return line + "; --variable_update=fully_sharded over " + std::to_string(choice.devices) + " devices keeps 1/" +
            std::to_string(shards) + " of each on every device (" + in_unit_named(total_bytes(sharded), unit) +

@@ -227,7 +227,7 @@ RangeSchedule FullyShardedStrategy::unit_schedule(const ParameterUnit& unit) con
     ScheduledCollective gather = schedule.steps.front();
     std::vector<ScheduledCollective> gathered = {gather};
     const DataType copy = state_.empty() ? DataType::f32 : state_.front()->copy_type();
-    if (copy != DataType::f32) {  // Note [what travels]: the 16-bit copy, then the vectors' pack
+    if (copy != DataType::f32) {  // Note [what travels]: the chunk in 16 bits, then the vectors' pack
       gather.width = static_cast<double>(data_type_bytes(copy)) / sizeof(float);
       gather.bytes *= gather.width;
       gathered = {gather};
@@ -338,9 +338,15 @@ StrategyMemory FullyShardedStrategy::memory_for(const StrategyOptions& options, 
   memory.added[static_cast<size_t>(MemoryCategory::trace)] = ExchangeMeter::kDeviceBytes;
   for (MemoryCategory kept : {MemoryCategory::parameters, MemoryCategory::gradients, MemoryCategory::optimizer_state})
     memory.kept[static_cast<size_t>(kept)] = k > 1 ? 1.0 / k : 1.0;
-  memory.rule = "each device keeps 1/N of the parameters, gradients and optimizer state, and the slots its unit plan "
-                "allocates (gathered units in the weight copy's type, fp32 unit gradients, each slot the largest unit it "
-                "holds)";
+  // A shard keeps no 16-bit weight copy (Note [what travels]): of a mixed-precision replica's
+  // parameters (4 bytes of fp32 and 2 of copy per element) only the fp32 part's 1/N stays.
+  const bool mixed = options.gathered_element_bytes < static_cast<int>(sizeof(float));
+  if (k > 1 && mixed)
+    memory.kept[static_cast<size_t>(MemoryCategory::parameters)] =
+        sizeof(float) / static_cast<double>(sizeof(float) + options.gathered_element_bytes) / k;
+  memory.rule = std::string("each device keeps 1/N of the parameters") + (mixed ? " (fp32, no 16-bit copy)" : "") +
+                ", gradients and optimizer state, and the slots its unit plan allocates (gathered units in the weight "
+                "copy's type, fp32 unit gradients, each slot the largest unit it holds)";
   const ParameterUnits units = units_or_plan(published, plan);
   if (k <= 1 || units.uses.empty()) return memory;
   const UnitSlotPlan slots = slot_plan_of(options, units, k);
@@ -357,10 +363,12 @@ StrategyMemory FullyShardedStrategy::memory_for(const StrategyOptions& options, 
     largest_chunk = std::max<uint64_t>(largest_chunk, ceil_div(unit.range.count, static_cast<size_t>(k)));
   memory.added[static_cast<size_t>(MemoryCategory::parameters)] = parameter_slots;
   memory.added[static_cast<size_t>(MemoryCategory::gradients)] = gradient_slots;
-  // The bf16 reduction's staging: the largest gradient slot and the largest chunk, 2 bytes each.
+  // The bf16 reduction's staging: the largest gradient slot and the largest chunk, 2 bytes each;
+  // under a 16-bit copy, the gathers' staging: the largest chunk rounded.
+  uint64_t& staging = memory.added[static_cast<size_t>(MemoryCategory::communication)];
   if (options.reduce_precision == ReducePrecision::bf16)
-    memory.added[static_cast<size_t>(MemoryCategory::communication)] =
-        std::max<uint64_t>(largest_gradient_slot, 1) * 2 + std::max<uint64_t>(largest_chunk, 1) * 2;
+    staging += std::max<uint64_t>(largest_gradient_slot, 1) * 2 + std::max<uint64_t>(largest_chunk, 1) * 2;
+  if (mixed) staging += std::max<uint64_t>(largest_chunk, 1) * static_cast<uint64_t>(options.gathered_element_bytes);
   return memory;
 }
 

@@ -6,9 +6,11 @@
 // into the owners' shards (--reduce_precision), and each device updates its own shard. With
 // K < N the shards' gradients are then all-reduced across the N/K groups (hybrid sharding).
 //
-// Note [what travels]: under fp32 a unit is gathered as its fp32 values. Under fp16/bf16 it is
-// gathered in the 16-bit copy (each shard's, which the update refreshes), as FSDP's param_dtype
-// gathers; but dpbench's layers read biases and norm scales in fp32 beside the 16-bit weights, so
+// Note [what travels]: under fp32 a unit is gathered as its fp32 values. Under fp16/bf16 each
+// owner rounds its fp32 chunk to 16 bits into a staging buffer just before the gather and that
+// is gathered, as FSDP's param_dtype casts at each all-gather: a shard keeps no 16-bit copy
+// between steps (ParameterSet), which on a model too large for one device is a third of the
+// parameters' bytes, for one rounding pass over the chunk per gather; but dpbench's layers read biases and norm scales in fp32 beside the 16-bit weights, so
 // a unit's vectors (its rank-1 tensors) also travel in fp32: each owner packs the pieces of them
 // in its chunk, the packs are all-gathered, and the pieces are copied into the slot's compact
 // fp32 part. A layer reading a matrix in fp32 under fp16/bf16 is refused. The layers then read

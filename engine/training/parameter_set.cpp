@@ -70,7 +70,7 @@ ParameterSet::ParameterSet(Device& device, const ParameterLayout& layout, DataTy
   parameters_ = device.allocate(bytes, MemoryTag{MemoryCategory::parameters, owner});
   gradients_ = device.allocate(bytes, MemoryTag{MemoryCategory::gradients, owner});
   device.ops().fill(gradients(), count(), 0.0f);
-  if (weight_copy_type != DataType::f32)
+  if (weight_copy_type != DataType::f32 && chunks_.empty())
     weight_copy_ = device.allocate(weight_copy_bytes(count_, weight_copy_type),
                                    MemoryTag{MemoryCategory::parameters, "16-bit weight copy"});
 }
@@ -110,7 +110,7 @@ const void* ParameterSet::parameter_as(int tensor_id, DataType type) const {
 }
 
 void ParameterSet::refresh_weight_copy(GradientRange range, StreamKind stream) {
-  if (weight_copy_type_ == DataType::f32 || range.count == 0) return;
+  if (weight_copy_.data() == nullptr || range.count == 0) return;
   device_->ops(stream).convert(DataType::f32, parameters() + range.offset, weight_copy_type_,
                                static_cast<char*>(weight_copy_.data()) +
                                    range.offset * data_type_bytes(weight_copy_type_),

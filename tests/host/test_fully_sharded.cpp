@@ -185,6 +185,21 @@ TEST_CASE("fully_sharded keeps 1/N of parameters, gradients and optimizer state,
   // running, the one prefetched), each at most the largest unit, beside their gradients.
   CHECK(sharded.comm.at("parameter_slots").get<int>() <= 3);
   CHECK(in_flight < replica / 2);
+
+  SECTION("under bf16 a shard keeps no 16-bit copy: the gathers round the fp32 chunk as they go") {
+    std::vector<std::string> bf16 = model;
+    bf16.push_back("--precision=bf16");
+    const Trained whole = train_as(bf16, 4, "replicated");
+    const CategoryBytes& replica_held = whole.memory.front().figures.held;
+    const double fp32_values = static_cast<double>(replica_held[static_cast<size_t>(MemoryCategory::parameters)]) * 4 / 6;
+    const double rest = static_cast<double>(replica_held[static_cast<size_t>(MemoryCategory::gradients)] +
+                                            replica_held[static_cast<size_t>(MemoryCategory::optimizer_state)]);
+    const Trained half = train_as(bf16, 4, "fully_sharded");
+    const double half_shard = static_cast<double>(kept(half)) - half.comm.at("gathered_bytes").get<double>();
+    CHECK(half_shard <= 1.05 * (fp32_values + rest) / 4);
+    CHECK(half_shard >= 0.95 * (fp32_values + rest) / 4);
+    CHECK(half.parameters.front() == whole.parameters.front());
+  }
 }
 
 TEST_CASE("fully_sharded publishes its collectives as a schedule", "[strategies][fully_sharded][schedule]") {
