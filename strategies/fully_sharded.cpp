@@ -338,13 +338,15 @@ StrategyMemory FullyShardedStrategy::memory_for(const StrategyOptions& options, 
   memory.added[static_cast<size_t>(MemoryCategory::trace)] = ExchangeMeter::kDeviceBytes;
   for (MemoryCategory kept : {MemoryCategory::parameters, MemoryCategory::gradients, MemoryCategory::optimizer_state})
     memory.kept[static_cast<size_t>(kept)] = k > 1 ? 1.0 / k : 1.0;
-  // A shard keeps no 16-bit weight copy (Note [what travels]): of a mixed-precision replica's
+  // Without the shards' 16-bit copies (Note [what travels]): of a mixed-precision replica's
   // parameters (4 bytes of fp32 and 2 of copy per element) only the fp32 part's 1/N stays.
   const bool mixed = options.gathered_element_bytes < static_cast<int>(sizeof(float));
-  if (k > 1 && mixed)
+  const bool cast_at_gather = k > 1 && mixed && !options.shard_weight_copy;
+  if (cast_at_gather)
     memory.kept[static_cast<size_t>(MemoryCategory::parameters)] =
         sizeof(float) / static_cast<double>(sizeof(float) + options.gathered_element_bytes) / k;
-  memory.rule = std::string("each device keeps 1/N of the parameters") + (mixed ? " (fp32, no 16-bit copy)" : "") +
+  memory.rule = std::string("each device keeps 1/N of the parameters") +
+                (cast_at_gather ? " (fp32, no 16-bit copy)" : "") +
                 ", gradients and optimizer state, and the slots its unit plan allocates (gathered units in the weight "
                 "copy's type, fp32 unit gradients, each slot the largest unit it holds)";
   const ParameterUnits units = units_or_plan(published, plan);
@@ -364,11 +366,11 @@ StrategyMemory FullyShardedStrategy::memory_for(const StrategyOptions& options, 
   memory.added[static_cast<size_t>(MemoryCategory::parameters)] = parameter_slots;
   memory.added[static_cast<size_t>(MemoryCategory::gradients)] = gradient_slots;
   // The bf16 reduction's staging: the largest gradient slot and the largest chunk, 2 bytes each;
-  // under a 16-bit copy, the gathers' staging: the largest chunk rounded.
+  // rounding at each gather, the gathers' staging: the largest chunk in 16 bits.
   uint64_t& staging = memory.added[static_cast<size_t>(MemoryCategory::communication)];
   if (options.reduce_precision == ReducePrecision::bf16)
     staging += std::max<uint64_t>(largest_gradient_slot, 1) * 2 + std::max<uint64_t>(largest_chunk, 1) * 2;
-  if (mixed) staging += std::max<uint64_t>(largest_chunk, 1) * static_cast<uint64_t>(options.gathered_element_bytes);
+  if (cast_at_gather) staging += std::max<uint64_t>(largest_chunk, 1) * static_cast<uint64_t>(options.gathered_element_bytes);
   return memory;
 }
 

@@ -6,11 +6,13 @@
 // into the owners' shards (--reduce_precision), and each device updates its own shard. With
 // K < N the shards' gradients are then all-reduced across the N/K groups (hybrid sharding).
 //
-// Note [what travels]: under fp32 a unit is gathered as its fp32 values. Under fp16/bf16 each
-// owner rounds its fp32 chunk to 16 bits into a staging buffer just before the gather and that
-// is gathered, as FSDP's param_dtype casts at each all-gather: a shard keeps no 16-bit copy
-// between steps (ParameterSet), which on a model too large for one device is a third of the
-// parameters' bytes, for one rounding pass over the chunk per gather; but dpbench's layers read biases and norm scales in fp32 beside the 16-bit weights, so
+// Note [what travels]: under fp32 a unit is gathered as its fp32 values. Under fp16/bf16 it is
+// gathered in 16 bits: by default from each shard's 16-bit copy, which the update refreshes (as
+// ZeRO-3 keeps its partitioned 16-bit parameters); with --shard_weight_copy=false each owner
+// rounds its fp32 chunk into a staging buffer just before the gather instead, as FSDP2 casts at
+// each all-gather: a third less parameter memory per device (no copy between steps) for a
+// rounding pass over the chunk per gather, measured 1% (gpt 124m) to 5% (blocks of width 4096)
+// slower on 2 H200 (docs/BENCHMARKS.md). Either way the 16 bits are the same; but dpbench's layers read biases and norm scales in fp32 beside the 16-bit weights, so
 // a unit's vectors (its rank-1 tensors) also travel in fp32: each owner packs the pieces of them
 // in its chunk, the packs are all-gathered, and the pieces are copied into the slot's compact
 // fp32 part. A layer reading a matrix in fp32 under fp16/bf16 is refused. The layers then read
@@ -54,6 +56,7 @@ class FullyShardedStrategy final : public Strategy {
   void on_gradients_ready(int replica, GradientRange range, const Event& ready) override {}
   void finish_step(int replica, int64_t step) override;
   bool step_is_replayable() const override;
+  bool shards_keep_weight_copy() const override { return options_.shard_weight_copy; }
   void begin_measurement() override;
   nlohmann::json communication_summary(int64_t measured_steps) const override;
   std::vector<double> exposed_comm_ms_per_step(int64_t measured_steps) const override;

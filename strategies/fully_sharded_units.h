@@ -156,11 +156,13 @@ class FullyShardedStrategy::ReplicaUnits final : public UnitHooks, public Tensor
           device_.allocate(std::max<size_t>(mixed ? largest_vectors_ : elements, 1) * sizeof(float), gathered));
       if (mixed) half_slots_.push_back(device_.allocate(elements * data_type_bytes(copy_type_), gathered));
     }
-    if (mixed) {
+    if (mixed && replica_.parameters->weight_copy() == nullptr) {
       size_t largest_chunk = 0;
       for (size_t chunk : s_.chunk_) largest_chunk = std::max(largest_chunk, chunk);
       gather_staging_ = device_.allocate(std::max<size_t>(largest_chunk, 1) * data_type_bytes(copy_type_),
                                          MemoryTag{MemoryCategory::communication, "fully_sharded 16-bit gather staging"});
+    }
+    if (mixed) {
       const MemoryTag packs{MemoryCategory::communication, "fully_sharded vector packs"};
       size_t largest_pack = 0;
       for (size_t count : pack_count_) largest_pack = std::max(largest_pack, count);
@@ -207,12 +209,17 @@ class FullyShardedStrategy::ReplicaUnits final : public UnitHooks, public Tensor
     if (copy_type_ == DataType::f32) {
       group.all_gather(seat.rank, params.parameters() + s_.shard_offset_[u], slot, chunk, DataType::f32,
                        StreamKind::communication);
-    } else {  // Note [what travels]: the chunk rounded to 16 bits, and the vectors' fp32 values packed
+    } else {  // Note [what travels]: the chunk in 16 bits, and the vectors' fp32 values packed
       Backend& ops = device_.ops(StreamKind::communication);
-      // One staging buffer serves every gather: the stream runs each rounding after the gather before.
-      ops.convert(DataType::f32, params.parameters() + s_.shard_offset_[u], copy_type_, gather_staging_.data(), chunk);
-      group.all_gather(seat.rank, gather_staging_.data(), half_slots_[static_cast<size_t>(use.parameter_slot)].data(),
-                       chunk, copy_type_, StreamKind::communication);
+      const size_t half = data_type_bytes(copy_type_);
+      const void* own = static_cast<const char*>(params.weight_copy()) + s_.shard_offset_[u] * half;
+      if (params.weight_copy() == nullptr) {
+        // One staging buffer serves every gather: the stream rounds each after the gather before.
+        ops.convert(DataType::f32, params.parameters() + s_.shard_offset_[u], copy_type_, gather_staging_.data(), chunk);
+        own = gather_staging_.data();
+      }
+      group.all_gather(seat.rank, own, half_slots_[static_cast<size_t>(use.parameter_slot)].data(), chunk, copy_type_,
+                       StreamKind::communication);
       const size_t pack = pack_count_[u];
       if (pack > 0) {
         float* send = pack_send_.as<float>();
@@ -339,7 +346,7 @@ class FullyShardedStrategy::ReplicaUnits final : public UnitHooks, public Tensor
   std::vector<size_t> pack_count_;                // per unit: the largest owner's pack
   size_t largest_vectors_ = 0;
   Buffer pack_send_, pack_received_;
-  Buffer gather_staging_;  // under fp16/bf16: the own chunk rounded, the all-gather's input
+  Buffer gather_staging_;  // --shard_weight_copy=false: the own chunk rounded, the all-gather's input
   std::vector<int> parameter_slot_of_, gradient_slot_of_;  // per unit: its slot now; -1: none
   std::vector<Buffer> parameter_slots_, half_slots_, gradient_slots_;
   Buffer reduce_staging_, shard_staging_;

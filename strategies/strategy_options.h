@@ -49,6 +49,9 @@ struct StrategyOptions {
   // are reduce-scattered in; devices per shard group (0: every device; fewer: hybrid sharding).
   int prefetch_units = 1;
   bool reshard_after_forward = true;
+  // Under fp16/bf16: each shard's 16-bit copy kept between steps and gathered (false: the fp32
+  // shard rounded at each gather; Note [what travels]).
+  bool shard_weight_copy = true;
   ReducePrecision reduce_precision = ReducePrecision::fp32;
   int shard_group_size = 0;
   // Not a flag, the run's precision's: the bytes per element fully_sharded gathers a unit in, 2

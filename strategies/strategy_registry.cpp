@@ -167,7 +167,8 @@ std::vector<StrategyEntry> make_registry() {
     return memory;
   };
   const std::vector<std::string> fully_sharded_options = {"prefetch_units", "reshard_after_forward",
-                                                          "reduce_precision", "shard_group_size"};
+                                                          "shard_weight_copy", "reduce_precision",
+                                                          "shard_group_size"};
   // The whole-replica ways of exchanging gradients, which a unit's owners have no use for.
   const std::map<std::string, std::string> fully_sharded_refusals = {
       {"compact_gradient_transfer",

@@ -260,6 +260,16 @@ std::vector<SynchronisationOption> make_options() {
   };
   options.push_back(std::move(reshard));
 
+  SynchronisationOption copy = option(
+      "shard_weight_copy", &StrategyOptions::shard_weight_copy, "",
+      "fully_sharded under fp16/bf16: keep a 16-bit copy of each device's shard, refreshed by its update, and gather "
+      "that (as ZeRO-3's partitioned 16-bit parameters; false: round the fp32 shard at each gather, as FSDP2: 2 "
+      "bytes per parameter / N less on every device, one rounding pass over the shard per gather)",
+      "keeps or rounds the 16-bit shard it gathers");
+  copy.label = when_changed("shard_weight_copy",
+                            [](const std::string& value) { return value == "false" ? "cast at gather" : ""; });
+  options.push_back(std::move(copy));
+
   SynchronisationOption reduce = option("reduce_precision", &StrategyOptions::reduce_precision, "",
                                         "fully_sharded: the type each unit's gradients are reduce-scattered in",
                                         "reduce-scatters gradients");

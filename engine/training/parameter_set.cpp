@@ -53,7 +53,7 @@ ParameterSet::ParameterSet(Device& device, const ParameterLayout& layout, DataTy
     : ParameterSet(device, layout, weight_copy_type, {}) {}
 
 ParameterSet::ParameterSet(Device& device, const ParameterLayout& layout, DataType weight_copy_type,
-                           std::vector<ResidentChunk> chunks)
+                           std::vector<ResidentChunk> chunks, bool keeps_weight_copy)
     : device_(&device), layout_(&layout), weight_copy_type_(weight_copy_type), chunks_(std::move(chunks)) {
   if (!layout.finalized()) throw RuntimeError("ParameterSet: layout is not finalized");
   count_ = layout.total_count();
@@ -70,7 +70,7 @@ ParameterSet::ParameterSet(Device& device, const ParameterLayout& layout, DataTy
   parameters_ = device.allocate(bytes, MemoryTag{MemoryCategory::parameters, owner});
   gradients_ = device.allocate(bytes, MemoryTag{MemoryCategory::gradients, owner});
   device.ops().fill(gradients(), count(), 0.0f);
-  if (weight_copy_type != DataType::f32 && chunks_.empty())
+  if (weight_copy_type != DataType::f32 && (chunks_.empty() || keeps_weight_copy))
     weight_copy_ = device.allocate(weight_copy_bytes(count_, weight_copy_type),
                                    MemoryTag{MemoryCategory::parameters, "16-bit weight copy"});
 }

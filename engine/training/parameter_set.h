@@ -80,22 +80,22 @@ class TensorResidence {
 // holds a 16-bit copy of the parameters (same offsets), the weights 16-bit convolutions read;
 // the master values, gradients and optimizer state stay fp32. The optimizer refreshes the copy
 // in its update pass; whoever else writes parameters calls refresh_weight_copy. A sharded set
-// keeps no copy: its tensors are read from the strategy's gathered units, which the strategy
-// rounds to 16 bits as it gathers them (Note [what travels] in strategies/fully_sharded.h), as
-// FSDP casts at each all-gather; weight_copy_type still says the type its units travel in.
+// keeps a copy of its shard (which its strategy gathers) unless told not to; then its strategy
+// rounds each chunk as it gathers it (Note [what travels] in strategies/fully_sharded.h), and
+// weight_copy_type still says the type the units travel in.
 class ParameterSet {
  public:
   // weight_copy_type: f32 = no copy (fp32 and tf32 runs), else f16 or bf16.
   ParameterSet(Device& device, const ParameterLayout& layout,
                DataType weight_copy_type = DataType::f32);
   // Sharded: the buffers hold only `chunks`, one after the other (the replica's shard); the
-  // tensors are where set_residence says. No chunks: the whole layout, as above.
+  // tensors are where set_residence says; `keeps_weight_copy` false: no 16-bit copy of them. No
+  // chunks: the whole layout, as above.
   ParameterSet(Device& device, const ParameterLayout& layout, DataType weight_copy_type,
-               std::vector<ResidentChunk> chunks);
+               std::vector<ResidentChunk> chunks, bool keeps_weight_copy = true);
 
-  // The device bytes a whole set of `count` elements allocates, by category: the fp32 values and,
-  // with a 16-bit weight copy, that copy (parameters), and the fp32 gradients (a sharded set: the
-  // same without the copy). The constructors
+  // The device bytes a set of `count` elements allocates, by category: the fp32 values and, with
+  // a 16-bit weight copy, that copy (parameters), and the fp32 gradients. The constructors
   // allocate by these sizes; the too-little-memory line counts a replica that no device can hold
   // with them (Note [too little memory] in engine/training/runner.h), so the two cannot disagree.
   static CategoryBytes bytes_for(size_t count, DataType weight_copy_type);
@@ -120,7 +120,7 @@ class ParameterSet {
   void set_residence(const TensorResidence* residence) { residence_ = residence; }
 
   DataType weight_copy_type() const { return weight_copy_type_; }
-  void* weight_copy() const { return weight_copy_.data(); }  // nullptr without a copy (and sharded)
+  void* weight_copy() const { return weight_copy_.data(); }  // nullptr without a copy
   // Tensor `tensor_id` as an op of element type `type` reads it: the fp32 master for f32, else
   // the 16-bit copy (which must be of that type).
   const void* parameter_as(int tensor_id, DataType type) const;

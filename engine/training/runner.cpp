@@ -241,7 +241,8 @@ void Runner::set_up(const Model& model, Strategy& strategy, std::vector<std::uni
     state->world_rank = settings.process_rank * num_replicas + r;
     state->device = &device;
     state->parameters = std::make_unique<ParameterSet>(device, model.layout(), settings.weight_copy_type,
-                                                       shards.empty() ? std::vector<ResidentChunk>{} : shards.at(r));
+                                                       shards.empty() ? std::vector<ResidentChunk>{} : shards.at(r),
+                                                       strategy.shards_keep_weight_copy());
     state->parameters->upload(initial);  // every replica starts from the same values (or its shard of them)
     state->optimizer = std::make_unique<Optimizer>(device, settings.optimizer, state->parameters->count());
     replicas_.push_back(std::move(state));

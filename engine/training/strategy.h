@@ -39,6 +39,9 @@ class Strategy {
                                                               const ParameterUnits& units, int num_replicas) {
     return {};
   }
+  // Whether the sharded replicas keep a 16-bit copy of their shards under fp16/bf16 (ParameterSet);
+  // false: the strategy rounds each chunk as it gathers it.
+  virtual bool shards_keep_weight_copy() const { return true; }
   // The hooks replica `replica`'s model brackets its units with; nullptr: none. Valid after setup.
   virtual UnitHooks* unit_hooks(int replica) { return nullptr; }
   // Replica `replica`'s whole parameters where it keeps only a shard of them, assembled from

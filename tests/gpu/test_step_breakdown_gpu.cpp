@@ -41,7 +41,8 @@ TEST_CASE("breakdowns of GPU runs add up to the wall time per step, CUDA graphs 
       CHECK(device[key].get<double>() >= 0);
       sum += device[key].get<double>();
     }
-    CHECK(sum == Approx(b["wall_ms_per_step"].get<double>()).epsilon(0.02));
+    // 2% of the step, or 20 us: a sub-millisecond step's parts are as fine as the events that time them.
+    CHECK(sum == Approx(b["wall_ms_per_step"].get<double>()).epsilon(0.02).margin(0.02));
     CHECK(device["forward_ms"].get<double>() > 0);
     const bool forward_only = flags.back() == "--forward_only";
     CHECK((device["backward_ms"].get<double>() > 0) == !forward_only);

@@ -186,19 +186,24 @@ TEST_CASE("fully_sharded keeps 1/N of parameters, gradients and optimizer state,
   CHECK(sharded.comm.at("parameter_slots").get<int>() <= 3);
   CHECK(in_flight < replica / 2);
 
-  SECTION("under bf16 a shard keeps no 16-bit copy: the gathers round the fp32 chunk as they go") {
+  SECTION("under bf16 a shard keeps its 16-bit copy, or none with --shard_weight_copy=false, training the same") {
     std::vector<std::string> bf16 = model;
     bf16.push_back("--precision=bf16");
     const Trained whole = train_as(bf16, 4, "replicated");
     const CategoryBytes& replica_held = whole.memory.front().figures.held;
-    const double fp32_values = static_cast<double>(replica_held[static_cast<size_t>(MemoryCategory::parameters)]) * 4 / 6;
+    const double values_and_copy = static_cast<double>(replica_held[static_cast<size_t>(MemoryCategory::parameters)]);
     const double rest = static_cast<double>(replica_held[static_cast<size_t>(MemoryCategory::gradients)] +
                                             replica_held[static_cast<size_t>(MemoryCategory::optimizer_state)]);
-    const Trained half = train_as(bf16, 4, "fully_sharded");
-    const double half_shard = static_cast<double>(kept(half)) - half.comm.at("gathered_bytes").get<double>();
-    CHECK(half_shard <= 1.05 * (fp32_values + rest) / 4);
-    CHECK(half_shard >= 0.95 * (fp32_values + rest) / 4);
-    CHECK(half.parameters.front() == whole.parameters.front());
+    for (const bool copy : {true, false}) {
+      INFO("--shard_weight_copy=" << copy);
+      const Trained half = train_as(bf16, 4, "fully_sharded", {std::string("--shard_weight_copy=") + (copy ? "true" : "false")});
+      const double half_shard = static_cast<double>(kept(half)) - half.comm.at("gathered_bytes").get<double>();
+      // fp32 values and their bf16 copy are 4 + 2 bytes an element.
+      const double want = ((copy ? values_and_copy : values_and_copy * 4 / 6) + rest) / 4;
+      CHECK(half_shard <= 1.05 * want);
+      CHECK(half_shard >= 0.95 * want);
+      CHECK(half.parameters.front() == whole.parameters.front());
+    }
   }
 }
 
