@@ -123,6 +123,12 @@ double AlphaBetaCost::host_copy_ms(double bytes) const {
   return system_.host_copy.latency_us / 1e3 + transfer_ms(bytes, system_.host_copy.bandwidth_gb_per_s);
 }
 
+double CollectiveCost::compute_slowdown(Collective, double, int, LinkKind) const { return 0; }
+
+double AlphaBetaCost::compute_slowdown(Collective, double, int, LinkKind) const {
+  return system_.compute_slowdown_beside_communication;
+}
+
 const MeasuredCurveCost::Curve* MeasuredCurveCost::curve_for(Collective op, LinkKind link, int ranks) const {
   const auto found = curves_.find({op, link});
   if (found == curves_.end() || found->second.empty()) return nullptr;
@@ -146,6 +152,23 @@ double MeasuredCurveCost::collective_ms(Collective op, double bytes, int ranks, 
   const double t = (std::log2(bytes) - std::log2(low.bytes)) / (std::log2(high.bytes) - std::log2(low.bytes));
   const double busbw = low.busbw_gb_per_s + t * (high.busbw_gb_per_s - low.busbw_gb_per_s);
   return transfer_ms(bytes * factor, busbw);
+}
+
+double MeasuredCurveCost::compute_slowdown(Collective op, double bytes, int ranks, LinkKind link) const {
+  const Curve* measured = ranks > 1 ? curve_for(op, link, ranks) : nullptr;
+  const bool has_slowdown = measured != nullptr && std::all_of(measured->begin(), measured->end(), [](const Point& p) {
+                              return p.compute_slowdown.has_value();
+                            });
+  if (!has_slowdown) return fallback_->compute_slowdown(op, bytes, ranks, link);
+  const Curve& curve = *measured;
+  if (bytes <= curve.front().bytes) return *curve.front().compute_slowdown;
+  if (bytes >= curve.back().bytes) return *curve.back().compute_slowdown;
+  const auto upper = std::upper_bound(curve.begin(), curve.end(), bytes,
+                                      [](double size, const Point& point) { return size < point.bytes; });
+  const Point& high = *upper;
+  const Point& low = *(upper - 1);
+  const double t = (std::log2(bytes) - std::log2(low.bytes)) / (std::log2(high.bytes) - std::log2(low.bytes));
+  return *low.compute_slowdown + t * (*high.compute_slowdown - *low.compute_slowdown);
 }
 
 double MeasuredStep::gradient_bytes() const {

@@ -9,6 +9,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +45,9 @@ struct SystemModel {
   // False where a device's communication runs on the same thread as its compute (the reference
   // backend's synchronous streams): nothing overlaps, every transfer lengthens the step.
   bool communication_overlaps_compute = true;
+  // How much slower compute runs while a transfer runs beside it (Note [compute beside
+  // communication]), where no curve measured it; optional in a system file, absent = 0.
+  double compute_slowdown_beside_communication = 0;
 };
 
 // How long one collective (or host copy) takes on the target system.
@@ -55,6 +59,10 @@ class CollectiveCost {
   virtual double collective_ms(Collective op, double bytes, int ranks, LinkKind link) const = 0;
   // One GPU copying `bytes` to or from host memory (over its own link: PCIe, C2C).
   virtual double host_copy_ms(double bytes) const = 0;
+  // The fraction by which compute running beside this transfer is slowed (0.1: a forward or
+  // backward pass beside it progresses at 1/1.1 of its pace alone): Note [compute beside
+  // communication]. 0 unless a cost knows better.
+  virtual double compute_slowdown(Collective op, double bytes, int ranks, LinkKind link) const;
 };
 
 // Note [alpha-beta collectives]
@@ -81,6 +89,8 @@ class AlphaBetaCost : public CollectiveCost {
   explicit AlphaBetaCost(SystemModel system) : system_(std::move(system)) {}
   double collective_ms(Collective op, double bytes, int ranks, LinkKind link) const override;
   double host_copy_ms(double bytes) const override;
+  // The system's compute_slowdown_beside_communication, whatever the transfer.
+  double compute_slowdown(Collective op, double bytes, int ranks, LinkKind link) const override;
   const SystemModel& system() const { return system_; }
 
  private:
@@ -94,11 +104,14 @@ class AlphaBetaCost : public CollectiveCost {
 // comparable across rank counts, and the nearest count below keeps what it loses at larger ones
 // (latency steps, slower links) closest. busbw is interpolated linearly in log2(size); below the
 // smallest size measured the time stays that of the smallest (latency-bound), above the largest
-// the busbw stays the last.
+// the busbw stays the last. A curve measured with --beside_compute also gives compute's slowdown
+// beside the collective, interpolated the same way and held at the ends; a curve without it
+// (an older file, or none for the collective) leaves the slowdown to the fallback.
 class MeasuredCurveCost : public CollectiveCost {
  public:
   struct Point {
     double bytes = 0, busbw_gb_per_s = 0;
+    std::optional<double> compute_slowdown;  // comm_bench --beside_compute's; absent: unknown
   };
   using Curve = std::vector<Point>;                        // by ascending size
   using CurvesByRanks = std::map<int, Curve>;              // by the rank count it was measured on
@@ -107,6 +120,7 @@ class MeasuredCurveCost : public CollectiveCost {
       : curves_(std::move(curves)), fallback_(std::move(fallback)) {}
   double collective_ms(Collective op, double bytes, int ranks, LinkKind link) const override;
   double host_copy_ms(double bytes) const override { return fallback_->host_copy_ms(bytes); }
+  double compute_slowdown(Collective op, double bytes, int ranks, LinkKind link) const override;
   // The curve that prices `ranks`, or nullptr where none covers (op, link).
   const Curve* curve_for(Collective op, LinkKind link, int ranks) const;
 
