@@ -2,7 +2,8 @@
 // the step in which each gradient bucket enters the communication stream when backward has
 // produced it, costs what the target system's collectives charge for its size at N GPUs, and
 // whatever communication ends after backward is exposed (or, where each bucket's update follows
-// its own exchange, whatever delays the last update). Pure arithmetic on plain inputs, so it
+// its own exchange, whatever delays the last update); compute beside a transfer runs slower
+// (Note [compute beside communication]). Pure arithmetic on plain inputs, so it
 // is tested by hand-computed cases; `dpbench predict` (cli/predict_command.h) feeds it from a
 // result's summary.timeline and a system file (reports/system_description.h).
 #pragma once
@@ -171,6 +172,24 @@ struct StepPrediction {
 StepPrediction predict_step(const MeasuredStep& measured, const StepSchedule& schedule, int gpus,
                             const SystemModel& system, const CollectiveCost& cost);
 
+// Note [compute beside communication]
+// NCCL's kernels take SMs and memory bandwidth from the forward and backward kernels running beside
+// them: on 2 H200s gpt's passes ran 5-12% slower while a transfer ran, and a model keeping compute
+// at its 1-GPU pace predicted the step 6.6% (replicated) to 9.3% (fully_sharded) too fast. So while
+// the communication stream runs a transfer whose slowdown is s (CollectiveCost::compute_slowdown:
+// `dpbench comm_bench --beside_compute`'s curves, else the system file's
+// compute_slowdown_beside_communication, else 0), compute progresses at 1 / (1 + s) of its 1-GPU
+// pace. A transfer wholly inside backward lengthens it by s / (1 + s) of the transfer's time;
+// one that outlasts backward slows only the part of backward beside it. In the bucket path,
+// backward and the stream are simulated together: a bucket is ready when backward's slowed progress
+// reaches its 1-GPU ready time, so a transfer that slows backward delays the buckets after it.
+// Use by use (Note [units gathered ahead]) every transfer that can run beside a use's compute is on
+// the stream when that compute is placed, and its end is found by walking the stream's busy
+// stretches. A job of several steps slows compute by its steps' slowdowns weighted by their times.
+// The update after backward is not slowed, and without overlap nothing runs beside anything. The
+// collective's own slowdown beside compute (comm_bench measures it too) is not priced: the curves'
+// bus bandwidth alone prices every transfer.
+
 // Note [units gathered ahead]
 // fully_sharded's step, use by use as its slot plan runs it (StepSchedule::uses). Each use's
 // compute: in backward, a unit's gradients are produced when its last writing use ends, so those
@@ -182,7 +201,8 @@ StepPrediction predict_step(const MeasuredStep& measured, const StepSchedule& sc
 // prefetched, later uses'), each after its slot's previous holder's compute; when a unit's last
 // writing use ends, its reduction. A use's compute starts once the one before it ended and its
 // own gather is done, so a gather is charged only where it is not done by then; the update waits
-// for every transfer. Without overlap (the reference backend) every transfer is charged.
+// for every transfer. Without overlap (the reference backend) every transfer is charged. A use's
+// compute beside a transfer is slowed (Note [compute beside communication]).
 
 // The job `gpus` GPUs make on `system`, for a schedule: inside one host where they fit one, else
 // full hosts of system.gpus_per_host (the last one's share counted as full).
