@@ -159,7 +159,8 @@ struct StepPrediction {
   bool modelled = true;
   std::string why_not;        // when !modelled: why this strategy has no prediction at this count
   double step_ms = 0;
-  double exposed_comm_ms = 0; // what the step waits for communication beyond the 1-GPU step
+  // What the step waits for communication beyond the 1-GPU step, compute slowed beside it included.
+  double exposed_comm_ms = 0;
   double comm_ms = 0;         // the communication stream's busy time (all transfers, overlapped or not)
 };
 
