@@ -1,5 +1,6 @@
 // `dpbench comm_bench` on the reference backend: size parsing, bus bandwidth factors, flag errors
-// (exit code 2), and whole runs through dpbench_main, checking the printed table and the JSON rows.
+// (exit code 2), and whole runs through dpbench_main, checking the printed table and the JSON rows;
+// --beside_compute's flags, its refusal there, and its JSON fields as predict reads them.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 // `dpbench predict` for fully_sharded: its variants' rows and the runs they are matched to, and
 // the use-by-use step simulation (Note [units gathered ahead] in reports/step_prediction.h) on a
-// synthetic timeline whose gathers are hand-timed.
+// synthetic timeline whose gathers (and reductions, slowing the compute beside them) are hand-timed.
 #include <catch2/catch.hpp>
 
 #include <algorithm>

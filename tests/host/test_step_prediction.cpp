@@ -1,6 +1,7 @@
 // The step simulation of `dpbench predict` (reports/step_prediction.h) against hand-computed
 // cases: the alpha-beta formulas, overlap hidden and exposed, tree against ring, the hierarchical
-// two levels, the parameter servers, measured curves, and the shape of the predictions. Each case
+// two levels, the parameter servers, measured curves, compute slowed beside transfers, and the shape of
+// the predictions. Each case
 // prices the schedule the strategies' table publishes for the configuration predict names so.
 #include <catch2/catch.hpp>
 
