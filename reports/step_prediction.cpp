@@ -158,7 +158,9 @@ double AlphaBetaCost::host_copy_ms(double bytes) const {
 
 double CollectiveCost::compute_slowdown(Collective, double, int, LinkKind) const { return 0; }
 
-double AlphaBetaCost::compute_slowdown(Collective, double, int, LinkKind) const {
+double AlphaBetaCost::compute_slowdown(Collective op, double, int, LinkKind) const {
+  // Copies to and from host memory run on copy engines, not SMs: nothing measured them beside compute.
+  if (op == Collective::copy_to_host || op == Collective::copy_from_host) return 0;
   return system_.compute_slowdown_beside_communication;
 }
 

@@ -90,7 +90,7 @@ class AlphaBetaCost : public CollectiveCost {
   explicit AlphaBetaCost(SystemModel system) : system_(std::move(system)) {}
   double collective_ms(Collective op, double bytes, int ranks, LinkKind link) const override;
   double host_copy_ms(double bytes) const override;
-  // The system's compute_slowdown_beside_communication, whatever the transfer.
+  // The system's compute_slowdown_beside_communication for every collective; 0 for host copies.
   double compute_slowdown(Collective op, double bytes, int ranks, LinkKind link) const override;
   const SystemModel& system() const { return system_; }
 

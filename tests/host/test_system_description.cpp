@@ -77,6 +77,7 @@ TEST_CASE("compute's slowdown beside communication is optional in a system file,
   CHECK(system.model.compute_slowdown_beside_communication == 0.08);
   CHECK(system.sources.at("compute_slowdown_beside_communication") == "measured: comm_bench");
   CHECK(AlphaBetaCost(system.model).compute_slowdown(Collective::all_gather, 1e6, 2, LinkKind::intra_host) == 0.08);
+  CHECK(AlphaBetaCost(system.model).compute_slowdown(Collective::copy_to_host, 1e6, 1, LinkKind::intra_host) == 0);
   for (const nlohmann::json& bad : {nlohmann::json(-0.1), nlohmann::json(5), nlohmann::json("0.1")}) {
     INFO(bad.dump());
     slowed["compute_slowdown_beside_communication"]["value"] = bad;
