@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <charconv>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -20,6 +22,7 @@
 #include "cli/flag_reader.h"
 #include "cli/flags_validation.h"
 #include "cli/log.h"
+#include "engine/backend/backend.h"
 #include "engine/backends.h"
 #include "engine/communication/communicator.h"
 #include "engine/communication/process_group.h"
@@ -71,6 +74,12 @@ FlagTable comm_bench_flag_table() {
       {"json", "", "FILE",
        "also write the rows, ranks and link (intra_host, inter_host) as JSON to FILE (atomically); dpbench predict "
        "--curves reads it"},
+      {"beside_compute", "", "BOOL",
+       "also time a bf16 GEMM on the compute stream alone and beside the collective, and the collective beside it: "
+       "how much each slows the other (GPUs only); dpbench predict charges compute that slowdown",
+       defaults.beside_compute ? "true" : "false", FlagKind::boolean},
+      {"compute_shape", "", "MxNxK", "the GEMM of --beside_compute: C (M x N) = A (M x K) B (K x N)",
+       gemm_shape_text(defaults.compute_shape)},
   };
   return table;
 }
@@ -157,6 +166,33 @@ size_t parse_byte_size(const std::string& flag, const std::string& text) {
   return static_cast<size_t>(value << shift);
 }
 
+std::string gemm_shape_text(const GemmShape& shape) {
+  return std::to_string(shape.m) + "x" + std::to_string(shape.n) + "x" + std::to_string(shape.k);
+}
+
+GemmShape parse_gemm_shape(const std::string& flag, const std::string& text) {
+  const std::string accepted = "accepted: three positive whole numbers MxNxK, e.g. 16384x3072x768";
+  int dimensions[3] = {0, 0, 0};
+  size_t at = 0;
+  for (int i = 0; i < 3; ++i) {
+    const size_t end = i < 2 ? text.find('x', at) : text.size();
+    if (end == std::string::npos) reject(flag, text, accepted);
+    const std::string part = text.substr(at, end - at);
+    const bool digits = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::from_chars(part.data(), part.data() + part.size(), dimensions[i]).ec != std::errc() ||
+        dimensions[i] < 1)
+      reject(flag, text, accepted);
+    at = end + 1;
+  }
+  const GemmShape shape{dimensions[0], dimensions[1], dimensions[2]};
+  const auto elements = [](int rows, int columns) { return static_cast<long long>(rows) * columns; };
+  constexpr long long kMaxMatrixElements = 1LL << 31;
+  if (elements(shape.m, shape.k) > kMaxMatrixElements || elements(shape.k, shape.n) > kMaxMatrixElements ||
+      elements(shape.m, shape.n) > kMaxMatrixElements)
+    reject(flag, text, "too large; accepted: each of A (MxK), B (KxN) and C (MxN) at most 2^31 elements");
+  return shape;
+}
+
 CommBenchOptions parse_comm_bench_flags(const std::vector<std::string>& args, const DeviceInventory& inventory) {
   CommBenchOptions options;
   const ReadFlags flags = read_flags(comm_bench_flag_table(), args);
@@ -223,6 +259,14 @@ CommBenchOptions parse_comm_bench_flags(const std::vector<std::string>& args, co
   options.warmup_iters =
       parse_int_at_least("warmup_iters", text("warmup_iters"), 0, "must be at least 0", kMaxBenchIterations);
   options.json_file = text("json");
+  options.beside_compute = parse_bool("beside_compute", text("beside_compute"));
+  options.compute_shape = parse_gemm_shape("compute_shape", text("compute_shape"));
+  if (flags.given("compute_shape") && !options.beside_compute)
+    throw ConfigError("--compute_shape=" + text("compute_shape") +
+                      ": the GEMM of --beside_compute, which is off; add --beside_compute or drop --compute_shape");
+  if (options.beside_compute && !on_gpu)
+    throw ConfigError("--beside_compute needs a GPU: the reference backend runs a device's streams one after "
+                      "another; drop --beside_compute or use --device=gpu");
   // Rank 0 writes the JSON; another host need not have its folder.
   const bool writes = group == nullptr || group->rank() == 0;
   if (!options.json_file.empty() && writes) check_output_path(options.json_file, "--json");
@@ -237,18 +281,40 @@ std::string comm_bench_help_text() {
          "\nExample: dpbench comm_bench --num_gpus=8 --min_bytes=8 --max_bytes=8G\n";
 }
 
-std::string format_comm_bench_header() {
-  char text[400];
-  std::snprintf(text, sizeof text, "# %10s  %12s  %6s  %9s  %8s  %8s\n# %10s  %12s  %6s  %9s  %8s  %8s\n", "size",
-                "count", "type", "time", "algbw", "busbw", "(B)", "(elements)", "", "(us)", "(GB/s)", "(GB/s)");
-  return text;
+std::string format_comm_bench_header(bool beside_compute) {
+  char text[600];
+  std::snprintf(text, sizeof text, "# %10s  %12s  %6s  %9s  %8s  %8s", "size", "count", "type", "time", "algbw",
+                "busbw");
+  std::string header = text;
+  // Beside compute: the GEMM alone and beside the collective, its slowdown, and the collective's
+  // time and bus bandwidth beside the GEMM.
+  if (beside_compute) {
+    std::snprintf(text, sizeof text, "  %9s  %9s  %8s  %9s  %8s", "gemm", "gemm+coll", "slowdown", "coll+gemm",
+                  "busbw");
+    header += text;
+  }
+  std::snprintf(text, sizeof text, "\n# %10s  %12s  %6s  %9s  %8s  %8s", "(B)", "(elements)", "", "(us)", "(GB/s)",
+                "(GB/s)");
+  header += text;
+  if (beside_compute) {
+    std::snprintf(text, sizeof text, "  %9s  %9s  %8s  %9s  %8s", "(us)", "(us)", "(%)", "(us)", "(GB/s)");
+    header += text;
+  }
+  return header + "\n";
 }
 
-std::string format_comm_bench_row(const CommBenchRow& row, DataType type) {
-  char text[200];
-  std::snprintf(text, sizeof text, "%12zu  %12zu  %6s  %9s  %8.2f  %8.2f\n", row.size_bytes, row.count,
+std::string format_comm_bench_row(const CommBenchRow& row, DataType type, bool beside_compute) {
+  char text[300];
+  std::snprintf(text, sizeof text, "%12zu  %12zu  %6s  %9s  %8.2f  %8.2f", row.size_bytes, row.count,
                 data_type_name(type), format_time_us(row.time_us).c_str(), row.algbw_gbps, row.busbw_gbps);
-  return text;
+  std::string line = text;
+  if (beside_compute) {
+    std::snprintf(text, sizeof text, "  %9s  %9s  %8.1f  %9s  %8.2f", format_time_us(row.compute_alone_us).c_str(),
+                  format_time_us(row.compute_beside_us).c_str(), row.compute_slowdown * 100.0,
+                  format_time_us(row.time_beside_compute_us).c_str(), row.busbw_beside_compute_gbps);
+    line += text;
+  }
+  return line + "\n";
 }
 
 std::unique_ptr<Communicator> comm_bench_communicator(const std::vector<Device*>& devices) {
@@ -292,6 +358,145 @@ void check_before_timing(const Measurement& m, Device& device, int local, const 
   }
 }
 
+// Note [compute beside a collective]
+// With --beside_compute each size is measured three more ways on every rank, each a loop timed
+// with events: the GEMM alone on the compute stream; the GEMM while the collective runs
+// continuously on the communication stream; and the collective while the GEMM runs continuously.
+// The loop that is timed (the covered one) must lie inside the other's activity, so the covering
+// loop runs kLead of the covered loop's time alone before the covered loop may start (the covered
+// stream waits for an event recorded after those calls), and lasts kCover times the covered
+// loop's time alone in all, so that the covered loop stays inside it even slowed by half. The
+// host issues the two loops interleaved, the covered one at twice the pace, so that neither
+// stream waits for the host while the other runs. Events on both streams then check the cover
+// (the covering loop ended after the covered one); a loop left uncovered on any rank is measured
+// again with a covering loop twice as long. Each covered loop lasts about kPhaseMs alone (the
+// collective's at least --iters calls): long against the events' resolution and a launch gap,
+// short enough that the default sizes, 1M to 1G, take a few seconds per collective. All ranks
+// derive the collective's call counts from the same gathered times, so they make the same calls.
+constexpr double kPhaseMs = 25.0;
+constexpr double kLead = 0.1;
+constexpr double kCover = 1.5;
+constexpr int kCoverAttempts = 3;
+
+// Calls of `per_call_ms` each that last at least `ms` (at least one).
+int calls_lasting(double ms, double per_call_ms) {
+  if (!(per_call_ms > 0)) return 1;
+  return static_cast<int>(std::clamp(std::ceil(ms / per_call_ms), 1.0, static_cast<double>(kMaxBenchIterations)));
+}
+
+// Issues `covering` calls of one loop and `covered` of the other, the covered ones at twice the pace.
+void issue_interleaved(int covering, const std::function<void()>& cover, int covered,
+                       const std::function<void()>& covered_call) {
+  int issued = 0;
+  for (int i = 0; i < covering; ++i) {
+    cover();
+    const long long due = std::min<long long>(covered, 2LL * covered * (i + 1) / covering);
+    for (; issued < due; ++issued) covered_call();
+  }
+  for (; issued < covered; ++issued) covered_call();
+}
+
+// One rank's streams, events and GEMM operands for Note [compute beside a collective].
+struct BesideCompute {
+  Device& device;
+  GemmShape shape;
+  Buffer a, b, c;
+  std::unique_ptr<Event> compute_start, compute_stop, comm_start, comm_stop, lead_done;
+
+  BesideCompute(Device& d, const GemmShape& gemm_shape, int rank)
+      : device(d), shape(gemm_shape),
+        a(d.allocate(elements(shape.m, shape.k) * 2, tag())), b(d.allocate(elements(shape.k, shape.n) * 2, tag())),
+        c(d.allocate(elements(shape.m, shape.n) * 2, tag())), compute_start(d.create_event(true)),
+        compute_stop(d.create_event(true)), comm_start(d.create_event(true)), comm_stop(d.create_event(true)),
+        lead_done(d.create_event(false)) {
+    // Whole numbers 1..4: products summed over k stay finite in bf16.
+    fill_inputs(d, a.data(), elements(shape.m, shape.k), DataType::bf16, rank);
+    fill_inputs(d, b.data(), elements(shape.k, shape.n), DataType::bf16, rank);
+  }
+  static size_t elements(int rows, int columns) { return static_cast<size_t>(rows) * static_cast<size_t>(columns); }
+  static MemoryTag tag() { return MemoryTag{MemoryCategory::scratch, "comm_bench gemm"}; }
+
+  // C (m, n) = A (m, k) B^T, B stored (n, k) as a linear layer's weights.
+  void gemm() {
+    device.ops(StreamKind::compute)
+        .gemm(Transpose::no, Transpose::yes, shape.m, shape.n, shape.k, 1.0f, DataType::bf16, a.data(), shape.k,
+              b.data(), shape.k, 0.0f, DataType::bf16, c.data(), shape.n);
+  }
+  // ms per GEMM of `calls` alone.
+  double gemm_alone_ms(int calls) {
+    compute_start->record(StreamKind::compute);
+    for (int i = 0; i < calls; ++i) gemm();
+    compute_stop->record(StreamKind::compute);
+    compute_stop->synchronize();
+    return compute_stop->elapsed_ms_since(*compute_start) / calls;
+  }
+};
+
+// The slowest rank's figures of one size beside compute (per call, ms).
+struct BesideFigures {
+  double gemm_alone_ms = 0, gemm_beside_ms = 0, collective_beside_ms = 0;
+};
+
+BesideFigures measure_beside_compute(const Measurement& m, BesideCompute& beside, int local,
+                                     const std::function<void()>& collective, double collective_ms) {
+  Device& device = beside.device;
+  auto slowest = [&](double mine) {
+    const std::vector<double> all = m.meeting.gather_numbers(local, mine);
+    return *std::max_element(all.begin(), all.end());
+  };
+  auto gemm = [&] { beside.gemm(); };
+  BesideFigures figures;
+  // Alone: a few calls warm the GEMM (its kernel chosen, clocks up) and size the timed loop.
+  for (int i = 0; i < 3; ++i) gemm();
+  const double probe_ms = beside.gemm_alone_ms(3);
+  figures.gemm_alone_ms = slowest(beside.gemm_alone_ms(calls_lasting(kPhaseMs, probe_ms)));
+
+  // The GEMM beside the collective.
+  const int gemms = calls_lasting(kPhaseMs, figures.gemm_alone_ms);
+  const double gemm_window_ms = gemms * figures.gemm_alone_ms;
+  for (int attempt = 0; attempt < kCoverAttempts; ++attempt) {
+    const double cover = kCover * (1 << attempt);
+    const int lead = calls_lasting(kLead * gemm_window_ms, collective_ms);
+    const int covering = calls_lasting(cover * gemm_window_ms, collective_ms) + 1;
+    device.synchronize();
+    m.meeting.gather_numbers(local, 0);  // every device idle, every rank at the start line
+    for (int i = 0; i < lead; ++i) collective();
+    beside.lead_done->record(StreamKind::communication);
+    device.wait(StreamKind::compute, *beside.lead_done);
+    beside.compute_start->record(StreamKind::compute);
+    issue_interleaved(covering, collective, gemms, gemm);
+    beside.compute_stop->record(StreamKind::compute);
+    beside.comm_stop->record(StreamKind::communication);
+    device.synchronize();
+    figures.gemm_beside_ms = slowest(beside.compute_stop->elapsed_ms_since(*beside.compute_start) / gemms);
+    const bool covered = beside.comm_stop->elapsed_ms_since(*beside.compute_stop) >= 0;
+    if (slowest(covered ? 0.0 : 1.0) == 0.0) break;
+  }
+
+  // The collective beside the GEMM.
+  const int calls = std::max(m.options.iters, calls_lasting(kPhaseMs, collective_ms));
+  const double collective_window_ms = calls * collective_ms;
+  for (int attempt = 0; attempt < kCoverAttempts; ++attempt) {
+    const double cover = kCover * (1 << attempt);
+    const int lead = calls_lasting(kLead * collective_window_ms, figures.gemm_alone_ms);
+    const int covering = calls_lasting(cover * collective_window_ms, figures.gemm_alone_ms) + 1;
+    device.synchronize();
+    m.meeting.gather_numbers(local, 0);
+    for (int i = 0; i < lead; ++i) gemm();
+    beside.lead_done->record(StreamKind::compute);
+    device.wait(StreamKind::communication, *beside.lead_done);
+    beside.comm_start->record(StreamKind::communication);
+    issue_interleaved(covering, gemm, calls, collective);
+    beside.comm_stop->record(StreamKind::communication);
+    beside.compute_stop->record(StreamKind::compute);
+    device.synchronize();
+    figures.collective_beside_ms = slowest(beside.comm_stop->elapsed_ms_since(*beside.comm_start) / calls);
+    const bool covered = beside.compute_stop->elapsed_ms_since(*beside.comm_stop) >= 0;
+    if (slowest(covered ? 0.0 : 1.0) == 0.0) break;
+  }
+  return figures;
+}
+
 // One rank's part, on its own thread: `local` is the rank this process's communicator is called
 // with. Local rank 0 appends the rows (the slowest rank's time per size) and prints them.
 void measure_rank(const Measurement& m, Device& device, int local, std::vector<CommBenchRow>* rows) {
@@ -304,6 +509,8 @@ void measure_rank(const Measurement& m, Device& device, int local, std::vector<C
   Buffer recv = device.allocate(largest.recv_elements * data_type_bytes(options.type), buffers);
   fill_inputs(device, send.data(), largest.send_elements, options.type, m.first_rank + local);
   std::unique_ptr<Event> start = device.create_event(true), stop = device.create_event(true);
+  std::unique_ptr<BesideCompute> beside;
+  if (options.beside_compute) beside = std::make_unique<BesideCompute>(device, options.compute_shape, m.first_rank + local);
   check_before_timing(m, device, local, send.data(), recv.data());
 
   for (size_t bytes : m.sizes) {
@@ -317,16 +524,28 @@ void measure_rank(const Measurement& m, Device& device, int local, std::vector<C
     stop->record(stream);
     stop->synchronize();
     const std::vector<double> rank_ms = m.meeting.gather_numbers(local, stop->elapsed_ms_since(*start) / options.iters);
+    const double slowest_ms = *std::max_element(rank_ms.begin(), rank_ms.end());
+    BesideFigures figures;
+    if (beside) figures = measure_beside_compute(m, *beside, local, call, slowest_ms);
     if (local != 0) continue;
+    const double bus_factor = collective_bus_factor(options.collective, m.ranks);
+    auto busbw_gbps = [&](double ms) { return ms > 0 ? static_cast<double>(shape.size_bytes) / (ms * 1e-3) / 1e9 * bus_factor : 0.0; };
     CommBenchRow row;
     row.size_bytes = shape.size_bytes;
     row.count = shape.count;
-    row.time_us = *std::max_element(rank_ms.begin(), rank_ms.end()) * 1000.0;
+    row.time_us = slowest_ms * 1000.0;
     const double seconds = row.time_us * 1e-6;
     row.algbw_gbps = seconds > 0 ? static_cast<double>(row.size_bytes) / seconds / 1e9 : 0.0;
-    row.busbw_gbps = row.algbw_gbps * collective_bus_factor(options.collective, m.ranks);
+    row.busbw_gbps = row.algbw_gbps * bus_factor;
+    if (beside) {
+      row.compute_alone_us = figures.gemm_alone_ms * 1000.0;
+      row.compute_beside_us = figures.gemm_beside_ms * 1000.0;
+      row.compute_slowdown = figures.gemm_alone_ms > 0 ? figures.gemm_beside_ms / figures.gemm_alone_ms - 1.0 : 0.0;
+      row.time_beside_compute_us = figures.collective_beside_ms * 1000.0;
+      row.busbw_beside_compute_gbps = busbw_gbps(figures.collective_beside_ms);
+    }
     rows->push_back(row);
-    print(format_comm_bench_row(row, options.type));
+    print(format_comm_bench_row(row, options.type, options.beside_compute));
   }
 }
 
@@ -337,6 +556,9 @@ void print_comm_bench_preamble(const Measurement& m, const CommBenchResult& resu
         data_type_name(m.options.type) + ", " + std::to_string(m.ranks) + " ranks, " + result.communicator + ", " +
         std::to_string(m.options.warmup_iters) + " warm-up + " + std::to_string(m.options.iters) +
         " timed calls per size\n");
+  if (m.options.beside_compute)
+    print("# beside compute: a bf16 GEMM " + gemm_shape_text(m.options.compute_shape) +
+          " (MxNxK) on the compute stream, alone and beside the collective; slowdown = gemm+coll / gemm - 1\n");
   std::vector<std::string> lines;
   for (size_t local = 0; local < result.devices.size(); ++local) {
     const DeviceDescription& d = result.devices[local];
@@ -346,7 +568,7 @@ void print_comm_bench_preamble(const Measurement& m, const CommBenchResult& resu
   }
   if (group != nullptr) lines = group->all_gather_text(lines.front());
   for (const std::string& line : lines) print(line);
-  print(format_comm_bench_header());
+  print(format_comm_bench_header(m.options.beside_compute));
 }
 
 }  // namespace
@@ -413,8 +635,11 @@ nlohmann::json comm_bench_config_json(const CommBenchOptions& options) {
   return {{"op", collective_name(options.collective)}, {"data_type", data_type_name(options.type)},
           {"device", options.device}, {"backend", backend_name(options.backend)}, {"num_gpus", options.num_devices},
           {"min_bytes", options.min_bytes}, {"max_bytes", options.max_bytes}, {"iters", options.iters},
-          {"warmup_iters", options.warmup_iters}};
+          {"warmup_iters", options.warmup_iters}, {"beside_compute", options.beside_compute},
+          {"compute_shape", gemm_shape_text(options.compute_shape)}};
 }
+
+}  // namespace
 
 // What `dpbench predict --curves` reads (reports/collective_curves.h): the collective, its ranks
 // and the link they spanned beside the rows' sizes and bus bandwidths.
@@ -422,8 +647,17 @@ nlohmann::json comm_bench_json(const CommBenchOptions& options, const CommBenchR
                                const EnvironmentRecord& environment) {
   nlohmann::json rows_json = nlohmann::json::array();
   for (const CommBenchRow& row : result.rows) {
-    rows_json.push_back({{"size_bytes", row.size_bytes}, {"count", row.count}, {"type", data_type_name(options.type)},
-                         {"time_us", row.time_us}, {"algbw_gbps", row.algbw_gbps}, {"busbw_gbps", row.busbw_gbps}});
+    nlohmann::json row_json = {{"size_bytes", row.size_bytes}, {"count", row.count},
+                               {"type", data_type_name(options.type)}, {"time_us", row.time_us},
+                               {"algbw_gbps", row.algbw_gbps}, {"busbw_gbps", row.busbw_gbps}};
+    if (options.beside_compute) {
+      row_json["compute_alone_us"] = row.compute_alone_us;
+      row_json["compute_beside_us"] = row.compute_beside_us;
+      row_json["compute_slowdown"] = row.compute_slowdown;
+      row_json["time_beside_compute_us"] = row.time_beside_compute_us;
+      row_json["busbw_beside_compute_gbps"] = row.busbw_beside_compute_gbps;
+    }
+    rows_json.push_back(row_json);
   }
   std::vector<std::string> hosts;
   for (const std::string& host : result.hosts)
@@ -443,7 +677,6 @@ nlohmann::json comm_bench_json(const CommBenchOptions& options, const CommBenchR
   };
 }
 
-}  // namespace
 
 void run_comm_bench_command(const std::vector<std::string>& args, const DeviceInventory& inventory) {
   const CommBenchOptions options = parse_comm_bench_flags(args, inventory);

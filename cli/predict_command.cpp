@@ -105,6 +105,24 @@ std::vector<BucketReady> buckets_of(const BackwardTimeline& timeline, const std:
   return buckets;
 }
 
+// Where compute's slowdown beside communication comes from (Note [compute beside communication]).
+std::string describe_compute_slowdown(const SystemDescription& system, const std::vector<CollectiveCurve>& curves) {
+  std::string measured;
+  for (const CollectiveCurve& curve : curves)
+    if (curve.points.front().compute_slowdown)
+      measured += std::string(measured.empty() ? "" : ", ") + collective_name(curve.op) + " " +
+                  link_kind_name(curve.link) + " on " + std::to_string(curve.ranks) + " ranks";
+  const auto source = system.sources.find("compute_slowdown_beside_communication");
+  const std::string from_file =
+      source == system.sources.end()
+          ? "not slowed (the system file gives no compute_slowdown_beside_communication)"
+          : format_fixed(100 * system.model.compute_slowdown_beside_communication, 1) +
+                "% slower (the system file's compute_slowdown_beside_communication, source: " + source->second + ")";
+  if (measured.empty()) return " Compute beside a transfer: " + from_file + ".";
+  return " Compute beside a transfer: slowed as comm_bench --beside_compute measured it beside " + measured +
+         "; beside any other transfer " + from_file + ".";
+}
+
 std::string describe_system(const SystemDescription& system) {
   const SystemModel& m = system.model;
   return std::to_string(m.gpus_per_host) + " GPUs per host; inside a host " +
@@ -303,7 +321,7 @@ int run_predict_command(const std::vector<std::string>& args) {
   }
   report.system_path = options.system_path;
   report.system_name = system.model.name;
-  report.system_text = describe_system(system);
+  report.system_text = describe_system(system) + describe_compute_slowdown(system, curves);
   report.curves = curves;
   for (const std::string& note : curve_notes(curves, system.model, result.environment.backend))
     report.notes.push_back(note);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <tuple>
 
 #include "engine/errors.h"
@@ -23,6 +24,8 @@ constexpr double kMaxBusbwGbPerS = 1e6;
 // Sizes are whole bytes that a double holds exactly (and the report prints as integers).
 constexpr double kMaxExactBytes = 9007199254740992.0;  // 2^53
 constexpr int kMaxCurveRanks = 1 << 24;
+// A system file's compute_slowdown_beside_communication is below it too.
+constexpr double kMaxSlowdown = 5;
 
 // The whole line escaped: it may quote the file (a name, a link kind).
 [[noreturn]] void fail(const std::string& path, const std::string& why) {
@@ -77,14 +80,40 @@ std::vector<MeasuredCurveCost::Point> points_of(const json& rows, const std::str
     if (busbw > kMaxBusbwGbPerS)
       fail(path, where + "(" + row.at("size_bytes").dump() + " B) has busbw_gbps " + row.at("busbw_gbps").dump() +
                      ", impossible for a link (expected at most 1e6 GB/s): give the file comm_bench wrote, unedited");
-    points.push_back({bytes, busbw});
+    MeasuredCurveCost::Point point{bytes, busbw, std::nullopt};
+    if (row.contains("compute_slowdown")) {
+      const json& slowdown = row.at("compute_slowdown");
+      // Beside a collective compute runs at most a few times slower; noise may make it a little faster.
+      if (!slowdown.is_number() || !(slowdown.get<double>() > -1) || !(slowdown.get<double>() < kMaxSlowdown))
+        fail(path, where + "(" + row.at("size_bytes").dump() + " B) has compute_slowdown " + slowdown.dump() +
+                       "; expected a fraction above -1 and below 5: give the file comm_bench wrote, unedited");
+      point.compute_slowdown = slowdown.get<double>();
+    }
+    points.push_back(point);
   }
+  const size_t with_slowdown = static_cast<size_t>(std::count_if(
+      points.begin(), points.end(), [](const MeasuredCurveCost::Point& p) { return p.compute_slowdown.has_value(); }));
+  if (with_slowdown != 0 && with_slowdown != points.size())
+    fail(path, "compute_slowdown in " + std::to_string(with_slowdown) + " of " + std::to_string(points.size()) +
+                   " rows; comm_bench --beside_compute writes it in every row: give the file comm_bench wrote, unedited");
   std::sort(points.begin(), points.end(),
             [](const MeasuredCurveCost::Point& a, const MeasuredCurveCost::Point& b) { return a.bytes < b.bytes; });
   for (size_t i = 1; i < points.size(); ++i)
     if (points[i].bytes == points[i - 1].bytes)
       fail(path, "size " + format_byte_size(points[i].bytes) + " appears twice; give one comm_bench run per file");
   return points;
+}
+
+// "4.1% to 9.0%": the least and the most compute was slowed beside a curve's sizes.
+std::string slowdown_range(const std::vector<MeasuredCurveCost::Point>& points) {
+  double least = *points.front().compute_slowdown, most = least;
+  for (const MeasuredCurveCost::Point& point : points) {
+    least = std::min(least, *point.compute_slowdown);
+    most = std::max(most, *point.compute_slowdown);
+  }
+  char text[80];
+  std::snprintf(text, sizeof text, "%.1f%% to %.1f%%", 100 * least, 100 * most);
+  return text;
 }
 
 }  // namespace
@@ -179,6 +208,8 @@ std::string describe_curve(const CollectiveCurve& curve) {
     if (!part.empty()) measured_by += (measured_by.empty() ? "" : ", ") + part;
   if (!measured_by.empty()) text += " (" + measured_by + ")";
   text += ", " + format_byte_size(curve.points.front().bytes) + " to " + format_byte_size(curve.points.back().bytes);
+  if (curve.points.front().compute_slowdown)
+    text += ", compute beside it slowed " + slowdown_range(curve.points);
   if (!curve.link_recorded) text += " (link not recorded, from an older comm_bench: it ran in one process)";
   return text;
 }

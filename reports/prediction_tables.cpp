@@ -157,8 +157,11 @@ std::string prediction_model_text() {
          "forward time per unit, so forward is split over the units in proportion to their backward times. "
          "The units are those BASE recorded (summary.timeline.units), else the buckets. Forward, "
          "backward and the update keep their 1-GPU times (the sharded update splits the update N ways, the "
-         "parameter server on the GPUs into its owners' shares, the largest setting the pace). Not modelled: "
-         "clock loss under the power cap, compute slowed by communication kernels or memory traffic beside it, "
+         "parameter server on the GPUs into its owners' shares, the largest setting the pace), except that "
+         "forward and backward progress at 1 / (1 + s) of their pace while a transfer that slows compute by s "
+         "runs beside them (s from curves measured with comm_bench --beside_compute, else the system file's "
+         "compute_slowdown_beside_communication, else 0), which also delays the buckets backward produces "
+         "after it. Not modelled: clock loss under the power cap, a collective slowed by compute beside it, "
          "stragglers, congestion beyond the stated bandwidths, host-side arithmetic of the host parameter server "
          "beyond the 1-GPU update, data loading. "
          "Efficiency % = 100 x predicted speed / (N x the 1-GPU run's speed).";

@@ -15,10 +15,43 @@ double ceil_log2(int n) { return n <= 1 ? 0.0 : std::ceil(std::log2(static_cast<
 double transfer_ms(double bytes, double gb_per_s) { return bytes / (gb_per_s * 1e6); }
 
 // One transfer on the communication stream: it may start once `ready_ms` (from backward's start)
-// has passed and the stream is free, and occupies the stream for `cost_ms`.
+// has passed and the stream is free, and occupies the stream for `cost_ms`, slowing compute
+// beside it by `slowdown` (Note [compute beside communication]).
 struct CommJob {
-  double ready_ms = 0, cost_ms = 0;
+  double ready_ms = 0, cost_ms = 0, slowdown = 0;
 };
+
+// A stretch of time during which the communication stream runs a transfer that slows compute
+// beside it by `slowdown` (> 0).
+struct SlowStretch {
+  double start_ms = 0, end_ms = 0, slowdown = 0;
+};
+
+// The stream's stretches so far, in time order (the stream runs one transfer at a time); a
+// transfer that slows nothing is left out, so that without slowdowns compute ends exactly where
+// it did before.
+void add_stretch(std::vector<SlowStretch>& stretches, double start_ms, double end_ms, double slowdown) {
+  if (slowdown > 0 && end_ms > start_ms) stretches.push_back({start_ms, end_ms, slowdown});
+}
+
+// Note [compute beside communication]: when compute of `work_ms` alone, started at `from_ms`,
+// ends, progressing at 1 / (1 + s) through each stretch of `stretches` and at 1 elsewhere.
+double compute_end_ms(double from_ms, double work_ms, const std::vector<SlowStretch>& stretches) {
+  double now = from_ms, left = work_ms;
+  for (const SlowStretch& stretch : stretches) {
+    if (stretch.end_ms <= now) continue;
+    if (stretch.start_ms > now) {
+      if (left <= stretch.start_ms - now) return now + left;
+      left -= stretch.start_ms - now;
+      now = stretch.start_ms;
+    }
+    const double done_inside = (stretch.end_ms - now) / (1 + stretch.slowdown);
+    if (left <= done_inside) return now + left * (1 + stretch.slowdown);
+    left -= done_inside;
+    now = stretch.end_ms;
+  }
+  return now + left;
+}
 
 // When the stream has run every job, in order (ms from backward's start).
 double stream_end_ms(const std::vector<CommJob>& jobs) {
@@ -123,6 +156,14 @@ double AlphaBetaCost::host_copy_ms(double bytes) const {
   return system_.host_copy.latency_us / 1e3 + transfer_ms(bytes, system_.host_copy.bandwidth_gb_per_s);
 }
 
+double CollectiveCost::compute_slowdown(Collective, double, int, LinkKind) const { return 0; }
+
+double AlphaBetaCost::compute_slowdown(Collective op, double, int, LinkKind) const {
+  // Copies to and from host memory run on copy engines, not SMs: nothing measured them beside compute.
+  if (op == Collective::copy_to_host || op == Collective::copy_from_host) return 0;
+  return system_.compute_slowdown_beside_communication;
+}
+
 const MeasuredCurveCost::Curve* MeasuredCurveCost::curve_for(Collective op, LinkKind link, int ranks) const {
   const auto found = curves_.find({op, link});
   if (found == curves_.end() || found->second.empty()) return nullptr;
@@ -148,6 +189,23 @@ double MeasuredCurveCost::collective_ms(Collective op, double bytes, int ranks, 
   return transfer_ms(bytes * factor, busbw);
 }
 
+double MeasuredCurveCost::compute_slowdown(Collective op, double bytes, int ranks, LinkKind link) const {
+  const Curve* measured = ranks > 1 ? curve_for(op, link, ranks) : nullptr;
+  const bool has_slowdown = measured != nullptr && std::all_of(measured->begin(), measured->end(), [](const Point& p) {
+                              return p.compute_slowdown.has_value();
+                            });
+  if (!has_slowdown) return fallback_->compute_slowdown(op, bytes, ranks, link);
+  const Curve& curve = *measured;
+  if (bytes <= curve.front().bytes) return *curve.front().compute_slowdown;
+  if (bytes >= curve.back().bytes) return *curve.back().compute_slowdown;
+  const auto upper = std::upper_bound(curve.begin(), curve.end(), bytes,
+                                      [](double size, const Point& point) { return size < point.bytes; });
+  const Point& high = *upper;
+  const Point& low = *(upper - 1);
+  const double t = (std::log2(bytes) - std::log2(low.bytes)) / (std::log2(high.bytes) - std::log2(low.bytes));
+  return *low.compute_slowdown + t * (*high.compute_slowdown - *low.compute_slowdown);
+}
+
 double MeasuredStep::gradient_bytes() const {
   double total = 0;
   for (const BucketReady& bucket : buckets) total += bucket.bytes;
@@ -159,19 +217,36 @@ namespace {
 // Note [units gathered ahead]: the step of a schedule with uses, from `prediction`'s count.
 StepPrediction predict_unit_step(const MeasuredStep& measured, const StepSchedule& schedule, StepPrediction prediction,
                                  const SystemModel& system,
-                                 const std::function<double(const ScheduledCollective&)>& cost_ms) {
+                                 const std::function<double(const ScheduledCollective&)>& cost_ms,
+                                 const std::function<double(const ScheduledCollective&)>& slowdown) {
   const std::vector<ScheduledUse>& uses = schedule.uses;
   const std::vector<double> compute = use_compute_ms(measured, schedule);
-  // Each range's g-th gather costs its g-th gather step; its other steps are its reduction.
-  std::vector<std::vector<double>> gather_ms(schedule.ranges.size());
-  std::vector<double> reduce_ms(schedule.ranges.size(), 0.0);
-  for (size_t r = 0; r < schedule.ranges.size(); ++r)
+  // Each range's g-th gather costs its g-th gather step; its other steps are its reduction, which
+  // slows compute by its steps' slowdowns weighted by their times.
+  std::vector<std::vector<CommJob>> gathers(schedule.ranges.size());
+  std::vector<CommJob> reductions(schedule.ranges.size());
+  for (size_t r = 0; r < schedule.ranges.size(); ++r) {
+    double slowed_ms = 0;
     for (const ScheduledCollective& step : schedule.ranges[r].steps) {
-      if (step.after == StepAfter::unit_use)
-        gather_ms[r].push_back(cost_ms(step));
-      else
-        reduce_ms[r] += cost_ms(step);
+      const double ms = cost_ms(step);
+      if (step.after == StepAfter::unit_use) {
+        gathers[r].push_back({0, ms, slowdown(step)});
+      } else {
+        reductions[r].cost_ms += ms;
+        slowed_ms += ms * slowdown(step);
+      }
     }
+    if (reductions[r].cost_ms > 0) reductions[r].slowdown = slowed_ms / reductions[r].cost_ms;
+  }
+  // Note [compute beside communication]: every transfer that can run beside a use's compute is on
+  // the stream before that compute is placed (gathers issued at its begin start no earlier than
+  // it; reductions follow a use's end).
+  std::vector<SlowStretch> stretches;
+  auto place = [&](double start_ms, const CommJob& job) {
+    if (system.communication_overlaps_compute) add_stretch(stretches, start_ms, start_ms + job.cost_ms, job.slowdown);
+    prediction.comm_ms += job.cost_ms;
+    return start_ms + job.cost_ms;
+  };
   std::vector<size_t> gathers_done(schedule.ranges.size(), 0);
   std::vector<double> gathered_at(uses.size(), 0.0), ended_at(uses.size(), 0.0);
   double stream_free = 0, compute_free = 0;
@@ -179,26 +254,22 @@ StepPrediction predict_unit_step(const MeasuredStep& measured, const StepSchedul
     for (int g : uses[j].issues_gathers_of) {
       const ScheduledUse& target = uses[static_cast<size_t>(g)];
       const size_t r = static_cast<size_t>(target.range);
-      const std::vector<double>& costs = gather_ms[r];
-      const double ms = costs.empty() ? 0.0 : costs[std::min(gathers_done[r]++, costs.size() - 1)];
+      const std::vector<CommJob>& jobs = gathers[r];
+      const CommJob job = jobs.empty() ? CommJob{} : jobs[std::min(gathers_done[r]++, jobs.size() - 1)];
       const double slot_free = target.gather_waits_for >= 0 ? ended_at[static_cast<size_t>(target.gather_waits_for)] : 0.0;
-      stream_free = std::max(stream_free, slot_free) + ms;
+      stream_free = place(std::max(stream_free, slot_free), job);
       gathered_at[static_cast<size_t>(g)] = stream_free;
-      prediction.comm_ms += ms;
     }
     const double start = std::max(compute_free, uses[j].gathers ? gathered_at[j] : 0.0);
-    ended_at[j] = start + compute[j];
+    ended_at[j] = compute_end_ms(start, compute[j], stretches);
     compute_free = ended_at[j];
-    if (uses[j].reduces) {
-      const double ms = reduce_ms[static_cast<size_t>(uses[j].range)];
-      stream_free = std::max(stream_free, ended_at[j]) + ms;
-      prediction.comm_ms += ms;
-    }
+    if (uses[j].reduces) stream_free = place(std::max(stream_free, ended_at[j]), reductions[static_cast<size_t>(uses[j].range)]);
   }
   // Backward's compute of no unit (after the last unit's gradients) follows the last use.
   double backward_placed = 0;
   for (size_t j = 0; j < uses.size(); ++j) backward_placed += uses[j].backward ? compute[j] : 0.0;
-  const double compute_end = compute_free + std::max(0.0, measured.backward_ms - backward_placed);
+  const double compute_end =
+      compute_end_ms(compute_free, std::max(0.0, measured.backward_ms - backward_placed), stretches);
   const double one_gpu = measured.forward_ms + measured.backward_ms;
   prediction.exposed_comm_ms = system.communication_overlaps_compute
                                    ? std::max(0.0, std::max(compute_end, stream_free) - one_gpu)
@@ -231,15 +302,23 @@ StepPrediction predict_step(const MeasuredStep& measured, const StepSchedule& sc
                                                                    : LinkKind::inter_host;
     return cost.collective_ms(step.collective, step.bytes * std::max(1, step.concurrent), step.ranks, crossed);
   };
+  // Note [compute beside communication]: a measured speed-up beside a transfer is noise, not priced.
+  auto slowdown = [&](const ScheduledCollective& step) {
+    const LinkKind crossed = step.span == StepRanks::job            ? link
+                             : step.span == StepRanks::inside_host ? LinkKind::intra_host
+                                                                   : LinkKind::inter_host;
+    return std::max(0.0, cost.compute_slowdown(step.collective, step.bytes * std::max(1, step.concurrent), step.ranks,
+                                               crossed));
+  };
 
-  if (!schedule.uses.empty()) return predict_unit_step(measured, schedule, prediction, system, cost_ms);
+  if (!schedule.uses.empty()) return predict_unit_step(measured, schedule, prediction, system, cost_ms, slowdown);
 
   std::vector<CommJob> during;  // started by backward, one per bucket
   double after_ms = 0;          // transfers that wait for the update (parameters travelling back)
   for (size_t i = 0; i < measured.buckets.size() && i < schedule.ranges.size(); ++i) {
     const BucketReady& bucket = measured.buckets[i];
     const RangeSchedule& range = schedule.ranges[i];
-    double job_ms = 0;
+    double job_ms = 0, slowed_ms = 0;  // slowed_ms: the job's steps' times, each times its slowdown
     bool waits_for_backward = false;
     // The bucket's share of the update, split as the schedule says, runs after its first step.
     bool update_pending = schedule.update == UpdatePlacement::in_exchange;
@@ -249,13 +328,16 @@ StepPrediction predict_step(const MeasuredStep& measured, const StepSchedule& sc
         continue;
       }
       waits_for_backward = waits_for_backward || step.after == StepAfter::backward;
-      job_ms += cost_ms(step);
+      const double step_ms = cost_ms(step);
+      job_ms += step_ms;
+      slowed_ms += step_ms * slowdown(step);
       if (update_pending) {
         job_ms += total_bytes > 0 ? measured.update_ms * bucket.bytes / total_bytes / std::max(1, schedule.update_split) : 0;
         update_pending = false;
       }
     }
-    during.push_back({waits_for_backward ? measured.backward_ms : bucket.ready_ms, job_ms});
+    // A job that waits for backward is marked ready at its end (negative); placed below.
+    during.push_back({waits_for_backward ? -1.0 : bucket.ready_ms, job_ms, job_ms > 0 ? slowed_ms / job_ms : 0.0});
     prediction.comm_ms += job_ms;
   }
   if (!schedule.one_host_only.empty() && !one_host) {
@@ -270,14 +352,26 @@ StepPrediction predict_step(const MeasuredStep& measured, const StepSchedule& sc
   prediction.comm_ms += after_ms;
   const bool by_bucket = system.communication_overlaps_compute && !measured.update_waits_for_every_exchange &&
                          schedule.update == UpdatePlacement::each_range;
+  // Note [compute beside communication]: backward and the stream together. Each bucket is ready
+  // when backward's progress, slowed by the transfers before it, reaches its 1-GPU ready time.
+  const bool overlaps = system.communication_overlaps_compute;
+  std::vector<SlowStretch> stretches;
+  double stream_free = 0;
+  for (CommJob& job : during) {
+    if (job.ready_ms >= 0) job.ready_ms = compute_end_ms(0, job.ready_ms, stretches);
+    else job.ready_ms = compute_end_ms(0, measured.backward_ms, stretches);
+    const double start = std::max(stream_free, job.ready_ms);
+    stream_free = start + job.cost_ms;
+    if (overlaps) add_stretch(stretches, start, stream_free, job.slowdown);
+  }
+  const double backward_end = compute_end_ms(0, measured.backward_ms, stretches);
   double during_exposed = 0;
   if (by_bucket) {
-    const double updated = updated_by_bucket_ms(during, measured.buckets, measured.backward_ms, update_ms, total_bytes);
+    const double updated = updated_by_bucket_ms(during, measured.buckets, backward_end, update_ms, total_bytes);
     during_exposed = std::max(0.0, updated - measured.backward_ms - update_ms);
   } else {
-    during_exposed = system.communication_overlaps_compute
-                         ? std::max(0.0, stream_end_ms(during) - measured.backward_ms)
-                         : prediction.comm_ms - after_ms;
+    during_exposed = overlaps ? std::max(backward_end, stream_end_ms(during)) - measured.backward_ms
+                              : prediction.comm_ms - after_ms;
   }
   prediction.exposed_comm_ms = during_exposed + after_ms;
   prediction.step_ms = measured.step_ms - measured.update_ms + update_ms + prediction.exposed_comm_ms;

@@ -2,13 +2,15 @@
 // the step in which each gradient bucket enters the communication stream when backward has
 // produced it, costs what the target system's collectives charge for its size at N GPUs, and
 // whatever communication ends after backward is exposed (or, where each bucket's update follows
-// its own exchange, whatever delays the last update). Pure arithmetic on plain inputs, so it
+// its own exchange, whatever delays the last update); compute beside a transfer runs slower
+// (Note [compute beside communication]). Pure arithmetic on plain inputs, so it
 // is tested by hand-computed cases; `dpbench predict` (cli/predict_command.h) feeds it from a
 // result's summary.timeline and a system file (reports/system_description.h).
 #pragma once
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +46,9 @@ struct SystemModel {
   // False where a device's communication runs on the same thread as its compute (the reference
   // backend's synchronous streams): nothing overlaps, every transfer lengthens the step.
   bool communication_overlaps_compute = true;
+  // How much slower compute runs while a transfer runs beside it (Note [compute beside
+  // communication]), where no curve measured it; optional in a system file, absent = 0.
+  double compute_slowdown_beside_communication = 0;
 };
 
 // How long one collective (or host copy) takes on the target system.
@@ -55,6 +60,10 @@ class CollectiveCost {
   virtual double collective_ms(Collective op, double bytes, int ranks, LinkKind link) const = 0;
   // One GPU copying `bytes` to or from host memory (over its own link: PCIe, C2C).
   virtual double host_copy_ms(double bytes) const = 0;
+  // The fraction by which compute running beside this transfer is slowed (0.1: a forward or
+  // backward pass beside it progresses at 1/1.1 of its pace alone): Note [compute beside
+  // communication]. 0 unless a cost knows better.
+  virtual double compute_slowdown(Collective op, double bytes, int ranks, LinkKind link) const;
 };
 
 // Note [alpha-beta collectives]
@@ -81,6 +90,8 @@ class AlphaBetaCost : public CollectiveCost {
   explicit AlphaBetaCost(SystemModel system) : system_(std::move(system)) {}
   double collective_ms(Collective op, double bytes, int ranks, LinkKind link) const override;
   double host_copy_ms(double bytes) const override;
+  // The system's compute_slowdown_beside_communication for every collective; 0 for host copies.
+  double compute_slowdown(Collective op, double bytes, int ranks, LinkKind link) const override;
   const SystemModel& system() const { return system_; }
 
  private:
@@ -94,11 +105,14 @@ class AlphaBetaCost : public CollectiveCost {
 // comparable across rank counts, and the nearest count below keeps what it loses at larger ones
 // (latency steps, slower links) closest. busbw is interpolated linearly in log2(size); below the
 // smallest size measured the time stays that of the smallest (latency-bound), above the largest
-// the busbw stays the last.
+// the busbw stays the last. A curve measured with --beside_compute also gives compute's slowdown
+// beside the collective, interpolated the same way and held at the ends; a curve without it
+// (an older file, or none for the collective) leaves the slowdown to the fallback.
 class MeasuredCurveCost : public CollectiveCost {
  public:
   struct Point {
     double bytes = 0, busbw_gb_per_s = 0;
+    std::optional<double> compute_slowdown;  // comm_bench --beside_compute's; absent: unknown
   };
   using Curve = std::vector<Point>;                        // by ascending size
   using CurvesByRanks = std::map<int, Curve>;              // by the rank count it was measured on
@@ -107,6 +121,7 @@ class MeasuredCurveCost : public CollectiveCost {
       : curves_(std::move(curves)), fallback_(std::move(fallback)) {}
   double collective_ms(Collective op, double bytes, int ranks, LinkKind link) const override;
   double host_copy_ms(double bytes) const override { return fallback_->host_copy_ms(bytes); }
+  double compute_slowdown(Collective op, double bytes, int ranks, LinkKind link) const override;
   // The curve that prices `ranks`, or nullptr where none covers (op, link).
   const Curve* curve_for(Collective op, LinkKind link, int ranks) const;
 
@@ -144,7 +159,8 @@ struct StepPrediction {
   bool modelled = true;
   std::string why_not;        // when !modelled: why this strategy has no prediction at this count
   double step_ms = 0;
-  double exposed_comm_ms = 0; // what the step waits for communication beyond the 1-GPU step
+  // What the step waits for communication beyond the 1-GPU step, compute slowed beside it included.
+  double exposed_comm_ms = 0;
   double comm_ms = 0;         // the communication stream's busy time (all transfers, overlapped or not)
 };
 
@@ -157,6 +173,24 @@ struct StepPrediction {
 StepPrediction predict_step(const MeasuredStep& measured, const StepSchedule& schedule, int gpus,
                             const SystemModel& system, const CollectiveCost& cost);
 
+// Note [compute beside communication]
+// NCCL's kernels take SMs and memory bandwidth from the forward and backward kernels running beside
+// them: on 2 H200s gpt's passes ran 5-12% slower while a transfer ran, and a model keeping compute
+// at its 1-GPU pace predicted the step 6.6% (replicated) to 9.3% (fully_sharded) too fast. So while
+// the communication stream runs a transfer whose slowdown is s (CollectiveCost::compute_slowdown:
+// `dpbench comm_bench --beside_compute`'s curves, else the system file's
+// compute_slowdown_beside_communication, else 0), compute progresses at 1 / (1 + s) of its 1-GPU
+// pace. A transfer wholly inside backward lengthens it by s / (1 + s) of the transfer's time;
+// one that outlasts backward slows only the part of backward beside it. In the bucket path,
+// backward and the stream are simulated together: a bucket is ready when backward's slowed progress
+// reaches its 1-GPU ready time, so a transfer that slows backward delays the buckets after it.
+// Use by use (Note [units gathered ahead]) every transfer that can run beside a use's compute is on
+// the stream when that compute is placed, and its end is found by walking the stream's busy
+// stretches. A job of several steps slows compute by its steps' slowdowns weighted by their times.
+// The update after backward is not slowed, and without overlap nothing runs beside anything. The
+// collective's own slowdown beside compute (comm_bench measures it too) is not priced: the curves'
+// bus bandwidth alone prices every transfer.
+
 // Note [units gathered ahead]
 // fully_sharded's step, use by use as its slot plan runs it (StepSchedule::uses). Each use's
 // compute: in backward, a unit's gradients are produced when its last writing use ends, so those
@@ -168,7 +202,8 @@ StepPrediction predict_step(const MeasuredStep& measured, const StepSchedule& sc
 // prefetched, later uses'), each after its slot's previous holder's compute; when a unit's last
 // writing use ends, its reduction. A use's compute starts once the one before it ended and its
 // own gather is done, so a gather is charged only where it is not done by then; the update waits
-// for every transfer. Without overlap (the reference backend) every transfer is charged.
+// for every transfer. Without overlap (the reference backend) every transfer is charged. A use's
+// compute beside a transfer is slowed (Note [compute beside communication]).
 
 // The job `gpus` GPUs make on `system`, for a schedule: inside one host where they fit one, else
 // full hosts of system.gpus_per_host (the last one's share counted as full).

@@ -19,6 +19,7 @@ struct SourcedField {
   const char* name;
   const char* accepted;  // what its value may be, for the error line
   std::function<bool(const json& value, SystemModel& model)> apply;  // false: not accepted
+  bool optional = false;  // absent: the model's default
 };
 
 bool positive_number(const json& value, double& into) {
@@ -66,6 +67,13 @@ const std::vector<SourcedField>& sourced_fields() {
          m.communication_overlaps_compute = v.get<bool>();
          return true;
        }},
+      {"compute_slowdown_beside_communication", "a fraction >= 0 and < 5 (0.08: compute 8% slower beside a transfer)",
+       [](const json& v, SystemModel& m) {
+         if (!v.is_number() || !(v.get<double>() >= 0) || !(v.get<double>() < 5)) return false;
+         m.compute_slowdown_beside_communication = v.get<double>();
+         return true;
+       },
+       true},
   };
   return fields;
 }
@@ -105,7 +113,7 @@ SystemDescription parse_system_description(const json& document, const std::stri
   }
   if (system.model.name.empty()) fail("missing 'name'");
   for (const SourcedField& field : sourced_fields())
-    if (system.sources.count(field.name) == 0) fail(std::string("missing '") + field.name + "'");
+    if (!field.optional && system.sources.count(field.name) == 0) fail(std::string("missing '") + field.name + "'");
   return system;
 }
 

@@ -17,7 +17,8 @@ resnet50:64 inception3:64 vgg16:64 nmt:384 nmt:384+--encoder_type=dynamic rnnlm:
   3. `dpbench predict BASE MEASURED... --system SYSTEM --curves CURVES` into OUT_DIR/KEY/predict.md
      and predict.csv.
 Before the entries, `dpbench comm_bench` measures every collective the predicted strategies issue
-(all_reduce, reduce, broadcast, reduce_scatter, all_gather) on each count (the CURVES,
+(all_reduce, reduce, broadcast, reduce_scatter, all_gather) on each count (the CURVES, on GPUs
+with --beside_compute: compute's slowdown beside each collective,
 OUT_DIR/curves/; curves already there from an earlier run into OUT_DIR are kept, so entries can be
 split over runs, e.g. SIMULATED_HOSTS for some only). Last, one table: per entry, strategy and
 count, the predicted and measured speed, the error, the clock loss and the error at equal clocks.
@@ -94,6 +95,11 @@ simulated_hosts() {
 # alpha-beta figures where this machine can be measured: all_reduce (replicated), reduce and
 # broadcast (parameter_server gpu), reduce_scatter and all_gather (sharded update, hierarchical).
 collective_ops=(all_reduce reduce broadcast reduce_scatter all_gather)
+# On GPUs each curve also carries how much compute slows beside the collective, which predict
+# charges compute beside a transfer; the reference backend runs a device's streams one after
+# another, so there is nothing beside anything to measure.
+beside=()
+[ "$device" = gpu ] && beside=(--beside_compute)
 curves=()
 for n in "${counts[@]}"; do
   for op in "${collective_ops[@]}"; do
@@ -102,7 +108,7 @@ for n in "${counts[@]}"; do
     if [ -s "$file" ]; then echo "== comm_bench $op, $n GPUs: kept from an earlier run"; curves+=("$file"); continue; fi
     echo "== comm_bench $op, $n GPUs"
     if "$dpbench" comm_bench --device="$device" --num_gpus="$n" --op="$op" --min_bytes=64K --max_bytes="$max_bytes" \
-      --json "$file" >"$out/curves/${op}_g$n.log" 2>&1; then
+      "${beside[@]}" --json "$file" >"$out/curves/${op}_g$n.log" 2>&1; then
       curves+=("$file")
     else
       echo "comm_bench $op on $n GPUs failed: $(tail -n 1 "$out/curves/${op}_g$n.log")"
@@ -117,7 +123,8 @@ if ((hosts > 1)); then
   echo "== comm_bench all_reduce across $hosts simulated hosts of $per_host GPUs"
   if [ -s "$file" ]; then
     host_curves+=("$file")
-  elif simulated_hosts "$dpbench" comm_bench --device="$device" --min_bytes=64K --max_bytes="$max_bytes" --json "$file" \
+  elif simulated_hosts "$dpbench" comm_bench --device="$device" --min_bytes=64K --max_bytes="$max_bytes" "${beside[@]}" \
+    --json "$file" \
     >"${file%.json}.log" 2>&1; then
     host_curves+=("$file")
   else
@@ -129,7 +136,7 @@ if ((hosts > 1)); then
     file=$out/curves/${op}_g$per_host.json
     if [ ! -e "$file" ] && ((per_host >= 2)); then
       "$dpbench" comm_bench --device="$device" --num_gpus="$per_host" --op="$op" --min_bytes=64K --max_bytes="$max_bytes" \
-        --json "$file" >"$out/curves/${op}_g$per_host.log" 2>&1 || { echo "comm_bench $op on $per_host GPUs failed"; status=1; }
+        "${beside[@]}" --json "$file" >"$out/curves/${op}_g$per_host.log" 2>&1 || { echo "comm_bench $op on $per_host GPUs failed"; status=1; }
     fi
     [ -e "$file" ] && host_curves+=("$file")
   done

@@ -313,3 +313,34 @@ TEST_CASE("predict refuses a curve larger than comm_bench measures, writing noth
 }
 
 }  // namespace dpbench
+
+namespace dpbench {
+
+TEST_CASE("a curve's compute slowdown slows backward beside its transfers", "[predict]") {
+  SystemModel system;
+  system.gpus_per_host = 8;
+  system.intra_host = {1.0, 10.0};
+  system.inter_host = {4.0, 100.0};
+  system.host_copy = {0.5, 5.0};
+  json file = comm_bench_file();
+  file["rows"] = json::array({{{"size_bytes", 1000}, {"busbw_gbps", 0.5}, {"compute_slowdown", 0.5}},
+                              {{"size_bytes", 1000000000}, {"busbw_gbps", 0.5}, {"compute_slowdown", 0.5}}});
+  const MeasuredCurveCost cost(curves_by_collective({parse_collective_curve(file, "slowing.json")}),
+                               std::make_shared<AlphaBetaCost>(system));
+  // One 1e6-byte bucket ready at 5 ms of a 10 ms backward on 4 GPUs: its all-reduce takes 3 ms
+  // (2 x 3/4 x 1e6 bytes at 0.5 GB/s), all inside backward, which does 2 ms of its work beside it
+  // and so ends 1 ms late.
+  MeasuredStep step;
+  step.step_ms = 20;
+  step.backward_ms = 10;
+  step.update_ms = 2;
+  step.buckets = {{1e6, 5}};
+  const StepSchedule all_reduce =
+      ReplicatedStrategy::schedule_for(StrategyOptions(), ParameterLayout(), {{0, 250000}}, ScheduleShape{4, 4, 1});
+  const StepPrediction slowed = predict_step(step, all_reduce, 4, system, cost);
+  CHECK(slowed.comm_ms == Approx(3.0));
+  CHECK(slowed.exposed_comm_ms == Approx(1.0));
+  CHECK(slowed.step_ms == Approx(21.0));
+}
+
+}  // namespace dpbench

@@ -1,5 +1,6 @@
 // `dpbench comm_bench` on the reference backend: size parsing, bus bandwidth factors, flag errors
-// (exit code 2), and whole runs through dpbench_main, checking the printed table and the JSON rows.
+// (exit code 2), and whole runs through dpbench_main, checking the printed table and the JSON rows;
+// --beside_compute's flags, its refusal there, and its JSON fields as predict reads them.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -323,4 +324,98 @@ TEST_CASE("a comm_bench of sizes below one element per rank writes a curve predi
   CHECK(sizes == std::vector<size_t>{12, 24, 48, 96});
   const CollectiveCurve curve = load_collective_curve(json_path);
   CHECK(curve.points.size() == 4);
+}
+
+TEST_CASE("comm_bench --compute_shape takes three positive whole numbers MxNxK", "[comm_bench]") {
+  const GemmShape shape = parse_gemm_shape("compute_shape", "16384x3072x768");
+  CHECK(shape.m == 16384);
+  CHECK(shape.n == 3072);
+  CHECK(shape.k == 768);
+  CHECK(gemm_shape_text(shape) == "16384x3072x768");
+  CHECK(gemm_shape_text(GemmShape{}) == "16384x3072x768");  // gpt-124m's MLP GEMM, the default
+  CHECK(parse_gemm_shape("compute_shape", "1x1x1").k == 1);
+  for (const char* bad : {"", "x", "16384x3072", "16384x3072x768x2", "0x3072x768", "-1x3072x768", "16384x3072x",
+                          "16384X3072X768", "1.5x2x3", " 1x2x3", "99999999999x1x1", "65536x65536x1"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(parse_gemm_shape("compute_shape", bad),
+                      Catch::StartsWith("--compute_shape=" + std::string(bad) + ": "));
+  }
+}
+
+TEST_CASE("comm_bench --beside_compute is off by default, parsed on GPUs and refused on the reference backend",
+          "[comm_bench]") {
+  const CommBenchOptions plain = parse_comm_bench_flags({}, DeviceInventory{2, ""});
+  CHECK_FALSE(plain.beside_compute);
+  const CommBenchOptions beside =
+      parse_comm_bench_flags({"--beside_compute", "--compute_shape=4096x1024x512"}, DeviceInventory{2, ""});
+  CHECK(beside.beside_compute);
+  CHECK(beside.compute_shape.m == 4096);
+  CHECK(beside.compute_shape.n == 1024);
+  CHECK(beside.compute_shape.k == 512);
+  CHECK(parse_comm_bench_flags({"--beside_compute=false"}, DeviceInventory{2, ""}).beside_compute == false);
+  const std::string needs_gpu = "--beside_compute needs a GPU: the reference backend runs a device's streams one "
+                                "after another; drop --beside_compute or use --device=gpu";
+  CHECK_THROWS_WITH(parse_comm_bench_flags({"--beside_compute", "--device=cpu"}, DeviceInventory{2, ""}), needs_gpu);
+  CHECK_THROWS_WITH(parse_comm_bench_flags({"--beside_compute"}, no_gpu()), needs_gpu);  // --device=auto, no GPU
+  CHECK_THROWS_WITH(parse_comm_bench_flags({"--compute_shape=1x2x3"}, DeviceInventory{2, ""}),
+                    Catch::StartsWith("--compute_shape=1x2x3: the GEMM of --beside_compute, which is off"));
+  CHECK_THROWS_WITH(parse_comm_bench_flags({"--beside_compute", "--compute_shape=1x2"}, DeviceInventory{2, ""}),
+                    Catch::StartsWith("--compute_shape=1x2: accepted: three positive whole numbers"));
+  // The whole command: exit code 2, and no JSON written.
+  TempDir dir;
+  const std::string json_path = dir.file("beside.json");
+  CHECK(run_cli({"comm_bench", "--device=cpu", "--beside_compute", "--json=" + json_path}) == 2);
+  CHECK_FALSE(std::ifstream(json_path).good());
+}
+
+TEST_CASE("comm_bench's JSON carries the beside-compute figures, and predict reads the slowdown", "[comm_bench]") {
+  CommBenchOptions options = parse_comm_bench_flags({"--op=all_gather"}, DeviceInventory{2, ""});
+  CommBenchResult result;
+  result.communicator = "nccl 2.28.9";
+  result.ranks = 2;
+  result.hosts = {"a", "a"};
+  for (size_t bytes : {size_t{1} << 20, size_t{1} << 21}) {
+    CommBenchRow row;
+    row.size_bytes = bytes;
+    row.count = bytes / 8;
+    row.time_us = 20;
+    row.algbw_gbps = 50;
+    row.busbw_gbps = 25;
+    row.compute_alone_us = 1000;
+    row.compute_beside_us = bytes == (size_t{1} << 20) ? 1050 : 1100;
+    row.compute_slowdown = row.compute_beside_us / row.compute_alone_us - 1;
+    row.time_beside_compute_us = 30;
+    row.busbw_beside_compute_gbps = 16.5;
+    result.rows.push_back(row);
+  }
+  const EnvironmentRecord environment;
+  // Without --beside_compute the rows are as before: no beside-compute fields.
+  const nlohmann::json plain = comm_bench_json(options, result, environment);
+  CHECK(plain["config"]["beside_compute"] == false);
+  CHECK_FALSE(plain["rows"][0].contains("compute_slowdown"));
+  CHECK_FALSE(parse_collective_curve(plain, "plain.json").points[0].compute_slowdown.has_value());
+
+  options.beside_compute = true;
+  options.compute_shape = GemmShape{4096, 1024, 512};
+  const nlohmann::json beside = comm_bench_json(options, result, environment);
+  CHECK(beside["config"]["beside_compute"] == true);
+  CHECK(beside["config"]["compute_shape"] == "4096x1024x512");
+  const nlohmann::json& row = beside["rows"][1];
+  CHECK(row["compute_alone_us"].get<double>() == 1000);
+  CHECK(row["compute_beside_us"].get<double>() == 1100);
+  CHECK(row["compute_slowdown"].get<double>() == Approx(0.1));
+  CHECK(row["time_beside_compute_us"].get<double>() == 30);
+  CHECK(row["busbw_beside_compute_gbps"].get<double>() == 16.5);
+  const CollectiveCurve curve = parse_collective_curve(beside, "beside.json");
+  REQUIRE(curve.points.size() == 2);
+  CHECK(*curve.points[0].compute_slowdown == Approx(0.05));
+  CHECK(*curve.points[1].compute_slowdown == Approx(0.1));
+  CHECK_THAT(describe_curve(curve), Catch::Contains("compute beside it slowed 5.0% to 10.0%"));
+
+  // The printed table gains its columns only under --beside_compute.
+  CHECK_THAT(format_comm_bench_header(true), Catch::Contains("slowdown"));
+  CHECK_THAT(format_comm_bench_header(false), !Catch::Contains("slowdown"));
+  CHECK_THAT(format_comm_bench_row(result.rows[1], DataType::bf16, true), Catch::Contains("10.0"));
+  CHECK(format_comm_bench_row(result.rows[1], DataType::bf16, false) ==
+        format_comm_bench_row(result.rows[1], DataType::bf16));
 }

@@ -1,6 +1,6 @@
 // `dpbench predict` for fully_sharded: its variants' rows and the runs they are matched to, and
 // the use-by-use step simulation (Note [units gathered ahead] in reports/step_prediction.h) on a
-// synthetic timeline whose gathers are hand-timed.
+// synthetic timeline whose gathers (and reductions, slowing the compute beside them) are hand-timed.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -123,6 +123,51 @@ TEST_CASE("kept for backward gathers each unit once where resharding gathers it 
   // Resharded: unit 0 is gathered again for its backward; units 2 and 1 are still in their slots
   // when backward reaches them (nothing was gathered into those slots after them).
   CHECK(predict_three_units(StrategyOptions(), 1.0, false).exposed_comm_ms == Approx(4.0));
+}
+
+}  // namespace dpbench
+
+namespace dpbench {
+namespace {
+
+// Every reduction costs `reduce_ms` and slows compute beside it by `slowdown`; gathers are free.
+class SlowingReductionCost : public CollectiveCost {
+ public:
+  SlowingReductionCost(double reduce_ms, double slowdown) : reduce_ms_(reduce_ms), slowdown_(slowdown) {}
+  double collective_ms(Collective op, double, int, LinkKind) const override {
+    return op == Collective::reduce_scatter ? reduce_ms_ : 0.0;
+  }
+  double host_copy_ms(double) const override { return 0; }
+  double compute_slowdown(Collective op, double, int, LinkKind) const override {
+    return op == Collective::reduce_scatter ? slowdown_ : 0.0;
+  }
+
+ private:
+  double reduce_ms_, slowdown_;
+};
+
+StepPrediction predict_three_units_slowed(double reduce_ms, double slowdown, bool overlaps) {
+  const StepSchedule schedule = FullyShardedStrategy::step_schedule(StrategyOptions(), ParameterLayout{}, {},
+                                                                    ScheduleShape{2, 2, 1}, three_units());
+  return predict_step(three_unit_step(), schedule, 2, two_gpu_system(overlaps),
+                      SlowingReductionCost(reduce_ms, slowdown));
+}
+
+}  // namespace
+
+TEST_CASE("a unit's reduction slows the backward of the units beside it", "[predict][fully_sharded]") {
+  // Forward ends at 3; unit 2's backward at 5, its 1 ms reduction then runs to 6. Unit 1's
+  // backward (2 ms) does 1 / 1.5 ms of its work beside it and ends at 7 + 1/3; its reduction runs
+  // to 8 + 1/3, beside unit 0's backward, which ends at 9 + 2/3; the last reduction ends at
+  // 10 + 2/3, 1 + 2/3 ms past the 1-GPU forward and backward (1 ms without the slowdown).
+  const StepPrediction slowed = predict_three_units_slowed(1.0, 0.5, true);
+  CHECK(slowed.exposed_comm_ms == Approx(1.0 + 2.0 / 3.0));
+  CHECK(slowed.step_ms == Approx(12 - 1 + 0.5 + 1.0 + 2.0 / 3.0));
+  CHECK(slowed.comm_ms == Approx(3.0));
+  CHECK(predict_three_units_slowed(1.0, 0.0, true).exposed_comm_ms == Approx(1.0));
+  // Without overlap every transfer is charged, slowed or not.
+  CHECK(predict_three_units_slowed(1.0, 0.5, false).exposed_comm_ms ==
+        Approx(predict_three_units_slowed(1.0, 0.0, false).exposed_comm_ms));
 }
 
 }  // namespace dpbench

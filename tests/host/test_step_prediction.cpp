@@ -1,6 +1,7 @@
 // The step simulation of `dpbench predict` (reports/step_prediction.h) against hand-computed
 // cases: the alpha-beta formulas, overlap hidden and exposed, tree against ring, the hierarchical
-// two levels, the parameter servers, measured curves, and the shape of the predictions. Each case
+// two levels, the parameter servers, measured curves, compute slowed beside transfers, and the shape of
+// the predictions. Each case
 // prices the schedule the strategies' table publishes for the configuration predict names so.
 #include <catch2/catch.hpp>
 
@@ -285,6 +286,68 @@ TEST_CASE("predicted GPU counts double up to the largest", "[predict]") {
   CHECK(predicted_gpu_counts(8) == std::vector<int>{1, 2, 4, 8});
   CHECK(predicted_gpu_counts(12) == std::vector<int>{1, 2, 4, 8, 12});
   CHECK(predicted_gpu_counts(1024).back() == 1024);
+}
+
+}  // namespace dpbench
+
+namespace dpbench {
+
+// Note [compute beside communication]: while a transfer runs, compute progresses at 1 / (1 + s).
+TEST_CASE("a transfer beside backward slows it by what backward could not do beside it", "[predict]") {
+  SystemModel system = round_system();
+  system.compute_slowdown_beside_communication = 0.5;
+  const AlphaBetaCost cost(system);
+  // Ready at 5 ms, 1.02 ms on 2 GPUs, wholly inside backward: backward does 1.02 / 1.5 = 0.68 ms
+  // of its work beside it, so it ends 1.02 - 0.68 = 0.34 ms late (s / (1 + s) of the transfer).
+  const StepPrediction inside = predict(one_bucket(1e6, 5), kReplicated, 2, system, cost);
+  CHECK(inside.exposed_comm_ms == Approx(0.34));
+  CHECK(inside.step_ms == Approx(20.34));
+  CHECK(inside.comm_ms == Approx(1.02));
+  // Ready at 9.5 ms: backward's last 0.5 ms take 0.75 beside it, ending at 10.25, before the
+  // transfer does (10.52): the slowdown is capped by the overlap, the transfer exposed as before.
+  const StepPrediction capped = predict(one_bucket(1e6, 9.5), kReplicated, 2, system, cost);
+  CHECK(capped.exposed_comm_ms == Approx(0.52));
+  // Without overlap nothing runs beside anything: as without a slowdown.
+  CHECK(predict(one_bucket(1e6, 5), kNoOverlap, 2, system, cost).exposed_comm_ms == Approx(1.02));
+  SystemModel on_compute_thread = system;
+  on_compute_thread.communication_overlaps_compute = false;
+  CHECK(predict(one_bucket(1e6, 5), kReplicated, 2, on_compute_thread, AlphaBetaCost(on_compute_thread))
+            .exposed_comm_ms == Approx(1.02));
+}
+
+TEST_CASE("a transfer that slows backward delays the buckets after it", "[predict]") {
+  SystemModel system = round_system();
+  system.compute_slowdown_beside_communication = 0.5;
+  const AlphaBetaCost cost(system);
+  // The first bucket's transfer runs 1 to 2.02 ms, where backward reaches 1 + 0.68 = 1.68 ms of its
+  // work; the second bucket (9.9 ms of work) is ready 0.34 ms late, at 10.24, and its transfer
+  // ends at 11.26. Backward's last 0.1 ms runs beside it (0.15 ms), ending at 10.39: the update
+  // after every exchange waits for 11.26, 1.26 ms past the 1-GPU backward (0.92 unslowed).
+  MeasuredStep step = one_bucket(1e6, 1);
+  step.buckets.push_back({1e6, 9.9});
+  step.update_waits_for_every_exchange = true;
+  const StepPrediction delayed = predict(step, kReplicated, 2, system, cost);
+  CHECK(delayed.exposed_comm_ms == Approx(1.26));
+  CHECK(delayed.step_ms == Approx(21.26));
+  system.compute_slowdown_beside_communication = 0;
+  CHECK(predict(step, kReplicated, 2, system, AlphaBetaCost(system)).exposed_comm_ms == Approx(0.92));
+}
+
+TEST_CASE("measured curves give compute's slowdown beside a collective where they measured it", "[predict]") {
+  SystemModel system = round_system();
+  system.compute_slowdown_beside_communication = 0.05;
+  auto formulas = std::make_shared<AlphaBetaCost>(system);
+  // 10% at 1 MB, 30% at 4 MB: 2 MB sits halfway in log2(size), 20%; held at the ends.
+  const MeasuredCurveCost curves(
+      {{{Collective::all_gather, LinkKind::intra_host}, {{2, {{1e6, 2.0, 0.1}, {4e6, 8.0, 0.3}}}}},
+       {{Collective::all_reduce, LinkKind::intra_host}, {{2, {{1e6, 2.0}, {4e6, 8.0}}}}}},
+      formulas);
+  CHECK(curves.compute_slowdown(Collective::all_gather, 2e6, 2, LinkKind::intra_host) == Approx(0.2));
+  CHECK(curves.compute_slowdown(Collective::all_gather, 10, 2, LinkKind::intra_host) == Approx(0.1));
+  CHECK(curves.compute_slowdown(Collective::all_gather, 64e6, 4, LinkKind::intra_host) == Approx(0.3));
+  // A curve measured without --beside_compute, or none: the system file's.
+  CHECK(curves.compute_slowdown(Collective::all_reduce, 2e6, 2, LinkKind::intra_host) == 0.05);
+  CHECK(curves.compute_slowdown(Collective::all_gather, 2e6, 16, LinkKind::inter_host) == 0.05);
 }
 
 }  // namespace dpbench

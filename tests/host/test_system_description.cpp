@@ -32,7 +32,7 @@ TEST_CASE("every shipped system file parses", "[predict]") {
     INFO(entry.path().string());
     const SystemDescription system = load_system_description(entry.path().string());
     CHECK(system.model.gpus_per_host >= 1);
-    CHECK(system.sources.size() == 9);
+    CHECK(system.sources.size() >= 9);  // the required fields, and any optional one given
   }
   CHECK(files >= 4);
 }
@@ -62,6 +62,29 @@ TEST_CASE("a system file with an unknown missing or unsourced field is refused",
   nlohmann::json algorithm = minimal_system();
   algorithm["algorithm"]["value"] = "nvls";
   CHECK_THROWS_WITH(parse_system_description(algorithm, "x.json"), Catch::Contains("accepted: \"ring\" or \"tree\""));
+}
+
+}  // namespace dpbench
+
+namespace dpbench {
+
+TEST_CASE("compute's slowdown beside communication is optional in a system file, a fraction from 0 below 5",
+          "[predict]") {
+  CHECK(parse_system_description(minimal_system(), "x.json").model.compute_slowdown_beside_communication == 0);
+  nlohmann::json slowed = minimal_system();
+  slowed["compute_slowdown_beside_communication"] = {{"value", 0.08}, {"source", "measured: comm_bench"}};
+  const SystemDescription system = parse_system_description(slowed, "x.json");
+  CHECK(system.model.compute_slowdown_beside_communication == 0.08);
+  CHECK(system.sources.at("compute_slowdown_beside_communication") == "measured: comm_bench");
+  CHECK(AlphaBetaCost(system.model).compute_slowdown(Collective::all_gather, 1e6, 2, LinkKind::intra_host) == 0.08);
+  CHECK(AlphaBetaCost(system.model).compute_slowdown(Collective::copy_to_host, 1e6, 1, LinkKind::intra_host) == 0);
+  for (const nlohmann::json& bad : {nlohmann::json(-0.1), nlohmann::json(5), nlohmann::json("0.1")}) {
+    INFO(bad.dump());
+    slowed["compute_slowdown_beside_communication"]["value"] = bad;
+    CHECK_THROWS_WITH(parse_system_description(slowed, "x.json"),
+                      Catch::Contains("'compute_slowdown_beside_communication': value") &&
+                          Catch::Contains("accepted: a fraction >= 0 and < 5"));
+  }
 }
 
 }  // namespace dpbench

@@ -101,6 +101,22 @@ grep -qF -- "- all_reduce intra_host: \`$work/allreduce_g2.json\`, 2 ranks on 1 
   "$work/stdout" || fail "markdown: the curve is not named: $(grep -A3 '^Costs' "$work/stdout")"
 grep -q "^Costs from the system file (alpha-beta): reduce_scatter intra_host, .*host copies\.$" "$work/stdout" ||
   fail "markdown: the system file's costs are not named"
+grep -qF "Compute beside a transfer: not slowed (the system file gives no compute_slowdown_beside_communication)." \
+  "$work/stdout" || fail "markdown: does not say compute beside a transfer is not slowed"
+# A curve that carries compute's slowdown beside the collective (comm_bench --beside_compute, on GPUs)
+# slows compute beside its transfers, and the output says the slowdown came from it.
+python3 - "$work/allreduce_g2.json" "$work/slowing_curve.json" <<'PY'
+import json, sys
+curve = json.load(open(sys.argv[1]))
+for row in curve["rows"]:
+    row["compute_slowdown"] = 0.5
+json.dump(curve, open(sys.argv[2], "w"))
+PY
+expect "a curve with compute's slowdown" 0 "$work/g1.json" "$work/g2.json" --system "$system" --max_gpus=2 \
+  --curves "$work/slowing_curve.json"
+grep -qF "Compute beside a transfer: slowed as comm_bench --beside_compute measured it beside all_reduce intra_host on 2 ranks" \
+  "$work/stdout" || fail "markdown: does not say the slowdown came from the curve: $(grep 'Compute beside' "$work/stdout")"
+grep -qF "compute beside it slowed 50.0% to 50.0%" "$work/stdout" || fail "markdown: the curve's slowdown is not described"
 # A curve that disagrees with the system file (more ranks in one host than its GPUs per host) or
 # comes from another backend than BASE is used, with a note saying so.
 python3 - "$work/allreduce_g2.json" "$work/odd_curve.json" <<'PY'

@@ -185,7 +185,9 @@ comm=(comm_bench --device=cpu --num_gpus=2 --min_bytes=1K --max_bytes=4K --iters
 for bad in --op=all_to_all --op= --data_type=fp8 --device=tpu --num_gpus=0 --num_gpus=-1 --num_gpus=abc \
   --num_gpus=100000 --min_bytes=0 --min_bytes=-1 --min_bytes=1X --min_bytes=99999999999999999999 \
   --max_bytes=2000G --max_bytes=abc --iters=0 --iters=-1 --iters=1.5 --iters=1000001 --warmup_iters=-1 \
-  --warmup_iters=abc --json="$work/folder" --json="$work/missing/c.json" --bogus=1 --op; do
+  --warmup_iters=abc --json="$work/folder" --json="$work/missing/c.json" --bogus=1 --op \
+  --beside_compute --beside_compute=maybe --compute_shape=1x2x3 --compute_shape=1x2 --compute_shape=0x1x1 \
+  --compute_shape=65536x65536x1; do
   attempt "comm_bench $bad" 2 "$dpbench" "${comm[@]}" "$bad" && verdict "comm_bench $bad" handled
 done
 attempt "comm_bench --min_bytes above --max_bytes" 2 "$dpbench" "${comm[@]}" --min_bytes=8K --max_bytes=4K &&
