@@ -163,7 +163,7 @@ BackwardTimeline deeper_timeline(const BackwardTimeline& base, const BlockSpan& 
   std::vector<TensorView> tensors = deeper.layout().tensors();
   std::sort(tensors.begin(), tensors.end(), [](const TensorView& a, const TensorView& b) { return a.offset < b.offset; });
   for (const TensorView& tensor : tensors) timeline.tensor_elements.push_back(static_cast<int64_t>(tensor.count));
-  timeline.units = deeper.parameter_units();
+  timeline.units = with_vector_elements(deeper.parameter_units(), deeper.layout());
   const int extra = layers - base_layers;
   const int64_t shift = static_cast<int64_t>(extra) * blocks.stride;
   timeline.produced = before;

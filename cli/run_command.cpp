@@ -511,7 +511,7 @@ Result run_benchmark(const ParsedRunFlags& flags) {
   Result result = assemble_result(result_inputs(effective, measured, *model, items_per_step, descriptions, data_summary));
   if (!measured.timelines.empty()) {
     if (const auto timeline = summarize_backward_timeline(measured.timelines.front(), tensor_sizes_in_buffer_order(model->layout()),
-                                                          model->parameter_units()))
+                                                          with_vector_elements(model->parameter_units(), model->layout())))
       result.summary.timeline = backward_timeline_to_json(*timeline);
   }
   result.invocation = describe_invocation(flags.arguments);

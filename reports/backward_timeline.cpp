@@ -123,6 +123,10 @@ ParameterUnits units_of(const json& object, int64_t max_elements) {
     if (listed[i].contains("name") && listed[i]["name"].is_string()) unit.name = listed[i]["name"].get<std::string>();
     unit.range.offset = static_cast<size_t>(count_field(listed[i], "offset", where, 0, max_elements));
     unit.range.count = static_cast<size_t>(count_field(listed[i], "count", where, 1, max_elements));
+    // Optional (a result of an older dpbench has none): 0, not counted.
+    if (listed[i].contains("vector_elements"))
+      unit.vector_elements =
+          static_cast<size_t>(count_field(listed[i], "vector_elements", where, 0, static_cast<int64_t>(unit.range.count)));
     units.units.push_back(unit);
   }
   const json& uses = field(object, "unit_uses");
@@ -199,7 +203,10 @@ json backward_timeline_to_json(const BackwardTimeline& timeline) {
   if (!timeline.units.empty()) {
     json units = json::array(), uses = json::array();
     for (const ParameterUnit& unit : timeline.units.units)
-      units.push_back({{"name", unit.name}, {"offset", unit.range.offset}, {"count", unit.range.count}});
+      units.push_back({{"name", unit.name},
+                       {"offset", unit.range.offset},
+                       {"count", unit.range.count},
+                       {"vector_elements", unit.vector_elements}});
     for (const UnitUse& use : timeline.units.uses)
       uses.push_back({{"unit", use.unit},
                       {"pass", use.pass == UnitPass::forward ? "forward" : "backward"},

@@ -80,7 +80,7 @@ std::vector<MeasuredCurveCost::Point> points_of(const json& rows, const std::str
     if (busbw > kMaxBusbwGbPerS)
       fail(path, where + "(" + row.at("size_bytes").dump() + " B) has busbw_gbps " + row.at("busbw_gbps").dump() +
                      ", impossible for a link (expected at most 1e6 GB/s): give the file comm_bench wrote, unedited");
-    MeasuredCurveCost::Point point{bytes, busbw, std::nullopt};
+    MeasuredCurveCost::Point point{bytes, busbw, std::nullopt, std::nullopt};
     if (row.contains("compute_slowdown")) {
       const json& slowdown = row.at("compute_slowdown");
       // Beside a collective compute runs at most a few times slower; noise may make it a little faster.
@@ -88,6 +88,14 @@ std::vector<MeasuredCurveCost::Point> points_of(const json& rows, const std::str
         fail(path, where + "(" + row.at("size_bytes").dump() + " B) has compute_slowdown " + slowdown.dump() +
                        "; expected a fraction above -1 and below 5: give the file comm_bench wrote, unedited");
       point.compute_slowdown = slowdown.get<double>();
+      // The same row's times beside and alone give the collective's own slowdown.
+      const bool timed = row.contains("time_us") && row.contains("time_beside_compute_us") &&
+                         row.at("time_us").is_number() && row.at("time_beside_compute_us").is_number() &&
+                         row.at("time_us").get<double>() > 0 && row.at("time_beside_compute_us").get<double>() > 0;
+      if (!timed)
+        fail(path, where + "(" + row.at("size_bytes").dump() + " B) has compute_slowdown but no positive time_us and "
+                       "time_beside_compute_us; give the file comm_bench --beside_compute wrote, unedited");
+      point.collective_slowdown = row.at("time_beside_compute_us").get<double>() / row.at("time_us").get<double>() - 1;
     }
     points.push_back(point);
   }

@@ -160,8 +160,9 @@ std::string prediction_model_text() {
          "parameter server on the GPUs into its owners' shares, the largest setting the pace), except that "
          "forward and backward progress at 1 / (1 + s) of their pace while a transfer that slows compute by s "
          "runs beside them (s from curves measured with comm_bench --beside_compute, else the system file's "
-         "compute_slowdown_beside_communication, else 0), which also delays the buckets backward produces "
-         "after it. Not modelled: clock loss under the power cap, a collective slowed by compute beside it, "
+         "compute_slowdown_beside_communication, else 0), and the transfer at 1 / (1 + c) of its own pace while "
+         "compute runs beside it (c from the same curves, else 0): both streams are simulated together, so a "
+         "slowed backward produces its later buckets later. Not modelled: clock loss under the power cap, "
          "stragglers, congestion beyond the stated bandwidths, host-side arithmetic of the host parameter server "
          "beyond the 1-GPU update, data loading. "
          "Efficiency % = 100 x predicted speed / (N x the 1-GPU run's speed).";

@@ -5,6 +5,9 @@
 #include <cmath>
 #include <functional>
 #include <iterator>
+#include <limits>
+
+#include "engine/errors.h"
 
 namespace dpbench {
 namespace {
@@ -14,64 +17,79 @@ double ceil_log2(int n) { return n <= 1 ? 0.0 : std::ceil(std::log2(static_cast<
 // ms to move `bytes` at `gb_per_s` (GB = 1e9 bytes).
 double transfer_ms(double bytes, double gb_per_s) { return bytes / (gb_per_s * 1e6); }
 
-// One transfer on the communication stream: it may start once `ready_ms` (from backward's start)
-// has passed and the stream is free, and occupies the stream for `cost_ms`, slowing compute
-// beside it by `slowdown` (Note [compute beside communication]).
-struct CommJob {
-  double ready_ms = 0, cost_ms = 0, slowdown = 0;
+// Note [compute beside communication]: one device's two streams, each running its items in
+// order. A compute item starts once the transfer it waits for has ended; a transfer once the
+// compute item it waits for has ended and `ready_ms` has passed. While both run, compute
+// progresses at 1 / (1 + s) of its pace alone (s: the transfer's compute slowdown) and the
+// transfer at 1 / (1 + c) of its own (c: its slowdown beside compute); each alone runs at its pace.
+struct ComputeItem {
+  double work_ms = 0;       // alone
+  int after_transfer = -1;  // the transfer it waits for; -1: none
+};
+struct Transfer {
+  double alone_ms = 0;
+  double slows_compute = 0;  // s
+  double slowed_by = 0;      // c
+  int after_compute = -1;    // the compute item whose end it waits for; -1: none
+  double ready_ms = 0;
+};
+struct StreamEnds {
+  std::vector<double> compute, transfers;  // each item's end, ms from the start
+  double compute_end() const { return compute.empty() ? 0.0 : compute.back(); }
+  double stream_end() const { return transfers.empty() ? 0.0 : transfers.back(); }
 };
 
-// A stretch of time during which the communication stream runs a transfer that slows compute
-// beside it by `slowdown` (> 0).
-struct SlowStretch {
-  double start_ms = 0, end_ms = 0, slowdown = 0;
-};
-
-// The stream's stretches so far, in time order (the stream runs one transfer at a time); a
-// transfer that slows nothing is left out, so that without slowdowns compute ends exactly where
-// it did before.
-void add_stretch(std::vector<SlowStretch>& stretches, double start_ms, double end_ms, double slowdown) {
-  if (slowdown > 0 && end_ms > start_ms) stretches.push_back({start_ms, end_ms, slowdown});
-}
-
-// Note [compute beside communication]: when compute of `work_ms` alone, started at `from_ms`,
-// ends, progressing at 1 / (1 + s) through each stretch of `stretches` and at 1 elsewhere.
-double compute_end_ms(double from_ms, double work_ms, const std::vector<SlowStretch>& stretches) {
-  double now = from_ms, left = work_ms;
-  for (const SlowStretch& stretch : stretches) {
-    if (stretch.end_ms <= now) continue;
-    if (stretch.start_ms > now) {
-      if (left <= stretch.start_ms - now) return now + left;
-      left -= stretch.start_ms - now;
-      now = stretch.start_ms;
+// Runs both streams to their ends, from time 0; `overlap` false: neither slows the other.
+StreamEnds run_streams(const std::vector<ComputeItem>& compute, const std::vector<Transfer>& transfers, bool overlap) {
+  constexpr double kNever = std::numeric_limits<double>::infinity();
+  StreamEnds ends{std::vector<double>(compute.size(), 0.0), std::vector<double>(transfers.size(), 0.0)};
+  size_t c = 0, t = 0;
+  double now = 0;
+  double compute_left = compute.empty() ? 0.0 : compute[0].work_ms;
+  double transfer_left = transfers.empty() ? 0.0 : transfers[0].alone_ms;
+  while (c < compute.size() || t < transfers.size()) {
+    const bool computing = c < compute.size() && (compute[c].after_transfer < 0 ||
+                                                  static_cast<size_t>(compute[c].after_transfer) < t);
+    const bool transfer_waits = t < transfers.size() && transfers[t].after_compute >= 0 &&
+                                static_cast<size_t>(transfers[t].after_compute) >= c;
+    const bool transferring = t < transfers.size() && !transfer_waits && now >= transfers[t].ready_ms;
+    const bool beside = overlap && computing && transferring;
+    const double compute_pace = beside ? 1 / (1 + transfers[t].slows_compute) : 1.0;
+    const double transfer_pace = beside ? 1 / (1 + transfers[t].slowed_by) : 1.0;
+    const double compute_done = computing ? compute_left / compute_pace : kNever;
+    const double transfer_done = transferring ? transfer_left / transfer_pace : kNever;
+    const double becomes_ready =
+        t < transfers.size() && !transfer_waits && !transferring ? transfers[t].ready_ms - now : kNever;
+    const double step = std::min({compute_done, transfer_done, becomes_ready});
+    if (step == kNever) throw RuntimeError("predict: the step's compute and communication wait for each other");
+    now += step;
+    if (computing) compute_left -= step * compute_pace;
+    if (transferring) transfer_left -= step * transfer_pace;
+    if (computing && step == compute_done) {
+      ends.compute[c++] = now;
+      compute_left = c < compute.size() ? compute[c].work_ms : 0.0;
     }
-    const double done_inside = (stretch.end_ms - now) / (1 + stretch.slowdown);
-    if (left <= done_inside) return now + left * (1 + stretch.slowdown);
-    left -= done_inside;
-    now = stretch.end_ms;
+    if (transferring && step == transfer_done) {
+      ends.transfers[t++] = now;
+      transfer_left = t < transfers.size() ? transfers[t].alone_ms : 0.0;
+    }
   }
-  return now + left;
+  return ends;
 }
 
-// When the stream has run every job, in order (ms from backward's start).
-double stream_end_ms(const std::vector<CommJob>& jobs) {
-  double free_at = 0;
-  for (const CommJob& job : jobs) free_at = std::max(free_at, job.ready_ms) + job.cost_ms;
-  return free_at;
-}
-
-// When the compute stream has updated every bucket, each once its job has ended and after
-// backward (ms from backward's start); a bucket's update takes its share of the bytes.
-double updated_by_bucket_ms(const std::vector<CommJob>& jobs, const std::vector<BucketReady>& buckets,
-                            double backward_ms, double update_ms, double total_bytes) {
-  double comm_free = 0, compute_free = backward_ms;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    comm_free = std::max(comm_free, jobs[i].ready_ms) + jobs[i].cost_ms;
-    const double share = total_bytes > 0 ? buckets[i].bytes / total_bytes : 0.0;
-    compute_free = std::max(compute_free, comm_free) + update_ms * share;
+// A range's steps as one transfer: their times alone added, each slowdown weighted by its step's time.
+struct TransferCost {
+  double alone_ms = 0, slows_compute_ms = 0, slowed_by_ms = 0;
+  void add(double ms, double slows_compute, double slowed_by) {
+    alone_ms += ms;
+    slows_compute_ms += ms * slows_compute;
+    slowed_by_ms += ms * slowed_by;
   }
-  return compute_free;
-}
+  Transfer transfer(int after_compute, double ready_ms = 0) const {
+    const double weight = alone_ms > 0 ? 1 / alone_ms : 0.0;
+    return Transfer{alone_ms, slows_compute_ms * weight, slowed_by_ms * weight, after_compute, ready_ms};
+  }
+};
 
 // Note [units gathered ahead]: each use's compute time, forward then backward, in the uses' order.
 std::vector<double> use_compute_ms(const MeasuredStep& measured, const StepSchedule& schedule) {
@@ -157,6 +175,7 @@ double AlphaBetaCost::host_copy_ms(double bytes) const {
 }
 
 double CollectiveCost::compute_slowdown(Collective, double, int, LinkKind) const { return 0; }
+double CollectiveCost::collective_slowdown(Collective, double, int, LinkKind) const { return 0; }
 
 double AlphaBetaCost::compute_slowdown(Collective op, double, int, LinkKind) const {
   // Copies to and from host memory run on copy engines, not SMs: nothing measured them beside compute.
@@ -189,21 +208,37 @@ double MeasuredCurveCost::collective_ms(Collective op, double bytes, int ranks, 
   return transfer_ms(bytes * factor, busbw);
 }
 
+namespace {
+
+// A curve's optional figure at `bytes` (`field` of its points, every point having it): linear in
+// log2(size) between the sizes measured, the nearest end's beyond them; nullopt where absent.
+std::optional<double> interpolated(const MeasuredCurveCost::Curve& curve, double bytes,
+                                   std::optional<double> MeasuredCurveCost::Point::*field) {
+  for (const MeasuredCurveCost::Point& point : curve)
+    if (!(point.*field).has_value()) return std::nullopt;
+  if (bytes <= curve.front().bytes) return curve.front().*field;
+  if (bytes >= curve.back().bytes) return curve.back().*field;
+  const auto upper = std::upper_bound(curve.begin(), curve.end(), bytes,
+                                      [](double size, const MeasuredCurveCost::Point& point) { return size < point.bytes; });
+  const MeasuredCurveCost::Point& high = *upper;
+  const MeasuredCurveCost::Point& low = *(upper - 1);
+  const double t = (std::log2(bytes) - std::log2(low.bytes)) / (std::log2(high.bytes) - std::log2(low.bytes));
+  return *(low.*field) + t * (*(high.*field) - *(low.*field));
+}
+
+}  // namespace
+
 double MeasuredCurveCost::compute_slowdown(Collective op, double bytes, int ranks, LinkKind link) const {
   const Curve* measured = ranks > 1 ? curve_for(op, link, ranks) : nullptr;
-  const bool has_slowdown = measured != nullptr && std::all_of(measured->begin(), measured->end(), [](const Point& p) {
-                              return p.compute_slowdown.has_value();
-                            });
-  if (!has_slowdown) return fallback_->compute_slowdown(op, bytes, ranks, link);
-  const Curve& curve = *measured;
-  if (bytes <= curve.front().bytes) return *curve.front().compute_slowdown;
-  if (bytes >= curve.back().bytes) return *curve.back().compute_slowdown;
-  const auto upper = std::upper_bound(curve.begin(), curve.end(), bytes,
-                                      [](double size, const Point& point) { return size < point.bytes; });
-  const Point& high = *upper;
-  const Point& low = *(upper - 1);
-  const double t = (std::log2(bytes) - std::log2(low.bytes)) / (std::log2(high.bytes) - std::log2(low.bytes));
-  return *low.compute_slowdown + t * (*high.compute_slowdown - *low.compute_slowdown);
+  const std::optional<double> slowdown = measured ? interpolated(*measured, bytes, &Point::compute_slowdown) : std::nullopt;
+  return slowdown ? *slowdown : fallback_->compute_slowdown(op, bytes, ranks, link);
+}
+
+double MeasuredCurveCost::collective_slowdown(Collective op, double bytes, int ranks, LinkKind link) const {
+  const Curve* measured = ranks > 1 ? curve_for(op, link, ranks) : nullptr;
+  const std::optional<double> slowdown =
+      measured ? interpolated(*measured, bytes, &Point::collective_slowdown) : std::nullopt;
+  return slowdown ? *slowdown : fallback_->collective_slowdown(op, bytes, ranks, link);
 }
 
 double MeasuredStep::gradient_bytes() const {
@@ -217,62 +252,55 @@ namespace {
 // Note [units gathered ahead]: the step of a schedule with uses, from `prediction`'s count.
 StepPrediction predict_unit_step(const MeasuredStep& measured, const StepSchedule& schedule, StepPrediction prediction,
                                  const SystemModel& system,
-                                 const std::function<double(const ScheduledCollective&)>& cost_ms,
-                                 const std::function<double(const ScheduledCollective&)>& slowdown) {
+                                 const std::function<void(const ScheduledCollective&, TransferCost&)>& price) {
   const std::vector<ScheduledUse>& uses = schedule.uses;
   const std::vector<double> compute = use_compute_ms(measured, schedule);
-  // Each range's g-th gather costs its g-th gather step; its other steps are its reduction, which
-  // slows compute by its steps' slowdowns weighted by their times.
-  std::vector<std::vector<CommJob>> gathers(schedule.ranges.size());
-  std::vector<CommJob> reductions(schedule.ranges.size());
-  for (size_t r = 0; r < schedule.ranges.size(); ++r) {
-    double slowed_ms = 0;
+  // Each range's g-th gather costs its g-th gather step; its other steps are its reduction.
+  std::vector<std::vector<TransferCost>> gathers(schedule.ranges.size());
+  std::vector<TransferCost> reductions(schedule.ranges.size());
+  for (size_t r = 0; r < schedule.ranges.size(); ++r)
     for (const ScheduledCollective& step : schedule.ranges[r].steps) {
-      const double ms = cost_ms(step);
       if (step.after == StepAfter::unit_use) {
-        gathers[r].push_back({0, ms, slowdown(step)});
+        gathers[r].emplace_back();
+        price(step, gathers[r].back());
+      } else if (step.after == StepAfter::with_gather && !gathers[r].empty()) {
+        price(step, gathers[r].back());
       } else {
-        reductions[r].cost_ms += ms;
-        slowed_ms += ms * slowdown(step);
+        price(step, reductions[r]);
       }
     }
-    if (reductions[r].cost_ms > 0) reductions[r].slowdown = slowed_ms / reductions[r].cost_ms;
-  }
-  // Note [compute beside communication]: every transfer that can run beside a use's compute is on
-  // the stream before that compute is placed (gathers issued at its begin start no earlier than
-  // it; reductions follow a use's end).
-  std::vector<SlowStretch> stretches;
-  auto place = [&](double start_ms, const CommJob& job) {
-    if (system.communication_overlaps_compute) add_stretch(stretches, start_ms, start_ms + job.cost_ms, job.slowdown);
-    prediction.comm_ms += job.cost_ms;
-    return start_ms + job.cost_ms;
-  };
+  // The compute stream: each use, then backward's compute of no unit (after the last unit's
+  // gradients). The communication stream, in the order the run issues them: the gathers a use
+  // issues when it begins, each after its slot's previous holder's compute; after a unit's last
+  // writing use, its reduction.
+  std::vector<ComputeItem> work;
+  std::vector<Transfer> transfers;
+  std::vector<int> gathered_by(uses.size(), -1);  // per use: the transfer that gathered its unit
   std::vector<size_t> gathers_done(schedule.ranges.size(), 0);
-  std::vector<double> gathered_at(uses.size(), 0.0), ended_at(uses.size(), 0.0);
-  double stream_free = 0, compute_free = 0;
   for (size_t j = 0; j < uses.size(); ++j) {
     for (int g : uses[j].issues_gathers_of) {
       const ScheduledUse& target = uses[static_cast<size_t>(g)];
       const size_t r = static_cast<size_t>(target.range);
-      const std::vector<CommJob>& jobs = gathers[r];
-      const CommJob job = jobs.empty() ? CommJob{} : jobs[std::min(gathers_done[r]++, jobs.size() - 1)];
-      const double slot_free = target.gather_waits_for >= 0 ? ended_at[static_cast<size_t>(target.gather_waits_for)] : 0.0;
-      stream_free = place(std::max(stream_free, slot_free), job);
-      gathered_at[static_cast<size_t>(g)] = stream_free;
+      const std::vector<TransferCost>& costs = gathers[r];
+      const TransferCost cost = costs.empty() ? TransferCost{} : costs[std::min(gathers_done[r]++, costs.size() - 1)];
+      gathered_by[static_cast<size_t>(g)] = static_cast<int>(transfers.size());
+      transfers.push_back(cost.transfer(target.gather_waits_for));
+      prediction.comm_ms += cost.alone_ms;
     }
-    const double start = std::max(compute_free, uses[j].gathers ? gathered_at[j] : 0.0);
-    ended_at[j] = compute_end_ms(start, compute[j], stretches);
-    compute_free = ended_at[j];
-    if (uses[j].reduces) stream_free = place(std::max(stream_free, ended_at[j]), reductions[static_cast<size_t>(uses[j].range)]);
+    work.push_back({compute[j], uses[j].gathers ? gathered_by[j] : -1});
+    if (uses[j].reduces) {
+      const TransferCost& cost = reductions[static_cast<size_t>(uses[j].range)];
+      transfers.push_back(cost.transfer(static_cast<int>(j)));
+      prediction.comm_ms += cost.alone_ms;
+    }
   }
-  // Backward's compute of no unit (after the last unit's gradients) follows the last use.
   double backward_placed = 0;
   for (size_t j = 0; j < uses.size(); ++j) backward_placed += uses[j].backward ? compute[j] : 0.0;
-  const double compute_end =
-      compute_end_ms(compute_free, std::max(0.0, measured.backward_ms - backward_placed), stretches);
+  work.push_back({std::max(0.0, measured.backward_ms - backward_placed), -1});
+  const StreamEnds ends = run_streams(work, transfers, system.communication_overlaps_compute);
   const double one_gpu = measured.forward_ms + measured.backward_ms;
   prediction.exposed_comm_ms = system.communication_overlaps_compute
-                                   ? std::max(0.0, std::max(compute_end, stream_free) - one_gpu)
+                                   ? std::max(0.0, std::max(ends.compute_end(), ends.stream_end()) - one_gpu)
                                    : prediction.comm_ms;
   const double update_ms = measured.update_ms * schedule.update_share;
   prediction.step_ms = measured.step_ms - measured.update_ms + update_ms + prediction.exposed_comm_ms;
@@ -295,50 +323,48 @@ StepPrediction predict_step(const MeasuredStep& measured, const StepSchedule& sc
   const double total_bytes = measured.gradient_bytes();
   // What one step of the schedule costs: its collective at its size over its ranks, on the link
   // its ranks span; steps that run at once through a host's network as one of their whole bytes
-  // (Note [alpha-beta collectives]).
-  auto cost_ms = [&](const ScheduledCollective& step) {
+  // (Note [alpha-beta collectives]); and how it and compute beside it slow each other (Note
+  // [compute beside communication]; a measured speed-up beside the other is noise, not priced).
+  auto price = [&](const ScheduledCollective& step, TransferCost& into) {
     const LinkKind crossed = step.span == StepRanks::job            ? link
                              : step.span == StepRanks::inside_host ? LinkKind::intra_host
                                                                    : LinkKind::inter_host;
-    return cost.collective_ms(step.collective, step.bytes * std::max(1, step.concurrent), step.ranks, crossed);
-  };
-  // Note [compute beside communication]: a measured speed-up beside a transfer is noise, not priced.
-  auto slowdown = [&](const ScheduledCollective& step) {
-    const LinkKind crossed = step.span == StepRanks::job            ? link
-                             : step.span == StepRanks::inside_host ? LinkKind::intra_host
-                                                                   : LinkKind::inter_host;
-    return std::max(0.0, cost.compute_slowdown(step.collective, step.bytes * std::max(1, step.concurrent), step.ranks,
-                                               crossed));
+    const double bytes = step.bytes * std::max(1, step.concurrent);
+    into.add(cost.collective_ms(step.collective, bytes, step.ranks, crossed),
+             std::max(0.0, cost.compute_slowdown(step.collective, bytes, step.ranks, crossed)),
+             std::max(0.0, cost.collective_slowdown(step.collective, bytes, step.ranks, crossed)));
   };
 
-  if (!schedule.uses.empty()) return predict_unit_step(measured, schedule, prediction, system, cost_ms, slowdown);
+  if (!schedule.uses.empty()) return predict_unit_step(measured, schedule, prediction, system, price);
 
-  std::vector<CommJob> during;  // started by backward, one per bucket
-  double after_ms = 0;          // transfers that wait for the update (parameters travelling back)
+  std::vector<TransferCost> during;   // started by backward, one per bucket
+  std::vector<bool> after_backward;   // per bucket: its exchange waits for the whole backward
+  double after_ms = 0;                // transfers that wait for the update (parameters travelling back)
   for (size_t i = 0; i < measured.buckets.size() && i < schedule.ranges.size(); ++i) {
     const BucketReady& bucket = measured.buckets[i];
     const RangeSchedule& range = schedule.ranges[i];
-    double job_ms = 0, slowed_ms = 0;  // slowed_ms: the job's steps' times, each times its slowdown
+    TransferCost job;
     bool waits_for_backward = false;
     // The bucket's share of the update, split as the schedule says, runs after its first step.
     bool update_pending = schedule.update == UpdatePlacement::in_exchange;
     for (const ScheduledCollective& step : range.steps) {
       if (step.after == StepAfter::update) {
-        after_ms += cost_ms(step);
+        TransferCost after;
+        price(step, after);
+        after_ms += after.alone_ms;
         continue;
       }
       waits_for_backward = waits_for_backward || step.after == StepAfter::backward;
-      const double step_ms = cost_ms(step);
-      job_ms += step_ms;
-      slowed_ms += step_ms * slowdown(step);
+      price(step, job);
       if (update_pending) {
-        job_ms += total_bytes > 0 ? measured.update_ms * bucket.bytes / total_bytes / std::max(1, schedule.update_split) : 0;
+        job.add(total_bytes > 0 ? measured.update_ms * bucket.bytes / total_bytes / std::max(1, schedule.update_split) : 0,
+                0, 0);
         update_pending = false;
       }
     }
-    // A job that waits for backward is marked ready at its end (negative); placed below.
-    during.push_back({waits_for_backward ? -1.0 : bucket.ready_ms, job_ms, job_ms > 0 ? slowed_ms / job_ms : 0.0});
-    prediction.comm_ms += job_ms;
+    during.push_back(job);
+    after_backward.push_back(waits_for_backward);
+    prediction.comm_ms += job.alone_ms;
   }
   if (!schedule.one_host_only.empty() && !one_host) {
     prediction.modelled = false;
@@ -350,27 +376,34 @@ StepPrediction predict_step(const MeasuredStep& measured, const StepSchedule& sc
   // Owners each update the tensors they own, at once: the most loaded one sets the pace.
   if (schedule.update == UpdatePlacement::at_owners) update_ms = measured.update_ms * schedule.update_share;
   prediction.comm_ms += after_ms;
-  const bool by_bucket = system.communication_overlaps_compute && !measured.update_waits_for_every_exchange &&
-                         schedule.update == UpdatePlacement::each_range;
-  // Note [compute beside communication]: backward and the stream together. Each bucket is ready
-  // when backward's progress, slowed by the transfers before it, reaches its 1-GPU ready time.
   const bool overlaps = system.communication_overlaps_compute;
-  std::vector<SlowStretch> stretches;
-  double stream_free = 0;
-  for (CommJob& job : during) {
-    if (job.ready_ms >= 0) job.ready_ms = compute_end_ms(0, job.ready_ms, stretches);
-    else job.ready_ms = compute_end_ms(0, measured.backward_ms, stretches);
-    const double start = std::max(stream_free, job.ready_ms);
-    stream_free = start + job.cost_ms;
-    if (overlaps) add_stretch(stretches, start, stream_free, job.slowdown);
+  const bool by_bucket = overlaps && !measured.update_waits_for_every_exchange &&
+                         schedule.update == UpdatePlacement::each_range;
+  // Backward on the compute stream, cut where each bucket is ready (its 1-GPU ready time, so a
+  // transfer that slows backward delays the buckets after it), then each bucket's update once its
+  // exchange is done where the schedule updates by bucket; each bucket's exchange after its cut.
+  std::vector<ComputeItem> work;
+  std::vector<Transfer> transfers;
+  double cut = 0;
+  for (size_t i = 0; i < during.size(); ++i) {
+    const double ready = std::clamp(measured.buckets[i].ready_ms, cut, measured.backward_ms);
+    work.push_back({ready - cut, -1});
+    cut = ready;
   }
-  const double backward_end = compute_end_ms(0, measured.backward_ms, stretches);
+  work.push_back({measured.backward_ms - cut, -1});
+  const int backward_done = static_cast<int>(work.size()) - 1;
+  for (size_t i = 0; i < during.size(); ++i)
+    transfers.push_back(during[i].transfer(after_backward[i] ? backward_done : static_cast<int>(i)));
+  if (by_bucket)
+    for (size_t i = 0; i < during.size(); ++i)
+      work.push_back({total_bytes > 0 ? update_ms * measured.buckets[i].bytes / total_bytes : 0.0, static_cast<int>(i)});
+  const StreamEnds ends = run_streams(work, transfers, overlaps);
   double during_exposed = 0;
   if (by_bucket) {
-    const double updated = updated_by_bucket_ms(during, measured.buckets, backward_end, update_ms, total_bytes);
-    during_exposed = std::max(0.0, updated - measured.backward_ms - update_ms);
+    during_exposed = std::max(0.0, ends.compute_end() - measured.backward_ms - update_ms);
   } else {
-    during_exposed = overlaps ? std::max(backward_end, stream_end_ms(during)) - measured.backward_ms
+    const double backward_end = ends.compute[static_cast<size_t>(backward_done)];
+    during_exposed = overlaps ? std::max(backward_end, ends.stream_end()) - measured.backward_ms
                               : prediction.comm_ms - after_ms;
   }
   prediction.exposed_comm_ms = during_exposed + after_ms;

@@ -64,6 +64,9 @@ class CollectiveCost {
   // backward pass beside it progresses at 1/1.1 of its pace alone): Note [compute beside
   // communication]. 0 unless a cost knows better.
   virtual double compute_slowdown(Collective op, double bytes, int ranks, LinkKind link) const;
+  // The fraction by which this transfer itself is slowed while compute runs beside it (0.3: it
+  // takes 1.3 times its time alone). 0 unless a cost knows better.
+  virtual double collective_slowdown(Collective op, double bytes, int ranks, LinkKind link) const;
 };
 
 // Note [alpha-beta collectives]
@@ -113,6 +116,8 @@ class MeasuredCurveCost : public CollectiveCost {
   struct Point {
     double bytes = 0, busbw_gb_per_s = 0;
     std::optional<double> compute_slowdown;  // comm_bench --beside_compute's; absent: unknown
+    // The collective's own: its time beside the GEMM over its time alone, less 1 (same rows).
+    std::optional<double> collective_slowdown;
   };
   using Curve = std::vector<Point>;                        // by ascending size
   using CurvesByRanks = std::map<int, Curve>;              // by the rank count it was measured on
@@ -122,6 +127,7 @@ class MeasuredCurveCost : public CollectiveCost {
   double collective_ms(Collective op, double bytes, int ranks, LinkKind link) const override;
   double host_copy_ms(double bytes) const override { return fallback_->host_copy_ms(bytes); }
   double compute_slowdown(Collective op, double bytes, int ranks, LinkKind link) const override;
+  double collective_slowdown(Collective op, double bytes, int ranks, LinkKind link) const override;
   // The curve that prices `ranks`, or nullptr where none covers (op, link).
   const Curve* curve_for(Collective op, LinkKind link, int ranks) const;
 
@@ -175,21 +181,22 @@ StepPrediction predict_step(const MeasuredStep& measured, const StepSchedule& sc
 
 // Note [compute beside communication]
 // NCCL's kernels take SMs and memory bandwidth from the forward and backward kernels running beside
-// them: on 2 H200s gpt's passes ran 5-12% slower while a transfer ran, and a model keeping compute
-// at its 1-GPU pace predicted the step 6.6% (replicated) to 9.3% (fully_sharded) too fast. So while
-// the communication stream runs a transfer whose slowdown is s (CollectiveCost::compute_slowdown:
-// `dpbench comm_bench --beside_compute`'s curves, else the system file's
-// compute_slowdown_beside_communication, else 0), compute progresses at 1 / (1 + s) of its 1-GPU
-// pace. A transfer wholly inside backward lengthens it by s / (1 + s) of the transfer's time;
-// one that outlasts backward slows only the part of backward beside it. In the bucket path,
-// backward and the stream are simulated together: a bucket is ready when backward's slowed progress
-// reaches its 1-GPU ready time, so a transfer that slows backward delays the buckets after it.
-// Use by use (Note [units gathered ahead]) every transfer that can run beside a use's compute is on
-// the stream when that compute is placed, and its end is found by walking the stream's busy
-// stretches. A job of several steps slows compute by its steps' slowdowns weighted by their times.
-// The update after backward is not slowed, and without overlap nothing runs beside anything. The
-// collective's own slowdown beside compute (comm_bench measures it too) is not priced: the curves'
-// bus bandwidth alone prices every transfer.
+// them, and those kernels take them from NCCL's: on 2 H200s gpt's passes ran 5-12% slower beside
+// transfers, and a model keeping both at their pace alone predicted the step 6.6% (replicated) to
+// 9.3% (fully_sharded) too fast. `dpbench comm_bench --beside_compute` measures both sides per
+// collective and size: a GEMM beside the collective, and the collective beside a GEMM. So while
+// the communication stream runs a transfer beside compute, compute progresses at 1 / (1 + s) of
+// its 1-GPU pace (s: CollectiveCost::compute_slowdown: the curves', else the system file's
+// compute_slowdown_beside_communication, else 0) and the transfer at 1 / (1 + c) of its pace alone
+// (c: CollectiveCost::collective_slowdown, the curves' time beside compute over time alone less
+// 1, else 0); each runs at its own pace alone. The two streams are simulated together, each
+// running its items in order, a compute item after the transfer it waits for (a unit's gather)
+// and a transfer after the compute item it waits for (its bucket's part of backward, its unit's
+// last use, its slot's previous holder): a slowed backward produces its later buckets later, and a
+// transfer slowed beside backward ends later, and is exposed where it outlasts backward. A job of
+// several steps takes their times alone added, with s and c weighted by them. The update after
+// backward is compute too where it waits for each bucket's exchange; without overlap nothing runs
+// beside anything. With every s and c 0 the simulation is the one without them.
 
 // Note [units gathered ahead]
 // fully_sharded's step, use by use as its slot plan runs it (StepSchedule::uses). Each use's

@@ -310,11 +310,20 @@ StepSchedule FullyShardedStrategy::step_schedule(const StrategyOptions& options,
                 steps.end());
     ScheduledCollective planned = gather;
     planned.after = StepAfter::unit_use;
-    // Under a 16-bit weight copy the copy travels (its fp32 vectors beside it are left out: a
-    // few biases and norm scales per unit).
+    // Under a 16-bit weight copy the unit travels in 16 bits, and its vectors (Note [what
+    // travels]) in fp32 after it, each owner's pack about 1/K of them.
     planned.width = options.gathered_element_bytes / static_cast<double>(sizeof(float));
     planned.bytes *= planned.width;
-    steps.insert(steps.begin(), static_cast<size_t>(gathers[r]), planned);
+    std::vector<ScheduledCollective> gathered = {planned};
+    const size_t vectors = units.units[r].vector_elements;
+    if (planned.width < 1 && vectors > 0) {
+      ScheduledCollective pack = planned;
+      pack.after = StepAfter::with_gather;
+      pack.width = 1;
+      pack.bytes = static_cast<double>(ceil_div(vectors, static_cast<size_t>(k)) * static_cast<size_t>(k) * sizeof(float));
+      gathered.push_back(pack);
+    }
+    for (int g = 0; g < gathers[r]; ++g) steps.insert(steps.begin(), gathered.begin(), gathered.end());
   }
   for (size_t j = 0; j < slots.uses.size(); ++j) {
     const PlannedUse& planned = slots.uses[j];

@@ -29,6 +29,9 @@ enum class StepAfter {
   // A gather of the range's parameters before one of its uses (fully_sharded's units): when it
   // is issued and what it waits for are StepSchedule::uses'; each such step is one gather.
   unit_use,
+  // Part of the unit_use step before it: issued with that gather, after it (fully_sharded's fp32
+  // vectors beside a unit gathered in 16 bits, Note [what travels] in strategies/fully_sharded.h).
+  with_gather,
 };
 
 // The ranks a step spans: the whole job's, those of one host, or one rank of each host (the

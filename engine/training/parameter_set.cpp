@@ -49,6 +49,16 @@ GradientRange ParameterLayout::extent(int id) const {
   return GradientRange{view.offset, end - view.offset};
 }
 
+ParameterUnits with_vector_elements(ParameterUnits units, const ParameterLayout& layout) {
+  for (ParameterUnit& unit : units.units) {
+    unit.vector_elements = 0;
+    for (const TensorView& tensor : layout.tensors())
+      if (tensor.shape.size() == 1 && tensor.offset >= unit.range.offset && tensor.offset < unit.range.end())
+        unit.vector_elements += tensor.count;
+  }
+  return units;
+}
+
 ParameterSet::ParameterSet(Device& device, const ParameterLayout& layout, DataType weight_copy_type)
     : ParameterSet(device, layout, weight_copy_type, {}) {}
 

@@ -57,6 +57,9 @@ class ParameterLayout {
   bool finalized_ = false;
 };
 
+// `units` with each unit's vector_elements counted from `layout` (its tensors of rank 1).
+ParameterUnits with_vector_elements(ParameterUnits units, const ParameterLayout& layout);
+
 // A part of the layout a replica keeps when its parameters are sharded (fully_sharded): `count`
 // elements of the layout from `layout_offset` (possibly none), then zeros up to `padded_count`.
 struct ResidentChunk {

@@ -29,6 +29,10 @@ enum class UnitPass { forward, backward };
 struct ParameterUnit {
   std::string name;     // "block 3": as the trace names its span
   GradientRange range;  // its tensors' extents
+  // Elements of its tensors of rank 1 (biases, norm scales), which fully_sharded gathers in fp32
+  // beside a unit gathered in 16 bits; 0 where not counted (vector_elements_of in
+  // engine/training/parameter_set.h counts them).
+  size_t vector_elements = 0;
 };
 
 struct UnitUse {

@@ -323,8 +323,13 @@ TEST_CASE("a curve's compute slowdown slows backward beside its transfers", "[pr
   system.inter_host = {4.0, 100.0};
   system.host_copy = {0.5, 5.0};
   json file = comm_bench_file();
-  file["rows"] = json::array({{{"size_bytes", 1000}, {"busbw_gbps", 0.5}, {"compute_slowdown", 0.5}},
-                              {{"size_bytes", 1000000000}, {"busbw_gbps", 0.5}, {"compute_slowdown", 0.5}}});
+  // Times as the rows' busbw gives them; beside compute the collective itself is not slowed.
+  auto row = [](int64_t bytes, double time_beside_us) {
+    return json{{"size_bytes", bytes},           {"busbw_gbps", 0.5},
+                {"compute_slowdown", 0.5},       {"time_us", bytes * 1.5 / 0.5 / 1e3},
+                {"time_beside_compute_us", time_beside_us}};
+  };
+  file["rows"] = json::array({row(1000, 3.0), row(1000000000, 3e6)});
   const MeasuredCurveCost cost(curves_by_collective({parse_collective_curve(file, "slowing.json")}),
                                std::make_shared<AlphaBetaCost>(system));
   // One 1e6-byte bucket ready at 5 ms of a 10 ms backward on 4 GPUs: its all-reduce takes 3 ms
@@ -341,6 +346,18 @@ TEST_CASE("a curve's compute slowdown slows backward beside its transfers", "[pr
   CHECK(slowed.comm_ms == Approx(3.0));
   CHECK(slowed.exposed_comm_ms == Approx(1.0));
   CHECK(slowed.step_ms == Approx(21.0));
+
+  // Beside compute the collective takes twice its time alone: from 5 ms both run, backward at 2/3
+  // of its pace and the all-reduce at 1/2; the all-reduce ends at 11 ms (6 ms for its 3), backward
+  // has done 4 of its last 5 ms by then and ends at 12; the bucket's update (2 ms) follows: 2 ms late.
+  file["rows"] = json::array({row(1000, 6.0), row(1000000000, 6e6)});
+  const MeasuredCurveCost both(curves_by_collective({parse_collective_curve(file, "both.json")}),
+                               std::make_shared<AlphaBetaCost>(system));
+  CHECK(both.collective_slowdown(Collective::all_reduce, 1e6, 4, LinkKind::intra_host) == Approx(1.0));
+  const StepPrediction slower = predict_step(step, all_reduce, 4, system, both);
+  CHECK(slower.comm_ms == Approx(3.0));  // the transfers' times alone
+  CHECK(slower.exposed_comm_ms == Approx(2.0));
+  CHECK(slower.step_ms == Approx(22.0));
 }
 
 }  // namespace dpbench

@@ -207,6 +207,42 @@ TEST_CASE("fully_sharded keeps 1/N of parameters, gradients and optimizer state,
   }
 }
 
+TEST_CASE("fully_sharded's planned gathers carry a unit's fp32 vectors beside its 16 bits",
+          "[strategies][fully_sharded][schedule]") {
+  ParameterLayout layout;
+  layout.declare("weight", {8, 10});
+  layout.declare("bias", {10});
+  layout.declare("scale", {7});
+  layout.finalize();
+  ParameterUnits units;
+  units.units = {{"layer", GradientRange{0, layout.total_count()}}};
+  units.uses = {{0, UnitPass::forward, false}, {0, UnitPass::backward, true}};
+  units = with_vector_elements(units, layout);
+  CHECK(units.units[0].vector_elements == 17);
+  ScheduleShape shape;
+  shape.world = 2;
+  shape.ranks_per_host = 2;
+  StrategyOptions options;
+  options.gathered_element_bytes = 2;
+  const StepSchedule half = FullyShardedStrategy::step_schedule(options, layout, {}, shape, units);
+  REQUIRE(half.ranges.size() == 1);
+  const std::vector<ScheduledCollective>& steps = half.ranges[0].steps;
+  // Gathered once (its backward follows its forward in the slot still holding it) in 16 bits with
+  // its vectors' pack after it (17 vector elements: 9 per owner, 2 owners, fp32), then reduce-scattered.
+  REQUIRE(steps.size() == 3);
+  CHECK(steps[0].after == StepAfter::unit_use);
+  CHECK(steps[0].width == 0.5);
+  CHECK(steps[1].after == StepAfter::with_gather);
+  CHECK(steps[1].collective == Collective::all_gather);
+  CHECK(steps[1].bytes == 9 * 2 * 4);
+  CHECK(steps[2].collective == Collective::reduce_scatter);
+  // In fp32 the vectors travel inside the unit.
+  options.gathered_element_bytes = 4;
+  const StepSchedule whole = FullyShardedStrategy::step_schedule(options, layout, {}, shape, units);
+  CHECK(whole.ranges[0].steps.size() == 2);
+  for (const ScheduledCollective& step : whole.ranges[0].steps) CHECK(step.after != StepAfter::with_gather);
+}
+
 TEST_CASE("fully_sharded publishes its collectives as a schedule", "[strategies][fully_sharded][schedule]") {
   StrategyOptions options;
   ScheduleShape shape;

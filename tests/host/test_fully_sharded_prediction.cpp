@@ -130,10 +130,12 @@ TEST_CASE("kept for backward gathers each unit once where resharding gathers it 
 namespace dpbench {
 namespace {
 
-// Every reduction costs `reduce_ms` and slows compute beside it by `slowdown`; gathers are free.
+// Every reduction costs `reduce_ms` alone, slows compute beside it by `slowdown` and is slowed
+// by compute beside it by `slowed_by`; gathers are free.
 class SlowingReductionCost : public CollectiveCost {
  public:
-  SlowingReductionCost(double reduce_ms, double slowdown) : reduce_ms_(reduce_ms), slowdown_(slowdown) {}
+  SlowingReductionCost(double reduce_ms, double slowdown, double slowed_by = 0)
+      : reduce_ms_(reduce_ms), slowdown_(slowdown), slowed_by_(slowed_by) {}
   double collective_ms(Collective op, double, int, LinkKind) const override {
     return op == Collective::reduce_scatter ? reduce_ms_ : 0.0;
   }
@@ -141,16 +143,19 @@ class SlowingReductionCost : public CollectiveCost {
   double compute_slowdown(Collective op, double, int, LinkKind) const override {
     return op == Collective::reduce_scatter ? slowdown_ : 0.0;
   }
+  double collective_slowdown(Collective op, double, int, LinkKind) const override {
+    return op == Collective::reduce_scatter ? slowed_by_ : 0.0;
+  }
 
  private:
-  double reduce_ms_, slowdown_;
+  double reduce_ms_, slowdown_, slowed_by_;
 };
 
-StepPrediction predict_three_units_slowed(double reduce_ms, double slowdown, bool overlaps) {
+StepPrediction predict_three_units_slowed(double reduce_ms, double slowdown, bool overlaps, double slowed_by = 0) {
   const StepSchedule schedule = FullyShardedStrategy::step_schedule(StrategyOptions(), ParameterLayout{}, {},
                                                                     ScheduleShape{2, 2, 1}, three_units());
   return predict_step(three_unit_step(), schedule, 2, two_gpu_system(overlaps),
-                      SlowingReductionCost(reduce_ms, slowdown));
+                      SlowingReductionCost(reduce_ms, slowdown, slowed_by));
 }
 
 }  // namespace
@@ -168,6 +173,19 @@ TEST_CASE("a unit's reduction slows the backward of the units beside it", "[pred
   // Without overlap every transfer is charged, slowed or not.
   CHECK(predict_three_units_slowed(1.0, 0.5, false).exposed_comm_ms ==
         Approx(predict_three_units_slowed(1.0, 0.0, false).exposed_comm_ms));
+}
+
+TEST_CASE("a unit's reduction beside backward runs at its pace beside compute, alone after it",
+          "[predict][fully_sharded]") {
+  // Each 1 ms reduction takes 3 ms beside compute (it does 1/3 ms of its work per ms), compute is
+  // not slowed. Unit 2's reduction starts at 5 and has done 2/3 by 7, when unit 1's backward
+  // ends; it ends at 8 beside unit 0's backward; unit 1's then does 1/3 by 9, when backward ends,
+  // and its last 2/3 alone to 9 + 2/3; unit 0's runs alone to 10 + 2/3: 1 + 2/3 ms past 9.
+  const StepPrediction slowed = predict_three_units_slowed(1.0, 0.0, true, 2.0);
+  CHECK(slowed.exposed_comm_ms == Approx(1.0 + 2.0 / 3.0));
+  CHECK(slowed.comm_ms == Approx(3.0));
+  // Not slowed beside compute: each reduction ends 1 ms after its unit, the last at 10.
+  CHECK(predict_three_units_slowed(1.0, 0.0, true, 0.0).exposed_comm_ms == Approx(1.0));
 }
 
 }  // namespace dpbench
