@@ -162,8 +162,8 @@ std::string prediction_model_text() {
          "runs beside them (s from curves measured with comm_bench --beside_compute, else the system file's "
          "compute_slowdown_beside_communication, else 0), and the transfer at 1 / (1 + c) of its own pace while "
          "compute runs beside it (c from the same curves, else 0): both streams are simulated together, so a "
-         "slowed backward produces its later buckets later. Not modelled: clock loss under the power cap, "
-         "stragglers, congestion beyond the stated bandwidths, host-side arithmetic of the host parameter server "
+         "slowed backward produces its later buckets later. Not modelled: clock loss under the power cap, the "
+         "host's gaps between launches where one process drives several GPUs, stragglers, congestion beyond the stated bandwidths, host-side arithmetic of the host parameter server "
          "beyond the 1-GPU update, data loading. "
          "Efficiency % = 100 x predicted speed / (N x the 1-GPU run's speed).";
 }
