@@ -41,6 +41,26 @@ json comm_bench_file(const std::string& op = "all_reduce", const std::string& li
           {"rows", rows}};
 }
 
+// 1 GB/s and 10 us inside a host of 8 GPUs, 4 GB/s and 100 us across hosts, 0.5 GB/s to host memory.
+SystemModel eight_gpu_hosts() {
+  SystemModel system;
+  system.gpus_per_host = 8;
+  system.intra_host = {1.0, 10.0};
+  system.inter_host = {4.0, 100.0};
+  system.host_copy = {0.5, 5.0};
+  return system;
+}
+
+// A 20 ms step with a 10 ms backward and a 2 ms update, one 1e6-byte bucket ready at `ready_ms`.
+MeasuredStep one_bucket_step(double ready_ms) {
+  MeasuredStep step;
+  step.step_ms = 20;
+  step.backward_ms = 10;
+  step.update_ms = 2;
+  step.buckets = {{1e6, ready_ms}};
+  return step;
+}
+
 std::string parse_error(const json& document) {
   return error_message_of<RuntimeError>([&] { parse_collective_curve(document, "c.json"); }, "error");
 }
@@ -186,21 +206,13 @@ TEST_CASE("the costs no curve covers come from the system file", "[predict]") {
 TEST_CASE("a curve at half the system file's bandwidth doubles the predicted transfer", "[predict]") {
   // The system: 1 GB/s and 10 us inside a host (8 GPUs per host). The curve: all_reduce measured at
   // 0.5 GB/s busbw from 1 KB to 1 GB.
-  SystemModel system;
-  system.gpus_per_host = 8;
-  system.intra_host = {1.0, 10.0};
-  system.inter_host = {4.0, 100.0};
-  system.host_copy = {0.5, 5.0};
+  const SystemModel system = eight_gpu_hosts();
   json file = comm_bench_file();
   file["rows"] = json::array({{{"size_bytes", 1000}, {"busbw_gbps", 0.5}}, {{"size_bytes", 1000000000}, {"busbw_gbps", 0.5}}});
   const MeasuredCurveCost cost(curves_by_collective({parse_collective_curve(file, "half.json")}),
                                std::make_shared<AlphaBetaCost>(system));
   // One 1e6-byte bucket ready at 9 ms of a 10 ms backward, 20 ms step, 2 ms update, on 4 GPUs.
-  MeasuredStep step;
-  step.step_ms = 20;
-  step.backward_ms = 10;
-  step.update_ms = 2;
-  step.buckets = {{1e6, 9}};
+  const MeasuredStep step = one_bucket_step(9);
   // By hand: 2 x 3/4 x 1e6 bytes at 0.5 GB/s = 3 ms, ending at 12 ms: 2 ms exposed. The system
   // file alone: 6 x 10 us + 1.5 ms = 1.56 ms, 0.56 ms exposed.
   // The replicated strategy's schedule of that bucket on 4 GPUs (strategies/replicated.h), with
@@ -317,11 +329,7 @@ TEST_CASE("predict refuses a curve larger than comm_bench measures, writing noth
 namespace dpbench {
 
 TEST_CASE("a curve's compute slowdown slows backward beside its transfers", "[predict]") {
-  SystemModel system;
-  system.gpus_per_host = 8;
-  system.intra_host = {1.0, 10.0};
-  system.inter_host = {4.0, 100.0};
-  system.host_copy = {0.5, 5.0};
+  const SystemModel system = eight_gpu_hosts();
   json file = comm_bench_file();
   // Times as the rows' busbw gives them; beside compute the collective itself is not slowed.
   auto row = [](int64_t bytes, double time_beside_us) {
@@ -335,11 +343,7 @@ TEST_CASE("a curve's compute slowdown slows backward beside its transfers", "[pr
   // One 1e6-byte bucket ready at 5 ms of a 10 ms backward on 4 GPUs: its all-reduce takes 3 ms
   // (2 x 3/4 x 1e6 bytes at 0.5 GB/s), all inside backward, which does 2 ms of its work beside it
   // and so ends 1 ms late.
-  MeasuredStep step;
-  step.step_ms = 20;
-  step.backward_ms = 10;
-  step.update_ms = 2;
-  step.buckets = {{1e6, 5}};
+  const MeasuredStep step = one_bucket_step(5);
   const StepSchedule all_reduce =
       ReplicatedStrategy::schedule_for(StrategyOptions(), ParameterLayout(), {{0, 250000}}, ScheduleShape{4, 4, 1});
   const StepPrediction slowed = predict_step(step, all_reduce, 4, system, cost);

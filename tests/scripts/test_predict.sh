@@ -110,6 +110,7 @@ import json, sys
 curve = json.load(open(sys.argv[1]))
 for row in curve["rows"]:
     row["compute_slowdown"] = 0.5
+    row["time_beside_compute_us"] = row["time_us"]
 json.dump(curve, open(sys.argv[2], "w"))
 PY
 expect "a curve with compute's slowdown" 0 "$work/g1.json" "$work/g2.json" --system "$system" --max_gpus=2 \

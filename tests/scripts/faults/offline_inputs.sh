@@ -199,7 +199,10 @@ oi_bad_curve "ranks of 1e19" "ranks is 10000000000000000000" 'd["ranks"] = 10**1
 oi_bad_curve "fractional ranks" "ranks is 2.5" 'd["ranks"] = 2.5'
 oi_bad_curve "more hosts than ranks" "hosts 9 is more than its 2 ranks" 'd["hosts"] = 9'
 oi_bad_curve "a compute slowdown of 7" "has compute_slowdown 7" 'd["rows"][0]["compute_slowdown"] = 7'
-oi_bad_curve "a compute slowdown in one row" "compute_slowdown in 1 of" 'd["rows"][0]["compute_slowdown"] = 0.1'
+oi_bad_curve "a compute slowdown in one row" "compute_slowdown in 1 of" \
+  'd["rows"][0]["compute_slowdown"] = 0.1; d["rows"][0]["time_beside_compute_us"] = d["rows"][0]["time_us"]'
+oi_bad_curve "a compute slowdown without the times beside compute" "no positive time_us and time_beside_compute_us" \
+  'd["rows"][0]["compute_slowdown"] = 0.1'
 oi_bad_curve "an escape sequence for a collective" "config.op 'x\\x1B[2J' is no collective" \
   'd["config"]["op"] = "x\u001b[2J"'
 oi_bad_curve "an escape sequence for a link" 'link "\u001b[2J" unknown' 'd["link"] = "\u001b[2J"'
