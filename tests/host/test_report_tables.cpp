@@ -348,18 +348,18 @@ TEST_CASE("report csv has one row per series and GPU count with the key fields",
         "activation_checkpointing,variable_update,processes,all_reduce_spec,local_parameter_device,gradient_repacking,bucket_cap_mb,tail_bucket_mb,"
         "agg_small_grads_max_bytes,agg_small_grads_max_group,overlap_comm,compact_gradient_transfer,"
         "sparse_embedding_grads,sharded_update,hierarchical_all_reduce,prefetch_units,reshard_after_forward,"
-        "reduce_precision,shard_group_size,gpu_number,batch_size_per_gpu,total_batch,"
+        "shard_weight_copy,reduce_precision,shard_group_size,gpu_number,batch_size_per_gpu,total_batch,"
         "measured_batches,total_time_s,"
         "items_per_sec,speedup,efficiency_pct,jitter,tflops_per_gpu,mfu_pct,loss_exposed_comm_pts,loss_straggler_pts,loss_clock_pts,"
         "loss_data_pts,loss_host_pts,loss_other_pts,runs,file\n"
         "\"resnet50, parameter_server (cpu), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,training,resnet50,,,fp32,NCHW,"
-        ",64,cuda,NVIDIA H100 80GB HBM3,images/s,none,parameter_server,,,cpu,0,25.0,0.0,0,10,true,,,,,,,,,"
+        ",64,cuda,NVIDIA H100 80GB HBM3,images/s,none,parameter_server,,,cpu,0,25.0,0.0,0,10,true,,,,,,,,,,"
         "2,64,128,100,8.533333333333333,1500.0,,,10.0,,,,,,,,,1,<dir>/ps.json\n"
         "\"resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,training,resnet50,,,fp32,NCHW,"
-        ",64,cuda,NVIDIA H100 80GB HBM3,images/s,none,replicated,,nccl,,0,25.0,0.0,0,10,true,none,false,false,,,,,,"
+        ",64,cuda,NVIDIA H100 80GB HBM3,images/s,none,replicated,,nccl,,0,25.0,0.0,0,10,true,none,false,false,,,,,,,"
         "1,64,64,100,6.4,1000.0,1.0,100.0,10.0,,,,,,,,,1,<dir>/one.json\n"
         "\"resnet50, replicated (nccl), fp32, NCHW, batch 64 per GPU (weak scaling)\",weak,training,resnet50,,,fp32,NCHW,"
-        ",64,cuda,NVIDIA H100 80GB HBM3,images/s,none,replicated,,nccl,,0,25.0,0.0,0,10,true,none,false,false,,,,,,"
+        ",64,cuda,NVIDIA H100 80GB HBM3,images/s,none,replicated,,nccl,,0,25.0,0.0,0,10,true,none,false,false,,,,,,,"
         "2,64,128,100,6.7368421052631575,1900.0,1.9,95.0,10.0,,,,,,,,,1,<dir>/two.json\n");
 }
 
