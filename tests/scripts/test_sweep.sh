@@ -311,6 +311,11 @@ end_with=${DPBENCH_END_WITH_PID-unset}
 echo "pid=$$ end_with_pid=${end_with%@*} run_tag=${DPBENCH_RUN_TAG-unset} recorded=$recorded" >>"$FAKE_CALLS.env"
 echo "$$" >>"$FAKE_PIDS"
 case " $* " in *" --fake_fail "*) echo "fake: failing as asked" >&2; exit 7 ;; esac
+# As dpbench ends on these: a bash without traps may outlive a SIGINT that reaches it while its
+# `sleep` ends of itself (it then takes the signal as the child's to handle).
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
 deadline=$((SECONDS + sleep_s))
 while ((SECONDS < deadline)); do
   if [ -n "${DPBENCH_END_WITH_PID:-}" ] && ! kill -0 "${DPBENCH_END_WITH_PID%@*}" 2>/dev/null; then
