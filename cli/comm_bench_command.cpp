@@ -437,63 +437,62 @@ struct BesideFigures {
   double gemm_alone_ms = 0, gemm_beside_ms = 0, collective_beside_ms = 0;
 };
 
+// One of the two loops of Note [compute beside a collective]: its call, the time of one call
+// alone, its stream and the events that time it there.
+struct BesideLoop {
+  std::function<void()> call;
+  double alone_ms = 0;
+  StreamKind stream = StreamKind::compute;
+  Event* start = nullptr;
+  Event* stop = nullptr;
+};
+
+// `calls` of `timed` inside `cover`'s activity (Note [compute beside a collective]): ms per call,
+// the slowest rank's.
+double time_covered(const Measurement& m, BesideCompute& beside, int local, const BesideLoop& timed, int calls,
+                    const BesideLoop& cover, const std::function<double(double)>& slowest) {
+  Device& device = beside.device;
+  const double window_ms = calls * timed.alone_ms;
+  double per_call_ms = 0;
+  for (int attempt = 0; attempt < kCoverAttempts; ++attempt) {
+    const int lead = calls_lasting(kLead * window_ms, cover.alone_ms);
+    const int covering = calls_lasting(kCover * (1 << attempt) * window_ms, cover.alone_ms) + 1;
+    device.synchronize();
+    m.meeting.gather_numbers(local, 0);  // every device idle, every rank at the start line
+    for (int i = 0; i < lead; ++i) cover.call();
+    beside.lead_done->record(cover.stream);
+    device.wait(timed.stream, *beside.lead_done);
+    timed.start->record(timed.stream);
+    issue_interleaved(covering, cover.call, calls, timed.call);
+    timed.stop->record(timed.stream);
+    cover.stop->record(cover.stream);
+    device.synchronize();
+    per_call_ms = slowest(timed.stop->elapsed_ms_since(*timed.start) / calls);
+    const bool covered = cover.stop->elapsed_ms_since(*timed.stop) >= 0;
+    if (slowest(covered ? 0.0 : 1.0) == 0.0) break;
+  }
+  return per_call_ms;
+}
+
 BesideFigures measure_beside_compute(const Measurement& m, BesideCompute& beside, int local,
                                      const std::function<void()>& collective, double collective_ms) {
-  Device& device = beside.device;
-  auto slowest = [&](double mine) {
+  const std::function<double(double)> slowest = [&](double mine) {
     const std::vector<double> all = m.meeting.gather_numbers(local, mine);
     return *std::max_element(all.begin(), all.end());
   };
-  auto gemm = [&] { beside.gemm(); };
   BesideFigures figures;
   // Alone: a few calls warm the GEMM (its kernel chosen, clocks up) and size the timed loop.
-  for (int i = 0; i < 3; ++i) gemm();
+  for (int i = 0; i < 3; ++i) beside.gemm();
   const double probe_ms = beside.gemm_alone_ms(3);
   figures.gemm_alone_ms = slowest(beside.gemm_alone_ms(calls_lasting(kPhaseMs, probe_ms)));
-
-  // The GEMM beside the collective.
-  const int gemms = calls_lasting(kPhaseMs, figures.gemm_alone_ms);
-  const double gemm_window_ms = gemms * figures.gemm_alone_ms;
-  for (int attempt = 0; attempt < kCoverAttempts; ++attempt) {
-    const double cover = kCover * (1 << attempt);
-    const int lead = calls_lasting(kLead * gemm_window_ms, collective_ms);
-    const int covering = calls_lasting(cover * gemm_window_ms, collective_ms) + 1;
-    device.synchronize();
-    m.meeting.gather_numbers(local, 0);  // every device idle, every rank at the start line
-    for (int i = 0; i < lead; ++i) collective();
-    beside.lead_done->record(StreamKind::communication);
-    device.wait(StreamKind::compute, *beside.lead_done);
-    beside.compute_start->record(StreamKind::compute);
-    issue_interleaved(covering, collective, gemms, gemm);
-    beside.compute_stop->record(StreamKind::compute);
-    beside.comm_stop->record(StreamKind::communication);
-    device.synchronize();
-    figures.gemm_beside_ms = slowest(beside.compute_stop->elapsed_ms_since(*beside.compute_start) / gemms);
-    const bool covered = beside.comm_stop->elapsed_ms_since(*beside.compute_stop) >= 0;
-    if (slowest(covered ? 0.0 : 1.0) == 0.0) break;
-  }
-
-  // The collective beside the GEMM.
-  const int calls = std::max(m.options.iters, calls_lasting(kPhaseMs, collective_ms));
-  const double collective_window_ms = calls * collective_ms;
-  for (int attempt = 0; attempt < kCoverAttempts; ++attempt) {
-    const double cover = kCover * (1 << attempt);
-    const int lead = calls_lasting(kLead * collective_window_ms, figures.gemm_alone_ms);
-    const int covering = calls_lasting(cover * collective_window_ms, figures.gemm_alone_ms) + 1;
-    device.synchronize();
-    m.meeting.gather_numbers(local, 0);
-    for (int i = 0; i < lead; ++i) gemm();
-    beside.lead_done->record(StreamKind::compute);
-    device.wait(StreamKind::communication, *beside.lead_done);
-    beside.comm_start->record(StreamKind::communication);
-    issue_interleaved(covering, gemm, calls, collective);
-    beside.comm_stop->record(StreamKind::communication);
-    beside.compute_stop->record(StreamKind::compute);
-    device.synchronize();
-    figures.collective_beside_ms = slowest(beside.comm_stop->elapsed_ms_since(*beside.comm_start) / calls);
-    const bool covered = beside.compute_stop->elapsed_ms_since(*beside.comm_stop) >= 0;
-    if (slowest(covered ? 0.0 : 1.0) == 0.0) break;
-  }
+  const BesideLoop gemm{[&] { beside.gemm(); }, figures.gemm_alone_ms, StreamKind::compute,
+                        beside.compute_start.get(), beside.compute_stop.get()};
+  const BesideLoop transfer{collective, collective_ms, StreamKind::communication, beside.comm_start.get(),
+                            beside.comm_stop.get()};
+  figures.gemm_beside_ms =
+      time_covered(m, beside, local, gemm, calls_lasting(kPhaseMs, figures.gemm_alone_ms), transfer, slowest);
+  figures.collective_beside_ms = time_covered(
+      m, beside, local, transfer, std::max(m.options.iters, calls_lasting(kPhaseMs, collective_ms)), gemm, slowest);
   return figures;
 }
 
